@@ -1,0 +1,55 @@
+"""floorgate's admission domain and durable store.
+
+Owners set floors (minimum start-to-start intervals) per goal, agent or automation with
+``Policies``; every automatic launch reserves a start with ``Admission.reserve`` and confirms it
+once the host attempt is durable. This package imports no other package of the project.
+"""
+
+from .clock import UTC, Clock, FixedClock, SystemClock
+from .decisions import Confirmation, Decision, Eligibility, Phase, Reason, StartKind, StartRecord
+from .errors import (
+    FloorgateError,
+    InvalidInput,
+    NotFound,
+    ReductionNotAuthorized,
+    RevisionConflict,
+    SchemaTooNew,
+    StoreUnavailable,
+)
+from .gate import Admission
+from .intervals import format_interval, parse_interval
+from .policies import EffectiveFloor, Policies, Rule, RuleChange
+from .scope import Scope, ScopeKind
+from .store import Store, open_store
+
+__all__ = [
+    "UTC",
+    "Admission",
+    "Clock",
+    "Confirmation",
+    "Decision",
+    "EffectiveFloor",
+    "Eligibility",
+    "FixedClock",
+    "FloorgateError",
+    "InvalidInput",
+    "NotFound",
+    "Phase",
+    "Policies",
+    "Reason",
+    "ReductionNotAuthorized",
+    "RevisionConflict",
+    "Rule",
+    "RuleChange",
+    "SchemaTooNew",
+    "Scope",
+    "ScopeKind",
+    "StartKind",
+    "StartRecord",
+    "Store",
+    "StoreUnavailable",
+    "SystemClock",
+    "format_interval",
+    "open_store",
+    "parse_interval",
+]

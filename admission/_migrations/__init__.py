@@ -1,0 +1,1 @@
+"""Alembic revisions of the floorgate schema, applied by ``open_store`` (one file per revision)."""

@@ -1,0 +1,91 @@
+"""Clocks and the UTC boundary.
+
+Every timestamp inside floorgate is an aware UTC ``datetime``. Services take a clock (any object
+with ``now()``) so tests can inject one; the default reads the system clock through
+``datetime.now(timezone.utc)`` at call time, which freezegun also controls.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Protocol
+
+from .errors import InvalidInput
+
+UTC = timezone.utc
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class Clock(Protocol):
+    """Anything that tells the current time as an aware datetime."""
+
+    def now(self) -> datetime:  # pragma: no cover - protocol
+        ...
+
+
+class SystemClock:
+    """The real clock: aware UTC now."""
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+
+class FixedClock:
+    """A clock that only moves when told to; for tests, demos and dry runs."""
+
+    def __init__(self, start: datetime) -> None:
+        self._now = aware_utc(start, "start")
+
+    def now(self) -> datetime:
+        return self._now
+
+    def advance(self, delta: timedelta) -> datetime:
+        self._now = self._now + delta
+        return self._now
+
+    def set(self, when: datetime) -> None:
+        self._now = aware_utc(when, "when")
+
+
+def aware_utc(value: datetime, field: str) -> datetime:
+    """Return ``value`` in UTC; a naive datetime is rejected, never guessed."""
+    if not isinstance(value, datetime):
+        raise InvalidInput(field, f"expected a datetime, got {type(value).__name__}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise InvalidInput(field, "naive datetime; pass an aware datetime (e.g. with tzinfo=UTC)")
+    return value.astimezone(UTC)
+
+
+def read_clock(clock: Clock) -> datetime:
+    """Read ``clock`` and check that it speaks aware time."""
+    return aware_utc(clock.now(), "clock.now()")
+
+
+def to_us(value: datetime) -> int:
+    """Microseconds since the epoch of an aware datetime (exact; how the store keeps time)."""
+    delta = value - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def from_us(value: int) -> datetime:
+    """The aware UTC datetime for microseconds since the epoch."""
+    return _EPOCH + timedelta(microseconds=value)
+
+
+def parse_instant(text: str, field: str) -> datetime:
+    """Parse an ISO 8601 instant with an explicit offset (``Z`` allowed) into aware UTC."""
+    try:
+        value = datetime.fromisoformat(text.strip().replace("z", "Z"))
+    except ValueError:
+        raise InvalidInput(field, f"{text!r} is not an ISO 8601 time; use e.g. 2026-12-01T09:00:00Z") from None
+    if value.tzinfo is None:
+        raise InvalidInput(field, f"{text!r} has no UTC offset; add Z or +HH:MM")
+    return value.astimezone(UTC)
+
+
+def iso(value: datetime | None) -> str | None:
+    """Render an aware datetime as ISO 8601 UTC with a Z, to the microsecond when needed."""
+    if value is None:
+        return None
+    text = value.astimezone(UTC).isoformat(timespec="microseconds" if value.microsecond else "seconds")
+    return text.replace("+00:00", "Z")

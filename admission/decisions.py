@@ -1,0 +1,105 @@
+"""What admission answers: decisions, start records, confirmations and eligibility readback."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import Enum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from .policies import EffectiveFloor
+
+
+class Reason(str, Enum):
+    """The closed set of reasons a reservation is admitted or denied."""
+
+    ELIGIBLE = "eligible"  # admitted: the floor has elapsed
+    NO_RULE = "no_rule"  # admitted: no floor applies; no cadence state written
+    MANUAL = "manual"  # admitted: an explicit manual reason bypassed the interval
+    RESUMED = "resumed"  # admitted: the same turn's earlier reservation, anchor unmoved
+    INTERVAL_WAIT = "interval_wait"
+    DUPLICATE_TRIGGER = "duplicate_trigger"
+    TURN_ALREADY_STARTED = "turn_already_started"
+    STALE_TRIGGER = "stale_trigger"
+    CLOCK_ROLLBACK = "clock_rollback"
+    STATE_UNAVAILABLE = "state_unavailable"
+
+
+class StartKind(str, Enum):
+    AUTOMATIC = "automatic"
+    MANUAL = "manual"
+
+
+class Phase(str, Enum):
+    RESERVED = "reserved"
+    CONFIRMED = "confirmed"
+
+
+class StartRecord(BaseModel):
+    """One admitted start. ``anchor_at`` is when admission reserved it; floors count from there."""
+
+    model_config = ConfigDict(frozen=True)
+
+    turn_id: str
+    goal_id: str
+    agent_id: str
+    automation_id: str | None
+    trigger_time: datetime
+    anchor_at: datetime
+    phase: Phase
+    phase_recorded: bool  # False when the stored phase was missing and read as confirmed
+    kind: StartKind
+    manual_reason: str | None
+    confirmed_at: datetime | None
+
+
+class Decision(BaseModel):
+    """The answer to ``Admission.reserve``.
+
+    ``next_eligible_at`` is the exact instant the floor next allows an automatic start of this
+    lane (None when no floor applies or the state could not be read).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    admitted: bool
+    reason: Reason
+    turn_id: str
+    goal_id: str
+    agent_id: str
+    automation_id: str | None
+    kind: StartKind
+    trigger_time: datetime
+    decided_at: datetime
+    anchor_at: datetime | None
+    next_eligible_at: datetime | None
+    floor: EffectiveFloor | None
+    detail: str
+
+
+class Confirmation(BaseModel):
+    """The answer to ``Admission.confirm``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    turn_id: str
+    status: Literal["confirmed", "already_confirmed", "no_reservation"]
+    start: StartRecord | None
+
+
+class Eligibility(BaseModel):
+    """Readback for an agent or automation. ``eligible`` means only that the interval has elapsed."""
+
+    model_config = ConfigDict(frozen=True)
+
+    status: Literal["eligible", "interval_wait", "unavailable"]
+    reason: Reason
+    goal_id: str
+    agent_id: str
+    automation_id: str | None
+    floor: EffectiveFloor | None
+    last_start: StartRecord | None
+    next_eligible_at: datetime | None
+    evaluated_at: datetime
+    detail: str

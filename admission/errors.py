@@ -1,0 +1,60 @@
+"""The error tree of floorgate.
+
+``FloorgateError`` is the root for every package of the project; each error also subclasses the
+built-in it resembles, so callers may catch either. Messages name the ids involved and, for user
+errors, the field and the fix.
+"""
+
+from __future__ import annotations
+
+
+class FloorgateError(Exception):
+    """Root of every error floorgate raises on purpose."""
+
+
+class InvalidInput(FloorgateError, ValueError):
+    """A caller passed a value floorgate cannot accept; ``field`` names it."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(f"{field}: {message}")
+
+
+class NotFound(FloorgateError, LookupError):
+    """A record the caller named does not exist."""
+
+
+class RevisionConflict(FloorgateError):
+    """An exact-revision write lost: the stored revision is not the one the caller read.
+
+    Nothing was written. ``current_revision`` is what the store holds now; re-read, then retry
+    deliberately (never automatically).
+    """
+
+    def __init__(self, scope: str, expected: int, current: int) -> None:
+        self.scope = scope
+        self.expected_revision = expected
+        self.current_revision = current
+        super().__init__(
+            f"revision conflict on {scope}: you passed revision {expected}, the store holds "
+            f"revision {current}; re-read the policy and pass --revision {current}"
+        )
+
+
+class ReductionNotAuthorized(FloorgateError, PermissionError):
+    """Lowering or disabling a floor was attempted without explicit reduction authorization."""
+
+    def __init__(self, scope: str, before: str, after: str) -> None:
+        self.scope = scope
+        super().__init__(
+            f"lowering the floor on {scope} from {before} to {after} needs explicit reduction "
+            f"authorization (--allow-reduction / allow_reduction=True)"
+        )
+
+
+class StoreUnavailable(FloorgateError, RuntimeError):
+    """The durable store cannot be opened, read or written. Admission fails closed on it."""
+
+
+class SchemaTooNew(StoreUnavailable):
+    """The database was written by a newer floorgate; it is refused and never written to."""

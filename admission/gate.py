@@ -1,0 +1,385 @@
+"""Atomic two-phase admission: ``reserve`` before a host launch, ``confirm`` once it is journaled.
+
+The decision is made twice when it may admit: first in a plain read (so a denial takes no lock
+and writes nothing), then again inside a write transaction serialized per agent, where the start
+is inserted. Only that second evaluation can admit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import func, insert, select, update
+from sqlalchemy.engine import Connection
+
+from . import _schema as s
+from .clock import Clock, SystemClock, aware_utc, from_us, read_clock, to_us
+from .decisions import Confirmation, Decision, Eligibility, Phase, Reason, StartKind, StartRecord
+from .errors import InvalidInput, StoreUnavailable
+from .intervals import format_interval
+from .policies import EffectiveFloor, applicable_rules, combine
+from .scope import check_id
+from .store import Store
+
+_ADMITTING = (Reason.ELIGIBLE, Reason.MANUAL)
+_MAX_REASON = 500
+
+
+def start_from_row(row) -> StartRecord:  # type: ignore[no-untyped-def]
+    """Decode a starts row; malformed values raise ``StoreUnavailable`` so callers fail closed."""
+    try:
+        phase_text = row.phase
+        return StartRecord(
+            turn_id=row.turn_id,
+            goal_id=row.goal_id,
+            agent_id=row.agent_id,
+            automation_id=row.automation_id or None,
+            trigger_time=from_us(_int(row.trigger_us)),
+            anchor_at=from_us(_int(row.anchor_us)),
+            # A start without a phase is older or hand-edited data: read it as an attempted start.
+            phase=Phase(phase_text) if phase_text is not None else Phase.CONFIRMED,
+            phase_recorded=phase_text is not None,
+            kind=StartKind(row.kind),
+            manual_reason=row.manual_reason,
+            confirmed_at=from_us(_int(row.confirmed_at_us)) if row.confirmed_at_us is not None else None,
+        )
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise StoreUnavailable(f"malformed start record {row.turn_id!r}: {exc}") from None
+
+
+def _int(value: object) -> int:
+    if type(value) is not int:
+        raise ValueError(f"expected an integer time, found {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class _Request:
+    goal: str
+    agent: str
+    automation: str | None
+    turn_id: str
+    trigger_us: int
+    manual_reason: str | None
+
+    @property
+    def lane(self) -> str:
+        return self.automation or ""
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    reason: Reason
+    floor: EffectiveFloor | None
+    next_us: int | None
+    anchor_us: int | None = None
+    detail: str = ""
+
+
+class Admission:
+    """The admission authority over one store."""
+
+    def __init__(self, store: Store, clock: Clock | None = None) -> None:
+        self.store = store
+        self.clock = clock if clock is not None else SystemClock()
+
+    # -- reserve ---------------------------------------------------------------------------
+    def reserve(
+        self,
+        *,
+        goal: str,
+        agent: str,
+        automation: str | None,
+        turn_id: str,
+        trigger_time: datetime,
+        manual_reason: str | None = None,
+    ) -> Decision:
+        """Decide whether ``turn_id`` may start now; when admitted, the start is durably reserved.
+
+        Denials write nothing. A reservation left unconfirmed (a crash before ``confirm``) is
+        returned again, anchor unmoved, when the same ``turn_id`` reserves again. Invalid
+        arguments raise ``InvalidInput``; an unreadable store denies with ``state_unavailable``.
+        """
+        req = _Request(
+            goal=check_id(goal, "goal"),
+            agent=check_id(agent, "agent"),
+            automation=check_id(automation, "automation") if automation is not None else None,
+            turn_id=check_id(turn_id, "turn_id"),
+            trigger_us=to_us(aware_utc(trigger_time, "trigger_time")),
+            manual_reason=_check_manual_reason(manual_reason),
+        )
+        now = read_clock(self.clock)
+        now_us = to_us(now)
+        try:
+            with self.store.read() as conn:
+                verdict = _evaluate(conn, req, now_us)
+            if verdict.reason in _ADMITTING or verdict.reason is Reason.RESUMED:
+                with self.store.write(lock_key=f"agent\0{req.goal}\0{req.agent}") as conn:
+                    verdict = _evaluate(conn, req, now_us)
+                    if verdict.reason in _ADMITTING:
+                        _insert_start(conn, req, now_us)
+        except StoreUnavailable as exc:
+            verdict = _Verdict(Reason.STATE_UNAVAILABLE, None, None, detail=f"{exc}; denied (fail closed)")
+        return _decision(req, now, verdict)
+
+    # -- confirm ---------------------------------------------------------------------------
+    def confirm(self, turn_id: str) -> Confirmation:
+        """Turn the reservation of ``turn_id`` into a confirmed start (idempotent).
+
+        Call it once the host attempt is durable in the caller's journal. A turn admitted with no
+        rule has no reservation; confirming it is a harmless no-op (``no_reservation``).
+        """
+        check_id(turn_id, "turn_id")
+        now_us = to_us(read_clock(self.clock))
+        t = s.starts
+        with self.store.write(lock_key=None) as conn:
+            row = conn.execute(
+                update(t)
+                .where(t.c.turn_id == turn_id, t.c.phase == Phase.RESERVED.value)
+                .values(phase=Phase.CONFIRMED.value, confirmed_at_us=now_us)
+                .returning(*t.c)
+            ).first()
+            if row is not None:
+                return Confirmation(turn_id=turn_id, status="confirmed", start=start_from_row(row))
+            row = conn.execute(select(t).where(t.c.turn_id == turn_id)).first()
+        if row is None:
+            return Confirmation(turn_id=turn_id, status="no_reservation", start=None)
+        return Confirmation(turn_id=turn_id, status="already_confirmed", start=start_from_row(row))
+
+    # -- readback --------------------------------------------------------------------------
+    def eligibility(self, goal: str, agent: str, automation: str | None = None) -> Eligibility:
+        """Whether the floor has elapsed for ``agent`` (and ``automation``), and exactly when it will.
+
+        A read failure or malformed state is reported as ``unavailable``, never ``eligible``.
+        """
+        check_id(goal, "goal")
+        check_id(agent, "agent")
+        if automation is not None:
+            check_id(automation, "automation")
+        now = read_clock(self.clock)
+        now_us = to_us(now)
+        base = dict(goal_id=goal, agent_id=agent, automation_id=automation, evaluated_at=now)
+        try:
+            with self.store.read() as conn:
+                floor = combine(goal, agent, automation, applicable_rules(conn, goal, agent, automation))
+                last = _last_agent_start(conn, goal, agent)
+                lane_anchor_us = _lane_max(conn, goal, agent, automation or "")[0] if automation else None
+        except StoreUnavailable as exc:
+            return Eligibility(
+                status="unavailable",
+                reason=Reason.STATE_UNAVAILABLE,
+                floor=None,
+                last_start=None,
+                next_eligible_at=None,
+                detail=f"{exc}; not eligible (fail closed)",
+                **base,
+            )
+        last_start = last[1] if last else None
+        if not floor.rules:
+            return Eligibility(
+                status="eligible",
+                reason=Reason.NO_RULE,
+                floor=floor,
+                last_start=last_start,
+                next_eligible_at=None,
+                detail="no floor applies",
+                **base,
+            )
+        next_us = _next_eligible_us(floor, last[0] if last else None, lane_anchor_us)
+        if last is not None and now_us < last[0]:
+            reason, status = Reason.CLOCK_ROLLBACK, "interval_wait"
+            detail = "the clock reads earlier than the last start; waiting until it passes it"
+        elif next_us is not None and now_us < next_us:
+            reason, status = Reason.INTERVAL_WAIT, "interval_wait"
+            detail = f"floor {format_interval(floor.floor)} not yet elapsed since the last start"
+        else:
+            reason, status = Reason.ELIGIBLE, "eligible"
+            detail = f"floor {format_interval(floor.floor)} has elapsed"
+        return Eligibility(
+            status=status,
+            reason=reason,
+            floor=floor,
+            last_start=last_start,
+            next_eligible_at=from_us(next_us) if next_us is not None else None,
+            detail=detail,
+            **base,
+        )
+
+    def starts(
+        self, goal: str | None = None, agent: str | None = None, automation: str | None = None, limit: int = 50
+    ) -> list[StartRecord]:
+        """Start records, newest first, optionally narrowed to a goal, agent or automation."""
+        t = s.starts
+        query = select(t).order_by(t.c.anchor_us.desc(), t.c.turn_id).limit(limit)
+        for column, value, field in (
+            (t.c.goal_id, goal, "goal"),
+            (t.c.agent_id, agent, "agent"),
+            (t.c.automation_id, automation, "automation"),
+        ):
+            if value is not None:
+                query = query.where(column == check_id(value, field))
+        with self.store.read() as conn:
+            return [start_from_row(row) for row in conn.execute(query)]
+
+    def start(self, turn_id: str) -> StartRecord | None:
+        """The start record of ``turn_id``, if admission wrote one."""
+        t = s.starts
+        with self.store.read() as conn:
+            row = conn.execute(select(t).where(t.c.turn_id == check_id(turn_id, "turn_id"))).first()
+        return start_from_row(row) if row is not None else None
+
+
+def _check_manual_reason(value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput("manual_reason", "a manual run needs a non-empty reason; omit it for automatic runs")
+    if len(value) > _MAX_REASON:
+        raise InvalidInput("manual_reason", f"keep the reason under {_MAX_REASON} characters")
+    return value.strip()
+
+
+def _last_agent_start(conn: Connection, goal: str, agent: str) -> tuple[int, StartRecord] | None:
+    t = s.starts
+    row = conn.execute(
+        select(t).where(t.c.goal_id == goal, t.c.agent_id == agent).order_by(t.c.anchor_us.desc()).limit(1)
+    ).first()
+    if row is None:
+        return None
+    record = start_from_row(row)
+    return row.anchor_us, record
+
+
+def _lane_max(conn: Connection, goal: str, agent: str, lane: str) -> tuple[int | None, int | None]:
+    t = s.starts
+    row = conn.execute(
+        select(func.max(t.c.anchor_us), func.max(t.c.trigger_us)).where(
+            t.c.goal_id == goal, t.c.agent_id == agent, t.c.automation_id == lane
+        )
+    ).one()
+    for value in row:
+        if value is not None and type(value) is not int:
+            raise StoreUnavailable(f"malformed start times in lane {goal}/{agent}/{lane}: {value!r}")
+    return row[0], row[1]
+
+
+def _next_eligible_us(floor: EffectiveFloor, agent_anchor: int | None, lane_anchor: int | None) -> int | None:
+    candidates = []
+    if agent_anchor is not None and floor.agent_floor:
+        candidates.append(agent_anchor + floor.agent_floor // timedelta(microseconds=1))
+    if lane_anchor is not None and floor.lane_floor:
+        candidates.append(lane_anchor + floor.lane_floor // timedelta(microseconds=1))
+    return max(candidates) if candidates else None
+
+
+def _evaluate(conn: Connection, req: _Request, now_us: int) -> _Verdict:
+    t = s.starts
+    existing = conn.execute(select(t).where(t.c.turn_id == req.turn_id)).first()
+    if existing is not None:
+        record = start_from_row(existing)
+        same_lane = (record.goal_id, record.agent_id, record.automation_id) == (req.goal, req.agent, req.automation)
+        if record.phase is Phase.RESERVED and same_lane:
+            return _Verdict(
+                Reason.RESUMED,
+                None,
+                None,
+                anchor_us=existing.anchor_us,
+                detail="resuming this turn's unconfirmed reservation; the anchor is unchanged",
+            )
+        where = "" if same_lane else f" in lane {record.goal_id}/{record.agent_id}/{record.automation_id or ''}"
+        return _Verdict(
+            Reason.TURN_ALREADY_STARTED,
+            None,
+            None,
+            detail=f"turn {req.turn_id} already has a {record.phase.value} start{where}; it is never admitted again",
+        )
+    floor = combine(req.goal, req.agent, req.automation, applicable_rules(conn, req.goal, req.agent, req.automation))
+    if not floor.rules:
+        return _Verdict(Reason.NO_RULE, floor, None, detail="no floor applies; admitted without cadence state")
+    last = _last_agent_start(conn, req.goal, req.agent)
+    agent_anchor = last[0] if last else None
+    lane_anchor, lane_trigger = _lane_max(conn, req.goal, req.agent, req.lane)
+    next_us = _next_eligible_us(floor, agent_anchor, lane_anchor if req.automation else None)
+    if agent_anchor is not None and now_us < agent_anchor:
+        return _Verdict(
+            Reason.CLOCK_ROLLBACK,
+            floor,
+            next_us,
+            detail="the clock reads earlier than the last start; denied until it passes it",
+        )
+    duplicate = conn.execute(
+        select(t.c.turn_id).where(
+            t.c.goal_id == req.goal,
+            t.c.agent_id == req.agent,
+            t.c.automation_id == req.lane,
+            t.c.trigger_us == req.trigger_us,
+        )
+    ).first()
+    if duplicate is not None:
+        return _Verdict(
+            Reason.DUPLICATE_TRIGGER,
+            floor,
+            next_us,
+            detail=f"this lane's trigger at {from_us(req.trigger_us).isoformat()} already started as turn {duplicate[0]}",
+        )
+    if lane_trigger is not None and req.trigger_us < lane_trigger:
+        return _Verdict(
+            Reason.STALE_TRIGGER,
+            floor,
+            next_us,
+            detail=f"trigger is older than this lane's last admitted trigger ({from_us(lane_trigger).isoformat()})",
+        )
+    if next_us is not None and now_us < next_us:
+        if req.manual_reason is None:
+            return _Verdict(
+                Reason.INTERVAL_WAIT,
+                floor,
+                next_us,
+                detail=f"floor {format_interval(floor.floor)} not yet elapsed since the last start",
+            )
+        return _Verdict(Reason.MANUAL, floor, next_us, anchor_us=now_us, detail="manual run bypassed the interval")
+    reason = Reason.MANUAL if req.manual_reason is not None else Reason.ELIGIBLE
+    return _Verdict(reason, floor, next_us, anchor_us=now_us, detail=f"floor {format_interval(floor.floor)} has elapsed")
+
+
+def _insert_start(conn: Connection, req: _Request, now_us: int) -> None:
+    conn.execute(
+        insert(s.starts).values(
+            turn_id=req.turn_id,
+            goal_id=req.goal,
+            agent_id=req.agent,
+            automation_id=req.lane,
+            trigger_us=req.trigger_us,
+            anchor_us=now_us,
+            phase=Phase.RESERVED.value,
+            kind=(StartKind.MANUAL if req.manual_reason is not None else StartKind.AUTOMATIC).value,
+            manual_reason=req.manual_reason,
+            confirmed_at_us=None,
+        )
+    )
+
+
+def _decision(req: _Request, now: datetime, verdict: _Verdict) -> Decision:
+    admitted = verdict.reason in (*_ADMITTING, Reason.RESUMED, Reason.NO_RULE)
+    next_us = verdict.next_us
+    if admitted and verdict.floor is not None and verdict.anchor_us is not None:
+        # After an admission the next automatic start is one floor after this anchor.
+        step = verdict.floor.agent_floor // timedelta(microseconds=1)
+        lane_step = verdict.floor.lane_floor // timedelta(microseconds=1) if req.automation else 0
+        next_us = verdict.anchor_us + max(step, lane_step)
+    return Decision(
+        admitted=admitted,
+        reason=verdict.reason,
+        turn_id=req.turn_id,
+        goal_id=req.goal,
+        agent_id=req.agent,
+        automation_id=req.automation,
+        kind=StartKind.MANUAL if req.manual_reason is not None else StartKind.AUTOMATIC,
+        trigger_time=from_us(req.trigger_us),
+        decided_at=now,
+        anchor_at=from_us(verdict.anchor_us) if verdict.anchor_us is not None else None,
+        next_eligible_at=from_us(next_us) if next_us is not None else None,
+        floor=verdict.floor,
+        detail=verdict.detail,
+    )

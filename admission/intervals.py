@@ -1,0 +1,66 @@
+"""Minimum intervals as owners write them: ``90s``, ``45m``, ``24h``, ``1d``, ``1d12h``, ``PT24H``."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+from .errors import InvalidInput
+
+_UNITS = {"d": 86_400, "h": 3_600, "m": 60, "s": 1}
+_COMPACT = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
+_ISO = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d{1,6})?)S)?)?")
+# A floor longer than ten years is a typo, not a policy.
+MAX_INTERVAL = timedelta(days=3660)
+_HINT = "use a whole number with units d/h/m/s (90s, 45m, 24h, 1d12h), ISO 8601 (PT24H), or 0 to disable"
+
+
+def parse_interval(text: str, field: str = "min_interval") -> timedelta:
+    """Parse an interval; anything else is rejected with a message naming ``field``."""
+    if not isinstance(text, str):
+        raise InvalidInput(field, f"expected text, got {type(text).__name__}; {_HINT}")
+    raw = text.strip()
+    if raw == "0":
+        return timedelta(0)
+    value: timedelta | None = None
+    compact = _COMPACT.fullmatch(raw.lower())
+    if raw and compact and any(compact.groups()):
+        d, h, m, s = (int(g) if g else 0 for g in compact.groups())
+        value = timedelta(days=d, hours=h, minutes=m, seconds=s)
+    else:
+        iso = _ISO.fullmatch(raw.upper())
+        if raw and iso and any(iso.groups()) and not raw.upper().endswith("T"):
+            d, h, m = (int(g) if g else 0 for g in iso.groups()[:3])
+            s = float(iso.group(4)) if iso.group(4) else 0.0
+            value = timedelta(days=d, hours=h, minutes=m, seconds=s)
+    if value is None:
+        raise InvalidInput(field, f"{text!r} is not an interval; {_HINT}")
+    return check_interval(value, field)
+
+
+def check_interval(value: timedelta, field: str = "min_interval") -> timedelta:
+    """Validate an interval already in timedelta form."""
+    if not isinstance(value, timedelta):
+        raise InvalidInput(field, f"expected a timedelta, got {type(value).__name__}")
+    if value < timedelta(0):
+        raise InvalidInput(field, "an interval cannot be negative; use 0 to disable")
+    if value > MAX_INTERVAL:
+        raise InvalidInput(field, f"{format_interval(value)} is longer than the 3660-day cap; check for a typo")
+    return value
+
+
+def format_interval(value: timedelta) -> str:
+    """The compact form (``1d12h``, ``90s``); ``0`` for no floor."""
+    total_us = (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
+    if total_us == 0:
+        return "0"
+    seconds, micro = divmod(total_us, 1_000_000)
+    parts = []
+    for unit, size in _UNITS.items():
+        amount, seconds = divmod(seconds, size)
+        if amount:
+            parts.append(f"{amount}{unit}")
+    text = "".join(parts)
+    if micro:
+        text += f"{micro}us"
+    return text

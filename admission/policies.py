@@ -1,0 +1,278 @@
+"""Owner floors: minimum start-to-start intervals per goal, agent or automation.
+
+Writes are exact-revision compare-and-set; lowering or disabling needs explicit reduction
+authorization; every write leaves a provenance record. ``effective()`` combines the rules that
+apply to an agent (and optionally one of its automations) into the binding floor.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta
+
+from pydantic import BaseModel, ConfigDict
+from sqlalchemy import and_, func, insert, or_, select, update
+from sqlalchemy.engine import Connection
+
+from . import _schema as s
+from .clock import Clock, SystemClock, from_us, read_clock, to_us
+from .errors import InvalidInput, ReductionNotAuthorized, RevisionConflict, StoreUnavailable
+from .intervals import check_interval, format_interval
+from .scope import Scope, ScopeKind, check_id
+from .store import Store
+
+_OWNER_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,63}")
+
+
+class Rule(BaseModel):
+    """The floor an owner set at one scope. ``min_interval`` 0 means no rule there."""
+
+    model_config = ConfigDict(frozen=True)
+
+    scope: Scope
+    min_interval: timedelta
+    owner_ref: str
+    revision: int
+    updated_at: datetime
+
+    @property
+    def active(self) -> bool:
+        return self.min_interval > timedelta(0)
+
+
+class RuleChange(BaseModel):
+    """Provenance of one policy write."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: int
+    scope: Scope
+    before: timedelta | None
+    after: timedelta
+    revision: int
+    owner_ref: str
+    changed_at: datetime
+    reduction_authorized: bool
+
+
+class EffectiveFloor(BaseModel):
+    """The binding floor for an agent or one of its automations, and the rules that made it.
+
+    ``agent_floor`` applies to all starts of the agent (the maximum of its goal and agent rules);
+    ``lane_floor`` applies to the named automation's own starts. ``floor`` is the larger.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    goal_id: str
+    agent_id: str
+    automation_id: str | None
+    agent_floor: timedelta
+    lane_floor: timedelta
+    rules: tuple[Rule, ...]
+
+    @property
+    def floor(self) -> timedelta:
+        return max(self.agent_floor, self.lane_floor)
+
+
+def check_owner_ref(value: object) -> str:
+    if not isinstance(value, str) or not _OWNER_REF.fullmatch(value):
+        raise InvalidInput(
+            "owner_ref", f"{value!r} is not a short identifier; use 1-64 letters, digits or ._:@- (no secrets)"
+        )
+    return value
+
+
+def _scope_of(row) -> Scope:  # type: ignore[no-untyped-def]
+    return Scope(goal_id=row.goal_id, agent_id=row.agent_id or None, automation_id=row.automation_id or None)
+
+
+def _checked_us(value: object, what: str) -> int:
+    # SQLite keeps whatever a hand edit wrote; anything but a non-negative integer is corrupt state.
+    if type(value) is not int or value < 0:
+        raise StoreUnavailable(f"malformed {what} in the store: {value!r}")
+    return value
+
+
+def rule_from_row(row) -> Rule:  # type: ignore[no-untyped-def]
+    """Decode a rules row; malformed values raise ``StoreUnavailable`` (fail closed)."""
+    interval_us = _checked_us(row.min_interval_us, f"min_interval for {_scope_of(row)}")
+    if type(row.revision) is not int or row.revision < 1:
+        raise StoreUnavailable(f"malformed revision for {_scope_of(row)}: {row.revision!r}")
+    return Rule(
+        scope=_scope_of(row),
+        min_interval=timedelta(microseconds=interval_us),
+        owner_ref=str(row.owner_ref),
+        revision=row.revision,
+        updated_at=from_us(_checked_us(row.updated_at_us, "updated_at")),
+    )
+
+
+def applicable_rules(conn: Connection, goal: str, agent: str, automation: str | None) -> list[Rule]:
+    """The stored rules at the goal, the agent and (if named) the automation; disabled ones included."""
+    r = s.rules
+    wanted = [
+        and_(r.c.agent_id == "", r.c.automation_id == ""),
+        and_(r.c.agent_id == agent, r.c.automation_id == ""),
+    ]
+    if automation:
+        wanted.append(and_(r.c.agent_id == agent, r.c.automation_id == automation))
+    rows = conn.execute(select(r).where(r.c.goal_id == goal, or_(*wanted))).all()
+    return [rule_from_row(row) for row in rows]
+
+
+def combine(goal: str, agent: str, automation: str | None, rules: list[Rule]) -> EffectiveFloor:
+    """Fold the applicable rules into agent and lane floors (maximum wins; narrower never weakens)."""
+    agent_floor = lane_floor = timedelta(0)
+    for rule in rules:
+        if rule.scope.kind is ScopeKind.AUTOMATION:
+            lane_floor = max(lane_floor, rule.min_interval)
+        else:
+            agent_floor = max(agent_floor, rule.min_interval)
+    order = {ScopeKind.GOAL: 0, ScopeKind.AGENT: 1, ScopeKind.AUTOMATION: 2}
+    active = tuple(sorted((r for r in rules if r.active), key=lambda r: order[r.scope.kind]))
+    return EffectiveFloor(
+        goal_id=goal,
+        agent_id=agent,
+        automation_id=automation,
+        agent_floor=agent_floor,
+        lane_floor=lane_floor,
+        rules=active,
+    )
+
+
+class Policies:
+    """Read and write owner floors."""
+
+    def __init__(self, store: Store, clock: Clock | None = None) -> None:
+        self.store = store
+        self.clock = clock if clock is not None else SystemClock()
+
+    def configure(
+        self,
+        scope: Scope,
+        *,
+        min_interval: timedelta,
+        expected_revision: int,
+        owner_ref: str,
+        allow_reduction: bool = False,
+    ) -> Rule:
+        """Set the floor at ``scope`` if its stored revision is ``expected_revision`` (0: none yet).
+
+        Raises ``RevisionConflict`` (nothing written) on a revision mismatch and
+        ``ReductionNotAuthorized`` when lowering or disabling without ``allow_reduction``.
+        ``min_interval`` 0 disables only this scope's rule; start records are kept.
+        """
+        if not isinstance(scope, Scope):
+            raise InvalidInput("scope", "pass a Scope (Scope.goal/agent/automation)")
+        check_interval(min_interval)
+        if type(expected_revision) is not int or expected_revision < 0:
+            raise InvalidInput("expected_revision", "pass the revision you read (0 when no rule exists)")
+        check_owner_ref(owner_ref)
+        if type(allow_reduction) is not bool:
+            raise InvalidInput("allow_reduction", "must be True or False")
+        now_us = to_us(read_clock(self.clock))
+        after_us = min_interval // timedelta(microseconds=1)
+        goal, agent, automation = scope.key()
+        r = s.rules
+        key = and_(r.c.goal_id == goal, r.c.agent_id == agent, r.c.automation_id == automation)
+        with self.store.write(lock_key=f"policy\0{goal}\0{agent}\0{automation}") as conn:
+            row = conn.execute(select(r.c.min_interval_us, r.c.revision).where(key)).first()
+            current_rev = row.revision if row is not None else 0
+            before_us = _checked_us(row.min_interval_us, f"min_interval for {scope}") if row is not None else None
+            if current_rev != expected_revision:
+                raise RevisionConflict(str(scope), expected_revision, current_rev)
+            current_us = before_us if before_us is not None else 0
+            if after_us < current_us and not allow_reduction:
+                raise ReductionNotAuthorized(
+                    str(scope), format_interval(timedelta(microseconds=current_us)), format_interval(min_interval)
+                )
+            new_rev = current_rev + 1
+            values = dict(min_interval_us=after_us, owner_ref=owner_ref, revision=new_rev, updated_at_us=now_us)
+            if row is None:
+                conn.execute(insert(r).values(goal_id=goal, agent_id=agent, automation_id=automation, **values))
+            else:
+                done = conn.execute(update(r).where(key, r.c.revision == current_rev).values(**values))
+                if done.rowcount != 1:
+                    raise RevisionConflict(str(scope), expected_revision, current_rev)
+            conn.execute(
+                insert(s.rule_history).values(
+                    goal_id=goal,
+                    agent_id=agent,
+                    automation_id=automation,
+                    before_us=before_us,
+                    after_us=after_us,
+                    revision=new_rev,
+                    owner_ref=owner_ref,
+                    changed_at_us=now_us,
+                    reduction_authorized=allow_reduction,
+                )
+            )
+        return Rule(
+            scope=scope,
+            min_interval=min_interval,
+            owner_ref=owner_ref,
+            revision=new_rev,
+            updated_at=from_us(now_us),
+        )
+
+    def get(self, scope: Scope) -> Rule | None:
+        """The rule stored at exactly ``scope`` (possibly disabled), or None if never written."""
+        goal, agent, automation = scope.key()
+        r = s.rules
+        with self.store.read() as conn:
+            row = conn.execute(
+                select(r).where(r.c.goal_id == goal, r.c.agent_id == agent, r.c.automation_id == automation)
+            ).first()
+        return rule_from_row(row) if row is not None else None
+
+    def effective(self, goal: str, agent: str, automation: str | None = None) -> EffectiveFloor:
+        """The binding floor for ``agent`` (and ``automation``, when given)."""
+        check_id(goal, "goal")
+        check_id(agent, "agent")
+        if automation is not None:
+            check_id(automation, "automation")
+        with self.store.read() as conn:
+            rules = applicable_rules(conn, goal, agent, automation)
+        return combine(goal, agent, automation, rules)
+
+    def list(self, goal: str | None = None) -> list[Rule]:
+        """Every stored rule (of one goal, if given), disabled ones included."""
+        r = s.rules
+        query = select(r).order_by(r.c.goal_id, r.c.agent_id, r.c.automation_id)
+        if goal is not None:
+            query = query.where(r.c.goal_id == check_id(goal, "goal"))
+        with self.store.read() as conn:
+            return [rule_from_row(row) for row in conn.execute(query)]
+
+    def history(self, scope: Scope | None = None, limit: int = 100) -> list[RuleChange]:
+        """Provenance records, newest first; under ``scope`` (and its narrower scopes) if given."""
+        h = s.rule_history
+        query = select(h).order_by(h.c.id.desc()).limit(limit)
+        if scope is not None:
+            goal, agent, automation = scope.key()
+            query = query.where(h.c.goal_id == goal)
+            if agent:
+                query = query.where(h.c.agent_id == agent)
+            if automation:
+                query = query.where(h.c.automation_id == automation)
+        with self.store.read() as conn:
+            rows = conn.execute(query).all()
+        return [
+            RuleChange(
+                id=row.id,
+                scope=_scope_of(row),
+                before=timedelta(microseconds=row.before_us) if row.before_us is not None else None,
+                after=timedelta(microseconds=row.after_us),
+                revision=row.revision,
+                owner_ref=row.owner_ref,
+                changed_at=from_us(row.changed_at_us),
+                reduction_authorized=bool(row.reduction_authorized),
+            )
+            for row in rows
+        ]
+
+    def count(self) -> int:
+        with self.store.read() as conn:
+            return int(conn.execute(select(func.count()).select_from(s.rules)).scalar_one())

@@ -1,0 +1,207 @@
+"""The durable store: one SQLite file by default, PostgreSQL for several hosts.
+
+``open_store(url)`` creates the engine, applies Alembic migrations under a lock, and refuses a
+database whose schema revision this version does not know (written by a newer floorgate).
+Services do their reads in ``Store.read()`` and their writes in ``Store.write(lock_key)``;
+database errors are translated to ``StoreUnavailable`` here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from sqlalchemy import create_engine, event, text
+from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+
+from .errors import FloorgateError, InvalidInput, SchemaTooNew, StoreUnavailable
+
+DEFAULT_URL = "sqlite:///floorgate.db"
+ENV_URL = "FLOORGATE_DB"
+_MIGRATIONS = Path(__file__).with_name("_migrations")
+_VERSION_TABLE = "fg_alembic_version"
+_MIGRATION_LOCK = 0x666C6F6F72  # "floor": the advisory lock id that serializes schema upgrades
+_BUSY_TIMEOUT_MS = 30_000
+
+
+def resolve_url(url: str | None) -> str:
+    """The database URL: the argument, else ``$FLOORGATE_DB``, else ``./floorgate.db``.
+
+    A bare path means a SQLite file; ``postgresql://`` selects the psycopg 3 driver.
+    """
+    if url is None or url == "":
+        url = os.environ.get(ENV_URL) or DEFAULT_URL
+    if "://" not in url:
+        return "sqlite:///" + url
+    if url.startswith("postgresql://") or url.startswith("postgres://"):
+        return "postgresql+psycopg://" + url.split("://", 1)[1]
+    return url
+
+
+def lock_id(key: str) -> int:
+    """A signed 64-bit advisory-lock id for ``key`` (collisions only over-serialize)."""
+    return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big", signed=True)
+
+
+class Store:
+    """An open floorgate database. Share one per process; it is safe across threads."""
+
+    def __init__(self, engine: Engine, url: str) -> None:
+        self.engine = engine
+        self.dialect = engine.dialect.name
+        self.url = url
+
+    @property
+    def safe_url(self) -> str:
+        return make_url(self.url).render_as_string(hide_password=True)
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        """A read-only transaction; it never commits anything."""
+        with self._translate():
+            with self.engine.connect() as conn:
+                try:
+                    yield conn
+                finally:
+                    conn.rollback()
+
+    @contextmanager
+    def write(self, lock_key: str | None = None) -> Iterator[Connection]:
+        """A write transaction serialized in the database, committed durably on success.
+
+        SQLite takes its write lock at BEGIN IMMEDIATE (one writer per file); PostgreSQL takes a
+        transaction-scoped advisory lock on ``lock_key``, so writers to different keys run in parallel.
+        """
+        with self._translate():
+            with self.engine.connect() as conn:
+                if self.dialect == "sqlite":
+                    conn = conn.execution_options(fg_immediate=True)
+                with conn.begin():
+                    if self.dialect == "postgresql" and lock_key is not None:
+                        conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": lock_id(lock_key)})
+                    yield conn
+
+    @contextmanager
+    def _translate(self) -> Iterator[None]:
+        try:
+            yield
+        except FloorgateError:
+            raise
+        except SQLAlchemyError as exc:
+            raise StoreUnavailable(f"store {self.safe_url} failed: {_first_line(exc)}") from exc
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _first_line(exc: BaseException) -> str:
+    orig = getattr(exc, "orig", None) or exc
+    lines = str(orig).strip().splitlines()
+    return f"{type(orig).__name__}: {lines[0] if lines else ''}"
+
+
+def _sqlite_engine(url: str) -> Engine:
+    engine = create_engine(url, connect_args={"timeout": _BUSY_TIMEOUT_MS / 1000})
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
+        # Take transaction control from the sqlite3 module so BEGIN IMMEDIATE is ours to emit.
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        cur.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
+        cur.execute("PRAGMA journal_mode=WAL")
+        # FULL: a commit is on disk when it returns, so an admitted start survives a crash.
+        cur.execute("PRAGMA synchronous=FULL")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("fg_immediate") else "BEGIN")
+
+    return engine
+
+
+def open_store(url: str | None = None) -> Store:
+    """Open (creating and migrating if needed) the store at ``url``; see ``resolve_url``."""
+    resolved = resolve_url(url)
+    try:
+        parsed = make_url(resolved)
+    except ArgumentError:
+        raise InvalidInput("db", f"{url!r} is not a database URL; use a file path or postgresql://host/db") from None
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        database = parsed.database or ""
+        if database in ("", ":memory:"):
+            raise InvalidInput("db", "an in-memory SQLite database cannot hold durable admission; give a file path")
+        parent = Path(database).expanduser().resolve().parent
+        if not parent.is_dir():
+            raise InvalidInput("db", f"directory {parent} does not exist; create it or choose another path")
+        engine = _sqlite_engine(resolved)
+    elif backend == "postgresql":
+        if parsed.get_driver_name() != "psycopg":
+            raise InvalidInput("db", "use the psycopg 3 driver: postgresql+psycopg://user@host/db")
+        engine = create_engine(resolved, pool_pre_ping=False)
+    else:
+        raise InvalidInput("db", f"backend {backend!r} is not supported; use a SQLite file path or postgresql://")
+    store = Store(engine, resolved)
+    try:
+        with store._translate():
+            _migrate(store)
+    except BaseException:
+        engine.dispose()
+        raise
+    return store
+
+
+def _migrate(store: Store) -> None:
+    from alembic.config import Config
+    from alembic.runtime.environment import EnvironmentContext
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory(str(_MIGRATIONS), version_locations=[str(_MIGRATIONS)])
+    head = script.get_current_head()
+
+    def current(conn: Connection) -> str | None:
+        ctx = MigrationContext.configure(conn, opts={"version_table": _VERSION_TABLE})
+        rev = ctx.get_current_revision()
+        if rev is not None:
+            try:
+                known = script.get_revision(rev)
+            except Exception:
+                known = None
+            if known is None:
+                raise SchemaTooNew(
+                    f"store {store.safe_url} has schema revision {rev!r}, newer than this floorgate "
+                    f"(it knows up to {head!r}); upgrade floorgate. Nothing was written."
+                )
+        return rev
+
+    with store.read() as conn:
+        if current(conn) == head:
+            return
+    with store.write(lock_key=None) as conn:
+        if store.dialect == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATION_LOCK})
+        rev = current(conn)
+        if rev == head:
+            return
+        cfg = Config()
+        cfg.set_main_option("script_location", str(_MIGRATIONS))
+
+        def upgrade(_rev, _context):  # type: ignore[no-untyped-def]
+            return script._upgrade_revs(head, rev)
+
+        with EnvironmentContext(cfg, script, fn=upgrade, destination_rev=head) as env:
+            env.configure(connection=conn, version_table=_VERSION_TABLE, transactional_ddl=True)
+            env.run_migrations()
