@@ -55,5 +55,6 @@ starts = Table(
     Column("manual_reason", Text, nullable=True),
     Column("confirmed_at_us", BigInteger, nullable=True),
     Index("ix_fg_starts_agent_anchor", "goal_id", "agent_id", "anchor_us"),
+    Index("ix_fg_starts_lane_anchor", "goal_id", "agent_id", "automation_id", "anchor_us"),
     Index("ix_fg_starts_lane_trigger", "goal_id", "agent_id", "automation_id", "trigger_us", unique=True),
 )

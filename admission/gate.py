@@ -10,19 +10,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import func, insert, select, update
-from sqlalchemy.engine import Connection
+from sqlalchemy import select
 
 from . import _schema as s
-from .clock import Clock, SystemClock, aware_utc, from_us, read_clock, to_us
+from ._facts import CONFIRM_SQL, INSERT_START_SQL, Facts, StartRow, read_facts
+from .clock import Clock, SystemClock, aware_utc, from_us, iso, read_clock, to_us
 from .decisions import Confirmation, Decision, Eligibility, Phase, Reason, StartKind, StartRecord
 from .errors import InvalidInput, StoreUnavailable
 from .intervals import format_interval
-from .policies import EffectiveFloor, applicable_rules, combine
+from .policies import EffectiveFloor
 from .scope import check_id
-from .store import Store
+from .store import DriverTx, Store
 
 _ADMITTING = (Reason.ELIGIBLE, Reason.MANUAL)
+# Readback has no turn or trigger: "/" is never a turn id and no trigger is negative.
+_NO_TURN = "/"
+_NO_TRIGGER = -1
 _MAX_REASON = 500
 
 
@@ -112,13 +115,14 @@ class Admission:
         now = read_clock(self.clock)
         now_us = to_us(now)
         try:
-            with self.store.read() as conn:
-                verdict = _evaluate(conn, req, now_us)
-            if verdict.reason in _ADMITTING or verdict.reason is Reason.RESUMED:
-                with self.store.write(lock_key=f"agent\0{req.goal}\0{req.agent}") as conn:
-                    verdict = _evaluate(conn, req, now_us)
+            with self.store.driver(write=False) as tx:
+                verdict = _evaluate(_read(tx, req), req, now_us)
+            if verdict.reason in _ADMITTING:
+                # Only this second evaluation, serialized per agent, may admit.
+                with self.store.driver(write=True, lock_key=f"agent/{req.goal}/{req.agent}") as tx:
+                    verdict = _evaluate(_read(tx, req), req, now_us)
                     if verdict.reason in _ADMITTING:
-                        _insert_start(conn, req, now_us)
+                        _insert_start(tx, req, now_us)
         except StoreUnavailable as exc:
             verdict = _Verdict(Reason.STATE_UNAVAILABLE, None, None, detail=f"{exc}; denied (fail closed)")
         return _decision(req, now, verdict)
@@ -132,20 +136,15 @@ class Admission:
         """
         check_id(turn_id, "turn_id")
         now_us = to_us(read_clock(self.clock))
-        t = s.starts
-        with self.store.write(lock_key=None) as conn:
-            row = conn.execute(
-                update(t)
-                .where(t.c.turn_id == turn_id, t.c.phase == Phase.RESERVED.value)
-                .values(phase=Phase.CONFIRMED.value, confirmed_at_us=now_us)
-                .returning(*t.c)
-            ).first()
-            if row is not None:
-                return Confirmation(turn_id=turn_id, status="confirmed", start=start_from_row(row))
-            row = conn.execute(select(t).where(t.c.turn_id == turn_id)).first()
-        if row is None:
+        # One autocommit statement: the phase flip is durable when it returns.
+        with self.store.driver(write=False) as tx:
+            flipped = tx.row(CONFIRM_SQL, {"t": turn_id, "now": now_us})
+        if flipped is not None:
+            return Confirmation(turn_id=turn_id, status="confirmed", start=start_from_row(StartRow(*flipped)))
+        start = self.start(turn_id)
+        if start is None:
             return Confirmation(turn_id=turn_id, status="no_reservation", start=None)
-        return Confirmation(turn_id=turn_id, status="already_confirmed", start=start_from_row(row))
+        return Confirmation(turn_id=turn_id, status="already_confirmed", start=start)
 
     # -- readback --------------------------------------------------------------------------
     def eligibility(self, goal: str, agent: str, automation: str | None = None) -> Eligibility:
@@ -161,10 +160,10 @@ class Admission:
         now_us = to_us(now)
         base = dict(goal_id=goal, agent_id=agent, automation_id=automation, evaluated_at=now)
         try:
-            with self.store.read() as conn:
-                floor = combine(goal, agent, automation, applicable_rules(conn, goal, agent, automation))
-                last = _last_agent_start(conn, goal, agent)
-                lane_anchor_us = _lane_max(conn, goal, agent, automation or "")[0] if automation else None
+            # The same facts reserve reads, so readback and admission can never disagree.
+            with self.store.driver(write=False) as tx:
+                facts = read_facts(tx, goal, agent, automation, _NO_TURN, _NO_TRIGGER)
+            last_start = self._last_start(goal, agent) if facts.agent_anchor_us is not None else None
         except StoreUnavailable as exc:
             return Eligibility(
                 status="unavailable",
@@ -175,7 +174,7 @@ class Admission:
                 detail=f"{exc}; not eligible (fail closed)",
                 **base,
             )
-        last_start = last[1] if last else None
+        floor = facts.floor
         if not floor.rules:
             return Eligibility(
                 status="eligible",
@@ -186,8 +185,8 @@ class Admission:
                 detail="no floor applies",
                 **base,
             )
-        next_us = _next_eligible_us(floor, last[0] if last else None, lane_anchor_us)
-        if last is not None and now_us < last[0]:
+        next_us = _next_eligible_us(floor, facts.agent_anchor_us, facts.lane_anchor_us if automation else None)
+        if facts.agent_anchor_us is not None and now_us < facts.agent_anchor_us:
             reason, status = Reason.CLOCK_ROLLBACK, "interval_wait"
             detail = "the clock reads earlier than the last start; waiting until it passes it"
         elif next_us is not None and now_us < next_us:
@@ -206,6 +205,14 @@ class Admission:
             **base,
         )
 
+    def _last_start(self, goal: str, agent: str) -> StartRecord | None:
+        t = s.starts
+        with self.store.read() as conn:
+            row = conn.execute(
+                select(t).where(t.c.goal_id == goal, t.c.agent_id == agent).order_by(t.c.anchor_us.desc()).limit(1)
+            ).first()
+        return start_from_row(row) if row is not None else None
+
     def starts(
         self, goal: str | None = None, agent: str | None = None, automation: str | None = None, limit: int = 50
     ) -> list[StartRecord]:
@@ -222,12 +229,27 @@ class Admission:
         with self.store.read() as conn:
             return [start_from_row(row) for row in conn.execute(query)]
 
+    def lanes(self) -> list[tuple[str, str, str | None]]:
+        """Every (goal, agent, automation) that has a rule or a start; agent-wide lanes have automation None."""
+        seen: set[tuple[str, str, str | None]] = set()
+        with self.store.read() as conn:
+            for table in (s.rules, s.starts):
+                query = select(table.c.goal_id, table.c.agent_id, table.c.automation_id).distinct()
+                for goal, agent, automation in conn.execute(query):
+                    if agent:
+                        seen.add((goal, agent, automation or None))
+        return sorted(seen, key=lambda k: (k[0], k[1], k[2] or ""))
+
     def start(self, turn_id: str) -> StartRecord | None:
         """The start record of ``turn_id``, if admission wrote one."""
         t = s.starts
         with self.store.read() as conn:
             row = conn.execute(select(t).where(t.c.turn_id == check_id(turn_id, "turn_id"))).first()
         return start_from_row(row) if row is not None else None
+
+
+def _read(tx: DriverTx, req: _Request) -> Facts:
+    return read_facts(tx, req.goal, req.agent, req.automation, req.turn_id, req.trigger_us)
 
 
 def _check_manual_reason(value: object) -> str | None:
@@ -240,30 +262,6 @@ def _check_manual_reason(value: object) -> str | None:
     return value.strip()
 
 
-def _last_agent_start(conn: Connection, goal: str, agent: str) -> tuple[int, StartRecord] | None:
-    t = s.starts
-    row = conn.execute(
-        select(t).where(t.c.goal_id == goal, t.c.agent_id == agent).order_by(t.c.anchor_us.desc()).limit(1)
-    ).first()
-    if row is None:
-        return None
-    record = start_from_row(row)
-    return row.anchor_us, record
-
-
-def _lane_max(conn: Connection, goal: str, agent: str, lane: str) -> tuple[int | None, int | None]:
-    t = s.starts
-    row = conn.execute(
-        select(func.max(t.c.anchor_us), func.max(t.c.trigger_us)).where(
-            t.c.goal_id == goal, t.c.agent_id == agent, t.c.automation_id == lane
-        )
-    ).one()
-    for value in row:
-        if value is not None and type(value) is not int:
-            raise StoreUnavailable(f"malformed start times in lane {goal}/{agent}/{lane}: {value!r}")
-    return row[0], row[1]
-
-
 def _next_eligible_us(floor: EffectiveFloor, agent_anchor: int | None, lane_anchor: int | None) -> int | None:
     candidates = []
     if agent_anchor is not None and floor.agent_floor:
@@ -273,62 +271,48 @@ def _next_eligible_us(floor: EffectiveFloor, agent_anchor: int | None, lane_anch
     return max(candidates) if candidates else None
 
 
-def _evaluate(conn: Connection, req: _Request, now_us: int) -> _Verdict:
-    t = s.starts
-    existing = conn.execute(select(t).where(t.c.turn_id == req.turn_id)).first()
-    if existing is not None:
-        record = start_from_row(existing)
-        same_lane = (record.goal_id, record.agent_id, record.automation_id) == (req.goal, req.agent, req.automation)
-        if record.phase is Phase.RESERVED and same_lane:
+def _evaluate(f: Facts, req: _Request, now_us: int) -> _Verdict:
+    if f.turn_phase is not None:
+        same_lane = f.turn_lane == f"{req.goal}/{req.agent}/{req.lane}"
+        if f.turn_phase is Phase.RESERVED and same_lane:
             return _Verdict(
                 Reason.RESUMED,
+                f.floor,
                 None,
-                None,
-                anchor_us=existing.anchor_us,
+                anchor_us=f.turn_anchor_us,
                 detail="resuming this turn's unconfirmed reservation; the anchor is unchanged",
             )
-        where = "" if same_lane else f" in lane {record.goal_id}/{record.agent_id}/{record.automation_id or ''}"
+        where = "" if same_lane else f" in lane {f.turn_lane}"
         return _Verdict(
             Reason.TURN_ALREADY_STARTED,
+            f.floor,
             None,
-            None,
-            detail=f"turn {req.turn_id} already has a {record.phase.value} start{where}; it is never admitted again",
+            detail=f"turn {req.turn_id} already has a {f.turn_phase.value} start{where}; it is never admitted again",
         )
-    floor = combine(req.goal, req.agent, req.automation, applicable_rules(conn, req.goal, req.agent, req.automation))
+    floor = f.floor
     if not floor.rules:
         return _Verdict(Reason.NO_RULE, floor, None, detail="no floor applies; admitted without cadence state")
-    last = _last_agent_start(conn, req.goal, req.agent)
-    agent_anchor = last[0] if last else None
-    lane_anchor, lane_trigger = _lane_max(conn, req.goal, req.agent, req.lane)
-    next_us = _next_eligible_us(floor, agent_anchor, lane_anchor if req.automation else None)
-    if agent_anchor is not None and now_us < agent_anchor:
+    next_us = _next_eligible_us(floor, f.agent_anchor_us, f.lane_anchor_us if req.automation else None)
+    if f.agent_anchor_us is not None and now_us < f.agent_anchor_us:
         return _Verdict(
             Reason.CLOCK_ROLLBACK,
             floor,
             next_us,
             detail="the clock reads earlier than the last start; denied until it passes it",
         )
-    duplicate = conn.execute(
-        select(t.c.turn_id).where(
-            t.c.goal_id == req.goal,
-            t.c.agent_id == req.agent,
-            t.c.automation_id == req.lane,
-            t.c.trigger_us == req.trigger_us,
-        )
-    ).first()
-    if duplicate is not None:
+    if f.duplicate_turn is not None:
         return _Verdict(
             Reason.DUPLICATE_TRIGGER,
             floor,
             next_us,
-            detail=f"this lane's trigger at {from_us(req.trigger_us).isoformat()} already started as turn {duplicate[0]}",
+            detail=f"this lane's trigger at {iso(from_us(req.trigger_us))} already started as turn {f.duplicate_turn}",
         )
-    if lane_trigger is not None and req.trigger_us < lane_trigger:
+    if f.lane_trigger_us is not None and req.trigger_us < f.lane_trigger_us:
         return _Verdict(
             Reason.STALE_TRIGGER,
             floor,
             next_us,
-            detail=f"trigger is older than this lane's last admitted trigger ({from_us(lane_trigger).isoformat()})",
+            detail=f"trigger is older than this lane's last admitted trigger ({iso(from_us(f.lane_trigger_us))})",
         )
     if next_us is not None and now_us < next_us:
         if req.manual_reason is None:
@@ -343,20 +327,19 @@ def _evaluate(conn: Connection, req: _Request, now_us: int) -> _Verdict:
     return _Verdict(reason, floor, next_us, anchor_us=now_us, detail=f"floor {format_interval(floor.floor)} has elapsed")
 
 
-def _insert_start(conn: Connection, req: _Request, now_us: int) -> None:
-    conn.execute(
-        insert(s.starts).values(
-            turn_id=req.turn_id,
-            goal_id=req.goal,
-            agent_id=req.agent,
-            automation_id=req.lane,
-            trigger_us=req.trigger_us,
-            anchor_us=now_us,
-            phase=Phase.RESERVED.value,
-            kind=(StartKind.MANUAL if req.manual_reason is not None else StartKind.AUTOMATIC).value,
-            manual_reason=req.manual_reason,
-            confirmed_at_us=None,
-        )
+def _insert_start(tx: DriverTx, req: _Request, now_us: int) -> None:
+    tx.execute(
+        INSERT_START_SQL,
+        {
+            "t": req.turn_id,
+            "g": req.goal,
+            "a": req.agent,
+            "x": req.lane,
+            "tr": req.trigger_us,
+            "now": now_us,
+            "kind": (StartKind.MANUAL if req.manual_reason is not None else StartKind.AUTOMATIC).value,
+            "reason": req.manual_reason,
+        },
     )
 
 

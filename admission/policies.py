@@ -40,6 +40,16 @@ class Rule(BaseModel):
         return self.min_interval > timedelta(0)
 
 
+class RuleRef(BaseModel):
+    """A rule as it contributes to an effective floor: where, how long, at which revision."""
+
+    model_config = ConfigDict(frozen=True)
+
+    scope: Scope
+    min_interval: timedelta
+    revision: int
+
+
 class RuleChange(BaseModel):
     """Provenance of one policy write."""
 
@@ -69,7 +79,7 @@ class EffectiveFloor(BaseModel):
     automation_id: str | None
     agent_floor: timedelta
     lane_floor: timedelta
-    rules: tuple[Rule, ...]
+    rules: tuple[RuleRef, ...]
 
     @property
     def floor(self) -> timedelta:
@@ -122,7 +132,7 @@ def applicable_rules(conn: Connection, goal: str, agent: str, automation: str | 
     return [rule_from_row(row) for row in rows]
 
 
-def combine(goal: str, agent: str, automation: str | None, rules: list[Rule]) -> EffectiveFloor:
+def combine(goal: str, agent: str, automation: str | None, rules: list[RuleRef]) -> EffectiveFloor:
     """Fold the applicable rules into agent and lane floors (maximum wins; narrower never weakens)."""
     agent_floor = lane_floor = timedelta(0)
     for rule in rules:
@@ -131,7 +141,9 @@ def combine(goal: str, agent: str, automation: str | None, rules: list[Rule]) ->
         else:
             agent_floor = max(agent_floor, rule.min_interval)
     order = {ScopeKind.GOAL: 0, ScopeKind.AGENT: 1, ScopeKind.AUTOMATION: 2}
-    active = tuple(sorted((r for r in rules if r.active), key=lambda r: order[r.scope.kind]))
+    active = tuple(
+        sorted((r for r in rules if r.min_interval > timedelta(0)), key=lambda r: order[r.scope.kind])
+    )
     return EffectiveFloor(
         goal_id=goal,
         agent_id=agent,
@@ -235,7 +247,8 @@ class Policies:
             check_id(automation, "automation")
         with self.store.read() as conn:
             rules = applicable_rules(conn, goal, agent, automation)
-        return combine(goal, agent, automation, rules)
+        refs = [RuleRef(scope=r.scope, min_interval=r.min_interval, revision=r.revision) for r in rules]
+        return combine(goal, agent, automation, refs)
 
     def list(self, goal: str | None = None) -> list[Rule]:
         """Every stored rule (of one goal, if given), disabled ones included."""

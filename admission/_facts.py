@@ -1,0 +1,119 @@
+"""The facts one admission decision needs, read in a single statement.
+
+Every value is a scalar subquery over a primary key or an index, so a decision costs one round
+trip. Values are type-checked on the way out: SQLite keeps whatever a hand edit wrote, and any
+value that is not what floorgate writes makes the state unavailable (fail closed).
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+from dataclasses import dataclass
+from datetime import timedelta
+
+from .decisions import Phase
+from .errors import StoreUnavailable
+from .policies import RuleRef, combine, EffectiveFloor
+from .scope import Scope
+from .store import DriverTx
+
+_LANE = "goal_id = :g AND agent_id = :a AND automation_id = :x"
+# Fields are joined with " " and "/": neither can appear in an id, so the text splits exactly.
+_FACT_COLUMNS = [
+    "(SELECT {agg}(agent_id || '/' || automation_id || '/' || min_interval_us || '/' || revision, ' ')"
+    " FROM fg_rules WHERE goal_id = :g AND agent_id IN ('', :a) AND automation_id IN ('', :xr))",
+    "(SELECT COALESCE(phase, '') || '/' || goal_id || '/' || agent_id || '/' || automation_id || '/' || anchor_us"
+    " FROM fg_starts WHERE turn_id = :t)",
+    # ORDER BY ... LIMIT 1 rather than MAX so every planner walks the matching index backwards.
+    "(SELECT anchor_us FROM fg_starts WHERE goal_id = :g AND agent_id = :a ORDER BY anchor_us DESC LIMIT 1)",
+    "(SELECT anchor_us FROM fg_starts WHERE " + _LANE + " ORDER BY anchor_us DESC LIMIT 1)",
+    "(SELECT trigger_us FROM fg_starts WHERE " + _LANE + " ORDER BY trigger_us DESC LIMIT 1)",
+    "(SELECT turn_id FROM fg_starts WHERE " + _LANE + " AND trigger_us = :tr)",
+]
+_FACTS = "SELECT " + ", ".join(_FACT_COLUMNS)
+FACTS_SQL = {"sqlite": _FACTS.format(agg="group_concat"), "postgresql": _FACTS.format(agg="string_agg")}
+
+INSERT_START_SQL = (
+    "INSERT INTO fg_starts (turn_id, goal_id, agent_id, automation_id, trigger_us, anchor_us, phase, kind, "
+    "manual_reason, confirmed_at_us) VALUES (:t, :g, :a, :x, :tr, :now, 'reserved', :kind, :reason, NULL)"
+)
+
+START_COLUMNS = (
+    "turn_id goal_id agent_id automation_id trigger_us anchor_us phase kind manual_reason confirmed_at_us"
+).split()
+StartRow = namedtuple("StartRow", START_COLUMNS)
+
+CONFIRM_SQL = (
+    "UPDATE fg_starts SET phase = 'confirmed', confirmed_at_us = :now WHERE turn_id = :t AND phase = 'reserved' "
+    "RETURNING " + ", ".join(START_COLUMNS)
+)
+
+# Ids never contain "/", so this placeholder matches no automation rule when no automation is named.
+_NO_LANE = "/"
+
+
+@dataclass(frozen=True)
+class Facts:
+    floor: EffectiveFloor
+    turn_phase: Phase | None  # None: this turn id has no start
+    turn_lane: str | None
+    turn_anchor_us: int | None
+    agent_anchor_us: int | None
+    lane_anchor_us: int | None
+    lane_trigger_us: int | None
+    duplicate_turn: str | None
+
+
+def _rule_ref(text: str, goal: str, agent: str) -> RuleRef:
+    parts = text.split("/")
+    if len(parts) != 4 or not parts[2].isdigit() or not parts[3].isdigit() or int(parts[3]) < 1:
+        raise StoreUnavailable(f"malformed rule under goal {goal!r}: {text!r}")
+    rule_agent, rule_lane, us, rev = parts
+    scope = Scope.model_construct(goal_id=goal, agent_id=rule_agent or None, automation_id=rule_lane or None)
+    return RuleRef.model_construct(scope=scope, min_interval=timedelta(microseconds=int(us)), revision=int(rev))
+
+
+def facts_params(goal: str, agent: str, automation: str | None, turn_id: str, trigger_us: int) -> dict:  # type: ignore[type-arg]
+    lane = automation or ""
+    return {
+        "g": goal,
+        "a": agent,
+        "x": lane,
+        "xr": automation if automation else _NO_LANE,
+        "t": turn_id,
+        "tr": trigger_us,
+    }
+
+
+def read_facts(tx: DriverTx, goal: str, agent: str, automation: str | None, turn_id: str, trigger_us: int) -> Facts:
+    row = tx.row(FACTS_SQL[tx.dialect], facts_params(goal, agent, automation, turn_id, trigger_us))
+    if row is None:  # pragma: no cover - a SELECT of scalars always returns one row
+        raise StoreUnavailable("the store returned no row for the admission facts")
+    rules_text, turn_text, ag, ln, ln_tr, dup = row
+    refs = [_rule_ref(part, goal, agent) for part in rules_text.split(" ")] if rules_text else []
+    phase: Phase | None = None
+    t_lane = t_anchor = None
+    if turn_text is not None:
+        parts = turn_text.split("/")
+        if len(parts) != 5 or not parts[4].isdigit():
+            raise StoreUnavailable(f"malformed start record {turn_id!r}")
+        try:
+            # A start stored without a phase is older or hand-edited data: an attempted start.
+            phase = Phase(parts[0]) if parts[0] != "" else Phase.CONFIRMED
+        except ValueError:
+            raise StoreUnavailable(f"start {turn_id!r} has an unknown phase {parts[0]!r}") from None
+        t_lane = "/".join(parts[1:4])
+        t_anchor = int(parts[4])
+    for name, value in (("anchor", t_anchor), ("agent anchor", ag), ("lane anchor", ln), ("lane trigger", ln_tr)):
+        if value is not None and type(value) is not int:
+            raise StoreUnavailable(f"malformed {name} time for {goal}/{agent}: {value!r}")
+    return Facts(
+        floor=combine(goal, agent, automation, refs),
+        turn_phase=phase,
+        turn_lane=t_lane,
+        turn_anchor_us=t_anchor,
+        agent_anchor_us=ag,
+        lane_anchor_us=ln,
+        lane_trigger_us=ln_tr,
+        duplicate_turn=dup,
+    )

@@ -1,0 +1,135 @@
+"""The ``floorgate`` command line: argument wiring, output and exit codes.
+
+Exit codes: 0 ok or admitted, 1 store unavailable, 2 invalid input, 3 denied, 4 revision conflict.
+A user error prints one line naming the field and the fix; never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Callable, Sequence
+
+from admission import (
+    FloorgateError,
+    InvalidInput,
+    ReductionNotAuthorized,
+    RevisionConflict,
+    Store,
+    StoreUnavailable,
+    open_store,
+)
+
+EXIT_OK = 0
+EXIT_UNAVAILABLE = 1
+EXIT_INVALID = 2
+EXIT_DENIED = 3
+EXIT_CONFLICT = 4
+
+
+class UsageError(Exception):
+    """A command line argparse could not accept."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+class Context:
+    """What a command handler gets: parsed options, the store (opened on first use) and output."""
+
+    def __init__(self, args: argparse.Namespace, out=sys.stdout) -> None:  # type: ignore[no-untyped-def]
+        self.args = args
+        self.json = bool(getattr(args, "json", False))
+        self._store: Store | None = None
+        self._out = out
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            self._store = open_store(getattr(self.args, "db", None))
+        return self._store
+
+    def emit(self, doc: Any, text: str | Callable[[], str]) -> None:
+        """Print ``doc`` as one JSON document with --json, else the readable ``text``."""
+        if self.json:
+            self._out.write(json.dumps(doc, indent=2, sort_keys=False) + "\n")
+        else:
+            self._out.write((text() if callable(text) else text) + "\n")
+        self._out.flush()
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+
+
+def add_common(parser: argparse.ArgumentParser, *, top: bool = False) -> None:
+    """--db and --json, accepted before or after the subcommand."""
+    default: Any = None if top else argparse.SUPPRESS
+    parser.add_argument(
+        "--db",
+        default=default,
+        metavar="URL",
+        help="database: a SQLite file path or postgresql://... (default: $FLOORGATE_DB or ./floorgate.db)",
+    )
+    parser.add_argument(
+        "--json", action="store_true", default=False if top else argparse.SUPPRESS, help="print one JSON document"
+    )
+
+
+def add_lane(parser: argparse.ArgumentParser, *, agent_required: bool = True) -> None:
+    parser.add_argument("--goal", required=True, help="goal id")
+    parser.add_argument("--agent", required=agent_required, help="agent id within the goal")
+    parser.add_argument("--automation", help="automation id within the agent (omit for agent-wide)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .commands import admit, demo, policy
+
+    parser = _Parser(
+        prog="floorgate",
+        description="Durable interval admission for scheduled AI agents.",
+        epilog="exit codes: 0 ok/admitted, 1 store unavailable, 2 invalid input, 3 denied, 4 revision conflict",
+    )
+    add_common(parser, top=True)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    policy.register(sub)
+    admit.register(sub)
+    demo.register(sub)
+    return parser
+
+
+def run(argv: Sequence[str] | None = None, out=sys.stdout, err=sys.stderr) -> int:  # type: ignore[no-untyped-def]
+    """Run one command; returns the exit code."""
+    try:
+        args = build_parser().parse_args(argv)
+    except UsageError as exc:
+        err.write(f"floorgate: error: {exc}\n")
+        return EXIT_INVALID
+    except SystemExit as exc:  # --help
+        return int(exc.code or 0)
+    ctx = Context(args, out)
+    try:
+        return int(args.handler(ctx))
+    except RevisionConflict as exc:
+        err.write(f"floorgate: conflict: {exc}\n")
+        return EXIT_CONFLICT
+    except (InvalidInput, ReductionNotAuthorized) as exc:
+        err.write(f"floorgate: error: {exc}\n")
+        return EXIT_INVALID
+    except StoreUnavailable as exc:
+        err.write(f"floorgate: store unavailable: {exc}\n")
+        return EXIT_UNAVAILABLE
+    except FloorgateError as exc:
+        err.write(f"floorgate: error: {exc}\n")
+        return EXIT_UNAVAILABLE
+    finally:
+        ctx.close()
+
+
+def main() -> None:
+    """Console entry point."""
+    sys.exit(run())

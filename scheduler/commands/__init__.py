@@ -1,0 +1,1 @@
+"""CLI command groups; each module's ``register(subparsers)`` adds its commands."""

@@ -1,0 +1,128 @@
+"""``floorgate admit|confirm|status|starts``: the two phases and their readback."""
+
+from __future__ import annotations
+
+import argparse
+import uuid
+
+from admission import Admission, InvalidInput
+from admission.clock import iso, parse_instant, read_clock, SystemClock
+from admission.intervals import format_interval
+
+from ..cli import EXIT_DENIED, EXIT_OK, Context, add_common, add_lane
+from ..present import confirmation_doc, decision_doc, eligibility_doc, start_doc, table
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("admit", help="reserve a start (phase one); exit 0 admitted, 3 denied")
+    add_lane(p)
+    p.add_argument("--turn", help="turn id (idempotency key); default: a new random id")
+    p.add_argument("--trigger-time", help="nominal tick time, ISO 8601 with offset (default: now)")
+    p.add_argument("--manual-reason", help="explicit manual run: bypasses only the interval, recorded with the start")
+    add_common(p)
+    p.set_defaults(handler=_admit)
+
+    p = sub.add_parser("confirm", help="confirm a reservation once the host attempt is durable (phase two)")
+    p.add_argument("turn", help="turn id returned by admit")
+    add_common(p)
+    p.set_defaults(handler=_confirm)
+
+    p = sub.add_parser("status", help="eligibility readback: floor, rules, last start, exact next eligible time")
+    p.add_argument("--goal")
+    p.add_argument("--agent")
+    p.add_argument("--automation")
+    add_common(p)
+    p.set_defaults(handler=_status)
+
+    p = sub.add_parser("starts", help="start records, newest first")
+    p.add_argument("--goal")
+    p.add_argument("--agent")
+    p.add_argument("--automation")
+    p.add_argument("--limit", type=int, default=50)
+    add_common(p)
+    p.set_defaults(handler=_starts)
+
+
+def _admit(ctx: Context) -> int:
+    args = ctx.args
+    turn = args.turn if args.turn is not None else f"turn-{uuid.uuid4().hex[:16]}"
+    trigger = parse_instant(args.trigger_time, "--trigger-time") if args.trigger_time else read_clock(SystemClock())
+    decision = Admission(ctx.store).reserve(
+        goal=args.goal,
+        agent=args.agent,
+        automation=args.automation,
+        turn_id=turn,
+        trigger_time=trigger,
+        manual_reason=args.manual_reason,
+    )
+    lane = "/".join(p for p in (decision.goal_id, decision.agent_id, decision.automation_id) if p)
+    if decision.admitted:
+        nxt = f"; next automatic start from {iso(decision.next_eligible_at)}" if decision.next_eligible_at else ""
+        text = f"admitted {lane} turn {decision.turn_id} ({decision.reason.value}){nxt}\nconfirm with: floorgate confirm {decision.turn_id}"
+    else:
+        when = f"; eligible at {iso(decision.next_eligible_at)}" if decision.next_eligible_at else ""
+        text = f"denied {lane} turn {decision.turn_id}: {decision.reason.value}{when}\n{decision.detail}"
+    ctx.emit(decision_doc(decision), text)
+    return EXIT_OK if decision.admitted else EXIT_DENIED
+
+
+def _confirm(ctx: Context) -> int:
+    confirmation = Admission(ctx.store).confirm(ctx.args.turn)
+    text = {
+        "confirmed": f"confirmed turn {confirmation.turn_id}",
+        "already_confirmed": f"turn {confirmation.turn_id} was already confirmed",
+        "no_reservation": f"turn {confirmation.turn_id} has no reservation (admitted with no floor); nothing to confirm",
+    }[confirmation.status]
+    ctx.emit(confirmation_doc(confirmation), text)
+    return EXIT_OK
+
+
+def _status(ctx: Context) -> int:
+    args = ctx.args
+    admission = Admission(ctx.store)
+    if args.agent is not None and args.goal is None:
+        raise InvalidInput("--goal", "--agent needs --goal")
+    if args.automation is not None and args.agent is None:
+        raise InvalidInput("--agent", "--automation needs --agent")
+    if args.agent is not None:
+        lanes = [(args.goal, args.agent, args.automation)]
+    else:
+        lanes = [lane for lane in admission.lanes() if args.goal is None or lane[0] == args.goal]
+    results = [admission.eligibility(*lane) for lane in lanes]
+
+    def text() -> str:
+        if not results:
+            return "no agents with rules or starts"
+        return table(
+            ["LANE", "STATUS", "REASON", "FLOOR", "LAST_START", "NEXT_ELIGIBLE_AT"],
+            [
+                (
+                    "/".join(p for p in (e.goal_id, e.agent_id, e.automation_id) if p),
+                    e.status,
+                    e.reason.value,
+                    format_interval(e.floor.floor) if e.floor else None,
+                    f"{iso(e.last_start.anchor_at)} {e.last_start.kind.value} {e.last_start.turn_id}" if e.last_start else None,
+                    iso(e.next_eligible_at),
+                )
+                for e in results
+            ],
+        )
+
+    ctx.emit({"lanes": [eligibility_doc(e) for e in results]}, text)
+    return EXIT_OK
+
+
+def _starts(ctx: Context) -> int:
+    args = ctx.args
+    records = Admission(ctx.store).starts(args.goal, args.agent, args.automation, limit=args.limit)
+    ctx.emit(
+        {"starts": [start_doc(r) for r in records]},
+        lambda: table(
+            ["TURN", "LANE", "ANCHOR_AT", "TRIGGER", "PHASE", "KIND", "MANUAL_REASON"],
+            [
+                (r.turn_id, "/".join(p for p in (r.goal_id, r.agent_id, r.automation_id) if p), iso(r.anchor_at), iso(r.trigger_time), r.phase.value, r.kind.value, r.manual_reason)
+                for r in records
+            ],
+        ) if records else "no starts",
+    )
+    return EXIT_OK

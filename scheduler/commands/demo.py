@@ -1,0 +1,48 @@
+"""``floorgate demo``: a two-minute tour on a fresh SQLite file, through the real CLI."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from pathlib import Path
+
+from ..cli import EXIT_OK, Context
+
+DEMO_DB = "floorgate-demo.db"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("demo", help=f"set a daily floor, admit, get denied with the exact next time (uses ./{DEMO_DB})")
+    p.add_argument("--demo-db", default=DEMO_DB, help=f"SQLite file to recreate for the demo (default ./{DEMO_DB})")
+    p.set_defaults(handler=_demo)
+
+
+def _demo(ctx: Context) -> int:
+    from ..cli import run
+
+    db = Path(ctx.args.demo_db)
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    steps = [
+        ("An owner allows the inbox-triage agent one automatic run per day:",
+         ["policy", "set", "inbox/triage", "--min-interval", "24h", "--revision", "0", "--owner-ref", "alice"]),
+        ("The morning timer fires; admission reserves the start (phase one):",
+         ["admit", "--goal", "inbox", "--agent", "triage", "--automation", "morning", "--turn", "demo-1"]),
+        ("The host journaled its attempt, so the start is confirmed (phase two):",
+         ["confirm", "demo-1"]),
+        ("A backoff reset wakes it again a moment later; the floor holds (exit 3):",
+         ["admit", "--goal", "inbox", "--agent", "triage", "--automation", "morning", "--turn", "demo-2"]),
+        ("Readback shows why, and the exact time it may run:",
+         ["status"]),
+    ]
+    out = sys.stdout
+    for say, argv in steps:
+        argv = [*argv, "--db", str(db)]
+        out.write(f"\n# {say}\n$ floorgate {shlex.join(argv)}\n")
+        out.flush()
+        code = run(argv)
+        out.write(f"(exit {code})\n")
+    out.write(f"\nThe demo database is {os.path.abspath(db)}; try `floorgate --db {db} policy history`.\n")
+    return EXIT_OK

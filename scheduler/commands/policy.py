@@ -1,0 +1,133 @@
+"""``floorgate policy set|show|history``: owner floors."""
+
+from __future__ import annotations
+
+import argparse
+
+from admission import Policies, Scope
+from admission.intervals import format_interval, parse_interval
+from admission.clock import iso
+
+from ..cli import EXIT_OK, Context, add_common
+from ..present import change_doc, floor_doc, rule_doc, table
+
+
+def _scope_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("scope", nargs="?", help="GOAL, GOAL/AGENT or GOAL/AGENT/AUTOMATION (or use --goal/--agent/--automation)")
+    p.add_argument("--goal")
+    p.add_argument("--agent")
+    p.add_argument("--automation")
+
+
+def scope_from(args: argparse.Namespace, *, required: bool = True) -> Scope | None:
+    """The scope named positionally or by flags (not both)."""
+    from admission import InvalidInput
+
+    flags = (args.goal, args.agent, args.automation)
+    if args.scope is not None:
+        if any(v is not None for v in flags):
+            raise InvalidInput("scope", "give the scope either as GOAL/AGENT/AUTOMATION or with --goal/--agent/--automation, not both")
+        return Scope.parse(args.scope)
+    goal, agent, automation = flags
+    if goal is None:
+        if required or agent is not None or automation is not None:
+            raise InvalidInput("scope", "name a scope: GOAL[/AGENT[/AUTOMATION]] or --goal G [--agent A [--automation X]]")
+        return None
+    if automation is not None:
+        if agent is None:
+            raise InvalidInput("--agent", "an automation scope needs --agent")
+        return Scope.automation(goal, agent, automation)
+    return Scope.agent(goal, agent) if agent is not None else Scope.goal(goal)
+
+
+def require_scope(args: argparse.Namespace) -> Scope:
+    scope = scope_from(args, required=True)
+    if scope is None:  # pragma: no cover - scope_from raises first
+        raise RuntimeError("scope_from returned no scope")
+    return scope
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    policy = sub.add_parser("policy", help="set, show and audit owner floors")
+    psub = policy.add_subparsers(dest="policy_command", metavar="ACTION", parser_class=type(policy))
+    psub.required = True
+
+    p = psub.add_parser("set", help="set the floor at a scope (exact-revision compare-and-set)")
+    _scope_args(p)
+    p.add_argument("--min-interval", required=True, help="90s, 45m, 24h, 1d, 1d12h, PT24H; 0 disables")
+    p.add_argument("--revision", required=True, type=int, help="the revision you read (0 when no rule exists)")
+    p.add_argument("--owner-ref", required=True, help="short non-sensitive id of who asked (e.g. alice)")
+    p.add_argument("--allow-reduction", action="store_true", help="authorize lowering or disabling the floor")
+    add_common(p)
+    p.set_defaults(handler=_set)
+
+    p = psub.add_parser("show", help="rules as stored and the effective floor")
+    _scope_args(p)
+    add_common(p)
+    p.set_defaults(handler=_show)
+
+    p = psub.add_parser("history", help="provenance of every policy write, newest first")
+    _scope_args(p)
+    p.add_argument("--limit", type=int, default=100)
+    add_common(p)
+    p.set_defaults(handler=_history)
+
+
+def _set(ctx: Context) -> int:
+    args = ctx.args
+    scope = require_scope(args)
+    interval = parse_interval(args.min_interval, "--min-interval")
+    rule = Policies(ctx.store).configure(
+        scope,
+        min_interval=interval,
+        expected_revision=args.revision,
+        owner_ref=args.owner_ref,
+        allow_reduction=args.allow_reduction,
+    )
+    state = f"floor {format_interval(rule.min_interval)}" if rule.active else "no floor (disabled)"
+    ctx.emit(rule_doc(rule), f"{scope}: {state}, revision {rule.revision} (by {rule.owner_ref})")
+    return EXIT_OK
+
+
+def _show(ctx: Context) -> int:
+    args = ctx.args
+    scope = scope_from(args, required=False)
+    policies = Policies(ctx.store)
+    rules = policies.list(scope.goal_id if scope else None)
+    effective = None
+    if scope is not None and scope.agent_id is not None:
+        effective = policies.effective(scope.goal_id, scope.agent_id, scope.automation_id)
+    doc = {"rules": [rule_doc(r) for r in rules], "effective": floor_doc(effective)}
+
+    def text() -> str:
+        out = table(
+            ["SCOPE", "MIN_INTERVAL", "REVISION", "OWNER", "UPDATED"],
+            [
+                (str(r.scope), format_interval(r.min_interval) if r.active else "0 (disabled)", r.revision, r.owner_ref, iso(r.updated_at))
+                for r in rules
+            ],
+        ) if rules else "no rules"
+        if effective is not None:
+            made_by = ", ".join(f"{r.scope} {format_interval(r.min_interval)} r{r.revision}" for r in effective.rules)
+            out += f"\neffective floor for {scope}: {format_interval(effective.floor)}" + (f" (from {made_by})" if made_by else " (no rule applies)")
+        return out
+
+    ctx.emit(doc, text)
+    return EXIT_OK
+
+
+def _history(ctx: Context) -> int:
+    args = ctx.args
+    scope = scope_from(args, required=False)
+    changes = Policies(ctx.store).history(scope, limit=args.limit)
+    ctx.emit(
+        {"history": [change_doc(c) for c in changes]},
+        lambda: table(
+            ["ID", "SCOPE", "BEFORE", "AFTER", "REVISION", "OWNER", "CHANGED_AT", "REDUCTION_AUTH"],
+            [
+                (c.id, str(c.scope), format_interval(c.before) if c.before is not None else None, format_interval(c.after), c.revision, c.owner_ref, iso(c.changed_at), "yes" if c.reduction_authorized else "no")
+                for c in changes
+            ],
+        ) if changes else "no policy writes",
+    )
+    return EXIT_OK

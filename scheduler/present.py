@@ -1,0 +1,135 @@
+"""One rendering of admission facts for every surface (CLI JSON, tables, hooks, status).
+
+Surfaces never compute their own countdowns: they show the owner-produced state and the exact
+next eligible time from these documents.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any, Iterable, Sequence
+
+from admission import Confirmation, Decision, EffectiveFloor, Eligibility, Rule, RuleChange, StartRecord
+from admission.clock import iso
+from admission.intervals import format_interval
+
+
+def _seconds(value: timedelta | None) -> float | None:
+    if value is None:
+        return None
+    seconds = value.total_seconds()
+    return int(seconds) if seconds == int(seconds) else seconds
+
+
+def floor_doc(floor: EffectiveFloor | None) -> dict[str, Any] | None:
+    if floor is None:
+        return None
+    return {
+        "floor": format_interval(floor.floor),
+        "floor_seconds": _seconds(floor.floor),
+        "agent_floor": format_interval(floor.agent_floor),
+        "lane_floor": format_interval(floor.lane_floor),
+        "rules": [
+            {
+                "scope": str(r.scope),
+                "scope_kind": r.scope.kind.value,
+                "min_interval": format_interval(r.min_interval),
+                "revision": r.revision,
+            }
+            for r in floor.rules
+        ],
+    }
+
+
+def start_doc(start: StartRecord | None) -> dict[str, Any] | None:
+    if start is None:
+        return None
+    return {
+        "turn_id": start.turn_id,
+        "goal": start.goal_id,
+        "agent": start.agent_id,
+        "automation": start.automation_id,
+        "trigger_time": iso(start.trigger_time),
+        "anchor_at": iso(start.anchor_at),
+        "phase": start.phase.value,
+        "phase_recorded": start.phase_recorded,
+        "kind": start.kind.value,
+        "manual_reason": start.manual_reason,
+        "confirmed_at": iso(start.confirmed_at),
+    }
+
+
+def decision_doc(d: Decision) -> dict[str, Any]:
+    return {
+        "admitted": d.admitted,
+        "reason": d.reason.value,
+        "turn_id": d.turn_id,
+        "goal": d.goal_id,
+        "agent": d.agent_id,
+        "automation": d.automation_id,
+        "kind": d.kind.value,
+        "trigger_time": iso(d.trigger_time),
+        "decided_at": iso(d.decided_at),
+        "anchor_at": iso(d.anchor_at),
+        "next_eligible_at": iso(d.next_eligible_at),
+        "effective_floor": floor_doc(d.floor),
+        "detail": d.detail,
+    }
+
+
+def confirmation_doc(c: Confirmation) -> dict[str, Any]:
+    return {"turn_id": c.turn_id, "status": c.status, "start": start_doc(c.start)}
+
+
+def eligibility_doc(e: Eligibility) -> dict[str, Any]:
+    return {
+        "goal": e.goal_id,
+        "agent": e.agent_id,
+        "automation": e.automation_id,
+        "status": e.status,
+        "reason": e.reason.value,
+        "next_eligible_at": iso(e.next_eligible_at),
+        "effective_floor": floor_doc(e.floor),
+        "last_start": start_doc(e.last_start),
+        "evaluated_at": iso(e.evaluated_at),
+        "detail": e.detail,
+    }
+
+
+def rule_doc(r: Rule) -> dict[str, Any]:
+    return {
+        "scope": str(r.scope),
+        "scope_kind": r.scope.kind.value,
+        "min_interval": format_interval(r.min_interval),
+        "min_interval_seconds": _seconds(r.min_interval),
+        "active": r.active,
+        "owner_ref": r.owner_ref,
+        "revision": r.revision,
+        "updated_at": iso(r.updated_at),
+    }
+
+
+def change_doc(c: RuleChange) -> dict[str, Any]:
+    return {
+        "id": c.id,
+        "scope": str(c.scope),
+        "before": format_interval(c.before) if c.before is not None else None,
+        "after": format_interval(c.after),
+        "revision": c.revision,
+        "owner_ref": c.owner_ref,
+        "changed_at": iso(c.changed_at),
+        "reduction_authorized": c.reduction_authorized,
+    }
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """A plain aligned text table; None shows as '-'."""
+    cells = [[("-" if v is None else str(v)) for v in row] for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in cells]
+    return "\n".join(lines)
+
+
+def when(value: datetime | None) -> str | None:
+    return iso(value)
