@@ -1,0 +1,5 @@
+"""``python -m scheduler`` runs the floorgate CLI."""
+
+from .cli import main
+
+main()

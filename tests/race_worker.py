@@ -1,0 +1,31 @@
+"""A worker process for the concurrency tests: reserve in lock-step rounds, report decisions."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from admission import Admission, FixedClock, open_store
+
+from conftest import T0
+
+
+def race(url: str, worker: int, rounds: int, floor_s: int, barrier, results) -> None:  # type: ignore[no-untyped-def]
+    store = open_store(url)
+    clock = FixedClock(T0)
+    admission = Admission(store, clock)
+    try:
+        for r in range(rounds):
+            clock.set(T0 + r * timedelta(seconds=floor_s))  # each round is a fresh window
+            barrier.wait(timeout=60)
+            decision = admission.reserve(
+                goal="g",
+                agent="a",
+                automation=f"x{worker % 2}",
+                turn_id=f"w{worker}-r{r}",
+                trigger_time=clock.now() + timedelta(microseconds=worker),
+            )
+            if decision.admitted:
+                admission.confirm(decision.turn_id)
+            results.put((r, worker, decision.admitted, decision.reason.value))
+    finally:
+        store.close()

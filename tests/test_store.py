@@ -1,0 +1,75 @@
+"""The store boundary: migrations, schema version, URL handling, failing closed."""
+
+from __future__ import annotations
+
+import pytest
+
+from admission import Admission, FixedClock, InvalidInput, Reason, SchemaTooNew, StoreUnavailable, open_store
+from admission.store import resolve_url
+
+from conftest import T0, raw_sql
+
+
+def test_open_migrates_once_and_records_the_version(db_url: str) -> None:
+    with open_store(db_url) as store:
+        assert raw_sql(store, "SELECT version_num FROM fg_alembic_version") == [("0001",)]
+    with open_store(db_url) as store:  # reopening is a no-op
+        assert raw_sql(store, "SELECT version_num FROM fg_alembic_version") == [("0001",)]
+
+
+def test_a_newer_schema_is_refused_and_not_written(db_url: str) -> None:
+    with open_store(db_url) as store:
+        raw_sql(store, "UPDATE fg_alembic_version SET version_num = '0099'")
+        before = raw_sql(store, "SELECT COUNT(*) FROM fg_starts")
+    with pytest.raises(SchemaTooNew, match="0099"):
+        open_store(db_url)
+    from sqlalchemy import create_engine, text
+
+    from admission.store import resolve_url as ru
+
+    engine = create_engine(ru(db_url))
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT version_num FROM fg_alembic_version")).scalar_one() == "0099"
+        assert [tuple(r) for r in conn.execute(text("SELECT COUNT(*) FROM fg_starts"))] == before
+    engine.dispose()
+
+
+def test_lost_tables_deny_as_state_unavailable(db_url: str) -> None:
+    with open_store(db_url) as store:
+        raw_sql(store, "DROP TABLE fg_rules")
+        clock = FixedClock(T0)
+        admission = Admission(store, clock)
+        d = admission.reserve(goal="g", agent="a", automation=None, turn_id="t", trigger_time=T0)
+        assert not d.admitted and d.reason is Reason.STATE_UNAVAILABLE
+        assert admission.eligibility("g", "a").status == "unavailable"
+
+
+def test_unreachable_postgres_is_store_unavailable() -> None:
+    with pytest.raises(StoreUnavailable):
+        open_store("postgresql://nobody@127.0.0.1:1/none")
+
+
+@pytest.mark.parametrize(
+    "url, expected",
+    [
+        ("state/fg.db", "sqlite:///state/fg.db"),
+        ("postgresql://u@h/db", "postgresql+psycopg://u@h/db"),
+        ("sqlite:////abs/fg.db", "sqlite:////abs/fg.db"),
+    ],
+)
+def test_url_forms(url: str, expected: str) -> None:
+    assert resolve_url(url) == expected
+
+
+def test_default_url_reads_the_environment(monkeypatch) -> None:
+    monkeypatch.setenv("FLOORGATE_DB", "/tmp/elsewhere.db")
+    assert resolve_url(None) == "sqlite:////tmp/elsewhere.db"
+    monkeypatch.delenv("FLOORGATE_DB")
+    assert resolve_url(None) == "sqlite:///floorgate.db"
+
+
+@pytest.mark.parametrize("url", [":memory:", "sqlite://", "mysql://x@h/db", "/no/such/dir/fg.db"])
+def test_bad_urls_are_invalid_input(url: str) -> None:
+    with pytest.raises(InvalidInput) as err:
+        open_store(url)
+    assert err.value.field == "db"
