@@ -33,7 +33,13 @@ def start_from_row(row) -> StartRecord:  # type: ignore[no-untyped-def]
     """Decode a starts row; malformed values raise ``StoreUnavailable`` so callers fail closed."""
     try:
         phase_text = row.phase
-        return StartRecord(
+        for value in (row.trigger_us, row.anchor_us, row.confirmed_at_us):
+            if value is not None and type(value) is not int:
+                raise ValueError(f"start times must be integers, found {value!r}")
+        if not isinstance(row.manual_reason, (str, type(None))):
+            raise ValueError("manual_reason must be text")
+        # Every field is checked or converted above; skip pydantic's second pass.
+        return StartRecord.model_construct(
             turn_id=row.turn_id,
             goal_id=row.goal_id,
             agent_id=row.agent_id,
@@ -114,15 +120,20 @@ class Admission:
         )
         now = read_clock(self.clock)
         now_us = to_us(now)
+        lock_key = f"agent/{req.goal}/{req.agent}"
         try:
-            with self.store.driver(write=False) as tx:
-                verdict = _evaluate(_read(tx, req), req, now_us)
-            if verdict.reason in _ADMITTING:
-                # Only this second evaluation, serialized per agent, may admit.
-                with self.store.driver(write=True, lock_key=f"agent/{req.goal}/{req.agent}") as tx:
+            if self.store.dialect != "sqlite":
+                # A lock costs round trips here: decide a denial from one plain read first.
+                with self.store.driver(write=False) as tx:
                     verdict = _evaluate(_read(tx, req), req, now_us)
-                    if verdict.reason in _ADMITTING:
-                        _insert_start(tx, req, now_us)
+                if verdict.reason not in _ADMITTING:
+                    return _decision(req, now, verdict)
+            # Only this evaluation, serialized per agent, may admit. (On SQLite taking the write
+            # lock costs less than a separate read, and a transaction without writes writes nothing.)
+            with self.store.driver(write=True, lock_key=lock_key) as tx:
+                verdict = _evaluate(_read(tx, req), req, now_us)
+                if verdict.reason in _ADMITTING:
+                    _insert_start(tx, req, now_us)
         except StoreUnavailable as exc:
             verdict = _Verdict(Reason.STATE_UNAVAILABLE, None, None, detail=f"{exc}; denied (fail closed)")
         return _decision(req, now, verdict)
@@ -351,7 +362,8 @@ def _decision(req: _Request, now: datetime, verdict: _Verdict) -> Decision:
         step = verdict.floor.agent_floor // timedelta(microseconds=1)
         lane_step = verdict.floor.lane_floor // timedelta(microseconds=1) if req.automation else 0
         next_us = verdict.anchor_us + max(step, lane_step)
-    return Decision(
+    # Every field below is produced and typed here, so skip re-validation on the hot path.
+    return Decision.model_construct(
         admitted=admitted,
         reason=verdict.reason,
         turn_id=req.turn_id,

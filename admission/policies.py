@@ -144,7 +144,8 @@ def combine(goal: str, agent: str, automation: str | None, rules: list[RuleRef])
     active = tuple(
         sorted((r for r in rules if r.min_interval > timedelta(0)), key=lambda r: order[r.scope.kind])
     )
-    return EffectiveFloor(
+    # Built from already-validated parts; this runs on every admission decision.
+    return EffectiveFloor.model_construct(
         goal_id=goal,
         agent_id=agent,
         automation_id=automation,

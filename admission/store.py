@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -84,6 +85,9 @@ class Store:
         self.url = url
         self._rendered: dict[str, str] = {}
         self._dbapi_error: type[Exception] = engine.dialect.loaded_dbapi.Error
+        self._local = threading.local()
+        self._hot: list = []  # type: ignore[type-arg]
+        self._hot_lock = threading.Lock()
 
     def render(self, sql: str) -> str:
         """``sql`` with ``:name`` parameters in this driver's paramstyle (cached)."""
@@ -92,6 +96,33 @@ class Store:
             done = sql if self.dialect == "sqlite" else _NAMED.sub(r"%(\1)s", sql)
             self._rendered[sql] = done
         return done
+
+    def _hot_connection(self):  # type: ignore[no-untyped-def]
+        """This thread's dedicated DBAPI connection, in autocommit mode (transactions are explicit)."""
+        raw = getattr(self._local, "raw", None)
+        if raw is None:
+            try:
+                raw = self.engine.raw_connection()
+            except SQLAlchemyError as exc:
+                raise StoreUnavailable(f"store {self.safe_url} failed: {_first_line(exc)}") from exc
+            if self.dialect == "postgresql":
+                raw.driver_connection.autocommit = True
+            self._local.raw = raw
+            with self._hot_lock:
+                self._hot.append(raw)
+        return raw
+
+    def _drop_hot_connection(self) -> None:
+        raw = getattr(self._local, "raw", None)
+        self._local.raw = None
+        if raw is not None:
+            with self._hot_lock:
+                if raw in self._hot:
+                    self._hot.remove(raw)
+            try:
+                raw.invalidate()
+            except Exception:  # pragma: no cover - already broken
+                pass
 
     @contextmanager
     def driver(self, *, write: bool, lock_key: str | None = None) -> Iterator[DriverTx]:
@@ -103,45 +134,38 @@ class Store:
         ``write()`` (BEGIN IMMEDIATE on SQLite, an advisory lock on ``lock_key`` on PostgreSQL),
         committed durably on success and rolled back on any error.
         """
+        raw = self._hot_connection()
+        cursor = None
         try:
-            raw = self.engine.raw_connection()
-        except SQLAlchemyError as exc:
-            raise StoreUnavailable(f"store {self.safe_url} failed: {_first_line(exc)}") from exc
-        pg = self.dialect == "postgresql"
-        dbapi = raw.driver_connection
-        ok = False
-        try:
-            if pg:
-                dbapi.autocommit = not write
             cursor = raw.cursor()
             if write:
-                if pg:
-                    if lock_key is not None:
-                        cursor.execute("SELECT pg_advisory_xact_lock(%(k)s)", {"k": lock_id(lock_key)})
+                if self.dialect == "postgresql":
+                    # No parameters: one simple-protocol round trip for both statements.
+                    lock = f"; SELECT pg_advisory_xact_lock({lock_id(lock_key)})" if lock_key is not None else ""
+                    cursor.execute("BEGIN" + lock)
                 else:
                     cursor.execute("BEGIN IMMEDIATE")
             yield DriverTx(self, cursor)
             if write:
-                if pg:
-                    dbapi.commit()
-                else:
-                    cursor.execute("COMMIT")
-            cursor.close()
-            ok = True
-        except self._dbapi_error as exc:
-            raise StoreUnavailable(f"store {self.safe_url} failed: {_first_line(exc)}") from exc
-        finally:
+                cursor.execute("COMMIT")
+        except BaseException as exc:
             try:
-                if not ok and write:
-                    if pg:
-                        dbapi.rollback()
-                    elif dbapi.in_transaction:
-                        dbapi.execute("ROLLBACK")
-                if pg:
-                    dbapi.autocommit = False
-                raw.close()
+                if write:
+                    cursor_ok = cursor is not None
+                    if cursor_ok:
+                        cursor.execute("ROLLBACK")
             except Exception:
-                raw.invalidate()
+                self._drop_hot_connection()
+            if isinstance(exc, self._dbapi_error):
+                self._drop_hot_connection()
+                raise StoreUnavailable(f"store {self.safe_url} failed: {_first_line(exc)}") from exc
+            raise
+        finally:
+            if cursor is not None:
+                try:
+                    cursor.close()
+                except Exception:  # pragma: no cover - the connection is gone
+                    pass
 
     @property
     def safe_url(self) -> str:
@@ -183,6 +207,14 @@ class Store:
             raise StoreUnavailable(f"store {self.safe_url} failed: {_first_line(exc)}") from exc
 
     def close(self) -> None:
+        with self._hot_lock:
+            hot, self._hot = self._hot, []
+        for raw in hot:
+            try:
+                raw.close()
+            except Exception:  # pragma: no cover - closing a broken connection
+                pass
+        self._local = threading.local()
         self.engine.dispose()
 
     def __enter__(self) -> "Store":
