@@ -5,6 +5,7 @@ Owners set floors (minimum start-to-start intervals) per goal, agent or automati
 once the host attempt is durable. This package imports no other package of the project.
 """
 
+from .automations import Automation, Automations, AutomationSpec, CommandHost, WakeState
 from .clock import UTC, Clock, FixedClock, SystemClock
 from .decisions import Confirmation, Decision, Eligibility, Phase, Reason, StartKind, StartRecord
 from .errors import (
@@ -18,13 +19,25 @@ from .errors import (
 )
 from .gate import Admission
 from .intervals import format_interval, parse_interval
+from .journal import Journal, TurnRecord, Verdict
 from .policies import EffectiveFloor, Policies, Rule, RuleChange
 from .scope import Scope, ScopeKind
 from .store import Store, open_store
+from .ticks import Tick, TickLog
 
 __all__ = [
     "UTC",
     "Admission",
+    "Automation",
+    "AutomationSpec",
+    "Automations",
+    "CommandHost",
+    "Journal",
+    "Tick",
+    "TickLog",
+    "TurnRecord",
+    "Verdict",
+    "WakeState",
     "Clock",
     "Confirmation",
     "Decision",

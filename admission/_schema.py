@@ -58,3 +58,72 @@ starts = Table(
     Index("ix_fg_starts_lane_anchor", "goal_id", "agent_id", "automation_id", "anchor_us"),
     Index("ix_fg_starts_lane_trigger", "goal_id", "agent_id", "automation_id", "trigger_us", unique=True),
 )
+
+automations = Table(
+    "fg_automations",
+    metadata,
+    Column("automation_id", String(128), primary_key=True),
+    Column("goal_id", String(128), nullable=False),
+    Column("agent_id", String(128), nullable=False),
+    Column("schedule", Text, nullable=False),
+    Column("host_spec", Text, nullable=False),  # JSON of the host's spec
+    Column("model", String(128), nullable=True),
+    Column("overlap", String(16), nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("state_note", Text, nullable=True),
+    Column("revision", Integer, nullable=False),
+    Column("created_at_us", BigInteger, nullable=False),
+    Column("updated_at_us", BigInteger, nullable=False),
+)
+
+wake_state = Table(
+    "fg_wake_state",
+    metadata,
+    Column("automation_id", String(128), primary_key=True),
+    Column("backoff_step", Integer, nullable=False),  # 0: no backoff chain running
+    Column("backoff_wake_us", BigInteger, nullable=True),
+    Column("last_nominal_us", BigInteger, nullable=True),
+    Column("updated_at_us", BigInteger, nullable=False),
+)
+
+ticks = Table(
+    "fg_ticks",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("automation_id", String(128), nullable=False),
+    Column("nominal_us", BigInteger, nullable=False),
+    Column("actual_us", BigInteger, nullable=False),
+    Column("decision", String(16), nullable=False),
+    Column("reason", String(32), nullable=False),
+    Column("turn_id", String(128), nullable=True),
+    Column("host", String(128), nullable=False),
+    Index("ix_fg_ticks_automation", "automation_id", "id"),
+)
+
+turns = Table(
+    "fg_turns",
+    metadata,
+    Column("turn_id", String(128), primary_key=True),
+    Column("automation_id", String(128), nullable=False),
+    Column("goal_id", String(128), nullable=False),
+    Column("agent_id", String(128), nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("manual_reason", Text, nullable=True),
+    Column("runner_host", String(128), nullable=False),
+    Column("runner_pid", Integer, nullable=False),
+    Column("child_pid", Integer, nullable=True),
+    Column("started_at_us", BigInteger, nullable=False),
+    Column("deadline_us", BigInteger, nullable=False),
+    # journaled (attempt durable, not yet spawned) -> launched (child pid known) -> settled
+    Column("phase", String(16), nullable=False),
+    Column("status", String(16), nullable=True),
+    Column("stop_reason", String(128), nullable=True),
+    Column("retryable", Boolean, nullable=True),
+    Column("failure_category", String(16), nullable=True),
+    Column("exit_code", Integer, nullable=True),
+    Column("settled_at_us", BigInteger, nullable=True),
+    Column("log_path", Text, nullable=True),
+    Index("ix_fg_turns_automation", "automation_id", "started_at_us"),
+    Index("ix_fg_turns_phase", "phase"),
+)

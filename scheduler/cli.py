@@ -14,6 +14,7 @@ from typing import Any, Callable, Sequence
 from admission import (
     FloorgateError,
     InvalidInput,
+    NotFound,
     ReductionNotAuthorized,
     RevisionConflict,
     Store,
@@ -79,6 +80,15 @@ def add_common(parser: argparse.ArgumentParser, *, top: bool = False) -> None:
     )
 
 
+def state_dir(args: argparse.Namespace) -> "Path":
+    """The state directory: --state-dir, else $FLOORGATE_STATE_DIR, else ./floorgate-state."""
+    import os
+    from pathlib import Path
+
+    value = getattr(args, "state_dir", None) or os.environ.get("FLOORGATE_STATE_DIR") or "floorgate-state"
+    return Path(value)
+
+
 def add_lane(parser: argparse.ArgumentParser, *, agent_required: bool = True) -> None:
     parser.add_argument("--goal", required=True, help="goal id")
     parser.add_argument("--agent", required=agent_required, help="agent id within the goal")
@@ -86,7 +96,7 @@ def add_lane(parser: argparse.ArgumentParser, *, agent_required: bool = True) ->
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .commands import admit, demo, policy
+    from .commands import admit, automation, demo, policy, run, turn
 
     parser = _Parser(
         prog="floorgate",
@@ -98,14 +108,26 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     policy.register(sub)
     admit.register(sub)
+    automation.register(sub)
+    turn.register(sub)
+    run.register(sub)
     demo.register(sub)
     return parser
 
 
 def run(argv: Sequence[str] | None = None, out=sys.stdout, err=sys.stderr) -> int:  # type: ignore[no-untyped-def]
     """Run one command; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command: list[str] | None = None
+    if "--" in argv:  # everything after the first "--" is a host command line, never our options
+        split = argv.index("--")
+        argv, command = argv[:split], argv[split + 1 :]
     try:
         args = build_parser().parse_args(argv)
+        if command is not None and not hasattr(args, "command_argv"):
+            raise UsageError("this command takes no '-- COMMAND...'")
+        if command is not None:
+            args.command_argv = command
     except UsageError as exc:
         err.write(f"floorgate: error: {exc}\n")
         return EXIT_INVALID
@@ -117,7 +139,7 @@ def run(argv: Sequence[str] | None = None, out=sys.stdout, err=sys.stderr) -> in
     except RevisionConflict as exc:
         err.write(f"floorgate: conflict: {exc}\n")
         return EXIT_CONFLICT
-    except (InvalidInput, ReductionNotAuthorized) as exc:
+    except (InvalidInput, ReductionNotAuthorized, NotFound) as exc:
         err.write(f"floorgate: error: {exc}\n")
         return EXIT_INVALID
     except StoreUnavailable as exc:

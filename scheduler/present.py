@@ -7,11 +7,16 @@ next eligible time from these documents.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from admission import Confirmation, Decision, EffectiveFloor, Eligibility, Rule, RuleChange, StartRecord
 from admission.clock import iso
 from admission.intervals import format_interval
+
+if TYPE_CHECKING:
+    from admission import Automation, Tick, TurnRecord, Verdict
+
+    from .automation_status import AutomationStatus
 
 
 def _seconds(value: timedelta | None) -> float | None:
@@ -133,3 +138,77 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
 
 def when(value: datetime | None) -> str | None:
     return iso(value)
+
+
+def automation_doc(a: "Automation") -> dict[str, Any]:
+    spec = a.spec
+    return {
+        "automation": a.automation_id,
+        "goal": spec.goal_id,
+        "agent": spec.agent_id,
+        "schedule": spec.schedule,
+        "host": spec.host.model_dump(mode="json"),
+        "model": spec.model,
+        "overlap": spec.overlap,
+        "state": a.state,
+        "state_note": a.state_note,
+        "revision": a.revision,
+        "created_at": iso(a.created_at),
+        "updated_at": iso(a.updated_at),
+    }
+
+
+def verdict_doc(v: "Verdict | None") -> dict[str, Any] | None:
+    if v is None:
+        return None
+    return {
+        "status": v.status,
+        "stop_reason": v.stop_reason,
+        "retryable": v.retryable,
+        "failure_category": v.failure_category,
+        "exit_code": v.exit_code,
+    }
+
+
+def turn_doc(t: "TurnRecord") -> dict[str, Any]:
+    return {
+        "turn_id": t.turn_id,
+        "automation": t.automation_id,
+        "attempt": t.attempt,
+        "kind": t.kind,
+        "manual_reason": t.manual_reason,
+        "phase": t.phase,
+        "runner": t.runner_host,
+        "child_pid": t.child_pid,
+        "started_at": iso(t.started_at),
+        "deadline": iso(t.deadline),
+        "settled_at": iso(t.settled_at),
+        "verdict": verdict_doc(t.verdict),
+        "log_path": t.log_path,
+    }
+
+
+def tick_doc(t: "Tick") -> dict[str, Any]:
+    return {
+        "nominal_at": iso(t.nominal_at),
+        "actual_at": iso(t.actual_at),
+        "decision": t.decision,
+        "reason": t.reason,
+        "turn_id": t.turn_id,
+        "host": t.host,
+    }
+
+
+def status_doc(st: "AutomationStatus") -> dict[str, Any]:
+    e = st.eligibility
+    return {
+        "automation": st.automation.automation_id,
+        "goal": st.automation.spec.goal_id,
+        "agent": st.automation.spec.agent_id,
+        "state": st.state,
+        "detail": st.detail,
+        "next_fire_at": iso(st.next_fire_at),
+        "next_eligible_at": iso(e.next_eligible_at),
+        "eligibility": eligibility_doc(e),
+        "last_turn": turn_doc(st.last_turn) if st.last_turn is not None else None,
+    }

@@ -9,12 +9,14 @@ from admission.store import resolve_url
 
 from conftest import T0, raw_sql
 
+HEAD = "0002"
+
 
 def test_open_migrates_once_and_records_the_version(db_url: str) -> None:
     with open_store(db_url) as store:
-        assert raw_sql(store, "SELECT version_num FROM fg_alembic_version") == [("0001",)]
+        assert raw_sql(store, "SELECT version_num FROM fg_alembic_version") == [(HEAD,)]
     with open_store(db_url) as store:  # reopening is a no-op
-        assert raw_sql(store, "SELECT version_num FROM fg_alembic_version") == [("0001",)]
+        assert raw_sql(store, "SELECT version_num FROM fg_alembic_version") == [(HEAD,)]
 
 
 def test_a_newer_schema_is_refused_and_not_written(db_url: str) -> None:

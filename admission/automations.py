@@ -1,0 +1,253 @@
+"""Automations as stored: which goal and agent they serve, their schedule text, their host, their
+state (active, paused by the owner, held by the system), and their wake state (backoff).
+
+The schedule is kept as canonical text; parsing and validating it is the hosts package's job,
+done by the service that calls ``add`` or ``edit``.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from sqlalchemy import delete, insert, select, update
+
+from . import _schema as s
+from .clock import Clock, SystemClock, from_us, read_clock, to_us
+from .errors import InvalidInput, NotFound, StoreUnavailable
+from .scope import check_id
+from .store import Store
+
+State = Literal["active", "paused", "held"]
+Overlap = Literal["skip", "allow"]
+MAX_TIMEOUT = timedelta(days=7)
+
+
+class CommandHost(BaseModel):
+    """The ``command`` host: run ``argv`` in ``cwd`` with only ``env_allow`` passed through."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["command"] = "command"
+    argv: tuple[str, ...] = Field(min_length=1)
+    cwd: str | None = None
+    env_allow: tuple[str, ...] = ()
+    timeout_seconds: float = Field(gt=0, le=MAX_TIMEOUT.total_seconds())
+
+    @field_validator("argv")
+    @classmethod
+    def _argv(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if not value[0]:
+            raise ValueError("argv[0] must name a program")
+        return value
+
+
+class AutomationSpec(BaseModel):
+    """What the owner configures."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    goal_id: str
+    agent_id: str
+    schedule: str
+    host: CommandHost
+    model: str | None = None
+    overlap: Overlap = "skip"
+
+
+class Automation(BaseModel):
+    """A stored automation. ``revision`` increases with every change."""
+
+    model_config = ConfigDict(frozen=True)
+
+    automation_id: str
+    spec: AutomationSpec
+    state: State
+    state_note: str | None
+    revision: int
+    created_at: datetime
+    updated_at: datetime
+
+
+class WakeState(BaseModel):
+    """Adaptive backoff: ``backoff_step`` 0 means no chain is running."""
+
+    model_config = ConfigDict(frozen=True)
+
+    automation_id: str
+    backoff_step: int = 0
+    backoff_wake_at: datetime | None = None
+    last_nominal_at: datetime | None = None
+
+
+def _row_to_automation(row) -> Automation:  # type: ignore[no-untyped-def]
+    try:
+        host = CommandHost.model_validate(json.loads(row.host_spec))
+        spec = AutomationSpec(
+            goal_id=row.goal_id,
+            agent_id=row.agent_id,
+            schedule=row.schedule,
+            host=host,
+            model=row.model,
+            overlap=row.overlap,
+        )
+        return Automation(
+            automation_id=row.automation_id,
+            spec=spec,
+            state=row.state,
+            state_note=row.state_note,
+            revision=row.revision,
+            created_at=from_us(row.created_at_us),
+            updated_at=from_us(row.updated_at_us),
+        )
+    except (ValidationError, ValueError, TypeError) as exc:
+        raise StoreUnavailable(f"automation {row.automation_id!r} is malformed in the store: {exc}") from None
+
+
+def _check_spec(spec: AutomationSpec) -> None:
+    check_id(spec.goal_id, "goal")
+    check_id(spec.agent_id, "agent")
+    if spec.model is not None and not spec.model.strip():
+        raise InvalidInput("model", "give a model name or omit it")
+
+
+class Automations:
+    """The automation registry in the store."""
+
+    def __init__(self, store: Store, clock: Clock | None = None) -> None:
+        self.store = store
+        self.clock = clock if clock is not None else SystemClock()
+
+    def add(self, automation_id: str, spec: AutomationSpec) -> Automation:
+        check_id(automation_id, "automation")
+        _check_spec(spec)
+        now = to_us(read_clock(self.clock))
+        a = s.automations
+        with self.store.write(lock_key=f"automation/{automation_id}") as conn:
+            if conn.execute(select(a.c.automation_id).where(a.c.automation_id == automation_id)).first():
+                raise InvalidInput("automation", f"{automation_id!r} already exists; use 'automation edit' or another id")
+            conn.execute(
+                insert(a).values(
+                    automation_id=automation_id,
+                    **_spec_columns(spec),
+                    state="active",
+                    state_note=None,
+                    revision=1,
+                    created_at_us=now,
+                    updated_at_us=now,
+                )
+            )
+        return self.get(automation_id)
+
+    def get(self, automation_id: str) -> Automation:
+        a = s.automations
+        with self.store.read() as conn:
+            row = conn.execute(select(a).where(a.c.automation_id == check_id(automation_id, "automation"))).first()
+        if row is None:
+            raise NotFound(f"automation {automation_id!r} does not exist (see 'floorgate automation list')")
+        return _row_to_automation(row)
+
+    def list(self, goal: str | None = None, agent: str | None = None) -> list[Automation]:
+        a = s.automations
+        query = select(a).order_by(a.c.goal_id, a.c.agent_id, a.c.automation_id)
+        if goal is not None:
+            query = query.where(a.c.goal_id == goal)
+        if agent is not None:
+            query = query.where(a.c.agent_id == agent)
+        with self.store.read() as conn:
+            return [_row_to_automation(row) for row in conn.execute(query)]
+
+    def revisions(self) -> dict[str, int]:
+        """automation id -> revision, for cheap change detection by a running host."""
+        a = s.automations
+        with self.store.read() as conn:
+            return {row[0]: row[1] for row in conn.execute(select(a.c.automation_id, a.c.revision))}
+
+    def edit(self, automation_id: str, spec: AutomationSpec) -> Automation:
+        _check_spec(spec)
+        return self._update(automation_id, _spec_columns(spec))
+
+    def set_state(self, automation_id: str, state: State, note: str | None) -> Automation:
+        if state not in ("active", "paused", "held"):
+            raise InvalidInput("state", "one of active, paused, held")
+        return self._update(automation_id, {"state": state, "state_note": note})
+
+    def remove(self, automation_id: str) -> None:
+        a, w = s.automations, s.wake_state
+        with self.store.write(lock_key=f"automation/{automation_id}") as conn:
+            done = conn.execute(delete(a).where(a.c.automation_id == check_id(automation_id, "automation")))
+            if done.rowcount != 1:
+                raise NotFound(f"automation {automation_id!r} does not exist")
+            conn.execute(delete(w).where(w.c.automation_id == automation_id))
+
+    def _update(self, automation_id: str, values: dict) -> Automation:  # type: ignore[type-arg]
+        check_id(automation_id, "automation")
+        a = s.automations
+        now = to_us(read_clock(self.clock))
+        with self.store.write(lock_key=f"automation/{automation_id}") as conn:
+            done = conn.execute(
+                update(a)
+                .where(a.c.automation_id == automation_id)
+                .values(**values, revision=a.c.revision + 1, updated_at_us=now)
+            )
+            if done.rowcount != 1:
+                raise NotFound(f"automation {automation_id!r} does not exist (see 'floorgate automation list')")
+        return self.get(automation_id)
+
+    # -- wake state ----------------------------------------------------------------------------
+    def wake_state(self, automation_id: str) -> WakeState:
+        w = s.wake_state
+        with self.store.read() as conn:
+            row = conn.execute(select(w).where(w.c.automation_id == automation_id)).first()
+        if row is None:
+            return WakeState(automation_id=automation_id)
+        return _wake_from_row(row)
+
+    def wake_states(self) -> dict[str, WakeState]:
+        """Every stored wake state, by automation id (one query, for a host's sync loop)."""
+        w = s.wake_state
+        with self.store.read() as conn:
+            return {row.automation_id: _wake_from_row(row) for row in conn.execute(select(w))}
+
+    def save_wake_state(self, state: WakeState) -> None:
+        """Store backoff and the last ticked nominal time (last_nominal never moves backwards)."""
+        w = s.wake_state
+        now = to_us(read_clock(self.clock))
+        values = dict(
+            backoff_step=state.backoff_step,
+            backoff_wake_us=to_us(state.backoff_wake_at) if state.backoff_wake_at is not None else None,
+            last_nominal_us=to_us(state.last_nominal_at) if state.last_nominal_at is not None else None,
+            updated_at_us=now,
+        )
+        with self.store.write(lock_key=f"automation/{state.automation_id}") as conn:
+            row = conn.execute(select(w.c.last_nominal_us).where(w.c.automation_id == state.automation_id)).first()
+            if row is None:
+                conn.execute(insert(w).values(automation_id=state.automation_id, **values))
+                return
+            if row.last_nominal_us is not None and (
+                values["last_nominal_us"] is None or values["last_nominal_us"] < row.last_nominal_us
+            ):
+                values["last_nominal_us"] = row.last_nominal_us
+            conn.execute(update(w).where(w.c.automation_id == state.automation_id).values(**values))
+
+
+def _wake_from_row(row) -> WakeState:  # type: ignore[no-untyped-def]
+    return WakeState(
+        automation_id=row.automation_id,
+        backoff_step=row.backoff_step,
+        backoff_wake_at=from_us(row.backoff_wake_us) if row.backoff_wake_us is not None else None,
+        last_nominal_at=from_us(row.last_nominal_us) if row.last_nominal_us is not None else None,
+    )
+
+
+def _spec_columns(spec: AutomationSpec) -> dict:  # type: ignore[type-arg]
+    return dict(
+        goal_id=spec.goal_id,
+        agent_id=spec.agent_id,
+        schedule=spec.schedule,
+        host_spec=json.dumps(spec.host.model_dump(mode="json"), sort_keys=True),
+        model=spec.model,
+        overlap=spec.overlap,
+    )

@@ -1,0 +1,95 @@
+"""The tick log: every timer tick, admitted or not, with its nominal and actual time.
+
+Ticks are appended in batches (``TickLog.append``), so a host that is denied on every tick still
+makes no durable commit per tick.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+from sqlalchemy import func, insert, select
+
+from . import _schema as s
+from .clock import from_us, to_us
+from .store import Store
+
+TickDecision = Literal["admitted", "denied", "skipped", "error"]
+
+
+class Tick(BaseModel):
+    """One timer tick: when it was due, when it ran, and what became of it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    automation_id: str
+    nominal_at: datetime
+    actual_at: datetime
+    decision: TickDecision
+    reason: str
+    turn_id: str | None = None
+    host: str
+
+
+class TickLog:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def append(self, ticks: list[Tick]) -> None:
+        """Write a batch of ticks in one transaction."""
+        if not ticks:
+            return
+        rows = [
+            dict(
+                automation_id=t.automation_id,
+                nominal_us=to_us(t.nominal_at),
+                actual_us=to_us(t.actual_at),
+                decision=t.decision,
+                reason=t.reason,
+                turn_id=t.turn_id,
+                host=t.host,
+            )
+            for t in ticks
+        ]
+        with self.store.write(lock_key=None) as conn:
+            conn.execute(insert(s.ticks), rows)
+
+    def recent(self, automation_id: str, limit: int = 20) -> list[Tick]:
+        k = s.ticks
+        query = select(k).where(k.c.automation_id == automation_id).order_by(k.c.id.desc()).limit(limit)
+        with self.store.read() as conn:
+            return [
+                Tick(
+                    automation_id=row.automation_id,
+                    nominal_at=from_us(row.nominal_us),
+                    actual_at=from_us(row.actual_us),
+                    decision=row.decision,
+                    reason=row.reason,
+                    turn_id=row.turn_id,
+                    host=row.host,
+                )
+                for row in conn.execute(query)
+            ]
+
+    def last_nominal(self) -> dict[str, datetime]:
+        """automation id -> the latest nominal time ever ticked (one query)."""
+        k = s.ticks
+        with self.store.read() as conn:
+            rows = conn.execute(select(k.c.automation_id, func.max(k.c.nominal_us)).group_by(k.c.automation_id))
+            return {automation_id: from_us(value) for automation_id, value in rows if value is not None}
+
+    def counters(self, automation_id: str) -> dict[str, dict[str, int]]:
+        """decision -> reason -> count, over all recorded ticks of the automation."""
+        k = s.ticks
+        query = (
+            select(k.c.decision, k.c.reason, func.count())
+            .where(k.c.automation_id == automation_id)
+            .group_by(k.c.decision, k.c.reason)
+        )
+        out: dict[str, dict[str, int]] = {}
+        with self.store.read() as conn:
+            for decision, reason, count in conn.execute(query):
+                out.setdefault(decision, {})[reason] = int(count)
+        return out

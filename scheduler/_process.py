@@ -1,0 +1,96 @@
+"""Spawning a host command in its own process group, capping its log, killing the group."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import IO
+
+_PR_SET_PDEATHSIG = 1
+_libc = None
+if sys.platform.startswith("linux"):
+    try:
+        _libc = ctypes.CDLL(None, use_errno=True)
+        _prctl = _libc.prctl
+    except (OSError, AttributeError):  # pragma: no cover - non-glibc systems
+        _libc = None
+
+
+def _die_with_parent() -> None:
+    # Runs in the child between fork and exec: if the host dies (even by SIGKILL), so does the turn.
+    if _libc is not None:
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def spawn(argv: list[str], *, cwd: str | None, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """Start ``argv`` as the leader of a new session (its own process group); output goes to a pipe."""
+    return subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        preexec_fn=_die_with_parent if _libc is not None else None,
+        close_fds=True,
+    )
+
+
+def pump(stream: IO[bytes], log_path: Path, cap: int) -> threading.Thread:
+    """Copy ``stream`` into ``log_path``, at most ``cap`` bytes, draining the rest so the child
+    never blocks on a full pipe."""
+
+    def run() -> None:
+        written = 0
+        truncated = False
+        with open(log_path, "ab") as out:
+            while True:
+                chunk = stream.read(65536)
+                if not chunk:
+                    break
+                room = cap - written
+                if room > 0:
+                    out.write(chunk[:room])
+                    written += min(room, len(chunk))
+                if len(chunk) > room and not truncated:
+                    truncated = True
+            if truncated:
+                out.write(f"\n[floorgate: output truncated at {cap} bytes]\n".encode())
+        stream.close()
+
+    thread = threading.Thread(target=run, name="floorgate-log", daemon=True)
+    thread.start()
+    return thread
+
+
+def kill_group(pgid: int, grace: float = 2.0, wait=None) -> None:  # type: ignore[no-untyped-def]
+    """SIGTERM the process group, then SIGKILL what is left after ``grace`` seconds."""
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    if wait is not None:
+        try:
+            wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,79 @@
+"""``floorgate turn run|show``: managed turns."""
+
+from __future__ import annotations
+
+import argparse
+
+from admission import Automations, InvalidInput, Journal, NotFound
+from admission.clock import iso
+
+from ..cli import EXIT_DENIED, EXIT_OK, Context, add_common, state_dir
+from ..executor import TurnExecutor
+from ..present import decision_doc, turn_doc, verdict_doc
+
+EXIT_FAILED = 5
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    top = sub.add_parser("turn", help="managed turns: admission, journal, bounded run, settlement")
+    tsub = top.add_subparsers(dest="turn_command", metavar="ACTION", parser_class=type(top))
+    tsub.required = True
+    p = tsub.add_parser("run", help="run one managed turn now; exit 0 succeeded, 3 denied, 5 failed/timed out/stuck")
+    p.add_argument("automation")
+    p.add_argument("--manual-reason", help="a manual run (explicit intent): bypasses only the interval, recorded")
+    p.add_argument("--turn", help="turn id; a settled id replays its settlement without running")
+    p.add_argument("--state-dir", help="where per-turn logs go (default $FLOORGATE_STATE_DIR or ./floorgate-state)")
+    add_common(p)
+    p.set_defaults(handler=_run)
+    p = tsub.add_parser("show", help="one turn's journal record and verdict")
+    p.add_argument("turn")
+    add_common(p)
+    p.set_defaults(handler=_show)
+
+
+def _run(ctx: Context) -> int:
+    a = ctx.args
+    automation = Automations(ctx.store).get(a.automation)
+    if a.manual_reason is not None and not a.manual_reason.strip():
+        raise InvalidInput("--manual-reason", "a manual run needs a non-empty reason")
+    executor = TurnExecutor(ctx.store, state_dir=state_dir(a))
+    outcome = executor.run(automation, turn_id=a.turn, manual_reason=a.manual_reason)
+    v = outcome.verdict
+    doc = {
+        "turn_id": outcome.turn_id,
+        "replayed": outcome.replayed,
+        "verdict": verdict_doc(v),
+        "decision": decision_doc(outcome.decision) if outcome.decision is not None else None,
+        "turn": turn_doc(outcome.record) if outcome.record is not None else None,
+    }
+    if outcome.replayed:
+        text = f"turn {outcome.turn_id} was already settled: {v.status} ({v.stop_reason}); nothing run"
+    elif outcome.decision is not None and not outcome.decision.admitted:
+        d = outcome.decision
+        when = f"; eligible at {iso(d.next_eligible_at)}" if d.next_eligible_at else ""
+        text = f"denied {automation.automation_id}: {d.reason.value}{when}; nothing launched\n{d.detail}"
+    else:
+        log = outcome.record.log_path if outcome.record else None
+        text = f"turn {outcome.turn_id}: {v.status} ({v.stop_reason}, {v.failure_category}{', retryable' if v.retryable else ''})" + (
+            f"\nlog: {log}" if log else ""
+        )
+    ctx.emit(doc, text)
+    if v.status == "succeeded":
+        return EXIT_OK
+    if v.status == "denied" and outcome.record is None:
+        return EXIT_DENIED
+    return EXIT_FAILED
+
+
+def _show(ctx: Context) -> int:
+    record = Journal(ctx.store).get(ctx.args.turn)
+    if record is None:
+        raise NotFound(f"turn {ctx.args.turn!r} has no journal record")
+    v = record.verdict
+    ctx.emit(
+        turn_doc(record),
+        f"turn {record.turn_id} of {record.automation_id}: attempt {record.attempt}, {record.phase}"
+        + (f", {v.status} ({v.stop_reason})" if v else "")
+        + f"\nstarted {iso(record.started_at)}, deadline {iso(record.deadline)}, log {record.log_path}",
+    )
+    return EXIT_OK

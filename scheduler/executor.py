@@ -1,0 +1,171 @@
+"""Managed turns: one admitted unit is one host invocation.
+
+reserve -> journal the attempt -> confirm -> spawn (own process group) -> record the pid ->
+wait under the timeout (kill the group at the deadline) -> settle the verdict.
+A settled turn id replays its settlement without admission and without launching; a retry is a
+new turn that passes admission again, so a failing host never gets a free retry storm.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from admission import Admission, Automation, Decision, Journal, Store, TurnRecord, Verdict
+from admission.clock import Clock, SystemClock, read_clock
+
+from ._process import kill_group, pump, spawn
+
+DEFAULT_LOG_CAP = 1_000_000
+_PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ")
+
+
+@dataclass(frozen=True)
+class TurnOutcome:
+    """What ``run`` did: the admission decision (None on replay) and the verdict."""
+
+    turn_id: str
+    verdict: Verdict
+    decision: Decision | None
+    record: TurnRecord | None
+    replayed: bool = False
+
+    @property
+    def launched(self) -> bool:
+        return self.record is not None and self.record.child_pid is not None and not self.replayed
+
+
+def host_identity() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def new_turn_id(automation_id: str) -> str:
+    return f"{automation_id}-{uuid.uuid4().hex[:12]}"
+
+
+def denied_verdict(decision: Decision) -> Verdict:
+    return Verdict(status="denied", stop_reason=f"admission_{decision.reason.value}", retryable=False, failure_category="policy")
+
+
+class TurnExecutor:
+    """Runs managed turns of command-host automations against one store."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        state_dir: Path,
+        clock: Clock | None = None,
+        host: str | None = None,
+        log_cap: int = DEFAULT_LOG_CAP,
+    ) -> None:
+        self.store = store
+        self.clock = clock if clock is not None else SystemClock()
+        self.admission = Admission(store, self.clock)
+        self.journal = Journal(store, self.clock)
+        self.state_dir = Path(state_dir)
+        self.host = host if host is not None else host_identity()
+        self.log_cap = log_cap
+
+    def run(
+        self,
+        automation: Automation,
+        *,
+        turn_id: str | None = None,
+        manual_reason: str | None = None,
+        nominal: datetime | None = None,
+    ) -> TurnOutcome:
+        """Run one managed turn of ``automation``; see the module docstring for the phases."""
+        if turn_id is not None:
+            existing = self.journal.get(turn_id)
+            if existing is not None and existing.verdict is not None:
+                return TurnOutcome(turn_id, existing.verdict, None, existing, replayed=True)
+        turn_id = turn_id if turn_id is not None else new_turn_id(automation.automation_id)
+        spec = automation.spec
+        now = read_clock(self.clock)
+        decision = self.admission.reserve(
+            goal=spec.goal_id,
+            agent=spec.agent_id,
+            automation=automation.automation_id,
+            turn_id=turn_id,
+            trigger_time=nominal if nominal is not None else now,
+            manual_reason=manual_reason,
+        )
+        if not decision.admitted:
+            return TurnOutcome(turn_id, denied_verdict(decision), decision, None)
+        log_dir = self.state_dir / "logs" / automation.automation_id
+        log_dir.mkdir(parents=True, exist_ok=True)
+        log_path = log_dir / f"{turn_id}.log"
+        timeout = timedelta(seconds=spec.host.timeout_seconds)
+        record = self.journal.begin(
+            turn_id=turn_id,
+            automation_id=automation.automation_id,
+            goal_id=spec.goal_id,
+            agent_id=spec.agent_id,
+            attempt=self.journal.attempts(automation.automation_id) + 1,
+            kind=decision.kind.value,
+            manual_reason=manual_reason,
+            runner_host=self.host,
+            runner_pid=os.getpid(),
+            deadline=now + timeout,
+            log_path=str(log_path),
+        )
+        if record.phase != "journaled":
+            # This turn already launched once (a crashed host): its outcome is unknown, never rerun.
+            verdict = Verdict(status="failed", stop_reason="unknown_outcome", retryable=True, failure_category="infra")
+            return TurnOutcome(turn_id, self.journal.settle(turn_id, verdict).verdict or verdict, decision, record)
+        self.admission.confirm(turn_id)
+        verdict = self._launch(automation, record, log_path, timeout)
+        settled = self.journal.settle(turn_id, verdict)
+        return TurnOutcome(turn_id, settled.verdict or verdict, decision, settled)
+
+    def _launch(self, automation: Automation, record: TurnRecord, log_path: Path, timeout: timedelta) -> Verdict:
+        host = automation.spec.host
+        env = {k: os.environ[k] for k in (*_PASSED_ENV, *host.env_allow) if k in os.environ}
+        env.update(
+            FLOORGATE_TURN_ID=record.turn_id,
+            FLOORGATE_AUTOMATION=automation.automation_id,
+            FLOORGATE_GOAL=automation.spec.goal_id,
+            FLOORGATE_AGENT=automation.spec.agent_id,
+            FLOORGATE_ATTEMPT=str(record.attempt),
+        )
+        if automation.spec.model is not None:
+            env["FLOORGATE_MODEL"] = automation.spec.model
+        try:
+            proc = spawn(list(host.argv), cwd=host.cwd, env=env)
+        except FileNotFoundError:
+            return Verdict(status="failed", stop_reason="host_missing", retryable=True, failure_category="infra")
+        except (PermissionError, NotADirectoryError, OSError) as exc:
+            reason = "host_not_executable" if isinstance(exc, PermissionError) else "spawn_error"
+            return Verdict(status="failed", stop_reason=reason, retryable=True, failure_category="infra")
+        pumper = pump(proc.stdout, log_path, self.log_cap)  # type: ignore[arg-type]
+        try:
+            self.journal.launched(record.turn_id, proc.pid)
+            try:
+                code = proc.wait(timeout=timeout.total_seconds())
+            except subprocess.TimeoutExpired:
+                kill_group(proc.pid, wait=proc.wait)
+                proc.wait()
+                return Verdict(status="timed_out", stop_reason="deadline_exceeded", retryable=False, failure_category="task")
+        except BaseException:
+            # Interrupted (Ctrl-C, shutdown): stop the whole group and settle as an infra failure.
+            kill_group(proc.pid, wait=proc.wait)
+            proc.wait()
+            self.journal.settle(
+                record.turn_id, Verdict(status="failed", stop_reason="interrupted", retryable=True, failure_category="infra")
+            )
+            raise
+        finally:
+            pumper.join(timeout=5)
+        if code == 0:
+            return Verdict(status="succeeded", stop_reason="completed", retryable=False, failure_category="none", exit_code=0)
+        if code < 0:
+            name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
+            return Verdict(status="failed", stop_reason=f"killed_by_{name}", retryable=True, failure_category="infra", exit_code=code)
+        return Verdict(status="failed", stop_reason=f"exit_code_{code}", retryable=False, failure_category="task", exit_code=code)

@@ -1,0 +1,92 @@
+"""When an automation wakes next: its schedule, its adaptive backoff, and never before the floor.
+
+The floor lives in admission; this module only reads ``next_eligible_at``. A backoff reset (after a
+failed turn, or a poke when new work arrives) shortens the wake cadence, never the floor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from admission import WakeState
+from hosts import Schedule
+
+
+@dataclass(frozen=True)
+class BackoffPolicy:
+    """Reset to ``initial`` after a failure or a poke, doubling up to ``cap`` until a success."""
+
+    initial: timedelta = timedelta(minutes=3)
+    cap: timedelta = timedelta(minutes=60)
+
+    def delay(self, step: int) -> timedelta:
+        """The wait before wake number ``step`` (1-based) of a backoff chain."""
+        if step < 1:
+            raise ValueError("backoff steps start at 1")
+        return min(self.initial * (2 ** min(step - 1, 30)), self.cap)
+
+    def reset(self, automation_id: str, now: datetime, last_nominal: datetime | None = None) -> WakeState:
+        return WakeState(
+            automation_id=automation_id, backoff_step=1, backoff_wake_at=now + self.delay(1), last_nominal_at=last_nominal
+        )
+
+    def advance(self, state: WakeState, now: datetime) -> WakeState:
+        step = state.backoff_step + 1
+        return state.model_copy(update={"backoff_step": step, "backoff_wake_at": now + self.delay(step)})
+
+    def clear(self, state: WakeState) -> WakeState:
+        return state.model_copy(update={"backoff_step": 0, "backoff_wake_at": None})
+
+
+def next_wake(
+    schedule: Schedule,
+    *,
+    previous: datetime | None,
+    now: datetime,
+    wake: WakeState,
+    next_eligible_at: datetime | None,
+    last_ticked: datetime | None,
+    catch_up: timedelta,
+) -> datetime | None:
+    """The next time the timer should fire (None: the schedule has ended and no backoff is due).
+
+    ``previous`` is the fire time the timer last used (None when it is being armed: at host start,
+    after an edit, a poke or a restart). When arming, the latest due occurrence that was never
+    ticked and is at most ``catch_up`` old fires once, at once: after any downtime, at most one
+    catch-up tick. The result is never earlier than ``next_eligible_at``.
+    """
+    if previous is None:
+        due = schedule.last_at_or_before(now)
+        if due is not None and (last_ticked is None or due > last_ticked) and now - due <= catch_up:
+            base: datetime | None = due
+        else:
+            base = schedule.next_after(now)
+    else:
+        base = schedule.next_after(previous)
+    candidates = [t for t in (base, _backoff_wake(wake, previous)) if t is not None]
+    if not candidates:
+        return None
+    wake_at = min(candidates)
+    if next_eligible_at is not None and wake_at < next_eligible_at:
+        wake_at = next_eligible_at
+    return wake_at
+
+
+def _backoff_wake(wake: WakeState, previous: datetime | None) -> datetime | None:
+    if wake.backoff_step < 1 or wake.backoff_wake_at is None:
+        return None
+    if previous is not None and wake.backoff_wake_at <= previous:
+        return None  # already fired
+    return wake.backoff_wake_at
+
+
+def nominal_time(schedule: Schedule, wake: WakeState, fired_at: datetime) -> datetime:
+    """The trigger time a tick at ``fired_at`` stands for: the latest schedule occurrence or
+    backoff wake at or before it. Every host computes the same value, so duplicate ticks from
+    several hosts are recognised by admission as one trigger."""
+    points = [schedule.last_at_or_before(fired_at)]
+    if wake.backoff_step > 0 and wake.backoff_wake_at is not None and wake.backoff_wake_at <= fired_at:
+        points.append(wake.backoff_wake_at)
+    present = [p for p in points if p is not None]
+    return max(present) if present else fired_at
