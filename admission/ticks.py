@@ -73,12 +73,15 @@ class TickLog:
                 for row in conn.execute(query)
             ]
 
-    def last_nominal(self) -> dict[str, datetime]:
-        """automation id -> the latest nominal time ever ticked (one query)."""
+    def last_nominal(self, automation_id: str | None = None) -> dict[str, datetime]:
+        """automation id -> the latest nominal time ever ticked (one query; all or one automation)."""
         k = s.ticks
+        query = select(k.c.automation_id, func.max(k.c.nominal_us)).group_by(k.c.automation_id)
+        if automation_id is not None:
+            query = query.where(k.c.automation_id == automation_id)
         with self.store.read() as conn:
-            rows = conn.execute(select(k.c.automation_id, func.max(k.c.nominal_us)).group_by(k.c.automation_id))
-            return {automation_id: from_us(value) for automation_id, value in rows if value is not None}
+            rows = conn.execute(query)
+            return {aid: from_us(value) for aid, value in rows if value is not None}
 
     def counters(self, automation_id: str) -> dict[str, dict[str, int]]:
         """decision -> reason -> count, over all recorded ticks of the automation."""

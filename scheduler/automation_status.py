@@ -63,7 +63,7 @@ def automation_status(
                 now=now,
                 wake=automations.wake_state(automation.automation_id),
                 next_eligible_at=eligibility.next_eligible_at if eligibility.status != "unavailable" else None,
-                last_ticked=ticklog.last_nominal().get(automation.automation_id),
+                last_ticked=ticklog.last_nominal(automation.automation_id).get(automation.automation_id),
                 catch_up=catch_up,
             )
     except InvalidSchedule as exc:

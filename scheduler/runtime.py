@@ -252,6 +252,10 @@ class HostRuntime:
         if batch:
             try:
                 self.ticklog.append(batch)
+                for tick in batch:
+                    known = self._ticked.get(tick.automation_id)
+                    if known is None or tick.nominal_at > known:
+                        self._ticked[tick.automation_id] = tick.nominal_at
             except Exception:
                 log.exception("could not record %d ticks; keeping them for the next flush", len(batch))
                 with self._lock:
@@ -262,6 +266,8 @@ class HostRuntime:
         self.automations.save_wake_state(state)
 
     def _last_ticked(self, automation_id: str) -> datetime | None:
+        if automation_id not in self._ticked:
+            self._ticked.update(self.ticklog.last_nominal(automation_id))
         with self._lock:
             pending = [t.nominal_at for t in self._buffer if t.automation_id == automation_id]
             stored = self._ticked.get(automation_id)

@@ -1,0 +1,154 @@
+"""Managed turns with real subprocesses: verdicts, deadlines, replay, no retry storm."""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import timedelta
+
+import pytest
+
+from admission import Admission, Automations, FixedClock, Journal, Phase
+from scheduler.executor import TurnExecutor
+from scheduler.recovery import recover
+
+from conftest import DAY, T0, raw_sql
+from helpers import add_automation, floor, marker_script
+
+
+@pytest.fixture
+def clock() -> FixedClock:
+    return FixedClock(T0)
+
+
+def executor(store, clock, tmp_path, **kw) -> TurnExecutor:  # type: ignore[no-untyped-def]
+    return TurnExecutor(store, state_dir=tmp_path / "state", clock=clock, **kw)
+
+
+def launches(path) -> int:  # type: ignore[no-untyped-def]
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+@pytest.mark.parametrize(
+    "script, status, category, retryable, stop_reason",
+    [
+        pytest.param("print('done')", "succeeded", "none", False, "completed", id="success"),
+        pytest.param("import sys; sys.exit(3)", "failed", "task", False, "exit_code_3", id="nonzero-exit-is-task"),
+        pytest.param("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", "failed", "infra", True, "killed_by_SIGKILL", id="signal-is-infra"),
+    ],
+)
+def test_verdicts(store, clock, tmp_path, script, status, category, retryable, stop_reason) -> None:
+    automation = add_automation(store, clock, script=script)
+    outcome = executor(store, clock, tmp_path).run(automation)
+    v = outcome.verdict
+    assert (v.status, v.failure_category, v.retryable, v.stop_reason) == (status, category, retryable, stop_reason)
+    record = Journal(store, clock).get(outcome.turn_id)
+    assert record.phase == "settled" and record.verdict == v and record.child_pid is not None
+
+
+def test_missing_host_is_a_retryable_infra_failure(store, clock, tmp_path) -> None:
+    automation = add_automation(store, clock)
+    spec = automation.spec.model_copy(update={"host": automation.spec.host.model_copy(update={"argv": ("/no/such/agent-cli",)})})
+    automation = Automations(store, clock).edit("x", spec)
+    v = executor(store, clock, tmp_path).run(automation).verdict
+    assert (v.status, v.failure_category, v.retryable, v.stop_reason) == ("failed", "infra", True, "host_missing")
+
+
+def test_deadline_kills_the_whole_process_group(store, clock, tmp_path) -> None:
+    pidfile = tmp_path / "grandchild.pid"
+    script = (
+        "import subprocess, sys, time; "
+        f"p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); open({str(pidfile)!r}, 'w').write(str(p.pid)); "
+        "time.sleep(60)"
+    )
+    automation = add_automation(store, clock, script=script, timeout=1.5)
+    v = executor(store, clock, tmp_path).run(automation).verdict
+    assert (v.status, v.failure_category, v.stop_reason) == ("timed_out", "task", "deadline_exceeded")
+    grandchild = int(pidfile.read_text())
+    for _ in range(50):
+        try:
+            os.kill(grandchild, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("the grandchild outlived the deadline")
+
+
+def test_result_before_the_deadline_is_a_success(store, clock, tmp_path) -> None:
+    automation = add_automation(store, clock, script="import time; time.sleep(0.5)", timeout=3)
+    assert executor(store, clock, tmp_path).run(automation).verdict.status == "succeeded"
+
+
+def test_settled_turn_replays_without_admission_or_launch(store, clock, tmp_path) -> None:
+    marks = tmp_path / "marks"
+    floor(store, clock, "g/a", DAY)
+    automation = add_automation(store, clock, script=marker_script(marks, exit_code=1))
+    first = executor(store, clock, tmp_path).run(automation, turn_id="t-1")
+    assert first.verdict.status == "failed" and launches(marks) == 1
+    replay = executor(store, clock, tmp_path).run(automation, turn_id="t-1")
+    assert replay.replayed and replay.decision is None and replay.verdict == first.verdict
+    assert launches(marks) == 1
+
+
+def test_retrying_a_failure_inside_the_floor_is_denied_without_launch(store, clock, tmp_path) -> None:
+    marks = tmp_path / "marks"
+    floor(store, clock, "g/a", DAY)
+    automation = add_automation(store, clock, script=marker_script(marks, exit_code=1))
+    run = executor(store, clock, tmp_path)
+    assert run.run(automation).verdict.status == "failed"
+    for _ in range(5):  # a retry loop: every attempt is a new turn that must pass admission
+        clock.advance(timedelta(minutes=3))
+        retry = run.run(automation)
+        assert retry.verdict.status == "denied" and retry.verdict.failure_category == "policy"
+        assert retry.record is None
+    assert launches(marks) == 1
+    assert len(Admission(store, clock).starts()) == 1
+
+
+def test_manual_run_bypasses_only_the_interval(store, clock, tmp_path) -> None:
+    floor(store, clock, "g/a", DAY)
+    automation = add_automation(store, clock)
+    run = executor(store, clock, tmp_path)
+    run.run(automation)
+    clock.advance(timedelta(hours=1))
+    assert run.run(automation).verdict.status == "denied"
+    manual = run.run(automation, manual_reason="owner asked")
+    assert manual.verdict.status == "succeeded"
+    record = Journal(store, clock).get(manual.turn_id)
+    assert record.kind == "manual" and record.manual_reason == "owner asked"
+
+
+def test_output_goes_to_a_capped_log_not_the_database(store, clock, tmp_path) -> None:
+    automation = add_automation(store, clock, script="print('secret-token-' * 10000)")
+    outcome = executor(store, clock, tmp_path, log_cap=1000).run(automation)
+    log = outcome.record.log_path
+    data = open(log, "rb").read()
+    assert data.startswith(b"secret-token-") and b"truncated at 1000 bytes" in data and len(data) < 1200
+    dumped = raw_sql(store, "SELECT * FROM fg_turns") + raw_sql(store, "SELECT * FROM fg_starts")
+    assert "secret-token" not in repr(dumped)
+
+
+def test_recovery_resumes_unlaunched_and_settles_lost_launches(store, clock, tmp_path) -> None:
+    floor(store, clock, "g", DAY)
+    automation = add_automation(store, clock)
+    admission, journal = Admission(store, clock), Journal(store, clock)
+    # Crash 1: reserved and journaled, never confirmed or spawned.
+    admission.reserve(goal="g", agent="a", automation="x", turn_id="t-unlaunched", trigger_time=clock.now())
+    journal.begin(turn_id="t-unlaunched", automation_id="x", goal_id="g", agent_id="a", attempt=1, kind="automatic",
+                  manual_reason=None, runner_host="h", runner_pid=1, deadline=clock.now() + timedelta(minutes=5), log_path=None)
+    # Crash 2: another lane's turn launched; its process is gone.
+    add_automation(store, clock, automation_id="y", agent="b")
+    admission.reserve(goal="g", agent="b", automation="y", turn_id="t-lost", trigger_time=clock.now())
+    journal.begin(turn_id="t-lost", automation_id="y", goal_id="g", agent_id="b", attempt=1, kind="automatic",
+                  manual_reason=None, runner_host="h", runner_pid=1, deadline=clock.now() + timedelta(minutes=5), log_path=None)
+    admission.confirm("t-lost")
+    journal.launched("t-lost", 2**22 + 12345)  # no such process
+    result = recover(store, clock)
+    assert [r.turn_id for r in result.resumable] == ["t-unlaunched"]
+    lost = journal.get("t-lost")
+    assert lost.verdict.stop_reason == "unknown_outcome" and lost.verdict.failure_category == "infra" and lost.verdict.retryable
+    assert admission.start("t-lost").phase is Phase.CONFIRMED  # not refunded
+    resumed = executor(store, clock, tmp_path).run(automation, turn_id="t-unlaunched")
+    assert resumed.decision.reason.value == "resumed" and resumed.verdict.status == "succeeded"
+    assert [s.anchor_at for s in admission.starts(agent="a")] == [T0]  # anchor unmoved

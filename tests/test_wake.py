@@ -1,0 +1,144 @@
+"""The wake planner and the host's tick path on a fake clock: the floor outlives every reset."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from admission import Admission, Automations, FixedClock, WakeState
+from hosts import Schedule
+from scheduler.runtime import HostRuntime, RuntimeConfig
+from scheduler.wake import BackoffPolicy, next_wake, nominal_time
+
+from conftest import DAY, T0
+from helpers import add_automation, floor
+
+DAILY_9 = "DTSTART:20261201T090000Z RRULE:FREQ=DAILY"
+EVERY_15M = "DTSTART:20261201T090000Z RRULE:FREQ=MINUTELY;INTERVAL=15"
+
+
+def runtime(store, clock, tmp_path, catch_up=timedelta(hours=1)) -> HostRuntime:  # type: ignore[no-untyped-def]
+    return HostRuntime(store, RuntimeConfig(state_dir=tmp_path / "state", catch_up=catch_up), clock=clock)
+
+
+def test_backoff_doubles_to_its_cap() -> None:
+    policy = BackoffPolicy()
+    assert [policy.delay(n) for n in (1, 2, 3, 4, 5, 6, 7)] == [
+        timedelta(minutes=m) for m in (3, 6, 12, 24, 48, 60, 60)
+    ]
+
+
+def test_backoff_reset_never_wakes_before_the_floor() -> None:
+    schedule = Schedule.parse(EVERY_15M)
+    failed_at = T0 + timedelta(minutes=5)
+    wake = BackoffPolicy().reset("x", failed_at)
+    eligible = T0 + DAY
+    chosen = next_wake(schedule, previous=failed_at, now=failed_at, wake=wake, next_eligible_at=eligible, last_ticked=None, catch_up=timedelta(hours=1))
+    assert chosen == eligible
+    without_floor = next_wake(schedule, previous=failed_at, now=failed_at, wake=wake, next_eligible_at=None, last_ticked=None, catch_up=timedelta(hours=1))
+    assert without_floor == failed_at + timedelta(minutes=3)
+
+
+def test_nominal_time_is_shared_by_every_host() -> None:
+    schedule = Schedule.parse(EVERY_15M)
+    idle = WakeState(automation_id="x")
+    assert nominal_time(schedule, idle, T0 + timedelta(minutes=22, seconds=7)) == T0 + timedelta(minutes=15)
+    backoff = WakeState(automation_id="x", backoff_step=1, backoff_wake_at=T0 + timedelta(minutes=20))
+    assert nominal_time(schedule, backoff, T0 + timedelta(minutes=22)) == T0 + timedelta(minutes=20)
+
+
+@pytest.mark.parametrize("reset", ["failure", "poke", "restart", "edit-command", "edit-model"])
+def test_floor_survives_every_reset(store, tmp_path, reset: str) -> None:
+    clock = FixedClock(T0)
+    floor(store, clock, "g/a", DAY)
+    add_automation(store, clock, schedule=EVERY_15M, script="pass")
+    host = runtime(store, clock, tmp_path)
+    first = host.tick("x")
+    assert first.decision == "admitted"
+    clock.advance(timedelta(minutes=20))
+    automations = Automations(store, clock)
+    if reset in ("failure", "poke"):
+        automations.save_wake_state(BackoffPolicy().reset("x", clock.now()))
+    elif reset == "restart":
+        host = runtime(store, clock, tmp_path)
+    else:
+        current = automations.get("x")
+        change = {"host": current.spec.host.model_copy(update={"argv": (*current.spec.host.argv, "--again")})} if reset == "edit-command" else {"model": "other-model"}
+        automations.edit("x", current.spec.model_copy(update=change))
+    automation = automations.get("x")
+    schedule = Schedule.parse(automation.spec.schedule)
+    wake_at = host.plan(automation, schedule, None, clock.now())
+    assert wake_at == T0 + DAY  # the next wake waits for the floor, whatever was reset
+    clock.advance(timedelta(minutes=3))
+    denied = host.tick("x")  # even a tick that fires early anyway is refused by admission
+    assert denied.decision == "denied" and denied.reason == "interval_wait"
+    assert len(Admission(store, clock).starts()) == 1
+
+
+def test_three_day_outage_gives_exactly_one_catch_up_start(store, tmp_path) -> None:
+    clock = FixedClock(T0)
+    floor(store, clock, "g/a", timedelta(hours=20))
+    add_automation(store, clock, schedule=DAILY_9)
+    host = runtime(store, clock, tmp_path, catch_up=DAY)
+    assert host.tick("x").decision == "admitted"
+    host.flush()
+    clock.set(T0 + 3 * DAY + timedelta(hours=3))  # back after three missed mornings
+    host = runtime(store, clock, tmp_path, catch_up=DAY)
+    automation = Automations(store, clock).get("x")
+    schedule = Schedule.parse(automation.spec.schedule)
+    first = host.plan(automation, schedule, None, clock.now())
+    assert first == T0 + 3 * DAY  # only the latest missed morning, once
+    tick = host.tick("x")
+    assert tick.decision == "admitted" and tick.nominal_at == T0 + 3 * DAY
+    host.flush()
+    again = runtime(store, clock, tmp_path, catch_up=DAY)  # another restart at once: nothing more to catch up
+    assert again.plan(automation, schedule, None, clock.now()) == T0 + 4 * DAY
+    assert host.plan(automation, schedule, first, clock.now()) == T0 + 4 * DAY
+    assert len(Admission(store, clock).starts()) == 2
+
+
+def test_catch_up_window_bounds_how_old_a_missed_tick_may_be(store, tmp_path) -> None:
+    clock = FixedClock(T0 + timedelta(hours=2))
+    add_automation(store, clock, schedule=DAILY_9)
+    host = runtime(store, clock, tmp_path, catch_up=timedelta(hours=1))
+    automation = Automations(store, clock).get("x")
+    assert host.plan(automation, Schedule.parse(automation.spec.schedule), None, clock.now()) == T0 + DAY
+
+
+@pytest.mark.parametrize(
+    "rule, day, expected_local",
+    [
+        pytest.param("DTSTART;TZID=America/New_York:20260301T023000 RRULE:FREQ=DAILY", datetime(2026, 3, 8), ["03:30"], id="spring-forward-0230-fires-once-at-0330"),
+        pytest.param("DTSTART;TZID=America/New_York:20260301T013000 RRULE:FREQ=DAILY", datetime(2026, 11, 1), ["01:30"], id="fall-back-0130-fires-once"),
+        pytest.param("DTSTART;TZID=Europe/Berlin:20260301T023000 RRULE:FREQ=DAILY", datetime(2026, 3, 29), ["03:30"], id="berlin-gap"),
+    ],
+)
+def test_dst_days_fire_once(rule: str, day: datetime, expected_local: list[str]) -> None:
+    schedule = Schedule.parse(rule)
+    zone = schedule.zone
+    start = datetime(day.year, day.month, day.day, tzinfo=zone)
+    fires = [f for f in schedule.occurrences(5, after=start - timedelta(seconds=1)) if f.astimezone(zone).date() == day.date()]
+    assert [f.astimezone(zone).strftime("%H:%M") for f in fires] == expected_local
+    # The planner agrees: walking timer fires across the day yields the same single fire.
+    walked, previous = [], start - timedelta(seconds=1)
+    while True:
+        nxt = next_wake(schedule, previous=previous, now=previous, wake=WakeState(automation_id="x"), next_eligible_at=None, last_ticked=None, catch_up=timedelta(0))
+        if nxt is None or nxt.astimezone(zone).date() != day.date():
+            break
+        walked.append(nxt)
+        previous = nxt
+    assert walked == fires
+
+
+def test_paused_automation_ticks_are_skipped_and_recorded(store, tmp_path) -> None:
+    clock = FixedClock(T0)
+    add_automation(store, clock)
+    Automations(store, clock).set_state("x", "paused", "holiday")
+    host = runtime(store, clock, tmp_path)
+    tick = host.tick("x")
+    assert tick.decision == "skipped" and tick.reason == "paused"
+    host.flush()
+    from admission import TickLog
+
+    assert TickLog(store).counters("x") == {"skipped": {"paused": 1}}
