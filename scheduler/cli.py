@@ -96,7 +96,7 @@ def add_lane(parser: argparse.ArgumentParser, *, agent_required: bool = True) ->
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .commands import admit, automation, demo, policy, run, turn
+    from .commands import admit, automation, demo, policy, run, status, turn
 
     parser = _Parser(
         prog="floorgate",
@@ -108,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     policy.register(sub)
     admit.register(sub)
+    status.register(sub)
     automation.register(sub)
     turn.register(sub)
     run.register(sub)
@@ -139,15 +140,14 @@ def run(argv: Sequence[str] | None = None, out=sys.stdout, err=sys.stderr) -> in
     except RevisionConflict as exc:
         err.write(f"floorgate: conflict: {exc}\n")
         return EXIT_CONFLICT
-    except (InvalidInput, ReductionNotAuthorized, NotFound) as exc:
-        err.write(f"floorgate: error: {exc}\n")
-        return EXIT_INVALID
     except StoreUnavailable as exc:
         err.write(f"floorgate: store unavailable: {exc}\n")
         return EXIT_UNAVAILABLE
     except FloorgateError as exc:
+        # Bad values, unknown ids and missing authorization are the caller's to fix.
+        user_error = isinstance(exc, (InvalidInput, ReductionNotAuthorized, NotFound, ValueError, LookupError))
         err.write(f"floorgate: error: {exc}\n")
-        return EXIT_UNAVAILABLE
+        return EXIT_INVALID if user_error else EXIT_UNAVAILABLE
     finally:
         ctx.close()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -10,10 +11,13 @@ import pytest
 
 
 def cli(*args: str, db: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess[str]:  # type: ignore[type-arg]
-    argv = [sys.executable, "-m", "scheduler", *args]
+    argv = [sys.executable, "-m", "scheduler"]
     if db is not None:
-        argv += ["--db", db]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
+        argv += ["--db", db]  # before the command: anything after "--" belongs to a host command
+    argv += list(args)
+    # Run beside the database so per-turn logs (./floorgate-state) land in the test's temp dir.
+    cwd = os.path.dirname(db) if db is not None and os.path.isabs(db) else None
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, cwd=cwd)
 
 
 def one_line_error(result: subprocess.CompletedProcess[str]) -> str:

@@ -10,7 +10,7 @@ from admission.clock import iso, parse_instant, read_clock, SystemClock
 from admission.intervals import format_interval
 
 from ..cli import EXIT_DENIED, EXIT_OK, Context, add_common, add_lane
-from ..present import confirmation_doc, decision_doc, eligibility_doc, start_doc, table
+from ..present import confirmation_doc, decision_doc, start_doc, table
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,13 +26,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("turn", help="turn id returned by admit")
     add_common(p)
     p.set_defaults(handler=_confirm)
-
-    p = sub.add_parser("status", help="eligibility readback: floor, rules, last start, exact next eligible time")
-    p.add_argument("--goal")
-    p.add_argument("--agent")
-    p.add_argument("--automation")
-    add_common(p)
-    p.set_defaults(handler=_status)
 
     p = sub.add_parser("starts", help="start records, newest first")
     p.add_argument("--goal")
@@ -74,41 +67,6 @@ def _confirm(ctx: Context) -> int:
         "no_reservation": f"turn {confirmation.turn_id} has no reservation (admitted with no floor); nothing to confirm",
     }[confirmation.status]
     ctx.emit(confirmation_doc(confirmation), text)
-    return EXIT_OK
-
-
-def _status(ctx: Context) -> int:
-    args = ctx.args
-    admission = Admission(ctx.store)
-    if args.agent is not None and args.goal is None:
-        raise InvalidInput("--goal", "--agent needs --goal")
-    if args.automation is not None and args.agent is None:
-        raise InvalidInput("--agent", "--automation needs --agent")
-    if args.agent is not None:
-        lanes = [(args.goal, args.agent, args.automation)]
-    else:
-        lanes = [lane for lane in admission.lanes() if args.goal is None or lane[0] == args.goal]
-    results = [admission.eligibility(*lane) for lane in lanes]
-
-    def text() -> str:
-        if not results:
-            return "no agents with rules or starts"
-        return table(
-            ["LANE", "STATUS", "REASON", "FLOOR", "LAST_START", "NEXT_ELIGIBLE_AT"],
-            [
-                (
-                    "/".join(p for p in (e.goal_id, e.agent_id, e.automation_id) if p),
-                    e.status,
-                    e.reason.value,
-                    format_interval(e.floor.floor) if e.floor else None,
-                    f"{iso(e.last_start.anchor_at)} {e.last_start.kind.value} {e.last_start.turn_id}" if e.last_start else None,
-                    iso(e.next_eligible_at),
-                )
-                for e in results
-            ],
-        )
-
-    ctx.emit({"lanes": [eligibility_doc(e) for e in results]}, text)
     return EXIT_OK
 
 

@@ -1,0 +1,98 @@
+"""The timer-host CLI as a user runs it (real subprocesses)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from test_cli import cli, one_line_error
+
+
+@pytest.fixture
+def db(tmp_path) -> str:  # type: ignore[no-untyped-def]
+    return str(tmp_path / "cli.db")
+
+
+def add(db: str, name: str, *options: str, script: str = "print('hi')") -> None:
+    r = cli("automation", "add", name, "--goal", "g", "--agent", "a", *options, "--", sys.executable, "-c", script, db=db)
+    assert r.returncode == 0, r.stderr
+
+
+def test_add_list_show_edit_pause_resume_remove(db: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    add(db, "morning", "--schedule", "daily at 09:00 Europe/Berlin", "--timeout", "30")
+    listed = json.loads(cli("automation", "list", "--json", db=db).stdout)["automations"]
+    assert [a["automation"] for a in listed] == ["morning"]
+    assert listed[0]["schedule"].startswith("DTSTART;TZID=Europe/Berlin:") and listed[0]["schedule"].endswith("RRULE:FREQ=DAILY")
+    edited = cli("automation", "edit", "morning", "--schedule", "weekdays at 08:30 Europe/Berlin", "--json", db=db)
+    assert json.loads(edited.stdout)["revision"] == 2
+    paused = cli("automation", "pause", "morning", "--note", "on holiday", "--json", db=db)
+    assert json.loads(paused.stdout)["state"] == "paused"
+    status = json.loads(cli("status", "--json", db=db).stdout)["automations"][0]
+    assert status["state"] == "paused" and "on holiday" in status["detail"] and status["next_fire_at"] is None
+    assert json.loads(cli("automation", "resume", "morning", "--json", db=db).stdout)["state"] == "active"
+    shown = json.loads(cli("automation", "show", "morning", "--json", "--next", "3", db=db).stdout)
+    assert len(shown["next_fire_times"]) == 3 and shown["state"] == "eligible"
+    assert cli("automation", "remove", "morning", db=db).returncode == 0
+    gone = cli("automation", "show", "morning", db=db)
+    assert gone.returncode == 2 and "does not exist" in one_line_error(gone)
+
+
+def test_preview_shows_the_floor_before_saving(db: str) -> None:
+    assert cli("policy", "set", "g/a", "--min-interval", "1d", "--revision", "0", "--owner-ref", "o", db=db).returncode == 0
+    r = cli(
+        "automation", "preview", "check-ci", "--goal", "g", "--agent", "a",
+        "--schedule", "DTSTART:20260101T000000Z RRULE:FREQ=MINUTELY;INTERVAL=15", "--next", "200", "--json", db=db,
+    )
+    fires = json.loads(r.stdout)["fires"]
+    runs = [f for f in fires if f["admitted"]]
+    assert len(fires) == 200 and len(runs) in (2, 3)  # 200 quarter hours = 50 hours: a daily floor runs it 2-3 times
+    assert all(f["eligible_at"] for f in fires if not f["admitted"])
+    assert cli("automation", "list", "--json", db=db).stdout.count("check-ci") == 0  # nothing saved
+
+
+def test_turn_run_exit_codes(db: str) -> None:
+    assert cli("policy", "set", "g/a", "--min-interval", "1d", "--revision", "0", "--owner-ref", "o", db=db).returncode == 0
+    add(db, "ok", "--schedule", "every 1h", script="print('hi')")
+    add(db, "bad", "--schedule", "every 1h", script="import sys; sys.exit(2)")
+    first = cli("turn", "run", "ok", "--json", db=db)
+    assert first.returncode == 0 and json.loads(first.stdout)["verdict"]["status"] == "succeeded"
+    denied = cli("turn", "run", "bad", "--json", db=db)  # same agent: inside the floor
+    assert denied.returncode == 3 and json.loads(denied.stdout)["verdict"]["status"] == "denied"
+    failed = cli("turn", "run", "bad", "--manual-reason", "debugging", "--json", db=db)
+    doc = json.loads(failed.stdout)
+    assert failed.returncode == 5 and doc["verdict"]["failure_category"] == "task"
+    replay = cli("turn", "run", "bad", "--turn", doc["turn_id"], "--json", db=db)
+    assert replay.returncode == 5 and json.loads(replay.stdout)["replayed"] is True
+    empty = cli("turn", "run", "ok", "--manual-reason", " ", db=db)
+    assert empty.returncode == 2 and "--manual-reason" in one_line_error(empty)
+
+
+def test_bad_schedules_and_commands_are_one_line_errors(db: str) -> None:
+    cases = [
+        (["--schedule", "DTSTART:20261201T090000 RRULE:FREQ=DAILY"], "time zone"),
+        (["--schedule", "DTSTART;TZID=Mars/Olympus:20261201T090000 RRULE:FREQ=DAILY"], "IANA"),
+        (["--schedule", "DTSTART:20261201T090000Z RRULE:FREQ=DAILY;INTERVAL=0"], "INTERVAL"),
+        (["--schedule", "sometimes"], "friendly form"),
+        (["--schedule", "every 1h", "--timeout", "0"], "--timeout"),
+    ]
+    for options, needle in cases:
+        r = cli("automation", "add", "x", "--goal", "g", "--agent", "a", *options, "--", "true", db=db)
+        assert r.returncode == 2 and needle in one_line_error(r), (options, r.stderr)
+    missing = cli("automation", "add", "x", "--goal", "g", "--agent", "a", "--schedule", "every 1h", db=db)
+    assert missing.returncode == 2 and "argv" in one_line_error(missing)
+    assert json.loads(cli("automation", "list", "--json", db=db).stdout)["automations"] == []
+
+
+def test_status_states_are_distinct(db: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    assert cli("policy", "set", "g", "--min-interval", "1d", "--revision", "0", "--owner-ref", "o", db=db).returncode == 0
+    add(db, "ready", "--schedule", "every 1h")
+    r = cli("automation", "add", "nohost", "--goal", "g", "--agent", "b", "--schedule", "every 1h", "--", "/no/such/cli", db=db)
+    assert r.returncode == 0
+    r = cli("automation", "add", "waiting", "--goal", "g", "--agent", "c", "--schedule", "every 1h", "--", sys.executable, "-c", "pass", db=db)
+    assert cli("turn", "run", "waiting", db=db).returncode == 0
+    r = cli("automation", "add", "off", "--goal", "g", "--agent", "d", "--schedule", "every 1h", "--", "true", db=db)
+    assert cli("automation", "pause", "off", db=db).returncode == 0
+    states = {s["automation"]: s["state"] for s in json.loads(cli("status", "--json", db=db).stdout)["automations"]}
+    assert states == {"ready": "eligible", "nohost": "host_unavailable", "waiting": "interval_wait", "off": "paused"}
