@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from datetime import date, datetime, timedelta, timezone
-from functools import cached_property
+from functools import cached_property, lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict
@@ -168,6 +168,13 @@ class Schedule(BaseModel):
         if self.tzid is None:
             return value.replace(tzinfo=None) if value.tzinfo is not None else value
         return aware_utc(value, "after")
+
+
+@lru_cache(maxsize=16384)
+def parse_canonical(text: str) -> Schedule:
+    """``Schedule.parse`` for stored canonical text, shared between automations with one schedule
+    (a host arming thousands of timers parses each distinct schedule once)."""
+    return Schedule.parse(text)
 
 
 def _parse_dtstart(params: list[str], value: str) -> tuple[datetime, str | None, bool]:

@@ -22,6 +22,7 @@ from apscheduler.triggers.base import BaseTrigger
 from admission import Admission, Automation, Automations, Journal, Store, Tick, TickLog, WakeState
 from admission.clock import Clock, SystemClock, read_clock
 from hosts import Schedule
+from hosts.schedule import parse_canonical
 
 from .executor import TurnExecutor, host_identity
 from .recovery import recover
@@ -42,16 +43,27 @@ class RuntimeConfig:
     backoff: BackoffPolicy = field(default_factory=BackoffPolicy)
 
 
+@dataclass(frozen=True)
+class ArmHint:
+    """Facts read in bulk by ``sync`` for arming a timer, so arming 10,000 timers is not 30,000 reads."""
+
+    wake: WakeState
+    last_ticked: datetime | None
+    next_eligible_at: datetime | None
+
+
 class WakeTrigger(BaseTrigger):
     """An APScheduler trigger for one automation: its schedule, its backoff, never before the floor."""
 
-    def __init__(self, runtime: "HostRuntime", automation: Automation, schedule: Schedule) -> None:
+    def __init__(self, runtime: "HostRuntime", automation: Automation, schedule: Schedule, hint: ArmHint | None = None) -> None:
         self.runtime = runtime
         self.automation = automation
         self.schedule = schedule
+        self._hint = hint
 
     def get_next_fire_time(self, previous_fire_time, now):  # type: ignore[no-untyped-def]
-        return self.runtime.plan(self.automation, self.schedule, previous_fire_time, now)
+        hint, self._hint = self._hint, None  # bulk facts are fresh only for the first arming
+        return self.runtime.plan(self.automation, self.schedule, previous_fire_time, now, hint)
 
     def __str__(self) -> str:
         return f"floorgate[{self.schedule.canonical()!r}]"
@@ -136,6 +148,8 @@ class HostRuntime:
         loaded = {a.automation_id: a for a in self.automations.list()} if len(changed) > 1 else {
             aid: self.automations.get(aid) for aid in changed
         }
+        lanes = [(a.spec.goal_id, a.spec.agent_id, a.automation_id) for aid, a in loaded.items() if aid in changed]
+        eligible = self.admission.next_eligible_many(lanes)
         for automation_id, state in changed.items():
             self._known[automation_id] = state
             automation = loaded.get(automation_id)
@@ -145,12 +159,18 @@ class HostRuntime:
                 self._remove_job(automation_id)
                 continue
             try:
-                schedule = Schedule.parse(automation.spec.schedule)
+                schedule = parse_canonical(automation.spec.schedule)
             except ValueError as exc:
                 log.error("automation %s has an unreadable schedule: %s", automation_id, exc)
                 self._remove_job(automation_id)
                 continue
-            trigger = WakeTrigger(self, automation, schedule)
+            spec = automation.spec
+            hint = ArmHint(
+                wake=state[1],
+                last_ticked=self._last_ticked(automation_id),
+                next_eligible_at=eligible.get((spec.goal_id, spec.agent_id, automation_id)),
+            )
+            trigger = WakeTrigger(self, automation, schedule, hint)
             instances = 1 if automation.spec.overlap == "skip" else self.config.workers
             self.scheduler.add_job(
                 self._tick,
@@ -162,18 +182,25 @@ class HostRuntime:
                 max_instances=instances,
             )
 
-    def plan(self, automation: Automation, schedule: Schedule, previous: datetime | None, now: datetime) -> datetime | None:
-        """Next fire time for the trigger (reads the floor from admission)."""
-        wake = self.automations.wake_state(automation.automation_id)
-        eligibility = self.admission.eligibility(automation.spec.goal_id, automation.spec.agent_id, automation.automation_id)
-        next_eligible = eligibility.next_eligible_at if eligibility.status != "unavailable" else None
+    def plan(
+        self, automation: Automation, schedule: Schedule, previous: datetime | None, now: datetime, hint: ArmHint | None = None
+    ) -> datetime | None:
+        """Next fire time for the trigger (reads the floor from admission, or takes it from ``hint``)."""
+        if hint is None:
+            wake = self.automations.wake_state(automation.automation_id)
+            spec = automation.spec
+            eligibility = self.admission.eligibility(spec.goal_id, spec.agent_id, automation.automation_id)
+            next_eligible = eligibility.next_eligible_at if eligibility.status != "unavailable" else None
+            last_ticked = self._last_ticked(automation.automation_id) if previous is None else None
+        else:
+            wake, next_eligible, last_ticked = hint.wake, hint.next_eligible_at, hint.last_ticked
         return next_wake(
             schedule,
             previous=previous,
             now=now,
             wake=wake,
             next_eligible_at=next_eligible,
-            last_ticked=self._last_ticked(automation.automation_id) if previous is None else None,
+            last_ticked=last_ticked,
             catch_up=self.config.catch_up,
         )
 
@@ -182,7 +209,7 @@ class HostRuntime:
         """One timer tick: skip on overlap, else a managed turn (which passes admission)."""
         fired_at = read_clock(self.clock)
         automation = self.automations.get(automation_id)
-        schedule = Schedule.parse(automation.spec.schedule)
+        schedule = parse_canonical(automation.spec.schedule)
         wake = self.automations.wake_state(automation_id)
         nominal = nominal_time(schedule, wake, fired_at)
         if automation.state != "active":

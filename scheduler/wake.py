@@ -57,11 +57,13 @@ def next_wake(
     catch-up tick. The result is never earlier than ``next_eligible_at``.
     """
     if previous is None:
-        due = schedule.last_at_or_before(now)
-        if due is not None and (last_ticked is None or due > last_ticked) and now - due <= catch_up:
+        # Only an occurrence inside the catch-up window can be due; usually there is none.
+        first = schedule.next_after(now - catch_up - timedelta(microseconds=1)) if catch_up else None
+        due = schedule.last_at_or_before(now) if first is not None and first <= now else None
+        if due is not None and (last_ticked is None or due > last_ticked):
             base: datetime | None = due
         else:
-            base = schedule.next_after(now)
+            base = first if first is not None and first > now else schedule.next_after(now)
     else:
         base = schedule.next_after(previous)
     candidates = [t for t in (base, _backoff_wake(wake, previous)) if t is not None]
