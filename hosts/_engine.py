@@ -1,10 +1,19 @@
-"""Occurrence generation over python-dateutil, fast for rules whose DTSTART is years old.
+"""Occurrence generation over python-dateutil: RFC-correct, and fast for years-old DTSTARTs.
 
-dateutil walks every occurrence from DTSTART on each query. For rules without COUNT the
-occurrence set repeats per FREQ period, so a query restarts the walk at a period boundary close to
-the asked instant, with every part dateutil would derive from DTSTART written out explicitly; the
-answers are the same occurrences (checked against raw dateutil over the whole corpus and by a
-hypothesis property). COUNT rules are finite and are walked from DTSTART.
+Every walk starts at the beginning of a FREQ period (DTSTART's own, or for a query about a later
+time, the period just before it) with every part dateutil would derive from DTSTART written out;
+occurrences before DTSTART are dropped and COUNT and UNTIL are applied here. That one mechanism
+gives the RFC 5545 reading where dateutil's differs (a mid-week DTSTART with WEEKLY+BYSETPOS
+builds its set from the week start) and skips the walk from a DTSTART years ago (dateutil's
+``after()`` walks every occurrence since DTSTART). COUNT rules are walked from DTSTART.
+
+Readings the RFC leaves open (documented in README, tested against the shared corpus):
+- YEARLY with BYWEEKNO and no BYDAY: DTSTART's weekday in those weeks (not all seven days).
+- YEARLY with BYMONTHDAY and no BYMONTH (nor BYWEEKNO/BYYEARDAY): DTSTART's month only.
+- A DATE DTSTART ignores BYHOUR/BYMINUTE/BYSECOND.
+Refused as unsupported at parse time: YEARLY+BYWEEKNO with INTERVAL > 1 (week-years or calendar
+years?), and plain with ordinal BYDAY together with BYSETPOS. Plain with ordinal BYDAY without
+BYSETPOS (dateutil yields nothing) is generated as the union of the two halves.
 
 Local wall times become instants with zoneinfo and fold=0: a time in a DST gap takes the offset
 before the gap (RFC 5545 erratum EID 4271: shifted forward), a repeated time its first occurrence;
@@ -13,7 +22,7 @@ an instant already produced is never produced twice.
 
 from __future__ import annotations
 
-import calendar
+import heapq
 from datetime import date, datetime, timedelta, timezone, tzinfo
 from functools import lru_cache
 from typing import Iterator
@@ -21,6 +30,7 @@ from typing import Iterator
 from dateutil import rrule as du
 
 from ._rrule import Recur
+from .errors import UnsupportedSchedule
 
 _FREQ = {
     "YEARLY": du.YEARLY,
@@ -31,43 +41,61 @@ _FREQ = {
     "MINUTELY": du.MINUTELY,
     "SECONDLY": du.SECONDLY,
 }
+_ORDER = ("YEARLY", "MONTHLY", "WEEKLY", "DAILY", "HOURLY", "MINUTELY", "SECONDLY")
 _WEEKDAY = (du.MO, du.TU, du.WE, du.TH, du.FR, du.SA, du.SU)
 _SLACK = timedelta(hours=3)  # wider than any DST shift between a wall time and its instant
+
+
+def check_supported(recur: Recur) -> None:
+    """Refuse rules whose meaning floorgate will not guess (see the module docstring)."""
+    if recur.freq == "YEARLY" and recur.byweekno and recur.interval > 1:
+        raise UnsupportedSchedule(
+            "RRULE INTERVAL: with FREQ=YEARLY and BYWEEKNO, INTERVAL > 1 is ambiguous (ISO week-years or "
+            "calendar years); floorgate refuses it rather than risk a wrong fire time"
+        )
+    plain = any(n is None for n, _ in recur.byday)
+    ordinal = any(n is not None for n, _ in recur.byday)
+    if plain and ordinal and recur.bysetpos:
+        raise UnsupportedSchedule(
+            "RRULE BYDAY: plain and numbered weekdays together with BYSETPOS are not supported; split the rule"
+        )
 
 
 class Engine:
     """Occurrences of one recurrence: DTSTART as naive wall time in ``zone`` (None: floating)."""
 
     def __init__(self, dtstart: datetime, recur: Recur, zone: tzinfo | None, exdates: frozenset[datetime], is_date: bool):
+        check_supported(recur)
         self.dtstart = dtstart
         self.recur = recur
         self.zone = zone
         self.exdates = exdates
         self.is_date = is_date
-        self._until_local = self._local_until()
-        self._until_instant = recur.until if isinstance(recur.until, datetime) and recur.until.tzinfo else None
-        self._jumpable = recur.count is None
+        self._until_walk = self._walk_until()
 
     # -- public --------------------------------------------------------------------------------
     def iterate(self, after: datetime | None = None) -> Iterator[datetime]:
-        """Occurrences in order, as aware datetimes in the zone (naive when floating), strictly
-        after the instant ``after`` when given."""
-        if after is None or not self._jumpable:
-            start_rule = self._rule(self.dtstart, explicit=False)
+        """Occurrences in order, aware in the zone (naive when floating); strictly after the
+        instant ``after`` when given."""
+        if after is None or self.recur.count is not None:
+            start = self._period_start(self.dtstart)
             walk_from = None
         else:
-            local_after = self._to_local(after) - _SLACK
-            start = self._period_start(local_after)
-            start_rule = self._rule(start, explicit=True) if start is not None else self._rule(self.dtstart, explicit=False)
-            walk_from = local_after
-        naive_iter = start_rule.xafter(walk_from, inc=True) if walk_from is not None else iter(start_rule)
+            walk_from = max(self._to_local(after) - _SLACK, self.dtstart)
+            start = self._period_start(walk_from)
+        emitted = 0
         last: datetime | None = None
-        for naive in naive_iter:
+        for naive in self._naive(start, walk_from):
+            if naive < self.dtstart:
+                continue
+            if self.recur.until is not None and not self._before_until(naive):
+                return
+            emitted += 1
+            if self.recur.count is not None and emitted > self.recur.count:
+                return
             if naive in self.exdates:
                 continue
             instant = self._instant(naive)
-            if self._until_instant is not None and instant > self._until_instant:
-                return
             if last is not None and instant <= last:
                 continue  # a DST gap shifted this onto (or before) an occurrence already produced
             last = instant
@@ -82,20 +110,20 @@ class Engine:
 
     def last_at_or_before(self, at: datetime) -> datetime | None:
         """The latest occurrence at or before ``at`` (None if there is none)."""
-        if not self._jumpable:
+        if self.recur.count is not None:
             found = None
             for occurrence in self.iterate():
                 if occurrence > at:
                     break
                 found = occurrence
             return found
-        back = self._period_length_guess()
+        back = self._period_length() + _SLACK
         while True:
-            probe = at - back
-            if self._to_local(probe) < self.dtstart - _SLACK:
+            probe: datetime | None = at - back
+            if self._to_local(probe) <= self.dtstart:
                 probe = None
             found = None
-            for occurrence in self.iterate(probe - timedelta(microseconds=1) if probe is not None else None):
+            for occurrence in self.iterate(probe):
                 if occurrence > at:
                     break
                 found = occurrence
@@ -104,22 +132,40 @@ class Engine:
             back *= 4
 
     # -- internals -----------------------------------------------------------------------------
-    def _local_until(self) -> datetime | None:
+    def _naive(self, start: datetime, walk_from: datetime | None) -> Iterator[datetime]:
+        rules = _build_rules(self.recur, start, self.dtstart, self._until_walk, self.is_date)
+        iters = [r.xafter(walk_from, inc=True) if walk_from is not None else iter(r) for r in rules]
+        if len(iters) == 1:
+            yield from iters[0]
+            return
+        previous = None
+        for value in heapq.merge(*iters):
+            if value != previous:
+                yield value
+                previous = value
+
+    def _walk_until(self) -> datetime | None:
         until = self.recur.until
         if until is None:
             return None
         if isinstance(until, datetime):
+            if until.tzinfo is not None and self.zone is not None:
+                return until.astimezone(self.zone).replace(tzinfo=None) + _SLACK
+            return until.replace(tzinfo=None) + _SLACK
+        return datetime(until.year, until.month, until.day) + timedelta(days=1)
+
+    def _before_until(self, naive: datetime) -> bool:
+        until = self.recur.until
+        if isinstance(until, datetime):
             if until.tzinfo is not None:
-                if self.zone is None:
-                    return until.replace(tzinfo=None)
-                # Walk a little past UNTIL in wall time; instants are cut exactly in iterate().
-                return until.astimezone(self.zone).replace(tzinfo=None) + timedelta(hours=3)
-            return until
-        return datetime(until.year, until.month, until.day, 23, 59, 59) if not self.is_date else datetime(until.year, until.month, until.day)
+                return self._instant(naive) <= until if self.zone is not None else naive <= until.replace(tzinfo=None)
+            return naive <= until
+        assert isinstance(until, date)
+        return naive.date() <= until
 
     def _to_local(self, instant: datetime) -> datetime:
-        if self.zone is None:
-            return instant.replace(tzinfo=None) if instant.tzinfo is not None else instant
+        if self.zone is None or instant.tzinfo is None:
+            return instant.replace(tzinfo=None)
         return instant.astimezone(self.zone).replace(tzinfo=None)
 
     def _instant(self, naive: datetime) -> datetime:
@@ -127,8 +173,7 @@ class Engine:
             return naive
         return naive.replace(tzinfo=self.zone).astimezone(timezone.utc).astimezone(self.zone)
 
-    def _period_length_guess(self) -> timedelta:
-        r = self.recur
+    def _period_length(self) -> timedelta:
         unit = {
             "SECONDLY": timedelta(seconds=1),
             "MINUTELY": timedelta(minutes=1),
@@ -137,41 +182,32 @@ class Engine:
             "WEEKLY": timedelta(weeks=1),
             "MONTHLY": timedelta(days=31),
             "YEARLY": timedelta(days=366),
-        }[r.freq]
-        return unit * r.interval + _SLACK
+        }[self.recur.freq]
+        return unit * self.recur.interval
 
-    def _period_start(self, local: datetime) -> datetime | None:
-        """The start of the latest FREQ period (counted from DTSTART by INTERVAL) at or before
-        ``local``; None when that is DTSTART's own period (walk the original rule then)."""
+    def _period_start(self, local: datetime) -> datetime:
+        """The start of the FREQ period (counted from DTSTART's by INTERVAL) that holds ``local``."""
         r, d = self.recur, self.dtstart
-        if local <= d:
-            return None
-        if r.freq in ("SECONDLY", "MINUTELY", "HOURLY", "DAILY", "WEEKLY"):
-            if r.freq == "WEEKLY":
-                base = datetime(d.year, d.month, d.day) - timedelta(days=(d.weekday() - r.wkst) % 7)
-                step = timedelta(weeks=r.interval)
-            else:
-                base = _truncate(d, r.freq)
-                step = {
-                    "SECONDLY": timedelta(seconds=r.interval),
-                    "MINUTELY": timedelta(minutes=r.interval),
-                    "HOURLY": timedelta(hours=r.interval),
-                    "DAILY": timedelta(days=r.interval),
-                }[r.freq]
-            k = (local - base) // step
-            return base + k * step if k > 0 else None
         if r.freq == "MONTHLY":
-            months = (local.year - d.year) * 12 + (local.month - d.month)
-            k = months // r.interval
-            if k <= 0:
-                return None
+            k = max(0, ((local.year - d.year) * 12 + (local.month - d.month)) // r.interval)
             total = d.month - 1 + k * r.interval
             return datetime(d.year + total // 12, total % 12 + 1, 1)
-        k = (local.year - d.year) // r.interval
-        return datetime(d.year + k * r.interval, 1, 1) if k > 0 else None
-
-    def _rule(self, start: datetime, *, explicit: bool) -> du.rrule:
-        return _build_rule(self.recur, start, self.dtstart if explicit else None, self._until_local, self.is_date)
+        if r.freq == "YEARLY":
+            k = max(0, (local.year - d.year) // r.interval)
+            return datetime(d.year + k * r.interval, 1, 1)
+        if r.freq == "WEEKLY":
+            base = datetime(d.year, d.month, d.day) - timedelta(days=(d.weekday() - r.wkst) % 7)
+            step = timedelta(weeks=r.interval)
+        else:
+            base = _truncate(d, r.freq)
+            step = {
+                "SECONDLY": timedelta(seconds=r.interval),
+                "MINUTELY": timedelta(minutes=r.interval),
+                "HOURLY": timedelta(hours=r.interval),
+                "DAILY": timedelta(days=r.interval),
+            }[r.freq]
+        k = max(0, (local - base) // step)
+        return base + k * step
 
 
 def _truncate(d: datetime, freq: str) -> datetime:
@@ -185,54 +221,58 @@ def _truncate(d: datetime, freq: str) -> datetime:
 
 
 @lru_cache(maxsize=65536)
-def _build_rule(recur: Recur, start: datetime, origin: datetime | None, until: datetime | None, is_date: bool) -> du.rrule:
-    """A dateutil rule from ``start``; with ``origin`` (the real DTSTART) every part dateutil would
-    derive from DTSTART is spelled out, so a period-boundary ``start`` gives the same occurrences."""
-    r = recur
-    kwargs: dict = dict(  # type: ignore[type-arg]
+def _build_rules(recur: Recur, start: datetime, origin: datetime, until: datetime | None, is_date: bool) -> tuple[du.rrule, ...]:
+    """dateutil rules from the period start ``start`` with every part derived from DTSTART
+    (``origin``) spelled out; two rules when plain and numbered weekdays must be united."""
+    r, o = recur, origin
+    byhour = r.byhour or None
+    byminute = r.byminute or None
+    bysecond = r.bysecond or None
+    if is_date:  # RFC 5545: time parts do not apply to a DATE DTSTART
+        byhour = byminute = bysecond = None
+    level = _ORDER.index(r.freq)
+    if byhour is None and level < _ORDER.index("HOURLY"):
+        byhour = (o.hour,)
+    if byminute is None and level < _ORDER.index("MINUTELY"):
+        byminute = (o.minute,)
+    if bysecond is None and level < _ORDER.index("SECONDLY"):
+        bysecond = (o.second,)
+    bymonth = r.bymonth or None
+    bymonthday = r.bymonthday or None
+    byday = r.byday
+    if not (r.byweekno or r.byyearday or r.bymonthday or r.byday):
+        if r.freq == "YEARLY":
+            bymonth = bymonth or (o.month,)
+            bymonthday = (o.day,)
+        elif r.freq == "MONTHLY":
+            bymonthday = (o.day,)
+        elif r.freq == "WEEKLY":
+            byday = ((None, o.weekday()),)
+    elif r.freq == "YEARLY":
+        if r.byweekno and not (r.byday or r.byyearday or r.bymonthday):
+            byday = ((None, o.weekday()),)  # reading: DTSTART's weekday in the listed weeks
+        if r.bymonthday and not (r.bymonth or r.byweekno or r.byyearday):
+            bymonth = (o.month,)  # reading: DTSTART's month
+    common = dict(
         dtstart=start,
         interval=r.interval,
         wkst=r.wkst,
-        count=r.count,
         until=until,
         bysetpos=r.bysetpos or None,
-        bymonth=r.bymonth or None,
-        bymonthday=r.bymonthday or None,
+        bymonth=bymonth,
+        bymonthday=bymonthday,
         byyearday=r.byyearday or None,
         byweekno=r.byweekno or None,
-        byweekday=[_WEEKDAY[w](n) if n is not None else _WEEKDAY[w] for n, w in r.byday] or None,
-        byhour=r.byhour or None,
-        byminute=r.byminute or None,
-        bysecond=r.bysecond or None,
+        byhour=byhour,
+        byminute=byminute,
+        bysecond=bysecond,
         cache=False,
     )
-    if is_date:
-        # RFC 5545: BYHOUR/BYMINUTE/BYSECOND do not apply to a DATE DTSTART.
-        kwargs.update(byhour=None, byminute=None, bysecond=None)
-    if origin is not None:
-        o = origin
-        if not (r.byweekno or r.byyearday or r.bymonthday or r.byday):
-            if r.freq == "YEARLY":
-                kwargs["bymonth"] = kwargs["bymonth"] or (o.month,)
-                kwargs["bymonthday"] = (o.day,)
-            elif r.freq == "MONTHLY":
-                kwargs["bymonthday"] = (o.day,)
-            elif r.freq == "WEEKLY":
-                kwargs["byweekday"] = (_WEEKDAY[o.weekday()],)
-        order = ("YEARLY", "MONTHLY", "WEEKLY", "DAILY", "HOURLY", "MINUTELY", "SECONDLY")
-        level = order.index(r.freq)
-        if kwargs["byhour"] is None and level < order.index("HOURLY"):
-            kwargs["byhour"] = (o.hour,)
-        if kwargs["byminute"] is None and level < order.index("MINUTELY"):
-            kwargs["byminute"] = (o.minute,)
-        if kwargs["bysecond"] is None and level < order.index("SECONDLY"):
-            kwargs["bysecond"] = (o.second,)
-    return du.rrule(_FREQ[r.freq], **kwargs)
-
-
-def days_in_month(year: int, month: int) -> int:
-    return calendar.monthrange(year, month)[1]
-
-
-def as_datetime(value: date) -> datetime:
-    return datetime(value.year, value.month, value.day)
+    plain = tuple(w for n, w in byday if n is None)
+    numbered = tuple((n, w) for n, w in byday if n is not None)
+    groups: list[list] = []  # type: ignore[type-arg]
+    if plain and numbered:  # dateutil yields nothing for the mix: generate each half, merge
+        groups = [[_WEEKDAY[w] for w in plain], [_WEEKDAY[w](n) for n, w in numbered]]
+    else:
+        groups = [[_WEEKDAY[w] if n is None else _WEEKDAY[w](n) for n, w in byday] or None]  # type: ignore[list-item]
+    return tuple(du.rrule(_FREQ[r.freq], byweekday=g, **common) for g in groups)

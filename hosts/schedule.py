@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict
 
 from admission.clock import SystemClock, aware_utc
 
-from ._engine import Engine
+from ._engine import Engine, check_supported
 from ._rrule import WEEKDAYS, Recur, parse_recur
 from .errors import InvalidSchedule
 
@@ -114,6 +114,8 @@ class Schedule(BaseModel):
             )
         kind = "date" if is_date else ("zoned" if tzid is not None else "floating")
         recur = parse_recur(rrule_text, kind) if rrule_text is not None else None
+        if recur is not None:
+            check_supported(recur)
         exdates = tuple(sorted(_parse_exdates(exdate_lines, tzid, is_date)))
         schedule = cls(dtstart=dtstart, tzid=tzid, is_date=is_date, recur=recur, exdates=exdates)
         return schedule

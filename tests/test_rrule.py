@@ -1,0 +1,223 @@
+"""The RRULE engine against the shared public corpus, our own fixtures, and raw dateutil."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from dateutil import rrule as du
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from admission.clock import iso
+from hosts import InvalidSchedule, Schedule, UnsupportedSchedule
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT.parent / "shared" / "rrule_corpus"
+FIXTURES = ROOT / "rrule_fixtures"
+READINGS = json.loads((FIXTURES / "corpus_readings.json").read_text())
+
+
+def jsonl(path: Path) -> list[dict]:  # type: ignore[type-arg]
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+VALID = jsonl(CORPUS / "valid.jsonl")
+INVALID = jsonl(CORPUS / "invalid.jsonl")
+
+
+def ical(record: dict) -> str:  # type: ignore[type-arg]
+    d = record["dtstart"]
+    if record.get("dtstart_value") == "DATE":
+        head = f"DTSTART;VALUE=DATE:{d.replace('-', '')}"
+    else:
+        compact = d.replace("-", "").replace(":", "")
+        tz = record["tzid"]
+        head = f"DTSTART:{compact}Z" if tz == "UTC" else (f"DTSTART;TZID={tz}:{compact}" if tz else f"DTSTART:{compact}")
+    text = f"{head}\nRRULE:{record['rrule']}"
+    if record.get("exdate"):
+        ex = ",".join(e.replace("-", "").replace(":", "") for e in record["exdate"])
+        text += f"\nEXDATE;TZID={record['tzid']}:{ex}" if record["tzid"] not in (None, "UTC") else f"\nEXDATE:{ex}"
+    return text
+
+
+def labels(record: dict, occurrences: list[datetime]) -> list[str]:  # type: ignore[type-arg]
+    if record.get("dtstart_value") == "DATE":
+        return [o.date().isoformat() for o in occurrences]
+    return [o.replace(tzinfo=None).isoformat() for o in occurrences]
+
+
+@pytest.mark.parametrize("record", INVALID, ids=[r["id"] for r in INVALID])
+def test_every_invalid_corpus_rule_is_rejected_naming_the_part(record: dict) -> None:  # type: ignore[type-arg]
+    dt = record.get("dtstart") or "1997-09-02T09:00:00"
+    compact = dt.replace("-", "").replace(":", "")
+    head = f"DTSTART;TZID={record['tzid']}:{compact}" if record.get("tzid") else f"DTSTART:{compact}"
+    with pytest.raises(InvalidSchedule) as err:
+        Schedule.parse(f"{head}\nRRULE:{record['rrule']}", allow_floating=True)
+    message = str(err.value)
+    assert message.startswith("RRULE ") and "RFC 5545" in message
+    part = message.split()[1].rstrip(":")
+    assert part == "syntax" or part in record["rrule"] or part == "FREQ", message
+
+
+@pytest.mark.parametrize("record", VALID, ids=[r["id"] for r in VALID])
+def test_every_valid_corpus_record(record: dict) -> None:  # type: ignore[type-arg]
+    reading = READINGS.get(record["id"])
+    if reading is not None and reading["kind"] == "refused":
+        with pytest.raises(UnsupportedSchedule):
+            Schedule.parse(ical(record), allow_floating=True)
+        return
+    schedule = Schedule.parse(ical(record), allow_floating=True)
+    expected = record["expected"] if reading is None else reading["expected"]
+    if reading is None and record.get("dtstart_value") != "DATE":
+        expected = [datetime.fromisoformat(e).isoformat() for e in expected]
+    complete = not record["count_only"] or reading is not None
+    got = schedule.occurrences(len(expected) + (1 if complete else 0))
+    assert labels(record, got)[: len(expected)] == expected
+    if complete:
+        assert len(got) == len(expected), "the rule produced more occurrences than the source lists"
+    offsets = record.get("expected_utc_offsets")
+    if offsets and reading is None:
+        got_offsets = [o.strftime("%z") for o in got[: len(offsets)]]
+        assert got_offsets == [x.replace(":", "") for x in offsets]
+
+
+def test_readings_cover_exactly_the_documented_disagreements() -> None:
+    disagreements = json.loads((CORPUS / "dateutil_disagreements.json").read_text())
+    ours = {k for k in READINGS if not k.startswith("_")}
+    # Every record we read differently is either a documented dateutil disagreement or one of
+    # dateutil's own tests for an open reading we chose the other way.
+    assert all(k in disagreements or k.startswith("dateutil-test") for k in ours)
+
+
+@pytest.mark.parametrize("fixture", jsonl(FIXTURES / "dst.jsonl"), ids=lambda f: f["id"])
+def test_dst_fixtures(fixture: dict) -> None:  # type: ignore[type-arg]
+    schedule = Schedule.parse(fixture["schedule"])
+    after = datetime.fromisoformat(fixture["after"].replace("Z", "+00:00"))
+    got = schedule.occurrences(fixture["count"], after=after)
+    assert [iso(o) for o in got] == fixture["expected_utc"]
+    assert [o.isoformat() for o in got] == fixture["expected_local"]
+
+
+@pytest.mark.parametrize("record", VALID, ids=[r["id"] for r in VALID])
+def test_fast_queries_equal_the_full_walk(record: dict) -> None:  # type: ignore[type-arg]
+    if READINGS.get(record["id"], {}).get("kind") == "refused":
+        return
+    schedule = Schedule.parse(ical(record), allow_floating=True)
+    walk = list(schedule._engine.iterate())[:400] if record["count_only"] is False else schedule.occurrences(400)
+    if not walk:
+        return
+    probes = {walk[0] - timedelta(seconds=1)} | {o for o in walk[:: max(1, len(walk) // 25)]} | {o + timedelta(seconds=1) for o in walk[:: max(1, len(walk) // 25)]}
+    for t in sorted(probes):
+        expected = next((o for o in walk if o > t), None)
+        if expected is None and len(walk) == 400:
+            continue  # beyond what we walked
+        assert schedule.next_after(t) == expected, t
+        before = [o for o in walk if o <= t]
+        assert schedule.last_at_or_before(t) == (before[-1] if before else None), t
+
+
+def test_matches_raw_dateutil_where_dateutil_is_right() -> None:
+    checked = 0
+    for record in VALID:
+        if record["known_dateutil_disagreement"] or record.get("dtstart_value") or record.get("exdate") or record["id"] in READINGS:
+            continue
+        if any(tag.startswith("DST") for tag in record.get("tags", [])):
+            continue  # dateutil returns non-existent wall labels there; compared via the fixtures instead
+        dtstart = datetime.fromisoformat(record["dtstart"])
+        rule = record["rrule"]
+        if record["tzid"] is not None and "UNTIL=" in rule:
+            continue  # raw dateutil would need the UNTIL converted to wall time by hand
+        raw = du.rrulestr(rule, dtstart=dtstart)
+        ours = Schedule.parse(ical(record), allow_floating=True)
+        first = _take(raw, 30)
+        assert [o.replace(tzinfo=None) for o in ours.occurrences(len(first))] == first, record["id"]
+        checked += 1
+    assert checked > 60
+
+
+def _take(rule, n):  # type: ignore[no-untyped-def]
+    out = []
+    for value in rule:
+        out.append(value)
+        if len(out) == n:
+            break
+    return out
+
+
+def test_years_old_dtstart_gives_dateutils_answer() -> None:
+    schedule = Schedule.parse("DTSTART:20200101T000000Z RRULE:FREQ=MINUTELY;INTERVAL=15")
+    raw = du.rrule(du.MINUTELY, interval=15, dtstart=datetime(2020, 1, 1))
+    probe = datetime(2026, 11, 29, 22, 7, 13)
+    assert schedule.next_after(probe.replace(tzinfo=timezone.utc)).replace(tzinfo=None) == raw.after(probe)
+
+
+_FREQS = ["MINUTELY", "HOURLY", "DAILY", "WEEKLY", "MONTHLY", "YEARLY"]
+_DAYS = ["MO", "TU", "WE", "TH", "FR", "SA", "SU"]
+
+
+@st.composite
+def rules(draw):  # type: ignore[no-untyped-def]
+    freq = draw(st.sampled_from(_FREQS))
+    parts = [f"FREQ={freq}", f"INTERVAL={draw(st.integers(1, 5 if freq in ('MONTHLY', 'YEARLY') else 40))}"]
+    if freq in ("DAILY", "WEEKLY", "MONTHLY", "YEARLY") and draw(st.booleans()):
+        parts.append("BYHOUR=" + ",".join(map(str, sorted(draw(st.sets(st.integers(0, 23), min_size=1, max_size=3))))))
+    if freq in ("WEEKLY", "MONTHLY", "YEARLY") and draw(st.booleans()):
+        parts.append("BYDAY=" + ",".join(sorted(draw(st.sets(st.sampled_from(_DAYS), min_size=1, max_size=3)))))
+    if freq == "MONTHLY" and draw(st.booleans()) and not any(p.startswith("BYDAY") for p in parts):
+        parts.append("BYMONTHDAY=" + ",".join(map(str, sorted(draw(st.sets(st.integers(1, 28), min_size=1, max_size=3))))))
+    if freq == "YEARLY" and draw(st.booleans()):
+        parts.append("BYMONTH=" + ",".join(map(str, sorted(draw(st.sets(st.integers(1, 12), min_size=1, max_size=3))))))
+    return ";".join(parts)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    rule=rules(),
+    zone=st.sampled_from(["UTC", "America/New_York", "Europe/Berlin", "Australia/Lord_Howe"]),
+    start_days=st.integers(0, 4000),
+    probe_minutes=st.integers(0, 3 * 365 * 24 * 60),
+)
+def test_property_fast_next_equals_the_walk_and_increases(rule, zone, start_days, probe_minutes) -> None:  # type: ignore[no-untyped-def]
+    start = datetime(2012, 1, 1, 7, 30) + timedelta(days=start_days)
+    head = f"DTSTART:{start:%Y%m%dT%H%M%S}Z" if zone == "UTC" else f"DTSTART;TZID={zone}:{start:%Y%m%dT%H%M%S}"
+    schedule = Schedule.parse(f"{head}\nRRULE:{rule}")
+    probe = start.replace(tzinfo=timezone.utc) + timedelta(minutes=probe_minutes)
+    fast = schedule.occurrences(5, after=probe)
+    walked = []
+    for occurrence in schedule._engine.iterate():
+        if occurrence > probe:
+            walked.append(occurrence)
+            if len(walked) == 5:
+                break
+    assert fast == walked
+    assert all(a < b for a, b in zip(fast, fast[1:]))
+
+
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ("DTSTART:20261201T090000\nRRULE:FREQ=DAILY", "time zone"),
+        ("DTSTART;VALUE=DATE:20261201\nRRULE:FREQ=DAILY", "time zone"),
+        ("RRULE:FREQ=DAILY", "DTSTART: missing"),
+        ("DTSTART;TZID=Nowhere/Town:20261201T090000\nRRULE:FREQ=DAILY", "IANA"),
+        ("DTSTART;TZID=Europe/Berlin:20261301T090000\nRRULE:FREQ=DAILY", "DTSTART"),
+        ("DTSTART;TZID=Europe/Berlin:20261201T090000\nRRULE:FREQ=DAILY\nRRULE:FREQ=WEEKLY", "more than one RRULE"),
+        ("every 0m", "interval"),
+        ("daily at 25:00 Europe/Berlin", "time of day"),
+        ("weekly on XX at 07:00 UTC", "weekday"),
+    ],
+)
+def test_schedules_without_zone_or_start_are_rejected(text: str, needle: str) -> None:
+    with pytest.raises(InvalidSchedule) as err:
+        Schedule.parse(text, now=datetime(2026, 11, 29, tzinfo=timezone.utc))
+    assert needle in str(err.value)
+
+
+def test_canonical_form_is_stable_and_compares_by_meaning() -> None:
+    a = Schedule.parse("DTSTART;TZID=Europe/Berlin:20261201T090000 RRULE:BYDAY=TH,MO;FREQ=WEEKLY;INTERVAL=1")
+    b = Schedule.parse("DTSTART;TZID=Europe/Berlin:20261201T090000\nRRULE:FREQ=WEEKLY;BYDAY=MO,TH")
+    assert a.canonical() == b.canonical() == "DTSTART;TZID=Europe/Berlin:20261201T090000\nRRULE:FREQ=WEEKLY;BYDAY=MO,TH"
+    assert Schedule.parse(a.canonical()).canonical() == a.canonical()
