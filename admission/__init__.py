@@ -24,6 +24,7 @@ from .policies import EffectiveFloor, Policies, Rule, RuleChange
 from .scope import Scope, ScopeKind
 from .store import Store, open_store
 from .ticks import Tick, TickLog
+from .timers import TimerBinding, TimerBindings
 
 __all__ = [
     "UTC",
@@ -35,6 +36,8 @@ __all__ = [
     "Journal",
     "Tick",
     "TickLog",
+    "TimerBinding",
+    "TimerBindings",
     "TurnRecord",
     "Verdict",
     "WakeState",

@@ -69,6 +69,7 @@ automations = Table(
     Column("host_spec", Text, nullable=False),  # JSON of the host's spec
     Column("model", String(128), nullable=True),
     Column("overlap", String(16), nullable=False),
+    Column("timer", String(16), nullable=False, server_default="apscheduler"),
     Column("state", String(16), nullable=False),
     Column("state_note", Text, nullable=True),
     Column("revision", Integer, nullable=False),
@@ -126,4 +127,25 @@ turns = Table(
     Column("log_path", Text, nullable=True),
     Index("ix_fg_turns_automation", "automation_id", "started_at_us"),
     Index("ix_fg_turns_phase", "phase"),
+)
+
+timer_bindings = Table(
+    "fg_timer_bindings",
+    metadata,
+    Column("automation_id", String(128), primary_key=True),
+    Column("timer", String(16), nullable=False),
+    Column("desired", Text, nullable=True),  # NULL while held
+    Column("desired_raised", Boolean, nullable=False),
+    Column("hold_reason", Text, nullable=True),
+    Column("desired_at_us", BigInteger, nullable=False),
+    Column("applied_at_us", BigInteger, nullable=True),
+    Column("apply_error", Text, nullable=True),
+    Column("observed_state", String(16), nullable=True),  # present, absent, unavailable; NULL never read
+    Column("observed", Text, nullable=True),
+    Column("observed_at_us", BigInteger, nullable=True),
+    Column("ack_state", String(16), nullable=False),  # none, acked
+    Column("acked_at_us", BigInteger, nullable=True),
+    Column("acked_observed", Text, nullable=True),
+    Column("read_requested_at_us", BigInteger, nullable=True),
+    Column("hook_seen_at_us", BigInteger, nullable=True),
 )

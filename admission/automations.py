@@ -11,7 +11,7 @@ import json
 from datetime import datetime, timedelta
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from sqlalchemy import delete, insert, select, update
 
 from . import _schema as s
@@ -22,6 +22,7 @@ from .store import Store
 
 State = Literal["active", "paused", "held"]
 Overlap = Literal["skip", "allow"]
+Timer = Literal["apscheduler", "crontab", "external"]
 MAX_TIMEOUT = timedelta(days=7)
 
 
@@ -52,9 +53,16 @@ class AutomationSpec(BaseModel):
     goal_id: str
     agent_id: str
     schedule: str
-    host: CommandHost
+    host: CommandHost | None  # None only for an external timer: floorgate does not launch it
     model: str | None = None
     overlap: Overlap = "skip"
+    timer: Timer = "apscheduler"
+
+    @model_validator(mode="after")
+    def _host_needed(self) -> "AutomationSpec":
+        if self.host is None and self.timer != "external":
+            raise ValueError(f"a {self.timer} timer needs a command host (-- PROGRAM ARGS...)")
+        return self
 
 
 class Automation(BaseModel):
@@ -84,7 +92,8 @@ class WakeState(BaseModel):
 
 def _row_to_automation(row) -> Automation:  # type: ignore[no-untyped-def]
     try:
-        host = CommandHost.model_validate(json.loads(row.host_spec))
+        host_doc = json.loads(row.host_spec)
+        host = CommandHost.model_validate(host_doc) if host_doc is not None else None
         spec = AutomationSpec(
             goal_id=row.goal_id,
             agent_id=row.agent_id,
@@ -92,6 +101,7 @@ def _row_to_automation(row) -> Automation:  # type: ignore[no-untyped-def]
             host=host,
             model=row.model,
             overlap=row.overlap,
+            timer=row.timer,
         )
         return Automation(
             automation_id=row.automation_id,
@@ -247,7 +257,8 @@ def _spec_columns(spec: AutomationSpec) -> dict:  # type: ignore[type-arg]
         goal_id=spec.goal_id,
         agent_id=spec.agent_id,
         schedule=spec.schedule,
-        host_spec=json.dumps(spec.host.model_dump(mode="json"), sort_keys=True),
+        host_spec=json.dumps(spec.host.model_dump(mode="json") if spec.host is not None else None, sort_keys=True),
         model=spec.model,
         overlap=spec.overlap,
+        timer=spec.timer,
     )

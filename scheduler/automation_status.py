@@ -7,7 +7,7 @@ import shutil
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from admission import Admission, Automation, Automations, Eligibility, Journal, TickLog, TurnRecord
+from admission import Admission, Automation, Automations, Eligibility, Journal, TickLog, TimerBinding, TimerBindings, TurnRecord
 from hosts import InvalidSchedule, Schedule
 
 from .wake import next_wake
@@ -21,11 +21,15 @@ class AutomationStatus:
     eligibility: Eligibility
     next_fire_at: datetime | None
     last_turn: TurnRecord | None
+    binding: TimerBinding | None = None
+    guarantee: str = "enforced"
 
 
 def host_problem(automation: Automation) -> str | None:
     """Why the command host cannot be launched right now, or None."""
     host = automation.spec.host
+    if host is None:
+        return None  # an external app launches it; floorgate cannot check that host
     if host.cwd is not None and not os.path.isdir(host.cwd):
         return f"working directory {host.cwd} does not exist"
     program = host.argv[0]
@@ -40,6 +44,26 @@ def host_problem(automation: Automation) -> str | None:
 
 
 def automation_status(
+    automation: Automation,
+    **kwargs,  # type: ignore[no-untyped-def]
+) -> AutomationStatus:
+    """The status, with the automation's timer binding and the guarantee floorgate can claim."""
+    from .timers import guarantee
+
+    base = _status(automation, **kwargs)
+    binding = TimerBindings(kwargs["admission"].store).get(automation.automation_id)
+    next_fire = base.next_fire_at
+    if automation.spec.timer != "apscheduler":
+        # Another host keeps this timer: its next fire is the desired schedule's, as armed there.
+        next_fire = None
+        if binding is not None and binding.desired is not None and base.state not in ("paused", "held"):
+            next_fire = Schedule.parse(binding.desired).next_after(kwargs["now"])
+    return AutomationStatus(
+        base.automation, base.state, base.detail, base.eligibility, next_fire, base.last_turn, binding, guarantee(automation, binding)
+    )
+
+
+def _status(
     automation: Automation,
     *,
     admission: Admission,

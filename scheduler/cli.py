@@ -96,7 +96,7 @@ def add_lane(parser: argparse.ArgumentParser, *, agent_required: bool = True) ->
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .commands import admit, automation, demo, policy, run, status, turn
+    from .commands import admit, automation, demo, hook, policy, run, status, turn
 
     parser = _Parser(
         prog="floorgate",
@@ -112,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     automation.register(sub)
     turn.register(sub)
     run.register(sub)
+    hook.register(sub)
     demo.register(sub)
     return parser
 
@@ -134,6 +135,9 @@ def run(argv: Sequence[str] | None = None, out=sys.stdout, err=sys.stderr) -> in
         return EXIT_INVALID
     except SystemExit as exc:  # --help
         return int(exc.code or 0)
+    if getattr(args, "raw_handler", False):
+        # Hooks speak their host's protocol (exit codes, stderr) and handle every error themselves.
+        return int(args.handler(args))
     ctx = Context(args, out)
     try:
         return int(args.handler(ctx))

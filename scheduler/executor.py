@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from admission import Admission, Automation, Decision, Journal, Store, TurnRecord, Verdict
+from admission import Admission, Automation, Decision, InvalidInput, Journal, Store, TurnRecord, Verdict
 from admission.clock import Clock, SystemClock, read_clock
 
 from ._process import kill_group, pump, spawn
@@ -88,6 +88,10 @@ class TurnExecutor:
                 return TurnOutcome(turn_id, existing.verdict, None, existing, replayed=True)
         turn_id = turn_id if turn_id is not None else new_turn_id(automation.automation_id)
         spec = automation.spec
+        if spec.host is None:
+            raise InvalidInput(
+                "automation", f"{automation.automation_id} has an external timer: its app launches it (guard it with the hook)"
+            )
         now = read_clock(self.clock)
         decision = self.admission.reserve(
             goal=spec.goal_id,
@@ -102,7 +106,7 @@ class TurnExecutor:
         log_dir = self.state_dir / "logs" / automation.automation_id
         log_dir.mkdir(parents=True, exist_ok=True)
         log_path = log_dir / f"{turn_id}.log"
-        timeout = timedelta(seconds=spec.host.timeout_seconds)
+        timeout = timedelta(seconds=spec.host.timeout_seconds)  # host is set: checked above
         record = self.journal.begin(
             turn_id=turn_id,
             automation_id=automation.automation_id,
@@ -127,6 +131,8 @@ class TurnExecutor:
 
     def _launch(self, automation: Automation, record: TurnRecord, log_path: Path, timeout: timedelta) -> Verdict:
         host = automation.spec.host
+        if host is None:  # pragma: no cover - run() refuses external timers first
+            raise InvalidInput("automation", "no command host")
         env = {k: os.environ[k] for k in (*_PASSED_ENV, *host.env_allow) if k in os.environ}
         env.update(
             FLOORGATE_TURN_ID=record.turn_id,

@@ -14,7 +14,7 @@ from admission.clock import iso
 from admission.intervals import format_interval
 
 if TYPE_CHECKING:
-    from admission import Automation, Tick, TurnRecord, Verdict
+    from admission import Automation, Tick, TimerBinding, TurnRecord, Verdict
 
     from .automation_status import AutomationStatus
 
@@ -127,6 +127,13 @@ def change_doc(c: RuleChange) -> dict[str, Any]:
     }
 
 
+def command_text(spec: Any) -> str:
+    """The command a host runs, or who launches it."""
+    if spec.host is None:
+        return f"(launched by the external app; {spec.timer} timer)"
+    return " ".join(spec.host.argv)
+
+
 def table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
     """A plain aligned text table; None shows as '-'."""
     cells = [[("-" if v is None else str(v)) for v in row] for row in rows]
@@ -147,7 +154,8 @@ def automation_doc(a: "Automation") -> dict[str, Any]:
         "goal": spec.goal_id,
         "agent": spec.agent_id,
         "schedule": spec.schedule,
-        "host": spec.host.model_dump(mode="json"),
+        "host": spec.host.model_dump(mode="json") if spec.host is not None else None,
+        "timer": spec.timer,
         "model": spec.model,
         "overlap": spec.overlap,
         "state": a.state,
@@ -211,4 +219,25 @@ def status_doc(st: "AutomationStatus") -> dict[str, Any]:
         "next_eligible_at": iso(e.next_eligible_at),
         "eligibility": eligibility_doc(e),
         "last_turn": turn_doc(st.last_turn) if st.last_turn is not None else None,
+        "timer": binding_doc(st.binding, st.guarantee) if st.binding is not None else {"timer": st.automation.spec.timer, "guarantee": st.guarantee},
+    }
+
+
+def binding_doc(b: "TimerBinding", guarantee: str) -> dict[str, Any]:
+    return {
+        "automation": b.automation_id,
+        "timer": b.timer,
+        "guarantee": guarantee,
+        "desired": b.desired,
+        "desired_raised": b.desired_raised,
+        "hold_reason": b.hold_reason,
+        "desired_at": iso(b.desired_at),
+        "applied_at": iso(b.applied_at),
+        "apply_error": b.apply_error,
+        "observed_state": b.observed_state,
+        "observed": b.observed,
+        "observed_at": iso(b.observed_at),
+        "ack_state": b.ack_state,
+        "acked_at": iso(b.acked_at),
+        "hook_seen_at": iso(b.hook_seen_at),
     }

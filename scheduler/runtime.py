@@ -19,9 +19,10 @@ from apscheduler.events import EVENT_JOB_MAX_INSTANCES, JobSubmissionEvent
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.base import BaseTrigger
-from admission import Admission, Automation, Automations, Journal, Store, Tick, TickLog, WakeState
+from admission import Admission, Automation, Automations, Journal, Store, Tick, TickLog, TimerBindings, WakeState
 from admission.clock import Clock, SystemClock, read_clock
 from hosts import Schedule
+from hosts.apscheduler_timer import ApschedulerTimer
 from hosts.schedule import parse_canonical
 
 from .executor import TurnExecutor, host_identity
@@ -81,9 +82,11 @@ class HostRuntime:
         self.admission = Admission(store, self.clock)
         self.journal = Journal(store, self.clock)
         self.ticklog = TickLog(store)
+        self.timers = TimerBindings(store)
         self.executor = TurnExecutor(store, state_dir=config.state_dir, clock=self.clock, host=self.host)
         self._known: dict[str, tuple[int, WakeState]] = {}
         self._ticked: dict[str, datetime] = {}
+        self._unpublished: set[str] = set()
         self._running: dict[str, int] = {}
         self._buffer: list[Tick] = []
         self._lock = threading.Lock()
@@ -155,7 +158,7 @@ class HostRuntime:
             automation = loaded.get(automation_id)
             if automation is None:
                 continue
-            if automation.state != "active":
+            if automation.state != "active" or automation.spec.timer != "apscheduler":
                 self._remove_job(automation_id)
                 continue
             try:
@@ -181,6 +184,7 @@ class HostRuntime:
                 replace_existing=True,
                 max_instances=instances,
             )
+            self._unpublished.add(automation_id)
 
     def plan(
         self, automation: Automation, schedule: Schedule, previous: datetime | None, now: datetime, hint: ArmHint | None = None
@@ -305,10 +309,33 @@ class HostRuntime:
         if self.scheduler.get_job(automation_id) is not None:
             self.scheduler.remove_job(automation_id)
 
+    def publish(self) -> None:
+        """Publish readbacks of the live jobs: newly armed ones, and those someone asked about."""
+        bindings = self.timers.all()
+        wanted = set(self._unpublished)
+        for automation_id, binding in bindings.items():
+            if binding.timer == "apscheduler" and binding.read_requested_at is not None and (
+                binding.observed_at is None or binding.read_requested_at > binding.observed_at
+            ):
+                wanted.add(automation_id)
+        if not wanted:
+            return
+        live = ApschedulerTimer(self.scheduler)
+        now = read_clock(self.clock)
+        rows = []
+        for automation_id in sorted(wanted):
+            job = self.scheduler.get_job(automation_id)
+            desired = job.trigger.schedule.canonical() if job is not None and isinstance(job.trigger, WakeTrigger) else None
+            observation = live.read(automation_id, now)
+            rows.append((automation_id, "apscheduler", desired, observation.text if observation.state == "present" else None, now))
+        self.timers.publish_own(rows)
+        self._unpublished -= wanted
+
     def _sync_loop(self) -> None:
         while not self._stop.wait(self.config.poll.total_seconds()):
             try:
                 self.sync()
+                self.publish()
             except Exception:
                 log.exception("sync with the store failed; timers keep their last state")
 

@@ -14,9 +14,10 @@ from hosts import Schedule
 
 from ..automation_status import automation_status
 from ..cli import EXIT_OK, Context, add_common
-from ..present import automation_doc, status_doc, table, tick_doc, turn_doc
+from ..present import automation_doc, command_text, status_doc, table, tick_doc, turn_doc
 from ..preview import preview
 from ..wake import BackoffPolicy
+from .timers import add_crontab_user, register_actions, service
 
 
 def _host_args(p: argparse.ArgumentParser, *, required: bool) -> None:
@@ -26,6 +27,12 @@ def _host_args(p: argparse.ArgumentParser, *, required: bool) -> None:
     p.add_argument("--env", action="append", metavar="NAME", help="environment variable to pass through (repeatable)")
     p.add_argument("--model", help="model the host is configured to use (informational, shown in readback)")
     p.add_argument("--overlap", choices=["skip", "allow"], help="while a turn runs, skip further ticks (default) or allow them")
+    p.add_argument(
+        "--timer",
+        choices=["apscheduler", "crontab", "external"],
+        help="who keeps the timer: 'floorgate run' (default), your crontab, or an external app (guard it with the hook)",
+    )
+    add_crontab_user(p)
     p.set_defaults(command_argv=None)  # filled from "-- PROGRAM ARGS..." by the CLI
 
 
@@ -67,6 +74,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     for name, helptext in (("pause", "stop ticking (owner)"), ("resume", "tick again"), ("remove", "delete the automation (its starts are kept)")):
         p = asub.add_parser(name, help=helptext)
         p.add_argument("automation")
+        add_crontab_user(p)
         if name == "pause":
             p.add_argument("--note", help="why (shown in status)")
         add_common(p)
@@ -80,6 +88,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--schedule")
     add_common(p)
     p.set_defaults(handler=_preview)
+
+    register_actions(asub)
 
     p = asub.add_parser("poke", help="new work arrived: reset the wake cadence to the short backoff (never before the floor)")
     p.add_argument("automation")
@@ -95,9 +105,11 @@ def _schedule_text(text: str) -> str:
     return Schedule.parse(text, now=read_clock(SystemClock())).canonical()
 
 
-def _host(args: argparse.Namespace, base: CommandHost | None) -> CommandHost:
+def _host(args: argparse.Namespace, base: CommandHost | None, timer: str) -> CommandHost | None:
     argv = _argv(args)
     if base is None and not argv:
+        if timer == "external":
+            return None
         raise InvalidInput("argv", "give the command after --, e.g. -- ./triage.sh --inbox")
     values = base.model_dump() if base is not None else {"timeout_seconds": 600.0}
     if argv:
@@ -120,16 +132,24 @@ def _host(args: argparse.Namespace, base: CommandHost | None) -> CommandHost:
 
 def _add(ctx: Context) -> int:
     a = ctx.args
+    timer = a.timer or "apscheduler"
     spec = AutomationSpec(
         goal_id=a.goal,
         agent_id=a.agent,
         schedule=_schedule_text(a.schedule),
-        host=_host(a, None),
+        host=_host(a, None, timer),
         model=a.model,
         overlap=a.overlap or "skip",
+        timer=timer,
     )
     automation = Automations(ctx.store).add(a.automation, spec)
-    ctx.emit(automation_doc(automation), f"added {automation.automation_id} ({spec.goal_id}/{spec.agent_id})\n{spec.schedule}")
+    binding = service(ctx).apply(automation)
+    automation = Automations(ctx.store).get(a.automation)
+    held = f"\nHELD: {binding.hold_reason}" if binding.hold_reason else ""
+    ctx.emit(
+        automation_doc(automation),
+        f"added {automation.automation_id} ({spec.goal_id}/{spec.agent_id}, {timer} timer)\n{spec.schedule}{held}",
+    )
     return EXIT_OK
 
 
@@ -137,15 +157,21 @@ def _edit(ctx: Context) -> int:
     a = ctx.args
     repo = Automations(ctx.store)
     current = repo.get(a.automation)
-    spec = current.spec.model_copy(
-        update={
-            "schedule": _schedule_text(a.schedule) if a.schedule else current.spec.schedule,
-            "host": _host(a, current.spec.host),
-            "model": a.model if a.model is not None else current.spec.model,
-            "overlap": a.overlap or current.spec.overlap,
-        }
+    timer = a.timer or current.spec.timer
+    spec = AutomationSpec(
+        goal_id=current.spec.goal_id,
+        agent_id=current.spec.agent_id,
+        schedule=_schedule_text(a.schedule) if a.schedule else current.spec.schedule,
+        host=_host(a, current.spec.host, timer),
+        model=a.model if a.model is not None else current.spec.model,
+        overlap=a.overlap or current.spec.overlap,
+        timer=timer,
     )
     automation = repo.edit(a.automation, spec)
+    if current.spec.timer == "crontab" and timer != "crontab":
+        service(ctx).crontab().remove(a.automation)
+    service(ctx).apply(automation)
+    automation = repo.get(a.automation)
     ctx.emit(automation_doc(automation), f"edited {automation.automation_id} (revision {automation.revision})")
     return EXIT_OK
 
@@ -157,7 +183,7 @@ def _list(ctx: Context) -> int:
         lambda: table(
             ["AUTOMATION", "LANE", "STATE", "SCHEDULE", "COMMAND"],
             [
-                (x.automation_id, f"{x.spec.goal_id}/{x.spec.agent_id}", x.state, x.spec.schedule.replace("\n", " "), " ".join(x.spec.host.argv))
+                (x.automation_id, f"{x.spec.goal_id}/{x.spec.agent_id}", x.state, x.spec.schedule.replace("\n", " "), command_text(x.spec))
                 for x in items
             ],
         ) if items else "no automations",
@@ -193,7 +219,9 @@ def _show(ctx: Context) -> int:
             f"automation {automation.automation_id}  ({spec.goal_id}/{spec.agent_id}, revision {automation.revision})",
             f"  state:          {status.state} ({status.detail})",
             f"  schedule:       {spec.schedule.replace(chr(10), ' ')}",
-            f"  command:        {' '.join(spec.host.argv)}  (timeout {spec.host.timeout_seconds:g}s, overlap {spec.overlap})",
+            f"  command:        {command_text(spec)}"
+            + (f"  (timeout {spec.host.timeout_seconds:g}s, overlap {spec.overlap})" if spec.host else ""),
+            f"  timer:          {spec.timer}",
             f"  floor:          {format_interval(status.eligibility.floor.floor) if status.eligibility.floor else '-'}",
             f"  next eligible:  {iso(status.eligibility.next_eligible_at) or '-'}",
             f"  next timer:     {iso(status.next_fire_at) or '-'}",
@@ -224,7 +252,14 @@ def _resume(ctx: Context) -> int:
 
 
 def _remove(ctx: Context) -> int:
-    Automations(ctx.store).remove(ctx.args.automation)
+    repo = Automations(ctx.store)
+    automation = repo.get(ctx.args.automation)
+    if automation.spec.timer == "crontab":
+        service(ctx).crontab().remove(automation.automation_id)
+    repo.remove(ctx.args.automation)
+    from admission import TimerBindings
+
+    TimerBindings(ctx.store).remove(ctx.args.automation)
     ctx.emit({"removed": ctx.args.automation}, f"removed {ctx.args.automation} (its start records are kept)")
     return EXIT_OK
 

@@ -22,6 +22,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_status)
 
 
+def _agreement(st) -> str:  # type: ignore[no-untyped-def]
+    b = st.binding
+    if b is None:
+        return "not applied"
+    if b.desired is None:
+        return "held"
+    if b.ack_state == "acked" and b.observed_state == "present":
+        return f"yes (acked {iso(b.acked_at)})"
+    if b.observed_state in (None, "unavailable"):
+        return f"unknown ({b.observed_state or 'never read'})"
+    if b.observed_state == "absent":
+        return "NO (absent on host)"
+    return "not acked since the last change"
+
+
 def _status(ctx: Context) -> int:
     a = ctx.args
     if a.agent is not None and a.goal is None:
@@ -54,7 +69,7 @@ def _status(ctx: Context) -> int:
         if statuses:
             parts.append(
                 table(
-                    ["AUTOMATION", "LANE", "STATE", "NEXT_FIRE", "NEXT_ELIGIBLE_AT", "LAST_TURN", "OUTCOME"],
+                    ["AUTOMATION", "LANE", "STATE", "NEXT_FIRE", "NEXT_ELIGIBLE_AT", "LAST_TURN", "OUTCOME", "TIMER", "DESIRED=OBSERVED", "GUARANTEE"],
                     [
                         (
                             st.automation.automation_id,
@@ -64,12 +79,20 @@ def _status(ctx: Context) -> int:
                             iso(st.eligibility.next_eligible_at),
                             iso(st.last_turn.started_at) if st.last_turn else None,
                             (f"{st.last_turn.verdict.status} {st.last_turn.verdict.stop_reason}" if st.last_turn and st.last_turn.verdict else (st.last_turn.phase if st.last_turn else None)),
+                            st.automation.spec.timer,
+                            _agreement(st),
+                            st.guarantee,
                         )
                         for st in statuses
                     ],
                 )
             )
             parts += [f"  {st.automation.automation_id}: {st.detail}" for st in statuses if st.state not in ("eligible",)]
+            parts += [
+                f"  {st.automation.automation_id}: apply failed: {st.binding.apply_error}"
+                for st in statuses
+                if st.binding is not None and st.binding.apply_error
+            ]
         if lanes:
             parts.append(
                 table(

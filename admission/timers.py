@@ -1,0 +1,172 @@
+"""Timer bindings: for each automation, the desired (floored) schedule, the observed one and when
+it was read, the apply outcome, and the ACK state.
+
+ACK rule (seed 004): an acknowledgement stands only on an observation read after the last apply;
+a rejected ACK persists nothing. An explicit "unavailable" observation clears earlier facts (and
+the ACK); no observation at all keeps them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+from sqlalchemy import insert, select, update
+
+from . import _schema as s
+from .clock import from_us, to_us
+from .errors import InvalidInput
+from .store import Store
+
+
+class TimerBinding(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    automation_id: str
+    timer: str
+    desired: str | None
+    desired_raised: bool
+    hold_reason: str | None
+    desired_at: datetime
+    applied_at: datetime | None
+    apply_error: str | None
+    observed_state: Literal["present", "absent", "unavailable"] | None
+    observed: str | None
+    observed_at: datetime | None
+    ack_state: Literal["none", "acked"]
+    acked_at: datetime | None
+    acked_observed: str | None
+    read_requested_at: datetime | None
+    hook_seen_at: datetime | None
+
+
+def _t(value: int | None) -> datetime | None:
+    return from_us(value) if value is not None else None
+
+
+def _binding(row) -> TimerBinding:  # type: ignore[no-untyped-def]
+    return TimerBinding(
+        automation_id=row.automation_id,
+        timer=row.timer,
+        desired=row.desired,
+        desired_raised=bool(row.desired_raised),
+        hold_reason=row.hold_reason,
+        desired_at=from_us(row.desired_at_us),
+        applied_at=_t(row.applied_at_us),
+        apply_error=row.apply_error,
+        observed_state=row.observed_state,
+        observed=row.observed,
+        observed_at=_t(row.observed_at_us),
+        ack_state=row.ack_state,
+        acked_at=_t(row.acked_at_us),
+        acked_observed=row.acked_observed,
+        read_requested_at=_t(row.read_requested_at_us),
+        hook_seen_at=_t(row.hook_seen_at_us),
+    )
+
+
+class TimerBindings:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def get(self, automation_id: str) -> TimerBinding | None:
+        b = s.timer_bindings
+        with self.store.read() as conn:
+            row = conn.execute(select(b).where(b.c.automation_id == automation_id)).first()
+        return _binding(row) if row is not None else None
+
+    def all(self) -> dict[str, TimerBinding]:
+        b = s.timer_bindings
+        with self.store.read() as conn:
+            return {row.automation_id: _binding(row) for row in conn.execute(select(b))}
+
+    def set_desired(self, automation_id: str, timer: str, desired: str | None, raised: bool, hold_reason: str | None, now: datetime) -> TimerBinding:
+        """Record the desired schedule; a changed one needs a new apply and a new ACK."""
+        b = s.timer_bindings
+        with self.store.write(lock_key=f"timer/{automation_id}") as conn:
+            row = conn.execute(select(b).where(b.c.automation_id == automation_id)).first()
+            values = dict(timer=timer, desired=desired, desired_raised=raised, hold_reason=hold_reason)
+            if row is None:
+                conn.execute(insert(b).values(automation_id=automation_id, desired_at_us=to_us(now), ack_state="none", **values))
+            elif (row.timer, row.desired, row.hold_reason) != (timer, desired, hold_reason):
+                conn.execute(
+                    update(b)
+                    .where(b.c.automation_id == automation_id)
+                    .values(desired_at_us=to_us(now), ack_state="none", acked_at_us=None, acked_observed=None, applied_at_us=None, apply_error=None, **values)
+                )
+            row = conn.execute(select(b).where(b.c.automation_id == automation_id)).one()
+        return _binding(row)
+
+    def record_apply(self, automation_id: str, now: datetime, error: str | None) -> None:
+        b = s.timer_bindings
+        with self.store.write(lock_key=f"timer/{automation_id}") as conn:
+            values = {"apply_error": error} if error is not None else {"applied_at_us": to_us(now), "apply_error": None}
+            conn.execute(update(b).where(b.c.automation_id == automation_id).values(**values))
+
+    def record_observation(self, automation_id: str, state: str, text: str | None, read_at: datetime) -> None:
+        """Store a readback. 'unavailable' clears the earlier observation and the ACK."""
+        if state not in ("present", "absent", "unavailable"):
+            raise InvalidInput("observed_state", "one of present, absent, unavailable")
+        b = s.timer_bindings
+        values: dict = {"observed_state": state, "observed": text if state == "present" else None, "observed_at_us": to_us(read_at)}  # type: ignore[type-arg]
+        if state != "present":
+            values.update(ack_state="none", acked_at_us=None, acked_observed=None)
+        with self.store.write(lock_key=f"timer/{automation_id}") as conn:
+            conn.execute(update(b).where(b.c.automation_id == automation_id, b.c.observed_at_us.is_(None) | (b.c.observed_at_us <= to_us(read_at))).values(**values))
+
+    def acknowledge(self, automation_id: str, observed: str, read_at: datetime, now: datetime) -> None:
+        """Record an accepted ACK (the caller has checked freshness and meaning)."""
+        b = s.timer_bindings
+        with self.store.write(lock_key=f"timer/{automation_id}") as conn:
+            conn.execute(
+                update(b)
+                .where(b.c.automation_id == automation_id)
+                .values(ack_state="acked", acked_at_us=to_us(now), acked_observed=observed, observed_state="present", observed=observed, observed_at_us=to_us(read_at))
+            )
+
+    def publish_own(self, readbacks: list[tuple[str, str, str | None, str | None, datetime]]) -> None:
+        """For a host that keeps the timers itself (floorgate's own scheduler), in one transaction:
+        each (automation id, timer, desired, live readback text or None, read at). The arming is the
+        apply; the live readback is taken after it, so a matching one is an ACK."""
+        b = s.timer_bindings
+        with self.store.write(lock_key=None) as conn:
+            for automation_id, timer, desired, observed, read_at in readbacks:
+                at = to_us(read_at)
+                row = conn.execute(select(b.c.desired, b.c.applied_at_us).where(b.c.automation_id == automation_id)).first()
+                applied = row.applied_at_us if row is not None and row.desired == desired and row.applied_at_us is not None else at - 1
+                values = dict(
+                    timer=timer,
+                    desired=desired,
+                    desired_raised=False,
+                    hold_reason=None,
+                    applied_at_us=applied,
+                    apply_error=None,
+                    observed_state="present" if observed is not None else "absent",
+                    observed=observed,
+                    observed_at_us=at,
+                    ack_state="acked" if observed is not None and observed == desired else "none",
+                    acked_at_us=at if observed is not None and observed == desired else None,
+                    acked_observed=observed if observed == desired else None,
+                )
+                if row is None:
+                    conn.execute(insert(b).values(automation_id=automation_id, desired_at_us=at, **values))
+                else:
+                    conn.execute(update(b).where(b.c.automation_id == automation_id).values(**values))
+
+    def request_read(self, automation_id: str, now: datetime) -> None:
+        b = s.timer_bindings
+        with self.store.write(lock_key=f"timer/{automation_id}") as conn:
+            conn.execute(update(b).where(b.c.automation_id == automation_id).values(read_requested_at_us=to_us(now)))
+
+    def hook_seen(self, automation_id: str, now: datetime) -> None:
+        b = s.timer_bindings
+        with self.store.write(lock_key=f"timer/{automation_id}") as conn:
+            conn.execute(update(b).where(b.c.automation_id == automation_id).values(hook_seen_at_us=to_us(now)))
+
+    def remove(self, automation_id: str) -> None:
+        from sqlalchemy import delete
+
+        b = s.timer_bindings
+        with self.store.write(lock_key=f"timer/{automation_id}") as conn:
+            conn.execute(delete(b).where(b.c.automation_id == automation_id))

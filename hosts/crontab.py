@@ -1,0 +1,165 @@
+"""The ``crontab`` host: a user crontab with a marked block managed by floorgate.
+
+Each automation is one line in the block; the line runs ``floorgate turn run`` so every fire
+passes admission (the guarantee is ``enforced``). An RRULE becomes a cron line only when cron, in
+its own time zone, fires at exactly the schedule's instants over the horizon; otherwise the
+schedule is refused with what cron lacks (every 90 minutes, every other week, DST-sensitive
+local times...). Readback parses ``crontab -l``, never floorgate's store.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from datetime import datetime
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+from ._cron import parse_cron, render_cron
+from .contract import HORIZON, Capabilities, Observation, occurrences_until
+from .errors import HostUnavailable, UnsupportedSchedule
+from .schedule import Schedule
+
+BEGIN = "# BEGIN floorgate (managed by floorgate; edits inside this block are overwritten)"
+END = "# END floorgate"
+_LINE = re.compile(r"^(\S+\s+\S+\s+\S+\s+\S+\s+\S+)\s+(.*?)\s+# floorgate:(\S+)$")
+
+
+def system_zone() -> ZoneInfo:
+    """The zone cron runs in: $TZ, else /etc/timezone, else /etc/localtime's link, else UTC."""
+    name = os.environ.get("TZ", "").lstrip(":")
+    if not name:
+        try:
+            name = Path("/etc/timezone").read_text().strip()
+        except OSError:
+            link = os.path.realpath("/etc/localtime")
+            name = link.split("zoneinfo/", 1)[1] if "zoneinfo/" in link else "UTC"
+    try:
+        return ZoneInfo(name)
+    except Exception:
+        return ZoneInfo("UTC")
+
+
+class CrontabHost:
+    """A timer host over the real ``crontab`` command (optionally for another ``user``)."""
+
+    kind = "crontab"
+
+    def __init__(self, command_for, *, user: str | None = None, zone: ZoneInfo | None = None, crontab: str = "crontab") -> None:  # type: ignore[no-untyped-def]
+        self.command_for = command_for  # automation id -> the shell command the line runs
+        self.user = user
+        self.zone = zone if zone is not None else system_zone()
+        self.crontab = crontab
+
+    def capabilities(self) -> Capabilities:
+        return Capabilities(
+            kind=self.kind,
+            floor_aware=False,
+            launches_through_admission=True,
+            pre_model_hook=False,
+            min_period=None,
+            expresses=f"whole-minute schedules whose instants cron reproduces exactly in {self.zone.key}",
+        )
+
+    # -- the contract ----------------------------------------------------------------------------
+    def express(self, schedule: Schedule, now: datetime) -> str:
+        fields = render_cron(schedule)
+        spec = parse_cron(fields.split())
+        end = now + HORIZON
+        cron = spec.fires(self.zone, now, end)
+        wanted = occurrences_until(schedule, now, end)
+        if cron != wanted and wanted and cron and cron[0] < wanted[0] and wanted == [t for t in cron if t >= wanted[0]]:
+            raise UnsupportedSchedule(f"crontab: cron has no start date; this schedule begins at {wanted[0].isoformat()}")
+        if cron != wanted:
+            first = next((i for i, (a, b) in enumerate(zip(cron, wanted)) if a != b), min(len(cron), len(wanted)))
+            at = (cron[first] if first < len(cron) else wanted[first]).isoformat() if max(len(cron), len(wanted)) > first else "?"
+            raise UnsupportedSchedule(
+                f"crontab: cron in {self.zone.key} would not fire at exactly the schedule's instants (first difference near {at})"
+            )
+        return fields
+
+    def apply(self, automation_id: str, schedule: Schedule, now: datetime) -> None:
+        line = f"{self.express(schedule, now)} {self.command_for(automation_id)} # floorgate:{automation_id}"
+        current = self._read_lines()
+        managed = self._managed(current)
+        if managed.get(automation_id) == line:
+            return  # unchanged: no write, no duplicate
+        managed[automation_id] = line
+        self._write(current, managed)
+
+    def remove(self, automation_id: str) -> None:
+        current = self._read_lines()
+        managed = self._managed(current)
+        if managed.pop(automation_id, None) is not None:
+            self._write(current, managed)
+
+    def read(self, automation_id: str, now: datetime) -> Observation:
+        try:
+            lines = self._read_lines()
+        except HostUnavailable as exc:
+            return Observation(state="unavailable", text=None, read_at=now, detail=str(exc))
+        line = self._managed(lines).get(automation_id)
+        if line is None:
+            return Observation(state="absent", text=None, read_at=now, detail="no floorgate line for it in the crontab")
+        match = _LINE.match(line)
+        fields = match.group(1) if match else line
+        return Observation(state="present", text=f"CRON {fields} ({self.zone.key})", read_at=now)
+
+    def matches(self, observation: Observation, schedule: Schedule, now: datetime) -> bool:
+        if observation.state != "present" or not observation.text or not observation.text.startswith("CRON "):
+            return False
+        fields = observation.text[5:].rsplit(" (", 1)[0].split()
+        try:
+            spec = parse_cron(fields)
+            end = now + HORIZON
+            return spec.fires(self.zone, now, end) == occurrences_until(schedule, now, end)
+        except (ValueError, UnsupportedSchedule):
+            return False
+
+    # -- crontab plumbing ------------------------------------------------------------------------
+    def _cmd(self, *args: str) -> list[str]:
+        return [self.crontab, *(["-u", self.user] if self.user else []), *args]
+
+    def _read_lines(self) -> list[str]:
+        try:
+            result = subprocess.run(self._cmd("-l"), capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise HostUnavailable(f"crontab: cannot run {self.crontab!r}: {exc}") from None
+        if result.returncode != 0:
+            if "no crontab for" in result.stderr:
+                return []
+            raise HostUnavailable(f"crontab -l failed: {result.stderr.strip().splitlines()[0] if result.stderr.strip() else result.returncode}")
+        return result.stdout.splitlines()
+
+    def _managed(self, lines: list[str]) -> dict[str, str]:
+        out: dict[str, str] = {}
+        inside = False
+        for line in lines:
+            if line == BEGIN:
+                inside = True
+            elif line == END:
+                inside = False
+            elif inside:
+                match = _LINE.match(line)
+                if match:
+                    out[match.group(3)] = line
+        return out
+
+    def _write(self, current: list[str], managed: dict[str, str]) -> None:
+        outside, inside = [], False
+        for line in current:
+            if line == BEGIN:
+                inside = True
+            elif line == END:
+                inside = False
+            elif not inside:
+                outside.append(line)
+        block = [BEGIN, *[managed[k] for k in sorted(managed)], END] if managed else []
+        text = "\n".join([*outside, *block]) + "\n"
+        try:
+            result = subprocess.run(self._cmd("-"), input=text, capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise HostUnavailable(f"crontab: cannot run {self.crontab!r}: {exc}") from None
+        if result.returncode != 0:
+            raise HostUnavailable(f"crontab - failed: {result.stderr.strip() or result.returncode}")

@@ -1,0 +1,93 @@
+"""``floorgate hook user-prompt-submit``: a pre-model admission hook for agent CLIs.
+
+Claude Code and Codex run UserPromptSubmit hooks as commands with a JSON object on stdin and
+block the prompt when the command exits with code 2, showing its stderr. This hook reserves an
+admission for the named lane: admitted, it confirms the start and exits 0 (the model wakes);
+denied, it exits 2 with the exact next eligible time. It fails closed: an unreadable payload,
+store or state blocks the prompt. Whether the wake is automatic or manual comes from the host's
+configuration (--wake), never from the prompt text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import uuid
+
+from admission import Admission, Automations, FloorgateError, InvalidInput, NotFound, TimerBindings, open_store
+from admission.clock import SystemClock, iso, read_clock
+
+EXIT_ALLOW = 0
+EXIT_BLOCK = 2  # what Claude Code and Codex read as "block this prompt"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    top = sub.add_parser("hook", help="hooks for agent CLIs (Claude Code, Codex): admission before the model wakes")
+    hsub = top.add_subparsers(dest="hook_command", metavar="EVENT", parser_class=type(top))
+    hsub.required = True
+    p = hsub.add_parser("user-prompt-submit", help="admit or block a prompt (JSON on stdin); exit 0 allow, 2 block")
+    p.add_argument("--goal", required=True)
+    p.add_argument("--agent", required=True)
+    p.add_argument("--automation", required=True)
+    p.add_argument("--wake", required=True, choices=["automatic", "manual"], help="set by the host's configuration, not by the prompt")
+    p.add_argument("--manual-reason", help="required with --wake manual")
+    p.add_argument("--db", default=None, metavar="URL")
+    p.set_defaults(handler=_user_prompt_submit, raw_handler=True)
+
+
+def _block(message: str) -> int:
+    sys.stderr.write(message.rstrip() + "\n")
+    sys.stderr.flush()
+    return EXIT_BLOCK
+
+
+def read_payload(stream=None) -> dict:  # type: ignore[no-untyped-def,type-arg]
+    """The hook's JSON object from stdin; anything else is refused (fail closed)."""
+    text = (stream or sys.stdin).read()
+    try:
+        payload = json.loads(text) if text.strip() else None
+    except json.JSONDecodeError:
+        payload = None
+    if not isinstance(payload, dict):
+        raise InvalidInput("stdin", "expected the hook's JSON object on standard input")
+    return payload
+
+
+def _user_prompt_submit(args: argparse.Namespace) -> int:
+    try:
+        payload = read_payload()
+        if args.wake == "manual" and not (args.manual_reason and args.manual_reason.strip()):
+            raise InvalidInput("--manual-reason", "a manual wake needs an explicit reason in the hook's configuration")
+        manual = args.manual_reason.strip() if args.wake == "manual" else None
+        session = str(payload.get("session_id") or "nosession")[:40]
+        turn_id = f"hook-{''.join(c if c.isalnum() or c in '-_' else '-' for c in session)}-{uuid.uuid4().hex[:12]}"
+        with open_store(args.db) as store:
+            admission = Admission(store)
+            now = read_clock(SystemClock())
+            decision = admission.reserve(
+                goal=args.goal, agent=args.agent, automation=args.automation, turn_id=turn_id, trigger_time=now, manual_reason=manual
+            )
+            if decision.admitted:
+                admission.confirm(turn_id)  # the model wakes as soon as we exit 0
+            _seen(store, args.automation)
+    except (FloorgateError, OSError, ValueError) as exc:
+        return _block(f"floorgate: blocked (fail closed): {exc}")
+    if decision.admitted:
+        return EXIT_ALLOW
+    when = iso(decision.next_eligible_at) if decision.next_eligible_at else "unknown (state unavailable)"
+    return _block(
+        f"floorgate: {args.goal}/{args.agent}/{args.automation} may not wake the model before {when} "
+        f"({decision.reason.value}: {decision.detail})"
+    )
+
+
+def _seen(store, automation_id: str) -> None:  # type: ignore[no-untyped-def]
+    """Record that the hook answered for this automation (what the pre-model-hook guarantee needs)."""
+    try:
+        Automations(store).get(automation_id)
+    except NotFound:
+        return
+    bindings = TimerBindings(store)
+    if bindings.get(automation_id) is not None:
+        bindings.hook_seen(automation_id, read_clock(SystemClock()))
