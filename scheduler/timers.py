@@ -150,19 +150,24 @@ class TimerService:
 
     def ack(self, automation: Automation, **kwargs) -> AckResult:  # type: ignore[no-untyped-def]
         """Re-read the host and accept the ACK only on a fresh, matching readback."""
-        binding = self.bindings.get(automation.automation_id)
+        if automation.spec.timer == "apscheduler":
+            observation = self.read(automation, **kwargs)  # the running host also publishes its apply
+            binding = self.bindings.get(automation.automation_id)
+        else:
+            binding = self.bindings.get(automation.automation_id)
+            observation = self.read(automation, **kwargs) if binding is not None and binding.applied_at is not None else None
         if binding is None or binding.desired is None:
-            return AckResult(False, "nothing to acknowledge: no desired schedule (held or never applied)", None)
+            return AckResult(False, "nothing to acknowledge: no desired schedule (held or never applied)", observation)
         if binding.applied_at is None:
-            return AckResult(False, "the desired schedule was never applied to the host; apply it first", None)
-        observation = self.read(automation, **kwargs)
+            return AckResult(False, "the desired schedule was never applied to the host; apply it first", observation)
         if observation is None:
             return AckResult(False, "no readback: an ACK needs the host's current schedule", None)
         if observation.state != "present":
             if observation.state == "unavailable" and automation.spec.timer != "apscheduler":
                 self.bindings.record_observation(automation.automation_id, "unavailable", None, observation.read_at)
             return AckResult(False, f"host readback is {observation.state}: {observation.detail or 'nothing armed'}", observation)
-        if observation.read_at <= binding.applied_at:
+        if observation.read_at < binding.applied_at:
+            # Same-instant readbacks are allowed: the read is only ever made after apply returned.
             return AckResult(False, "the readback is not newer than the last apply; re-read the host", observation)
         if not self._matches(automation, observation, Schedule.parse(binding.desired)):
             return AckResult(False, f"the host armed {observation.text!r}, not the desired schedule", observation)

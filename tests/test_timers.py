@@ -1,0 +1,241 @@
+"""Desired vs observed timers, the ACK rule, holds, and the pre-model hook."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from admission import AutomationSpec, Automations, FixedClock, TimerBindings, open_store
+from hosts import Schedule
+from hosts.crontab import CrontabHost
+from hosts.errors import UnsupportedSchedule
+from scheduler.timers import TimerService
+
+from conftest import T0
+from helpers import command, floor
+
+CRON_USER = "fgcron-test"
+EVERY_15 = "DTSTART:20261101T000500Z RRULE:FREQ=MINUTELY;INTERVAL=15"
+
+
+@pytest.fixture
+def cron_user() -> str:
+    if shutil.which("crontab") is None:
+        pytest.skip("the crontab command is not installed (Debian package 'cron')")
+    if os.geteuid() != 0:
+        pytest.skip("managing a dedicated test user's crontab needs root")
+    if subprocess.run(["id", CRON_USER], capture_output=True).returncode != 0:
+        subprocess.run(["useradd", "--system", "--no-create-home", CRON_USER], check=True)
+    subprocess.run(["crontab", "-u", CRON_USER, "-r"], capture_output=True)
+    yield CRON_USER
+    subprocess.run(["crontab", "-u", CRON_USER, "-r"], capture_output=True)
+
+
+def crontab_text(user: str) -> str:
+    result = subprocess.run(["crontab", "-u", user, "-l"], capture_output=True, text=True)
+    return result.stdout if result.returncode == 0 else ""
+
+
+def add(store, clock, automation_id: str, schedule: str, timer: str, agent: str = "a"):  # type: ignore[no-untyped-def]
+    spec = AutomationSpec(
+        goal_id="g", agent_id=agent, schedule=Schedule.parse(schedule).canonical(),
+        host=command("pass") if timer != "external" else None, timer=timer,  # type: ignore[arg-type]
+    )
+    return Automations(store, clock).add(automation_id, spec)
+
+
+def test_crontab_apply_reads_back_acks_and_reapply_changes_nothing(store, cron_user) -> None:
+    clock = FixedClock(T0)
+    svc = TimerService(store, clock=clock, crontab_user=cron_user)
+    automation = add(store, clock, "q", EVERY_15, "crontab")
+    binding = svc.apply(automation)
+    assert binding.ack_state == "acked" and binding.observed == "CRON 5-59/15 * * * * (" + CrontabHost(str).zone.key + ")"
+    before = crontab_text(cron_user)
+    assert before.count("# floorgate:q") == 1 and "turn run q" in before
+    svc.apply(automation)  # unchanged: a no-op
+    assert crontab_text(cron_user) == before
+    assert svc.ack(automation).accepted
+
+
+def test_ack_rejects_a_mismatched_host_schedule_and_persists_nothing(store, cron_user) -> None:
+    clock = FixedClock(T0)
+    svc = TimerService(store, clock=clock, crontab_user=cron_user)
+    automation = add(store, clock, "q", EVERY_15, "crontab")
+    svc.apply(automation)
+    edited = crontab_text(cron_user).replace("5-59/15 * * * *", "*/5 * * * *")  # someone edited the host
+    subprocess.run(["crontab", "-u", cron_user, "-"], input=edited, text=True, check=True)
+    before = TimerBindings(store).get("q")
+    clock.advance(timedelta(minutes=1))
+    result = svc.ack(automation)
+    assert not result.accepted and "not the desired schedule" in result.reason
+    assert TimerBindings(store).get("q") == before
+
+
+def test_ack_rejects_an_unavailable_host(store, cron_user) -> None:
+    clock = FixedClock(T0)
+    svc = TimerService(store, clock=clock, crontab_user=cron_user)
+    automation = add(store, clock, "q", EVERY_15, "crontab")
+    svc.apply(automation)
+    broken = TimerService(store, clock=clock, crontab_user="no-such-user-fg")
+    result = broken.ack(automation)
+    assert not result.accepted and result.observation is not None and result.observation.state == "unavailable"
+
+
+@pytest.mark.parametrize(
+    "schedule, zone, why",
+    [
+        pytest.param("DTSTART:20261101T000000Z RRULE:FREQ=MINUTELY;INTERVAL=90", "UTC", "90 minutes", id="every-90-minutes"),
+        pytest.param("DTSTART:20261102T080000Z RRULE:FREQ=WEEKLY;INTERVAL=2", "UTC", "INTERVAL=2", id="every-other-week"),
+        pytest.param("DTSTART;TZID=Europe/Berlin:20261101T023000 RRULE:FREQ=DAILY", "Europe/Berlin", "DST", id="dst-sensitive-local-time"),
+        pytest.param("DTSTART;TZID=Europe/Berlin:20261101T090000 RRULE:FREQ=DAILY", "UTC", "would not fire", id="other-zone"),
+    ],
+)
+def test_crontab_refuses_what_cron_cannot_fire_exactly(schedule: str, zone: str, why: str) -> None:
+    host = CrontabHost(str, zone=ZoneInfo(zone))
+    with pytest.raises(UnsupportedSchedule) as err:
+        host.express(Schedule.parse(schedule), T0)
+    assert why in str(err.value)
+
+
+def test_ninety_minute_schedule_on_crontab_is_held_not_shortened(store, cron_user) -> None:
+    clock = FixedClock(T0)
+    svc = TimerService(store, clock=clock, crontab_user=cron_user)
+    automation = add(store, clock, "n", "DTSTART:20261101T000000Z RRULE:FREQ=MINUTELY;INTERVAL=90", "crontab")
+    binding = svc.apply(automation)
+    assert binding.desired is None and "90 minutes" in binding.hold_reason
+    held = Automations(store, clock).get("n")
+    assert held.state == "held" and "never shortened" in held.state_note
+    assert "floorgate:n" not in crontab_text(cron_user)
+
+
+def test_a_schedule_closer_than_the_floor_is_raised_when_the_host_can_express_it(store, cron_user) -> None:
+    clock = FixedClock(T0)
+    floor(store, clock, "g/a", timedelta(hours=1))
+    svc = TimerService(store, clock=clock, crontab_user=cron_user)
+    binding = svc.apply(add(store, clock, "q", EVERY_15, "crontab"))
+    assert binding.desired_raised and binding.desired.endswith("RRULE:FREQ=HOURLY")
+    assert "5 * * * *" in crontab_text(cron_user) and binding.ack_state == "acked"
+
+
+def test_external_ack_needs_a_fresh_readback_and_unavailable_clears_facts(store) -> None:
+    clock = FixedClock(T0)
+    svc = TimerService(store, clock=clock)
+    automation = add(store, clock, "ext", EVERY_15, "external")
+    svc.apply(automation)
+    desired = TimerBindings(store).get("ext").desired
+    clock.advance(-timedelta(seconds=1))  # a readback taken before the apply cannot certify it
+    stale = svc.ack(automation, current_rrule=desired)
+    assert not stale.accepted and "not newer" in stale.reason
+    clock.advance(timedelta(seconds=5))
+    assert not svc.ack(automation).accepted  # no observation supplied: nothing to certify from
+    assert svc.ack(automation, current_rrule=desired).accepted
+    kept = svc.observe(automation)  # an absent observation keeps earlier facts
+    assert kept.ack_state == "acked" and kept.observed == desired
+    cleared = svc.observe(automation, unavailable=True)
+    assert cleared.ack_state == "none" and cleared.observed is None and cleared.observed_state == "unavailable"
+
+
+def test_guarantee_readback(store, tmp_path) -> None:
+    clock = FixedClock(T0)
+    svc = TimerService(store, clock=clock)
+    add(store, clock, "own", EVERY_15, "apscheduler")
+    add(store, clock, "ext", EVERY_15, "external", agent="b")
+    db = store.url
+    for name in ("own", "ext"):
+        svc.apply(Automations(store, clock).get(name))
+    from scheduler.timers import guarantee
+
+    bindings = TimerBindings(store)
+    assert guarantee(Automations(store, clock).get("own"), bindings.get("own")) == "enforced"
+    assert guarantee(Automations(store, clock).get("ext"), bindings.get("ext")) == "schedule-only"
+    hook = run_hook(db, {"session_id": "s1", "prompt": "triage"}, "--goal", "g", "--agent", "b", "--automation", "ext", "--wake", "automatic")
+    assert hook.returncode == 0, hook.stderr
+    assert guarantee(Automations(store, clock).get("ext"), bindings.get("ext")) == "pre-model hook"
+
+
+def run_hook(db: str, payload, *args: str) -> subprocess.CompletedProcess[str]:  # type: ignore[no-untyped-def]
+    stdin = payload if isinstance(payload, str) else json.dumps(payload)
+    return subprocess.run(
+        [sys.executable, "-m", "scheduler", "hook", "user-prompt-submit", "--db", db, *args],
+        input=stdin, capture_output=True, text=True, timeout=60,
+    )
+
+
+def test_hook_admits_then_blocks_with_the_exact_next_time(db_url: str) -> None:
+    with open_store(db_url) as store:
+        floor(store, FixedClock(T0), "g/a", timedelta(hours=6))
+    lane = ("--goal", "g", "--agent", "a", "--automation", "x", "--wake", "automatic")
+    payload = {"session_id": "abc", "transcript_path": "/tmp/t.jsonl", "cwd": "/w", "hook_event_name": "UserPromptSubmit", "prompt": "go"}
+    first = run_hook(db_url, payload, *lane)
+    assert first.returncode == 0 and first.stderr == ""
+    second = run_hook(db_url, payload, *lane)
+    assert second.returncode == 2
+    with open_store(db_url) as store:
+        from admission import Admission
+
+        anchor = Admission(store).starts()[0].anchor_at
+    from admission.clock import iso
+
+    assert f"before {iso(anchor + timedelta(hours=6))}" in second.stderr and "interval_wait" in second.stderr
+    assert "go" not in second.stderr  # the prompt is not echoed or stored
+    manual = run_hook(db_url, payload, "--goal", "g", "--agent", "a", "--automation", "x", "--wake", "manual", "--manual-reason", "owner at keyboard")
+    assert manual.returncode == 0
+
+
+@pytest.mark.parametrize(
+    "payload, extra, needle",
+    [
+        pytest.param("not json", (), "JSON", id="unparseable-payload"),
+        pytest.param({"prompt": "x"}, ("--wake", "manual"), "--manual-reason", id="manual-without-reason"),
+    ],
+)
+def test_hook_fails_closed_on_bad_input(db_url: str, payload, extra, needle: str) -> None:  # type: ignore[no-untyped-def]
+    args = ["--goal", "g", "--agent", "a", "--automation", "x", *extra]
+    if "--wake" not in extra:
+        args += ["--wake", "automatic"]
+    result = run_hook(db_url, payload, *args)
+    assert result.returncode == 2 and needle in result.stderr
+
+
+def test_hook_fails_closed_on_an_unreadable_store(tmp_path: Path) -> None:
+    db = tmp_path / "bad.db"
+    db.write_bytes(b"this is not a sqlite database" * 100)
+    result = run_hook(str(db), {"prompt": "x"}, "--goal", "g", "--agent", "a", "--automation", "x", "--wake", "automatic")
+    assert result.returncode == 2 and "fail closed" in result.stderr
+    newer = tmp_path / "newer.db"
+    with open_store(str(newer)) as store:
+        from conftest import raw_sql
+
+        raw_sql(store, "UPDATE fg_alembic_version SET version_num = '0099'")
+    result = run_hook(str(newer), {"prompt": "x"}, "--goal", "g", "--agent", "a", "--automation", "x", "--wake", "automatic")
+    assert result.returncode == 2 and "newer" in result.stderr
+
+
+def test_running_host_answers_an_apscheduler_ack(db_url: str, tmp_path: Path) -> None:
+    clock = FixedClock(T0)
+    with open_store(db_url) as store:
+        add(store, clock, "own", "every 1h", "apscheduler")
+        svc = TimerService(store)
+        assert not svc.ack(Automations(store).get("own"), wait=0.5).accepted  # nobody is running
+    host = subprocess.Popen(
+        [sys.executable, "-m", "scheduler", "run", "--db", db_url, "--state-dir", str(tmp_path / "s"), "--poll", "1s"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        with open_store(db_url) as store:
+            svc = TimerService(store)
+            result = svc.ack(Automations(store).get("own"), wait=20)
+            assert result.accepted, result.reason
+            assert result.observation.text == Automations(store).get("own").spec.schedule
+    finally:
+        host.send_signal(signal.SIGTERM)
+        host.communicate(timeout=60)
