@@ -5,6 +5,8 @@ Owners set floors (minimum start-to-start intervals) per goal, agent or automati
 once the host attempt is durable. This package imports no other package of the project.
 """
 
+from .accounting import Accounting, Dispatch
+from .approvals import Approval, ApprovalRejected, Approvals
 from .automations import Automation, Automations, AutomationSpec, CommandHost, WakeState
 from .clock import UTC, Clock, FixedClock, SystemClock
 from .decisions import Confirmation, Decision, Eligibility, Phase, Reason, StartKind, StartRecord
@@ -19,7 +21,9 @@ from .errors import (
 )
 from .gate import Admission
 from .intervals import format_interval, parse_interval
+from .envelope import ComputeBlock, Envelope, merge, parse_compute
 from .journal import Journal, TurnRecord, Verdict
+from .missions import Mission, Missions
 from .policies import EffectiveFloor, Policies, Rule, RuleChange
 from .scope import Scope, ScopeKind
 from .store import Store, open_store
@@ -28,6 +32,17 @@ from .timers import TimerBinding, TimerBindings
 
 __all__ = [
     "UTC",
+    "Accounting",
+    "Approval",
+    "ApprovalRejected",
+    "Approvals",
+    "ComputeBlock",
+    "Dispatch",
+    "Envelope",
+    "Mission",
+    "Missions",
+    "merge",
+    "parse_compute",
     "Admission",
     "Automation",
     "AutomationSpec",

@@ -21,6 +21,7 @@ rules = Table(
     Column("owner_ref", String(64), nullable=False),
     Column("revision", Integer, nullable=False),
     Column("updated_at_us", BigInteger, nullable=False),
+    Column("compute_json", Text, nullable=True),  # the scope's compute block, as written
 )
 
 rule_history = Table(
@@ -36,6 +37,8 @@ rule_history = Table(
     Column("owner_ref", String(64), nullable=False),
     Column("changed_at_us", BigInteger, nullable=False),
     Column("reduction_authorized", Boolean, nullable=False),
+    Column("compute_before", Text, nullable=True),
+    Column("compute_after", Text, nullable=True),
     Index("ix_fg_rule_history_scope", "goal_id", "agent_id", "automation_id", "id"),
 )
 
@@ -70,6 +73,8 @@ automations = Table(
     Column("model", String(128), nullable=True),
     Column("overlap", String(16), nullable=False),
     Column("timer", String(16), nullable=False, server_default="apscheduler"),
+    Column("backend", String(128), nullable=True),
+    Column("meter", String(32), nullable=False, server_default="none"),
     Column("state", String(16), nullable=False),
     Column("state_note", Text, nullable=True),
     Column("revision", Integer, nullable=False),
@@ -125,6 +130,7 @@ turns = Table(
     Column("exit_code", Integer, nullable=True),
     Column("settled_at_us", BigInteger, nullable=True),
     Column("log_path", Text, nullable=True),
+    Column("mission_id", String(128), nullable=True),
     Index("ix_fg_turns_automation", "automation_id", "started_at_us"),
     Index("ix_fg_turns_phase", "phase"),
 )
@@ -148,4 +154,58 @@ timer_bindings = Table(
     Column("acked_observed", Text, nullable=True),
     Column("read_requested_at_us", BigInteger, nullable=True),
     Column("hook_seen_at_us", BigInteger, nullable=True),
+)
+
+missions = Table(
+    "fg_missions",
+    metadata,
+    Column("mission_id", String(128), primary_key=True),
+    Column("automation_id", String(128), nullable=False),
+    Column("goal_id", String(128), nullable=False),
+    Column("agent_id", String(128), nullable=False),
+    Column("status", String(16), nullable=False),  # open, succeeded, stuck, awaiting_owner, denied
+    Column("stop_reason", Text, nullable=True),
+    Column("started_at_us", BigInteger, nullable=False),
+    Column("settled_at_us", BigInteger, nullable=True),
+    Column("turns", Integer, nullable=False),
+    Column("tool_calls", Integer, nullable=False),
+    Column("tokens", BigInteger, nullable=False),
+    Column("usage_reports", Integer, nullable=False),  # 0: the host never reported usage
+    Column("extra_turns", Integer, nullable=False),  # granted by approved asks
+    Column("extra_tool_calls", Integer, nullable=False),
+    Column("extra_tokens", BigInteger, nullable=False),
+    Column("extra_wall_seconds", Integer, nullable=False),
+    Column("latch", Text, nullable=True),  # accounting latch reason; blocks dispatch in enforce
+    Column("problems", Text, nullable=True),  # envelope problems reported in observe
+    Index("ix_fg_missions_automation", "automation_id", "status"),
+)
+
+dispatches = Table(
+    "fg_dispatches",
+    metadata,
+    Column("request_id", String(128), primary_key=True),
+    Column("mission_id", String(128), nullable=False),
+    Column("kind", String(16), nullable=False),  # model, tool
+    Column("state", String(16), nullable=False),  # reserved, dispatched, reconciled, released
+    Column("estimate_tokens", BigInteger, nullable=False),
+    Column("actual_tokens", BigInteger, nullable=True),
+    Column("model", String(128), nullable=True),
+    Column("created_at_us", BigInteger, nullable=False),
+    Column("updated_at_us", BigInteger, nullable=False),
+    Index("ix_fg_dispatches_mission", "mission_id", "state"),
+)
+
+approvals = Table(
+    "fg_approvals",
+    metadata,
+    Column("approval_id", String(64), primary_key=True),
+    Column("mission_id", String(128), nullable=False),
+    Column("scope", String(400), nullable=False),
+    Column("bound", String(32), nullable=False),
+    Column("proposal_json", Text, nullable=False),
+    Column("state", String(16), nullable=False),  # pending, approved, denied, expired, superseded
+    Column("created_at_us", BigInteger, nullable=False),
+    Column("expires_at_us", BigInteger, nullable=False),
+    Column("decided_at_us", BigInteger, nullable=True),
+    Index("ix_fg_approvals_mission", "mission_id", "state"),
 )

@@ -23,6 +23,7 @@ from .store import Store
 State = Literal["active", "paused", "held"]
 Overlap = Literal["skip", "allow"]
 Timer = Literal["apscheduler", "crontab", "external"]
+Meter = Literal["none", "claude-stream-json", "codex-json", "jsonl"]
 MAX_TIMEOUT = timedelta(days=7)
 
 
@@ -57,6 +58,8 @@ class AutomationSpec(BaseModel):
     model: str | None = None
     overlap: Overlap = "skip"
     timer: Timer = "apscheduler"
+    backend: str | None = None  # the model backend/provider the host is configured for
+    meter: Meter = "none"  # how to read the usage the host prints
 
     @model_validator(mode="after")
     def _host_needed(self) -> "AutomationSpec":
@@ -102,6 +105,8 @@ def _row_to_automation(row) -> Automation:  # type: ignore[no-untyped-def]
             model=row.model,
             overlap=row.overlap,
             timer=row.timer,
+            backend=row.backend,
+            meter=row.meter,
         )
         return Automation(
             automation_id=row.automation_id,
@@ -261,4 +266,6 @@ def _spec_columns(spec: AutomationSpec) -> dict:  # type: ignore[type-arg]
         model=spec.model,
         overlap=spec.overlap,
         timer=spec.timer,
+        backend=spec.backend,
+        meter=spec.meter,
     )

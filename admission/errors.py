@@ -44,12 +44,10 @@ class RevisionConflict(FloorgateError):
 class ReductionNotAuthorized(FloorgateError, PermissionError):
     """Lowering or disabling a floor was attempted without explicit reduction authorization."""
 
-    def __init__(self, scope: str, before: str, after: str) -> None:
+    def __init__(self, scope: str, before: str, after: str, *, what: str | None = None) -> None:
         self.scope = scope
-        super().__init__(
-            f"lowering the floor on {scope} from {before} to {after} needs explicit reduction "
-            f"authorization (--allow-reduction / allow_reduction=True)"
-        )
+        change = what if what is not None else f"lowering the floor on {scope} from {before} to {after}"
+        super().__init__(f"{change} needs explicit reduction authorization (--allow-reduction / allow_reduction=True)")
 
 
 class StoreUnavailable(FloorgateError, RuntimeError):

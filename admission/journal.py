@@ -54,6 +54,7 @@ class TurnRecord(BaseModel):
     verdict: Verdict | None
     settled_at: datetime | None
     log_path: str | None
+    mission_id: str | None = None
 
 
 def _record(row) -> TurnRecord:  # type: ignore[no-untyped-def]
@@ -83,6 +84,7 @@ def _record(row) -> TurnRecord:  # type: ignore[no-untyped-def]
         verdict=verdict,
         settled_at=from_us(row.settled_at_us) if row.settled_at_us is not None else None,
         log_path=row.log_path,
+        mission_id=row.mission_id,
     )
 
 
@@ -107,6 +109,7 @@ class Journal:
         runner_pid: int,
         deadline: datetime,
         log_path: str | None,
+        mission_id: str | None = None,
     ) -> TurnRecord:
         """Journal an attempt (idempotent: an existing record for ``turn_id`` is returned as is)."""
         t = s.turns
@@ -131,6 +134,7 @@ class Journal:
                     deadline_us=to_us(deadline),
                     phase="journaled",
                     log_path=log_path,
+                    mission_id=mission_id,
                 )
             )
             row = conn.execute(select(t).where(t.c.turn_id == turn_id)).one()

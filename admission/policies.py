@@ -7,6 +7,7 @@ apply to an agent (and optionally one of its automations) into the binding floor
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import datetime, timedelta
 
@@ -16,6 +17,7 @@ from sqlalchemy.engine import Connection
 
 from . import _schema as s
 from .clock import Clock, SystemClock, from_us, read_clock, to_us
+from .envelope import ComputeBlock, loosened, parse_compute
 from .errors import InvalidInput, ReductionNotAuthorized, RevisionConflict, StoreUnavailable
 from .intervals import check_interval, format_interval
 from .scope import Scope, ScopeKind, check_id
@@ -34,6 +36,8 @@ class Rule(BaseModel):
     owner_ref: str
     revision: int
     updated_at: datetime
+    compute: ComputeBlock | None = None
+    compute_problem: str | None = None  # the stored block is malformed (hand-edited or corrupted)
 
     @property
     def active(self) -> bool:
@@ -63,6 +67,8 @@ class RuleChange(BaseModel):
     owner_ref: str
     changed_at: datetime
     reduction_authorized: bool
+    compute_before: dict | None = None  # type: ignore[type-arg]
+    compute_after: dict | None = None  # type: ignore[type-arg]
 
 
 class EffectiveFloor(BaseModel):
@@ -110,13 +116,26 @@ def rule_from_row(row) -> Rule:  # type: ignore[no-untyped-def]
     interval_us = _checked_us(row.min_interval_us, f"min_interval for {_scope_of(row)}")
     if type(row.revision) is not int or row.revision < 1:
         raise StoreUnavailable(f"malformed revision for {_scope_of(row)}: {row.revision!r}")
+    compute, problem = read_compute(row.compute_json)
     return Rule(
         scope=_scope_of(row),
         min_interval=timedelta(microseconds=interval_us),
         owner_ref=str(row.owner_ref),
         revision=row.revision,
         updated_at=from_us(_checked_us(row.updated_at_us, "updated_at")),
+        compute=compute,
+        compute_problem=problem,
     )
+
+
+def read_compute(text: str | None) -> tuple[ComputeBlock | None, str | None]:
+    """A stored compute block, or the problem that makes it unreadable (never a guess)."""
+    if text is None:
+        return None, None
+    try:
+        return parse_compute(text, "compute"), None
+    except InvalidInput as exc:
+        return None, str(exc)
 
 
 def applicable_rules(conn: Connection, goal: str, agent: str, automation: str | None) -> list[Rule]:
@@ -155,6 +174,15 @@ def combine(goal: str, agent: str, automation: str | None, rules: list[RuleRef])
     )
 
 
+def _json_or_none(text: str | None):  # type: ignore[no-untyped-def]
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return {"unreadable": True}
+
+
 class Policies:
     """Read and write owner floors."""
 
@@ -166,43 +194,63 @@ class Policies:
         self,
         scope: Scope,
         *,
-        min_interval: timedelta,
+        min_interval: timedelta | None = None,
         expected_revision: int,
         owner_ref: str,
         allow_reduction: bool = False,
+        compute: ComputeBlock | None = None,
     ) -> Rule:
-        """Set the floor at ``scope`` if its stored revision is ``expected_revision`` (0: none yet).
+        """Set the floor and/or the compute block at ``scope`` if its stored revision is
+        ``expected_revision`` (0: none yet). What is not given is kept.
 
         Raises ``RevisionConflict`` (nothing written) on a revision mismatch and
-        ``ReductionNotAuthorized`` when lowering or disabling without ``allow_reduction``.
-        ``min_interval`` 0 disables only this scope's rule; start records are kept.
+        ``ReductionNotAuthorized`` when lowering or disabling the floor, or loosening a compute
+        bound, without ``allow_reduction``. ``min_interval`` 0 disables only this scope's floor;
+        an empty ``ComputeBlock()`` removes its compute block; start records are kept.
         """
         if not isinstance(scope, Scope):
             raise InvalidInput("scope", "pass a Scope (Scope.goal/agent/automation)")
-        check_interval(min_interval)
+        if min_interval is None and compute is None:
+            raise InvalidInput("min_interval", "give a floor (--min-interval) and/or a compute block (--compute)")
+        if min_interval is not None:
+            check_interval(min_interval)
+        if compute is not None and not isinstance(compute, ComputeBlock):
+            raise InvalidInput("compute", "pass a ComputeBlock (see admission.envelope.parse_compute)")
         if type(expected_revision) is not int or expected_revision < 0:
             raise InvalidInput("expected_revision", "pass the revision you read (0 when no rule exists)")
         check_owner_ref(owner_ref)
         if type(allow_reduction) is not bool:
             raise InvalidInput("allow_reduction", "must be True or False")
         now_us = to_us(read_clock(self.clock))
-        after_us = min_interval // timedelta(microseconds=1)
         goal, agent, automation = scope.key()
         r = s.rules
         key = and_(r.c.goal_id == goal, r.c.agent_id == agent, r.c.automation_id == automation)
         with self.store.write(lock_key=f"policy\0{goal}\0{agent}\0{automation}") as conn:
-            row = conn.execute(select(r.c.min_interval_us, r.c.revision).where(key)).first()
+            row = conn.execute(select(r.c.min_interval_us, r.c.revision, r.c.compute_json).where(key)).first()
             current_rev = row.revision if row is not None else 0
             before_us = _checked_us(row.min_interval_us, f"min_interval for {scope}") if row is not None else None
             if current_rev != expected_revision:
                 raise RevisionConflict(str(scope), expected_revision, current_rev)
             current_us = before_us if before_us is not None else 0
+            after_us = min_interval // timedelta(microseconds=1) if min_interval is not None else current_us
             if after_us < current_us and not allow_reduction:
                 raise ReductionNotAuthorized(
-                    str(scope), format_interval(timedelta(microseconds=current_us)), format_interval(min_interval)
+                    str(scope), format_interval(timedelta(microseconds=current_us)), format_interval(timedelta(microseconds=after_us))
                 )
+            compute_before_text = row.compute_json if row is not None else None
+            compute_after_text = compute_before_text
+            if compute is not None:
+                old_block, problem = read_compute(compute_before_text)
+                looser = loosened(old_block, compute) if problem is None else []
+                if looser and not allow_reduction:
+                    raise ReductionNotAuthorized(
+                        str(scope), "", "", what=f"loosening the compute envelope on {scope} ({', '.join(looser)})"
+                    )
+                compute_after_text = None if compute.is_empty() else json.dumps(compute.doc(), sort_keys=True)
             new_rev = current_rev + 1
-            values = dict(min_interval_us=after_us, owner_ref=owner_ref, revision=new_rev, updated_at_us=now_us)
+            values = dict(
+                min_interval_us=after_us, owner_ref=owner_ref, revision=new_rev, updated_at_us=now_us, compute_json=compute_after_text
+            )
             if row is None:
                 conn.execute(insert(r).values(goal_id=goal, agent_id=agent, automation_id=automation, **values))
             else:
@@ -220,14 +268,19 @@ class Policies:
                     owner_ref=owner_ref,
                     changed_at_us=now_us,
                     reduction_authorized=allow_reduction,
+                    compute_before=compute_before_text,
+                    compute_after=compute_after_text,
                 )
             )
+        compute_now, problem_now = read_compute(compute_after_text)
         return Rule(
             scope=scope,
-            min_interval=min_interval,
+            min_interval=timedelta(microseconds=after_us),
             owner_ref=owner_ref,
             revision=new_rev,
             updated_at=from_us(now_us),
+            compute=compute_now,
+            compute_problem=problem_now,
         )
 
     def get(self, scope: Scope) -> Rule | None:
@@ -283,6 +336,8 @@ class Policies:
                 owner_ref=row.owner_ref,
                 changed_at=from_us(row.changed_at_us),
                 reduction_authorized=bool(row.reduction_authorized),
+                compute_before=_json_or_none(row.compute_before),
+                compute_after=_json_or_none(row.compute_after),
             )
             for row in rows
         ]

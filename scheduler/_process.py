@@ -42,18 +42,31 @@ def spawn(argv: list[str], *, cwd: str | None, env: dict[str, str]) -> subproces
     )
 
 
-def pump(stream: IO[bytes], log_path: Path, cap: int) -> threading.Thread:
+_USAGE_MARKERS = (b'"usage"', b"floorgate_usage", b'"tool_use"', b"item.started", b'"result"', b'"init"', b"turn.")
+_MAX_TAPPED = 200_000
+
+
+def pump(stream: IO[bytes], log_path: Path, cap: int, tapped: list[str] | None = None) -> threading.Thread:
     """Copy ``stream`` into ``log_path``, at most ``cap`` bytes, draining the rest so the child
-    never blocks on a full pipe."""
+    never blocks on a full pipe. Lines that may carry usage go to ``tapped`` (in memory only, for
+    the usage meter), whether or not the log was capped."""
 
     def run() -> None:
         written = 0
         truncated = False
+        pending = b""
         with open(log_path, "ab") as out:
             while True:
                 chunk = stream.read(65536)
                 if not chunk:
+                    if tapped is not None and pending and any(m in pending for m in _USAGE_MARKERS):
+                        tapped.append(pending.decode("utf-8", "replace"))
                     break
+                if tapped is not None:
+                    *lines, pending = (pending + chunk).split(b"\n")
+                    for line in lines:
+                        if len(tapped) < _MAX_TAPPED and any(m in line for m in _USAGE_MARKERS):
+                            tapped.append(line.decode("utf-8", "replace"))
                 room = cap - written
                 if room > 0:
                     out.write(chunk[:room])

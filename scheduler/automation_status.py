@@ -7,7 +7,21 @@ import shutil
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from admission import Admission, Automation, Automations, Eligibility, Journal, TickLog, TimerBinding, TimerBindings, TurnRecord
+from admission import (
+    Admission,
+    Approvals,
+    Automation,
+    Automations,
+    Eligibility,
+    Envelope,
+    Journal,
+    Mission,
+    Missions,
+    TickLog,
+    TimerBinding,
+    TimerBindings,
+    TurnRecord,
+)
 from hosts import InvalidSchedule, Schedule
 
 from .wake import next_wake
@@ -23,6 +37,8 @@ class AutomationStatus:
     last_turn: TurnRecord | None
     binding: TimerBinding | None = None
     guarantee: str = "enforced"
+    mission: Mission | None = None
+    envelope: Envelope | None = None
 
 
 def host_problem(automation: Automation) -> str | None:
@@ -58,8 +74,26 @@ def automation_status(
         next_fire = None
         if binding is not None and binding.desired is not None and base.state not in ("paused", "held"):
             next_fire = Schedule.parse(binding.desired).next_after(kwargs["now"])
+    store = kwargs["admission"].store
+    missions = Missions(store)
+    mission = missions.current(automation.automation_id) or next(iter(missions.recent(automation.automation_id, 1)), None)
+    from .envelope_gate import EnvelopeGate
+
+    envelope, problem = EnvelopeGate(store, mode="observe").envelope(automation.spec.goal_id, automation.spec.agent_id, automation.automation_id)
+    state, detail = base.state, base.detail
+    if mission is not None and mission.status == "awaiting_owner" and state not in ("paused", "held"):
+        asks = Approvals(store).pending(mission.mission_id)
+        state = "awaiting_owner"
+        detail = f"mission {mission.mission_id} waits for its owner: " + (
+            f"floorgate approve {asks[0].approval_id} (or deny)" if asks else "no pending ask (expired?)"
+        )
+    elif mission is not None and mission.latch is not None and state not in ("paused", "held"):
+        detail = f"{detail}; ACCOUNTING LATCH on {mission.mission_id}: {mission.latch}"
+    if problem is not None:
+        detail = f"{detail}; ENVELOPE PROBLEM: {problem}"
     return AutomationStatus(
-        base.automation, base.state, base.detail, base.eligibility, next_fire, base.last_turn, binding, guarantee(automation, binding)
+        base.automation, state, detail, base.eligibility, next_fire, base.last_turn, binding, guarantee(automation, binding),
+        mission, envelope,
     )
 
 

@@ -96,7 +96,7 @@ def add_lane(parser: argparse.ArgumentParser, *, agent_required: bool = True) ->
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .commands import admit, automation, demo, hook, policy, run, status, turn
+    from .commands import admit, automation, demo, envelope, hook, policy, run, status, turn
 
     parser = _Parser(
         prog="floorgate",
@@ -113,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     turn.register(sub)
     run.register(sub)
     hook.register(sub)
+    envelope.register(sub)
     demo.register(sub)
     return parser
 

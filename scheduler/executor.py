@@ -21,6 +21,8 @@ from admission import Admission, Automation, Decision, InvalidInput, Journal, St
 from admission.clock import Clock, SystemClock, read_clock
 
 from ._process import kill_group, pump, spawn
+from .envelope_gate import EnvelopeGate, envelope_mode
+from .meters import read_usage
 
 DEFAULT_LOG_CAP = 1_000_000
 _PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ")
@@ -64,6 +66,7 @@ class TurnExecutor:
         clock: Clock | None = None,
         host: str | None = None,
         log_cap: int = DEFAULT_LOG_CAP,
+        mode: str | None = None,
     ) -> None:
         self.store = store
         self.clock = clock if clock is not None else SystemClock()
@@ -72,6 +75,7 @@ class TurnExecutor:
         self.state_dir = Path(state_dir)
         self.host = host if host is not None else host_identity()
         self.log_cap = log_cap
+        self.gate = EnvelopeGate(store, clock=self.clock, mode=envelope_mode(mode))
 
     def run(
         self,
@@ -93,6 +97,9 @@ class TurnExecutor:
                 "automation", f"{automation.automation_id} has an external timer: its app launches it (guard it with the hook)"
             )
         now = read_clock(self.clock)
+        pre = self.gate.precheck(automation)
+        if pre.refusal is not None:
+            return TurnOutcome(turn_id, pre.refusal, None, None)
         decision = self.admission.reserve(
             goal=spec.goal_id,
             agent=spec.agent_id,
@@ -103,10 +110,18 @@ class TurnExecutor:
         )
         if not decision.admitted:
             return TurnOutcome(turn_id, denied_verdict(decision), decision, None)
+        gate = self.gate.begin_turn(automation, pre)
+        if gate.refusal is not None:
+            # Admitted, but the envelope refused it in the counting statement: nothing launches,
+            # and the admitted start is not refunded (conservative).
+            return TurnOutcome(turn_id, gate.refusal, decision, None)
         log_dir = self.state_dir / "logs" / automation.automation_id
         log_dir.mkdir(parents=True, exist_ok=True)
         log_path = log_dir / f"{turn_id}.log"
         timeout = timedelta(seconds=spec.host.timeout_seconds)  # host is set: checked above
+        wall_capped = gate.deadline_cap is not None and gate.deadline_cap < timeout
+        if wall_capped:
+            timeout = gate.deadline_cap  # type: ignore[assignment]
         record = self.journal.begin(
             turn_id=turn_id,
             automation_id=automation.automation_id,
@@ -119,17 +134,24 @@ class TurnExecutor:
             runner_pid=os.getpid(),
             deadline=now + timeout,
             log_path=str(log_path),
+            mission_id=gate.mission.mission_id if gate.mission is not None else None,
         )
         if record.phase != "journaled":
             # This turn already launched once (a crashed host): its outcome is unknown, never rerun.
             verdict = Verdict(status="failed", stop_reason="unknown_outcome", retryable=True, failure_category="infra")
             return TurnOutcome(turn_id, self.journal.settle(turn_id, verdict).verdict or verdict, decision, record)
         self.admission.confirm(turn_id)
-        verdict = self._launch(automation, record, log_path, timeout)
+        tapped: list[str] = []
+        verdict = self._launch(automation, record, log_path, timeout, tapped)
+        if wall_capped and verdict.status == "timed_out":
+            verdict = verdict.model_copy(update={"stop_reason": "compute bound exhausted: max_wall_seconds"})
+        if gate.mission is not None:
+            usage = read_usage(spec.meter, tapped)
+            verdict = self.gate.after_turn(automation, gate.mission, turn_id, verdict, usage)
         settled = self.journal.settle(turn_id, verdict)
         return TurnOutcome(turn_id, settled.verdict or verdict, decision, settled)
 
-    def _launch(self, automation: Automation, record: TurnRecord, log_path: Path, timeout: timedelta) -> Verdict:
+    def _launch(self, automation: Automation, record: TurnRecord, log_path: Path, timeout: timedelta, tapped: list[str]) -> Verdict:
         host = automation.spec.host
         if host is None:  # pragma: no cover - run() refuses external timers first
             raise InvalidInput("automation", "no command host")
@@ -143,6 +165,11 @@ class TurnExecutor:
         )
         if automation.spec.model is not None:
             env["FLOORGATE_MODEL"] = automation.spec.model
+        if record.mission_id is not None:
+            # Hooks the host runs (PreToolUse) find the mission and the store through these.
+            env["FLOORGATE_MISSION_ID"] = record.mission_id
+            env["FLOORGATE_DB"] = self.store.url
+            env["FLOORGATE_ENVELOPE_MODE"] = self.gate.mode
         try:
             proc = spawn(list(host.argv), cwd=host.cwd, env=env)
         except FileNotFoundError:
@@ -150,7 +177,7 @@ class TurnExecutor:
         except (PermissionError, NotADirectoryError, OSError) as exc:
             reason = "host_not_executable" if isinstance(exc, PermissionError) else "spawn_error"
             return Verdict(status="failed", stop_reason=reason, retryable=True, failure_category="infra")
-        pumper = pump(proc.stdout, log_path, self.log_cap)  # type: ignore[arg-type]
+        pumper = pump(proc.stdout, log_path, self.log_cap, tapped)  # type: ignore[arg-type]
         try:
             self.journal.launched(record.turn_id, proc.pid)
             try:

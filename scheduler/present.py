@@ -111,6 +111,8 @@ def rule_doc(r: Rule) -> dict[str, Any]:
         "owner_ref": r.owner_ref,
         "revision": r.revision,
         "updated_at": iso(r.updated_at),
+        "compute": r.compute.doc() if r.compute is not None else None,
+        "compute_problem": r.compute_problem,
     }
 
 
@@ -124,6 +126,8 @@ def change_doc(c: RuleChange) -> dict[str, Any]:
         "owner_ref": c.owner_ref,
         "changed_at": iso(c.changed_at),
         "reduction_authorized": c.reduction_authorized,
+        "compute_before": c.compute_before,
+        "compute_after": c.compute_after,
     }
 
 
@@ -220,6 +224,7 @@ def status_doc(st: "AutomationStatus") -> dict[str, Any]:
         "eligibility": eligibility_doc(e),
         "last_turn": turn_doc(st.last_turn) if st.last_turn is not None else None,
         "timer": binding_doc(st.binding, st.guarantee) if st.binding is not None else {"timer": st.automation.spec.timer, "guarantee": st.guarantee},
+        "mission": mission_doc(st.mission, st.envelope) if st.mission is not None else None,
     }
 
 
@@ -241,3 +246,43 @@ def binding_doc(b: "TimerBinding", guarantee: str) -> dict[str, Any]:
         "acked_at": iso(b.acked_at),
         "hook_seen_at": iso(b.hook_seen_at),
     }
+
+
+def mission_doc(m: Any, envelope: Any = None) -> dict[str, Any]:
+    """A mission's counters and what is left of its envelope (None = unbounded)."""
+    def left(bound: int, used: int, extra: int) -> int | None:
+        return max(bound + extra - used, 0) if bound else None
+
+    doc: dict[str, Any] = {
+        "mission_id": m.mission_id,
+        "automation": m.automation_id,
+        "status": m.status,
+        "stop_reason": m.stop_reason,
+        "started_at": iso(m.started_at),
+        "settled_at": iso(m.settled_at),
+        "turns": m.turns,
+        "tool_calls": m.tool_calls,
+        "tokens": m.tokens if m.usage_known else None,
+        "usage_reported": m.usage_known,
+        "latch": m.latch,
+        "problems": m.problems,
+    }
+    if envelope is not None:
+        doc["envelope"] = {
+            "max_turns": envelope.max_turns or None,
+            "max_tool_calls": envelope.max_tool_calls or None,
+            "max_tokens": envelope.max_tokens or None,
+            "max_wall_seconds": envelope.max_wall_seconds or None,
+            "model_allowlist": list(envelope.model_allowlist) if envelope.model_allowlist is not None else None,
+            "backend_allowlist": list(envelope.backend_allowlist) if envelope.backend_allowlist is not None else None,
+            "on_exhausted": envelope.on_exhausted,
+            "from_scopes": list(envelope.sources),
+        }
+        doc["left"] = {
+            "turns": left(envelope.max_turns, m.turns, m.extra_turns),
+            "tool_calls": left(envelope.max_tool_calls, m.tool_calls, m.extra_tool_calls),
+            "tokens": left(envelope.max_tokens, m.tokens, m.extra_tokens) if m.usage_known else None,
+        }
+        if envelope.max_tokens and not m.usage_known:
+            doc["left"]["tokens_note"] = "max_tokens is inert: the host has reported no usage"
+    return doc

@@ -25,7 +25,9 @@ def _host_args(p: argparse.ArgumentParser, *, required: bool) -> None:
     p.add_argument("--timeout", type=float, help="seconds before the turn's process group is killed (default 600)")
     p.add_argument("--cwd", help="working directory of the command")
     p.add_argument("--env", action="append", metavar="NAME", help="environment variable to pass through (repeatable)")
-    p.add_argument("--model", help="model the host is configured to use (informational, shown in readback)")
+    p.add_argument("--model", help="model the host is configured to use (checked against the envelope's model_allowlist)")
+    p.add_argument("--backend", help="model backend/provider the host uses (checked against backend_allowlist)")
+    p.add_argument("--meter", choices=["none", "claude-stream-json", "codex-json", "jsonl"], help="how to read the usage the host prints (default none)")
     p.add_argument("--overlap", choices=["skip", "allow"], help="while a turn runs, skip further ticks (default) or allow them")
     p.add_argument(
         "--timer",
@@ -141,6 +143,8 @@ def _add(ctx: Context) -> int:
         model=a.model,
         overlap=a.overlap or "skip",
         timer=timer,
+        backend=a.backend,
+        meter=a.meter or "none",
     )
     automation = Automations(ctx.store).add(a.automation, spec)
     binding = service(ctx).apply(automation)
@@ -166,6 +170,8 @@ def _edit(ctx: Context) -> int:
         model=a.model if a.model is not None else current.spec.model,
         overlap=a.overlap or current.spec.overlap,
         timer=timer,
+        backend=a.backend if a.backend is not None else current.spec.backend,
+        meter=a.meter or current.spec.meter,
     )
     automation = repo.edit(a.automation, spec)
     if current.spec.timer == "crontab" and timer != "crontab":

@@ -35,6 +35,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--db", default=None, metavar="URL")
     p.set_defaults(handler=_user_prompt_submit, raw_handler=True)
 
+    p = hsub.add_parser("pre-tool-use", help="count a tool call against the mission's max_tool_calls; exit 0 allow, 2 refuse")
+    p.add_argument("--mission", help="mission id (default $FLOORGATE_MISSION_ID, set for the host by 'floorgate turn run')")
+    p.add_argument("--db", default=None, metavar="URL", help="default $FLOORGATE_DB")
+    p.set_defaults(handler=_pre_tool_use, raw_handler=True)
+
 
 def _block(message: str) -> int:
     sys.stderr.write(message.rstrip() + "\n")
@@ -91,3 +96,27 @@ def _seen(store, automation_id: str) -> None:  # type: ignore[no-untyped-def]
     bindings = TimerBindings(store)
     if bindings.get(automation_id) is not None:
         bindings.hook_seen(automation_id, read_clock(SystemClock()))
+
+
+def _pre_tool_use(args: argparse.Namespace) -> int:
+    import os
+
+    from admission import Missions
+
+    from ..envelope_gate import EnvelopeGate
+
+    try:
+        payload = read_payload()
+        mission_id = args.mission or os.environ.get("FLOORGATE_MISSION_ID")
+        if not mission_id:
+            return EXIT_ALLOW  # not inside a floorgate mission: nothing to bound
+        with open_store(args.db) as store:
+            mission = Missions(store).get(mission_id)
+            automation = Automations(store).get(mission.automation_id)
+            refusal = EnvelopeGate(store).count_tool_call(automation, mission)
+    except (FloorgateError, OSError, ValueError) as exc:
+        return _block(f"floorgate: tool call refused (fail closed): {exc}")
+    if refusal is None:
+        return EXIT_ALLOW
+    tool = str(payload.get("tool_name") or "tool")[:64]
+    return _block(f"floorgate: {tool} refused: {refusal}")

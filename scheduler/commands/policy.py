@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from admission import Policies, Scope
+import json
+
+from admission import InvalidInput, Policies, Scope, parse_compute
 from admission.intervals import format_interval, parse_interval
 from admission.clock import iso
 
@@ -21,8 +23,6 @@ def _scope_args(p: argparse.ArgumentParser) -> None:
 
 def scope_from(args: argparse.Namespace, *, required: bool = True) -> Scope | None:
     """The scope named positionally or by flags (not both)."""
-    from admission import InvalidInput
-
     flags = (args.goal, args.agent, args.automation)
     if args.scope is not None:
         if any(v is not None for v in flags):
@@ -54,7 +54,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = psub.add_parser("set", help="set the floor at a scope (exact-revision compare-and-set)")
     _scope_args(p)
-    p.add_argument("--min-interval", required=True, help="90s, 45m, 24h, 1d, 1d12h, PT24H; 0 disables")
+    p.add_argument("--min-interval", help="90s, 45m, 24h, 1d, 1d12h, PT24H; 0 disables")
+    p.add_argument("--compute", help='compute envelope block as JSON, e.g. \'{"max_turns": 40, "on_exhausted": "finish_stuck"}\'; {} removes it')
+    p.add_argument("--compute-file", help="read the compute block from this JSON file")
     p.add_argument("--revision", required=True, type=int, help="the revision you read (0 when no rule exists)")
     p.add_argument("--owner-ref", required=True, help="short non-sensitive id of who asked (e.g. alice)")
     p.add_argument("--allow-reduction", action="store_true", help="authorize lowering or disabling the floor")
@@ -76,16 +78,31 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _set(ctx: Context) -> int:
     args = ctx.args
     scope = require_scope(args)
-    interval = parse_interval(args.min_interval, "--min-interval")
+    interval = parse_interval(args.min_interval, "--min-interval") if args.min_interval is not None else None
+    if args.compute is not None and args.compute_file is not None:
+        raise InvalidInput("--compute", "give --compute or --compute-file, not both")
+    compute = None
+    if args.compute is not None:
+        compute = parse_compute(args.compute, "--compute")
+    elif args.compute_file is not None:
+        try:
+            text = open(args.compute_file, encoding="utf-8").read()
+        except OSError as exc:
+            raise InvalidInput("--compute-file", f"cannot read {args.compute_file}: {exc.strerror}") from None
+        compute = parse_compute(text, "--compute-file")
+    if interval is None and compute is None:
+        raise InvalidInput("--min-interval", "give --min-interval and/or --compute (or --compute-file)")
     rule = Policies(ctx.store).configure(
         scope,
         min_interval=interval,
         expected_revision=args.revision,
         owner_ref=args.owner_ref,
         allow_reduction=args.allow_reduction,
+        compute=compute,
     )
-    state = f"floor {format_interval(rule.min_interval)}" if rule.active else "no floor (disabled)"
-    ctx.emit(rule_doc(rule), f"{scope}: {state}, revision {rule.revision} (by {rule.owner_ref})")
+    state = f"floor {format_interval(rule.min_interval)}" if rule.active else "no floor"
+    envelope = f", compute {json.dumps(rule.compute.doc())}" if rule.compute is not None else ""
+    ctx.emit(rule_doc(rule), f"{scope}: {state}{envelope}, revision {rule.revision} (by {rule.owner_ref})")
     return EXIT_OK
 
 

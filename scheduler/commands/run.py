@@ -22,6 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workers", type=int, default=8, help="turns that may run at once (default 8)")
     p.add_argument("--backoff-initial", default="3m", help="first wake after a failure or poke (default 3m)")
     p.add_argument("--backoff-cap", default="60m", help="longest backoff wake (default 60m)")
+    p.add_argument("--envelope-mode", choices=["disabled", "observe", "enforce"], help="default $FLOORGATE_ENVELOPE_MODE, else enforce")
     add_common(p)
     p.set_defaults(handler=_run)
 
@@ -43,6 +44,10 @@ def _run(ctx: Context) -> int:
     config = RuntimeConfig(
         state_dir=state_dir(a), poll=poll, catch_up=catch_up, workers=a.workers, backoff=BackoffPolicy(initial, cap)
     )
+    if a.envelope_mode is not None:
+        import os
+
+        os.environ["FLOORGATE_ENVELOPE_MODE"] = a.envelope_mode  # the executor and hosted hooks read it
     runtime = HostRuntime(ctx.store, config)
 
     def stop(signum, _frame):  # type: ignore[no-untyped-def]

@@ -89,6 +89,18 @@ def _status(ctx: Context) -> int:
             )
             parts += [f"  {st.automation.automation_id}: {st.detail}" for st in statuses if st.state not in ("eligible",)]
             parts += [
+                f"  {st.automation.automation_id}: mission {st.mission.mission_id} {st.mission.status}: turns {st.mission.turns}"
+                + (f"/{st.envelope.max_turns + st.mission.extra_turns}" if st.envelope and st.envelope.max_turns else "")
+                + f", tool calls {st.mission.tool_calls}"
+                + (f"/{st.envelope.max_tool_calls + st.mission.extra_tool_calls}" if st.envelope and st.envelope.max_tool_calls else "")
+                + ", tokens "
+                + (str(st.mission.tokens) if st.mission.usage_known else "not reported")
+                + (f"/{st.envelope.max_tokens + st.mission.extra_tokens}" if st.envelope and st.envelope.max_tokens else "")
+                + (f" (latch: {st.mission.latch})" if st.mission.latch else "")
+                for st in statuses
+                if st.mission is not None and st.envelope is not None and st.envelope.bounded
+            ]
+            parts += [
                 f"  {st.automation.automation_id}: apply failed: {st.binding.apply_error}"
                 for st in statuses
                 if st.binding is not None and st.binding.apply_error

@@ -23,6 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--manual-reason", help="a manual run (explicit intent): bypasses only the interval, recorded")
     p.add_argument("--turn", help="turn id; a settled id replays its settlement without running")
     p.add_argument("--state-dir", help="where per-turn logs go (default $FLOORGATE_STATE_DIR or ./floorgate-state)")
+    p.add_argument("--envelope-mode", choices=["disabled", "observe", "enforce"], help="default $FLOORGATE_ENVELOPE_MODE, else enforce")
     add_common(p)
     p.set_defaults(handler=_run)
     p = tsub.add_parser("show", help="one turn's journal record and verdict")
@@ -36,7 +37,7 @@ def _run(ctx: Context) -> int:
     automation = Automations(ctx.store).get(a.automation)
     if a.manual_reason is not None and not a.manual_reason.strip():
         raise InvalidInput("--manual-reason", "a manual run needs a non-empty reason")
-    executor = TurnExecutor(ctx.store, state_dir=state_dir(a))
+    executor = TurnExecutor(ctx.store, state_dir=state_dir(a), mode=a.envelope_mode)
     outcome = executor.run(automation, turn_id=a.turn, manual_reason=a.manual_reason)
     v = outcome.verdict
     doc = {

@@ -1,0 +1,175 @@
+"""Missions: one run episode of an automation, with durable counters the envelope bounds.
+
+A mission opens with its automation's first turn and stays open across failed turns, retries and
+continuations until it settles (succeeded, stuck) or waits for its owner (awaiting_owner).
+Counters are durable and keyed by mission id, so a restart or resume never grants a fresh
+allowance. Counting is one statement that refuses to pass the bound.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+from sqlalchemy import insert, select, text, update
+
+from . import _schema as s
+from .clock import Clock, SystemClock, from_us, read_clock, to_us
+from .errors import NotFound
+from .store import Store
+
+MissionStatus = Literal["open", "succeeded", "stuck", "awaiting_owner"]
+_COUNTERS = {"turns": "extra_turns", "tool_calls": "extra_tool_calls", "tokens": "extra_tokens"}
+
+
+class Mission(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    mission_id: str
+    automation_id: str
+    goal_id: str
+    agent_id: str
+    status: MissionStatus
+    stop_reason: str | None
+    started_at: datetime
+    settled_at: datetime | None
+    turns: int
+    tool_calls: int
+    tokens: int
+    usage_reports: int
+    extra_turns: int
+    extra_tool_calls: int
+    extra_tokens: int
+    extra_wall_seconds: int
+    latch: str | None
+    problems: str | None
+
+    @property
+    def usage_known(self) -> bool:
+        """False while the host has never reported usage: token counts are unknown, not zero."""
+        return self.usage_reports > 0
+
+
+def _mission(row) -> Mission:  # type: ignore[no-untyped-def]
+    return Mission(
+        mission_id=row.mission_id,
+        automation_id=row.automation_id,
+        goal_id=row.goal_id,
+        agent_id=row.agent_id,
+        status=row.status,
+        stop_reason=row.stop_reason,
+        started_at=from_us(row.started_at_us),
+        settled_at=from_us(row.settled_at_us) if row.settled_at_us is not None else None,
+        turns=row.turns,
+        tool_calls=row.tool_calls,
+        tokens=row.tokens,
+        usage_reports=row.usage_reports,
+        extra_turns=row.extra_turns,
+        extra_tool_calls=row.extra_tool_calls,
+        extra_tokens=row.extra_tokens,
+        extra_wall_seconds=row.extra_wall_seconds,
+        latch=row.latch,
+        problems=row.problems,
+    )
+
+
+class Missions:
+    def __init__(self, store: Store, clock: Clock | None = None) -> None:
+        self.store = store
+        self.clock = clock if clock is not None else SystemClock()
+
+    def get(self, mission_id: str) -> Mission:
+        m = s.missions
+        with self.store.read() as conn:
+            row = conn.execute(select(m).where(m.c.mission_id == mission_id)).first()
+        if row is None:
+            raise NotFound(f"mission {mission_id!r} does not exist")
+        return _mission(row)
+
+    def current(self, automation_id: str) -> Mission | None:
+        """The automation's unsettled mission (open or awaiting its owner), if any."""
+        m = s.missions
+        with self.store.read() as conn:
+            row = conn.execute(
+                select(m).where(m.c.automation_id == automation_id, m.c.status.in_(("open", "awaiting_owner"))).order_by(m.c.started_at_us.desc())
+            ).first()
+        return _mission(row) if row is not None else None
+
+    def recent(self, automation_id: str | None = None, limit: int = 20) -> list[Mission]:
+        m = s.missions
+        query = select(m).order_by(m.c.started_at_us.desc()).limit(limit)
+        if automation_id is not None:
+            query = query.where(m.c.automation_id == automation_id)
+        with self.store.read() as conn:
+            return [_mission(row) for row in conn.execute(query)]
+
+    def open(self, automation_id: str, goal_id: str, agent_id: str) -> Mission:
+        """The automation's unsettled mission, or a new one (one per automation at a time)."""
+        m = s.missions
+        now = to_us(read_clock(self.clock))
+        with self.store.write(lock_key=f"mission/{automation_id}") as conn:
+            row = conn.execute(
+                select(m).where(m.c.automation_id == automation_id, m.c.status.in_(("open", "awaiting_owner")))
+            ).first()
+            if row is None:
+                mission_id = f"mis-{uuid.uuid4().hex[:16]}"
+                conn.execute(
+                    insert(m).values(
+                        mission_id=mission_id, automation_id=automation_id, goal_id=goal_id, agent_id=agent_id, status="open",
+                        stop_reason=None, started_at_us=now, settled_at_us=None, turns=0, tool_calls=0, tokens=0,
+                        usage_reports=0, extra_turns=0, extra_tool_calls=0, extra_tokens=0, extra_wall_seconds=0,
+                        latch=None, problems=None,
+                    )
+                )
+                row = conn.execute(select(m).where(m.c.mission_id == mission_id)).one()
+        return _mission(row)
+
+    def count(self, mission_id: str, counter: str, limit: int, *, enforce: bool) -> tuple[bool, Mission]:
+        """Count one turn or tool call. With a limit in enforce, the count that would pass
+        ``limit`` (plus approved extensions) is refused and nothing changes: one statement."""
+        if counter not in ("turns", "tool_calls"):
+            raise ValueError(counter)
+        extra = _COUNTERS[counter]
+        guard = f" AND ({counter} < :limit + {extra})" if limit and enforce else ""
+        with self.store.write(lock_key=f"mission-count/{mission_id}") as conn:
+            done = conn.execute(
+                text(f"UPDATE fg_missions SET {counter} = {counter} + 1 WHERE mission_id = :m AND status = 'open'{guard}"),
+                {"m": mission_id, "limit": limit},
+            )
+            row = conn.execute(select(s.missions).where(s.missions.c.mission_id == mission_id)).first()
+        if row is None:
+            raise NotFound(f"mission {mission_id!r} does not exist")
+        return done.rowcount == 1, _mission(row)
+
+    def settle(self, mission_id: str, status: MissionStatus, reason: str | None) -> Mission:
+        m = s.missions
+        now = to_us(read_clock(self.clock))
+        with self.store.write(lock_key=f"mission-count/{mission_id}") as conn:
+            values = {"status": status, "stop_reason": reason}
+            if status in ("succeeded", "stuck"):
+                values["settled_at_us"] = now  # type: ignore[assignment]
+            conn.execute(update(m).where(m.c.mission_id == mission_id, m.c.status.in_(("open", "awaiting_owner"))).values(**values))
+        return self.get(mission_id)
+
+    def add_usage(self, mission_id: str, tokens: int) -> Mission:
+        m = s.missions
+        with self.store.write(lock_key=f"mission-count/{mission_id}") as conn:
+            conn.execute(update(m).where(m.c.mission_id == mission_id).values(tokens=m.c.tokens + tokens, usage_reports=m.c.usage_reports + 1))
+        return self.get(mission_id)
+
+    def set_latch(self, mission_id: str, reason: str | None) -> None:
+        m = s.missions
+        with self.store.write(lock_key=f"mission-count/{mission_id}") as conn:
+            conn.execute(update(m).where(m.c.mission_id == mission_id).values(latch=reason))
+
+    def report_problem(self, mission_id: str, problem: str) -> None:
+        m = s.missions
+        with self.store.write(lock_key=f"mission-count/{mission_id}") as conn:
+            conn.execute(update(m).where(m.c.mission_id == mission_id).values(problems=problem[:2000]))
+
+    def latched(self) -> list[Mission]:
+        m = s.missions
+        with self.store.read() as conn:
+            return [_mission(row) for row in conn.execute(select(m).where(m.c.latch.is_not(None)))]

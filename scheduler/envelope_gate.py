@@ -1,0 +1,261 @@
+"""The compute envelope at its deterministic seams (seed 000), in one place for every surface.
+
+- turn start (``begin_turn``): accounting latch, owner ask pending, model/backend allowlists,
+  tokens already spent, mission wall clock, and max_turns (counted in one refusing statement);
+- the turn's deadline (``deadline_cap``): what is left of max_wall_seconds;
+- between turns (``after_turn``): usage the host reported (never a missing report as zero),
+  reported models/backends, wall-clock exhaustion;
+- tool dispatch (``count_tool_call``): max_tool_calls, for the PreToolUse hook.
+
+Modes (a deployment setting, $FLOORGATE_ENVELOPE_MODE): ``disabled`` keeps no envelope state,
+``observe`` computes and records every decision but blocks nothing, ``enforce`` blocks. A
+malformed compute block fails the mission closed in enforce, and runs it unbounded in observe
+with the problem reported loudly; it never becomes a phantom ceiling.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal
+
+from admission import (
+    Accounting,
+    Approvals,
+    Automation,
+    Envelope,
+    InvalidInput,
+    Mission,
+    Missions,
+    Store,
+    Verdict,
+    merge,
+)
+from admission.clock import Clock, SystemClock, read_clock
+from admission.policies import applicable_rules
+
+from .meters import Usage
+
+Mode = Literal["disabled", "observe", "enforce"]
+ENV_MODE = "FLOORGATE_ENVELOPE_MODE"
+log = logging.getLogger("floorgate.envelope")
+
+
+def envelope_mode(value: str | None = None) -> Mode:
+    """The mode: the argument, else $FLOORGATE_ENVELOPE_MODE, else enforce."""
+    chosen = value if value is not None else os.environ.get(ENV_MODE) or "enforce"
+    if chosen not in ("disabled", "observe", "enforce"):
+        raise InvalidInput("envelope mode", f"{chosen!r}: use disabled, observe or enforce")
+    return chosen  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class TurnGate:
+    """What the envelope says at turn start. ``refusal`` set: do not launch."""
+
+    mission: Mission | None
+    envelope: Envelope | None
+    refusal: Verdict | None = None
+    deadline_cap: timedelta | None = None
+
+
+def _stuck(reason: str) -> Verdict:
+    return Verdict(status="stuck", stop_reason=reason[:128], retryable=False, failure_category="policy")
+
+
+class EnvelopeGate:
+    def __init__(self, store: Store, *, clock: Clock | None = None, mode: Mode | None = None) -> None:
+        self.store = store
+        self.clock = clock if clock is not None else SystemClock()
+        self.mode: Mode = mode if mode is not None else envelope_mode()
+        self.missions = Missions(store, self.clock)
+        self.approvals = Approvals(store, self.clock)
+        self.accounting = Accounting(store, self.clock)
+
+    # -- the envelope --------------------------------------------------------------------------
+    def envelope(self, goal: str, agent: str, automation: str | None) -> tuple[Envelope, str | None]:
+        """The merged envelope for a lane, and the problem if a stored block is malformed."""
+        with self.store.read() as conn:
+            rules = applicable_rules(conn, goal, agent, automation)
+        order = {"goal": 0, "agent": 1, "automation": 2}
+        rules.sort(key=lambda r: order[r.scope.kind.value])
+        problems = [f"compute block at {r.scope} is malformed: {r.compute_problem}" for r in rules if r.compute_problem]
+        blocks = [(str(r.scope), r.compute) for r in rules if r.compute is not None]
+        return merge(blocks), ("; ".join(problems) if problems else None)
+
+    # -- turn start ----------------------------------------------------------------------------
+    def precheck(self, automation: Automation) -> TurnGate:
+        """Read-only checks before admission (so a floor denial writes nothing here either)."""
+        if self.mode == "disabled":
+            return TurnGate(None, None)
+        spec = automation.spec
+        mission = self.missions.current(automation.automation_id)
+        envelope, problem = self.envelope(spec.goal_id, spec.agent_id, automation.automation_id)
+        if problem is not None:
+            if self.mode == "enforce":
+                reason = f"envelope unreadable, failed closed: {problem}"
+                if mission is not None:
+                    mission = self.missions.settle(mission.mission_id, "stuck", reason)
+                return TurnGate(mission, None, _stuck(reason))
+            log.error("OBSERVE: %s runs unbounded: %s", automation.automation_id, problem)
+            return TurnGate(mission, None)
+        if mission is not None:
+            refusal = self._precheck(automation, mission, envelope)
+            if refusal is not None:
+                return refusal
+        elif self.mode == "enforce":
+            allow = self._allowlist_problem(automation, envelope)
+            if allow is not None:
+                return TurnGate(None, envelope, _stuck(allow))
+        return TurnGate(mission, envelope)
+
+    def begin_turn(self, automation: Automation, pre: TurnGate) -> TurnGate:
+        """After admission admitted the turn: open the mission if needed and count the turn (one
+        refusing statement), then give the turn's deadline cap."""
+        if self.mode == "disabled":
+            return pre
+        spec = automation.spec
+        mission = self.missions.open(automation.automation_id, spec.goal_id, spec.agent_id)
+        envelope = pre.envelope
+        if envelope is None:  # observe with a malformed block: unbounded, reported loudly
+            self.missions.report_problem(mission.mission_id, "observe: envelope unreadable; ran unbounded")
+            self.missions.count(mission.mission_id, "turns", 0, enforce=False)
+            return TurnGate(self.missions.get(mission.mission_id), None)
+        counted, mission = self.missions.count(mission.mission_id, "turns", envelope.max_turns, enforce=self.mode == "enforce")
+        if not counted:
+            return self._exhausted(automation, mission, envelope, "max_turns", envelope.max_turns + mission.extra_turns)
+        if self.mode == "observe" and envelope.max_turns and mission.turns > envelope.max_turns + mission.extra_turns:
+            self._observed(mission, f"max_turns={envelope.max_turns} exceeded (turn {mission.turns})")
+        return TurnGate(mission, envelope, None, self.deadline_cap(mission, envelope))
+
+    def _allowlist_problem(self, automation: Automation, envelope: Envelope) -> str | None:
+        spec = automation.spec
+        if envelope.model_allowlist is not None and spec.model not in envelope.model_allowlist:
+            return f"model {spec.model or '(none configured)'} is not in model_allowlist"
+        if envelope.backend_allowlist is not None and spec.backend not in envelope.backend_allowlist:
+            return f"backend {spec.backend or '(none configured)'} is not in backend_allowlist"
+        return None
+
+    def _precheck(self, automation: Automation, mission: Mission, envelope: Envelope) -> TurnGate | None:
+        checks: list[tuple[str, str | None]] = []
+        if mission.latch is not None:
+            checks.append(("latch", f"accounting latch: {mission.latch}; resolve with 'floorgate reconcile {mission.mission_id}'"))
+        if mission.status == "awaiting_owner":
+            pending = self.approvals.pending(mission.mission_id)
+            ask = pending[0].approval_id if pending else "?"
+            checks.append(("owner", f"awaiting owner: floorgate approve {ask} or floorgate deny {ask}"))
+        allow = self._allowlist_problem(automation, envelope)
+        if allow is not None:
+            checks.append(("model", allow))
+        if envelope.max_turns and mission.turns >= envelope.max_turns + mission.extra_turns:
+            checks.append(("max_turns", None))
+        if envelope.max_tokens and mission.usage_known and mission.tokens >= envelope.max_tokens + mission.extra_tokens:
+            checks.append(("max_tokens", None))
+        if envelope.max_wall_seconds and self._wall_used(mission) >= envelope.max_wall_seconds + mission.extra_wall_seconds:
+            checks.append(("max_wall_seconds", None))
+        for kind, reason in checks:
+            if self.mode == "observe":
+                self._observed(mission, reason or f"{kind} would be exhausted")
+                continue
+            if kind in ("latch", "owner"):
+                return TurnGate(mission, envelope, Verdict(status="denied", stop_reason=(reason or kind)[:128], retryable=False, failure_category="policy"))
+            if kind in ("model", "backend"):
+                return TurnGate(self.missions.settle(mission.mission_id, "stuck", reason), envelope, _stuck(reason or kind))
+            value = {
+                "max_turns": envelope.max_turns + mission.extra_turns,
+                "max_tokens": envelope.max_tokens + mission.extra_tokens,
+                "max_wall_seconds": envelope.max_wall_seconds + mission.extra_wall_seconds,
+            }[kind]
+            return self._exhausted(automation, mission, envelope, kind, value)
+        return None
+
+    def deadline_cap(self, mission: Mission, envelope: Envelope) -> timedelta | None:
+        if not envelope.max_wall_seconds or self.mode != "enforce":
+            return None
+        left = envelope.max_wall_seconds + mission.extra_wall_seconds - self._wall_used(mission)
+        return timedelta(seconds=max(left, 0))
+
+    def _wall_used(self, mission: Mission) -> float:
+        return (read_clock(self.clock) - mission.started_at).total_seconds()
+
+    # -- exhaustion ----------------------------------------------------------------------------
+    def _exhausted(self, automation: Automation, mission: Mission, envelope: Envelope, bound: str, value: int) -> TurnGate:
+        reason = f"compute bound exhausted: {bound}={value}"
+        if self.mode == "observe":
+            self._observed(mission, reason)
+            return TurnGate(mission, envelope)
+        if envelope.on_exhausted == "pause_ask":
+            base = getattr(envelope, bound) or value
+            ask = self.approvals.ask(mission.mission_id, _lane(automation), bound, max(1, base // 2))
+            text = f"{reason}; owner ask {ask.approval_id}"
+            return TurnGate(self.missions.get(mission.mission_id), envelope, _stuck(text))
+        return TurnGate(self.missions.settle(mission.mission_id, "stuck", reason), envelope, _stuck(reason))
+
+    def exhaust(self, automation: Automation, mission: Mission, bound: str, value: int) -> Verdict:
+        """Exhaustion found after a turn (wall clock, tokens): settle or ask, per on_exhausted."""
+        envelope, _ = self.envelope(automation.spec.goal_id, automation.spec.agent_id, automation.automation_id)
+        gate = self._exhausted(automation, mission, envelope, bound, value)
+        return gate.refusal or _stuck(f"compute bound exhausted: {bound}={value}")
+
+    def _observed(self, mission: Mission, what: str) -> None:
+        log.warning("OBSERVE: mission %s: %s (not enforced)", mission.mission_id, what)
+        self.missions.report_problem(mission.mission_id, f"observe: {what}")
+
+    # -- between turns -------------------------------------------------------------------------
+    def after_turn(self, automation: Automation, mission: Mission, turn_id: str, verdict: Verdict, usage: Usage | None) -> Verdict:
+        """Account the turn's reported usage, check reported models, settle the mission."""
+        if self.mode == "disabled":
+            return verdict
+        envelope, _ = self.envelope(automation.spec.goal_id, automation.spec.agent_id, automation.automation_id)
+        if usage is not None:
+            for request in usage.requests.values():
+                rid = f"{turn_id}:{request.request_id}"[:128]
+                self.accounting.reserve(mission.mission_id, rid, estimate_tokens=0, model=request.model)
+                self.accounting.dispatched(rid)
+                self.accounting.reconcile(rid, request.tokens, request.model)
+            if usage.unparseable:
+                self.missions.set_latch(mission.mission_id, f"{usage.unparseable} usage record(s) in turn {turn_id} could not be parsed")
+            bad = [m for m in usage.models if envelope.model_allowlist is not None and m not in envelope.model_allowlist]
+            bad += [b for b in usage.backends if envelope.backend_allowlist is not None and b not in envelope.backend_allowlist]
+            if bad:
+                reason = f"host reported {', '.join(sorted(bad))}, outside the envelope's allowlist"
+                if self.mode == "enforce":
+                    self.missions.settle(mission.mission_id, "stuck", reason)  # the mission stops here
+                    return verdict
+                self._observed(mission, reason)
+        mission = self.missions.get(mission.mission_id)
+        if verdict.stop_reason.startswith("compute bound exhausted"):
+            return self.exhaust(automation, mission, "max_wall_seconds", envelope.max_wall_seconds + mission.extra_wall_seconds)
+        if verdict.status == "succeeded" and mission.status == "open":
+            self.missions.settle(mission.mission_id, "succeeded", "completed")
+        return verdict
+
+    # -- tool dispatch -------------------------------------------------------------------------
+    def count_tool_call(self, automation: Automation, mission: Mission) -> str | None:
+        """Count one tool call; returns the refusal text when the call must not run."""
+        if self.mode == "disabled":
+            return None
+        envelope, problem = self.envelope(automation.spec.goal_id, automation.spec.agent_id, automation.automation_id)
+        if problem is not None:
+            if self.mode == "enforce":
+                self.missions.settle(mission.mission_id, "stuck", f"envelope unreadable, failed closed: {problem}")
+                return f"envelope unreadable, failed closed: {problem}"
+            self._observed(mission, problem)
+            return None
+        if mission.latch is not None and self.mode == "enforce":
+            return f"accounting latch: {mission.latch}"
+        if mission.status != "open" and self.mode == "enforce":
+            return f"mission {mission.mission_id} is {mission.status} ({mission.stop_reason or 'no reason recorded'})"
+        counted, mission = self.missions.count(mission.mission_id, "tool_calls", envelope.max_tool_calls, enforce=self.mode == "enforce")
+        if counted:
+            if self.mode == "observe" and envelope.max_tool_calls and mission.tool_calls > envelope.max_tool_calls + mission.extra_tool_calls:
+                self._observed(mission, f"max_tool_calls={envelope.max_tool_calls} exceeded")
+            return None
+        gate = self._exhausted(automation, mission, envelope, "max_tool_calls", envelope.max_tool_calls + mission.extra_tool_calls)
+        return (gate.refusal.stop_reason if gate.refusal else "compute bound exhausted: max_tool_calls") + "; this call is refused"
+
+
+def _lane(automation: Automation) -> str:
+    return f"{automation.spec.goal_id}/{automation.spec.agent_id}/{automation.automation_id}"
