@@ -59,6 +59,7 @@ class TurnGate:
     envelope: Envelope | None
     refusal: Verdict | None = None
     deadline_cap: timedelta | None = None
+    problem: str | None = None
 
 
 def _stuck(reason: str) -> Verdict:
@@ -100,7 +101,7 @@ class EnvelopeGate:
                     mission = self.missions.settle(mission.mission_id, "stuck", reason)
                 return TurnGate(mission, None, _stuck(reason))
             log.error("OBSERVE: %s runs unbounded: %s", automation.automation_id, problem)
-            return TurnGate(mission, None)
+            return TurnGate(mission, None, problem=problem)
         if mission is not None:
             refusal = self._precheck(automation, mission, envelope)
             if refusal is not None:
@@ -120,7 +121,7 @@ class EnvelopeGate:
         mission = self.missions.open(automation.automation_id, spec.goal_id, spec.agent_id)
         envelope = pre.envelope
         if envelope is None:  # observe with a malformed block: unbounded, reported loudly
-            self.missions.report_problem(mission.mission_id, "observe: envelope unreadable; ran unbounded")
+            self.missions.report_problem(mission.mission_id, f"observe: envelope unreadable, ran unbounded: {pre.problem}")
             self.missions.count(mission.mission_id, "turns", 0, enforce=False)
             return TurnGate(self.missions.get(mission.mission_id), None)
         counted, mission = self.missions.count(mission.mission_id, "turns", envelope.max_turns, enforce=self.mode == "enforce")
