@@ -86,6 +86,7 @@ class HostRuntime:
         self.executor = TurnExecutor(store, state_dir=config.state_dir, clock=self.clock, host=self.host)
         self._known: dict[str, tuple[int, WakeState]] = {}
         self._ticked: dict[str, datetime] = {}
+        self._ticked_complete = False
         self._unpublished: set[str] = set()
         self._running: dict[str, int] = {}
         self._buffer: list[Tick] = []
@@ -148,6 +149,7 @@ class HostRuntime:
         if not changed:
             return
         self._ticked.update(self.ticklog.last_nominal())
+        self._ticked_complete = True  # every automation without an entry has never ticked
         loaded = {a.automation_id: a for a in self.automations.list()} if len(changed) > 1 else {
             aid: self.automations.get(aid) for aid in changed
         }
@@ -297,7 +299,7 @@ class HostRuntime:
         self.automations.save_wake_state(state)
 
     def _last_ticked(self, automation_id: str) -> datetime | None:
-        if automation_id not in self._ticked:
+        if automation_id not in self._ticked and not self._ticked_complete:
             self._ticked.update(self.ticklog.last_nominal(automation_id))
         with self._lock:
             pending = [t.nominal_at for t in self._buffer if t.automation_id == automation_id]
