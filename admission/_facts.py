@@ -48,6 +48,10 @@ CONFIRM_SQL = (
     "RETURNING " + ", ".join(START_COLUMNS)
 )
 
+# Times beyond year 9000 or floors beyond the policy cap are corrupt state, not values to add up.
+_MAX_US = 221_845_392_000_000_000
+_MAX_FLOOR = timedelta(days=3660)
+
 # Ids never contain "/", so this placeholder matches no automation rule when no automation is named.
 _NO_LANE = "/"
 
@@ -105,8 +109,11 @@ def read_facts(tx: DriverTx, goal: str, agent: str, automation: str | None, turn
         t_lane = "/".join(parts[1:4])
         t_anchor = int(parts[4])
     for name, value in (("anchor", t_anchor), ("agent anchor", ag), ("lane anchor", ln), ("lane trigger", ln_tr)):
-        if value is not None and type(value) is not int:
+        if value is not None and (type(value) is not int or not 0 <= value < _MAX_US):
             raise StoreUnavailable(f"malformed {name} time for {goal}/{agent}: {value!r}")
+    for ref in refs:
+        if ref.min_interval > _MAX_FLOOR:
+            raise StoreUnavailable(f"malformed rule at {ref.scope}: a floor of {ref.min_interval}")
     return Facts(
         floor=combine(goal, agent, automation, refs),
         turn_phase=phase,

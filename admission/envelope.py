@@ -151,6 +151,8 @@ def loosened(before: ComputeBlock | None, after: ComputeBlock | None) -> list[st
         if a is not None and (b is None or set(b) - set(a)):
             out.append(f"{key} widened")
     had_bounds = any(getattr(old, key) for key in CAPS) or any(getattr(old, key) is not None for key in LISTS)
-    if had_bounds and (old.on_exhausted or "finish_stuck") == "finish_stuck" and new.on_exhausted == "pause_ask":
+    if old.on_exhausted == "finish_stuck" and new.on_exhausted != "finish_stuck":
+        out.append(f"on_exhausted finish_stuck -> {new.on_exhausted or 'inherited'}")  # an explicit choice given up
+    elif had_bounds and old.on_exhausted is None and new.on_exhausted == "pause_ask":
         out.append("on_exhausted finish_stuck -> pause_ask")
     return out

@@ -241,7 +241,8 @@ class Policies:
             compute_after_text = compute_before_text
             if compute is not None:
                 old_block, problem = read_compute(compute_before_text)
-                looser = loosened(old_block, compute) if problem is None else []
+                # An unreadable stored block cannot be compared: replacing it needs authorization.
+                looser = loosened(old_block, compute) if problem is None else ["replacing an unreadable block"]
                 if looser and not allow_reduction:
                     raise ReductionNotAuthorized(
                         str(scope), "", "", what=f"loosening the compute envelope on {scope} ({', '.join(looser)})"

@@ -115,15 +115,17 @@ class TimerBindings:
         with self.store.write(lock_key=f"timer/{automation_id}") as conn:
             conn.execute(update(b).where(b.c.automation_id == automation_id, b.c.observed_at_us.is_(None) | (b.c.observed_at_us <= to_us(read_at))).values(**values))
 
-    def acknowledge(self, automation_id: str, observed: str, read_at: datetime, now: datetime) -> None:
-        """Record an accepted ACK (the caller has checked freshness and meaning)."""
+    def acknowledge(self, automation_id: str, desired: str, applied_at: datetime, observed: str, read_at: datetime, now: datetime) -> bool:
+        """Record an accepted ACK for exactly the desired schedule and apply the caller checked
+        (compare-and-set: False, and nothing written, if either changed meanwhile)."""
         b = s.timer_bindings
         with self.store.write(lock_key=f"timer/{automation_id}") as conn:
-            conn.execute(
+            done = conn.execute(
                 update(b)
-                .where(b.c.automation_id == automation_id)
+                .where(b.c.automation_id == automation_id, b.c.desired == desired, b.c.applied_at_us == to_us(applied_at))
                 .values(ack_state="acked", acked_at_us=to_us(now), acked_observed=observed, observed_state="present", observed=observed, observed_at_us=to_us(read_at))
             )
+        return done.rowcount == 1
 
     def publish_own(self, readbacks: list[tuple[str, str, str | None, str | None, datetime]]) -> None:
         """For a host that keeps the timers itself (floorgate's own scheduler), in one transaction:

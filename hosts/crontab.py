@@ -104,11 +104,14 @@ class CrontabHost:
             return Observation(state="absent", text=None, read_at=now, detail="no floorgate line for it in the crontab")
         match = _LINE.match(line)
         fields = match.group(1) if match else line
-        return Observation(state="present", text=f"CRON {fields} ({self.zone.key})", read_at=now)
+        foreign = "" if match and match.group(2) == self.command_for(automation_id) else " [the line does not run floorgate]"
+        return Observation(state="present", text=f"CRON {fields} ({self.zone.key}){foreign}", read_at=now)
 
     def matches(self, observation: Observation, schedule: Schedule, now: datetime) -> bool:
         if observation.state != "present" or not observation.text or not observation.text.startswith("CRON "):
             return False
+        if observation.text.endswith("[the line does not run floorgate]"):
+            return False  # fires would skip admission: not the schedule floorgate armed
         fields = observation.text[5:].rsplit(" (", 1)[0].split()
         try:
             spec = parse_cron(fields)

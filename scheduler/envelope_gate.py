@@ -143,8 +143,13 @@ class EnvelopeGate:
         checks: list[tuple[str, str | None]] = []
         if mission.latch is not None:
             checks.append(("latch", f"accounting latch: {mission.latch}; resolve with 'floorgate reconcile {mission.mission_id}'"))
+        elif any(d.state == "dispatched" for d in self.accounting.open_dispatches(mission.mission_id)):
+            checks.append(("latch", f"accounting latch: a dispatched call was never reconciled; resolve with 'floorgate reconcile {mission.mission_id}'"))
         if mission.status == "awaiting_owner":
-            pending = self.approvals.pending(mission.mission_id)
+            pending = [a for a in self.approvals.pending(mission.mission_id) if a.expires_at > read_clock(self.clock)]
+            if not pending and self.mode == "enforce":
+                reason = "the owner ask expired without a decision"
+                return TurnGate(self.missions.settle(mission.mission_id, "stuck", reason), envelope, _stuck(reason))
             ask = pending[0].approval_id if pending else "?"
             checks.append(("owner", f"awaiting owner: floorgate approve {ask} or floorgate deny {ask}"))
         allow = self._allowlist_problem(automation, envelope)

@@ -48,7 +48,7 @@ def host_identity() -> str:
 
 
 def new_turn_id(automation_id: str) -> str:
-    return f"{automation_id}-{uuid.uuid4().hex[:12]}"
+    return f"{automation_id[:100]}-{uuid.uuid4().hex[:12]}"
 
 
 def denied_verdict(decision: Decision) -> Verdict:

@@ -9,12 +9,38 @@
 
 from __future__ import annotations
 
+import os
+import socket
 from dataclasses import dataclass
 
-from admission import Admission, Journal, Phase, Store, TurnRecord, Verdict
+from admission import Admission, Automations, Journal, Missions, NotFound, Phase, Store, TurnRecord, Verdict
 from admission.clock import Clock, SystemClock
 
 from ._process import group_alive, kill_group
+
+def _metered(store: Store, automation_id: str) -> bool:
+    try:
+        return Automations(store).get(automation_id).spec.meter != "none"
+    except NotFound:
+        return False
+
+
+def _orphaned(record: TurnRecord) -> bool:
+    """True when the runner that journaled the attempt is gone: same machine, dead pid."""
+    host, _, pid_text = record.runner_host.rpartition(":")
+    if host != socket.gethostname():
+        return False  # cannot tell from here; that machine's host recovers it
+    pid = int(pid_text) if pid_text.isdigit() else record.runner_pid
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
 
 UNKNOWN = Verdict(status="failed", stop_reason="unknown_outcome", retryable=True, failure_category="infra")
 
@@ -35,6 +61,8 @@ def recover(store: Store, clock: Clock | None = None, *, automation_ids: set[str
     for record in journal.unsettled():
         if automation_ids is not None and record.automation_id not in automation_ids:
             continue
+        if not _orphaned(record):
+            continue  # another runner (a crontab-launched turn, another host) still owns it
         if record.phase == "journaled":
             start = admission.start(record.turn_id)
             if start is not None and start.phase is Phase.RESERVED:
@@ -45,4 +73,7 @@ def recover(store: Store, clock: Clock | None = None, *, automation_ids: set[str
         elif record.child_pid is not None and group_alive(record.child_pid):
             kill_group(record.child_pid, grace=2.0)
         settled.append(journal.settle(record.turn_id, UNKNOWN))
+        if record.mission_id is not None and _metered(store, record.automation_id):
+            # What that turn spent was never reconciled: block new dispatch until an owner resolves it.
+            Missions(store, clock).set_latch(record.mission_id, f"turn {record.turn_id} ended with an unknown outcome; its usage was never reconciled")
     return Recovered(resumable=resumable, settled=settled)

@@ -230,10 +230,15 @@ class HostRuntime:
             with self._lock:
                 self._running[automation_id] -= 1
         decision = outcome.decision
-        if decision is not None and not decision.admitted:
+        if decision is None:
+            # The envelope refused before admission (latch, owner ask, allowlist, exhausted bound):
+            # nothing ran, and the wake cadence is not a failure to back off from.
+            return self._record(automation_id, nominal, fired_at, "denied", outcome.verdict.stop_reason[:32], outcome.turn_id)
+        if not decision.admitted:
             if wake.backoff_step > 0:
                 self._save_wake(self.config.backoff.advance(wake, read_clock(self.clock)))
             return self._record(automation_id, nominal, fired_at, "denied", decision.reason.value, outcome.turn_id)
+        self._rearm(automation, schedule, fired_at)
         if outcome.verdict.status == "succeeded":
             if wake.backoff_step > 0:
                 self._save_wake(self.config.backoff.clear(wake))
@@ -242,6 +247,16 @@ class HostRuntime:
             now = read_clock(self.clock)
             self._save_wake(self.config.backoff.advance(wake, now) if step > 0 else self.config.backoff.reset(automation_id, now))
         return self._record(automation_id, nominal, fired_at, "admitted", outcome.verdict.status, outcome.turn_id)
+
+    def _rearm(self, automation: Automation, schedule: Schedule, fired_at: datetime) -> None:
+        """APScheduler computed this job's next fire before the turn's start moved the floor;
+        recompute it now so the next wake is never before next_eligible_at."""
+        job = self.scheduler.get_job(automation.automation_id) if self.scheduler.running else None
+        if job is None:
+            return
+        nxt = self.plan(automation, schedule, fired_at, read_clock(self.clock))
+        if nxt is not None and (job.next_run_time is None or nxt > job.next_run_time):
+            self.scheduler.modify_job(automation.automation_id, next_run_time=nxt)
 
     def _tick(self, automation_id: str) -> None:
         try:

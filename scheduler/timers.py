@@ -163,15 +163,17 @@ class TimerService:
         if observation is None:
             return AckResult(False, "no readback: an ACK needs the host's current schedule", None)
         if observation.state != "present":
-            if observation.state == "unavailable" and automation.spec.timer != "apscheduler":
-                self.bindings.record_observation(automation.automation_id, "unavailable", None, observation.read_at)
             return AckResult(False, f"host readback is {observation.state}: {observation.detail or 'nothing armed'}", observation)
         if observation.read_at < binding.applied_at:
             # Same-instant readbacks are allowed: the read is only ever made after apply returned.
             return AckResult(False, "the readback is not newer than the last apply; re-read the host", observation)
         if not self._matches(automation, observation, Schedule.parse(binding.desired)):
             return AckResult(False, f"the host armed {observation.text!r}, not the desired schedule", observation)
-        self.bindings.acknowledge(automation.automation_id, observation.text or "", observation.read_at, read_clock(self.clock))
+        stored = self.bindings.acknowledge(
+            automation.automation_id, binding.desired, binding.applied_at, observation.text or "", observation.read_at, read_clock(self.clock)
+        )
+        if not stored:
+            return AckResult(False, "the desired schedule was re-applied during the ACK; acknowledge again", observation)
         return AckResult(True, "acknowledged on a fresh readback", observation)
 
     def _matches(self, automation: Automation, observation: Observation, desired: Schedule) -> bool:

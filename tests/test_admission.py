@@ -194,6 +194,7 @@ def test_phase_less_start_fails_closed(policies, admission, clock, store) -> Non
         pytest.param("UPDATE fg_starts SET phase = 'bogus'", id="unknown-phase"),
         pytest.param("UPDATE fg_rules SET min_interval_us = -5", id="negative-floor"),
         pytest.param("UPDATE fg_rules SET revision = 0", id="zero-revision"),
+        pytest.param("UPDATE fg_starts SET anchor_us = 4611686018427387904", id="anchor-beyond-any-calendar"),
     ],
 )
 def test_malformed_state_denies_and_reads_unavailable(policies, admission, clock, store, edit) -> None:

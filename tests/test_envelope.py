@@ -89,8 +89,12 @@ def test_loosening_a_bound_needs_reduction_authorization(policies: Policies) -> 
         with pytest.raises(ReductionNotAuthorized):
             policies.configure(scope, compute=parse_compute(looser), expected_revision=2, owner_ref="o")
     rule = policies.configure(scope, compute=parse_compute('{"max_turns": 30}'), expected_revision=2, owner_ref="o", allow_reduction=True)
+    explicit = Scope.automation("g", "a", "x")
+    policies.configure(explicit, compute=parse_compute('{"on_exhausted": "finish_stuck"}'), expected_revision=0, owner_ref="o")
+    with pytest.raises(ReductionNotAuthorized):  # giving up an explicit finish_stuck loosens what merges above it
+        policies.configure(explicit, compute=parse_compute('{"max_turns": 5}'), expected_revision=1, owner_ref="o")
     assert rule.compute.max_turns == 30 and rule.min_interval == timedelta(0)
-    change = policies.history(scope)[0]
+    change = policies.history(scope)[1]
     assert change.compute_before == {"max_turns": 20} and change.compute_after == {"max_turns": 30} and change.reduction_authorized
 
 
@@ -206,6 +210,8 @@ def test_malformed_block_fails_closed_in_enforce_and_runs_unbounded_in_observe(s
     auto = automation(store, clock)
     closed = run(store, clock, tmp_path, auto)
     assert closed.verdict.status == "stuck" and "malformed" in closed.verdict.stop_reason
+    with pytest.raises(ReductionNotAuthorized):  # an unreadable block cannot be quietly replaced by a looser one
+        Policies(store, clock).configure(Scope.parse("g/a"), compute=ComputeBlock(), expected_revision=1, owner_ref="o")
     for _ in range(2):  # observe: no phantom ceiling, and the problem is on the record
         assert run(store, clock, tmp_path, auto, mode="observe").verdict.status == "succeeded"
     assert "malformed" in Missions(store, clock).recent("x", 1)[0].problems

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
 import time
 from datetime import timedelta
 
@@ -133,15 +135,18 @@ def test_recovery_resumes_unlaunched_and_settles_lost_launches(store, clock, tmp
     floor(store, clock, "g", DAY)
     automation = add_automation(store, clock)
     admission, journal = Admission(store, clock), Journal(store, clock)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    crashed = f"{socket.gethostname()}:{dead.pid}"  # a runner on this machine that is gone
     # Crash 1: reserved and journaled, never confirmed or spawned.
     admission.reserve(goal="g", agent="a", automation="x", turn_id="t-unlaunched", trigger_time=clock.now())
     journal.begin(turn_id="t-unlaunched", automation_id="x", goal_id="g", agent_id="a", attempt=1, kind="automatic",
-                  manual_reason=None, runner_host="h", runner_pid=1, deadline=clock.now() + timedelta(minutes=5), log_path=None)
+                  manual_reason=None, runner_host=crashed, runner_pid=dead.pid, deadline=clock.now() + timedelta(minutes=5), log_path=None)
     # Crash 2: another lane's turn launched; its process is gone.
     add_automation(store, clock, automation_id="y", agent="b")
     admission.reserve(goal="g", agent="b", automation="y", turn_id="t-lost", trigger_time=clock.now())
     journal.begin(turn_id="t-lost", automation_id="y", goal_id="g", agent_id="b", attempt=1, kind="automatic",
-                  manual_reason=None, runner_host="h", runner_pid=1, deadline=clock.now() + timedelta(minutes=5), log_path=None)
+                  manual_reason=None, runner_host=crashed, runner_pid=dead.pid, deadline=clock.now() + timedelta(minutes=5), log_path=None)
     admission.confirm("t-lost")
     journal.launched("t-lost", 2**22 + 12345)  # no such process
     result = recover(store, clock)
@@ -152,3 +157,15 @@ def test_recovery_resumes_unlaunched_and_settles_lost_launches(store, clock, tmp
     resumed = executor(store, clock, tmp_path).run(automation, turn_id="t-unlaunched")
     assert resumed.decision.reason.value == "resumed" and resumed.verdict.status == "succeeded"
     assert [s.anchor_at for s in admission.starts(agent="a")] == [T0]  # anchor unmoved
+
+
+def test_recovery_leaves_turns_of_live_runners_alone(store, clock, tmp_path) -> None:
+    automation = add_automation(store, clock)
+    journal = Journal(store, clock)
+    for name, host in (("t-here", f"{socket.gethostname()}:{os.getppid()}"), ("t-elsewhere", "other-machine:12345")):
+        journal.begin(turn_id=name, automation_id=automation.automation_id, goal_id="g", agent_id="a", attempt=1, kind="automatic",
+                      manual_reason=None, runner_host=host, runner_pid=1, deadline=clock.now() + timedelta(minutes=5), log_path=None)
+        journal.launched(name, 2**22 + 7)
+    result = recover(store, clock)
+    assert result.settled == [] and result.resumable == []
+    assert {r.turn_id for r in journal.unsettled()} == {"t-here", "t-elsewhere"}

@@ -85,9 +85,24 @@ def test_ack_rejects_an_unavailable_host(store, cron_user) -> None:
     svc = TimerService(store, clock=clock, crontab_user=cron_user)
     automation = add(store, clock, "q", EVERY_15, "crontab")
     svc.apply(automation)
+    before = TimerBindings(store).get("q")
     broken = TimerService(store, clock=clock, crontab_user="no-such-user-fg")
     result = broken.ack(automation)
     assert not result.accepted and result.observation is not None and result.observation.state == "unavailable"
+    assert TimerBindings(store).get("q") == before  # a rejected ACK persists nothing
+
+
+def test_a_cron_line_that_no_longer_runs_floorgate_is_not_acknowledged(store, cron_user) -> None:
+    clock = FixedClock(T0)
+    svc = TimerService(store, clock=clock, crontab_user=cron_user)
+    automation = add(store, clock, "q", EVERY_15, "crontab")
+    svc.apply(automation)
+    text = crontab_text(cron_user)
+    line = next(x for x in text.splitlines() if x.endswith("# floorgate:q"))
+    hijacked = text.replace(line, "5-59/15 * * * * claude -p wake-up # floorgate:q")
+    subprocess.run(["crontab", "-u", cron_user, "-"], input=hijacked, text=True, check=True)
+    result = svc.ack(automation)
+    assert not result.accepted and "does not run floorgate" in result.observation.text
 
 
 @pytest.mark.parametrize(

@@ -131,6 +131,21 @@ def test_dst_days_fire_once(rule: str, day: datetime, expected_local: list[str])
     assert walked == fires
 
 
+def test_after_an_admitted_tick_the_timer_is_rearmed_at_the_floor(store, tmp_path) -> None:
+    clock = FixedClock(T0)
+    floor(store, clock, "g/a", timedelta(hours=3))
+    add_automation(store, clock, schedule="DTSTART:20261201T090000Z RRULE:FREQ=HOURLY")
+    host = runtime(store, clock, tmp_path)
+    host.scheduler.start(paused=True)
+    try:
+        host.sync()
+        assert host.tick("x").decision == "admitted"
+        job = host.scheduler.get_job("x")
+        assert job.next_run_time == T0 + timedelta(hours=3)  # not the next hourly fire at +1h
+    finally:
+        host.scheduler.shutdown(wait=False)
+
+
 def test_paused_automation_ticks_are_skipped_and_recorded(store, tmp_path) -> None:
     clock = FixedClock(T0)
     add_automation(store, clock)
