@@ -134,11 +134,14 @@ def test_exhausted_mission_settles_stuck_naming_the_bound_and_survives_restart(d
     clock = FixedClock(T0)
     with open_store(db_url) as store:
         envelope(store, clock, '{"max_turns": 2}')
+        Policies(store, clock).configure(Scope.parse("g/a/x"), min_interval=timedelta(minutes=1), expected_revision=0, owner_ref="o")
         auto = automation(store, clock, "import sys; sys.exit(1)")
         run(store, clock, tmp_path, auto)
+    clock.advance(timedelta(minutes=2))
     with open_store(db_url) as store:  # a restart: the counter is durable
         auto = Automations(store, clock).get("x")
         assert run(store, clock, tmp_path, auto).verdict.status == "failed"
+    clock.advance(timedelta(minutes=2))
     with open_store(db_url) as store:
         auto = Automations(store, clock).get("x")
         stuck = run(store, clock, tmp_path, auto)
@@ -146,6 +149,9 @@ def test_exhausted_mission_settles_stuck_naming_the_bound_and_survives_restart(d
         assert stuck.record is None  # nothing launched
         mission = Missions(store, clock).recent("x", 1)[0]
         assert mission.status == "stuck" and mission.stop_reason == "compute bound exhausted: max_turns=2"
+        from admission import Admission
+
+        assert len(Admission(store, clock).starts()) == 2  # refused before admission: no floor slot spent
 
 
 def test_max_wall_seconds_kills_at_the_mission_deadline(store, tmp_path) -> None:

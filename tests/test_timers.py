@@ -61,8 +61,10 @@ def test_crontab_apply_reads_back_acks_and_reapply_changes_nothing(store, cron_u
     assert binding.ack_state == "acked" and binding.observed == "CRON 5-59/15 * * * * (" + CrontabHost(str).zone.key + ")"
     before = crontab_text(cron_user)
     assert before.count("# floorgate:q") == 1 and "turn run q" in before
-    svc.apply(automation)  # unchanged: a no-op
-    assert crontab_text(cron_user) == before
+    spool = Path("/var/spool/cron/crontabs") / cron_user
+    written = spool.stat().st_mtime_ns
+    svc.apply(automation)  # unchanged: a no-op, not even a rewrite
+    assert crontab_text(cron_user) == before and spool.stat().st_mtime_ns == written
     assert svc.ack(automation).accepted
 
 

@@ -146,6 +146,24 @@ def test_after_an_admitted_tick_the_timer_is_rearmed_at_the_floor(store, tmp_pat
         host.scheduler.shutdown(wait=False)
 
 
+def test_a_tick_while_a_turn_runs_is_skipped_and_counted(store, tmp_path) -> None:
+    import os
+    import socket
+
+    from admission import Journal
+
+    clock = FixedClock(T0)
+    add_automation(store, clock)
+    Journal(store, clock).begin(
+        turn_id="running", automation_id="x", goal_id="g", agent_id="a", attempt=1, kind="automatic", manual_reason=None,
+        runner_host=f"{socket.gethostname()}:{os.getpid()}", runner_pid=os.getpid(), deadline=T0 + DAY, log_path=None,
+    )
+    host = runtime(store, clock, tmp_path)
+    tick = host.tick("x")
+    assert tick.decision == "skipped" and tick.reason == "overlap"
+    assert Admission(store, clock).starts() == []
+
+
 def test_paused_automation_ticks_are_skipped_and_recorded(store, tmp_path) -> None:
     clock = FixedClock(T0)
     add_automation(store, clock)
