@@ -28,6 +28,9 @@ _MIGRATIONS = Path(__file__).with_name("_migrations")
 _VERSION_TABLE = "fg_alembic_version"
 _MIGRATION_LOCK = 0x666C6F6F72  # "floor": the advisory lock id that serializes schema upgrades
 _BUSY_TIMEOUT_MS = 30_000
+# Each thread keeps one connection for the admission hot path and may borrow one more for other
+# work; a host runs up to a few dozen threads, so the pool must hold both without waiting.
+_POOL = {"pool_size": 16, "max_overflow": 48}
 
 
 def resolve_url(url: str | None) -> str:
@@ -231,7 +234,7 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _sqlite_engine(url: str) -> Engine:
-    engine = create_engine(url, connect_args={"timeout": _BUSY_TIMEOUT_MS / 1000})
+    engine = create_engine(url, connect_args={"timeout": _BUSY_TIMEOUT_MS / 1000}, **_POOL)
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
@@ -270,7 +273,7 @@ def open_store(url: str | None = None) -> Store:
     elif backend == "postgresql":
         if parsed.get_driver_name() != "psycopg":
             raise InvalidInput("db", "use the psycopg 3 driver: postgresql+psycopg://user@host/db")
-        engine = create_engine(resolved, pool_pre_ping=False)
+        engine = create_engine(resolved, pool_pre_ping=False, **_POOL)
     else:
         raise InvalidInput("db", f"backend {backend!r} is not supported; use a SQLite file path or postgresql://")
     store = Store(engine, resolved)

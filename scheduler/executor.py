@@ -19,6 +19,7 @@ from pathlib import Path
 
 from admission import Admission, Automation, Decision, InvalidInput, Journal, Store, TurnRecord, Verdict
 from admission.clock import Clock, SystemClock, read_clock
+from admission.scope import check_id
 
 from ._process import kill_group, pump, spawn
 from .envelope_gate import EnvelopeGate, envelope_mode
@@ -87,6 +88,7 @@ class TurnExecutor:
     ) -> TurnOutcome:
         """Run one managed turn of ``automation``; see the module docstring for the phases."""
         if turn_id is not None:
+            check_id(turn_id, "turn_id")
             existing = self.journal.get(turn_id)
             if existing is not None and existing.verdict is not None:
                 return TurnOutcome(turn_id, existing.verdict, None, existing, replayed=True)
