@@ -36,6 +36,8 @@ def _demo(ctx: Context) -> int:
          ["admit", "--goal", "inbox", "--agent", "triage", "--automation", "morning", "--turn", "demo-2"]),
         ("Readback shows why, and the exact time it may run:",
          ["status"]),
+        ("Before saving a 15-minute schedule for the same agent, preview what the daily floor lets through:",
+         ["automation", "preview", "ci-check", "--goal", "inbox", "--agent", "triage", "--schedule", "every 15m", "--next", "6"]),
     ]
     out = sys.stdout
     for say, argv in steps:
