@@ -150,8 +150,10 @@ def test_external_ack_needs_a_fresh_readback_and_unavailable_clears_facts(store)
     svc.apply(automation)
     desired = TimerBindings(store).get("ext").desired
     clock.advance(-timedelta(seconds=1))  # a readback taken before the apply cannot certify it
+    before = TimerBindings(store).get("ext")
     stale = svc.ack(automation, current_rrule=desired)
     assert not stale.accepted and "not newer" in stale.reason
+    assert TimerBindings(store).get("ext") == before  # rejected: nothing persisted
     clock.advance(timedelta(seconds=5))
     assert not svc.ack(automation).accepted  # no observation supplied: nothing to certify from
     assert svc.ack(automation, current_rrule=desired).accepted
