@@ -8,7 +8,7 @@ of their period that is at least the floor: a subset of the owner's fire times, 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 from ._rrule import Recur
 from .contract import HORIZON
@@ -36,16 +36,20 @@ class Desired:
 
 def min_gap(schedule: Schedule, now: datetime, horizon: timedelta = HORIZON) -> tuple[timedelta, datetime] | None:
     """The smallest start-to-start gap over the horizon (sampled up to 20,000 fires) and where."""
-    previous = schedule.last_at_or_before(now)
+    # In UTC: Python subtracts two datetimes of one zone as wall-clock times, which would hide
+    # the 23-hour day of a DST change.
+    last = schedule.last_at_or_before(now)
+    previous = last.astimezone(timezone.utc) if last is not None else None
     best: tuple[timedelta, datetime] | None = None
     end = now + horizon
-    for count, occurrence in enumerate(schedule._engine.iterate(now)):
+    for count, local in enumerate(schedule._engine.iterate(now)):
+        occurrence = local.astimezone(timezone.utc)
         if occurrence > end or count >= _SAMPLE:
             break
         if previous is not None:
             gap = occurrence - previous
             if best is None or gap < best[0]:
-                best = (gap, occurrence)
+                best = (gap, local)
         previous = occurrence
     return best
 

@@ -8,7 +8,7 @@ daily floor runs once a day, and when.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 
 from admission import Admission
 from hosts import Schedule
@@ -35,11 +35,12 @@ def preview(admission: Admission, schedule: Schedule, *, goal: str, agent: str, 
     unavailable = eligibility.status == "unavailable"
     rows = []
     for fire in schedule.occurrences(count, after=now):
+        fire_utc = fire.astimezone(timezone.utc)  # floors are elapsed time, not wall-clock time
         if unavailable:
             rows.append(PreviewRow(fire, False, None))
             continue
-        ok = next_eligible is None or fire >= next_eligible
+        ok = next_eligible is None or fire_utc >= next_eligible
         rows.append(PreviewRow(fire, ok, None if ok else next_eligible))
         if ok and floor:
-            next_eligible = fire + floor
+            next_eligible = fire_utc + floor
     return Preview(rows=rows, floor_seconds=floor.total_seconds() if floor else 0.0, status=eligibility.status)

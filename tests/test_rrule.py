@@ -221,3 +221,16 @@ def test_canonical_form_is_stable_and_compares_by_meaning() -> None:
     b = Schedule.parse("DTSTART;TZID=Europe/Berlin:20261201T090000\nRRULE:FREQ=WEEKLY;BYDAY=MO,TH")
     assert a.canonical() == b.canonical() == "DTSTART;TZID=Europe/Berlin:20261201T090000\nRRULE:FREQ=WEEKLY;BYDAY=MO,TH"
     assert Schedule.parse(a.canonical()).canonical() == a.canonical()
+
+
+@pytest.mark.parametrize("case", jsonl(FIXTURES / "floor_compat.jsonl"), ids=lambda c: c["id"])
+def test_floor_compatible_schedules(case: dict) -> None:  # type: ignore[type-arg]
+    from admission import parse_interval
+    from hosts.flooring import floor_compatible
+
+    now = datetime(2026, 11, 29, tzinfo=timezone.utc)
+    desired = floor_compatible(Schedule.parse(case["schedule"]), parse_interval(case["floor"]), now)
+    if case["expected"] is None:
+        assert desired.schedule is None and "closer than the floor" in desired.hold_reason
+    else:
+        assert desired.schedule.canonical() == case["expected"] and desired.raised is case["raised"]
