@@ -175,3 +175,17 @@ def test_paused_automation_ticks_are_skipped_and_recorded(store, tmp_path) -> No
     from admission import TickLog
 
     assert TickLog(store).counters("x") == {"skipped": {"paused": 1}}
+
+
+def test_preview_counts_the_floor_in_elapsed_time_across_dst(store) -> None:
+    from datetime import timezone
+
+    from scheduler.preview import preview
+
+    clock = FixedClock(datetime(2027, 3, 25, tzinfo=timezone.utc))
+    floor(store, clock, "g/a", timedelta(hours=24))
+    schedule = Schedule.parse("DTSTART;TZID=Europe/Berlin:20261101T090000 RRULE:FREQ=DAILY")
+    rows = preview(Admission(store, clock), schedule, goal="g", agent="a", automation="x", count=5, now=clock.now()).rows
+    by_day = {r.fire_at.date().isoformat(): r.admitted for r in rows}
+    # 2027-03-28 09:00 CEST is 23 hours after 2027-03-27 09:00 CET: inside a 24-hour floor.
+    assert by_day == {"2027-03-25": True, "2027-03-26": True, "2027-03-27": True, "2027-03-28": False, "2027-03-29": True}
