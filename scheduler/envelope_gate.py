@@ -166,7 +166,7 @@ class EnvelopeGate:
                 self._observed(mission, reason or f"{kind} would be exhausted")
                 continue
             if kind in ("latch", "owner"):
-                return TurnGate(mission, envelope, Verdict(status="denied", stop_reason=(reason or kind)[:128], retryable=False, failure_category="policy"))
+                return TurnGate(mission, envelope, _stuck(reason or kind))
             if kind in ("model", "backend"):
                 return TurnGate(self.missions.settle(mission.mission_id, "stuck", reason), envelope, _stuck(reason or kind))
             value = {

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 import socket
 import subprocess
 import uuid
@@ -38,6 +39,7 @@ class TurnOutcome:
     decision: Decision | None
     record: TurnRecord | None
     replayed: bool = False
+    detail: str = ""
 
     @property
     def launched(self) -> bool:
@@ -50,6 +52,28 @@ def host_identity() -> str:
 
 def new_turn_id(automation_id: str) -> str:
     return f"{automation_id[:100]}-{uuid.uuid4().hex[:12]}"
+
+
+MISSION_HOLD = "mission "
+
+
+def hold_for_stuck_mission(store: Store, automation_id: str, clock: Clock | None = None) -> None:
+    from admission import Automations, Missions
+
+    recent = Missions(store, clock).recent(automation_id, 1)
+    if not recent or recent[0].status != "stuck":
+        return
+    mission = recent[0]
+    automations = Automations(store, clock)
+    automation = automations.get(automation_id)
+    # Only a mission that got stuck after the owner last touched the automation holds it: a
+    # resume after a stuck mission starts a new one.
+    if automation.state == "active" and mission.settled_at is not None and mission.settled_at >= automation.updated_at:
+        automations.set_state(
+            automation_id,
+            "held",
+            f"{MISSION_HOLD}{mission.mission_id} is stuck ({mission.stop_reason}); 'floorgate automation resume {automation_id}' starts a new one",
+        )
 
 
 def denied_verdict(decision: Decision) -> Verdict:
@@ -68,6 +92,7 @@ class TurnExecutor:
         host: str | None = None,
         log_cap: int = DEFAULT_LOG_CAP,
         mode: str | None = None,
+        sleep=time.sleep,  # type: ignore[no-untyped-def]
     ) -> None:
         self.store = store
         self.clock = clock if clock is not None else SystemClock()
@@ -77,6 +102,7 @@ class TurnExecutor:
         self.host = host if host is not None else host_identity()
         self.log_cap = log_cap
         self.gate = EnvelopeGate(store, clock=self.clock, mode=envelope_mode(mode))
+        self.sleep = sleep
 
     def run(
         self,
@@ -85,8 +111,14 @@ class TurnExecutor:
         turn_id: str | None = None,
         manual_reason: str | None = None,
         nominal: datetime | None = None,
+        wait_eligible: timedelta = timedelta(0),
     ) -> TurnOutcome:
-        """Run one managed turn of ``automation``; see the module docstring for the phases."""
+        """Run one managed turn of ``automation``; see the module docstring for the phases.
+
+        ``wait_eligible``: when the floor denies with a next eligible time at most this far away
+        (a timer that fires a few hundred milliseconds before a floor equal to its period), wait
+        for it and ask again instead of losing the whole period. The floor is never shortened.
+        """
         if turn_id is not None:
             check_id(turn_id, "turn_id")
             existing = self.journal.get(turn_id)
@@ -98,22 +130,30 @@ class TurnExecutor:
             raise InvalidInput(
                 "automation", f"{automation.automation_id} has an external timer: its app launches it (guard it with the hook)"
             )
+        hold_for_stuck_mission(self.store, automation.automation_id, self.clock)
+        automation = self._fresh(automation)
+        if automation.state != "active" and manual_reason is None:
+            note = f": {automation.state_note}" if automation.state_note else ""
+            verdict = Verdict(status="denied", stop_reason=f"automation_{automation.state}", retryable=False, failure_category="policy")
+            return TurnOutcome(turn_id, verdict, None, None, detail=f"{automation.automation_id} is {automation.state}{note}; 'floorgate automation resume {automation.automation_id}' or pass --manual-reason")
         now = read_clock(self.clock)
         pre = self.gate.precheck(automation)
         if pre.refusal is not None:
+            self._hold_if_stuck(automation)
             return TurnOutcome(turn_id, pre.refusal, None, None)
-        decision = self.admission.reserve(
-            goal=spec.goal_id,
-            agent=spec.agent_id,
-            automation=automation.automation_id,
-            turn_id=turn_id,
-            trigger_time=nominal if nominal is not None else now,
-            manual_reason=manual_reason,
-        )
+        trigger = nominal if nominal is not None else now
+        decision = self._reserve(automation, turn_id, trigger, manual_reason)
+        if not decision.admitted and decision.reason.value == "interval_wait" and decision.next_eligible_at is not None:
+            gap = decision.next_eligible_at - read_clock(self.clock)
+            if timedelta(0) < gap <= wait_eligible:
+                self.sleep(gap.total_seconds())
+                decision = self._reserve(automation, turn_id, trigger, manual_reason)
+        now = read_clock(self.clock)
         if not decision.admitted:
             return TurnOutcome(turn_id, denied_verdict(decision), decision, None)
         gate = self.gate.begin_turn(automation, pre)
         if gate.refusal is not None:
+            self._hold_if_stuck(automation)
             # Admitted, but the envelope refused it in the counting statement: nothing launches,
             # and the admitted start is not refunded (conservative).
             return TurnOutcome(turn_id, gate.refusal, decision, None)
@@ -129,7 +169,7 @@ class TurnExecutor:
             automation_id=automation.automation_id,
             goal_id=spec.goal_id,
             agent_id=spec.agent_id,
-            attempt=self.journal.attempts(automation.automation_id) + 1,
+            attempt=gate.mission.turns if gate.mission is not None else self.journal.attempts(automation.automation_id) + 1,
             kind=decision.kind.value,
             manual_reason=manual_reason,
             runner_host=self.host,
@@ -151,7 +191,29 @@ class TurnExecutor:
             usage = read_usage(spec.meter, tapped)
             verdict = self.gate.after_turn(automation, gate.mission, turn_id, verdict, usage)
         settled = self.journal.settle(turn_id, verdict)
+        self._hold_if_stuck(automation)
         return TurnOutcome(turn_id, settled.verdict or verdict, decision, settled)
+
+    def _fresh(self, automation: Automation) -> Automation:
+        from admission import Automations
+
+        return Automations(self.store, self.clock).get(automation.automation_id)
+
+    def _hold_if_stuck(self, automation: Automation) -> None:
+        """A stuck mission is a wall for the owner: hold the automation so the next episode does
+        not start on a fresh allowance until the owner resumes it."""
+        hold_for_stuck_mission(self.store, automation.automation_id, self.clock)
+
+    def _reserve(self, automation: Automation, turn_id: str, trigger: datetime, manual_reason: str | None) -> Decision:
+        spec = automation.spec
+        return self.admission.reserve(
+            goal=spec.goal_id,
+            agent=spec.agent_id,
+            automation=automation.automation_id,
+            turn_id=turn_id,
+            trigger_time=trigger,
+            manual_reason=manual_reason,
+        )
 
     def _launch(self, automation: Automation, record: TurnRecord, log_path: Path, timeout: timedelta, tapped: list[str]) -> Verdict:
         host = automation.spec.host

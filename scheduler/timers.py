@@ -27,6 +27,8 @@ from hosts.errors import HostUnavailable, UnsupportedSchedule
 from hosts.external import ExternalTimer
 from hosts.flooring import floor_compatible
 
+from .executor import MISSION_HOLD
+
 
 @dataclass(frozen=True)
 class AckResult:
@@ -64,7 +66,8 @@ class TimerService:
         url = self.store.url
         if url.startswith("sqlite:///") and not url.startswith("sqlite:////"):
             url = "sqlite:///" + str(Path(url[len("sqlite:///"):]).resolve())
-        argv = [sys.executable, "-m", "scheduler", "--db", url, "turn", "run", automation_id]
+        # cron fires on the minute; a start a moment before a floor equal to the period waits for it.
+        argv = [sys.executable, "-m", "scheduler", "--db", url, "turn", "run", automation_id, "--wait-eligible", "2m"]
         if self.state_dir is not None:
             argv += ["--state-dir", str(self.state_dir.resolve())]
         return shlex.join(argv) + " >/dev/null 2>&1"
@@ -93,7 +96,7 @@ class TimerService:
         )
         if hold is not None and automation.state == "active":
             self.automations.set_state(automation.automation_id, "held", hold)
-        elif hold is None and automation.state == "held":
+        elif hold is None and automation.state == "held" and not (automation.state_note or "").startswith(MISSION_HOLD):
             self.automations.set_state(automation.automation_id, "active", None)
         return binding
 

@@ -257,7 +257,8 @@ def test_pause_ask_approval_extends_by_the_stored_proposal_once(store, tmp_path)
     clock = FixedClock(T0)
     auto, ask = paused_mission(store, clock, tmp_path)
     assert Missions(store, clock).get(ask.mission_id).status == "awaiting_owner"
-    assert run(store, clock, tmp_path, auto).verdict.status == "denied"  # waits for the owner
+    waiting = run(store, clock, tmp_path, auto).verdict  # waits for the owner, and says how to answer
+    assert waiting.status == "stuck" and f"approve {ask.approval_id}" in waiting.stop_reason
     decided = Approvals(store, clock).decide(ask.approval_id, True, scope_now="g/a/x")
     assert decided.state == "approved" and decided.proposal == {"max_turns": 1}
     mission = Missions(store, clock).get(ask.mission_id)
@@ -284,12 +285,19 @@ def test_expired_superseded_mismatched_and_unknown_ids_are_rejected(store, tmp_p
     assert Missions(store, clock).get(ask.mission_id).status == "awaiting_owner"
 
 
-def test_deny_stops_the_mission(store, tmp_path) -> None:
+def test_deny_stops_the_mission_and_holds_the_automation_until_resumed(store, tmp_path) -> None:
     clock = FixedClock(T0)
-    _, ask = paused_mission(store, clock, tmp_path)
+    auto, ask = paused_mission(store, clock, tmp_path)
     Approvals(store, clock).decide(ask.approval_id, False, scope_now="g/a/x")
     mission = Missions(store, clock).get(ask.mission_id)
     assert mission.status == "stuck" and "denied" in mission.stop_reason
+    refused = run(store, clock, tmp_path, auto)  # no fresh allowance behind the owner's back
+    assert refused.record is None and refused.verdict.stop_reason == "automation_held"
+    assert Automations(store, clock).get("x").state == "held"
+    clock.advance(timedelta(seconds=1))
+    Automations(store, clock).set_state("x", "active", None)  # the owner resumes: a new mission
+    assert run(store, clock, tmp_path, Automations(store, clock).get("x")).record is not None
+    assert Missions(store, clock).current("x").mission_id != ask.mission_id
 
 
 def test_a_failure_to_record_the_decision_never_resumes(tmp_path) -> None:
@@ -331,7 +339,7 @@ def test_unparseable_usage_latches_the_mission_across_restarts(db_url: str, tmp_
         latched = Missions(store, clock).current("x")
         assert latched.latch is not None and "could not be parsed" in latched.latch
         blocked = run(store, clock, tmp_path, auto)
-        assert blocked.verdict.status == "denied" and "accounting latch" in blocked.verdict.stop_reason
+        assert blocked.verdict.status == "stuck" and "accounting latch" in blocked.verdict.stop_reason
         assert run(store, clock, tmp_path, auto, mode="observe").verdict.status == "failed"  # observe: recorded, not blocked
         Missions(store, clock).set_latch(latched.mission_id, None)  # what 'floorgate reconcile --clear-latch' does
 

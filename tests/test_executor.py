@@ -169,3 +169,23 @@ def test_recovery_leaves_turns_of_live_runners_alone(store, clock, tmp_path) -> 
     result = recover(store, clock)
     assert result.settled == [] and result.resumable == []
     assert {r.turn_id for r in journal.unsettled()} == {"t-here", "t-elsewhere"}
+
+
+def test_a_fire_just_before_the_floor_waits_for_it_instead_of_losing_the_period(store, clock, tmp_path) -> None:
+    floor(store, clock, "g/a", timedelta(hours=1))
+    automation = add_automation(store, clock)
+    slept = []
+
+    def fake_sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock.advance(timedelta(seconds=seconds))
+
+    run = TurnExecutor(store, state_dir=tmp_path / "s", clock=clock, sleep=fake_sleep)
+    assert run.run(automation).verdict.status == "succeeded"
+    clock.advance(timedelta(hours=1) - timedelta(milliseconds=300))  # cron fired; python started a bit early
+    assert run.run(automation).verdict.status == "denied" and slept == []  # no waiting unless asked
+    late = run.run(automation, wait_eligible=timedelta(minutes=2))
+    assert late.verdict.status == "succeeded" and slept == [pytest.approx(0.3)]
+    clock.advance(timedelta(minutes=10))
+    far = run.run(automation, wait_eligible=timedelta(minutes=2))  # 50 minutes away: denied, no wait
+    assert far.verdict.status == "denied" and len(slept) == 1

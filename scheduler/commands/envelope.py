@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import json
 
 from admission import Accounting, ApprovalRejected, Approvals, Automations, InvalidInput, Missions, NotFound
 from admission.clock import iso
 
 from ..cli import EXIT_DENIED, EXIT_OK, Context, add_common
 from ..envelope_gate import EnvelopeGate
+from ..executor import hold_for_stuck_mission
 from ..present import mission_doc, table
 
 
@@ -56,11 +58,14 @@ def _decide(ctx: Context) -> int:
     except ApprovalRejected as exc:
         ctx.emit({"approval_id": approval_id, "accepted": False, "reason": str(exc)}, f"rejected: {exc}")
         return EXIT_DENIED
+    if not ctx.args.approve:
+        hold_for_stuck_mission(ctx.store, mission.automation_id)
     verb = "approved" if ctx.args.approve else "denied"
-    extension = ", ".join(f"{k} +{v}" for k, v in decided.proposal.items())
+    extension = ", ".join(f"{k} +{v}" for k, v in decided.proposal.items())  # e.g. max_turns +20
     ctx.emit(
         {"approval_id": approval_id, "accepted": True, "state": decided.state, "mission": decided.mission_id, "proposal": decided.proposal},
-        f"{verb} {approval_id}: mission {decided.mission_id} " + (f"extended ({extension}) and resumes" if ctx.args.approve else "stops"),
+        f"{verb} {approval_id}: mission {decided.mission_id} "
+        + (f"extended ({extension}) and resumes" if ctx.args.approve else f"stops; {mission.automation_id} is held until you resume it"),
     )
     return EXIT_OK
 
@@ -83,8 +88,11 @@ def _reconcile(ctx: Context) -> int:
         open_requests = accounting.open_dispatches(mission.mission_id)
         if open_requests:
             raise InvalidInput("--clear-latch", f"{len(open_requests)} request(s) still unreconciled: {', '.join(d.request_id for d in open_requests[:5])}")
-        missions.set_latch(mission.mission_id, None)
-        done.append("latch cleared")
+        if mission.latch is None:
+            done.append("no latch to clear")
+        else:
+            missions.set_latch(mission.mission_id, None)
+            done.append("latch cleared")
     mission = missions.get(a.mission)
     ctx.emit({"mission": mission_doc(mission), "done": done}, "; ".join(done) or f"mission {mission.mission_id}: latch {mission.latch or 'clear'}")
     return EXIT_OK
@@ -126,7 +134,7 @@ def _show(ctx: Context) -> int:
         if mission.latch:
             lines.append(f"  ACCOUNTING LATCH: {mission.latch}")
         for ask in doc["pending_asks"]:
-            lines.append(f"  awaiting owner: floorgate approve {ask['approval_id']}  (proposal {ask['proposal']}, expires {ask['expires_at']})")
+            lines.append(f"  awaiting owner: floorgate approve {ask['approval_id']}  (proposal {json.dumps(ask['proposal'])}, expires {ask['expires_at']})")
         return "\n".join(lines)
 
     ctx.emit(doc, text)

@@ -6,6 +6,7 @@ import argparse
 
 from admission import Automations, InvalidInput, Journal, NotFound
 from admission.clock import iso
+from admission.intervals import parse_interval
 
 from ..cli import EXIT_DENIED, EXIT_OK, Context, add_common, state_dir
 from ..executor import TurnExecutor
@@ -23,6 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--manual-reason", help="a manual run (explicit intent): bypasses only the interval, recorded")
     p.add_argument("--turn", help="turn id; a settled id replays its settlement without running")
     p.add_argument("--state-dir", help="where per-turn logs go (default $FLOORGATE_STATE_DIR or ./floorgate-state)")
+    p.add_argument("--wait-eligible", default="0", help="if the floor opens within this long (e.g. 2m), wait for it instead of being denied")
     p.add_argument("--envelope-mode", choices=["disabled", "observe", "enforce"], help="default $FLOORGATE_ENVELOPE_MODE, else enforce")
     add_common(p)
     p.set_defaults(handler=_run)
@@ -38,7 +40,8 @@ def _run(ctx: Context) -> int:
     if a.manual_reason is not None and not a.manual_reason.strip():
         raise InvalidInput("--manual-reason", "a manual run needs a non-empty reason")
     executor = TurnExecutor(ctx.store, state_dir=state_dir(a), mode=a.envelope_mode)
-    outcome = executor.run(automation, turn_id=a.turn, manual_reason=a.manual_reason)
+    wait = parse_interval(a.wait_eligible, "--wait-eligible")
+    outcome = executor.run(automation, turn_id=a.turn, manual_reason=a.manual_reason, wait_eligible=wait)
     v = outcome.verdict
     doc = {
         "turn_id": outcome.turn_id,
@@ -49,6 +52,8 @@ def _run(ctx: Context) -> int:
     }
     if outcome.replayed:
         text = f"turn {outcome.turn_id} was already settled: {v.status} ({v.stop_reason}); nothing run"
+    elif outcome.detail:
+        text = f"not run: {outcome.detail}"
     elif outcome.decision is not None and not outcome.decision.admitted:
         d = outcome.decision
         when = f"; eligible at {iso(d.next_eligible_at)}" if d.next_eligible_at else ""
@@ -62,7 +67,7 @@ def _run(ctx: Context) -> int:
     if v.status == "succeeded":
         return EXIT_OK
     if v.status == "denied" and outcome.record is None:
-        return EXIT_DENIED
+        return EXIT_DENIED  # admission, or a paused/held automation: nothing ran
     return EXIT_FAILED
 
 
