@@ -91,6 +91,8 @@ def automation_status(
         detail = f"{detail}; ACCOUNTING LATCH on {mission.mission_id}: {mission.latch}"
     if problem is not None:
         detail = f"{detail}; ENVELOPE PROBLEM: {problem}"
+    if next_fire is not None and next_fire < kwargs["now"]:
+        next_fire = kwargs["now"]  # a due catch-up fires as soon as a host arms the timer
     return AutomationStatus(
         base.automation, state, detail, base.eligibility, next_fire, base.last_turn, binding, guarantee(automation, binding),
         mission, envelope,

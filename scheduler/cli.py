@@ -101,7 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="floorgate",
         description="Durable interval admission for scheduled AI agents.",
-        epilog="exit codes: 0 ok/admitted, 1 store unavailable, 2 invalid input, 3 denied, 4 revision conflict",
+        epilog="exit codes: 0 ok/admitted, 1 store unavailable, 2 invalid input, 3 denied, 4 revision conflict, "
+        "5 a managed turn failed, timed out or got stuck",
     )
     add_common(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)

@@ -292,6 +292,7 @@ class HostRuntime:
         )
         with self._lock:
             self._buffer.append(tick)
+        log.info("tick %s (due %s): %s %s %s", automation_id, nominal.isoformat(), decision, reason, turn_id or "")
         return tick
 
     def flush(self) -> None:

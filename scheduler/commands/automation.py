@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from datetime import timedelta
 
 from pydantic import ValidationError
@@ -113,13 +114,15 @@ def _host(args: argparse.Namespace, base: CommandHost | None, timer: str) -> Com
         if timer == "external":
             return None
         raise InvalidInput("argv", "give the command after --, e.g. -- ./triage.sh --inbox")
-    values = base.model_dump() if base is not None else {"timeout_seconds": 600.0}
+    # A new command runs where it was added unless told otherwise: timers (cron, floorgate run)
+    # start elsewhere, and a relative ./script.sh must still be found.
+    values = base.model_dump() if base is not None else {"timeout_seconds": 600.0, "cwd": os.getcwd()}
     if argv:
         values["argv"] = tuple(argv)
     if args.timeout is not None:
         values["timeout_seconds"] = args.timeout
     if args.cwd is not None:
-        values["cwd"] = args.cwd
+        values["cwd"] = os.path.abspath(args.cwd)
     if args.env is not None:
         values["env_allow"] = tuple(args.env)
     try:
@@ -207,6 +210,8 @@ def _show(ctx: Context) -> int:
     journal = Journal(store)
     status = automation_status(automation, admission=Admission(store), automations=repo, journal=journal, ticklog=ticklog, now=now)
     schedule = Schedule.parse(automation.spec.schedule)
+    if automation.spec.timer != "apscheduler" and status.binding is not None and status.binding.desired is not None:
+        schedule = Schedule.parse(status.binding.desired)  # what that host actually fires (floored)
     fires = schedule.occurrences(a.count, after=now)
     ticks = ticklog.recent(automation.automation_id, a.ticks)
     turns = journal.recent(automation.automation_id, 5)

@@ -111,6 +111,10 @@ def _show(ctx: Context) -> int:
     scope = scope_from(args, required=False)
     policies = Policies(ctx.store)
     rules = policies.list(scope.goal_id if scope else None)
+    if scope is not None and scope.agent_id is not None:
+        # The scope, what it inherits and what narrows it; not its siblings.
+        rules = [r for r in rules if r.scope.agent_id in (None, scope.agent_id)
+                 and (scope.automation_id is None or r.scope.automation_id in (None, scope.automation_id))]
     effective = None
     if scope is not None and scope.agent_id is not None:
         effective = policies.effective(scope.goal_id, scope.agent_id, scope.automation_id)
@@ -118,9 +122,16 @@ def _show(ctx: Context) -> int:
 
     def text() -> str:
         out = table(
-            ["SCOPE", "MIN_INTERVAL", "REVISION", "OWNER", "UPDATED"],
+            ["SCOPE", "MIN_INTERVAL", "COMPUTE", "REVISION", "OWNER", "UPDATED"],
             [
-                (str(r.scope), format_interval(r.min_interval) if r.active else "0 (disabled)", r.revision, r.owner_ref, iso(r.updated_at))
+                (
+                    str(r.scope),
+                    format_interval(r.min_interval) if r.active else "0 (none)",
+                    json.dumps(r.compute.doc()) if r.compute is not None else ("MALFORMED: " + r.compute_problem if r.compute_problem else None),
+                    r.revision,
+                    r.owner_ref,
+                    iso(r.updated_at),
+                )
                 for r in rules
             ],
         ) if rules else "no rules"

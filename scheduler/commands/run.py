@@ -41,6 +41,7 @@ def _run(ctx: Context) -> int:
         raise InvalidInput("--workers", "give 1..256")
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     config = RuntimeConfig(
         state_dir=state_dir(a), poll=poll, catch_up=catch_up, workers=a.workers, backoff=BackoffPolicy(initial, cap)
     )
