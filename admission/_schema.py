@@ -154,6 +154,7 @@ timer_bindings = Table(
     Column("acked_observed", Text, nullable=True),
     Column("read_requested_at_us", BigInteger, nullable=True),
     Column("hook_seen_at_us", BigInteger, nullable=True),
+    Column("host_user", String(64), nullable=True),  # e.g. whose crontab holds the line
 )
 
 missions = Table(

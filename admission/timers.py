@@ -39,6 +39,7 @@ class TimerBinding(BaseModel):
     acked_observed: str | None
     read_requested_at: datetime | None
     hook_seen_at: datetime | None
+    host_user: str | None = None
 
 
 def _t(value: int | None) -> datetime | None:
@@ -63,6 +64,7 @@ def _binding(row) -> TimerBinding:  # type: ignore[no-untyped-def]
         acked_observed=row.acked_observed,
         read_requested_at=_t(row.read_requested_at_us),
         hook_seen_at=_t(row.hook_seen_at_us),
+        host_user=row.host_user,
     )
 
 
@@ -98,10 +100,10 @@ class TimerBindings:
             row = conn.execute(select(b).where(b.c.automation_id == automation_id)).one()
         return _binding(row)
 
-    def record_apply(self, automation_id: str, now: datetime, error: str | None) -> None:
+    def record_apply(self, automation_id: str, now: datetime, error: str | None, host_user: str | None = None) -> None:
         b = s.timer_bindings
         with self.store.write(lock_key=f"timer/{automation_id}") as conn:
-            values = {"apply_error": error} if error is not None else {"applied_at_us": to_us(now), "apply_error": None}
+            values = {"apply_error": error} if error is not None else {"applied_at_us": to_us(now), "apply_error": None, "host_user": host_user}
             conn.execute(update(b).where(b.c.automation_id == automation_id).values(**values))
 
     def record_observation(self, automation_id: str, state: str, text: str | None, read_at: datetime) -> None:

@@ -84,6 +84,7 @@ def automation_status(
     if mission is not None and mission.status == "awaiting_owner" and state not in ("paused", "held"):
         asks = Approvals(store).pending(mission.mission_id)
         state = "awaiting_owner"
+        next_fire = None  # nothing runs until the owner decides
         detail = f"mission {mission.mission_id} waits for its owner: " + (
             f"floorgate approve {asks[0].approval_id} (or deny)" if asks else "no pending ask (expired?)"
         )

@@ -135,7 +135,8 @@ class TurnExecutor:
         if automation.state != "active" and manual_reason is None:
             note = f": {automation.state_note}" if automation.state_note else ""
             verdict = Verdict(status="denied", stop_reason=f"automation_{automation.state}", retryable=False, failure_category="policy")
-            return TurnOutcome(turn_id, verdict, None, None, detail=f"{automation.automation_id} is {automation.state}{note}; 'floorgate automation resume {automation.automation_id}' or pass --manual-reason")
+            hint = "" if "automation resume" in note else f"; 'floorgate automation resume {automation.automation_id}'"
+            return TurnOutcome(turn_id, verdict, None, None, detail=f"{automation.automation_id} is {automation.state}{note}{hint} (or pass --manual-reason)")
         now = read_clock(self.clock)
         pre = self.gate.precheck(automation)
         if pre.refusal is not None:

@@ -11,7 +11,9 @@
 
 from __future__ import annotations
 
+import os
 import shlex
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -49,7 +51,15 @@ def guarantee(automation: Automation, binding: TimerBinding | None) -> Guarantee
 class TimerService:
     """Timer bindings of automations on one store."""
 
-    def __init__(self, store: Store, *, clock: Clock | None = None, crontab_user: str | None = None, state_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        clock: Clock | None = None,
+        crontab_user: str | None = None,
+        state_dir: Path | None = None,
+        can_run=None,  # type: ignore[no-untyped-def]  # user -> None or raise HostUnavailable; tests swap it
+    ) -> None:
         self.store = store
         self.clock = clock if clock is not None else SystemClock()
         self.bindings = TimerBindings(store)
@@ -57,10 +67,17 @@ class TimerService:
         self.admission = Admission(store, self.clock)
         self.crontab_user = crontab_user
         self.state_dir = state_dir
+        self.can_run = can_run if can_run is not None else self._check_runnable
 
     # -- hosts ----------------------------------------------------------------------------------
-    def crontab(self) -> CrontabHost:
-        return CrontabHost(self._cron_command, user=self.crontab_user)
+    def crontab(self, automation_id: str | None = None) -> CrontabHost:
+        """The crontab host; for an automation already applied, the account it was applied to."""
+        user = self.crontab_user
+        if automation_id is not None:
+            binding = self.bindings.get(automation_id)
+            if binding is not None and binding.host_user is not None and binding.applied_at is not None:
+                user = binding.host_user
+        return CrontabHost(self._cron_command, user=user)
 
     def _cron_command(self, automation_id: str) -> str:
         url = self.store.url
@@ -111,22 +128,31 @@ class TimerService:
         if automation.spec.timer == "crontab":
             host = self.crontab()
             try:
+                self.can_run(host.user)
                 host.apply(automation.automation_id, desired, now)
             except (HostUnavailable, UnsupportedSchedule) as exc:
                 self.bindings.record_apply(automation.automation_id, now, str(exc))
                 return self.bindings.get(automation.automation_id) or binding
-            self.bindings.record_apply(automation.automation_id, now, None)
+            self.bindings.record_apply(automation.automation_id, now, None, host_user=host.user)
             self.ack(automation)
         elif automation.spec.timer == "external":
             self.bindings.record_apply(automation.automation_id, now, None)  # the owner applies it in the app
         return self.bindings.get(automation.automation_id) or binding
+
+    def _check_runnable(self, user: str | None) -> None:
+        """A crontab line for another account must be able to start this installation."""
+        if user is None or os.geteuid() != 0:
+            return
+        probe = subprocess.run(["runuser", "-u", user, "--", sys.executable, "-c", "import scheduler"], capture_output=True, timeout=60, cwd="/")
+        if probe.returncode != 0:
+            raise HostUnavailable(f"crontab: user {user} cannot run {sys.executable} with floorgate installed; install floorgate where {user} can run it")
 
     def read(self, automation: Automation, *, current_rrule: str | None = None, unavailable: bool = False, wait: float = 10.0) -> Observation | None:
         """A fresh readback from the host itself (None when nothing could be observed)."""
         now = read_clock(self.clock)
         timer = automation.spec.timer
         if timer == "crontab":
-            return self.crontab().read(automation.automation_id, now)
+            return self.crontab(automation.automation_id).read(automation.automation_id, now)
         if timer == "external":
             return ExternalTimer().observation(current_rrule, unavailable, now)
         return self._ask_running_host(automation, wait)
@@ -182,7 +208,7 @@ class TimerService:
     def _matches(self, automation: Automation, observation: Observation, desired: Schedule) -> bool:
         now = read_clock(self.clock)
         if automation.spec.timer == "crontab":
-            return self.crontab().matches(observation, desired, now)
+            return self.crontab(automation.automation_id).matches(observation, desired, now)
         return ExternalTimer().matches(observation, desired, now)
 
     def diff(self, automation: Automation) -> dict:  # type: ignore[type-arg]

@@ -24,6 +24,11 @@ from conftest import T0
 from helpers import command, floor
 
 CRON_USER = "fgcron-test"
+
+
+def TEST_USER_CAN_RUN(user: str | None) -> None:
+    """The test account cannot read this interpreter under /root; the lines it gets are only read
+    back, never executed, so the runnability probe is replaced here (and tested on its own)."""
 EVERY_15 = "DTSTART:20261101T000500Z RRULE:FREQ=MINUTELY;INTERVAL=15"
 
 
@@ -55,7 +60,7 @@ def add(store, clock, automation_id: str, schedule: str, timer: str, agent: str 
 
 def test_crontab_apply_reads_back_acks_and_reapply_changes_nothing(store, cron_user) -> None:
     clock = FixedClock(T0)
-    svc = TimerService(store, clock=clock, crontab_user=cron_user)
+    svc = TimerService(store, clock=clock, crontab_user=cron_user, can_run=TEST_USER_CAN_RUN)
     automation = add(store, clock, "q", EVERY_15, "crontab")
     binding = svc.apply(automation)
     assert binding.ack_state == "acked" and binding.observed == "CRON 5-59/15 * * * * (" + CrontabHost(str).zone.key + ")"
@@ -70,7 +75,7 @@ def test_crontab_apply_reads_back_acks_and_reapply_changes_nothing(store, cron_u
 
 def test_ack_rejects_a_mismatched_host_schedule_and_persists_nothing(store, cron_user) -> None:
     clock = FixedClock(T0)
-    svc = TimerService(store, clock=clock, crontab_user=cron_user)
+    svc = TimerService(store, clock=clock, crontab_user=cron_user, can_run=TEST_USER_CAN_RUN)
     automation = add(store, clock, "q", EVERY_15, "crontab")
     svc.apply(automation)
     edited = crontab_text(cron_user).replace("5-59/15 * * * *", "*/5 * * * *")  # someone edited the host
@@ -84,19 +89,21 @@ def test_ack_rejects_a_mismatched_host_schedule_and_persists_nothing(store, cron
 
 def test_ack_rejects_an_unavailable_host(store, cron_user) -> None:
     clock = FixedClock(T0)
-    svc = TimerService(store, clock=clock, crontab_user=cron_user)
+    svc = TimerService(store, clock=clock, crontab_user=cron_user, can_run=TEST_USER_CAN_RUN)
     automation = add(store, clock, "q", EVERY_15, "crontab")
     svc.apply(automation)
+    from conftest import raw_sql
+
+    raw_sql(store, "UPDATE fg_timer_bindings SET host_user = 'no-such-user-fg'")  # the account is gone
     before = TimerBindings(store).get("q")
-    broken = TimerService(store, clock=clock, crontab_user="no-such-user-fg")
-    result = broken.ack(automation)
+    result = svc.ack(automation)
     assert not result.accepted and result.observation is not None and result.observation.state == "unavailable"
     assert TimerBindings(store).get("q") == before  # a rejected ACK persists nothing
 
 
 def test_a_cron_line_that_no_longer_runs_floorgate_is_not_acknowledged(store, cron_user) -> None:
     clock = FixedClock(T0)
-    svc = TimerService(store, clock=clock, crontab_user=cron_user)
+    svc = TimerService(store, clock=clock, crontab_user=cron_user, can_run=TEST_USER_CAN_RUN)
     automation = add(store, clock, "q", EVERY_15, "crontab")
     svc.apply(automation)
     text = crontab_text(cron_user)
@@ -125,7 +132,7 @@ def test_crontab_refuses_what_cron_cannot_fire_exactly(schedule: str, zone: str,
 
 def test_ninety_minute_schedule_on_crontab_is_held_not_shortened(store, cron_user) -> None:
     clock = FixedClock(T0)
-    svc = TimerService(store, clock=clock, crontab_user=cron_user)
+    svc = TimerService(store, clock=clock, crontab_user=cron_user, can_run=TEST_USER_CAN_RUN)
     automation = add(store, clock, "n", "DTSTART:20261101T000000Z RRULE:FREQ=MINUTELY;INTERVAL=90", "crontab")
     binding = svc.apply(automation)
     assert binding.desired is None and "90 minutes" in binding.hold_reason
@@ -137,7 +144,7 @@ def test_ninety_minute_schedule_on_crontab_is_held_not_shortened(store, cron_use
 def test_a_schedule_closer_than_the_floor_is_raised_when_the_host_can_express_it(store, cron_user) -> None:
     clock = FixedClock(T0)
     floor(store, clock, "g/a", timedelta(hours=1))
-    svc = TimerService(store, clock=clock, crontab_user=cron_user)
+    svc = TimerService(store, clock=clock, crontab_user=cron_user, can_run=TEST_USER_CAN_RUN)
     binding = svc.apply(add(store, clock, "q", EVERY_15, "crontab"))
     assert binding.desired_raised and binding.desired.endswith("RRULE:FREQ=HOURLY")
     assert "5 * * * *" in crontab_text(cron_user) and binding.ack_state == "acked"
@@ -258,3 +265,20 @@ def test_running_host_answers_an_apscheduler_ack(db_url: str, tmp_path: Path) ->
     finally:
         host.send_signal(signal.SIGTERM)
         host.communicate(timeout=60)
+
+
+def test_removing_uses_the_account_the_line_was_applied_to(store, cron_user) -> None:
+    clock = FixedClock(T0)
+    TimerService(store, clock=clock, crontab_user=cron_user, can_run=TEST_USER_CAN_RUN).apply(add(store, clock, "q", EVERY_15, "crontab"))
+    assert "# floorgate:q" in crontab_text(cron_user)
+    TimerService(store, clock=clock).crontab("q").remove("q")  # no --crontab-user given this time
+    assert "# floorgate:q" not in crontab_text(cron_user)
+
+
+def test_a_crontab_user_who_cannot_run_floorgate_is_an_apply_failure(store, cron_user) -> None:
+    clock = FixedClock(T0)
+    if not os.path.realpath(sys.executable).startswith("/root/"):
+        pytest.skip("this interpreter is readable by every user here")
+    binding = TimerService(store, clock=clock, crontab_user=cron_user).apply(add(store, clock, "q", EVERY_15, "crontab"))
+    assert binding.apply_error is not None and "cannot run" in binding.apply_error and binding.ack_state == "none"
+    assert "# floorgate:q" not in crontab_text(cron_user)

@@ -178,7 +178,7 @@ def _edit(ctx: Context) -> int:
     )
     automation = repo.edit(a.automation, spec)
     if current.spec.timer == "crontab" and timer != "crontab":
-        service(ctx).crontab().remove(a.automation)
+        service(ctx).crontab(a.automation).remove(a.automation)
     service(ctx).apply(automation)
     automation = repo.get(a.automation)
     ctx.emit(automation_doc(automation), f"edited {automation.automation_id} (revision {automation.revision})")
@@ -266,7 +266,7 @@ def _remove(ctx: Context) -> int:
     repo = Automations(ctx.store)
     automation = repo.get(ctx.args.automation)
     if automation.spec.timer == "crontab":
-        service(ctx).crontab().remove(automation.automation_id)
+        service(ctx).crontab(automation.automation_id).remove(automation.automation_id)
     repo.remove(ctx.args.automation)
     from admission import TimerBindings
 

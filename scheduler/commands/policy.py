@@ -151,9 +151,14 @@ def _history(ctx: Context) -> int:
     ctx.emit(
         {"history": [change_doc(c) for c in changes]},
         lambda: table(
-            ["ID", "SCOPE", "BEFORE", "AFTER", "REVISION", "OWNER", "CHANGED_AT", "REDUCTION_AUTH"],
+            ["ID", "SCOPE", "BEFORE", "AFTER", "COMPUTE_BEFORE", "COMPUTE_AFTER", "REVISION", "OWNER", "CHANGED_AT", "REDUCTION_AUTH"],
             [
-                (c.id, str(c.scope), format_interval(c.before) if c.before is not None else None, format_interval(c.after), c.revision, c.owner_ref, iso(c.changed_at), "yes" if c.reduction_authorized else "no")
+                (
+                    c.id, str(c.scope), format_interval(c.before) if c.before is not None else None, format_interval(c.after),
+                    json.dumps(c.compute_before) if c.compute_before is not None else None,
+                    json.dumps(c.compute_after) if c.compute_after is not None else None,
+                    c.revision, c.owner_ref, iso(c.changed_at), "yes" if c.reduction_authorized else "no",
+                )
                 for c in changes
             ],
         ) if changes else "no policy writes",
