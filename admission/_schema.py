@@ -88,7 +88,7 @@ wake_state = Table(
     Column("automation_id", String(128), primary_key=True),
     Column("backoff_step", Integer, nullable=False),  # 0: no backoff chain running
     Column("backoff_wake_us", BigInteger, nullable=True),
-    Column("last_nominal_us", BigInteger, nullable=True),
+    Column("last_nominal_us", BigInteger, nullable=True),  # unused: the tick log records what ticked
     Column("updated_at_us", BigInteger, nullable=False),
 )
 

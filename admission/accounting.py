@@ -119,6 +119,3 @@ class Accounting:
         d = s.dispatches
         with self.store.read() as conn:
             return [_dispatch(r) for r in conn.execute(select(d).where(d.c.mission_id == mission_id, d.c.state.in_(("reserved", "dispatched"))))]
-
-    def reserved_tokens(self, mission_id: str) -> int:
-        return sum(x.estimate_tokens for x in self.open_dispatches(mission_id))

@@ -90,7 +90,6 @@ class WakeState(BaseModel):
     automation_id: str
     backoff_step: int = 0
     backoff_wake_at: datetime | None = None
-    last_nominal_at: datetime | None = None
 
 
 def _row_to_automation(row) -> Automation:  # type: ignore[no-untyped-def]
@@ -227,25 +226,18 @@ class Automations:
             return {row.automation_id: _wake_from_row(row) for row in conn.execute(select(w))}
 
     def save_wake_state(self, state: WakeState) -> None:
-        """Store backoff and the last ticked nominal time (last_nominal never moves backwards)."""
+        """Store the backoff chain (which ticks happened is the tick log's to say, not this row's)."""
         w = s.wake_state
         now = to_us(read_clock(self.clock))
         values = dict(
             backoff_step=state.backoff_step,
             backoff_wake_us=to_us(state.backoff_wake_at) if state.backoff_wake_at is not None else None,
-            last_nominal_us=to_us(state.last_nominal_at) if state.last_nominal_at is not None else None,
             updated_at_us=now,
         )
         with self.store.write(lock_key=f"automation/{state.automation_id}") as conn:
-            row = conn.execute(select(w.c.last_nominal_us).where(w.c.automation_id == state.automation_id)).first()
-            if row is None:
-                conn.execute(insert(w).values(automation_id=state.automation_id, **values))
-                return
-            if row.last_nominal_us is not None and (
-                values["last_nominal_us"] is None or values["last_nominal_us"] < row.last_nominal_us
-            ):
-                values["last_nominal_us"] = row.last_nominal_us
-            conn.execute(update(w).where(w.c.automation_id == state.automation_id).values(**values))
+            done = conn.execute(update(w).where(w.c.automation_id == state.automation_id).values(**values))
+            if done.rowcount == 0:
+                conn.execute(insert(w).values(automation_id=state.automation_id, last_nominal_us=None, **values))
 
 
 def _wake_from_row(row) -> WakeState:  # type: ignore[no-untyped-def]
@@ -253,7 +245,6 @@ def _wake_from_row(row) -> WakeState:  # type: ignore[no-untyped-def]
         automation_id=row.automation_id,
         backoff_step=row.backoff_step,
         backoff_wake_at=from_us(row.backoff_wake_us) if row.backoff_wake_us is not None else None,
-        last_nominal_at=from_us(row.last_nominal_us) if row.last_nominal_us is not None else None,
     )
 
 

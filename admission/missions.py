@@ -168,8 +168,3 @@ class Missions:
         m = s.missions
         with self.store.write(lock_key=f"mission-count/{mission_id}") as conn:
             conn.execute(update(m).where(m.c.mission_id == mission_id).values(problems=problem[:2000]))
-
-    def latched(self) -> list[Mission]:
-        m = s.missions
-        with self.store.read() as conn:
-            return [_mission(row) for row in conn.execute(select(m).where(m.c.latch.is_not(None)))]

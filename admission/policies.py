@@ -12,7 +12,7 @@ import re
 from datetime import datetime, timedelta
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import and_, func, insert, or_, select, update
+from sqlalchemy import and_, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
 from . import _schema as s
@@ -342,7 +342,3 @@ class Policies:
             )
             for row in rows
         ]
-
-    def count(self) -> int:
-        with self.store.read() as conn:
-            return int(conn.execute(select(func.count()).select_from(s.rules)).scalar_one())

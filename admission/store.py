@@ -70,10 +70,6 @@ class DriverTx:
         self._cursor.execute(self._store.render(sql), params)
         return self._cursor.fetchone()
 
-    def rows(self, sql: str, params: dict) -> list[tuple]:  # type: ignore[type-arg]
-        self._cursor.execute(self._store.render(sql), params)
-        return self._cursor.fetchall()
-
     def execute(self, sql: str, params: dict) -> int:  # type: ignore[type-arg]
         self._cursor.execute(self._store.render(sql), params)
         return self._cursor.rowcount

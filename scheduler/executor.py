@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from admission import Admission, Automation, Decision, InvalidInput, Journal, Store, TurnRecord, Verdict
+from admission import Admission, Automation, Automations, Decision, InvalidInput, Journal, Missions, Store, TurnRecord, Verdict
 from admission.clock import Clock, SystemClock, read_clock
 from admission.scope import check_id
 
@@ -57,23 +57,21 @@ def new_turn_id(automation_id: str) -> str:
 MISSION_HOLD = "mission "
 
 
-def hold_for_stuck_mission(store: Store, automation_id: str, clock: Clock | None = None) -> None:
-    from admission import Automations, Missions
-
+def hold_for_stuck_mission(store: Store, automation: Automation, clock: Clock | None = None) -> Automation:
+    """Hold ``automation`` if its latest mission got stuck after the owner last touched it (a
+    resume after a stuck mission starts a new one); returns the automation as it now stands."""
+    automation_id = automation.automation_id
     recent = Missions(store, clock).recent(automation_id, 1)
-    if not recent or recent[0].status != "stuck":
-        return
+    if not recent or recent[0].status != "stuck" or automation.state != "active":
+        return automation
     mission = recent[0]
-    automations = Automations(store, clock)
-    automation = automations.get(automation_id)
-    # Only a mission that got stuck after the owner last touched the automation holds it: a
-    # resume after a stuck mission starts a new one.
-    if automation.state == "active" and mission.settled_at is not None and mission.settled_at >= automation.updated_at:
-        automations.set_state(
+    if mission.settled_at is not None and mission.settled_at >= automation.updated_at:
+        return Automations(store, clock).set_state(
             automation_id,
             "held",
             f"{MISSION_HOLD}{mission.mission_id} is stuck ({mission.stop_reason}); 'floorgate automation resume {automation_id}' starts a new one",
         )
+    return automation
 
 
 def denied_verdict(decision: Decision) -> Verdict:
@@ -130,8 +128,7 @@ class TurnExecutor:
             raise InvalidInput(
                 "automation", f"{automation.automation_id} has an external timer: its app launches it (guard it with the hook)"
             )
-        hold_for_stuck_mission(self.store, automation.automation_id, self.clock)
-        automation = self._fresh(automation)
+        automation = hold_for_stuck_mission(self.store, automation, self.clock)
         if automation.state != "active" and manual_reason is None:
             note = f": {automation.state_note}" if automation.state_note else ""
             verdict = Verdict(status="denied", stop_reason=f"automation_{automation.state}", retryable=False, failure_category="policy")
@@ -140,7 +137,7 @@ class TurnExecutor:
         now = read_clock(self.clock)
         pre = self.gate.precheck(automation)
         if pre.refusal is not None:
-            self._hold_if_stuck(automation)
+            self._hold_if_stuck(automation, pre.refusal)
             return TurnOutcome(turn_id, pre.refusal, None, None)
         trigger = nominal if nominal is not None else now
         decision = self._reserve(automation, turn_id, trigger, manual_reason)
@@ -154,7 +151,7 @@ class TurnExecutor:
             return TurnOutcome(turn_id, denied_verdict(decision), decision, None)
         gate = self.gate.begin_turn(automation, pre)
         if gate.refusal is not None:
-            self._hold_if_stuck(automation)
+            self._hold_if_stuck(automation, gate.refusal)
             # Admitted, but the envelope refused it in the counting statement: nothing launches,
             # and the admitted start is not refunded (conservative).
             return TurnOutcome(turn_id, gate.refusal, decision, None)
@@ -192,18 +189,14 @@ class TurnExecutor:
             usage = read_usage(spec.meter, tapped)
             verdict = self.gate.after_turn(automation, gate.mission, turn_id, verdict, usage)
         settled = self.journal.settle(turn_id, verdict)
-        self._hold_if_stuck(automation)
+        self._hold_if_stuck(automation, verdict)
         return TurnOutcome(turn_id, settled.verdict or verdict, decision, settled)
 
-    def _fresh(self, automation: Automation) -> Automation:
-        from admission import Automations
-
-        return Automations(self.store, self.clock).get(automation.automation_id)
-
-    def _hold_if_stuck(self, automation: Automation) -> None:
+    def _hold_if_stuck(self, automation: Automation, verdict: Verdict) -> None:
         """A stuck mission is a wall for the owner: hold the automation so the next episode does
         not start on a fresh allowance until the owner resumes it."""
-        hold_for_stuck_mission(self.store, automation.automation_id, self.clock)
+        if verdict.status == "stuck":
+            hold_for_stuck_mission(self.store, automation, self.clock)
 
     def _reserve(self, automation: Automation, turn_id: str, trigger: datetime, manual_reason: str | None) -> Decision:
         spec = automation.spec

@@ -147,10 +147,6 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
     return "\n".join(lines)
 
 
-def when(value: datetime | None) -> str | None:
-    return iso(value)
-
-
 def automation_doc(a: "Automation") -> dict[str, Any]:
     spec = a.spec
     return {

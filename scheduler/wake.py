@@ -26,10 +26,8 @@ class BackoffPolicy:
             raise ValueError("backoff steps start at 1")
         return min(self.initial * (2 ** min(step - 1, 30)), self.cap)
 
-    def reset(self, automation_id: str, now: datetime, last_nominal: datetime | None = None) -> WakeState:
-        return WakeState(
-            automation_id=automation_id, backoff_step=1, backoff_wake_at=now + self.delay(1), last_nominal_at=last_nominal
-        )
+    def reset(self, automation_id: str, now: datetime) -> WakeState:
+        return WakeState(automation_id=automation_id, backoff_step=1, backoff_wake_at=now + self.delay(1))
 
     def advance(self, state: WakeState, now: datetime) -> WakeState:
         step = state.backoff_step + 1

@@ -315,7 +315,7 @@ def _poke(ctx: Context) -> int:
     repo = Automations(ctx.store)
     automation = repo.get(ctx.args.automation)
     now = read_clock(SystemClock())
-    state = BackoffPolicy().reset(automation.automation_id, now, repo.wake_state(automation.automation_id).last_nominal_at)
+    state = BackoffPolicy().reset(automation.automation_id, now)
     repo.save_wake_state(state)
     ctx.emit(
         {"automation": automation.automation_id, "backoff_wake_at": iso(state.backoff_wake_at)},

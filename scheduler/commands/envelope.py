@@ -59,7 +59,10 @@ def _decide(ctx: Context) -> int:
         ctx.emit({"approval_id": approval_id, "accepted": False, "reason": str(exc)}, f"rejected: {exc}")
         return EXIT_DENIED
     if not ctx.args.approve:
-        hold_for_stuck_mission(ctx.store, mission.automation_id)
+        try:
+            hold_for_stuck_mission(ctx.store, Automations(ctx.store).get(mission.automation_id))
+        except NotFound:
+            pass  # the automation was removed; nothing to hold
     verb = "approved" if ctx.args.approve else "denied"
     extension = ", ".join(f"{k} +{v}" for k, v in decided.proposal.items())  # e.g. max_turns +20
     ctx.emit(
