@@ -7,7 +7,7 @@ once the host attempt is durable. This package imports no other package of the p
 
 from .accounting import Accounting, Dispatch
 from .approvals import Approval, ApprovalRejected, Approvals
-from .automations import Automation, Automations, AutomationSpec, CommandHost, WakeState
+from .automations import Automation, Automations, AutomationSpec, AutomationState, CommandHost, HoldKind, WakeState
 from .clock import UTC, Clock, FixedClock, SystemClock
 from .decisions import Confirmation, Decision, Eligibility, Phase, Reason, StartKind, StartRecord
 from .errors import (
@@ -20,6 +20,7 @@ from .errors import (
     StoreUnavailable,
 )
 from .gate import Admission
+from .host_policy import HostPolicies, HostPolicy, StoredHostPolicy
 from .intervals import format_interval, parse_interval
 from .envelope import ComputeBlock, Envelope, merge, parse_compute
 from .journal import Journal, TurnRecord, Verdict
@@ -46,9 +47,14 @@ __all__ = [
     "Admission",
     "Automation",
     "AutomationSpec",
+    "AutomationState",
+    "HoldKind",
     "Automations",
     "CommandHost",
+    "HostPolicies",
+    "HostPolicy",
     "Journal",
+    "StoredHostPolicy",
     "Tick",
     "TickLog",
     "TimerBinding",

@@ -80,6 +80,7 @@ automations = Table(
     Column("revision", Integer, nullable=False),
     Column("created_at_us", BigInteger, nullable=False),
     Column("updated_at_us", BigInteger, nullable=False),
+    Column("hold_kind", String(16), nullable=True),  # HoldKind while held, else NULL
 )
 
 wake_state = Table(
@@ -209,4 +210,15 @@ approvals = Table(
     Column("expires_at_us", BigInteger, nullable=False),
     Column("decided_at_us", BigInteger, nullable=True),
     Index("ix_fg_approvals_mission", "mission_id", "state"),
+)
+
+settings = Table(
+    "fg_settings",
+    metadata,
+    # One row per deployment-wide setting (e.g. "host_policy"), its value as JSON, compare-and-set.
+    Column("key", String(64), primary_key=True),
+    Column("value_json", Text, nullable=False),
+    Column("revision", Integer, nullable=False),
+    Column("owner_ref", String(64), nullable=False),
+    Column("updated_at_us", BigInteger, nullable=False),
 )

@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import insert, select, update
 
+from . import _locks as locks
 from . import _schema as s
 from .clock import Clock, SystemClock, read_clock, to_us
 from .errors import InvalidInput, NotFound
@@ -59,7 +60,7 @@ class Accounting:
             raise InvalidInput("request_id", "1..128 characters")
         d = s.dispatches
         now = to_us(read_clock(self.clock))
-        with self.store.write(lock_key=f"dispatch/{request_id}") as conn:
+        with self.store.write(lock_key=locks.dispatch(request_id)) as conn:
             row = conn.execute(select(d).where(d.c.request_id == request_id)).first()
             if row is not None:
                 if row.mission_id != mission_id:
@@ -86,7 +87,7 @@ class Accounting:
         _check_tokens(actual_tokens, "actual_tokens")
         d, m = s.dispatches, s.missions
         now = to_us(read_clock(self.clock))
-        with self.store.write(lock_key=f"dispatch/{request_id}") as conn:
+        with self.store.write(lock_key=locks.dispatch(request_id)) as conn:
             row = conn.execute(select(d).where(d.c.request_id == request_id)).first()
             if row is None:
                 raise NotFound(f"request {request_id!r} was never reserved or dispatched; reconcile only known ids")
@@ -102,7 +103,7 @@ class Accounting:
     def _move(self, request_id: str, allowed: tuple[str, ...], to: str) -> Dispatch:
         d = s.dispatches
         now = to_us(read_clock(self.clock))
-        with self.store.write(lock_key=f"dispatch/{request_id}") as conn:
+        with self.store.write(lock_key=locks.dispatch(request_id)) as conn:
             row = conn.execute(select(d).where(d.c.request_id == request_id)).first()
             if row is None:
                 raise NotFound(f"request {request_id!r} is unknown")

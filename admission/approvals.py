@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import insert, select, update
 
+from . import _locks as locks
 from . import _schema as s
 from .clock import Clock, SystemClock, from_us, read_clock, to_us
 from .errors import FloorgateError, InvalidInput
@@ -64,7 +65,7 @@ class Approvals:
         a, m = s.approvals, s.missions
         now = read_clock(self.clock)
         approval_id = "auth-" + secrets.token_urlsafe(18)
-        with self.store.write(lock_key=f"mission/{mission_id}") as conn:
+        with self.store.write(lock_key=locks.mission(mission_id)) as conn:
             conn.execute(update(a).where(a.c.mission_id == mission_id, a.c.state == "pending").values(state="superseded", decided_at_us=to_us(now)))
             conn.execute(
                 insert(a).values(
@@ -92,9 +93,12 @@ class Approvals:
             raise ApprovalRejected("approval id: expected auth-<id> exactly as floorgate printed it")
         a, m = s.approvals, s.missions
         now = to_us(read_clock(self.clock))
-        with self.store.write(lock_key=f"approval/{approval_id}") as conn:
+        # The decision changes the mission's row: serialize it with every other writer of that
+        # mission (asks, counts, settlement), so the lock is the mission's, found first.
+        owner = self.get(approval_id).mission_id
+        with self.store.write(lock_key=locks.mission(owner)) as conn:
             row = conn.execute(select(a).where(a.c.approval_id == approval_id)).first()
-            if row is None:
+            if row is None or row.mission_id != owner:
                 raise ApprovalRejected(f"approval {approval_id} is unknown")
             if row.state != "pending":
                 raise ApprovalRejected(f"approval {approval_id} was already {row.state}; it is single-use")

@@ -9,18 +9,37 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from sqlalchemy import delete, insert, select, update
 
+from . import _locks as locks
 from . import _schema as s
 from .clock import Clock, SystemClock, from_us, read_clock, to_us
 from .errors import InvalidInput, NotFound, StoreUnavailable
 from .scope import check_id
 from .store import Store
 
-State = Literal["active", "paused", "held"]
+
+
+class AutomationState(StrEnum):
+    """Whether timers tick an automation: ``paused`` by the owner, ``held`` by floorgate."""
+
+    ACTIVE = "active"
+    PAUSED = "paused"
+    HELD = "held"
+
+
+class HoldKind(StrEnum):
+    """Why floorgate holds an automation (stored in its own column, beside the readable note)."""
+
+    TIMER = "timer"  # the timer host cannot express a floor-compatible schedule
+    MISSION_STUCK = "mission_stuck"  # the latest mission hit an envelope bound or an owner's deny
+
+
+State = AutomationState
 Overlap = Literal["skip", "allow"]
 Timer = Literal["apscheduler", "crontab", "external"]
 Meter = Literal["none", "claude-stream-json", "codex-json", "jsonl"]
@@ -75,11 +94,12 @@ class Automation(BaseModel):
 
     automation_id: str
     spec: AutomationSpec
-    state: State
+    state: AutomationState
     state_note: str | None
     revision: int
     created_at: datetime
     updated_at: datetime
+    hold_kind: HoldKind | None = None  # set while ``state`` is held
 
 
 class WakeState(BaseModel):
@@ -115,8 +135,9 @@ def _row_to_automation(row) -> Automation:  # type: ignore[no-untyped-def]
             revision=row.revision,
             created_at=from_us(row.created_at_us),
             updated_at=from_us(row.updated_at_us),
+            hold_kind=row.hold_kind,
         )
-    except (ValidationError, ValueError, TypeError) as exc:
+    except (ValidationError, ValueError, TypeError, OverflowError, RecursionError) as exc:
         raise StoreUnavailable(f"automation {row.automation_id!r} is malformed in the store: {exc}") from None
 
 
@@ -139,7 +160,7 @@ class Automations:
         _check_spec(spec)
         now = to_us(read_clock(self.clock))
         a = s.automations
-        with self.store.write(lock_key=f"automation/{automation_id}") as conn:
+        with self.store.write(lock_key=locks.automation(automation_id)) as conn:
             if conn.execute(select(a.c.automation_id).where(a.c.automation_id == automation_id)).first():
                 raise InvalidInput("automation", f"{automation_id!r} already exists; use 'automation edit' or another id")
             conn.execute(
@@ -173,6 +194,33 @@ class Automations:
         with self.store.read() as conn:
             return [_row_to_automation(row) for row in conn.execute(query)]
 
+    def scan(self, goal: str | None = None, agent: str | None = None) -> tuple[list[Automation], dict[str, str]]:
+        """Every automation that decodes, and ``{automation_id: why}`` for every row that does not.
+
+        One bad row must never hide the others (a host holds only what is damaged)."""
+        a = s.automations
+        query = select(a).order_by(a.c.goal_id, a.c.agent_id, a.c.automation_id)
+        if goal is not None:
+            query = query.where(a.c.goal_id == goal)
+        if agent is not None:
+            query = query.where(a.c.agent_id == agent)
+        good: list[Automation] = []
+        broken: dict[str, str] = {}
+        with self.store.read() as conn:
+            rows = list(conn.execute(query))
+        for row in rows:
+            try:
+                good.append(_row_to_automation(row))
+            except StoreUnavailable as exc:
+                broken[str(row.automation_id)] = str(exc)
+        return good, broken
+
+    def exists(self, automation_id: str) -> bool:
+        """Whether a row for ``automation_id`` exists, decodable or not."""
+        a = s.automations
+        with self.store.read() as conn:
+            return conn.execute(select(a.c.automation_id).where(a.c.automation_id == automation_id)).first() is not None
+
     def revisions(self) -> dict[str, int]:
         """automation id -> revision, for cheap change detection by a running host."""
         a = s.automations
@@ -183,24 +231,33 @@ class Automations:
         _check_spec(spec)
         return self._update(automation_id, _spec_columns(spec))
 
-    def set_state(self, automation_id: str, state: State, note: str | None) -> Automation:
-        if state not in ("active", "paused", "held"):
-            raise InvalidInput("state", "one of active, paused, held")
-        return self._update(automation_id, {"state": state, "state_note": note})
+    def set_state(self, automation_id: str, state: AutomationState | str, note: str | None, hold_kind: HoldKind | None = None) -> Automation:
+        """Pause, resume or hold; a hold names its kind (``hold_kind``), every other state clears it."""
+        try:
+            state = AutomationState(state)
+        except ValueError:
+            raise InvalidInput("state", "one of " + ", ".join(s.value for s in AutomationState)) from None
+        if (state is AutomationState.HELD) != (hold_kind is not None):
+            raise InvalidInput("hold_kind", "a held automation needs a hold kind, and only a held one has one")
+        kind = hold_kind.value if hold_kind is not None else None
+        return self._update(automation_id, {"state": state.value, "state_note": note, "hold_kind": kind})
 
     def remove(self, automation_id: str) -> None:
-        a, w = s.automations, s.wake_state
-        with self.store.write(lock_key=f"automation/{automation_id}") as conn:
+        """Delete the automation with its wake state and timer binding, in one commit (its starts,
+        turns and ticks stay: they are the record)."""
+        a, w, b = s.automations, s.wake_state, s.timer_bindings
+        with self.store.write(lock_key=locks.automation(automation_id)) as conn:
             done = conn.execute(delete(a).where(a.c.automation_id == check_id(automation_id, "automation")))
             if done.rowcount != 1:
                 raise NotFound(f"automation {automation_id!r} does not exist")
             conn.execute(delete(w).where(w.c.automation_id == automation_id))
+            conn.execute(delete(b).where(b.c.automation_id == automation_id))
 
     def _update(self, automation_id: str, values: dict) -> Automation:  # type: ignore[type-arg]
         check_id(automation_id, "automation")
         a = s.automations
         now = to_us(read_clock(self.clock))
-        with self.store.write(lock_key=f"automation/{automation_id}") as conn:
+        with self.store.write(lock_key=locks.automation(automation_id)) as conn:
             done = conn.execute(
                 update(a)
                 .where(a.c.automation_id == automation_id)
@@ -234,7 +291,7 @@ class Automations:
             backoff_wake_us=to_us(state.backoff_wake_at) if state.backoff_wake_at is not None else None,
             updated_at_us=now,
         )
-        with self.store.write(lock_key=f"automation/{state.automation_id}") as conn:
+        with self.store.write(lock_key=locks.automation(state.automation_id)) as conn:
             done = conn.execute(update(w).where(w.c.automation_id == state.automation_id).values(**values))
             if done.rowcount == 0:
                 conn.execute(insert(w).values(automation_id=state.automation_id, last_nominal_us=None, **values))

@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import insert, select, text, update
 
+from . import _locks as locks
 from . import _schema as s
 from .clock import Clock, SystemClock, from_us, read_clock, to_us
 from .errors import NotFound
@@ -109,7 +110,7 @@ class Missions:
         """The automation's unsettled mission, or a new one (one per automation at a time)."""
         m = s.missions
         now = to_us(read_clock(self.clock))
-        with self.store.write(lock_key=f"mission/{automation_id}") as conn:
+        with self.store.write(lock_key=locks.automation(automation_id)) as conn:
             row = conn.execute(
                 select(m).where(m.c.automation_id == automation_id, m.c.status.in_(("open", "awaiting_owner")))
             ).first()
@@ -133,7 +134,7 @@ class Missions:
             raise ValueError(counter)
         extra = _COUNTERS[counter]
         guard = f" AND ({counter} < :limit + {extra})" if limit and enforce else ""
-        with self.store.write(lock_key=f"mission-count/{mission_id}") as conn:
+        with self.store.write(lock_key=locks.mission(mission_id)) as conn:
             done = conn.execute(
                 text(f"UPDATE fg_missions SET {counter} = {counter} + 1 WHERE mission_id = :m AND status = 'open'{guard}"),
                 {"m": mission_id, "limit": limit},
@@ -146,7 +147,7 @@ class Missions:
     def settle(self, mission_id: str, status: MissionStatus, reason: str | None) -> Mission:
         m = s.missions
         now = to_us(read_clock(self.clock))
-        with self.store.write(lock_key=f"mission-count/{mission_id}") as conn:
+        with self.store.write(lock_key=locks.mission(mission_id)) as conn:
             values = {"status": status, "stop_reason": reason}
             if status in ("succeeded", "stuck"):
                 values["settled_at_us"] = now  # type: ignore[assignment]
@@ -155,16 +156,16 @@ class Missions:
 
     def add_usage(self, mission_id: str, tokens: int) -> Mission:
         m = s.missions
-        with self.store.write(lock_key=f"mission-count/{mission_id}") as conn:
+        with self.store.write(lock_key=locks.mission(mission_id)) as conn:
             conn.execute(update(m).where(m.c.mission_id == mission_id).values(tokens=m.c.tokens + tokens, usage_reports=m.c.usage_reports + 1))
         return self.get(mission_id)
 
     def set_latch(self, mission_id: str, reason: str | None) -> None:
         m = s.missions
-        with self.store.write(lock_key=f"mission-count/{mission_id}") as conn:
+        with self.store.write(lock_key=locks.mission(mission_id)) as conn:
             conn.execute(update(m).where(m.c.mission_id == mission_id).values(latch=reason))
 
     def report_problem(self, mission_id: str, problem: str) -> None:
         m = s.missions
-        with self.store.write(lock_key=f"mission-count/{mission_id}") as conn:
+        with self.store.write(lock_key=locks.mission(mission_id)) as conn:
             conn.execute(update(m).where(m.c.mission_id == mission_id).values(problems=problem[:2000]))

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict
 from sqlalchemy import and_, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
+from . import _locks as locks
 from . import _schema as s
 from .clock import Clock, SystemClock, from_us, read_clock, to_us
 from .envelope import ComputeBlock, loosened, parse_compute
@@ -225,7 +226,7 @@ class Policies:
         goal, agent, automation = scope.key()
         r = s.rules
         key = and_(r.c.goal_id == goal, r.c.agent_id == agent, r.c.automation_id == automation)
-        with self.store.write(lock_key=f"policy\0{goal}\0{agent}\0{automation}") as conn:
+        with self.store.write(lock_key=locks.policy(goal, agent, automation)) as conn:
             row = conn.execute(select(r.c.min_interval_us, r.c.revision, r.c.compute_json).where(key)).first()
             current_rev = row.revision if row is not None else 0
             before_us = _checked_us(row.min_interval_us, f"min_interval for {scope}") if row is not None else None

@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import insert, select, update
 
+from . import _locks as locks
 from . import _schema as s
 from .clock import from_us, to_us
 from .errors import InvalidInput
@@ -86,7 +87,7 @@ class TimerBindings:
     def set_desired(self, automation_id: str, timer: str, desired: str | None, raised: bool, hold_reason: str | None, now: datetime) -> TimerBinding:
         """Record the desired schedule; a changed one needs a new apply and a new ACK."""
         b = s.timer_bindings
-        with self.store.write(lock_key=f"timer/{automation_id}") as conn:
+        with self.store.write(lock_key=locks.timer(automation_id)) as conn:
             row = conn.execute(select(b).where(b.c.automation_id == automation_id)).first()
             values = dict(timer=timer, desired=desired, desired_raised=raised, hold_reason=hold_reason)
             if row is None:
@@ -102,7 +103,7 @@ class TimerBindings:
 
     def record_apply(self, automation_id: str, now: datetime, error: str | None, host_user: str | None = None) -> None:
         b = s.timer_bindings
-        with self.store.write(lock_key=f"timer/{automation_id}") as conn:
+        with self.store.write(lock_key=locks.timer(automation_id)) as conn:
             values = {"apply_error": error} if error is not None else {"applied_at_us": to_us(now), "apply_error": None, "host_user": host_user}
             conn.execute(update(b).where(b.c.automation_id == automation_id).values(**values))
 
@@ -114,14 +115,14 @@ class TimerBindings:
         values: dict = {"observed_state": state, "observed": text if state == "present" else None, "observed_at_us": to_us(read_at)}  # type: ignore[type-arg]
         if state != "present":
             values.update(ack_state="none", acked_at_us=None, acked_observed=None)
-        with self.store.write(lock_key=f"timer/{automation_id}") as conn:
+        with self.store.write(lock_key=locks.timer(automation_id)) as conn:
             conn.execute(update(b).where(b.c.automation_id == automation_id, b.c.observed_at_us.is_(None) | (b.c.observed_at_us <= to_us(read_at))).values(**values))
 
     def acknowledge(self, automation_id: str, desired: str, applied_at: datetime, observed: str, read_at: datetime, now: datetime) -> bool:
         """Record an accepted ACK for exactly the desired schedule and apply the caller checked
         (compare-and-set: False, and nothing written, if either changed meanwhile)."""
         b = s.timer_bindings
-        with self.store.write(lock_key=f"timer/{automation_id}") as conn:
+        with self.store.write(lock_key=locks.timer(automation_id)) as conn:
             done = conn.execute(
                 update(b)
                 .where(b.c.automation_id == automation_id, b.c.desired == desired, b.c.applied_at_us == to_us(applied_at))
@@ -160,17 +161,17 @@ class TimerBindings:
 
     def request_read(self, automation_id: str, now: datetime) -> None:
         b = s.timer_bindings
-        with self.store.write(lock_key=f"timer/{automation_id}") as conn:
+        with self.store.write(lock_key=locks.timer(automation_id)) as conn:
             conn.execute(update(b).where(b.c.automation_id == automation_id).values(read_requested_at_us=to_us(now)))
 
     def hook_seen(self, automation_id: str, now: datetime) -> None:
         b = s.timer_bindings
-        with self.store.write(lock_key=f"timer/{automation_id}") as conn:
+        with self.store.write(lock_key=locks.timer(automation_id)) as conn:
             conn.execute(update(b).where(b.c.automation_id == automation_id).values(hook_seen_at_us=to_us(now)))
 
     def remove(self, automation_id: str) -> None:
         from sqlalchemy import delete
 
         b = s.timer_bindings
-        with self.store.write(lock_key=f"timer/{automation_id}") as conn:
+        with self.store.write(lock_key=locks.timer(automation_id)) as conn:
             conn.execute(delete(b).where(b.c.automation_id == automation_id))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from admission import (
     FloorgateError,
@@ -21,6 +21,11 @@ from admission import (
     StoreUnavailable,
     open_store,
 )
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from .app import Floorgate
 
 EXIT_OK = 0
 EXIT_UNAVAILABLE = 1
@@ -45,6 +50,7 @@ class Context:
         self.args = args
         self.json = bool(getattr(args, "json", False))
         self._store: Store | None = None
+        self._app: Floorgate | None = None
         self._out = out
 
     @property
@@ -52,6 +58,22 @@ class Context:
         if self._store is None:
             self._store = open_store(getattr(self.args, "db", None))
         return self._store
+
+    @property
+    def app(self) -> "Floorgate":
+        """The application services, configured from the parsed flags and the environment."""
+        if self._app is None:
+            from .app import Floorgate, Settings
+
+            a = self.args
+            settings = Settings.resolve(
+                db=getattr(a, "db", None),
+                state_dir=getattr(a, "state_dir", None),
+                envelope_mode=getattr(a, "envelope_mode", None),
+                crontab_user=getattr(a, "crontab_user", None),
+            )
+            self._app = Floorgate(self.store, settings=settings)
+        return self._app
 
     def emit(self, doc: Any, text: str | Callable[[], str]) -> None:
         """Print ``doc`` as one JSON document with --json, else the readable ``text``."""

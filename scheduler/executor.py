@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from admission import Admission, Automation, Automations, Decision, InvalidInput, Journal, Missions, Store, TurnRecord, Verdict
+from admission import Admission, Automation, Automations, AutomationState, HoldKind, Decision, InvalidInput, Journal, Missions, Store, TurnRecord, Verdict
 from admission.clock import Clock, SystemClock, read_clock
 from admission.scope import check_id
 
@@ -68,8 +68,9 @@ def hold_for_stuck_mission(store: Store, automation: Automation, clock: Clock | 
     if mission.settled_at is not None and mission.settled_at >= automation.updated_at:
         return Automations(store, clock).set_state(
             automation_id,
-            "held",
-            f"{MISSION_HOLD}{mission.mission_id} is stuck ({mission.stop_reason}); 'floorgate automation resume {automation_id}' starts a new one",
+            AutomationState.HELD,
+            hold_kind=HoldKind.MISSION_STUCK,
+            note=f"{MISSION_HOLD}{mission.mission_id} is stuck ({mission.stop_reason}); 'floorgate automation resume {automation_id}' starts a new one",
         )
     return automation
 

@@ -16,7 +16,8 @@ from admission.intervals import format_interval
 if TYPE_CHECKING:
     from admission import Automation, Tick, TimerBinding, TurnRecord, Verdict
 
-    from .automation_status import AutomationStatus
+    from .automations import Detail, Poked
+    from .readback import AutomationReadback, Preview
 
 
 def _seconds(value: timedelta | None) -> float | None:
@@ -207,21 +208,200 @@ def tick_doc(t: "Tick") -> dict[str, Any]:
     }
 
 
-def status_doc(st: "AutomationStatus") -> dict[str, Any]:
-    e = st.eligibility
+def readback_doc(rb: "AutomationReadback") -> dict[str, Any]:
+    """One automation's readback as JSON (``status``, ``automation show``, the console)."""
+    a, e = rb.automation, rb.eligibility
+    timer = a.spec.timer if a is not None else None
     return {
-        "automation": st.automation.automation_id,
-        "goal": st.automation.spec.goal_id,
-        "agent": st.automation.spec.agent_id,
-        "state": st.state,
-        "detail": st.detail,
-        "next_fire_at": iso(st.next_fire_at),
-        "next_eligible_at": iso(e.next_eligible_at),
-        "eligibility": eligibility_doc(e),
-        "last_turn": turn_doc(st.last_turn) if st.last_turn is not None else None,
-        "timer": binding_doc(st.binding, st.guarantee) if st.binding is not None else {"timer": st.automation.spec.timer, "guarantee": st.guarantee},
-        "mission": mission_doc(st.mission, st.envelope) if st.mission is not None else None,
+        "automation": rb.automation_id,
+        "goal": a.spec.goal_id if a is not None else None,
+        "agent": a.spec.agent_id if a is not None else None,
+        "state": rb.state.value,
+        "hold": rb.hold.value if rb.hold is not None else None,
+        "detail": rb.detail,
+        "next_fire_at": iso(rb.next_fire_at),
+        "next_eligible_at": iso(e.next_eligible_at) if e is not None else None,
+        "eligibility": eligibility_doc(e) if e is not None else None,
+        "last_turn": turn_doc(rb.last_turn) if rb.last_turn is not None else None,
+        "timer": binding_doc(rb.binding, rb.guarantee) if rb.binding is not None else {"timer": timer, "guarantee": rb.guarantee},
+        "mission": mission_doc(rb.mission, rb.envelope) if rb.mission is not None else None,
     }
+
+
+def agreement_text(rb: "AutomationReadback") -> str:
+    """Whether the host armed what floorgate desired, in a few words."""
+    b = rb.binding
+    if b is None:
+        return "not applied"
+    if b.desired is None:
+        return "held"
+    if b.ack_state == "acked" and b.observed_state == "present":
+        return f"yes (acked {iso(b.acked_at)})"
+    if b.observed_state in (None, "unavailable"):
+        return f"unknown ({b.observed_state or 'never read'})"
+    if b.observed_state == "absent":
+        return "NO (absent on host)"
+    return "not acked since the last change"
+
+
+def _outcome(t: "TurnRecord | None") -> str | None:
+    if t is None:
+        return None
+    return f"{t.verdict.status} {t.verdict.stop_reason}" if t.verdict is not None else t.phase
+
+
+def _envelope_line(rb: "AutomationReadback") -> str | None:
+    m, env = rb.mission, rb.envelope
+    if m is None or env is None or not env.bounded:
+        return None
+    return (
+        f"  {rb.automation_id}: mission {m.mission_id} {m.status}: turns {m.turns}"
+        + (f"/{env.max_turns + m.extra_turns}" if env.max_turns else "")
+        + f", tool calls {m.tool_calls}"
+        + (f"/{env.max_tool_calls + m.extra_tool_calls}" if env.max_tool_calls else "")
+        + ", tokens "
+        + (str(m.tokens) if m.usage_known else "not reported")
+        + (f"/{env.max_tokens + m.extra_tokens}" if env.max_tokens else "")
+        + (f" (latch: {m.latch})" if m.latch else "")
+    )
+
+
+def status_text(readbacks: "Sequence[AutomationReadback]", lanes: Sequence[Eligibility]) -> str:
+    """``floorgate status`` as tables: automations, then floored lanes no automation stands for."""
+    parts = []
+    if readbacks:
+        parts.append(
+            table(
+                ["AUTOMATION", "LANE", "STATE", "NEXT_FIRE", "NEXT_ELIGIBLE_AT", "LAST_TURN", "OUTCOME", "TIMER", "DESIRED=OBSERVED", "GUARANTEE"],
+                [
+                    (
+                        rb.automation_id,
+                        f"{rb.automation.spec.goal_id}/{rb.automation.spec.agent_id}" if rb.automation else None,
+                        rb.state.value,
+                        iso(rb.next_fire_at),
+                        iso(rb.eligibility.next_eligible_at) if rb.eligibility else None,
+                        iso(rb.last_turn.started_at) if rb.last_turn else None,
+                        _outcome(rb.last_turn),
+                        rb.automation.spec.timer if rb.automation else None,
+                        agreement_text(rb),
+                        rb.guarantee,
+                    )
+                    for rb in readbacks
+                ],
+            )
+        )
+        parts += [f"  {rb.automation_id}: {rb.detail}" for rb in readbacks if rb.state.value != "eligible"]
+        parts += [line for rb in readbacks if (line := _envelope_line(rb)) is not None]
+        parts += [f"  {rb.automation_id}: apply failed: {rb.binding.apply_error}" for rb in readbacks if rb.binding is not None and rb.binding.apply_error]
+    if lanes:
+        parts.append(
+            table(
+                ["LANE", "STATUS", "REASON", "FLOOR", "LAST_START", "NEXT_ELIGIBLE_AT"],
+                [
+                    (
+                        "/".join(p for p in (e.goal_id, e.agent_id, e.automation_id) if p),
+                        e.status,
+                        e.reason.value,
+                        format_interval(e.floor.floor) if e.floor else None,
+                        f"{iso(e.last_start.anchor_at)} {e.last_start.kind.value} {e.last_start.turn_id}" if e.last_start else None,
+                        iso(e.next_eligible_at),
+                    )
+                    for e in lanes
+                ],
+            )
+        )
+    return "\n\n".join(parts) if parts else "no automations and no floored lanes"
+
+
+def fire_doc(row: Any) -> dict[str, Any]:
+    return {
+        "local": row.fire_at.isoformat(),
+        "utc": iso(row.fire_at),
+        "admitted": row.admitted,
+        "runs_at": iso(row.runs_at),
+        "eligible_at": iso(row.eligible_at),
+    }
+
+
+def _fire_run(row: Any) -> str:
+    if not row.admitted:
+        return "no (floor)"
+    if row.runs_at is not None and row.runs_at != row.fire_at:
+        return f"yes, at {iso(row.runs_at)} (floor)"
+    return "yes"
+
+
+def detail_doc(d: "Detail") -> dict[str, Any]:
+    return {
+        **readback_doc(d.readback),
+        "next_fire_times": [fire_doc(r) for r in d.fires],
+        "recent_ticks": [tick_doc(t) for t in d.ticks],
+        "recent_turns": [turn_doc(t) for t in d.turns],
+        "counters": d.counters,
+    }
+
+
+def detail_text(d: "Detail") -> str:
+    rb = d.readback
+    head = [f"automation {rb.automation_id}", f"  state:          {rb.state.value} ({rb.detail})"]
+    a = rb.automation
+    if a is None:
+        return "\n".join(head)
+    spec = a.spec
+    floor = rb.eligibility.floor if rb.eligibility is not None else None
+    lines = [
+        f"automation {a.automation_id}  ({spec.goal_id}/{spec.agent_id}, revision {a.revision})",
+        head[1],
+        f"  schedule:       {spec.schedule.replace(chr(10), ' ')}",
+        f"  command:        {command_text(spec)}" + (f"  (timeout {spec.host.timeout_seconds:g}s, overlap {spec.overlap})" if spec.host else ""),
+        f"  timer:          {spec.timer} ({rb.guarantee})",
+        f"  floor:          {format_interval(floor.floor) if floor else '-'}",
+        f"  next eligible:  {(iso(rb.eligibility.next_eligible_at) if rb.eligibility else None) or '-'}",
+        f"  next turn:      {iso(rb.next_fire_at) or '-'}",
+        "  next fires (as the timer host fires them):",
+        *[f"    {r.fire_at.isoformat()}   {iso(r.fire_at)}   {_fire_run(r)}" for r in d.fires],
+        "  recent ticks (nominal -> actual: decision reason):",
+        *[f"    {iso(t.nominal_at)} -> {iso(t.actual_at)}: {t.decision} {t.reason} {t.turn_id or ''}" for t in d.ticks],
+        "  recent turns:",
+        *[f"    {t.turn_id} attempt {t.attempt} {t.kind} {iso(t.started_at)} {_outcome(t)}" for t in d.turns],
+        "  counters: " + (", ".join(f"{k}/{r}={n}" for k, rs in sorted(d.counters.items()) for r, n in sorted(rs.items())) or "none"),
+    ]
+    return "\n".join(lines)
+
+
+def preview_doc(p: "Preview") -> dict[str, Any]:
+    return {
+        "automation": p.automation_id,
+        "schedule": p.schedule.canonical() if p.schedule is not None else None,
+        "floor_seconds": _seconds(p.floor) or 0,
+        "lane_status": p.lane_status,
+        "blocked": p.blocked,
+        "fires": [fire_doc(r) for r in p.rows],
+    }
+
+
+def preview_text(p: "Preview") -> str:
+    floor = format_interval(p.floor) if p.floor else "none"
+    schedule = p.schedule.canonical().replace("\n", " ") if p.schedule is not None else "(nothing armed)"
+    if p.blocked is not None:
+        return f"{schedule}   floor {floor}: nothing fires: {p.blocked}"
+    runs = sum(r.admitted for r in p.rows)
+    return f"{schedule}   floor {floor}: {runs} of {len(p.rows)} fires would run\n" + table(
+        ["LOCAL", "UTC", "WOULD_RUN", "ELIGIBLE_AT"],
+        [(r.fire_at.isoformat(), iso(r.fire_at), _fire_run(r), iso(r.eligible_at)) for r in p.rows],
+    )
+
+
+def poke_doc(p: "Poked") -> dict[str, Any]:
+    return {"automation": p.automation_id, "backoff_wake_at": iso(p.wake.backoff_wake_at), "next_fire_at": iso(p.readback.next_fire_at)}
+
+
+def poke_text(p: "Poked") -> str:
+    nxt = p.readback.next_fire_at
+    if nxt is None:
+        return f"poked {p.automation_id}: backoff reset, but nothing fires now ({p.readback.detail})"
+    why = "" if p.wake.backoff_wake_at is not None and nxt <= p.wake.backoff_wake_at else " (the floor or the schedule comes first)"
+    return f"poked {p.automation_id}: next turn at {iso(nxt)}{why}"
 
 
 def binding_doc(b: "TimerBinding", guarantee: str) -> dict[str, Any]:

@@ -1,46 +1,109 @@
-"""Dry runs: the next fire times of a schedule and whether today's floors would admit each.
+"""Which host fires run: one simulation under every surface (status, show, preview).
 
-Nothing is written. The simulation starts from the lane's real eligibility and assumes every
-admitted fire starts on time, so an owner sees before saving that a 15-minute schedule under a
-daily floor runs once a day, and when.
+Pure: it takes the schedule the host really arms, the lane's floor and next eligible time, and
+how the host meets a floor, and says for each coming fire when it runs, or why not. Nothing is
+read or written here. The simulation assumes every admitted fire starts on time, so an owner sees
+before saving that a 15-minute schedule under a daily floor runs once a day, and when.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
+from enum import StrEnum
 
-from admission import Admission
+from admission import WakeState
 from hosts import Schedule
+
+
+
+class FloorMeeting(StrEnum):
+    """How a host meets a floor that has not elapsed when its timer fires."""
+
+    COALESCE = "coalesce"  # floorgate's own timer never wakes inside the floor: due fires wait for it
+    WAIT = "wait"  # the fire asks admission and waits up to a bound for the floor (crontab lines)
+    DENY = "deny"  # the fire asks admission and is denied inside the floor (an app's hook)
 
 
 @dataclass(frozen=True)
 class PreviewRow:
+    """One host fire: when the timer fires, whether a turn starts, and when."""
+
     fire_at: datetime  # aware, in the schedule's zone
     admitted: bool
+    runs_at: datetime | None  # when the turn starts (a coalesced or waiting fire starts at the floor)
     eligible_at: datetime | None  # when denied: the floor's next eligible time at that fire
 
 
 @dataclass(frozen=True)
-class Preview:
-    rows: list[PreviewRow]
-    floor_seconds: float
-    status: str  # the lane's eligibility status now
+class PlanInputs:
+    """Everything the simulation needs, read once by the caller."""
+
+    schedule: Schedule  # what the host arms (floored for crontab and external timers)
+    meeting: FloorMeeting
+    floor: timedelta | None
+    next_eligible_at: datetime | None
+    wait: timedelta = timedelta(0)  # FloorMeeting.WAIT: how long a fire may wait for the floor
+    wake: WakeState | None = None  # backoff chain, for floorgate's own timer
+    last_ticked: datetime | None = None
+    catch_up: timedelta = timedelta(hours=1)
 
 
-def preview(admission: Admission, schedule: Schedule, *, goal: str, agent: str, automation: str, count: int, now: datetime) -> Preview:
-    eligibility = admission.eligibility(goal, agent, automation)
-    floor = eligibility.floor.floor if eligibility.floor is not None else None
-    next_eligible = eligibility.next_eligible_at
-    unavailable = eligibility.status == "unavailable"
-    rows = []
-    for fire in schedule.occurrences(count, after=now):
+def simulate(inputs: PlanInputs, *, count: int, now: datetime) -> list[PreviewRow]:
+    """The next ``count`` host fires after ``now`` and what becomes of each."""
+    if inputs.meeting is FloorMeeting.COALESCE:
+        return _coalesced(inputs, count, now)
+    rows: list[PreviewRow] = []
+    next_eligible = inputs.next_eligible_at
+    for fire in inputs.schedule.occurrences(count, after=now):
         fire_utc = fire.astimezone(timezone.utc)  # floors are elapsed time, not wall-clock time
-        if unavailable:
-            rows.append(PreviewRow(fire, False, None))
+        wait = inputs.wait if inputs.meeting is FloorMeeting.WAIT else timedelta(0)
+        if next_eligible is None or fire_utc >= next_eligible:
+            runs = fire_utc
+        elif fire_utc + wait >= next_eligible:
+            runs = next_eligible
+        else:
+            rows.append(PreviewRow(fire, False, None, next_eligible))
             continue
-        ok = next_eligible is None or fire_utc >= next_eligible
-        rows.append(PreviewRow(fire, ok, None if ok else next_eligible))
-        if ok and floor:
-            next_eligible = fire_utc + floor
-    return Preview(rows=rows, floor_seconds=floor.total_seconds() if floor else 0.0, status=eligibility.status)
+        rows.append(PreviewRow(fire, True, runs, None))
+        if inputs.floor:
+            next_eligible = runs + inputs.floor
+    return rows
+
+
+def _coalesced(inputs: PlanInputs, count: int, now: datetime) -> list[PreviewRow]:
+    # floorgate's own timer never wakes inside the floor: the fires due there wait for it, and
+    # the last of them runs once at next_eligible_at (the trigger's planning, ``next_wake``).
+    schedule = inputs.schedule
+    points = list(schedule.occurrences(count + 1, after=now))  # one more: is the last row the last before the floor?
+    if inputs.catch_up:
+        first = schedule.next_after(now - inputs.catch_up - timedelta(microseconds=1))
+        due = schedule.last_at_or_before(now) if first is not None and first <= now else None
+        if due is not None and (inputs.last_ticked is None or due > inputs.last_ticked):
+            points.append(due)  # one catch-up fire, at once
+    wake = inputs.wake
+    if wake is not None and wake.backoff_step > 0 and wake.backoff_wake_at is not None:
+        points.append(wake.backoff_wake_at)
+    # Elapsed time is UTC arithmetic: in one ZoneInfo, Python adds and compares wall-clock times.
+    now_utc = now.astimezone(timezone.utc)
+    at = sorted({max(p.astimezone(timezone.utc), now_utc): p for p in points}.items())  # wake -> the fire it stands for
+    rows: list[PreviewRow] = []
+    next_eligible = inputs.next_eligible_at
+    for i, (effective, fire) in enumerate(at[:count]):
+        following = at[i + 1][0] if i + 1 < len(at) else None
+        if next_eligible is None or effective >= next_eligible:
+            runs: datetime | None = effective
+        elif following is None or following > next_eligible:
+            runs = next_eligible  # the last fire before the floor opens: it runs when it does
+        else:
+            rows.append(PreviewRow(fire, False, None, next_eligible))  # coalesced into a later wake
+            continue
+        rows.append(PreviewRow(fire, True, runs, None))
+        if inputs.floor and runs is not None:
+            next_eligible = runs + inputs.floor
+    return rows
+
+
+def first_run(rows: list[PreviewRow]) -> datetime | None:
+    """When the next turn starts according to ``rows`` (None: none of them runs)."""
+    return next((r.runs_at for r in rows if r.admitted), None)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from admission import Admission, Automation, Automations, Store, TimerBinding, TimerBindings
+from admission import Admission, Automation, Automations, AutomationState, HoldKind, Store, TimerBinding, TimerBindings
 from admission.clock import Clock, SystemClock, read_clock
 from hosts import InvalidSchedule, Schedule
 from hosts.contract import Guarantee, Observation
@@ -29,7 +29,6 @@ from hosts.errors import HostUnavailable, UnsupportedSchedule
 from hosts.external import ExternalTimer
 from hosts.flooring import floor_compatible
 
-from .executor import MISSION_HOLD
 
 
 @dataclass(frozen=True)
@@ -89,6 +88,12 @@ class TimerService:
             argv += ["--state-dir", str(self.state_dir.resolve())]
         return shlex.join(argv) + " >/dev/null 2>&1"
 
+    def remove_from_host(self, automation: Automation) -> None:
+        """Take the automation's line off the timer host it was applied to (a host that keeps no
+        line of ours has nothing to remove)."""
+        if automation.spec.timer == "crontab":
+            self.crontab(automation.automation_id).remove(automation.automation_id)
+
     # -- desired ---------------------------------------------------------------------------------
     def desire(self, automation: Automation) -> TimerBinding:
         """Compute and record the desired schedule; hold the automation when no host form exists."""
@@ -111,10 +116,10 @@ class TimerService:
         binding = self.bindings.set_desired(
             automation.automation_id, spec.timer, desired.canonical() if desired is not None else None, raised, hold, now
         )
-        if hold is not None and automation.state == "active":
-            self.automations.set_state(automation.automation_id, "held", hold)
-        elif hold is None and automation.state == "held" and not (automation.state_note or "").startswith(MISSION_HOLD):
-            self.automations.set_state(automation.automation_id, "active", None)
+        if hold is not None and automation.state == AutomationState.ACTIVE:
+            self.automations.set_state(automation.automation_id, AutomationState.HELD, hold, HoldKind.TIMER)
+        elif hold is None and automation.state == AutomationState.HELD and automation.hold_kind is not HoldKind.MISSION_STUCK:
+            self.automations.set_state(automation.automation_id, AutomationState.ACTIVE, None)
         return binding
 
     # -- apply / observe / ack ------------------------------------------------------------------

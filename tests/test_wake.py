@@ -180,12 +180,19 @@ def test_paused_automation_ticks_are_skipped_and_recorded(store, tmp_path) -> No
 def test_preview_counts_the_floor_in_elapsed_time_across_dst(store) -> None:
     from datetime import timezone
 
-    from scheduler.preview import preview
+    from scheduler.readback import Readback
 
     clock = FixedClock(datetime(2027, 3, 25, tzinfo=timezone.utc))
     floor(store, clock, "g/a", timedelta(hours=24))
     schedule = Schedule.parse("DTSTART;TZID=Europe/Berlin:20261101T090000 RRULE:FREQ=DAILY")
-    rows = preview(Admission(store, clock), schedule, goal="g", agent="a", automation="x", count=5, now=clock.now()).rows
+    readback = Readback(store, clock)
+    # An app's timer asks the hook at each fire: 2027-03-28 09:00 CEST is 23 hours after
+    # 2027-03-27 09:00 CET, inside a 24-hour floor, so that fire is denied.
+    rows = readback.preview_schedule(goal="g", agent="a", automation_id="x", schedule=schedule, timer="external", count=5).rows
     by_day = {r.fire_at.date().isoformat(): r.admitted for r in rows}
-    # 2027-03-28 09:00 CEST is 23 hours after 2027-03-27 09:00 CET: inside a 24-hour floor.
     assert by_day == {"2027-03-25": True, "2027-03-26": True, "2027-03-27": True, "2027-03-28": False, "2027-03-29": True}
+    # floorgate's own timer waits for the floor instead: that fire runs an hour late, at 24 h.
+    rows = readback.preview_schedule(goal="g", agent="a", automation_id="x", schedule=schedule, timer="apscheduler", count=5).rows
+    late = {r.fire_at.date().isoformat(): r.runs_at for r in rows}
+    assert all(r.admitted for r in rows)
+    assert late["2027-03-28"] == datetime(2027, 3, 28, 8, 0, tzinfo=timezone.utc)  # 10:00 CEST, 24 h after 09:00 CET

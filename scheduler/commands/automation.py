@@ -8,17 +8,22 @@ from datetime import timedelta
 
 from pydantic import ValidationError
 
-from admission import Admission, AutomationSpec, Automations, CommandHost, InvalidInput, Journal, TickLog
-from admission.clock import SystemClock, iso, read_clock
-from admission.intervals import format_interval
-from hosts import Schedule
+from admission import AutomationSpec, CommandHost, InvalidInput
 
-from ..automation_status import automation_status
 from ..cli import EXIT_OK, Context, add_common
-from ..present import automation_doc, command_text, status_doc, table, tick_doc, turn_doc
-from ..preview import preview
-from ..wake import BackoffPolicy
-from .timers import add_crontab_user, register_actions, service
+from ..present import (
+    automation_doc,
+    command_text,
+    detail_doc,
+    detail_text,
+    poke_doc,
+    poke_text,
+    preview_doc,
+    preview_text,
+    readback_doc,
+    table,
+)
+from .timers import add_crontab_user, register_actions
 
 
 def _host_args(p: argparse.ArgumentParser, *, required: bool) -> None:
@@ -89,6 +94,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--goal")
     p.add_argument("--agent")
     p.add_argument("--schedule")
+    p.add_argument("--timer", choices=["apscheduler", "crontab", "external"], help="the timer host an unsaved schedule would run on (default apscheduler)")
     add_common(p)
     p.set_defaults(handler=_preview)
 
@@ -102,10 +108,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _argv(args: argparse.Namespace) -> list[str]:
     return list(args.command_argv or [])
-
-
-def _schedule_text(text: str) -> str:
-    return Schedule.parse(text, now=read_clock(SystemClock())).canonical()
 
 
 def _host(args: argparse.Namespace, base: CommandHost | None, timer: str) -> CommandHost | None:
@@ -137,11 +139,12 @@ def _host(args: argparse.Namespace, base: CommandHost | None, timer: str) -> Com
 
 def _add(ctx: Context) -> int:
     a = ctx.args
+    service = ctx.app.automations
     timer = a.timer or "apscheduler"
     spec = AutomationSpec(
         goal_id=a.goal,
         agent_id=a.agent,
-        schedule=_schedule_text(a.schedule),
+        schedule=service.parse_schedule(a.schedule),
         host=_host(a, None, timer),
         model=a.model,
         overlap=a.overlap or "skip",
@@ -149,26 +152,24 @@ def _add(ctx: Context) -> int:
         backend=a.backend,
         meter=a.meter or "none",
     )
-    automation = Automations(ctx.store).add(a.automation, spec)
-    binding = service(ctx).apply(automation)
-    automation = Automations(ctx.store).get(a.automation)
-    held = f"\nHELD: {binding.hold_reason}" if binding.hold_reason else ""
+    done = service.add(a.automation, spec)
+    held = f"\nHELD: {done.binding.hold_reason}" if done.binding is not None and done.binding.hold_reason else ""
     ctx.emit(
-        automation_doc(automation),
-        f"added {automation.automation_id} ({spec.goal_id}/{spec.agent_id}, {timer} timer)\n{spec.schedule}{held}",
+        {**automation_doc(done.automation), "readback": readback_doc(done.readback)},
+        f"added {done.automation.automation_id} ({spec.goal_id}/{spec.agent_id}, {timer} timer)\n{spec.schedule}{held}",
     )
     return EXIT_OK
 
 
 def _edit(ctx: Context) -> int:
     a = ctx.args
-    repo = Automations(ctx.store)
-    current = repo.get(a.automation)
+    service = ctx.app.automations
+    current = service.repo.get(a.automation)
     timer = a.timer or current.spec.timer
     spec = AutomationSpec(
         goal_id=current.spec.goal_id,
         agent_id=current.spec.agent_id,
-        schedule=_schedule_text(a.schedule) if a.schedule else current.spec.schedule,
+        schedule=service.parse_schedule(a.schedule) if a.schedule else current.spec.schedule,
         host=_host(a, current.spec.host, timer),
         model=a.model if a.model is not None else current.spec.model,
         overlap=a.overlap or current.spec.overlap,
@@ -176,23 +177,22 @@ def _edit(ctx: Context) -> int:
         backend=a.backend if a.backend is not None else current.spec.backend,
         meter=a.meter or current.spec.meter,
     )
-    automation = repo.edit(a.automation, spec)
-    if current.spec.timer == "crontab" and timer != "crontab":
-        service(ctx).crontab(a.automation).remove(a.automation)
-    service(ctx).apply(automation)
-    automation = repo.get(a.automation)
-    ctx.emit(automation_doc(automation), f"edited {automation.automation_id} (revision {automation.revision})")
+    done = service.edit(a.automation, spec)
+    ctx.emit(
+        {**automation_doc(done.automation), "readback": readback_doc(done.readback)},
+        f"edited {done.automation.automation_id} (revision {done.automation.revision})",
+    )
     return EXIT_OK
 
 
 def _list(ctx: Context) -> int:
-    items = Automations(ctx.store).list(ctx.args.goal)
+    items = ctx.app.automations.list(ctx.args.goal)
     ctx.emit(
         {"automations": [automation_doc(x) for x in items]},
         lambda: table(
             ["AUTOMATION", "LANE", "STATE", "SCHEDULE", "COMMAND"],
             [
-                (x.automation_id, f"{x.spec.goal_id}/{x.spec.agent_id}", x.state, x.spec.schedule.replace("\n", " "), command_text(x.spec))
+                (x.automation_id, f"{x.spec.goal_id}/{x.spec.agent_id}", x.state.value, x.spec.schedule.replace("\n", " "), command_text(x.spec))
                 for x in items
             ],
         ) if items else "no automations",
@@ -201,124 +201,49 @@ def _list(ctx: Context) -> int:
 
 
 def _show(ctx: Context) -> int:
-    a = ctx.args
-    store = ctx.store
-    repo = Automations(store)
-    automation = repo.get(a.automation)
-    now = read_clock(SystemClock())
-    ticklog = TickLog(store)
-    journal = Journal(store)
-    status = automation_status(automation, admission=Admission(store), automations=repo, journal=journal, ticklog=ticklog, now=now)
-    schedule = Schedule.parse(automation.spec.schedule)
-    if automation.spec.timer != "apscheduler" and status.binding is not None and status.binding.desired is not None:
-        schedule = Schedule.parse(status.binding.desired)  # what that host actually fires (floored)
-    fires = schedule.occurrences(a.count, after=now)
-    ticks = ticklog.recent(automation.automation_id, a.ticks)
-    turns = journal.recent(automation.automation_id, 5)
-    counters = ticklog.counters(automation.automation_id)
-    doc = {
-        **status_doc(status),
-        "next_fire_times": [{"local": f.isoformat(), "utc": iso(f)} for f in fires],
-        "recent_ticks": [tick_doc(t) for t in ticks],
-        "recent_turns": [turn_doc(t) for t in turns],
-        "counters": counters,
-    }
-
-    def text() -> str:
-        spec = automation.spec
-        lines = [
-            f"automation {automation.automation_id}  ({spec.goal_id}/{spec.agent_id}, revision {automation.revision})",
-            f"  state:          {status.state} ({status.detail})",
-            f"  schedule:       {spec.schedule.replace(chr(10), ' ')}",
-            f"  command:        {command_text(spec)}"
-            + (f"  (timeout {spec.host.timeout_seconds:g}s, overlap {spec.overlap})" if spec.host else ""),
-            f"  timer:          {spec.timer}",
-            f"  floor:          {format_interval(status.eligibility.floor.floor) if status.eligibility.floor else '-'}",
-            f"  next eligible:  {iso(status.eligibility.next_eligible_at) or '-'}",
-            f"  next timer:     {iso(status.next_fire_at) or '-'}",
-            "  next fire times (schedule):",
-            *[f"    {f.isoformat()}   {iso(f)}" for f in fires],
-            "  recent ticks (nominal -> actual: decision reason):",
-            *[f"    {iso(t.nominal_at)} -> {iso(t.actual_at)}: {t.decision} {t.reason} {t.turn_id or ''}" for t in ticks],
-            "  recent turns:",
-            *[f"    {t.turn_id} attempt {t.attempt} {t.kind} {iso(t.started_at)} {t.verdict.status + ' ' + t.verdict.stop_reason if t.verdict else t.phase}" for t in turns],
-            "  counters: " + (", ".join(f"{d}/{r}={n}" for d, rs in sorted(counters.items()) for r, n in sorted(rs.items())) or "none"),
-        ]
-        return "\n".join(lines)
-
-    ctx.emit(doc, text)
+    detail = ctx.app.automations.show(ctx.args.automation, fires=ctx.args.count, ticks=ctx.args.ticks)
+    ctx.emit(detail_doc(detail), lambda: detail_text(detail))
     return EXIT_OK
 
 
 def _pause(ctx: Context) -> int:
-    automation = Automations(ctx.store).set_state(ctx.args.automation, "paused", ctx.args.note)
-    ctx.emit(automation_doc(automation), f"paused {automation.automation_id}")
+    rb = ctx.app.automations.pause(ctx.args.automation, ctx.args.note)
+    ctx.emit(_changed_doc(rb), f"paused {rb.automation_id}")
     return EXIT_OK
 
 
 def _resume(ctx: Context) -> int:
-    automation = Automations(ctx.store).set_state(ctx.args.automation, "active", None)
-    ctx.emit(automation_doc(automation), f"resumed {automation.automation_id}")
+    rb = ctx.app.automations.resume(ctx.args.automation)
+    ctx.emit(_changed_doc(rb), f"resumed {rb.automation_id}: {rb.state.value} ({rb.detail})")
     return EXIT_OK
 
 
-def _remove(ctx: Context) -> int:
-    repo = Automations(ctx.store)
-    automation = repo.get(ctx.args.automation)
-    if automation.spec.timer == "crontab":
-        service(ctx).crontab(automation.automation_id).remove(automation.automation_id)
-    repo.remove(ctx.args.automation)
-    from admission import TimerBindings
+def _changed_doc(rb) -> dict:  # type: ignore[no-untyped-def,type-arg]
+    return {**(automation_doc(rb.automation) if rb.automation is not None else {}), "readback": readback_doc(rb)}
 
-    TimerBindings(ctx.store).remove(ctx.args.automation)
+
+def _remove(ctx: Context) -> int:
+    ctx.app.automations.remove(ctx.args.automation)
     ctx.emit({"removed": ctx.args.automation}, f"removed {ctx.args.automation} (its start records are kept)")
     return EXIT_OK
 
 
 def _preview(ctx: Context) -> int:
     a = ctx.args
-    if a.count < 1 or a.count > 1000:
-        raise InvalidInput("--next", "ask for 1..1000 fire times")
-    now = read_clock(SystemClock())
+    service = ctx.app.automations
     if a.schedule is not None:
         if a.goal is None or a.agent is None:
             raise InvalidInput("--goal", "previewing an unsaved schedule needs --goal and --agent")
-        goal, agent, schedule = a.goal, a.agent, Schedule.parse(a.schedule, now=now)
+        result = service.preview_new(a.automation, goal=a.goal, agent=a.agent, schedule=a.schedule, timer=a.timer or "apscheduler", count=a.count)
     else:
-        automation = Automations(ctx.store).get(a.automation)
-        goal, agent, schedule = automation.spec.goal_id, automation.spec.agent_id, Schedule.parse(automation.spec.schedule)
-    result = preview(Admission(ctx.store), schedule, goal=goal, agent=agent, automation=a.automation, count=a.count, now=now)
-    doc = {
-        "automation": a.automation,
-        "schedule": schedule.canonical(),
-        "floor_seconds": result.floor_seconds,
-        "lane_status": result.status,
-        "fires": [
-            {"local": r.fire_at.isoformat(), "utc": iso(r.fire_at), "admitted": r.admitted, "eligible_at": iso(r.eligible_at)}
-            for r in result.rows
-        ],
-    }
-    runs = sum(r.admitted for r in result.rows)
-    floor = format_interval(timedelta(seconds=result.floor_seconds))
-    ctx.emit(
-        doc,
-        lambda: f"{schedule.canonical().replace(chr(10), ' ')}   floor {floor}: {runs} of {len(result.rows)} fires would run\n"
-        + table(
-            ["LOCAL", "UTC", "WOULD_RUN", "ELIGIBLE_AT"],
-            [(r.fire_at.isoformat(), iso(r.fire_at), "yes" if r.admitted else "no (floor)", iso(r.eligible_at)) for r in result.rows],
-        ),
-    )
+        if a.goal is not None or a.agent is not None or a.timer is not None:
+            raise InvalidInput("--schedule", "--goal, --agent and --timer preview an unsaved schedule; give --schedule too, or only the saved automation's id")
+        result = service.preview(a.automation, count=a.count)
+    ctx.emit(preview_doc(result), lambda: preview_text(result))
     return EXIT_OK
 
 
 def _poke(ctx: Context) -> int:
-    repo = Automations(ctx.store)
-    automation = repo.get(ctx.args.automation)
-    now = read_clock(SystemClock())
-    state = BackoffPolicy().reset(automation.automation_id, now)
-    repo.save_wake_state(state)
-    ctx.emit(
-        {"automation": automation.automation_id, "backoff_wake_at": iso(state.backoff_wake_at)},
-        f"poked {automation.automation_id}: next wake no earlier than {iso(state.backoff_wake_at)} (and never before the floor)",
-    )
+    poked = ctx.app.automations.poke(ctx.args.automation)
+    ctx.emit(poke_doc(poked), poke_text(poked))
     return EXIT_OK

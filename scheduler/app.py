@@ -1,0 +1,103 @@
+"""The composition root: one ``Floorgate`` object owns the services every surface calls.
+
+Build it from a store, a clock and ``Settings``; the CLI (and the HTTP console after it) parse
+their input, call one method of a service here and render what it returns. Configuration is
+resolved once, into ``Settings``, at the edge: services never read the environment.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from functools import cached_property
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from admission import Admission, HostPolicies, Policies, Store, open_store
+from admission.clock import Clock, SystemClock
+
+from .automations import AutomationService
+from .readback import Readback
+
+ENV_STATE_DIR = "FLOORGATE_STATE_DIR"
+ENV_ENVELOPE_MODE = "FLOORGATE_ENVELOPE_MODE"
+ENV_CRONTAB_USER = "FLOORGATE_CRONTAB_USER"
+
+
+class Settings(BaseModel):
+    """What a floorgate process is configured with (flags over environment over defaults)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    db: str | None = None  # None: $FLOORGATE_DB, else ./floorgate.db (admission.store.resolve_url)
+    state_dir: Path = Path("floorgate-state")
+    envelope_mode: str | None = None  # None: enforce
+    crontab_user: str | None = None
+
+    @classmethod
+    def resolve(cls, environ: Mapping[str, str] | None = None, **flags: object) -> "Settings":
+        """Settings from explicit ``flags`` (None: not given), then ``environ``, then defaults."""
+        env = os.environ if environ is None else environ
+
+        def pick(flag: str, name: str) -> object:
+            value = flags.get(flag)
+            return value if value is not None else (env.get(name) or None)
+
+        state = pick("state_dir", ENV_STATE_DIR)
+        return cls(
+            db=flags.get("db") or None,  # type: ignore[arg-type]
+            state_dir=Path(str(state)) if state is not None else Path("floorgate-state"),
+            envelope_mode=pick("envelope_mode", ENV_ENVELOPE_MODE),  # type: ignore[arg-type]
+            crontab_user=pick("crontab_user", ENV_CRONTAB_USER),  # type: ignore[arg-type]
+        )
+
+
+class Floorgate:
+    """floorgate's application services over one store. Share one per process."""
+
+    def __init__(self, store: Store, *, clock: Clock | None = None, settings: Settings | None = None) -> None:
+        self.store = store
+        self.clock = clock if clock is not None else SystemClock()
+        self.settings = settings if settings is not None else Settings()
+
+    @classmethod
+    def open(cls, settings: Settings, *, clock: Clock | None = None) -> "Floorgate":
+        """Open the store the settings name and compose the services over it."""
+        return cls(open_store(settings.db), clock=clock, settings=settings)
+
+    def close(self) -> None:
+        self.store.close()
+
+    # -- services --------------------------------------------------------------------------------
+    @cached_property
+    def admission(self) -> Admission:
+        return Admission(self.store, self.clock)
+
+    @cached_property
+    def policies(self) -> Policies:
+        return Policies(self.store, self.clock)
+
+    @cached_property
+    def host_policy(self) -> HostPolicies:
+        return HostPolicies(self.store, self.clock)
+
+    @cached_property
+    def readback(self) -> Readback:
+        return Readback(self.store, self.clock)
+
+    @cached_property
+    def timers(self):  # type: ignore[no-untyped-def]
+        from .timers import TimerService
+
+        return TimerService(self.store, clock=self.clock, crontab_user=self.settings.crontab_user, state_dir=self.settings.state_dir)
+
+    @cached_property
+    def automations(self) -> AutomationService:
+        return AutomationService(self.store, self.clock, self.timers, self.readback)
+
+    def executor(self, *, host: str | None = None):  # type: ignore[no-untyped-def]
+        """A managed-turn executor with these settings' state directory and envelope mode."""
+        from .executor import TurnExecutor
+
+        return TurnExecutor(self.store, state_dir=self.settings.state_dir, clock=self.clock, host=host, mode=self.settings.envelope_mode)

@@ -1,0 +1,150 @@
+"""Automation use cases: add, edit, pause, resume, remove, poke, and what to show of one.
+
+Each method is one use case a surface calls with parsed values; it returns what the surface
+renders (a readback after every change, so what is printed is what the hosts will do).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from admission import (
+    Automation,
+    AutomationSpec,
+    AutomationState,
+    Automations,
+    InvalidInput,
+    Journal,
+    Store,
+    Tick,
+    TickLog,
+    TimerBinding,
+    TurnRecord,
+    WakeState,
+)
+from admission.clock import Clock, read_clock
+from hosts import Schedule
+
+from .readback import AutomationReadback, Preview, Readback
+from .wake import BackoffPolicy
+
+MAX_PREVIEW = 1000
+MAX_LISTED = 1000
+
+
+@dataclass(frozen=True)
+class Changed:
+    """An automation after a change, its timer binding, and its readback."""
+
+    automation: Automation
+    binding: TimerBinding | None
+    readback: AutomationReadback
+
+
+@dataclass(frozen=True)
+class Detail:
+    """``automation show``: the readback, the next host fires, recent ticks and turns, counters."""
+
+    readback: AutomationReadback
+    fires: list  # type: ignore[type-arg]  # PreviewRow
+    ticks: list[Tick]
+    turns: list[TurnRecord]
+    counters: dict[str, dict[str, int]]
+
+
+@dataclass(frozen=True)
+class Poked:
+    automation_id: str
+    wake: WakeState
+    readback: AutomationReadback
+
+
+class AutomationService:
+    """Automations on one store, with their timers."""
+
+    def __init__(self, store: Store, clock: Clock, timers, readback: Readback) -> None:  # type: ignore[no-untyped-def]
+        self.store = store
+        self.clock = clock
+        self.repo = Automations(store, clock)
+        self.timers = timers
+        self.readback = readback
+
+    def parse_schedule(self, text: str) -> str:
+        """The canonical text of a schedule the owner typed (friendly forms resolve against now)."""
+        return Schedule.parse(text, now=read_clock(self.clock)).canonical()
+
+    def add(self, automation_id: str, spec: AutomationSpec) -> Changed:
+        """Store a new automation and arm its timer at once (held when its host cannot express it)."""
+        automation = self.repo.add(automation_id, spec)
+        return self._applied(automation)
+
+    def edit(self, automation_id: str, spec: AutomationSpec) -> Changed:
+        """Change an automation and re-arm its timer (a line left on another host is removed first)."""
+        current = self.repo.get(automation_id)
+        if current.spec.timer != spec.timer:
+            self.timers.remove_from_host(current)
+        return self._applied(self.repo.edit(automation_id, spec))
+
+    def pause(self, automation_id: str, note: str | None) -> AutomationReadback:
+        self.repo.set_state(automation_id, AutomationState.PAUSED, note)
+        return self.readback.automation(automation_id)
+
+    def resume(self, automation_id: str) -> AutomationReadback:
+        """Tick again; a stuck mission's hold ends here (the next turn starts a new mission)."""
+        self.repo.set_state(automation_id, AutomationState.ACTIVE, None)
+        return self.readback.automation(automation_id)
+
+    def remove(self, automation_id: str) -> None:
+        """Take the line off its timer host, then delete the automation, its wake state and
+        binding in one commit (its starts and turns are kept)."""
+        automation = self.repo.get(automation_id)
+        self.timers.remove_from_host(automation)
+        self.repo.remove(automation_id)
+
+    def poke(self, automation_id: str) -> Poked:
+        """New work arrived: reset the wake cadence to the short backoff (never before the floor)."""
+        automation = self.repo.get(automation_id)
+        policy = self.readback.host_policy()
+        state = BackoffPolicy(policy.backoff_initial, policy.backoff_cap).reset(automation.automation_id, read_clock(self.clock))
+        self.repo.save_wake_state(state)
+        return Poked(automation_id, state, self.readback.automation(automation_id))
+
+    def list(self, goal: str | None = None) -> list[Automation]:
+        found, _broken = self.repo.scan(goal)
+        return found
+
+    def show(self, automation_id: str, *, fires: int, ticks: int) -> Detail:
+        """Everything ``automation show`` prints, from one readback."""
+        _limit("--next", fires, MAX_PREVIEW)
+        _limit("--ticks", ticks, MAX_LISTED)
+        rb = self.readback.automation(automation_id)
+        now = read_clock(self.clock)
+        log = TickLog(self.store)
+        return Detail(
+            readback=rb,
+            fires=rb.fires(fires, now),
+            ticks=log.recent(automation_id, ticks),
+            turns=Journal(self.store, self.clock).recent(automation_id, 5),
+            counters=log.counters(automation_id),
+        )
+
+    def preview(self, automation_id: str, *, count: int) -> Preview:
+        """What a saved automation's timer host fires next, and which fires run (writes nothing)."""
+        _limit("--next", count, MAX_PREVIEW)
+        return self.readback.preview(automation_id, count)
+
+    def preview_new(self, automation_id: str, *, goal: str, agent: str, schedule: str, timer: str, count: int) -> Preview:
+        """What an unsaved schedule would do under today's floors (writes nothing)."""
+        _limit("--next", count, MAX_PREVIEW)
+        parsed = Schedule.parse(schedule, now=read_clock(self.clock))
+        return self.readback.preview_schedule(goal=goal, agent=agent, automation_id=automation_id, schedule=parsed, timer=timer, count=count)
+
+    def _applied(self, automation: Automation) -> Changed:
+        binding = self.timers.apply(automation)
+        rb = self.readback.automation(automation.automation_id)
+        return Changed(rb.automation or automation, binding, rb)
+
+
+def _limit(field: str, value: int, most: int) -> None:
+    if type(value) is not int or not 1 <= value <= most:
+        raise InvalidInput(field, f"give 1..{most}")

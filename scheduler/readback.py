@@ -1,0 +1,314 @@
+"""One readback of what an automation will do next, under every surface.
+
+``status``, ``automation show``, ``automation preview`` (and the HTTP console after them) render
+an ``AutomationReadback``; none computes its own answer. Next fires come from the same planning
+the timer host does (``preview.simulate``), with the host policy every host reads from the store,
+on the schedule that host really arms (floored for crontab and external timers).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from admission import (
+    Admission,
+    Approvals,
+    Automation,
+    AutomationState,
+    Automations,
+    Eligibility,
+    Envelope,
+    HoldKind,
+    HostPolicies,
+    HostPolicy,
+    Journal,
+    Mission,
+    Missions,
+    Store,
+    StoreUnavailable,
+    TickLog,
+    TimerBinding,
+    TimerBindings,
+    TurnRecord,
+)
+from admission.clock import Clock, SystemClock, read_clock
+from hosts import InvalidSchedule, Schedule
+from hosts.schedule import parse_canonical
+
+from .preview import FloorMeeting, PlanInputs, PreviewRow, first_run, simulate
+
+# How far ahead a readback looks for the first fire the floor lets through.
+_HORIZON_FIRES = 500
+# A crontab line runs `turn run --wait-eligible 2m` (see timers.TimerService).
+CRON_WAIT = timedelta(minutes=2)
+
+
+class ReadbackState(StrEnum):
+    """Where an automation stands, for people: one value, and ``detail`` says why."""
+
+    ELIGIBLE = "eligible"
+    INTERVAL_WAIT = "interval_wait"
+    PAUSED = "paused"
+    HELD = "held"
+    RUNNING = "running"
+    HOST_UNAVAILABLE = "host_unavailable"
+    AWAITING_OWNER = "awaiting_owner"
+    UNAVAILABLE = "unavailable"
+
+
+class ReadbackHold(StrEnum):
+    """Why an automation does not tick: a stored hold, or state floorgate cannot read."""
+
+    TIMER = HoldKind.TIMER.value
+    MISSION_STUCK = HoldKind.MISSION_STUCK.value
+    UNREADABLE = "unreadable"  # its row, schedule, wake state or ticks cannot be decoded
+
+
+@dataclass(frozen=True)
+class AutomationReadback:
+    """What one automation will do next, and why. ``automation`` is None when its row is unreadable."""
+
+    automation_id: str
+    automation: Automation | None
+    state: ReadbackState
+    detail: str
+    hold: ReadbackHold | None
+    eligibility: Eligibility | None
+    next_fire_at: datetime | None  # when its next turn starts, as its timer host will fire it
+    plan: PlanInputs | None  # what next fires are computed from (None: nothing will fire)
+    last_turn: TurnRecord | None = None
+    binding: TimerBinding | None = None
+    guarantee: str = "enforced"
+    mission: Mission | None = None
+    envelope: Envelope | None = None
+
+    def fires(self, count: int, now: datetime) -> list[PreviewRow]:
+        """The next ``count`` host fires and which of them run (none while it cannot fire)."""
+        return simulate(self.plan, count=count, now=now) if self.plan is not None else []
+
+
+@dataclass(frozen=True)
+class Preview:
+    """A dry run: the schedule the host arms, its floor, and what becomes of each coming fire."""
+
+    automation_id: str
+    schedule: Schedule | None
+    floor: timedelta | None
+    lane_status: str
+    rows: list[PreviewRow]
+    blocked: str | None  # why nothing fires (paused, held, awaiting the owner, unreadable)
+
+
+_MEETINGS = {
+    "apscheduler": (FloorMeeting.COALESCE, timedelta(0)),
+    "crontab": (FloorMeeting.WAIT, CRON_WAIT),
+    "external": (FloorMeeting.DENY, timedelta(0)),
+}
+
+
+def floor_meeting(timer: str) -> tuple[FloorMeeting, timedelta]:
+    """How the timer host meets a floor that has not elapsed, and how long a fire waits for it."""
+    return _MEETINGS[timer]
+
+
+def host_problem(automation: Automation) -> str | None:
+    """Why the command host cannot be launched right now, or None."""
+    host = automation.spec.host
+    if host is None:
+        return None  # an external app launches it; floorgate cannot check that host
+    if host.cwd is not None and not os.path.isdir(host.cwd):
+        return f"working directory {host.cwd} does not exist"
+    program = host.argv[0]
+    if os.sep in program:
+        base = host.cwd if host.cwd is not None and not os.path.isabs(program) else ""
+        path = os.path.join(base, program) if base else program
+        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            return f"{program} is not an executable file"
+    elif shutil.which(program) is None:
+        return f"{program} is not on PATH"
+    return None
+
+
+class Readback:
+    """Computes readbacks from the store; every surface calls these methods."""
+
+    def __init__(self, store: Store, clock: Clock | None = None) -> None:
+        self.store = store
+        self.clock = clock if clock is not None else SystemClock()
+        self.admission = Admission(store, self.clock)
+        self.automations = Automations(store, self.clock)
+        self.journal = Journal(store, self.clock)
+        self.ticklog = TickLog(store)
+        self.bindings = TimerBindings(store)
+        self.missions = Missions(store, self.clock)
+        self.approvals = Approvals(store, self.clock)
+
+    def host_policy(self) -> HostPolicy:
+        return HostPolicies(self.store, self.clock).get().policy
+
+    # -- one and many ------------------------------------------------------------------------
+    def automation(self, automation_id: str) -> AutomationReadback:
+        """The readback of one automation (``NotFound`` when it does not exist)."""
+        try:
+            automation = self.automations.get(automation_id)
+        except StoreUnavailable as exc:
+            if not self.automations.exists(automation_id):
+                raise
+            return _unreadable(automation_id, str(exc))
+        return self.of(automation, read_clock(self.clock), self.host_policy())
+
+    def list(self, goal: str | None = None, agent: str | None = None, automation: str | None = None) -> list[AutomationReadback]:
+        """Readbacks of every automation (narrowed to a goal, agent or one id); an unreadable
+        row is reported held, never hidden, and never hides the others."""
+        now = read_clock(self.clock)
+        policy = self.host_policy()
+        found, broken = self.automations.scan(goal, agent)
+        out = [self.of(a, now, policy) for a in found if automation is None or a.automation_id == automation]
+        out += [_unreadable(aid, reason) for aid, reason in broken.items() if automation is None or aid == automation]
+        return sorted(out, key=lambda r: (r.automation.spec.goal_id if r.automation else "", r.automation_id))
+
+    def of(self, automation: Automation, now: datetime, policy: HostPolicy) -> AutomationReadback:
+        """The readback of a loaded automation at ``now`` under ``policy``."""
+        from .envelope_gate import EnvelopeGate
+        from .timers import guarantee
+
+        aid = automation.automation_id
+        spec = automation.spec
+        eligibility = self.admission.eligibility(spec.goal_id, spec.agent_id, aid)
+        recent = self.journal.recent(aid, limit=1)
+        last_turn = recent[0] if recent else None
+        binding = self.bindings.get(aid)
+        mission = self.missions.current(aid) or next(iter(self.missions.recent(aid, 1)), None)
+        envelope, problem = EnvelopeGate(self.store, clock=self.clock, mode="observe").envelope(spec.goal_id, spec.agent_id, aid)
+        base = AutomationReadback(
+            automation_id=aid,
+            automation=automation,
+            state=ReadbackState.UNAVAILABLE,
+            detail="",
+            hold=None,
+            eligibility=eligibility,
+            next_fire_at=None,
+            plan=None,
+            last_turn=last_turn,
+            binding=binding,
+            guarantee=guarantee(automation, binding),
+            mission=mission,
+            envelope=envelope,
+        )
+        try:
+            plan = self._plan(automation, eligibility, binding, policy)
+        except (InvalidSchedule, StoreUnavailable, ValueError, TypeError, OverflowError) as exc:
+            return replace(base, state=ReadbackState.HELD, hold=ReadbackHold.UNREADABLE, detail=f"held: unreadable state: {exc}")
+        if automation.state != AutomationState.ACTIVE:
+            note = f": {automation.state_note}" if automation.state_note else ""
+            hold = ReadbackHold(automation.hold_kind.value) if automation.hold_kind is not None else None
+            if automation.state == AutomationState.HELD and hold is None:
+                hold = ReadbackHold.TIMER
+            return replace(base, state=ReadbackState(automation.state.value), hold=hold, detail=f"{automation.state.value}{note}")
+        if mission is not None and mission.status == "awaiting_owner":
+            asks = self.approvals.pending(mission.mission_id)
+            ask = f"floorgate approve {asks[0].approval_id} (or deny)" if asks else "no pending ask (expired?)"
+            return replace(base, state=ReadbackState.AWAITING_OWNER, detail=f"mission {mission.mission_id} waits for its owner: {ask}")
+        next_fire = first_run(simulate(plan, count=_HORIZON_FIRES, now=now)) if plan is not None else None
+        if plan is None and binding is not None and binding.hold_reason:
+            state, detail = ReadbackState.HELD, f"held: {binding.hold_reason}"
+        elif self.journal.unsettled(aid):
+            state, detail = ReadbackState.RUNNING, "a turn is running"
+        elif (problem_text := host_problem(automation)) is not None:
+            state, detail = ReadbackState.HOST_UNAVAILABLE, problem_text
+        elif eligibility.status == "unavailable":
+            state, detail, next_fire = ReadbackState.UNAVAILABLE, eligibility.detail, None
+        else:
+            state, detail = ReadbackState(eligibility.status), eligibility.detail
+        if plan is None and state is not ReadbackState.HELD:
+            detail = f"{detail}; the timer host has nothing armed (see 'floorgate automation apply {aid}')"
+        if mission is not None and mission.latch is not None:
+            detail = f"{detail}; ACCOUNTING LATCH on {mission.mission_id}: {mission.latch}"
+        if problem is not None:
+            detail = f"{detail}; ENVELOPE PROBLEM: {problem}"
+        return replace(base, state=state, detail=detail, next_fire_at=next_fire, plan=plan)
+
+    def _plan(self, automation: Automation, eligibility: Eligibility, binding: TimerBinding | None, policy: HostPolicy) -> PlanInputs | None:
+        """What the automation's timer host arms, and how it meets the floor (None: nothing armed)."""
+        spec = automation.spec
+        own = parse_canonical(spec.schedule)  # raises on an unreadable schedule: held, never guessed
+        meeting, wait = floor_meeting(spec.timer)
+        if meeting is FloorMeeting.COALESCE:
+            schedule: Schedule | None = own
+            wake = self.automations.wake_state(automation.automation_id)
+            last = self.ticklog.last_nominal(automation.automation_id).get(automation.automation_id)
+        else:
+            schedule = Schedule.parse(binding.desired) if binding is not None and binding.desired is not None else None
+            wake, last = None, None
+        if schedule is None:
+            return None
+        floor = eligibility.floor.floor if eligibility.floor is not None else None
+        return PlanInputs(
+            schedule=schedule,
+            meeting=meeting,
+            floor=floor if floor else None,
+            next_eligible_at=eligibility.next_eligible_at,
+            wait=wait,
+            wake=wake,
+            last_ticked=last,
+            catch_up=policy.catch_up,
+        )
+
+    # -- dry runs ------------------------------------------------------------------------------
+    def preview(self, automation_id: str, count: int) -> Preview:
+        """What a saved automation's timer host will fire next, and which fires run."""
+        now = read_clock(self.clock)
+        rb = self.automation(automation_id)
+        floor = rb.eligibility.floor.floor if rb.eligibility is not None and rb.eligibility.floor is not None else None
+        status = rb.eligibility.status if rb.eligibility is not None else "unavailable"
+        blocked = None
+        if rb.state in (ReadbackState.PAUSED, ReadbackState.HELD, ReadbackState.AWAITING_OWNER, ReadbackState.UNAVAILABLE):
+            blocked = rb.detail
+        elif rb.plan is None:
+            blocked = rb.detail
+        rows = [] if blocked is not None else rb.fires(count, now)
+        return Preview(automation_id, rb.plan.schedule if rb.plan else None, floor, status, rows, blocked)
+
+    def preview_schedule(self, *, goal: str, agent: str, automation_id: str, schedule: Schedule, timer: str, count: int) -> Preview:
+        """What an unsaved schedule would do on ``timer`` under today's floors (writes nothing)."""
+        now = read_clock(self.clock)
+        eligibility = self.admission.eligibility(goal, agent, automation_id)
+        floor = eligibility.floor.floor if eligibility.floor is not None else None
+        if eligibility.status == "unavailable":
+            return Preview(automation_id, schedule, floor, eligibility.status, [], eligibility.detail)
+        meeting, wait = floor_meeting(timer)
+        plan = PlanInputs(
+            schedule=schedule,
+            meeting=meeting,
+            floor=floor if floor else None,
+            next_eligible_at=eligibility.next_eligible_at,
+            wait=wait,
+            catch_up=self.host_policy().catch_up,
+        )
+        return Preview(automation_id, schedule, floor, eligibility.status, simulate(plan, count=count, now=now), None)
+
+    def lanes(self, goal: str | None, agent: str | None, automation: str | None, covered: set[tuple[str, str, str]]) -> list[Eligibility]:
+        """Eligibility of the floored lanes no automation stands for (``status``'s second table)."""
+        if agent is not None and goal is not None:
+            keys: list[tuple[str, str, str | None]] = [(goal, agent, automation)]
+        else:
+            keys = [k for k in self.admission.lanes() if goal is None or k[0] == goal]
+        return [self.admission.eligibility(*k) for k in keys if k not in covered]
+
+
+def _unreadable(automation_id: str, reason: str) -> AutomationReadback:
+    return AutomationReadback(
+        automation_id=automation_id,
+        automation=None,
+        state=ReadbackState.HELD,
+        detail=f"held: unreadable state: {reason}",
+        hold=ReadbackHold.UNREADABLE,
+        eligibility=None,
+        next_fire_at=None,
+        plan=None,
+        guarantee="schedule-only",
+    )
