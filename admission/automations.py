@@ -108,7 +108,7 @@ class WakeState(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     automation_id: str
-    backoff_step: int = 0
+    backoff_step: int = Field(default=0, ge=0, le=64)
     backoff_wake_at: datetime | None = None
 
 

@@ -118,7 +118,7 @@ def add_lane(parser: argparse.ArgumentParser, *, agent_required: bool = True) ->
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .commands import admit, automation, demo, envelope, hook, policy, run, status, turn
+    from .commands import admit, automation, demo, envelope, hook, policy, run, settings, status, turn
 
     parser = _Parser(
         prog="floorgate",
@@ -135,6 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     automation.register(sub)
     turn.register(sub)
     run.register(sub)
+    settings.register(sub)
     hook.register(sub)
     envelope.register(sub)
     demo.register(sub)

@@ -201,7 +201,9 @@ class Readback:
         )
         try:
             plan = self._plan(automation, eligibility, binding, policy)
+            next_fire = _first_run(plan, now) if plan is not None else None
         except (InvalidSchedule, StoreUnavailable, ValueError, TypeError, OverflowError) as exc:
+            # The host cannot plan this automation either: it holds it, and so does every surface.
             return replace(base, state=ReadbackState.HELD, hold=ReadbackHold.UNREADABLE, detail=f"held: unreadable state: {exc}")
         if automation.state != AutomationState.ACTIVE:
             note = f": {automation.state_note}" if automation.state_note else ""
@@ -213,7 +215,6 @@ class Readback:
             asks = self.approvals.pending(mission.mission_id)
             ask = f"floorgate approve {asks[0].approval_id} (or deny)" if asks else "no pending ask (expired?)"
             return replace(base, state=ReadbackState.AWAITING_OWNER, detail=f"mission {mission.mission_id} waits for its owner: {ask}")
-        next_fire = first_run(simulate(plan, count=_HORIZON_FIRES, now=now)) if plan is not None else None
         if plan is None and binding is not None and binding.hold_reason:
             state, detail = ReadbackState.HELD, f"held: {binding.hold_reason}"
         elif self.journal.unsettled(aid):
@@ -298,6 +299,17 @@ class Readback:
         else:
             keys = [k for k in self.admission.lanes() if goal is None or k[0] == goal]
         return [self.admission.eligibility(*k) for k in keys if k not in covered]
+
+
+def _first_run(plan: PlanInputs, now: datetime) -> datetime | None:
+    """When the next turn starts: look a few fires ahead, further only when the floor denies them."""
+    count = 2
+    while True:
+        rows = simulate(plan, count=count, now=now)
+        found = first_run(rows)
+        if found is not None or count >= _HORIZON_FIRES or len(rows) < count:
+            return found
+        count = min(count * 8, _HORIZON_FIRES)
 
 
 def _unreadable(automation_id: str, reason: str) -> AutomationReadback:

@@ -1,0 +1,199 @@
+"""One readback under every surface: the simulation, holds, unreadable rows, the host policy."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from admission import (
+    AutomationState,
+    Automations,
+    FixedClock,
+    HoldKind,
+    HostPolicies,
+    HostPolicy,
+    RevisionConflict,
+    TickLog,
+    Tick,
+)
+from hosts import Schedule
+from scheduler.app import Floorgate, Settings
+from scheduler.preview import FloorMeeting, PlanInputs, simulate
+from scheduler.readback import Readback, ReadbackHold, ReadbackState
+
+from conftest import T0, raw_sql
+from helpers import add_automation, floor
+
+EVERY_15M = "DTSTART:20261201T090000Z RRULE:FREQ=MINUTELY;INTERVAL=15"
+HOURLY_AT_49 = "DTSTART:20261201T084900Z RRULE:FREQ=HOURLY"
+H = timedelta(hours=1)
+M = timedelta(minutes=1)
+
+
+# -- the simulation: one table of how each kind of host meets a floor ------------------------------
+CASES = [
+    # id, meeting, wait, floor, next eligible (offset from T0), expected (fire offset -> runs offset or None)
+    ("coalesce-no-floor", FloorMeeting.COALESCE, timedelta(0), None, None, [(15, 15), (30, 30), (45, 45)]),
+    ("coalesce-hourly-floor", FloorMeeting.COALESCE, timedelta(0), H, 20 * M, [(15, 20), (30, None), (45, None), (60, None), (75, 80)]),
+    ("wait-2m-catches-a-close-floor", FloorMeeting.WAIT, 2 * M, H, 16 * M, [(15, 16), (30, None), (45, None), (60, None), (75, 76)]),
+    ("wait-2m-loses-a-far-floor", FloorMeeting.WAIT, 2 * M, H, 20 * M, [(15, None), (30, 30), (45, None), (60, None), (75, None), (90, 90)]),
+    ("deny-inside-the-floor", FloorMeeting.DENY, timedelta(0), H, 16 * M, [(15, None), (30, 30), (45, None), (60, None), (75, None), (90, 90)]),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_each_host_meets_the_floor_its_own_way(case) -> None:  # type: ignore[no-untyped-def]
+    _, meeting, wait, floor_, eligible, expected = case
+    plan = PlanInputs(
+        schedule=Schedule.parse(EVERY_15M),
+        meeting=meeting,
+        floor=floor_,
+        next_eligible_at=T0 + eligible if eligible is not None else None,
+        wait=wait,
+        catch_up=timedelta(0),
+    )
+    rows = simulate(plan, count=len(expected), now=T0 + M)
+    got = [(int((r.fire_at - T0) / M), int((r.runs_at - T0) / M) if r.runs_at else None) for r in rows]
+    assert got == expected
+
+
+def test_a_due_fire_inside_the_catch_up_window_runs_at_once() -> None:
+    plan = PlanInputs(schedule=Schedule.parse(EVERY_15M), meeting=FloorMeeting.COALESCE, floor=None, next_eligible_at=None, catch_up=H)
+    now = T0 + 20 * M
+    first = simulate(plan, count=2, now=now)[0]
+    assert first.fire_at == T0 + 15 * M and first.runs_at == now
+    already = PlanInputs(**{**plan.__dict__, "last_ticked": T0 + 15 * M})
+    assert simulate(already, count=1, now=now)[0].fire_at == T0 + 30 * M
+    none = PlanInputs(**{**plan.__dict__, "catch_up": timedelta(0)})
+    assert simulate(none, count=1, now=now)[0].fire_at == T0 + 30 * M
+
+
+# -- readback over the store ------------------------------------------------------------------------
+def test_status_next_fire_uses_the_stored_catch_up(store) -> None:  # type: ignore[no-untyped-def]
+    clock = FixedClock(T0 + 20 * M)
+    add_automation(store, clock, schedule=EVERY_15M)
+    readback = Readback(store, clock)
+    assert readback.automation("x").next_fire_at == clock.now()  # the 09:15 fire is due: catch-up
+    HostPolicies(store, clock).set(HostPolicy(catch_up=timedelta(0)), expected_revision=0, owner_ref="o")
+    assert readback.automation("x").next_fire_at == T0 + 30 * M
+
+
+def test_the_crontab_readback_fires_what_the_crontab_holds(store) -> None:  # type: ignore[no-untyped-def]
+    clock = FixedClock(T0)
+    add_automation(store, clock, schedule=HOURLY_AT_49)
+    raw_sql(store, "UPDATE fg_automations SET timer = 'crontab'")
+    readback = Readback(store, clock)
+    unapplied = readback.automation("x")
+    assert unapplied.next_fire_at is None and "nothing armed" in unapplied.detail
+    from admission import TimerBindings
+
+    TimerBindings(store).set_desired("x", "crontab", Schedule.parse(HOURLY_AT_49).canonical(), False, None, clock.now())
+    rb = readback.automation("x")
+    assert rb.next_fire_at == T0 + 49 * M  # :49, the line cron holds
+    assert [r.fire_at.minute for r in rb.fires(3, clock.now())] == [49, 49, 49]
+
+
+def test_paused_and_held_automations_fire_nothing_and_say_why(store) -> None:  # type: ignore[no-untyped-def]
+    clock = FixedClock(T0)
+    add_automation(store, clock, "p", schedule=EVERY_15M)
+    add_automation(store, clock, "h", schedule=EVERY_15M)
+    repo = Automations(store, clock)
+    repo.set_state("p", AutomationState.PAUSED, "holiday")
+    repo.set_state("h", AutomationState.HELD, "mission mis-1 is stuck", HoldKind.MISSION_STUCK)
+    app = Floorgate(store, clock=clock, settings=Settings())
+    paused, held = app.readback.automation("p"), app.readback.automation("h")
+    assert (paused.state, paused.next_fire_at, paused.hold) == (ReadbackState.PAUSED, None, None)
+    assert (held.state, held.next_fire_at, held.hold) == (ReadbackState.HELD, None, ReadbackHold.MISSION_STUCK)
+    preview = app.automations.preview("h", count=3)
+    assert preview.rows == [] and preview.blocked is not None and "stuck" in preview.blocked
+
+
+def test_a_hold_names_its_kind_in_a_column(store) -> None:  # type: ignore[no-untyped-def]
+    clock = FixedClock(T0)
+    add_automation(store, clock)
+    repo = Automations(store, clock)
+    with pytest.raises(ValueError, match="hold_kind"):
+        repo.set_state("x", AutomationState.HELD, "why")
+    assert repo.set_state("x", AutomationState.HELD, "why", HoldKind.TIMER).hold_kind is HoldKind.TIMER
+    assert repo.set_state("x", AutomationState.ACTIVE, None).hold_kind is None
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "UPDATE fg_automations SET host_spec = '{not json' WHERE automation_id = 'bad'",
+        "UPDATE fg_automations SET state = 'sleeping' WHERE automation_id = 'bad'",
+        "UPDATE fg_automations SET schedule = 'DTSTART:20261201T090000Z RRULE:FREQ=DAILY;BYSECOND=60' WHERE automation_id = 'bad'",
+        "INSERT INTO fg_wake_state (automation_id, backoff_step, backoff_wake_us, updated_at_us) VALUES ('bad', -5, 1, 1)",
+    ],
+    ids=["host-json", "state", "schedule-bysecond-60", "wake-state"],
+)
+def test_one_unreadable_automation_is_held_and_hides_nothing(store, damage: str) -> None:  # type: ignore[no-untyped-def]
+    clock = FixedClock(T0)
+    add_automation(store, clock, "bad", schedule=EVERY_15M)
+    add_automation(store, clock, "good", schedule=EVERY_15M)
+    raw_sql(store, damage)
+    listed = {rb.automation_id: rb for rb in Readback(store, clock).list()}
+    assert set(listed) == {"bad", "good"}
+    assert listed["bad"].state is ReadbackState.HELD and listed["bad"].hold is ReadbackHold.UNREADABLE
+    assert listed["bad"].next_fire_at is None and "unreadable" in listed["bad"].detail
+    assert listed["good"].state is ReadbackState.ELIGIBLE and listed["good"].next_fire_at is not None
+
+
+def test_host_policy_is_compare_and_set(store) -> None:  # type: ignore[no-untyped-def]
+    clock = FixedClock(T0)
+    policies = HostPolicies(store, clock)
+    assert policies.get().revision == 0 and policies.get().policy == HostPolicy()
+    stored = policies.set(HostPolicy(catch_up=2 * H), expected_revision=0, owner_ref="alice")
+    assert (stored.revision, stored.policy.catch_up, stored.owner_ref) == (1, 2 * H, "alice")
+    with pytest.raises(RevisionConflict) as conflict:
+        policies.set(HostPolicy(), expected_revision=0, owner_ref="bob")
+    assert conflict.value.current_revision == 1 and policies.get().policy.catch_up == 2 * H
+    raw_sql(store, "UPDATE fg_settings SET value_json = '{\"catch_up\": \"soon\"}'")
+    from admission import StoreUnavailable
+
+    with pytest.raises(StoreUnavailable, match="host policy"):
+        policies.get()
+
+
+def test_remove_takes_the_wake_state_and_binding_in_one_commit(store) -> None:  # type: ignore[no-untyped-def]
+    clock = FixedClock(T0)
+    add_automation(store, clock)
+    app = Floorgate(store, clock=clock, settings=Settings())
+    app.automations.poke("x")
+    from admission import TimerBindings
+
+    TimerBindings(store).set_desired("x", "apscheduler", Schedule.parse(EVERY_15M).canonical(), False, None, clock.now())
+    app.automations.remove("x")
+    for table in ("fg_automations", "fg_wake_state", "fg_timer_bindings"):
+        assert raw_sql(store, f"SELECT COUNT(*) FROM {table}") == [(0,)], table
+
+
+def test_poke_reports_the_wake_the_host_will_make(store) -> None:  # type: ignore[no-untyped-def]
+    clock = FixedClock(T0 + M)
+    floor(store, clock, "g/a", 10 * M)
+    add_automation(store, clock, schedule="DTSTART:20261201T090000Z RRULE:FREQ=DAILY")
+    TickLog(store).append([Tick(automation_id="x", nominal_at=T0, actual_at=T0, decision="admitted", reason="succeeded", host="h")])
+    from admission import Admission
+
+    assert Admission(store, clock).reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=T0).admitted
+    poked = Floorgate(store, clock=clock, settings=Settings()).automations.poke("x")
+    assert poked.wake.backoff_wake_at == clock.now() + 3 * M
+    assert poked.readback.next_fire_at == clock.now() + 10 * M  # the floor comes after the backoff wake
+
+
+def test_settings_resolve_flags_over_environment() -> None:
+    env = {"FLOORGATE_STATE_DIR": "/from/env", "FLOORGATE_ENVELOPE_MODE": "observe"}
+    s = Settings.resolve(env, state_dir="/from/flag", envelope_mode=None, db=None)
+    assert str(s.state_dir) == "/from/flag" and s.envelope_mode == "observe" and s.db is None
+    assert str(Settings.resolve({}).state_dir) == "floorgate-state"
+
+
+def test_times_are_aware_utc(store) -> None:  # type: ignore[no-untyped-def]
+    clock = FixedClock(T0)
+    add_automation(store, clock, schedule=EVERY_15M)
+    rb = Readback(store, clock).automation("x")
+    assert rb.next_fire_at is not None and rb.next_fire_at.utcoffset() == timedelta(0)
+    assert rb.next_fire_at.tzinfo in (timezone.utc,) or rb.next_fire_at == rb.next_fire_at.astimezone(timezone.utc)
+    assert isinstance(rb.next_fire_at, datetime)
