@@ -96,6 +96,12 @@ class Floorgate:
     def automations(self) -> AutomationService:
         return AutomationService(self.store, self.clock, self.timers, self.readback)
 
+    @cached_property
+    def envelopes(self):  # type: ignore[no-untyped-def]
+        from .envelopes import EnvelopeService
+
+        return EnvelopeService(self.store, self.clock)
+
     def executor(self, *, host: str | None = None):  # type: ignore[no-untyped-def]
         """A managed-turn executor with these settings' state directory and envelope mode."""
         from .executor import TurnExecutor

@@ -5,12 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 
-from admission import Accounting, ApprovalRejected, Approvals, Automations, InvalidInput, Missions, NotFound
+from admission import ApprovalRejected
 from admission.clock import iso
 
 from ..cli import EXIT_DENIED, EXIT_OK, Context, add_common
-from ..envelope_gate import EnvelopeGate
-from ..executor import hold_for_stuck_mission
 from ..present import mission_doc, table
 
 
@@ -44,25 +42,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _decide(ctx: Context) -> int:
-    approvals = Approvals(ctx.store)
     approval_id = ctx.args.approval_id
     try:
-        pending = approvals.get(approval_id)
-        mission = Missions(ctx.store).get(pending.mission_id)
-        try:
-            automation = Automations(ctx.store).get(mission.automation_id)
-            scope_now = f"{automation.spec.goal_id}/{automation.spec.agent_id}/{automation.automation_id}"
-        except NotFound:
-            scope_now = "(automation removed)"
-        decided = approvals.decide(approval_id, ctx.args.approve, scope_now=scope_now)
+        done = ctx.app.envelopes.decide(approval_id, ctx.args.approve)
     except ApprovalRejected as exc:
         ctx.emit({"approval_id": approval_id, "accepted": False, "reason": str(exc)}, f"rejected: {exc}")
         return EXIT_DENIED
-    if not ctx.args.approve:
-        try:
-            hold_for_stuck_mission(ctx.store, Automations(ctx.store).get(mission.automation_id))
-        except NotFound:
-            pass  # the automation was removed; nothing to hold
+    decided, mission = done.approval, done.mission
     verb = "approved" if ctx.args.approve else "denied"
     extension = ", ".join(f"{k} +{v}" for k, v in decided.proposal.items())  # e.g. max_turns +20
     ctx.emit(
@@ -75,43 +61,17 @@ def _decide(ctx: Context) -> int:
 
 def _reconcile(ctx: Context) -> int:
     a = ctx.args
-    missions, accounting = Missions(ctx.store), Accounting(ctx.store)
-    mission = missions.get(a.mission)
-    done = []
-    if a.request is not None:
-        if a.release:
-            accounting.release(a.request)
-            done.append(f"released {a.request}")
-        elif a.tokens is not None:
-            dispatch, changed = accounting.reconcile(a.request, a.tokens)
-            done.append(f"reconciled {a.request}: {dispatch.actual_tokens} tokens" + ("" if changed else " (already reconciled; unchanged)"))
-        else:
-            raise InvalidInput("--tokens", "give --tokens N to reconcile, or --release")
-    if a.clear_latch:
-        open_requests = accounting.open_dispatches(mission.mission_id)
-        if open_requests:
-            raise InvalidInput("--clear-latch", f"{len(open_requests)} request(s) still unreconciled: {', '.join(d.request_id for d in open_requests[:5])}")
-        if mission.latch is None:
-            done.append("no latch to clear")
-        else:
-            missions.set_latch(mission.mission_id, None)
-            done.append("latch cleared")
-    mission = missions.get(a.mission)
-    ctx.emit({"mission": mission_doc(mission), "done": done}, "; ".join(done) or f"mission {mission.mission_id}: latch {mission.latch or 'clear'}")
+    result = ctx.app.envelopes.reconcile(a.mission, request=a.request, tokens=a.tokens, release=a.release, clear_latch=a.clear_latch)
+    mission = result.mission
+    ctx.emit(
+        {"mission": mission_doc(mission), "done": result.done},
+        "; ".join(result.done) or f"mission {mission.mission_id}: latch {mission.latch or 'clear'}",
+    )
     return EXIT_OK
 
 
-def _envelope_for(ctx: Context, mission):  # type: ignore[no-untyped-def]
-    try:
-        automation = Automations(ctx.store).get(mission.automation_id)
-    except NotFound:
-        return None
-    envelope, _ = EnvelopeGate(ctx.store, mode="observe").envelope(automation.spec.goal_id, automation.spec.agent_id, automation.automation_id)
-    return envelope
-
-
 def _list(ctx: Context) -> int:
-    items = Missions(ctx.store).recent(ctx.args.automation, limit=50)
+    items = ctx.app.envelopes.list(ctx.args.automation)
     ctx.emit(
         {"missions": [mission_doc(m) for m in items]},
         lambda: table(
@@ -123,11 +83,10 @@ def _list(ctx: Context) -> int:
 
 
 def _show(ctx: Context) -> int:
-    mission = Missions(ctx.store).get(ctx.args.mission)
-    envelope = _envelope_for(ctx, mission)
-    doc = mission_doc(mission, envelope)
-    asks = Approvals(ctx.store).pending(mission.mission_id)
-    doc["pending_asks"] = [{"approval_id": x.approval_id, "bound": x.bound, "proposal": x.proposal, "expires_at": iso(x.expires_at)} for x in asks]
+    detail = ctx.app.envelopes.show(ctx.args.mission)
+    mission = detail.mission
+    doc = mission_doc(mission, detail.envelope)
+    doc["pending_asks"] = [{"approval_id": x.approval_id, "bound": x.bound, "proposal": x.proposal, "expires_at": iso(x.expires_at)} for x in detail.asks]
 
     def text() -> str:
         lines = [f"mission {mission.mission_id} of {mission.automation_id}: {mission.status}" + (f" ({mission.stop_reason})" if mission.stop_reason else "")]
