@@ -282,3 +282,31 @@ def test_a_crontab_user_who_cannot_run_floorgate_is_an_apply_failure(store, cron
     binding = TimerService(store, clock=clock, crontab_user=cron_user).apply(add(store, clock, "q", EVERY_15, "crontab"))
     assert binding.apply_error is not None and "cannot run" in binding.apply_error and binding.ack_state == "none"
     assert "# floorgate:q" not in crontab_text(cron_user)
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_hook_db_means_the_same_before_and_after_the_subcommand(db_url: str, tmp_path, where: str) -> None:  # type: ignore[no-untyped-def]
+    with open_store(db_url) as store:
+        floor(store, FixedClock(T0), "g/a", timedelta(hours=6))
+    lane = ["--goal", "g", "--agent", "a", "--automation", "x", "--wake", "automatic"]
+    db_args = ["--db", db_url]
+    argv = [*db_args, "hook", "user-prompt-submit", *lane] if where == "before" else ["hook", "user-prompt-submit", *lane, *db_args]
+    payload = json.dumps({"session_id": "s", "hook_event_name": "UserPromptSubmit", "prompt": "go"})
+
+    project = tmp_path / "agent-project"
+    project.mkdir()
+
+    def hook() -> subprocess.CompletedProcess[str]:
+        # Run in the agent's project: a hook that ignored --db would open ./floorgate.db there.
+        return subprocess.run([sys.executable, "-m", "scheduler", *argv], input=payload, capture_output=True, text=True, timeout=60, cwd=project)
+
+    assert hook().returncode == 0
+    assert hook().returncode == 2  # the floor of the store named by --db holds
+    assert not (project / "floorgate.db").exists()
+
+
+def test_hook_blocks_on_an_unexpected_error(db_url: str) -> None:
+    deep = "[" * 100_000 + "]" * 100_000  # json's RecursionError, not a ValueError
+    lane = ("--goal", "g", "--agent", "a", "--automation", "x", "--wake", "automatic")
+    result = run_hook(db_url, deep, *lane)
+    assert result.returncode == 2 and "Traceback" not in result.stderr and "fail closed" in result.stderr

@@ -40,7 +40,7 @@ def _admit(ctx: Context) -> int:
     args = ctx.args
     turn = args.turn if args.turn is not None else f"turn-{uuid.uuid4().hex[:16]}"
     trigger = parse_instant(args.trigger_time, "--trigger-time") if args.trigger_time else read_clock(SystemClock())
-    decision = Admission(ctx.store).reserve(
+    decision = ctx.app.admission.reserve(
         goal=args.goal,
         agent=args.agent,
         automation=args.automation,
@@ -60,7 +60,7 @@ def _admit(ctx: Context) -> int:
 
 
 def _confirm(ctx: Context) -> int:
-    confirmation = Admission(ctx.store).confirm(ctx.args.turn)
+    confirmation = ctx.app.admission.confirm(ctx.args.turn)
     text = {
         "confirmed": f"confirmed turn {confirmation.turn_id}",
         "already_confirmed": f"turn {confirmation.turn_id} was already confirmed",
@@ -72,7 +72,7 @@ def _confirm(ctx: Context) -> int:
 
 def _starts(ctx: Context) -> int:
     args = ctx.args
-    records = Admission(ctx.store).starts(args.goal, args.agent, args.automation, limit=args.limit)
+    records = ctx.app.admission.starts(args.goal, args.agent, args.automation, limit=args.limit)
     ctx.emit(
         {"starts": [start_doc(r) for r in records]},
         lambda: table(

@@ -18,6 +18,8 @@ import uuid
 from admission import Admission, Automations, FloorgateError, InvalidInput, NotFound, TimerBindings, open_store
 from admission.clock import SystemClock, iso, read_clock
 
+from ..cli import add_common
+
 EXIT_ALLOW = 0
 EXIT_BLOCK = 2  # what Claude Code and Codex read as "block this prompt"
 
@@ -32,13 +34,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--automation", required=True)
     p.add_argument("--wake", required=True, choices=["automatic", "manual"], help="set by the host's configuration, not by the prompt")
     p.add_argument("--manual-reason", help="required with --wake manual")
-    p.add_argument("--db", default=None, metavar="URL")
+    add_common(p)  # --db means the same before and after the subcommand
     p.set_defaults(handler=_user_prompt_submit, raw_handler=True)
 
     p = hsub.add_parser("pre-tool-use", help="count a tool call against the mission's max_tool_calls; exit 0 allow, 2 refuse")
     p.add_argument("--mission", help="mission id (default $FLOORGATE_MISSION_ID, set for the host by 'floorgate turn run')")
-    p.add_argument("--db", default=None, metavar="URL", help="default $FLOORGATE_DB")
+    add_common(p)
     p.set_defaults(handler=_pre_tool_use, raw_handler=True)
+
+
+def _why(exc: BaseException) -> str:
+    """One line: floorgate's own errors say what to fix; anything else is named by its type."""
+    if isinstance(exc, (FloorgateError, OSError)):
+        return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return f"internal error {type(exc).__name__}"
 
 
 def _block(message: str) -> int:
@@ -76,8 +85,8 @@ def _user_prompt_submit(args: argparse.Namespace) -> int:
             if decision.admitted:
                 admission.confirm(turn_id)  # the model wakes as soon as we exit 0
             _seen(store, args.automation)
-    except (FloorgateError, OSError, ValueError) as exc:
-        return _block(f"floorgate: blocked (fail closed): {exc}")
+    except Exception as exc:  # a pre-model boundary blocks on every failure, its own included
+        return _block(f"floorgate: blocked (fail closed): {_why(exc)}")
     if decision.admitted:
         return EXIT_ALLOW
     when = iso(decision.next_eligible_at) if decision.next_eligible_at else "unknown (state unavailable)"
@@ -114,8 +123,8 @@ def _pre_tool_use(args: argparse.Namespace) -> int:
             mission = Missions(store).get(mission_id)
             automation = Automations(store).get(mission.automation_id)
             refusal = EnvelopeGate(store).count_tool_call(automation, mission)
-    except (FloorgateError, OSError, ValueError) as exc:
-        return _block(f"floorgate: tool call refused (fail closed): {exc}")
+    except Exception as exc:  # refuse on every failure, its own included
+        return _block(f"floorgate: tool call refused (fail closed): {_why(exc)}")
     if refusal is None:
         return EXIT_ALLOW
     tool = str(payload.get("tool_name") or "tool")[:64]

@@ -92,7 +92,7 @@ def _set(ctx: Context) -> int:
         compute = parse_compute(text, "--compute-file")
     if interval is None and compute is None:
         raise InvalidInput("--min-interval", "give --min-interval and/or --compute (or --compute-file)")
-    rule = Policies(ctx.store).configure(
+    rule = ctx.app.policies.configure(
         scope,
         min_interval=interval,
         expected_revision=args.revision,
@@ -109,7 +109,7 @@ def _set(ctx: Context) -> int:
 def _show(ctx: Context) -> int:
     args = ctx.args
     scope = scope_from(args, required=False)
-    policies = Policies(ctx.store)
+    policies = ctx.app.policies
     rules = policies.list(scope.goal_id if scope else None)
     if scope is not None and scope.agent_id is not None:
         # The scope, what it inherits and what narrows it; not its siblings.
@@ -147,7 +147,7 @@ def _show(ctx: Context) -> int:
 def _history(ctx: Context) -> int:
     args = ctx.args
     scope = scope_from(args, required=False)
-    changes = Policies(ctx.store).history(scope, limit=args.limit)
+    changes = ctx.app.policies.history(scope, limit=args.limit)
     ctx.emit(
         {"history": [change_doc(c) for c in changes]},
         lambda: table(
