@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import cast
 
-from admission import Admission, Automation, Automations, Store, TimerBinding, TimerBindings
+from admission import Admission, Automation, Automations, InvalidInput, Store, TimerBinding, TimerBindings
 from admission.clock import Clock, SystemClock, read_clock
 from hosts import InvalidSchedule, Schedule
 from hosts.contract import Capabilities, Guarantee, Held, Observation, ObservationState, Reported, TimerHost, TimerKind
@@ -163,6 +163,9 @@ class TimerService:
         ``current_rrule``/``unavailable`` are the owner's report, for hosts floorgate cannot read;
         ``wait`` bounds how long a running ``floorgate run`` may take to answer for its timers."""
         caps = self.capabilities(automation)
+        if caps.can_read_back and (current_rrule is not None or unavailable):
+            field = "--current-rrule" if current_rrule is not None else "--unavailable"
+            raise InvalidInput(field, f"{automation.spec.timer} timers are read back from the host itself; drop {field}")
         if caps.armed_by_runtime:
             return self._ask_running_host(automation, wait)
         reported = None if caps.can_read_back else Reported(current_rrule=current_rrule, unavailable=unavailable)

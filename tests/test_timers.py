@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from admission import AutomationSpec, Automations, FixedClock, TimerBindings, open_store
+from admission import AutomationSpec, Automations, FixedClock, InvalidInput, TimerBindings, open_store
 from hosts import Schedule
 from hosts.contract import Held
 from hosts.crontab import CrontabHost
@@ -72,6 +72,9 @@ def test_crontab_apply_reads_back_acks_and_reapply_changes_nothing(store, cron_u
     svc.apply(automation)  # unchanged: a no-op, not even a rewrite
     assert crontab_text(cron_user) == before and spool.stat().st_mtime_ns == written
     assert svc.ack(automation).accepted
+    from scheduler.timers import guarantee
+
+    assert guarantee(automation, TimerBindings(store).get("q")) == "enforced"  # floorgate launches every turn
 
 
 def test_ack_rejects_a_mismatched_host_schedule_and_persists_nothing(store, cron_user) -> None:
@@ -284,3 +287,21 @@ def test_a_crontab_user_who_cannot_run_floorgate_is_an_apply_failure(store, cron
     binding = TimerService(store, clock=clock, crontab_user=cron_user).apply(add(store, clock, "q", EVERY_15, "crontab"))
     assert binding.apply_error is not None and "cannot run" in binding.apply_error and binding.ack_state == "none"
     assert "# floorgate:q" not in crontab_text(cron_user)
+
+
+def test_a_self_reading_host_refuses_an_owner_report(store, tmp_path) -> None:
+    clock = FixedClock(T0)
+    own = add(store, clock, "own", EVERY_15, "apscheduler")
+    svc = TimerService(store, clock=clock)
+    before = TimerBindings(store).get("own")
+    with pytest.raises(InvalidInput, match="--current-rrule: apscheduler timers are read back from the host itself"):
+        svc.ack(own, current_rrule=EVERY_15, wait=0.1)
+    with pytest.raises(InvalidInput, match="--unavailable"):
+        svc.observe(own, unavailable=True, wait=0.1)
+    assert TimerBindings(store).get("own") == before  # refused before anything was asked or written
+    from test_cli import cli, one_line_error
+
+    db = str(tmp_path / "cli.db")
+    assert cli("automation", "add", "c", "--goal", "g", "--agent", "a", "--schedule", "every 1h", "--", "/bin/true", db=db).returncode == 0
+    result = cli("automation", "ack", "c", "--current-rrule", EVERY_15, db=db)
+    assert result.returncode == 2 and "--current-rrule" in one_line_error(result)
