@@ -12,17 +12,32 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import ClassVar
 from zoneinfo import ZoneInfo
 
 from ._cron import parse_cron, render_cron
-from .contract import HORIZON, Capabilities, Observation, occurrences_until
+from .contract import (
+    HORIZON,
+    Applied,
+    Capabilities,
+    Expressed,
+    Held,
+    Observation,
+    ObservationState,
+    Reported,
+    TimerKind,
+    occurrences_until,
+    refuse_report,
+)
 from .errors import HostUnavailable, UnsupportedSchedule
 from .schedule import Schedule
 
 BEGIN = "# BEGIN floorgate (managed by floorgate; edits inside this block are overwritten)"
 END = "# END floorgate"
+FOREIGN = " [the line does not run floorgate]"
 _LINE = re.compile(r"^(\S+\s+\S+\s+\S+\s+\S+\s+\S+)\s+(.*?)\s+# floorgate:(\S+)$")
 
 
@@ -42,28 +57,50 @@ def system_zone() -> ZoneInfo:
 
 
 class CrontabHost:
-    """A timer host over the real ``crontab`` command (optionally for another ``user``)."""
+    """A timer host over the real ``crontab`` command (optionally for another ``user``).
 
-    kind = "crontab"
+    ``command_for`` gives the shell command a line runs for an automation id; ``check_account``
+    (if given) raises ``HostUnavailable`` when ``user`` could not run that command, so apply
+    refuses before writing a line that would never start floorgate.
+    """
 
-    def __init__(self, command_for, *, user: str | None = None, zone: ZoneInfo | None = None, crontab: str = "crontab") -> None:  # type: ignore[no-untyped-def]
-        self.command_for = command_for  # automation id -> the shell command the line runs
+    kind = TimerKind.CRONTAB
+    CAPABILITIES: ClassVar[Capabilities] = Capabilities(
+        can_apply=True,
+        can_read_back=True,
+        armed_by_runtime=False,
+        launches_turns=True,
+        floor_aware=False,
+        expresses=frozenset(),
+        summary="whole-minute schedules whose instants cron reproduces exactly in its own time zone, from now on",
+    )
+
+    def __init__(
+        self,
+        command_for: Callable[[str], str],
+        *,
+        user: str | None = None,
+        zone: ZoneInfo | None = None,
+        crontab: str = "crontab",
+        check_account: Callable[[str | None], None] | None = None,
+    ) -> None:
+        self.command_for = command_for
         self.user = user
         self.zone = zone if zone is not None else system_zone()
         self.crontab = crontab
-
-    def capabilities(self) -> Capabilities:
-        return Capabilities(
-            kind=self.kind,
-            floor_aware=False,
-            launches_through_admission=True,
-            pre_model_hook=False,
-            min_period=None,
-            expresses=f"whole-minute schedules whose instants cron reproduces exactly in {self.zone.key}",
-        )
+        self.check_account = check_account
 
     # -- the contract ----------------------------------------------------------------------------
-    def express(self, schedule: Schedule, now: datetime) -> str:
+    def capabilities(self) -> Capabilities:
+        return self.CAPABILITIES
+
+    def express(self, schedule: Schedule, now: datetime) -> Expressed | Held:
+        try:
+            return Expressed(self._fields(schedule, now))
+        except UnsupportedSchedule as exc:
+            return Held(str(exc))
+
+    def _fields(self, schedule: Schedule, now: datetime) -> str:
         fields = render_cron(schedule)
         spec = parse_cron(fields.split())
         end = now + HORIZON
@@ -79,14 +116,19 @@ class CrontabHost:
             )
         return fields
 
-    def apply(self, automation_id: str, schedule: Schedule, now: datetime) -> None:
-        line = f"{self.express(schedule, now)} {self.command_for(automation_id)} # floorgate:{automation_id}"
+    def apply(self, automation_id: str, schedule: Schedule, now: datetime) -> Applied:
+        form = self.express(schedule, now)
+        if isinstance(form, Held):
+            raise UnsupportedSchedule(form.reason)
+        if self.check_account is not None:
+            self.check_account(self.user)
+        line = f"{form.text} {self.command_for(automation_id)} # floorgate:{automation_id}"
         current = self._read_lines()
         managed = self._managed(current)
-        if managed.get(automation_id) == line:
-            return  # unchanged: no write, no duplicate
-        managed[automation_id] = line
-        self._write(current, managed)
+        if managed.get(automation_id) != line:  # unchanged: no write, no duplicate
+            managed[automation_id] = line
+            self._write(current, managed)
+        return Applied(armed=True, host_form=form.text, host_user=self.user)
 
     def remove(self, automation_id: str) -> None:
         current = self._read_lines()
@@ -94,23 +136,24 @@ class CrontabHost:
         if managed.pop(automation_id, None) is not None:
             self._write(current, managed)
 
-    def read(self, automation_id: str, now: datetime) -> Observation:
+    def read(self, automation_id: str, now: datetime, reported: Reported | None = None) -> Observation:
+        refuse_report(self.kind, reported)
         try:
             lines = self._read_lines()
         except HostUnavailable as exc:
-            return Observation(state="unavailable", text=None, read_at=now, detail=str(exc))
+            return Observation(state=ObservationState.UNAVAILABLE, text=None, read_at=now, detail=str(exc))
         line = self._managed(lines).get(automation_id)
         if line is None:
-            return Observation(state="absent", text=None, read_at=now, detail="no floorgate line for it in the crontab")
+            return Observation(state=ObservationState.ABSENT, text=None, read_at=now, detail="no floorgate line for it in the crontab")
         match = _LINE.match(line)
         fields = match.group(1) if match else line
-        foreign = "" if match and match.group(2) == self.command_for(automation_id) else " [the line does not run floorgate]"
-        return Observation(state="present", text=f"CRON {fields} ({self.zone.key}){foreign}", read_at=now)
+        foreign = "" if match and match.group(2) == self.command_for(automation_id) else FOREIGN
+        return Observation(state=ObservationState.PRESENT, text=f"CRON {fields} ({self.zone.key}){foreign}", read_at=now)
 
     def matches(self, observation: Observation, schedule: Schedule, now: datetime) -> bool:
-        if observation.state != "present" or not observation.text or not observation.text.startswith("CRON "):
+        if observation.state != ObservationState.PRESENT or not observation.text or not observation.text.startswith("CRON "):
             return False
-        if observation.text.endswith("[the line does not run floorgate]"):
+        if observation.text.endswith(FOREIGN):
             return False  # fires would skip admission: not the schedule floorgate armed
         fields = observation.text[5:].rsplit(" (", 1)[0].split()
         try:

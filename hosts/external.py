@@ -1,8 +1,9 @@
 """An ``external`` host: an agent app that keeps its own timer (for example a desktop app's
-automations) and that floorgate cannot read by itself.
+automations) and that floorgate can neither write nor read by itself.
 
-Its adapter takes the app's current schedule as a neutral RRULE argument supplied with each
-readback; an explicit "unavailable" clears earlier facts, no argument keeps them. floorgate never
+Apply only states the desired schedule: the owner sets it in the app (``Applied.armed`` is False).
+Readback is what the owner reports from the app with each read, as a neutral RRULE; an explicit
+"unavailable" clears earlier facts, no report keeps them (``read`` returns None). floorgate never
 fills a missing observation from anything else. The app wakes the model itself, so the guarantee
 is ``schedule-only`` unless a pre-model hook has been seen answering for the automation.
 """
@@ -10,40 +11,74 @@ is ``schedule-only`` unless a pre-model hook has been seen answering for the aut
 from __future__ import annotations
 
 from datetime import datetime
+from typing import ClassVar
 
 from .apscheduler_timer import rrule_matches
-from .contract import Capabilities, Observation
-from .errors import InvalidSchedule
+from .contract import (
+    Applied,
+    Capabilities,
+    Expressed,
+    Feature,
+    Held,
+    Observation,
+    ObservationState,
+    Reported,
+    TimerKind,
+)
+from .errors import InvalidSchedule, UnsupportedSchedule
 from .schedule import Schedule
 
 
 class ExternalTimer:
-    kind = "external"
+    """The timer host of an external app, through its owner."""
+
+    kind = TimerKind.EXTERNAL
+    CAPABILITIES: ClassVar[Capabilities] = Capabilities(
+        can_apply=False,
+        can_read_back=False,
+        armed_by_runtime=False,
+        launches_turns=False,
+        floor_aware=False,
+        # The owner is handed the exact RRULE; whether the app honours it is what the readback checks.
+        expresses=frozenset(Feature),
+        summary="RRULE schedules, set by the owner in the app and reported back by the owner",
+    )
 
     def capabilities(self) -> Capabilities:
-        return Capabilities(
-            kind=self.kind,
-            floor_aware=False,
-            launches_through_admission=False,
-            pre_model_hook=False,
-            min_period=None,
-            expresses="RRULE schedules, applied by the owner in the app",
+        return self.CAPABILITIES
+
+    def express(self, schedule: Schedule, now: datetime) -> Expressed | Held:
+        return Expressed(schedule.canonical())
+
+    def apply(self, automation_id: str, schedule: Schedule, now: datetime) -> Applied:
+        form = self.express(schedule, now)
+        if isinstance(form, Held):
+            raise UnsupportedSchedule(form.reason)
+        return Applied(
+            armed=False,
+            host_form=form.text,
+            detail=f"set this schedule for {automation_id} in the app, then acknowledge it with the app's current schedule",
         )
 
-    def express(self, schedule: Schedule, now: datetime) -> str:
-        return schedule.canonical()
-
-    def observation(self, current_rrule: str | None, unavailable: bool, now: datetime) -> Observation | None:
-        """Turn the supplied argument into an observation (None: nothing was supplied)."""
-        if unavailable:
-            return Observation(state="unavailable", text=None, read_at=now, detail="reported unavailable")
-        if current_rrule is None:
+    def read(self, automation_id: str, now: datetime, reported: Reported | None = None) -> Observation | None:
+        if reported is None:
+            return None
+        if reported.unavailable:
+            return Observation(state=ObservationState.UNAVAILABLE, text=None, read_at=now, detail="reported unavailable")
+        if reported.current_rrule is None:
             return None
         try:
-            text = Schedule.parse(current_rrule).canonical()
+            text = Schedule.parse(reported.current_rrule).canonical()
         except InvalidSchedule as exc:
             raise InvalidSchedule(f"--current-rrule: {exc}") from None
-        return Observation(state="present", text=text, read_at=now)
+        return Observation(state=ObservationState.PRESENT, text=text, read_at=now)
+
+    def observation(self, current_rrule: str | None, unavailable: bool, now: datetime) -> Observation | None:
+        """``read`` with the report given as its two parts (None: nothing was reported)."""
+        return self.read("", now, Reported(current_rrule=current_rrule, unavailable=unavailable))
 
     def matches(self, observation: Observation, schedule: Schedule, now: datetime) -> bool:
         return rrule_matches(observation, schedule, now)
+
+    def remove(self, automation_id: str) -> None:
+        """Nothing floorgate can remove: the owner deletes the app's automation (``can_apply`` False)."""

@@ -43,8 +43,6 @@ from .preview import FloorMeeting, PlanInputs, PreviewRow, first_run, simulate
 
 # How far ahead a readback looks for the first fire the floor lets through.
 _HORIZON_FIRES = 500
-# A crontab line runs `turn run --wait-eligible 2m` (see timers.TimerService).
-CRON_WAIT = timedelta(minutes=2)
 
 
 class ReadbackState(StrEnum):
@@ -103,16 +101,18 @@ class Preview:
     blocked: str | None  # why nothing fires (paused, held, awaiting the owner, unreadable)
 
 
-_MEETINGS = {
-    "apscheduler": (FloorMeeting.COALESCE, timedelta(0)),
-    "crontab": (FloorMeeting.WAIT, CRON_WAIT),
-    "external": (FloorMeeting.DENY, timedelta(0)),
-}
-
-
 def floor_meeting(timer: str) -> tuple[FloorMeeting, timedelta]:
     """How the timer host meets a floor that has not elapsed, and how long a fire waits for it."""
-    return _MEETINGS[timer]
+    from hosts.registry import capabilities
+
+    from .timers import LAUNCH_WAIT
+
+    caps = capabilities(timer)
+    if caps.floor_aware:
+        return FloorMeeting.COALESCE, timedelta(0)  # its timer never wakes inside the floor
+    if caps.launches_turns:
+        return FloorMeeting.WAIT, LAUNCH_WAIT  # its fire runs 'turn run --wait-eligible'
+    return FloorMeeting.DENY, timedelta(0)  # the app asks the hook, which denies inside the floor
 
 
 def host_problem(automation: Automation) -> str | None:

@@ -19,16 +19,22 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import cast
 
-from admission import Admission, Automation, Automations, AutomationState, HoldKind, Store, TimerBinding, TimerBindings
+from admission import Admission, Automation, Automations, AutomationState, HoldKind, InvalidInput, Store, TimerBinding, TimerBindings
 from admission.clock import Clock, SystemClock, read_clock
+from admission.intervals import format_interval
 from hosts import InvalidSchedule, Schedule
-from hosts.contract import Guarantee, Observation
+from hosts.contract import Capabilities, Guarantee, Held, Observation, ObservationState, Reported, TimerHost, TimerKind
 from hosts.crontab import CrontabHost
 from hosts.errors import HostUnavailable, UnsupportedSchedule
-from hosts.external import ExternalTimer
 from hosts.flooring import floor_compatible
+from hosts.registry import HostSetup, capabilities, guarantee_of, timer_host
 
+
+
+# How long a turn a timer host launches (a crontab line) waits for a floor a moment away.
+LAUNCH_WAIT = timedelta(minutes=2)
 
 
 @dataclass(frozen=True)
@@ -40,15 +46,11 @@ class AckResult:
 
 def guarantee(automation: Automation, binding: TimerBinding | None) -> Guarantee:
     """What floorgate can honestly promise about premature model wake-ups for this automation."""
-    if automation.spec.timer in ("apscheduler", "crontab"):
-        return "enforced"
-    if binding is not None and binding.hook_seen_at is not None:
-        return "pre-model hook"
-    return "schedule-only"
+    return guarantee_of(automation.spec.timer, hook_seen=binding is not None and binding.hook_seen_at is not None)
 
 
 class TimerService:
-    """Timer bindings of automations on one store."""
+    """Timer bindings of automations on one store, over the registered timer hosts."""
 
     def __init__(
         self,
@@ -69,30 +71,42 @@ class TimerService:
         self.can_run = can_run if can_run is not None else self._check_runnable
 
     # -- hosts ----------------------------------------------------------------------------------
+    def capabilities(self, automation: Automation) -> Capabilities:
+        """The declared capabilities of the automation's timer host."""
+        return capabilities(automation.spec.timer)
+
+    def host(self, automation: Automation, *, applying: bool = False) -> TimerHost:
+        """The automation's timer host. A timer applied to another account's crontab is read and
+        removed there; a new apply goes to the account this service was given."""
+        return timer_host(automation.spec.timer, self._setup(None if applying else automation.automation_id))
+
     def crontab(self, automation_id: str | None = None) -> CrontabHost:
         """The crontab host; for an automation already applied, the account it was applied to."""
+        return cast(CrontabHost, timer_host(TimerKind.CRONTAB, self._setup(automation_id)))
+
+    def _setup(self, automation_id: str | None) -> HostSetup:
         user = self.crontab_user
         if automation_id is not None:
             binding = self.bindings.get(automation_id)
             if binding is not None and binding.host_user is not None and binding.applied_at is not None:
                 user = binding.host_user
-        return CrontabHost(self._cron_command, user=user)
+        return HostSetup(command_for=self._cron_command, user=user, check_account=self.can_run)
+
+    def remove_from_host(self, automation: Automation) -> None:
+        """Disarm the automation's timer where floorgate can (a running ``floorgate run`` drops
+        its own jobs when the automation goes; an external app's owner removes it there)."""
+        if not self.capabilities(automation).armed_by_runtime:
+            self.host(automation).remove(automation.automation_id)
 
     def _cron_command(self, automation_id: str) -> str:
         url = self.store.url
         if url.startswith("sqlite:///") and not url.startswith("sqlite:////"):
             url = "sqlite:///" + str(Path(url[len("sqlite:///"):]).resolve())
         # cron fires on the minute; a start a moment before a floor equal to the period waits for it.
-        argv = [sys.executable, "-m", "scheduler", "--db", url, "turn", "run", automation_id, "--wait-eligible", "2m"]
+        argv = [sys.executable, "-m", "scheduler", "--db", url, "turn", "run", automation_id, "--wait-eligible", format_interval(LAUNCH_WAIT)]
         if self.state_dir is not None:
             argv += ["--state-dir", str(self.state_dir.resolve())]
         return shlex.join(argv) + " >/dev/null 2>&1"
-
-    def remove_from_host(self, automation: Automation) -> None:
-        """Take the automation's line off the timer host it was applied to (a host that keeps no
-        line of ours has nothing to remove)."""
-        if automation.spec.timer == "crontab":
-            self.crontab(automation.automation_id).remove(automation.automation_id)
 
     # -- desired ---------------------------------------------------------------------------------
     def desire(self, automation: Automation) -> TimerBinding:
@@ -100,19 +114,16 @@ class TimerService:
         now = read_clock(self.clock)
         spec = automation.spec
         schedule = Schedule.parse(spec.schedule)
-        raised = False
-        if spec.timer == "apscheduler":
-            desired: Schedule | None = schedule  # floor-aware: every fire is clamped to the floor
-            hold = None
-        else:
+        desired: Schedule | None = schedule
+        raised, hold = False, None
+        if not self.capabilities(automation).floor_aware:
             floor = self.admission.eligibility(spec.goal_id, spec.agent_id, automation.automation_id).floor
             result = floor_compatible(schedule, floor.floor if floor is not None else timedelta(0), now)
             desired, raised, hold = result.schedule, result.raised, result.hold_reason
-            if desired is not None and spec.timer == "crontab":
-                try:
-                    self.crontab().express(desired, now)
-                except UnsupportedSchedule as exc:
-                    desired, raised, hold = None, False, f"{exc}; held, never shortened"
+        if desired is not None:
+            form = self.host(automation, applying=True).express(desired, now)
+            if isinstance(form, Held):
+                desired, raised, hold = None, False, f"{form.reason}; held, never shortened"
         binding = self.bindings.set_desired(
             automation.automation_id, spec.timer, desired.canonical() if desired is not None else None, raised, hold, now
         )
@@ -124,24 +135,23 @@ class TimerService:
 
     # -- apply / observe / ack ------------------------------------------------------------------
     def apply(self, automation: Automation) -> TimerBinding:
-        """Arm the desired schedule on the host, then read back and ACK if the readback matches."""
+        """Arm the desired schedule on the host, then read back and ACK if the readback matches.
+        A host armed by the running ``floorgate run`` is armed there (it publishes its own apply);
+        a host floorgate cannot write records the apply for its owner to carry out."""
         binding = self.desire(automation)
         now = read_clock(self.clock)
-        if binding.desired is None:
+        caps = self.capabilities(automation)
+        if binding.desired is None or caps.armed_by_runtime:
             return binding
-        desired = Schedule.parse(binding.desired)
-        if automation.spec.timer == "crontab":
-            host = self.crontab()
-            try:
-                self.can_run(host.user)
-                host.apply(automation.automation_id, desired, now)
-            except (HostUnavailable, UnsupportedSchedule) as exc:
-                self.bindings.record_apply(automation.automation_id, now, str(exc))
-                return self.bindings.get(automation.automation_id) or binding
-            self.bindings.record_apply(automation.automation_id, now, None, host_user=host.user)
+        host = self.host(automation, applying=True)
+        try:
+            applied = host.apply(automation.automation_id, Schedule.parse(binding.desired), now)
+        except (HostUnavailable, UnsupportedSchedule) as exc:
+            self.bindings.record_apply(automation.automation_id, now, str(exc))
+            return self.bindings.get(automation.automation_id) or binding
+        self.bindings.record_apply(automation.automation_id, now, None, host_user=applied.host_user)
+        if applied.armed and caps.can_read_back:
             self.ack(automation)
-        elif automation.spec.timer == "external":
-            self.bindings.record_apply(automation.automation_id, now, None)  # the owner applies it in the app
         return self.bindings.get(automation.automation_id) or binding
 
     def _check_runnable(self, user: str | None) -> None:
@@ -153,14 +163,17 @@ class TimerService:
             raise HostUnavailable(f"crontab: user {user} cannot run {sys.executable} with floorgate installed; install floorgate where {user} can run it")
 
     def read(self, automation: Automation, *, current_rrule: str | None = None, unavailable: bool = False, wait: float = 10.0) -> Observation | None:
-        """A fresh readback from the host itself (None when nothing could be observed)."""
-        now = read_clock(self.clock)
-        timer = automation.spec.timer
-        if timer == "crontab":
-            return self.crontab(automation.automation_id).read(automation.automation_id, now)
-        if timer == "external":
-            return ExternalTimer().observation(current_rrule, unavailable, now)
-        return self._ask_running_host(automation, wait)
+        """A fresh readback from the host itself (None when nothing could be observed).
+        ``current_rrule``/``unavailable`` are the owner's report, for hosts floorgate cannot read;
+        ``wait`` bounds how long a running ``floorgate run`` may take to answer for its timers."""
+        caps = self.capabilities(automation)
+        if caps.can_read_back and (current_rrule is not None or unavailable):
+            field = "--current-rrule" if current_rrule is not None else "--unavailable"
+            raise InvalidInput(field, f"{automation.spec.timer} timers are read back from the host itself; drop {field}")
+        if caps.armed_by_runtime:
+            return self._ask_running_host(automation, wait)
+        reported = None if caps.can_read_back else Reported(current_rrule=current_rrule, unavailable=unavailable)
+        return self.host(automation).read(automation.automation_id, read_clock(self.clock), reported)
 
     def _ask_running_host(self, automation: Automation, wait: float) -> Observation | None:
         # The live scheduler belongs to a running `floorgate run`: ask it to read its own job and
@@ -178,13 +191,13 @@ class TimerService:
     def observe(self, automation: Automation, **kwargs) -> TimerBinding | None:  # type: ignore[no-untyped-def]
         """Read back and record what the host reports (an absent report keeps earlier facts)."""
         observation = self.read(automation, **kwargs)
-        if observation is not None and automation.spec.timer != "apscheduler":
-            self.bindings.record_observation(automation.automation_id, observation.state, observation.text, observation.read_at)
+        if observation is not None and not self.capabilities(automation).armed_by_runtime:  # that host publishes its own
+            self.bindings.record_observation(automation.automation_id, observation.state.value, observation.text, observation.read_at)
         return self.bindings.get(automation.automation_id)
 
     def ack(self, automation: Automation, **kwargs) -> AckResult:  # type: ignore[no-untyped-def]
         """Re-read the host and accept the ACK only on a fresh, matching readback."""
-        if automation.spec.timer == "apscheduler":
+        if self.capabilities(automation).armed_by_runtime:
             observation = self.read(automation, **kwargs)  # the running host also publishes its apply
             binding = self.bindings.get(automation.automation_id)
         else:
@@ -196,7 +209,7 @@ class TimerService:
             return AckResult(False, "the desired schedule was never applied to the host; apply it first", observation)
         if observation is None:
             return AckResult(False, "no readback: an ACK needs the host's current schedule", None)
-        if observation.state != "present":
+        if observation.state != ObservationState.PRESENT:
             return AckResult(False, f"host readback is {observation.state}: {observation.detail or 'nothing armed'}", observation)
         if observation.read_at < binding.applied_at:
             # Same-instant readbacks are allowed: the read is only ever made after apply returned.
@@ -211,10 +224,7 @@ class TimerService:
         return AckResult(True, "acknowledged on a fresh readback", observation)
 
     def _matches(self, automation: Automation, observation: Observation, desired: Schedule) -> bool:
-        now = read_clock(self.clock)
-        if automation.spec.timer == "crontab":
-            return self.crontab(automation.automation_id).matches(observation, desired, now)
-        return ExternalTimer().matches(observation, desired, now)
+        return self.host(automation).matches(observation, desired, read_clock(self.clock))
 
     def diff(self, automation: Automation) -> dict:  # type: ignore[type-arg]
         """Desired versus last observed, compared by meaning, with the first differing fires."""
@@ -227,8 +237,8 @@ class TimerService:
         if binding.desired is None or binding.observed_state != "present" or not binding.observed:
             return out
         desired = Schedule.parse(binding.desired)
-        observation = Observation(state="present", text=binding.observed, read_at=binding.observed_at or now)
-        out["match"] = self._matches(automation, observation, desired) if automation.spec.timer != "apscheduler" else _rrule_same(binding.observed, desired, now)
+        observation = Observation(state=ObservationState.PRESENT, text=binding.observed, read_at=binding.observed_at or now)
+        out["match"] = self._matches(automation, observation, desired)
         out["desired_next"] = [o.isoformat() for o in desired.occurrences(5, after=now)]
         try:
             observed_schedule = Schedule.parse(binding.observed)
@@ -236,9 +246,3 @@ class TimerService:
         except InvalidSchedule:
             out["observed_next"] = None  # a cron line: compared by instants above
         return out
-
-
-def _rrule_same(text: str, desired: Schedule, now: datetime) -> bool:
-    from hosts.apscheduler_timer import rrule_matches
-
-    return rrule_matches(Observation(state="present", text=text, read_at=now), desired, now)

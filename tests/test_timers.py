@@ -14,8 +14,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from admission import AutomationSpec, Automations, FixedClock, TimerBindings, open_store
+from admission import AutomationSpec, Automations, FixedClock, InvalidInput, TimerBindings, open_store
 from hosts import Schedule
+from hosts.contract import Held
 from hosts.crontab import CrontabHost
 from hosts.errors import UnsupportedSchedule
 from scheduler.timers import TimerService
@@ -71,6 +72,9 @@ def test_crontab_apply_reads_back_acks_and_reapply_changes_nothing(store, cron_u
     svc.apply(automation)  # unchanged: a no-op, not even a rewrite
     assert crontab_text(cron_user) == before and spool.stat().st_mtime_ns == written
     assert svc.ack(automation).accepted
+    from scheduler.timers import guarantee
+
+    assert guarantee(automation, TimerBindings(store).get("q")) == "enforced"  # floorgate launches every turn
 
 
 def test_ack_rejects_a_mismatched_host_schedule_and_persists_nothing(store, cron_user) -> None:
@@ -125,9 +129,10 @@ def test_a_cron_line_that_no_longer_runs_floorgate_is_not_acknowledged(store, cr
 )
 def test_crontab_refuses_what_cron_cannot_fire_exactly(schedule: str, zone: str, why: str) -> None:
     host = CrontabHost(str, zone=ZoneInfo(zone))
-    with pytest.raises(UnsupportedSchedule) as err:
-        host.express(Schedule.parse(schedule), T0)
-    assert why in str(err.value)
+    form = host.express(Schedule.parse(schedule), T0)
+    assert isinstance(form, Held) and why in form.reason
+    with pytest.raises(UnsupportedSchedule):  # and apply refuses it rather than arm an approximation
+        host.apply("q", Schedule.parse(schedule), T0)
 
 
 def test_ninety_minute_schedule_on_crontab_is_held_not_shortened(store, cron_user) -> None:
@@ -310,3 +315,21 @@ def test_hook_blocks_on_an_unexpected_error(db_url: str) -> None:
     lane = ("--goal", "g", "--agent", "a", "--automation", "x", "--wake", "automatic")
     result = run_hook(db_url, deep, *lane)
     assert result.returncode == 2 and "Traceback" not in result.stderr and "fail closed" in result.stderr
+
+
+def test_a_self_reading_host_refuses_an_owner_report(store, tmp_path) -> None:
+    clock = FixedClock(T0)
+    own = add(store, clock, "own", EVERY_15, "apscheduler")
+    svc = TimerService(store, clock=clock)
+    before = TimerBindings(store).get("own")
+    with pytest.raises(InvalidInput, match="--current-rrule: apscheduler timers are read back from the host itself"):
+        svc.ack(own, current_rrule=EVERY_15, wait=0.1)
+    with pytest.raises(InvalidInput, match="--unavailable"):
+        svc.observe(own, unavailable=True, wait=0.1)
+    assert TimerBindings(store).get("own") == before  # refused before anything was asked or written
+    from test_cli import cli, one_line_error
+
+    db = str(tmp_path / "cli.db")
+    assert cli("automation", "add", "c", "--goal", "g", "--agent", "a", "--schedule", "every 1h", "--", "/bin/true", db=db).returncode == 0
+    result = cli("automation", "ack", "c", "--current-rrule", EVERY_15, db=db)
+    assert result.returncode == 2 and "--current-rrule" in one_line_error(result)

@@ -9,6 +9,8 @@ from datetime import timedelta
 from pydantic import ValidationError
 
 from admission import AutomationSpec, CommandHost, InvalidInput
+from hosts.contract import TimerKind
+from hosts.registry import capabilities
 
 from ..cli import EXIT_OK, Context, add_common
 from ..present import (
@@ -23,7 +25,9 @@ from ..present import (
     readback_doc,
     table,
 )
-from .timers import add_crontab_user, register_actions
+from .timers import add_crontab_user, add_timer_arg, register_actions
+
+DEFAULT_TIMER = TimerKind.APSCHEDULER.value
 
 
 def _host_args(p: argparse.ArgumentParser, *, required: bool) -> None:
@@ -35,11 +39,7 @@ def _host_args(p: argparse.ArgumentParser, *, required: bool) -> None:
     p.add_argument("--backend", help="model backend/provider the host uses (checked against backend_allowlist)")
     p.add_argument("--meter", choices=["none", "claude-stream-json", "codex-json", "jsonl"], help="how to read the usage the host prints (default none)")
     p.add_argument("--overlap", choices=["skip", "allow"], help="while a turn runs, skip further ticks (default) or allow them")
-    p.add_argument(
-        "--timer",
-        choices=["apscheduler", "crontab", "external"],
-        help="who keeps the timer: 'floorgate run' (default), your crontab, or an external app (guard it with the hook)",
-    )
+    add_timer_arg(p)
     add_crontab_user(p)
     p.set_defaults(command_argv=None)  # filled from "-- PROGRAM ARGS..." by the CLI
 
@@ -94,7 +94,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--goal")
     p.add_argument("--agent")
     p.add_argument("--schedule")
-    p.add_argument("--timer", choices=["apscheduler", "crontab", "external"], help="the timer host an unsaved schedule would run on (default apscheduler)")
+    add_timer_arg(p)
     add_common(p)
     p.set_defaults(handler=_preview)
 
@@ -113,8 +113,8 @@ def _argv(args: argparse.Namespace) -> list[str]:
 def _host(args: argparse.Namespace, base: CommandHost | None, timer: str) -> CommandHost | None:
     argv = _argv(args)
     if base is None and not argv:
-        if timer == "external":
-            return None
+        if not capabilities(timer).launches_turns:
+            return None  # the app launches it: floorgate has no command to run
         raise InvalidInput("argv", "give the command after --, e.g. -- ./triage.sh --inbox")
     # A new command runs where it was added unless told otherwise: timers (cron, floorgate run)
     # start elsewhere, and a relative ./script.sh must still be found.
@@ -140,7 +140,7 @@ def _host(args: argparse.Namespace, base: CommandHost | None, timer: str) -> Com
 def _add(ctx: Context) -> int:
     a = ctx.args
     service = ctx.app.automations
-    timer = a.timer or "apscheduler"
+    timer = a.timer or DEFAULT_TIMER
     spec = AutomationSpec(
         goal_id=a.goal,
         agent_id=a.agent,
@@ -234,7 +234,7 @@ def _preview(ctx: Context) -> int:
     if a.schedule is not None:
         if a.goal is None or a.agent is None:
             raise InvalidInput("--goal", "previewing an unsaved schedule needs --goal and --agent")
-        result = service.preview_new(a.automation, goal=a.goal, agent=a.agent, schedule=a.schedule, timer=a.timer or "apscheduler", count=a.count)
+        result = service.preview_new(a.automation, goal=a.goal, agent=a.agent, schedule=a.schedule, timer=a.timer or DEFAULT_TIMER, count=a.count)
     else:
         if a.goal is not None or a.agent is not None or a.timer is not None:
             raise InvalidInput("--schedule", "--goal, --agent and --timer preview an unsaved schedule; give --schedule too, or only the saved automation's id")

@@ -7,6 +7,7 @@ import os
 
 from admission import Automations
 from admission.clock import iso
+from hosts import TimerKind
 
 from ..cli import EXIT_DENIED, EXIT_OK, Context, add_common, state_dir
 from ..present import binding_doc
@@ -16,6 +17,15 @@ from ..timers import TimerService, guarantee
 def service(ctx: Context) -> TimerService:
     user = getattr(ctx.args, "crontab_user", None) or os.environ.get("FLOORGATE_CRONTAB_USER") or None
     return TimerService(ctx.store, crontab_user=user, state_dir=state_dir(ctx.args))
+
+
+def add_timer_arg(p: argparse.ArgumentParser) -> None:
+    """``--timer``, its choices the registered ``TimerKind`` values (the default is chosen by the caller)."""
+    p.add_argument(
+        "--timer",
+        choices=[kind.value for kind in TimerKind],
+        help="who keeps the timer: 'floorgate run' (default), your crontab, or an external app (guard it with the hook)",
+    )
 
 
 def add_crontab_user(p: argparse.ArgumentParser) -> None:
