@@ -7,7 +7,18 @@ once the host attempt is durable. This package imports no other package of the p
 
 from .accounting import Accounting, Dispatch
 from .approvals import Approval, ApprovalRejected, Approvals
-from .automations import Automation, Automations, AutomationSpec, AutomationState, CommandHost, HoldKind, WakeState
+from .automations import (
+    Automation,
+    Automations,
+    AutomationSpec,
+    AutomationState,
+    CommandHost,
+    HoldKind,
+    MeterKind,
+    Overlap,
+    TimerKind,
+    WakeState,
+)
 from .clock import UTC, Clock, FixedClock, SystemClock
 from .decisions import Confirmation, Decision, Eligibility, Phase, Reason, StartKind, StartRecord
 from .errors import (
@@ -49,6 +60,9 @@ __all__ = [
     "AutomationSpec",
     "AutomationState",
     "HoldKind",
+    "MeterKind",
+    "Overlap",
+    "TimerKind",
     "Automations",
     "CommandHost",
     "HostPolicies",

@@ -101,7 +101,7 @@ ticks = Table(
     Column("nominal_us", BigInteger, nullable=False),
     Column("actual_us", BigInteger, nullable=False),
     Column("decision", String(16), nullable=False),
-    Column("reason", String(32), nullable=False),
+    Column("reason", String(200), nullable=False),
     Column("turn_id", String(128), nullable=True),
     Column("host", String(128), nullable=False),
     Index("ix_fg_ticks_automation", "automation_id", "id"),

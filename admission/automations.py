@@ -40,9 +40,34 @@ class HoldKind(StrEnum):
 
 
 State = AutomationState
-Overlap = Literal["skip", "allow"]
-Timer = Literal["apscheduler", "crontab", "external"]
-Meter = Literal["none", "claude-stream-json", "codex-json", "jsonl"]
+
+
+class Overlap(StrEnum):
+    """While a turn runs: skip further ticks, or allow them to start turns too."""
+
+    SKIP = "skip"
+    ALLOW = "allow"
+
+
+class TimerKind(StrEnum):
+    """Who keeps an automation's timer (the hosts package maps each to its adapter)."""
+
+    APSCHEDULER = "apscheduler"  # a running ``floorgate run``
+    CRONTAB = "crontab"
+    EXTERNAL = "external"  # an agent app with its own timer
+
+
+class MeterKind(StrEnum):
+    """How to read the usage a command host prints."""
+
+    NONE = "none"
+    CLAUDE_STREAM_JSON = "claude-stream-json"
+    CODEX_JSON = "codex-json"
+    JSONL = "jsonl"
+
+
+Timer = TimerKind
+Meter = MeterKind
 MAX_TIMEOUT = timedelta(days=7)
 
 
@@ -75,15 +100,15 @@ class AutomationSpec(BaseModel):
     schedule: str
     host: CommandHost | None  # None only for an external timer: floorgate does not launch it
     model: str | None = None
-    overlap: Overlap = "skip"
-    timer: Timer = "apscheduler"
+    overlap: Overlap = Overlap.SKIP
+    timer: TimerKind = TimerKind.APSCHEDULER
     backend: str | None = None  # the model backend/provider the host is configured for
-    meter: Meter = "none"  # how to read the usage the host prints
+    meter: MeterKind = MeterKind.NONE  # how to read the usage the host prints
 
     @model_validator(mode="after")
     def _host_needed(self) -> "AutomationSpec":
-        if self.host is None and self.timer != "external":
-            raise ValueError(f"a {self.timer} timer needs a command host (-- PROGRAM ARGS...)")
+        if self.host is None and self.timer is not TimerKind.EXTERNAL:
+            raise ValueError(f"a {self.timer.value} timer needs a command host (-- PROGRAM ARGS...)")
         return self
 
 

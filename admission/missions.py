@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Literal
+from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import insert, select, text, update
@@ -21,7 +21,13 @@ from .clock import Clock, SystemClock, from_us, read_clock, to_us
 from .errors import NotFound
 from .store import Store
 
-MissionStatus = Literal["open", "succeeded", "stuck", "awaiting_owner"]
+class MissionStatus(StrEnum):
+    """A mission's lifecycle: open, waiting for an owner's answer, or settled."""
+
+    OPEN = "open"
+    AWAITING_OWNER = "awaiting_owner"
+    SUCCEEDED = "succeeded"
+    STUCK = "stuck"
 _COUNTERS = {"turns": "extra_turns", "tool_calls": "extra_tool_calls", "tokens": "extra_tokens"}
 
 

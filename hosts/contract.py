@@ -42,16 +42,9 @@ from typing import ClassVar, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from .schedule import Schedule
+from admission.automations import TimerKind  # the closed set lives with the stored spec
 
 HORIZON = timedelta(days=400)
-
-
-class TimerKind(StrEnum):
-    """Who keeps an automation's timer (the closed set of ``AutomationSpec.timer``)."""
-
-    APSCHEDULER = "apscheduler"  # a running ``floorgate run``
-    CRONTAB = "crontab"
-    EXTERNAL = "external"  # an agent app with its own timer
 
 
 class Guarantee(StrEnum):

@@ -1,5 +1,5 @@
 """Deployment settings in the store (the host policy every host and every readback uses), and
-the kind of an automation's hold in a column of its own.
+the kind of an automation's hold in a column of its own; tick reasons up to 200 characters.
 
 Revision ID: 0007
 Revises: 0006
@@ -25,6 +25,8 @@ def upgrade() -> None:
     )
     with op.batch_alter_table("fg_automations") as batch:
         batch.add_column(sa.Column("hold_kind", sa.String(16), nullable=True))
+    with op.batch_alter_table("fg_ticks") as batch:  # a tick's reason is never cut short
+        batch.alter_column("reason", type_=sa.String(200), existing_type=sa.String(32), existing_nullable=False)
     # Holds written before this revision: a stuck mission's note starts with "mission ".
     op.execute(
         "UPDATE fg_automations SET hold_kind = CASE WHEN state_note LIKE 'mission %' THEN 'mission_stuck' ELSE 'timer' END "
@@ -33,6 +35,8 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("fg_ticks") as batch:
+        batch.alter_column("reason", type_=sa.String(32), existing_type=sa.String(200), existing_nullable=False)
     with op.batch_alter_table("fg_automations") as batch:
         batch.drop_column("hold_kind")
     op.drop_table("fg_settings")

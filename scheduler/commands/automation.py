@@ -8,8 +8,7 @@ from datetime import timedelta
 
 from pydantic import ValidationError
 
-from admission import AutomationSpec, CommandHost, InvalidInput
-from hosts.contract import TimerKind
+from admission import AutomationSpec, CommandHost, InvalidInput, MeterKind, Overlap, TimerKind
 from hosts.registry import capabilities
 
 from ..cli import EXIT_OK, Context, add_common
@@ -37,8 +36,8 @@ def _host_args(p: argparse.ArgumentParser, *, required: bool) -> None:
     p.add_argument("--env", action="append", metavar="NAME", help="environment variable to pass through (repeatable)")
     p.add_argument("--model", help="model the host is configured to use (checked against the envelope's model_allowlist)")
     p.add_argument("--backend", help="model backend/provider the host uses (checked against backend_allowlist)")
-    p.add_argument("--meter", choices=["none", "claude-stream-json", "codex-json", "jsonl"], help="how to read the usage the host prints (default none)")
-    p.add_argument("--overlap", choices=["skip", "allow"], help="while a turn runs, skip further ticks (default) or allow them")
+    p.add_argument("--meter", choices=[m.value for m in MeterKind], help="how to read the usage the host prints (default none)")
+    p.add_argument("--overlap", choices=[o.value for o in Overlap], help="while a turn runs, skip further ticks (default) or allow them")
     add_timer_arg(p)
     add_crontab_user(p)
     p.set_defaults(command_argv=None)  # filled from "-- PROGRAM ARGS..." by the CLI
