@@ -124,6 +124,15 @@ _INSERT_SQL = (
 _CLAIM_SQL = "SELECT owner_id, lease_expires_us, phase FROM fg_turns WHERE turn_id = :t"
 
 
+# A reservation no journal row claims, on the lane of an automation floorgate launches itself (a
+# reservation on any other lane belongs to an external launcher: floorgate admit/confirm).
+_ORPHAN_START = (
+    "s.phase = 'reserved' AND s.anchor_us < :cut AND NOT EXISTS (SELECT 1 FROM fg_turns t WHERE t.turn_id = s.turn_id) "
+    "AND EXISTS (SELECT 1 FROM fg_automations a WHERE a.automation_id = s.automation_id AND a.goal_id = s.goal_id "
+    "AND a.agent_id = s.agent_id AND a.timer != 'external')"
+)
+
+
 def write_entry(tx: DriverTx, entry: JournalEntry, now_us: int) -> None:
     """Insert ``entry`` inside the caller's transaction (the reservation's).
 
@@ -382,14 +391,13 @@ class Journal:
 
     # -- recovery --------------------------------------------------------------------------------
     def anything_pending(self, orphaned_before: datetime) -> bool:
-        """One indexed query: is any turn unsettled, or any reservation older than
+        """One indexed query: is any turn unsettled, or any managed lane's reservation older than
         ``orphaned_before`` without a journal row? (Recovery is free when nothing is.)"""
         with self.store.read() as conn:
             row = conn.execute(
                 text(
                     "SELECT 1 FROM fg_turns WHERE phase IN ('journaled', 'confirmed', 'launched') UNION ALL "
-                    "SELECT 1 FROM fg_starts s WHERE s.phase = 'reserved' AND s.anchor_us < :cut "
-                    "AND NOT EXISTS (SELECT 1 FROM fg_turns t WHERE t.turn_id = s.turn_id) LIMIT 1"
+                    "SELECT 1 FROM fg_starts s WHERE " + _ORPHAN_START + " LIMIT 1"
                 ),
                 {"cut": to_us(orphaned_before)},
             ).first()
@@ -401,8 +409,7 @@ class Journal:
             rows = conn.execute(
                 text(
                     "SELECT s.turn_id, s.goal_id, s.agent_id, s.automation_id, s.anchor_us, s.kind, s.manual_reason FROM fg_starts s "
-                    "WHERE s.phase = 'reserved' AND s.anchor_us < :cut AND NOT EXISTS "
-                    "(SELECT 1 FROM fg_turns t WHERE t.turn_id = s.turn_id) ORDER BY s.anchor_us"
+                    "WHERE " + _ORPHAN_START + " ORDER BY s.anchor_us"
                 ),
                 {"cut": to_us(orphaned_before)},
             ).all()
