@@ -6,7 +6,7 @@ key; ids can never be empty, so the empty string is unambiguous.
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Boolean, Column, Index, Integer, MetaData, String, Table, Text
+from sqlalchemy import BigInteger, Boolean, Column, Index, Integer, MetaData, String, Table, Text, text
 
 metadata = MetaData()
 
@@ -60,6 +60,8 @@ starts = Table(
     Index("ix_fg_starts_agent_anchor", "goal_id", "agent_id", "anchor_us"),
     Index("ix_fg_starts_lane_anchor", "goal_id", "agent_id", "automation_id", "anchor_us"),
     Index("ix_fg_starts_lane_trigger", "goal_id", "agent_id", "automation_id", "trigger_us", unique=True),
+    # Only unconfirmed reservations: recovery finds the orphaned ones without scanning every start.
+    Index("ix_fg_starts_reserved", "anchor_us", sqlite_where=text("phase = 'reserved'"), postgresql_where=text("phase = 'reserved'")),
 )
 
 automations = Table(
@@ -122,7 +124,8 @@ turns = Table(
     Column("child_pid", Integer, nullable=True),
     Column("started_at_us", BigInteger, nullable=False),
     Column("deadline_us", BigInteger, nullable=False),
-    # journaled (attempt durable, not yet spawned) -> launched (child pid known) -> settled
+    # journaled (attempt durable, nothing spawned) -> confirmed (the host may have spawned) ->
+    # launched (child pid known) -> settled
     Column("phase", String(16), nullable=False),
     Column("status", String(16), nullable=True),
     Column("stop_reason", String(128), nullable=True),
@@ -132,6 +135,10 @@ turns = Table(
     Column("settled_at_us", BigInteger, nullable=True),
     Column("log_path", Text, nullable=True),
     Column("mission_id", String(128), nullable=True),
+    # The claim: one owner ("host:pid:nonce") at a time, valid until the lease expires; every
+    # step after the claim is an UPDATE conditional on owning it.
+    Column("owner_id", String(160), nullable=True),
+    Column("lease_expires_us", BigInteger, nullable=True),
     Index("ix_fg_turns_automation", "automation_id", "started_at_us"),
     Index("ix_fg_turns_phase", "phase"),
 )

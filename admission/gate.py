@@ -12,17 +12,20 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import func, select
 
+from . import _locks as locks
 from . import _schema as s
 from ._facts import CONFIRM_SQL, INSERT_START_SQL, Facts, StartRow, read_facts
 from .clock import Clock, SystemClock, aware_utc, from_us, iso, read_clock, to_us
 from .decisions import Confirmation, Decision, Eligibility, Phase, Reason, StartKind, StartRecord
 from .errors import InvalidInput, StoreUnavailable
 from .intervals import format_interval
+from .journal import JournalEntry, write_entry
 from .policies import EffectiveFloor, RuleRef, combine
 from .scope import Scope, check_id
 from .store import DriverTx, Store
 
 _ADMITTING = (Reason.ELIGIBLE, Reason.MANUAL)
+_ADMITTED = (*_ADMITTING, Reason.RESUMED, Reason.NO_RULE)
 # Readback has no turn or trigger: "/" is never a turn id and no trigger is negative.
 _NO_TURN = "/"
 _NO_TRIGGER = -1
@@ -103,12 +106,17 @@ class Admission:
         turn_id: str,
         trigger_time: datetime,
         manual_reason: str | None = None,
+        journal: JournalEntry | None = None,
     ) -> Decision:
         """Decide whether ``turn_id`` may start now; when admitted, the start is durably reserved.
 
         Denials write nothing. A reservation left unconfirmed (a crash before ``confirm``) is
         returned again, anchor unmoved, when the same ``turn_id`` reserves again. Invalid
         arguments raise ``InvalidInput``; an unreadable store denies with ``state_unavailable``.
+
+        ``journal``: the managed turn's journal row, written in the same transaction as the start
+        whenever the turn is admitted (so a reservation never exists without its journal row).
+        ``TurnOwned`` (nothing written) when another runner already journaled this turn.
         """
         req = _Request(
             goal=check_id(goal, "goal"),
@@ -120,13 +128,17 @@ class Admission:
         )
         now = read_clock(self.clock)
         now_us = to_us(now)
-        lock_key = f"agent/{req.goal}/{req.agent}"
+        if journal is not None and journal.turn_id != req.turn_id:
+            raise InvalidInput("journal", f"the journal entry is for turn {journal.turn_id!r}, not {req.turn_id!r}")
+        lock_key = locks.agent(req.goal, req.agent)
+        # With a journal entry, every admission writes (the journal row); without, only new starts do.
+        writes = _ADMITTING if journal is None else _ADMITTED
         try:
             if self.store.dialect != "sqlite":
                 # A lock costs round trips here: decide a denial from one plain read first.
                 with self.store.driver(write=False) as tx:
                     verdict = _evaluate(_read(tx, req), req, now_us)
-                if verdict.reason not in _ADMITTING:
+                if verdict.reason not in writes:
                     return _decision(req, now, verdict)
             # Only this evaluation, serialized per agent, may admit. (On SQLite taking the write
             # lock costs less than a separate read, and a transaction without writes writes nothing.)
@@ -134,6 +146,8 @@ class Admission:
                 verdict = _evaluate(_read(tx, req), req, now_us)
                 if verdict.reason in _ADMITTING:
                     _insert_start(tx, req, now_us)
+                if journal is not None and verdict.reason in _ADMITTED:
+                    write_entry(tx, journal, now_us)
         except StoreUnavailable as exc:
             verdict = _Verdict(Reason.STATE_UNAVAILABLE, None, None, detail=f"{exc}; denied (fail closed)")
         return _decision(req, now, verdict)
@@ -398,7 +412,7 @@ def _insert_start(tx: DriverTx, req: _Request, now_us: int) -> None:
 
 
 def _decision(req: _Request, now: datetime, verdict: _Verdict) -> Decision:
-    admitted = verdict.reason in (*_ADMITTING, Reason.RESUMED, Reason.NO_RULE)
+    admitted = verdict.reason in _ADMITTED
     next_us = verdict.next_us
     if admitted and verdict.floor is not None and verdict.anchor_us is not None:
         # After an admission the next automatic start is one floor after this anchor.

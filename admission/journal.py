@@ -1,26 +1,57 @@
-"""The turn journal: one record per host attempt, written before the host runs, settled after.
+"""The turn journal: one record per host attempt, owned by one runner at a time.
 
-Phases: ``journaled`` (the attempt is durable; nothing spawned yet), ``launched`` (the host process
-exists and its pid is recorded), ``settled`` (the verdict is written; settlement is final).
+Phases: ``journaled`` (the attempt is durable; nothing spawned), ``confirmed`` (the start is
+confirmed in the same commit; from here the host may have spawned, so the turn is never launched
+again), ``launched`` (the host process exists and its pid is recorded), ``settled`` (the verdict
+is written; settlement is final).
+
+A claim (``owner_id``, ``lease_expires_us``) says who runs the turn. The journal row is written
+with the claim in the reservation's own transaction (``Admission.reserve(journal=...)``), and
+every later step is an UPDATE conditional on still owning it: a runner that lost its claim gets
+``ClaimLost`` naming the current owner and writes nothing. Taking over an orphaned claim is one
+compare-and-set statement, so two recoverers can never both win.
 No host output is stored here: only ids, times, pids and the verdict.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import insert, select, update
+from sqlalchemy import func, insert, literal, select, text, update
 
+from . import _locks as locks
 from . import _schema as s
-from .clock import Clock, SystemClock, from_us, read_clock, to_us
-from .errors import InvalidInput, NotFound
-from .store import Store
+from .clock import Clock, SystemClock, from_us, iso, read_clock, to_us
+from .errors import FloorgateError, InvalidInput, NotFound
+from .store import DriverTx, Store
 
 Status = Literal["succeeded", "failed", "timed_out", "denied", "stuck"]
 Category = Literal["infra", "task", "policy", "none"]
-TurnPhase = Literal["journaled", "launched", "settled"]
+TurnPhase = Literal["journaled", "confirmed", "launched", "settled"]
+UNSETTLED: tuple[TurnPhase, ...] = ("journaled", "confirmed", "launched")
+
+
+class TurnOwned(FloorgateError):
+    """Another runner holds the claim on this turn; nothing was written."""
+
+    def __init__(self, turn_id: str, owner_id: str | None, lease_expires: datetime | None, phase: str) -> None:
+        self.turn_id = turn_id
+        self.owner_id = owner_id
+        self.lease_expires = lease_expires
+        self.phase = phase
+        super().__init__(f"turn {turn_id} is {phase} and owned by {owner_id or '(no owner)'} (lease until {iso(lease_expires) or '?'})")
+
+
+class ClaimLost(FloorgateError, RuntimeError):
+    """This runner no longer owns the turn (its lease expired and another runner took it over)."""
+
+    def __init__(self, turn_id: str, me: str, owner_id: str | None, step: str) -> None:
+        self.turn_id = turn_id
+        self.owner_id = owner_id
+        super().__init__(f"turn {turn_id}: {step} refused, the claim of {me} was lost; it is now owned by {owner_id or '(no owner)'}")
 
 
 class Verdict(BaseModel):
@@ -36,6 +67,8 @@ class Verdict(BaseModel):
 
 
 class TurnRecord(BaseModel):
+    """One journaled attempt, as stored."""
+
     model_config = ConfigDict(frozen=True)
 
     turn_id: str
@@ -55,6 +88,92 @@ class TurnRecord(BaseModel):
     settled_at: datetime | None
     log_path: str | None
     mission_id: str | None = None
+    owner_id: str | None = None
+    lease_expires: datetime | None = None
+
+
+@dataclass(frozen=True)
+class JournalEntry:
+    """The journal row a reservation writes in its own transaction (see ``Admission.reserve``).
+
+    ``attempt`` None numbers the attempt after the automation's journaled ones.
+    """
+
+    turn_id: str
+    automation_id: str
+    goal_id: str
+    agent_id: str
+    kind: str
+    manual_reason: str | None
+    runner_host: str
+    runner_pid: int
+    owner_id: str
+    lease_expires: datetime
+    deadline: datetime
+    log_path: str | None
+    attempt: int | None = None
+    mission_id: str | None = None
+
+
+_COUNT_SQL = "SELECT COUNT(*) FROM fg_turns WHERE automation_id = :x"
+_INSERT_SQL = (
+    "INSERT INTO fg_turns (turn_id, automation_id, goal_id, agent_id, attempt, kind, manual_reason, runner_host, runner_pid, "
+    "child_pid, started_at_us, deadline_us, phase, log_path, mission_id, owner_id, lease_expires_us) VALUES (:t, :x, :g, :a, "
+    ":attempt, :kind, :reason, :rh, :rp, NULL, :now, :deadline, 'journaled', :log, :mission, :owner, :lease) "
+    "ON CONFLICT (turn_id) DO NOTHING"
+)
+_CLAIM_SQL = "SELECT owner_id, lease_expires_us, phase FROM fg_turns WHERE turn_id = :t"
+
+
+# A reservation no journal row claims, on the lane of an automation floorgate launches itself (a
+# reservation on any other lane belongs to an external launcher: floorgate admit/confirm).
+_ORPHAN_START = (
+    "s.phase = 'reserved' AND s.anchor_us < :cut AND NOT EXISTS (SELECT 1 FROM fg_turns t WHERE t.turn_id = s.turn_id) "
+    "AND EXISTS (SELECT 1 FROM fg_automations a WHERE a.automation_id = s.automation_id AND a.goal_id = s.goal_id "
+    "AND a.agent_id = s.agent_id AND a.timer != 'external')"
+)
+
+
+def write_entry(tx: DriverTx, entry: JournalEntry, now_us: int) -> None:
+    """Insert ``entry`` inside the caller's transaction (the reservation's).
+
+    An existing row is accepted only when it is still ``journaled`` and already claimed by
+    ``entry.owner_id`` (a resume after a takeover); anything else raises ``TurnOwned``, which
+    rolls the caller's transaction back.
+    """
+    attempt = entry.attempt
+    if attempt is None:
+        counted = tx.row(_COUNT_SQL, {"x": entry.automation_id})
+        attempt = int(counted[0]) + 1 if counted is not None else 1
+    inserted = tx.execute(
+        _INSERT_SQL,
+        {
+            "t": entry.turn_id,
+            "x": entry.automation_id,
+            "g": entry.goal_id,
+            "a": entry.agent_id,
+            "attempt": attempt,
+            "kind": entry.kind,
+            "reason": entry.manual_reason,
+            "rh": entry.runner_host,
+            "rp": entry.runner_pid,
+            "now": now_us,
+            "deadline": to_us(entry.deadline),
+            "log": entry.log_path,
+            "mission": entry.mission_id,
+            "owner": entry.owner_id,
+            "lease": to_us(entry.lease_expires),
+        },
+    )
+    if inserted == 1:
+        return
+    row = tx.row(_CLAIM_SQL, {"t": entry.turn_id})
+    if row is None:  # pragma: no cover - the conflict was on this very key
+        raise TurnOwned(entry.turn_id, None, None, "unknown")
+    owner, lease_us, phase = row
+    if owner == entry.owner_id and phase == "journaled":
+        return
+    raise TurnOwned(entry.turn_id, owner, from_us(lease_us) if type(lease_us) is int else None, phase)
 
 
 def _record(row) -> TurnRecord:  # type: ignore[no-untyped-def]
@@ -85,11 +204,26 @@ def _record(row) -> TurnRecord:  # type: ignore[no-untyped-def]
         settled_at=from_us(row.settled_at_us) if row.settled_at_us is not None else None,
         log_path=row.log_path,
         mission_id=row.mission_id,
+        owner_id=row.owner_id,
+        lease_expires=from_us(row.lease_expires_us) if row.lease_expires_us is not None else None,
     )
 
 
+@dataclass(frozen=True)
+class OrphanStart:
+    """A reservation with no journal row (older versions, or a reservation made by hand)."""
+
+    turn_id: str
+    goal_id: str
+    agent_id: str
+    automation_id: str
+    anchor_at: datetime
+    kind: str
+    manual_reason: str | None
+
+
 class Journal:
-    """Durable attempts and settlements of managed turns."""
+    """Durable attempts, claims and settlements of managed turns."""
 
     def __init__(self, store: Store, clock: Clock | None = None) -> None:
         self.store = store
@@ -110,11 +244,15 @@ class Journal:
         deadline: datetime,
         log_path: str | None,
         mission_id: str | None = None,
+        owner_id: str | None = None,
+        lease_expires: datetime | None = None,
     ) -> TurnRecord:
-        """Journal an attempt (idempotent: an existing record for ``turn_id`` is returned as is)."""
+        """Journal an attempt on its own, outside a reservation (idempotent: an existing record is
+        returned as is). Without an owner the row is claimed by ``<runner_host>:direct`` until its
+        deadline. Managed turns journal through ``Admission.reserve(journal=...)`` instead."""
         t = s.turns
         now = to_us(read_clock(self.clock))
-        with self.store.write(lock_key=f"turn/{turn_id}") as conn:
+        with self.store.write(lock_key=locks.turn(turn_id)) as conn:
             row = conn.execute(select(t).where(t.c.turn_id == turn_id)).first()
             if row is not None:
                 return _record(row)
@@ -135,32 +273,80 @@ class Journal:
                     phase="journaled",
                     log_path=log_path,
                     mission_id=mission_id,
+                    owner_id=owner_id if owner_id is not None else f"{runner_host}:direct",
+                    lease_expires_us=to_us(lease_expires if lease_expires is not None else deadline),
                 )
             )
             row = conn.execute(select(t).where(t.c.turn_id == turn_id)).one()
         return _record(row)
 
-    def launched(self, turn_id: str, child_pid: int) -> None:
-        t = s.turns
-        with self.store.write(lock_key=f"turn/{turn_id}") as conn:
-            done = conn.execute(
-                update(t).where(t.c.turn_id == turn_id, t.c.phase == "journaled").values(phase="launched", child_pid=child_pid)
-            )
-            if done.rowcount != 1:
-                raise InvalidInput("turn_id", f"turn {turn_id!r} is not journaled and unlaunched")
-
-    def settle(self, turn_id: str, verdict: Verdict) -> TurnRecord:
-        """Write the verdict once; a second settlement returns the first (settlement is final)."""
+    # -- steps of the owner ----------------------------------------------------------------------
+    def confirm(
+        self,
+        turn_id: str,
+        owner: str,
+        *,
+        lease_expires: datetime,
+        deadline: datetime,
+        attempt: int | None = None,
+        mission_id: str | None = None,
+    ) -> TurnRecord:
+        """Pass the point of no return in one commit: the journal row becomes ``confirmed`` (with
+        its mission link, attempt and deadline) and the turn's reserved start is confirmed."""
         t = s.turns
         now = to_us(read_clock(self.clock))
-        with self.store.write(lock_key=f"turn/{turn_id}") as conn:
-            conn.execute(
+        values: dict[str, object] = {"phase": "confirmed", "lease_expires_us": to_us(lease_expires), "deadline_us": to_us(deadline)}
+        if attempt is not None:
+            values["attempt"] = attempt
+        if mission_id is not None:
+            values["mission_id"] = mission_id
+        with self.store.write(lock_key=locks.turn(turn_id)) as conn:
+            done = conn.execute(update(t).where(t.c.turn_id == turn_id, t.c.owner_id == owner, t.c.phase == "journaled").values(**values))
+            if done.rowcount != 1:
+                self._refuse(conn, turn_id, owner, "confirm", "journaled")
+            st = s.starts
+            conn.execute(update(st).where(st.c.turn_id == turn_id, st.c.phase == "reserved").values(phase="confirmed", confirmed_at_us=now))
+            row = conn.execute(select(t).where(t.c.turn_id == turn_id)).one()
+        return _record(row)
+
+    def launched(self, turn_id: str, owner: str, child_pid: int) -> None:
+        """Record the host's pid (only by the owner, only once, only after ``confirm``)."""
+        t = s.turns
+        with self.store.write(lock_key=locks.turn(turn_id)) as conn:
+            done = conn.execute(
                 update(t)
-                .where(t.c.turn_id == turn_id, t.c.phase != "settled")
+                .where(t.c.turn_id == turn_id, t.c.owner_id == owner, t.c.phase == "confirmed")
+                .values(phase="launched", child_pid=child_pid)
+            )
+            if done.rowcount != 1:
+                self._refuse(conn, turn_id, owner, "launch", "confirmed")
+
+    def renew(self, turn_id: str, owner: str, lease_expires: datetime) -> None:
+        """Extend the owner's lease; ``ClaimLost`` when another runner took the turn over."""
+        t = s.turns
+        with self.store.write(lock_key=locks.turn(turn_id)) as conn:
+            done = conn.execute(
+                update(t)
+                .where(t.c.turn_id == turn_id, t.c.owner_id == owner, t.c.phase != "settled")
+                .values(lease_expires_us=to_us(lease_expires))
+            )
+            if done.rowcount != 1:
+                self._refuse(conn, turn_id, owner, "lease renewal", "unsettled")
+
+    def settle(self, turn_id: str, verdict: Verdict, *, owner: str) -> TurnRecord:
+        """Write the verdict once, as the owner; a second settlement returns the first (settlement
+        is final). A start still reserved for this turn is confirmed in the same commit (never
+        refunded), so a settled turn never leaves a reservation behind."""
+        t = s.turns
+        now = to_us(read_clock(self.clock))
+        with self.store.write(lock_key=locks.turn(turn_id)) as conn:
+            done = conn.execute(
+                update(t)
+                .where(t.c.turn_id == turn_id, t.c.owner_id == owner, t.c.phase != "settled")
                 .values(
                     phase="settled",
                     status=verdict.status,
-                    stop_reason=verdict.stop_reason,
+                    stop_reason=verdict.stop_reason[:128],
                     retryable=verdict.retryable,
                     failure_category=verdict.failure_category,
                     exit_code=verdict.exit_code,
@@ -168,10 +354,99 @@ class Journal:
                 )
             )
             row = conn.execute(select(t).where(t.c.turn_id == turn_id)).first()
-        if row is None:
-            raise NotFound(f"turn {turn_id!r} was never journaled")
+            if row is None:
+                raise NotFound(f"turn {turn_id!r} was never journaled")
+            if done.rowcount != 1 and row.phase != "settled":
+                raise ClaimLost(turn_id, owner, row.owner_id, "settlement")
+            st = s.starts
+            conn.execute(update(st).where(st.c.turn_id == turn_id, st.c.phase == "reserved").values(phase="confirmed", confirmed_at_us=now))
         return _record(row)
 
+    def take_over(self, record: TurnRecord, owner: str, lease_expires: datetime, *, runner_host: str, runner_pid: int) -> TurnRecord | None:
+        """Claim an orphaned turn: one compare-and-set on the claim as ``record`` saw it. Returns
+        the record now owned by ``owner``, or None when another runner changed the claim first."""
+        t = s.turns
+        with self.store.write(lock_key=locks.turn(record.turn_id)) as conn:
+            done = conn.execute(
+                update(t)
+                .where(
+                    t.c.turn_id == record.turn_id,
+                    t.c.phase == record.phase,
+                    t.c.owner_id.is_not_distinct_from(record.owner_id),
+                    t.c.lease_expires_us.is_not_distinct_from(to_us(record.lease_expires) if record.lease_expires else None),
+                )
+                .values(owner_id=owner, lease_expires_us=to_us(lease_expires), runner_host=runner_host, runner_pid=runner_pid)
+            )
+            if done.rowcount != 1:
+                return None
+            row = conn.execute(select(t).where(t.c.turn_id == record.turn_id)).one()
+        return _record(row)
+
+    def _refuse(self, conn, turn_id: str, owner: str, step: str, expected: str) -> None:  # type: ignore[no-untyped-def]
+        row = conn.execute(select(s.turns.c.owner_id, s.turns.c.phase).where(s.turns.c.turn_id == turn_id)).first()
+        if row is None:
+            raise NotFound(f"turn {turn_id!r} was never journaled")
+        if row.owner_id != owner:
+            raise ClaimLost(turn_id, owner, row.owner_id, step)
+        raise InvalidInput("turn_id", f"turn {turn_id!r} is {row.phase}, not {expected}: {step} refused")
+
+    # -- recovery --------------------------------------------------------------------------------
+    def anything_pending(self, orphaned_before: datetime) -> bool:
+        """One indexed query: is any turn unsettled, or any managed lane's reservation older than
+        ``orphaned_before`` without a journal row? (Recovery is free when nothing is.)"""
+        with self.store.read() as conn:
+            row = conn.execute(
+                text(
+                    "SELECT 1 FROM fg_turns WHERE phase IN ('journaled', 'confirmed', 'launched') UNION ALL "
+                    "SELECT 1 FROM fg_starts s WHERE " + _ORPHAN_START + " LIMIT 1"
+                ),
+                {"cut": to_us(orphaned_before)},
+            ).first()
+        return row is not None
+
+    def orphan_starts(self, orphaned_before: datetime) -> list[OrphanStart]:
+        """Reservations older than ``orphaned_before`` that no journal row claims."""
+        with self.store.read() as conn:
+            rows = conn.execute(
+                text(
+                    "SELECT s.turn_id, s.goal_id, s.agent_id, s.automation_id, s.anchor_us, s.kind, s.manual_reason FROM fg_starts s "
+                    "WHERE " + _ORPHAN_START + " ORDER BY s.anchor_us"
+                ),
+                {"cut": to_us(orphaned_before)},
+            ).all()
+        out = []
+        for turn_id, goal, agent, automation, anchor_us, kind, reason in rows:
+            if type(anchor_us) is int:  # a malformed hand edit is admission's to report, not ours to settle
+                out.append(OrphanStart(turn_id, goal, agent, automation, from_us(anchor_us), str(kind), reason))
+        return out
+
+    def settle_orphan_start(self, start: OrphanStart, verdict: Verdict, *, owner: str, runner_host: str, runner_pid: int) -> TurnRecord | None:
+        """Record an orphaned reservation as a settled turn and confirm its start, in one commit
+        (the window stays spent: never refunded). None if a journal row appeared meanwhile."""
+        t, st = s.turns, s.starts
+        now = to_us(read_clock(self.clock))
+        anchor = to_us(start.anchor_at)
+        with self.store.write(lock_key=locks.turn(start.turn_id)) as conn:
+            if conn.execute(select(literal(1)).where(t.c.turn_id == start.turn_id)).first() is not None:
+                return None
+            flipped = conn.execute(update(st).where(st.c.turn_id == start.turn_id, st.c.phase == "reserved").values(phase="confirmed", confirmed_at_us=now))
+            if flipped.rowcount != 1:
+                return None
+            attempt = conn.execute(select(func.count()).where(t.c.automation_id == start.automation_id)).scalar_one() + 1
+            conn.execute(
+                insert(t).values(
+                    turn_id=start.turn_id, automation_id=start.automation_id, goal_id=start.goal_id, agent_id=start.agent_id,
+                    attempt=attempt, kind=start.kind, manual_reason=start.manual_reason, runner_host=runner_host,
+                    runner_pid=runner_pid, child_pid=None, started_at_us=anchor, deadline_us=anchor, phase="settled",
+                    status=verdict.status, stop_reason=verdict.stop_reason, retryable=verdict.retryable,
+                    failure_category=verdict.failure_category, exit_code=None, settled_at_us=now, log_path=None,
+                    mission_id=None, owner_id=owner, lease_expires_us=now,
+                )
+            )
+            row = conn.execute(select(t).where(t.c.turn_id == start.turn_id)).one()
+        return _record(row)
+
+    # -- reads -----------------------------------------------------------------------------------
     def get(self, turn_id: str) -> TurnRecord | None:
         t = s.turns
         with self.store.read() as conn:
@@ -180,7 +455,7 @@ class Journal:
 
     def unsettled(self, automation_id: str | None = None) -> list[TurnRecord]:
         t = s.turns
-        query = select(t).where(t.c.phase != "settled").order_by(t.c.started_at_us)
+        query = select(t).where(t.c.phase.in_(UNSETTLED)).order_by(t.c.started_at_us)
         if automation_id is not None:
             query = query.where(t.c.automation_id == automation_id)
         with self.store.read() as conn:
@@ -194,8 +469,6 @@ class Journal:
 
     def attempts(self, automation_id: str) -> int:
         """How many attempts the automation has journaled (the next attempt number minus one)."""
-        from sqlalchemy import func
-
         t = s.turns
         with self.store.read() as conn:
             return int(conn.execute(select(func.count()).where(t.c.automation_id == automation_id)).scalar_one())

@@ -1,38 +1,68 @@
-"""Managed turns: one admitted unit is one host invocation.
+"""Managed turns: one admitted unit is one host invocation, owned by one runner.
 
-reserve -> journal the attempt -> confirm -> spawn (own process group) -> record the pid ->
-wait under the timeout (kill the group at the deadline) -> settle the verdict.
-A settled turn id replays its settlement without admission and without launching; a retry is a
-new turn that passes admission again, so a failing host never gets a free retry storm.
+reserve + journal the attempt with this runner's claim (one commit) -> open/count the mission ->
+confirm (journal and start in one commit) -> spawn (own process group) -> record the pid -> wait
+under the timeout in slices, renewing the claim's lease (kill the group at the deadline) ->
+settle the verdict. Every step after the claim is conditional on still owning it.
+
+A settled turn id replays its settlement without admission and without launching; a turn id
+another live runner owns is refused without writing anything; an orphaned one is taken over in
+one compare-and-set. A retry is a new turn that passes admission again, so a failing host never
+gets a free retry storm. Once a reservation is made, every failure settles the turn.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
-import time
-import socket
 import subprocess
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from admission import Admission, Automation, Automations, AutomationState, HoldKind, Decision, InvalidInput, Journal, Missions, Store, TurnRecord, Verdict
-from admission.clock import Clock, SystemClock, read_clock
+from admission import (
+    Admission,
+    Automation,
+    Automations,
+    AutomationState,
+    Decision,
+    HoldKind,
+    InvalidInput,
+    Journal,
+    Missions,
+    Store,
+    StoreUnavailable,
+    TurnRecord,
+    Verdict,
+)
+from admission.clock import Clock, SystemClock, iso, read_clock
+from admission.journal import ClaimLost, JournalEntry, TurnOwned
 from admission.scope import check_id
 
 from ._process import kill_group, pump, spawn
 from .envelope_gate import EnvelopeGate, envelope_mode
 from .meters import read_usage
+from .recovery import DEFAULT_LEASE, host_identity, new_owner_id, orphaned, settle_lost
+
+__all__ = ["DEFAULT_LEASE", "TurnExecutor", "TurnOutcome", "host_identity", "new_turn_id"]
 
 DEFAULT_LOG_CAP = 1_000_000
 _PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ")
+# Tests only: "<step>:<path>" makes a runner stop at <step>, write its pid to <path>, and wait
+# until <path>.go exists (so a test can SIGKILL it there, or change the world and let it go on).
+PAUSE_ENV = "FLOORGATE_TEST_PAUSE"
+log = logging.getLogger("floorgate.turns")
 
 
 @dataclass(frozen=True)
 class TurnOutcome:
-    """What ``run`` did: the admission decision (None on replay) and the verdict."""
+    """What ``run`` did: the admission decision (None on replay) and the verdict.
+
+    ``owner`` is set when another live runner owns the turn and nothing was run or written.
+    """
 
     turn_id: str
     verdict: Verdict
@@ -40,14 +70,11 @@ class TurnOutcome:
     record: TurnRecord | None
     replayed: bool = False
     detail: str = ""
+    owner: str | None = None
 
     @property
     def launched(self) -> bool:
         return self.record is not None and self.record.child_pid is not None and not self.replayed
-
-
-def host_identity() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def new_turn_id(automation_id: str) -> str:
@@ -79,8 +106,24 @@ def denied_verdict(decision: Decision) -> Verdict:
     return Verdict(status="denied", stop_reason=f"admission_{decision.reason.value}", retryable=False, failure_category="policy")
 
 
+class LogUnwritable(InvalidInput):
+    """The state directory cannot hold this turn's log."""
+
+
+@dataclass
+class _Attempt:
+    """Per-run state (the executor is shared by a host's worker threads)."""
+
+    turn_id: str
+    owns_row: bool  # this runner holds the claim on a journal row that it must settle
+    decision: Decision | None = None
+
+
 class TurnExecutor:
-    """Runs managed turns of command-host automations against one store."""
+    """Runs managed turns of command-host automations against one store.
+
+    ``lease``: how long a claim holds without renewal; a running turn renews it every third of it.
+    """
 
     def __init__(
         self,
@@ -92,16 +135,21 @@ class TurnExecutor:
         log_cap: int = DEFAULT_LOG_CAP,
         mode: str | None = None,
         sleep=time.sleep,  # type: ignore[no-untyped-def]
+        lease: timedelta = DEFAULT_LEASE,
     ) -> None:
+        if lease <= timedelta(0):
+            raise InvalidInput("lease", f"{lease} is not positive")
         self.store = store
         self.clock = clock if clock is not None else SystemClock()
         self.admission = Admission(store, self.clock)
         self.journal = Journal(store, self.clock)
         self.state_dir = Path(state_dir)
         self.host = host if host is not None else host_identity()
+        self.owner = new_owner_id()
         self.log_cap = log_cap
         self.gate = EnvelopeGate(store, clock=self.clock, mode=envelope_mode(mode))
         self.sleep = sleep
+        self.lease = lease
 
     def run(
         self,
@@ -118,70 +166,101 @@ class TurnExecutor:
         (a timer that fires a few hundred milliseconds before a floor equal to its period), wait
         for it and ask again instead of losing the whole period. The floor is never shortened.
         """
+        if automation.spec.host is None:
+            raise InvalidInput(
+                "automation", f"{automation.automation_id} has an external timer: its app launches it (guard it with the hook)"
+            )
+        claimed: TurnRecord | None = None
         if turn_id is not None:
             check_id(turn_id, "turn_id")
             existing = self.journal.get(turn_id)
             if existing is not None and existing.verdict is not None:
                 return TurnOutcome(turn_id, existing.verdict, None, existing, replayed=True)
-        turn_id = turn_id if turn_id is not None else new_turn_id(automation.automation_id)
+            if existing is not None:
+                claimed = existing if existing.owner_id == self.owner else self._take_over(existing)
+                if claimed is None:
+                    return self._not_owner(turn_id)
+                if claimed.phase != "journaled":
+                    # It passed confirm under a runner now gone: it may have spawned, never rerun.
+                    settled = settle_lost(self.store, self.clock, claimed, self.owner)
+                    return TurnOutcome(turn_id, settled.verdict or settled_unknown(), None, settled)
+        turn = _Attempt(turn_id if turn_id is not None else new_turn_id(automation.automation_id), owns_row=claimed is not None)
+        try:
+            return self._attempt(automation, turn, manual_reason, nominal, wait_eligible)
+        except (ClaimLost, StoreUnavailable):
+            raise  # not ours to settle (lost), or cannot be settled now: recovery finds the claim
+        except BaseException as exc:
+            if not turn.owns_row:
+                raise
+            verdict = _failure(exc)
+            log.error("turn %s of %s failed before its verdict: %s: %s", turn.turn_id, automation.automation_id, type(exc).__name__, exc)
+            settled = self.journal.settle(turn.turn_id, verdict, owner=self.owner)
+            if not isinstance(exc, Exception):
+                raise  # interrupted (Ctrl-C, shutdown): settled, and the interruption goes on
+            return TurnOutcome(turn.turn_id, settled.verdict or verdict, turn.decision, settled, detail=f"{type(exc).__name__}: {exc}")
+
+    def _attempt(
+        self, automation: Automation, turn: _Attempt, manual_reason: str | None, nominal: datetime | None, wait_eligible: timedelta
+    ) -> TurnOutcome:
+        turn_id = turn.turn_id
         spec = automation.spec
-        if spec.host is None:
-            raise InvalidInput(
-                "automation", f"{automation.automation_id} has an external timer: its app launches it (guard it with the hook)"
-            )
+        host = spec.host
+        if host is None:  # pragma: no cover - run() refuses external timers first
+            raise InvalidInput("automation", "no command host")
         automation = hold_for_stuck_mission(self.store, automation, self.clock)
         if automation.state != "active" and manual_reason is None:
             note = f": {automation.state_note}" if automation.state_note else ""
             verdict = Verdict(status="denied", stop_reason=f"automation_{automation.state}", retryable=False, failure_category="policy")
             hint = "" if "automation resume" in note else f"; 'floorgate automation resume {automation.automation_id}'"
+            self._settle_claimed(turn, verdict)
             return TurnOutcome(turn_id, verdict, None, None, detail=f"{automation.automation_id} is {automation.state}{note}{hint} (or pass --manual-reason)")
-        now = read_clock(self.clock)
         pre = self.gate.precheck(automation)
         if pre.refusal is not None:
             self._hold_if_stuck(automation, pre.refusal)
+            self._settle_claimed(turn, pre.refusal)
             return TurnOutcome(turn_id, pre.refusal, None, None)
-        trigger = nominal if nominal is not None else now
-        decision = self._reserve(automation, turn_id, trigger, manual_reason)
-        if not decision.admitted and decision.reason.value == "interval_wait" and decision.next_eligible_at is not None:
-            gap = decision.next_eligible_at - read_clock(self.clock)
-            if timedelta(0) < gap <= wait_eligible:
-                self.sleep(gap.total_seconds())
-                decision = self._reserve(automation, turn_id, trigger, manual_reason)
-        now = read_clock(self.clock)
+        log_path = self._log_path(automation.automation_id, turn_id)
+        trigger = nominal if nominal is not None else read_clock(self.clock)
+        try:
+            decision = self._reserve(automation, turn_id, trigger, manual_reason, log_path)
+            if not decision.admitted and decision.reason.value == "interval_wait" and decision.next_eligible_at is not None:
+                gap = decision.next_eligible_at - read_clock(self.clock)
+                if timedelta(0) < gap <= wait_eligible:
+                    self.sleep(gap.total_seconds())
+                    decision = self._reserve(automation, turn_id, trigger, manual_reason, log_path)
+        except TurnOwned:
+            return self._not_owner(turn_id)
+        turn.decision = decision
         if not decision.admitted:
-            return TurnOutcome(turn_id, denied_verdict(decision), decision, None)
+            verdict = denied_verdict(decision)
+            self._settle_claimed(turn, verdict)
+            return TurnOutcome(turn_id, verdict, decision, None)
+        turn.owns_row = True  # the journal row with this runner's claim committed with the start
+        _pause("reserved")
         gate = self.gate.begin_turn(automation, pre)
         if gate.refusal is not None:
             self._hold_if_stuck(automation, gate.refusal)
             # Admitted, but the envelope refused it in the counting statement: nothing launches,
             # and the admitted start is not refunded (conservative).
-            return TurnOutcome(turn_id, gate.refusal, decision, None)
-        log_dir = self.state_dir / "logs" / automation.automation_id
-        log_dir.mkdir(parents=True, exist_ok=True)
-        log_path = log_dir / f"{turn_id}.log"
-        timeout = timedelta(seconds=spec.host.timeout_seconds)  # host is set: checked above
+            settled = self.journal.settle(turn_id, gate.refusal, owner=self.owner)
+            return TurnOutcome(turn_id, gate.refusal, decision, settled)
+        now = read_clock(self.clock)
+        timeout = timedelta(seconds=host.timeout_seconds)
         wall_capped = gate.deadline_cap is not None and gate.deadline_cap < timeout
         if wall_capped:
             timeout = gate.deadline_cap  # type: ignore[assignment]
-        record = self.journal.begin(
-            turn_id=turn_id,
-            automation_id=automation.automation_id,
-            goal_id=spec.goal_id,
-            agent_id=spec.agent_id,
-            attempt=gate.mission.turns if gate.mission is not None else self.journal.attempts(automation.automation_id) + 1,
-            kind=decision.kind.value,
-            manual_reason=manual_reason,
-            runner_host=self.host,
-            runner_pid=os.getpid(),
+        try:
+            open(log_path, "ab").close()  # the log must be writable before anything can spawn
+        except OSError as exc:
+            raise LogUnwritable("state_dir", f"cannot write the turn log {log_path}: {exc.strerror or exc}") from exc
+        record = self.journal.confirm(
+            turn_id,
+            self.owner,
+            lease_expires=now + self.lease,
             deadline=now + timeout,
-            log_path=str(log_path),
+            attempt=gate.mission.turns if gate.mission is not None else None,
             mission_id=gate.mission.mission_id if gate.mission is not None else None,
         )
-        if record.phase != "journaled":
-            # This turn already launched once (a crashed host): its outcome is unknown, never rerun.
-            verdict = Verdict(status="failed", stop_reason="unknown_outcome", retryable=True, failure_category="infra")
-            return TurnOutcome(turn_id, self.journal.settle(turn_id, verdict).verdict or verdict, decision, record)
-        self.admission.confirm(turn_id)
         tapped: list[str] = []
         verdict = self._launch(automation, record, log_path, timeout, tapped)
         if wall_capped and verdict.status == "timed_out":
@@ -189,9 +268,53 @@ class TurnExecutor:
         if gate.mission is not None:
             usage = read_usage(spec.meter, tapped)
             verdict = self.gate.after_turn(automation, gate.mission, turn_id, verdict, usage)
-        settled = self.journal.settle(turn_id, verdict)
+        settled = self.journal.settle(turn_id, verdict, owner=self.owner)
         self._hold_if_stuck(automation, verdict)
         return TurnOutcome(turn_id, settled.verdict or verdict, decision, settled)
+
+    # -- claims --------------------------------------------------------------------------------
+    def _take_over(self, record: TurnRecord) -> TurnRecord | None:
+        now = read_clock(self.clock)
+        if not orphaned(record, now):
+            return None
+        return self.journal.take_over(record, self.owner, now + self.lease, runner_host=self.host, runner_pid=os.getpid())
+
+    def _not_owner(self, turn_id: str) -> TurnOutcome:
+        current = self.journal.get(turn_id)
+        if current is not None and current.verdict is not None:
+            return TurnOutcome(turn_id, current.verdict, None, current, replayed=True)
+        owner = current.owner_id if current is not None else None
+        lease = iso(current.lease_expires) if current is not None else None
+        phase = current.phase if current is not None else "unknown"
+        verdict = Verdict(status="denied", stop_reason="turn_owned", retryable=True, failure_category="policy")
+        detail = f"turn {turn_id} is {phase} and owned by live runner {owner} (lease until {lease}); nothing run or written"
+        return TurnOutcome(turn_id, verdict, None, None, detail=detail, owner=owner or "")
+
+    def _settle_claimed(self, turn: _Attempt, verdict: Verdict) -> None:
+        """A taken-over turn refused before admission admits it again is settled, not left open."""
+        if turn.owns_row:
+            self.journal.settle(turn.turn_id, verdict, owner=self.owner)
+
+    def _renew(self, turn_id: str) -> None:
+        try:
+            self.journal.renew(turn_id, self.owner, read_clock(self.clock) + self.lease)
+        except StoreUnavailable as exc:
+            # Keep the healthy turn running; if the lease runs out meanwhile, the next renewal
+            # finds the claim taken over and stops it.
+            log.warning("turn %s: lease renewal failed, retrying: %s", turn_id, exc)
+
+    # -- steps ---------------------------------------------------------------------------------
+    def _log_path(self, automation_id: str, turn_id: str) -> Path:
+        """Where the turn's log goes; the directory is made and checked before anything is reserved."""
+        log_dir = self.state_dir / "logs" / automation_id
+        try:
+            log_dir.mkdir(parents=True, exist_ok=True)
+        except (OSError, ValueError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise LogUnwritable("state_dir", f"cannot create {log_dir}: {reason}; choose a writable --state-dir (or $FLOORGATE_STATE_DIR)") from None
+        if not os.access(log_dir, os.W_OK | os.X_OK):
+            raise LogUnwritable("state_dir", f"{log_dir} is not writable; choose a writable --state-dir (or $FLOORGATE_STATE_DIR)")
+        return log_dir / f"{turn_id}.log"
 
     def _hold_if_stuck(self, automation: Automation, verdict: Verdict) -> None:
         """A stuck mission is a wall for the owner: hold the automation so the next episode does
@@ -199,8 +322,23 @@ class TurnExecutor:
         if verdict.status == "stuck":
             hold_for_stuck_mission(self.store, automation, self.clock)
 
-    def _reserve(self, automation: Automation, turn_id: str, trigger: datetime, manual_reason: str | None) -> Decision:
+    def _reserve(self, automation: Automation, turn_id: str, trigger: datetime, manual_reason: str | None, log_path: Path) -> Decision:
         spec = automation.spec
+        now = read_clock(self.clock)
+        entry = JournalEntry(
+            turn_id=turn_id,
+            automation_id=automation.automation_id,
+            goal_id=spec.goal_id,
+            agent_id=spec.agent_id,
+            kind="manual" if manual_reason is not None else "automatic",
+            manual_reason=manual_reason,
+            runner_host=self.host,
+            runner_pid=os.getpid(),
+            owner_id=self.owner,
+            lease_expires=now + self.lease,
+            deadline=now + timedelta(seconds=spec.host.timeout_seconds if spec.host is not None else 0),
+            log_path=str(log_path),
+        )
         return self.admission.reserve(
             goal=spec.goal_id,
             agent=spec.agent_id,
@@ -208,6 +346,7 @@ class TurnExecutor:
             turn_id=turn_id,
             trigger_time=trigger,
             manual_reason=manual_reason,
+            journal=entry,
         )
 
     def _launch(self, automation: Automation, record: TurnRecord, log_path: Path, timeout: timedelta, tapped: list[str]) -> Verdict:
@@ -238,20 +377,16 @@ class TurnExecutor:
             return Verdict(status="failed", stop_reason=reason, retryable=True, failure_category="infra")
         pumper = pump(proc.stdout, log_path, self.log_cap, tapped)  # type: ignore[arg-type]
         try:
-            self.journal.launched(record.turn_id, proc.pid)
-            try:
-                code = proc.wait(timeout=timeout.total_seconds())
-            except subprocess.TimeoutExpired:
+            self.journal.launched(record.turn_id, self.owner, proc.pid)
+            code = self._wait(proc, record.turn_id, timeout)
+            if code is None:
                 kill_group(proc.pid, wait=proc.wait)
                 proc.wait()
                 return Verdict(status="timed_out", stop_reason="deadline_exceeded", retryable=False, failure_category="task")
         except BaseException:
-            # Interrupted (Ctrl-C, shutdown): stop the whole group and settle as an infra failure.
+            # Interrupted, or the claim was lost: stop the whole group; the caller settles or reports.
             kill_group(proc.pid, wait=proc.wait)
             proc.wait()
-            self.journal.settle(
-                record.turn_id, Verdict(status="failed", stop_reason="interrupted", retryable=True, failure_category="infra")
-            )
             raise
         finally:
             pumper.join(timeout=5)
@@ -261,3 +396,45 @@ class TurnExecutor:
             name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
             return Verdict(status="failed", stop_reason=f"killed_by_{name}", retryable=True, failure_category="infra", exit_code=code)
         return Verdict(status="failed", stop_reason=f"exit_code_{code}", retryable=False, failure_category="task", exit_code=code)
+
+    def _wait(self, proc: subprocess.Popen[bytes], turn_id: str, timeout: timedelta) -> int | None:
+        """Wait for the host until the deadline (None when it passes), renewing the lease in
+        slices of a third of it."""
+        end = time.monotonic() + timeout.total_seconds()
+        step = self.lease.total_seconds() / 3
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                return None
+            try:
+                return proc.wait(timeout=min(left, step))
+            except subprocess.TimeoutExpired:
+                pass
+            self._renew(turn_id)
+
+
+def settled_unknown() -> Verdict:
+    return Verdict(status="failed", stop_reason="unknown_outcome", retryable=True, failure_category="infra")
+
+
+def _failure(exc: BaseException) -> Verdict:
+    """The verdict for a turn that failed after its reservation, naming the cause."""
+    if isinstance(exc, LogUnwritable):
+        reason = "log_unwritable"
+    elif not isinstance(exc, Exception):
+        reason = "interrupted"
+    else:
+        reason = f"runner_error_{type(exc).__name__}"
+    return Verdict(status="failed", stop_reason=reason, retryable=True, failure_category="infra")
+
+
+def _pause(step: str) -> None:
+    spec = os.environ.get(PAUSE_ENV)
+    if not spec or spec.partition(":")[0] != step:
+        return
+    path = Path(spec.partition(":")[2])
+    path.write_text(str(os.getpid()))
+    go = Path(f"{path}.go")
+    deadline = time.monotonic() + 120
+    while not go.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)

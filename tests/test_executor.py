@@ -11,8 +11,9 @@ from datetime import timedelta
 import pytest
 
 from admission import Admission, Automations, FixedClock, Journal, Phase
+from admission.journal import JournalEntry
 from scheduler.executor import TurnExecutor
-from scheduler.recovery import recover
+from scheduler.recovery import Recovered, recover
 
 from conftest import DAY, T0, raw_sql
 from helpers import add_automation, floor, marker_script
@@ -131,44 +132,59 @@ def test_output_goes_to_a_capped_log_not_the_database(store, clock, tmp_path) ->
     assert "secret-token" not in repr(dumped)
 
 
+def crashed(store, clock, turn_id: str, owner: str, *, automation: str = "x", agent: str = "a", phase: str = "journaled", lease=timedelta(seconds=30)):  # type: ignore[no-untyped-def]
+    """A turn left behind by a runner ``owner``: reserved and journaled in one commit (as the
+    executor does), then optionally confirmed and launched with a pid that does not exist."""
+    now = clock.now()
+    entry = JournalEntry(
+        turn_id=turn_id, automation_id=automation, goal_id="g", agent_id=agent, kind="automatic", manual_reason=None,
+        runner_host=owner.rpartition(":")[0], runner_pid=int(owner.split(":")[1]), owner_id=owner,
+        lease_expires=now + lease, deadline=now + timedelta(minutes=5), log_path=None,
+    )
+    decision = Admission(store, clock).reserve(goal="g", agent=agent, automation=automation, turn_id=turn_id, trigger_time=now, journal=entry)
+    assert decision.admitted, decision
+    journal = Journal(store, clock)
+    if phase in ("confirmed", "launched"):
+        journal.confirm(turn_id, owner, lease_expires=now + lease, deadline=now + timedelta(minutes=5))
+    if phase == "launched":
+        journal.launched(turn_id, owner, 2**22 + 12345)  # no such process
+    return journal.get(turn_id)
+
+
+def dead_owner() -> str:
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    return f"{socket.gethostname()}:{dead.pid}:crashed"  # a runner on this machine that is gone
+
+
 def test_recovery_resumes_unlaunched_and_settles_lost_launches(store, clock, tmp_path) -> None:
     floor(store, clock, "g", DAY)
     automation = add_automation(store, clock)
-    admission, journal = Admission(store, clock), Journal(store, clock)
-    dead = subprocess.Popen(["true"])
-    dead.wait()
-    crashed = f"{socket.gethostname()}:{dead.pid}"  # a runner on this machine that is gone
-    # Crash 1: reserved and journaled, never confirmed or spawned.
-    admission.reserve(goal="g", agent="a", automation="x", turn_id="t-unlaunched", trigger_time=clock.now())
-    journal.begin(turn_id="t-unlaunched", automation_id="x", goal_id="g", agent_id="a", attempt=1, kind="automatic",
-                  manual_reason=None, runner_host=crashed, runner_pid=dead.pid, deadline=clock.now() + timedelta(minutes=5), log_path=None)
-    # Crash 2: another lane's turn launched; its process is gone.
     add_automation(store, clock, automation_id="y", agent="b")
-    admission.reserve(goal="g", agent="b", automation="y", turn_id="t-lost", trigger_time=clock.now())
-    journal.begin(turn_id="t-lost", automation_id="y", goal_id="g", agent_id="b", attempt=1, kind="automatic",
-                  manual_reason=None, runner_host=crashed, runner_pid=dead.pid, deadline=clock.now() + timedelta(minutes=5), log_path=None)
-    admission.confirm("t-lost")
-    journal.launched("t-lost", 2**22 + 12345)  # no such process
+    admission, journal = Admission(store, clock), Journal(store, clock)
+    owner = dead_owner()
+    crashed(store, clock, "t-unlaunched", owner)  # crash 1: reserved and journaled, never confirmed
+    crashed(store, clock, "t-lost", owner, automation="y", agent="b", phase="launched")  # crash 2: launched, gone
     result = recover(store, clock)
     assert [r.turn_id for r in result.resumable] == ["t-unlaunched"]
+    assert [r.turn_id for r in result.settled] == ["t-lost"]
     lost = journal.get("t-lost")
     assert lost.verdict.stop_reason == "unknown_outcome" and lost.verdict.failure_category == "infra" and lost.verdict.retryable
     assert admission.start("t-lost").phase is Phase.CONFIRMED  # not refunded
     resumed = executor(store, clock, tmp_path).run(automation, turn_id="t-unlaunched")
     assert resumed.decision.reason.value == "resumed" and resumed.verdict.status == "succeeded"
     assert [s.anchor_at for s in admission.starts(agent="a")] == [T0]  # anchor unmoved
+    assert journal.unsettled() == [] and recover(store, clock) == Recovered([], [])
 
 
 def test_recovery_leaves_turns_of_live_runners_alone(store, clock, tmp_path) -> None:
-    automation = add_automation(store, clock)
-    journal = Journal(store, clock)
-    for name, host in (("t-here", f"{socket.gethostname()}:{os.getppid()}"), ("t-elsewhere", "other-machine:12345")):
-        journal.begin(turn_id=name, automation_id=automation.automation_id, goal_id="g", agent_id="a", attempt=1, kind="automatic",
-                      manual_reason=None, runner_host=host, runner_pid=1, deadline=clock.now() + timedelta(minutes=5), log_path=None)
-        journal.launched(name, 2**22 + 7)
+    add_automation(store, clock)
+    here = f"{socket.gethostname()}:{os.getppid()}:alive"
+    crashed(store, clock, "t-here", here, phase="launched")
+    crashed(store, clock, "t-elsewhere", "other-machine:12345:abc", phase="launched")
     result = recover(store, clock)
     assert result.settled == [] and result.resumable == []
-    assert {r.turn_id for r in journal.unsettled()} == {"t-here", "t-elsewhere"}
+    assert {r.turn_id for r in Journal(store, clock).unsettled()} == {"t-here", "t-elsewhere"}
 
 
 def test_a_fire_just_before_the_floor_waits_for_it_instead_of_losing_the_period(store, clock, tmp_path) -> None:

@@ -11,6 +11,7 @@ from admission.intervals import parse_interval
 from ..cli import EXIT_DENIED, EXIT_OK, Context, add_common, state_dir
 from ..executor import TurnExecutor
 from ..present import decision_doc, turn_doc, verdict_doc
+from ..recovery import recover
 
 EXIT_FAILED = 5
 
@@ -19,10 +20,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     top = sub.add_parser("turn", help="managed turns: admission, journal, bounded run, settlement")
     tsub = top.add_subparsers(dest="turn_command", metavar="ACTION", parser_class=type(top))
     tsub.required = True
-    p = tsub.add_parser("run", help="run one managed turn now; exit 0 succeeded, 3 denied, 5 failed/timed out/stuck")
+    p = tsub.add_parser(
+        "run", help="run one managed turn now (first resuming or settling this automation's orphaned turns); exit 0 succeeded, 3 denied or owned by another runner, 5 failed/timed out/stuck"
+    )
     p.add_argument("automation")
     p.add_argument("--manual-reason", help="a manual run (explicit intent): bypasses only the interval, recorded")
-    p.add_argument("--turn", help="turn id; a settled id replays its settlement without running")
+    p.add_argument("--turn", help="turn id; a settled id replays its settlement, a live runner's id is refused (exit 3)")
     p.add_argument("--state-dir", help="where per-turn logs go (default $FLOORGATE_STATE_DIR or ./floorgate-state)")
     p.add_argument("--wait-eligible", default="0", help="if the floor opens within this long (e.g. 2m), wait for it instead of being denied")
     p.add_argument("--envelope-mode", choices=["disabled", "observe", "enforce"], help="default $FLOORGATE_ENVELOPE_MODE, else enforce")
@@ -41,18 +44,28 @@ def _run(ctx: Context) -> int:
         raise InvalidInput("--manual-reason", "a manual run needs a non-empty reason")
     executor = TurnExecutor(ctx.store, state_dir=state_dir(a), mode=a.envelope_mode)
     wait = parse_interval(a.wait_eligible, "--wait-eligible")
-    outcome = executor.run(automation, turn_id=a.turn, manual_reason=a.manual_reason, wait_eligible=wait)
+    # A crashed earlier run of this automation (cron, manual) is settled or resumed here, so
+    # nothing waits for a host that may never start.
+    recovered = recover(ctx.store, automation_ids={automation.automation_id})
+    lines = [f"recovered turn {r.turn_id}: {r.verdict.status} ({r.verdict.stop_reason})" for r in recovered.settled if r.verdict]
+    turn_id = a.turn
+    if turn_id is None and recovered.resumable:
+        turn_id = recovered.resumable[0].turn_id  # its reservation holds this window: run it
+        lines.append(f"resuming turn {turn_id}: its runner is gone and it never launched")
+    outcome = executor.run(automation, turn_id=turn_id, manual_reason=a.manual_reason, wait_eligible=wait)
     v = outcome.verdict
     doc = {
         "turn_id": outcome.turn_id,
         "replayed": outcome.replayed,
+        "owner": outcome.owner,
         "verdict": verdict_doc(v),
         "decision": decision_doc(outcome.decision) if outcome.decision is not None else None,
         "turn": turn_doc(outcome.record) if outcome.record is not None else None,
+        "recovered": [turn_doc(r) for r in recovered.settled],
     }
     if outcome.replayed:
         text = f"turn {outcome.turn_id} was already settled: {v.status} ({v.stop_reason}); nothing run"
-    elif outcome.detail:
+    elif outcome.detail and outcome.record is None:
         text = f"not run: {outcome.detail}"
     elif outcome.decision is not None and not outcome.decision.admitted:
         d = outcome.decision
@@ -60,14 +73,16 @@ def _run(ctx: Context) -> int:
         text = f"denied {automation.automation_id}: {d.reason.value}{when}; nothing launched\n{d.detail}"
     else:
         log = outcome.record.log_path if outcome.record else None
-        text = f"turn {outcome.turn_id}: {v.status} ({v.stop_reason}, {v.failure_category}{', retryable' if v.retryable else ''})" + (
-            f"\nlog: {log}" if log else ""
-        )
-    ctx.emit(doc, text)
+        text = f"turn {outcome.turn_id}: {v.status} ({v.stop_reason}, {v.failure_category}{', retryable' if v.retryable else ''})"
+        if outcome.detail:
+            text += f": {outcome.detail}"
+        elif log:
+            text += f"\nlog: {log}"
+    ctx.emit(doc, "\n".join([*lines, text]))
     if v.status == "succeeded":
         return EXIT_OK
-    if v.status == "denied" and outcome.record is None:
-        return EXIT_DENIED  # admission, or a paused/held automation: nothing ran
+    if v.status == "denied":
+        return EXIT_DENIED  # admission, a paused/held automation, or a turn another runner owns: nothing ran
     return EXIT_FAILED
 
 
@@ -80,6 +95,7 @@ def _show(ctx: Context) -> int:
         turn_doc(record),
         f"turn {record.turn_id} of {record.automation_id}: attempt {record.attempt}, {record.phase}"
         + (f", {v.status} ({v.stop_reason})" if v else "")
-        + f"\nstarted {iso(record.started_at)}, deadline {iso(record.deadline)}, log {record.log_path}",
+        + f"\nstarted {iso(record.started_at)}, deadline {iso(record.deadline)}, log {record.log_path}"
+        + (f"\nowned by {record.owner_id} (lease until {iso(record.lease_expires)})" if record.verdict is None else ""),
     )
     return EXIT_OK
