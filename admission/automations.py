@@ -62,7 +62,7 @@ class AutomationSpec(BaseModel):
     meter: Meter = "none"  # how to read the usage the host prints
 
     @model_validator(mode="after")
-    def _host_needed(self) -> "AutomationSpec":
+    def _host_needed(self) -> AutomationSpec:
         if self.host is None and self.timer != "external":
             raise ValueError(f"a {self.timer} timer needs a command host (-- PROGRAM ARGS...)")
         return self
