@@ -152,6 +152,14 @@ def store(db_url: str, request: pytest.FixtureRequest) -> Iterator[Store]:
 
 
 @pytest.fixture
+def sqlite_db(tmp_path: Path, _sqlite_template: Path) -> str:
+    """The path of a migrated SQLite file in the test's directory (for CLI and process tests)."""
+    path = tmp_path / "cli.db"
+    shutil.copy(_sqlite_template, path)
+    return str(path)
+
+
+@pytest.fixture
 def clock() -> FixedClock:
     return FixedClock(T0)
 
