@@ -66,7 +66,7 @@ def _sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def _pg_template() -> list[tuple[str, Any]]:
+def _pg_template() -> list[tuple[str, Any, bool]]:
     """The statements (and parameters) migrating an empty PostgreSQL schema executes, reads left out."""
     import psycopg
     from sqlalchemy import event
@@ -76,11 +76,12 @@ def _pg_template() -> list[tuple[str, Any]]:
     schema = f"fgt_tmpl_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(_psycopg_dsn(base), autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{schema}"')
-    captured: list[tuple[str, Any]] = []
+    captured: list[tuple[str, Any, bool]] = []
 
     def capture(_conn, _cursor, statement: str, parameters: Any, _context, executemany: bool) -> None:  # type: ignore[no-untyped-def]
+        # Reads (Alembic's version and reflection queries, the advisory lock) change nothing.
         if statement.lstrip().split(None, 1)[0].upper() not in ("SELECT", "SHOW"):
-            captured.append((statement, parameters if parameters else None))
+            captured.append((statement, parameters if parameters else None, executemany))
 
     event.listen(Engine, "before_cursor_execute", capture)
     try:
@@ -94,20 +95,24 @@ def _pg_template() -> list[tuple[str, Any]]:
     return captured
 
 
-def _replay(url: str, statements: list[tuple[str, Any]]) -> None:
+def _replay(url: str, statements: list[tuple[str, Any, bool]]) -> None:
     """Build the migrated schema in ``url``'s (empty) schema: one transaction, few round trips."""
     import psycopg
 
     # The test's schema needs no durability: not waiting for the WAL flush cuts the commit's cost.
     batch = [f'SET LOCAL search_path TO "{_pg_schema_of(url)}"', "SET LOCAL synchronous_commit TO off"]
     with psycopg.connect(_psycopg_dsn(url.split("?", 1)[0])) as conn:
-        for sql, params in statements:
+        for sql, params, many in statements:
             if params is None:
                 batch.append(sql)
                 continue
-            conn.execute(";\n".join(batch))
-            batch = []
-            conn.execute(sql, params)
+            if batch:
+                conn.execute(";\n".join(batch))
+                batch = []
+            if many:
+                conn.cursor().executemany(sql, params)
+            else:
+                conn.execute(sql, params)
         if batch:
             conn.execute(";\n".join(batch))
 
