@@ -106,7 +106,7 @@ class AutomationSpec(BaseModel):
     meter: MeterKind = MeterKind.NONE  # how to read the usage the host prints
 
     @model_validator(mode="after")
-    def _host_needed(self) -> "AutomationSpec":
+    def _host_needed(self) -> AutomationSpec:
         if self.host is None and self.timer is not TimerKind.EXTERNAL:
             raise ValueError(f"a {self.timer.value} timer needs a command host (-- PROGRAM ARGS...)")
         return self

@@ -115,8 +115,8 @@ def parse_compute(value: Any, field: str = "--compute") -> ComputeBlock:
 
 def merge(blocks: list[tuple[str, ComputeBlock]]) -> Envelope:
     """Merge blocks from the widest scope to the narrowest: a narrower scope can only tighten."""
-    values: dict[str, Any] = {key: 0 for key in CAPS}
-    lists: dict[str, tuple[str, ...] | None] = {key: None for key in LISTS}
+    values: dict[str, Any] = dict.fromkeys(CAPS, 0)
+    lists: dict[str, tuple[str, ...] | None] = dict.fromkeys(LISTS)
     on_exhausted: set[str] = set()
     sources = []
     for scope, block in blocks:

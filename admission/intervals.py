@@ -31,8 +31,8 @@ def parse_interval(text: str, field: str = "min_interval") -> timedelta:
         iso = _ISO.fullmatch(raw.upper())
         if raw and iso and any(iso.groups()) and not raw.upper().endswith("T"):
             d, h, m = (int(g) if g else 0 for g in iso.groups()[:3])
-            s = float(iso.group(4)) if iso.group(4) else 0.0
-            value = timedelta(days=d, hours=h, minutes=m, seconds=s)
+            seconds = float(iso.group(4)) if iso.group(4) else 0.0
+            value = timedelta(days=d, hours=h, minutes=m, seconds=seconds)
     if value is None:
         raise InvalidInput(field, f"{text!r} is not an interval; {_HINT}")
     return check_interval(value, field)

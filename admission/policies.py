@@ -7,6 +7,7 @@ apply to an agent (and optionally one of its automations) into the binding floor
 
 from __future__ import annotations
 
+import builtins
 import json
 import re
 from datetime import datetime, timedelta
@@ -315,7 +316,7 @@ class Policies:
         with self.store.read() as conn:
             return [rule_from_row(row) for row in conn.execute(query)]
 
-    def history(self, scope: Scope | None = None, limit: int = 100) -> list[RuleChange]:
+    def history(self, scope: Scope | None = None, limit: int = 100) -> builtins.list[RuleChange]:
         """Provenance records, newest first; under ``scope`` (and its narrower scopes) if given."""
         h = s.rule_history
         query = select(h).order_by(h.c.id.desc()).limit(limit)

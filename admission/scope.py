@@ -47,15 +47,15 @@ class Scope(BaseModel):
             check_id(self.automation_id, "automation")
 
     @classmethod
-    def goal(cls, goal: str) -> "Scope":
+    def goal(cls, goal: str) -> Scope:
         return cls(goal_id=check_id(goal, "goal"))
 
     @classmethod
-    def agent(cls, goal: str, agent: str) -> "Scope":
+    def agent(cls, goal: str, agent: str) -> Scope:
         return cls(goal_id=check_id(goal, "goal"), agent_id=check_id(agent, "agent"))
 
     @classmethod
-    def automation(cls, goal: str, agent: str, automation: str) -> "Scope":
+    def automation(cls, goal: str, agent: str, automation: str) -> Scope:
         return cls(
             goal_id=check_id(goal, "goal"),
             agent_id=check_id(agent, "agent"),
@@ -63,7 +63,7 @@ class Scope(BaseModel):
         )
 
     @classmethod
-    def parse(cls, text: str) -> "Scope":
+    def parse(cls, text: str) -> Scope:
         """Parse the path form ``goal[/agent[/automation]]``."""
         parts = text.split("/") if isinstance(text, str) else []
         if not 1 <= len(parts) <= 3:

@@ -8,17 +8,20 @@ database errors are translated to ``StoreUnavailable`` here and nowhere else.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Any
 
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.pool import PoolProxiedConnection
 
 from .errors import FloorgateError, InvalidInput, SchemaTooNew, StoreUnavailable
 
@@ -42,7 +45,7 @@ def resolve_url(url: str | None) -> str:
         url = os.environ.get(ENV_URL) or DEFAULT_URL
     if "://" not in url:
         return "sqlite:///" + url
-    if url.startswith("postgresql://") or url.startswith("postgres://"):
+    if url.startswith(("postgresql://", "postgres://")):
         return "postgresql+psycopg://" + url.split("://", 1)[1]
     return url
 
@@ -61,18 +64,20 @@ class DriverTx:
     SQL is written with ``:name`` parameters and rendered once per dialect.
     """
 
-    def __init__(self, store: "Store", cursor) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, store: Store, cursor: Any) -> None:
         self._store = store
         self._cursor = cursor
         self.dialect = store.dialect
 
-    def row(self, sql: str, params: dict) -> tuple | None:  # type: ignore[type-arg]
+    def row(self, sql: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
         self._cursor.execute(self._store.render(sql), params)
-        return self._cursor.fetchone()
+        row: tuple[Any, ...] | None = self._cursor.fetchone()
+        return row
 
-    def execute(self, sql: str, params: dict) -> int:  # type: ignore[type-arg]
+    def execute(self, sql: str, params: dict[str, Any]) -> int:
         self._cursor.execute(self._store.render(sql), params)
-        return self._cursor.rowcount
+        count: int = self._cursor.rowcount
+        return count
 
 
 class Store:
@@ -85,7 +90,7 @@ class Store:
         self._rendered: dict[str, str] = {}
         self._dbapi_error: type[Exception] = engine.dialect.loaded_dbapi.Error
         self._local = threading.local()
-        self._hot: list = []  # type: ignore[type-arg]
+        self._hot: list[PoolProxiedConnection] = []
         self._hot_lock = threading.Lock()
 
     def render(self, sql: str) -> str:
@@ -96,16 +101,17 @@ class Store:
             self._rendered[sql] = done
         return done
 
-    def _hot_connection(self):  # type: ignore[no-untyped-def]
+    def _hot_connection(self) -> PoolProxiedConnection:
         """This thread's dedicated DBAPI connection, in autocommit mode (transactions are explicit)."""
-        raw = getattr(self._local, "raw", None)
+        raw: PoolProxiedConnection | None = getattr(self._local, "raw", None)
         if raw is None:
             try:
                 raw = self.engine.raw_connection()
             except SQLAlchemyError as exc:
                 raise StoreUnavailable(f"store {self.safe_url} failed: {_first_line(exc)}") from exc
             if self.dialect == "postgresql":
-                raw.driver_connection.autocommit = True
+                driver: Any = raw.driver_connection  # a psycopg connection
+                driver.autocommit = True
             self._local.raw = raw
             with self._hot_lock:
                 self._hot.append(raw)
@@ -118,10 +124,8 @@ class Store:
             with self._hot_lock:
                 if raw in self._hot:
                     self._hot.remove(raw)
-            try:
+            with contextlib.suppress(Exception):  # pragma: no cover - already broken
                 raw.invalidate()
-            except Exception:  # pragma: no cover - already broken
-                pass
 
     @contextmanager
     def driver(self, *, write: bool, lock_key: str | None = None) -> Iterator[DriverTx]:
@@ -149,10 +153,8 @@ class Store:
                 cursor.execute("COMMIT")
         except BaseException as exc:
             try:
-                if write:
-                    cursor_ok = cursor is not None
-                    if cursor_ok:
-                        cursor.execute("ROLLBACK")
+                if write and cursor is not None:
+                    cursor.execute("ROLLBACK")
             except Exception:
                 self._drop_hot_connection()
             if isinstance(exc, self._dbapi_error):
@@ -161,10 +163,8 @@ class Store:
             raise
         finally:
             if cursor is not None:
-                try:
+                with contextlib.suppress(Exception):  # pragma: no cover - the connection is gone
                     cursor.close()
-                except Exception:  # pragma: no cover - the connection is gone
-                    pass
 
     @property
     def safe_url(self) -> str:
@@ -173,12 +173,11 @@ class Store:
     @contextmanager
     def read(self) -> Iterator[Connection]:
         """A read-only transaction; it never commits anything."""
-        with self._translate():
-            with self.engine.connect() as conn:
-                try:
-                    yield conn
-                finally:
-                    conn.rollback()
+        with self._translate(), self.engine.connect() as conn:
+            try:
+                yield conn
+            finally:
+                conn.rollback()
 
     @contextmanager
     def write(self, lock_key: str | None = None) -> Iterator[Connection]:
@@ -187,14 +186,13 @@ class Store:
         SQLite takes its write lock at BEGIN IMMEDIATE (one writer per file); PostgreSQL takes a
         transaction-scoped advisory lock on ``lock_key``, so writers to different keys run in parallel.
         """
-        with self._translate():
-            with self.engine.connect() as conn:
-                if self.dialect == "sqlite":
-                    conn = conn.execution_options(fg_immediate=True)
-                with conn.begin():
-                    if self.dialect == "postgresql" and lock_key is not None:
-                        conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": lock_id(lock_key)})
-                    yield conn
+        with self._translate(), self.engine.connect() as conn:
+            if self.dialect == "sqlite":
+                conn = conn.execution_options(fg_immediate=True)
+            with conn.begin():
+                if self.dialect == "postgresql" and lock_key is not None:
+                    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": lock_id(lock_key)})
+                yield conn
 
     @contextmanager
     def _translate(self) -> Iterator[None]:
@@ -209,14 +207,12 @@ class Store:
         with self._hot_lock:
             hot, self._hot = self._hot, []
         for raw in hot:
-            try:
+            with contextlib.suppress(Exception):  # pragma: no cover - closing a broken connection
                 raw.close()
-            except Exception:  # pragma: no cover - closing a broken connection
-                pass
         self._local = threading.local()
         self.engine.dispose()
 
-    def __enter__(self) -> "Store":
+    def __enter__(self) -> Store:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -319,7 +315,7 @@ def _migrate(store: Store) -> None:
         cfg.set_main_option("script_location", str(_MIGRATIONS))
 
         def upgrade(_rev, _context):  # type: ignore[no-untyped-def]
-            return script._upgrade_revs(head, rev)
+            return script._upgrade_revs(head, rev)  # type: ignore[arg-type]  # rev None: a fresh database
 
         with EnvironmentContext(cfg, script, fn=upgrade, destination_rev=head) as env:
             env.configure(connection=conn, version_table=_VERSION_TABLE, transactional_ddl=True)

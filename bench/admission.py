@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from admission import Admission, FixedClock, Policies, Scope, open_store  # noqa: E402
+from admission import Admission, FixedClock, Policies, Scope, open_store
 
 T0 = datetime(2026, 12, 1, tzinfo=timezone.utc)
 

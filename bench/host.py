@@ -26,15 +26,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from apscheduler.schedulers.background import BackgroundScheduler  # noqa: E402
-from apscheduler.triggers.interval import IntervalTrigger  # noqa: E402
-from sqlalchemy import insert  # noqa: E402
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.interval import IntervalTrigger
+from sqlalchemy import insert
 
-from admission import Admission, CommandHost, Policies, Scope, open_store  # noqa: E402
-from admission import _schema as tables  # noqa: E402  (bulk seeding only)
-from admission.clock import to_us  # noqa: E402
-from hosts import Schedule  # noqa: E402
-from scheduler.runtime import HostRuntime, RuntimeConfig  # noqa: E402
+from admission import Admission, CommandHost, Policies, Scope, open_store
+from admission import _schema as tables
+from admission.clock import to_us
+from hosts import Schedule
+from scheduler.runtime import HostRuntime, RuntimeConfig
 
 SCHEDULES = [
     "DTSTART;TZID=Europe/Berlin:20201201T000000 RRULE:FREQ=MINUTELY;INTERVAL=15",
@@ -102,7 +102,7 @@ def tick_latency(runtime: HostRuntime, automations: int, samples: int) -> list[f
 
 def pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 def run_backend(name: str, url: str, args: argparse.Namespace, bare: float) -> None:

@@ -23,16 +23,17 @@ an instant already produced is never produced twice.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterator
 from datetime import date, datetime, timedelta, timezone, tzinfo
 from functools import lru_cache
-from typing import Iterator
+from typing import Any, Literal
 
 from dateutil import rrule as du
 
 from ._rrule import Recur
 from .errors import UnsupportedSchedule
 
-_FREQ = {
+_FREQ: dict[str, Literal[0, 1, 2, 3, 4, 5, 6]] = {
     "YEARLY": du.YEARLY,
     "MONTHLY": du.MONTHLY,
     "WEEKLY": du.WEEKLY,
@@ -119,9 +120,8 @@ class Engine:
             return found
         back = self._period_length() + _SLACK
         while True:
-            probe: datetime | None = at - back
-            if self._to_local(probe) <= self.dtstart:
-                probe = None
+            earliest = at - back
+            probe: datetime | None = None if self._to_local(earliest) <= self.dtstart else earliest
             found = None
             for occurrence in self.iterate(probe):
                 if occurrence > at:
@@ -253,7 +253,7 @@ def _build_rules(recur: Recur, start: datetime, origin: datetime, until: datetim
             byday = ((None, o.weekday()),)  # reading: DTSTART's weekday in the listed weeks
         if r.bymonthday and not (r.bymonth or r.byweekno or r.byyearday):
             bymonth = (o.month,)  # reading: DTSTART's month
-    common = dict(
+    common: dict[str, Any] = dict(
         dtstart=start,
         interval=r.interval,
         wkst=r.wkst,

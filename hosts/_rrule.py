@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
+from typing import overload
 
 from .errors import InvalidSchedule
 
@@ -155,6 +156,10 @@ def parse_recur(text: str, dtstart_kind: str) -> Recur:
     )
 
 
+@overload
+def _positive(seen: dict[str, str], name: str, default: int) -> int: ...
+@overload
+def _positive(seen: dict[str, str], name: str, default: None) -> int | None: ...
 def _positive(seen: dict[str, str], name: str, default: int | None) -> int | None:
     if name not in seen:
         return default

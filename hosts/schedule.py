@@ -49,7 +49,8 @@ def _parse_dt(text: str, field: str) -> tuple[datetime, bool]:
     if not m:
         raise InvalidSchedule(f"{field}: {text!r} is not a DATE-TIME (YYYYMMDDTHHMMSS, optionally ending in Z)")
     try:
-        value = datetime(*(int(g) for g in m.groups()[:6]))
+        year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
+        value = datetime(year, month, day, hour, minute, second)
     except ValueError as exc:
         raise InvalidSchedule(f"{field}: {text!r} is not a real date and time ({exc})") from None
     return value, m.group(7) == "Z"
@@ -69,7 +70,7 @@ class Schedule(BaseModel):
 
     # -- parsing -------------------------------------------------------------------------------
     @classmethod
-    def parse(cls, text: str, *, now: datetime | None = None, allow_floating: bool = False) -> "Schedule":
+    def parse(cls, text: str, *, now: datetime | None = None, allow_floating: bool = False) -> Schedule:
         """Parse an iCalendar fragment or a friendly form; raises ``InvalidSchedule`` naming the part."""
         if not isinstance(text, str) or not text.strip():
             raise InvalidSchedule("schedule: empty; give DTSTART;TZID=Zone:YYYYMMDDTHHMMSS and RRULE:..., or e.g. 'daily at 09:00 Europe/Berlin'")
@@ -79,7 +80,7 @@ class Schedule(BaseModel):
         return _friendly(stripped, now)
 
     @classmethod
-    def _parse_ical(cls, text: str, allow_floating: bool) -> "Schedule":
+    def _parse_ical(cls, text: str, allow_floating: bool) -> Schedule:
         dtstart: datetime | None = None
         tzid: str | None = None
         is_date = False
@@ -158,15 +159,16 @@ class Schedule(BaseModel):
 
     def next_after(self, after: datetime) -> datetime | None:
         """The first occurrence strictly after the instant ``after`` (None when the rule has ended)."""
-        return self._engine.next_after(self._instant_arg(after))
+        return self._engine.next_after(self._instant(after))
 
     def last_at_or_before(self, at: datetime) -> datetime | None:
         """The latest occurrence at or before the instant ``at`` (None when none has happened)."""
-        return self._engine.last_at_or_before(self._instant_arg(at))
+        return self._engine.last_at_or_before(self._instant(at))
 
     def _instant_arg(self, value: datetime | None) -> datetime | None:
-        if value is None:
-            return None
+        return None if value is None else self._instant(value)
+
+    def _instant(self, value: datetime) -> datetime:
         if self.tzid is None:
             return value.replace(tzinfo=None) if value.tzinfo is not None else value
         return aware_utc(value, "after")
@@ -228,7 +230,8 @@ def _parse_exdates(lines: list[tuple[str, str]], tzid: str | None, is_date: bool
                 m = _D.fullmatch(item)
                 if not m:
                     raise InvalidSchedule(f"EXDATE: {item!r} is not a DATE like DTSTART")
-                out.append(datetime(*(int(g) for g in m.groups())))
+                year, month, day = (int(g) for g in m.groups())
+                out.append(datetime(year, month, day))
                 continue
             naive, is_utc = _parse_dt(item, "EXDATE")
             if is_utc and zone is not None:
@@ -280,11 +283,11 @@ def _friendly(text: str, now: datetime | None) -> Schedule:
         days = None if low[0] == "daily" else ("MO", "TU", "WE", "TH", "FR")
         return _at_time(words[2], words[3], days, now)
     if len(low) == 6 and low[0] == "weekly" and low[1] == "on" and low[3] == "at":
-        days = tuple(d.upper() for d in words[2].split(","))
-        for d in days:
+        weekly = tuple(d.upper() for d in words[2].split(","))
+        for d in weekly:
             if d not in WEEKDAYS:
                 raise InvalidSchedule(f"schedule: {d!r} is not a weekday (MO, TU, WE, TH, FR, SA, SU)")
-        return _at_time(words[4], words[5], days, now)
+        return _at_time(words[4], words[5], weekly, now)
     raise InvalidSchedule(f"schedule: {text!r} is not a schedule floorgate understands; {_FRIENDLY_HINT}")
 
 

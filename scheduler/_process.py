@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -89,14 +90,10 @@ def kill_group(pgid: int, grace: float = 2.0, wait=None) -> None:  # type: ignor
     except ProcessLookupError:
         return
     if wait is not None:
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            pass
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def group_alive(pgid: int) -> bool:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Literal
 
 from admission import (
@@ -148,8 +148,8 @@ class EnvelopeGate:
         if mission.status == "awaiting_owner":
             pending = [a for a in self.approvals.pending(mission.mission_id) if a.expires_at > read_clock(self.clock)]
             if not pending and self.mode == "enforce":
-                reason = "the owner ask expired without a decision"
-                return TurnGate(self.missions.settle(mission.mission_id, "stuck", reason), envelope, _stuck(reason))
+                expired = "the owner ask expired without a decision"
+                return TurnGate(self.missions.settle(mission.mission_id, "stuck", expired), envelope, _stuck(expired))
             ask = pending[0].approval_id if pending else "?"
             checks.append(("owner", f"awaiting owner: floorgate approve {ask} or floorgate deny {ask}"))
         allow = self._allowlist_problem(automation, envelope)

@@ -18,8 +18,8 @@ and lines that look like usage but cannot be parsed are counted in ``unparseable
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 
 @dataclass(frozen=True)

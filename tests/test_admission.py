@@ -1,6 +1,7 @@
 """Section-9 rows of seed 004 that the admission core covers, on both backends."""
 
 from datetime import timedelta
+from itertools import pairwise
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -239,7 +240,7 @@ def test_naive_times_are_rejected(admission) -> None:
     from datetime import datetime
 
     with pytest.raises(InvalidInput) as err:
-        admission.reserve(goal="g", agent="a", automation=None, turn_id="t", trigger_time=datetime(2026, 1, 1))
+        admission.reserve(goal="g", agent="a", automation=None, turn_id="t", trigger_time=datetime(2026, 1, 1))  # noqa: DTZ001 - naive on purpose
     assert err.value.field == "trigger_time"
 
 
@@ -280,5 +281,5 @@ def test_property_automatic_starts_are_at_least_a_floor_apart(tmp_path_factory, 
                 admitted.append(d.anchor_at)
             else:
                 assert d.next_eligible_at > clock.now()
-        assert all(b - a >= floor for a, b in zip(admitted, admitted[1:]))
+        assert all(b - a >= floor for a, b in pairwise(admitted))
         assert admitted and admitted[0] == T0 + timedelta(seconds=steps[0][0])

@@ -1,26 +1,26 @@
-"""The CLI as a user runs it: a real subprocess, exit codes, JSON, one-line errors."""
+"""The CLI as a user runs it: exit codes, JSON, one-line errors.
+
+Commands run in-process through the CLI's entry function (``cli.run_cli``); one smoke test runs the
+installed console script as a real process.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from cli import Result, run_cli
 
-def cli(*args: str, db: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess[str]:  # type: ignore[type-arg]
-    argv = [sys.executable, "-m", "scheduler"]
-    if db is not None:
-        argv += ["--db", db]  # before the command: anything after "--" belongs to a host command
-    argv += list(args)
-    # Run beside the database so per-turn logs (./floorgate-state) land in the test's temp dir.
-    cwd = os.path.dirname(db) if db is not None and os.path.isabs(db) else None
-    return subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, cwd=cwd)
+cli = run_cli  # the name the CLI tests (and test_cli_automation) call
 
 
-def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
+def one_line_error(result: Result | subprocess.CompletedProcess[str]) -> str:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert "Traceback" not in result.stderr
@@ -28,8 +28,17 @@ def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
 
 
 @pytest.fixture
-def db(tmp_path) -> str:  # type: ignore[no-untyped-def]
-    return str(tmp_path / "cli.db")
+def db(sqlite_db: str) -> str:
+    return sqlite_db
+
+
+def test_the_in_process_runner_captures_every_stream_and_restores_the_process(tmp_path: Path) -> None:
+    cwd, env = os.getcwd(), dict(os.environ)
+    r = cli("--help", cwd=tmp_path, env={"FLOORGATE_DB": str(tmp_path / "x.db")})
+    assert r.returncode == 0 and r.stdout.startswith("usage: floorgate") and r.stderr == ""
+    bad = cli("no-such-command", cwd=tmp_path)
+    assert bad.returncode == 2 and "no-such-command" in one_line_error(bad) and bad.stdout == ""
+    assert os.getcwd() == cwd and dict(os.environ) == env
 
 
 def test_policy_admit_confirm_status_round_trip(db: str) -> None:
@@ -85,7 +94,23 @@ def test_newer_schema_is_a_one_line_store_error(db: str) -> None:
 
 
 def test_demo_runs_from_an_empty_directory(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # A real process: the demo's nested run() calls write to the process's own stdout.
     r = subprocess.run([sys.executable, "-m", "scheduler", "demo"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "(exit 3)" in r.stdout and "eligible at" in r.stdout
     assert (tmp_path / "floorgate-demo.db").exists()
+
+
+def test_the_console_script_exits_with_the_command_code(tmp_path: Path) -> None:
+    """The installed ``floorgate`` entry point as a real process: main() makes run()'s code the exit status."""
+    script = shutil.which("floorgate", path=str(Path(sys.executable).parent))
+    if script is None:
+        if os.environ.get("CI"):
+            pytest.fail("the floorgate console script is not installed beside the interpreter")
+        pytest.skip("floorgate console script not installed (pip install -e '.[test]')")
+    db = str(tmp_path / "cli.db")
+    ok = subprocess.run([script, "--db", db, "status", "--json"], capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0 and json.loads(ok.stdout)["lanes"] == [], ok.stderr
+    argv = [script, "--db", db, "policy", "set", "g/a", "--min-interval", "5x", "--revision", "0", "--owner-ref", "o"]
+    bad = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "--min-interval" in one_line_error(bad)

@@ -1,4 +1,4 @@
-"""The timer-host CLI as a user runs it (real subprocesses)."""
+"""The timer-host CLI as a user runs it (in-process through the entry function; hosts are real processes)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from test_cli import cli, one_line_error
 
 
 @pytest.fixture
-def db(tmp_path) -> str:  # type: ignore[no-untyped-def]
-    return str(tmp_path / "cli.db")
+def db(sqlite_db: str) -> str:
+    return sqlite_db
 
 
 def add(db: str, name: str, *options: str, script: str = "print('hi')") -> None:

@@ -8,6 +8,7 @@ import sys
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from itertools import pairwise
 
 from admission import Admission, FixedClock, Policies, Scope, open_store
 
@@ -35,13 +36,13 @@ def test_processes_racing_get_exactly_one_admission_per_window(db_url: str) -> N
         p.join(timeout=60)
         assert p.exitcode == 0
     admitted = Counter(r for r, _w, ok, _reason in decisions if ok)
-    assert admitted == {r: 1 for r in range(ROUNDS)}
+    assert admitted == dict.fromkeys(range(ROUNDS), 1)
     # Losers are serialized behind the winner and see its start; none fails on a write conflict.
     assert {reason for _r, _w, ok, reason in decisions if not ok} <= {"interval_wait", "stale_trigger"}
     with open_store(db_url) as store:
         rows = raw_sql(store, "SELECT anchor_us, phase FROM fg_starts ORDER BY anchor_us")
     assert [phase for _a, phase in rows] == ["confirmed"] * ROUNDS
-    assert all(b - a >= FLOOR_S * 1_000_000 for (a, _), (b, _) in zip(rows, rows[1:]))
+    assert all(b - a >= FLOOR_S * 1_000_000 for (a, _), (b, _) in pairwise(rows))
 
 
 def test_threads_racing_get_exactly_one_admission(store) -> None:

@@ -270,7 +270,7 @@ def test_pause_ask_approval_extends_by_the_stored_proposal_once(store, tmp_path)
 
 def test_expired_superseded_mismatched_and_unknown_ids_are_rejected(store, tmp_path) -> None:
     clock = FixedClock(T0)
-    auto, ask = paused_mission(store, clock, tmp_path)
+    _auto, ask = paused_mission(store, clock, tmp_path)
     approvals = Approvals(store, clock)
     with pytest.raises(ApprovalRejected, match="does not match"):
         approvals.decide(ask.approval_id, True, scope_now="g/a/elsewhere")

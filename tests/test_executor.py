@@ -7,6 +7,7 @@ import socket
 import subprocess
 import time
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -126,7 +127,7 @@ def test_output_goes_to_a_capped_log_not_the_database(store, clock, tmp_path) ->
     automation = add_automation(store, clock, script="print('secret-token-' * 10000)")
     outcome = executor(store, clock, tmp_path, log_cap=1000).run(automation)
     log = outcome.record.log_path
-    data = open(log, "rb").read()
+    data = Path(log).read_bytes()
     assert data.startswith(b"secret-token-") and b"truncated at 1000 bytes" in data and len(data) < 1200
     dumped = raw_sql(store, "SELECT * FROM fg_turns") + raw_sql(store, "SELECT * FROM fg_starts")
     assert "secret-token" not in repr(dumped)

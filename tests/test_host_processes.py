@@ -8,11 +8,12 @@ import subprocess
 import sys
 import time
 from datetime import timedelta
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
 
-from admission import Admission, FixedClock, Journal, SystemClock, open_store
+from admission import Admission, Journal, SystemClock, open_store
 
 from conftest import raw_sql
 from helpers import add_automation, floor
@@ -66,7 +67,7 @@ def test_two_hosts_ticking_every_second_respect_a_two_second_floor(db_url: str, 
         anchors = [row[0] for row in raw_sql(store, "SELECT anchor_us FROM fg_starts ORDER BY anchor_us")]
         hosts_seen = {row[0] for row in raw_sql(store, "SELECT DISTINCT runner_host FROM fg_turns")}
         denied = raw_sql(store, "SELECT COUNT(*) FROM fg_ticks WHERE decision = 'denied'")[0][0]
-    gaps = [b - a for a, b in zip(anchors, anchors[1:])]
+    gaps = [b - a for a, b in pairwise(anchors)]
     assert len(anchors) >= 5, anchors
     assert min(gaps) >= 2_000_000, gaps
     assert len(hosts_seen) == 2 or denied > 0  # both hosts really competed

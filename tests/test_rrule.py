@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from datetime import datetime, timedelta, timezone
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -115,7 +116,7 @@ def test_fast_queries_equal_the_full_walk(record: dict) -> None:  # type: ignore
     walk = list(schedule._engine.iterate())[:400] if record["count_only"] is False else schedule.occurrences(400)
     if not walk:
         return
-    probes = {walk[0] - timedelta(seconds=1)} | {o for o in walk[:: max(1, len(walk) // 25)]} | {o + timedelta(seconds=1) for o in walk[:: max(1, len(walk) // 25)]}
+    probes = {walk[0] - timedelta(seconds=1)} | set(walk[:: max(1, len(walk) // 25)]) | {o + timedelta(seconds=1) for o in walk[:: max(1, len(walk) // 25)]}
     for t in sorted(probes):
         expected = next((o for o in walk if o > t), None)
         if expected is None and len(walk) == 400:
@@ -199,7 +200,7 @@ def test_property_fast_next_equals_the_walk_and_increases(rule, zone, start_days
             if len(walked) == 5:
                 break
     assert fast == walked
-    assert all(a < b for a, b in zip(fast, fast[1:]))
+    assert all(a < b for a, b in pairwise(fast))
 
 
 @pytest.mark.parametrize(

@@ -178,7 +178,6 @@ def test_paused_automation_ticks_are_skipped_and_recorded(store, tmp_path) -> No
 
 
 def test_preview_counts_the_floor_in_elapsed_time_across_dst(store) -> None:
-    from datetime import timezone
 
     from scheduler.readback import Readback
 
