@@ -9,9 +9,9 @@ from .accounting import Accounting, Dispatch
 from .approvals import Approval, ApprovalRejected, Approvals
 from .automations import (
     Automation,
-    Automations,
     AutomationSpec,
     AutomationState,
+    Automations,
     CommandHost,
     HoldKind,
     MeterKind,
@@ -21,6 +21,7 @@ from .automations import (
 )
 from .clock import UTC, Clock, FixedClock, SystemClock
 from .decisions import Confirmation, Decision, Eligibility, Phase, Reason, StartKind, StartRecord
+from .envelope import ComputeBlock, Envelope, merge, parse_compute
 from .errors import (
     FloorgateError,
     InvalidInput,
@@ -33,7 +34,6 @@ from .errors import (
 from .gate import Admission
 from .host_policy import HostPolicies, HostPolicy, StoredHostPolicy
 from .intervals import format_interval, parse_interval
-from .envelope import ComputeBlock, Envelope, merge, parse_compute
 from .journal import Journal, TurnRecord, Verdict
 from .missions import Mission, Missions
 from .policies import EffectiveFloor, Policies, Rule, RuleChange
@@ -45,46 +45,35 @@ from .timers import TimerBinding, TimerBindings
 __all__ = [
     "UTC",
     "Accounting",
+    "Admission",
     "Approval",
     "ApprovalRejected",
     "Approvals",
-    "ComputeBlock",
-    "Dispatch",
-    "Envelope",
-    "Mission",
-    "Missions",
-    "merge",
-    "parse_compute",
-    "Admission",
     "Automation",
     "AutomationSpec",
     "AutomationState",
-    "HoldKind",
-    "MeterKind",
-    "Overlap",
-    "TimerKind",
     "Automations",
-    "CommandHost",
-    "HostPolicies",
-    "HostPolicy",
-    "Journal",
-    "StoredHostPolicy",
-    "Tick",
-    "TickLog",
-    "TimerBinding",
-    "TimerBindings",
-    "TurnRecord",
-    "Verdict",
-    "WakeState",
     "Clock",
+    "CommandHost",
+    "ComputeBlock",
     "Confirmation",
     "Decision",
+    "Dispatch",
     "EffectiveFloor",
     "Eligibility",
+    "Envelope",
     "FixedClock",
     "FloorgateError",
+    "HoldKind",
+    "HostPolicies",
+    "HostPolicy",
     "InvalidInput",
+    "Journal",
+    "MeterKind",
+    "Mission",
+    "Missions",
     "NotFound",
+    "Overlap",
     "Phase",
     "Policies",
     "Reason",
@@ -99,8 +88,19 @@ __all__ = [
     "StartRecord",
     "Store",
     "StoreUnavailable",
+    "StoredHostPolicy",
     "SystemClock",
+    "Tick",
+    "TickLog",
+    "TimerBinding",
+    "TimerBindings",
+    "TimerKind",
+    "TurnRecord",
+    "Verdict",
+    "WakeState",
     "format_interval",
+    "merge",
     "open_store",
+    "parse_compute",
     "parse_interval",
 ]

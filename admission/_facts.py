@@ -38,9 +38,7 @@ INSERT_START_SQL = (
     "manual_reason, confirmed_at_us) VALUES (:t, :g, :a, :x, :tr, :now, 'reserved', :kind, :reason, NULL)"
 )
 
-START_COLUMNS = (
-    "turn_id goal_id agent_id automation_id trigger_us anchor_us phase kind manual_reason confirmed_at_us"
-).split()
+START_COLUMNS = ("turn_id goal_id agent_id automation_id trigger_us anchor_us phase kind manual_reason confirmed_at_us").split()
 StartRow = namedtuple("StartRow", START_COLUMNS)
 
 CONFIRM_SQL = (

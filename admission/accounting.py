@@ -37,8 +37,13 @@ class Dispatch(BaseModel):
 
 def _dispatch(row) -> Dispatch:  # type: ignore[no-untyped-def]
     return Dispatch(
-        request_id=row.request_id, mission_id=row.mission_id, kind=row.kind, state=row.state,
-        estimate_tokens=row.estimate_tokens, actual_tokens=row.actual_tokens, model=row.model,
+        request_id=row.request_id,
+        mission_id=row.mission_id,
+        kind=row.kind,
+        state=row.state,
+        estimate_tokens=row.estimate_tokens,
+        actual_tokens=row.actual_tokens,
+        model=row.model,
     )
 
 
@@ -53,7 +58,9 @@ class Accounting:
         self.store = store
         self.clock = clock if clock is not None else SystemClock()
 
-    def reserve(self, mission_id: str, request_id: str, *, kind: str = "model", estimate_tokens: int = 0, model: str | None = None) -> Dispatch:
+    def reserve(
+        self, mission_id: str, request_id: str, *, kind: str = "model", estimate_tokens: int = 0, model: str | None = None
+    ) -> Dispatch:
         """Reserve an estimate for ``request_id`` (idempotent for the same id and mission)."""
         _check_tokens(estimate_tokens, "estimate_tokens")
         if not request_id or len(request_id) > 128:
@@ -68,8 +75,15 @@ class Accounting:
                 return _dispatch(row)
             conn.execute(
                 insert(d).values(
-                    request_id=request_id, mission_id=mission_id, kind=kind, state="reserved", estimate_tokens=estimate_tokens,
-                    actual_tokens=None, model=model, created_at_us=now, updated_at_us=now,
+                    request_id=request_id,
+                    mission_id=mission_id,
+                    kind=kind,
+                    state="reserved",
+                    estimate_tokens=estimate_tokens,
+                    actual_tokens=None,
+                    model=model,
+                    created_at_us=now,
+                    updated_at_us=now,
                 )
             )
             row = conn.execute(select(d).where(d.c.request_id == request_id)).one()
@@ -95,8 +109,16 @@ class Accounting:
                 return _dispatch(row), False
             if row.state == "released":
                 raise InvalidInput("request_id", f"{request_id} was released (never dispatched)")
-            conn.execute(update(d).where(d.c.request_id == request_id).values(state="reconciled", actual_tokens=actual_tokens, model=model or row.model, updated_at_us=now))
-            conn.execute(update(m).where(m.c.mission_id == row.mission_id).values(tokens=m.c.tokens + actual_tokens, usage_reports=m.c.usage_reports + 1))
+            conn.execute(
+                update(d)
+                .where(d.c.request_id == request_id)
+                .values(state="reconciled", actual_tokens=actual_tokens, model=model or row.model, updated_at_us=now)
+            )
+            conn.execute(
+                update(m)
+                .where(m.c.mission_id == row.mission_id)
+                .values(tokens=m.c.tokens + actual_tokens, usage_reports=m.c.usage_reports + 1)
+            )
             row = conn.execute(select(d).where(d.c.request_id == request_id)).one()
         return _dispatch(row), True
 
@@ -119,4 +141,6 @@ class Accounting:
         """Reserved or dispatched, never reconciled: what a crash leaves untrusted."""
         d = s.dispatches
         with self.store.read() as conn:
-            return [_dispatch(r) for r in conn.execute(select(d).where(d.c.mission_id == mission_id, d.c.state.in_(("reserved", "dispatched"))))]
+            return [
+                _dispatch(r) for r in conn.execute(select(d).where(d.c.mission_id == mission_id, d.c.state.in_(("reserved", "dispatched"))))
+            ]

@@ -23,7 +23,12 @@ from .errors import FloorgateError, InvalidInput
 from .store import Store
 
 DEFAULT_TTL = timedelta(hours=24)
-_EXTENDS = {"max_turns": "extra_turns", "max_tool_calls": "extra_tool_calls", "max_tokens": "extra_tokens", "max_wall_seconds": "extra_wall_seconds"}
+_EXTENDS = {
+    "max_turns": "extra_turns",
+    "max_tool_calls": "extra_tool_calls",
+    "max_tokens": "extra_tokens",
+    "max_wall_seconds": "extra_wall_seconds",
+}
 
 
 class ApprovalRejected(FloorgateError, PermissionError):
@@ -46,9 +51,15 @@ class Approval(BaseModel):
 
 def _approval(row) -> Approval:  # type: ignore[no-untyped-def]
     return Approval(
-        approval_id=row.approval_id, mission_id=row.mission_id, scope=row.scope, bound=row.bound,
-        proposal=json.loads(row.proposal_json), state=row.state, created_at=from_us(row.created_at_us),
-        expires_at=from_us(row.expires_at_us), decided_at=from_us(row.decided_at_us) if row.decided_at_us is not None else None,
+        approval_id=row.approval_id,
+        mission_id=row.mission_id,
+        scope=row.scope,
+        bound=row.bound,
+        proposal=json.loads(row.proposal_json),
+        state=row.state,
+        created_at=from_us(row.created_at_us),
+        expires_at=from_us(row.expires_at_us),
+        decided_at=from_us(row.decided_at_us) if row.decided_at_us is not None else None,
     )
 
 
@@ -66,12 +77,20 @@ class Approvals:
         now = read_clock(self.clock)
         approval_id = "auth-" + secrets.token_urlsafe(18)
         with self.store.write(lock_key=locks.mission(mission_id)) as conn:
-            conn.execute(update(a).where(a.c.mission_id == mission_id, a.c.state == "pending").values(state="superseded", decided_at_us=to_us(now)))
+            conn.execute(
+                update(a).where(a.c.mission_id == mission_id, a.c.state == "pending").values(state="superseded", decided_at_us=to_us(now))
+            )
             conn.execute(
                 insert(a).values(
-                    approval_id=approval_id, mission_id=mission_id, scope=scope, bound=bound,
-                    proposal_json=json.dumps({bound: extension}), state="pending", created_at_us=to_us(now),
-                    expires_at_us=to_us(now + ttl), decided_at_us=None,
+                    approval_id=approval_id,
+                    mission_id=mission_id,
+                    scope=scope,
+                    bound=bound,
+                    proposal_json=json.dumps({bound: extension}),
+                    state="pending",
+                    created_at_us=to_us(now),
+                    expires_at_us=to_us(now + ttl),
+                    decided_at_us=None,
                 )
             )
             conn.execute(update(m).where(m.c.mission_id == mission_id).values(status="awaiting_owner"))
@@ -103,12 +122,16 @@ class Approvals:
             if row.state != "pending":
                 raise ApprovalRejected(f"approval {approval_id} was already {row.state}; it is single-use")
             if row.expires_at_us <= now:
-                conn.execute(update(a).where(a.c.approval_id == approval_id, a.c.state == "pending").values(state="expired", decided_at_us=now))
+                conn.execute(
+                    update(a).where(a.c.approval_id == approval_id, a.c.state == "pending").values(state="expired", decided_at_us=now)
+                )
                 expired = True
             else:
                 expired = False
             mission = conn.execute(select(m).where(m.c.mission_id == row.mission_id)).first()
-            if not expired and (mission is None or mission.status != "awaiting_owner" or (scope_now is not None and scope_now != row.scope)):
+            if not expired and (
+                mission is None or mission.status != "awaiting_owner" or (scope_now is not None and scope_now != row.scope)
+            ):
                 raise ApprovalRejected(f"approval {approval_id} does not match the mission's current state or scope")
             if not expired:
                 consumed = conn.execute(
@@ -122,12 +145,14 @@ class Approvals:
                 if approve:
                     column = _EXTENDS[row.bound]
                     conn.execute(
-                        update(m).where(m.c.mission_id == row.mission_id, m.c.status == "awaiting_owner")
+                        update(m)
+                        .where(m.c.mission_id == row.mission_id, m.c.status == "awaiting_owner")
                         .values(**{column: getattr(m.c, column) + int(proposal[row.bound])}, status="open", stop_reason=None)
                     )
                 else:
                     conn.execute(
-                        update(m).where(m.c.mission_id == row.mission_id)
+                        update(m)
+                        .where(m.c.mission_id == row.mission_id)
                         .values(status="stuck", stop_reason=f"owner denied extending {row.bound}", settled_at_us=now)
                     )
         if expired:

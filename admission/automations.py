@@ -7,6 +7,7 @@ done by the service that calls ``add`` or ``edit``.
 
 from __future__ import annotations
 
+import builtins
 import json
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -21,7 +22,6 @@ from .clock import Clock, SystemClock, from_us, read_clock, to_us
 from .errors import InvalidInput, NotFound, StoreUnavailable
 from .scope import check_id
 from .store import Store
-
 
 
 class AutomationState(StrEnum):
@@ -219,7 +219,7 @@ class Automations:
         with self.store.read() as conn:
             return [_row_to_automation(row) for row in conn.execute(query)]
 
-    def scan(self, goal: str | None = None, agent: str | None = None) -> tuple[list[Automation], dict[str, str]]:
+    def scan(self, goal: str | None = None, agent: str | None = None) -> tuple[builtins.list[Automation], dict[str, str]]:
         """Every automation that decodes, and ``{automation_id: why}`` for every row that does not.
 
         One bad row must never hide the others (a host holds only what is damaged)."""
@@ -229,7 +229,7 @@ class Automations:
             query = query.where(a.c.goal_id == goal)
         if agent is not None:
             query = query.where(a.c.agent_id == agent)
-        good: list[Automation] = []
+        good: builtins.list[Automation] = []
         broken: dict[str, str] = {}
         with self.store.read() as conn:
             rows = list(conn.execute(query))

@@ -73,8 +73,14 @@ class Envelope(BaseModel):
 
     @property
     def bounded(self) -> bool:
-        return bool(self.max_turns or self.max_tool_calls or self.max_tokens or self.max_wall_seconds
-                    or self.model_allowlist is not None or self.backend_allowlist is not None)
+        return bool(
+            self.max_turns
+            or self.max_tool_calls
+            or self.max_tokens
+            or self.max_wall_seconds
+            or self.model_allowlist is not None
+            or self.backend_allowlist is not None
+        )
 
 
 def parse_compute(value: Any, field: str = "--compute") -> ComputeBlock:
@@ -94,7 +100,11 @@ def parse_compute(value: Any, field: str = "--compute") -> ComputeBlock:
             raise InvalidInput(f"{field}.{key}", f"unknown compute key{hint}")
         if key in CAPS:
             if type(item) is not int:
-                kind = "a boolean" if isinstance(item, bool) else ("NaN" if isinstance(item, float) and math.isnan(item) else type(item).__name__)
+                kind = (
+                    "a boolean"
+                    if isinstance(item, bool)
+                    else ("NaN" if isinstance(item, float) and math.isnan(item) else type(item).__name__)
+                )
                 raise InvalidInput(f"{field}.{key}", f"must be a whole number, not {kind}")
             if item < 0 or item > CAPS[key]:
                 raise InvalidInput(f"{field}.{key}", f"{item} is outside 0..{CAPS[key]} (0 means unbounded)")

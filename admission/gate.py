@@ -238,7 +238,7 @@ class Admission:
         """
         r, t = s.rules, s.starts
         with self.store.read() as conn:
-            rules = [rule for rule in conn.execute(select(r))]
+            rules = list(conn.execute(select(r)))
             agent_anchor = {
                 (g, a): v
                 for g, a, v in conn.execute(select(t.c.goal_id, t.c.agent_id, func.max(t.c.anchor_us)).group_by(t.c.goal_id, t.c.agent_id))
@@ -266,7 +266,11 @@ class Admission:
             floor = combine(goal, agent, automation, refs)
             agent_us = agent_anchor.get((goal, agent))
             lane_us = lane_anchor.get((goal, agent, automation or ""))
-            if not floor.rules or (agent_us is not None and type(agent_us) is not int) or (lane_us is not None and type(lane_us) is not int):
+            if (
+                not floor.rules
+                or (agent_us is not None and type(agent_us) is not int)
+                or (lane_us is not None and type(lane_us) is not int)
+            ):
                 out[(goal, agent, automation)] = None
                 continue
             next_us = _next_eligible_us(floor, agent_us, lane_us if automation else None)
@@ -276,9 +280,7 @@ class Admission:
     def _last_start(self, goal: str, agent: str) -> StartRecord | None:
         t = s.starts
         with self.store.read() as conn:
-            row = conn.execute(
-                select(t).where(t.c.goal_id == goal, t.c.agent_id == agent).order_by(t.c.anchor_us.desc()).limit(1)
-            ).first()
+            row = conn.execute(select(t).where(t.c.goal_id == goal, t.c.agent_id == agent).order_by(t.c.anchor_us.desc()).limit(1)).first()
         return start_from_row(row) if row is not None else None
 
     def starts(

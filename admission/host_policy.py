@@ -40,7 +40,7 @@ class HostPolicy(BaseModel):
     backoff_cap: timedelta = timedelta(minutes=60)
 
     @model_validator(mode="after")
-    def _bounds(self) -> "HostPolicy":
+    def _bounds(self) -> HostPolicy:
         for name in ("catch_up", "backoff_initial", "backoff_cap"):
             value: timedelta = getattr(self, name)
             if value < timedelta(0) or value > _MAX:

@@ -420,7 +420,9 @@ class Journal:
                 out.append(OrphanStart(turn_id, goal, agent, automation, from_us(anchor_us), str(kind), reason))
         return out
 
-    def settle_orphan_start(self, start: OrphanStart, verdict: Verdict, *, owner: str, runner_host: str, runner_pid: int) -> TurnRecord | None:
+    def settle_orphan_start(
+        self, start: OrphanStart, verdict: Verdict, *, owner: str, runner_host: str, runner_pid: int
+    ) -> TurnRecord | None:
         """Record an orphaned reservation as a settled turn and confirm its start, in one commit
         (the window stays spent: never refunded). None if a journal row appeared meanwhile."""
         t, st = s.turns, s.starts
@@ -429,18 +431,37 @@ class Journal:
         with self.store.write(lock_key=locks.turn(start.turn_id)) as conn:
             if conn.execute(select(literal(1)).where(t.c.turn_id == start.turn_id)).first() is not None:
                 return None
-            flipped = conn.execute(update(st).where(st.c.turn_id == start.turn_id, st.c.phase == "reserved").values(phase="confirmed", confirmed_at_us=now))
+            flipped = conn.execute(
+                update(st).where(st.c.turn_id == start.turn_id, st.c.phase == "reserved").values(phase="confirmed", confirmed_at_us=now)
+            )
             if flipped.rowcount != 1:
                 return None
             attempt = conn.execute(select(func.count()).where(t.c.automation_id == start.automation_id)).scalar_one() + 1
             conn.execute(
                 insert(t).values(
-                    turn_id=start.turn_id, automation_id=start.automation_id, goal_id=start.goal_id, agent_id=start.agent_id,
-                    attempt=attempt, kind=start.kind, manual_reason=start.manual_reason, runner_host=runner_host,
-                    runner_pid=runner_pid, child_pid=None, started_at_us=anchor, deadline_us=anchor, phase="settled",
-                    status=verdict.status, stop_reason=verdict.stop_reason, retryable=verdict.retryable,
-                    failure_category=verdict.failure_category, exit_code=None, settled_at_us=now, log_path=None,
-                    mission_id=None, owner_id=owner, lease_expires_us=now,
+                    turn_id=start.turn_id,
+                    automation_id=start.automation_id,
+                    goal_id=start.goal_id,
+                    agent_id=start.agent_id,
+                    attempt=attempt,
+                    kind=start.kind,
+                    manual_reason=start.manual_reason,
+                    runner_host=runner_host,
+                    runner_pid=runner_pid,
+                    child_pid=None,
+                    started_at_us=anchor,
+                    deadline_us=anchor,
+                    phase="settled",
+                    status=verdict.status,
+                    stop_reason=verdict.stop_reason,
+                    retryable=verdict.retryable,
+                    failure_category=verdict.failure_category,
+                    exit_code=None,
+                    settled_at_us=now,
+                    log_path=None,
+                    mission_id=None,
+                    owner_id=owner,
+                    lease_expires_us=now,
                 )
             )
             row = conn.execute(select(t).where(t.c.turn_id == start.turn_id)).one()

@@ -21,6 +21,7 @@ from .clock import Clock, SystemClock, from_us, read_clock, to_us
 from .errors import NotFound
 from .store import Store
 
+
 class MissionStatus(StrEnum):
     """A mission's lifecycle: open, waiting for an owner's answer, or settled."""
 
@@ -28,6 +29,8 @@ class MissionStatus(StrEnum):
     AWAITING_OWNER = "awaiting_owner"
     SUCCEEDED = "succeeded"
     STUCK = "stuck"
+
+
 _COUNTERS = {"turns": "extra_turns", "tool_calls": "extra_tool_calls", "tokens": "extra_tokens"}
 
 
@@ -100,7 +103,9 @@ class Missions:
         m = s.missions
         with self.store.read() as conn:
             row = conn.execute(
-                select(m).where(m.c.automation_id == automation_id, m.c.status.in_(("open", "awaiting_owner"))).order_by(m.c.started_at_us.desc())
+                select(m)
+                .where(m.c.automation_id == automation_id, m.c.status.in_(("open", "awaiting_owner")))
+                .order_by(m.c.started_at_us.desc())
             ).first()
         return _mission(row) if row is not None else None
 
@@ -117,17 +122,29 @@ class Missions:
         m = s.missions
         now = to_us(read_clock(self.clock))
         with self.store.write(lock_key=locks.automation(automation_id)) as conn:
-            row = conn.execute(
-                select(m).where(m.c.automation_id == automation_id, m.c.status.in_(("open", "awaiting_owner")))
-            ).first()
+            row = conn.execute(select(m).where(m.c.automation_id == automation_id, m.c.status.in_(("open", "awaiting_owner")))).first()
             if row is None:
                 mission_id = f"mis-{uuid.uuid4().hex[:16]}"
                 conn.execute(
                     insert(m).values(
-                        mission_id=mission_id, automation_id=automation_id, goal_id=goal_id, agent_id=agent_id, status="open",
-                        stop_reason=None, started_at_us=now, settled_at_us=None, turns=0, tool_calls=0, tokens=0,
-                        usage_reports=0, extra_turns=0, extra_tool_calls=0, extra_tokens=0, extra_wall_seconds=0,
-                        latch=None, problems=None,
+                        mission_id=mission_id,
+                        automation_id=automation_id,
+                        goal_id=goal_id,
+                        agent_id=agent_id,
+                        status="open",
+                        stop_reason=None,
+                        started_at_us=now,
+                        settled_at_us=None,
+                        turns=0,
+                        tool_calls=0,
+                        tokens=0,
+                        usage_reports=0,
+                        extra_turns=0,
+                        extra_tool_calls=0,
+                        extra_tokens=0,
+                        extra_wall_seconds=0,
+                        latch=None,
+                        problems=None,
                     )
                 )
                 row = conn.execute(select(m).where(m.c.mission_id == mission_id)).one()
@@ -163,7 +180,9 @@ class Missions:
     def add_usage(self, mission_id: str, tokens: int) -> Mission:
         m = s.missions
         with self.store.write(lock_key=locks.mission(mission_id)) as conn:
-            conn.execute(update(m).where(m.c.mission_id == mission_id).values(tokens=m.c.tokens + tokens, usage_reports=m.c.usage_reports + 1))
+            conn.execute(
+                update(m).where(m.c.mission_id == mission_id).values(tokens=m.c.tokens + tokens, usage_reports=m.c.usage_reports + 1)
+            )
         return self.get(mission_id)
 
     def set_latch(self, mission_id: str, reason: str | None) -> None:

@@ -96,9 +96,7 @@ class EffectiveFloor(BaseModel):
 
 def check_owner_ref(value: object) -> str:
     if not isinstance(value, str) or not _OWNER_REF.fullmatch(value):
-        raise InvalidInput(
-            "owner_ref", f"{value!r} is not a short identifier; use 1-64 letters, digits or ._:@- (no secrets)"
-        )
+        raise InvalidInput("owner_ref", f"{value!r} is not a short identifier; use 1-64 letters, digits or ._:@- (no secrets)")
     return value
 
 
@@ -162,9 +160,7 @@ def combine(goal: str, agent: str, automation: str | None, rules: list[RuleRef])
         else:
             agent_floor = max(agent_floor, rule.min_interval)
     order = {ScopeKind.GOAL: 0, ScopeKind.AGENT: 1, ScopeKind.AUTOMATION: 2}
-    active = tuple(
-        sorted((r for r in rules if r.min_interval > timedelta(0)), key=lambda r: order[r.scope.kind])
-    )
+    active = tuple(sorted((r for r in rules if r.min_interval > timedelta(0)), key=lambda r: order[r.scope.kind]))
     # Built from already-validated parts; this runs on every admission decision.
     return EffectiveFloor.model_construct(
         goal_id=goal,
@@ -291,9 +287,7 @@ class Policies:
         goal, agent, automation = scope.key()
         r = s.rules
         with self.store.read() as conn:
-            row = conn.execute(
-                select(r).where(r.c.goal_id == goal, r.c.agent_id == agent, r.c.automation_id == automation)
-            ).first()
+            row = conn.execute(select(r).where(r.c.goal_id == goal, r.c.agent_id == agent, r.c.automation_id == automation)).first()
         return rule_from_row(row) if row is not None else None
 
     def effective(self, goal: str, agent: str, automation: str | None = None) -> EffectiveFloor:

@@ -84,7 +84,9 @@ class TimerBindings:
         with self.store.read() as conn:
             return {row.automation_id: _binding(row) for row in conn.execute(select(b))}
 
-    def set_desired(self, automation_id: str, timer: str, desired: str | None, raised: bool, hold_reason: str | None, now: datetime) -> TimerBinding:
+    def set_desired(
+        self, automation_id: str, timer: str, desired: str | None, raised: bool, hold_reason: str | None, now: datetime
+    ) -> TimerBinding:
         """Record the desired schedule; a changed one needs a new apply and a new ACK."""
         b = s.timer_bindings
         with self.store.write(lock_key=locks.timer(automation_id)) as conn:
@@ -96,7 +98,15 @@ class TimerBindings:
                 conn.execute(
                     update(b)
                     .where(b.c.automation_id == automation_id)
-                    .values(desired_at_us=to_us(now), ack_state="none", acked_at_us=None, acked_observed=None, applied_at_us=None, apply_error=None, **values)
+                    .values(
+                        desired_at_us=to_us(now),
+                        ack_state="none",
+                        acked_at_us=None,
+                        acked_observed=None,
+                        applied_at_us=None,
+                        apply_error=None,
+                        **values,
+                    )
                 )
             row = conn.execute(select(b).where(b.c.automation_id == automation_id)).one()
         return _binding(row)
@@ -104,7 +114,9 @@ class TimerBindings:
     def record_apply(self, automation_id: str, now: datetime, error: str | None, host_user: str | None = None) -> None:
         b = s.timer_bindings
         with self.store.write(lock_key=locks.timer(automation_id)) as conn:
-            values = {"apply_error": error} if error is not None else {"applied_at_us": to_us(now), "apply_error": None, "host_user": host_user}
+            values = (
+                {"apply_error": error} if error is not None else {"applied_at_us": to_us(now), "apply_error": None, "host_user": host_user}
+            )
             conn.execute(update(b).where(b.c.automation_id == automation_id).values(**values))
 
     def record_observation(self, automation_id: str, state: str, text: str | None, read_at: datetime) -> None:
@@ -116,7 +128,11 @@ class TimerBindings:
         if state != "present":
             values.update(ack_state="none", acked_at_us=None, acked_observed=None)
         with self.store.write(lock_key=locks.timer(automation_id)) as conn:
-            conn.execute(update(b).where(b.c.automation_id == automation_id, b.c.observed_at_us.is_(None) | (b.c.observed_at_us <= to_us(read_at))).values(**values))
+            conn.execute(
+                update(b)
+                .where(b.c.automation_id == automation_id, b.c.observed_at_us.is_(None) | (b.c.observed_at_us <= to_us(read_at)))
+                .values(**values)
+            )
 
     def acknowledge(self, automation_id: str, desired: str, applied_at: datetime, observed: str, read_at: datetime, now: datetime) -> bool:
         """Record an accepted ACK for exactly the desired schedule and apply the caller checked
@@ -126,7 +142,14 @@ class TimerBindings:
             done = conn.execute(
                 update(b)
                 .where(b.c.automation_id == automation_id, b.c.desired == desired, b.c.applied_at_us == to_us(applied_at))
-                .values(ack_state="acked", acked_at_us=to_us(now), acked_observed=observed, observed_state="present", observed=observed, observed_at_us=to_us(read_at))
+                .values(
+                    ack_state="acked",
+                    acked_at_us=to_us(now),
+                    acked_observed=observed,
+                    observed_state="present",
+                    observed=observed,
+                    observed_at_us=to_us(read_at),
+                )
             )
         return done.rowcount == 1
 

@@ -111,7 +111,9 @@ def _racer(url: str, agent: str, worker: int, rounds: int, barrier, results) -> 
 def race(url: str, procs: int = 8, rounds: int = 20) -> Counter:  # type: ignore[type-arg]
     agent = f"race-{uuid.uuid4().hex[:8]}"
     with open_store(url) as store:
-        Policies(store, FixedClock(T0)).configure(Scope.agent("g", agent), min_interval=timedelta(hours=1), expected_revision=0, owner_ref="bench")
+        Policies(store, FixedClock(T0)).configure(
+            Scope.agent("g", agent), min_interval=timedelta(hours=1), expected_revision=0, owner_ref="bench"
+        )
     ctx = multiprocessing.get_context("spawn")
     barrier, results = ctx.Barrier(procs), ctx.Queue()
     workers = [ctx.Process(target=_racer, args=(url, agent, w, rounds, barrier, results)) for w in range(procs)]
@@ -131,8 +133,10 @@ def report(name: str, bare: float, admitted: float, denied: float, wins: Counter
     print(f"  bare durable insert+commit      {bare * 1e6:8.1f} us")
     print(f"  admitted reserve+confirm cycle  {admitted * 1e6:8.1f} us   = {cycle_ratio:.2f}x bare insert  (target <= 2.5x)")
     print(f"  denial                          {denied * 1e6:8.1f} us   admission/denial = {deny_ratio:.1f}x  (target >= 10x)")
-    print(f"  8 processes x {rounds} windows: admissions per window {sorted(set(wins.values()))}  "
-          f"({'exactly one each' if exact else 'NOT exactly one'})")
+    print(
+        f"  8 processes x {rounds} windows: admissions per window {sorted(set(wins.values()))}  "
+        f"({'exactly one each' if exact else 'NOT exactly one'})"
+    )
     return exact
 
 
@@ -155,7 +159,9 @@ def main() -> None:
         dsn = args.pg.replace("postgresql+psycopg://", "postgresql://")
         bare = _best([bare_pg(dsn, args.n) for _ in range(3)])
         runs = [floorgate_cycles(args.pg, args.n) for _ in range(3)]
-        ok &= report("postgresql", bare, _best([a for a, _ in runs]), _best([d for _, d in runs]), race(args.pg, rounds=args.rounds), args.rounds)
+        ok &= report(
+            "postgresql", bare, _best([a for a, _ in runs]), _best([d for _, d in runs]), race(args.pg, rounds=args.rounds), args.rounds
+        )
     else:
         print("[postgresql] skipped: pass --pg URL or set FLOORGATE_TEST_PG_URL")
     sys.exit(0 if ok else 1)

@@ -47,15 +47,26 @@ SCHEDULES = [
 def seed(url: str, automations: int, agents: int) -> None:
     now = datetime.now(timezone.utc)
     # Distinct start minutes per automation, as real owners' schedules would have.
-    canon = [Schedule.parse(s.replace("T0000", f"T00{m:02d}").replace("T0005", f"T00{m:02d}")).canonical() for m in range(60) for s in SCHEDULES]
+    canon = [
+        Schedule.parse(s.replace("T0000", f"T00{m:02d}").replace("T0005", f"T00{m:02d}")).canonical() for m in range(60) for s in SCHEDULES
+    ]
     host = CommandHost(argv=("true",), timeout_seconds=60).model_dump_json()
     with open_store(url) as store:
         Policies(store).configure(Scope.goal("bench"), min_interval=timedelta(days=1), expected_revision=0, owner_ref="bench")
         rows = [
             dict(
-                automation_id=f"auto-{i:05d}", goal_id="bench", agent_id=f"agent-{i % agents:04d}", schedule=canon[i % len(canon)],
-                host_spec=host, model=None, overlap="skip", state="active", state_note=None, revision=1,
-                created_at_us=to_us(now), updated_at_us=to_us(now),
+                automation_id=f"auto-{i:05d}",
+                goal_id="bench",
+                agent_id=f"agent-{i % agents:04d}",
+                schedule=canon[i % len(canon)],
+                host_spec=host,
+                model=None,
+                overlap="skip",
+                state="active",
+                state_note=None,
+                revision=1,
+                created_at_us=to_us(now),
+                updated_at_us=to_us(now),
             )
             for i in range(automations)
         ]
@@ -64,7 +75,9 @@ def seed(url: str, automations: int, agents: int) -> None:
         admission = Admission(store)
         for a in range(agents):  # every agent started an hour ago: each tick will be denied by its daily floor
             i = a  # automation auto-{a} belongs to agent a
-            admission.reserve(goal="bench", agent=f"agent-{a:04d}", automation=f"auto-{i:05d}", turn_id=f"seed-{a}", trigger_time=now - timedelta(hours=1))
+            admission.reserve(
+                goal="bench", agent=f"agent-{a:04d}", automation=f"auto-{i:05d}", turn_id=f"seed-{a}", trigger_time=now - timedelta(hours=1)
+            )
 
 
 def bare_apscheduler(n: int) -> float:

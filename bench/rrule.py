@@ -50,7 +50,9 @@ def main() -> None:
             ours_answers = [ours.next_after(p.replace(tzinfo=timezone.utc)).replace(tzinfo=None) for p in probes]
         same = ours_answers == raw_answers
         r, o = statistics.median(raw_times), statistics.median(ours_times)
-        print(f"  {label:34s} raw after() {r * 1e3:8.1f} ms   floorgate {o * 1e6:7.1f} us   = {r / o:7.0f}x faster   answers identical: {same}")
+        print(
+            f"  {label:34s} raw after() {r * 1e3:8.1f} ms   floorgate {o * 1e6:7.1f} us   = {r / o:7.0f}x faster   answers identical: {same}"
+        )
         if not same:
             raise SystemExit(f"answers differ: {ours_answers} vs {raw_answers}")
 

@@ -62,12 +62,17 @@ def parse_cron(fields: list[str]) -> CronSpec:
     if len(fields) != 5:
         raise ValueError("a cron schedule has five fields")
     sets = []
-    for text, (low, high), name in zip(fields, _RANGES, _NAMES):
+    for text, (low, high), name in zip(fields, _RANGES, _NAMES, strict=False):
         sets.append(_field(text, low, high, name))
     weekdays = frozenset(7 % 7 if d == 7 else d for d in sets[4])
     return CronSpec(
-        minutes=sets[0], hours=sets[1], days=sets[2], months=sets[3], weekdays=weekdays,
-        day_star=fields[2] == "*", weekday_star=fields[4] == "*",
+        minutes=sets[0],
+        hours=sets[1],
+        days=sets[2],
+        months=sets[3],
+        weekdays=weekdays,
+        day_star=fields[2] == "*",
+        weekday_star=fields[4] == "*",
     )
 
 

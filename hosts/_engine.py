@@ -57,9 +57,7 @@ def check_supported(recur: Recur) -> None:
     plain = any(n is None for n, _ in recur.byday)
     ordinal = any(n is not None for n, _ in recur.byday)
     if plain and ordinal and recur.bysetpos:
-        raise UnsupportedSchedule(
-            "RRULE BYDAY: plain and numbered weekdays together with BYSETPOS are not supported; split the rule"
-        )
+        raise UnsupportedSchedule("RRULE BYDAY: plain and numbered weekdays together with BYSETPOS are not supported; split the rule")
 
 
 class Engine:

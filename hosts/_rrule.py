@@ -16,8 +16,20 @@ from .errors import InvalidSchedule
 FREQS = ("YEARLY", "MONTHLY", "WEEKLY", "DAILY", "HOURLY", "MINUTELY", "SECONDLY")
 WEEKDAYS = ("MO", "TU", "WE", "TH", "FR", "SA", "SU")
 _ORDER = (
-    "FREQ", "INTERVAL", "COUNT", "UNTIL", "BYMONTH", "BYWEEKNO", "BYYEARDAY", "BYMONTHDAY", "BYDAY",
-    "BYHOUR", "BYMINUTE", "BYSECOND", "BYSETPOS", "WKST",
+    "FREQ",
+    "INTERVAL",
+    "COUNT",
+    "UNTIL",
+    "BYMONTH",
+    "BYWEEKNO",
+    "BYYEARDAY",
+    "BYMONTHDAY",
+    "BYDAY",
+    "BYHOUR",
+    "BYMINUTE",
+    "BYSECOND",
+    "BYSETPOS",
+    "WKST",
 )
 _RFC = "RFC 5545 section 3.3.10"
 _INT = re.compile(r"[+-]?\d{1,3}")

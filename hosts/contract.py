@@ -41,8 +41,9 @@ from typing import ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from .schedule import Schedule
 from admission.automations import TimerKind  # the closed set lives with the stored spec
+
+from .schedule import Schedule
 
 HORIZON = timedelta(days=400)
 
@@ -55,7 +56,7 @@ class Guarantee(StrEnum):
     SCHEDULE_ONLY = "schedule-only"  # only the armed schedule stands between fires
 
     @classmethod
-    def of(cls, capabilities: "Capabilities", *, hook_seen: bool) -> "Guarantee":
+    def of(cls, capabilities: Capabilities, *, hook_seen: bool) -> Guarantee:
         """The guarantee a host with ``capabilities`` gives (``hook_seen``: a pre-model hook has
         answered for the automation)."""
         if capabilities.launches_turns:

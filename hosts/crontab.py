@@ -109,7 +109,7 @@ class CrontabHost:
         if cron != wanted and wanted and cron and cron[0] < wanted[0] and wanted == [t for t in cron if t >= wanted[0]]:
             raise UnsupportedSchedule(f"crontab: cron has no start date; this schedule begins at {wanted[0].isoformat()}")
         if cron != wanted:
-            first = next((i for i, (a, b) in enumerate(zip(cron, wanted)) if a != b), min(len(cron), len(wanted)))
+            first = next((i for i, (a, b) in enumerate(zip(cron, wanted, strict=False)) if a != b), min(len(cron), len(wanted)))
             at = (cron[first] if first < len(cron) else wanted[first]).isoformat() if max(len(cron), len(wanted)) > first else "?"
             raise UnsupportedSchedule(
                 f"crontab: cron in {self.zone.key} would not fire at exactly the schedule's instants (first difference near {at})"
@@ -175,7 +175,9 @@ class CrontabHost:
         if result.returncode != 0:
             if "no crontab for" in result.stderr:
                 return []
-            raise HostUnavailable(f"crontab -l failed: {result.stderr.strip().splitlines()[0] if result.stderr.strip() else result.returncode}")
+            raise HostUnavailable(
+                f"crontab -l failed: {result.stderr.strip().splitlines()[0] if result.stderr.strip() else result.returncode}"
+            )
         return result.stdout.splitlines()
 
     def _managed(self, lines: list[str]) -> dict[str, str]:

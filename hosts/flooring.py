@@ -66,8 +66,17 @@ def floor_compatible(schedule: Schedule, floor: timedelta, now: datetime) -> Des
         recur is not None
         and recur.freq in _UNIT
         and recur.count is None
-        and not (recur.bymonth or recur.byweekno or recur.byyearday or recur.bymonthday or recur.byday
-                 or recur.byhour or recur.byminute or recur.bysecond or recur.bysetpos)
+        and not (
+            recur.bymonth
+            or recur.byweekno
+            or recur.byyearday
+            or recur.bymonthday
+            or recur.byday
+            or recur.byhour
+            or recur.byminute
+            or recur.bysecond
+            or recur.bysetpos
+        )
         and not schedule.exdates
     )
     if simple and recur is not None:

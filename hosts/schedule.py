@@ -73,7 +73,9 @@ class Schedule(BaseModel):
     def parse(cls, text: str, *, now: datetime | None = None, allow_floating: bool = False) -> Schedule:
         """Parse an iCalendar fragment or a friendly form; raises ``InvalidSchedule`` naming the part."""
         if not isinstance(text, str) or not text.strip():
-            raise InvalidSchedule("schedule: empty; give DTSTART;TZID=Zone:YYYYMMDDTHHMMSS and RRULE:..., or e.g. 'daily at 09:00 Europe/Berlin'")
+            raise InvalidSchedule(
+                "schedule: empty; give DTSTART;TZID=Zone:YYYYMMDDTHHMMSS and RRULE:..., or e.g. 'daily at 09:00 Europe/Berlin'"
+            )
         stripped = text.strip()
         if stripped.upper().startswith(("DTSTART", "RRULE", "EXDATE")):
             return cls._parse_ical(stripped, allow_floating)

@@ -36,7 +36,7 @@ class Settings(BaseModel):
     crontab_user: str | None = None
 
     @classmethod
-    def resolve(cls, environ: Mapping[str, str] | None = None, **flags: object) -> "Settings":
+    def resolve(cls, environ: Mapping[str, str] | None = None, **flags: object) -> Settings:
         """Settings from explicit ``flags`` (None: not given), then ``environ``, then defaults."""
         env = os.environ if environ is None else environ
 
@@ -62,7 +62,7 @@ class Floorgate:
         self.settings = settings if settings is not None else Settings()
 
     @classmethod
-    def open(cls, settings: Settings, *, clock: Clock | None = None) -> "Floorgate":
+    def open(cls, settings: Settings, *, clock: Clock | None = None) -> Floorgate:
         """Open the store the settings name and compose the services over it."""
         return cls(open_store(settings.db), clock=clock, settings=settings)
 

@@ -137,7 +137,9 @@ class AutomationService:
         """What an unsaved schedule would do under today's floors (writes nothing)."""
         _limit("--next", count, MAX_PREVIEW)
         parsed = Schedule.parse(schedule, now=read_clock(self.clock))
-        return self.readback.preview_schedule(goal=goal, agent=agent, automation_id=automation_id, schedule=parsed, timer=timer, count=count)
+        return self.readback.preview_schedule(
+            goal=goal, agent=agent, automation_id=automation_id, schedule=parsed, timer=timer, count=count
+        )
 
     def _applied(self, automation: Automation) -> Changed:
         binding = self.timers.apply(automation)

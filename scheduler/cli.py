@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from admission import (
     FloorgateError,
@@ -60,7 +61,7 @@ class Context:
         return self._store
 
     @property
-    def app(self) -> "Floorgate":
+    def app(self) -> Floorgate:
         """The application services, configured from the parsed flags and the environment."""
         if self._app is None:
             from .app import Floorgate, Settings
@@ -97,12 +98,10 @@ def add_common(parser: argparse.ArgumentParser, *, top: bool = False) -> None:
         metavar="URL",
         help="database: a SQLite file path or postgresql://... (default: $FLOORGATE_DB or ./floorgate.db)",
     )
-    parser.add_argument(
-        "--json", action="store_true", default=False if top else argparse.SUPPRESS, help="print one JSON document"
-    )
+    parser.add_argument("--json", action="store_true", default=False if top else argparse.SUPPRESS, help="print one JSON document")
 
 
-def state_dir(args: argparse.Namespace) -> "Path":
+def state_dir(args: argparse.Namespace) -> Path:
     """The state directory: --state-dir, else $FLOORGATE_STATE_DIR, else ./floorgate-state."""
     import os
     from pathlib import Path

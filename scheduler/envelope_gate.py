@@ -34,6 +34,7 @@ from admission import (
     merge,
 )
 from admission.clock import Clock, SystemClock, read_clock
+from admission.missions import MissionStatus
 from admission.policies import applicable_rules
 
 from .meters import Usage
@@ -98,7 +99,7 @@ class EnvelopeGate:
             if self.mode == "enforce":
                 reason = f"envelope unreadable, failed closed: {problem}"
                 if mission is not None:
-                    mission = self.missions.settle(mission.mission_id, "stuck", reason)
+                    mission = self.missions.settle(mission.mission_id, MissionStatus.STUCK, reason)
                 return TurnGate(mission, None, _stuck(reason))
             log.error("OBSERVE: %s runs unbounded: %s", automation.automation_id, problem)
             return TurnGate(mission, None, problem=problem)
@@ -144,12 +145,17 @@ class EnvelopeGate:
         if mission.latch is not None:
             checks.append(("latch", f"accounting latch: {mission.latch}; resolve with 'floorgate reconcile {mission.mission_id}'"))
         elif any(d.state == "dispatched" for d in self.accounting.open_dispatches(mission.mission_id)):
-            checks.append(("latch", f"accounting latch: a dispatched call was never reconciled; resolve with 'floorgate reconcile {mission.mission_id}'"))
+            checks.append(
+                (
+                    "latch",
+                    f"accounting latch: a dispatched call was never reconciled; resolve with 'floorgate reconcile {mission.mission_id}'",
+                )
+            )
         if mission.status == "awaiting_owner":
             pending = [a for a in self.approvals.pending(mission.mission_id) if a.expires_at > read_clock(self.clock)]
             if not pending and self.mode == "enforce":
                 expired = "the owner ask expired without a decision"
-                return TurnGate(self.missions.settle(mission.mission_id, "stuck", expired), envelope, _stuck(expired))
+                return TurnGate(self.missions.settle(mission.mission_id, MissionStatus.STUCK, expired), envelope, _stuck(expired))
             ask = pending[0].approval_id if pending else "?"
             checks.append(("owner", f"awaiting owner: floorgate approve {ask} or floorgate deny {ask}"))
         allow = self._allowlist_problem(automation, envelope)
@@ -168,7 +174,7 @@ class EnvelopeGate:
             if kind in ("latch", "owner"):
                 return TurnGate(mission, envelope, _stuck(reason or kind))
             if kind in ("model", "backend"):
-                return TurnGate(self.missions.settle(mission.mission_id, "stuck", reason), envelope, _stuck(reason or kind))
+                return TurnGate(self.missions.settle(mission.mission_id, MissionStatus.STUCK, reason), envelope, _stuck(reason or kind))
             value = {
                 "max_turns": envelope.max_turns + mission.extra_turns,
                 "max_tokens": envelope.max_tokens + mission.extra_tokens,
@@ -197,7 +203,7 @@ class EnvelopeGate:
             ask = self.approvals.ask(mission.mission_id, _lane(automation), bound, max(1, base // 2))
             text = f"{reason}; owner ask {ask.approval_id}"
             return TurnGate(self.missions.get(mission.mission_id), envelope, _stuck(text))
-        return TurnGate(self.missions.settle(mission.mission_id, "stuck", reason), envelope, _stuck(reason))
+        return TurnGate(self.missions.settle(mission.mission_id, MissionStatus.STUCK, reason), envelope, _stuck(reason))
 
     def exhaust(self, automation: Automation, mission: Mission, bound: str, value: int) -> Verdict:
         """Exhaustion found after a turn (wall clock, tokens): settle or ask, per on_exhausted."""
@@ -228,14 +234,14 @@ class EnvelopeGate:
             if bad:
                 reason = f"host reported {', '.join(sorted(bad))}, outside the envelope's allowlist"
                 if self.mode == "enforce":
-                    self.missions.settle(mission.mission_id, "stuck", reason)  # the mission stops here
+                    self.missions.settle(mission.mission_id, MissionStatus.STUCK, reason)  # the mission stops here
                     return verdict
                 self._observed(mission, reason)
         mission = self.missions.get(mission.mission_id)
         if verdict.stop_reason.startswith("compute bound exhausted"):
             return self.exhaust(automation, mission, "max_wall_seconds", envelope.max_wall_seconds + mission.extra_wall_seconds)
         if verdict.status == "succeeded" and mission.status == "open":
-            self.missions.settle(mission.mission_id, "succeeded", "completed")
+            self.missions.settle(mission.mission_id, MissionStatus.SUCCEEDED, "completed")
         return verdict
 
     # -- tool dispatch -------------------------------------------------------------------------
@@ -246,7 +252,7 @@ class EnvelopeGate:
         envelope, problem = self.envelope(automation.spec.goal_id, automation.spec.agent_id, automation.automation_id)
         if problem is not None:
             if self.mode == "enforce":
-                self.missions.settle(mission.mission_id, "stuck", f"envelope unreadable, failed closed: {problem}")
+                self.missions.settle(mission.mission_id, MissionStatus.STUCK, f"envelope unreadable, failed closed: {problem}")
                 return f"envelope unreadable, failed closed: {problem}"
             self._observed(mission, problem)
             return None
@@ -256,7 +262,11 @@ class EnvelopeGate:
             return f"mission {mission.mission_id} is {mission.status} ({mission.stop_reason or 'no reason recorded'})"
         counted, mission = self.missions.count(mission.mission_id, "tool_calls", envelope.max_tool_calls, enforce=self.mode == "enforce")
         if counted:
-            if self.mode == "observe" and envelope.max_tool_calls and mission.tool_calls > envelope.max_tool_calls + mission.extra_tool_calls:
+            if (
+                self.mode == "observe"
+                and envelope.max_tool_calls
+                and mission.tool_calls > envelope.max_tool_calls + mission.extra_tool_calls
+            ):
                 self._observed(mission, f"max_tool_calls={envelope.max_tool_calls} exceeded")
             return None
         gate = self._exhausted(automation, mission, envelope, "max_tool_calls", envelope.max_tool_calls + mission.extra_tool_calls)

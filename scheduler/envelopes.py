@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 from admission import Accounting, Approval, Approvals, Automations, Envelope, InvalidInput, Mission, Missions, NotFound, Store
@@ -58,10 +59,8 @@ class EnvelopeService:
         mission = self.missions.get(pending.mission_id)
         decided = self.approvals.decide(approval_id, approve, scope_now=self.lane_of(mission))
         if not approve:
-            try:
+            with contextlib.suppress(NotFound):  # a removed automation has nothing to hold
                 hold_for_stuck_mission(self.store, self.automations.get(mission.automation_id), self.clock)
-            except NotFound:
-                pass  # the automation was removed; nothing to hold
         return Decided(decided, self.missions.get(mission.mission_id))
 
     def reconcile(self, mission_id: str, *, request: str | None, tokens: int | None, release: bool, clear_latch: bool) -> Reconciled:
@@ -74,13 +73,17 @@ class EnvelopeService:
                 done.append(f"released {request}")
             elif tokens is not None:
                 dispatch, changed = self.accounting.reconcile(request, tokens)
-                done.append(f"reconciled {request}: {dispatch.actual_tokens} tokens" + ("" if changed else " (already reconciled; unchanged)"))
+                done.append(
+                    f"reconciled {request}: {dispatch.actual_tokens} tokens" + ("" if changed else " (already reconciled; unchanged)")
+                )
             else:
                 raise InvalidInput("--tokens", "give --tokens N to reconcile, or --release")
         if clear_latch:
             still = self.accounting.open_dispatches(mission.mission_id)
             if still:
-                raise InvalidInput("--clear-latch", f"{len(still)} request(s) still unreconciled: {', '.join(d.request_id for d in still[:5])}")
+                raise InvalidInput(
+                    "--clear-latch", f"{len(still)} request(s) still unreconciled: {', '.join(d.request_id for d in still[:5])}"
+                )
             if mission.latch is None:
                 done.append("no latch to clear")
             else:
@@ -97,7 +100,9 @@ class EnvelopeService:
         envelope = None
         try:
             a = self.automations.get(mission.automation_id)
-            envelope, _ = EnvelopeGate(self.store, clock=self.clock, mode="observe").envelope(a.spec.goal_id, a.spec.agent_id, a.automation_id)
+            envelope, _ = EnvelopeGate(self.store, clock=self.clock, mode="observe").envelope(
+                a.spec.goal_id, a.spec.agent_id, a.automation_id
+            )
         except NotFound:
             pass
         return MissionDetail(mission, envelope, self.approvals.pending(mission.mission_id))

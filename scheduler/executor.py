@@ -26,8 +26,8 @@ from pathlib import Path
 from admission import (
     Admission,
     Automation,
-    Automations,
     AutomationState,
+    Automations,
     Decision,
     HoldKind,
     InvalidInput,
@@ -213,7 +213,13 @@ class TurnExecutor:
             verdict = Verdict(status="denied", stop_reason=f"automation_{automation.state}", retryable=False, failure_category="policy")
             hint = "" if "automation resume" in note else f"; 'floorgate automation resume {automation.automation_id}'"
             self._settle_claimed(turn, verdict)
-            return TurnOutcome(turn_id, verdict, None, None, detail=f"{automation.automation_id} is {automation.state}{note}{hint} (or pass --manual-reason)")
+            return TurnOutcome(
+                turn_id,
+                verdict,
+                None,
+                None,
+                detail=f"{automation.automation_id} is {automation.state}{note}{hint} (or pass --manual-reason)",
+            )
         pre = self.gate.precheck(automation)
         if pre.refusal is not None:
             self._hold_if_stuck(automation, pre.refusal)
@@ -311,7 +317,9 @@ class TurnExecutor:
             log_dir.mkdir(parents=True, exist_ok=True)
         except (OSError, ValueError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            raise LogUnwritable("state_dir", f"cannot create {log_dir}: {reason}; choose a writable --state-dir (or $FLOORGATE_STATE_DIR)") from None
+            raise LogUnwritable(
+                "state_dir", f"cannot create {log_dir}: {reason}; choose a writable --state-dir (or $FLOORGATE_STATE_DIR)"
+            ) from None
         if not os.access(log_dir, os.W_OK | os.X_OK):
             raise LogUnwritable("state_dir", f"{log_dir} is not writable; choose a writable --state-dir (or $FLOORGATE_STATE_DIR)")
         return log_dir / f"{turn_id}.log"

@@ -6,8 +6,9 @@ next eligible time from these documents.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
 
 from admission import Confirmation, Decision, EffectiveFloor, Eligibility, Rule, RuleChange, StartRecord
 from admission.clock import iso
@@ -143,12 +144,12 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
     """A plain aligned text table; None shows as '-'."""
     cells = [[("-" if v is None else str(v)) for v in row] for row in rows]
     widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in cells]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=False)).rstrip()]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=False)).rstrip() for row in cells]
     return "\n".join(lines)
 
 
-def automation_doc(a: "Automation") -> dict[str, Any]:
+def automation_doc(a: Automation) -> dict[str, Any]:
     spec = a.spec
     return {
         "automation": a.automation_id,
@@ -167,7 +168,7 @@ def automation_doc(a: "Automation") -> dict[str, Any]:
     }
 
 
-def verdict_doc(v: "Verdict | None") -> dict[str, Any] | None:
+def verdict_doc(v: Verdict | None) -> dict[str, Any] | None:
     if v is None:
         return None
     return {
@@ -179,7 +180,7 @@ def verdict_doc(v: "Verdict | None") -> dict[str, Any] | None:
     }
 
 
-def turn_doc(t: "TurnRecord") -> dict[str, Any]:
+def turn_doc(t: TurnRecord) -> dict[str, Any]:
     return {
         "turn_id": t.turn_id,
         "automation": t.automation_id,
@@ -197,7 +198,7 @@ def turn_doc(t: "TurnRecord") -> dict[str, Any]:
     }
 
 
-def tick_doc(t: "Tick") -> dict[str, Any]:
+def tick_doc(t: Tick) -> dict[str, Any]:
     return {
         "nominal_at": iso(t.nominal_at),
         "actual_at": iso(t.actual_at),
@@ -208,7 +209,7 @@ def tick_doc(t: "Tick") -> dict[str, Any]:
     }
 
 
-def readback_doc(rb: "AutomationReadback") -> dict[str, Any]:
+def readback_doc(rb: AutomationReadback) -> dict[str, Any]:
     """One automation's readback as JSON (``status``, ``automation show``, the console)."""
     a, e = rb.automation, rb.eligibility
     timer = a.spec.timer if a is not None else None
@@ -228,7 +229,7 @@ def readback_doc(rb: "AutomationReadback") -> dict[str, Any]:
     }
 
 
-def agreement_text(rb: "AutomationReadback") -> str:
+def agreement_text(rb: AutomationReadback) -> str:
     """Whether the host armed what floorgate desired, in a few words."""
     b = rb.binding
     if b is None:
@@ -244,13 +245,13 @@ def agreement_text(rb: "AutomationReadback") -> str:
     return "not acked since the last change"
 
 
-def _outcome(t: "TurnRecord | None") -> str | None:
+def _outcome(t: TurnRecord | None) -> str | None:
     if t is None:
         return None
     return f"{t.verdict.status} {t.verdict.stop_reason}" if t.verdict is not None else t.phase
 
 
-def _envelope_line(rb: "AutomationReadback") -> str | None:
+def _envelope_line(rb: AutomationReadback) -> str | None:
     m, env = rb.mission, rb.envelope
     if m is None or env is None or not env.bounded:
         return None
@@ -266,13 +267,24 @@ def _envelope_line(rb: "AutomationReadback") -> str | None:
     )
 
 
-def status_text(readbacks: "Sequence[AutomationReadback]", lanes: Sequence[Eligibility]) -> str:
+def status_text(readbacks: Sequence[AutomationReadback], lanes: Sequence[Eligibility]) -> str:
     """``floorgate status`` as tables: automations, then floored lanes no automation stands for."""
     parts = []
     if readbacks:
         parts.append(
             table(
-                ["AUTOMATION", "LANE", "STATE", "NEXT_FIRE", "NEXT_ELIGIBLE_AT", "LAST_TURN", "OUTCOME", "TIMER", "DESIRED=OBSERVED", "GUARANTEE"],
+                [
+                    "AUTOMATION",
+                    "LANE",
+                    "STATE",
+                    "NEXT_FIRE",
+                    "NEXT_ELIGIBLE_AT",
+                    "LAST_TURN",
+                    "OUTCOME",
+                    "TIMER",
+                    "DESIRED=OBSERVED",
+                    "GUARANTEE",
+                ],
                 [
                     (
                         rb.automation_id,
@@ -292,7 +304,11 @@ def status_text(readbacks: "Sequence[AutomationReadback]", lanes: Sequence[Eligi
         )
         parts += [f"  {rb.automation_id}: {rb.detail}" for rb in readbacks if rb.state.value != "eligible"]
         parts += [line for rb in readbacks if (line := _envelope_line(rb)) is not None]
-        parts += [f"  {rb.automation_id}: apply failed: {rb.binding.apply_error}" for rb in readbacks if rb.binding is not None and rb.binding.apply_error]
+        parts += [
+            f"  {rb.automation_id}: apply failed: {rb.binding.apply_error}"
+            for rb in readbacks
+            if rb.binding is not None and rb.binding.apply_error
+        ]
     if lanes:
         parts.append(
             table(
@@ -331,7 +347,7 @@ def _fire_run(row: Any) -> str:
     return "yes"
 
 
-def detail_doc(d: "Detail") -> dict[str, Any]:
+def detail_doc(d: Detail) -> dict[str, Any]:
     return {
         **readback_doc(d.readback),
         "next_fire_times": [fire_doc(r) for r in d.fires],
@@ -341,7 +357,7 @@ def detail_doc(d: "Detail") -> dict[str, Any]:
     }
 
 
-def detail_text(d: "Detail") -> str:
+def detail_text(d: Detail) -> str:
     rb = d.readback
     head = [f"automation {rb.automation_id}", f"  state:          {rb.state.value} ({rb.detail})"]
     a = rb.automation
@@ -353,7 +369,8 @@ def detail_text(d: "Detail") -> str:
         f"automation {a.automation_id}  ({spec.goal_id}/{spec.agent_id}, revision {a.revision})",
         head[1],
         f"  schedule:       {spec.schedule.replace(chr(10), ' ')}",
-        f"  command:        {command_text(spec)}" + (f"  (timeout {spec.host.timeout_seconds:g}s, overlap {spec.overlap})" if spec.host else ""),
+        f"  command:        {command_text(spec)}"
+        + (f"  (timeout {spec.host.timeout_seconds:g}s, overlap {spec.overlap})" if spec.host else ""),
         f"  timer:          {spec.timer} ({rb.guarantee})",
         f"  floor:          {format_interval(floor.floor) if floor else '-'}",
         f"  next eligible:  {(iso(rb.eligibility.next_eligible_at) if rb.eligibility else None) or '-'}",
@@ -369,7 +386,7 @@ def detail_text(d: "Detail") -> str:
     return "\n".join(lines)
 
 
-def preview_doc(p: "Preview") -> dict[str, Any]:
+def preview_doc(p: Preview) -> dict[str, Any]:
     return {
         "automation": p.automation_id,
         "schedule": p.schedule.canonical() if p.schedule is not None else None,
@@ -380,7 +397,7 @@ def preview_doc(p: "Preview") -> dict[str, Any]:
     }
 
 
-def preview_text(p: "Preview") -> str:
+def preview_text(p: Preview) -> str:
     floor = format_interval(p.floor) if p.floor else "none"
     schedule = p.schedule.canonical().replace("\n", " ") if p.schedule is not None else "(nothing armed)"
     if p.blocked is not None:
@@ -392,11 +409,11 @@ def preview_text(p: "Preview") -> str:
     )
 
 
-def poke_doc(p: "Poked") -> dict[str, Any]:
+def poke_doc(p: Poked) -> dict[str, Any]:
     return {"automation": p.automation_id, "backoff_wake_at": iso(p.wake.backoff_wake_at), "next_fire_at": iso(p.readback.next_fire_at)}
 
 
-def poke_text(p: "Poked") -> str:
+def poke_text(p: Poked) -> str:
     nxt = p.readback.next_fire_at
     if nxt is None:
         return f"poked {p.automation_id}: backoff reset, but nothing fires now ({p.readback.detail})"
@@ -404,7 +421,7 @@ def poke_text(p: "Poked") -> str:
     return f"poked {p.automation_id}: next turn at {iso(nxt)}{why}"
 
 
-def binding_doc(b: "TimerBinding", guarantee: str) -> dict[str, Any]:
+def binding_doc(b: TimerBinding, guarantee: str) -> dict[str, Any]:
     return {
         "automation": b.automation_id,
         "timer": b.timer,
@@ -426,6 +443,7 @@ def binding_doc(b: "TimerBinding", guarantee: str) -> dict[str, Any]:
 
 def mission_doc(m: Any, envelope: Any = None) -> dict[str, Any]:
     """A mission's counters and what is left of its envelope (None = unbounded)."""
+
     def left(bound: int, used: int, extra: int) -> int | None:
         return max(bound + extra - used, 0) if bound else None
 

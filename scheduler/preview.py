@@ -16,7 +16,6 @@ from admission import WakeState
 from hosts import Schedule
 
 
-
 class FloorMeeting(StrEnum):
     """How a host meets a floor that has not elapsed when its timer fires."""
 

@@ -161,7 +161,7 @@ class Readback:
             return _unreadable(automation_id, str(exc))
         return self.of(automation, read_clock(self.clock), self.host_policy())
 
-    def list(self, goal: str | None = None, agent: str | None = None, automation: str | None = None) -> list[AutomationReadback]:
+    def many(self, goal: str | None = None, agent: str | None = None, automation: str | None = None) -> list[AutomationReadback]:
         """Readbacks of every automation (narrowed to a goal, agent or one id); an unreadable
         row is reported held, never hidden, and never hides the others."""
         now = read_clock(self.clock)
@@ -233,7 +233,9 @@ class Readback:
             detail = f"{detail}; ENVELOPE PROBLEM: {problem}"
         return replace(base, state=state, detail=detail, next_fire_at=next_fire, plan=plan)
 
-    def _plan(self, automation: Automation, eligibility: Eligibility, binding: TimerBinding | None, policy: HostPolicy) -> PlanInputs | None:
+    def _plan(
+        self, automation: Automation, eligibility: Eligibility, binding: TimerBinding | None, policy: HostPolicy
+    ) -> PlanInputs | None:
         """What the automation's timer host arms, and how it meets the floor (None: nothing armed)."""
         spec = automation.spec
         own = parse_canonical(spec.schedule)  # raises on an unreadable schedule: held, never guessed
@@ -267,9 +269,10 @@ class Readback:
         floor = rb.eligibility.floor.floor if rb.eligibility is not None and rb.eligibility.floor is not None else None
         status = rb.eligibility.status if rb.eligibility is not None else "unavailable"
         blocked = None
-        if rb.state in (ReadbackState.PAUSED, ReadbackState.HELD, ReadbackState.AWAITING_OWNER, ReadbackState.UNAVAILABLE):
-            blocked = rb.detail
-        elif rb.plan is None:
+        if (
+            rb.state in (ReadbackState.PAUSED, ReadbackState.HELD, ReadbackState.AWAITING_OWNER, ReadbackState.UNAVAILABLE)
+            or rb.plan is None
+        ):
             blocked = rb.detail
         rows = [] if blocked is not None else rb.fires(count, now)
         return Preview(automation_id, rb.plan.schedule if rb.plan else None, floor, status, rows, blocked)

@@ -23,7 +23,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from admission import Automations, Journal, Missions, NotFound, Store, TurnRecord, Verdict
+from admission import Automations, Journal, Missions, NotFound, Store, StoreUnavailable, TurnRecord, Verdict
 from admission.clock import Clock, SystemClock, read_clock
 
 from ._process import group_alive, kill_group
@@ -78,7 +78,9 @@ def settle_lost(store: Store, clock: Clock, record: TurnRecord, owner: str) -> T
     settled = Journal(store, clock).settle(record.turn_id, UNKNOWN, owner=owner)
     if record.mission_id is not None and _metered(store, record.automation_id):
         # What that turn spent was never reconciled: block new dispatch until an owner resolves it.
-        Missions(store, clock).set_latch(record.mission_id, f"turn {record.turn_id} ended with an unknown outcome; its usage was never reconciled")
+        Missions(store, clock).set_latch(
+            record.mission_id, f"turn {record.turn_id} ended with an unknown outcome; its usage was never reconciled"
+        )
     return settled
 
 
@@ -121,7 +123,7 @@ def recover(
     if not journal.anything_pending(now - grace):
         return Recovered(resumable=[], settled=[])
     me = owner if owner is not None else new_owner_id()
-    runner = dict(runner_host=host_identity(), runner_pid=os.getpid())
+    runner_host, runner_pid = host_identity(), os.getpid()
     automations = Automations(store, clock)
     resumable: list[TurnRecord] = []
     settled: list[TurnRecord] = []
@@ -134,7 +136,7 @@ def recover(
         if record.phase == "journaled" and not removed:
             resumable.append(record)  # the runner that resumes it takes the claim over
             continue
-        taken = journal.take_over(record, me, now + grace, **runner)
+        taken = journal.take_over(record, me, now + grace, runner_host=runner_host, runner_pid=runner_pid)
         if taken is None:
             continue  # another recoverer won the claim
         if record.phase == "journaled":
@@ -146,19 +148,16 @@ def recover(
             continue
         try:
             spec = automations.get(start.automation_id).spec if start.automation_id else None
-        except NotFound:
-            spec = None
+        except (NotFound, StoreUnavailable):
+            spec = None  # gone, or a row nobody can read: its host holds it; nothing is settled blind
         if spec is None or spec.host is None or (spec.goal_id, spec.agent_id) != (start.goal_id, start.agent_id):
             continue  # an external reservation (floorgate admit): its launcher confirms it
-        record = journal.settle_orphan_start(start, ORPHANED_RESERVATION, owner=me, **runner)
-        if record is not None:
-            settled.append(record)
+        orphan = journal.settle_orphan_start(start, ORPHANED_RESERVATION, owner=me, runner_host=runner_host, runner_pid=runner_pid)
+        if orphan is not None:
+            settled.append(orphan)
     return Recovered(resumable=resumable, settled=settled)
 
 
 def _exists(automations: Automations, automation_id: str) -> bool:
-    try:
-        automations.get(automation_id)
-    except NotFound:
-        return False
-    return True
+    """Whether the automation's row is there (readable or not: a damaged row is not a removal)."""
+    return automations.exists(automation_id)

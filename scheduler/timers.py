@@ -17,11 +17,11 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import cast
 
-from admission import Admission, Automation, Automations, AutomationState, HoldKind, InvalidInput, Store, TimerBinding, TimerBindings
+from admission import Admission, Automation, AutomationState, Automations, HoldKind, InvalidInput, Store, TimerBinding, TimerBindings
 from admission.clock import Clock, SystemClock, read_clock
 from admission.intervals import format_interval
 from hosts import InvalidSchedule, Schedule
@@ -30,8 +30,6 @@ from hosts.crontab import CrontabHost
 from hosts.errors import HostUnavailable, UnsupportedSchedule
 from hosts.flooring import floor_compatible
 from hosts.registry import HostSetup, capabilities, guarantee_of, timer_host
-
-
 
 # How long a turn a timer host launches (a crontab line) waits for a floor a moment away.
 LAUNCH_WAIT = timedelta(minutes=2)
@@ -101,9 +99,20 @@ class TimerService:
     def _cron_command(self, automation_id: str) -> str:
         url = self.store.url
         if url.startswith("sqlite:///") and not url.startswith("sqlite:////"):
-            url = "sqlite:///" + str(Path(url[len("sqlite:///"):]).resolve())
+            url = "sqlite:///" + str(Path(url[len("sqlite:///") :]).resolve())
         # cron fires on the minute; a start a moment before a floor equal to the period waits for it.
-        argv = [sys.executable, "-m", "scheduler", "--db", url, "turn", "run", automation_id, "--wait-eligible", format_interval(LAUNCH_WAIT)]
+        argv = [
+            sys.executable,
+            "-m",
+            "scheduler",
+            "--db",
+            url,
+            "turn",
+            "run",
+            automation_id,
+            "--wait-eligible",
+            format_interval(LAUNCH_WAIT),
+        ]
         if self.state_dir is not None:
             argv += ["--state-dir", str(self.state_dir.resolve())]
         return shlex.join(argv) + " >/dev/null 2>&1"
@@ -158,11 +167,17 @@ class TimerService:
         """A crontab line for another account must be able to start this installation."""
         if user is None or os.geteuid() != 0:
             return
-        probe = subprocess.run(["runuser", "-u", user, "--", sys.executable, "-c", "import scheduler"], capture_output=True, timeout=60, cwd="/")
+        probe = subprocess.run(
+            ["runuser", "-u", user, "--", sys.executable, "-c", "import scheduler"], capture_output=True, timeout=60, cwd="/"
+        )
         if probe.returncode != 0:
-            raise HostUnavailable(f"crontab: user {user} cannot run {sys.executable} with floorgate installed; install floorgate where {user} can run it")
+            raise HostUnavailable(
+                f"crontab: user {user} cannot run {sys.executable} with floorgate installed; install floorgate where {user} can run it"
+            )
 
-    def read(self, automation: Automation, *, current_rrule: str | None = None, unavailable: bool = False, wait: float = 10.0) -> Observation | None:
+    def read(
+        self, automation: Automation, *, current_rrule: str | None = None, unavailable: bool = False, wait: float = 10.0
+    ) -> Observation | None:
         """A fresh readback from the host itself (None when nothing could be observed).
         ``current_rrule``/``unavailable`` are the owner's report, for hosts floorgate cannot read;
         ``wait`` bounds how long a running ``floorgate run`` may take to answer for its timers."""
@@ -186,7 +201,9 @@ class TimerService:
             if binding is not None and binding.observed_at is not None and binding.observed_at >= asked:
                 return Observation(state=binding.observed_state or "unavailable", text=binding.observed, read_at=binding.observed_at)
             time.sleep(0.2)
-        return Observation(state="unavailable", text=None, read_at=read_clock(self.clock), detail=f"no running floorgate host answered within {wait:g}s")
+        return Observation(
+            state="unavailable", text=None, read_at=read_clock(self.clock), detail=f"no running floorgate host answered within {wait:g}s"
+        )
 
     def observe(self, automation: Automation, **kwargs) -> TimerBinding | None:  # type: ignore[no-untyped-def]
         """Read back and record what the host reports (an absent report keeps earlier facts)."""
@@ -217,7 +234,12 @@ class TimerService:
         if not self._matches(automation, observation, Schedule.parse(binding.desired)):
             return AckResult(False, f"the host armed {observation.text!r}, not the desired schedule", observation)
         stored = self.bindings.acknowledge(
-            automation.automation_id, binding.desired, binding.applied_at, observation.text or "", observation.read_at, read_clock(self.clock)
+            automation.automation_id,
+            binding.desired,
+            binding.applied_at,
+            observation.text or "",
+            observation.read_at,
+            read_clock(self.clock),
         )
         if not stored:
             return AckResult(False, "the desired schedule was re-applied during the ACK; acknowledge again", observation)

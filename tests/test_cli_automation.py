@@ -42,8 +42,19 @@ def test_add_list_show_edit_pause_resume_remove(db: str, tmp_path) -> None:  # t
 def test_preview_shows_the_floor_before_saving(db: str) -> None:
     assert cli("policy", "set", "g/a", "--min-interval", "1d", "--revision", "0", "--owner-ref", "o", db=db).returncode == 0
     r = cli(
-        "automation", "preview", "check-ci", "--goal", "g", "--agent", "a",
-        "--schedule", "DTSTART:20260101T000000Z RRULE:FREQ=MINUTELY;INTERVAL=15", "--next", "200", "--json", db=db,
+        "automation",
+        "preview",
+        "check-ci",
+        "--goal",
+        "g",
+        "--agent",
+        "a",
+        "--schedule",
+        "DTSTART:20260101T000000Z RRULE:FREQ=MINUTELY;INTERVAL=15",
+        "--next",
+        "200",
+        "--json",
+        db=db,
     )
     fires = json.loads(r.stdout)["fires"]
     runs = [f for f in fires if f["admitted"]]
@@ -90,7 +101,9 @@ def test_status_states_are_distinct(db: str, tmp_path) -> None:  # type: ignore[
     add(db, "ready", "--schedule", "every 1h")
     r = cli("automation", "add", "nohost", "--goal", "g", "--agent", "b", "--schedule", "every 1h", "--", "/no/such/cli", db=db)
     assert r.returncode == 0
-    r = cli("automation", "add", "waiting", "--goal", "g", "--agent", "c", "--schedule", "every 1h", "--", sys.executable, "-c", "pass", db=db)
+    r = cli(
+        "automation", "add", "waiting", "--goal", "g", "--agent", "c", "--schedule", "every 1h", "--", sys.executable, "-c", "pass", db=db
+    )
     assert cli("turn", "run", "waiting", db=db).returncode == 0
     r = cli("automation", "add", "off", "--goal", "g", "--agent", "d", "--schedule", "every 1h", "--", "true", db=db)
     assert cli("automation", "pause", "off", db=db).returncode == 0

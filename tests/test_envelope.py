@@ -73,11 +73,13 @@ def test_zero_and_absent_mean_unbounded_and_explicit_defaults_survive() -> None:
 
 
 def test_narrower_scopes_only_tighten() -> None:
-    envelope = merge([
-        ("g", parse_compute('{"max_turns": 40, "max_tokens": 1000, "model_allowlist": ["a", "b"]}')),
-        ("g/a", parse_compute('{"max_turns": 60, "max_tool_calls": 9}')),
-        ("g/a/x", parse_compute('{"max_tokens": 500, "model_allowlist": ["b", "c"]}')),
-    ])
+    envelope = merge(
+        [
+            ("g", parse_compute('{"max_turns": 40, "max_tokens": 1000, "model_allowlist": ["a", "b"]}')),
+            ("g/a", parse_compute('{"max_turns": 60, "max_tool_calls": 9}')),
+            ("g/a/x", parse_compute('{"max_tokens": 500, "model_allowlist": ["b", "c"]}')),
+        ]
+    )
     assert (envelope.max_turns, envelope.max_tool_calls, envelope.max_tokens, envelope.model_allowlist) == (40, 9, 500, ("b",))
 
 
@@ -101,8 +103,13 @@ def test_loosening_a_bound_needs_reduction_authorization(policies: Policies) -> 
 # -- seams -----------------------------------------------------------------------------------------
 def automation(store, clock, script="pass", *, model=None, backend=None, meter="none", timeout=30.0):  # type: ignore[no-untyped-def]
     spec = AutomationSpec(
-        goal_id="g", agent_id="a", schedule=Schedule.parse("DTSTART:20261201T090000Z RRULE:FREQ=DAILY").canonical(),
-        host=command(script, timeout), model=model, backend=backend, meter=meter,
+        goal_id="g",
+        agent_id="a",
+        schedule=Schedule.parse("DTSTART:20261201T090000Z RRULE:FREQ=DAILY").canonical(),
+        host=command(script, timeout),
+        model=model,
+        backend=backend,
+        meter=meter,
     )
     return Automations(store, clock).add("x", spec)
 
@@ -212,7 +219,7 @@ def test_reported_model_outside_the_allowlist_stops_the_mission(store, tmp_path)
 def test_malformed_block_fails_closed_in_enforce_and_runs_unbounded_in_observe(store, tmp_path) -> None:
     clock = FixedClock(T0)
     envelope(store, clock, '{"max_turns": 1}')
-    raw_sql(store, "UPDATE fg_rules SET compute_json = '{\"max_turns\": \"lots\"}'")
+    raw_sql(store, 'UPDATE fg_rules SET compute_json = \'{"max_turns": "lots"}\'')
     auto = automation(store, clock)
     closed = run(store, clock, tmp_path, auto)
     assert closed.verdict.status == "stuck" and "malformed" in closed.verdict.stop_reason
@@ -332,7 +339,12 @@ def test_reconcile_is_idempotent_and_unknown_ids_are_errors(store) -> None:
 def test_unparseable_usage_latches_the_mission_across_restarts(db_url: str, tmp_path) -> None:
     clock = FixedClock(T0)
     with open_store(db_url) as store:
-        auto = automation(store, clock, "print('{\"floorgate_usage\": 1, \"request_id\": \"r1\", \"input_tokens\": \"many\"}'); import sys; sys.exit(1)", meter="jsonl")
+        auto = automation(
+            store,
+            clock,
+            'print(\'{"floorgate_usage": 1, "request_id": "r1", "input_tokens": "many"}\'); import sys; sys.exit(1)',
+            meter="jsonl",
+        )
         run(store, clock, tmp_path, auto)
     with open_store(db_url) as store:
         auto = Automations(store, clock).get("x")
@@ -351,12 +363,25 @@ def test_pre_tool_use_refuses_the_call_that_crosses_the_bound(db_url: str) -> No
         envelope(store, clock, '{"max_tool_calls": 2}')
         automation(store, clock)
         mission = Missions(store, clock).open("x", "g", "a")
-    payload = json.dumps({"session_id": "s", "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": "rm -rf /tmp/secret"}, "tool_use_id": "toolu_1"})
+    payload = json.dumps(
+        {
+            "session_id": "s",
+            "hook_event_name": "PreToolUse",
+            "tool_name": "Bash",
+            "tool_input": {"command": "rm -rf /tmp/secret"},
+            "tool_use_id": "toolu_1",
+        }
+    )
+
     def call() -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "scheduler", "hook", "pre-tool-use", "--db", db_url, "--mission", mission.mission_id],
-            input=payload, capture_output=True, text=True, timeout=60,
+            input=payload,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
+
     assert [call().returncode for _ in range(2)] == [0, 0]
     third = call()
     assert third.returncode == 2 and "max_tool_calls=2" in third.stderr and "Bash refused" in third.stderr

@@ -38,7 +38,9 @@ def launches(path) -> int:  # type: ignore[no-untyped-def]
     [
         pytest.param("print('done')", "succeeded", "none", False, "completed", id="success"),
         pytest.param("import sys; sys.exit(3)", "failed", "task", False, "exit_code_3", id="nonzero-exit-is-task"),
-        pytest.param("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", "failed", "infra", True, "killed_by_SIGKILL", id="signal-is-infra"),
+        pytest.param(
+            "import os, signal; os.kill(os.getpid(), signal.SIGKILL)", "failed", "infra", True, "killed_by_SIGKILL", id="signal-is-infra"
+        ),
     ],
 )
 def test_verdicts(store, clock, tmp_path, script, status, category, retryable, stop_reason) -> None:
@@ -133,16 +135,37 @@ def test_output_goes_to_a_capped_log_not_the_database(store, clock, tmp_path) ->
     assert "secret-token" not in repr(dumped)
 
 
-def crashed(store, clock, turn_id: str, owner: str, *, automation: str = "x", agent: str = "a", phase: str = "journaled", lease=timedelta(seconds=30)):  # type: ignore[no-untyped-def]
+def crashed(
+    store,
+    clock,
+    turn_id: str,
+    owner: str,
+    *,
+    automation: str = "x",
+    agent: str = "a",
+    phase: str = "journaled",
+    lease=timedelta(seconds=30),
+):  # type: ignore[no-untyped-def]
     """A turn left behind by a runner ``owner``: reserved and journaled in one commit (as the
     executor does), then optionally confirmed and launched with a pid that does not exist."""
     now = clock.now()
     entry = JournalEntry(
-        turn_id=turn_id, automation_id=automation, goal_id="g", agent_id=agent, kind="automatic", manual_reason=None,
-        runner_host=owner.rpartition(":")[0], runner_pid=int(owner.split(":")[1]), owner_id=owner,
-        lease_expires=now + lease, deadline=now + timedelta(minutes=5), log_path=None,
+        turn_id=turn_id,
+        automation_id=automation,
+        goal_id="g",
+        agent_id=agent,
+        kind="automatic",
+        manual_reason=None,
+        runner_host=owner.rpartition(":")[0],
+        runner_pid=int(owner.split(":")[1]),
+        owner_id=owner,
+        lease_expires=now + lease,
+        deadline=now + timedelta(minutes=5),
+        log_path=None,
     )
-    decision = Admission(store, clock).reserve(goal="g", agent=agent, automation=automation, turn_id=turn_id, trigger_time=now, journal=entry)
+    decision = Admission(store, clock).reserve(
+        goal="g", agent=agent, automation=automation, turn_id=turn_id, trigger_time=now, journal=entry
+    )
     assert decision.admitted, decision
     journal = Journal(store, clock)
     if phase in ("confirmed", "launched"):

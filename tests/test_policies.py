@@ -64,10 +64,18 @@ def test_every_write_records_provenance(policies: Policies, clock) -> None:
     policies.configure(scope, min_interval=timedelta(minutes=30), expected_revision=1, owner_ref="bob", allow_reduction=True)
     newest, oldest = policies.history(scope)
     assert (oldest.before, oldest.after, oldest.revision, oldest.owner_ref, oldest.reduction_authorized) == (
-        None, H, 1, "alice", False,
+        None,
+        H,
+        1,
+        "alice",
+        False,
     )
     assert (newest.before, newest.after, newest.revision, newest.owner_ref, newest.reduction_authorized) == (
-        H, timedelta(minutes=30), 2, "bob", True,
+        H,
+        timedelta(minutes=30),
+        2,
+        "bob",
+        True,
     )
     assert newest.changed_at - oldest.changed_at == H
 

@@ -14,8 +14,8 @@ from admission import (
     HostPolicies,
     HostPolicy,
     RevisionConflict,
-    TickLog,
     Tick,
+    TickLog,
 )
 from hosts import Schedule
 from scheduler.app import Floorgate, Settings
@@ -37,8 +37,22 @@ CASES = [
     ("coalesce-no-floor", FloorMeeting.COALESCE, timedelta(0), None, None, [(15, 15), (30, 30), (45, 45)]),
     ("coalesce-hourly-floor", FloorMeeting.COALESCE, timedelta(0), H, 20 * M, [(15, 20), (30, None), (45, None), (60, None), (75, 80)]),
     ("wait-2m-catches-a-close-floor", FloorMeeting.WAIT, 2 * M, H, 16 * M, [(15, 16), (30, None), (45, None), (60, None), (75, 76)]),
-    ("wait-2m-loses-a-far-floor", FloorMeeting.WAIT, 2 * M, H, 20 * M, [(15, None), (30, 30), (45, None), (60, None), (75, None), (90, 90)]),
-    ("deny-inside-the-floor", FloorMeeting.DENY, timedelta(0), H, 16 * M, [(15, None), (30, 30), (45, None), (60, None), (75, None), (90, 90)]),
+    (
+        "wait-2m-loses-a-far-floor",
+        FloorMeeting.WAIT,
+        2 * M,
+        H,
+        20 * M,
+        [(15, None), (30, 30), (45, None), (60, None), (75, None), (90, 90)],
+    ),
+    (
+        "deny-inside-the-floor",
+        FloorMeeting.DENY,
+        timedelta(0),
+        H,
+        16 * M,
+        [(15, None), (30, 30), (45, None), (60, None), (75, None), (90, 90)],
+    ),
 ]
 
 
@@ -134,7 +148,7 @@ def test_one_unreadable_automation_is_held_and_hides_nothing(store, damage: str)
     add_automation(store, clock, "bad", schedule=EVERY_15M)
     add_automation(store, clock, "good", schedule=EVERY_15M)
     raw_sql(store, damage)
-    listed = {rb.automation_id: rb for rb in Readback(store, clock).list()}
+    listed = {rb.automation_id: rb for rb in Readback(store, clock).many()}
     assert set(listed) == {"bad", "good"}
     assert listed["bad"].state is ReadbackState.HELD and listed["bad"].hold is ReadbackHold.UNREADABLE
     assert listed["bad"].next_fire_at is None and "unreadable" in listed["bad"].detail
@@ -150,7 +164,7 @@ def test_host_policy_is_compare_and_set(store) -> None:  # type: ignore[no-untyp
     with pytest.raises(RevisionConflict) as conflict:
         policies.set(HostPolicy(), expected_revision=0, owner_ref="bob")
     assert conflict.value.current_revision == 1 and policies.get().policy.catch_up == 2 * H
-    raw_sql(store, "UPDATE fg_settings SET value_json = '{\"catch_up\": \"soon\"}'")
+    raw_sql(store, 'UPDATE fg_settings SET value_json = \'{"catch_up": "soon"}\'')
     from admission import StoreUnavailable
 
     with pytest.raises(StoreUnavailable, match="host policy"):

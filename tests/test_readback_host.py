@@ -6,6 +6,8 @@ from datetime import timedelta, timezone
 from pathlib import Path
 
 import pytest
+from test_host_processes import start_host, stop, wait_for
+from test_timers import TEST_USER_CAN_RUN, add, cron_user, crontab_text  # noqa: F401 (fixture)
 
 from admission import AutomationState, Automations, HoldKind, SystemClock, TickLog, TimerBindings, open_store
 from admission.clock import FixedClock
@@ -17,8 +19,6 @@ from scheduler.timers import TimerService
 
 from conftest import T0
 from helpers import add_automation, floor
-from test_host_processes import start_host, stop, wait_for
-from test_timers import TEST_USER_CAN_RUN, add, crontab_text, cron_user  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.slow
 
@@ -43,7 +43,7 @@ def test_status_show_and_preview_agree_with_a_running_host(db_url: str, tmp_path
         repo.set_state("paused", AutomationState.PAUSED, "holiday")
         repo.set_state("held", AutomationState.HELD, "mission mis-x is stuck", HoldKind.MISSION_STUCK)
         readback = Readback(store, clock)  # type: ignore[arg-type]
-        before = {rb.automation_id: rb for rb in readback.list()}
+        before = {rb.automation_id: rb for rb in readback.many()}
         catchup_row = before["catchup"].fires(1, clock.now())[0]
         assert catchup_row.fire_at == past and catchup_row.admitted
         for blocked in ("paused", "held"):
@@ -60,7 +60,9 @@ def test_status_show_and_preview_agree_with_a_running_host(db_url: str, tmp_path
             rb = Readback(store, clock).automation("floored")  # type: ignore[arg-type]
             expected = next(r for r in rb.fires(5, clock.now()) if r.admitted)
             assert rb.eligibility is not None and rb.next_fire_at == expected.runs_at == rb.eligibility.next_eligible_at
-            second = wait_for(lambda: [t for t in _admitted(store, "floored") if t.nominal_at > first.nominal_at], what="the next floored turn")[0]
+            second = wait_for(
+                lambda: [t for t in _admitted(store, "floored") if t.nominal_at > first.nominal_at], what="the next floored turn"
+            )[0]
             assert second.nominal_at == expected.fire_at  # the fire the readback named ...
             assert second.actual_at >= rb.next_fire_at  # ... started no earlier than it said
             for blocked in ("paused", "held"):

@@ -116,7 +116,11 @@ def test_fast_queries_equal_the_full_walk(record: dict) -> None:  # type: ignore
     walk = list(schedule._engine.iterate())[:400] if record["count_only"] is False else schedule.occurrences(400)
     if not walk:
         return
-    probes = {walk[0] - timedelta(seconds=1)} | set(walk[:: max(1, len(walk) // 25)]) | {o + timedelta(seconds=1) for o in walk[:: max(1, len(walk) // 25)]}
+    probes = (
+        {walk[0] - timedelta(seconds=1)}
+        | set(walk[:: max(1, len(walk) // 25)])
+        | {o + timedelta(seconds=1) for o in walk[:: max(1, len(walk) // 25)]}
+    )
     for t in sorted(probes):
         expected = next((o for o in walk if o > t), None)
         if expected is None and len(walk) == 400:

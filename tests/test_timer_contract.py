@@ -65,7 +65,7 @@ def test_every_timer_kind_has_an_adapter_implementing_every_operation() -> None:
 
 
 def test_an_unknown_kind_is_refused_by_name() -> None:
-    with pytest.raises(UnknownTimerKind, match="'cron'.*apscheduler, crontab, external"):
+    with pytest.raises(UnknownTimerKind, match=r"'cron'.*apscheduler, crontab, external"):
         timer_kind("cron")
     assert timer_kind("crontab") is TimerKind.CRONTAB
 
@@ -82,8 +82,13 @@ def test_guarantee_is_computed_from_capabilities_and_reads_as_before() -> None:
                 assert caps.needs_hook_for_guarantee
                 assert got is (Guarantee.PRE_MODEL_HOOK if hook else Guarantee.SCHEDULE_ONLY)
     launching = Capabilities(
-        can_apply=False, can_read_back=False, armed_by_runtime=False, launches_turns=True, floor_aware=False,
-        expresses=frozenset(), summary="a made-up host that launches turns",
+        can_apply=False,
+        can_read_back=False,
+        armed_by_runtime=False,
+        launches_turns=True,
+        floor_aware=False,
+        expresses=frozenset(),
+        summary="a made-up host that launches turns",
     )
     assert Guarantee.of(launching, hook_seen=False) is Guarantee.ENFORCED  # by capability, not by name
 
@@ -231,7 +236,9 @@ def test_apscheduler_apply_arms_a_live_job_and_reapply_keeps_its_next_fire() -> 
 
 # -- callers branch on capabilities, never on a kind's name -----------------------------------------
 
-KIND_SWITCH = re.compile(r"""(==|!=|\bin\b)\s*\(?\s*["'](apscheduler|crontab|external)["']|["'](apscheduler|crontab|external)["']\s*(==|!=)""")
+KIND_SWITCH = re.compile(
+    r"""(==|!=|\bin\b)\s*\(?\s*["'](apscheduler|crontab|external)["']|["'](apscheduler|crontab|external)["']\s*(==|!=)"""
+)
 CAPABILITY_CALLERS = [
     "scheduler/timers.py",
     "scheduler/commands/timers.py",
@@ -255,4 +262,3 @@ def test_the_kind_switch_pattern_catches_the_old_forms() -> None:
     for line in ('if spec.timer == "crontab":', "if timer != 'apscheduler':", 'if automation.spec.timer in ("apscheduler", "crontab"):'):
         assert KIND_SWITCH.search(line), line
     assert not KIND_SWITCH.search("kind = TimerKind.CRONTAB")
-

@@ -30,6 +30,8 @@ CRON_USER = "fgcron-test"
 def TEST_USER_CAN_RUN(user: str | None) -> None:
     """The test account cannot read this interpreter under /root; the lines it gets are only read
     back, never executed, so the runnability probe is replaced here (and tested on its own)."""
+
+
 EVERY_15 = "DTSTART:20261101T000500Z RRULE:FREQ=MINUTELY;INTERVAL=15"
 
 
@@ -53,8 +55,11 @@ def crontab_text(user: str) -> str:
 
 def add(store, clock, automation_id: str, schedule: str, timer: str, agent: str = "a"):  # type: ignore[no-untyped-def]
     spec = AutomationSpec(
-        goal_id="g", agent_id=agent, schedule=Schedule.parse(schedule).canonical(),
-        host=command("pass") if timer != "external" else None, timer=timer,  # type: ignore[arg-type]
+        goal_id="g",
+        agent_id=agent,
+        schedule=Schedule.parse(schedule).canonical(),
+        host=command("pass") if timer != "external" else None,
+        timer=timer,  # type: ignore[arg-type]
     )
     return Automations(store, clock).add(automation_id, spec)
 
@@ -188,7 +193,9 @@ def test_guarantee_readback(store, tmp_path) -> None:
     bindings = TimerBindings(store)
     assert guarantee(Automations(store, clock).get("own"), bindings.get("own")) == "enforced"
     assert guarantee(Automations(store, clock).get("ext"), bindings.get("ext")) == "schedule-only"
-    hook = run_hook(db, {"session_id": "s1", "prompt": "triage"}, "--goal", "g", "--agent", "b", "--automation", "ext", "--wake", "automatic")
+    hook = run_hook(
+        db, {"session_id": "s1", "prompt": "triage"}, "--goal", "g", "--agent", "b", "--automation", "ext", "--wake", "automatic"
+    )
     assert hook.returncode == 0, hook.stderr
     assert guarantee(Automations(store, clock).get("ext"), bindings.get("ext")) == "pre-model hook"
 
@@ -197,7 +204,10 @@ def run_hook(db: str, payload, *args: str) -> subprocess.CompletedProcess[str]: 
     stdin = payload if isinstance(payload, str) else json.dumps(payload)
     return subprocess.run(
         [sys.executable, "-m", "scheduler", "hook", "user-prompt-submit", "--db", db, *args],
-        input=stdin, capture_output=True, text=True, timeout=60,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 
@@ -218,7 +228,9 @@ def test_hook_admits_then_blocks_with_the_exact_next_time(db_url: str) -> None:
 
     assert f"before {iso(anchor + timedelta(hours=6))}" in second.stderr and "interval_wait" in second.stderr
     assert "go" not in second.stderr  # the prompt is not echoed or stored
-    manual = run_hook(db_url, payload, "--goal", "g", "--agent", "a", "--automation", "x", "--wake", "manual", "--manual-reason", "owner at keyboard")
+    manual = run_hook(
+        db_url, payload, "--goal", "g", "--agent", "a", "--automation", "x", "--wake", "manual", "--manual-reason", "owner at keyboard"
+    )
     assert manual.returncode == 0
 
 
@@ -259,7 +271,9 @@ def test_running_host_answers_an_apscheduler_ack(db_url: str, tmp_path: Path) ->
         assert not svc.ack(Automations(store).get("own"), wait=0.5).accepted  # nobody is running
     host = subprocess.Popen(
         [sys.executable, "-m", "scheduler", "run", "--db", db_url, "--state-dir", str(tmp_path / "s"), "--poll", "1s"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         with open_store(db_url) as store:
@@ -303,7 +317,9 @@ def test_hook_db_means_the_same_before_and_after_the_subcommand(db_url: str, tmp
 
     def hook() -> subprocess.CompletedProcess[str]:
         # Run in the agent's project: a hook that ignored --db would open ./floorgate.db there.
-        return subprocess.run([sys.executable, "-m", "scheduler", *argv], input=payload, capture_output=True, text=True, timeout=60, cwd=project)
+        return subprocess.run(
+            [sys.executable, "-m", "scheduler", *argv], input=payload, capture_output=True, text=True, timeout=60, cwd=project
+        )
 
     assert hook().returncode == 0
     assert hook().returncode == 2  # the floor of the store named by --db holds

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import event
+from test_executor import crashed
 
 from admission import Admission, FixedClock, Journal, Phase, SystemClock, open_store
 from admission.journal import ClaimLost
@@ -26,7 +27,6 @@ from scheduler.recovery import Recovered, orphaned, recover
 
 from conftest import T0, raw_sql
 from helpers import add_automation, floor
-from test_executor import crashed
 
 TURN = "t-1"
 
@@ -46,7 +46,10 @@ def turn_run(db_url: str, state: Path, *extra: str, pause: str | None = None) ->
         env[PAUSE_ENV] = pause
     return subprocess.Popen(
         [sys.executable, "-m", "scheduler", "turn", "run", "x", "--db", db_url, "--state-dir", str(state), *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
 
 
@@ -346,8 +349,8 @@ def test_the_journal_row_commits_with_the_reservation_or_neither_does(store, tmp
 
 
 def test_the_migration_claims_older_turns_and_never_reruns_one_that_may_have_spawned(db_url: str) -> None:
-    from alembic.runtime.environment import EnvironmentContext
     from alembic.config import Config
+    from alembic.runtime.environment import EnvironmentContext
     from alembic.script import ScriptDirectory
 
     from admission import store as store_module
@@ -364,10 +367,10 @@ def test_the_migration_claims_older_turns_and_never_reruns_one_that_may_have_spa
                 admission.confirm(turn_id)  # the old code's crash window: confirmed, then maybe spawned
         script = ScriptDirectory(str(store_module._MIGRATIONS), version_locations=[str(store_module._MIGRATIONS)])
         cfg = Config()
-        with store.write() as conn:  # back to 0005, then an older floorgate journals both turns
-            with EnvironmentContext(cfg, script, fn=lambda rev, _c: script._downgrade_revs("0005", rev), destination_rev="0005") as env:
-                env.configure(connection=conn, version_table=store_module._VERSION_TABLE)
-                env.run_migrations()
+        downgrade = EnvironmentContext(cfg, script, fn=lambda rev, _c: script._downgrade_revs("0005", rev), destination_rev="0005")
+        with store.write() as conn, downgrade as env:  # back to 0005, then an older floorgate journals both turns
+            env.configure(connection=conn, version_table=store_module._VERSION_TABLE)
+            env.run_migrations()
         for turn_id in ("legacy-reserved", "legacy-confirmed"):
             raw_sql(
                 store,

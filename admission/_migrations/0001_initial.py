@@ -53,9 +53,7 @@ def upgrade() -> None:
     )
     op.create_index("ix_fg_starts_agent_anchor", "fg_starts", ["goal_id", "agent_id", "anchor_us"])
     op.create_index("ix_fg_starts_lane_anchor", "fg_starts", ["goal_id", "agent_id", "automation_id", "anchor_us"])
-    op.create_index(
-        "ix_fg_starts_lane_trigger", "fg_starts", ["goal_id", "agent_id", "automation_id", "trigger_us"], unique=True
-    )
+    op.create_index("ix_fg_starts_lane_trigger", "fg_starts", ["goal_id", "agent_id", "automation_id", "trigger_us"], unique=True)
 
 
 def downgrade() -> None:

@@ -25,7 +25,11 @@ def upgrade() -> None:
     with op.batch_alter_table("fg_turns") as batch:
         batch.add_column(sa.Column("owner_id", sa.String(160), nullable=True))
         batch.add_column(sa.Column("lease_expires_us", sa.BigInteger, nullable=True))
-    op.execute(sa.text("UPDATE fg_turns SET owner_id = runner_host || :suffix, lease_expires_us = deadline_us WHERE owner_id IS NULL").bindparams(suffix=":legacy"))
+    op.execute(
+        sa.text("UPDATE fg_turns SET owner_id = runner_host || :suffix, lease_expires_us = deadline_us WHERE owner_id IS NULL").bindparams(
+            suffix=":legacy"
+        )
+    )
     op.execute(
         "UPDATE fg_turns SET phase = 'confirmed' WHERE phase = 'journaled' AND NOT EXISTS "
         "(SELECT 1 FROM fg_starts s WHERE s.turn_id = fg_turns.turn_id AND s.phase = 'reserved')"

@@ -5,9 +5,7 @@ from __future__ import annotations
 import argparse
 import uuid
 
-from admission import Admission, InvalidInput
-from admission.clock import iso, parse_instant, read_clock, SystemClock
-from admission.intervals import format_interval
+from admission.clock import SystemClock, iso, parse_instant, read_clock
 
 from ..cli import EXIT_DENIED, EXIT_OK, Context, add_common, add_lane
 from ..present import confirmation_doc, decision_doc, start_doc, table
@@ -75,12 +73,24 @@ def _starts(ctx: Context) -> int:
     records = ctx.app.admission.starts(args.goal, args.agent, args.automation, limit=args.limit)
     ctx.emit(
         {"starts": [start_doc(r) for r in records]},
-        lambda: table(
-            ["TURN", "LANE", "ANCHOR_AT", "TRIGGER", "PHASE", "KIND", "MANUAL_REASON"],
-            [
-                (r.turn_id, "/".join(p for p in (r.goal_id, r.agent_id, r.automation_id) if p), iso(r.anchor_at), iso(r.trigger_time), r.phase.value, r.kind.value, r.manual_reason)
-                for r in records
-            ],
-        ) if records else "no starts",
+        lambda: (
+            table(
+                ["TURN", "LANE", "ANCHOR_AT", "TRIGGER", "PHASE", "KIND", "MANUAL_REASON"],
+                [
+                    (
+                        r.turn_id,
+                        "/".join(p for p in (r.goal_id, r.agent_id, r.automation_id) if p),
+                        iso(r.anchor_at),
+                        iso(r.trigger_time),
+                        r.phase.value,
+                        r.kind.value,
+                        r.manual_reason,
+                    )
+                    for r in records
+                ],
+            )
+            if records
+            else "no starts"
+        ),
     )
     return EXIT_OK

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-from datetime import timedelta
 
 from pydantic import ValidationError
 
@@ -78,7 +77,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_common(p)
     p.set_defaults(handler=_show)
 
-    for name, helptext in (("pause", "stop ticking (owner)"), ("resume", "tick again"), ("remove", "delete the automation (its starts are kept)")):
+    for name, helptext in (
+        ("pause", "stop ticking (owner)"),
+        ("resume", "tick again"),
+        ("remove", "delete the automation (its starts are kept)"),
+    ):
         p = asub.add_parser(name, help=helptext)
         p.add_argument("automation")
         add_crontab_user(p)
@@ -188,13 +191,23 @@ def _list(ctx: Context) -> int:
     items = ctx.app.automations.list(ctx.args.goal)
     ctx.emit(
         {"automations": [automation_doc(x) for x in items]},
-        lambda: table(
-            ["AUTOMATION", "LANE", "STATE", "SCHEDULE", "COMMAND"],
-            [
-                (x.automation_id, f"{x.spec.goal_id}/{x.spec.agent_id}", x.state.value, x.spec.schedule.replace("\n", " "), command_text(x.spec))
-                for x in items
-            ],
-        ) if items else "no automations",
+        lambda: (
+            table(
+                ["AUTOMATION", "LANE", "STATE", "SCHEDULE", "COMMAND"],
+                [
+                    (
+                        x.automation_id,
+                        f"{x.spec.goal_id}/{x.spec.agent_id}",
+                        x.state.value,
+                        x.spec.schedule.replace("\n", " "),
+                        command_text(x.spec),
+                    )
+                    for x in items
+                ],
+            )
+            if items
+            else "no automations"
+        ),
     )
     return EXIT_OK
 
@@ -233,10 +246,15 @@ def _preview(ctx: Context) -> int:
     if a.schedule is not None:
         if a.goal is None or a.agent is None:
             raise InvalidInput("--goal", "previewing an unsaved schedule needs --goal and --agent")
-        result = service.preview_new(a.automation, goal=a.goal, agent=a.agent, schedule=a.schedule, timer=a.timer or DEFAULT_TIMER, count=a.count)
+        result = service.preview_new(
+            a.automation, goal=a.goal, agent=a.agent, schedule=a.schedule, timer=a.timer or DEFAULT_TIMER, count=a.count
+        )
     else:
         if a.goal is not None or a.agent is not None or a.timer is not None:
-            raise InvalidInput("--schedule", "--goal, --agent and --timer preview an unsaved schedule; give --schedule too, or only the saved automation's id")
+            raise InvalidInput(
+                "--schedule",
+                "--goal, --agent and --timer preview an unsaved schedule; give --schedule too, or only the saved automation's id",
+            )
         result = service.preview(a.automation, count=a.count)
     ctx.emit(preview_doc(result), lambda: preview_text(result))
     return EXIT_OK

@@ -26,18 +26,24 @@ def _demo(ctx: Context) -> int:
     for suffix in ("", "-wal", "-shm"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
     steps = [
-        ("An owner allows the inbox-triage agent one automatic run per day:",
-         ["policy", "set", "inbox/triage", "--min-interval", "24h", "--revision", "0", "--owner-ref", "alice"]),
-        ("The morning timer fires; admission reserves the start (phase one):",
-         ["admit", "--goal", "inbox", "--agent", "triage", "--automation", "morning", "--turn", "demo-1"]),
-        ("The host journaled its attempt, so the start is confirmed (phase two):",
-         ["confirm", "demo-1"]),
-        ("A backoff reset wakes it again a moment later; the floor holds (exit 3):",
-         ["admit", "--goal", "inbox", "--agent", "triage", "--automation", "morning", "--turn", "demo-2"]),
-        ("Readback shows why, and the exact time it may run:",
-         ["status"]),
-        ("Before saving a 15-minute schedule for the same agent, preview what the daily floor lets through:",
-         ["automation", "preview", "ci-check", "--goal", "inbox", "--agent", "triage", "--schedule", "every 15m", "--next", "6"]),
+        (
+            "An owner allows the inbox-triage agent one automatic run per day:",
+            ["policy", "set", "inbox/triage", "--min-interval", "24h", "--revision", "0", "--owner-ref", "alice"],
+        ),
+        (
+            "The morning timer fires; admission reserves the start (phase one):",
+            ["admit", "--goal", "inbox", "--agent", "triage", "--automation", "morning", "--turn", "demo-1"],
+        ),
+        ("The host journaled its attempt, so the start is confirmed (phase two):", ["confirm", "demo-1"]),
+        (
+            "A backoff reset wakes it again a moment later; the floor holds (exit 3):",
+            ["admit", "--goal", "inbox", "--agent", "triage", "--automation", "morning", "--turn", "demo-2"],
+        ),
+        ("Readback shows why, and the exact time it may run:", ["status"]),
+        (
+            "Before saving a 15-minute schedule for the same agent, preview what the daily floor lets through:",
+            ["automation", "preview", "ci-check", "--goal", "inbox", "--agent", "triage", "--schedule", "every 15m", "--next", "6"],
+        ),
     ]
     out = sys.stdout
     for say, argv in steps:

@@ -13,7 +13,10 @@ from ..present import mission_doc, table
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    for name, helptext in (("approve", "approve an owner ask: extend the mission by its stored proposal"), ("deny", "deny an owner ask: the mission stops")):
+    for name, helptext in (
+        ("approve", "approve an owner ask: extend the mission by its stored proposal"),
+        ("deny", "deny an owner ask: the mission stops"),
+    ):
         p = sub.add_parser(name, help=helptext)
         p.add_argument("approval_id", help="auth-<id> exactly as floorgate printed it")
         add_common(p)
@@ -74,10 +77,26 @@ def _list(ctx: Context) -> int:
     items = ctx.app.envelopes.list(ctx.args.automation)
     ctx.emit(
         {"missions": [mission_doc(m) for m in items]},
-        lambda: table(
-            ["MISSION", "AUTOMATION", "STATUS", "TURNS", "TOOL_CALLS", "TOKENS", "LATCH", "STOP_REASON"],
-            [(m.mission_id, m.automation_id, m.status, m.turns, m.tool_calls, m.tokens if m.usage_known else "not reported", m.latch or "-", m.stop_reason) for m in items],
-        ) if items else "no missions",
+        lambda: (
+            table(
+                ["MISSION", "AUTOMATION", "STATUS", "TURNS", "TOOL_CALLS", "TOKENS", "LATCH", "STOP_REASON"],
+                [
+                    (
+                        m.mission_id,
+                        m.automation_id,
+                        m.status,
+                        m.turns,
+                        m.tool_calls,
+                        m.tokens if m.usage_known else "not reported",
+                        m.latch or "-",
+                        m.stop_reason,
+                    )
+                    for m in items
+                ],
+            )
+            if items
+            else "no missions"
+        ),
     )
     return EXIT_OK
 
@@ -86,17 +105,28 @@ def _show(ctx: Context) -> int:
     detail = ctx.app.envelopes.show(ctx.args.mission)
     mission = detail.mission
     doc = mission_doc(mission, detail.envelope)
-    doc["pending_asks"] = [{"approval_id": x.approval_id, "bound": x.bound, "proposal": x.proposal, "expires_at": iso(x.expires_at)} for x in detail.asks]
+    doc["pending_asks"] = [
+        {"approval_id": x.approval_id, "bound": x.bound, "proposal": x.proposal, "expires_at": iso(x.expires_at)} for x in detail.asks
+    ]
 
     def text() -> str:
-        lines = [f"mission {mission.mission_id} of {mission.automation_id}: {mission.status}" + (f" ({mission.stop_reason})" if mission.stop_reason else "")]
-        lines.append(f"  turns {mission.turns}, tool calls {mission.tool_calls}, tokens {mission.tokens if mission.usage_known else 'not reported (max_tokens inert)'}")
+        lines = [
+            f"mission {mission.mission_id} of {mission.automation_id}: {mission.status}"
+            + (f" ({mission.stop_reason})" if mission.stop_reason else "")
+        ]
+        lines.append(
+            f"  turns {mission.turns}, tool calls {mission.tool_calls}, tokens {mission.tokens if mission.usage_known else 'not reported (max_tokens inert)'}"
+        )
         if "left" in doc:
-            lines.append("  left: " + ", ".join(f"{k} {'unbounded' if v is None else v}" for k, v in doc["left"].items() if k != "tokens_note"))
+            lines.append(
+                "  left: " + ", ".join(f"{k} {'unbounded' if v is None else v}" for k, v in doc["left"].items() if k != "tokens_note")
+            )
         if mission.latch:
             lines.append(f"  ACCOUNTING LATCH: {mission.latch}")
         for ask in doc["pending_asks"]:
-            lines.append(f"  awaiting owner: floorgate approve {ask['approval_id']}  (proposal {json.dumps(ask['proposal'])}, expires {ask['expires_at']})")
+            lines.append(
+                f"  awaiting owner: floorgate approve {ask['approval_id']}  (proposal {json.dumps(ask['proposal'])}, expires {ask['expires_at']})"
+            )
         return "\n".join(lines)
 
     ctx.emit(doc, text)

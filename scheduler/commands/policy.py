@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-
 import json
+from pathlib import Path
 
-from admission import InvalidInput, Policies, Scope, parse_compute
-from admission.intervals import format_interval, parse_interval
+from admission import InvalidInput, Scope, parse_compute
 from admission.clock import iso
+from admission.intervals import format_interval, parse_interval
 
 from ..cli import EXIT_OK, Context, add_common
 from ..present import change_doc, floor_doc, rule_doc, table
@@ -55,7 +55,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = psub.add_parser("set", help="set the floor at a scope (exact-revision compare-and-set)")
     _scope_args(p)
     p.add_argument("--min-interval", help="90s, 45m, 24h, 1d, 1d12h, PT24H; 0 disables")
-    p.add_argument("--compute", help='compute envelope block as JSON, e.g. \'{"max_turns": 40, "on_exhausted": "finish_stuck"}\'; {} removes it')
+    p.add_argument(
+        "--compute", help='compute envelope block as JSON, e.g. \'{"max_turns": 40, "on_exhausted": "finish_stuck"}\'; {} removes it'
+    )
     p.add_argument("--compute-file", help="read the compute block from this JSON file")
     p.add_argument("--revision", required=True, type=int, help="the revision you read (0 when no rule exists)")
     p.add_argument("--owner-ref", required=True, help="short non-sensitive id of who asked (e.g. alice)")
@@ -86,7 +88,7 @@ def _set(ctx: Context) -> int:
         compute = parse_compute(args.compute, "--compute")
     elif args.compute_file is not None:
         try:
-            text = open(args.compute_file, encoding="utf-8").read()
+            text = Path(args.compute_file).read_text(encoding="utf-8")
         except OSError as exc:
             raise InvalidInput("--compute-file", f"cannot read {args.compute_file}: {exc.strerror}") from None
         compute = parse_compute(text, "--compute-file")
@@ -113,31 +115,43 @@ def _show(ctx: Context) -> int:
     rules = policies.list(scope.goal_id if scope else None)
     if scope is not None and scope.agent_id is not None:
         # The scope, what it inherits and what narrows it; not its siblings.
-        rules = [r for r in rules if r.scope.agent_id in (None, scope.agent_id)
-                 and (scope.automation_id is None or r.scope.automation_id in (None, scope.automation_id))]
+        rules = [
+            r
+            for r in rules
+            if r.scope.agent_id in (None, scope.agent_id)
+            and (scope.automation_id is None or r.scope.automation_id in (None, scope.automation_id))
+        ]
     effective = None
     if scope is not None and scope.agent_id is not None:
         effective = policies.effective(scope.goal_id, scope.agent_id, scope.automation_id)
     doc = {"rules": [rule_doc(r) for r in rules], "effective": floor_doc(effective)}
 
     def text() -> str:
-        out = table(
-            ["SCOPE", "MIN_INTERVAL", "COMPUTE", "REVISION", "OWNER", "UPDATED"],
-            [
-                (
-                    str(r.scope),
-                    format_interval(r.min_interval) if r.active else "0 (none)",
-                    json.dumps(r.compute.doc()) if r.compute is not None else ("MALFORMED: " + r.compute_problem if r.compute_problem else None),
-                    r.revision,
-                    r.owner_ref,
-                    iso(r.updated_at),
-                )
-                for r in rules
-            ],
-        ) if rules else "no rules"
+        out = (
+            table(
+                ["SCOPE", "MIN_INTERVAL", "COMPUTE", "REVISION", "OWNER", "UPDATED"],
+                [
+                    (
+                        str(r.scope),
+                        format_interval(r.min_interval) if r.active else "0 (none)",
+                        json.dumps(r.compute.doc())
+                        if r.compute is not None
+                        else ("MALFORMED: " + r.compute_problem if r.compute_problem else None),
+                        r.revision,
+                        r.owner_ref,
+                        iso(r.updated_at),
+                    )
+                    for r in rules
+                ],
+            )
+            if rules
+            else "no rules"
+        )
         if effective is not None:
             made_by = ", ".join(f"{r.scope} {format_interval(r.min_interval)} r{r.revision}" for r in effective.rules)
-            out += f"\neffective floor for {scope}: {format_interval(effective.floor)}" + (f" (from {made_by})" if made_by else " (no rule applies)")
+            out += f"\neffective floor for {scope}: {format_interval(effective.floor)}" + (
+                f" (from {made_by})" if made_by else " (no rule applies)"
+            )
         return out
 
     ctx.emit(doc, text)
@@ -150,17 +164,27 @@ def _history(ctx: Context) -> int:
     changes = ctx.app.policies.history(scope, limit=args.limit)
     ctx.emit(
         {"history": [change_doc(c) for c in changes]},
-        lambda: table(
-            ["ID", "SCOPE", "BEFORE", "AFTER", "COMPUTE_BEFORE", "COMPUTE_AFTER", "REVISION", "OWNER", "CHANGED_AT", "REDUCTION_AUTH"],
-            [
-                (
-                    c.id, str(c.scope), format_interval(c.before) if c.before is not None else None, format_interval(c.after),
-                    json.dumps(c.compute_before) if c.compute_before is not None else None,
-                    json.dumps(c.compute_after) if c.compute_after is not None else None,
-                    c.revision, c.owner_ref, iso(c.changed_at), "yes" if c.reduction_authorized else "no",
-                )
-                for c in changes
-            ],
-        ) if changes else "no policy writes",
+        lambda: (
+            table(
+                ["ID", "SCOPE", "BEFORE", "AFTER", "COMPUTE_BEFORE", "COMPUTE_AFTER", "REVISION", "OWNER", "CHANGED_AT", "REDUCTION_AUTH"],
+                [
+                    (
+                        c.id,
+                        str(c.scope),
+                        format_interval(c.before) if c.before is not None else None,
+                        format_interval(c.after),
+                        json.dumps(c.compute_before) if c.compute_before is not None else None,
+                        json.dumps(c.compute_after) if c.compute_after is not None else None,
+                        c.revision,
+                        c.owner_ref,
+                        iso(c.changed_at),
+                        "yes" if c.reduction_authorized else "no",
+                    )
+                    for c in changes
+                ],
+            )
+            if changes
+            else "no policy writes"
+        ),
     )
     return EXIT_OK

@@ -26,7 +26,7 @@ def _status(ctx: Context) -> int:
     if a.automation is not None and a.agent is None:
         raise InvalidInput("--agent", "--automation needs --agent")
     readback = ctx.app.readback
-    readbacks = readback.list(a.goal, a.agent, a.automation)
+    readbacks = readback.many(a.goal, a.agent, a.automation)
     covered = {(rb.automation.spec.goal_id, rb.automation.spec.agent_id, rb.automation_id) for rb in readbacks if rb.automation is not None}
     lanes = readback.lanes(a.goal, a.agent, a.automation, covered)
     ctx.emit(

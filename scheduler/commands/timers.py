@@ -61,9 +61,14 @@ def _read_kwargs(ctx: Context) -> dict:  # type: ignore[type-arg]
 def _text(binding_doc_: dict) -> str:  # type: ignore[type-arg]
     d = binding_doc_
     lines = [f"automation {d['automation']} ({d['timer']} timer, guarantee: {d['guarantee']})"]
-    lines.append(f"  desired:   {d['desired'].replace(chr(10), ' ') if d['desired'] else 'HELD: ' + str(d['hold_reason'])}" + (" (raised to the floor)" if d["desired_raised"] else ""))
+    lines.append(
+        f"  desired:   {d['desired'].replace(chr(10), ' ') if d['desired'] else 'HELD: ' + str(d['hold_reason'])}"
+        + (" (raised to the floor)" if d["desired_raised"] else "")
+    )
     lines.append(f"  applied:   {d['applied_at'] or '-'}" + (f"  apply failed: {d['apply_error']}" if d["apply_error"] else ""))
-    lines.append(f"  observed:  {d['observed_state'] or 'never read'} {(d['observed'] or '').replace(chr(10), ' ')} (read {d['observed_at'] or '-'})")
+    lines.append(
+        f"  observed:  {d['observed_state'] or 'never read'} {(d['observed'] or '').replace(chr(10), ' ')} (read {d['observed_at'] or '-'})"
+    )
     lines.append(f"  ack:       {d['ack_state']}" + (f" at {d['acked_at']}" if d["acked_at"] else ""))
     return "\n".join(lines)
 
@@ -91,7 +96,10 @@ def _observed(ctx: Context) -> int:
     automation = Automations(ctx.store).get(ctx.args.automation)
     binding = svc.observe(automation, **_read_kwargs(ctx))
     if binding is None:
-        ctx.emit({"automation": automation.automation_id, "binding": None}, f"{automation.automation_id}: no timer binding yet (run 'floorgate automation apply')")
+        ctx.emit(
+            {"automation": automation.automation_id, "binding": None},
+            f"{automation.automation_id}: no timer binding yet (run 'floorgate automation apply')",
+        )
         return EXIT_OK
     doc = binding_doc(binding, guarantee(automation, binding))
     ctx.emit(doc, lambda: _text(doc))

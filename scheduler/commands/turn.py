@@ -21,13 +21,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     tsub = top.add_subparsers(dest="turn_command", metavar="ACTION", parser_class=type(top))
     tsub.required = True
     p = tsub.add_parser(
-        "run", help="run one managed turn now (first resuming or settling this automation's orphaned turns); exit 0 succeeded, 3 denied or owned by another runner, 5 failed/timed out/stuck"
+        "run",
+        help="run one managed turn now (first resuming or settling this automation's orphaned turns); exit 0 succeeded, 3 denied or owned by another runner, 5 failed/timed out/stuck",
     )
     p.add_argument("automation")
     p.add_argument("--manual-reason", help="a manual run (explicit intent): bypasses only the interval, recorded")
     p.add_argument("--turn", help="turn id; a settled id replays its settlement, a live runner's id is refused (exit 3)")
     p.add_argument("--state-dir", help="where per-turn logs go (default $FLOORGATE_STATE_DIR or ./floorgate-state)")
-    p.add_argument("--wait-eligible", default="0", help="if the floor opens within this long (e.g. 2m), wait for it instead of being denied")
+    p.add_argument(
+        "--wait-eligible", default="0", help="if the floor opens within this long (e.g. 2m), wait for it instead of being denied"
+    )
     p.add_argument("--envelope-mode", choices=["disabled", "observe", "enforce"], help="default $FLOORGATE_ENVELOPE_MODE, else enforce")
     add_common(p)
     p.set_defaults(handler=_run)
