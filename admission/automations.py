@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Collection, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from sqlalchemy import delete, insert, select, update
@@ -116,8 +116,13 @@ def _row_to_automation(row) -> Automation:  # type: ignore[no-untyped-def]
             created_at=from_us(row.created_at_us),
             updated_at=from_us(row.updated_at_us),
         )
-    except (ValidationError, ValueError, TypeError) as exc:
-        raise StoreUnavailable(f"automation {row.automation_id!r} is malformed in the store: {exc}") from None
+    except (ValidationError, ValueError, TypeError, OverflowError) as exc:
+        raise StoreUnavailable(f"automation {row.automation_id!r} is malformed in the store: {_one_line(exc)}") from None
+
+
+def _one_line(exc: Exception) -> str:
+    lines = str(exc).strip().splitlines()
+    return " ".join(line.strip() for line in lines[:3]) if lines else type(exc).__name__
 
 
 def _check_spec(spec: AutomationSpec) -> None:
@@ -173,6 +178,25 @@ class Automations:
         with self.store.read() as conn:
             return [_row_to_automation(row) for row in conn.execute(query)]
 
+    def scan(self, automation_ids: Collection[str] | None = None) -> tuple[dict[str, Automation], dict[str, str]]:
+        """Every automation (or those named) that decodes, and ``{automation_id: reason}`` for the
+        rows that do not, in one query: one corrupt row is reported, never raised, so a host or a
+        status page can hold that automation and go on with the others."""
+        a = s.automations
+        query = select(a).order_by(a.c.automation_id)
+        if automation_ids is not None:
+            query = query.where(a.c.automation_id.in_(sorted(automation_ids)))
+        found: dict[str, Automation] = {}
+        bad: dict[str, str] = {}
+        with self.store.read() as conn:
+            rows = list(conn.execute(query))
+        for row in rows:
+            try:
+                found[row.automation_id] = _row_to_automation(row)
+            except StoreUnavailable as exc:
+                bad[row.automation_id] = str(exc)
+        return found, bad
+
     def revisions(self) -> dict[str, int]:
         """automation id -> revision, for cheap change detection by a running host."""
         a = s.automations
@@ -225,6 +249,21 @@ class Automations:
         with self.store.read() as conn:
             return {row.automation_id: _wake_from_row(row) for row in conn.execute(select(w))}
 
+    def wake_scan(self) -> tuple[dict[str, WakeState], dict[str, str]]:
+        """Like ``wake_states``, but a malformed row is reported as ``{automation_id: reason}``
+        instead of failing the whole read."""
+        w = s.wake_state
+        found: dict[str, WakeState] = {}
+        bad: dict[str, str] = {}
+        with self.store.read() as conn:
+            rows = list(conn.execute(select(w)))
+        for row in rows:
+            try:
+                found[row.automation_id] = _wake_from_row(row)
+            except StoreUnavailable as exc:
+                bad[row.automation_id] = str(exc)
+        return found, bad
+
     def save_wake_state(self, state: WakeState) -> None:
         """Store the backoff chain (which ticks happened is the tick log's to say, not this row's)."""
         w = s.wake_state
@@ -241,11 +280,20 @@ class Automations:
 
 
 def _wake_from_row(row) -> WakeState:  # type: ignore[no-untyped-def]
-    return WakeState(
-        automation_id=row.automation_id,
-        backoff_step=row.backoff_step,
-        backoff_wake_at=from_us(row.backoff_wake_us) if row.backoff_wake_us is not None else None,
-    )
+    """Decode a wake-state row; malformed values raise ``StoreUnavailable`` naming the automation."""
+    try:
+        if type(row.backoff_step) is not int or row.backoff_step < 0:
+            raise ValueError(f"backoff_step must be a non-negative integer, found {row.backoff_step!r}")
+        wake_us = row.backoff_wake_us
+        if wake_us is not None and type(wake_us) is not int:
+            raise ValueError(f"backoff_wake_us must be an integer time, found {wake_us!r}")
+        return WakeState(
+            automation_id=row.automation_id,
+            backoff_step=row.backoff_step,
+            backoff_wake_at=from_us(wake_us) if wake_us is not None else None,
+        )
+    except (ValidationError, ValueError, TypeError, OverflowError) as exc:
+        raise StoreUnavailable(f"wake state of automation {row.automation_id!r} is malformed in the store: {_one_line(exc)}") from None
 
 
 def _spec_columns(spec: AutomationSpec) -> dict:  # type: ignore[type-arg]
