@@ -189,3 +189,174 @@ def test_preview_counts_the_floor_in_elapsed_time_across_dst(store) -> None:
     by_day = {r.fire_at.date().isoformat(): r.admitted for r in rows}
     # 2027-03-28 09:00 CEST is 23 hours after 2027-03-27 09:00 CET: inside a 24-hour floor.
     assert by_day == {"2027-03-25": True, "2027-03-26": True, "2027-03-27": True, "2027-03-28": False, "2027-03-29": True}
+
+
+# -- the pure trigger and the runtime's fault handling (in-process) -------------------------------
+
+from scheduler._plan import Episode, PlanInputs, Snapshot, WakeTrigger  # noqa: E402
+
+from helpers import CORRUPTIONS, corrupt  # noqa: E402
+
+
+def snapshot(schedule: str = EVERY_15M, *, floor_at=None, wake=None, last_ticked=None, catch_up=timedelta(hours=1)) -> Snapshot:  # type: ignore[no-untyped-def]
+    inputs = PlanInputs(revision=1, wake=wake or WakeState(automation_id="x"), next_eligible_at=floor_at)
+    return Snapshot("x", Schedule.parse(schedule), inputs, last_ticked, catch_up)
+
+
+def test_the_trigger_plans_from_its_snapshot_alone() -> None:
+    now = T0 + timedelta(minutes=20)
+    assert WakeTrigger(snapshot()).get_next_fire_time(None, now) == T0 + timedelta(minutes=15)  # one catch-up fire
+    assert WakeTrigger(snapshot(last_ticked=T0 + timedelta(minutes=15))).get_next_fire_time(None, now) == T0 + timedelta(minutes=30)
+    assert WakeTrigger(snapshot()).get_next_fire_time(T0 + timedelta(minutes=15), now) == T0 + timedelta(minutes=30)
+    floored = WakeTrigger(snapshot(floor_at=T0 + timedelta(minutes=50)))
+    assert floored.get_next_fire_time(T0 + timedelta(minutes=15), now) == T0 + timedelta(minutes=50)
+    backoff = WakeState(automation_id="x", backoff_step=1, backoff_wake_at=T0 + timedelta(minutes=23))
+    assert WakeTrigger(snapshot(wake=backoff)).get_next_fire_time(T0 + timedelta(minutes=15), now) == T0 + timedelta(minutes=23)
+
+
+class _Exploding:
+    def next_after(self, _after):  # type: ignore[no-untyped-def]
+        raise OverflowError("date value out of range")
+
+    last_at_or_before = next_after
+
+
+def test_the_trigger_cannot_raise_into_apschedulers_main_loop() -> None:
+    inputs = PlanInputs(revision=1, wake=WakeState(automation_id="x"), next_eligible_at=None)
+    trigger = WakeTrigger(Snapshot("x", _Exploding(), inputs, None, timedelta(hours=1)))  # type: ignore[arg-type]
+    assert trigger.get_next_fire_time(T0, T0) is None  # APScheduler drops the job; sync holds it
+    assert isinstance(trigger.failure, OverflowError)
+
+
+def _break(store) -> list[str]:  # type: ignore[no-untyped-def]
+    """Make every store access raise, and record that it was attempted."""
+    from admission import StoreUnavailable
+
+    calls: list[str] = []
+
+    def refuse(name):  # type: ignore[no-untyped-def]
+        def call(*_a, **_k):  # type: ignore[no-untyped-def]
+            calls.append(name)
+            raise StoreUnavailable(f"store down ({name})")
+
+        return call
+
+    for name in ("read", "write", "driver"):
+        setattr(store, name, refuse(name))
+    return calls
+
+
+def test_an_armed_trigger_never_reads_the_store(store, tmp_path) -> None:
+    clock = FixedClock(T0)
+    floor(store, clock, "g/a", timedelta(hours=3))
+    add_automation(store, clock, schedule="DTSTART:20261201T090000Z RRULE:FREQ=HOURLY")
+    host = runtime(store, clock, tmp_path)
+    host.sync()
+    assert host.tick("x").decision == "admitted"  # the floor now counts from T0
+    job = host.scheduler.get_job("x")
+    calls = _break(store)
+    assert job.trigger.get_next_fire_time(None, T0 + timedelta(minutes=1)) == T0 + timedelta(hours=3)
+    assert job.trigger.get_next_fire_time(T0 + timedelta(hours=3), T0 + timedelta(hours=3)) == T0 + timedelta(hours=4)
+    assert calls == []
+
+
+def test_a_tick_that_cannot_read_the_store_records_an_error_and_stays_armed(store, tmp_path) -> None:
+    import time
+
+    add_automation(store, FixedClock(T0), schedule="every 1s")
+    host = HostRuntime(store, RuntimeConfig(state_dir=tmp_path / "state", flush_every=timedelta(hours=1)))
+    host.sync()
+    _break(store)
+    host.scheduler.start()
+    try:
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and sum(t.decision == "error" for t in host._buffer) < 3:
+            time.sleep(0.05)
+        assert host.scheduler.get_job("x") is not None
+    finally:
+        host.scheduler.shutdown(wait=True)
+    errors = [t for t in host._buffer if t.decision == "error"]
+    assert len(errors) >= 3, host._buffer  # fire after fire: the timer stayed armed
+
+
+def test_store_failures_are_logged_once_per_episode(caplog) -> None:
+    import logging
+
+    from admission import StoreUnavailable
+
+    episode = Episode("sync with the store", logging.getLogger("floorgate.test"))
+    with caplog.at_level(logging.INFO, logger="floorgate.test"):
+        for _ in range(3):
+            episode.failed(StoreUnavailable("connection terminated"))
+        episode.ok()
+        episode.ok()
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2, lines
+    assert "connection terminated" in lines[0]
+    assert lines[1] == "sync with the store recovered after 3 failures"
+
+
+@pytest.mark.parametrize("direction", ["lower", "raise"])
+def test_sync_replans_when_the_floor_changes(store, tmp_path, direction: str) -> None:
+    from admission import Policies, Scope
+
+    clock = FixedClock(T0)
+    floor(store, clock, "g/a", timedelta(hours=1))
+    add_automation(store, clock, schedule=EVERY_15M)
+    host = runtime(store, clock, tmp_path)
+    host.sync()
+    assert host.tick("x").decision == "admitted"
+    assert host.scheduler.get_job("x").next_run_time == T0 + timedelta(hours=1)
+    after = timedelta(minutes=1) if direction == "lower" else timedelta(hours=5)
+    Policies(store, clock).configure(Scope.parse("g/a"), min_interval=after, expected_revision=1, owner_ref="owner", allow_reduction=True)
+    host.sync()
+    expected = T0 + timedelta(minutes=15) if direction == "lower" else T0 + timedelta(hours=5)
+    assert host.scheduler.get_job("x").next_run_time == expected
+
+
+def test_sync_replans_when_another_host_starts_the_lane(store, tmp_path) -> None:
+    from admission import Admission
+
+    clock = FixedClock(T0)
+    floor(store, clock, "g/a", timedelta(hours=1))
+    add_automation(store, clock, schedule=EVERY_15M)
+    host = runtime(store, clock, tmp_path)
+    clock.advance(timedelta(minutes=20))
+    host.sync()
+    assert host.scheduler.get_job("x").next_run_time == T0 + timedelta(minutes=15)  # the catch-up fire
+    Admission(store, clock).reserve(goal="g", agent="a", automation="x", turn_id="elsewhere", trigger_time=T0 + timedelta(minutes=15))
+    host.sync()
+    assert host.scheduler.get_job("x").next_run_time == T0 + timedelta(minutes=80)
+
+
+@pytest.mark.parametrize("kind", CORRUPTIONS)
+def test_one_bad_row_holds_only_its_automation(store, tmp_path, kind: str) -> None:
+    clock = FixedClock(T0)
+    add_automation(store, clock, automation_id="good", schedule=EVERY_15M)
+    add_automation(store, clock, automation_id="bad", schedule=EVERY_15M, agent="b")
+    floor(store, clock, "g/b", timedelta(hours=1))
+    corrupt(store, kind, "bad")
+    host = runtime(store, clock, tmp_path)
+    host.sync()
+    holds = host.holds()
+    assert list(holds) == ["bad"], holds
+    assert "'bad'" in holds["bad"] or "g/b/bad" in holds["bad"], holds
+    assert host.scheduler.get_job("bad") is None
+    assert host.scheduler.get_job("good") is not None
+    host.sync()  # stays held, without a second log line or a re-arm
+    assert host.holds() == holds and host.scheduler.get_job("bad") is None
+
+
+def test_a_held_automation_is_armed_again_once_its_row_reads(store, tmp_path) -> None:
+    from conftest import raw_sql
+
+    clock = FixedClock(T0)
+    add_automation(store, clock, automation_id="bad", schedule=EVERY_15M)
+    corrupt(store, "wake", "bad")
+    host = runtime(store, clock, tmp_path)
+    host.sync()
+    assert "wake state" in host.holds()["bad"]
+    raw_sql(store, "DELETE FROM fg_wake_state WHERE automation_id = 'bad'")
+    host.sync()
+    assert host.holds() == {}
+    assert host.scheduler.get_job("bad") is not None
