@@ -28,7 +28,20 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from admission import Admission, Automation, Automations, Journal, Store, StoreUnavailable, Tick, TickLog, TimerBindings, WakeState
+from admission import (
+    Admission,
+    Automation,
+    Automations,
+    Journal,
+    Missions,
+    Store,
+    StoreUnavailable,
+    Tick,
+    TickLog,
+    TimerBindings,
+    TurnRecord,
+    WakeState,
+)
 from admission.clock import Clock, SystemClock, read_clock
 from hosts import Schedule
 from hosts.apscheduler_timer import ApschedulerTimer
@@ -36,7 +49,7 @@ from hosts.schedule import parse_canonical
 
 from . import recovery
 from ._plan import Decoded, Episode, PlanInputs, Snapshot, WakeTrigger, decode, lane_of, next_eligible_tolerant
-from .executor import TurnExecutor, host_identity
+from .executor import TurnExecutor, host_identity, new_turn_id
 from .wake import BackoffPolicy, nominal_time
 
 log = logging.getLogger("floorgate.run")
@@ -89,12 +102,14 @@ class HostRuntime:
         self._unpublished: set[str] = set()
         self._running: dict[str, int] = {}
         self._resuming: set[str] = set()
+        self._inflight: set[str] = set()  # turn ids this process is running right now
         self._buffer: list[Tick] = []
         self._dropped = 0
         self._seq = itertools.count(1)
         self._lock = threading.Lock()
         self._arm_lock = threading.Lock()
         self._stop = threading.Event()
+        self._closing = False  # set under _arm_lock: no tick worker touches the scheduler after it
         self._threads: list[threading.Thread] = []
         self._episodes = {
             name: Episode(what, log)
@@ -139,6 +154,10 @@ class HostRuntime:
     def stop(self) -> None:
         """Stop firing, let running turns settle, flush the tick log."""
         self._stop.set()
+        with self._arm_lock:
+            # APScheduler's shutdown holds its job-store lock while it waits for running jobs; a
+            # tick re-arming its timer then would wait for that lock forever.
+            self._closing = True
         if self.scheduler.running:
             self.scheduler.shutdown(wait=True)
         for thread in self._threads:
@@ -235,7 +254,7 @@ class HostRuntime:
         first = trigger.get_next_fire_time(previous, now)
         with self._arm_lock:
             current = self._armed.get(automation_id)
-            if current is not None and current.seq > seq:
+            if self._closing or (current is not None and current.seq > seq):
                 return
             if replan and (current is None or current.trigger is None or automation_id in self._holds):
                 return  # unarmed or held meanwhile: only sync arms it again
@@ -347,15 +366,18 @@ class HostRuntime:
         self._ticked_merge({automation_id: nominal})  # a re-plan while the turn runs must not fire it again
         if automation.state != "active":
             return self._record(automation_id, nominal, fired_at, "skipped", automation.state)
-        if automation.spec.overlap == "skip" and (self._is_running(automation_id) or self.journal.unsettled(automation_id)):
+        if automation.spec.overlap == "skip" and (self._is_running(automation_id) or self._unsettled(automation_id)):
             return self._record(automation_id, nominal, fired_at, "skipped", "overlap")
+        turn_id = new_turn_id(automation_id)
         with self._lock:
             self._running[automation_id] = self._running.get(automation_id, 0) + 1
+            self._inflight.add(turn_id)
         try:
-            outcome = self.executor.run(automation, nominal=nominal)
+            outcome = self.executor.run(automation, nominal=nominal, turn_id=turn_id)
         finally:
             with self._lock:
                 self._running[automation_id] -= 1
+                self._inflight.discard(turn_id)
         decision = outcome.decision
         if decision is None:
             # The envelope refused before admission (latch, owner ask, allowlist, exhausted bound):
@@ -393,6 +415,7 @@ class HostRuntime:
     def recover(self) -> None:
         """Settle crashed turns of dead runners and resume their unconfirmed reservations."""
         recovered = recovery.recover(self.store, self.clock)
+        self._unsettled(None)
         for record in recovered.settled:
             log.warning("turn %s of %s settled as unknown outcome after its runner crashed", record.turn_id, record.automation_id)
         for record in recovered.resumable:
@@ -403,9 +426,31 @@ class HostRuntime:
             log.info("resuming turn %s of %s (its runner crashed before launching it)", record.turn_id, record.automation_id)
             self.scheduler.add_job(self._resume, args=(record.automation_id, record.turn_id), id=f"resume:{record.turn_id}", misfire_grace_time=None)
 
+    def _unsettled(self, automation_id: str | None) -> list[TurnRecord]:
+        """Unsettled turns (of one automation, or all), after settling this process's abandoned ones.
+
+        A turn journaled by this process that it is no longer running was abandoned by an executor
+        that failed mid-way (the store went away before the settlement was written). Its runner is
+        alive, so crash recovery never takes it; left alone it would be an overlap forever.
+        """
+        records = self.journal.unsettled(automation_id)
+        with self._lock:
+            abandoned = [r for r in records if r.runner_host == self.host and r.turn_id not in self._inflight]
+        for record in abandoned:
+            self.journal.settle(record.turn_id, recovery.UNKNOWN)
+            log.warning("turn %s of %s settled as unknown outcome: its settlement was lost to a store error", record.turn_id, record.automation_id)
+            automation = self._decoded.get(record.automation_id)
+            metered = automation is None or automation.automation is None or automation.automation.spec.meter != "none"
+            if record.mission_id is not None and metered:
+                Missions(self.store, self.clock).set_latch(
+                    record.mission_id, f"turn {record.turn_id} ended with an unknown outcome; its usage was never reconciled"
+                )
+        return [r for r in records if r not in abandoned]
+
     def _resume(self, automation_id: str, turn_id: str) -> None:
         with self._lock:
             self._running[automation_id] = self._running.get(automation_id, 0) + 1
+            self._inflight.add(turn_id)
         try:
             automation = self.automations.get(automation_id)
             outcome = self.executor.run(automation, turn_id=turn_id)
@@ -417,6 +462,7 @@ class HostRuntime:
             with self._lock:
                 self._running[automation_id] -= 1
                 self._resuming.discard(turn_id)
+                self._inflight.discard(turn_id)
 
     def _on_max_instances(self, event: JobSubmissionEvent) -> None:
         when = event.scheduled_run_times[-1] if event.scheduled_run_times else read_clock(self.clock)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
 import sys
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -75,3 +78,52 @@ def corrupt(store: Store, kind: str, automation_id: str) -> None:
     }
     with store.engine.begin() as conn:
         conn.execute(text(updates[kind]), {"x": automation_id})
+
+
+def start_host(db_url: str, state: Path, *extra: str) -> subprocess.Popen[str]:
+    """A real ``floorgate run`` process; its log goes to ``<state>.log`` (a file, so a chatty host
+    never blocks on a full pipe)."""
+    log = open(state.parent / f"{state.name}.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "scheduler", "run", "--db", db_url, "--state-dir", str(state), "--poll", "1s", *extra],
+        stdout=subprocess.PIPE,
+        stderr=log,
+        text=True,
+    )
+    log.close()
+    proc.log_path = state.parent / f"{state.name}.log"  # type: ignore[attr-defined]
+    return proc
+
+
+def host_log(proc: subprocess.Popen[str]) -> str:
+    return proc.log_path.read_text()  # type: ignore[attr-defined,no-any-return]
+
+
+def wait_for(predicate, timeout: float = 30.0, what: str = "condition"):  # type: ignore[no-untyped-def]
+    """Poll ``predicate`` until it returns something truthy; fail the test at the deadline."""
+    import pytest
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def stop(proc: subprocess.Popen[str], sig: int = signal.SIGTERM) -> tuple[int, str]:
+    """Signal the host, wait for it, and return (exit code, its log)."""
+    if proc.poll() is None:
+        proc.send_signal(sig)
+    try:
+        proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+    return proc.returncode, host_log(proc)
+
+
+def lines(path: Path) -> int:
+    """How many launches a ``marker_script`` recorded."""
+    return len(path.read_text().splitlines()) if path.exists() else 0

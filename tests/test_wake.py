@@ -156,7 +156,8 @@ def test_a_tick_while_a_turn_runs_is_skipped_and_counted(store, tmp_path) -> Non
     add_automation(store, clock)
     Journal(store, clock).begin(
         turn_id="running", automation_id="x", goal_id="g", agent_id="a", attempt=1, kind="automatic", manual_reason=None,
-        runner_host=f"{socket.gethostname()}:{os.getpid()}", runner_pid=os.getpid(), deadline=T0 + DAY, log_path=None,
+        # Another live runner on this machine (the test's parent process stands in for it).
+        runner_host=f"{socket.gethostname()}:{os.getppid()}", runner_pid=os.getppid(), deadline=T0 + DAY, log_path=None,
     )
     host = runtime(store, clock, tmp_path)
     tick = host.tick("x")
@@ -360,3 +361,20 @@ def test_a_held_automation_is_armed_again_once_its_row_reads(store, tmp_path) ->
     host.sync()
     assert host.holds() == {}
     assert host.scheduler.get_job("bad") is not None
+
+
+def test_a_turn_this_host_abandoned_after_a_store_error_is_settled_not_an_overlap_forever(store, tmp_path) -> None:
+    from admission import Journal
+
+    clock = FixedClock(T0)
+    add_automation(store, clock, schedule=EVERY_15M)
+    host = runtime(store, clock, tmp_path)
+    # What an executor leaves behind when the store fails before its settlement is written.
+    Journal(store, clock).begin(
+        turn_id="lost", automation_id="x", goal_id="g", agent_id="a", attempt=1, kind="automatic", manual_reason=None,
+        runner_host=host.host, runner_pid=0, deadline=T0 + DAY, log_path=None,
+    )
+    tick = host.tick("x")
+    assert tick.decision == "admitted", tick
+    lost = Journal(store, clock).get("lost")
+    assert lost.verdict is not None and lost.verdict.stop_reason == "unknown_outcome"
