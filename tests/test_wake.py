@@ -378,3 +378,28 @@ def test_a_turn_this_host_abandoned_after_a_store_error_is_settled_not_an_overla
     assert tick.decision == "admitted", tick
     lost = Journal(store, clock).get("lost")
     assert lost.verdict is not None and lost.verdict.stop_reason == "unknown_outcome"
+
+
+def test_a_trigger_that_fails_in_apschedulers_loop_holds_its_automation_and_the_others_keep_firing(store, tmp_path) -> None:
+    import time
+    from dataclasses import replace
+
+    for automation_id in ("x", "y"):
+        add_automation(store, FixedClock(T0), automation_id=automation_id, schedule="every 1s")
+    host = HostRuntime(store, RuntimeConfig(state_dir=tmp_path / "state", flush_every=timedelta(hours=1)))
+    host.tick = lambda automation_id: host._record(automation_id, T0, T0, "skipped", "test")  # type: ignore[method-assign]
+    host.sync()
+    trigger = host.scheduler.get_job("x").trigger
+    trigger.snapshot = replace(trigger.snapshot, schedule=_Exploding())  # its next plan raises inside APScheduler
+    host.scheduler.start()
+    try:
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and sum(t.automation_id == "y" for t in host._buffer) < 3:
+            time.sleep(0.05)
+        assert sum(t.automation_id == "y" for t in host._buffer) >= 3  # APScheduler's loop is alive
+        assert host.scheduler.get_job("x") is None  # the failing trigger's job was dropped, not raised
+        host.sync()
+        assert "cannot be computed" in host.holds()["x"] and "date value out of range" in host.holds()["x"]
+        assert host.scheduler.get_job("y") is not None
+    finally:
+        host.scheduler.shutdown(wait=True)
