@@ -107,7 +107,7 @@ class HostRuntime:
         self._dropped = 0
         self._seq = itertools.count(1)
         self._lock = threading.Lock()
-        self._arm_lock = threading.Lock()
+        self._arm_lock = threading.RLock()  # orders every change of a job against shutdown
         self._stop = threading.Event()
         self._closing = False  # set under _arm_lock: no tick worker touches the scheduler after it
         self._threads: list[threading.Thread] = []
@@ -329,9 +329,10 @@ class HostRuntime:
             self._holds[automation_id] = reason
         if changed:
             log.error("automation %s is held by this host: %s", automation_id, reason)
-        self._remove_job(automation_id)
-        if not keep:
-            self._armed.pop(automation_id, None)  # re-armed from scratch once the row reads again
+        with self._arm_lock:
+            self._remove_job(automation_id)
+            if not keep:
+                self._armed.pop(automation_id, None)  # re-armed from scratch once the row reads again
 
     def _release(self, automation_id: str) -> None:
         with self._lock:
@@ -341,8 +342,9 @@ class HostRuntime:
 
     def _unarm(self, automation_id: str) -> None:
         self._release(automation_id)
-        self._armed.pop(automation_id, None)
-        self._remove_job(automation_id)
+        with self._arm_lock:
+            self._armed.pop(automation_id, None)
+            self._remove_job(automation_id)
 
     def _forget(self, automation_id: str) -> None:
         self._unarm(automation_id)
@@ -531,6 +533,8 @@ class HostRuntime:
         return max(candidates) if candidates else None
 
     def _remove_job(self, automation_id: str) -> None:
+        if self._closing:
+            return  # see stop(): the scheduler is being shut down
         try:
             self.scheduler.remove_job(automation_id)
         except JobLookupError:
