@@ -76,8 +76,16 @@ class WakeTrigger(BaseTrigger):
             self.failure = exc
             return None
 
-    def __str__(self) -> str:
-        return f"floorgate[{self.snapshot.automation_id}]"
+    @property
+    def schedule(self) -> Schedule:
+        """The armed schedule (what the ApschedulerTimer adapter reads back)."""
+        return self.snapshot.schedule
+
+    def __str__(self) -> str:  # APScheduler logs it from its main loop: it must not raise either
+        try:
+            return f"floorgate[{self.snapshot.schedule.canonical()!r}]"
+        except Exception:  # noqa: BLE001
+            return f"floorgate[{self.snapshot.automation_id}]"
 
 
 @dataclass(frozen=True)

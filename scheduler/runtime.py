@@ -556,7 +556,7 @@ class HostRuntime:
         rows = []
         for automation_id in sorted(wanted):
             job = self.scheduler.get_job(automation_id)
-            desired = job.trigger.snapshot.schedule.canonical() if job is not None and isinstance(job.trigger, WakeTrigger) else None
+            desired = job.trigger.schedule.canonical() if job is not None and isinstance(job.trigger, WakeTrigger) else None
             observation = live.read(automation_id, now)
             rows.append((automation_id, "apscheduler", desired, observation.text if observation.state == "present" else None, now))
         self.timers.publish_own(rows)
