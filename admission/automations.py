@@ -7,8 +7,8 @@ done by the service that calls ``add`` or ``edit``.
 
 from __future__ import annotations
 
-import builtins
 import json
+from collections.abc import Collection
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Literal
@@ -163,7 +163,12 @@ def _row_to_automation(row) -> Automation:  # type: ignore[no-untyped-def]
             hold_kind=row.hold_kind,
         )
     except (ValidationError, ValueError, TypeError, OverflowError, RecursionError) as exc:
-        raise StoreUnavailable(f"automation {row.automation_id!r} is malformed in the store: {exc}") from None
+        raise StoreUnavailable(f"automation {row.automation_id!r} is malformed in the store: {_one_line(exc)}") from None
+
+
+def _one_line(exc: Exception) -> str:
+    lines = str(exc).strip().splitlines()
+    return " ".join(line.strip() for line in lines[:3]) if lines else type(exc).__name__
 
 
 def _check_spec(spec: AutomationSpec) -> None:
@@ -219,26 +224,30 @@ class Automations:
         with self.store.read() as conn:
             return [_row_to_automation(row) for row in conn.execute(query)]
 
-    def scan(self, goal: str | None = None, agent: str | None = None) -> tuple[builtins.list[Automation], dict[str, str]]:
-        """Every automation that decodes, and ``{automation_id: why}`` for every row that does not.
-
-        One bad row must never hide the others (a host holds only what is damaged)."""
+    def scan(
+        self, automation_ids: Collection[str] | None = None, *, goal: str | None = None, agent: str | None = None
+    ) -> tuple[dict[str, Automation], dict[str, str]]:
+        """Every automation (or those named, or of a goal/agent) that decodes, and
+        ``{automation_id: reason}`` for the rows that do not, in one query: one corrupt row is
+        reported, never raised, so a host or a status page holds that automation and goes on."""
         a = s.automations
         query = select(a).order_by(a.c.goal_id, a.c.agent_id, a.c.automation_id)
+        if automation_ids is not None:
+            query = query.where(a.c.automation_id.in_(sorted(automation_ids)))
         if goal is not None:
             query = query.where(a.c.goal_id == goal)
         if agent is not None:
             query = query.where(a.c.agent_id == agent)
-        good: builtins.list[Automation] = []
-        broken: dict[str, str] = {}
+        found: dict[str, Automation] = {}
+        bad: dict[str, str] = {}
         with self.store.read() as conn:
             rows = list(conn.execute(query))
         for row in rows:
             try:
-                good.append(_row_to_automation(row))
+                found[row.automation_id] = _row_to_automation(row)
             except StoreUnavailable as exc:
-                broken[str(row.automation_id)] = str(exc)
-        return good, broken
+                bad[str(row.automation_id)] = str(exc)
+        return found, bad
 
     def exists(self, automation_id: str) -> bool:
         """Whether a row for ``automation_id`` exists, decodable or not."""
@@ -256,7 +265,9 @@ class Automations:
         _check_spec(spec)
         return self._update(automation_id, _spec_columns(spec))
 
-    def set_state(self, automation_id: str, state: AutomationState | str, note: str | None, hold_kind: HoldKind | None = None) -> Automation:
+    def set_state(
+        self, automation_id: str, state: AutomationState | str, note: str | None, hold_kind: HoldKind | None = None
+    ) -> Automation:
         """Pause, resume or hold; a hold names its kind (``hold_kind``), every other state clears it."""
         try:
             state = AutomationState(state)
@@ -284,9 +295,7 @@ class Automations:
         now = to_us(read_clock(self.clock))
         with self.store.write(lock_key=locks.automation(automation_id)) as conn:
             done = conn.execute(
-                update(a)
-                .where(a.c.automation_id == automation_id)
-                .values(**values, revision=a.c.revision + 1, updated_at_us=now)
+                update(a).where(a.c.automation_id == automation_id).values(**values, revision=a.c.revision + 1, updated_at_us=now)
             )
             if done.rowcount != 1:
                 raise NotFound(f"automation {automation_id!r} does not exist (see 'floorgate automation list')")
@@ -307,6 +316,21 @@ class Automations:
         with self.store.read() as conn:
             return {row.automation_id: _wake_from_row(row) for row in conn.execute(select(w))}
 
+    def wake_scan(self) -> tuple[dict[str, WakeState], dict[str, str]]:
+        """Like ``wake_states``, but a malformed row is reported as ``{automation_id: reason}``
+        instead of failing the whole read."""
+        w = s.wake_state
+        found: dict[str, WakeState] = {}
+        bad: dict[str, str] = {}
+        with self.store.read() as conn:
+            rows = list(conn.execute(select(w)))
+        for row in rows:
+            try:
+                found[row.automation_id] = _wake_from_row(row)
+            except StoreUnavailable as exc:
+                bad[row.automation_id] = str(exc)
+        return found, bad
+
     def save_wake_state(self, state: WakeState) -> None:
         """Store the backoff chain (which ticks happened is the tick log's to say, not this row's)."""
         w = s.wake_state
@@ -323,11 +347,20 @@ class Automations:
 
 
 def _wake_from_row(row) -> WakeState:  # type: ignore[no-untyped-def]
-    return WakeState(
-        automation_id=row.automation_id,
-        backoff_step=row.backoff_step,
-        backoff_wake_at=from_us(row.backoff_wake_us) if row.backoff_wake_us is not None else None,
-    )
+    """Decode a wake-state row; malformed values raise ``StoreUnavailable`` naming the automation."""
+    try:
+        if type(row.backoff_step) is not int or row.backoff_step < 0:
+            raise ValueError(f"backoff_step must be a non-negative integer, found {row.backoff_step!r}")
+        wake_us = row.backoff_wake_us
+        if wake_us is not None and type(wake_us) is not int:
+            raise ValueError(f"backoff_wake_us must be an integer time, found {wake_us!r}")
+        return WakeState(
+            automation_id=row.automation_id,
+            backoff_step=row.backoff_step,
+            backoff_wake_at=from_us(wake_us) if wake_us is not None else None,
+        )
+    except (ValidationError, ValueError, TypeError, OverflowError) as exc:
+        raise StoreUnavailable(f"wake state of automation {row.automation_id!r} is malformed in the store: {_one_line(exc)}") from None
 
 
 def _spec_columns(spec: AutomationSpec) -> dict:  # type: ignore[type-arg]

@@ -83,14 +83,30 @@ class TickLog:
             rows = conn.execute(query)
             return {aid: from_us(value) for aid, value in rows if value is not None}
 
+    def last_nominal_scan(self) -> tuple[dict[str, datetime], dict[str, str]]:
+        """Like ``last_nominal()`` for every automation, but an automation whose latest nominal time
+        is malformed is reported as ``{automation_id: reason}`` instead of failing the whole read."""
+        k = s.ticks
+        query = select(k.c.automation_id, func.max(k.c.nominal_us)).group_by(k.c.automation_id)
+        found: dict[str, datetime] = {}
+        bad: dict[str, str] = {}
+        with self.store.read() as conn:
+            rows = list(conn.execute(query))
+        for automation_id, value in rows:
+            if value is None:
+                continue
+            try:
+                if type(value) is not int:
+                    raise TypeError(f"found {value!r}")
+                found[automation_id] = from_us(value)
+            except (TypeError, ValueError, OverflowError) as exc:
+                bad[automation_id] = f"the tick log of automation {automation_id!r} has a malformed nominal time: {exc}"
+        return found, bad
+
     def counters(self, automation_id: str) -> dict[str, dict[str, int]]:
         """decision -> reason -> count, over all recorded ticks of the automation."""
         k = s.ticks
-        query = (
-            select(k.c.decision, k.c.reason, func.count())
-            .where(k.c.automation_id == automation_id)
-            .group_by(k.c.decision, k.c.reason)
-        )
+        query = select(k.c.decision, k.c.reason, func.count()).where(k.c.automation_id == automation_id).group_by(k.c.decision, k.c.reason)
         out: dict[str, dict[str, int]] = {}
         with self.store.read() as conn:
             for decision, reason, count in conn.execute(query):

@@ -110,8 +110,8 @@ class AutomationService:
         return Poked(automation_id, state, self.readback.automation(automation_id))
 
     def list(self, goal: str | None = None) -> list[Automation]:
-        found, _broken = self.repo.scan(goal)
-        return found
+        found, _broken = self.repo.scan(goal=goal)
+        return list(found.values())
 
     def show(self, automation_id: str, *, fires: int, ticks: int) -> Detail:
         """Everything ``automation show`` prints, from one readback."""

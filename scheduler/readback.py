@@ -166,8 +166,8 @@ class Readback:
         row is reported held, never hidden, and never hides the others."""
         now = read_clock(self.clock)
         policy = self.host_policy()
-        found, broken = self.automations.scan(goal, agent)
-        out = [self.of(a, now, policy) for a in found if automation is None or a.automation_id == automation]
+        found, broken = self.automations.scan(goal=goal, agent=agent)
+        out = [self.of(a, now, policy) for a in found.values() if automation is None or a.automation_id == automation]
         out += [_unreadable(aid, reason) for aid, reason in broken.items() if automation is None or aid == automation]
         return sorted(out, key=lambda r: (r.automation.spec.goal_id if r.automation else "", r.automation_id))
 

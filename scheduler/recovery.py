@@ -93,6 +93,8 @@ def _metered(store: Store, automation_id: str) -> bool:
         return Automations(store).get(automation_id).spec.meter != "none"
     except NotFound:
         return False
+    except StoreUnavailable:
+        return True  # cannot tell: latch, so an owner looks at it
 
 
 @dataclass(frozen=True)

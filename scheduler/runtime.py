@@ -1,40 +1,66 @@
 """``floorgate run``: the host runtime. One APScheduler 3 timer per active automation.
 
 The store is the truth: APScheduler keeps its jobs in memory, never shared between processes. A
-sync loop picks up added, edited, paused and poked automations within ``poll`` seconds. Missed
-ticks coalesce (at most one catch-up tick, within the catch-up window); every tick passes
-admission, so several hosts ticking one automation still give one start per window. Ticks are
-recorded in batches. SIGINT/SIGTERM stop the timers, let running turns settle, flush, and exit.
+sync loop picks up added, edited, paused and poked automations, changed floors and other hosts'
+starts within ``poll`` seconds. Missed ticks coalesce (at most one catch-up tick, within the
+catch-up window); every tick passes admission, so several hosts ticking one automation still give
+one start per window. Ticks are recorded in batches. SIGINT/SIGTERM stop the timers, let running
+turns settle, flush, and exit.
+
+Faults: triggers are pure (``_plan.WakeTrigger``), so a store error can never reach APScheduler's
+main loop. Every store read or write on every thread is caught, logged once per episode and
+retried; a tick that fails is recorded as an error tick and its timer stays armed. A row that
+cannot be decoded holds its automation in memory (``holds()``) and never the host. Crashed turns of
+other runners are recovered every few polls, not only at start.
 """
 
 from __future__ import annotations
 
+import itertools
+import contextlib
 import logging
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from apscheduler.events import EVENT_JOB_MAX_INSTANCES, JobSubmissionEvent
 from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.background import BackgroundScheduler
-from apscheduler.triggers.base import BaseTrigger
-from admission import Admission, Automation, Automations, Journal, Store, Tick, TickLog, TimerBindings, WakeState
+
+from admission import (
+    Admission,
+    Automation,
+    Automations,
+    Journal,
+    Store,
+    StoreUnavailable,
+    Tick,
+    TickLog,
+    TimerBindings,
+    TurnRecord,
+    WakeState,
+)
 from admission.clock import Clock, SystemClock, read_clock
 from hosts import Schedule
 from hosts.apscheduler_timer import ApschedulerTimer
 from hosts.schedule import parse_canonical
 
-from .executor import TurnExecutor, host_identity
-from .recovery import recover
-from .wake import BackoffPolicy, next_wake, nominal_time
+from . import recovery
+from ._plan import Decoded, Episode, PlanInputs, Snapshot, WakeTrigger, decode, lane_of, next_eligible_tolerant
+from .executor import TurnExecutor, host_identity, new_turn_id
+from .wake import BackoffPolicy, nominal_time
 
 log = logging.getLogger("floorgate.run")
+
+MAX_BUFFERED_TICKS = 100_000  # while the store is down; beyond this the oldest ticks are dropped
 
 
 @dataclass(frozen=True)
 class RuntimeConfig:
-    """How the host runs. ``catch_up`` bounds how old a missed tick may be and still fire once."""
+    """How the host runs. ``catch_up`` bounds how old a missed tick may be and still fire once;
+    ``recover_every`` is how many polls pass between two recoveries of crashed turns."""
 
     state_dir: Path
     poll: timedelta = timedelta(seconds=2)
@@ -42,32 +68,16 @@ class RuntimeConfig:
     workers: int = 8
     flush_every: timedelta = timedelta(seconds=1)
     backoff: BackoffPolicy = field(default_factory=BackoffPolicy)
+    recover_every: int = 5
 
 
 @dataclass(frozen=True)
-class ArmHint:
-    """Facts read in bulk by ``sync`` for arming a timer, so arming 10,000 timers is not 30,000 reads."""
+class _Armed:
+    """What a timer was last armed with. ``trigger`` None: nothing left to fire (schedule ended)."""
 
-    wake: WakeState
-    last_ticked: datetime | None
-    next_eligible_at: datetime | None
-
-
-class WakeTrigger(BaseTrigger):
-    """An APScheduler trigger for one automation: its schedule, its backoff, never before the floor."""
-
-    def __init__(self, runtime: "HostRuntime", automation: Automation, schedule: Schedule, hint: ArmHint | None = None) -> None:
-        self.runtime = runtime
-        self.automation = automation
-        self.schedule = schedule
-        self._hint = hint
-
-    def get_next_fire_time(self, previous_fire_time, now):  # type: ignore[no-untyped-def]
-        hint, self._hint = self._hint, None  # bulk facts are fresh only for the first arming
-        return self.runtime.plan(self.automation, self.schedule, previous_fire_time, now, hint)
-
-    def __str__(self) -> str:
-        return f"floorgate[{self.schedule.canonical()!r}]"
+    snapshot: Snapshot
+    trigger: WakeTrigger | None
+    seq: int
 
 
 class HostRuntime:
@@ -84,15 +94,34 @@ class HostRuntime:
         self.ticklog = TickLog(store)
         self.timers = TimerBindings(store)
         self.executor = TurnExecutor(store, state_dir=config.state_dir, clock=self.clock, host=self.host)
-        self._known: dict[str, tuple[int, WakeState]] = {}
+        self._decoded: dict[str, Decoded] = {}
+        self._armed: dict[str, _Armed] = {}
+        self._holds: dict[str, str] = {}
         self._ticked: dict[str, datetime] = {}
-        self._ticked_complete = False
+        self._bad_ticks: dict[str, str] = {}
         self._unpublished: set[str] = set()
         self._running: dict[str, int] = {}
+        self._resuming: set[str] = set()
+        self._inflight: set[str] = set()  # turn ids this process is running right now
         self._buffer: list[Tick] = []
+        self._dropped = 0
+        self._seq = itertools.count(1)
         self._lock = threading.Lock()
+        self._arm_lock = threading.RLock()  # orders every change of a job against shutdown
         self._stop = threading.Event()
+        self._closing = False  # set under _arm_lock: no tick worker touches the scheduler after it
         self._threads: list[threading.Thread] = []
+        self._episodes = {
+            name: Episode(what, log)
+            for name, what in (
+                ("sync", "sync with the store"),
+                ("publish", "publishing timer readbacks"),
+                ("flush", "recording ticks"),
+                ("recover", "recovery of crashed turns"),
+                ("replan", "re-planning a timer after its tick"),
+            )
+        }
+        self._tick_episodes: dict[str, Episode] = {}
         self.scheduler = BackgroundScheduler(
             timezone=timezone.utc,
             executors={"default": ThreadPoolExecutor(max_workers=config.workers)},
@@ -108,14 +137,16 @@ class HostRuntime:
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
-        recovered = recover(self.store, self.clock)
-        for record in recovered.settled:
-            log.warning("turn %s of %s settled as unknown outcome after a host crash", record.turn_id, record.automation_id)
-        self.sync()
+        """Recover, arm every timer and start the loops; a store that fails here is retried by them."""
+        self._guarded("recover", self.recover)
+        self._guarded("sync", self.sync)
         self.scheduler.start()
-        for record in recovered.resumable:
-            self.scheduler.add_job(self._resume, args=(record.automation_id, record.turn_id), id=f"resume:{record.turn_id}")
-        for target, name in ((self._sync_loop, "floorgate-sync"), (self._flush_loop, "floorgate-ticks")):
+        loops = (
+            (self._sync_loop, "floorgate-sync"),
+            (self._flush_loop, "floorgate-ticks"),
+            (self._recovery_loop, "floorgate-recovery"),
+        )
+        for target, name in loops:
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
@@ -123,112 +154,241 @@ class HostRuntime:
     def stop(self) -> None:
         """Stop firing, let running turns settle, flush the tick log."""
         self._stop.set()
+        with self._arm_lock:
+            # APScheduler's shutdown holds its job-store lock while it waits for running jobs; a
+            # tick re-arming its timer then would wait for that lock forever.
+            self._closing = True
         if self.scheduler.running:
             self.scheduler.shutdown(wait=True)
         for thread in self._threads:
             thread.join(timeout=10)
-        self.flush()
+        self._guarded("flush", self.flush)
 
     def wait(self, timeout: float | None = None) -> bool:
         return self._stop.wait(timeout)
 
+    def holds(self) -> dict[str, str]:
+        """automation id -> why this host keeps it un-armed (a row it cannot decode or plan)."""
+        with self._lock:
+            return dict(self._holds)
+
+    def _guarded(self, name: str, step) -> bool:  # type: ignore[no-untyped-def]
+        episode = self._episodes[name]
+        try:
+            step()
+        except Exception as exc:
+            episode.failed(exc)
+            return False
+        episode.ok()
+        return True
+
     # -- timers ------------------------------------------------------------------------------
     def sync(self) -> None:
-        """Make the timers match the store: add, re-arm or remove jobs that changed."""
+        """Make the timers match the store: arm, re-plan or remove the timers whose inputs changed
+        (revision, wake state, floor, the lane's latest start), reading every input in bulk."""
+        seq = next(self._seq)
+        now = read_clock(self.clock)
         revisions = self.automations.revisions()
-        wakes = self.automations.wake_states()
-        for automation_id in list(self._known):
-            if automation_id not in revisions:
-                self._known.pop(automation_id)
-                self._remove_job(automation_id)
-        changed = {}
-        for automation_id, revision in revisions.items():
-            state = (revision, wakes.get(automation_id, WakeState(automation_id=automation_id)))
-            if self._known.get(automation_id) != state:
-                changed[automation_id] = state
-        if not changed:
-            return
-        self._ticked.update(self.ticklog.last_nominal())
-        self._ticked_complete = True  # every automation without an entry has never ticked
-        loaded = {a.automation_id: a for a in self.automations.list()} if len(changed) > 1 else {
-            aid: self.automations.get(aid) for aid in changed
+        for automation_id in [aid for aid in self._decoded if aid not in revisions]:
+            self._forget(automation_id)
+        stale = [aid for aid, rev in revisions.items() if (d := self._decoded.get(aid)) is None or d.revision != rev]
+        if stale:
+            found, bad = self.automations.scan(None if len(stale) > 200 else stale)
+            for automation_id in stale:
+                if automation_id in found:
+                    self._decoded[automation_id] = decode(found[automation_id])
+                elif automation_id in bad:
+                    self._decoded[automation_id] = Decoded(revisions[automation_id], None, None, bad[automation_id])
+        wakes, bad_wakes = self.automations.wake_scan()
+        timed = {
+            aid: d.automation
+            for aid, d in self._decoded.items()
+            if d.automation is not None
+            and d.problem is None
+            and d.automation.state == "active"
+            and d.automation.spec.timer == "apscheduler"
         }
-        lanes = [(a.spec.goal_id, a.spec.agent_id, a.automation_id) for aid, a in loaded.items() if aid in changed]
-        eligible = self.admission.next_eligible_many(lanes)
-        for automation_id, state in changed.items():
-            self._known[automation_id] = state
-            automation = loaded.get(automation_id)
-            if automation is None:
+        eligible, bad_lanes = next_eligible_tolerant(self.admission, [lane_of(a) for a in timed.values()])
+        live = {job.id for job in self.scheduler.get_jobs()}
+        plans: list[tuple[Decoded, PlanInputs]] = []
+        for automation_id, decoded in self._decoded.items():
+            if decoded.problem is not None:
+                self._hold(automation_id, decoded.problem)
                 continue
-            if automation.state != "active" or automation.spec.timer != "apscheduler":
-                self._remove_job(automation_id)
+            automation = timed.get(automation_id)
+            if automation is None:  # paused, held by the owner, or fired by another timer host
+                self._unarm(automation_id)
                 continue
-            try:
-                schedule = parse_canonical(automation.spec.schedule)
-            except ValueError as exc:
-                log.error("automation %s has an unreadable schedule: %s", automation_id, exc)
-                self._remove_job(automation_id)
+            problem = bad_wakes.get(automation_id) or self._bad_ticks.get(automation_id) or bad_lanes.get(lane_of(automation))
+            if problem is not None:
+                self._hold(automation_id, problem)
                 continue
-            spec = automation.spec
-            hint = ArmHint(
-                wake=state[1],
-                last_ticked=self._last_ticked(automation_id),
-                next_eligible_at=eligible.get((spec.goal_id, spec.agent_id, automation_id)),
+            inputs = PlanInputs(
+                revision=decoded.revision,
+                wake=wakes.get(automation_id, WakeState(automation_id=automation_id)),
+                next_eligible_at=eligible.get(lane_of(automation)),
             )
-            trigger = WakeTrigger(self, automation, schedule, hint)
-            instances = 1 if automation.spec.overlap == "skip" else self.config.workers
-            self.scheduler.add_job(
-                self._tick,
-                trigger=trigger,
-                args=(automation_id,),
-                id=automation_id,
-                name=automation_id,
-                replace_existing=True,
-                max_instances=instances,
-            )
-            self._unpublished.add(automation_id)
+            armed = self._armed.get(automation_id)
+            if armed is not None and armed.snapshot.inputs == inputs:
+                if armed.trigger is None or automation_id in live:
+                    continue  # unchanged
+                if armed.trigger.failure is not None:
+                    self._hold(
+                        automation_id,
+                        f"the next fire of automation {automation_id!r} cannot be computed: {armed.trigger.failure}",
+                        keep=True,
+                    )
+                else:  # APScheduler dropped the job: the schedule has ended
+                    self._armed[automation_id] = replace(armed, trigger=None)
+                continue
+            plans.append((decoded, inputs))
+        if not plans:
+            return
+        self._refresh_ticked()  # one read, and only when something is (re)armed
+        for decoded, inputs in plans:
+            automation_id = decoded.automation.automation_id  # type: ignore[union-attr]
+            if automation_id in self._bad_ticks:
+                self._hold(automation_id, self._bad_ticks[automation_id])
+                continue
+            snapshot = Snapshot(automation_id, decoded.schedule, inputs, self._last_ticked(automation_id), self.config.catch_up)  # type: ignore[arg-type]
+            self._arm(decoded.automation, snapshot, seq, previous=None, now=now)  # type: ignore[arg-type]
 
-    def plan(
-        self, automation: Automation, schedule: Schedule, previous: datetime | None, now: datetime, hint: ArmHint | None = None
-    ) -> datetime | None:
-        """Next fire time for the trigger (reads the floor from admission, or takes it from ``hint``)."""
-        if hint is None:
-            wake = self.automations.wake_state(automation.automation_id)
-            spec = automation.spec
-            eligibility = self.admission.eligibility(spec.goal_id, spec.agent_id, automation.automation_id)
-            next_eligible = eligibility.next_eligible_at if eligibility.status != "unavailable" else None
-            last_ticked = self._last_ticked(automation.automation_id) if previous is None else None
-        else:
-            wake, next_eligible, last_ticked = hint.wake, hint.next_eligible_at, hint.last_ticked
-        return next_wake(
-            schedule,
-            previous=previous,
-            now=now,
-            wake=wake,
-            next_eligible_at=next_eligible,
-            last_ticked=last_ticked,
-            catch_up=self.config.catch_up,
-        )
+    def _arm(
+        self, automation: Automation, snapshot: Snapshot, seq: int, *, previous: datetime | None, now: datetime, replan: bool = False
+    ) -> None:
+        """Arm (or re-arm) the timer with a new trigger; its first fire is computed here, off
+        APScheduler's locks. A read older than what is armed (``seq``) never overwrites it."""
+        automation_id = snapshot.automation_id
+        trigger = WakeTrigger(snapshot)
+        first = trigger.get_next_fire_time(previous, now)
+        with self._arm_lock:
+            current = self._armed.get(automation_id)
+            if self._closing or (current is not None and current.seq > seq):
+                return
+            if replan and (current is None or current.trigger is None or automation_id in self._holds):
+                return  # unarmed or held meanwhile: only sync arms it again
+            if trigger.failure is not None:
+                self._armed[automation_id] = _Armed(snapshot, trigger, seq)
+                self._hold(automation_id, f"the next fire of automation {automation_id!r} cannot be computed: {trigger.failure}", keep=True)
+                return
+            if first is None:
+                self._remove_job(automation_id)
+                self._armed[automation_id] = _Armed(snapshot, None, seq)
+                self._release(automation_id)
+                return
+            instances = 1 if automation.spec.overlap == "skip" else self.config.workers
+            job = self.scheduler.get_job(automation_id)
+            if job is None:
+                self.scheduler.add_job(
+                    self._tick,
+                    trigger=trigger,
+                    args=(automation_id,),
+                    id=automation_id,
+                    name=automation_id,
+                    max_instances=instances,
+                    next_run_time=first,
+                )
+            else:
+                self.scheduler.modify_job(automation_id, trigger=trigger, next_run_time=first, max_instances=instances)
+            self._armed[automation_id] = _Armed(snapshot, trigger, seq)
+            self._release(automation_id)
+        self._unpublished.add(automation_id)
+
+    def _replan_after_tick(self, automation_id: str) -> None:
+        """The trigger planned this job's next fire before the tick moved the floor or the backoff;
+        re-read this automation's inputs now and re-arm when they changed."""
+        armed = self._armed.get(automation_id)
+        decoded = self._decoded.get(automation_id)
+        if armed is None or armed.trigger is None or decoded is None or decoded.automation is None:
+            return
+        seq = next(self._seq)
+        try:
+            inputs = self._read_inputs(decoded.automation, armed.snapshot.inputs.revision)
+        except Exception as exc:
+            self._episodes["replan"].failed(exc)
+            return
+        self._episodes["replan"].ok()
+        if inputs == armed.snapshot.inputs:
+            return
+        now = read_clock(self.clock)
+        snapshot = replace(armed.snapshot, inputs=inputs, last_ticked=self._last_ticked(automation_id))
+        # ``previous`` is now: every occurrence up to here was fired (or skipped as overlap) already.
+        self._arm(decoded.automation, snapshot, seq, previous=now, now=now, replan=True)
+
+    def _read_inputs(self, automation: Automation, revision: int) -> PlanInputs:
+        spec = automation.spec
+        wake = self.automations.wake_state(automation.automation_id)
+        eligibility = self.admission.eligibility(spec.goal_id, spec.agent_id, automation.automation_id)
+        if eligibility.status == "unavailable":
+            raise StoreUnavailable(eligibility.detail)
+        return PlanInputs(revision=revision, wake=wake, next_eligible_at=eligibility.next_eligible_at)
+
+    def plan(self, automation: Automation, schedule: Schedule, previous: datetime | None, now: datetime) -> datetime | None:
+        """Next fire time from this automation's inputs read now (readback and tests; the
+        trigger itself never reads)."""
+        self._ticked_merge(self.ticklog.last_nominal(automation.automation_id))
+        inputs = self._read_inputs(automation, automation.revision)
+        snapshot = Snapshot(automation.automation_id, schedule, inputs, self._last_ticked(automation.automation_id), self.config.catch_up)
+        return snapshot.plan(previous, now)
+
+    def _hold(self, automation_id: str, reason: str, *, keep: bool = False) -> None:
+        """Keep the automation un-armed with ``reason`` (logged once per reason)."""
+        with self._lock:
+            changed = self._holds.get(automation_id) != reason
+            self._holds[automation_id] = reason
+        if changed:
+            log.error("automation %s is held by this host: %s", automation_id, reason)
+        with self._arm_lock:
+            self._remove_job(automation_id)
+            if not keep:
+                self._armed.pop(automation_id, None)  # re-armed from scratch once the row reads again
+
+    def _release(self, automation_id: str) -> None:
+        with self._lock:
+            reason = self._holds.pop(automation_id, None)
+        if reason is not None:
+            log.info("automation %s is armed again (it was held: %s)", automation_id, reason)
+
+    def _unarm(self, automation_id: str) -> None:
+        self._release(automation_id)
+        with self._arm_lock:
+            self._armed.pop(automation_id, None)
+            self._remove_job(automation_id)
+
+    def _forget(self, automation_id: str) -> None:
+        self._unarm(automation_id)
+        self._decoded.pop(automation_id, None)
 
     # -- ticks -------------------------------------------------------------------------------
     def tick(self, automation_id: str) -> Tick:
-        """One timer tick: skip on overlap, else a managed turn (which passes admission)."""
+        """One timer tick: skip on overlap, else a managed turn (which passes admission); after a
+        decision the timer is re-planned from fresh inputs (the start moved the floor)."""
+        tick = self._tick_once(automation_id)
+        if tick.decision in ("admitted", "denied"):
+            self._replan_after_tick(automation_id)
+        return tick
+
+    def _tick_once(self, automation_id: str) -> Tick:
         fired_at = read_clock(self.clock)
         automation = self.automations.get(automation_id)
         schedule = parse_canonical(automation.spec.schedule)
         wake = self.automations.wake_state(automation_id)
         nominal = nominal_time(schedule, wake, fired_at)
+        self._ticked_merge({automation_id: nominal})  # a re-plan while the turn runs must not fire it again
         if automation.state != "active":
             return self._record(automation_id, nominal, fired_at, "skipped", automation.state)
-        if automation.spec.overlap == "skip" and (self._is_running(automation_id) or self.journal.unsettled(automation_id)):
+        if automation.spec.overlap == "skip" and (self._is_running(automation_id) or self._unsettled(automation_id)):
             return self._record(automation_id, nominal, fired_at, "skipped", "overlap")
+        turn_id = new_turn_id(automation_id)
         with self._lock:
             self._running[automation_id] = self._running.get(automation_id, 0) + 1
+            self._inflight.add(turn_id)
         try:
-            outcome = self.executor.run(automation, nominal=nominal)
+            outcome = self.executor.run(automation, nominal=nominal, turn_id=turn_id)
         finally:
             with self._lock:
                 self._running[automation_id] -= 1
+                self._inflight.discard(turn_id)
         decision = outcome.decision
         if decision is None:
             # The envelope refused before admission (latch, owner ask, allowlist, exhausted bound):
@@ -238,7 +398,6 @@ class HostRuntime:
             if wake.backoff_step > 0:
                 self._save_wake(self.config.backoff.advance(wake, read_clock(self.clock)))
             return self._record(automation_id, nominal, fired_at, "denied", decision.reason.value, outcome.turn_id)
-        self._rearm(automation, schedule, fired_at)
         if outcome.verdict.status == "succeeded":
             if wake.backoff_step > 0:
                 self._save_wake(self.config.backoff.clear(wake))
@@ -248,29 +407,72 @@ class HostRuntime:
             self._save_wake(self.config.backoff.advance(wake, now) if step > 0 else self.config.backoff.reset(automation_id, now))
         return self._record(automation_id, nominal, fired_at, "admitted", outcome.verdict.status, outcome.turn_id)
 
-    def _rearm(self, automation: Automation, schedule: Schedule, fired_at: datetime) -> None:
-        """APScheduler computed this job's next fire before the turn's start moved the floor;
-        recompute it now so the next wake is never before next_eligible_at."""
-        job = self.scheduler.get_job(automation.automation_id) if self.scheduler.running else None
-        if job is None:
-            return
-        nxt = self.plan(automation, schedule, fired_at, read_clock(self.clock))
-        if nxt is not None and (job.next_run_time is None or nxt > job.next_run_time):
-            self.scheduler.modify_job(automation.automation_id, next_run_time=nxt)
-
     def _tick(self, automation_id: str) -> None:
+        """What APScheduler runs: a tick that can fail (recorded as an error tick) but never kills
+        its timer, which stays armed for its next fire."""
+        episode = self._tick_episodes.get(automation_id)
+        if episode is None:
+            episode = self._tick_episodes.setdefault(automation_id, Episode(f"ticks of {automation_id}", log))
         try:
             self.tick(automation_id)
-        except Exception as exc:  # a tick must never kill the timer; the error is recorded
-            log.exception("tick of %s failed", automation_id)
+        except Exception as exc:
+            episode.failed(exc)
             now = read_clock(self.clock)
-            self._record(automation_id, now, now, "error", type(exc).__name__)
+            self._record(automation_id, now, now, "error", type(exc).__name__[:32])
+        else:
+            episode.ok()
+
+    # -- recovery ----------------------------------------------------------------------------
+    def recover(self) -> None:
+        """Settle crashed turns of dead runners and resume their unconfirmed reservations."""
+        recovered = recovery.recover(self.store, self.clock)
+        self._unsettled(None)
+        for record in recovered.settled:
+            log.warning("turn %s of %s settled as unknown outcome after its runner crashed", record.turn_id, record.automation_id)
+        for record in recovered.resumable:
+            with self._lock:
+                if record.turn_id in self._resuming:
+                    continue
+                self._resuming.add(record.turn_id)
+            log.info("resuming turn %s of %s (its runner crashed before launching it)", record.turn_id, record.automation_id)
+            self.scheduler.add_job(
+                self._resume, args=(record.automation_id, record.turn_id), id=f"resume:{record.turn_id}", misfire_grace_time=None
+            )
+
+    def _unsettled(self, automation_id: str | None) -> list[TurnRecord]:
+        """Unsettled turns (of one automation, or all), after settling this process's abandoned ones.
+
+        A turn journaled by this process that it is no longer running was abandoned by an executor
+        that failed mid-way (the store went away before the settlement was written). Its runner is
+        alive, so crash recovery never takes it; left alone it would be an overlap forever.
+        """
+        records = self.journal.unsettled(automation_id)
+        mine = self.executor.owner
+        with self._lock:
+            abandoned = [r for r in records if r.owner_id == mine and r.turn_id not in self._inflight]
+        for record in abandoned:
+            recovery.settle_lost(self.store, self.clock, record, mine)
+            log.warning(
+                "turn %s of %s settled as unknown outcome: its settlement was lost to a store error", record.turn_id, record.automation_id
+            )
+        return [r for r in records if r not in abandoned]
 
     def _resume(self, automation_id: str, turn_id: str) -> None:
-        automation = self.automations.get(automation_id)
-        outcome = self.executor.run(automation, turn_id=turn_id)
-        now = read_clock(self.clock)
-        self._record(automation_id, now, now, "admitted", f"resumed_{outcome.verdict.status}", turn_id)
+        with self._lock:
+            self._running[automation_id] = self._running.get(automation_id, 0) + 1
+            self._inflight.add(turn_id)
+        try:
+            automation = self.automations.get(automation_id)
+            outcome = self.executor.run(automation, turn_id=turn_id)
+            now = read_clock(self.clock)
+            self._record(automation_id, now, now, "admitted", f"resumed_{outcome.verdict.status}"[:32], turn_id)
+        except Exception as exc:
+            self._episodes["recover"].failed(exc)
+        finally:
+            with self._lock:
+                self._running[automation_id] -= 1
+                self._resuming.discard(turn_id)
+                self._inflight.discard(turn_id)
 
     def _on_max_instances(self, event: JobSubmissionEvent) -> None:
         when = event.scheduled_run_times[-1] if event.scheduled_run_times else read_clock(self.clock)
@@ -280,7 +482,9 @@ class HostRuntime:
         with self._lock:
             return self._running.get(automation_id, 0) > 0
 
-    def _record(self, automation_id: str, nominal: datetime, actual: datetime, decision: str, reason: str, turn_id: str | None = None) -> Tick:
+    def _record(
+        self, automation_id: str, nominal: datetime, actual: datetime, decision: str, reason: str, turn_id: str | None = None
+    ) -> Tick:
         tick = Tick(
             automation_id=automation_id,
             nominal_at=nominal,
@@ -292,31 +496,46 @@ class HostRuntime:
         )
         with self._lock:
             self._buffer.append(tick)
+            if len(self._buffer) > MAX_BUFFERED_TICKS:
+                del self._buffer[0]
+                self._dropped += 1
         log.info("tick %s (due %s): %s %s %s", automation_id, nominal.isoformat(), decision, reason, turn_id or "")
         return tick
 
     def flush(self) -> None:
+        """Write the buffered ticks in one transaction; on failure they stay buffered."""
         with self._lock:
             batch, self._buffer = self._buffer, []
-        if batch:
-            try:
-                self.ticklog.append(batch)
-                for tick in batch:
-                    known = self._ticked.get(tick.automation_id)
-                    if known is None or tick.nominal_at > known:
-                        self._ticked[tick.automation_id] = tick.nominal_at
-            except Exception:
-                log.exception("could not record %d ticks; keeping them for the next flush", len(batch))
-                with self._lock:
-                    self._buffer[:0] = batch
+            dropped, self._dropped = self._dropped, 0
+        if dropped:
+            log.warning("dropped the %d oldest unrecorded ticks while the store was unavailable", dropped)
+        if not batch:
+            return
+        try:
+            self.ticklog.append(batch)
+        except BaseException:
+            with self._lock:
+                self._buffer[:0] = batch
+            raise
+        self._ticked_merge({t.automation_id: t.nominal_at for t in batch})
 
     # -- helpers -----------------------------------------------------------------------------
     def _save_wake(self, state: WakeState) -> None:
         self.automations.save_wake_state(state)
 
+    def _ticked_merge(self, latest: dict[str, datetime]) -> None:
+        with self._lock:
+            for automation_id, nominal in latest.items():
+                known = self._ticked.get(automation_id)
+                if known is None or nominal > known:
+                    self._ticked[automation_id] = nominal
+
+    def _refresh_ticked(self) -> None:
+        found, bad = self.ticklog.last_nominal_scan()
+        self._ticked_merge(found)
+        self._bad_ticks = bad
+
     def _last_ticked(self, automation_id: str) -> datetime | None:
-        if automation_id not in self._ticked and not self._ticked_complete:
-            self._ticked.update(self.ticklog.last_nominal(automation_id))
         with self._lock:
             pending = [t.nominal_at for t in self._buffer if t.automation_id == automation_id]
             stored = self._ticked.get(automation_id)
@@ -324,7 +543,9 @@ class HostRuntime:
         return max(candidates) if candidates else None
 
     def _remove_job(self, automation_id: str) -> None:
-        if self.scheduler.get_job(automation_id) is not None:
+        if self._closing:
+            return  # see stop(): the scheduler is being shut down
+        with contextlib.suppress(JobLookupError):  # already gone
             self.scheduler.remove_job(automation_id)
 
     def publish(self) -> None:
@@ -332,8 +553,10 @@ class HostRuntime:
         bindings = self.timers.all()
         wanted = set(self._unpublished)
         for automation_id, binding in bindings.items():
-            if binding.timer == "apscheduler" and binding.read_requested_at is not None and (
-                binding.observed_at is None or binding.read_requested_at > binding.observed_at
+            if (
+                binding.timer == "apscheduler"
+                and binding.read_requested_at is not None
+                and (binding.observed_at is None or binding.read_requested_at > binding.observed_at)
             ):
                 wanted.add(automation_id)
         if not wanted:
@@ -351,12 +574,14 @@ class HostRuntime:
 
     def _sync_loop(self) -> None:
         while not self._stop.wait(self.config.poll.total_seconds()):
-            try:
-                self.sync()
-                self.publish()
-            except Exception:
-                log.exception("sync with the store failed; timers keep their last state")
+            if self._guarded("sync", self.sync):
+                self._guarded("publish", self.publish)
 
     def _flush_loop(self) -> None:
         while not self._stop.wait(self.config.flush_every.total_seconds()):
-            self.flush()
+            self._guarded("flush", self.flush)
+
+    def _recovery_loop(self) -> None:
+        interval = self.config.poll.total_seconds() * max(1, self.config.recover_every)
+        while not self._stop.wait(interval):
+            self._guarded("recover", self.recover)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
 import sys
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -43,3 +46,84 @@ def floor(store: Store, clock: FixedClock, path: str, interval: timedelta) -> No
 def marker_script(path: Path, exit_code: int = 0) -> str:
     """A snippet that appends one line to ``path`` per launch, then exits with ``exit_code``."""
     return f"import sys; open({str(path)!r}, 'a').write('launch\\n'); sys.exit({exit_code})"
+
+
+# Far beyond any time a datetime can hold: decoding it overflows.
+OVERFLOWING_US = 9_000_000_000_000_000_000
+# 9999-12-31T23:00:00Z: a valid anchor, but anchor + any floor of an hour or more overflows.
+NEAR_9999_US = 253_402_297_200_000_000
+
+CORRUPTIONS = ("host_spec", "state", "schedule", "bysecond", "wake", "tick", "anchor")
+
+
+def corrupt(store: Store, kind: str, automation_id: str) -> None:
+    """Damage one stored row of ``automation_id`` the way a hand edit or a bad restore would.
+
+    ``anchor`` needs a floor on the automation's agent (the anchor plus the floor overflows)."""
+    from sqlalchemy import text
+
+    updates = {
+        "host_spec": "UPDATE fg_automations SET host_spec = '{not json', revision = revision + 1 WHERE automation_id = :x",
+        "state": "UPDATE fg_automations SET state = 'bogus', revision = revision + 1 WHERE automation_id = :x",
+        "schedule": "UPDATE fg_automations SET schedule = 'garbage', revision = revision + 1 WHERE automation_id = :x",
+        "bysecond": "UPDATE fg_automations SET schedule = 'DTSTART:20261201T090000Z RRULE:FREQ=MINUTELY;BYSECOND=60', "
+        "revision = revision + 1 WHERE automation_id = :x",
+        "wake": "INSERT INTO fg_wake_state (automation_id, backoff_step, backoff_wake_us, last_nominal_us, updated_at_us) "
+        f"VALUES (:x, 1, {OVERFLOWING_US}, NULL, 0)",
+        "tick": "INSERT INTO fg_ticks (automation_id, nominal_us, actual_us, decision, reason, turn_id, host) "
+        f"VALUES (:x, {OVERFLOWING_US}, 0, 'admitted', 'eligible', NULL, 'hand-edit')",
+        "anchor": "INSERT INTO fg_starts (turn_id, goal_id, agent_id, automation_id, trigger_us, anchor_us, phase, kind, "
+        f"manual_reason, confirmed_at_us) SELECT 'anchor-' || automation_id, goal_id, agent_id, automation_id, 0, {NEAR_9999_US}, "
+        "'confirmed', 'automatic', NULL, NULL FROM fg_automations WHERE automation_id = :x",
+    }
+    with store.engine.begin() as conn:
+        conn.execute(text(updates[kind]), {"x": automation_id})
+
+
+def start_host(db_url: str, state: Path, *extra: str) -> subprocess.Popen[str]:
+    """A real ``floorgate run`` process; its log goes to ``<state>.log`` (a file, so a chatty host
+    never blocks on a full pipe)."""
+    log = open(state.parent / f"{state.name}.log", "w")  # noqa: SIM115 (the host process writes it until stopped)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "scheduler", "run", "--db", db_url, "--state-dir", str(state), "--poll", "1s", *extra],
+        stdout=subprocess.PIPE,
+        stderr=log,
+        text=True,
+    )
+    log.close()
+    proc.log_path = state.parent / f"{state.name}.log"  # type: ignore[attr-defined]
+    return proc
+
+
+def host_log(proc: subprocess.Popen[str]) -> str:
+    return proc.log_path.read_text()  # type: ignore[attr-defined,no-any-return]
+
+
+def wait_for(predicate, timeout: float = 30.0, what: str = "condition"):  # type: ignore[no-untyped-def]
+    """Poll ``predicate`` until it returns something truthy; fail the test at the deadline."""
+    import pytest
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def stop(proc: subprocess.Popen[str], sig: int = signal.SIGTERM) -> tuple[int, str]:
+    """Signal the host, wait for it, and return (exit code, its log)."""
+    if proc.poll() is None:
+        proc.send_signal(sig)
+    try:
+        proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+    return proc.returncode, host_log(proc)
+
+
+def lines(path: Path) -> int:
+    """How many launches a ``marker_script`` recorded."""
+    return len(path.read_text().splitlines()) if path.exists() else 0

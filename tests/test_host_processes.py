@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 from datetime import timedelta
 from itertools import pairwise
@@ -16,39 +14,9 @@ import pytest
 from admission import Admission, Journal, SystemClock, open_store
 
 from conftest import raw_sql
-from helpers import add_automation, floor
+from helpers import add_automation, floor, start_host, stop, wait_for
 
 pytestmark = pytest.mark.slow
-
-
-def start_host(db_url: str, state: Path, *extra: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "scheduler", "run", "--db", db_url, "--state-dir", str(state), "--poll", "1s", *extra],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def wait_for(predicate, timeout: float = 30.0, what: str = "condition"):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    pytest.fail(f"timed out waiting for {what}")
-
-
-def stop(proc: subprocess.Popen[str], sig: int = signal.SIGTERM) -> tuple[int, str]:
-    if proc.poll() is None:
-        proc.send_signal(sig)
-    try:
-        _, err = proc.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        _, err = proc.communicate()
-    return proc.returncode, err
 
 
 def test_two_hosts_ticking_every_second_respect_a_two_second_floor(db_url: str, tmp_path: Path) -> None:

@@ -24,9 +24,7 @@ def runtime(store, clock, tmp_path, catch_up=timedelta(hours=1)) -> HostRuntime:
 
 def test_backoff_doubles_to_its_cap() -> None:
     policy = BackoffPolicy()
-    assert [policy.delay(n) for n in (1, 2, 3, 4, 5, 6, 7)] == [
-        timedelta(minutes=m) for m in (3, 6, 12, 24, 48, 60, 60)
-    ]
+    assert [policy.delay(n) for n in (1, 2, 3, 4, 5, 6, 7)] == [timedelta(minutes=m) for m in (3, 6, 12, 24, 48, 60, 60)]
 
 
 def test_backoff_reset_never_wakes_before_the_floor() -> None:
@@ -34,9 +32,13 @@ def test_backoff_reset_never_wakes_before_the_floor() -> None:
     failed_at = T0 + timedelta(minutes=5)
     wake = BackoffPolicy().reset("x", failed_at)
     eligible = T0 + DAY
-    chosen = next_wake(schedule, previous=failed_at, now=failed_at, wake=wake, next_eligible_at=eligible, last_ticked=None, catch_up=timedelta(hours=1))
+    chosen = next_wake(
+        schedule, previous=failed_at, now=failed_at, wake=wake, next_eligible_at=eligible, last_ticked=None, catch_up=timedelta(hours=1)
+    )
     assert chosen == eligible
-    without_floor = next_wake(schedule, previous=failed_at, now=failed_at, wake=wake, next_eligible_at=None, last_ticked=None, catch_up=timedelta(hours=1))
+    without_floor = next_wake(
+        schedule, previous=failed_at, now=failed_at, wake=wake, next_eligible_at=None, last_ticked=None, catch_up=timedelta(hours=1)
+    )
     assert without_floor == failed_at + timedelta(minutes=3)
 
 
@@ -64,7 +66,11 @@ def test_floor_survives_every_reset(store, tmp_path, reset: str) -> None:
         host = runtime(store, clock, tmp_path)
     else:
         current = automations.get("x")
-        change = {"host": current.spec.host.model_copy(update={"argv": (*current.spec.host.argv, "--again")})} if reset == "edit-command" else {"model": "other-model"}
+        change = (
+            {"host": current.spec.host.model_copy(update={"argv": (*current.spec.host.argv, "--again")})}
+            if reset == "edit-command"
+            else {"model": "other-model"}
+        )
         automations.edit("x", current.spec.model_copy(update=change))
     automation = automations.get("x")
     schedule = Schedule.parse(automation.spec.schedule)
@@ -109,8 +115,18 @@ def test_catch_up_window_bounds_how_old_a_missed_tick_may_be(store, tmp_path) ->
 @pytest.mark.parametrize(
     "rule, day, expected_local",
     [
-        pytest.param("DTSTART;TZID=America/New_York:20260301T023000 RRULE:FREQ=DAILY", datetime(2026, 3, 8), ["03:30"], id="spring-forward-0230-fires-once-at-0330"),
-        pytest.param("DTSTART;TZID=America/New_York:20260301T013000 RRULE:FREQ=DAILY", datetime(2026, 11, 1), ["01:30"], id="fall-back-0130-fires-once"),
+        pytest.param(
+            "DTSTART;TZID=America/New_York:20260301T023000 RRULE:FREQ=DAILY",
+            datetime(2026, 3, 8),
+            ["03:30"],
+            id="spring-forward-0230-fires-once-at-0330",
+        ),
+        pytest.param(
+            "DTSTART;TZID=America/New_York:20260301T013000 RRULE:FREQ=DAILY",
+            datetime(2026, 11, 1),
+            ["01:30"],
+            id="fall-back-0130-fires-once",
+        ),
         pytest.param("DTSTART;TZID=Europe/Berlin:20260301T023000 RRULE:FREQ=DAILY", datetime(2026, 3, 29), ["03:30"], id="berlin-gap"),
     ],
 )
@@ -123,7 +139,15 @@ def test_dst_days_fire_once(rule: str, day: datetime, expected_local: list[str])
     # The planner agrees: walking timer fires across the day yields the same single fire.
     walked, previous = [], start - timedelta(seconds=1)
     while True:
-        nxt = next_wake(schedule, previous=previous, now=previous, wake=WakeState(automation_id="x"), next_eligible_at=None, last_ticked=None, catch_up=timedelta(0))
+        nxt = next_wake(
+            schedule,
+            previous=previous,
+            now=previous,
+            wake=WakeState(automation_id="x"),
+            next_eligible_at=None,
+            last_ticked=None,
+            catch_up=timedelta(0),
+        )
         if nxt is None or nxt.astimezone(zone).date() != day.date():
             break
         walked.append(nxt)
@@ -155,8 +179,18 @@ def test_a_tick_while_a_turn_runs_is_skipped_and_counted(store, tmp_path) -> Non
     clock = FixedClock(T0)
     add_automation(store, clock)
     Journal(store, clock).begin(
-        turn_id="running", automation_id="x", goal_id="g", agent_id="a", attempt=1, kind="automatic", manual_reason=None,
-        runner_host=f"{socket.gethostname()}:{os.getpid()}", runner_pid=os.getpid(), deadline=T0 + DAY, log_path=None,
+        turn_id="running",
+        automation_id="x",
+        goal_id="g",
+        agent_id="a",
+        attempt=1,
+        kind="automatic",
+        manual_reason=None,
+        # Another live runner on this machine (the test's parent process stands in for it).
+        runner_host=f"{socket.gethostname()}:{os.getppid()}",
+        runner_pid=os.getppid(),
+        deadline=T0 + DAY,
+        log_path=None,
     )
     host = runtime(store, clock, tmp_path)
     tick = host.tick("x")
@@ -195,3 +229,225 @@ def test_preview_counts_the_floor_in_elapsed_time_across_dst(store) -> None:
     late = {r.fire_at.date().isoformat(): r.runs_at for r in rows}
     assert all(r.admitted for r in rows)
     assert late["2027-03-28"] == datetime(2027, 3, 28, 8, 0, tzinfo=timezone.utc)  # 10:00 CEST, 24 h after 09:00 CET
+
+
+# -- the pure trigger and the runtime's fault handling (in-process) -------------------------------
+
+from scheduler._plan import Episode, PlanInputs, Snapshot, WakeTrigger  # noqa: E402
+
+from helpers import CORRUPTIONS, corrupt  # noqa: E402
+
+
+def snapshot(schedule: str = EVERY_15M, *, floor_at=None, wake=None, last_ticked=None, catch_up=timedelta(hours=1)) -> Snapshot:  # type: ignore[no-untyped-def]
+    inputs = PlanInputs(revision=1, wake=wake or WakeState(automation_id="x"), next_eligible_at=floor_at)
+    return Snapshot("x", Schedule.parse(schedule), inputs, last_ticked, catch_up)
+
+
+def test_the_trigger_plans_from_its_snapshot_alone() -> None:
+    now = T0 + timedelta(minutes=20)
+    assert WakeTrigger(snapshot()).get_next_fire_time(None, now) == T0 + timedelta(minutes=15)  # one catch-up fire
+    assert WakeTrigger(snapshot(last_ticked=T0 + timedelta(minutes=15))).get_next_fire_time(None, now) == T0 + timedelta(minutes=30)
+    assert WakeTrigger(snapshot()).get_next_fire_time(T0 + timedelta(minutes=15), now) == T0 + timedelta(minutes=30)
+    floored = WakeTrigger(snapshot(floor_at=T0 + timedelta(minutes=50)))
+    assert floored.get_next_fire_time(T0 + timedelta(minutes=15), now) == T0 + timedelta(minutes=50)
+    backoff = WakeState(automation_id="x", backoff_step=1, backoff_wake_at=T0 + timedelta(minutes=23))
+    assert WakeTrigger(snapshot(wake=backoff)).get_next_fire_time(T0 + timedelta(minutes=15), now) == T0 + timedelta(minutes=23)
+
+
+class _Exploding:
+    def next_after(self, _after):  # type: ignore[no-untyped-def]
+        raise OverflowError("date value out of range")
+
+    last_at_or_before = next_after
+
+
+def test_the_trigger_cannot_raise_into_apschedulers_main_loop() -> None:
+    inputs = PlanInputs(revision=1, wake=WakeState(automation_id="x"), next_eligible_at=None)
+    trigger = WakeTrigger(Snapshot("x", _Exploding(), inputs, None, timedelta(hours=1)))  # type: ignore[arg-type]
+    assert trigger.get_next_fire_time(T0, T0) is None  # APScheduler drops the job; sync holds it
+    assert isinstance(trigger.failure, OverflowError)
+
+
+def _break(store) -> list[str]:  # type: ignore[no-untyped-def]
+    """Make every store access raise, and record that it was attempted."""
+    from admission import StoreUnavailable
+
+    calls: list[str] = []
+
+    def refuse(name):  # type: ignore[no-untyped-def]
+        def call(*_a, **_k):  # type: ignore[no-untyped-def]
+            calls.append(name)
+            raise StoreUnavailable(f"store down ({name})")
+
+        return call
+
+    for name in ("read", "write", "driver"):
+        setattr(store, name, refuse(name))
+    return calls
+
+
+def test_an_armed_trigger_never_reads_the_store(store, tmp_path) -> None:
+    clock = FixedClock(T0)
+    floor(store, clock, "g/a", timedelta(hours=3))
+    add_automation(store, clock, schedule="DTSTART:20261201T090000Z RRULE:FREQ=HOURLY")
+    host = runtime(store, clock, tmp_path)
+    host.sync()
+    assert host.tick("x").decision == "admitted"  # the floor now counts from T0
+    job = host.scheduler.get_job("x")
+    calls = _break(store)
+    assert job.trigger.get_next_fire_time(None, T0 + timedelta(minutes=1)) == T0 + timedelta(hours=3)
+    assert job.trigger.get_next_fire_time(T0 + timedelta(hours=3), T0 + timedelta(hours=3)) == T0 + timedelta(hours=4)
+    assert calls == []
+
+
+def test_a_tick_that_cannot_read_the_store_records_an_error_and_stays_armed(store, tmp_path) -> None:
+    import time
+
+    add_automation(store, FixedClock(T0), schedule="every 1s")
+    host = HostRuntime(store, RuntimeConfig(state_dir=tmp_path / "state", flush_every=timedelta(hours=1)))
+    host.sync()
+    _break(store)
+    host.scheduler.start()
+    try:
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and sum(t.decision == "error" for t in host._buffer) < 3:
+            time.sleep(0.05)
+        assert host.scheduler.get_job("x") is not None
+    finally:
+        host.scheduler.shutdown(wait=True)
+    errors = [t for t in host._buffer if t.decision == "error"]
+    assert len(errors) >= 3, host._buffer  # fire after fire: the timer stayed armed
+
+
+def test_store_failures_are_logged_once_per_episode(caplog) -> None:
+    import logging
+
+    from admission import StoreUnavailable
+
+    episode = Episode("sync with the store", logging.getLogger("floorgate.test"))
+    with caplog.at_level(logging.INFO, logger="floorgate.test"):
+        for _ in range(3):
+            episode.failed(StoreUnavailable("connection terminated"))
+        episode.ok()
+        episode.ok()
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2, lines
+    assert "connection terminated" in lines[0]
+    assert lines[1] == "sync with the store recovered after 3 failures"
+
+
+@pytest.mark.parametrize("direction", ["lower", "raise"])
+def test_sync_replans_when_the_floor_changes(store, tmp_path, direction: str) -> None:
+    from admission import Policies, Scope
+
+    clock = FixedClock(T0)
+    floor(store, clock, "g/a", timedelta(hours=1))
+    add_automation(store, clock, schedule=EVERY_15M)
+    host = runtime(store, clock, tmp_path)
+    host.sync()
+    assert host.tick("x").decision == "admitted"
+    assert host.scheduler.get_job("x").next_run_time == T0 + timedelta(hours=1)
+    after = timedelta(minutes=1) if direction == "lower" else timedelta(hours=5)
+    Policies(store, clock).configure(Scope.parse("g/a"), min_interval=after, expected_revision=1, owner_ref="owner", allow_reduction=True)
+    host.sync()
+    expected = T0 + timedelta(minutes=15) if direction == "lower" else T0 + timedelta(hours=5)
+    assert host.scheduler.get_job("x").next_run_time == expected
+
+
+def test_sync_replans_when_another_host_starts_the_lane(store, tmp_path) -> None:
+    from admission import Admission
+
+    clock = FixedClock(T0)
+    floor(store, clock, "g/a", timedelta(hours=1))
+    add_automation(store, clock, schedule=EVERY_15M)
+    host = runtime(store, clock, tmp_path)
+    clock.advance(timedelta(minutes=20))
+    host.sync()
+    assert host.scheduler.get_job("x").next_run_time == T0 + timedelta(minutes=15)  # the catch-up fire
+    Admission(store, clock).reserve(goal="g", agent="a", automation="x", turn_id="elsewhere", trigger_time=T0 + timedelta(minutes=15))
+    host.sync()
+    assert host.scheduler.get_job("x").next_run_time == T0 + timedelta(minutes=80)
+
+
+@pytest.mark.parametrize("kind", CORRUPTIONS)
+def test_one_bad_row_holds_only_its_automation(store, tmp_path, kind: str) -> None:
+    clock = FixedClock(T0)
+    add_automation(store, clock, automation_id="good", schedule=EVERY_15M)
+    add_automation(store, clock, automation_id="bad", schedule=EVERY_15M, agent="b")
+    floor(store, clock, "g/b", timedelta(hours=1))
+    corrupt(store, kind, "bad")
+    host = runtime(store, clock, tmp_path)
+    host.sync()
+    holds = host.holds()
+    assert list(holds) == ["bad"], holds
+    assert "'bad'" in holds["bad"] or "g/b/bad" in holds["bad"], holds
+    assert host.scheduler.get_job("bad") is None
+    assert host.scheduler.get_job("good") is not None
+    host.sync()  # stays held, without a second log line or a re-arm
+    assert host.holds() == holds and host.scheduler.get_job("bad") is None
+
+
+def test_a_held_automation_is_armed_again_once_its_row_reads(store, tmp_path) -> None:
+    from conftest import raw_sql
+
+    clock = FixedClock(T0)
+    add_automation(store, clock, automation_id="bad", schedule=EVERY_15M)
+    corrupt(store, "wake", "bad")
+    host = runtime(store, clock, tmp_path)
+    host.sync()
+    assert "wake state" in host.holds()["bad"]
+    raw_sql(store, "DELETE FROM fg_wake_state WHERE automation_id = 'bad'")
+    host.sync()
+    assert host.holds() == {}
+    assert host.scheduler.get_job("bad") is not None
+
+
+def test_a_turn_this_host_abandoned_after_a_store_error_is_settled_not_an_overlap_forever(store, tmp_path) -> None:
+    from admission import Journal
+
+    clock = FixedClock(T0)
+    add_automation(store, clock, schedule=EVERY_15M)
+    host = runtime(store, clock, tmp_path)
+    # What an executor leaves behind when the store fails before its settlement is written.
+    Journal(store, clock).begin(
+        turn_id="lost",
+        automation_id="x",
+        goal_id="g",
+        agent_id="a",
+        attempt=1,
+        kind="automatic",
+        manual_reason=None,
+        runner_host=host.host,
+        runner_pid=0,
+        deadline=T0 + DAY,
+        log_path=None,
+    )
+    tick = host.tick("x")
+    assert tick.decision == "admitted", tick
+    lost = Journal(store, clock).get("lost")
+    assert lost.verdict is not None and lost.verdict.stop_reason == "unknown_outcome"
+
+
+def test_a_trigger_that_fails_in_apschedulers_loop_holds_its_automation_and_the_others_keep_firing(store, tmp_path) -> None:
+    import time
+    from dataclasses import replace
+
+    for automation_id in ("x", "y"):
+        add_automation(store, FixedClock(T0), automation_id=automation_id, schedule="every 1s")
+    host = HostRuntime(store, RuntimeConfig(state_dir=tmp_path / "state", flush_every=timedelta(hours=1)))
+    host.tick = lambda automation_id: host._record(automation_id, T0, T0, "skipped", "test")  # type: ignore[method-assign]
+    host.sync()
+    trigger = host.scheduler.get_job("x").trigger
+    trigger.snapshot = replace(trigger.snapshot, schedule=_Exploding())  # its next plan raises inside APScheduler
+    host.scheduler.start()
+    try:
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and sum(t.automation_id == "y" for t in host._buffer) < 3:
+            time.sleep(0.05)
+        assert sum(t.automation_id == "y" for t in host._buffer) >= 3  # APScheduler's loop is alive
+        assert host.scheduler.get_job("x") is None  # the failing trigger's job was dropped, not raised
+        host.sync()
+        assert "cannot be computed" in host.holds()["x"] and "date value out of range" in host.holds()["x"]
+        assert host.scheduler.get_job("y") is not None
+    finally:
+        host.scheduler.shutdown(wait=True)

@@ -42,9 +42,7 @@ def _run(ctx: Context) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
     logging.getLogger("alembic").setLevel(logging.WARNING)
-    config = RuntimeConfig(
-        state_dir=state_dir(a), poll=poll, catch_up=catch_up, workers=a.workers, backoff=BackoffPolicy(initial, cap)
-    )
+    config = RuntimeConfig(state_dir=state_dir(a), poll=poll, catch_up=catch_up, workers=a.workers, backoff=BackoffPolicy(initial, cap))
     if a.envelope_mode is not None:
         import os
 
