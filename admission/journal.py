@@ -25,7 +25,7 @@ from sqlalchemy import func, insert, literal, select, text, update
 from . import _locks as locks
 from . import _schema as s
 from .clock import Clock, SystemClock, from_us, iso, read_clock, to_us
-from .errors import FloorgateError, InvalidInput, NotFound
+from .errors import FloorgateError, InvalidInput, NotFound, StoreUnavailable
 from .store import DriverTx, Store
 
 Status = Literal["succeeded", "failed", "timed_out", "denied", "stuck"]
@@ -177,6 +177,15 @@ def write_entry(tx: DriverTx, entry: JournalEntry, now_us: int) -> None:
 
 
 def _record(row) -> TurnRecord:  # type: ignore[no-untyped-def]
+    """Decode a turn row; a malformed one raises ``StoreUnavailable`` (its automation fails closed)."""
+    try:
+        return _decode(row)
+    except (ValueError, TypeError, OverflowError) as exc:
+        first = str(exc).strip().splitlines()
+        raise StoreUnavailable(f"turn {row.turn_id!r} is malformed in the store: {' '.join(first[:3])}") from None
+
+
+def _decode(row) -> TurnRecord:  # type: ignore[no-untyped-def]
     verdict = None
     if row.status is not None:
         verdict = Verdict(
@@ -475,12 +484,30 @@ class Journal:
         return _record(row) if row is not None else None
 
     def unsettled(self, automation_id: str | None = None) -> list[TurnRecord]:
+        """Turns not settled yet; a row that cannot be decoded (an unknown phase included) raises
+        ``StoreUnavailable``: its automation cannot be judged free to run."""
+        records, bad = self.unsettled_scan(automation_id)
+        if bad:
+            raise StoreUnavailable(next(iter(bad.values())))
+        return records
+
+    def unsettled_scan(self, automation_id: str | None = None) -> tuple[list[TurnRecord], dict[str, str]]:
+        """Unsettled turns that decode, and ``{turn_id: why}`` for those that do not (one bad row
+        must not stop recovery of the others)."""
         t = s.turns
-        query = select(t).where(t.c.phase.in_(UNSETTLED)).order_by(t.c.started_at_us)
+        query = select(t).where(t.c.phase != "settled").order_by(t.c.started_at_us)
         if automation_id is not None:
             query = query.where(t.c.automation_id == automation_id)
         with self.store.read() as conn:
-            return [_record(row) for row in conn.execute(query)]
+            rows = list(conn.execute(query))
+        records: list[TurnRecord] = []
+        bad: dict[str, str] = {}
+        for row in rows:
+            try:
+                records.append(_record(row))
+            except StoreUnavailable as exc:
+                bad[str(row.turn_id)] = str(exc)
+        return records, bad
 
     def recent(self, automation_id: str, limit: int = 10) -> list[TurnRecord]:
         t = s.turns

@@ -30,7 +30,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 from sqlalchemy import insert
 
-from admission import Admission, CommandHost, Policies, Scope, open_store
+from admission import Admission, CommandHost, HostPolicies, HostPolicy, Policies, Scope, open_store
 from admission import _schema as tables
 from admission.clock import to_us
 from hosts import Schedule
@@ -94,7 +94,8 @@ def bare_apscheduler(n: int) -> float:
 
 def host_start(url: str, state: Path) -> tuple[float, HostRuntime]:
     store = open_store(url)
-    runtime = HostRuntime(store, RuntimeConfig(state_dir=state, catch_up=timedelta(0)))
+    HostPolicies(store).set(HostPolicy(catch_up=timedelta(0)), expected_revision=HostPolicies(store).get().revision, owner_ref="bench")
+    runtime = HostRuntime(store, RuntimeConfig(state_dir=state))
     start = time.perf_counter()
     runtime.start()
     elapsed = time.perf_counter() - start

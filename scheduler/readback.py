@@ -172,7 +172,24 @@ class Readback:
         return sorted(out, key=lambda r: (r.automation.spec.goal_id if r.automation else "", r.automation_id))
 
     def of(self, automation: Automation, now: datetime, policy: HostPolicy) -> AutomationReadback:
-        """The readback of a loaded automation at ``now`` under ``policy``."""
+        """The readback of a loaded automation at ``now`` under ``policy``; state of its own that
+        cannot be read (a turn, a mission, a binding) holds it, as the host does, and says why."""
+        try:
+            return self._of(automation, now, policy)
+        except StoreUnavailable as exc:
+            if not self.store_reachable():
+                raise  # the store is down: that is every automation's answer, not this one's
+            readback = _unreadable(automation.automation_id, str(exc))
+            return replace(readback, automation=automation)
+
+    def store_reachable(self) -> bool:
+        try:
+            self.automations.revisions()
+        except StoreUnavailable:
+            return False
+        return True
+
+    def _of(self, automation: Automation, now: datetime, policy: HostPolicy) -> AutomationReadback:
         from .envelope_gate import EnvelopeGate
         from .timers import guarantee
 
@@ -217,7 +234,7 @@ class Readback:
             return replace(base, state=ReadbackState.AWAITING_OWNER, detail=f"mission {mission.mission_id} waits for its owner: {ask}")
         if plan is None and binding is not None and binding.hold_reason:
             state, detail = ReadbackState.HELD, f"held: {binding.hold_reason}"
-        elif self.journal.unsettled(aid):
+        elif self.journal.unsettled(aid):  # an unreadable turn raises: held, above
             state, detail = ReadbackState.RUNNING, "a turn is running"
         elif (problem_text := host_problem(automation)) is not None:
             state, detail = ReadbackState.HOST_UNAVAILABLE, problem_text

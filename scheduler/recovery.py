@@ -129,7 +129,8 @@ def recover(
     automations = Automations(store, clock)
     resumable: list[TurnRecord] = []
     settled: list[TurnRecord] = []
-    for record in journal.unsettled():
+    records, _unreadable = journal.unsettled_scan()  # an unreadable row holds its automation (the host says so)
+    for record in records:
         if automation_ids is not None and record.automation_id not in automation_ids:
             continue
         if not orphaned(record, now):

@@ -20,7 +20,7 @@ import itertools
 import contextlib
 import logging
 import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -33,6 +33,8 @@ from admission import (
     Admission,
     Automation,
     Automations,
+    HostPolicies,
+    HostPolicy,
     Journal,
     Store,
     StoreUnavailable,
@@ -59,16 +61,22 @@ MAX_BUFFERED_TICKS = 100_000  # while the store is down; beyond this the oldest 
 
 @dataclass(frozen=True)
 class RuntimeConfig:
-    """How the host runs. ``catch_up`` bounds how old a missed tick may be and still fire once;
-    ``recover_every`` is how many polls pass between two recoveries of crashed turns."""
+    """How this host process runs; ``recover_every`` is how many polls pass between two
+    recoveries of crashed turns. How wakes are planned (catch-up window, backoff) is the
+    deployment's host policy, read from the store (``admission.HostPolicies``), so every host
+    and every readback plan alike."""
 
     state_dir: Path
     poll: timedelta = timedelta(seconds=2)
-    catch_up: timedelta = timedelta(hours=1)
     workers: int = 8
     flush_every: timedelta = timedelta(seconds=1)
-    backoff: BackoffPolicy = field(default_factory=BackoffPolicy)
     recover_every: int = 5
+
+
+def _grace(policy: HostPolicy) -> int:
+    """APScheduler's misfire grace: a missed fire older than the catch-up window is dropped
+    (its own default of 1 s would drop runs a busy host starts a moment late)."""
+    return max(1, int(policy.catch_up.total_seconds()))
 
 
 @dataclass(frozen=True)
@@ -94,6 +102,8 @@ class HostRuntime:
         self.ticklog = TickLog(store)
         self.timers = TimerBindings(store)
         self.executor = TurnExecutor(store, state_dir=config.state_dir, clock=self.clock, host=self.host)
+        self.host_policies = HostPolicies(store, self.clock)
+        self.policy = HostPolicy()  # replaced by the stored policy at every sync
         self._decoded: dict[str, Decoded] = {}
         self._armed: dict[str, _Armed] = {}
         self._holds: dict[str, str] = {}
@@ -129,7 +139,7 @@ class HostRuntime:
                 # One run for any number of missed fire times; a missed time older than the
                 # catch-up window is dropped. (APScheduler 3's default grace of 1 s drops runs.)
                 "coalesce": True,
-                "misfire_grace_time": max(1, int(config.catch_up.total_seconds())),
+                "misfire_grace_time": _grace(self.policy),
                 "max_instances": 1,
             },
         )
@@ -188,6 +198,7 @@ class HostRuntime:
         (revision, wake state, floor, the lane's latest start), reading every input in bulk."""
         seq = next(self._seq)
         now = read_clock(self.clock)
+        policy_changed = self.load_policy()
         revisions = self.automations.revisions()
         for automation_id in [aid for aid in self._decoded if aid not in revisions]:
             self._forget(automation_id)
@@ -229,7 +240,7 @@ class HostRuntime:
                 next_eligible_at=eligible.get(lane_of(automation)),
             )
             armed = self._armed.get(automation_id)
-            if armed is not None and armed.snapshot.inputs == inputs:
+            if armed is not None and armed.snapshot.inputs == inputs and not policy_changed:
                 if armed.trigger is None or automation_id in live:
                     continue  # unchanged
                 if armed.trigger.failure is not None:
@@ -250,7 +261,7 @@ class HostRuntime:
             if automation_id in self._bad_ticks:
                 self._hold(automation_id, self._bad_ticks[automation_id])
                 continue
-            snapshot = Snapshot(automation_id, decoded.schedule, inputs, self._last_ticked(automation_id), self.config.catch_up)  # type: ignore[arg-type]
+            snapshot = Snapshot(automation_id, decoded.schedule, inputs, self._last_ticked(automation_id), self.policy.catch_up)  # type: ignore[arg-type]
             self._arm(decoded.automation, snapshot, seq, previous=None, now=now)  # type: ignore[arg-type]
 
     def _arm(
@@ -287,9 +298,12 @@ class HostRuntime:
                     name=automation_id,
                     max_instances=instances,
                     next_run_time=first,
+                    misfire_grace_time=_grace(self.policy),
                 )
             else:
-                self.scheduler.modify_job(automation_id, trigger=trigger, next_run_time=first, max_instances=instances)
+                self.scheduler.modify_job(
+                    automation_id, trigger=trigger, next_run_time=first, max_instances=instances, misfire_grace_time=_grace(self.policy)
+                )
             self._armed[automation_id] = _Armed(snapshot, trigger, seq)
             self._release(automation_id)
         self._unpublished.add(automation_id)
@@ -328,7 +342,7 @@ class HostRuntime:
         trigger itself never reads)."""
         self._ticked_merge(self.ticklog.last_nominal(automation.automation_id))
         inputs = self._read_inputs(automation, automation.revision)
-        snapshot = Snapshot(automation.automation_id, schedule, inputs, self._last_ticked(automation.automation_id), self.config.catch_up)
+        snapshot = Snapshot(automation.automation_id, schedule, inputs, self._last_ticked(automation.automation_id), self.policy.catch_up)
         return snapshot.plan(previous, now)
 
     def _hold(self, automation_id: str, reason: str, *, keep: bool = False) -> None:
@@ -396,15 +410,15 @@ class HostRuntime:
             return self._record(automation_id, nominal, fired_at, "denied", outcome.verdict.stop_reason[:32], outcome.turn_id)
         if not decision.admitted:
             if wake.backoff_step > 0:
-                self._save_wake(self.config.backoff.advance(wake, read_clock(self.clock)))
+                self._save_wake(self._backoff().advance(wake, read_clock(self.clock)))
             return self._record(automation_id, nominal, fired_at, "denied", decision.reason.value, outcome.turn_id)
         if outcome.verdict.status == "succeeded":
             if wake.backoff_step > 0:
-                self._save_wake(self.config.backoff.clear(wake))
+                self._save_wake(self._backoff().clear(wake))
         else:
             step = wake.backoff_step
             now = read_clock(self.clock)
-            self._save_wake(self.config.backoff.advance(wake, now) if step > 0 else self.config.backoff.reset(automation_id, now))
+            self._save_wake(self._backoff().advance(wake, now) if step > 0 else self._backoff().reset(automation_id, now))
         return self._record(automation_id, nominal, fired_at, "admitted", outcome.verdict.status, outcome.turn_id)
 
     def _tick(self, automation_id: str) -> None:
@@ -520,6 +534,15 @@ class HostRuntime:
         self._ticked_merge({t.automation_id: t.nominal_at for t in batch})
 
     # -- helpers -----------------------------------------------------------------------------
+    def load_policy(self) -> bool:
+        """Read the deployment's host policy from the store; True when it changed."""
+        policy = self.host_policies.get().policy
+        changed, self.policy = policy != self.policy, policy
+        return changed
+
+    def _backoff(self) -> BackoffPolicy:
+        return BackoffPolicy(self.policy.backoff_initial, self.policy.backoff_cap)
+
     def _save_wake(self, state: WakeState) -> None:
         self.automations.save_wake_state(state)
 

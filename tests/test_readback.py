@@ -211,3 +211,41 @@ def test_times_are_aware_utc(store) -> None:  # type: ignore[no-untyped-def]
     assert rb.next_fire_at is not None and rb.next_fire_at.utcoffset() == timedelta(0)
     assert rb.next_fire_at.tzinfo in (timezone.utc,) or rb.next_fire_at == rb.next_fire_at.astimezone(timezone.utc)
     assert isinstance(rb.next_fire_at, datetime)
+
+
+def test_a_running_host_replans_when_the_host_policy_changes(store, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from scheduler.runtime import HostRuntime, RuntimeConfig
+
+    clock = FixedClock(T0 + 20 * M)
+    add_automation(store, clock, schedule=EVERY_15M)
+    host = HostRuntime(store, RuntimeConfig(state_dir=tmp_path / "state"), clock=clock)
+    host.sync()
+    assert host.scheduler.get_job("x").next_run_time == T0 + 15 * M  # the 09:15 fire is due: it fires at once
+    HostPolicies(store, clock).set(HostPolicy(catch_up=timedelta(0)), expected_revision=0, owner_ref="o")
+    host.sync()
+    assert host.scheduler.get_job("x").next_run_time == T0 + 30 * M  # no catch-up now, as the readback says
+    assert Readback(store, clock).automation("x").next_fire_at == T0 + 30 * M
+
+
+def test_run_refuses_a_flag_that_differs_from_the_stored_host_policy(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from cli import run_cli
+
+    db = str(tmp_path / "fg.db")
+    result = run_cli("run", "--catch-up", "2h", db=db)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--catch-up" in lines[0] and "floorgate settings set --catch-up 2h --revision 0" in lines[0]
+
+
+def test_an_unreadable_turn_holds_its_automation_in_the_readback(store) -> None:  # type: ignore[no-untyped-def]
+    clock = FixedClock(T0)
+    add_automation(store, clock, "bad", schedule=EVERY_15M)
+    add_automation(store, clock, "good", schedule=EVERY_15M)
+    raw_sql(
+        store,
+        "INSERT INTO fg_turns (turn_id, automation_id, goal_id, agent_id, attempt, kind, runner_host, runner_pid, "
+        "started_at_us, deadline_us, phase) VALUES ('t-bad', 'bad', 'g', 'a', 1, 'automatic', 'h:1', 1, 0, 0, 'bogus')",
+    )
+    listed = {rb.automation_id: rb for rb in Readback(store, clock).many()}
+    assert listed["bad"].state is ReadbackState.HELD and "t-bad" in listed["bad"].detail
+    assert listed["good"].state is ReadbackState.ELIGIBLE

@@ -19,7 +19,16 @@ EVERY_15M = "DTSTART:20261201T090000Z RRULE:FREQ=MINUTELY;INTERVAL=15"
 
 
 def runtime(store, clock, tmp_path, catch_up=timedelta(hours=1)) -> HostRuntime:  # type: ignore[no-untyped-def]
-    return HostRuntime(store, RuntimeConfig(state_dir=tmp_path / "state", catch_up=catch_up), clock=clock)
+    """A host over ``store`` whose deployment's host policy has this catch-up window."""
+    from admission import HostPolicies, HostPolicy
+
+    policies = HostPolicies(store, clock)
+    stored = policies.get()
+    if stored.policy.catch_up != catch_up:
+        policies.set(HostPolicy(catch_up=catch_up), expected_revision=stored.revision, owner_ref="test")
+    host = HostRuntime(store, RuntimeConfig(state_dir=tmp_path / "state"), clock=clock)
+    host.load_policy()  # what start() does with its first sync
+    return host
 
 
 def test_backoff_doubles_to_its_cap() -> None:
@@ -421,6 +430,8 @@ def test_a_turn_this_host_abandoned_after_a_store_error_is_settled_not_an_overla
         runner_pid=0,
         deadline=T0 + DAY,
         log_path=None,
+        owner_id=host.executor.owner,  # this host's executor holds the claim (its lease runs on)
+        lease_expires=T0 + DAY,
     )
     tick = host.tick("x")
     assert tick.decision == "admitted", tick
