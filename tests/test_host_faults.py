@@ -95,7 +95,9 @@ def test_corrupt_rows_hold_their_automations_and_the_host_runs_the_others(db_url
     finally:
         code, log = stop(host)
     assert code == 0, log[-3000:]
-    assert not bad.exists(), [line for line in log.splitlines() if "admitted" in line and "bad" in line][:5]  # no corrupt automation ever launched
+    assert not bad.exists(), [line for line in log.splitlines() if "admitted" in line and "bad" in line][
+        :5
+    ]  # no corrupt automation ever launched
     for i, kind in enumerate(CORRUPTIONS):
         held = [line for line in log.splitlines() if f"automation bad{i} is held by this host" in line]
         assert len(held) == 1, (kind, log[-3000:])  # logged once, with the reason
