@@ -190,3 +190,10 @@ def raw_sql(store: Store, sql: str, params: dict | None = None) -> list[tuple]: 
 
 DAY = timedelta(days=1)
 MS = timedelta(milliseconds=1)
+
+
+def worker_suffix() -> str:
+    """'' alone, '-gw0', '-gw1' ... under pytest-xdist: per-worker names for shared real resources
+    (a crontab account), so parallel workers never edit the same one."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    return f"-{worker}" if worker else ""

@@ -31,9 +31,10 @@ def test_status_show_and_preview_agree_with_a_running_host(db_url: str, tmp_path
     clock = SystemClock()
     now = clock.now()
     with open_store(db_url) as store:
-        floor(store, clock, "g/f", timedelta(seconds=15))  # type: ignore[arg-type]
-        # Every 10 s under a 15 s floor: the host waits for the floor and runs the fire due then.
-        add_automation(store, clock, "floored", schedule="every 10s", agent="f")  # type: ignore[arg-type]
+        floor(store, clock, "g/f", timedelta(seconds=6))  # type: ignore[arg-type]
+        # Every 4 s under a 6 s floor: the host waits for the floor and runs the fire due then
+        # (the floor opens 2 s from either neighbouring fire: the nominal time is unambiguous).
+        add_automation(store, clock, "floored", schedule="every 4s", agent="f")  # type: ignore[arg-type]
         # A fire 10 minutes ago, never ticked, inside the 1 h catch-up window: it runs at once.
         past = (now - timedelta(minutes=10)).replace(microsecond=0)
         add_automation(store, clock, "catchup", schedule=f"DTSTART:{past:%Y%m%dT%H%M%SZ} RRULE:FREQ=HOURLY", agent="c")  # type: ignore[arg-type]

@@ -32,9 +32,9 @@ from hosts.contract import (
 )
 from hosts.registry import TIMER_HOSTS, HostSetup, UnknownTimerKind, capabilities, timer_host, timer_kind
 
-from conftest import T0
+from conftest import T0, worker_suffix
 
-CONTRACT_USER = "fgcron-contract"
+CONTRACT_USER = f"fgcron-contract{worker_suffix()}"
 ROOT = Path(__file__).resolve().parent.parent
 EVERY_15 = "DTSTART:20261101T000500Z RRULE:FREQ=MINUTELY;INTERVAL=15"
 OPERATIONS = ("capabilities", "express", "apply", "read", "matches", "remove")

@@ -21,10 +21,10 @@ from hosts.crontab import CrontabHost
 from hosts.errors import UnsupportedSchedule
 from scheduler.timers import TimerService
 
-from conftest import T0
+from conftest import T0, worker_suffix
 from helpers import command, floor
 
-CRON_USER = "fgcron-test"
+CRON_USER = f"fgcron-test{worker_suffix()}"
 
 
 def TEST_USER_CAN_RUN(user: str | None) -> None:
