@@ -24,8 +24,6 @@ from admission import (
 )
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from .app import Floorgate
 
 EXIT_OK = 0
@@ -99,15 +97,6 @@ def add_common(parser: argparse.ArgumentParser, *, top: bool = False) -> None:
         help="database: a SQLite file path or postgresql://... (default: $FLOORGATE_DB or ./floorgate.db)",
     )
     parser.add_argument("--json", action="store_true", default=False if top else argparse.SUPPRESS, help="print one JSON document")
-
-
-def state_dir(args: argparse.Namespace) -> Path:
-    """The state directory: --state-dir, else $FLOORGATE_STATE_DIR, else ./floorgate-state."""
-    import os
-    from pathlib import Path
-
-    value = getattr(args, "state_dir", None) or os.environ.get("FLOORGATE_STATE_DIR") or "floorgate-state"
-    return Path(value)
 
 
 def add_lane(parser: argparse.ArgumentParser, *, agent_required: bool = True) -> None:

@@ -71,6 +71,7 @@ class RuntimeConfig:
     workers: int = 8
     flush_every: timedelta = timedelta(seconds=1)
     recover_every: int = 5
+    envelope_mode: str | None = None  # None: enforce (the executor passes the mode on to hosted hooks)
 
 
 def _grace(policy: HostPolicy) -> int:
@@ -101,7 +102,7 @@ class HostRuntime:
         self.journal = Journal(store, self.clock)
         self.ticklog = TickLog(store)
         self.timers = TimerBindings(store)
-        self.executor = TurnExecutor(store, state_dir=config.state_dir, clock=self.clock, host=self.host)
+        self.executor = TurnExecutor(store, state_dir=config.state_dir, clock=self.clock, host=self.host, mode=config.envelope_mode)
         self.host_policies = HostPolicies(store, self.clock)
         self.policy = HostPolicy()  # replaced by the stored policy at every sync
         self._decoded: dict[str, Decoded] = {}

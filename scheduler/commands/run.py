@@ -10,7 +10,7 @@ import sys
 from admission import InvalidInput
 from admission.intervals import format_interval, parse_interval
 
-from ..cli import EXIT_OK, Context, add_common, state_dir
+from ..cli import EXIT_OK, Context, add_common
 from ..runtime import HostRuntime, RuntimeConfig
 
 
@@ -46,11 +46,8 @@ def _run(ctx: Context) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
     logging.getLogger("alembic").setLevel(logging.WARNING)
-    config = RuntimeConfig(state_dir=state_dir(a), poll=poll, workers=a.workers)
-    if a.envelope_mode is not None:
-        import os
-
-        os.environ["FLOORGATE_ENVELOPE_MODE"] = a.envelope_mode  # the executor and hosted hooks read it
+    settings = ctx.app.settings
+    config = RuntimeConfig(state_dir=settings.state_dir, poll=poll, workers=a.workers, envelope_mode=settings.envelope_mode)
     runtime = HostRuntime(ctx.store, config)
 
     def stop(signum, _frame):  # type: ignore[no-untyped-def]

@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import argparse
-import os
 
 from admission import Automations
 from admission.clock import iso
 from hosts import TimerKind
 
-from ..cli import EXIT_DENIED, EXIT_OK, Context, add_common, state_dir
+from ..cli import EXIT_DENIED, EXIT_OK, Context, add_common
 from ..present import binding_doc
 from ..timers import TimerService, guarantee
 
 
 def service(ctx: Context) -> TimerService:
-    user = getattr(ctx.args, "crontab_user", None) or os.environ.get("FLOORGATE_CRONTAB_USER") or None
-    return TimerService(ctx.store, crontab_user=user, state_dir=state_dir(ctx.args))
+    """The timer service of this command's application (flags over environment, in ``Settings``)."""
+    svc: TimerService = ctx.app.timers
+    return svc
 
 
 def add_timer_arg(p: argparse.ArgumentParser) -> None:

@@ -8,8 +8,7 @@ from admission import Automations, InvalidInput, Journal, NotFound
 from admission.clock import iso
 from admission.intervals import parse_interval
 
-from ..cli import EXIT_DENIED, EXIT_OK, Context, add_common, state_dir
-from ..executor import TurnExecutor
+from ..cli import EXIT_DENIED, EXIT_OK, Context, add_common
 from ..present import decision_doc, turn_doc, verdict_doc
 from ..recovery import recover
 
@@ -45,7 +44,7 @@ def _run(ctx: Context) -> int:
     automation = Automations(ctx.store).get(a.automation)
     if a.manual_reason is not None and not a.manual_reason.strip():
         raise InvalidInput("--manual-reason", "a manual run needs a non-empty reason")
-    executor = TurnExecutor(ctx.store, state_dir=state_dir(a), mode=a.envelope_mode)
+    executor = ctx.app.executor()
     wait = parse_interval(a.wait_eligible, "--wait-eligible")
     # A crashed earlier run of this automation (cron, manual) is settled or resumed here, so
     # nothing waits for a host that may never start.
