@@ -9,18 +9,19 @@ from __future__ import annotations
 
 from collections import namedtuple
 from dataclasses import dataclass
-from datetime import timedelta
 
 from .decisions import Phase
 from .errors import StoreUnavailable
-from .policies import RuleRef, combine, EffectiveFloor
-from .scope import Scope
+from .policies import EffectiveFloor, RuleRef, combine, rule_ref
 from .store import DriverTx
 
 _LANE = "goal_id = :g AND agent_id = :a AND automation_id = :x"
 # Fields are joined with " " and "/": neither can appear in an id, so the text splits exactly.
 _FACT_COLUMNS = [
-    "(SELECT {agg}(agent_id || '/' || automation_id || '/' || min_interval_us || '/' || revision, ' ')"
+    # COALESCE: a NULL part must not drop its rule from the aggregate ("no rule" would admit);
+    # '?' fails the rule decoder instead, and the state is unavailable.
+    "(SELECT {agg}(agent_id || '/' || automation_id || '/' || COALESCE(CAST(min_interval_us AS TEXT), '?') || '/' "
+    "|| COALESCE(CAST(revision AS TEXT), '?'), ' ')"
     " FROM fg_rules WHERE goal_id = :g AND agent_id IN ('', :a) AND automation_id IN ('', :xr))",
     "(SELECT COALESCE(phase, '') || '/' || goal_id || '/' || agent_id || '/' || automation_id || '/' || anchor_us"
     " FROM fg_starts WHERE turn_id = :t)",
@@ -48,7 +49,6 @@ CONFIRM_SQL = (
 
 # Times beyond year 9000 or floors beyond the policy cap are corrupt state, not values to add up.
 _MAX_US = 221_845_392_000_000_000
-_MAX_FLOOR = timedelta(days=3660)
 
 # Ids never contain "/", so this placeholder matches no automation rule when no automation is named.
 _NO_LANE = "/"
@@ -68,11 +68,10 @@ class Facts:
 
 def _rule_ref(text: str, goal: str, agent: str) -> RuleRef:
     parts = text.split("/")
-    if len(parts) != 4 or not parts[2].isdigit() or not parts[3].isdigit() or int(parts[3]) < 1:
+    if len(parts) != 4 or not parts[2].isdigit() or not parts[3].isdigit():
         raise StoreUnavailable(f"malformed rule under goal {goal!r}: {text!r}")
     rule_agent, rule_lane, us, rev = parts
-    scope = Scope.model_construct(goal_id=goal, agent_id=rule_agent or None, automation_id=rule_lane or None)
-    return RuleRef.model_construct(scope=scope, min_interval=timedelta(microseconds=int(us)), revision=int(rev))
+    return rule_ref(goal, rule_agent, rule_lane, int(us), int(rev))
 
 
 def facts_params(goal: str, agent: str, automation: str | None, turn_id: str, trigger_us: int) -> dict:  # type: ignore[type-arg]
@@ -109,9 +108,6 @@ def read_facts(tx: DriverTx, goal: str, agent: str, automation: str | None, turn
     for name, value in (("anchor", t_anchor), ("agent anchor", ag), ("lane anchor", ln), ("lane trigger", ln_tr)):
         if value is not None and (type(value) is not int or not 0 <= value < _MAX_US):
             raise StoreUnavailable(f"malformed {name} time for {goal}/{agent}: {value!r}")
-    for ref in refs:
-        if ref.min_interval > _MAX_FLOOR:
-            raise StoreUnavailable(f"malformed rule at {ref.scope}: a floor of {ref.min_interval}")
     return Facts(
         floor=combine(goal, agent, automation, refs),
         turn_phase=phase,

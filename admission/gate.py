@@ -20,8 +20,8 @@ from .decisions import Confirmation, Decision, Eligibility, Phase, Reason, Start
 from .errors import InvalidInput, StoreUnavailable
 from .intervals import format_interval
 from .journal import JournalEntry, write_entry
-from .policies import EffectiveFloor, RuleRef, combine
-from .scope import Scope, check_id
+from .policies import EffectiveFloor, RuleRef, combine, rule_ref
+from .scope import check_id
 from .store import DriverTx, Store
 
 _ADMITTING = (Reason.ELIGIBLE, Reason.MANUAL)
@@ -251,13 +251,13 @@ class Admission:
                     )
                 )
             }
-        by_key: dict[tuple[str, str, str], RuleRef] = {}
-        for row in rules:
-            if type(row.min_interval_us) is int and row.min_interval_us >= 0 and type(row.revision) is int:
-                scope = Scope.model_construct(goal_id=row.goal_id, agent_id=row.agent_id or None, automation_id=row.automation_id or None)
-                by_key[(row.goal_id, row.agent_id, row.automation_id)] = RuleRef.model_construct(
-                    scope=scope, min_interval=timedelta(microseconds=row.min_interval_us), revision=row.revision
-                )
+        # The same decoder as admission's facts: a damaged rule raises (the caller holds its lanes).
+        by_key: dict[tuple[str, str, str], RuleRef] = {
+            (row.goal_id, row.agent_id, row.automation_id): rule_ref(
+                row.goal_id, row.agent_id, row.automation_id, row.min_interval_us, row.revision
+            )
+            for row in rules
+        }
         out: dict[tuple[str, str, str | None], datetime | None] = {}
         for goal, agent, automation in lanes:
             refs = [by_key[k] for k in ((goal, "", ""), (goal, agent, "")) if k in by_key]

@@ -111,15 +111,29 @@ def _checked_us(value: object, what: str) -> int:
     return value
 
 
+# A floor beyond the policy cap is corrupt state, not a value to add up.
+MAX_STORED_FLOOR = timedelta(days=3660)
+
+
+def rule_ref(goal_id: str, agent_key: str, automation_key: str, min_interval_us: object, revision: object) -> RuleRef:
+    """The one decoder of a stored rule (admission's facts, the host's bulk planner and policy
+    readback all use it): a NULL, non-integer, negative or over-cap floor, or a revision below 1,
+    raises ``StoreUnavailable``, so a damaged rule denies and is never read as "no rule"."""
+    scope = Scope.model_construct(goal_id=goal_id, agent_id=agent_key or None, automation_id=automation_key or None)
+    if type(min_interval_us) is not int or not 0 <= min_interval_us <= MAX_STORED_FLOOR // timedelta(microseconds=1):
+        raise StoreUnavailable(f"malformed rule at {scope}: min_interval {min_interval_us!r}")
+    if type(revision) is not int or revision < 1:
+        raise StoreUnavailable(f"malformed rule at {scope}: revision {revision!r}")
+    return RuleRef.model_construct(scope=scope, min_interval=timedelta(microseconds=min_interval_us), revision=revision)
+
+
 def rule_from_row(row) -> Rule:  # type: ignore[no-untyped-def]
     """Decode a rules row; malformed values raise ``StoreUnavailable`` (fail closed)."""
-    interval_us = _checked_us(row.min_interval_us, f"min_interval for {_scope_of(row)}")
-    if type(row.revision) is not int or row.revision < 1:
-        raise StoreUnavailable(f"malformed revision for {_scope_of(row)}: {row.revision!r}")
+    ref = rule_ref(row.goal_id, row.agent_id, row.automation_id, row.min_interval_us, row.revision)
     compute, problem = read_compute(row.compute_json)
     return Rule(
         scope=_scope_of(row),
-        min_interval=timedelta(microseconds=interval_us),
+        min_interval=ref.min_interval,
         owner_ref=str(row.owner_ref),
         revision=row.revision,
         updated_at=from_us(_checked_us(row.updated_at_us, "updated_at")),

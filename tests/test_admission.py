@@ -283,3 +283,36 @@ def test_property_automatic_starts_are_at_least_a_floor_apart(tmp_path_factory, 
                 assert d.next_eligible_at > clock.now()
         assert all(b - a >= floor for a, b in pairwise(admitted))
         assert admitted and admitted[0] == T0 + timedelta(seconds=steps[0][0])
+
+
+DAMAGED_RULES = [
+    ("null-min-interval", "NULL", "1"),
+    ("null-revision", "3600000000", "NULL"),
+    ("negative-floor", "-1", "1"),
+    ("over-the-cap", str(4000 * 86_400 * 1_000_000), "1"),
+    ("revision-zero", "3600000000", "0"),
+]
+
+
+@pytest.mark.parametrize("damage", DAMAGED_RULES, ids=[d[0] for d in DAMAGED_RULES])
+def test_a_damaged_rule_denies_everywhere_and_is_never_read_as_no_rule(store, damage) -> None:  # type: ignore[no-untyped-def]
+    """A hand rebuild without constraints: the rule row keeps its place but holds garbage."""
+    from admission import StoreUnavailable
+
+    from conftest import raw_sql
+
+    _, interval, revision = damage
+    clock = FixedClock(T0)
+    Policies(store, clock).configure(Scope.agent("g", "a"), min_interval=timedelta(hours=1), expected_revision=0, owner_ref="o")
+    raw_sql(store, "ALTER TABLE fg_rules RENAME TO fg_rules_kept")
+    raw_sql(store, "CREATE TABLE fg_rules AS SELECT * FROM fg_rules_kept")  # no constraints survive
+    raw_sql(store, f"UPDATE fg_rules SET min_interval_us = {interval}, revision = {revision}")
+    gate = Admission(store, clock)
+    decision = gate.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=T0)
+    assert not decision.admitted and decision.reason is Reason.STATE_UNAVAILABLE
+    assert gate.eligibility("g", "a", "x").status == "unavailable"
+    with pytest.raises(StoreUnavailable):
+        gate.next_eligible_many([("g", "a", "x")])
+    with pytest.raises(StoreUnavailable):
+        Policies(store, clock).list("g")
+    assert raw_sql(store, "SELECT COUNT(*) FROM fg_starts") == [(0,)]
