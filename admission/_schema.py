@@ -132,6 +132,7 @@ turns = Table(
     Column("retryable", Boolean, nullable=True),
     Column("failure_category", String(16), nullable=True),
     Column("exit_code", Integer, nullable=True),
+    Column("stop_bound", String(32), nullable=True),  # the envelope bound that stopped the turn
     Column("settled_at_us", BigInteger, nullable=True),
     Column("log_path", Text, nullable=True),
     Column("mission_id", String(128), nullable=True),

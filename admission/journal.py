@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -28,8 +29,28 @@ from .clock import Clock, SystemClock, from_us, iso, read_clock, to_us
 from .errors import FloorgateError, InvalidInput, NotFound, StoreUnavailable
 from .store import DriverTx, Store
 
-Status = Literal["succeeded", "failed", "timed_out", "denied", "stuck"]
-Category = Literal["infra", "task", "policy", "none"]
+
+class TurnStatus(StrEnum):
+    """How a turn ended."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    DENIED = "denied"
+    STUCK = "stuck"
+
+
+class FailureCategory(StrEnum):
+    """Whose failure it was: retryable infrastructure, the task itself, a policy, or none."""
+
+    INFRA = "infra"
+    TASK = "task"
+    POLICY = "policy"
+    NONE = "none"
+
+
+Status = TurnStatus
+Category = FailureCategory
 TurnPhase = Literal["journaled", "confirmed", "launched", "settled"]
 UNSETTLED: tuple[TurnPhase, ...] = ("journaled", "confirmed", "launched")
 
@@ -59,11 +80,12 @@ class Verdict(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    status: Status
+    status: TurnStatus
     stop_reason: str
     retryable: bool
-    failure_category: Category
+    failure_category: FailureCategory
     exit_code: int | None = None
+    bound: str | None = None  # the compute-envelope bound that stopped it (e.g. max_turns), if one did
 
 
 class TurnRecord(BaseModel):
@@ -194,6 +216,7 @@ def _decode(row) -> TurnRecord:  # type: ignore[no-untyped-def]
             retryable=bool(row.retryable),
             failure_category=row.failure_category,
             exit_code=row.exit_code,
+            bound=row.stop_bound,
         )
     return TurnRecord(
         turn_id=row.turn_id,
@@ -359,6 +382,7 @@ class Journal:
                     retryable=verdict.retryable,
                     failure_category=verdict.failure_category,
                     exit_code=verdict.exit_code,
+                    stop_bound=verdict.bound,
                     settled_at_us=now,
                 )
             )
@@ -466,6 +490,7 @@ class Journal:
                     retryable=verdict.retryable,
                     failure_category=verdict.failure_category,
                     exit_code=None,
+                    stop_bound=verdict.bound,
                     settled_at_us=now,
                     log_path=None,
                     mission_id=None,

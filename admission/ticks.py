@@ -7,7 +7,7 @@ makes no durable commit per tick.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import func, insert, select
@@ -16,7 +16,16 @@ from . import _schema as s
 from .clock import from_us, to_us
 from .store import Store
 
-TickDecision = Literal["admitted", "denied", "skipped", "error"]
+MAX_REASON = 200  # the column's width
+
+
+class TickDecision(StrEnum):
+    """What became of a timer tick."""
+
+    ADMITTED = "admitted"
+    DENIED = "denied"
+    SKIPPED = "skipped"
+    ERROR = "error"
 
 
 class Tick(BaseModel):
@@ -47,7 +56,7 @@ class TickLog:
                 nominal_us=to_us(t.nominal_at),
                 actual_us=to_us(t.actual_at),
                 decision=t.decision,
-                reason=t.reason,
+                reason=t.reason[:MAX_REASON],  # never a batch refused (and retried forever) for one long reason
                 turn_id=t.turn_id,
                 host=t.host,
             )

@@ -34,6 +34,7 @@ from admission import (
     merge,
 )
 from admission.clock import Clock, SystemClock, read_clock
+from admission.journal import FailureCategory, TurnStatus
 from admission.missions import MissionStatus
 from admission.policies import applicable_rules
 
@@ -63,8 +64,8 @@ class TurnGate:
     problem: str | None = None
 
 
-def _stuck(reason: str) -> Verdict:
-    return Verdict(status="stuck", stop_reason=reason[:128], retryable=False, failure_category="policy")
+def _stuck(reason: str, bound: str | None = None) -> Verdict:
+    return Verdict(status=TurnStatus.STUCK, stop_reason=reason[:128], retryable=False, failure_category=FailureCategory.POLICY, bound=bound)
 
 
 class EnvelopeGate:
@@ -202,14 +203,14 @@ class EnvelopeGate:
             base = getattr(envelope, bound) or value
             ask = self.approvals.ask(mission.mission_id, _lane(automation), bound, max(1, base // 2))
             text = f"{reason}; owner ask {ask.approval_id}"
-            return TurnGate(self.missions.get(mission.mission_id), envelope, _stuck(text))
-        return TurnGate(self.missions.settle(mission.mission_id, MissionStatus.STUCK, reason), envelope, _stuck(reason))
+            return TurnGate(self.missions.get(mission.mission_id), envelope, _stuck(text, bound))
+        return TurnGate(self.missions.settle(mission.mission_id, MissionStatus.STUCK, reason), envelope, _stuck(reason, bound))
 
     def exhaust(self, automation: Automation, mission: Mission, bound: str, value: int) -> Verdict:
         """Exhaustion found after a turn (wall clock, tokens): settle or ask, per on_exhausted."""
         envelope, _ = self.envelope(automation.spec.goal_id, automation.spec.agent_id, automation.automation_id)
         gate = self._exhausted(automation, mission, envelope, bound, value)
-        return gate.refusal or _stuck(f"compute bound exhausted: {bound}={value}")
+        return gate.refusal or _stuck(f"compute bound exhausted: {bound}={value}", bound)
 
     def _observed(self, mission: Mission, what: str) -> None:
         log.warning("OBSERVE: mission %s: %s (not enforced)", mission.mission_id, what)
@@ -238,7 +239,7 @@ class EnvelopeGate:
                     return verdict
                 self._observed(mission, reason)
         mission = self.missions.get(mission.mission_id)
-        if verdict.stop_reason.startswith("compute bound exhausted"):
+        if verdict.bound == "max_wall_seconds":  # the executor killed the host at the mission's deadline
             return self.exhaust(automation, mission, "max_wall_seconds", envelope.max_wall_seconds + mission.extra_wall_seconds)
         if verdict.status == "succeeded" and mission.status == "open":
             self.missions.settle(mission.mission_id, MissionStatus.SUCCEEDED, "completed")

@@ -270,7 +270,7 @@ class TurnExecutor:
         tapped: list[str] = []
         verdict = self._launch(automation, record, log_path, timeout, tapped)
         if wall_capped and verdict.status == "timed_out":
-            verdict = verdict.model_copy(update={"stop_reason": "compute bound exhausted: max_wall_seconds"})
+            verdict = verdict.model_copy(update={"stop_reason": "compute bound exhausted: max_wall_seconds", "bound": "max_wall_seconds"})
         if gate.mission is not None:
             usage = read_usage(spec.meter, tapped)
             verdict = self.gate.after_turn(automation, gate.mission, turn_id, verdict, usage)

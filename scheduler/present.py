@@ -177,6 +177,7 @@ def verdict_doc(v: Verdict | None) -> dict[str, Any] | None:
         "retryable": v.retryable,
         "failure_category": v.failure_category,
         "exit_code": v.exit_code,
+        "bound": v.bound,
     }
 
 
@@ -195,6 +196,8 @@ def turn_doc(t: TurnRecord) -> dict[str, Any]:
         "settled_at": iso(t.settled_at),
         "verdict": verdict_doc(t.verdict),
         "log_path": t.log_path,
+        "owner_id": t.owner_id,
+        "lease_expires_at": iso(t.lease_expires),
     }
 
 

@@ -408,7 +408,7 @@ class HostRuntime:
         if decision is None:
             # The envelope refused before admission (latch, owner ask, allowlist, exhausted bound):
             # nothing ran, and the wake cadence is not a failure to back off from.
-            return self._record(automation_id, nominal, fired_at, "denied", outcome.verdict.stop_reason[:32], outcome.turn_id)
+            return self._record(automation_id, nominal, fired_at, "denied", outcome.verdict.stop_reason, outcome.turn_id)
         if not decision.admitted:
             if wake.backoff_step > 0:
                 self._save_wake(self._backoff().advance(wake, read_clock(self.clock)))
@@ -433,7 +433,7 @@ class HostRuntime:
         except Exception as exc:
             episode.failed(exc)
             now = read_clock(self.clock)
-            self._record(automation_id, now, now, "error", type(exc).__name__[:32])
+            self._record(automation_id, now, now, "error", type(exc).__name__)
         else:
             episode.ok()
 
@@ -480,7 +480,7 @@ class HostRuntime:
             automation = self.automations.get(automation_id)
             outcome = self.executor.run(automation, turn_id=turn_id)
             now = read_clock(self.clock)
-            self._record(automation_id, now, now, "admitted", f"resumed_{outcome.verdict.status}"[:32], turn_id)
+            self._record(automation_id, now, now, "admitted", f"resumed_{outcome.verdict.status}", turn_id)
         except Exception as exc:
             self._episodes["recover"].failed(exc)
         finally:

@@ -153,6 +153,7 @@ def test_exhausted_mission_settles_stuck_naming_the_bound_and_survives_restart(d
         auto = Automations(store, clock).get("x")
         stuck = run(store, clock, tmp_path, auto)
         assert stuck.verdict.status == "stuck" and stuck.verdict.stop_reason == "compute bound exhausted: max_turns=2"
+        assert stuck.verdict.bound == "max_turns"  # the bound is a field, not a prefix of the reason
         assert stuck.record is None  # nothing launched
         mission = Missions(store, clock).recent("x", 1)[0]
         assert mission.status == "stuck" and mission.stop_reason == "compute bound exhausted: max_turns=2"
@@ -168,6 +169,10 @@ def test_max_wall_seconds_kills_at_the_mission_deadline(store, tmp_path) -> None
     outcome = run(store, clock, tmp_path, auto)
     assert outcome.verdict.status == "stuck" and "max_wall_seconds=1" in outcome.verdict.stop_reason
     assert Missions(store, clock).recent("x", 1)[0].status == "stuck"
+    from admission import Journal
+
+    stored = Journal(store, clock).get(outcome.turn_id)
+    assert stored is not None and stored.verdict is not None and stored.verdict.bound == "max_wall_seconds"  # in its column
 
 
 def test_max_tokens_counts_reported_usage_and_is_inert_without_reports(store, tmp_path) -> None:
