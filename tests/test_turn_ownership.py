@@ -386,3 +386,31 @@ def test_the_migration_claims_older_turns_and_never_reruns_one_that_may_have_spa
         result = recover(store, clock)  # both leases ended at their deadlines
         assert [r.turn_id for r in result.resumable] == ["legacy-reserved"]
         assert [(r.turn_id, r.verdict.stop_reason) for r in result.settled] == [("legacy-confirmed", "unknown_outcome")]
+
+
+def test_two_hosts_recovering_one_crashed_turn_run_it_once_and_settle_it_once(db_url: str, tmp_path: Path) -> None:
+    """Two real `floorgate run` hosts start beside a turn whose runner was SIGKILLed after its
+    reservation: both recover it at start, only one claim wins, and it runs and settles once."""
+    from helpers import start_host, stop
+
+    marks = tmp_path / "marks"
+    setup(db_url, f"open({str(marks)!r}, 'a').write('launch\\n')")
+    crash_after_reserve(db_url, tmp_path)
+    hosts = [start_host(db_url, tmp_path / f"host{i}") for i in range(2)]
+    try:
+
+        def settled():  # type: ignore[no-untyped-def]
+            with open_store(db_url) as store:
+                record = Journal(store).get(TURN)
+            return record if record is not None and record.verdict is not None else None
+
+        record = wait_for(settled, what="the resumed turn's settlement")
+        time.sleep(3)  # both hosts have run recovery at start and once more (--poll 1s): nothing else may launch
+    finally:
+        results = [stop(h) for h in hosts]
+    assert [code for code, _ in results] == [0, 0], results
+    assert launches(marks) == 1
+    assert record.verdict.status == "succeeded"
+    with open_store(db_url) as store:
+        assert raw_sql(store, "SELECT COUNT(*) FROM fg_turns WHERE turn_id = :t AND phase = 'settled'", {"t": TURN}) == [(1,)]
+        assert raw_sql(store, "SELECT COUNT(*) FROM fg_starts WHERE phase = 'reserved'") == [(0,)]
