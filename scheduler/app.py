@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from admission import Admission, HostPolicies, Policies, Store, open_store
+from admission import Admission, HostPolicies, Journal, Policies, Store, open_store
 from admission.clock import Clock, SystemClock
 
 from .automations import AutomationService
@@ -101,6 +101,17 @@ class Floorgate:
         from .envelopes import EnvelopeService
 
         return EnvelopeService(self.store, self.clock)
+
+    @cached_property
+    def turns(self) -> Journal:
+        """The turn journal (read by ``turn show``; managed turns run through ``executor()``)."""
+        return Journal(self.store, self.clock)
+
+    @cached_property
+    def hooks(self):  # type: ignore[no-untyped-def]
+        from .hooks import HookService
+
+        return HookService(self.store, self.clock, self.settings.envelope_mode)
 
     def executor(self, *, host: str | None = None):  # type: ignore[no-untyped-def]
         """A managed-turn executor with these settings' state directory and envelope mode."""

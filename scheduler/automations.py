@@ -69,6 +69,10 @@ class AutomationService:
         self.timers = timers
         self.readback = readback
 
+    def get(self, automation_id: str) -> Automation:
+        """The stored automation (``NotFound`` names the id and how to list them)."""
+        return self.repo.get(automation_id)
+
     def parse_schedule(self, text: str) -> str:
         """The canonical text of a schedule the owner typed (friendly forms resolve against now)."""
         return Schedule.parse(text, now=read_clock(self.clock)).canonical()

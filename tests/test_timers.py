@@ -349,3 +349,24 @@ def test_a_self_reading_host_refuses_an_owner_report(store, tmp_path) -> None:
     assert cli("automation", "add", "c", "--goal", "g", "--agent", "a", "--schedule", "every 1h", "--", "/bin/true", db=db).returncode == 0
     result = cli("automation", "ack", "c", "--current-rrule", EVERY_15, db=db)
     assert result.returncode == 2 and "--current-rrule" in one_line_error(result)
+
+
+def test_a_non_ascii_session_is_admitted_and_a_denied_prompt_writes_nothing(db_url: str) -> None:
+    clock = FixedClock(T0)
+    with open_store(db_url) as store:
+        floor(store, clock, "g/a", timedelta(hours=6))
+        automation = add(store, clock, "x", EVERY_15, "external")
+        TimerService(store, clock=clock).apply(automation)
+    lane = ("--goal", "g", "--agent", "a", "--automation", "x", "--wake", "automatic")
+    payload = {"session_id": "sitzung-äöü-✓-\u202e", "hook_event_name": "UserPromptSubmit", "prompt": "go"}
+    first = run_hook(db_url, payload, *lane)
+    assert first.returncode == 0, first.stderr  # the id is a digest of the session: always a valid id
+    with open_store(db_url) as store:
+        from conftest import raw_sql
+
+        dump = {t: raw_sql(store, f"SELECT * FROM {t} ORDER BY 1") for t in ("fg_starts", "fg_timer_bindings", "fg_turns")}
+    second = run_hook(db_url, payload, *lane)
+    assert second.returncode == 2 and "may not wake the model before" in second.stderr
+    with open_store(db_url) as store:
+        after = {t: raw_sql(store, f"SELECT * FROM {t} ORDER BY 1") for t in dump}
+    assert after == dump  # a denial writes nothing, not even when the hook was seen

@@ -13,10 +13,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import uuid
 
-from admission import Admission, Automations, FloorgateError, InvalidInput, NotFound, TimerBindings, open_store
-from admission.clock import SystemClock, iso, read_clock
+from admission import FloorgateError, InvalidInput
+from admission.clock import iso
 
 from ..cli import add_common
 
@@ -68,61 +67,52 @@ def read_payload(stream=None) -> dict:  # type: ignore[no-untyped-def,type-arg]
     return payload
 
 
+def _app(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from ..app import Floorgate, Settings
+
+    return Floorgate.open(Settings.resolve(db=args.db))
+
+
 def _user_prompt_submit(args: argparse.Namespace) -> int:
     try:
         payload = read_payload()
         if args.wake == "manual" and not (args.manual_reason and args.manual_reason.strip()):
             raise InvalidInput("--manual-reason", "a manual wake needs an explicit reason in the hook's configuration")
         manual = args.manual_reason.strip() if args.wake == "manual" else None
-        session = str(payload.get("session_id") or "nosession")[:40]
-        turn_id = f"hook-{''.join(c if c.isalnum() or c in '-_' else '-' for c in session)}-{uuid.uuid4().hex[:12]}"
-        with open_store(args.db) as store:
-            admission = Admission(store)
-            now = read_clock(SystemClock())
-            decision = admission.reserve(
-                goal=args.goal, agent=args.agent, automation=args.automation, turn_id=turn_id, trigger_time=now, manual_reason=manual
+        app = _app(args)
+        try:
+            answer = app.hooks.admit_prompt(
+                goal=args.goal, agent=args.agent, automation=args.automation, manual_reason=manual, session_id=payload.get("session_id")
             )
-            if decision.admitted:
-                admission.confirm(turn_id)  # the model wakes as soon as we exit 0
-            _seen(store, args.automation)
+        finally:
+            app.close()
     except Exception as exc:  # a pre-model boundary blocks on every failure, its own included
         return _block(f"floorgate: blocked (fail closed): {_why(exc)}")
+    decision = answer.decision
     if decision.admitted:
         return EXIT_ALLOW
     when = iso(decision.next_eligible_at) if decision.next_eligible_at else "unknown (state unavailable)"
+    rb = answer.readback
+    then = f"; its next fire that may run: {iso(rb.next_fire_at)}" if rb is not None and rb.next_fire_at is not None else ""
     return _block(
         f"floorgate: {args.goal}/{args.agent}/{args.automation} may not wake the model before {when} "
-        f"({decision.reason.value}: {decision.detail})"
+        f"({decision.reason.value}: {decision.detail}){then}"
     )
-
-
-def _seen(store, automation_id: str) -> None:  # type: ignore[no-untyped-def]
-    """Record that the hook answered for this automation (what the pre-model-hook guarantee needs)."""
-    try:
-        Automations(store).get(automation_id)
-    except NotFound:
-        return
-    bindings = TimerBindings(store)
-    if bindings.get(automation_id) is not None:
-        bindings.hook_seen(automation_id, read_clock(SystemClock()))
 
 
 def _pre_tool_use(args: argparse.Namespace) -> int:
     import os
-
-    from admission import Missions
-
-    from ..envelope_gate import EnvelopeGate
 
     try:
         payload = read_payload()
         mission_id = args.mission or os.environ.get("FLOORGATE_MISSION_ID")
         if not mission_id:
             return EXIT_ALLOW  # not inside a floorgate mission: nothing to bound
-        with open_store(args.db) as store:
-            mission = Missions(store).get(mission_id)
-            automation = Automations(store).get(mission.automation_id)
-            refusal = EnvelopeGate(store).count_tool_call(automation, mission)
+        app = _app(args)
+        try:
+            refusal = app.hooks.count_tool_call(mission_id)
+        finally:
+            app.close()
     except Exception as exc:  # refuse on every failure, its own included
         return _block(f"floorgate: tool call refused (fail closed): {_why(exc)}")
     if refusal is None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from admission import Automations
 from admission.clock import iso
 from hosts import TimerKind
 
@@ -75,7 +74,7 @@ def _text(binding_doc_: dict) -> str:  # type: ignore[type-arg]
 
 def _desired(ctx: Context) -> int:
     svc = service(ctx)
-    automation = Automations(ctx.store).get(ctx.args.automation)
+    automation = ctx.app.automations.get(ctx.args.automation)
     binding = svc.desire(automation)
     doc = binding_doc(binding, guarantee(automation, binding))
     ctx.emit(doc, lambda: _text(doc))
@@ -84,7 +83,7 @@ def _desired(ctx: Context) -> int:
 
 def _apply(ctx: Context) -> int:
     svc = service(ctx)
-    automation = Automations(ctx.store).get(ctx.args.automation)
+    automation = ctx.app.automations.get(ctx.args.automation)
     binding = svc.apply(automation)
     doc = binding_doc(binding, guarantee(automation, binding))
     ctx.emit(doc, lambda: _text(doc))
@@ -93,7 +92,7 @@ def _apply(ctx: Context) -> int:
 
 def _observed(ctx: Context) -> int:
     svc = service(ctx)
-    automation = Automations(ctx.store).get(ctx.args.automation)
+    automation = ctx.app.automations.get(ctx.args.automation)
     binding = svc.observe(automation, **_read_kwargs(ctx))
     if binding is None:
         ctx.emit(
@@ -108,7 +107,7 @@ def _observed(ctx: Context) -> int:
 
 def _ack(ctx: Context) -> int:
     svc = service(ctx)
-    automation = Automations(ctx.store).get(ctx.args.automation)
+    automation = ctx.app.automations.get(ctx.args.automation)
     result = svc.ack(automation, **_read_kwargs(ctx))
     obs = result.observation
     doc = {
@@ -124,7 +123,7 @@ def _ack(ctx: Context) -> int:
 
 def _diff(ctx: Context) -> int:
     svc = service(ctx)
-    automation = Automations(ctx.store).get(ctx.args.automation)
+    automation = ctx.app.automations.get(ctx.args.automation)
     doc = svc.diff(automation)
 
     def text() -> str:

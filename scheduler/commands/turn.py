@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from admission import Automations, InvalidInput, Journal, NotFound
+from admission import InvalidInput, NotFound
 from admission.clock import iso
 from admission.intervals import parse_interval
 
@@ -41,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _run(ctx: Context) -> int:
     a = ctx.args
-    automation = Automations(ctx.store).get(a.automation)
+    automation = ctx.app.automations.get(a.automation)
     if a.manual_reason is not None and not a.manual_reason.strip():
         raise InvalidInput("--manual-reason", "a manual run needs a non-empty reason")
     executor = ctx.app.executor()
@@ -89,7 +89,7 @@ def _run(ctx: Context) -> int:
 
 
 def _show(ctx: Context) -> int:
-    record = Journal(ctx.store).get(ctx.args.turn)
+    record = ctx.app.turns.get(ctx.args.turn)
     if record is None:
         raise NotFound(f"turn {ctx.args.turn!r} has no journal record")
     v = record.verdict

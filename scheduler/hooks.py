@@ -1,0 +1,74 @@
+"""Hook use cases: admit an agent app's prompt before its model wakes, count a tool call.
+
+The hook commands (``floorgate hook ...``) parse their host's payload, call one method here and
+speak their host's protocol (exit code, stderr); every failure blocks, and that is theirs to do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from dataclasses import dataclass
+
+from admission import Admission, Automations, Decision, Missions, NotFound, Store, TimerBindings
+from admission.clock import Clock, read_clock
+
+from .envelope_gate import EnvelopeGate, envelope_mode
+from .readback import AutomationReadback, Readback
+
+
+@dataclass(frozen=True)
+class PromptAnswer:
+    """The admission decision for one prompt, and the lane's readback when it was denied."""
+
+    decision: Decision
+    readback: AutomationReadback | None
+
+
+def hook_turn_id(session_id: object) -> str:
+    """A turn id for one prompt: the session's digest (any payload value is safe) and a nonce."""
+    digest = hashlib.sha256(str(session_id).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"hook-{digest}-{uuid.uuid4().hex[:12]}"
+
+
+class HookService:
+    """Admission and envelope checks for hooks, on one store."""
+
+    def __init__(self, store: Store, clock: Clock, envelope_mode: str | None) -> None:
+        self.store = store
+        self.clock = clock
+        self.envelope_mode = envelope_mode
+
+    def admit_prompt(self, *, goal: str, agent: str, automation: str, manual_reason: str | None, session_id: object) -> PromptAnswer:
+        """Reserve and confirm a start for this prompt (the model wakes once the hook exits 0).
+        A denial writes nothing; its readback says when the lane's next fire may run."""
+        admission = Admission(self.store, self.clock)
+        turn_id = hook_turn_id(session_id)
+        decision = admission.reserve(
+            goal=goal, agent=agent, automation=automation, turn_id=turn_id, trigger_time=read_clock(self.clock), manual_reason=manual_reason
+        )
+        if not decision.admitted:
+            try:
+                readback: AutomationReadback | None = Readback(self.store, self.clock).automation(automation)
+            except NotFound:
+                readback = None  # a lane with no saved automation: the decision says it all
+            return PromptAnswer(decision, readback)
+        admission.confirm(turn_id)
+        self._seen(automation)
+        return PromptAnswer(decision, None)
+
+    def _seen(self, automation_id: str) -> None:
+        """Record that the hook answered for this automation (what the pre-model-hook guarantee needs)."""
+        try:
+            Automations(self.store, self.clock).get(automation_id)
+        except NotFound:
+            return
+        bindings = TimerBindings(self.store)
+        if bindings.get(automation_id) is not None:
+            bindings.hook_seen(automation_id, read_clock(self.clock))
+
+    def count_tool_call(self, mission_id: str) -> str | None:
+        """Count one tool call of the mission; the refusal text when the call must not run."""
+        mission = Missions(self.store, self.clock).get(mission_id)
+        automation = Automations(self.store, self.clock).get(mission.automation_id)
+        return EnvelopeGate(self.store, clock=self.clock, mode=envelope_mode(self.envelope_mode)).count_tool_call(automation, mission)
