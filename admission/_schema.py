@@ -1,4 +1,5 @@
-"""Table definitions. Times are integer microseconds since the epoch (UTC), exact on every backend.
+"""Table definitions. Times are integer microseconds since the epoch (UTC), exact on every backend;
+columns typed ``UtcMicros`` decode (and check) them into aware datetimes for their repositories.
 
 Absent scope levels are stored as the empty string so that keys stay plain columns with a primary
 key; ids can never be empty, so the empty string is unambiguous.
@@ -7,6 +8,8 @@ key; ids can never be empty, so the empty string is unambiguous.
 from __future__ import annotations
 
 from sqlalchemy import BigInteger, Boolean, Column, Index, Integer, MetaData, String, Table, Text, text
+
+from ._types import UtcMicros
 
 metadata = MetaData()
 
@@ -152,17 +155,17 @@ timer_bindings = Table(
     Column("desired", Text, nullable=True),  # NULL while held
     Column("desired_raised", Boolean, nullable=False),
     Column("hold_reason", Text, nullable=True),
-    Column("desired_at_us", BigInteger, nullable=False),
-    Column("applied_at_us", BigInteger, nullable=True),
+    Column("desired_at_us", UtcMicros, nullable=False),
+    Column("applied_at_us", UtcMicros, nullable=True),
     Column("apply_error", Text, nullable=True),
     Column("observed_state", String(16), nullable=True),  # present, absent, unavailable; NULL never read
     Column("observed", Text, nullable=True),
-    Column("observed_at_us", BigInteger, nullable=True),
+    Column("observed_at_us", UtcMicros, nullable=True),
     Column("ack_state", String(16), nullable=False),  # none, acked
-    Column("acked_at_us", BigInteger, nullable=True),
+    Column("acked_at_us", UtcMicros, nullable=True),
     Column("acked_observed", Text, nullable=True),
-    Column("read_requested_at_us", BigInteger, nullable=True),
-    Column("hook_seen_at_us", BigInteger, nullable=True),
+    Column("read_requested_at_us", UtcMicros, nullable=True),
+    Column("hook_seen_at_us", UtcMicros, nullable=True),
     Column("host_user", String(64), nullable=True),  # e.g. whose crontab holds the line
 )
 
@@ -214,9 +217,9 @@ approvals = Table(
     Column("bound", String(32), nullable=False),
     Column("proposal_json", Text, nullable=False),
     Column("state", String(16), nullable=False),  # pending, approved, denied, expired, superseded
-    Column("created_at_us", BigInteger, nullable=False),
-    Column("expires_at_us", BigInteger, nullable=False),
-    Column("decided_at_us", BigInteger, nullable=True),
+    Column("created_at_us", UtcMicros, nullable=False),
+    Column("expires_at_us", UtcMicros, nullable=False),
+    Column("decided_at_us", UtcMicros, nullable=True),
     Index("ix_fg_approvals_mission", "mission_id", "state"),
 )
 

@@ -18,7 +18,7 @@ from sqlalchemy import insert, select, update
 
 from . import _locks as locks
 from . import _schema as s
-from .clock import Clock, SystemClock, from_us, read_clock, to_us
+from .clock import Clock, SystemClock, read_clock, to_us
 from .errors import FloorgateError, InvalidInput
 from .store import Store
 
@@ -57,9 +57,9 @@ def _approval(row) -> Approval:  # type: ignore[no-untyped-def]
         bound=row.bound,
         proposal=json.loads(row.proposal_json),
         state=row.state,
-        created_at=from_us(row.created_at_us),
-        expires_at=from_us(row.expires_at_us),
-        decided_at=from_us(row.decided_at_us) if row.decided_at_us is not None else None,
+        created_at=row.created_at_us,
+        expires_at=row.expires_at_us,
+        decided_at=row.decided_at_us,
     )
 
 
@@ -78,7 +78,7 @@ class Approvals:
         approval_id = "auth-" + secrets.token_urlsafe(18)
         with self.store.write(lock_key=locks.mission(mission_id)) as conn:
             conn.execute(
-                update(a).where(a.c.mission_id == mission_id, a.c.state == "pending").values(state="superseded", decided_at_us=to_us(now))
+                update(a).where(a.c.mission_id == mission_id, a.c.state == "pending").values(state="superseded", decided_at_us=now)
             )
             conn.execute(
                 insert(a).values(
@@ -88,8 +88,8 @@ class Approvals:
                     bound=bound,
                     proposal_json=json.dumps({bound: extension}),
                     state="pending",
-                    created_at_us=to_us(now),
-                    expires_at_us=to_us(now + ttl),
+                    created_at_us=now,
+                    expires_at_us=now + ttl,
                     decided_at_us=None,
                 )
             )
@@ -111,7 +111,7 @@ class Approvals:
         if not isinstance(approval_id, str) or not approval_id.startswith("auth-") or len(approval_id) > 64:
             raise ApprovalRejected("approval id: expected auth-<id> exactly as floorgate printed it")
         a, m = s.approvals, s.missions
-        now = to_us(read_clock(self.clock))
+        now = read_clock(self.clock)
         # The decision changes the mission's row: serialize it with every other writer of that
         # mission (asks, counts, settlement), so the lock is the mission's, found first.
         owner = self.get(approval_id).mission_id
@@ -153,10 +153,10 @@ class Approvals:
                     conn.execute(
                         update(m)
                         .where(m.c.mission_id == row.mission_id)
-                        .values(status="stuck", stop_reason=f"owner denied extending {row.bound}", settled_at_us=now)
+                        .values(status="stuck", stop_reason=f"owner denied extending {row.bound}", settled_at_us=to_us(now))
                     )
         if expired:
-            raise ApprovalRejected(f"approval {approval_id} expired at {from_us(row.expires_at_us).isoformat()}")
+            raise ApprovalRejected(f"approval {approval_id} expired at {row.expires_at_us.isoformat()}")
         return self.get(approval_id)
 
     def get(self, approval_id: str) -> Approval:

@@ -54,5 +54,10 @@ class StoreUnavailable(FloorgateError, RuntimeError):
     """The durable store cannot be opened, read or written. Admission fails closed on it."""
 
 
+class CorruptState(StoreUnavailable):
+    """A stored value floorgate did not write (a hand edit, a bad restore): what depends on it
+    fails closed, and only that."""
+
+
 class SchemaTooNew(StoreUnavailable):
     """The database was written by a newer floorgate; it is refused and never written to."""

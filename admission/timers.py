@@ -8,7 +8,7 @@ the ACK); no observation at all keeps them.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -16,8 +16,7 @@ from sqlalchemy import insert, select, update
 
 from . import _locks as locks
 from . import _schema as s
-from .clock import from_us, to_us
-from .errors import InvalidInput
+from .errors import CorruptState, InvalidInput
 from .store import Store
 
 
@@ -43,10 +42,6 @@ class TimerBinding(BaseModel):
     host_user: str | None = None
 
 
-def _t(value: int | None) -> datetime | None:
-    return from_us(value) if value is not None else None
-
-
 def _binding(row) -> TimerBinding:  # type: ignore[no-untyped-def]
     return TimerBinding(
         automation_id=row.automation_id,
@@ -54,17 +49,17 @@ def _binding(row) -> TimerBinding:  # type: ignore[no-untyped-def]
         desired=row.desired,
         desired_raised=bool(row.desired_raised),
         hold_reason=row.hold_reason,
-        desired_at=from_us(row.desired_at_us),
-        applied_at=_t(row.applied_at_us),
+        desired_at=row.desired_at_us,
+        applied_at=row.applied_at_us,
         apply_error=row.apply_error,
         observed_state=row.observed_state,
         observed=row.observed,
-        observed_at=_t(row.observed_at_us),
+        observed_at=row.observed_at_us,
         ack_state=row.ack_state,
-        acked_at=_t(row.acked_at_us),
+        acked_at=row.acked_at_us,
         acked_observed=row.acked_observed,
-        read_requested_at=_t(row.read_requested_at_us),
-        hook_seen_at=_t(row.hook_seen_at_us),
+        read_requested_at=row.read_requested_at_us,
+        hook_seen_at=row.hook_seen_at_us,
         host_user=row.host_user,
     )
 
@@ -80,9 +75,25 @@ class TimerBindings:
         return _binding(row) if row is not None else None
 
     def all(self) -> dict[str, TimerBinding]:
+        """Every binding that decodes (one query; a damaged row is left out, and reading that
+        automation's binding alone says why)."""
         b = s.timer_bindings
+        try:
+            with self.store.read() as conn:
+                return {row.automation_id: _binding(row) for row in conn.execute(select(b))}
+        except CorruptState:
+            pass
         with self.store.read() as conn:
-            return {row.automation_id: _binding(row) for row in conn.execute(select(b))}
+            ids = [row[0] for row in conn.execute(select(b.c.automation_id))]
+        out: dict[str, TimerBinding] = {}
+        for automation_id in ids:
+            try:
+                binding = self.get(automation_id)
+            except CorruptState:
+                continue
+            if binding is not None:
+                out[automation_id] = binding
+        return out
 
     def set_desired(
         self, automation_id: str, timer: str, desired: str | None, raised: bool, hold_reason: str | None, now: datetime
@@ -93,13 +104,13 @@ class TimerBindings:
             row = conn.execute(select(b).where(b.c.automation_id == automation_id)).first()
             values = dict(timer=timer, desired=desired, desired_raised=raised, hold_reason=hold_reason)
             if row is None:
-                conn.execute(insert(b).values(automation_id=automation_id, desired_at_us=to_us(now), ack_state="none", **values))
+                conn.execute(insert(b).values(automation_id=automation_id, desired_at_us=now, ack_state="none", **values))
             elif (row.timer, row.desired, row.hold_reason) != (timer, desired, hold_reason):
                 conn.execute(
                     update(b)
                     .where(b.c.automation_id == automation_id)
                     .values(
-                        desired_at_us=to_us(now),
+                        desired_at_us=now,
                         ack_state="none",
                         acked_at_us=None,
                         acked_observed=None,
@@ -114,9 +125,7 @@ class TimerBindings:
     def record_apply(self, automation_id: str, now: datetime, error: str | None, host_user: str | None = None) -> None:
         b = s.timer_bindings
         with self.store.write(lock_key=locks.timer(automation_id)) as conn:
-            values = (
-                {"apply_error": error} if error is not None else {"applied_at_us": to_us(now), "apply_error": None, "host_user": host_user}
-            )
+            values = {"apply_error": error} if error is not None else {"applied_at_us": now, "apply_error": None, "host_user": host_user}
             conn.execute(update(b).where(b.c.automation_id == automation_id).values(**values))
 
     def record_observation(self, automation_id: str, state: str, text: str | None, read_at: datetime) -> None:
@@ -124,13 +133,13 @@ class TimerBindings:
         if state not in ("present", "absent", "unavailable"):
             raise InvalidInput("observed_state", "one of present, absent, unavailable")
         b = s.timer_bindings
-        values: dict = {"observed_state": state, "observed": text if state == "present" else None, "observed_at_us": to_us(read_at)}  # type: ignore[type-arg]
+        values: dict = {"observed_state": state, "observed": text if state == "present" else None, "observed_at_us": read_at}  # type: ignore[type-arg]
         if state != "present":
             values.update(ack_state="none", acked_at_us=None, acked_observed=None)
         with self.store.write(lock_key=locks.timer(automation_id)) as conn:
             conn.execute(
                 update(b)
-                .where(b.c.automation_id == automation_id, b.c.observed_at_us.is_(None) | (b.c.observed_at_us <= to_us(read_at)))
+                .where(b.c.automation_id == automation_id, b.c.observed_at_us.is_(None) | (b.c.observed_at_us <= read_at))
                 .values(**values)
             )
 
@@ -141,14 +150,14 @@ class TimerBindings:
         with self.store.write(lock_key=locks.timer(automation_id)) as conn:
             done = conn.execute(
                 update(b)
-                .where(b.c.automation_id == automation_id, b.c.desired == desired, b.c.applied_at_us == to_us(applied_at))
+                .where(b.c.automation_id == automation_id, b.c.desired == desired, b.c.applied_at_us == applied_at)
                 .values(
                     ack_state="acked",
-                    acked_at_us=to_us(now),
+                    acked_at_us=now,
                     acked_observed=observed,
                     observed_state="present",
                     observed=observed,
-                    observed_at_us=to_us(read_at),
+                    observed_at_us=read_at,
                 )
             )
         return done.rowcount == 1
@@ -160,9 +169,13 @@ class TimerBindings:
         b = s.timer_bindings
         with self.store.write(lock_key=None) as conn:
             for automation_id, timer, desired, observed, read_at in readbacks:
-                at = to_us(read_at)
+                at = read_at
                 row = conn.execute(select(b.c.desired, b.c.applied_at_us).where(b.c.automation_id == automation_id)).first()
-                applied = row.applied_at_us if row is not None and row.desired == desired and row.applied_at_us is not None else at - 1
+                applied = (
+                    row.applied_at_us
+                    if row is not None and row.desired == desired and row.applied_at_us is not None
+                    else at - timedelta(microseconds=1)
+                )
                 values = dict(
                     timer=timer,
                     desired=desired,
@@ -185,12 +198,12 @@ class TimerBindings:
     def request_read(self, automation_id: str, now: datetime) -> None:
         b = s.timer_bindings
         with self.store.write(lock_key=locks.timer(automation_id)) as conn:
-            conn.execute(update(b).where(b.c.automation_id == automation_id).values(read_requested_at_us=to_us(now)))
+            conn.execute(update(b).where(b.c.automation_id == automation_id).values(read_requested_at_us=now))
 
     def hook_seen(self, automation_id: str, now: datetime) -> None:
         b = s.timer_bindings
         with self.store.write(lock_key=locks.timer(automation_id)) as conn:
-            conn.execute(update(b).where(b.c.automation_id == automation_id).values(hook_seen_at_us=to_us(now)))
+            conn.execute(update(b).where(b.c.automation_id == automation_id).values(hook_seen_at_us=now))
 
     def remove(self, automation_id: str) -> None:
         from sqlalchemy import delete

@@ -249,3 +249,21 @@ def test_an_unreadable_turn_holds_its_automation_in_the_readback(store) -> None:
     listed = {rb.automation_id: rb for rb in Readback(store, clock).many()}
     assert listed["bad"].state is ReadbackState.HELD and "t-bad" in listed["bad"].detail
     assert listed["good"].state is ReadbackState.ELIGIBLE
+
+
+def test_a_malformed_stored_time_is_corrupt_state_and_holds_only_its_automation(store) -> None:  # type: ignore[no-untyped-def]
+    from admission import TimerBindings
+    from admission.errors import CorruptState
+
+    clock = FixedClock(T0)
+    add_automation(store, clock, "bad", schedule=EVERY_15M)
+    add_automation(store, clock, "good", schedule=EVERY_15M)
+    for aid in ("bad", "good"):
+        TimerBindings(store).set_desired(aid, "apscheduler", Schedule.parse(EVERY_15M).canonical(), False, None, clock.now())
+    raw_sql(store, "UPDATE fg_timer_bindings SET observed_at_us = 9000000000000000000 WHERE automation_id = 'bad'")
+    with pytest.raises(CorruptState, match="malformed"):
+        TimerBindings(store).get("bad")
+    assert set(TimerBindings(store).all()) == {"good"}  # one damaged row hides no other
+    listed = {rb.automation_id: rb for rb in Readback(store, clock).many()}
+    assert listed["bad"].state is ReadbackState.HELD and listed["bad"].hold is ReadbackHold.UNREADABLE
+    assert listed["good"].state is ReadbackState.ELIGIBLE
