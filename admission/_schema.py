@@ -178,8 +178,8 @@ missions = Table(
     Column("agent_id", String(128), nullable=False),
     Column("status", String(16), nullable=False),  # open, succeeded, stuck, awaiting_owner, denied
     Column("stop_reason", Text, nullable=True),
-    Column("started_at_us", BigInteger, nullable=False),
-    Column("settled_at_us", BigInteger, nullable=True),
+    Column("started_at_us", UtcMicros, nullable=False),
+    Column("settled_at_us", UtcMicros, nullable=True),
     Column("turns", Integer, nullable=False),
     Column("tool_calls", Integer, nullable=False),
     Column("tokens", BigInteger, nullable=False),
@@ -203,8 +203,8 @@ dispatches = Table(
     Column("estimate_tokens", BigInteger, nullable=False),
     Column("actual_tokens", BigInteger, nullable=True),
     Column("model", String(128), nullable=True),
-    Column("created_at_us", BigInteger, nullable=False),
-    Column("updated_at_us", BigInteger, nullable=False),
+    Column("created_at_us", UtcMicros, nullable=False),
+    Column("updated_at_us", UtcMicros, nullable=False),
     Index("ix_fg_dispatches_mission", "mission_id", "state"),
 )
 
@@ -231,5 +231,5 @@ settings = Table(
     Column("value_json", Text, nullable=False),
     Column("revision", Integer, nullable=False),
     Column("owner_ref", String(64), nullable=False),
-    Column("updated_at_us", BigInteger, nullable=False),
+    Column("updated_at_us", UtcMicros, nullable=False),
 )

@@ -16,7 +16,7 @@ from sqlalchemy import insert, select, update
 
 from . import _locks as locks
 from . import _schema as s
-from .clock import Clock, SystemClock, read_clock, to_us
+from .clock import Clock, SystemClock, read_clock
 from .errors import InvalidInput, NotFound
 from .store import Store
 
@@ -66,7 +66,7 @@ class Accounting:
         if not request_id or len(request_id) > 128:
             raise InvalidInput("request_id", "1..128 characters")
         d = s.dispatches
-        now = to_us(read_clock(self.clock))
+        now = read_clock(self.clock)
         with self.store.write(lock_key=locks.dispatch(request_id)) as conn:
             row = conn.execute(select(d).where(d.c.request_id == request_id)).first()
             if row is not None:
@@ -100,7 +100,7 @@ class Accounting:
         """Record the actual usage once; returns (dispatch, changed). Unknown ids are errors."""
         _check_tokens(actual_tokens, "actual_tokens")
         d, m = s.dispatches, s.missions
-        now = to_us(read_clock(self.clock))
+        now = read_clock(self.clock)
         with self.store.write(lock_key=locks.dispatch(request_id)) as conn:
             row = conn.execute(select(d).where(d.c.request_id == request_id)).first()
             if row is None:
@@ -124,7 +124,7 @@ class Accounting:
 
     def _move(self, request_id: str, allowed: tuple[str, ...], to: str) -> Dispatch:
         d = s.dispatches
-        now = to_us(read_clock(self.clock))
+        now = read_clock(self.clock)
         with self.store.write(lock_key=locks.dispatch(request_id)) as conn:
             row = conn.execute(select(d).where(d.c.request_id == request_id)).first()
             if row is None:

@@ -18,7 +18,7 @@ from sqlalchemy import insert, select, update
 
 from . import _locks as locks
 from . import _schema as s
-from .clock import Clock, SystemClock, read_clock, to_us
+from .clock import Clock, SystemClock, read_clock
 from .errors import FloorgateError, InvalidInput
 from .store import Store
 
@@ -153,7 +153,7 @@ class Approvals:
                     conn.execute(
                         update(m)
                         .where(m.c.mission_id == row.mission_id)
-                        .values(status="stuck", stop_reason=f"owner denied extending {row.bound}", settled_at_us=to_us(now))
+                        .values(status="stuck", stop_reason=f"owner denied extending {row.bound}", settled_at_us=now)
                     )
         if expired:
             raise ApprovalRejected(f"approval {approval_id} expired at {row.expires_at_us.isoformat()}")

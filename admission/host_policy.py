@@ -16,7 +16,7 @@ from sqlalchemy import insert, select, update
 
 from . import _locks as locks
 from . import _schema as s
-from .clock import Clock, SystemClock, from_us, read_clock, to_us
+from .clock import Clock, SystemClock, read_clock
 from .errors import InvalidInput, RevisionConflict, StoreUnavailable
 from .policies import check_owner_ref
 from .store import Store
@@ -91,10 +91,10 @@ class HostPolicies:
             row = conn.execute(select(t).where(t.c.key == _KEY)).first()
         if row is None:
             return StoredHostPolicy(policy=HostPolicy(), revision=0, owner_ref=None, updated_at=None)
-        if type(row.revision) is not int or type(row.updated_at_us) is not int:
+        if type(row.revision) is not int:
             raise StoreUnavailable("the stored host policy has a malformed revision or time")
         return StoredHostPolicy(
-            policy=_from_json(row.value_json), revision=row.revision, owner_ref=row.owner_ref, updated_at=from_us(row.updated_at_us)
+            policy=_from_json(row.value_json), revision=row.revision, owner_ref=row.owner_ref, updated_at=row.updated_at_us
         )
 
     def set(self, policy: HostPolicy, *, expected_revision: int, owner_ref: str) -> StoredHostPolicy:
@@ -103,7 +103,7 @@ class HostPolicies:
         if type(expected_revision) is not int or expected_revision < 0:
             raise InvalidInput("revision", "give the revision you read (0 when the defaults apply)")
         t = s.settings
-        now = to_us(read_clock(self.clock))
+        now = read_clock(self.clock)
         values = dict(value_json=_to_json(policy), owner_ref=owner_ref, updated_at_us=now, revision=expected_revision + 1)
         with self.store.write(lock_key=locks.setting(_KEY)) as conn:
             row = conn.execute(select(t.c.revision).where(t.c.key == _KEY)).first()

@@ -17,7 +17,7 @@ from sqlalchemy import insert, select, text, update
 
 from . import _locks as locks
 from . import _schema as s
-from .clock import Clock, SystemClock, from_us, read_clock, to_us
+from .clock import Clock, SystemClock, read_clock
 from .errors import NotFound
 from .store import Store
 
@@ -70,8 +70,8 @@ def _mission(row) -> Mission:  # type: ignore[no-untyped-def]
         agent_id=row.agent_id,
         status=row.status,
         stop_reason=row.stop_reason,
-        started_at=from_us(row.started_at_us),
-        settled_at=from_us(row.settled_at_us) if row.settled_at_us is not None else None,
+        started_at=row.started_at_us,
+        settled_at=row.settled_at_us,
         turns=row.turns,
         tool_calls=row.tool_calls,
         tokens=row.tokens,
@@ -120,7 +120,7 @@ class Missions:
     def open(self, automation_id: str, goal_id: str, agent_id: str) -> Mission:
         """The automation's unsettled mission, or a new one (one per automation at a time)."""
         m = s.missions
-        now = to_us(read_clock(self.clock))
+        now = read_clock(self.clock)
         with self.store.write(lock_key=locks.automation(automation_id)) as conn:
             row = conn.execute(select(m).where(m.c.automation_id == automation_id, m.c.status.in_(("open", "awaiting_owner")))).first()
             if row is None:
@@ -169,7 +169,7 @@ class Missions:
 
     def settle(self, mission_id: str, status: MissionStatus, reason: str | None) -> Mission:
         m = s.missions
-        now = to_us(read_clock(self.clock))
+        now = read_clock(self.clock)
         with self.store.write(lock_key=locks.mission(mission_id)) as conn:
             values = {"status": status, "stop_reason": reason}
             if status in ("succeeded", "stuck"):

@@ -102,3 +102,19 @@ def test_a_forbidden_import_is_found(tmp_path: Path, package: str, source: str, 
     assert bool(found) is breaks, found
     if breaks:
         assert found[0].startswith(f"{package}/sub/mod.py:")
+
+
+def test_no_tracked_file_holds_merge_conflict_markers() -> None:
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    files = subprocess.run(["git", "ls-files"], cwd=root, capture_output=True, text=True, check=True).stdout.split()
+    marked = []
+    for name in files:
+        path = root / name
+        if path.suffix not in (".py", ".md", ".toml", ".json", ".jsonl", "") or not path.is_file():
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if any(line.startswith(("<<<<<<< ", ">>>>>>> ")) for line in text.splitlines()):
+            marked.append(name)
+    assert marked == [], f"unresolved merge conflicts in {marked}"
