@@ -125,7 +125,12 @@ class TimerBindings:
     def record_apply(self, automation_id: str, now: datetime, error: str | None, host_user: str | None = None) -> None:
         b = s.timer_bindings
         with self.store.write(lock_key=locks.timer(automation_id)) as conn:
-            values = {"apply_error": error} if error is not None else {"applied_at_us": now, "apply_error": None, "host_user": host_user}
+            # host_user: where it was armed, or, when the apply failed, where it was meant to go.
+            values = (
+                {"apply_error": error, "host_user": host_user}
+                if error is not None
+                else {"applied_at_us": now, "apply_error": None, "host_user": host_user}
+            )
             conn.execute(update(b).where(b.c.automation_id == automation_id).values(**values))
 
     def record_observation(self, automation_id: str, state: str, text: str | None, read_at: datetime) -> None:

@@ -75,19 +75,22 @@ class TimerService:
 
     def host(self, automation: Automation, *, applying: bool = False) -> TimerHost:
         """The automation's timer host. A timer applied to another account's crontab is read and
-        removed there; a new apply goes to the account this service was given."""
-        return timer_host(automation.spec.timer, self._setup(None if applying else automation.automation_id))
+        removed there; a new apply goes to the account this service was given, else to the one the
+        automation was bound to (an apply never falls back to the caller's own crontab unasked)."""
+        return timer_host(automation.spec.timer, self._setup(automation.automation_id, applying=applying))
 
     def crontab(self, automation_id: str | None = None) -> CrontabHost:
         """The crontab host; for an automation already applied, the account it was applied to."""
         return cast(CrontabHost, timer_host(TimerKind.CRONTAB, self._setup(automation_id)))
 
-    def _setup(self, automation_id: str | None) -> HostSetup:
+    def _setup(self, automation_id: str | None, *, applying: bool = False) -> HostSetup:
         user = self.crontab_user
         if automation_id is not None:
             binding = self.bindings.get(automation_id)
-            if binding is not None and binding.host_user is not None and binding.applied_at is not None:
-                user = binding.host_user
+            bound = binding.host_user if binding is not None else None
+            if bound is not None and (binding.applied_at is not None or (applying and user is None)):  # type: ignore[union-attr]
+                # Read and remove where the line was written; apply again where it was meant to go.
+                user = bound if not applying or user is None else user
         return HostSetup(command_for=self._cron_command, user=user, check_account=self.can_run)
 
     def remove_from_host(self, automation: Automation) -> None:
@@ -156,7 +159,8 @@ class TimerService:
         try:
             applied = host.apply(automation.automation_id, Schedule.parse(binding.desired), now)
         except (HostUnavailable, UnsupportedSchedule) as exc:
-            self.bindings.record_apply(automation.automation_id, now, str(exc))
+            # Remember the account it was meant for: a later apply goes there, not to the caller's.
+            self.bindings.record_apply(automation.automation_id, now, str(exc), host_user=getattr(host, "user", None))
             return self.bindings.get(automation.automation_id) or binding
         self.bindings.record_apply(automation.automation_id, now, None, host_user=applied.host_user)
         if applied.armed and caps.can_read_back:

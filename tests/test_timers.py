@@ -370,3 +370,21 @@ def test_a_non_ascii_session_is_admitted_and_a_denied_prompt_writes_nothing(db_u
     with open_store(db_url) as store:
         after = {t: raw_sql(store, f"SELECT * FROM {t} ORDER BY 1") for t in dump}
     assert after == dump  # a denial writes nothing, not even when the hook was seen
+
+
+def test_an_apply_after_a_failed_one_goes_to_the_account_it_was_meant_for(store, cron_user) -> None:
+    """A failed apply for another user's crontab must not make the next plain apply write the
+    caller's own crontab."""
+    from hosts.errors import HostUnavailable
+
+    def cannot_run(user: str | None) -> None:
+        raise HostUnavailable(f"crontab: user {user} cannot run floorgate")
+
+    clock = FixedClock(T0)
+    automation = add(store, clock, "q", EVERY_15, "crontab")
+    failed = TimerService(store, clock=clock, crontab_user=cron_user, can_run=cannot_run).apply(automation)
+    assert failed.apply_error is not None and failed.host_user == cron_user
+    own_before = subprocess.run(["crontab", "-l"], capture_output=True, text=True).stdout
+    TimerService(store, clock=clock, can_run=TEST_USER_CAN_RUN).apply(automation)  # no --crontab-user this time
+    assert "# floorgate:q" in crontab_text(cron_user)
+    assert subprocess.run(["crontab", "-l"], capture_output=True, text=True).stdout == own_before  # the caller's is untouched
