@@ -6,7 +6,7 @@ renders (a readback after every change, so what is printed is what the hosts wil
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from admission import (
     Automation,
@@ -141,9 +141,14 @@ class AutomationService:
         """What an unsaved schedule would do under today's floors (writes nothing)."""
         _limit("--next", count, MAX_PREVIEW)
         parsed = Schedule.parse(schedule, now=read_clock(self.clock))
-        return self.readback.preview_schedule(
-            goal=goal, agent=agent, automation_id=automation_id, schedule=parsed, timer=timer, count=count
+        # What the timer host would arm: raised to fit the floor, or held (exactly as 'add' does).
+        armed, _raised, hold = self.timers.desired_form(parsed, timer, goal=goal, agent=agent, automation_id=automation_id)
+        preview = self.readback.preview_schedule(
+            goal=goal, agent=agent, automation_id=automation_id, schedule=armed or parsed, timer=timer, count=count
         )
+        if hold is not None:
+            return replace(preview, rows=[], blocked=f"held: {hold}")
+        return preview
 
     def _applied(self, automation: Automation) -> Changed:
         binding = self.timers.apply(automation)

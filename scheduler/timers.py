@@ -121,21 +121,31 @@ class TimerService:
         return shlex.join(argv) + " >/dev/null 2>&1"
 
     # -- desired ---------------------------------------------------------------------------------
+    def desired_form(
+        self, schedule: Schedule, timer: str, *, goal: str, agent: str, automation_id: str
+    ) -> tuple[Schedule | None, bool, str | None]:
+        """What ``timer`` would arm for ``schedule`` under today's floors: (schedule, raised, None),
+        or (None, False, why it is held). Writes nothing (``desire`` and previews share it)."""
+        now = read_clock(self.clock)
+        desired: Schedule | None = schedule
+        raised, hold = False, None
+        if not capabilities(timer).floor_aware:
+            floor = self.admission.eligibility(goal, agent, automation_id).floor
+            result = floor_compatible(schedule, floor.floor if floor is not None else timedelta(0), now)
+            desired, raised, hold = result.schedule, result.raised, result.hold_reason
+        if desired is not None:
+            form = timer_host(timer, self._setup(None, applying=True)).express(desired, now)
+            if isinstance(form, Held):
+                desired, raised, hold = None, False, f"{form.reason}; held, never shortened"
+        return desired, raised, hold
+
     def desire(self, automation: Automation) -> TimerBinding:
         """Compute and record the desired schedule; hold the automation when no host form exists."""
         now = read_clock(self.clock)
         spec = automation.spec
-        schedule = Schedule.parse(spec.schedule)
-        desired: Schedule | None = schedule
-        raised, hold = False, None
-        if not self.capabilities(automation).floor_aware:
-            floor = self.admission.eligibility(spec.goal_id, spec.agent_id, automation.automation_id).floor
-            result = floor_compatible(schedule, floor.floor if floor is not None else timedelta(0), now)
-            desired, raised, hold = result.schedule, result.raised, result.hold_reason
-        if desired is not None:
-            form = self.host(automation, applying=True).express(desired, now)
-            if isinstance(form, Held):
-                desired, raised, hold = None, False, f"{form.reason}; held, never shortened"
+        desired, raised, hold = self.desired_form(
+            Schedule.parse(spec.schedule), spec.timer, goal=spec.goal_id, agent=spec.agent_id, automation_id=automation.automation_id
+        )
         binding = self.bindings.set_desired(
             automation.automation_id, spec.timer, desired.canonical() if desired is not None else None, raised, hold, now
         )

@@ -267,3 +267,23 @@ def test_a_malformed_stored_time_is_corrupt_state_and_holds_only_its_automation(
     listed = {rb.automation_id: rb for rb in Readback(store, clock).many()}
     assert listed["bad"].state is ReadbackState.HELD and listed["bad"].hold is ReadbackHold.UNREADABLE
     assert listed["good"].state is ReadbackState.ELIGIBLE
+
+
+@pytest.mark.parametrize(
+    ("schedule", "held"),
+    [
+        ("DTSTART:20261201T090500Z RRULE:FREQ=MINUTELY;INTERVAL=15", False),
+        ("DTSTART:20261201T090500Z RRULE:FREQ=MINUTELY;INTERVAL=90", True),
+    ],
+    ids=["raised-to-hourly", "held"],
+)
+def test_previewing_an_unsaved_crontab_schedule_shows_what_add_would_arm(store, schedule: str, held: bool) -> None:  # type: ignore[no-untyped-def]
+    clock = FixedClock(T0)
+    floor(store, clock, "g/a", H)
+    app = Floorgate(store, clock=clock, settings=Settings())
+    preview = app.automations.preview_new("q", goal="g", agent="a", schedule=schedule, timer="crontab", count=3)
+    if held:
+        assert preview.rows == [] and preview.blocked is not None and "held" in preview.blocked
+    else:
+        assert [r.fire_at.minute for r in preview.rows] == [5, 5, 5] and all(r.admitted for r in preview.rows)
+        assert preview.schedule is not None and "FREQ=HOURLY" in preview.schedule.canonical()
