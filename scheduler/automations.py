@@ -113,9 +113,11 @@ class AutomationService:
         self.repo.save_wake_state(state)
         return Poked(automation_id, state, self.readback.automation(automation_id))
 
-    def list(self, goal: str | None = None) -> list[Automation]:
-        found, _broken = self.repo.scan(goal=goal)
-        return list(found.values())
+    def list(self, goal: str | None = None) -> tuple[list[Automation], dict[str, str]]:
+        """The automations that decode, and ``{automation_id: why}`` for rows that do not (listed
+        too: an unreadable automation is never hidden)."""
+        found, broken = self.repo.scan(goal=goal)
+        return list(found.values()), broken
 
     def show(self, automation_id: str, *, fires: int, ticks: int) -> Detail:
         """Everything ``automation show`` prints, from one readback."""

@@ -145,6 +145,7 @@ def run(argv: Sequence[str] | None = None, out=sys.stdout, err=sys.stderr) -> in
             args.command_argv = command
     except UsageError as exc:
         err.write(f"floorgate: error: {exc}\n")
+        _json_error(out, "--json" in argv, "usage", str(exc))
         return EXIT_INVALID
     except SystemExit as exc:  # --help
         return int(exc.code or 0)
@@ -156,17 +157,31 @@ def run(argv: Sequence[str] | None = None, out=sys.stdout, err=sys.stderr) -> in
         return int(args.handler(ctx))
     except RevisionConflict as exc:
         err.write(f"floorgate: conflict: {exc}\n")
+        _json_error(out, ctx.json, "revision_conflict", str(exc), current_revision=exc.current_revision)
         return EXIT_CONFLICT
     except StoreUnavailable as exc:
         err.write(f"floorgate: store unavailable: {exc}\n")
+        _json_error(out, ctx.json, "store_unavailable", str(exc))
         return EXIT_UNAVAILABLE
     except FloorgateError as exc:
         # Bad values, unknown ids and missing authorization are the caller's to fix.
         user_error = isinstance(exc, (InvalidInput, ReductionNotAuthorized, NotFound, ValueError, LookupError))
         err.write(f"floorgate: error: {exc}\n")
+        kind = {InvalidInput: "invalid_input", ReductionNotAuthorized: "reduction_not_authorized", NotFound: "not_found"}
+        name = next((v for k, v in kind.items() if isinstance(exc, k)), "invalid_input" if user_error else "error")
+        _json_error(out, ctx.json, name, str(exc), field=getattr(exc, "field", None))
         return EXIT_INVALID if user_error else EXIT_UNAVAILABLE
     finally:
         ctx.close()
+
+
+def _json_error(out, wanted: bool, kind: str, message: str, **extra: object) -> None:  # type: ignore[no-untyped-def]
+    """With --json, an error is one JSON document on stdout too (the line on stderr stays)."""
+    if not wanted:
+        return
+    doc = {"error": {"kind": kind, "message": message, **{k: v for k, v in extra.items() if v is not None}}}
+    out.write(json.dumps(doc) + "\n")
+    out.flush()
 
 
 def main() -> None:

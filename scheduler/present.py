@@ -338,6 +338,7 @@ def fire_doc(row: Any) -> dict[str, Any]:
         "utc": iso(row.fire_at),
         "admitted": row.admitted,
         "runs_at": iso(row.runs_at),
+        "waited_for_floor": row.waited_for_floor,
         "eligible_at": iso(row.eligible_at),
     }
 
@@ -346,7 +347,8 @@ def _fire_run(row: Any) -> str:
     if not row.admitted:
         return "no (floor)"
     if row.runs_at is not None and row.runs_at != row.fire_at:
-        return f"yes, at {iso(row.runs_at)} (floor)"
+        why = "when the floor opens" if row.waited_for_floor else "at once: a missed fire inside the catch-up window"
+        return f"yes, at {iso(row.runs_at)} ({why})"
     return "yes"
 
 

@@ -32,6 +32,7 @@ class PreviewRow:
     admitted: bool
     runs_at: datetime | None  # when the turn starts (a coalesced or waiting fire starts at the floor)
     eligible_at: datetime | None  # when denied: the floor's next eligible time at that fire
+    waited_for_floor: bool = False  # it runs later than it fires because the floor opens then
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ def simulate(inputs: PlanInputs, *, count: int, now: datetime) -> list[PreviewRo
         else:
             rows.append(PreviewRow(fire, False, None, next_eligible))
             continue
-        rows.append(PreviewRow(fire, True, runs, None))
+        rows.append(PreviewRow(fire, True, runs, None, waited_for_floor=runs > fire_utc))
         if inputs.floor:
             next_eligible = runs + inputs.floor
     return rows
@@ -90,14 +91,15 @@ def _coalesced(inputs: PlanInputs, count: int, now: datetime) -> list[PreviewRow
     next_eligible = inputs.next_eligible_at
     for i, (effective, fire) in enumerate(at[:count]):
         following = at[i + 1][0] if i + 1 < len(at) else None
+        waited = False
         if next_eligible is None or effective >= next_eligible:
             runs: datetime | None = effective
         elif following is None or following > next_eligible:
-            runs = next_eligible  # the last fire before the floor opens: it runs when it does
+            runs, waited = next_eligible, True  # the last fire before the floor opens: it runs when it does
         else:
             rows.append(PreviewRow(fire, False, None, next_eligible))  # coalesced into a later wake
             continue
-        rows.append(PreviewRow(fire, True, runs, None))
+        rows.append(PreviewRow(fire, True, runs, None, waited_for_floor=waited))
         if inputs.floor and runs is not None:
             next_eligible = runs + inputs.floor
     return rows

@@ -40,6 +40,7 @@ from hosts import InvalidSchedule, Schedule
 from hosts.schedule import parse_canonical
 
 from .preview import FloorMeeting, PlanInputs, PreviewRow, first_run, simulate
+from .recovery import orphaned
 
 # How far ahead a readback looks for the first fire the floor lets through.
 _HORIZON_FIRES = 500
@@ -221,21 +222,26 @@ class Readback:
             next_fire = _first_run(plan, now) if plan is not None else None
         except (InvalidSchedule, StoreUnavailable, ValueError, TypeError, OverflowError) as exc:
             # The host cannot plan this automation either: it holds it, and so does every surface.
-            return replace(base, state=ReadbackState.HELD, hold=ReadbackHold.UNREADABLE, detail=f"held: unreadable state: {exc}")
+            return replace(base, state=ReadbackState.HELD, hold=ReadbackHold.UNREADABLE, detail=f"unreadable state: {exc}")
         if automation.state != AutomationState.ACTIVE:
-            note = f": {automation.state_note}" if automation.state_note else ""
             hold = ReadbackHold(automation.hold_kind.value) if automation.hold_kind is not None else None
             if automation.state == AutomationState.HELD and hold is None:
                 hold = ReadbackHold.TIMER
-            return replace(base, state=ReadbackState(automation.state.value), hold=hold, detail=f"{automation.state.value}{note}")
+            detail = automation.state_note or f"{automation.state.value} (no note)"
+            return replace(base, state=ReadbackState(automation.state.value), hold=hold, detail=detail)
         if mission is not None and mission.status == "awaiting_owner":
             asks = self.approvals.pending(mission.mission_id)
             ask = f"floorgate approve {asks[0].approval_id} (or deny)" if asks else "no pending ask (expired?)"
             return replace(base, state=ReadbackState.AWAITING_OWNER, detail=f"mission {mission.mission_id} waits for its owner: {ask}")
+        unsettled = self.journal.unsettled(aid)  # an unreadable turn raises: held, above
+        crashed = [r for r in unsettled if orphaned(r, now)]
         if plan is None and binding is not None and binding.hold_reason:
-            state, detail = ReadbackState.HELD, f"held: {binding.hold_reason}"
-        elif self.journal.unsettled(aid):  # an unreadable turn raises: held, above
-            state, detail = ReadbackState.RUNNING, "a turn is running"
+            state, detail = ReadbackState.HELD, binding.hold_reason
+        elif crashed:
+            turn = crashed[0].turn_id
+            state, detail = ReadbackState.RUNNING, f"turn {turn} lost its runner; the next host poll or 'turn run' recovers it"
+        elif unsettled:
+            state, detail = ReadbackState.RUNNING, f"turn {unsettled[0].turn_id} is running"
         elif (problem_text := host_problem(automation)) is not None:
             state, detail = ReadbackState.HOST_UNAVAILABLE, problem_text
         elif eligibility.status == "unavailable":
@@ -337,10 +343,10 @@ def _unreadable(automation_id: str, reason: str) -> AutomationReadback:
         automation_id=automation_id,
         automation=None,
         state=ReadbackState.HELD,
-        detail=f"held: unreadable state: {reason}",
+        detail=f"unreadable state: {reason}",
         hold=ReadbackHold.UNREADABLE,
         eligibility=None,
         next_fire_at=None,
         plan=None,
-        guarantee="schedule-only",
+        guarantee="none (held)",
     )

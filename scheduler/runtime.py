@@ -45,6 +45,7 @@ from admission import (
     WakeState,
 )
 from admission.clock import Clock, SystemClock, read_clock
+from admission.intervals import format_interval
 from hosts import Schedule
 from hosts.apscheduler_timer import ApschedulerTimer
 from hosts.schedule import parse_canonical
@@ -443,7 +444,8 @@ class HostRuntime:
         recovered = recovery.recover(self.store, self.clock)
         self._unsettled(None)
         for record in recovered.settled:
-            log.warning("turn %s of %s settled as unknown outcome after its runner crashed", record.turn_id, record.automation_id)
+            why = record.verdict.stop_reason if record.verdict is not None else "settled"
+            log.warning("turn %s of %s recovered and settled: %s", record.turn_id, record.automation_id, why)
         for record in recovered.resumable:
             with self._lock:
                 if record.turn_id in self._resuming:
@@ -536,9 +538,18 @@ class HostRuntime:
 
     # -- helpers -----------------------------------------------------------------------------
     def load_policy(self) -> bool:
-        """Read the deployment's host policy from the store; True when it changed."""
-        policy = self.host_policies.get().policy
-        changed, self.policy = policy != self.policy, policy
+        """Read the deployment's host policy from the store; True when it changed (and logged)."""
+        stored = self.host_policies.get()
+        changed, self.policy = stored.policy != self.policy, stored.policy
+        if changed:
+            p = stored.policy
+            log.info(
+                "host policy r%d: catch-up %s, backoff %s..%s; timers re-planned",
+                stored.revision,
+                format_interval(p.catch_up),
+                format_interval(p.backoff_initial),
+                format_interval(p.backoff_cap),
+            )
         return changed
 
     def _backoff(self) -> BackoffPolicy:

@@ -287,3 +287,33 @@ def test_previewing_an_unsaved_crontab_schedule_shows_what_add_would_arm(store, 
     else:
         assert [r.fire_at.minute for r in preview.rows] == [5, 5, 5] and all(r.admitted for r in preview.rows)
         assert preview.schedule is not None and "FREQ=HOURLY" in preview.schedule.canonical()
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "kind"),
+    [
+        (["automation", "show", "nope", "--json"], 2, "not_found"),
+        (["status", "--bogus", "--json"], 2, "usage"),
+        (["settings", "set", "--catch-up", "banana", "--revision", "0", "--owner-ref", "o", "--json"], 2, "invalid_input"),
+    ],
+    ids=["not-found", "usage", "invalid-input"],
+)
+def test_json_errors_are_one_json_document_too(tmp_path, argv: list[str], code: int, kind: str) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from cli import run_cli
+
+    result = run_cli(*argv, db=str(tmp_path / "fg.db"))
+    assert result.returncode == code and len(result.stderr.strip().splitlines()) == 1
+    assert json.loads(result.stdout)["error"]["kind"] == kind
+
+
+def test_automation_list_shows_an_unreadable_row(store, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from cli import run_cli
+
+    clock = FixedClock(T0)
+    add_automation(store, clock, "bad")
+    add_automation(store, clock, "good")
+    raw_sql(store, "UPDATE fg_automations SET host_spec = '{nope' WHERE automation_id = 'bad'")
+    result = run_cli("automation", "list", db=store.url)
+    assert result.returncode == 0 and "unreadable" in result.stdout and "good" in result.stdout

@@ -188,26 +188,18 @@ def _edit(ctx: Context) -> int:
 
 
 def _list(ctx: Context) -> int:
-    items = ctx.app.automations.list(ctx.args.goal)
+    items, broken = ctx.app.automations.list(ctx.args.goal)
+    rows: list[tuple[str, str | None, str, str | None, str]] = [
+        (x.automation_id, f"{x.spec.goal_id}/{x.spec.agent_id}", x.state.value, x.spec.schedule.replace("\n", " "), command_text(x.spec))
+        for x in items
+    ]
+    rows += [(aid, None, "unreadable", None, why) for aid, why in sorted(broken.items())]
     ctx.emit(
-        {"automations": [automation_doc(x) for x in items]},
-        lambda: (
-            table(
-                ["AUTOMATION", "LANE", "STATE", "SCHEDULE", "COMMAND"],
-                [
-                    (
-                        x.automation_id,
-                        f"{x.spec.goal_id}/{x.spec.agent_id}",
-                        x.state.value,
-                        x.spec.schedule.replace("\n", " "),
-                        command_text(x.spec),
-                    )
-                    for x in items
-                ],
-            )
-            if items
-            else "no automations"
-        ),
+        {
+            "automations": [automation_doc(x) for x in items],
+            "unreadable": [{"automation": aid, "reason": why} for aid, why in sorted(broken.items())],
+        },
+        lambda: table(["AUTOMATION", "LANE", "STATE", "SCHEDULE", "COMMAND"], rows) if rows else "no automations",
     )
     return EXIT_OK
 
