@@ -33,6 +33,7 @@ from admission import (
     InvalidInput,
     Journal,
     Missions,
+    Overlap,
     Store,
     StoreUnavailable,
     TurnRecord,
@@ -220,6 +221,16 @@ class TurnExecutor:
                 None,
                 detail=f"{automation.automation_id} is {automation.state}{note}{hint} (or pass --manual-reason)",
             )
+        if not turn.owns_row and manual_reason is None and spec.overlap == Overlap.SKIP:
+            now = read_clock(self.clock)
+            live = [r for r in self.journal.unsettled(automation.automation_id) if not orphaned(r, now)]
+            if live:
+                # Another process (a host, a cron fire) is running this automation: skip, as a host does.
+                verdict = Verdict(status="denied", stop_reason="overlap", retryable=False, failure_category="policy")
+                running = live[0]
+                return TurnOutcome(
+                    turn_id, verdict, None, None, detail=f"turn {running.turn_id} is still running ({running.owner_id}); overlap skip"
+                )
         pre = self.gate.precheck(automation)
         if pre.refusal is not None:
             self._hold_if_stuck(automation, pre.refusal)

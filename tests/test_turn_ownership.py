@@ -414,3 +414,17 @@ def test_two_hosts_recovering_one_crashed_turn_run_it_once_and_settle_it_once(db
     with open_store(db_url) as store:
         assert raw_sql(store, "SELECT COUNT(*) FROM fg_turns WHERE turn_id = :t AND phase = 'settled'", {"t": TURN}) == [(1,)]
         assert raw_sql(store, "SELECT COUNT(*) FROM fg_starts WHERE phase = 'reserved'") == [(0,)]
+
+
+def test_a_cron_fire_while_a_turn_of_the_automation_runs_is_skipped_as_overlap(db_url: str, tmp_path: Path) -> None:
+    marks, release = tmp_path / "marks", tmp_path / "release"
+    setup(db_url, waiting_host(marks, release), floor_for=None)  # no floor: only the overlap rule can skip it
+    first = turn_run(db_url, tmp_path / "s1")
+    try:
+        wait_for(lambda: launches(marks) == 1, what="the first turn's host")
+        code, out, err = finish(turn_run(db_url, tmp_path / "s2"))  # the next cron fire, another process
+        assert code == 3 and "overlap" in out, (out, err)
+        assert launches(marks) == 1
+    finally:
+        release.write_text("go")
+    assert finish(first)[0] == 0
