@@ -19,7 +19,7 @@ import logging
 import os
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Literal
+from enum import StrEnum
 
 from admission import (
     Accounting,
@@ -40,17 +40,27 @@ from admission.policies import applicable_rules
 
 from .meters import Usage
 
-Mode = Literal["disabled", "observe", "enforce"]
+
+class EnvelopeMode(StrEnum):
+    """How envelope decisions act: not at all, recorded only, or enforced."""
+
+    DISABLED = "disabled"
+    OBSERVE = "observe"
+    ENFORCE = "enforce"
+
+
+Mode = EnvelopeMode
 ENV_MODE = "FLOORGATE_ENVELOPE_MODE"
 log = logging.getLogger("floorgate.envelope")
 
 
 def envelope_mode(value: str | None = None) -> Mode:
     """The mode: the argument, else $FLOORGATE_ENVELOPE_MODE, else enforce."""
-    chosen = value if value is not None else os.environ.get(ENV_MODE) or "enforce"
-    if chosen not in ("disabled", "observe", "enforce"):
-        raise InvalidInput("envelope mode", f"{chosen!r}: use disabled, observe or enforce")
-    return chosen  # type: ignore[return-value]
+    chosen = value if value is not None else os.environ.get(ENV_MODE) or EnvelopeMode.ENFORCE.value
+    try:
+        return EnvelopeMode(chosen)
+    except ValueError:
+        raise InvalidInput("envelope mode", f"{chosen!r}: use {', '.join(m.value for m in EnvelopeMode)}") from None
 
 
 @dataclass(frozen=True)

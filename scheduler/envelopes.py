@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from admission import Accounting, Approval, Approvals, Automations, Envelope, InvalidInput, Mission, Missions, NotFound, Store
 from admission.clock import Clock
 
-from .envelope_gate import EnvelopeGate
+from .envelope_gate import EnvelopeGate, EnvelopeMode
 from .executor import hold_for_stuck_mission
 
 
@@ -100,7 +100,7 @@ class EnvelopeService:
         envelope = None
         try:
             a = self.automations.get(mission.automation_id)
-            envelope, _ = EnvelopeGate(self.store, clock=self.clock, mode="observe").envelope(
+            envelope, _ = EnvelopeGate(self.store, clock=self.clock, mode=EnvelopeMode.OBSERVE).envelope(
                 a.spec.goal_id, a.spec.agent_id, a.automation_id
             )
         except NotFound:

@@ -191,7 +191,7 @@ class Readback:
         return True
 
     def _of(self, automation: Automation, now: datetime, policy: HostPolicy) -> AutomationReadback:
-        from .envelope_gate import EnvelopeGate
+        from .envelope_gate import EnvelopeGate, EnvelopeMode
         from .timers import guarantee
 
         aid = automation.automation_id
@@ -201,7 +201,7 @@ class Readback:
         last_turn = recent[0] if recent else None
         binding = self.bindings.get(aid)
         mission = self.missions.current(aid) or next(iter(self.missions.recent(aid, 1)), None)
-        envelope, problem = EnvelopeGate(self.store, clock=self.clock, mode="observe").envelope(spec.goal_id, spec.agent_id, aid)
+        envelope, problem = EnvelopeGate(self.store, clock=self.clock, mode=EnvelopeMode.OBSERVE).envelope(spec.goal_id, spec.agent_id, aid)
         base = AutomationReadback(
             automation_id=aid,
             automation=automation,

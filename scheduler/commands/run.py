@@ -11,6 +11,7 @@ from admission import InvalidInput
 from admission.intervals import format_interval, parse_interval
 
 from ..cli import EXIT_OK, Context, add_common
+from ..envelope_gate import EnvelopeMode
 from ..runtime import HostRuntime, RuntimeConfig
 
 
@@ -22,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     for flag in ("--catch-up", "--backoff-initial", "--backoff-cap"):
         # The host policy is the deployment's, in the store: a host never plans differently.
         p.add_argument(flag, help="must equal the stored host policy; change it with 'floorgate settings set'")
-    p.add_argument("--envelope-mode", choices=["disabled", "observe", "enforce"], help="default $FLOORGATE_ENVELOPE_MODE, else enforce")
+    p.add_argument("--envelope-mode", choices=[m.value for m in EnvelopeMode], help="default $FLOORGATE_ENVELOPE_MODE, else enforce")
     add_common(p)
     p.set_defaults(handler=_run)
 

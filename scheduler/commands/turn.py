@@ -9,6 +9,7 @@ from admission.clock import iso
 from admission.intervals import parse_interval
 
 from ..cli import EXIT_DENIED, EXIT_OK, Context, add_common
+from ..envelope_gate import EnvelopeMode
 from ..present import decision_doc, turn_doc, verdict_doc
 from ..recovery import recover
 
@@ -30,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--wait-eligible", default="0", help="if the floor opens within this long (e.g. 2m), wait for it instead of being denied"
     )
-    p.add_argument("--envelope-mode", choices=["disabled", "observe", "enforce"], help="default $FLOORGATE_ENVELOPE_MODE, else enforce")
+    p.add_argument("--envelope-mode", choices=[m.value for m in EnvelopeMode], help="default $FLOORGATE_ENVELOPE_MODE, else enforce")
     add_common(p)
     p.set_defaults(handler=_run)
     p = tsub.add_parser("show", help="one turn's journal record and verdict")
