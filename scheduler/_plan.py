@@ -14,10 +14,11 @@ import logging
 import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 
 from apscheduler.triggers.base import BaseTrigger
 
-from admission import Admission, Automation, FloorgateError, WakeState
+from admission import Admission, Automation, FloorgateError, HostPolicy, WakeState
 from hosts import Schedule
 from hosts.schedule import parse_canonical
 
@@ -157,3 +158,33 @@ class Episode:
             count, self.failures = self.failures, 0
         if count:
             self.log.warning("%s recovered after %d failure%s", self.what, count, "" if count == 1 else "s")
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    """How this host process runs; ``recover_every`` is how many polls pass between two
+    recoveries of crashed turns. How wakes are planned (catch-up window, backoff) is the
+    deployment's host policy, read from the store (``admission.HostPolicies``), so every host
+    and every readback plan alike."""
+
+    state_dir: Path
+    poll: timedelta = timedelta(seconds=2)
+    workers: int = 8
+    flush_every: timedelta = timedelta(seconds=1)
+    recover_every: int = 5
+    envelope_mode: str | None = None  # None: enforce (the executor passes the mode on to hosted hooks)
+
+
+def misfire_grace(policy: HostPolicy) -> int:
+    """APScheduler's misfire grace: a missed fire older than the catch-up window is dropped
+    (its own default of 1 s would drop runs a busy host starts a moment late)."""
+    return max(1, int(policy.catch_up.total_seconds()))
+
+
+@dataclass(frozen=True)
+class Armed:
+    """What a timer was last armed with. ``trigger`` None: nothing left to fire (schedule ended)."""
+
+    snapshot: Snapshot
+    trigger: WakeTrigger | None
+    seq: int

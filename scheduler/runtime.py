@@ -20,9 +20,8 @@ import itertools
 import contextlib
 import logging
 import threading
-from dataclasses import dataclass, replace
-from datetime import datetime, timedelta, timezone
-from pathlib import Path
+from dataclasses import replace
+from datetime import datetime, timezone
 
 from apscheduler.events import EVENT_JOB_MAX_INSTANCES, JobSubmissionEvent
 from apscheduler.executors.pool import ThreadPoolExecutor
@@ -51,43 +50,27 @@ from hosts.apscheduler_timer import ApschedulerTimer
 from hosts.schedule import parse_canonical
 
 from . import recovery
-from ._plan import Decoded, Episode, PlanInputs, Snapshot, WakeTrigger, decode, lane_of, next_eligible_tolerant
+from ._plan import (
+    Armed,
+    Decoded,
+    Episode,
+    PlanInputs,
+    RuntimeConfig,
+    Snapshot,
+    WakeTrigger,
+    decode,
+    lane_of,
+    misfire_grace,
+    next_eligible_tolerant,
+)
 from .executor import TurnExecutor, host_identity, new_turn_id
 from .wake import BackoffPolicy, nominal_time
+
+__all__ = ["HostRuntime", "RuntimeConfig"]  # RuntimeConfig lives with the planning values
 
 log = logging.getLogger("floorgate.run")
 
 MAX_BUFFERED_TICKS = 100_000  # while the store is down; beyond this the oldest ticks are dropped
-
-
-@dataclass(frozen=True)
-class RuntimeConfig:
-    """How this host process runs; ``recover_every`` is how many polls pass between two
-    recoveries of crashed turns. How wakes are planned (catch-up window, backoff) is the
-    deployment's host policy, read from the store (``admission.HostPolicies``), so every host
-    and every readback plan alike."""
-
-    state_dir: Path
-    poll: timedelta = timedelta(seconds=2)
-    workers: int = 8
-    flush_every: timedelta = timedelta(seconds=1)
-    recover_every: int = 5
-    envelope_mode: str | None = None  # None: enforce (the executor passes the mode on to hosted hooks)
-
-
-def _grace(policy: HostPolicy) -> int:
-    """APScheduler's misfire grace: a missed fire older than the catch-up window is dropped
-    (its own default of 1 s would drop runs a busy host starts a moment late)."""
-    return max(1, int(policy.catch_up.total_seconds()))
-
-
-@dataclass(frozen=True)
-class _Armed:
-    """What a timer was last armed with. ``trigger`` None: nothing left to fire (schedule ended)."""
-
-    snapshot: Snapshot
-    trigger: WakeTrigger | None
-    seq: int
 
 
 class HostRuntime:
@@ -107,7 +90,7 @@ class HostRuntime:
         self.host_policies = HostPolicies(store, self.clock)
         self.policy = HostPolicy()  # replaced by the stored policy at every sync
         self._decoded: dict[str, Decoded] = {}
-        self._armed: dict[str, _Armed] = {}
+        self._armed: dict[str, Armed] = {}
         self._holds: dict[str, str] = {}
         self._ticked: dict[str, datetime] = {}
         self._bad_ticks: dict[str, str] = {}
@@ -141,7 +124,7 @@ class HostRuntime:
                 # One run for any number of missed fire times; a missed time older than the
                 # catch-up window is dropped. (APScheduler 3's default grace of 1 s drops runs.)
                 "coalesce": True,
-                "misfire_grace_time": _grace(self.policy),
+                "misfire_grace_time": misfire_grace(self.policy),
                 "max_instances": 1,
             },
         )
@@ -281,12 +264,12 @@ class HostRuntime:
             if replan and (current is None or current.trigger is None or automation_id in self._holds):
                 return  # unarmed or held meanwhile: only sync arms it again
             if trigger.failure is not None:
-                self._armed[automation_id] = _Armed(snapshot, trigger, seq)
+                self._armed[automation_id] = Armed(snapshot, trigger, seq)
                 self._hold(automation_id, f"the next fire of automation {automation_id!r} cannot be computed: {trigger.failure}", keep=True)
                 return
             if first is None:
                 self._remove_job(automation_id)
-                self._armed[automation_id] = _Armed(snapshot, None, seq)
+                self._armed[automation_id] = Armed(snapshot, None, seq)
                 self._release(automation_id)
                 return
             instances = 1 if automation.spec.overlap == "skip" else self.config.workers
@@ -300,13 +283,17 @@ class HostRuntime:
                     name=automation_id,
                     max_instances=instances,
                     next_run_time=first,
-                    misfire_grace_time=_grace(self.policy),
+                    misfire_grace_time=misfire_grace(self.policy),
                 )
             else:
                 self.scheduler.modify_job(
-                    automation_id, trigger=trigger, next_run_time=first, max_instances=instances, misfire_grace_time=_grace(self.policy)
+                    automation_id,
+                    trigger=trigger,
+                    next_run_time=first,
+                    max_instances=instances,
+                    misfire_grace_time=misfire_grace(self.policy),
                 )
-            self._armed[automation_id] = _Armed(snapshot, trigger, seq)
+            self._armed[automation_id] = Armed(snapshot, trigger, seq)
             self._release(automation_id)
         self._unpublished.add(automation_id)
 
