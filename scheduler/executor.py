@@ -160,8 +160,13 @@ class TurnExecutor:
         manual_reason: str | None = None,
         nominal: datetime | None = None,
         wait_eligible: timedelta = timedelta(0),
+        overlap_checked: bool = False,
     ) -> TurnOutcome:
         """Run one managed turn of ``automation``; see the module docstring for the phases.
+
+        ``overlap_checked``: the caller (a host's tick) has already applied the overlap rule;
+        otherwise a turn of an ``overlap skip`` automation that another live runner is running
+        is not started (exit 3, ``overlap``).
 
         ``wait_eligible``: when the floor denies with a next eligible time at most this far away
         (a timer that fires a few hundred milliseconds before a floor equal to its period), wait
@@ -187,6 +192,10 @@ class TurnExecutor:
                     return TurnOutcome(turn_id, settled.verdict or settled_unknown(), None, settled)
         turn = _Attempt(turn_id if turn_id is not None else new_turn_id(automation.automation_id), owns_row=claimed is not None)
         try:
+            if not overlap_checked and not turn.owns_row and manual_reason is None:
+                busy = self._overlapping(automation, turn.turn_id)
+                if busy is not None:
+                    return busy
             return self._attempt(automation, turn, manual_reason, nominal, wait_eligible)
         except (ClaimLost, StoreUnavailable):
             raise  # not ours to settle (lost), or cannot be settled now: recovery finds the claim
@@ -221,16 +230,6 @@ class TurnExecutor:
                 None,
                 detail=f"{automation.automation_id} is {automation.state}{note}{hint} (or pass --manual-reason)",
             )
-        if not turn.owns_row and manual_reason is None and spec.overlap == Overlap.SKIP:
-            now = read_clock(self.clock)
-            live = [r for r in self.journal.unsettled(automation.automation_id) if not orphaned(r, now)]
-            if live:
-                # Another process (a host, a cron fire) is running this automation: skip, as a host does.
-                verdict = Verdict(status="denied", stop_reason="overlap", retryable=False, failure_category="policy")
-                running = live[0]
-                return TurnOutcome(
-                    turn_id, verdict, None, None, detail=f"turn {running.turn_id} is still running ({running.owner_id}); overlap skip"
-                )
         pre = self.gate.precheck(automation)
         if pre.refusal is not None:
             self._hold_if_stuck(automation, pre.refusal)
@@ -321,6 +320,20 @@ class TurnExecutor:
             log.warning("turn %s: lease renewal failed, retrying: %s", turn_id, exc)
 
     # -- steps ---------------------------------------------------------------------------------
+    def _overlapping(self, automation: Automation, turn_id: str) -> TurnOutcome | None:
+        """Another process (a host, a cron fire) runs this ``overlap skip`` automation: skip, as a host does."""
+        if automation.spec.overlap != Overlap.SKIP:
+            return None
+        now = read_clock(self.clock)
+        live = [r for r in self.journal.unsettled(automation.automation_id) if not orphaned(r, now)]
+        if not live:
+            return None
+        verdict = Verdict(status="denied", stop_reason="overlap", retryable=False, failure_category="policy")
+        running = live[0]
+        return TurnOutcome(
+            turn_id, verdict, None, None, detail=f"turn {running.turn_id} is still running ({running.owner_id}); overlap skip"
+        )
+
     def _log_path(self, automation_id: str, turn_id: str) -> Path:
         """Where the turn's log goes; the directory is made and checked before anything is reserved."""
         log_dir = self.state_dir / "logs" / automation_id

@@ -387,7 +387,7 @@ class HostRuntime:
             self._running[automation_id] = self._running.get(automation_id, 0) + 1
             self._inflight.add(turn_id)
         try:
-            outcome = self.executor.run(automation, nominal=nominal, turn_id=turn_id)
+            outcome = self.executor.run(automation, nominal=nominal, turn_id=turn_id, overlap_checked=True)
         finally:
             with self._lock:
                 self._running[automation_id] -= 1
