@@ -155,12 +155,13 @@ def test_a_running_host_recovers_a_crashed_turn_run_and_ticks_again(db_url: str,
             runner.send_signal(signal.SIGKILL)
             runner.wait(timeout=30)
             killed_at = lines(marker)
-            # Recovery runs every 5 polls (5 s here): bounded, without restarting the host.
+            # Recovery runs every 5 polls (5 s here): bounded, without restarting the host (the wait
+            # allows for a loaded CI machine running two test workers beside the host).
             settled = wait_for(
-                lambda: (r := journal.get(crashed.turn_id)) is not None and r.verdict is not None and r, timeout=15, what="recovery"
+                lambda: (r := journal.get(crashed.turn_id)) is not None and r.verdict is not None and r, timeout=30, what="recovery"
             )
             assert settled.verdict.stop_reason == "unknown_outcome"
-            wait_for(lambda: lines(marker) > killed_at, timeout=10, what="a turn after recovery (no overlap skip forever)")
+            wait_for(lambda: lines(marker) > killed_at, timeout=20, what="a turn after recovery (no overlap skip forever)")
         assert host.poll() is None
     finally:
         if runner is not None and runner.poll() is None:

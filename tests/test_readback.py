@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 
 import pytest
 
@@ -202,15 +202,6 @@ def test_settings_resolve_flags_over_environment() -> None:
     s = Settings.resolve(env, state_dir="/from/flag", envelope_mode=None, db=None)
     assert str(s.state_dir) == "/from/flag" and s.envelope_mode == "observe" and s.db is None
     assert str(Settings.resolve({}).state_dir) == "floorgate-state"
-
-
-def test_times_are_aware_utc(store) -> None:  # type: ignore[no-untyped-def]
-    clock = FixedClock(T0)
-    add_automation(store, clock, schedule=EVERY_15M)
-    rb = Readback(store, clock).automation("x")
-    assert rb.next_fire_at is not None and rb.next_fire_at.utcoffset() == timedelta(0)
-    assert rb.next_fire_at.tzinfo in (timezone.utc,) or rb.next_fire_at == rb.next_fire_at.astimezone(timezone.utc)
-    assert isinstance(rb.next_fire_at, datetime)
 
 
 def test_a_running_host_replans_when_the_host_policy_changes(store, tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -15,7 +15,6 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-import pytest
 from sqlalchemy import event
 from test_executor import crashed
 
@@ -26,7 +25,7 @@ from scheduler.executor import PAUSE_ENV, TurnExecutor
 from scheduler.recovery import Recovered, orphaned, recover
 
 from conftest import T0, raw_sql
-from helpers import add_automation, floor
+from helpers import add_automation, floor, wait_for
 
 TURN = "t-1"
 
@@ -51,16 +50,6 @@ def turn_run(db_url: str, state: Path, *extra: str, pause: str | None = None) ->
         text=True,
         env=env,
     )
-
-
-def wait_for(predicate, timeout: float = 30.0, what: str = "condition"):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    pytest.fail(f"timed out waiting for {what}")
 
 
 def finish(proc: subprocess.Popen[str]) -> tuple[int, str, str]:
