@@ -196,4 +196,5 @@ def worker_suffix() -> str:
     """'' alone, '-gw0', '-gw1' ... under pytest-xdist: per-worker names for shared real resources
     (a crontab account), so parallel workers never edit the same one."""
     worker = os.environ.get("PYTEST_XDIST_WORKER")
-    return f"-{worker}" if worker else ""
+    tag = os.environ.get("FLOORGATE_TEST_USER_TAG")  # separate checkouts testing at once on one machine
+    return (f"-{tag}" if tag else "") + (f"-{worker}" if worker else "")
