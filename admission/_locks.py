@@ -46,3 +46,13 @@ def timer(automation_id: str) -> str:
 def setting(key: str) -> str:
     """A deployment setting."""
     return f"settings/{key}"
+
+
+def host(host_id: str) -> str:
+    """A timer host's heartbeat row."""
+    return f"host/{host_id}"
+
+
+def hook_answer(automation_id: str) -> str:
+    """The record of a pre-model hook's answers for one automation."""
+    return f"hook-answer/{automation_id}"

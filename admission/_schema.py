@@ -165,7 +165,6 @@ timer_bindings = Table(
     Column("acked_at_us", UtcMicros, nullable=True),
     Column("acked_observed", Text, nullable=True),
     Column("read_requested_at_us", UtcMicros, nullable=True),
-    Column("hook_seen_at_us", UtcMicros, nullable=True),
     Column("host_user", String(64), nullable=True),  # e.g. whose crontab holds the line
 )
 
@@ -232,4 +231,28 @@ settings = Table(
     Column("revision", Integer, nullable=False),
     Column("owner_ref", String(64), nullable=False),
     Column("updated_at_us", UtcMicros, nullable=False),
+)
+
+hosts = Table(
+    "fg_hosts",
+    metadata,
+    # One row per running (or recently stopped) `floorgate run`: its heartbeat.
+    Column("host_id", String(200), primary_key=True),
+    Column("hostname", String(255), nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("version", String(64), nullable=False),
+    Column("started_at_us", UtcMicros, nullable=False),
+    Column("beat_at_us", UtcMicros, nullable=False),
+    Column("poll_us", BigInteger, nullable=False),
+    Column("stopped_at_us", UtcMicros, nullable=True),
+)
+
+hook_answers = Table(
+    "fg_hook_answers",
+    metadata,
+    # When a pre-model hook last answered for an automation (what the pre-model-hook guarantee needs).
+    Column("automation_id", String(128), primary_key=True),
+    Column("answered_at_us", UtcMicros, nullable=False),
+    Column("admitted", Boolean, nullable=False),
+    Column("answers", BigInteger, nullable=False),
 )

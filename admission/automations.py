@@ -279,15 +279,16 @@ class Automations:
         return self._update(automation_id, {"state": state.value, "state_note": note, "hold_kind": kind})
 
     def remove(self, automation_id: str) -> None:
-        """Delete the automation with its wake state and timer binding, in one commit (its starts,
-        turns and ticks stay: they are the record)."""
-        a, w, b = s.automations, s.wake_state, s.timer_bindings
+        """Delete the automation with its wake state, timer binding and hook answers, in one commit
+        (its starts, turns and ticks stay: they are the record)."""
+        a, w, b, h = s.automations, s.wake_state, s.timer_bindings, s.hook_answers
         with self.store.write(lock_key=locks.automation(automation_id)) as conn:
             done = conn.execute(delete(a).where(a.c.automation_id == check_id(automation_id, "automation")))
             if done.rowcount != 1:
                 raise NotFound(f"automation {automation_id!r} does not exist")
             conn.execute(delete(w).where(w.c.automation_id == automation_id))
             conn.execute(delete(b).where(b.c.automation_id == automation_id))
+            conn.execute(delete(h).where(h.c.automation_id == automation_id))
 
     def _update(self, automation_id: str, values: dict) -> Automation:  # type: ignore[type-arg]
         check_id(automation_id, "automation")

@@ -38,7 +38,6 @@ class TimerBinding(BaseModel):
     acked_at: datetime | None
     acked_observed: str | None
     read_requested_at: datetime | None
-    hook_seen_at: datetime | None
     host_user: str | None = None
 
 
@@ -59,7 +58,6 @@ def _binding(row) -> TimerBinding:  # type: ignore[no-untyped-def]
         acked_at=row.acked_at_us,
         acked_observed=row.acked_observed,
         read_requested_at=row.read_requested_at_us,
-        hook_seen_at=row.hook_seen_at_us,
         host_user=row.host_user,
     )
 
@@ -204,11 +202,6 @@ class TimerBindings:
         b = s.timer_bindings
         with self.store.write(lock_key=locks.timer(automation_id)) as conn:
             conn.execute(update(b).where(b.c.automation_id == automation_id).values(read_requested_at_us=now))
-
-    def hook_seen(self, automation_id: str, now: datetime) -> None:
-        b = s.timer_bindings
-        with self.store.write(lock_key=locks.timer(automation_id)) as conn:
-            conn.execute(update(b).where(b.c.automation_id == automation_id).values(hook_seen_at_us=now))
 
     def remove(self, automation_id: str) -> None:
         from sqlalchemy import delete

@@ -10,8 +10,9 @@ import hashlib
 import uuid
 from dataclasses import dataclass
 
-from admission import Admission, Automations, Decision, Missions, NotFound, Store, TimerBindings
+from admission import Admission, Automations, Decision, FloorgateError, Missions, NotFound, Store
 from admission.clock import Clock, read_clock
+from admission.liveness import HookAnswers
 
 from .envelope_gate import EnvelopeGate, envelope_mode
 from .readback import AutomationReadback, Readback
@@ -23,6 +24,7 @@ class PromptAnswer:
 
     decision: Decision
     readback: AutomationReadback | None
+    recorded: bool = True  # False: the answer could not be recorded (readback under-claims the hook)
 
 
 def hook_turn_id(session_id: object) -> str:
@@ -48,24 +50,25 @@ class HookService:
             goal=goal, agent=agent, automation=automation, turn_id=turn_id, trigger_time=read_clock(self.clock), manual_reason=manual_reason
         )
         if not decision.admitted:
+            recorded = self._answered(automation, False)
             try:
                 readback: AutomationReadback | None = Readback(self.store, self.clock).automation(automation)
             except NotFound:
                 readback = None  # a lane with no saved automation: the decision says it all
-            return PromptAnswer(decision, readback)
+            return PromptAnswer(decision, readback, recorded)
         admission.confirm(turn_id)
-        self._seen(automation)
-        return PromptAnswer(decision, None)
+        return PromptAnswer(decision, None, self._answered(automation, True))
 
-    def _seen(self, automation_id: str) -> None:
-        """Record that the hook answered for this automation (what the pre-model-hook guarantee needs)."""
+    def _answered(self, automation_id: str, admitted: bool) -> bool:
+        """Record the hook's answer for a saved automation: the liveness record the pre-model-hook
+        guarantee is computed from (the one write a denial makes; it is not admission state).
+        False when it could not be written: the answer stands, and the guarantee is under-claimed."""
         try:
-            Automations(self.store, self.clock).get(automation_id)
-        except NotFound:
-            return
-        bindings = TimerBindings(self.store)
-        if bindings.get(automation_id) is not None:
-            bindings.hook_seen(automation_id, read_clock(self.clock))
+            if Automations(self.store, self.clock).exists(automation_id):
+                HookAnswers(self.store).record(automation_id, admitted=admitted, at=read_clock(self.clock))
+        except FloorgateError:
+            return False
+        return True
 
     def count_tool_call(self, mission_id: str) -> str | None:
         """Count one tool call of the mission; the refusal text when the call must not run."""

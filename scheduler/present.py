@@ -7,18 +7,21 @@ next eligible time from these documents.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from admission import Confirmation, Decision, EffectiveFloor, Eligibility, Rule, RuleChange, StartRecord
 from admission.clock import iso
 from admission.intervals import format_interval
+from hosts.registry import capabilities
 
 if TYPE_CHECKING:
     from admission import Automation, Tick, TimerBinding, TurnRecord, Verdict
+    from admission.liveness import HostBeat
 
     from .automations import Detail, Poked
-    from .readback import AutomationReadback, Preview
+    from .guarantee import GuaranteeReadback
+    from .readback import AutomationReadback, Overview, Preview
 
 
 def _seconds(value: timedelta | None) -> float | None:
@@ -224,10 +227,14 @@ def readback_doc(rb: AutomationReadback) -> dict[str, Any]:
         "hold": rb.hold.value if rb.hold is not None else None,
         "detail": rb.detail,
         "next_fire_at": iso(rb.next_fire_at),
+        "no_timer_host": rb.no_timer_host,
         "next_eligible_at": iso(e.next_eligible_at) if e is not None else None,
         "eligibility": eligibility_doc(e) if e is not None else None,
         "last_turn": turn_doc(rb.last_turn) if rb.last_turn is not None else None,
-        "timer": binding_doc(rb.binding, rb.guarantee) if rb.binding is not None else {"timer": timer, "guarantee": rb.guarantee},
+        "timer": {
+            **(binding_fields(rb.binding) if rb.binding is not None else {"timer": timer}),
+            **guarantee_doc(rb.guarantee, rb.guarantee_why, rb.hook_answered_at),
+        },
         "mission": mission_doc(rb.mission, rb.envelope) if rb.mission is not None else None,
     }
 
@@ -270,9 +277,49 @@ def _envelope_line(rb: AutomationReadback) -> str | None:
     )
 
 
-def status_text(readbacks: Sequence[AutomationReadback], lanes: Sequence[Eligibility]) -> str:
-    """``floorgate status`` as tables: automations, then floored lanes no automation stands for."""
-    parts = []
+def host_doc(h: HostBeat, now: datetime) -> dict[str, Any]:
+    """A timer host's heartbeat, and whether it is alive at ``now``."""
+    return {
+        "host_id": h.host_id,
+        "hostname": h.hostname,
+        "pid": h.pid,
+        "version": h.version,
+        "alive": h.alive(now),
+        "started_at": iso(h.started_at),
+        "beat_at": iso(h.beat_at),
+        "stopped_at": iso(h.stopped_at),
+    }
+
+
+def hosts_text(hosts: Sequence[HostBeat], now: datetime) -> str:
+    """One line on the timer hosts: which are alive, or that none is (nothing on floorgate's timer fires)."""
+    alive = [h for h in hosts if h.alive(now)]
+    if alive:
+        return "hosts: " + ", ".join(f"{h.host_id} alive (v{h.version}, beat {ago(h.beat_at, now)})" for h in alive)
+    last = max(hosts, key=lambda h: h.beat_at, default=None)
+    seen = f" (last: {last.host_id}, {'stopped' if last.stopped_at else 'silent'} since {iso(last.beat_at)})" if last else ""
+    return f"hosts: none running{seen}: apscheduler timers fire only while 'floorgate run' runs"
+
+
+def ago(at: datetime, now: datetime) -> str:
+    """``at`` relative to ``now``, in words: '3 s ago', 'in 14 min'."""
+    seconds = (now - at).total_seconds()
+    span = abs(seconds)
+    if span < 90:
+        words = f"{span:.0f} s"
+    elif span < 90 * 60:
+        words = f"{span / 60:.0f} min"
+    elif span < 36 * 3600:
+        words = f"{span / 3600:.0f} h"
+    else:
+        words = f"{span / 86400:.0f} d"
+    return f"{words} ago" if seconds >= 0 else f"in {words}"
+
+
+def status_text(view: Overview) -> str:
+    """``floorgate status`` as tables: hosts, automations, then floored lanes no automation stands for."""
+    readbacks, lanes = view.readbacks, view.lanes
+    parts = [hosts_text(view.hosts, view.now)] if view.hosts or any(_on_own_timer(rb) for rb in readbacks) else []
     if readbacks:
         parts.append(
             table(
@@ -293,7 +340,7 @@ def status_text(readbacks: Sequence[AutomationReadback], lanes: Sequence[Eligibi
                         rb.automation_id,
                         f"{rb.automation.spec.goal_id}/{rb.automation.spec.agent_id}" if rb.automation else None,
                         rb.state.value,
-                        iso(rb.next_fire_at),
+                        "none (no host)" if rb.no_timer_host else iso(rb.next_fire_at),
                         iso(rb.eligibility.next_eligible_at) if rb.eligibility else None,
                         iso(rb.last_turn.started_at) if rb.last_turn else None,
                         _outcome(rb.last_turn),
@@ -305,7 +352,7 @@ def status_text(readbacks: Sequence[AutomationReadback], lanes: Sequence[Eligibi
                 ],
             )
         )
-        parts += [f"  {rb.automation_id}: {rb.detail}" for rb in readbacks if rb.state.value != "eligible"]
+        parts += [f"  {rb.automation_id}: {rb.detail}" for rb in readbacks if rb.state.value != "eligible" or rb.no_timer_host]
         parts += [line for rb in readbacks if (line := _envelope_line(rb)) is not None]
         parts += [
             f"  {rb.automation_id}: apply failed: {rb.binding.apply_error}"
@@ -329,7 +376,11 @@ def status_text(readbacks: Sequence[AutomationReadback], lanes: Sequence[Eligibi
                 ],
             )
         )
-    return "\n\n".join(parts) if parts else "no automations and no floored lanes"
+    return "\n\n".join(parts) if readbacks or lanes else "no automations and no floored lanes"
+
+
+def _on_own_timer(rb: AutomationReadback) -> bool:
+    return rb.automation is not None and capabilities(rb.automation.spec.timer).armed_by_runtime
 
 
 def fire_doc(row: Any) -> dict[str, Any]:
@@ -376,7 +427,7 @@ def detail_text(d: Detail) -> str:
         f"  schedule:       {spec.schedule.replace(chr(10), ' ')}",
         f"  command:        {command_text(spec)}"
         + (f"  (timeout {spec.host.timeout_seconds:g}s, overlap {spec.overlap})" if spec.host else ""),
-        f"  timer:          {spec.timer} ({rb.guarantee})",
+        f"  timer:          {spec.timer} ({rb.guarantee}: {rb.guarantee_why})",
         f"  floor:          {format_interval(floor.floor) if floor else '-'}",
         f"  next eligible:  {(iso(rb.eligibility.next_eligible_at) if rb.eligibility else None) or '-'}",
         f"  next turn:      {iso(rb.next_fire_at) or '-'}",
@@ -426,11 +477,21 @@ def poke_text(p: Poked) -> str:
     return f"poked {p.automation_id}: next turn at {iso(nxt)}{why}"
 
 
-def binding_doc(b: TimerBinding, guarantee: str) -> dict[str, Any]:
+def guarantee_doc(guarantee: str, why: str, hook_answered_at: datetime | None) -> dict[str, Any]:
+    """The guarantee, why it holds or what is missing, and when a pre-model hook last answered."""
+    return {"guarantee": guarantee, "guarantee_why": why, "hook_answered_at": iso(hook_answered_at)}
+
+
+def binding_doc(b: TimerBinding, promise: GuaranteeReadback) -> dict[str, Any]:
+    """A timer binding with the guarantee it gives, as JSON."""
+    return {**binding_fields(b), **guarantee_doc(promise.guarantee.value, promise.why, promise.hook_answered_at)}
+
+
+def binding_fields(b: TimerBinding) -> dict[str, Any]:
+    """Desired, applied, observed and ACK facts of one binding."""
     return {
         "automation": b.automation_id,
         "timer": b.timer,
-        "guarantee": guarantee,
         "desired": b.desired,
         "desired_raised": b.desired_raised,
         "hold_reason": b.hold_reason,
@@ -442,7 +503,6 @@ def binding_doc(b: TimerBinding, guarantee: str) -> dict[str, Any]:
         "observed_at": iso(b.observed_at),
         "ack_state": b.ack_state,
         "acked_at": iso(b.acked_at),
-        "hook_seen_at": iso(b.hook_seen_at),
     }
 
 

@@ -63,6 +63,7 @@ from ._plan import (
     misfire_grace,
     next_eligible_tolerant,
 )
+from ._heartbeat import Heartbeat
 from .executor import TurnExecutor, host_identity, new_turn_id
 from .wake import BackoffPolicy, nominal_time
 
@@ -81,6 +82,7 @@ class HostRuntime:
         self.config = config
         self.clock = clock if clock is not None else SystemClock()
         self.host = host_identity()
+        self.heartbeat = Heartbeat(store, self.clock, self.host, config.poll)
         self.automations = Automations(store, self.clock)
         self.admission = Admission(store, self.clock)
         self.journal = Journal(store, self.clock)
@@ -114,6 +116,7 @@ class HostRuntime:
                 ("flush", "recording ticks"),
                 ("recover", "recovery of crashed turns"),
                 ("replan", "re-planning a timer after its tick"),
+                ("beat", "recording this host's heartbeat"),
             )
         }
         self._tick_episodes: dict[str, Episode] = {}
@@ -133,6 +136,7 @@ class HostRuntime:
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
         """Recover, arm every timer and start the loops; a store that fails here is retried by them."""
+        self._guarded("beat", self.heartbeat.beat)
         self._guarded("recover", self.recover)
         self._guarded("sync", self.sync)
         self.scheduler.start()
@@ -158,6 +162,7 @@ class HostRuntime:
         for thread in self._threads:
             thread.join(timeout=10)
         self._guarded("flush", self.flush)
+        self._guarded("beat", self.heartbeat.stopped)
 
     def wait(self, timeout: float | None = None) -> bool:
         return self._stop.wait(timeout)
@@ -596,6 +601,7 @@ class HostRuntime:
 
     def _sync_loop(self) -> None:
         while not self._stop.wait(self.config.poll.total_seconds()):
+            self._guarded("beat", self.heartbeat.beat)
             if self._guarded("sync", self.sync):
                 self._guarded("publish", self.publish)
 

@@ -24,15 +24,26 @@ from typing import cast
 from admission import Admission, Automation, AutomationState, Automations, HoldKind, InvalidInput, Store, TimerBinding, TimerBindings
 from admission.clock import Clock, SystemClock, read_clock
 from admission.intervals import format_interval
+from admission.liveness import HookAnswers, HostBeats
 from hosts import InvalidSchedule, Schedule
-from hosts.contract import Capabilities, Guarantee, Held, Observation, ObservationState, Reported, TimerHost, TimerKind
+from hosts.contract import Capabilities, Held, Observation, ObservationState, Reported, TimerHost, TimerKind
 from hosts.crontab import CrontabHost
 from hosts.errors import HostUnavailable, UnsupportedSchedule
 from hosts.flooring import floor_compatible
-from hosts.registry import HostSetup, capabilities, guarantee_of, timer_host
+from hosts.registry import HostSetup, capabilities, timer_host
+
+from .guarantee import GuaranteeReadback, guarantee_of
 
 # How long a turn a timer host launches (a crontab line) waits for a floor a moment away.
 LAUNCH_WAIT = timedelta(minutes=2)
+
+
+@dataclass(frozen=True)
+class Observed:
+    """A fresh readback (None: the owner reported nothing) and the binding as recorded after it."""
+
+    binding: TimerBinding | None
+    observation: Observation | None
 
 
 @dataclass(frozen=True)
@@ -40,11 +51,6 @@ class AckResult:
     accepted: bool
     reason: str
     observation: Observation | None
-
-
-def guarantee(automation: Automation, binding: TimerBinding | None) -> Guarantee:
-    """What floorgate can honestly promise about premature model wake-ups for this automation."""
-    return guarantee_of(automation.spec.timer, hook_seen=binding is not None and binding.hook_seen_at is not None)
 
 
 class TimerService:
@@ -67,6 +73,11 @@ class TimerService:
         self.crontab_user = crontab_user
         self.state_dir = state_dir
         self.can_run = can_run if can_run is not None else self._check_runnable
+
+    def guarantee(self, automation: Automation, binding: TimerBinding | None) -> GuaranteeReadback:
+        """What floorgate can honestly promise for ``automation`` now (``guarantee.guarantee_of``)."""
+        answer = HookAnswers(self.store).get(automation.automation_id)
+        return guarantee_of(automation, binding, answer, read_clock(self.clock))
 
     # -- hosts ----------------------------------------------------------------------------------
     def capabilities(self, automation: Automation) -> Capabilities:
@@ -215,16 +226,19 @@ class TimerService:
             if binding is not None and binding.observed_at is not None and binding.observed_at >= asked:
                 return Observation(state=binding.observed_state or "unavailable", text=binding.observed, read_at=binding.observed_at)
             time.sleep(0.2)
-        return Observation(
-            state="unavailable", text=None, read_at=read_clock(self.clock), detail=f"no running floorgate host answered within {wait:g}s"
-        )
+        now = read_clock(self.clock)
+        if any(h.alive(now) for h in HostBeats(self.store).all()):
+            detail = f"the running floorgate host did not answer within {wait:g}s"
+        else:
+            detail = "no floorgate host is running (start 'floorgate run')"
+        return Observation(state="unavailable", text=None, read_at=now, detail=detail)
 
-    def observe(self, automation: Automation, **kwargs) -> TimerBinding | None:  # type: ignore[no-untyped-def]
+    def observe(self, automation: Automation, **kwargs) -> Observed:  # type: ignore[no-untyped-def]
         """Read back and record what the host reports (an absent report keeps earlier facts)."""
         observation = self.read(automation, **kwargs)
         if observation is not None and not self.capabilities(automation).armed_by_runtime:  # that host publishes its own
             self.bindings.record_observation(automation.automation_id, observation.state.value, observation.text, observation.read_at)
-        return self.bindings.get(automation.automation_id)
+        return Observed(self.bindings.get(automation.automation_id), observation)
 
     def ack(self, automation: Automation, **kwargs) -> AckResult:  # type: ignore[no-untyped-def]
         """Re-read the host and accept the ACK only on a fresh, matching readback."""

@@ -127,3 +127,11 @@ def stop(proc: subprocess.Popen[str], sig: int = signal.SIGTERM) -> tuple[int, s
 def lines(path: Path) -> int:
     """How many launches a ``marker_script`` recorded."""
     return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def host_running(store: Store, clock: FixedClock) -> None:
+    """Record a live `floorgate run` heartbeat at the clock's time (poll 1 day: it stays alive for
+    the test), so readbacks of floorgate's own timer show the fires a running host makes."""
+    from scheduler._heartbeat import Heartbeat
+
+    Heartbeat(store, clock, "test-host:1", timedelta(days=1)).beat()

@@ -23,7 +23,7 @@ from scheduler.preview import FloorMeeting, PlanInputs, simulate
 from scheduler.readback import Readback, ReadbackHold, ReadbackState
 
 from conftest import T0, raw_sql
-from helpers import add_automation, floor
+from helpers import add_automation, floor, host_running
 
 EVERY_15M = "DTSTART:20261201T090000Z RRULE:FREQ=MINUTELY;INTERVAL=15"
 HOURLY_AT_49 = "DTSTART:20261201T084900Z RRULE:FREQ=HOURLY"
@@ -87,6 +87,7 @@ def test_a_due_fire_inside_the_catch_up_window_runs_at_once() -> None:
 def test_status_next_fire_uses_the_stored_catch_up(store) -> None:  # type: ignore[no-untyped-def]
     clock = FixedClock(T0 + 20 * M)
     add_automation(store, clock, schedule=EVERY_15M)
+    host_running(store, clock)
     readback = Readback(store, clock)
     assert readback.automation("x").next_fire_at == clock.now()  # the 09:15 fire is due: catch-up
     HostPolicies(store, clock).set(HostPolicy(catch_up=timedelta(0)), expected_revision=0, owner_ref="o")
@@ -147,6 +148,7 @@ def test_one_unreadable_automation_is_held_and_hides_nothing(store, damage: str)
     clock = FixedClock(T0)
     add_automation(store, clock, "bad", schedule=EVERY_15M)
     add_automation(store, clock, "good", schedule=EVERY_15M)
+    host_running(store, clock)
     raw_sql(store, damage)
     listed = {rb.automation_id: rb for rb in Readback(store, clock).many()}
     assert set(listed) == {"bad", "good"}
@@ -192,6 +194,7 @@ def test_poke_reports_the_wake_the_host_will_make(store) -> None:  # type: ignor
     from admission import Admission
 
     assert Admission(store, clock).reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=T0).admitted
+    host_running(store, clock)
     poked = Floorgate(store, clock=clock, settings=Settings()).automations.poke("x")
     assert poked.wake.backoff_wake_at == clock.now() + 3 * M
     assert poked.readback.next_fire_at == clock.now() + 10 * M  # the floor comes after the backoff wake
@@ -210,6 +213,7 @@ def test_a_running_host_replans_when_the_host_policy_changes(store, tmp_path) ->
     clock = FixedClock(T0 + 20 * M)
     add_automation(store, clock, schedule=EVERY_15M)
     host = HostRuntime(store, RuntimeConfig(state_dir=tmp_path / "state"), clock=clock)
+    host.heartbeat.beat()
     host.sync()
     assert host.scheduler.get_job("x").next_run_time == T0 + 15 * M  # the 09:15 fire is due: it fires at once
     HostPolicies(store, clock).set(HostPolicy(catch_up=timedelta(0)), expected_revision=0, owner_ref="o")

@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from admission import AutomationSpec, Automations, FixedClock, InvalidInput, TimerBindings, open_store
+from admission.liveness import HookAnswers
 from hosts import Schedule
 from hosts.contract import Held
 from hosts.crontab import CrontabHost
@@ -77,9 +78,7 @@ def test_crontab_apply_reads_back_acks_and_reapply_changes_nothing(store, cron_u
     svc.apply(automation)  # unchanged: a no-op, not even a rewrite
     assert crontab_text(cron_user) == before and spool.stat().st_mtime_ns == written
     assert svc.ack(automation).accepted
-    from scheduler.timers import guarantee
-
-    assert guarantee(automation, TimerBindings(store).get("q")) == "enforced"  # floorgate launches every turn
+    assert svc.guarantee(automation, TimerBindings(store).get("q")).guarantee == "enforced"  # floorgate launches every turn
 
 
 def test_ack_rejects_a_mismatched_host_schedule_and_persists_nothing(store, cron_user) -> None:
@@ -174,9 +173,9 @@ def test_external_ack_needs_a_fresh_readback_and_unavailable_clears_facts(store)
     clock.advance(timedelta(seconds=5))
     assert not svc.ack(automation).accepted  # no observation supplied: nothing to certify from
     assert svc.ack(automation, current_rrule=desired).accepted
-    kept = svc.observe(automation)  # an absent observation keeps earlier facts
+    kept = svc.observe(automation).binding  # an absent observation keeps earlier facts
     assert kept.ack_state == "acked" and kept.observed == desired
-    cleared = svc.observe(automation, unavailable=True)
+    cleared = svc.observe(automation, unavailable=True).binding
     assert cleared.ack_state == "none" and cleared.observed is None and cleared.observed_state == "unavailable"
 
 
@@ -188,16 +187,45 @@ def test_guarantee_readback(store, tmp_path) -> None:
     db = store.url
     for name in ("own", "ext"):
         svc.apply(Automations(store, clock).get(name))
-    from scheduler.timers import guarantee
 
-    bindings = TimerBindings(store)
-    assert guarantee(Automations(store, clock).get("own"), bindings.get("own")) == "enforced"
-    assert guarantee(Automations(store, clock).get("ext"), bindings.get("ext")) == "schedule-only"
+    def promise(name: str):  # type: ignore[no-untyped-def]
+        return svc.guarantee(Automations(store, clock).get(name), TimerBindings(store).get(name))
+
+    assert promise("own").guarantee == "enforced"
+    assert promise("ext").guarantee == "schedule-only" and "no pre-model hook has answered" in promise("ext").why
     hook = run_hook(
         db, {"session_id": "s1", "prompt": "triage"}, "--goal", "g", "--agent", "b", "--automation", "ext", "--wake", "automatic"
     )
     assert hook.returncode == 0, hook.stderr
-    assert guarantee(Automations(store, clock).get("ext"), bindings.get("ext")) == "pre-model hook"
+    # The hook ran on the real clock; what it recorded is read back at that time.
+    answered = HookAnswers(store).get("ext")
+    assert answered is not None and answered.admitted and answered.answers == 1
+    clock.set(answered.answered_at)
+    assert promise("ext").guarantee == "pre-model hook"
+
+
+@pytest.mark.parametrize(
+    "answered_after, expected",
+    [
+        pytest.param(timedelta(minutes=0), "pre-model hook", id="answered-the-latest-fire"),
+        pytest.param(timedelta(minutes=-4), "pre-model hook", id="a-little-early-for-the-app-clock"),
+        pytest.param(timedelta(minutes=-16), "schedule-only", id="missed-the-latest-fire"),
+        pytest.param(timedelta(hours=-5), "schedule-only", id="silent-for-hours"),
+    ],
+)
+def test_the_pre_model_hook_is_claimed_only_while_it_answers_the_apps_fires(store, answered_after, expected) -> None:
+    from admission.liveness import HookAnswer
+    from scheduler.guarantee import guarantee_of
+
+    clock = FixedClock(T0)
+    ext = add(store, clock, "ext", EVERY_15, "external", agent="b")  # fires :05, :20, :35, :50
+    now = T0 + timedelta(hours=6, minutes=12)  # the latest fire (with the grace) is 06:05
+    latest = T0 + timedelta(hours=6, minutes=5)
+    answer = HookAnswer(automation_id="ext", answered_at=latest + answered_after, admitted=False, answers=3)
+    got = guarantee_of(ext, None, answer, now)
+    assert got.guarantee == expected
+    if expected == "schedule-only":
+        assert "2026-12-01T15:05:00Z" in got.why and "not trusted" in got.why
 
 
 def run_hook(db: str, payload, *args: str) -> subprocess.CompletedProcess[str]:  # type: ignore[no-untyped-def]

@@ -89,6 +89,8 @@ def _user_prompt_submit(args: argparse.Namespace) -> int:
     except Exception as exc:  # a pre-model boundary blocks on every failure, its own included
         return _block(f"floorgate: blocked (fail closed): {_why(exc)}")
     decision = answer.decision
+    if not answer.recorded:
+        sys.stderr.write("floorgate: note: this answer could not be recorded; readback will not claim the pre-model hook\n")
     if decision.admitted:
         return EXIT_ALLOW
     when = iso(decision.next_eligible_at) if decision.next_eligible_at else "unknown (state unavailable)"

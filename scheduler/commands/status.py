@@ -7,7 +7,7 @@ import argparse
 from admission import InvalidInput
 
 from ..cli import EXIT_OK, Context, add_common
-from ..present import eligibility_doc, readback_doc, status_text
+from ..present import eligibility_doc, host_doc, readback_doc, status_text
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,12 +25,13 @@ def _status(ctx: Context) -> int:
         raise InvalidInput("--goal", "--agent needs --goal")
     if a.automation is not None and a.agent is None:
         raise InvalidInput("--agent", "--automation needs --agent")
-    readback = ctx.app.readback
-    readbacks = readback.many(a.goal, a.agent, a.automation)
-    covered = {(rb.automation.spec.goal_id, rb.automation.spec.agent_id, rb.automation_id) for rb in readbacks if rb.automation is not None}
-    lanes = readback.lanes(a.goal, a.agent, a.automation, covered)
+    view = ctx.app.readback.overview(a.goal, a.agent, a.automation)
     ctx.emit(
-        {"automations": [readback_doc(rb) for rb in readbacks], "lanes": [eligibility_doc(e) for e in lanes]},
-        lambda: status_text(readbacks, lanes),
+        {
+            "hosts": [host_doc(h, view.now) for h in view.hosts],
+            "automations": [readback_doc(rb) for rb in view.readbacks],
+            "lanes": [eligibility_doc(e) for e in view.lanes],
+        },
+        lambda: status_text(view),
     )
     return EXIT_OK

@@ -7,9 +7,9 @@ import argparse
 from admission.clock import iso
 from hosts import TimerKind
 
-from ..cli import EXIT_DENIED, EXIT_OK, Context, add_common
+from ..cli import EXIT_DENIED, EXIT_OK, EXIT_UNAVAILABLE, Context, add_common
 from ..present import binding_doc
-from ..timers import TimerService, guarantee
+from ..timers import TimerService
 
 
 def service(ctx: Context) -> TimerService:
@@ -76,7 +76,7 @@ def _desired(ctx: Context) -> int:
     svc = service(ctx)
     automation = ctx.app.automations.get(ctx.args.automation)
     binding = svc.desire(automation)
-    doc = binding_doc(binding, guarantee(automation, binding))
+    doc = binding_doc(binding, svc.guarantee(automation, binding))
     ctx.emit(doc, lambda: _text(doc))
     return EXIT_OK
 
@@ -85,7 +85,7 @@ def _apply(ctx: Context) -> int:
     svc = service(ctx)
     automation = ctx.app.automations.get(ctx.args.automation)
     binding = svc.apply(automation)
-    doc = binding_doc(binding, guarantee(automation, binding))
+    doc = binding_doc(binding, svc.guarantee(automation, binding))
     ctx.emit(doc, lambda: _text(doc))
     return EXIT_OK if binding.desired is not None and binding.apply_error is None else EXIT_DENIED
 
@@ -93,16 +93,20 @@ def _apply(ctx: Context) -> int:
 def _observed(ctx: Context) -> int:
     svc = service(ctx)
     automation = ctx.app.automations.get(ctx.args.automation)
-    binding = svc.observe(automation, **_read_kwargs(ctx))
+    observed = svc.observe(automation, **_read_kwargs(ctx))
+    binding, obs = observed.binding, observed.observation
+    fresh = None if obs is None else {"state": obs.state, "text": obs.text, "read_at": iso(obs.read_at), "detail": obs.detail}
+    unanswered = obs is not None and obs.state == "unavailable"
     if binding is None:
         ctx.emit(
-            {"automation": automation.automation_id, "binding": None},
+            {"automation": automation.automation_id, "binding": None, "observation": fresh},
             f"{automation.automation_id}: no timer binding yet (run 'floorgate automation apply')",
         )
-        return EXIT_OK
-    doc = binding_doc(binding, guarantee(automation, binding))
-    ctx.emit(doc, lambda: _text(doc))
-    return EXIT_OK
+        return EXIT_UNAVAILABLE if unanswered else EXIT_OK
+    doc = {**binding_doc(binding, svc.guarantee(automation, binding)), "observation": fresh}
+    now_line = f"  read now:  {obs.state}" + (f" ({obs.detail})" if obs.detail else "") if obs is not None else None
+    ctx.emit(doc, lambda: "\n".join([_text(doc)] + ([now_line] if now_line else [])))
+    return EXIT_UNAVAILABLE if unanswered else EXIT_OK
 
 
 def _ack(ctx: Context) -> int:

@@ -1,0 +1,66 @@
+"""What floorgate can honestly promise about premature model wake-ups, for one automation, and why.
+
+A timer host that launches turns after admission gives ``enforced``. An app that wakes the model
+itself is guarded only by a pre-model hook, and only while that hook is seen answering: it must
+have answered for the app's latest fire (give or take ``HOOK_GRACE``). A hook that was never
+installed, was removed, or that its CLI does not run (an untrusted Codex hook) never answers, so
+the readback falls back to ``schedule-only`` and says why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from admission import Automation, TimerBinding
+from admission.clock import iso
+from admission.liveness import HookAnswer
+from hosts import InvalidSchedule
+from hosts.contract import Guarantee
+from hosts.registry import capabilities
+from hosts.schedule import parse_canonical
+
+# How far a hook's answer may be from the fire it answers (the app's clock, a slow start).
+HOOK_GRACE = timedelta(minutes=5)
+
+
+@dataclass(frozen=True)
+class GuaranteeReadback:
+    """The guarantee, why it holds (or what is missing), and when the hook last answered."""
+
+    guarantee: Guarantee
+    why: str
+    hook_answered_at: datetime | None = None
+
+
+def guarantee_of(automation: Automation, binding: TimerBinding | None, answer: HookAnswer | None, now: datetime) -> GuaranteeReadback:
+    """The guarantee for ``automation`` at ``now``, from its host's capabilities and the hook's last answer."""
+    caps = capabilities(automation.spec.timer)
+    answered = answer.answered_at if answer is not None else None
+    if caps.launches_turns:
+        return GuaranteeReadback(Guarantee.ENFORCED, "floorgate launches every turn after admission", answered)
+    if not caps.needs_hook_for_guarantee:
+        return GuaranteeReadback(Guarantee.SCHEDULE_ONLY, "the app wakes the model itself; only its floored schedule guards it", answered)
+    if answer is None:
+        return GuaranteeReadback(
+            Guarantee.SCHEDULE_ONLY,
+            "no pre-model hook has answered for this automation (see 'floorgate hook install' and 'floorgate hook status')",
+        )
+    due = _latest_fire(automation, binding, now - HOOK_GRACE)
+    if due is not None and due >= automation.created_at and answer.answered_at < due - HOOK_GRACE:
+        return GuaranteeReadback(
+            Guarantee.SCHEDULE_ONLY,
+            f"the pre-model hook last answered at {iso(answer.answered_at)}, not for the app's fire at {iso(due)}: "
+            "it may be missing, failing to start, or not trusted by its CLI (see 'floorgate hook status')",
+            answered,
+        )
+    return GuaranteeReadback(Guarantee.PRE_MODEL_HOOK, f"the pre-model hook answered at {iso(answer.answered_at)}", answered)
+
+
+def _latest_fire(automation: Automation, binding: TimerBinding | None, at: datetime) -> datetime | None:
+    """The app's latest fire at or before ``at``, on the schedule it was given (None: unknown or none)."""
+    text = binding.desired if binding is not None and binding.desired is not None else automation.spec.schedule
+    try:
+        return parse_canonical(text).last_at_or_before(at)
+    except (InvalidSchedule, ValueError, OverflowError):
+        return None  # an unreadable schedule holds the automation elsewhere; it proves nothing here
