@@ -24,15 +24,18 @@ def parse_interval(text: str, field: str = "min_interval") -> timedelta:
         return timedelta(0)
     value: timedelta | None = None
     compact = _COMPACT.fullmatch(raw.lower())
-    if raw and compact and any(compact.groups()):
-        d, h, m, s = (int(g) if g else 0 for g in compact.groups())
-        value = timedelta(days=d, hours=h, minutes=m, seconds=s)
-    else:
-        iso = _ISO.fullmatch(raw.upper())
-        if raw and iso and any(iso.groups()) and not raw.upper().endswith("T"):
-            d, h, m = (int(g) if g else 0 for g in iso.groups()[:3])
-            seconds = float(iso.group(4)) if iso.group(4) else 0.0
-            value = timedelta(days=d, hours=h, minutes=m, seconds=seconds)
+    try:
+        if raw and compact and any(compact.groups()):
+            d, h, m, s = (int(g) if g else 0 for g in compact.groups())
+            value = timedelta(days=d, hours=h, minutes=m, seconds=s)
+        else:
+            iso = _ISO.fullmatch(raw.upper())
+            if raw and iso and any(iso.groups()) and not raw.upper().endswith("T"):
+                d, h, m = (int(g) if g else 0 for g in iso.groups()[:3])
+                seconds = float(iso.group(4)) if iso.group(4) else 0.0
+                value = timedelta(days=d, hours=h, minutes=m, seconds=seconds)
+    except OverflowError:
+        raise InvalidInput(field, f"{text!r} is longer than the {format_interval(MAX_INTERVAL)} cap; check for a typo") from None
     if value is None:
         raise InvalidInput(field, f"{text!r} is not an interval; {_HINT}")
     return check_interval(value, field)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -38,6 +39,10 @@ class UsageError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)  # '--allow' must never mean '--allow-reduction'
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UsageError(f"{message} (see '{self.prog} --help')")
 
@@ -106,6 +111,7 @@ def add_lane(parser: argparse.ArgumentParser, *, agent_required: bool = True) ->
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from ._version import floorgate_version
     from .commands import admit, automation, demo, envelope, hook, policy, run, settings, status, turn
 
     parser = _Parser(
@@ -115,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
         "5 a managed turn failed, timed out or got stuck",
     )
     add_common(parser, top=True)
+    parser.add_argument("--version", action="version", version=f"floorgate {floorgate_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     policy.register(sub)
@@ -133,6 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
 def run(argv: Sequence[str] | None = None, out=sys.stdout, err=sys.stderr) -> int:  # type: ignore[no-untyped-def]
     """Run one command; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv:  # no command: say what there is
+        out.write(build_parser().format_help())
+        return EXIT_OK
     command: list[str] | None = None
     if "--" in argv:  # everything after the first "--" is a host command line, never our options
         split = argv.index("--")
@@ -185,5 +195,14 @@ def _json_error(out, wanted: bool, kind: str, message: str, **extra: object) -> 
 
 
 def main() -> None:
-    """Console entry point."""
-    sys.exit(run())
+    """Console entry point. A reader that closes the pipe early (``floorgate status | head -1``)
+    ends the output, quietly: what the command did is done."""
+    try:
+        code = run()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Python flushes stdout again at exit; point it at /dev/null so that flush cannot fail.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        code = EXIT_OK
+    sys.exit(code)

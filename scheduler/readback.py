@@ -35,10 +35,13 @@ from admission import (
     TimerBindings,
     TurnRecord,
 )
-from admission.clock import Clock, SystemClock, read_clock
+from admission.clock import Clock, SystemClock, iso, read_clock
+from admission.liveness import HookAnswers, HostBeat, HostBeats
 from hosts import InvalidSchedule, Schedule
+from hosts.registry import capabilities
 from hosts.schedule import parse_canonical
 
+from .guarantee import guarantee_of
 from .preview import FloorMeeting, PlanInputs, PreviewRow, first_run, simulate
 from .recovery import orphaned
 
@@ -82,12 +85,44 @@ class AutomationReadback:
     last_turn: TurnRecord | None = None
     binding: TimerBinding | None = None
     guarantee: str = "enforced"
+    guarantee_why: str = ""
+    hook_answered_at: datetime | None = None
+    no_timer_host: bool = False  # it would fire, but no `floorgate run` is running to fire it
     mission: Mission | None = None
     envelope: Envelope | None = None
 
     def fires(self, count: int, now: datetime) -> list[PreviewRow]:
         """The next ``count`` host fires and which of them run (none while it cannot fire)."""
         return simulate(self.plan, count=count, now=now) if self.plan is not None else []
+
+
+@dataclass(frozen=True)
+class ReadContext:
+    """One read of the deployment-wide inputs every readback of a request shares."""
+
+    now: datetime
+    policy: HostPolicy
+    hosts: tuple[HostBeat, ...]
+
+    def alive(self, now: datetime) -> list[HostBeat]:
+        """The timer hosts running at ``now``."""
+        return [h for h in self.hosts if h.alive(now)]
+
+    def no_host_detail(self, now: datetime) -> str:
+        """Why nothing fires on floorgate's own timer: no host runs, and when one last did."""
+        last = max(self.hosts, key=lambda h: h.beat_at, default=None)
+        seen = f"; the last one ({last.host_id}) was seen at {iso(last.beat_at)}" if last is not None else ""
+        return f"no floorgate host is running, so nothing fires: start 'floorgate run'{seen}"
+
+
+@dataclass(frozen=True)
+class Overview:
+    """Every automation's readback, the floored lanes without one, and the timer hosts."""
+
+    now: datetime
+    readbacks: list[AutomationReadback]
+    lanes: list[Eligibility]
+    hosts: tuple[HostBeat, ...]
 
 
 @dataclass(frozen=True)
@@ -147,9 +182,20 @@ class Readback:
         self.bindings = TimerBindings(store)
         self.missions = Missions(store, self.clock)
         self.approvals = Approvals(store, self.clock)
+        self.hook_answers = HookAnswers(store)
+        self.beats = HostBeats(store)
 
     def host_policy(self) -> HostPolicy:
         return HostPolicies(self.store, self.clock).get().policy
+
+    def hosts(self) -> list[HostBeat]:
+        """Every timer host that recorded a heartbeat (alive or not: ``HostBeat.alive``)."""
+        return self.beats.all()
+
+    def context(self) -> ReadContext:
+        """What every readback of one request shares: the clock reading, host policy and hosts."""
+        now = read_clock(self.clock)
+        return ReadContext(now=now, policy=self.host_policy(), hosts=tuple(self.hosts()))
 
     # -- one and many ------------------------------------------------------------------------
     def automation(self, automation_id: str) -> AutomationReadback:
@@ -160,23 +206,34 @@ class Readback:
             if not self.automations.exists(automation_id):
                 raise
             return _unreadable(automation_id, str(exc))
-        return self.of(automation, read_clock(self.clock), self.host_policy())
+        return self.of(automation, self.context())
 
-    def many(self, goal: str | None = None, agent: str | None = None, automation: str | None = None) -> list[AutomationReadback]:
+    def overview(self, goal: str | None = None, agent: str | None = None, automation: str | None = None) -> Overview:
+        """What ``status`` shows: every automation's readback, the floored lanes no automation
+        stands for, and the timer hosts, from one shared context."""
+        ctx = self.context()
+        readbacks = self.many(goal, agent, automation, ctx=ctx)
+        covered = {
+            (rb.automation.spec.goal_id, rb.automation.spec.agent_id, rb.automation_id) for rb in readbacks if rb.automation is not None
+        }
+        return Overview(now=ctx.now, readbacks=readbacks, lanes=self.lanes(goal, agent, automation, covered), hosts=ctx.hosts)
+
+    def many(
+        self, goal: str | None = None, agent: str | None = None, automation: str | None = None, *, ctx: ReadContext | None = None
+    ) -> list[AutomationReadback]:
         """Readbacks of every automation (narrowed to a goal, agent or one id); an unreadable
         row is reported held, never hidden, and never hides the others."""
-        now = read_clock(self.clock)
-        policy = self.host_policy()
+        ctx = ctx if ctx is not None else self.context()
         found, broken = self.automations.scan(goal=goal, agent=agent)
-        out = [self.of(a, now, policy) for a in found.values() if automation is None or a.automation_id == automation]
+        out = [self.of(a, ctx) for a in found.values() if automation is None or a.automation_id == automation]
         out += [_unreadable(aid, reason) for aid, reason in broken.items() if automation is None or aid == automation]
         return sorted(out, key=lambda r: (r.automation.spec.goal_id if r.automation else "", r.automation_id))
 
-    def of(self, automation: Automation, now: datetime, policy: HostPolicy) -> AutomationReadback:
-        """The readback of a loaded automation at ``now`` under ``policy``; state of its own that
-        cannot be read (a turn, a mission, a binding) holds it, as the host does, and says why."""
+    def of(self, automation: Automation, ctx: ReadContext) -> AutomationReadback:
+        """The readback of a loaded automation in ``ctx``; state of its own that cannot be read (a
+        turn, a mission, a binding) holds it, as the host does, and says why."""
         try:
-            return self._of(automation, now, policy)
+            return self._of(automation, ctx)
         except StoreUnavailable as exc:
             if not self.store_reachable():
                 raise  # the store is down: that is every automation's answer, not this one's
@@ -190,10 +247,10 @@ class Readback:
             return False
         return True
 
-    def _of(self, automation: Automation, now: datetime, policy: HostPolicy) -> AutomationReadback:
+    def _of(self, automation: Automation, ctx: ReadContext) -> AutomationReadback:
         from .envelope_gate import EnvelopeGate, EnvelopeMode
-        from .timers import guarantee
 
+        now, policy = ctx.now, ctx.policy
         aid = automation.automation_id
         spec = automation.spec
         eligibility = self.admission.eligibility(spec.goal_id, spec.agent_id, aid)
@@ -201,6 +258,7 @@ class Readback:
         last_turn = recent[0] if recent else None
         binding = self.bindings.get(aid)
         mission = self.missions.current(aid) or next(iter(self.missions.recent(aid, 1)), None)
+        promise = guarantee_of(automation, binding, self.hook_answers.get(aid), now)
         envelope, problem = EnvelopeGate(self.store, clock=self.clock, mode=EnvelopeMode.OBSERVE).envelope(spec.goal_id, spec.agent_id, aid)
         base = AutomationReadback(
             automation_id=aid,
@@ -213,7 +271,9 @@ class Readback:
             plan=None,
             last_turn=last_turn,
             binding=binding,
-            guarantee=guarantee(automation, binding),
+            guarantee=promise.guarantee.value,
+            guarantee_why=promise.why,
+            hook_answered_at=promise.hook_answered_at,
             mission=mission,
             envelope=envelope,
         )
@@ -248,13 +308,16 @@ class Readback:
             state, detail, next_fire = ReadbackState.UNAVAILABLE, eligibility.detail, None
         else:
             state, detail = ReadbackState(eligibility.status), eligibility.detail
+        no_host = next_fire is not None and capabilities(spec.timer).armed_by_runtime and not ctx.alive(now)
+        if no_host:  # its timer lives in a `floorgate run`, and none is running
+            detail, next_fire = f"{detail}; {ctx.no_host_detail(now)}", None
         if plan is None and state is not ReadbackState.HELD:
             detail = f"{detail}; the timer host has nothing armed (see 'floorgate automation apply {aid}')"
         if mission is not None and mission.latch is not None:
             detail = f"{detail}; ACCOUNTING LATCH on {mission.mission_id}: {mission.latch}"
         if problem is not None:
             detail = f"{detail}; ENVELOPE PROBLEM: {problem}"
-        return replace(base, state=state, detail=detail, next_fire_at=next_fire, plan=plan)
+        return replace(base, state=state, detail=detail, next_fire_at=next_fire, plan=plan, no_timer_host=no_host)
 
     def _plan(
         self, automation: Automation, eligibility: Eligibility, binding: TimerBinding | None, policy: HostPolicy

@@ -21,7 +21,7 @@ def add(db: str, name: str, *options: str, script: str = "print('hi')") -> None:
 
 
 def test_add_list_show_edit_pause_resume_remove(db: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    add(db, "morning", "--schedule", "daily at 09:00 Europe/Berlin", "--timeout", "30")
+    add(db, "morning", "--schedule", "daily at 09:00 Europe/Berlin", "--timeout", "30s")
     listed = json.loads(cli("automation", "list", "--json", db=db).stdout)["automations"]
     assert [a["automation"] for a in listed] == ["morning"]
     assert listed[0]["schedule"].startswith("DTSTART;TZID=Europe/Berlin:") and listed[0]["schedule"].endswith("RRULE:FREQ=DAILY")

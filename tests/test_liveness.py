@@ -60,7 +60,7 @@ def test_status_and_observed_follow_a_real_host(tmp_path) -> None:  # type: igno
     assert add.returncode == 0, add.stderr
     before = run_cli("status", db=db)
     assert "hosts: none running" in before.stdout and "none (no host)" in before.stdout
-    observed = run_cli("automation", "observed", "x", "--wait", "0.5", db=db)
+    observed = run_cli("automation", "observed", "x", "--wait", "1s", db=db)
     assert observed.returncode == 1 and "no floorgate host is running" in observed.stdout
     host = start_host(f"sqlite:///{db}", tmp_path / "state")
     try:
@@ -70,7 +70,7 @@ def test_status_and_observed_follow_a_real_host(tmp_path) -> None:  # type: igno
         )
         assert doc["hosts"][0]["pid"] == host.pid
         assert doc["automations"][0]["next_fire_at"] is not None and not doc["automations"][0]["no_timer_host"]
-        fresh = run_cli("automation", "observed", "x", "--wait", "20", db=db)
+        fresh = run_cli("automation", "observed", "x", "--wait", "20s", db=db)
         assert fresh.returncode == 0, fresh.stdout + fresh.stderr
         assert "read now:  present" in fresh.stdout
     finally:

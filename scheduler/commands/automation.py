@@ -8,6 +8,7 @@ import os
 from pydantic import ValidationError
 
 from admission import AutomationSpec, CommandHost, InvalidInput, MeterKind, Overlap, TimerKind
+from admission.intervals import parse_interval
 from hosts.registry import capabilities
 
 from ..cli import EXIT_OK, Context, add_common
@@ -30,7 +31,7 @@ DEFAULT_TIMER = TimerKind.APSCHEDULER.value
 
 def _host_args(p: argparse.ArgumentParser, *, required: bool) -> None:
     p.add_argument("--schedule", required=required, help="RRULE fragment or friendly form ('daily at 09:00 Europe/Berlin')")
-    p.add_argument("--timeout", type=float, help="seconds before the turn's process group is killed (default 600)")
+    p.add_argument("--timeout", help="how long a turn may run before its process group is killed, e.g. 10m (default 10m)")
     p.add_argument("--cwd", help="working directory of the command")
     p.add_argument("--env", action="append", metavar="NAME", help="environment variable to pass through (repeatable)")
     p.add_argument("--model", help="model the host is configured to use (checked against the envelope's model_allowlist)")
@@ -124,7 +125,7 @@ def _host(args: argparse.Namespace, base: CommandHost | None, timer: str) -> Com
     if argv:
         values["argv"] = tuple(argv)
     if args.timeout is not None:
-        values["timeout_seconds"] = args.timeout
+        values["timeout_seconds"] = parse_interval(args.timeout, "--timeout").total_seconds()
     if args.cwd is not None:
         values["cwd"] = os.path.abspath(args.cwd)
     if args.env is not None:

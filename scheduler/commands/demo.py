@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import io
+import json
 import os
 import shlex
 import sys
 from pathlib import Path
 
-from ..cli import EXIT_OK, Context
+from ..cli import EXIT_OK, Context, add_common
 
 DEMO_DB = "floorgate-demo.db"
 
@@ -16,6 +18,7 @@ DEMO_DB = "floorgate-demo.db"
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help=f"set a daily floor, admit, get denied with the exact next time (uses ./{DEMO_DB})")
     p.add_argument("--demo-db", default=DEMO_DB, help=f"SQLite file to recreate for the demo (default ./{DEMO_DB})")
+    add_common(p)
     p.set_defaults(handler=_demo)
 
 
@@ -45,6 +48,15 @@ def _demo(ctx: Context) -> int:
             ["automation", "preview", "ci-check", "--goal", "inbox", "--agent", "triage", "--schedule", "every 15m", "--next", "6"],
         ),
     ]
+    if ctx.json:  # each step's own JSON document, with what it shows and its exit code
+        done = []
+        for say, argv in steps:
+            argv = [*argv, "--db", str(db), "--json"]
+            buffer, errors = io.StringIO(), io.StringIO()
+            code = run(argv, out=buffer, err=errors)
+            done.append({"say": say, "argv": ["floorgate", *argv], "exit": code, "output": json.loads(buffer.getvalue())})
+        ctx.emit({"db": os.path.abspath(db), "steps": done}, "")
+        return EXIT_OK
     out = sys.stdout
     for say, argv in steps:
         argv = [*argv, "--db", str(db)]

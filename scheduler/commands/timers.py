@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from admission.clock import iso
+from admission.intervals import parse_interval
 from hosts import TimerKind
 
 from ..cli import EXIT_DENIED, EXIT_OK, EXIT_UNAVAILABLE, Context, add_common
@@ -47,14 +48,16 @@ def register_actions(asub: argparse._SubParsersAction) -> None:
         if name in ("observed", "ack"):
             p.add_argument("--current-rrule", help="external timers: the app's current schedule, as read from the app now")
             p.add_argument("--unavailable", action="store_true", help="external timers: the app cannot be read (clears earlier facts)")
-            p.add_argument("--wait", type=float, default=10.0, help="apscheduler timers: seconds to wait for the running host's readback")
+            p.add_argument(
+                "--wait", default="10s", help="apscheduler timers: how long to wait for the running host's readback (default 10s)"
+            )
         add_common(p)
         p.set_defaults(handler=handler)
 
 
 def _read_kwargs(ctx: Context) -> dict:  # type: ignore[type-arg]
     a = ctx.args
-    return {"current_rrule": a.current_rrule, "unavailable": a.unavailable, "wait": a.wait}
+    return {"current_rrule": a.current_rrule, "unavailable": a.unavailable, "wait": parse_interval(a.wait, "--wait").total_seconds()}
 
 
 def _text(binding_doc_: dict) -> str:  # type: ignore[type-arg]
