@@ -406,6 +406,7 @@ def _fire_run(row: Any) -> str:
 def detail_doc(d: Detail) -> dict[str, Any]:
     return {
         **readback_doc(d.readback),
+        "spec": automation_doc(d.readback.automation) if d.readback.automation is not None else None,
         "next_fire_times": [fire_doc(r) for r in d.fires],
         "recent_ticks": [tick_doc(t) for t in d.ticks],
         "recent_turns": [turn_doc(t) for t in d.turns],

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -114,3 +115,68 @@ def test_the_console_script_exits_with_the_command_code(tmp_path: Path) -> None:
     argv = [script, "--db", db, "policy", "set", "g/a", "--min-interval", "5x", "--revision", "0", "--owner-ref", "o"]
     bad = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "--min-interval" in one_line_error(bad)
+
+
+def test_version_and_help_without_arguments() -> None:
+    from scheduler._version import floorgate_version
+
+    version = run_cli("--version")
+    assert version.returncode == 0 and version.stdout.strip() == f"floorgate {floorgate_version()}" != "floorgate unknown"
+    bare = run_cli()
+    assert bare.returncode == 0 and "usage: floorgate" in bare.stdout and "COMMAND" in bare.stdout and bare.stderr == ""
+
+
+@pytest.mark.parametrize(
+    "argv, field",
+    [
+        pytest.param(
+            ["policy", "set", "g/a", "--min-interval", "1h", "--revision", "0", "--owner-ref", "o", "--allow"], "--allow", id="allow"
+        ),
+        pytest.param(["status", "--auto", "x"], "--auto", id="auto"),
+        pytest.param(["automation", "preview", "x", "--goal", "g", "--agent", "a", "--sched", "every 1h"], "--sched", id="sched"),
+    ],
+)
+def test_option_abbreviations_are_refused(db: str, argv: list[str], field: str) -> None:
+    result = run_cli(*argv, db=db)
+    assert result.returncode == 2 and f"unrecognized arguments: {field}" in one_line_error(result)
+
+
+@pytest.mark.parametrize(
+    "argv, field",
+    [
+        pytest.param(["--timeout", "600"], "--timeout", id="bare-number-timeout"),
+        pytest.param(["--timeout", "99999999999d"], "--timeout", id="huge-timeout"),
+    ],
+)
+def test_durations_take_one_grammar(db: str, argv: list[str], field: str) -> None:
+    base = ["automation", "add", "x", "--goal", "g", "--agent", "a", "--schedule", "every 1h"]
+    result = run_cli(*base, *argv, "--", "/bin/true", db=db)
+    assert result.returncode == 2 and field in one_line_error(result)
+    ok = run_cli(*base, "--timeout", "10m", "--", "/bin/true", db=db)
+    assert ok.returncode == 0, ok.stderr
+    shown = json.loads(run_cli("automation", "show", "x", "--json", db=db).stdout)
+    assert shown["spec"]["host"]["timeout_seconds"] == 600
+
+
+def test_huge_intervals_are_one_line(db: str) -> None:
+    assert run_cli("automation", "add", "x", "--goal", "g", "--agent", "a", "--schedule", "every 1h", "--", "/bin/true", db=db).returncode == 0
+    for argv in (
+        ["policy", "set", "g/a", "--min-interval", "99999999999d", "--revision", "0", "--owner-ref", "o"],
+        ["turn", "run", "x", "--wait-eligible", "99999999999d"],
+    ):
+        result = run_cli(*argv, db=db)
+        assert result.returncode == 2 and "cap" in one_line_error(result), argv
+
+
+def test_a_closed_output_pipe_is_not_a_traceback(tmp_path: Path) -> None:
+    shell = f"{shlex.quote(sys.executable)} -m scheduler demo | head -1"
+    done = subprocess.run(["bash", "-o", "pipefail", "-c", shell], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
+    assert done.returncode == 0, done.stderr
+
+
+def test_demo_speaks_json(tmp_path: Path) -> None:
+    result = run_cli("demo", "--json", cwd=tmp_path)
+    doc = json.loads(result.stdout)
+    assert result.returncode == 0 and [s["exit"] for s in doc["steps"]] == [0, 0, 0, 3, 0, 0]
+    assert doc["steps"][3]["output"]["reason"] == "interval_wait"
