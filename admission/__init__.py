@@ -25,6 +25,7 @@ from .envelope import ComputeBlock, Envelope, merge, parse_compute
 from .errors import (
     FloorgateError,
     InvalidInput,
+    NoStore,
     NotFound,
     ReductionNotAuthorized,
     RevisionConflict,
@@ -72,6 +73,7 @@ __all__ = [
     "MeterKind",
     "Mission",
     "Missions",
+    "NoStore",
     "NotFound",
     "Overlap",
     "Phase",

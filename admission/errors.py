@@ -61,3 +61,7 @@ class CorruptState(StoreUnavailable):
 
 class SchemaTooNew(StoreUnavailable):
     """The database was written by a newer floorgate; it is refused and never written to."""
+
+
+class NoStore(StoreUnavailable, FileNotFoundError):
+    """A read found no floorgate store where it looked (reads never create one)."""

@@ -23,7 +23,7 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.pool import PoolProxiedConnection
 
-from .errors import FloorgateError, InvalidInput, SchemaTooNew, StoreUnavailable
+from .errors import FloorgateError, InvalidInput, NoStore, SchemaTooNew, StoreUnavailable
 
 DEFAULT_URL = "sqlite:///floorgate.db"
 ENV_URL = "FLOORGATE_DB"
@@ -246,9 +246,12 @@ def _sqlite_engine(url: str) -> Engine:
     return engine
 
 
-def open_store(url: str | None = None) -> Store:
-    """Open (creating and migrating if needed) the store at ``url``; see ``resolve_url``."""
+def open_store(url: str | None = None, *, create: bool = True) -> Store:
+    """Open (creating and migrating if needed) the store at ``url``; see ``resolve_url``.
+    ``create=False`` (what read commands use) refuses with ``NoStore`` where no store exists."""
     resolved = resolve_url(url)
+    if not create:
+        _require_existing(resolved)
     try:
         parsed = make_url(resolved)
     except ArgumentError:
@@ -271,14 +274,33 @@ def open_store(url: str | None = None) -> Store:
     store = Store(engine, resolved)
     try:
         with store._translate():
-            _migrate(store)
+            _migrate(store, create=create)
     except BaseException:
         engine.dispose()
         raise
     return store
 
 
-def _migrate(store: Store) -> None:
+def _no_store(where: str) -> NoStore:
+    return NoStore(
+        f"no floorgate store at {where}: point at yours with --db URL or $FLOORGATE_DB "
+        "(a read never creates one; a write command such as 'policy set' does)"
+    )
+
+
+def _require_existing(resolved: str) -> None:
+    """Refuse a SQLite path where no file exists (connecting would create one)."""
+    try:
+        parsed = make_url(resolved)
+    except ArgumentError:
+        return  # open_store names the bad URL
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        path = Path(parsed.database).expanduser().resolve()
+        if not path.exists():
+            raise _no_store(str(path))
+
+
+def _migrate(store: Store, *, create: bool = True) -> None:
     from alembic.config import Config
     from alembic.runtime.environment import EnvironmentContext
     from alembic.runtime.migration import MigrationContext
@@ -303,8 +325,11 @@ def _migrate(store: Store) -> None:
         return rev
 
     with store.read() as conn:
-        if current(conn) == head:
+        found = current(conn)
+        if found == head:
             return
+        if found is None and not create:
+            raise _no_store(store.safe_url)
     with store.write(lock_key=None) as conn:
         if store.dialect == "postgresql":
             conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATION_LOCK})

@@ -70,6 +70,10 @@ class ApschedulerTimer:
     def capabilities(self) -> Capabilities:
         return self.CAPABILITIES
 
+    @classmethod
+    def firing_problem(cls) -> str | None:
+        return None  # a running floorgate run records heartbeats in the store
+
     def express(self, schedule: Schedule, now: datetime) -> Expressed | Held:
         return Expressed(schedule.canonical())
 

@@ -28,6 +28,10 @@ do is declared in its ``Capabilities`` and answered honestly, never approximated
 ``remove(automation_id) -> None``
     Disarm the automation's timer; removing what is not there is a no-op. A host without
     ``can_apply`` has nothing floorgate can remove (the owner removes it in the app).
+``firing_problem() -> str | None`` (a classmethod: it concerns the machine, not one timer)
+    Why timers armed on this host would not fire on this machine right now (crontab: no cron
+    daemon runs), or None when nothing is known against them. It never reads floorgate's store: a
+    host whose timers live in ``floorgate run`` is known alive from the store's heartbeats.
 
 floorgate acknowledges a schedule only on an observation read after the apply.
 """
@@ -176,6 +180,9 @@ class TimerHost(Protocol):
     def matches(self, observation: Observation, schedule: Schedule, now: datetime) -> bool: ...
 
     def remove(self, automation_id: str) -> None: ...
+
+    @classmethod
+    def firing_problem(cls) -> str | None: ...
 
 
 def refuse_report(kind: TimerKind, reported: Reported | None) -> None:

@@ -56,6 +56,17 @@ def system_zone() -> ZoneInfo:
         return ZoneInfo("UTC")
 
 
+def cron_daemon_running(proc: Path = Path("/proc")) -> bool:
+    """Whether a cron daemon process (``cron`` or ``crond``) runs on this machine."""
+    for comm in proc.glob("[0-9]*/comm"):
+        try:
+            if comm.read_text().strip() in ("cron", "crond"):
+                return True
+        except OSError:
+            continue  # the process ended while we looked
+    return False
+
+
 class CrontabHost:
     """A timer host over the real ``crontab`` command (optionally for another ``user``).
 
@@ -93,6 +104,12 @@ class CrontabHost:
     # -- the contract ----------------------------------------------------------------------------
     def capabilities(self) -> Capabilities:
         return self.CAPABILITIES
+
+    @classmethod
+    def firing_problem(cls) -> str | None:
+        if cron_daemon_running():
+            return None
+        return "no cron daemon is running on this machine, so no crontab line fires (start it, e.g. 'service cron start')"
 
     def express(self, schedule: Schedule, now: datetime) -> Expressed | Held:
         try:

@@ -47,6 +47,10 @@ class ExternalTimer:
     def capabilities(self) -> Capabilities:
         return self.CAPABILITIES
 
+    @classmethod
+    def firing_problem(cls) -> str | None:
+        return None  # the app's own liveness shows in its hook's answers
+
     def express(self, schedule: Schedule, now: datetime) -> Expressed | Held:
         return Expressed(schedule.canonical())
 

@@ -79,6 +79,12 @@ def capabilities(kind: str) -> Capabilities:
     return caps
 
 
+def firing_problem(kind: str) -> str | None:
+    """Why a kind's timers would not fire on this machine now (None: nothing known against them)."""
+    problem: str | None = TIMER_HOSTS[timer_kind(kind)].adapter.firing_problem()  # type: ignore[attr-defined]
+    return problem
+
+
 def timer_host(kind: str, setup: HostSetup) -> TimerHost:
     """The adapter for ``kind``, built from ``setup``."""
     return TIMER_HOSTS[timer_kind(kind)].build(setup)

@@ -62,9 +62,10 @@ class Floorgate:
         self.settings = settings if settings is not None else Settings()
 
     @classmethod
-    def open(cls, settings: Settings, *, clock: Clock | None = None) -> Floorgate:
-        """Open the store the settings name and compose the services over it."""
-        return cls(open_store(settings.db), clock=clock, settings=settings)
+    def open(cls, settings: Settings, *, clock: Clock | None = None, create: bool = True) -> Floorgate:
+        """Open the store the settings name and compose the services over it (``create=False``:
+        refuse with ``NoStore`` where none exists, as reads and hooks do)."""
+        return cls(open_store(settings.db, create=create), clock=clock, settings=settings)
 
     def close(self) -> None:
         self.store.close()

@@ -60,7 +60,8 @@ class Context:
     @property
     def store(self) -> Store:
         if self._store is None:
-            self._store = open_store(getattr(self.args, "db", None))
+            # A read command never creates a store (in the wrong directory it says there is none).
+            self._store = open_store(getattr(self.args, "db", None), create=not getattr(self.args, "reads_only", False))
         return self._store
 
     @property

@@ -228,6 +228,7 @@ def readback_doc(rb: AutomationReadback) -> dict[str, Any]:
         "detail": rb.detail,
         "next_fire_at": iso(rb.next_fire_at),
         "no_timer_host": rb.no_timer_host,
+        "drift": rb.drift,
         "next_eligible_at": iso(e.next_eligible_at) if e is not None else None,
         "eligibility": eligibility_doc(e) if e is not None else None,
         "last_turn": turn_doc(rb.last_turn) if rb.last_turn is not None else None,
@@ -244,6 +245,8 @@ def agreement_text(rb: AutomationReadback) -> str:
     b = rb.binding
     if b is None:
         return "not applied"
+    if rb.drift is not None:
+        return "NO (the host differs, read now)"
     if b.desired is None:
         return "held"
     if b.ack_state == "acked" and b.observed_state == "present":
@@ -353,6 +356,11 @@ def status_text(view: Overview) -> str:
             )
         )
         parts += [f"  {rb.automation_id}: {rb.detail}" for rb in readbacks if rb.state.value != "eligible" or rb.no_timer_host]
+        parts += [
+            f"  {rb.automation_id}: DRIFT: {rb.drift}; re-apply with 'floorgate automation apply {rb.automation_id}'"
+            for rb in readbacks
+            if rb.drift is not None
+        ]
         parts += [line for rb in readbacks if (line := _envelope_line(rb)) is not None]
         parts += [
             f"  {rb.automation_id}: apply failed: {rb.binding.apply_error}"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 
@@ -38,12 +38,13 @@ from admission import (
 from admission.clock import Clock, SystemClock, iso, read_clock
 from admission.liveness import HookAnswers, HostBeat, HostBeats
 from hosts import InvalidSchedule, Schedule
-from hosts.registry import capabilities
+from hosts.registry import capabilities, firing_problem
 from hosts.schedule import parse_canonical
 
 from .guarantee import guarantee_of
 from .preview import FloorMeeting, PlanInputs, PreviewRow, first_run, simulate
 from .recovery import orphaned
+from .timers import LAUNCH_WAIT, TimerService
 
 # How far ahead a readback looks for the first fire the floor lets through.
 _HORIZON_FIRES = 500
@@ -87,7 +88,8 @@ class AutomationReadback:
     guarantee: str = "enforced"
     guarantee_why: str = ""
     hook_answered_at: datetime | None = None
-    no_timer_host: bool = False  # it would fire, but no `floorgate run` is running to fire it
+    no_timer_host: bool = False  # it would fire, but its timer host is not running (detail says which)
+    drift: str | None = None  # how the host's live timer differs from the applied one, read just now
     mission: Mission | None = None
     envelope: Envelope | None = None
 
@@ -103,10 +105,21 @@ class ReadContext:
     now: datetime
     policy: HostPolicy
     hosts: tuple[HostBeat, ...]
+    _down: dict[str, str | None] = field(default_factory=dict, compare=False, repr=False)
 
     def alive(self, now: datetime) -> list[HostBeat]:
         """The timer hosts running at ``now``."""
         return [h for h in self.hosts if h.alive(now)]
+
+    def not_firing(self, timer: str) -> str | None:
+        """Why timers of kind ``timer`` fire nothing now (no ``floorgate run`` alive for floorgate's
+        own timer; the host's declared problem otherwise), None when nothing is known against them."""
+        if timer not in self._down:
+            if capabilities(timer).armed_by_runtime:
+                self._down[timer] = None if self.alive(self.now) else self.no_host_detail(self.now)
+            else:
+                self._down[timer] = firing_problem(timer)
+        return self._down[timer]
 
     def no_host_detail(self, now: datetime) -> str:
         """Why nothing fires on floorgate's own timer: no host runs, and when one last did."""
@@ -140,8 +153,6 @@ class Preview:
 def floor_meeting(timer: str) -> tuple[FloorMeeting, timedelta]:
     """How the timer host meets a floor that has not elapsed, and how long a fire waits for it."""
     from hosts.registry import capabilities
-
-    from .timers import LAUNCH_WAIT
 
     caps = capabilities(timer)
     if caps.floor_aware:
@@ -184,6 +195,7 @@ class Readback:
         self.approvals = Approvals(store, self.clock)
         self.hook_answers = HookAnswers(store)
         self.beats = HostBeats(store)
+        self.timers = TimerService(store, clock=self.clock)
 
     def host_policy(self) -> HostPolicy:
         return HostPolicies(self.store, self.clock).get().policy
@@ -259,6 +271,7 @@ class Readback:
         binding = self.bindings.get(aid)
         mission = self.missions.current(aid) or next(iter(self.missions.recent(aid, 1)), None)
         promise = guarantee_of(automation, binding, self.hook_answers.get(aid), now)
+        drift = self.timers.drift(automation, binding)
         envelope, problem = EnvelopeGate(self.store, clock=self.clock, mode=EnvelopeMode.OBSERVE).envelope(spec.goal_id, spec.agent_id, aid)
         base = AutomationReadback(
             automation_id=aid,
@@ -271,6 +284,7 @@ class Readback:
             plan=None,
             last_turn=last_turn,
             binding=binding,
+            drift=drift,
             guarantee=promise.guarantee.value,
             guarantee_why=promise.why,
             hook_answered_at=promise.hook_answered_at,
@@ -308,9 +322,12 @@ class Readback:
             state, detail, next_fire = ReadbackState.UNAVAILABLE, eligibility.detail, None
         else:
             state, detail = ReadbackState(eligibility.status), eligibility.detail
-        no_host = next_fire is not None and capabilities(spec.timer).armed_by_runtime and not ctx.alive(now)
-        if no_host:  # its timer lives in a `floorgate run`, and none is running
-            detail, next_fire = f"{detail}; {ctx.no_host_detail(now)}", None
+        down = ctx.not_firing(spec.timer) if next_fire is not None else None
+        no_host = down is not None
+        if down is not None:  # no `floorgate run` is alive, or the host's daemon is not running
+            detail, next_fire = f"{detail}; {down}", None
+        if drift is not None:  # the host fires what it holds now, not what was applied
+            next_fire = None
         if plan is None and state is not ReadbackState.HELD:
             detail = f"{detail}; the timer host has nothing armed (see 'floorgate automation apply {aid}')"
         if mission is not None and mission.latch is not None:

@@ -273,6 +273,27 @@ class TimerService:
             return AckResult(False, "the desired schedule was re-applied during the ACK; acknowledge again", observation)
         return AckResult(True, "acknowledged on a fresh readback", observation)
 
+    def drift(self, automation: Automation, binding: TimerBinding | None) -> str | None:
+        """How the host's live timer differs from what was applied, read now from the host itself
+        (hosts that read back by themselves and keep their own timers, e.g. a crontab edited by
+        hand); None when it matches, or when there is nothing applied or nothing to read."""
+        caps = self.capabilities(automation)
+        if binding is None or binding.desired is None or binding.applied_at is None:
+            return None
+        if not caps.can_read_back or caps.armed_by_runtime:
+            return None  # the owner reports it, or the running host publishes its own readback
+        try:
+            observation = self.read(automation)
+        except (HostUnavailable, OSError) as exc:
+            return f"the host cannot be read: {exc}"
+        if observation is None:
+            return None
+        if observation.state != ObservationState.PRESENT:
+            return f"the host has no timer for it now ({observation.state}{': ' + observation.detail if observation.detail else ''})"
+        if not self._matches(automation, observation, Schedule.parse(binding.desired)):
+            return f"the host now has {observation.text!r}, not the applied schedule (see 'floorgate automation diff')"
+        return None
+
     def _matches(self, automation: Automation, observation: Observation, desired: Schedule) -> bool:
         return self.host(automation).matches(observation, desired, read_clock(self.clock))
 

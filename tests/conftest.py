@@ -198,3 +198,47 @@ def worker_suffix() -> str:
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     tag = os.environ.get("FLOORGATE_TEST_USER_TAG")  # separate checkouts testing at once on one machine
     return (f"-{tag}" if tag else "") + (f"-{worker}" if worker else "")
+
+
+# -- the real agent CLIs (tests/agents/, the qualification suite) --------------------------------
+# The pinned npm packages that .ci/agents installs into a cache outside the repository. Without the
+# cache a developer's run skips those tests; FLOORGATE_TEST_AGENTS_REQUIRED=1 (.ci/run) fails them.
+AGENT_CACHE = Path(os.environ.get("FLOORGATE_AGENT_CACHE") or Path.home() / ".cache" / "floorgate-agents")
+AGENTS_REQUIRED = os.environ.get("FLOORGATE_TEST_AGENTS_REQUIRED") == "1"
+
+
+def agent_cli(name: str) -> Path:
+    """The real CLI ``name`` ('claude' or 'codex') from the cache, or skip (fail when required)."""
+    path = AGENT_CACHE / "node_modules" / ".bin" / name
+    if not os.access(path, os.X_OK):
+        message = f"{name} is not installed in {AGENT_CACHE} (run .ci/agents)"
+        if AGENTS_REQUIRED:
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+@pytest.fixture
+def claude_cli() -> Path:
+    return agent_cli("claude")
+
+
+@pytest.fixture
+def codex_cli() -> Path:
+    return agent_cli("codex")
+
+
+@pytest.fixture
+def cron_running(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """The machine looks like it runs a cron daemon for the test (see ``helpers.fake_cron_daemon``)."""
+    from hosts.crontab import cron_daemon_running
+
+    from helpers import fake_cron_daemon, wait_for
+
+    proc = fake_cron_daemon(tmp_path)
+    try:
+        wait_for(cron_daemon_running, what="the stand-in cron process")
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()

@@ -135,3 +135,14 @@ def host_running(store: Store, clock: FixedClock) -> None:
     from scheduler._heartbeat import Heartbeat
 
     Heartbeat(store, clock, "test-host:1", timedelta(days=1)).beat()
+
+
+def fake_cron_daemon(directory: Path) -> subprocess.Popen[bytes]:
+    """A process whose name is ``cron`` (a copy of ``sleep``), so the machine looks like it runs a
+    cron daemon; tests of what a crontab host fires use it, the daemon check has its own tests.
+    (The real daemon would run every test account's lines, across parallel workers.)"""
+    import shutil
+
+    binary = directory / "cron"
+    shutil.copy(shutil.which("sleep") or "/bin/sleep", binary)
+    return subprocess.Popen([str(binary), "600"])

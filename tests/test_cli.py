@@ -50,6 +50,8 @@ def test_policy_admit_confirm_status_round_trip(db: str) -> None:
     assert r.returncode == 0 and first["admitted"] and first["reason"] == "eligible"
     r = cli("confirm", "t1", "--json", db=db)
     assert r.returncode == 0 and json.loads(r.stdout)["status"] == "confirmed"
+    r = cli("confirm", "no-such-turn", db=db)
+    assert r.returncode == 2 and "no reservation to confirm" in one_line_error(r) and r.stdout == ""
     r = cli("admit", "--goal", "inbox", "--agent", "triage", "--automation", "am", "--turn", "t2", "--json", db=db)
     denied = json.loads(r.stdout)
     assert r.returncode == 3 and denied["reason"] == "interval_wait"
@@ -110,11 +112,14 @@ def test_the_console_script_exits_with_the_command_code(tmp_path: Path) -> None:
             pytest.fail("the floorgate console script is not installed beside the interpreter")
         pytest.skip("floorgate console script not installed (pip install -e '.[test]')")
     db = str(tmp_path / "cli.db")
-    ok = subprocess.run([script, "--db", db, "status", "--json"], capture_output=True, text=True, timeout=120)
-    assert ok.returncode == 0 and json.loads(ok.stdout)["lanes"] == [], ok.stderr
+    none = subprocess.run([script, "--db", db, "status", "--json"], capture_output=True, text=True, timeout=120)
+    assert none.returncode == 1 and "no floorgate store" in one_line_error(none)  # a read creates nothing
     argv = [script, "--db", db, "policy", "set", "g/a", "--min-interval", "5x", "--revision", "0", "--owner-ref", "o"]
     bad = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "--min-interval" in one_line_error(bad)
+    assert subprocess.run([*argv[:6], "1h", *argv[7:]], capture_output=True, timeout=120).returncode == 0
+    ok = subprocess.run([script, "--db", db, "status", "--json"], capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0 and len(json.loads(ok.stdout)["lanes"]) == 1, ok.stderr
 
 
 def test_version_and_help_without_arguments() -> None:
@@ -159,7 +164,9 @@ def test_durations_take_one_grammar(db: str, argv: list[str], field: str) -> Non
 
 
 def test_huge_intervals_are_one_line(db: str) -> None:
-    assert run_cli("automation", "add", "x", "--goal", "g", "--agent", "a", "--schedule", "every 1h", "--", "/bin/true", db=db).returncode == 0
+    assert (
+        run_cli("automation", "add", "x", "--goal", "g", "--agent", "a", "--schedule", "every 1h", "--", "/bin/true", db=db).returncode == 0
+    )
     for argv in (
         ["policy", "set", "g/a", "--min-interval", "99999999999d", "--revision", "0", "--owner-ref", "o"],
         ["turn", "run", "x", "--wait-eligible", "99999999999d"],
@@ -180,3 +187,31 @@ def test_demo_speaks_json(tmp_path: Path) -> None:
     doc = json.loads(result.stdout)
     assert result.returncode == 0 and [s["exit"] for s in doc["steps"]] == [0, 0, 0, 3, 0, 0]
     assert doc["steps"][3]["output"]["reason"] == "interval_wait"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param(["status"], id="status"),
+        pytest.param(["policy", "show", "g/a"], id="policy-show"),
+        pytest.param(["policy", "history", "g/a"], id="policy-history"),
+        pytest.param(["starts", "--goal", "g"], id="starts"),
+        pytest.param(["automation", "list"], id="automation-list"),
+        pytest.param(["automation", "show", "x"], id="automation-show"),
+        pytest.param(["mission", "list"], id="mission-list"),
+        pytest.param(["settings", "show"], id="settings-show"),
+        pytest.param(["turn", "show", "t"], id="turn-show"),
+    ],
+)
+def test_read_commands_never_create_a_store(tmp_path: Path, argv: list[str]) -> None:
+    result = run_cli(*argv, cwd=tmp_path, env={"PATH": os.environ["PATH"]})
+    assert result.returncode == 1 and "no floorgate store at" in one_line_error(result) and "--db" in result.stderr
+    assert list(tmp_path.iterdir()) == []  # nothing created
+
+
+def test_a_hook_never_creates_a_store_it_blocks(tmp_path: Path) -> None:
+    payload = json.dumps({"session_id": "s", "prompt": "p"})
+    args = ["hook", "user-prompt-submit", "--goal", "g", "--agent", "a", "--automation", "x", "--wake", "automatic"]
+    result = run_cli(*args, "--db", str(tmp_path / "absent.db"), cwd=tmp_path, stdin=payload)
+    assert result.returncode == 2 and "no floorgate store at" in result.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -94,7 +94,7 @@ def test_status_next_fire_uses_the_stored_catch_up(store) -> None:  # type: igno
     assert readback.automation("x").next_fire_at == T0 + 30 * M
 
 
-def test_the_crontab_readback_fires_what_the_crontab_holds(store) -> None:  # type: ignore[no-untyped-def]
+def test_the_crontab_readback_fires_what_the_crontab_holds(store, cron_running) -> None:  # type: ignore[no-untyped-def]
     clock = FixedClock(T0)
     add_automation(store, clock, schedule=HOURLY_AT_49)
     raw_sql(store, "UPDATE fg_automations SET timer = 'crontab'")
@@ -107,6 +107,39 @@ def test_the_crontab_readback_fires_what_the_crontab_holds(store) -> None:  # ty
     rb = readback.automation("x")
     assert rb.next_fire_at == T0 + 49 * M  # :49, the line cron holds
     assert [r.fire_at.minute for r in rb.fires(3, clock.now())] == [49, 49, 49]
+
+
+def test_a_crontab_line_with_no_cron_daemon_fires_nothing_and_says_so(store, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from admission import TimerBindings
+    from hosts.crontab import CrontabHost
+
+    # Whether a daemon runs is the machine's (tested on its own below); here: none runs.
+    monkeypatch.setattr(CrontabHost, "firing_problem", classmethod(lambda cls: "no cron daemon is running on this machine"))
+    clock = FixedClock(T0)
+    add_automation(store, clock, schedule=HOURLY_AT_49)
+    raw_sql(store, "UPDATE fg_automations SET timer = 'crontab'")
+    TimerBindings(store).set_desired("x", "crontab", Schedule.parse(HOURLY_AT_49).canonical(), False, None, clock.now())
+    rb = Readback(store, clock).automation("x")
+    assert rb.next_fire_at is None and rb.no_timer_host and "no cron daemon" in rb.detail
+
+
+@pytest.mark.parametrize(
+    "names, running",
+    [
+        pytest.param(["bash", "sleep"], False, id="none"),
+        pytest.param(["bash", "cron"], True, id="debian-cron"),
+        pytest.param(["crond"], True, id="cronie-crond"),
+        pytest.param(["cronjob"], False, id="only-a-similar-name"),
+    ],
+)
+def test_the_cron_daemon_is_found_by_process_name(tmp_path, names, running) -> None:  # type: ignore[no-untyped-def]
+    from hosts.crontab import cron_daemon_running
+
+    for pid, name in enumerate(names, start=1):
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "comm").write_text(name + "\n")
+    (tmp_path / "self").mkdir()  # not a process directory
+    assert cron_daemon_running(tmp_path) is running
 
 
 def test_paused_and_held_automations_fire_nothing_and_say_why(store) -> None:  # type: ignore[no-untyped-def]
@@ -287,7 +320,7 @@ def test_previewing_an_unsaved_crontab_schedule_shows_what_add_would_arm(store, 
 @pytest.mark.parametrize(
     ("argv", "code", "kind"),
     [
-        (["automation", "show", "nope", "--json"], 2, "not_found"),
+        (["automation", "pause", "nope", "--json"], 2, "not_found"),
         (["status", "--bogus", "--json"], 2, "usage"),
         (["settings", "set", "--catch-up", "banana", "--revision", "0", "--owner-ref", "o", "--json"], 2, "invalid_input"),
     ],

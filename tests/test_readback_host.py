@@ -73,7 +73,7 @@ def test_status_show_and_preview_agree_with_a_running_host(db_url: str, tmp_path
     assert code == 0, err
 
 
-def test_a_crontab_raised_schedule_reads_back_as_cron_fires_it(store, cron_user: str) -> None:  # noqa: F811
+def test_a_crontab_raised_schedule_reads_back_as_cron_fires_it(store, cron_user: str, cron_running) -> None:  # noqa: F811
     clock = FixedClock(T0)
     floor(store, clock, "g/a", timedelta(hours=1))
     automation = add(store, clock, "q", "DTSTART:20261101T000500Z RRULE:FREQ=MINUTELY;INTERVAL=15", "crontab")
@@ -89,3 +89,24 @@ def test_a_crontab_raised_schedule_reads_back_as_cron_fires_it(store, cron_user:
     preview = Readback(store, clock).preview("q", 5)
     assert [r.fire_at for r in preview.rows] == [r.fire_at for r in rows]
     assert Schedule.parse(TimerBindings(store).get("q").desired).occurrences(1, after=clock.now())[0] == rows[0].fire_at  # type: ignore[union-attr]
+
+
+def test_a_crontab_edited_by_hand_reads_as_drift_in_status(store, cron_user: str, cron_running) -> None:  # noqa: F811
+    import subprocess
+
+    from scheduler.present import agreement_text
+
+    clock = FixedClock(T0)
+    automation = add(store, clock, "q", "DTSTART:20261101T000500Z RRULE:FREQ=HOURLY", "crontab")
+    binding = TimerService(store, clock=clock, crontab_user=cron_user, can_run=TEST_USER_CAN_RUN).apply(automation)
+    assert binding.ack_state == "acked"
+    rb = Readback(store, clock).automation("q")
+    assert rb.drift is None and agreement_text(rb).startswith("yes (acked")
+    edited = crontab_text(cron_user).replace("5 * * * *", "35 * * * *")  # the owner moved it by hand
+    subprocess.run(["crontab", "-u", cron_user, "-"], input=edited, text=True, check=True)
+    rb = Readback(store, clock).automation("q")
+    assert rb.drift is not None and "35 * * * *" in rb.drift
+    assert agreement_text(rb).startswith("NO") and rb.next_fire_at is None
+    subprocess.run(["crontab", "-u", cron_user, "-r"], capture_output=True)
+    gone = Readback(store, clock).automation("q")
+    assert gone.drift is not None and "no timer" in gone.drift

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import uuid
 
+from admission import NotFound, Reason
 from admission.clock import SystemClock, iso, parse_instant, read_clock
 
 from ..cli import EXIT_DENIED, EXIT_OK, Context, add_common, add_lane
@@ -31,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--automation")
     p.add_argument("--limit", type=int, default=50)
     add_common(p)
-    p.set_defaults(handler=_starts)
+    p.set_defaults(handler=_starts, reads_only=True)
 
 
 def _admit(ctx: Context) -> int:
@@ -49,7 +50,12 @@ def _admit(ctx: Context) -> int:
     lane = "/".join(p for p in (decision.goal_id, decision.agent_id, decision.automation_id) if p)
     if decision.admitted:
         nxt = f"; next automatic start from {iso(decision.next_eligible_at)}" if decision.next_eligible_at else ""
-        text = f"admitted {lane} turn {decision.turn_id} ({decision.reason.value}){nxt}\nconfirm with: floorgate confirm {decision.turn_id}"
+        then = (
+            "no floor applies: nothing to confirm"
+            if decision.reason is Reason.NO_RULE
+            else f"confirm with: floorgate confirm {decision.turn_id}"
+        )
+        text = f"admitted {lane} turn {decision.turn_id} ({decision.reason.value}){nxt}\n{then}"
     else:
         when = f"; eligible at {iso(decision.next_eligible_at)}" if decision.next_eligible_at else ""
         text = f"denied {lane} turn {decision.turn_id}: {decision.reason.value}{when}\n{decision.detail}"
@@ -59,10 +65,16 @@ def _admit(ctx: Context) -> int:
 
 def _confirm(ctx: Context) -> int:
     confirmation = ctx.app.admission.confirm(ctx.args.turn)
+    if confirmation.status == "no_reservation":
+        # An unknown id and a turn admitted where no floor applies look the same here: neither
+        # has a start to confirm, and saying "confirmed" of either would be untrue.
+        raise NotFound(
+            f"turn {confirmation.turn_id!r} has no reservation to confirm (a wrong id, or a turn admitted where no floor "
+            "applies, which needs no confirm); see 'floorgate starts'"
+        )
     text = {
         "confirmed": f"confirmed turn {confirmation.turn_id}",
         "already_confirmed": f"turn {confirmation.turn_id} was already confirmed",
-        "no_reservation": f"turn {confirmation.turn_id} has no reservation (admitted with no floor); nothing to confirm",
     }[confirmation.status]
     ctx.emit(confirmation_doc(confirmation), text)
     return EXIT_OK

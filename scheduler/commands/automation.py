@@ -69,14 +69,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = asub.add_parser("list", help="every automation")
     p.add_argument("--goal")
     add_common(p)
-    p.set_defaults(handler=_list)
+    p.set_defaults(handler=_list, reads_only=True)
 
     p = asub.add_parser("show", help="one automation: spec, state, next fires, recent ticks and turns")
     p.add_argument("automation")
     p.add_argument("--next", type=int, default=5, dest="count")
     p.add_argument("--ticks", type=int, default=10)
     add_common(p)
-    p.set_defaults(handler=_show)
+    p.set_defaults(handler=_show, reads_only=True)
 
     for name, helptext in (
         ("pause", "stop ticking (owner)"),
@@ -99,7 +99,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--schedule")
     add_timer_arg(p)
     add_common(p)
-    p.set_defaults(handler=_preview)
+    p.set_defaults(handler=_preview, reads_only=True)
 
     register_actions(asub)
 

@@ -37,11 +37,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = msub.add_parser("list", help="recent missions")
     p.add_argument("--automation")
     add_common(p)
-    p.set_defaults(handler=_list)
+    p.set_defaults(handler=_list, reads_only=True)
     p = msub.add_parser("show", help="one mission, its envelope and pending asks")
     p.add_argument("mission")
     add_common(p)
-    p.set_defaults(handler=_show)
+    p.set_defaults(handler=_show, reads_only=True)
 
 
 def _decide(ctx: Context) -> int:

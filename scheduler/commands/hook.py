@@ -70,7 +70,7 @@ def read_payload(stream=None) -> dict:  # type: ignore[no-untyped-def,type-arg]
 def _app(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from ..app import Floorgate, Settings
 
-    return Floorgate.open(Settings.resolve(db=args.db))
+    return Floorgate.open(Settings.resolve(db=args.db), create=False)  # a hook never creates a store: it blocks
 
 
 def _user_prompt_submit(args: argparse.Namespace) -> int:

@@ -68,13 +68,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = psub.add_parser("show", help="rules as stored and the effective floor")
     _scope_args(p)
     add_common(p)
-    p.set_defaults(handler=_show)
+    p.set_defaults(handler=_show, reads_only=True)
 
     p = psub.add_parser("history", help="provenance of every policy write, newest first")
     _scope_args(p)
     p.add_argument("--limit", type=int, default=100)
     add_common(p)
-    p.set_defaults(handler=_history)
+    p.set_defaults(handler=_history, reads_only=True)
 
 
 def _set(ctx: Context) -> int:

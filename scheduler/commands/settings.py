@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     ssub.required = True
     p = ssub.add_parser("show", help="the host policy and its revision")
     add_common(p)
-    p.set_defaults(handler=_show)
+    p.set_defaults(handler=_show, reads_only=True)
     p = ssub.add_parser("set", help="change the host policy (exact-revision compare-and-set); running hosts pick it up")
     p.add_argument("--catch-up", help="a missed fire at most this old fires once after downtime (0 disables; default 1h)")
     p.add_argument("--backoff-initial", help="first wake after a failure or poke (default 3m)")

@@ -16,7 +16,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--agent")
     p.add_argument("--automation")
     add_common(p)
-    p.set_defaults(handler=_status)
+    p.set_defaults(handler=_status, reads_only=True)
 
 
 def _status(ctx: Context) -> int:

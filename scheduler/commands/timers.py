@@ -52,7 +52,7 @@ def register_actions(asub: argparse._SubParsersAction) -> None:
                 "--wait", default="10s", help="apscheduler timers: how long to wait for the running host's readback (default 10s)"
             )
         add_common(p)
-        p.set_defaults(handler=handler)
+        p.set_defaults(handler=handler, reads_only=name == "diff")
 
 
 def _read_kwargs(ctx: Context) -> dict:  # type: ignore[type-arg]

@@ -37,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = tsub.add_parser("show", help="one turn's journal record and verdict")
     p.add_argument("turn")
     add_common(p)
-    p.set_defaults(handler=_show)
+    p.set_defaults(handler=_show, reads_only=True)
 
 
 def _run(ctx: Context) -> int:
