@@ -117,7 +117,7 @@ def test_the_console_script_exits_with_the_command_code(tmp_path: Path) -> None:
     argv = [script, "--db", db, "policy", "set", "g/a", "--min-interval", "5x", "--revision", "0", "--owner-ref", "o"]
     bad = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "--min-interval" in one_line_error(bad)
-    assert subprocess.run([*argv[:6], "1h", *argv[7:]], capture_output=True, timeout=120).returncode == 0
+    assert subprocess.run([*argv[:7], "1h", *argv[8:]], capture_output=True, timeout=120).returncode == 0
     ok = subprocess.run([script, "--db", db, "status", "--json"], capture_output=True, text=True, timeout=120)
     assert ok.returncode == 0 and len(json.loads(ok.stdout)["lanes"]) == 1, ok.stderr
 
