@@ -13,6 +13,7 @@ gets a free retry storm. Once a reservation is made, every failure settles the t
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -278,7 +279,7 @@ class TurnExecutor:
             mission_id=gate.mission.mission_id if gate.mission is not None else None,
         )
         tapped: list[str] = []
-        verdict = self._launch(automation, record, log_path, timeout, tapped)
+        verdict, problem = self._launch(automation, record, log_path, timeout, tapped)
         if wall_capped and verdict.status == "timed_out":
             verdict = verdict.model_copy(update={"stop_reason": "compute bound exhausted: max_wall_seconds", "bound": "max_wall_seconds"})
         if gate.mission is not None:
@@ -286,7 +287,7 @@ class TurnExecutor:
             verdict = self.gate.after_turn(automation, gate.mission, turn_id, verdict, usage)
         settled = self.journal.settle(turn_id, verdict, owner=self.owner)
         self._hold_if_stuck(automation, verdict)
-        return TurnOutcome(turn_id, settled.verdict or verdict, decision, settled)
+        return TurnOutcome(turn_id, settled.verdict or verdict, decision, settled, detail=problem)
 
     # -- claims --------------------------------------------------------------------------------
     def _take_over(self, record: TurnRecord) -> TurnRecord | None:
@@ -381,7 +382,10 @@ class TurnExecutor:
             journal=entry,
         )
 
-    def _launch(self, automation: Automation, record: TurnRecord, log_path: Path, timeout: timedelta, tapped: list[str]) -> Verdict:
+    def _launch(
+        self, automation: Automation, record: TurnRecord, log_path: Path, timeout: timedelta, tapped: list[str]
+    ) -> tuple[Verdict, str]:
+        """Run the host; the verdict, and why it could not start ('' when it did)."""
         host = automation.spec.host
         if host is None:  # pragma: no cover - run() refuses external timers first
             raise InvalidInput("automation", "no command host")
@@ -402,11 +406,12 @@ class TurnExecutor:
             env["FLOORGATE_ENVELOPE_MODE"] = self.gate.mode
         try:
             proc = spawn(list(host.argv), cwd=host.cwd, env=env)
-        except FileNotFoundError:
-            return Verdict(status="failed", stop_reason="host_missing", retryable=True, failure_category="infra")
-        except (PermissionError, NotADirectoryError, OSError) as exc:
-            reason = "host_not_executable" if isinstance(exc, PermissionError) else "spawn_error"
-            return Verdict(status="failed", stop_reason=reason, retryable=True, failure_category="infra")
+        except OSError as exc:
+            reason = {FileNotFoundError: "host_missing", PermissionError: "host_not_executable"}.get(type(exc), "spawn_error")
+            problem = f"could not start {host.argv[0]!r}" + (f" in {host.cwd}" if host.cwd else "") + f": {exc.strerror or exc}"
+            with contextlib.suppress(OSError), open(log_path, "a", encoding="utf-8") as log:  # the log says so too
+                log.write(f"floorgate: {problem}\n")
+            return Verdict(status="failed", stop_reason=reason, retryable=True, failure_category="infra"), problem
         pumper = pump(proc.stdout, log_path, self.log_cap, tapped)  # type: ignore[arg-type]
         try:
             self.journal.launched(record.turn_id, self.owner, proc.pid)
@@ -414,7 +419,7 @@ class TurnExecutor:
             if code is None:
                 kill_group(proc.pid, wait=proc.wait)
                 proc.wait()
-                return Verdict(status="timed_out", stop_reason="deadline_exceeded", retryable=False, failure_category="task")
+                return Verdict(status="timed_out", stop_reason="deadline_exceeded", retryable=False, failure_category="task"), ""
         except BaseException:
             # Interrupted, or the claim was lost: stop the whole group; the caller settles or reports.
             kill_group(proc.pid, wait=proc.wait)
@@ -423,11 +428,11 @@ class TurnExecutor:
         finally:
             pumper.join(timeout=5)
         if code == 0:
-            return Verdict(status="succeeded", stop_reason="completed", retryable=False, failure_category="none", exit_code=0)
+            return Verdict(status="succeeded", stop_reason="completed", retryable=False, failure_category="none", exit_code=0), ""
         if code < 0:
             name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
-            return Verdict(status="failed", stop_reason=f"killed_by_{name}", retryable=True, failure_category="infra", exit_code=code)
-        return Verdict(status="failed", stop_reason=f"exit_code_{code}", retryable=False, failure_category="task", exit_code=code)
+            return Verdict(status="failed", stop_reason=f"killed_by_{name}", retryable=True, failure_category="infra", exit_code=code), ""
+        return Verdict(status="failed", stop_reason=f"exit_code_{code}", retryable=False, failure_category="task", exit_code=code), ""
 
     def _wait(self, proc: subprocess.Popen[bytes], turn_id: str, timeout: timedelta) -> int | None:
         """Wait for the host until the deadline (None when it passes), renewing the lease in

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -109,3 +111,14 @@ def test_status_states_are_distinct(db: str, tmp_path) -> None:  # type: ignore[
     assert cli("automation", "pause", "off", db=db).returncode == 0
     states = {s["automation"]: s["state"] for s in json.loads(cli("status", "--json", db=db).stdout)["automations"]}
     assert states == {"ready": "eligible", "nohost": "host_unavailable", "waiting": "interval_wait", "off": "paused"}
+
+
+@pytest.mark.parametrize("program", ["/nonexistent/prog", "no-such-program-on-path"], ids=["path", "on-path"])
+def test_turn_run_of_a_missing_program_names_it_and_its_log_says_so(tmp_path: Path, program: str) -> None:
+    db = str(tmp_path / "fg.db")
+    assert cli("automation", "add", "x", "--goal", "g", "--agent", "a", "--schedule", "every 1h", "--", program, db=db).returncode == 0
+    result = cli("turn", "run", "x", db=db)
+    assert result.returncode == 5 and f"could not start {program!r}" in result.stdout
+    log = next(line.split(": ", 1)[1] for line in result.stdout.splitlines() if line.startswith("log: "))
+    path = Path(log) if os.path.isabs(log) else tmp_path / log
+    assert program in path.read_text()  # the log it points to was written, and says why

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from admission import InvalidInput, NotFound
 from admission.clock import iso
@@ -79,7 +80,7 @@ def _run(ctx: Context) -> int:
         text = f"turn {outcome.turn_id}: {v.status} ({v.stop_reason}, {v.failure_category}{', retryable' if v.retryable else ''})"
         if outcome.detail:
             text += f": {outcome.detail}"
-        elif log:
+        if log and os.path.isfile(log) and os.path.getsize(log) > 0:  # never a log nothing was written to
             text += f"\nlog: {log}"
     ctx.emit(doc, "\n".join([*lines, text]))
     if v.status == "succeeded":
