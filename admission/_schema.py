@@ -131,7 +131,7 @@ turns = Table(
     # launched (child pid known) -> settled
     Column("phase", String(16), nullable=False),
     Column("status", String(16), nullable=True),
-    Column("stop_reason", String(128), nullable=True),
+    Column("stop_reason", Text, nullable=True),  # whole: it may carry the command to run next
     Column("retryable", Boolean, nullable=True),
     Column("failure_category", String(16), nullable=True),
     Column("exit_code", Integer, nullable=True),

@@ -20,7 +20,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 from sqlalchemy import func, insert, literal, select, text, update
 
 from . import _locks as locks
@@ -75,6 +75,20 @@ class ClaimLost(FloorgateError, RuntimeError):
         super().__init__(f"turn {turn_id}: {step} refused, the claim of {me} was lost; it is now owned by {owner_id or '(no owner)'}")
 
 
+# A stop reason carries a suggested command (`floorgate approve auth-...`): kept whole, and a
+# runaway one is shortened at a word boundary, never mid-word.
+REASON_MAX = 1000
+
+
+def clip_words(text: str, limit: int) -> str:
+    """``text`` if it fits in ``limit`` characters, else cut at the last space before it, with '…'."""
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 1]
+    cut = head.rfind(" ")
+    return (head[:cut] if cut > 0 else head).rstrip() + "…"
+
+
 class Verdict(BaseModel):
     """How a turn ended (seed 003): retryable infra failures are told apart from task failures."""
 
@@ -86,6 +100,11 @@ class Verdict(BaseModel):
     failure_category: FailureCategory
     exit_code: int | None = None
     bound: str | None = None  # the compute-envelope bound that stopped it (e.g. max_turns), if one did
+
+    @field_validator("stop_reason")
+    @classmethod
+    def _whole_words(cls, value: str) -> str:
+        return clip_words(value, REASON_MAX)
 
 
 class TurnRecord(BaseModel):
@@ -378,7 +397,7 @@ class Journal:
                 .values(
                     phase="settled",
                     status=verdict.status,
-                    stop_reason=verdict.stop_reason[:128],
+                    stop_reason=verdict.stop_reason,
                     retryable=verdict.retryable,
                     failure_category=verdict.failure_category,
                     exit_code=verdict.exit_code,

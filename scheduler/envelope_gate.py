@@ -75,7 +75,7 @@ class TurnGate:
 
 
 def _stuck(reason: str, bound: str | None = None) -> Verdict:
-    return Verdict(status=TurnStatus.STUCK, stop_reason=reason[:128], retryable=False, failure_category=FailureCategory.POLICY, bound=bound)
+    return Verdict(status=TurnStatus.STUCK, stop_reason=reason, retryable=False, failure_category=FailureCategory.POLICY, bound=bound)
 
 
 class EnvelopeGate:

@@ -229,3 +229,32 @@ def test_a_fire_just_before_the_floor_waits_for_it_instead_of_losing_the_period(
     clock.advance(timedelta(minutes=10))
     far = run.run(automation, wait_eligible=timedelta(minutes=2))  # 50 minutes away: denied, no wait
     assert far.verdict.status == "denied" and len(slept) == 1
+
+
+@pytest.mark.parametrize(
+    "text, limit, expected",
+    [
+        pytest.param("short", 10, "short", id="fits"),
+        pytest.param("one two three", 9, "one two…", id="at-a-word"),
+        pytest.param("abcdefghijkl", 6, "abcde…", id="one-long-word"),
+    ],
+)
+def test_reasons_are_shortened_only_at_word_boundaries(text: str, limit: int, expected: str) -> None:
+    from admission.journal import clip_words
+
+    assert clip_words(text, limit) == expected and len(clip_words(text, limit)) <= limit
+
+
+def test_a_stop_reason_with_its_command_is_stored_whole(store) -> None:  # type: ignore[no-untyped-def]
+    from admission import Journal, Verdict
+
+    clock = FixedClock(T0)
+    crashed(store, clock, "t-long", "me:1:a")
+    reason = "compute bound exhausted: max_tool_calls=3; awaiting owner: " + " ".join(
+        ["floorgate approve auth-0123456789abcdef0123456789abcdef or floorgate deny auth-0123456789abcdef0123456789abcdef"] * 2
+    )
+    assert len(reason) > 200
+    Journal(store, clock).settle(
+        "t-long", Verdict(status="stuck", stop_reason=reason, retryable=False, failure_category="policy"), owner="me:1:a"
+    )
+    assert Journal(store, clock).get("t-long").verdict.stop_reason == reason  # type: ignore[union-attr]

@@ -1,5 +1,5 @@
 """Liveness records: timer hosts' heartbeats, and each pre-model hook's last answer per automation
-(which replaces the timer binding's ``hook_seen_at_us``).
+(which replaces the timer binding's ``hook_seen_at_us``); a turn's stop reason is kept whole.
 
 Revision ID: 0009
 Revises: 0008
@@ -40,9 +40,13 @@ def upgrade() -> None:
     )
     with op.batch_alter_table("fg_timer_bindings") as batch:
         batch.drop_column("hook_seen_at_us")
+    with op.batch_alter_table("fg_turns") as batch:  # a suggested command is never cut mid-word
+        batch.alter_column("stop_reason", type_=sa.Text, existing_type=sa.String(128), existing_nullable=True)
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("fg_turns") as batch:
+        batch.alter_column("stop_reason", type_=sa.String(128), existing_type=sa.Text, existing_nullable=True)
     with op.batch_alter_table("fg_timer_bindings") as batch:
         batch.add_column(sa.Column("hook_seen_at_us", sa.BigInteger, nullable=True))
     op.drop_table("fg_hook_answers")
