@@ -107,7 +107,7 @@ def _fail(part: str, problem: str, clause: str = _RFC) -> InvalidSchedule:
 
 
 def parse_recur(text: str, dtstart_kind: str) -> Recur:
-    """Parse the value of an RRULE line. ``dtstart_kind`` is 'date', 'floating' or 'zoned'
+    """Parse the value of an RRULE line. ``dtstart_kind`` is 'date', 'floating', 'utc' or 'zoned'
     (UNTIL must match DTSTART's value type, RFC 5545 section 3.3.10)."""
     if not isinstance(text, str) or not text.strip():
         raise _fail("FREQ", "the rule is empty; FREQ is required, e.g. FREQ=DAILY")
@@ -246,8 +246,9 @@ def _until(value: str, dtstart_kind: str) -> datetime | date:
             raise _fail("UNTIL", "DTSTART is a DATE, so UNTIL MUST be a DATE too")
     elif not isinstance(parsed, datetime):
         raise _fail("UNTIL", "DTSTART is a DATE-TIME, so UNTIL MUST be a DATE-TIME too")
-    elif dtstart_kind == "zoned" and parsed.tzinfo is None:
-        raise _fail("UNTIL", "DTSTART has a TZID, so UNTIL MUST be in UTC (end it with Z)")
+    elif dtstart_kind in ("zoned", "utc") and parsed.tzinfo is None:
+        why = "DTSTART is in UTC, so UNTIL MUST be in UTC too" if dtstart_kind == "utc" else "DTSTART has a TZID, so UNTIL MUST be in UTC"
+        raise _fail("UNTIL", f"{why} (end it with Z)")
     elif dtstart_kind == "floating" and parsed.tzinfo is not None:
         raise _fail("UNTIL", "DTSTART is floating local time, so UNTIL MUST be floating too (no Z)")
     return parsed

@@ -115,7 +115,7 @@ class Schedule(BaseModel):
             raise InvalidSchedule(
                 f"DTSTART: {what} has no time zone; give TZID=Zone and a time (DTSTART;TZID=Europe/Berlin:20261201T090000) or end it with Z for UTC"
             )
-        kind = "date" if is_date else ("zoned" if tzid is not None else "floating")
+        kind = "date" if is_date else ("floating" if tzid is None else "utc" if tzid == "UTC" else "zoned")
         recur = parse_recur(rrule_text, kind) if rrule_text is not None else None
         if recur is not None:
             check_supported(recur)

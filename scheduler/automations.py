@@ -6,7 +6,9 @@ renders (a readback after every change, so what is printed is what the hosts wil
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, replace
+from datetime import timedelta
 
 from admission import (
     Automation,
@@ -22,7 +24,8 @@ from admission import (
     TurnRecord,
     WakeState,
 )
-from admission.clock import Clock, read_clock
+from admission.clock import Clock, iso, read_clock
+from admission.intervals import format_interval
 from hosts import Schedule
 
 from .readback import AutomationReadback, Preview, Readback
@@ -39,6 +42,7 @@ class Changed:
     automation: Automation
     binding: TimerBinding | None
     readback: AutomationReadback
+    warnings: tuple[str, ...] = ()  # accepted, but the owner should know (e.g. fires more than once a minute)
 
 
 @dataclass(frozen=True)
@@ -79,15 +83,17 @@ class AutomationService:
 
     def add(self, automation_id: str, spec: AutomationSpec) -> Changed:
         """Store a new automation and arm its timer at once (held when its host cannot express it)."""
+        warnings = self._vet(spec)
         automation = self.repo.add(automation_id, spec)
-        return self._applied(automation)
+        return self._applied(automation, warnings)
 
     def edit(self, automation_id: str, spec: AutomationSpec) -> Changed:
         """Change an automation and re-arm its timer (a line left on another host is removed first)."""
         current = self.repo.get(automation_id)
+        warnings = self._vet(spec)
         if current.spec.timer != spec.timer:
             self.timers.remove_from_host(current)
-        return self._applied(self.repo.edit(automation_id, spec))
+        return self._applied(self.repo.edit(automation_id, spec), warnings)
 
     def pause(self, automation_id: str, note: str | None) -> AutomationReadback:
         self.repo.set_state(automation_id, AutomationState.PAUSED, note)
@@ -152,10 +158,25 @@ class AutomationService:
             return replace(preview, rows=[], blocked=f"held: {hold}")
         return preview
 
-    def _applied(self, automation: Automation) -> Changed:
+    def _applied(self, automation: Automation, warnings: tuple[str, ...] = ()) -> Changed:
         binding = self.timers.apply(automation)
         rb = self.readback.automation(automation.automation_id)
-        return Changed(rb.automation or automation, binding, rb)
+        return Changed(rb.automation or automation, binding, rb, warnings)
+
+    def _vet(self, spec: AutomationSpec) -> tuple[str, ...]:
+        """Refuse a schedule that will never fire again; warn about one that fires more than once a minute."""
+        now = read_clock(self.clock)
+        schedule = Schedule.parse(spec.schedule)
+        coming = schedule.occurrences(3, after=now)
+        if not coming:
+            last = schedule.last_at_or_before(now)
+            ended = f" (its last fire was {iso(last)})" if last is not None else ""
+            raise InvalidInput("--schedule", f"this schedule has no fire after now{ended}; give a later DTSTART, UNTIL or COUNT")
+        gaps = [b - a for a, b in itertools.pairwise(coming)]
+        if gaps and min(gaps) < timedelta(minutes=1):
+            every = format_interval(min(gaps))
+            return (f"this schedule fires every {every}, more than once a minute: each admitted fire can be a paid run",)
+        return ()
 
 
 def _limit(field: str, value: int, most: int) -> None:

@@ -122,3 +122,23 @@ def test_turn_run_of_a_missing_program_names_it_and_its_log_says_so(tmp_path: Pa
     log = next(line.split(": ", 1)[1] for line in result.stdout.splitlines() if line.startswith("log: "))
     path = Path(log) if os.path.isabs(log) else tmp_path / log
     assert program in path.read_text()  # the log it points to was written, and says why
+
+
+@pytest.mark.parametrize(
+    "schedule, code, needle",
+    [
+        pytest.param(
+            "DTSTART:20261201T090000Z RRULE:FREQ=DAILY;UNTIL=20261210T090000", 2, "DTSTART is in UTC", id="utc-dtstart-local-until"
+        ),
+        pytest.param("DTSTART:20201201T090000Z RRULE:FREQ=DAILY;COUNT=3", 2, "no fire after now", id="ended-by-count"),
+        pytest.param("DTSTART:20201201T090000Z", 2, "no fire after now", id="one-shot-in-the-past"),
+        pytest.param("DTSTART:20261201T090000Z RRULE:FREQ=SECONDLY;INTERVAL=10", 0, "more than once a minute", id="sub-minute-warned"),
+    ],
+)
+def test_schedules_are_vetted_at_save(tmp_path: Path, schedule: str, code: int, needle: str) -> None:
+    db = str(tmp_path / "fg.db")
+    result = cli("automation", "add", "x", "--goal", "g", "--agent", "a", "--schedule", schedule, "--", "/bin/true", db=db)
+    assert result.returncode == code and needle in one_line_error(result)
+    listed = cli("automation", "list", "--json", db=db)
+    stored = json.loads(listed.stdout)["automations"] if listed.returncode == 0 else []
+    assert len(stored) == (1 if code == 0 else 0)  # a refused schedule writes nothing

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 from pydantic import ValidationError
 
@@ -157,11 +158,17 @@ def _add(ctx: Context) -> int:
     )
     done = service.add(a.automation, spec)
     held = f"\nHELD: {done.binding.hold_reason}" if done.binding is not None and done.binding.hold_reason else ""
+    _warn(done.warnings)
     ctx.emit(
-        {**automation_doc(done.automation), "readback": readback_doc(done.readback)},
+        {**automation_doc(done.automation), "readback": readback_doc(done.readback), "warnings": list(done.warnings)},
         f"added {done.automation.automation_id} ({spec.goal_id}/{spec.agent_id}, {timer} timer)\n{spec.schedule}{held}",
     )
     return EXIT_OK
+
+
+def _warn(warnings: tuple[str, ...]) -> None:
+    for warning in warnings:
+        sys.stderr.write(f"floorgate: warning: {warning}\n")
 
 
 def _edit(ctx: Context) -> int:
@@ -181,8 +188,9 @@ def _edit(ctx: Context) -> int:
         meter=a.meter or current.spec.meter,
     )
     done = service.edit(a.automation, spec)
+    _warn(done.warnings)
     ctx.emit(
-        {**automation_doc(done.automation), "readback": readback_doc(done.readback)},
+        {**automation_doc(done.automation), "readback": readback_doc(done.readback), "warnings": list(done.warnings)},
         f"edited {done.automation.automation_id} (revision {done.automation.revision})",
     )
     return EXIT_OK
