@@ -1,0 +1,224 @@
+"""floorgate's hooks and meter against the real Codex 0.171 (``codex exec``), run offline.
+
+Each test gets its own HOME, CODEX_HOME, project and SQLite store under tmp_path, and a stand-in
+for the Responses API that counts model calls (openai_standin). What Codex does is asserted by
+those counts, never by timing.
+
+Codex facts these tests stand on (0.171.0): a UserPromptSubmit/PreToolUse command hook blocks on
+exit 2 *with a non-empty stderr* (exit 2 without stderr, any other exit code, a missing command
+(127) and a hook timeout all let the prompt or call through); ``codex exec`` exits 0 either way
+and prints no reason; a hook runs only when its project is trusted and its hash is recorded as
+trusted in ``$CODEX_HOME/config.toml`` (see scheduler/_codex_trust.py), otherwise it is skipped
+without a word.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+from openai_standin import API_KEY_ENV, PROVIDER, Server, StandIn
+
+from scheduler._codex_trust import codex_hook_hash, codex_hook_key
+
+pytestmark = pytest.mark.slow
+
+FLOORGATE = Path(sys.executable).with_name("floorgate")  # the console script of this venv
+GOAL, AGENT = "inbox", "triage"
+CODEX_TIMEOUT = 120  # a hang is a failure, not a wait
+
+
+def blocking(command: str) -> str:
+    """A hook command that blocks whenever ``command`` fails, however it fails: Codex lets a
+    prompt through on any exit code but 2, and on 2 without stderr (a missing floorgate is 127)."""
+    return f'{command} || {{ echo "floorgate hook failed (exit $?)" >&2; exit 2; }}'
+
+
+def install_codex_hooks(
+    project: Path,
+    codex_home: Path,
+    *,
+    db: str,
+    automation: str,
+    floorgate: Path = FLOORGATE,
+    wake: str = "automatic",
+    trust: bool = True,
+    wrap=blocking,  # type: ignore[no-untyped-def]
+) -> dict[str, str]:
+    """Configure floorgate's Codex hooks for ``project`` (what ``floorgate hook install codex``
+    is to do): ``.codex/hooks.json`` with a UserPromptSubmit hook for the lane and a PreToolUse
+    hook, and, with ``trust``, the owner's trust in ``$CODEX_HOME/config.toml`` (the project's
+    trust_level and each hook's trusted_hash). Returns the commands by event."""
+    fg = shlex.quote(str(floorgate))
+    prompt = f"{fg} --db {shlex.quote(db)} hook user-prompt-submit --goal {GOAL} --agent {AGENT} --automation {automation} --wake {wake}"
+    commands = {"UserPromptSubmit": wrap(prompt), "PreToolUse": wrap(f"{fg} hook pre-tool-use")}
+    hooks_json = project / ".codex" / "hooks.json"
+    hooks_json.parent.mkdir(parents=True, exist_ok=True)
+    hooks_json.write_text(
+        json.dumps({"hooks": {event: [{"hooks": [{"type": "command", "command": cmd}]}] for event, cmd in commands.items()}}, indent=2)
+    )
+    if trust:
+        lines = [f'\n[projects."{project}"]', 'trust_level = "trusted"']
+        for event, cmd in commands.items():
+            lines += [f'[hooks.state."{codex_hook_key(hooks_json, event, 0, 0)}"]', f'trusted_hash = "{codex_hook_hash(event, cmd)}"']
+        with (codex_home / "config.toml").open("a") as fh:
+            fh.write("\n".join(lines) + "\n")
+    return commands
+
+
+@dataclass
+class CodexWorld:
+    """One hermetic Codex setup: HOME, CODEX_HOME, a project, a store and the provider stand-in."""
+
+    root: Path
+    cli: Path
+    server: Server
+    home: Path = field(init=False)
+    codex_home: Path = field(init=False)
+    project: Path = field(init=False)
+    db: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.home = self.root / "home"
+        self.codex_home = self.home / ".codex"
+        self.project = self.root / "project"
+        self.codex_home.mkdir(parents=True)
+        self.project.mkdir()
+        self.db = str(self.root / "floorgate.db")
+        # Offline and quiet: our provider only (its key from the env), no update check, no
+        # analytics; the model's metadata is unknown to Codex, which it only warns about.
+        (self.codex_home / "config.toml").write_text(
+            f'model = "gpt-standin"\nmodel_provider = "{PROVIDER}"\ncheck_for_update_on_startup = false\n\n'
+            f'[model_providers.{PROVIDER}]\nname = "stand-in"\nbase_url = "{self.server.base_url}"\nwire_api = "responses"\n'
+            f'env_key = "{API_KEY_ENV}"\nrequest_max_retries = 0\nstream_max_retries = 0\n\n[analytics]\nenabled = false\n'
+        )
+
+    @property
+    def standin(self) -> StandIn:
+        return self.server.standin
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(self.home),
+            "CODEX_HOME": str(self.codex_home),
+            API_KEY_ENV: "sk-standin",
+            "LANG": "C.UTF-8",
+        }
+
+    def codex_argv(self, prompt: str, *, json_events: bool = True) -> list[str]:
+        # Tool calls run unsandboxed: the sandbox's bubblewrap is not what these tests qualify.
+        flags = ["--json"] if json_events else []
+        return [str(self.cli), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", *flags, prompt]
+
+    def codex(self, prompt: str = "wake up", *, json_events: bool = True) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            self.codex_argv(prompt, json_events=json_events),
+            cwd=self.project,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=CODEX_TIMEOUT,
+        )
+
+    def floorgate(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        out = subprocess.run(
+            [str(FLOORGATE), "--db", self.db, *args], cwd=self.project, env=self.env, capture_output=True, text=True, timeout=CODEX_TIMEOUT
+        )
+        if check and out.returncode != 0:
+            raise AssertionError(f"floorgate {' '.join(args)} exited {out.returncode}: {out.stderr}")
+        return out
+
+    def floorgate_json(self, *args: str) -> dict:  # type: ignore[type-arg]
+        return json.loads(self.floorgate(*args, "--json").stdout)
+
+
+@pytest.fixture
+def world(tmp_path: Path, codex_cli: Path):  # type: ignore[no-untyped-def]
+    server = Server()
+    try:
+        yield CodexWorld(tmp_path, codex_cli, server)
+    finally:
+        server.close()
+
+
+def _external_lane(world: CodexWorld, automation: str = "morning") -> None:
+    world.floorgate("policy", "set", f"{GOAL}/{AGENT}", "--min-interval", "24h", "--revision", "0", "--owner-ref", "qual")
+    world.floorgate(
+        "automation", "add", automation, "--goal", GOAL, "--agent", AGENT, "--schedule", "daily at 09:00 UTC", "--timer", "external"
+    )
+
+
+def _iso_z(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+# -- UserPromptSubmit ----------------------------------------------------------------------------
+
+
+def test_prompt_inside_the_floor_never_reaches_the_model(world: CodexWorld) -> None:
+    _external_lane(world)
+    commands = install_codex_hooks(world.project, world.codex_home, db=world.db, automation="morning")
+
+    first = world.codex()
+    assert first.returncode == 0, first.stderr
+    assert len(world.standin.model_calls) == 1
+    (start,) = world.floorgate_json("starts", "--goal", GOAL)["starts"]
+    assert start["automation"] == "morning" and start["phase"] == "confirmed"
+    # The hook answered from inside Codex: the lane's guarantee is now the pre-model hook.
+    assert world.floorgate_json("automation", "show", "morning")["timer"]["guarantee"] == "pre-model hook"
+
+    second = world.codex(json_events=False)
+    assert len(world.standin.model_calls) == 1  # the second wake cost nothing
+    assert "hook: UserPromptSubmit Blocked" in second.stderr
+    assert len(world.floorgate_json("starts", "--goal", GOAL)["starts"]) == 1
+
+    # codex exec prints no hook reason; the same command says exactly when the lane may run.
+    payload = json.dumps({"session_id": "s", "hook_event_name": "UserPromptSubmit", "prompt": "wake up", "cwd": str(world.project)})
+    told = subprocess.run(
+        ["sh", "-c", commands["UserPromptSubmit"]], input=payload, capture_output=True, text=True, env=world.env, timeout=60
+    )
+    assert told.returncode == 2
+    due = _iso_z(start["anchor_at"]) + timedelta(hours=24)
+    assert f"may not wake the model before {due.isoformat().replace('+00:00', 'Z')}" in told.stderr
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["store_unopenable", "payload_corrupt", "floorgate_missing"],
+)
+def test_prompt_hook_fails_closed_inside_codex(world: CodexWorld, case: str) -> None:
+    _external_lane(world)
+    db, floorgate, wrap = world.db, FLOORGATE, blocking
+    if case == "store_unopenable":
+        db = str(world.root / "no-such-dir" / "floorgate.db")
+    elif case == "floorgate_missing":
+        floorgate = world.root / "not-installed" / "floorgate"
+    else:
+
+        def wrap(command: str) -> str:
+            return blocking(f"printf '{{not json' | {command}")
+
+    install_codex_hooks(world.project, world.codex_home, db=db, automation="morning", floorgate=floorgate, wrap=wrap)
+    out = world.codex(json_events=False)
+    assert "hook: UserPromptSubmit Blocked" in out.stderr, out.stderr
+    assert world.standin.model_calls == []
+
+
+def test_a_bare_missing_floorgate_lets_the_prompt_through(world: CodexWorld) -> None:
+    """Why install_codex_hooks wraps the command: Codex reads exit 127 as a hook error, not a block."""
+    _external_lane(world)
+    install_codex_hooks(
+        world.project, world.codex_home, db=world.db, automation="morning", floorgate=world.root / "nope" / "floorgate", wrap=str
+    )
+    world.codex()
+    assert len(world.standin.model_calls) == 1
