@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from openai_standin import API_KEY_ENV, PROVIDER, Server, StandIn
+from openai_standin import API_KEY_ENV, PROVIDER, Reply, Server, StandIn, shell_call, text_reply
 
 from scheduler._codex_trust import codex_hook_hash, codex_hook_key
 
@@ -222,3 +222,62 @@ def test_a_bare_missing_floorgate_lets_the_prompt_through(world: CodexWorld) -> 
     )
     world.codex()
     assert len(world.standin.model_calls) == 1
+
+
+# -- PreToolUse and the meter, inside a managed turn ----------------------------------------------
+
+
+def _managed_lane(world: CodexWorld, compute: dict, *, argv_wrap: str | None = None) -> None:  # type: ignore[type-arg]
+    """A floorgate-launched automation whose host is ``codex exec --json`` read by the codex-json meter."""
+    world.floorgate(
+        "policy",
+        "set",
+        f"{GOAL}/{AGENT}",
+        "--min-interval",
+        "0",
+        "--revision",
+        "0",
+        "--owner-ref",
+        "qual",
+        "--compute",
+        json.dumps(compute),
+    )
+    argv = world.codex_argv("work through the task")
+    if argv_wrap is not None:
+        argv = ["sh", "-c", argv_wrap.format(codex=shlex.join(argv))]
+    world.floorgate(
+        "automation", "add", "work", "--goal", GOAL, "--agent", AGENT, "--schedule", "every 1h",
+        "--cwd", str(world.project), "--env", "CODEX_HOME", "--env", API_KEY_ENV, "--meter", "codex-json", "--", *argv,
+    )  # fmt: skip
+    install_codex_hooks(world.project, world.codex_home, db=world.db, automation="work")
+
+
+def _turn(world: CodexWorld) -> subprocess.CompletedProcess[str]:
+    return world.floorgate("turn", "run", "work", "--state-dir", str(world.root / "state"), check=False)
+
+
+def _mission(world: CodexWorld) -> dict:  # type: ignore[type-arg]
+    (latest, *_) = world.floorgate_json("mission", "list", "--automation", "work")["missions"]
+    return latest
+
+
+def test_the_tool_call_past_max_tool_calls_is_refused_and_the_mission_is_stuck(world: CodexWorld) -> None:
+    world.standin.script = [Reply((shell_call("echo ran >> marker"),)) for _ in range(6)] + [text_reply("done")]
+    _managed_lane(world, {"max_tool_calls": 3})
+
+    out = _turn(world)
+    assert (world.project / "marker").read_text().splitlines() == ["ran"] * 3, out.stderr
+    mission = _mission(world)
+    assert mission["status"] == "stuck" and mission["tool_calls"] == 3
+    assert "compute bound exhausted: max_tool_calls=3" in mission["stop_reason"]
+    # Codex exits 0 after a refused call; the turn is still the one the envelope stopped.
+    assert out.returncode == 5 and "stuck" in out.stdout, out.stdout
+    assert world.floorgate_json("automation", "show", "work")["state"] == "held"
+    # The model was told why: Codex hands the hook's stderr back as the call's output.
+    refused = [
+        item["output"]
+        for call in world.standin.model_calls
+        for item in call.body["input"]
+        if isinstance(item, dict) and item.get("type") == "function_call_output" and "floorgate" in str(item.get("output"))
+    ]
+    assert refused and "Command blocked by PreToolUse hook: floorgate:" in refused[0]
