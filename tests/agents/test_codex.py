@@ -281,3 +281,34 @@ def test_the_tool_call_past_max_tool_calls_is_refused_and_the_mission_is_stuck(w
         if isinstance(item, dict) and item.get("type") == "function_call_output" and "floorgate" in str(item.get("output"))
     ]
     assert refused and "Command blocked by PreToolUse hook: floorgate:" in refused[0]
+
+
+def test_codex_json_meter_records_what_the_provider_reported(world: CodexWorld) -> None:
+    world.standin.script = [
+        Reply((shell_call("echo ran >> marker"),), input_tokens=1200, output_tokens=80, cached_tokens=500),
+        Reply(text_reply("done").items, input_tokens=1400, output_tokens=30, cached_tokens=1100),
+    ]
+    _managed_lane(world, {"max_tokens": 1_000_000})
+
+    out = _turn(world)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert len(world.standin.model_calls) == 2
+    mission = _mission(world)
+    assert mission["tokens"] == (1200 + 80) + (1400 + 30)  # cached input is part of input, counted once
+
+
+@pytest.mark.parametrize(
+    "compute, bound", [({"max_turns": 2}, "max_turns=2"), ({"max_tokens": 250}, "max_tokens=250")], ids=["max_turns", "max_tokens"]
+)
+def test_turn_and_token_bounds_stop_a_mission_of_several_codex_turns(world: CodexWorld, compute: dict, bound: str) -> None:  # type: ignore[type-arg]
+    # Each turn spends 150 tokens and then fails, so the mission goes on to its next turn.
+    world.standin.default = text_reply("not yet", input_tokens=100, output_tokens=50)
+    _managed_lane(world, compute, argv_wrap="{codex}; exit 1")
+
+    assert [_turn(world).returncode for _ in range(2)] == [5, 5]  # failed turns (exit 1), mission open
+    assert len(world.standin.model_calls) == 2 and _mission(world)["tokens"] == 300
+    third = _turn(world)
+    assert third.returncode == 5 and bound in third.stdout, third.stdout
+    assert len(world.standin.model_calls) == 2  # the bound stopped it before Codex ran again
+    mission = _mission(world)
+    assert mission["status"] == "stuck" and mission["turns"] == 2
