@@ -41,6 +41,7 @@ class Reply:
     input_tokens: int = 100
     output_tokens: int = 20
     cached_tokens: int = 0
+    reasoning_tokens: int = 0  # part of output_tokens, as the API counts them
 
 
 def message(text: str) -> dict[str, Any]:
@@ -138,7 +139,7 @@ def _stream(standin: StandIn, reply: Reply, body: Any) -> bytes:
         "input_tokens": reply.input_tokens,
         "input_tokens_details": {"cached_tokens": reply.cached_tokens},
         "output_tokens": reply.output_tokens,
-        "output_tokens_details": {"reasoning_tokens": 0},
+        "output_tokens_details": {"reasoning_tokens": reply.reasoning_tokens},
         "total_tokens": reply.input_tokens + reply.output_tokens,
     }
     chunks.append(_sse("response.completed", {"response": {"id": rid, "object": "response", "status": "completed", "usage": usage}}))
