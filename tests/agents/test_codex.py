@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from openai_standin import API_KEY_ENV, PROVIDER, Reply, Server, StandIn, shell_call, text_reply
 
-from scheduler._codex_trust import codex_hook_hash, codex_hook_key
+from scheduler._codex_trust import codex_hook_hash, codex_hook_key, codex_hook_trust
 
 pytestmark = pytest.mark.slow
 
@@ -119,10 +119,10 @@ class CodexWorld:
         flags = ["--json"] if json_events else []
         return [str(self.cli), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", *flags, prompt]
 
-    def codex(self, prompt: str = "wake up", *, json_events: bool = True) -> subprocess.CompletedProcess[str]:
+    def codex(self, prompt: str = "wake up", *, json_events: bool = True, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             self.codex_argv(prompt, json_events=json_events),
-            cwd=self.project,
+            cwd=cwd or self.project,
             env=self.env,
             capture_output=True,
             text=True,
@@ -312,3 +312,63 @@ def test_turn_and_token_bounds_stop_a_mission_of_several_codex_turns(world: Code
     assert len(world.standin.model_calls) == 2  # the bound stopped it before Codex ran again
     mission = _mission(world)
     assert mission["status"] == "stuck" and mission["turns"] == 2
+
+
+# -- trust: will Codex run the hooks at all? -------------------------------------------------------
+
+
+def _edit_config(world: CodexWorld, old: str, new: str) -> None:
+    config = world.codex_home / "config.toml"
+    text = config.read_text()
+    assert old in text
+    config.write_text(text.replace(old, new))
+
+
+def _edit_hooks(world: CodexWorld, old: str, new: str) -> None:
+    hooks = world.project / ".codex" / "hooks.json"
+    hooks.write_text(hooks.read_text().replace(old, new))
+
+
+def _git_subdir(world: CodexWorld, trusted: Path) -> Path:
+    subprocess.run(["git", "init", "-q", str(world.project)], check=True, timeout=60)
+    (world.project / "sub").mkdir()
+    _edit_config(world, f'[projects."{world.project}"]', f'[projects."{trusted}"]')
+    return world.project / "sub"
+
+
+TRUST_CASES = {
+    # case: (what the owner did after install_codex_hooks(trust=True), Codex runs the hook, why not)
+    "trusted": (lambda w: None, True, None),
+    "hook_never_trusted": (lambda w: _edit_config(w, "trusted_hash", "# trusted_hash"), False, "is not trusted"),
+    "project_not_trusted": (
+        lambda w: _edit_config(w, 'trust_level = "trusted"', 'trust_level = "untrusted"'),
+        False,
+        "does not trust the project",
+    ),
+    "hook_edited_after_trust": (lambda w: _edit_hooks(w, "--wake", " --wake"), False, "changed since it was trusted"),
+    "hook_disabled": (lambda w: _edit_config(w, "trusted_hash", "enabled = false\ntrusted_hash"), False, "is disabled"),
+    "hooks_feature_off": (
+        lambda w: _edit_config(w, "[analytics]", "[features]\ncodex_hooks = false\n\n[analytics]"),
+        False,
+        "hooks are turned off",
+    ),
+    "git_subdir_trusted_at_checkout": (lambda w: _git_subdir(w, w.project), True, None),
+    "git_subdir_trusted_at_subdir_only": (lambda w: _git_subdir(w, w.project / "sub"), False, "does not trust the project"),
+}
+
+
+@pytest.mark.parametrize("case", list(TRUST_CASES))
+def test_codex_trust_is_read_from_disk_as_codex_decides(world: CodexWorld, case: str) -> None:
+    change, runs, why = TRUST_CASES[case]
+    # A prompt hook that blocks whenever it runs (its floorgate is missing): a model call means
+    # Codex skipped it.
+    install_codex_hooks(world.project, world.codex_home, db=world.db, automation="morning", floorgate=world.root / "absent" / "floorgate")
+    cwd = change(world) or world.project
+
+    trust = codex_hook_trust(cwd, world.codex_home)
+    assert trust.runs("UserPromptSubmit") is runs
+    if why is not None:
+        assert why in (trust.why_not("UserPromptSubmit") or "")
+
+    world.codex(cwd=cwd)
+    assert len(world.standin.model_calls) == (0 if runs else 1)
