@@ -18,7 +18,11 @@ Codex runs a command hook only when all of these hold, and otherwise skips it *s
   defaulted to 600 s). Editing the hook (its command, matcher or timeout) or moving it to another
   index makes it *modified*: untrusted again.
 
-``codex exec --dangerously-bypass-hook-trust`` skips the last check (not the project's).
+Hooks are read from ``.codex/hooks.json`` and ``[hooks]`` in ``.codex/config.toml`` of every
+folder from the trust root down to the working directory (project hooks, which need the project
+trusted), and from ``$CODEX_HOME/hooks.json`` and ``[hooks]`` in ``$CODEX_HOME/config.toml`` (the
+owner's own, which do not). ``codex exec --trust`` records only the project's trust, never a
+hook's; ``codex exec --dangerously-bypass-hook-trust`` skips the hook check (not the project's).
 """
 
 from __future__ import annotations
@@ -77,6 +81,24 @@ def codex_hook_hash(
 def codex_hook_key(source: Path, event: str, group_index: int, handler_index: int) -> str:
     """The key of a hook's entry under ``[hooks.state]``."""
     return f"{source}:{EVENT_KEYS[event]}:{group_index}:{handler_index}"
+
+
+def owner_trust_toml(hooks_file: Path, commands: dict[str, str], project_root: Path | None) -> str:
+    """What the owner adds to ``$CODEX_HOME/config.toml`` to trust hooks written to ``hooks_file``
+    as each event's only handler (``{"Event": [{"hooks": [{"type": "command", "command": C}]}]}``):
+    the project's trust (``project_root``; None for hooks in Codex's own home) and each hook's
+    ``trusted_hash``. The same as reviewing and trusting them in ``codex``."""
+    lines = []
+    if project_root is not None:
+        lines += [f"[projects.{_toml_string(str(project_root))}]", 'trust_level = "trusted"']
+    for event, command in commands.items():
+        key = codex_hook_key(hooks_file, event, 0, 0)
+        lines += [f"[hooks.state.{_toml_string(key)}]", f"trusted_hash = {_toml_string(codex_hook_hash(event, command))}"]
+    return "\n".join(lines) + "\n"
+
+
+def _toml_string(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)  # a JSON string is a TOML basic string
 
 
 @dataclass(frozen=True)
@@ -234,6 +256,15 @@ def _hooks_in(source: Path, events: dict[str, Any], states: dict[str, Any], need
     return found
 
 
+def _hooks_json(path: Path, states: dict[str, Any], unreadable: list[str], *, needs_project_trust: bool) -> list[CodexHook]:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        unreadable.append(f"{path} cannot be parsed ({exc}): Codex skips every hook in it; fix the file")
+        return []
+    return _hooks_in(path, _table(doc, "hooks"), states, needs_project_trust=needs_project_trust)
+
+
 def codex_hook_trust(project_dir: Path, codex_home: Path) -> CodexTrust:
     """Which hooks ``codex exec`` run in ``project_dir`` with ``CODEX_HOME=codex_home`` will run.
 
@@ -263,18 +294,16 @@ def codex_hook_trust(project_dir: Path, codex_home: Path) -> CodexTrust:
     )
 
     hooks: list[CodexHook] = []
+    user_json = codex_home / "hooks.json"
+    if user_json.is_file():
+        hooks += _hooks_json(user_json, states, unreadable, needs_project_trust=False)
     if user_path.is_file():
         hooks += _hooks_in(user_path, {k: v for k, v in hooks_table.items() if k != "state"}, states, needs_project_trust=False)
     for folder in _project_folders(project_dir, root):
         dot_codex = folder / ".codex"
         json_path = dot_codex / "hooks.json"
         if json_path.is_file():
-            try:
-                doc = json.loads(json_path.read_text(encoding="utf-8"))
-            except (OSError, ValueError, UnicodeDecodeError) as exc:
-                unreadable.append(f"{json_path} cannot be parsed ({exc}): Codex skips every hook in it; fix the file")
-                doc = {}
-            hooks += _hooks_in(json_path, _table(doc, "hooks"), states, needs_project_trust=True)
+            hooks += _hooks_json(json_path, states, unreadable, needs_project_trust=True)
         toml_path = dot_codex / "config.toml"
         if toml_path.is_file():
             try:

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from openai_standin import API_KEY_ENV, PROVIDER, Reply, Server, StandIn, shell_call, text_reply
 
-from scheduler._codex_trust import codex_hook_hash, codex_hook_key, codex_hook_trust
+from scheduler._codex_trust import codex_hook_trust, owner_trust_toml
 
 pytestmark = pytest.mark.slow
 
@@ -65,11 +65,8 @@ def install_codex_hooks(
         json.dumps({"hooks": {event: [{"hooks": [{"type": "command", "command": cmd}]}] for event, cmd in commands.items()}}, indent=2)
     )
     if trust:
-        lines = [f'\n[projects."{project}"]', 'trust_level = "trusted"']
-        for event, cmd in commands.items():
-            lines += [f'[hooks.state."{codex_hook_key(hooks_json, event, 0, 0)}"]', f'trusted_hash = "{codex_hook_hash(event, cmd)}"']
         with (codex_home / "config.toml").open("a") as fh:
-            fh.write("\n".join(lines) + "\n")
+            fh.write("\n" + owner_trust_toml(hooks_json, commands, project))
     return commands
 
 
@@ -336,6 +333,13 @@ def _git_subdir(world: CodexWorld, trusted: Path) -> Path:
     return world.project / "sub"
 
 
+def _to_codex_home(world: CodexWorld) -> None:
+    """Move the hooks to Codex's own home, where they need no project trust."""
+    (world.project / ".codex" / "hooks.json").rename(world.codex_home / "hooks.json")
+    _edit_config(world, f"{world.project}/.codex/hooks.json:", f"{world.codex_home}/hooks.json:")
+    _edit_config(world, 'trust_level = "trusted"', 'trust_level = "untrusted"')
+
+
 TRUST_CASES = {
     # case: (what the owner did after install_codex_hooks(trust=True), Codex runs the hook, why not)
     "trusted": (lambda w: None, True, None),
@@ -352,6 +356,7 @@ TRUST_CASES = {
         False,
         "hooks are turned off",
     ),
+    "user_hooks_json_trusted": (_to_codex_home, True, None),
     "git_subdir_trusted_at_checkout": (lambda w: _git_subdir(w, w.project), True, None),
     "git_subdir_trusted_at_subdir_only": (lambda w: _git_subdir(w, w.project / "sub"), False, "does not trust the project"),
 }
