@@ -7,7 +7,8 @@ server-sent event stream; anything else Codex asks at start (the models list, ..
 with an empty but well-formed document and counted apart from model calls.
 
 A script is a list of replies, one per model call, in order; when it runs out, ``default`` is
-used. A reply is a list of output items (``message``, ``shell_call``) and the usage it reports.
+used. The server is also the client's HTTP(S) proxy: whatever Codex tries to reach on the
+internet is refused and logged as an escape. A reply is a list of output items (``message``, ``shell_call``) and the usage it reports.
 """
 
 from __future__ import annotations
@@ -84,6 +85,12 @@ class StandIn:
         """Everything else Codex asked (models list, ...): never a model wake."""
         with self._lock:
             return [r for r in self.log if not (r.method == "POST" and r.path.rstrip("/").endswith("/responses"))]
+
+    @property
+    def escapes(self) -> list[Logged]:
+        """Requests meant for the internet that reached us as the client's proxy: none may."""
+        with self._lock:
+            return [r for r in self.log if r.method == "CONNECT" or r.path.startswith("http")]
 
     def record(self, entry: Logged) -> None:
         with self._lock:
@@ -177,6 +184,13 @@ def _handler(standin: StandIn) -> type[BaseHTTPRequestHandler]:
             else:
                 self._send(404, "application/json", b'{"error": {"message": "not here"}}')
 
+        def do_CONNECT(self) -> None:
+            # Also the client's HTTPS proxy, so that anything headed for the internet is seen
+            # (and refused) here rather than leaving the machine.
+            standin.record(Logged("CONNECT", self.path, None))
+            self._send(403, "text/plain", b"offline")
+            self.close_connection = True
+
         def do_POST(self) -> None:
             body = self._body()
             standin.record(Logged("POST", self.path, body))
@@ -197,6 +211,11 @@ class Server:
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, name="openai-standin", daemon=True)
         self.thread.start()
+
+    @property
+    def proxy_url(self) -> str:
+        """What HTTPS_PROXY must say so that any request for the internet lands here."""
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
 
     @property
     def base_url(self) -> str:

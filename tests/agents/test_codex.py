@@ -90,9 +90,11 @@ class CodexWorld:
         self.project.mkdir()
         self.db = str(self.root / "floorgate.db")
         # Offline and quiet: our provider only (its key from the env), no update check, no
-        # analytics; the model's metadata is unknown to Codex, which it only warns about.
+        # analytics, no plugin sync (which reaches github.com and chatgpt.com); the model's
+        # metadata is unknown to Codex, which it only warns about.
         (self.codex_home / "config.toml").write_text(
             f'model = "gpt-standin"\nmodel_provider = "{PROVIDER}"\ncheck_for_update_on_startup = false\n\n'
+            "[features]\nplugins = false\n\n"
             f'[model_providers.{PROVIDER}]\nname = "stand-in"\nbase_url = "{self.server.base_url}"\nwire_api = "responses"\n'
             f'env_key = "{API_KEY_ENV}"\nrequest_max_retries = 0\nstream_max_retries = 0\n\n[analytics]\nenabled = false\n'
         )
@@ -109,6 +111,9 @@ class CodexWorld:
             "CODEX_HOME": str(self.codex_home),
             API_KEY_ENV: "sk-standin",
             "LANG": "C.UTF-8",
+            "HTTPS_PROXY": self.server.proxy_url,
+            "HTTP_PROXY": self.server.proxy_url,
+            "NO_PROXY": "127.0.0.1,localhost",
         }
 
     def codex_argv(self, prompt: str, *, json_events: bool = True) -> list[str]:
@@ -144,6 +149,7 @@ def world(tmp_path: Path, codex_cli: Path):  # type: ignore[no-untyped-def]
     server = Server()
     try:
         yield CodexWorld(tmp_path, codex_cli, server)
+        assert server.standin.escapes == [], "Codex tried to reach the internet"
     finally:
         server.close()
 
@@ -244,7 +250,8 @@ def _managed_lane(world: CodexWorld, compute: dict, *, argv_wrap: str | None = N
         argv = ["sh", "-c", argv_wrap.format(codex=shlex.join(argv))]
     world.floorgate(
         "automation", "add", "work", "--goal", GOAL, "--agent", AGENT, "--schedule", "every 1h",
-        "--cwd", str(world.project), "--env", "CODEX_HOME", "--env", API_KEY_ENV, "--meter", "codex-json", "--", *argv,
+        "--cwd", str(world.project), "--env", "CODEX_HOME", "--env", API_KEY_ENV, "--env", "HTTPS_PROXY", "--env", "HTTP_PROXY",
+        "--env", "NO_PROXY", "--meter", "codex-json", "--", *argv,
     )  # fmt: skip
     install_codex_hooks(world.project, world.codex_home, db=world.db, automation="work")
 
@@ -352,7 +359,7 @@ TRUST_CASES = {
     "hook_edited_after_trust": (lambda w: _edit_hooks(w, "--wake", " --wake"), False, "changed since it was trusted"),
     "hook_disabled": (lambda w: _edit_config(w, "trusted_hash", "enabled = false\ntrusted_hash"), False, "is disabled"),
     "hooks_feature_off": (
-        lambda w: _edit_config(w, "[analytics]", "[features]\ncodex_hooks = false\n\n[analytics]"),
+        lambda w: _edit_config(w, "plugins = false", "plugins = false\nhooks = false"),
         False,
         "hooks are turned off",
     ),
