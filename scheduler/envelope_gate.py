@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
@@ -72,6 +73,9 @@ class TurnGate:
     refusal: Verdict | None = None
     deadline_cap: timedelta | None = None
     problem: str | None = None
+
+
+_BOUND_IN_REASON = re.compile(r"compute bound exhausted: (max_\w+)=")
 
 
 def _stuck(reason: str, bound: str | None = None) -> Verdict:
@@ -251,9 +255,24 @@ class EnvelopeGate:
         mission = self.missions.get(mission.mission_id)
         if verdict.bound == "max_wall_seconds":  # the executor killed the host at the mission's deadline
             return self.exhaust(automation, mission, "max_wall_seconds", envelope.max_wall_seconds + mission.extra_wall_seconds)
+        if verdict.status in ("succeeded", "failed") and mission.status in ("stuck", "awaiting_owner"):
+            # A hook stopped the mission while the host ran (the PreToolUse hook refused the call
+            # past max_tool_calls); the host then ends normally, but the turn is what stopped it.
+            return self._stuck_during_turn(mission)
         if verdict.status == "succeeded" and mission.status == "open":
             self.missions.settle(mission.mission_id, MissionStatus.SUCCEEDED, "completed")
         return verdict
+
+    def _stuck_during_turn(self, mission: Mission) -> Verdict:
+        reason = mission.stop_reason or f"mission {mission.mission_id} is {mission.status}"
+        if mission.status == "awaiting_owner":
+            ask = next(iter(self.approvals.pending(mission.mission_id)), None)
+            reason = f"awaiting owner: floorgate approve {ask.approval_id} or floorgate deny {ask.approval_id}" if ask else reason
+            bound = ask.bound if ask else None
+        else:
+            found = _BOUND_IN_REASON.search(reason)
+            bound = found.group(1) if found else None
+        return _stuck(reason, bound)
 
     # -- tool dispatch -------------------------------------------------------------------------
     def count_tool_call(self, automation: Automation, mission: Mission) -> str | None:

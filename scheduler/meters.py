@@ -5,8 +5,10 @@
   events sharing its id, so usage is counted once per id (the last event wins). The ``result``
   event carries ``num_turns``, the total ``usage``, ``total_cost_usd`` and a ``subtype``
   (``success``, ``error_max_turns``, ``error_during_execution``...).
-- ``codex-json``: Codex's ``exec --json``. ``turn.completed`` carries ``usage`` (input_tokens,
-  cached_input_tokens, output_tokens); ``item.*`` events carry command executions and tool calls.
+- ``codex-json``: Codex's ``exec --json``. ``turn.completed`` carries the turn's ``usage`` summed
+  over its model calls (input_tokens, cached_input_tokens and cache_write_input_tokens within
+  input, output_tokens, reasoning_output_tokens within output, as in 0.171); ``item.*`` events
+  carry command executions and tool calls (a call a PreToolUse hook refused prints no item).
 - ``jsonl``: floorgate's own protocol for any other host: one JSON object per line with
   ``"floorgate_usage": 1``, ``"request_id"``, ``"input_tokens"``, ``"output_tokens"`` (or
   ``"total_tokens"``) and optionally ``"model"`` and ``"backend"``; other lines are ignored.

@@ -1,0 +1,386 @@
+"""floorgate's hooks and meter against the real Codex 0.171 (``codex exec``), run offline.
+
+Each test gets its own HOME, CODEX_HOME, project and SQLite store under tmp_path, and a stand-in
+for the Responses API that counts model calls (openai_standin). What Codex does is asserted by
+those counts, never by timing.
+
+Codex facts these tests stand on (0.171.0): a UserPromptSubmit/PreToolUse command hook blocks on
+exit 2 *with a non-empty stderr* (exit 2 without stderr, any other exit code, a missing command
+(127) and a hook timeout all let the prompt or call through); ``codex exec`` exits 0 either way
+and prints no reason; a hook runs only when its project is trusted and its hash is recorded as
+trusted in ``$CODEX_HOME/config.toml`` (see scheduler/_codex_trust.py), otherwise it is skipped
+without a word.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+from openai_standin import API_KEY_ENV, PROVIDER, Reply, Server, StandIn, shell_call, text_reply
+
+from scheduler._codex_trust import codex_hook_trust, owner_trust_toml
+
+pytestmark = pytest.mark.slow
+
+FLOORGATE = Path(sys.executable).with_name("floorgate")  # the console script of this venv
+GOAL, AGENT = "inbox", "triage"
+CODEX_TIMEOUT = 120  # a hang is a failure, not a wait
+
+
+def blocking(command: str) -> str:
+    """A hook command that blocks whenever ``command`` fails, however it fails: Codex lets a
+    prompt through on any exit code but 2, and on 2 without stderr (a missing floorgate is 127)."""
+    return f'{command} || {{ echo "floorgate hook failed (exit $?)" >&2; exit 2; }}'
+
+
+def install_codex_hooks(
+    project: Path,
+    codex_home: Path,
+    *,
+    db: str,
+    automation: str,
+    floorgate: Path = FLOORGATE,
+    wake: str = "automatic",
+    trust: bool = True,
+    wrap=blocking,  # type: ignore[no-untyped-def]
+) -> dict[str, str]:
+    """Configure floorgate's Codex hooks for ``project`` (what ``floorgate hook install codex``
+    is to do): ``.codex/hooks.json`` with a UserPromptSubmit hook for the lane and a PreToolUse
+    hook, and, with ``trust``, the owner's trust in ``$CODEX_HOME/config.toml`` (the project's
+    trust_level and each hook's trusted_hash). Returns the commands by event."""
+    fg = shlex.quote(str(floorgate))
+    prompt = f"{fg} --db {shlex.quote(db)} hook user-prompt-submit --goal {GOAL} --agent {AGENT} --automation {automation} --wake {wake}"
+    commands = {"UserPromptSubmit": wrap(prompt), "PreToolUse": wrap(f"{fg} hook pre-tool-use")}
+    hooks_json = project / ".codex" / "hooks.json"
+    hooks_json.parent.mkdir(parents=True, exist_ok=True)
+    hooks_json.write_text(
+        json.dumps({"hooks": {event: [{"hooks": [{"type": "command", "command": cmd}]}] for event, cmd in commands.items()}}, indent=2)
+    )
+    if trust:
+        with (codex_home / "config.toml").open("a") as fh:
+            fh.write("\n" + owner_trust_toml(hooks_json, commands, project))
+    return commands
+
+
+@dataclass
+class CodexWorld:
+    """One hermetic Codex setup: HOME, CODEX_HOME, a project, a store and the provider stand-in."""
+
+    root: Path
+    cli: Path
+    server: Server
+    home: Path = field(init=False)
+    codex_home: Path = field(init=False)
+    project: Path = field(init=False)
+    db: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.home = self.root / "home"
+        self.codex_home = self.home / ".codex"
+        self.project = self.root / "project"
+        self.codex_home.mkdir(parents=True)
+        self.project.mkdir()
+        self.db = str(self.root / "floorgate.db")
+        # Offline and quiet: our provider only (its key from the env), no update check, no
+        # analytics, no plugin sync (which reaches github.com and chatgpt.com); the model's
+        # metadata is unknown to Codex, which it only warns about.
+        (self.codex_home / "config.toml").write_text(
+            f'model = "gpt-standin"\nmodel_provider = "{PROVIDER}"\ncheck_for_update_on_startup = false\n\n'
+            "[features]\nplugins = false\n\n"
+            f'[model_providers.{PROVIDER}]\nname = "stand-in"\nbase_url = "{self.server.base_url}"\nwire_api = "responses"\n'
+            f'env_key = "{API_KEY_ENV}"\nrequest_max_retries = 0\nstream_max_retries = 0\n\n[analytics]\nenabled = false\n'
+        )
+
+    @property
+    def standin(self) -> StandIn:
+        return self.server.standin
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(self.home),
+            "CODEX_HOME": str(self.codex_home),
+            API_KEY_ENV: "sk-standin",
+            "LANG": "C.UTF-8",
+            "HTTPS_PROXY": self.server.proxy_url,
+            "HTTP_PROXY": self.server.proxy_url,
+            "NO_PROXY": "127.0.0.1,localhost",
+        }
+
+    def codex_argv(self, prompt: str, *, json_events: bool = True) -> list[str]:
+        # Tool calls run unsandboxed: the sandbox's bubblewrap is not what these tests qualify.
+        flags = ["--json"] if json_events else []
+        return [str(self.cli), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", *flags, prompt]
+
+    def codex(self, prompt: str = "wake up", *, json_events: bool = True, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            self.codex_argv(prompt, json_events=json_events),
+            cwd=cwd or self.project,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=CODEX_TIMEOUT,
+        )
+
+    def floorgate(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        out = subprocess.run(
+            [str(FLOORGATE), "--db", self.db, *args], cwd=self.project, env=self.env, capture_output=True, text=True, timeout=CODEX_TIMEOUT
+        )
+        if check and out.returncode != 0:
+            raise AssertionError(f"floorgate {' '.join(args)} exited {out.returncode}: {out.stderr}")
+        return out
+
+    def floorgate_json(self, *args: str) -> dict:  # type: ignore[type-arg]
+        return json.loads(self.floorgate(*args, "--json").stdout)
+
+
+@pytest.fixture
+def world(tmp_path: Path, codex_cli: Path):  # type: ignore[no-untyped-def]
+    server = Server()
+    try:
+        yield CodexWorld(tmp_path, codex_cli, server)
+        assert server.standin.escapes == [], "Codex tried to reach the internet"
+    finally:
+        server.close()
+
+
+def _external_lane(world: CodexWorld, automation: str = "morning") -> None:
+    world.floorgate("policy", "set", f"{GOAL}/{AGENT}", "--min-interval", "24h", "--revision", "0", "--owner-ref", "qual")
+    world.floorgate(
+        "automation", "add", automation, "--goal", GOAL, "--agent", AGENT, "--schedule", "daily at 09:00 UTC", "--timer", "external"
+    )
+
+
+def _iso_z(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+# -- UserPromptSubmit ----------------------------------------------------------------------------
+
+
+def test_prompt_inside_the_floor_never_reaches_the_model(world: CodexWorld) -> None:
+    _external_lane(world)
+    commands = install_codex_hooks(world.project, world.codex_home, db=world.db, automation="morning")
+
+    first = world.codex()
+    assert first.returncode == 0, first.stderr
+    assert len(world.standin.model_calls) == 1
+    (start,) = world.floorgate_json("starts", "--goal", GOAL)["starts"]
+    assert start["automation"] == "morning" and start["phase"] == "confirmed"
+    # The hook answered from inside Codex: the lane's guarantee is now the pre-model hook.
+    assert world.floorgate_json("automation", "show", "morning")["timer"]["guarantee"] == "pre-model hook"
+
+    second = world.codex(json_events=False)
+    assert len(world.standin.model_calls) == 1  # the second wake cost nothing
+    assert "hook: UserPromptSubmit Blocked" in second.stderr
+    assert len(world.floorgate_json("starts", "--goal", GOAL)["starts"]) == 1
+
+    # codex exec prints no hook reason; the same command says exactly when the lane may run.
+    payload = json.dumps({"session_id": "s", "hook_event_name": "UserPromptSubmit", "prompt": "wake up", "cwd": str(world.project)})
+    told = subprocess.run(
+        ["sh", "-c", commands["UserPromptSubmit"]], input=payload, capture_output=True, text=True, env=world.env, timeout=60
+    )
+    assert told.returncode == 2
+    due = _iso_z(start["anchor_at"]) + timedelta(hours=24)
+    assert f"may not wake the model before {due.isoformat().replace('+00:00', 'Z')}" in told.stderr
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["store_unopenable", "payload_corrupt", "floorgate_missing"],
+)
+def test_prompt_hook_fails_closed_inside_codex(world: CodexWorld, case: str) -> None:
+    _external_lane(world)
+    db, floorgate, wrap = world.db, FLOORGATE, blocking
+    if case == "store_unopenable":
+        db = str(world.root / "no-such-dir" / "floorgate.db")
+    elif case == "floorgate_missing":
+        floorgate = world.root / "not-installed" / "floorgate"
+    else:
+
+        def wrap(command: str) -> str:
+            return blocking(f"printf '{{not json' | {command}")
+
+    install_codex_hooks(world.project, world.codex_home, db=db, automation="morning", floorgate=floorgate, wrap=wrap)
+    out = world.codex(json_events=False)
+    assert "hook: UserPromptSubmit Blocked" in out.stderr, out.stderr
+    assert world.standin.model_calls == []
+
+
+def test_a_bare_missing_floorgate_lets_the_prompt_through(world: CodexWorld) -> None:
+    """Why install_codex_hooks wraps the command: Codex reads exit 127 as a hook error, not a block."""
+    _external_lane(world)
+    install_codex_hooks(
+        world.project, world.codex_home, db=world.db, automation="morning", floorgate=world.root / "nope" / "floorgate", wrap=str
+    )
+    world.codex()
+    assert len(world.standin.model_calls) == 1
+
+
+# -- PreToolUse and the meter, inside a managed turn ----------------------------------------------
+
+
+def _managed_lane(world: CodexWorld, compute: dict, *, argv_wrap: str | None = None) -> None:  # type: ignore[type-arg]
+    """A floorgate-launched automation whose host is ``codex exec --json`` read by the codex-json meter."""
+    world.floorgate(
+        "policy",
+        "set",
+        f"{GOAL}/{AGENT}",
+        "--min-interval",
+        "0",
+        "--revision",
+        "0",
+        "--owner-ref",
+        "qual",
+        "--compute",
+        json.dumps(compute),
+    )
+    argv = world.codex_argv("work through the task")
+    if argv_wrap is not None:
+        argv = ["sh", "-c", argv_wrap.format(codex=shlex.join(argv))]
+    world.floorgate(
+        "automation", "add", "work", "--goal", GOAL, "--agent", AGENT, "--schedule", "every 1h",
+        "--cwd", str(world.project), "--env", "CODEX_HOME", "--env", API_KEY_ENV, "--env", "HTTPS_PROXY", "--env", "HTTP_PROXY",
+        "--env", "NO_PROXY", "--meter", "codex-json", "--", *argv,
+    )  # fmt: skip
+    install_codex_hooks(world.project, world.codex_home, db=world.db, automation="work")
+
+
+def _turn(world: CodexWorld) -> subprocess.CompletedProcess[str]:
+    return world.floorgate("turn", "run", "work", "--state-dir", str(world.root / "state"), check=False)
+
+
+def _mission(world: CodexWorld) -> dict:  # type: ignore[type-arg]
+    (latest, *_) = world.floorgate_json("mission", "list", "--automation", "work")["missions"]
+    return latest
+
+
+def test_the_tool_call_past_max_tool_calls_is_refused_and_the_mission_is_stuck(world: CodexWorld) -> None:
+    world.standin.script = [Reply((shell_call("echo ran >> marker"),)) for _ in range(6)] + [text_reply("done")]
+    _managed_lane(world, {"max_tool_calls": 3})
+
+    out = _turn(world)
+    assert (world.project / "marker").read_text().splitlines() == ["ran"] * 3, out.stderr
+    mission = _mission(world)
+    assert mission["status"] == "stuck" and mission["tool_calls"] == 3
+    assert "compute bound exhausted: max_tool_calls=3" in mission["stop_reason"]
+    # Codex exits 0 after a refused call; the turn is still the one the envelope stopped.
+    assert out.returncode == 5 and "stuck" in out.stdout, out.stdout
+    assert world.floorgate_json("automation", "show", "work")["state"] == "held"
+    # The model was told why: Codex hands the hook's stderr back as the call's output.
+    refused = [
+        item["output"]
+        for call in world.standin.model_calls
+        for item in call.body["input"]
+        if isinstance(item, dict) and item.get("type") == "function_call_output" and "floorgate" in str(item.get("output"))
+    ]
+    assert refused and "Command blocked by PreToolUse hook: floorgate:" in refused[0]
+
+
+def test_codex_json_meter_records_what_the_provider_reported(world: CodexWorld) -> None:
+    world.standin.script = [
+        Reply((shell_call("echo ran >> marker"),), input_tokens=1200, output_tokens=80, cached_tokens=500),
+        Reply(text_reply("done").items, input_tokens=1400, output_tokens=30, cached_tokens=1100),
+    ]
+    _managed_lane(world, {"max_tokens": 1_000_000})
+
+    out = _turn(world)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert len(world.standin.model_calls) == 2
+    mission = _mission(world)
+    assert mission["tokens"] == (1200 + 80) + (1400 + 30)  # cached input is part of input, counted once
+
+
+@pytest.mark.parametrize(
+    "compute, bound", [({"max_turns": 2}, "max_turns=2"), ({"max_tokens": 250}, "max_tokens=250")], ids=["max_turns", "max_tokens"]
+)
+def test_turn_and_token_bounds_stop_a_mission_of_several_codex_turns(world: CodexWorld, compute: dict, bound: str) -> None:  # type: ignore[type-arg]
+    # Each turn spends 150 tokens and then fails, so the mission goes on to its next turn.
+    world.standin.default = text_reply("not yet", input_tokens=100, output_tokens=50)
+    _managed_lane(world, compute, argv_wrap="{codex}; exit 1")
+
+    assert [_turn(world).returncode for _ in range(2)] == [5, 5]  # failed turns (exit 1), mission open
+    assert len(world.standin.model_calls) == 2 and _mission(world)["tokens"] == 300
+    third = _turn(world)
+    assert third.returncode == 5 and bound in third.stdout, third.stdout
+    assert len(world.standin.model_calls) == 2  # the bound stopped it before Codex ran again
+    mission = _mission(world)
+    assert mission["status"] == "stuck" and mission["turns"] == 2
+
+
+# -- trust: will Codex run the hooks at all? -------------------------------------------------------
+
+
+def _edit_config(world: CodexWorld, old: str, new: str) -> None:
+    config = world.codex_home / "config.toml"
+    text = config.read_text()
+    assert old in text
+    config.write_text(text.replace(old, new))
+
+
+def _edit_hooks(world: CodexWorld, old: str, new: str) -> None:
+    hooks = world.project / ".codex" / "hooks.json"
+    hooks.write_text(hooks.read_text().replace(old, new))
+
+
+def _git_subdir(world: CodexWorld, trusted: Path) -> Path:
+    subprocess.run(["git", "init", "-q", str(world.project)], check=True, timeout=60)
+    (world.project / "sub").mkdir()
+    _edit_config(world, f'[projects."{world.project}"]', f'[projects."{trusted}"]')
+    return world.project / "sub"
+
+
+def _to_codex_home(world: CodexWorld) -> None:
+    """Move the hooks to Codex's own home, where they need no project trust."""
+    (world.project / ".codex" / "hooks.json").rename(world.codex_home / "hooks.json")
+    _edit_config(world, f"{world.project}/.codex/hooks.json:", f"{world.codex_home}/hooks.json:")
+    _edit_config(world, 'trust_level = "trusted"', 'trust_level = "untrusted"')
+
+
+TRUST_CASES = {
+    # case: (what the owner did after install_codex_hooks(trust=True), Codex runs the hook, why not)
+    "trusted": (lambda w: None, True, None),
+    "hook_never_trusted": (lambda w: _edit_config(w, "trusted_hash", "# trusted_hash"), False, "is not trusted"),
+    "project_not_trusted": (
+        lambda w: _edit_config(w, 'trust_level = "trusted"', 'trust_level = "untrusted"'),
+        False,
+        "does not trust the project",
+    ),
+    "hook_edited_after_trust": (lambda w: _edit_hooks(w, "--wake", " --wake"), False, "changed since it was trusted"),
+    "hook_disabled": (lambda w: _edit_config(w, "trusted_hash", "enabled = false\ntrusted_hash"), False, "is disabled"),
+    "hooks_feature_off": (
+        lambda w: _edit_config(w, "plugins = false", "plugins = false\nhooks = false"),
+        False,
+        "hooks are turned off",
+    ),
+    "user_hooks_json_trusted": (_to_codex_home, True, None),
+    "git_subdir_trusted_at_checkout": (lambda w: _git_subdir(w, w.project), True, None),
+    "git_subdir_trusted_at_subdir_only": (lambda w: _git_subdir(w, w.project / "sub"), False, "does not trust the project"),
+}
+
+
+@pytest.mark.parametrize("case", list(TRUST_CASES))
+def test_codex_trust_is_read_from_disk_as_codex_decides(world: CodexWorld, case: str) -> None:
+    change, runs, why = TRUST_CASES[case]
+    # A prompt hook that blocks whenever it runs (its floorgate is missing): a model call means
+    # Codex skipped it.
+    install_codex_hooks(world.project, world.codex_home, db=world.db, automation="morning", floorgate=world.root / "absent" / "floorgate")
+    cwd = change(world) or world.project
+
+    trust = codex_hook_trust(cwd, world.codex_home)
+    assert trust.runs("UserPromptSubmit") is runs
+    if why is not None:
+        assert why in (trust.why_not("UserPromptSubmit") or "")
+
+    world.codex(cwd=cwd)
+    assert len(world.standin.model_calls) == (0 if runs else 1)
