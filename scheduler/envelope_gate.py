@@ -249,8 +249,11 @@ class EnvelopeGate:
             if bad:
                 reason = f"host reported {', '.join(sorted(bad))}, outside the envelope's allowlist"
                 if self.mode == "enforce":
-                    self.missions.settle(mission.mission_id, MissionStatus.STUCK, reason)  # the mission stops here
-                    return verdict
+                    # The mission stops here, and so does this turn: stuck, so its automation is
+                    # held now rather than at the next turn's start.
+                    self.missions.settle(mission.mission_id, MissionStatus.STUCK, reason)
+                    allowlist = "model_allowlist" if any(m in bad for m in usage.models) else "backend_allowlist"
+                    return _stuck(reason, allowlist)
                 self._observed(mission, reason)
         mission = self.missions.get(mission.mission_id)
         if verdict.bound == "max_wall_seconds":  # the executor killed the host at the mission's deadline

@@ -216,9 +216,13 @@ def test_reported_model_outside_the_allowlist_stops_the_mission(store, tmp_path)
     envelope(store, clock, '{"model_allowlist": ["small"]}')
     line = json.dumps({"floorgate_usage": 1, "request_id": "r1", "total_tokens": 10, "model": "huge"})
     auto = automation(store, clock, f"print({line!r})", model="small", meter="jsonl")
-    run(store, clock, tmp_path, auto)
+    turn = run(store, clock, tmp_path, auto)
     mission = Missions(store, clock).recent("x", 1)[0]
     assert mission.status == "stuck" and "huge" in mission.stop_reason
+    # The turn that reported it is stuck too, and the automation is held at once.
+    assert turn.verdict.status == "stuck" and turn.verdict.bound == "model_allowlist" and "huge" in turn.verdict.stop_reason
+    held = Automations(store, clock).get("x")
+    assert held.state == "held" and held.hold_kind == "mission_stuck"
 
 
 def test_malformed_block_fails_closed_in_enforce_and_runs_unbounded_in_observe(store, tmp_path) -> None:
