@@ -167,6 +167,10 @@ class HostRuntime:
     def wait(self, timeout: float | None = None) -> bool:
         return self._stop.wait(timeout)
 
+    def armed(self) -> dict[str, datetime | None]:
+        """automation id -> the next fire its live timer will make (None: nothing more to fire)."""
+        return {job.id: job.next_run_time for job in self.scheduler.get_jobs()}
+
     def holds(self) -> dict[str, str]:
         """automation id -> why this host keeps it un-armed (a row it cannot decode or plan)."""
         with self._lock:

@@ -76,6 +76,18 @@ def test_status_and_observed_follow_a_real_host(tmp_path) -> None:  # type: igno
     finally:
         code, log = stop(host)
     assert code == 0, log
+    assert "armed 1 timer(s), held 0 automation(s)" in log and "  x: next fire 20" in log  # what it armed, at start
     after = json.loads(run_cli("status", "--json", db=db).stdout)
     assert after["hosts"][0]["alive"] is False and after["hosts"][0]["stopped_at"] is not None
     assert after["automations"][0]["next_fire_at"] is None and after["automations"][0]["no_timer_host"]
+
+
+def test_run_log_level_warning_keeps_the_start_quiet(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    db = str(tmp_path / "fg.db")
+    assert (
+        run_cli("automation", "add", "x", "--goal", "g", "--agent", "a", "--schedule", "every 1h", "--", "/bin/true", db=db).returncode == 0
+    )
+    host = start_host(f"sqlite:///{db}", tmp_path / "state", "--log-level", "warning")
+    wait_for(lambda: json.loads(run_cli("status", "--json", db=db).stdout)["hosts"], what="the host's heartbeat")
+    code, log = stop(host)
+    assert code == 0 and "armed" not in log and "running on" not in log, log

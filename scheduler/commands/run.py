@@ -6,8 +6,10 @@ import argparse
 import logging
 import signal
 import sys
+from datetime import datetime, timezone
 
 from admission import InvalidInput
+from admission.clock import iso
 from admission.intervals import format_interval, parse_interval
 
 from ..cli import EXIT_OK, Context, add_common
@@ -24,8 +26,27 @@ def register(sub: argparse._SubParsersAction) -> None:
         # The host policy is the deployment's, in the store: a host never plans differently.
         p.add_argument(flag, help="must equal the stored host policy; change it with 'floorgate settings set'")
     p.add_argument("--envelope-mode", choices=[m.value for m in EnvelopeMode], help="default $FLOORGATE_ENVELOPE_MODE, else enforce")
+    p.add_argument("--log-level", choices=LOG_LEVELS, default="info", help="what the host logs on stderr (default info)")
     add_common(p)
     p.set_defaults(handler=_run)
+
+
+LOG_LEVELS = ["debug", "info", "warning", "error"]
+_SHOWN = 20  # armed timers named at start; the rest are counted
+
+
+def _say_what_is_armed(runtime: HostRuntime) -> None:
+    """At start: which timers are armed and their next fires, and which automations are held."""
+    say = logging.getLogger("floorgate.run")
+    armed = sorted(runtime.armed().items(), key=lambda kv: (kv[1] is None, kv[1] or datetime.max.replace(tzinfo=timezone.utc)))
+    holds = runtime.holds()
+    say.info("armed %d timer(s), held %d automation(s)", len(armed), len(holds))
+    for automation_id, nxt in armed[:_SHOWN]:
+        say.info("  %s: next fire %s", automation_id, iso(nxt) if nxt is not None else "none (its schedule has ended)")
+    if len(armed) > _SHOWN:
+        say.info("  ... and %d more ('floorgate status' lists them all)", len(armed) - _SHOWN)
+    for automation_id, why in sorted(holds.items())[:_SHOWN]:
+        say.warning("  %s: held: %s", automation_id, why)
 
 
 def _run(ctx: Context) -> int:
@@ -44,7 +65,9 @@ def _run(ctx: Context) -> int:
             )
     if not 1 <= a.workers <= 256:
         raise InvalidInput("--workers", "give 1..256")
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=getattr(logging, a.log_level.upper()), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
     logging.getLogger("alembic").setLevel(logging.WARNING)
     settings = ctx.app.settings
@@ -68,6 +91,7 @@ def _run(ctx: Context) -> int:
         format_interval(stored.policy.backoff_initial),
         format_interval(stored.policy.backoff_cap),
     )
+    _say_what_is_armed(runtime)
     while not runtime.wait(1.0):
         pass
     runtime.stop()
