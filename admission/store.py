@@ -222,7 +222,17 @@ class Store:
 def _first_line(exc: BaseException) -> str:
     orig = getattr(exc, "orig", None) or exc
     lines = str(orig).strip().splitlines()
-    return f"{type(orig).__name__}: {lines[0] if lines else ''}"
+    first = lines[0] if lines else ""
+    return f"{type(orig).__name__}: {first}{_access_hint(type(orig).__name__, first)}"
+
+
+def _access_hint(kind: str, message: str) -> str:
+    """What access a write lacks, when the database says it was refused for want of it."""
+    if kind == "InsufficientPrivilege":
+        return " (this command writes: the store's PostgreSQL user needs SELECT, INSERT, UPDATE and DELETE on the fg_* tables)"
+    if "readonly database" in message or "read-only" in message:
+        return " (this command writes: it needs write access to the SQLite file and its directory)"
+    return ""
 
 
 def _sqlite_engine(url: str) -> Engine:

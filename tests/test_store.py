@@ -75,3 +75,36 @@ def test_bad_urls_are_invalid_input(url: str) -> None:
     with pytest.raises(InvalidInput) as err:
         open_store(url)
     assert err.value.field == "db"
+
+
+def test_a_write_on_a_read_only_postgresql_user_names_the_access_it_lacks(store) -> None:  # type: ignore[no-untyped-def]
+    """Reads work for a user that may only SELECT; a write says which access is missing."""
+    if store.dialect != "postgresql":
+        pytest.skip("database roles are PostgreSQL's (a SQLite file's access is the file system's)")
+    import psycopg
+
+    from cli import run_cli
+    from conftest import _pg_schema_of, _psycopg_dsn
+
+    pg_url = store.url
+    assert run_cli("policy", "set", "g/a", "--min-interval", "1h", "--revision", "0", "--owner-ref", "o", db=pg_url).returncode == 0
+    schema = _pg_schema_of(pg_url)
+    role = f"fg_ro_{schema[-8:]}"
+    with psycopg.connect(_psycopg_dsn(pg_url), autocommit=True) as conn:
+        conn.execute(f'DROP ROLE IF EXISTS "{role}"')
+        conn.execute(f'CREATE ROLE "{role}" LOGIN')
+        conn.execute(f'GRANT USAGE ON SCHEMA "{schema}" TO "{role}"')
+        conn.execute(f'GRANT SELECT ON ALL TABLES IN SCHEMA "{schema}" TO "{role}"')
+    try:
+        read_only = pg_url.replace("://postgres@", f"://{role}@", 1)
+        assert read_only != pg_url
+        shown = run_cli("policy", "show", "g/a", "--json", db=read_only)
+        assert shown.returncode == 0, shown.stderr
+        refused = run_cli("policy", "set", "g/a", "--min-interval", "2h", "--revision", "1", "--owner-ref", "o", db=read_only)
+        assert refused.returncode == 1 and "needs SELECT, INSERT, UPDATE and DELETE" in refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1
+    finally:
+        with psycopg.connect(_psycopg_dsn(pg_url), autocommit=True) as conn:
+            conn.execute(f'REVOKE ALL ON ALL TABLES IN SCHEMA "{schema}" FROM "{role}"')
+            conn.execute(f'REVOKE ALL ON SCHEMA "{schema}" FROM "{role}"')
+            conn.execute(f'DROP ROLE "{role}"')
