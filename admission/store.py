@@ -258,9 +258,12 @@ def open_store(url: str | None = None) -> Store:
         database = parsed.database or ""
         if database in ("", ":memory:"):
             raise InvalidInput("db", "an in-memory SQLite database cannot hold durable admission; give a file path")
-        parent = Path(database).expanduser().resolve().parent
-        if not parent.is_dir():
-            raise InvalidInput("db", f"directory {parent} does not exist; create it or choose another path")
+        path = Path(database).expanduser().resolve()
+        if not path.parent.is_dir():
+            raise InvalidInput("db", f"directory {path.parent} does not exist; create it or choose another path")
+        # The URL handed on (to a managed turn's hooks, a crontab line) must name this file from
+        # any working directory, so a relative path is made absolute here, once.
+        resolved = parsed.set(database=str(path)).render_as_string(hide_password=False)
         engine = _sqlite_engine(resolved)
     elif backend == "postgresql":
         if parsed.get_driver_name() != "psycopg":
