@@ -434,6 +434,15 @@ def test_claude_stream_json_counts_each_message_once() -> None:
     assert usage.models == {"claude-sonnet-4-5"} and usage.total_cost_usd == pytest.approx(0.1924)
 
 
+def test_claude_stream_json_counts_what_the_real_cli_spent() -> None:
+    """Claude Code 2.1.332 against the stand-in (tests/agents): three messages of 1147, 2149 and
+    3151 tokens by the provider's final usage. Its assistant events carry the stream's opening
+    usage (output_tokens 1), so only the result event's total says what was spent."""
+    usage = claude_stream_json((TRANSCRIPTS / "claude_code_2.1.332_tools.jsonl").read_text().splitlines())
+    assert usage.tokens == 1147 + 2149 + 3151
+    assert usage.tool_calls == 2 and usage.num_turns == 3 and usage.result_subtype == "success" and usage.unparseable == 0
+
+
 def test_claude_error_max_turns_is_visible() -> None:
     usage = claude_stream_json((TRANSCRIPTS / "claude_max_turns.jsonl").read_text().splitlines())
     assert usage.result_subtype == "error_max_turns" and usage.tokens == 1240 and usage.tool_calls == 1
