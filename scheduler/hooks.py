@@ -7,8 +7,11 @@ speak their host's protocol (exit code, stderr); every failure blocks, and that 
 from __future__ import annotations
 
 import hashlib
+import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 
 from admission import Admission, Automations, Decision, Missions, NotFound, Store, TimerBindings
 from admission.clock import Clock, read_clock
@@ -34,19 +37,47 @@ def hook_turn_id(session_id: object) -> str:
 class HookService:
     """Admission and envelope checks for hooks, on one store."""
 
-    def __init__(self, store: Store, clock: Clock, envelope_mode: str | None) -> None:
+    def __init__(self, store: Store, clock: Clock, envelope_mode: str | None, *, sleep: Callable[[float], None] = time.sleep) -> None:
         self.store = store
         self.clock = clock
         self.envelope_mode = envelope_mode
+        self.sleep = sleep
 
-    def admit_prompt(self, *, goal: str, agent: str, automation: str, manual_reason: str | None, session_id: object) -> PromptAnswer:
+    def admit_prompt(
+        self,
+        *,
+        goal: str,
+        agent: str,
+        automation: str,
+        manual_reason: str | None,
+        session_id: object,
+        wait: timedelta = timedelta(0),
+    ) -> PromptAnswer:
         """Reserve and confirm a start for this prompt (the model wakes once the hook exits 0).
-        A denial writes nothing; its readback says when the lane's next fire may run."""
+        A denial writes nothing; its readback says when the lane's next fire may run.
+
+        ``wait``: an app's timer fires by its own clock, and the floor is anchored at the hook's
+        admission a few milliseconds after the fire, so the next fire one floor later lands just
+        before the floor opens. A denial whose floor opens within ``wait`` sleeps until then and
+        asks once more instead of losing the whole period; the floor is never shortened."""
         admission = Admission(self.store, self.clock)
         turn_id = hook_turn_id(session_id)
-        decision = admission.reserve(
-            goal=goal, agent=agent, automation=automation, turn_id=turn_id, trigger_time=read_clock(self.clock), manual_reason=manual_reason
-        )
+
+        def reserve() -> Decision:
+            return admission.reserve(
+                goal=goal,
+                agent=agent,
+                automation=automation,
+                turn_id=turn_id,
+                trigger_time=read_clock(self.clock),
+                manual_reason=manual_reason,
+            )
+
+        decision = reserve()
+        gap = decision.opens_within(wait)
+        if gap is not None:
+            self.sleep(gap.total_seconds())
+            decision = reserve()
         if not decision.admitted:
             try:
                 readback: AutomationReadback | None = Readback(self.store, self.clock).automation(automation)

@@ -13,14 +13,20 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from datetime import timedelta
 
 from admission import FloorgateError, InvalidInput
 from admission.clock import iso
+from admission.intervals import format_interval, parse_interval
 
 from ..cli import add_common
 
 EXIT_ALLOW = 0
 EXIT_BLOCK = 2  # what Claude Code and Codex read as "block this prompt"
+# Claude Code kills a UserPromptSubmit hook after 30 s unless its "timeout" says otherwise, and a
+# killed hook lets the prompt through: the wait stays well inside that.
+DEFAULT_PROMPT_WAIT = timedelta(seconds=20)
+MAX_PROMPT_WAIT = timedelta(seconds=25)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,6 +39,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--automation", required=True)
     p.add_argument("--wake", required=True, choices=["automatic", "manual"], help="set by the host's configuration, not by the prompt")
     p.add_argument("--manual-reason", help="required with --wake manual")
+    p.add_argument(
+        "--wait-eligible",
+        default=format_interval(DEFAULT_PROMPT_WAIT),
+        metavar="DURATION",
+        help=f"if the floor opens within this long, wait and admit instead of blocking (default {format_interval(DEFAULT_PROMPT_WAIT)}, "
+        f"at most {format_interval(MAX_PROMPT_WAIT)}; the hook's timeout in the agent app must be longer)",
+    )
     add_common(p)  # --db means the same before and after the subcommand
     p.set_defaults(handler=_user_prompt_submit, raw_handler=True)
 
@@ -79,10 +92,21 @@ def _user_prompt_submit(args: argparse.Namespace) -> int:
         if args.wake == "manual" and not (args.manual_reason and args.manual_reason.strip()):
             raise InvalidInput("--manual-reason", "a manual wake needs an explicit reason in the hook's configuration")
         manual = args.manual_reason.strip() if args.wake == "manual" else None
+        wait = parse_interval(args.wait_eligible, "--wait-eligible")
+        if wait > MAX_PROMPT_WAIT:
+            raise InvalidInput(
+                "--wait-eligible",
+                f"at most {format_interval(MAX_PROMPT_WAIT)} (the agent app kills a slow hook and lets the prompt through)",
+            )
         app = _app(args)
         try:
             answer = app.hooks.admit_prompt(
-                goal=args.goal, agent=args.agent, automation=args.automation, manual_reason=manual, session_id=payload.get("session_id")
+                goal=args.goal,
+                agent=args.agent,
+                automation=args.automation,
+                manual_reason=manual,
+                session_id=payload.get("session_id"),
+                wait=wait,
             )
         finally:
             app.close()
