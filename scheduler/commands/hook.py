@@ -14,12 +14,13 @@ import argparse
 import json
 import sys
 from datetime import timedelta
+from pathlib import Path
 
 from admission import FloorgateError, InvalidInput
 from admission.clock import iso
 from admission.intervals import format_interval, parse_interval
 
-from ..cli import add_common
+from ..cli import EXIT_OK, EXIT_UNAVAILABLE, Context, add_common
 
 EXIT_ALLOW = 0
 EXIT_BLOCK = 2  # what Claude Code and Codex read as "block this prompt"
@@ -48,6 +49,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_common(p)  # --db means the same before and after the subcommand
     p.set_defaults(handler=_user_prompt_submit, raw_handler=True)
+
+    _register_install(hsub)
 
     p = hsub.add_parser("pre-tool-use", help="count a tool call against the mission's max_tool_calls; exit 0 allow, 2 refuse")
     p.add_argument("--mission", help="mission id (default $FLOORGATE_MISSION_ID, set for the host by 'floorgate turn run')")
@@ -143,3 +146,103 @@ def _pre_tool_use(args: argparse.Namespace) -> int:
         return EXIT_ALLOW
     tool = str(payload.get("tool_name") or "tool")[:64]
     return _block(f"floorgate: {tool} refused: {refusal}")
+
+
+def _register_install(hsub: argparse._SubParsersAction) -> None:
+    def where(p: argparse.ArgumentParser) -> None:
+        p.add_argument("client", choices=["claude"], help="the agent app (Claude Code)")
+        group = p.add_mutually_exclusive_group()
+        group.add_argument(
+            "--project", metavar="DIR", help="the agent's project: DIR/.claude/settings.json (default: the current directory)"
+        )
+        group.add_argument("--user", action="store_true", help="the user's settings (~/.claude/settings.json): every project")
+        add_common(p)
+
+    p = hsub.add_parser("install", help="write floorgate's prompt and tool hooks into the agent app's settings (merged; idempotent)")
+    where(p)
+    p.add_argument("--goal", required=True)
+    p.add_argument("--agent", required=True)
+    p.add_argument("--automation", required=True)
+    p.add_argument("--wake", required=True, choices=["automatic", "manual"], help="automatic: the prompts are scheduled wakes")
+    p.add_argument("--manual-reason", help="required with --wake manual")
+    p.add_argument("--wait-eligible", default=format_interval(DEFAULT_PROMPT_WAIT), metavar="DURATION", help="the prompt hook's wait")
+    p.add_argument("--floorgate", metavar="PATH", help="the floorgate executable the hooks run (default: this installation's)")
+    p.set_defaults(handler=_install)
+    p = hsub.add_parser("uninstall", help="remove floorgate's hooks from the agent app's settings (others stay)")
+    where(p)
+    p.set_defaults(handler=_uninstall)
+    p = hsub.add_parser("status", help="whether floorgate's hooks are installed, for which lane and store; exit 1 if none or broken")
+    where(p)
+    p.set_defaults(handler=_status)
+
+
+def _target(ctx: Context):  # type: ignore[no-untyped-def]
+    from ..hook_install import Target, installer
+
+    a = ctx.args
+    svc = installer(a.client)
+    return svc, svc.settings_file(Target.USER if a.user else Target.PROJECT, Path(a.project) if a.project else None)
+
+
+def _install(ctx: Context) -> int:
+    from ..hook_install import plan
+
+    a = ctx.args
+    svc, path = _target(ctx)
+    spec = plan(
+        floorgate=a.floorgate,
+        db=a.db,
+        goal=a.goal,
+        agent=a.agent,
+        automation=a.automation,
+        wake=a.wake,
+        manual_reason=a.manual_reason,
+        wait=parse_interval(a.wait_eligible, "--wait-eligible"),
+        max_wait=MAX_PROMPT_WAIT,
+    )
+    done = svc.install(path, spec)
+    lane = f"{spec.goal}/{spec.agent}/{spec.automation}"
+    text = (
+        f"{'installed' if done.changed else 'already installed, nothing changed:'} floorgate hooks in {path}: "
+        f"UserPromptSubmit admits {lane} ({spec.wake.value}) in {spec.db}, waiting up to {format_interval(spec.wait)} "
+        f"(hook timeout {spec.prompt_timeout_seconds}s); PreToolUse counts tool calls of managed turns; "
+        f"any failure to run {spec.floorgate[0]} blocks"
+    )
+    if done.backup is not None:
+        text += f"\nprevious settings kept in {done.backup}"
+    ctx.emit({"path": str(path), "changed": done.changed, "backup": str(done.backup) if done.backup else None, "db": spec.db}, text)
+    return EXIT_OK
+
+
+def _uninstall(ctx: Context) -> int:
+    svc, path = _target(ctx)
+    done = svc.uninstall(path)
+    text = f"removed {done.removed} floorgate hook(s) from {path}" if done.changed else f"no floorgate hooks in {path}; nothing changed"
+    if done.backup is not None:
+        text += f"\nprevious settings kept in {done.backup}"
+    ctx.emit(
+        {"path": str(path), "changed": done.changed, "removed": done.removed, "backup": str(done.backup) if done.backup else None}, text
+    )
+    return EXIT_OK
+
+
+def _status(ctx: Context) -> int:
+    svc, path = _target(ctx)
+    st = svc.status(path)
+    lines = [f"{path}: {'no floorgate hooks' if not st.hooks else f'{len(st.hooks)} floorgate hook(s)'}"]
+    for h in st.hooks:
+        lane = h.lane
+        named = f" for {lane.get('goal')}/{lane.get('agent')}/{lane.get('automation')} ({lane.get('wake')})" if lane.get("goal") else ""
+        lines.append(f"  {h.event}{named}: store {h.db or '$FLOORGATE_DB'}, runs {h.floorgate}, timeout {h.timeout}")
+        lines += [f"  problem: {p}" for p in h.problems()] + [f"  note: {n}" for n in h.notes()]
+    doc = {
+        "path": str(path),
+        "exists": st.exists,
+        "installed": bool(st.hooks),
+        "hooks": [
+            {"event": h.event, "floorgate": h.floorgate, "db": h.db, "lane": h.lane, "timeout": h.timeout, "problems": h.problems()}
+            for h in st.hooks
+        ],
+    }
+    ctx.emit(doc, "\n".join(lines))
+    return EXIT_OK if st.hooks and not st.problems else EXIT_UNAVAILABLE
