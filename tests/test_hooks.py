@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 from datetime import timedelta
 from itertools import pairwise
 
-from admission import Admission, FixedClock, Store
+import pytest
+
+from admission import Admission, FixedClock, Store, open_store
 from scheduler.hooks import HookService
 
 from cli import run_cli
+from conftest import T0
 from helpers import floor
 
 HOUR = timedelta(hours=1)
@@ -64,3 +70,52 @@ def test_a_wait_beyond_what_the_agent_app_allows_is_refused(sqlite_db: str) -> N
     result = run_cli("hook", "user-prompt-submit", *lane, "--wait-eligible", "2m", db=sqlite_db, stdin='{"session_id": "s"}')
     assert result.returncode == 2 and result.stderr.count("\n") == 1
     assert "--wait-eligible: at most 25s" in result.stderr and "blocked" in result.stderr
+
+
+# What Claude Code 2.1.332 sends a UserPromptSubmit hook in print mode (-p), ids shortened.
+CLAUDE_PAYLOAD = {
+    "session_id": "3e121210-0f61-48cb-8bf7-a8b6fbff908d",
+    "transcript_path": "/home/u/.claude/projects/-srv-agent/3e121210-0f61-48cb-8bf7-a8b6fbff908d.jsonl",
+    "cwd": "/srv/agent",
+    "prompt_id": "95773e69-8dc3-4ec9-b27b-dbdd0b1b10f0",
+    "permission_mode": "default",
+    "hook_event_name": "UserPromptSubmit",
+    "prompt": "triage the inbox",
+}
+
+
+def _interrupt(_seconds: float) -> None:
+    raise KeyboardInterrupt
+
+
+def _terminate(_seconds: float) -> None:
+    os.kill(os.getpid(), signal.SIGTERM)  # what a supervisor sends a hook it gives up on
+
+
+@pytest.mark.parametrize("stop", [_interrupt, _terminate], ids=["SIGINT", "SIGTERM"])
+def test_a_hook_interrupted_while_waiting_for_its_floor_blocks(sqlite_db: str, monkeypatch, stop) -> None:  # type: ignore[no-untyped-def]
+    import scheduler.hooks
+
+    with open_store(sqlite_db) as store:
+        floor(store, FixedClock(T0), "g/a", timedelta(seconds=10))
+    lane = ("--goal", "g", "--agent", "a", "--automation", "x", "--wake", "automatic")
+    payload = json.dumps(CLAUDE_PAYLOAD)
+    assert run_cli("hook", "user-prompt-submit", *lane, db=sqlite_db, stdin=payload).returncode == 0
+    monkeypatch.setattr(scheduler.hooks.time, "sleep", stop)
+
+    def escaped(signum: int, _frame: object) -> None:
+        raise Escaped
+
+    mine = signal.signal(signal.SIGTERM, escaped)  # a hook that left SIGTERM to its default would have died here
+    try:
+        result = run_cli("hook", "user-prompt-submit", *lane, db=sqlite_db, stdin=payload)
+        assert signal.getsignal(signal.SIGTERM) is escaped  # the hook's handler does not outlive it
+    except (KeyboardInterrupt, Escaped):
+        pytest.fail("the interruption escaped the hook: it would exit 130/143, which lets the prompt through")
+    finally:
+        signal.signal(signal.SIGTERM, mine)
+    assert result.returncode == 2 and "blocked (fail closed): interrupted" in result.stderr and "Traceback" not in result.stderr
+
+
+class Escaped(Exception):
+    pass

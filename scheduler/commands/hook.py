@@ -11,8 +11,11 @@ configuration (--wake), never from the prompt text.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import signal
 import sys
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -60,9 +63,31 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _why(exc: BaseException) -> str:
     """One line: floorgate's own errors say what to fix; anything else is named by its type."""
+    if isinstance(exc, (KeyboardInterrupt, _Signalled)):
+        return f"interrupted ({exc or 'SIGINT'}) before the admission answered"
     if isinstance(exc, (FloorgateError, OSError)):
         return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return f"internal error {type(exc).__name__}"
+
+
+class _Signalled(BaseException):
+    """The hook was told to stop (SIGTERM, SIGHUP) before it answered."""
+
+
+@contextlib.contextmanager
+def _answering() -> Iterator[None]:
+    """While the hook works, a termination signal is a failure like any other: it blocks (a
+    process killed by its default handler exits 143, which an agent app reads as "go ahead")."""
+
+    def stop(signum: int, _frame: object) -> None:
+        raise _Signalled(signal.Signals(signum).name)
+
+    saved = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
 
 
 def _block(message: str) -> int:
@@ -90,6 +115,11 @@ def _app(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
 
 def _user_prompt_submit(args: argparse.Namespace) -> int:
+    with _answering():
+        return _admit_prompt(args)
+
+
+def _admit_prompt(args: argparse.Namespace) -> int:
     try:
         payload = read_payload()
         if args.wake == "manual" and not (args.manual_reason and args.manual_reason.strip()):
@@ -113,7 +143,7 @@ def _user_prompt_submit(args: argparse.Namespace) -> int:
             )
         finally:
             app.close()
-    except Exception as exc:  # a pre-model boundary blocks on every failure, its own included
+    except BaseException as exc:  # a pre-model boundary blocks on every failure, its own and an interruption included
         return _block(f"floorgate: blocked (fail closed): {_why(exc)}")
     decision = answer.decision
     if decision.admitted:
@@ -128,6 +158,11 @@ def _user_prompt_submit(args: argparse.Namespace) -> int:
 
 
 def _pre_tool_use(args: argparse.Namespace) -> int:
+    with _answering():
+        return _count_tool_call(args)
+
+
+def _count_tool_call(args: argparse.Namespace) -> int:
     import os
 
     try:
@@ -140,7 +175,7 @@ def _pre_tool_use(args: argparse.Namespace) -> int:
             refusal = app.hooks.count_tool_call(mission_id)
         finally:
             app.close()
-    except Exception as exc:  # refuse on every failure, its own included
+    except BaseException as exc:  # refuse on every failure, its own and an interruption included
         return _block(f"floorgate: tool call refused (fail closed): {_why(exc)}")
     if refusal is None:
         return EXIT_ALLOW
