@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
-from admission import Admission, Automations, Decision, Missions, NotFound, Store, TimerBindings
+from admission import Admission, Automations, Decision, Journal, Missions, NotFound, Store, TimerBindings
 from admission.clock import Clock, read_clock
 
 from .envelope_gate import EnvelopeGate, envelope_mode
@@ -22,10 +22,18 @@ from .readback import AutomationReadback, Readback
 
 @dataclass(frozen=True)
 class PromptAnswer:
-    """The admission decision for one prompt, and the lane's readback when it was denied."""
+    """The admission decision for one prompt, and the lane's readback when it was denied.
 
-    decision: Decision
+    ``managed_turn``: the prompt is the wake of this managed turn, admitted when it started (no
+    decision of its own)."""
+
+    decision: Decision | None
     readback: AutomationReadback | None
+    managed_turn: str | None = None
+
+    @property
+    def admitted(self) -> bool:
+        return self.managed_turn is not None or (self.decision is not None and self.decision.admitted)
 
 
 def hook_turn_id(session_id: object) -> str:
@@ -52,6 +60,7 @@ class HookService:
         manual_reason: str | None,
         session_id: object,
         wait: timedelta = timedelta(0),
+        managed_turn: str | None = None,
     ) -> PromptAnswer:
         """Reserve and confirm a start for this prompt (the model wakes once the hook exits 0).
         A denial writes nothing; its readback says when the lane's next fire may run.
@@ -59,7 +68,15 @@ class HookService:
         ``wait``: an app's timer fires by its own clock, and the floor is anchored at the hook's
         admission a few milliseconds after the fire, so the next fire one floor later lands just
         before the floor opens. A denial whose floor opens within ``wait`` sleeps until then and
-        asks once more instead of losing the whole period; the floor is never shortened."""
+        asks once more instead of losing the whole period; the floor is never shortened.
+
+        ``managed_turn`` ($FLOORGATE_TURN_ID, which ``floorgate turn run`` sets for its host): when
+        it names a live turn of this automation, that turn's admission is this prompt's, and a
+        second reservation would find the floor it just took."""
+        if managed_turn is not None:
+            record = Journal(self.store, self.clock).get(str(managed_turn)[:200])
+            if record is not None and record.automation_id == automation and record.phase in ("confirmed", "launched"):
+                return PromptAnswer(None, None, managed_turn=record.turn_id)
         admission = Admission(self.store, self.clock)
         turn_id = hook_turn_id(session_id)
 

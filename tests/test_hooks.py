@@ -119,3 +119,31 @@ def test_a_hook_interrupted_while_waiting_for_its_floor_blocks(sqlite_db: str, m
 
 class Escaped(Exception):
     pass
+
+
+def test_the_prompt_of_a_managed_turn_is_that_turn_s_wake(store: Store, clock: FixedClock, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``turn run`` admitted the start; the host's own prompt hook (installed for the same lane)
+    must not ask again and find the floor that start just took."""
+    import sys
+
+    from admission import CommandHost
+    from scheduler.executor import TurnExecutor
+
+    from helpers import add_automation
+
+    floor(store, clock, "g/a", timedelta(hours=24))
+    hook = [sys.executable, "-m", "scheduler", "--db", store.url, "hook", "user-prompt-submit", "--goal", "g", "--agent", "a"]
+    hook += ["--automation", "x", "--wake", "automatic"]
+    host = f"import subprocess, sys; sys.exit(subprocess.run({hook!r}, input={json.dumps(CLAUDE_PAYLOAD)!r}, text=True).returncode)"
+    auto = add_automation(store, clock)
+    from admission import Automations
+
+    auto = Automations(store, clock).edit(
+        "x", auto.spec.model_copy(update={"host": CommandHost(argv=(sys.executable, "-c", host), timeout_seconds=60)})
+    )
+    outcome = TurnExecutor(store, state_dir=tmp_path / "s", clock=clock).run(auto)
+    assert outcome.verdict.status == "succeeded", outcome.verdict  # the hook let the turn's prompt through
+    assert len(Admission(store, clock).starts()) == 1  # and took no second start
+    other = run_cli("hook", "user-prompt-submit", "--goal", "g", "--agent", "a", "--automation", "x", "--wake", "automatic",
+                    db=store.url, stdin=json.dumps(CLAUDE_PAYLOAD), env={"FLOORGATE_TURN_ID": outcome.turn_id, "PATH": "/usr/bin:/bin"})  # fmt: skip
+    assert other.returncode == 2  # a settled turn's id lets nothing through

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import signal
 import sys
 from collections.abc import Iterator
@@ -140,13 +141,14 @@ def _admit_prompt(args: argparse.Namespace) -> int:
                 manual_reason=manual,
                 session_id=payload.get("session_id"),
                 wait=wait,
+                managed_turn=os.environ.get("FLOORGATE_TURN_ID") or None,
             )
         finally:
             app.close()
     except BaseException as exc:  # a pre-model boundary blocks on every failure, its own and an interruption included
         return _block(f"floorgate: blocked (fail closed): {_why(exc)}")
     decision = answer.decision
-    if decision.admitted:
+    if answer.admitted or decision is None:
         return EXIT_ALLOW
     when = iso(decision.next_eligible_at) if decision.next_eligible_at else "unknown (state unavailable)"
     rb = answer.readback
@@ -163,8 +165,6 @@ def _pre_tool_use(args: argparse.Namespace) -> int:
 
 
 def _count_tool_call(args: argparse.Namespace) -> int:
-    import os
-
     try:
         payload = read_payload()
         mission_id = args.mission or os.environ.get("FLOORGATE_MISSION_ID")
