@@ -16,6 +16,7 @@ import json
 import os
 import signal
 import sys
+import threading
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -83,6 +84,9 @@ def _answering() -> Iterator[None]:
     def stop(signum: int, _frame: object) -> None:
         raise _Signalled(signal.Signals(signum).name)
 
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        yield
+        return
     saved = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:
         yield
