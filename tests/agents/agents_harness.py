@@ -71,3 +71,15 @@ def run_claude(cli: Path, project: Path, env: dict[str, str], prompt: str, *extr
 def events(stdout: str) -> list[dict[str, Any]]:
     """The stream-json events Claude Code printed."""
     return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+
+
+# Fixtures live here, not in a tests/agents/conftest.py: a second module named "conftest" on the
+# path shadows tests/conftest.py, whose helpers (T0, raw_sql, ...) the other tests import by name.
+@pytest.fixture
+def claude_cli() -> Path:
+    return agent_cli("claude")
+
+
+@pytest.fixture
+def codex_cli() -> Path:
+    return agent_cli("codex")
