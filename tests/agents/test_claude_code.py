@@ -165,7 +165,7 @@ def mission(world: World) -> Any:
 
 
 def marker_loop(n: int, _body: object) -> Reply:
-    return bash("echo step >> marks.txt") if n < 8 else text("gave up")
+    return bash("echo step >> marks.txt") if n < 5 else text("gave up")  # calls 4 and 5 are refused
 
 
 def test_the_fourth_tool_call_is_refused_and_the_mission_is_stuck(world: World) -> None:
