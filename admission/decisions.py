@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import Enum
 from typing import Literal
 
@@ -76,6 +76,14 @@ class Decision(BaseModel):
     next_eligible_at: datetime | None
     floor: EffectiveFloor | None
     detail: str
+
+    def opens_within(self, limit: timedelta) -> timedelta | None:
+        """How long after the decision the floor opens, if this is an interval denial that a wait
+        of at most ``limit`` would turn into an admission; None otherwise (nothing to wait for)."""
+        if self.admitted or self.reason is not Reason.INTERVAL_WAIT or self.next_eligible_at is None:
+            return None
+        gap = self.next_eligible_at - self.decided_at
+        return gap if timedelta(0) < gap <= limit else None
 
 
 class Confirmation(BaseModel):

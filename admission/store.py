@@ -50,6 +50,20 @@ def resolve_url(url: str | None) -> str:
     return url
 
 
+def absolute_url(url: str | None) -> str:
+    """``resolve_url``, with a SQLite path made absolute against the working directory: the form
+    to hand to another process (a hook, a crontab line) that may run anywhere."""
+    resolved = resolve_url(url)
+    try:
+        parsed = make_url(resolved)
+    except ArgumentError:
+        raise InvalidInput("db", f"{url!r} is not a database URL; use a file path or postgresql://host/db") from None
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        path = Path(parsed.database).expanduser().resolve()
+        return parsed.set(database=str(path)).render_as_string(hide_password=False)
+    return resolved
+
+
 def lock_id(key: str) -> int:
     """A signed 64-bit advisory-lock id for ``key`` (collisions only over-serialize)."""
     return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big", signed=True)
@@ -271,9 +285,12 @@ def open_store(url: str | None = None, *, create: bool = True) -> Store:
         database = parsed.database or ""
         if database in ("", ":memory:"):
             raise InvalidInput("db", "an in-memory SQLite database cannot hold durable admission; give a file path")
-        parent = Path(database).expanduser().resolve().parent
-        if not parent.is_dir():
-            raise InvalidInput("db", f"directory {parent} does not exist; create it or choose another path")
+        path = Path(database).expanduser().resolve()
+        if not path.parent.is_dir():
+            raise InvalidInput("db", f"directory {path.parent} does not exist; create it or choose another path")
+        # The URL handed on (to a managed turn's hooks, a crontab line) must name this file from
+        # any working directory, so a relative path is made absolute here, once.
+        resolved = parsed.set(database=str(path)).render_as_string(hide_password=False)
         engine = _sqlite_engine(resolved)
     elif backend == "postgresql":
         if parsed.get_driver_name() != "psycopg":

@@ -240,11 +240,10 @@ class TurnExecutor:
         trigger = nominal if nominal is not None else read_clock(self.clock)
         try:
             decision = self._reserve(automation, turn_id, trigger, manual_reason, log_path)
-            if not decision.admitted and decision.reason.value == "interval_wait" and decision.next_eligible_at is not None:
-                gap = decision.next_eligible_at - read_clock(self.clock)
-                if timedelta(0) < gap <= wait_eligible:
-                    self.sleep(gap.total_seconds())
-                    decision = self._reserve(automation, turn_id, trigger, manual_reason, log_path)
+            gap = decision.opens_within(wait_eligible)
+            if gap is not None:
+                self.sleep(gap.total_seconds())
+                decision = self._reserve(automation, turn_id, trigger, manual_reason, log_path)
         except TurnOwned:
             return self._not_owner(turn_id)
         turn.decision = decision

@@ -4,7 +4,11 @@
   events carry ``message.id`` and ``message.usage``; one API message can be printed as several
   events sharing its id, so usage is counted once per id (the last event wins). The ``result``
   event carries ``num_turns``, the total ``usage``, ``total_cost_usd`` and a ``subtype``
-  (``success``, ``error_max_turns``, ``error_during_execution``...).
+  (``success``, ``error_max_turns``, ``error_during_execution``...). Claude Code 2.1 prints an
+  assistant event with the usage of the stream's ``message_start`` (output_tokens 1 or so), not
+  the final ``message_delta`` figure, so the result's total is what was spent: what it counts
+  above the per-message sum is recorded as one more request, ``result``. A host killed before
+  its result leaves the per-message figures, an undercount the readback cannot see.
 - ``codex-json``: Codex's ``exec --json``. ``turn.completed`` carries the turn's ``usage`` summed
   over its model calls (input_tokens, cached_input_tokens and cache_write_input_tokens within
   input, output_tokens, reasoning_output_tokens within output, as in 0.171); ``item.*`` events
@@ -84,8 +88,12 @@ def _events(lines: Iterable[str], usage: Usage) -> Iterable[dict]:  # type: igno
             yield event
 
 
+RESULT_REQUEST = "result"
+
+
 def claude_stream_json(lines: Iterable[str]) -> Usage:
     usage = Usage()
+    total: int | None = None  # the result event's usage: the whole invocation's spend
     for event in _events(lines, usage):
         kind = event.get("type")
         try:
@@ -107,8 +115,13 @@ def claude_stream_json(lines: Iterable[str]) -> Usage:
                     usage.num_turns = event["num_turns"]
                 if isinstance(event.get("total_cost_usd"), (int, float)):
                     usage.total_cost_usd = float(event["total_cost_usd"])
+                if "usage" in event:
+                    total = _usage_tokens(event["usage"])
         except (ValueError, TypeError, AttributeError):
             usage.unparseable += 1
+    if total is not None and total > usage.tokens:
+        model = next(iter(usage.models)) if len(usage.models) == 1 else None
+        usage.requests[RESULT_REQUEST] = Request(RESULT_REQUEST, total - usage.tokens, model)
     return usage
 
 

@@ -111,9 +111,7 @@ class TimerService:
             self.host(automation).remove(automation.automation_id)
 
     def _cron_command(self, automation_id: str) -> str:
-        url = self.store.url
-        if url.startswith("sqlite:///") and not url.startswith("sqlite:////"):
-            url = "sqlite:///" + str(Path(url[len("sqlite:///") :]).resolve())
+        url = self.store.url  # absolute (open_store resolves a relative SQLite path)
         # cron fires on the minute; a start a moment before a floor equal to the period waits for it.
         argv = [
             sys.executable,

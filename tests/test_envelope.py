@@ -401,6 +401,33 @@ def test_pre_tool_use_refuses_the_call_that_crosses_the_bound(db_url: str) -> No
         assert "rm -rf" not in dump  # tool arguments are never persisted
 
 
+def test_a_host_in_another_directory_counts_tool_calls_in_the_runner_s_store(tmp_path, sqlite_db, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The runner opened its store by a relative path; the host runs elsewhere (its --cwd), and
+    the PreToolUse hook it runs must still find the mission in that same store."""
+    import shutil
+
+    from admission import CommandHost
+
+    runner_dir = tmp_path / "runner"
+    runner_dir.mkdir()
+    shutil.copy(sqlite_db, runner_dir / "floorgate.db")
+    host_dir = tmp_path / "host"
+    host_dir.mkdir()
+    monkeypatch.chdir(runner_dir)
+    clock = FixedClock(T0)
+    hook = f"import subprocess, sys; sys.exit(subprocess.run([{sys.executable!r}, '-m', 'scheduler', 'hook', 'pre-tool-use'], input='{{}}', text=True).returncode)"
+    with open_store("sqlite:///floorgate.db") as store:
+        envelope(store, clock, '{"max_tool_calls": 5}')
+        auto = automation(store, clock)
+        spec = auto.spec.model_copy(update={"host": CommandHost(argv=(sys.executable, "-c", hook), cwd=str(host_dir), timeout_seconds=30)})
+        auto = Automations(store, clock).edit("x", spec)
+        monkeypatch.delenv("FLOORGATE_DB", raising=False)
+        outcome = run(store, clock, tmp_path, auto)
+        assert outcome.verdict.status == "succeeded", outcome.verdict
+        assert Missions(store, clock).recent("x", 1)[0].tool_calls == 1  # counted in this store
+    assert not (host_dir / "floorgate.db").exists()
+
+
 # -- meters ---------------------------------------------------------------------------------------
 def test_claude_stream_json_counts_each_message_once() -> None:
     usage = claude_stream_json((TRANSCRIPTS / "claude_stream.jsonl").read_text().splitlines())
@@ -409,6 +436,15 @@ def test_claude_stream_json_counts_each_message_once() -> None:
     assert usage.tokens == (4 + 5355 + 11292 + 61) + (6 + 212 + 16827 + 5)
     assert usage.tool_calls == 1 and usage.num_turns == 2 and usage.result_subtype == "success"
     assert usage.models == {"claude-sonnet-4-5"} and usage.total_cost_usd == pytest.approx(0.1924)
+
+
+def test_claude_stream_json_counts_what_the_real_cli_spent() -> None:
+    """Claude Code 2.1.332 against the stand-in (tests/agents): three messages of 1147, 2149 and
+    3151 tokens by the provider's final usage. Its assistant events carry the stream's opening
+    usage (output_tokens 1), so only the result event's total says what was spent."""
+    usage = claude_stream_json((TRANSCRIPTS / "claude_code_2.1.332_tools.jsonl").read_text().splitlines())
+    assert usage.tokens == 1147 + 2149 + 3151
+    assert usage.tool_calls == 2 and usage.num_turns == 3 and usage.result_subtype == "success" and usage.unparseable == 0
 
 
 def test_claude_error_max_turns_is_visible() -> None:

@@ -11,16 +11,28 @@ configuration (--wake), never from the prompt text.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
 
 from admission import FloorgateError, InvalidInput
 from admission.clock import iso
+from admission.intervals import format_interval, parse_interval
 
-from ..cli import add_common
+from ..cli import EXIT_OK, EXIT_UNAVAILABLE, Context, add_common
 
 EXIT_ALLOW = 0
 EXIT_BLOCK = 2  # what Claude Code and Codex read as "block this prompt"
+# Claude Code kills a UserPromptSubmit hook after 30 s unless its "timeout" says otherwise, and a
+# killed hook lets the prompt through: the wait stays well inside that.
+DEFAULT_PROMPT_WAIT = timedelta(seconds=20)
+MAX_PROMPT_WAIT = timedelta(seconds=25)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,8 +45,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--automation", required=True)
     p.add_argument("--wake", required=True, choices=["automatic", "manual"], help="set by the host's configuration, not by the prompt")
     p.add_argument("--manual-reason", help="required with --wake manual")
+    p.add_argument(
+        "--wait-eligible",
+        default=format_interval(DEFAULT_PROMPT_WAIT),
+        metavar="DURATION",
+        help=f"if the floor opens within this long, wait and admit instead of blocking (default {format_interval(DEFAULT_PROMPT_WAIT)}, "
+        f"at most {format_interval(MAX_PROMPT_WAIT)}; the hook's timeout in the agent app must be longer)",
+    )
     add_common(p)  # --db means the same before and after the subcommand
     p.set_defaults(handler=_user_prompt_submit, raw_handler=True)
+
+    _register_install(hsub)
 
     p = hsub.add_parser("pre-tool-use", help="count a tool call against the mission's max_tool_calls; exit 0 allow, 2 refuse")
     p.add_argument("--mission", help="mission id (default $FLOORGATE_MISSION_ID, set for the host by 'floorgate turn run')")
@@ -44,9 +65,34 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _why(exc: BaseException) -> str:
     """One line: floorgate's own errors say what to fix; anything else is named by its type."""
+    if isinstance(exc, (KeyboardInterrupt, _Signalled)):
+        return f"interrupted ({exc or 'SIGINT'}) before the admission answered"
     if isinstance(exc, (FloorgateError, OSError)):
         return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return f"internal error {type(exc).__name__}"
+
+
+class _Signalled(BaseException):
+    """The hook was told to stop (SIGTERM, SIGHUP) before it answered."""
+
+
+@contextlib.contextmanager
+def _answering() -> Iterator[None]:
+    """While the hook works, a termination signal is a failure like any other: it blocks (a
+    process killed by its default handler exits 143, which an agent app reads as "go ahead")."""
+
+    def stop(signum: int, _frame: object) -> None:
+        raise _Signalled(signal.Signals(signum).name)
+
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        yield
+        return
+    saved = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
 
 
 def _block(message: str) -> int:
@@ -74,24 +120,41 @@ def _app(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
 
 def _user_prompt_submit(args: argparse.Namespace) -> int:
+    with _answering():
+        return _admit_prompt(args)
+
+
+def _admit_prompt(args: argparse.Namespace) -> int:
     try:
         payload = read_payload()
         if args.wake == "manual" and not (args.manual_reason and args.manual_reason.strip()):
             raise InvalidInput("--manual-reason", "a manual wake needs an explicit reason in the hook's configuration")
         manual = args.manual_reason.strip() if args.wake == "manual" else None
+        wait = parse_interval(args.wait_eligible, "--wait-eligible")
+        if wait > MAX_PROMPT_WAIT:
+            raise InvalidInput(
+                "--wait-eligible",
+                f"at most {format_interval(MAX_PROMPT_WAIT)} (the agent app kills a slow hook and lets the prompt through)",
+            )
         app = _app(args)
         try:
             answer = app.hooks.admit_prompt(
-                goal=args.goal, agent=args.agent, automation=args.automation, manual_reason=manual, session_id=payload.get("session_id")
+                goal=args.goal,
+                agent=args.agent,
+                automation=args.automation,
+                manual_reason=manual,
+                session_id=payload.get("session_id"),
+                wait=wait,
+                managed_turn=os.environ.get("FLOORGATE_TURN_ID") or None,
             )
         finally:
             app.close()
-    except Exception as exc:  # a pre-model boundary blocks on every failure, its own included
+    except BaseException as exc:  # a pre-model boundary blocks on every failure, its own and an interruption included
         return _block(f"floorgate: blocked (fail closed): {_why(exc)}")
     decision = answer.decision
     if not answer.recorded:
         sys.stderr.write("floorgate: note: this answer could not be recorded; readback will not claim the pre-model hook\n")
-    if decision.admitted:
+    if answer.admitted or decision is None:
         return EXIT_ALLOW
     when = iso(decision.next_eligible_at) if decision.next_eligible_at else "unknown (state unavailable)"
     rb = answer.readback
@@ -103,8 +166,11 @@ def _user_prompt_submit(args: argparse.Namespace) -> int:
 
 
 def _pre_tool_use(args: argparse.Namespace) -> int:
-    import os
+    with _answering():
+        return _count_tool_call(args)
 
+
+def _count_tool_call(args: argparse.Namespace) -> int:
     try:
         payload = read_payload()
         mission_id = args.mission or os.environ.get("FLOORGATE_MISSION_ID")
@@ -115,9 +181,109 @@ def _pre_tool_use(args: argparse.Namespace) -> int:
             refusal = app.hooks.count_tool_call(mission_id)
         finally:
             app.close()
-    except Exception as exc:  # refuse on every failure, its own included
+    except BaseException as exc:  # refuse on every failure, its own and an interruption included
         return _block(f"floorgate: tool call refused (fail closed): {_why(exc)}")
     if refusal is None:
         return EXIT_ALLOW
     tool = str(payload.get("tool_name") or "tool")[:64]
     return _block(f"floorgate: {tool} refused: {refusal}")
+
+
+def _register_install(hsub: argparse._SubParsersAction) -> None:
+    def where(p: argparse.ArgumentParser) -> None:
+        p.add_argument("client", choices=["claude"], help="the agent app (Claude Code)")
+        group = p.add_mutually_exclusive_group()
+        group.add_argument(
+            "--project", metavar="DIR", help="the agent's project: DIR/.claude/settings.json (default: the current directory)"
+        )
+        group.add_argument("--user", action="store_true", help="the user's settings (~/.claude/settings.json): every project")
+        add_common(p)
+
+    p = hsub.add_parser("install", help="write floorgate's prompt and tool hooks into the agent app's settings (merged; idempotent)")
+    where(p)
+    p.add_argument("--goal", required=True)
+    p.add_argument("--agent", required=True)
+    p.add_argument("--automation", required=True)
+    p.add_argument("--wake", required=True, choices=["automatic", "manual"], help="automatic: the prompts are scheduled wakes")
+    p.add_argument("--manual-reason", help="required with --wake manual")
+    p.add_argument("--wait-eligible", default=format_interval(DEFAULT_PROMPT_WAIT), metavar="DURATION", help="the prompt hook's wait")
+    p.add_argument("--floorgate", metavar="PATH", help="the floorgate executable the hooks run (default: this installation's)")
+    p.set_defaults(handler=_install)
+    p = hsub.add_parser("uninstall", help="remove floorgate's hooks from the agent app's settings (others stay)")
+    where(p)
+    p.set_defaults(handler=_uninstall)
+    p = hsub.add_parser("status", help="whether floorgate's hooks are installed, for which lane and store; exit 1 if none or broken")
+    where(p)
+    p.set_defaults(handler=_status)
+
+
+def _target(ctx: Context):  # type: ignore[no-untyped-def]
+    from ..hook_install import Target, installer
+
+    a = ctx.args
+    svc = installer(a.client)
+    return svc, svc.settings_file(Target.USER if a.user else Target.PROJECT, Path(a.project) if a.project else None)
+
+
+def _install(ctx: Context) -> int:
+    from ..hook_install import plan
+
+    a = ctx.args
+    svc, path = _target(ctx)
+    spec = plan(
+        floorgate=a.floorgate,
+        db=a.db,
+        goal=a.goal,
+        agent=a.agent,
+        automation=a.automation,
+        wake=a.wake,
+        manual_reason=a.manual_reason,
+        wait=parse_interval(a.wait_eligible, "--wait-eligible"),
+        max_wait=MAX_PROMPT_WAIT,
+    )
+    done = svc.install(path, spec)
+    lane = f"{spec.goal}/{spec.agent}/{spec.automation}"
+    text = (
+        f"{'installed' if done.changed else 'already installed, nothing changed:'} floorgate hooks in {path}: "
+        f"UserPromptSubmit admits {lane} ({spec.wake.value}) in {spec.db}, waiting up to {format_interval(spec.wait)} "
+        f"(hook timeout {spec.prompt_timeout_seconds}s); PreToolUse counts tool calls of managed turns; "
+        f"any failure to run {spec.floorgate[0]} blocks"
+    )
+    if done.backup is not None:
+        text += f"\nprevious settings kept in {done.backup}"
+    ctx.emit({"path": str(path), "changed": done.changed, "backup": str(done.backup) if done.backup else None, "db": spec.db}, text)
+    return EXIT_OK
+
+
+def _uninstall(ctx: Context) -> int:
+    svc, path = _target(ctx)
+    done = svc.uninstall(path)
+    text = f"removed {done.removed} floorgate hook(s) from {path}" if done.changed else f"no floorgate hooks in {path}; nothing changed"
+    if done.backup is not None:
+        text += f"\nprevious settings kept in {done.backup}"
+    ctx.emit(
+        {"path": str(path), "changed": done.changed, "removed": done.removed, "backup": str(done.backup) if done.backup else None}, text
+    )
+    return EXIT_OK
+
+
+def _status(ctx: Context) -> int:
+    svc, path = _target(ctx)
+    st = svc.status(path)
+    lines = [f"{path}: {'no floorgate hooks' if not st.hooks else f'{len(st.hooks)} floorgate hook(s)'}"]
+    for h in st.hooks:
+        lane = h.lane
+        named = f" for {lane.get('goal')}/{lane.get('agent')}/{lane.get('automation')} ({lane.get('wake')})" if lane.get("goal") else ""
+        lines.append(f"  {h.event}{named}: store {h.db or '$FLOORGATE_DB'}, runs {h.floorgate}, timeout {h.timeout}")
+        lines += [f"  problem: {p}" for p in h.problems()] + [f"  note: {n}" for n in h.notes()]
+    doc = {
+        "path": str(path),
+        "exists": st.exists,
+        "installed": bool(st.hooks),
+        "hooks": [
+            {"event": h.event, "floorgate": h.floorgate, "db": h.db, "lane": h.lane, "timeout": h.timeout, "problems": h.problems()}
+            for h in st.hooks
+        ],
+    }
+    ctx.emit(doc, "\n".join(lines))
+    return EXIT_OK if st.hooks and not st.problems else EXIT_UNAVAILABLE

@@ -1,0 +1,128 @@
+"""The agent apps ``floorgate hook install`` knows: where their settings live, how entries look.
+
+Claude Code (2.1): ``.claude/settings.json`` in the project or ``~/.claude/settings.json``;
+``{"hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": ..., "timeout": s}]}],
+"PreToolUse": [{"matcher": "*", "hooks": [...]}]}}``. It runs the command with a shell, the
+event's JSON on stdin; only exit 2 blocks, showing stderr; the default timeout is 30 s.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any, ClassVar
+
+from admission import InvalidInput
+
+from .hook_install import PROMPT_EVENT, TOOL_EVENT, TOOL_HOOK_TIMEOUT_SECONDS, HookPlan, InstalledHook, Target, guarded
+
+_LANE_FLAGS = {"--goal": "goal", "--agent": "agent", "--automation": "automation", "--wake": "wake", "--manual-reason": "manual_reason"}
+_LANE_FLAGS["--wait-eligible"] = "wait_eligible"
+
+
+def parse_command(command: str) -> tuple[str, dict[str, Any]] | None:
+    """(floorgate's event, what the command names) when ``command`` runs a floorgate hook."""
+    try:
+        tokens = shlex.split(command)
+    except ValueError:
+        return None
+    if "||" in tokens:
+        tokens = tokens[: tokens.index("||")]
+    for i in range(len(tokens) - 1):
+        if tokens[i] == "hook" and tokens[i + 1] in (PROMPT_EVENT, TOOL_EVENT):
+            head, rest = tokens[:i], tokens[i + 2 :]
+            db = head[head.index("--db") + 1] if "--db" in head[:-1] else None
+            if "--db" in rest[:-1]:
+                db = rest[rest.index("--db") + 1]
+            lane = {_LANE_FLAGS[t]: rest[j + 1] for j, t in enumerate(rest[:-1]) if t in _LANE_FLAGS}
+            return tokens[i + 1], {"floorgate": head[0] if head else None, "db": db, "lane": lane}
+    return None
+
+
+class ClaudeCode:
+    """Claude Code's settings.json."""
+
+    name = "claude"
+    events: ClassVar[dict[str, str]] = {PROMPT_EVENT: "UserPromptSubmit", TOOL_EVENT: "PreToolUse"}
+
+    def settings_file(self, target: Target, project: Path, home: Path) -> Path:
+        return (home if target is Target.USER else project) / ".claude" / "settings.json"
+
+    def install(self, doc: dict[str, Any], plan: HookPlan, path: Path) -> dict[str, Any]:
+        doc, _ = self.uninstall(doc, path)
+        hooks = doc.setdefault("hooks", {})
+        prompt = {"type": "command", "command": guarded(plan.prompt_argv(), "prompt"), "timeout": plan.prompt_timeout_seconds}
+        tool = {"type": "command", "command": guarded(plan.tool_argv(), "tool call"), "timeout": TOOL_HOOK_TIMEOUT_SECONDS}
+        hooks.setdefault(self.events[PROMPT_EVENT], []).append({"hooks": [prompt]})
+        hooks.setdefault(self.events[TOOL_EVENT], []).append({"matcher": "*", "hooks": [tool]})
+        return doc
+
+    def uninstall(self, doc: dict[str, Any], path: Path) -> tuple[dict[str, Any], int]:
+        doc = _copy(doc)
+        hooks = _hooks(doc, path)
+        removed = 0
+        for event in self.events.values():
+            groups = hooks.get(event)
+            if groups is None:
+                continue
+            kept_groups = []
+            for group in _groups(groups, event, path):
+                entries = group.get("hooks", [])
+                kept = [e for e in entries if not _ours(e)]
+                removed += len(entries) - len(kept)
+                if kept or not entries:
+                    kept_groups.append({**group, "hooks": kept})
+            if kept_groups:
+                hooks[event] = kept_groups
+            else:
+                del hooks[event]
+        if "hooks" in doc and not hooks:
+            del doc["hooks"]
+        return doc, removed
+
+    def installed(self, doc: dict[str, Any], path: Path) -> list[InstalledHook]:
+        found = []
+        hooks = _hooks(_copy(doc), path)
+        for event in self.events.values():
+            for group in _groups(hooks.get(event) or [], event, path):
+                for entry in group.get("hooks", []):
+                    parsed = parse_command(entry.get("command", "")) if isinstance(entry, dict) else None
+                    if parsed is None:
+                        continue
+                    command = entry["command"]
+                    _, named = parsed
+                    found.append(
+                        InstalledHook(
+                            event=event,
+                            command=command,
+                            timeout=entry.get("timeout"),
+                            floorgate=named["floorgate"],
+                            db=named["db"],
+                            lane=named["lane"],
+                            guarded="|| {" in command and "exit 2" in command,
+                        )
+                    )
+        return found
+
+
+def _ours(entry: object) -> bool:
+    return isinstance(entry, dict) and isinstance(entry.get("command"), str) and parse_command(entry["command"]) is not None
+
+
+def _copy(doc: dict[str, Any]) -> dict[str, Any]:
+    import copy
+
+    return copy.deepcopy(doc)
+
+
+def _hooks(doc: dict[str, Any], path: Path) -> dict[str, Any]:
+    hooks = doc.get("hooks", {})
+    if not isinstance(hooks, dict):
+        raise InvalidInput("settings", f'{path}: "hooks" is not an object; fix it first')
+    return hooks
+
+
+def _groups(groups: object, event: str, path: Path) -> list[dict[str, Any]]:
+    if not isinstance(groups, list) or not all(isinstance(g, dict) and isinstance(g.get("hooks", []), list) for g in groups):
+        raise InvalidInput("settings", f'{path}: "hooks.{event}" is not a list of {{"hooks": [...]}} objects; fix it first')
+    return groups

@@ -1,0 +1,289 @@
+"""Installing floorgate's hooks into an agent app's settings: install, uninstall, status.
+
+An agent app (Claude Code today; Codex can follow) runs a hook as a shell command and blocks a
+prompt only on exit code 2: a hook that cannot start (exit 127), crashes (1), is killed or times
+out lets the prompt reach the model. So the installed command is floorgate's own, by absolute
+path, with the store as an absolute URL, followed by ``|| { ...; exit 2; }``: any outcome but 0
+becomes a block with a line on stderr naming what failed. The hook's ``timeout`` is set above
+the prompt hook's own wait, so the app does not kill a hook that is waiting for its floor.
+
+Installing merges into the settings file: other keys and other hooks stay; floorgate's previous
+entries are replaced, so installing twice leaves one; the previous file is kept beside it as
+``<name>.floorgate-backup`` before anything is written, and the new one is written atomically.
+An app is one ``HookClient`` (where its settings live, how its hook entries look).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shlex
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from datetime import timedelta
+from enum import Enum
+from pathlib import Path
+from typing import Any, Protocol
+
+from admission import InvalidInput
+from admission.intervals import format_interval
+from admission.scope import check_id
+from admission.store import absolute_url
+
+BACKUP_SUFFIX = ".floorgate-backup"
+PROMPT_EVENT = "user-prompt-submit"
+TOOL_EVENT = "pre-tool-use"
+# Above the wait: opening the store, the admission itself and an interpreter start.
+TIMEOUT_MARGIN = timedelta(seconds=30)
+TOOL_HOOK_TIMEOUT_SECONDS = 30
+
+
+class Wake(str, Enum):
+    """Whether the prompts this hook guards are scheduled wakes or a person's own."""
+
+    AUTOMATIC = "automatic"
+    MANUAL = "manual"
+
+
+class Target(str, Enum):
+    """Which settings file: the agent project's, or the user's (every project)."""
+
+    PROJECT = "project"
+    USER = "user"
+
+
+@dataclass(frozen=True)
+class HookPlan:
+    """What the installed hooks run: floorgate (argv prefix, absolute), the store and the lane."""
+
+    floorgate: tuple[str, ...]
+    db: str
+    goal: str
+    agent: str
+    automation: str
+    wake: Wake
+    manual_reason: str | None
+    wait: timedelta
+
+    def prompt_argv(self) -> list[str]:
+        argv = [*self.floorgate, "--db", self.db, "hook", PROMPT_EVENT, "--goal", self.goal, "--agent", self.agent]
+        argv += ["--automation", self.automation, "--wake", self.wake.value]
+        if self.manual_reason is not None:
+            argv += ["--manual-reason", self.manual_reason]
+        return [*argv, "--wait-eligible", format_interval(self.wait)]
+
+    def tool_argv(self) -> list[str]:
+        # No --db: inside a managed turn the mission's store is $FLOORGATE_DB, set by 'turn run'.
+        return [*self.floorgate, "hook", TOOL_EVENT]
+
+    @property
+    def prompt_timeout_seconds(self) -> int:
+        return math.ceil((self.wait + TIMEOUT_MARGIN).total_seconds())
+
+
+def plan(
+    *,
+    floorgate: str | None,
+    db: str | None,
+    goal: str,
+    agent: str,
+    automation: str,
+    wake: str,
+    manual_reason: str | None,
+    wait: timedelta,
+    max_wait: timedelta,
+) -> HookPlan:
+    """Validate what ``hook install`` was given and resolve it to absolute paths; raises
+    ``InvalidInput`` naming the field before anything is written."""
+    for name, value in (("--goal", goal), ("--agent", agent), ("--automation", automation)):
+        check_id(value, name)
+    try:
+        kind = Wake(wake)
+    except ValueError:
+        raise InvalidInput("--wake", "use automatic (scheduled wakes) or manual (with --manual-reason)") from None
+    reason = manual_reason.strip() if manual_reason is not None else None
+    if kind is Wake.MANUAL and not reason:
+        raise InvalidInput("--manual-reason", "a manual wake needs an explicit reason in the hook's configuration")
+    if kind is Wake.AUTOMATIC and manual_reason is not None:
+        raise InvalidInput("--manual-reason", "only with --wake manual")
+    if not timedelta(0) <= wait <= max_wait:
+        raise InvalidInput("--wait-eligible", f"at most {format_interval(max_wait)} (the agent app kills a slow hook)")
+    url = absolute_url(db)
+    if url.startswith("sqlite:"):
+        parent = Path(url.removeprefix("sqlite:///")).parent
+        if not parent.is_dir():
+            raise InvalidInput("--db", f"directory {parent} does not exist; create it or choose another path")
+    return HookPlan(_floorgate_argv(floorgate), url, goal, agent, automation, kind, reason if kind is Wake.MANUAL else None, wait)
+
+
+def _floorgate_argv(explicit: str | None) -> tuple[str, ...]:
+    """The absolute command that runs floorgate: the given path, else this installation's console
+    script, else this interpreter with ``-m scheduler``."""
+    if explicit is not None:
+        path = Path(explicit).expanduser().absolute()
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise InvalidInput("--floorgate", f"{path} is not an executable file; give the path of the floorgate command")
+        return (str(path),)
+    python = Path(sys.executable).absolute()  # not resolved: a venv's python is a symlink out of it
+    script = python.parent / "floorgate"
+    if script.is_file() and os.access(script, os.X_OK):
+        return (str(script),)
+    return (str(python), "-m", "scheduler")
+
+
+def guarded(argv: list[str], what: str) -> str:
+    """The shell command: ``argv``, and any exit but 0 or 2 (127 when floorgate is gone, 1 on a
+    crash, a signal) turned into 2 with a line on stderr."""
+    message = f"floorgate: {what} blocked (fail closed): the floorgate hook exited $rc; check it with 'floorgate hook status'"
+    return f'{shlex.join(argv)} || {{ rc=$?; [ "$rc" -eq 2 ] || echo "{message}" >&2; exit 2; }}'
+
+
+@dataclass(frozen=True)
+class InstalledHook:
+    """One floorgate hook found in a settings file, read back from its command."""
+
+    event: str  # the app's event name (UserPromptSubmit, PreToolUse)
+    command: str
+    timeout: object
+    floorgate: str | None  # the executable the command starts
+    db: str | None
+    lane: dict[str, str] = field(default_factory=dict)  # goal, agent, automation, wake, ...
+    guarded: bool = False  # any failure is turned into a block
+
+    def problems(self) -> list[str]:
+        """What would make this hook block every prompt (or, unguarded, let them all through)."""
+        out = []
+        if self.floorgate is None or not (os.path.isfile(self.floorgate) and os.access(self.floorgate, os.X_OK)):
+            out.append(f"{self.event}: floorgate executable {self.floorgate} is missing")
+        if not self.guarded:
+            out.append(f"{self.event}: not guarded: a failure to run floorgate lets the prompt through; reinstall it")
+        return out
+
+    def notes(self) -> list[str]:
+        """What is worth knowing but not broken."""
+        if self.db is not None and self.db.startswith("sqlite:///") and not Path(self.db.removeprefix("sqlite:///")).exists():
+            return [f"{self.event}: store {self.db} does not exist yet (it is created on first use)"]
+        return []
+
+
+class HookClient(Protocol):
+    """One agent app: where its settings live and how floorgate's entries look in them."""
+
+    name: str
+
+    def settings_file(self, target: Target, project: Path, home: Path) -> Path: ...
+
+    def install(self, doc: dict[str, Any], plan: HookPlan, path: Path) -> dict[str, Any]: ...
+
+    def uninstall(self, doc: dict[str, Any], path: Path) -> tuple[dict[str, Any], int]: ...
+
+    def installed(self, doc: dict[str, Any], path: Path) -> list[InstalledHook]: ...
+
+
+@dataclass(frozen=True)
+class Written:
+    """What install or uninstall did to the settings file."""
+
+    path: Path
+    changed: bool
+    backup: Path | None
+    removed: int = 0
+
+
+@dataclass(frozen=True)
+class HookStatus:
+    """The hooks found in one settings file."""
+
+    path: Path
+    exists: bool
+    hooks: list[InstalledHook]
+
+    @property
+    def problems(self) -> list[str]:
+        return [p for h in self.hooks for p in h.problems()]
+
+
+class HookInstaller:
+    """Install, remove and read back floorgate's hooks in an agent app's settings file."""
+
+    def __init__(self, client: HookClient) -> None:
+        self.client = client
+
+    def settings_file(self, target: Target, project: Path | None, home: Path | None = None) -> Path:
+        where = (project if project is not None else Path.cwd()).expanduser().absolute()
+        if target is Target.PROJECT and not where.is_dir():
+            raise InvalidInput("--project", f"{where} is not a directory; give the agent's project directory")
+        return self.client.settings_file(target, where, (home or Path.home()).absolute())
+
+    def install(self, path: Path, plan: HookPlan) -> Written:
+        before, doc = _read(path)
+        return _write(path, before, self.client.install(doc, plan, path))
+
+    def uninstall(self, path: Path) -> Written:
+        before, doc = _read(path)
+        if before is None:
+            return Written(path, False, None)
+        after, removed = self.client.uninstall(doc, path)
+        written = _write(path, before, after)
+        return Written(written.path, written.changed, written.backup, removed)
+
+    def status(self, path: Path) -> HookStatus:
+        before, doc = _read(path)
+        return HookStatus(path, before is not None, self.client.installed(doc, path))
+
+
+def _read(path: Path) -> tuple[str | None, dict[str, Any]]:
+    """The file's text (None when absent) and its JSON object; anything else is refused."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None, {}
+    except OSError as exc:
+        raise InvalidInput("settings", f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        doc = json.loads(text) if text.strip() else {}
+    except json.JSONDecodeError as exc:
+        raise InvalidInput("settings", f"{path} is not valid JSON (line {exc.lineno}): fix or move it first") from None
+    if not isinstance(doc, dict):
+        raise InvalidInput("settings", f"{path} does not hold a JSON object: fix or move it first")
+    return text, doc
+
+
+def _write(path: Path, before: str | None, doc: dict[str, Any]) -> Written:
+    text = json.dumps(doc, indent=2) + "\n"
+    if before is not None and (text == before or json.loads(before) == doc):
+        return Written(path, False, None)
+    backup = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if before is not None:
+            backup = path.with_name(path.name + BACKUP_SUFFIX)
+            backup.write_text(before, encoding="utf-8")
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        if path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o7777)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise InvalidInput("settings", f"cannot write {path}: {exc.strerror or exc}") from None
+    return Written(path, True, backup)
+
+
+def claude_client() -> HookClient:
+    from .hook_clients import ClaudeCode
+
+    return ClaudeCode()
+
+
+CLIENTS = {"claude": claude_client}
+
+
+def installer(client: str) -> HookInstaller:
+    """The installer for the named agent app."""
+    make = CLIENTS.get(client)
+    if make is None:
+        raise InvalidInput("client", f"{client!r} is not supported; use one of: {', '.join(CLIENTS)}")
+    return HookInstaller(make())

@@ -1,0 +1,217 @@
+"""floorgate's hooks and meter against the real Claude Code, offline, with a counting stand-in.
+
+Every test configures the hooks with ``floorgate hook install claude`` exactly as README says and
+asserts on what the stand-in provider saw: a blocked wake-up makes zero model requests.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from anthropic_standin import AnthropicStandIn, Reply, bash, text
+
+from admission import Admission, Missions, open_store
+from admission.clock import iso
+
+from agents_harness import claude_cli, claude_env, claude_print_argv, events, run_claude
+from cli import run_cli
+
+pytestmark = pytest.mark.slow
+__all__ = ["claude_cli"]  # a fixture, used by name
+
+FLOORGATE = Path(sys.executable).parent / "floorgate"  # the console script of this installation
+LANE = ("--goal", "g", "--agent", "a", "--automation", "x")
+PROVIDER_ENV = ("ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "DISABLE_TELEMETRY")
+PROVIDER_ENV += ("DISABLE_ERROR_REPORTING", "DISABLE_AUTOUPDATER", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC")
+
+
+class World:
+    """One test's HOME, agent project and store, and the stand-in Claude Code talks to."""
+
+    def __init__(self, tmp_path: Path, standin: AnthropicStandIn, claude: Path) -> None:
+        self.root = tmp_path
+        self.project = tmp_path / "agent"
+        self.project.mkdir()
+        self.db = tmp_path / "floorgate.db"
+        self.env = claude_env(tmp_path / "home", standin.url)
+        self.standin = standin
+        self.claude = claude
+
+    def floorgate(self, *args: str) -> Any:
+        """``floorgate ARGS`` in the test's directory, with the test's HOME (in-process)."""
+        return run_cli(*args, cwd=self.root, env=self.env)
+
+    def install(self, *extra: str) -> None:
+        # As README says: the store and the project named from wherever the owner stands.
+        result = self.floorgate(
+            "--db", "floorgate.db", "hook", "install", "claude", "--project", "agent", *LANE, "--wake", "automatic", *extra
+        )
+        assert result.returncode == 0, result.stderr
+
+    def prompt(self, *extra: str) -> subprocess.CompletedProcess[str]:
+        return run_claude(self.claude, self.project, self.env, "triage the inbox", *extra)
+
+    def settings(self) -> dict[str, Any]:
+        return json.loads((self.project / ".claude" / "settings.json").read_text())
+
+    def prompt_hook_command(self) -> str:
+        command = self.settings()["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"]
+        assert isinstance(command, str)
+        return command
+
+
+@pytest.fixture
+def world(tmp_path: Path, claude_cli: Path) -> Any:
+    with AnthropicStandIn() as standin:
+        yield World(tmp_path, standin, claude_cli)
+
+
+def blocked_text(result: subprocess.CompletedProcess[str]) -> str:
+    """What Claude Code printed for a prompt a hook blocked (its result event says it all)."""
+    [done] = [e for e in events(result.stdout) if e.get("type") == "result"]
+    assert done["num_turns"] == 0 and "blocked by hook" in done["result"], done
+    return str(done["result"])
+
+
+# -- UserPromptSubmit ---------------------------------------------------------------------------------
+def test_a_prompt_inside_the_floor_never_reaches_the_provider(world: World) -> None:
+    assert world.floorgate("--db", "floorgate.db", *"policy set g/a --min-interval 24h --revision 0 --owner-ref o".split()).returncode == 0
+    world.install()
+    first = world.prompt()
+    assert first.returncode == 0, first.stderr
+    assert len(world.standin.model_calls) == 1
+    second = world.prompt()
+    assert len(world.standin.model_calls) == 1  # blocked before the model call
+    with open_store(str(world.db)) as store:
+        anchor = Admission(store).starts()[0].anchor_at
+    assert f"may not wake the model before {iso(anchor + timedelta(hours=24))}" in blocked_text(second)
+    assert world.standin.other_requests == []  # nothing else left for the network either
+
+
+def test_a_prompt_just_before_the_floor_waits_for_it(world: World) -> None:
+    """An app's timer one floor after the last wake lands a moment early: the hook waits."""
+    assert world.floorgate("--db", "floorgate.db", *"policy set g/a --min-interval 3s --revision 0 --owner-ref o".split()).returncode == 0
+    world.install("--wait-eligible", "20s")
+    assert world.prompt().returncode == 0
+    second = world.prompt()  # within 3 s of the first: waits for the floor, then wakes the model
+    assert second.returncode == 0 and len(world.standin.model_calls) == 2, second.stdout[-2000:]
+
+
+def test_a_store_that_cannot_be_opened_blocks(world: World) -> None:
+    world.install()
+    world.db.write_bytes(b"not a database, " * 512)
+    out = blocked_text(world.prompt())
+    assert "fail closed" in out and world.standin.model_calls == []
+
+
+def test_a_corrupt_payload_blocks(world: World) -> None:
+    world.install()
+    # The command exactly as Claude Code runs it (with a shell), fed garbage instead of its JSON.
+    hook = subprocess.run(
+        ["sh", "-c", world.prompt_hook_command()], input="{not json", capture_output=True, text=True, env=world.env, timeout=60
+    )
+    assert hook.returncode == 2 and "fail closed" in hook.stderr and "Traceback" not in hook.stderr
+
+
+def test_a_missing_floorgate_blocks(world: World) -> None:
+    copy = world.root / "bin" / "floorgate"
+    copy.parent.mkdir()
+    shutil.copy(FLOORGATE, copy)
+    world.install("--floorgate", str(copy))
+    copy.unlink()  # uninstalled, a venv moved, a path typed wrong: the shell answers 127
+    out = blocked_text(world.prompt())
+    assert "the floorgate hook exited 127" in out and world.standin.model_calls == []
+    status = world.floorgate("hook", "status", "claude", "--project", "agent")
+    assert status.returncode == 1 and f"floorgate executable {copy} is missing" in status.stdout
+
+
+# -- managed turns: PreToolUse and the meter ------------------------------------------------------------
+def managed(world: World, compute: str, *host_args: str) -> None:
+    """An envelope on g/a and automation x whose host is Claude Code in print mode, metered."""
+    policy = world.floorgate("--db", "floorgate.db", "policy", "set", "g/a", "--revision", "0", "--owner-ref", "o", "--compute", compute)
+    assert policy.returncode == 0, policy.stderr
+    env = [a for name in PROVIDER_ENV for a in ("--env", name)]
+    argv = claude_print_argv(world.claude, "work the queue", "--allowedTools", "Bash", *host_args)
+    add = world.floorgate(
+        "--db", "floorgate.db", "automation", "add", "x", "--goal", "g", "--agent", "a", "--schedule", "every 1h",
+        "--meter", "claude-stream-json", "--cwd", str(world.project), "--timeout", "60s", *env, "--", *argv,
+    )  # fmt: skip
+    assert add.returncode == 0, add.stderr
+    world.install()
+
+
+def turn(world: World) -> subprocess.CompletedProcess[str]:
+    """``floorgate turn run x`` as its own process (the host's hooks find it through FLOORGATE_DB)."""
+    return subprocess.run(
+        [str(FLOORGATE), "--db", "floorgate.db", "turn", "run", "x"],
+        cwd=world.root,
+        env=world.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def mission(world: World) -> Any:
+    with open_store(str(world.db)) as store:
+        return Missions(store).recent("x", 1)[0]
+
+
+def marker_loop(n: int, _body: object) -> Reply:
+    return bash("echo step >> marks.txt") if n < 5 else text("gave up")  # calls 4 and 5 are refused
+
+
+def test_the_fourth_tool_call_is_refused_and_the_mission_is_stuck(world: World) -> None:
+    world.standin.script = marker_loop
+    managed(world, '{"max_tool_calls": 3, "on_exhausted": "finish_stuck"}')
+    result = turn(world)
+    assert (world.project / "marks.txt").read_text().splitlines() == ["step"] * 3
+    m = mission(world)
+    assert m.status == "stuck" and m.tool_calls == 3 and "max_tool_calls=3" in (m.stop_reason or ""), result.stdout
+
+
+def test_pause_ask_refuses_the_fourth_call_until_the_owner_approves(world: World) -> None:
+    world.standin.script = marker_loop
+    managed(world, '{"max_tool_calls": 3, "on_exhausted": "pause_ask"}')
+    turn(world)
+    assert (world.project / "marks.txt").read_text().count("step") == 3
+    shown = world.floorgate("--db", "floorgate.db", "mission", "show", mission(world).mission_id, "--json")
+    asks = [a["approval_id"] for a in json.loads(shown.stdout)["pending_asks"]]
+    assert len(asks) == 1, shown.stdout
+    assert world.floorgate("--db", "floorgate.db", "approve", asks[0]).returncode == 0
+    resumed = len(world.standin.model_calls)  # the stand-in numbers calls across runs
+    world.standin.script = lambda n, body: bash("echo step >> marks.txt") if n == resumed else text("done")
+    turn(world)  # the same mission goes on with the extension
+    assert (world.project / "marks.txt").read_text().count("step") == 4
+
+
+def test_recorded_tokens_are_what_the_provider_reported(world: World) -> None:
+    replies = [
+        bash("echo step >> marks.txt", input_tokens=120, output_tokens=33, cache_read_input_tokens=900),
+        text("done", output_tokens=51),
+    ]
+    world.standin.script = lambda n, body: replies[min(n, 1)]
+    managed(world, '{"max_turns": 5}')
+    assert turn(world).returncode == 0
+    assert len(world.standin.replies) == 2
+    assert mission(world).tokens == sum(r.tokens for r in world.standin.replies)
+
+
+@pytest.mark.parametrize("compute, bound", [('{"max_turns": 2}', "max_turns=2"), ('{"max_tokens": 1500}', "max_tokens=1500")])
+def test_a_bound_stops_a_mission_of_several_turns(world: World, compute: str, bound: str) -> None:
+    """Each turn is one tool call and Claude Code's own --max-turns 1 (error_max_turns, a failed
+    turn): the mission goes on turn after turn until the envelope stops it."""
+    world.standin.script = lambda n, body: bash("echo step >> marks.txt", input_tokens=600, output_tokens=200)  # 800 a turn
+    managed(world, compute, "--max-turns", "1")
+    for _ in range(3):
+        turn(world)
+    assert len(world.standin.model_calls) == 2  # the third turn never started its host
+    m = mission(world)
+    assert m.turns == 2 and m.tokens == 1600 and m.status == "stuck" and bound in (m.stop_reason or ""), m
