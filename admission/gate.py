@@ -7,10 +7,12 @@ is inserted. Only that second evaluation can admit.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import BigInteger, func, select, type_coerce
+from sqlalchemy.engine import Connection
 
 from . import _locks as locks
 from . import _schema as s
@@ -100,6 +102,7 @@ class Admission:
         trigger_time: datetime,
         manual_reason: str | None = None,
         journal: JournalEntry | None = None,
+        on_admit: Callable[[Connection], None] | None = None,
     ) -> Decision:
         """Decide whether ``turn_id`` may start now; when admitted, the start is durably reserved.
 
@@ -110,6 +113,12 @@ class Admission:
         ``journal``: the managed turn's journal row, written in the same transaction as the start
         whenever the turn is admitted (so a reservation never exists without its journal row).
         ``TurnOwned`` (nothing written) when another runner already journaled this turn.
+
+        ``on_admit``: the caller's part of the admitting unit of work, called with that
+        transaction's connection once the start (and journal row) are written, only when the turn
+        is admitted; what it writes (with repositories' ``within=``) commits in the same commit as
+        the reservation. An error it raises rolls the reservation back too (``StoreUnavailable``
+        denies as ``state_unavailable``; anything else propagates).
         """
         req = _Request(
             goal=check_id(goal, "goal"),
@@ -135,12 +144,14 @@ class Admission:
                     return _decision(req, now, verdict)
             # Only this evaluation, serialized per agent, may admit. (On SQLite taking the write
             # lock costs less than a separate read, and a transaction without writes writes nothing.)
-            with self.store.driver(write=True, lock_key=lock_key) as tx:
-                verdict = _evaluate(_read(tx, req), req, now_us)
-                if verdict.reason in _ADMITTING:
-                    _insert_start(tx, req, now_us)
-                if journal is not None and verdict.reason in _ADMITTED:
-                    write_entry(tx, journal, now_us)
+            if on_admit is None:
+                with self.store.driver(write=True, lock_key=lock_key) as tx:
+                    verdict = _admit(tx, req, now_us, journal)
+            else:
+                with self.store.write(lock_key) as conn, self.store.driver(write=True, within=conn) as tx:
+                    verdict = _admit(tx, req, now_us, journal)
+                    if verdict.reason in _ADMITTED:
+                        on_admit(conn)
         except StoreUnavailable as exc:
             verdict = _Verdict(Reason.STATE_UNAVAILABLE, None, None, detail=f"{exc}; denied (fail closed)")
         return _decision(req, now, verdict)
@@ -308,6 +319,16 @@ class Admission:
         with self.store.read() as conn:
             row = conn.execute(select(*raw_columns(t)).where(t.c.turn_id == check_id(turn_id, "turn_id"))).first()
         return start_from_row(row) if row is not None else None
+
+
+def _admit(tx: DriverTx, req: _Request, now_us: int, journal: JournalEntry | None) -> _Verdict:
+    """The serialized evaluation: only here may a start be inserted."""
+    verdict = _evaluate(_read(tx, req), req, now_us)
+    if verdict.reason in _ADMITTING:
+        _insert_start(tx, req, now_us)
+    if journal is not None and verdict.reason in _ADMITTED:
+        write_entry(tx, journal, now_us)
+    return verdict
 
 
 def _time_ok(value: object) -> bool:

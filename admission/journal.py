@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import func, insert, literal, select, text, update
+from sqlalchemy.engine import Connection
 
 from . import _locks as locks
 from . import _schema as s
@@ -350,6 +351,19 @@ class Journal:
             row = conn.execute(select(t).where(t.c.turn_id == turn_id)).one()
         return _record(row)
 
+    def link(self, turn_id: str, owner: str, *, mission_id: str, attempt: int, within: Connection) -> None:
+        """Record the mission a ``journaled`` attempt counts against, in the caller's transaction
+        (the turn's begin: ``Admission.reserve(on_admit=...)``); ``ClaimLost`` when not the owner."""
+        t = s.turns
+        with self.store.write(lock_key=locks.turn(turn_id), within=within) as conn:
+            done = conn.execute(
+                update(t)
+                .where(t.c.turn_id == turn_id, t.c.owner_id == owner, t.c.phase == "journaled")
+                .values(mission_id=mission_id, attempt=attempt)
+            )
+            if done.rowcount != 1:
+                self._refuse(conn, turn_id, owner, "mission link", "journaled")
+
     def launched(self, turn_id: str, owner: str, child_pid: int) -> None:
         """Record the host's pid (only by the owner, only once, only after ``confirm``)."""
         t = s.turns
@@ -374,13 +388,14 @@ class Journal:
             if done.rowcount != 1:
                 self._refuse(conn, turn_id, owner, "lease renewal", "unsettled")
 
-    def settle(self, turn_id: str, verdict: Verdict, *, owner: str) -> TurnRecord:
+    def settle(self, turn_id: str, verdict: Verdict, *, owner: str, within: Connection | None = None) -> TurnRecord:
         """Write the verdict once, as the owner; a second settlement returns the first (settlement
         is final). A start still reserved for this turn is confirmed in the same commit (never
-        refunded), so a settled turn never leaves a reservation behind."""
+        refunded), so a settled turn never leaves a reservation behind. ``within``: in the caller's
+        transaction (with the mission's settlement); ``ClaimLost`` then rolls all of it back."""
         t = s.turns
         now = read_clock(self.clock)
-        with self.store.write(lock_key=locks.turn(turn_id)) as conn:
+        with self.store.write(lock_key=locks.turn(turn_id), within=within) as conn:
             done = conn.execute(
                 update(t)
                 .where(t.c.turn_id == turn_id, t.c.owner_id == owner, t.c.phase != "settled")
@@ -511,10 +526,10 @@ class Journal:
         return _record(row)
 
     # -- reads -----------------------------------------------------------------------------------
-    def get(self, turn_id: str) -> TurnRecord | None:
+    def get(self, turn_id: str, *, within: Connection | None = None) -> TurnRecord | None:
         t = s.turns
         try:
-            with self.store.read() as conn:
+            with self.store.read(within=within) as conn:
                 row = conn.execute(select(t).where(t.c.turn_id == turn_id)).first()
         except CorruptState as exc:
             raise CorruptState(f"turn {turn_id!r} is malformed in the store: {exc}") from None
