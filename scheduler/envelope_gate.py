@@ -1,7 +1,8 @@
 """The compute envelope at its deterministic seams (seed 000), in one place for every surface.
 
-- turn start (``begin_turn``): accounting latch, owner ask pending, model/backend allowlists,
-  tokens already spent, mission wall clock, and max_turns (counted in one refusing statement);
+- turn start (``precheck``, then ``open_turn`` inside the admitting transaction and ``gate_turn``
+  once it committed): accounting latch, owner ask pending, model/backend allowlists, tokens
+  already spent, mission wall clock, and max_turns (counted in one refusing statement);
 - the turn's deadline (``deadline_cap``): what is left of max_wall_seconds;
 - between turns (``after_turn``): usage the host reported (never a missing report as zero),
   reported models/backends, wall-clock exhaustion;

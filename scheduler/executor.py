@@ -282,9 +282,10 @@ class TurnExecutor:
         verdict = self._launch(automation, record, log_path, timeout, tapped)
         if wall_capped and verdict.status == "timed_out":
             verdict = verdict.model_copy(update={"stop_reason": "compute bound exhausted: max_wall_seconds", "bound": "max_wall_seconds"})
-        usage = read_usage(spec.meter, tapped) if gate.mission is not None else None
+        usage = None
         if gate.mission is not None:
-            self.gate.account(gate.mission, turn_id, usage)
+            usage = read_usage(spec.meter, tapped)
+            self.gate.account(gate.mission, turn_id, usage)  # its own commits: nothing else may write inside the unit
         with self.store.unit() as unit:  # the turn's verdict and its mission's settlement: one commit
             if gate.mission is not None:
                 verdict = self.gate.after_turn(automation, gate.mission, turn_id, verdict, usage, within=unit)
