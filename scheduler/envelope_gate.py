@@ -149,14 +149,16 @@ class EnvelopeGate:
         enforce = self.mode == "enforce"
         return self.missions.count(mission.mission_id, "turns", envelope.max_turns, enforce=enforce, within=within)
 
-    def gate_turn(self, automation: Automation, pre: TurnGate, mission: Mission, counted: bool) -> TurnGate:
+    def gate_turn(
+        self, automation: Automation, pre: TurnGate, mission: Mission, counted: bool, *, within: Connection | None = None
+    ) -> TurnGate:
         """Once the turn's begin committed: the refusal when counting it would pass max_turns
-        (settled or asked per on_exhausted), else the turn's deadline cap."""
+        (settled or asked per on_exhausted, in ``within`` if given), else the turn's deadline cap."""
         envelope = pre.envelope
         if envelope is None:
             return TurnGate(mission, None)
         if not counted:
-            return self._exhausted(automation, mission, envelope, "max_turns", envelope.max_turns + mission.extra_turns)
+            return self._exhausted(automation, mission, envelope, "max_turns", envelope.max_turns + mission.extra_turns, within)
         if self.mode == "observe" and envelope.max_turns and mission.turns > envelope.max_turns + mission.extra_turns:
             self._observed(mission, f"max_turns={envelope.max_turns} exceeded (turn {mission.turns})")
         return TurnGate(mission, envelope, None, self.deadline_cap(mission, envelope))

@@ -261,13 +261,20 @@ class TurnExecutor:
             return TurnOutcome(turn_id, verdict, decision, None)
         turn.owns_row = True  # the journal row with this runner's claim committed with the start
         _pause("reserved")
-        gate = self.gate.gate_turn(automation, pre, begun[0][1], begun[0][0]) if begun else pre
-        if gate.refusal is not None:
-            self._hold_if_stuck(automation, gate.refusal)
-            # Admitted, but the envelope refused it in the counting statement: nothing launches,
-            # and the admitted start is not refunded (conservative).
-            settled = self.journal.settle(turn_id, gate.refusal, owner=self.owner)
-            return TurnOutcome(turn_id, gate.refusal, decision, settled)
+        gate = pre
+        if begun and begun[0][0]:
+            gate = self.gate.gate_turn(automation, pre, begun[0][1], counted=True)
+        elif begun:
+            # The counting statement refused the turn. When the envelope refuses it, nothing
+            # launches and the admitted start is not refunded (conservative); the mission's
+            # exhaustion and the turn's verdict commit together.
+            with self.store.unit() as unit:
+                gate = self.gate.gate_turn(automation, pre, begun[0][1], counted=False, within=unit)
+                if gate.refusal is not None:
+                    settled = self.journal.settle(turn_id, gate.refusal, owner=self.owner, within=unit)
+            if gate.refusal is not None:
+                self._hold_if_stuck(automation, gate.refusal)
+                return TurnOutcome(turn_id, gate.refusal, decision, settled)
         now = read_clock(self.clock)
         timeout = timedelta(seconds=host.timeout_seconds)
         wall_capped = gate.deadline_cap is not None and gate.deadline_cap < timeout

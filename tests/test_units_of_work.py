@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from sqlalchemy import event
 
-from admission import Automations, FixedClock, Journal, Missions, Store, StoreUnavailable, WakeState
+from admission import Automations, FixedClock, Journal, Missions, Policies, Scope, Store, StoreUnavailable, WakeState, parse_compute
 from admission.journal import ClaimLost
 from admission.store import DriverTx
 from admission.timers import TimerBindings
@@ -196,3 +196,43 @@ def test_a_turn_resumed_after_its_begin_committed_is_counted_once(store: Store, 
     assert outcome.verdict.status == "succeeded" and outcome.decision is not None
     assert outcome.decision.reason.value == "resumed"
     assert raw_sql(store, "SELECT status, turns FROM fg_missions") == [("succeeded", 1)]
+
+
+def test_a_turn_the_count_refuses_settles_with_its_mission_in_one_commit(store: Store, commits: Commits, tmp_path: Path) -> None:
+    clock = FixedClock(T0)
+    automation = add_automation(store, clock)
+    compute = parse_compute('{"max_turns": 1, "on_exhausted": "finish_stuck"}')
+    Policies(store, clock).configure(Scope.parse("g/a/x"), compute=compute, expected_revision=0, owner_ref="owner")
+    mission = Missions(store, clock).open("x", "g", "a")
+    ex = TurnExecutor(store, state_dir=tmp_path / "state", clock=clock, mode="enforce")
+    precheck = ex.gate.precheck
+
+    def then_another_runner_counts(a: Any) -> Any:
+        checked = precheck(a)  # saw 0 of 1 turns used
+        raw_sql(store, "UPDATE fg_missions SET turns = 1 WHERE mission_id = :m", {"m": mission.mission_id})
+        return checked
+
+    ex.gate.precheck = then_another_runner_counts  # type: ignore[method-assign]
+    start = commits.n
+    outcome = ex.run(automation)
+    assert (outcome.verdict.status, outcome.verdict.bound) == ("stuck", "max_turns")
+    # the begin; the mission's exhaustion with the turn's verdict; the automation's hold
+    assert commits.n - start - 1 == 3  # (the other runner's count is the 1)
+    assert raw_sql(store, "SELECT status, turns FROM fg_missions") == [("stuck", 1)]
+    assert raw_sql(store, "SELECT phase, status FROM fg_turns") == [("settled", "stuck")]
+    assert Automations(store).get("x").state == "held"
+
+
+def test_repositories_join_the_callers_transaction_and_roll_back_with_it(store: Store, commits: Commits) -> None:
+    missions = Missions(store, FixedClock(T0))
+    before = commits.n
+    with store.unit() as unit:
+        mission = missions.open("x", "g", "a", within=unit)
+        counted, seen = missions.count(mission.mission_id, "turns", 0, enforce=False, within=unit)
+        assert counted and seen.turns == 1  # the unit reads its own writes
+    assert commits.n - before == 1
+    with pytest.raises(RuntimeError, match="after the count"), store.unit() as unit:
+        missions.count(mission.mission_id, "turns", 0, enforce=False, within=unit)
+        raise RuntimeError("after the count")
+    assert missions.get(mission.mission_id).turns == 1
+    assert commits.n - before == 1
