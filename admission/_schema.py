@@ -23,7 +23,7 @@ rules = Table(
     Column("min_interval_us", BigInteger, nullable=False),
     Column("owner_ref", String(64), nullable=False),
     Column("revision", Integer, nullable=False),
-    Column("updated_at_us", BigInteger, nullable=False),
+    Column("updated_at_us", UtcMicros, nullable=False),
     Column("compute_json", Text, nullable=True),  # the scope's compute block, as written
 )
 
@@ -38,7 +38,7 @@ rule_history = Table(
     Column("after_us", BigInteger, nullable=False),
     Column("revision", Integer, nullable=False),
     Column("owner_ref", String(64), nullable=False),
-    Column("changed_at_us", BigInteger, nullable=False),
+    Column("changed_at_us", UtcMicros, nullable=False),
     Column("reduction_authorized", Boolean, nullable=False),
     Column("compute_before", Text, nullable=True),
     Column("compute_after", Text, nullable=True),
@@ -52,14 +52,14 @@ starts = Table(
     Column("goal_id", String(128), nullable=False),
     Column("agent_id", String(128), nullable=False),
     Column("automation_id", String(128), nullable=False),
-    Column("trigger_us", BigInteger, nullable=False),
+    Column("trigger_us", UtcMicros, nullable=False),
     # The anchor: when admission reserved the start. Start-to-start floors count from here.
-    Column("anchor_us", BigInteger, nullable=False),
+    Column("anchor_us", UtcMicros, nullable=False),
     # 'reserved' or 'confirmed'; NULL (older or hand-edited data) is read as a confirmed start.
     Column("phase", String(16), nullable=True),
     Column("kind", String(16), nullable=False),
     Column("manual_reason", Text, nullable=True),
-    Column("confirmed_at_us", BigInteger, nullable=True),
+    Column("confirmed_at_us", UtcMicros, nullable=True),
     Index("ix_fg_starts_agent_anchor", "goal_id", "agent_id", "anchor_us"),
     Index("ix_fg_starts_lane_anchor", "goal_id", "agent_id", "automation_id", "anchor_us"),
     Index("ix_fg_starts_lane_trigger", "goal_id", "agent_id", "automation_id", "trigger_us", unique=True),
@@ -83,8 +83,8 @@ automations = Table(
     Column("state", String(16), nullable=False),
     Column("state_note", Text, nullable=True),
     Column("revision", Integer, nullable=False),
-    Column("created_at_us", BigInteger, nullable=False),
-    Column("updated_at_us", BigInteger, nullable=False),
+    Column("created_at_us", UtcMicros, nullable=False),
+    Column("updated_at_us", UtcMicros, nullable=False),
     Column("hold_kind", String(16), nullable=True),  # HoldKind while held, else NULL
 )
 
@@ -93,9 +93,9 @@ wake_state = Table(
     metadata,
     Column("automation_id", String(128), primary_key=True),
     Column("backoff_step", Integer, nullable=False),  # 0: no backoff chain running
-    Column("backoff_wake_us", BigInteger, nullable=True),
-    Column("last_nominal_us", BigInteger, nullable=True),  # unused: the tick log records what ticked
-    Column("updated_at_us", BigInteger, nullable=False),
+    Column("backoff_wake_us", UtcMicros, nullable=True),
+    Column("last_nominal_us", UtcMicros, nullable=True),  # unused: the tick log records what ticked
+    Column("updated_at_us", UtcMicros, nullable=False),
 )
 
 ticks = Table(
@@ -103,8 +103,8 @@ ticks = Table(
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("automation_id", String(128), nullable=False),
-    Column("nominal_us", BigInteger, nullable=False),
-    Column("actual_us", BigInteger, nullable=False),
+    Column("nominal_us", UtcMicros, nullable=False),
+    Column("actual_us", UtcMicros, nullable=False),
     Column("decision", String(16), nullable=False),
     Column("reason", String(200), nullable=False),
     Column("turn_id", String(128), nullable=True),
@@ -125,8 +125,8 @@ turns = Table(
     Column("runner_host", String(128), nullable=False),
     Column("runner_pid", Integer, nullable=False),
     Column("child_pid", Integer, nullable=True),
-    Column("started_at_us", BigInteger, nullable=False),
-    Column("deadline_us", BigInteger, nullable=False),
+    Column("started_at_us", UtcMicros, nullable=False),
+    Column("deadline_us", UtcMicros, nullable=False),
     # journaled (attempt durable, nothing spawned) -> confirmed (the host may have spawned) ->
     # launched (child pid known) -> settled
     Column("phase", String(16), nullable=False),
@@ -136,13 +136,13 @@ turns = Table(
     Column("failure_category", String(16), nullable=True),
     Column("exit_code", Integer, nullable=True),
     Column("stop_bound", String(32), nullable=True),  # the envelope bound that stopped the turn
-    Column("settled_at_us", BigInteger, nullable=True),
+    Column("settled_at_us", UtcMicros, nullable=True),
     Column("log_path", Text, nullable=True),
     Column("mission_id", String(128), nullable=True),
     # The claim: one owner ("host:pid:nonce") at a time, valid until the lease expires; every
     # step after the claim is an UPDATE conditional on owning it.
     Column("owner_id", String(160), nullable=True),
-    Column("lease_expires_us", BigInteger, nullable=True),
+    Column("lease_expires_us", UtcMicros, nullable=True),
     Index("ix_fg_turns_automation", "automation_id", "started_at_us"),
     Index("ix_fg_turns_phase", "phase"),
 )

@@ -4,15 +4,22 @@
 every backend). Writing takes aware datetimes only; reading a value that is not an integer in
 range (SQLite keeps whatever a hand edit wrote) raises ``CorruptState``, so no repository
 hand-writes that check, and damaged time never becomes a time.
+
+A strict read (``select(table)``) decodes every row as it is fetched, so one bad value fails the
+whole read. A tolerant scan, which must report the damaged row and keep the others, selects the
+columns undecoded (``raw_columns``) and decodes row by row (``decode_row``) with the same decoder.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
+from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import BigInteger
+from sqlalchemy import BigInteger, Table, type_coerce
 from sqlalchemy.engine import Dialect
+from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import TypeDecorator
 
 from .clock import aware_utc, from_us, to_us
@@ -20,6 +27,13 @@ from .errors import CorruptState
 
 # Beyond year 9000 a stored time is corrupt, not a time to add floors to.
 MAX_US = 221_845_392_000_000_000
+
+
+def decode_us(value: object) -> datetime:
+    """A stored microsecond time as an aware UTC datetime; anything else raises ``CorruptState``."""
+    if type(value) is not int or not 0 <= value < MAX_US:
+        raise CorruptState(f"a stored time is malformed: {value!r}")
+    return from_us(value)
 
 
 class UtcMicros(TypeDecorator[datetime]):
@@ -36,8 +50,23 @@ class UtcMicros(TypeDecorator[datetime]):
         return to_us(aware_utc(value, "time"))
 
     def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        if type(value) is not int or not 0 <= value < MAX_US:
-            raise CorruptState(f"a stored time is malformed: {value!r}")
-        return from_us(value)
+        return None if value is None else decode_us(value)
+
+
+def raw_columns(table: Table) -> list[ColumnElement[Any]]:
+    """Every column of ``table``, its ``UtcMicros`` ones left undecoded (for ``decode_row``)."""
+    return [type_coerce(c, BigInteger).label(c.name) if isinstance(c.type, UtcMicros) else c for c in table.c]
+
+
+def decode_row(table: Table, row: Any) -> SimpleNamespace:
+    """One row read with ``raw_columns``, its times decoded as a strict read would; a malformed
+    value raises ``CorruptState`` naming the column."""
+    values: Mapping[str, Any] = row._mapping
+    out = dict(values)
+    for c in table.c:
+        if isinstance(c.type, UtcMicros) and out.get(c.name) is not None:
+            try:
+                out[c.name] = decode_us(out[c.name])
+            except CorruptState as exc:
+                raise CorruptState(f"{c.name}: {exc}") from None
+    return SimpleNamespace(**out)

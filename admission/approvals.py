@@ -15,6 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import insert, select, update
+from sqlalchemy.engine import Connection
 
 from . import _locks as locks
 from . import _schema as s
@@ -68,15 +69,17 @@ class Approvals:
         self.store = store
         self.clock = clock if clock is not None else SystemClock()
 
-    def ask(self, mission_id: str, scope: str, bound: str, extension: int, ttl: timedelta = DEFAULT_TTL) -> Approval:
+    def ask(
+        self, mission_id: str, scope: str, bound: str, extension: int, ttl: timedelta = DEFAULT_TTL, *, within: Connection | None = None
+    ) -> Approval:
         """File an ask proposing ``extension`` more of ``bound``; earlier pending asks of the mission
-        are superseded. The mission waits for its owner."""
+        are superseded. The mission waits for its owner. ``within``: in the caller's transaction."""
         if bound not in _EXTENDS or type(extension) is not int or extension < 1:
             raise InvalidInput("proposal", f"extend one of {', '.join(_EXTENDS)} by a positive whole number")
         a, m = s.approvals, s.missions
         now = read_clock(self.clock)
         approval_id = "auth-" + secrets.token_urlsafe(18)
-        with self.store.write(lock_key=locks.mission(mission_id)) as conn:
+        with self.store.write(lock_key=locks.mission(mission_id), within=within) as conn:
             conn.execute(
                 update(a).where(a.c.mission_id == mission_id, a.c.state == "pending").values(state="superseded", decided_at_us=now)
             )

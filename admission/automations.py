@@ -11,15 +11,16 @@ import json
 from collections.abc import Collection
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import Table, delete, insert, select, update
 
 from . import _locks as locks
 from . import _schema as s
-from .clock import Clock, SystemClock, from_us, read_clock, to_us
-from .errors import InvalidInput, NotFound, StoreUnavailable
+from ._types import decode_row, raw_columns
+from .clock import Clock, SystemClock, read_clock
+from .errors import CorruptState, InvalidInput, NotFound, StoreUnavailable
 from .scope import check_id
 from .store import Store
 
@@ -158,8 +159,8 @@ def _row_to_automation(row) -> Automation:  # type: ignore[no-untyped-def]
             state=row.state,
             state_note=row.state_note,
             revision=row.revision,
-            created_at=from_us(row.created_at_us),
-            updated_at=from_us(row.updated_at_us),
+            created_at=row.created_at_us,
+            updated_at=row.updated_at_us,
             hold_kind=row.hold_kind,
         )
     except (ValidationError, ValueError, TypeError, OverflowError, RecursionError) as exc:
@@ -188,7 +189,7 @@ class Automations:
     def add(self, automation_id: str, spec: AutomationSpec) -> Automation:
         check_id(automation_id, "automation")
         _check_spec(spec)
-        now = to_us(read_clock(self.clock))
+        now = read_clock(self.clock)
         a = s.automations
         with self.store.write(lock_key=locks.automation(automation_id)) as conn:
             if conn.execute(select(a.c.automation_id).where(a.c.automation_id == automation_id)).first():
@@ -208,8 +209,11 @@ class Automations:
 
     def get(self, automation_id: str) -> Automation:
         a = s.automations
-        with self.store.read() as conn:
-            row = conn.execute(select(a).where(a.c.automation_id == check_id(automation_id, "automation"))).first()
+        try:
+            with self.store.read() as conn:
+                row = conn.execute(select(a).where(a.c.automation_id == check_id(automation_id, "automation"))).first()
+        except CorruptState as exc:
+            raise CorruptState(f"automation {automation_id!r} is malformed in the store: {exc}") from None
         if row is None:
             raise NotFound(f"automation {automation_id!r} does not exist (see 'floorgate automation list')")
         return _row_to_automation(row)
@@ -231,7 +235,7 @@ class Automations:
         ``{automation_id: reason}`` for the rows that do not, in one query: one corrupt row is
         reported, never raised, so a host or a status page holds that automation and goes on."""
         a = s.automations
-        query = select(a).order_by(a.c.goal_id, a.c.agent_id, a.c.automation_id)
+        query = select(*raw_columns(a)).order_by(a.c.goal_id, a.c.agent_id, a.c.automation_id)
         if automation_ids is not None:
             query = query.where(a.c.automation_id.in_(sorted(automation_ids)))
         if goal is not None:
@@ -244,7 +248,7 @@ class Automations:
             rows = list(conn.execute(query))
         for row in rows:
             try:
-                found[row.automation_id] = _row_to_automation(row)
+                found[row.automation_id] = _row_to_automation(_decoded(a, row, "automation"))
             except StoreUnavailable as exc:
                 bad[str(row.automation_id)] = str(exc)
         return found, bad
@@ -293,7 +297,7 @@ class Automations:
     def _update(self, automation_id: str, values: dict) -> Automation:  # type: ignore[type-arg]
         check_id(automation_id, "automation")
         a = s.automations
-        now = to_us(read_clock(self.clock))
+        now = read_clock(self.clock)
         with self.store.write(lock_key=locks.automation(automation_id)) as conn:
             done = conn.execute(
                 update(a).where(a.c.automation_id == automation_id).values(**values, revision=a.c.revision + 1, updated_at_us=now)
@@ -305,8 +309,11 @@ class Automations:
     # -- wake state ----------------------------------------------------------------------------
     def wake_state(self, automation_id: str) -> WakeState:
         w = s.wake_state
-        with self.store.read() as conn:
-            row = conn.execute(select(w).where(w.c.automation_id == automation_id)).first()
+        try:
+            with self.store.read() as conn:
+                row = conn.execute(select(w).where(w.c.automation_id == automation_id)).first()
+        except CorruptState as exc:
+            raise CorruptState(f"wake state of automation {automation_id!r} is malformed in the store: {exc}") from None
         if row is None:
             return WakeState(automation_id=automation_id)
         return _wake_from_row(row)
@@ -324,10 +331,10 @@ class Automations:
         found: dict[str, WakeState] = {}
         bad: dict[str, str] = {}
         with self.store.read() as conn:
-            rows = list(conn.execute(select(w)))
+            rows = list(conn.execute(select(*raw_columns(w))))
         for row in rows:
             try:
-                found[row.automation_id] = _wake_from_row(row)
+                found[row.automation_id] = _wake_from_row(_decoded(w, row, "wake state of automation"))
             except StoreUnavailable as exc:
                 bad[row.automation_id] = str(exc)
         return found, bad
@@ -335,12 +342,7 @@ class Automations:
     def save_wake_state(self, state: WakeState) -> None:
         """Store the backoff chain (which ticks happened is the tick log's to say, not this row's)."""
         w = s.wake_state
-        now = to_us(read_clock(self.clock))
-        values = dict(
-            backoff_step=state.backoff_step,
-            backoff_wake_us=to_us(state.backoff_wake_at) if state.backoff_wake_at is not None else None,
-            updated_at_us=now,
-        )
+        values = dict(backoff_step=state.backoff_step, backoff_wake_us=state.backoff_wake_at, updated_at_us=read_clock(self.clock))
         with self.store.write(lock_key=locks.automation(state.automation_id)) as conn:
             done = conn.execute(update(w).where(w.c.automation_id == state.automation_id).values(**values))
             if done.rowcount == 0:
@@ -352,16 +354,17 @@ def _wake_from_row(row) -> WakeState:  # type: ignore[no-untyped-def]
     try:
         if type(row.backoff_step) is not int or row.backoff_step < 0:
             raise ValueError(f"backoff_step must be a non-negative integer, found {row.backoff_step!r}")
-        wake_us = row.backoff_wake_us
-        if wake_us is not None and type(wake_us) is not int:
-            raise ValueError(f"backoff_wake_us must be an integer time, found {wake_us!r}")
-        return WakeState(
-            automation_id=row.automation_id,
-            backoff_step=row.backoff_step,
-            backoff_wake_at=from_us(wake_us) if wake_us is not None else None,
-        )
+        return WakeState(automation_id=row.automation_id, backoff_step=row.backoff_step, backoff_wake_at=row.backoff_wake_us)
     except (ValidationError, ValueError, TypeError, OverflowError) as exc:
         raise StoreUnavailable(f"wake state of automation {row.automation_id!r} is malformed in the store: {_one_line(exc)}") from None
+
+
+def _decoded(table: Table, row: Any, what: str) -> Any:
+    """A row of a tolerant scan, decoded; a malformed time raises ``CorruptState`` naming the automation."""
+    try:
+        return decode_row(table, row)
+    except CorruptState as exc:
+        raise CorruptState(f"{what} {row.automation_id!r} is malformed in the store: {exc}") from None
 
 
 def _spec_columns(spec: AutomationSpec) -> dict:  # type: ignore[type-arg]

@@ -7,17 +7,20 @@ is inserted. Only that second evaluation can admit.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import func, select
+from sqlalchemy import BigInteger, func, select, type_coerce
+from sqlalchemy.engine import Connection
 
 from . import _locks as locks
 from . import _schema as s
 from ._facts import CONFIRM_SQL, INSERT_START_SQL, Facts, StartRow, read_facts
+from ._types import MAX_US, decode_us, raw_columns
 from .clock import Clock, SystemClock, aware_utc, from_us, iso, read_clock, to_us
 from .decisions import Confirmation, Decision, Eligibility, Phase, Reason, StartKind, StartRecord
-from .errors import InvalidInput, StoreUnavailable
+from .errors import CorruptState, InvalidInput, StoreUnavailable
 from .intervals import format_interval
 from .journal import JournalEntry, write_entry
 from .policies import EffectiveFloor, RuleRef, combine, rule_ref
@@ -33,12 +36,10 @@ _MAX_REASON = 500
 
 
 def start_from_row(row) -> StartRecord:  # type: ignore[no-untyped-def]
-    """Decode a starts row; malformed values raise ``StoreUnavailable`` so callers fail closed."""
+    """Decode a starts row as read undecoded (the hot path's RETURNING, or ``raw_columns``), with
+    the column type's own time decoder; malformed values raise ``CorruptState`` (fail closed)."""
     try:
         phase_text = row.phase
-        for value in (row.trigger_us, row.anchor_us, row.confirmed_at_us):
-            if value is not None and type(value) is not int:
-                raise ValueError(f"start times must be integers, found {value!r}")
         if not isinstance(row.manual_reason, (str, type(None))):
             raise ValueError("manual_reason must be text")
         # Every field is checked or converted above; skip pydantic's second pass.
@@ -47,23 +48,17 @@ def start_from_row(row) -> StartRecord:  # type: ignore[no-untyped-def]
             goal_id=row.goal_id,
             agent_id=row.agent_id,
             automation_id=row.automation_id or None,
-            trigger_time=from_us(_int(row.trigger_us)),
-            anchor_at=from_us(_int(row.anchor_us)),
+            trigger_time=decode_us(row.trigger_us),
+            anchor_at=decode_us(row.anchor_us),
             # A start without a phase is older or hand-edited data: read it as an attempted start.
             phase=Phase(phase_text) if phase_text is not None else Phase.CONFIRMED,
             phase_recorded=phase_text is not None,
             kind=StartKind(row.kind),
             manual_reason=row.manual_reason,
-            confirmed_at=from_us(_int(row.confirmed_at_us)) if row.confirmed_at_us is not None else None,
+            confirmed_at=decode_us(row.confirmed_at_us) if row.confirmed_at_us is not None else None,
         )
-    except (ValueError, TypeError, OverflowError) as exc:
-        raise StoreUnavailable(f"malformed start record {row.turn_id!r}: {exc}") from None
-
-
-def _int(value: object) -> int:
-    if type(value) is not int:
-        raise ValueError(f"expected an integer time, found {value!r}")
-    return value
+    except (CorruptState, ValueError, TypeError, OverflowError) as exc:
+        raise CorruptState(f"malformed start record {row.turn_id!r}: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -107,6 +102,7 @@ class Admission:
         trigger_time: datetime,
         manual_reason: str | None = None,
         journal: JournalEntry | None = None,
+        on_admit: Callable[[Connection], None] | None = None,
     ) -> Decision:
         """Decide whether ``turn_id`` may start now; when admitted, the start is durably reserved.
 
@@ -117,6 +113,12 @@ class Admission:
         ``journal``: the managed turn's journal row, written in the same transaction as the start
         whenever the turn is admitted (so a reservation never exists without its journal row).
         ``TurnOwned`` (nothing written) when another runner already journaled this turn.
+
+        ``on_admit``: the caller's part of the admitting unit of work, called with that
+        transaction's connection once the start (and journal row) are written, only when the turn
+        is admitted; what it writes (with repositories' ``within=``) commits in the same commit as
+        the reservation. An error it raises rolls the reservation back too (``StoreUnavailable``
+        denies as ``state_unavailable``; anything else propagates).
         """
         req = _Request(
             goal=check_id(goal, "goal"),
@@ -142,12 +144,14 @@ class Admission:
                     return _decision(req, now, verdict)
             # Only this evaluation, serialized per agent, may admit. (On SQLite taking the write
             # lock costs less than a separate read, and a transaction without writes writes nothing.)
-            with self.store.driver(write=True, lock_key=lock_key) as tx:
-                verdict = _evaluate(_read(tx, req), req, now_us)
-                if verdict.reason in _ADMITTING:
-                    _insert_start(tx, req, now_us)
-                if journal is not None and verdict.reason in _ADMITTED:
-                    write_entry(tx, journal, now_us)
+            if on_admit is None:
+                with self.store.driver(write=True, lock_key=lock_key) as tx:
+                    verdict = _admit(tx, req, now_us, journal)
+            else:
+                with self.store.write(lock_key) as conn, self.store.driver(write=True, within=conn) as tx:
+                    verdict = _admit(tx, req, now_us, journal)
+                    if verdict.reason in _ADMITTED:
+                        on_admit(conn)
         except StoreUnavailable as exc:
             verdict = _Verdict(Reason.STATE_UNAVAILABLE, None, None, detail=f"{exc}; denied (fail closed)")
         return _decision(req, now, verdict)
@@ -233,22 +237,22 @@ class Admission:
     def next_eligible_many(self, lanes: list[tuple[str, str, str | None]]) -> dict[tuple[str, str, str | None], datetime | None]:
         """``next_eligible_at`` for many lanes in three queries (a host arming thousands of timers).
 
-        The same floor arithmetic as ``eligibility``; a lane whose state cannot be read maps to
-        None here, and admission still decides every tick on its own facts.
+        The same floor arithmetic as ``eligibility``; a lane with no floor maps to None. A malformed
+        stored anchor raises ``ValueError`` naming its lane (``scheduler._plan.next_eligible_tolerant``
+        then holds only that lane); admission still decides every tick on its own facts.
         """
         r, t = s.rules, s.starts
         with self.store.read() as conn:
-            rules = list(conn.execute(select(r)))
+            rules = list(conn.execute(select(r.c.goal_id, r.c.agent_id, r.c.automation_id, r.c.min_interval_us, r.c.revision)))
+            # Undecoded: a damaged anchor maps its lanes to None below instead of failing the read.
+            anchor = func.max(type_coerce(t.c.anchor_us, BigInteger))
             agent_anchor = {
-                (g, a): v
-                for g, a, v in conn.execute(select(t.c.goal_id, t.c.agent_id, func.max(t.c.anchor_us)).group_by(t.c.goal_id, t.c.agent_id))
+                (g, a): v for g, a, v in conn.execute(select(t.c.goal_id, t.c.agent_id, anchor).group_by(t.c.goal_id, t.c.agent_id))
             }
             lane_anchor = {
                 (g, a, x): v
                 for g, a, x, v in conn.execute(
-                    select(t.c.goal_id, t.c.agent_id, t.c.automation_id, func.max(t.c.anchor_us)).group_by(
-                        t.c.goal_id, t.c.agent_id, t.c.automation_id
-                    )
+                    select(t.c.goal_id, t.c.agent_id, t.c.automation_id, anchor).group_by(t.c.goal_id, t.c.agent_id, t.c.automation_id)
                 )
             }
         # The same decoder as admission's facts: a damaged rule raises (the caller holds its lanes).
@@ -266,11 +270,9 @@ class Admission:
             floor = combine(goal, agent, automation, refs)
             agent_us = agent_anchor.get((goal, agent))
             lane_us = lane_anchor.get((goal, agent, automation or ""))
-            if (
-                not floor.rules
-                or (agent_us is not None and type(agent_us) is not int)
-                or (lane_us is not None and type(lane_us) is not int)
-            ):
+            if not _time_ok(agent_us) or not _time_ok(lane_us):
+                raise ValueError(f"lane {goal}/{agent}/{automation or ''} has a malformed anchor: {agent_us!r}, {lane_us!r}")
+            if not floor.rules:
                 out[(goal, agent, automation)] = None
                 continue
             next_us = _next_eligible_us(floor, agent_us, lane_us if automation else None)
@@ -280,7 +282,8 @@ class Admission:
     def _last_start(self, goal: str, agent: str) -> StartRecord | None:
         t = s.starts
         with self.store.read() as conn:
-            row = conn.execute(select(t).where(t.c.goal_id == goal, t.c.agent_id == agent).order_by(t.c.anchor_us.desc()).limit(1)).first()
+            query = select(*raw_columns(t)).where(t.c.goal_id == goal, t.c.agent_id == agent)
+            row = conn.execute(query.order_by(t.c.anchor_us.desc()).limit(1)).first()
         return start_from_row(row) if row is not None else None
 
     def starts(
@@ -288,7 +291,7 @@ class Admission:
     ) -> list[StartRecord]:
         """Start records, newest first, optionally narrowed to a goal, agent or automation."""
         t = s.starts
-        query = select(t).order_by(t.c.anchor_us.desc(), t.c.turn_id).limit(limit)
+        query = select(*raw_columns(t)).order_by(t.c.anchor_us.desc(), t.c.turn_id).limit(limit)
         for column, value, field in (
             (t.c.goal_id, goal, "goal"),
             (t.c.agent_id, agent, "agent"),
@@ -314,8 +317,23 @@ class Admission:
         """The start record of ``turn_id``, if admission wrote one."""
         t = s.starts
         with self.store.read() as conn:
-            row = conn.execute(select(t).where(t.c.turn_id == check_id(turn_id, "turn_id"))).first()
+            row = conn.execute(select(*raw_columns(t)).where(t.c.turn_id == check_id(turn_id, "turn_id"))).first()
         return start_from_row(row) if row is not None else None
+
+
+def _admit(tx: DriverTx, req: _Request, now_us: int, journal: JournalEntry | None) -> _Verdict:
+    """The serialized evaluation: only here may a start be inserted."""
+    verdict = _evaluate(_read(tx, req), req, now_us)
+    if verdict.reason in _ADMITTING:
+        _insert_start(tx, req, now_us)
+    if journal is not None and verdict.reason in _ADMITTED:
+        write_entry(tx, journal, now_us)
+    return verdict
+
+
+def _time_ok(value: object) -> bool:
+    """Whether an undecoded stored time (or its absence) would pass the column's decoder."""
+    return value is None or (type(value) is int and 0 <= value < MAX_US)
 
 
 def _read(tx: DriverTx, req: _Request) -> Facts:

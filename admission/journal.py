@@ -18,15 +18,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator
 from sqlalchemy import func, insert, literal, select, text, update
+from sqlalchemy.engine import Connection
 
 from . import _locks as locks
 from . import _schema as s
+from ._types import decode_row, raw_columns
 from .clock import Clock, SystemClock, from_us, iso, read_clock, to_us
-from .errors import FloorgateError, InvalidInput, NotFound, StoreUnavailable
+from .errors import CorruptState, FloorgateError, InvalidInput, NotFound, StoreUnavailable
 from .store import DriverTx, Store
 
 
@@ -226,6 +228,14 @@ def _record(row) -> TurnRecord:  # type: ignore[no-untyped-def]
         raise StoreUnavailable(f"turn {row.turn_id!r} is malformed in the store: {' '.join(first[:3])}") from None
 
 
+def _decoded(row: Any) -> Any:
+    """A row of a tolerant scan (``raw_columns``), its times decoded; ``CorruptState`` names the turn."""
+    try:
+        return decode_row(s.turns, row)
+    except CorruptState as exc:
+        raise CorruptState(f"turn {row.turn_id!r} is malformed in the store: {exc}") from None
+
+
 def _decode(row) -> TurnRecord:  # type: ignore[no-untyped-def]
     verdict = None
     if row.status is not None:
@@ -248,15 +258,15 @@ def _decode(row) -> TurnRecord:  # type: ignore[no-untyped-def]
         runner_host=row.runner_host,
         runner_pid=row.runner_pid,
         child_pid=row.child_pid,
-        started_at=from_us(row.started_at_us),
-        deadline=from_us(row.deadline_us),
+        started_at=row.started_at_us,
+        deadline=row.deadline_us,
         phase=row.phase,
         verdict=verdict,
-        settled_at=from_us(row.settled_at_us) if row.settled_at_us is not None else None,
+        settled_at=row.settled_at_us,
         log_path=row.log_path,
         mission_id=row.mission_id,
         owner_id=row.owner_id,
-        lease_expires=from_us(row.lease_expires_us) if row.lease_expires_us is not None else None,
+        lease_expires=row.lease_expires_us,
     )
 
 
@@ -302,7 +312,7 @@ class Journal:
         returned as is). Without an owner the row is claimed by ``<runner_host>:direct`` until its
         deadline. Managed turns journal through ``Admission.reserve(journal=...)`` instead."""
         t = s.turns
-        now = to_us(read_clock(self.clock))
+        now = read_clock(self.clock)
         with self.store.write(lock_key=locks.turn(turn_id)) as conn:
             row = conn.execute(select(t).where(t.c.turn_id == turn_id)).first()
             if row is not None:
@@ -320,12 +330,12 @@ class Journal:
                     runner_pid=runner_pid,
                     child_pid=None,
                     started_at_us=now,
-                    deadline_us=to_us(deadline),
+                    deadline_us=deadline,
                     phase="journaled",
                     log_path=log_path,
                     mission_id=mission_id,
                     owner_id=owner_id if owner_id is not None else f"{runner_host}:direct",
-                    lease_expires_us=to_us(lease_expires if lease_expires is not None else deadline),
+                    lease_expires_us=lease_expires if lease_expires is not None else deadline,
                 )
             )
             row = conn.execute(select(t).where(t.c.turn_id == turn_id)).one()
@@ -345,8 +355,8 @@ class Journal:
         """Pass the point of no return in one commit: the journal row becomes ``confirmed`` (with
         its mission link, attempt and deadline) and the turn's reserved start is confirmed."""
         t = s.turns
-        now = to_us(read_clock(self.clock))
-        values: dict[str, object] = {"phase": "confirmed", "lease_expires_us": to_us(lease_expires), "deadline_us": to_us(deadline)}
+        now = read_clock(self.clock)
+        values: dict[str, object] = {"phase": "confirmed", "lease_expires_us": lease_expires, "deadline_us": deadline}
         if attempt is not None:
             values["attempt"] = attempt
         if mission_id is not None:
@@ -359,6 +369,19 @@ class Journal:
             conn.execute(update(st).where(st.c.turn_id == turn_id, st.c.phase == "reserved").values(phase="confirmed", confirmed_at_us=now))
             row = conn.execute(select(t).where(t.c.turn_id == turn_id)).one()
         return _record(row)
+
+    def link(self, turn_id: str, owner: str, *, mission_id: str, attempt: int, within: Connection) -> None:
+        """Record the mission a ``journaled`` attempt counts against, in the caller's transaction
+        (the turn's begin: ``Admission.reserve(on_admit=...)``); ``ClaimLost`` when not the owner."""
+        t = s.turns
+        with self.store.write(lock_key=locks.turn(turn_id), within=within) as conn:
+            done = conn.execute(
+                update(t)
+                .where(t.c.turn_id == turn_id, t.c.owner_id == owner, t.c.phase == "journaled")
+                .values(mission_id=mission_id, attempt=attempt)
+            )
+            if done.rowcount != 1:
+                self._refuse(conn, turn_id, owner, "mission link", "journaled")
 
     def launched(self, turn_id: str, owner: str, child_pid: int) -> None:
         """Record the host's pid (only by the owner, only once, only after ``confirm``)."""
@@ -379,18 +402,19 @@ class Journal:
             done = conn.execute(
                 update(t)
                 .where(t.c.turn_id == turn_id, t.c.owner_id == owner, t.c.phase != "settled")
-                .values(lease_expires_us=to_us(lease_expires))
+                .values(lease_expires_us=lease_expires)
             )
             if done.rowcount != 1:
                 self._refuse(conn, turn_id, owner, "lease renewal", "unsettled")
 
-    def settle(self, turn_id: str, verdict: Verdict, *, owner: str) -> TurnRecord:
+    def settle(self, turn_id: str, verdict: Verdict, *, owner: str, within: Connection | None = None) -> TurnRecord:
         """Write the verdict once, as the owner; a second settlement returns the first (settlement
         is final). A start still reserved for this turn is confirmed in the same commit (never
-        refunded), so a settled turn never leaves a reservation behind."""
+        refunded), so a settled turn never leaves a reservation behind. ``within``: in the caller's
+        transaction (with the mission's settlement); ``ClaimLost`` then rolls all of it back."""
         t = s.turns
-        now = to_us(read_clock(self.clock))
-        with self.store.write(lock_key=locks.turn(turn_id)) as conn:
+        now = read_clock(self.clock)
+        with self.store.write(lock_key=locks.turn(turn_id), within=within) as conn:
             done = conn.execute(
                 update(t)
                 .where(t.c.turn_id == turn_id, t.c.owner_id == owner, t.c.phase != "settled")
@@ -425,9 +449,9 @@ class Journal:
                     t.c.turn_id == record.turn_id,
                     t.c.phase == record.phase,
                     t.c.owner_id.is_not_distinct_from(record.owner_id),
-                    t.c.lease_expires_us.is_not_distinct_from(to_us(record.lease_expires) if record.lease_expires else None),
+                    t.c.lease_expires_us.is_not_distinct_from(record.lease_expires),
                 )
-                .values(owner_id=owner, lease_expires_us=to_us(lease_expires), runner_host=runner_host, runner_pid=runner_pid)
+                .values(owner_id=owner, lease_expires_us=lease_expires, runner_host=runner_host, runner_pid=runner_pid)
             )
             if done.rowcount != 1:
                 return None
@@ -478,8 +502,8 @@ class Journal:
         """Record an orphaned reservation as a settled turn and confirm its start, in one commit
         (the window stays spent: never refunded). None if a journal row appeared meanwhile."""
         t, st = s.turns, s.starts
-        now = to_us(read_clock(self.clock))
-        anchor = to_us(start.anchor_at)
+        now = read_clock(self.clock)
+        anchor = start.anchor_at
         with self.store.write(lock_key=locks.turn(start.turn_id)) as conn:
             if conn.execute(select(literal(1)).where(t.c.turn_id == start.turn_id)).first() is not None:
                 return None
@@ -521,10 +545,13 @@ class Journal:
         return _record(row)
 
     # -- reads -----------------------------------------------------------------------------------
-    def get(self, turn_id: str) -> TurnRecord | None:
+    def get(self, turn_id: str, *, within: Connection | None = None) -> TurnRecord | None:
         t = s.turns
-        with self.store.read() as conn:
-            row = conn.execute(select(t).where(t.c.turn_id == turn_id)).first()
+        try:
+            with self.store.read(within=within) as conn:
+                row = conn.execute(select(t).where(t.c.turn_id == turn_id)).first()
+        except CorruptState as exc:
+            raise CorruptState(f"turn {turn_id!r} is malformed in the store: {exc}") from None
         return _record(row) if row is not None else None
 
     def unsettled(self, automation_id: str | None = None) -> list[TurnRecord]:
@@ -539,7 +566,7 @@ class Journal:
         """Unsettled turns that decode, and ``{turn_id: why}`` for those that do not (one bad row
         must not stop recovery of the others)."""
         t = s.turns
-        query = select(t).where(t.c.phase != "settled").order_by(t.c.started_at_us)
+        query = select(*raw_columns(t)).where(t.c.phase != "settled").order_by(t.c.started_at_us)
         if automation_id is not None:
             query = query.where(t.c.automation_id == automation_id)
         with self.store.read() as conn:
@@ -548,7 +575,7 @@ class Journal:
         bad: dict[str, str] = {}
         for row in rows:
             try:
-                records.append(_record(row))
+                records.append(_record(_decoded(row)))
             except StoreUnavailable as exc:
                 bad[str(row.turn_id)] = str(exc)
         return records, bad

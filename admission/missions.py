@@ -4,6 +4,9 @@ A mission opens with its automation's first turn and stays open across failed tu
 continuations until it settles (succeeded, stuck) or waits for its owner (awaiting_owner).
 Counters are durable and keyed by mission id, so a restart or resume never grants a fresh
 allowance. Counting is one statement that refuses to pass the bound.
+
+Every method that writes takes ``within``: the caller's open write transaction (see
+``Store.write``), so a turn's begin or settlement commits with the rest of its unit of work.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import insert, select, text, update
+from sqlalchemy.engine import Connection
 
 from . import _locks as locks
 from . import _schema as s
@@ -90,9 +94,9 @@ class Missions:
         self.store = store
         self.clock = clock if clock is not None else SystemClock()
 
-    def get(self, mission_id: str) -> Mission:
+    def get(self, mission_id: str, *, within: Connection | None = None) -> Mission:
         m = s.missions
-        with self.store.read() as conn:
+        with self.store.read(within=within) as conn:
             row = conn.execute(select(m).where(m.c.mission_id == mission_id)).first()
         if row is None:
             raise NotFound(f"mission {mission_id!r} does not exist")
@@ -117,11 +121,11 @@ class Missions:
         with self.store.read() as conn:
             return [_mission(row) for row in conn.execute(query)]
 
-    def open(self, automation_id: str, goal_id: str, agent_id: str) -> Mission:
+    def open(self, automation_id: str, goal_id: str, agent_id: str, *, within: Connection | None = None) -> Mission:
         """The automation's unsettled mission, or a new one (one per automation at a time)."""
         m = s.missions
         now = read_clock(self.clock)
-        with self.store.write(lock_key=locks.automation(automation_id)) as conn:
+        with self.store.write(lock_key=locks.automation(automation_id), within=within) as conn:
             row = conn.execute(select(m).where(m.c.automation_id == automation_id, m.c.status.in_(("open", "awaiting_owner")))).first()
             if row is None:
                 mission_id = f"mis-{uuid.uuid4().hex[:16]}"
@@ -150,14 +154,14 @@ class Missions:
                 row = conn.execute(select(m).where(m.c.mission_id == mission_id)).one()
         return _mission(row)
 
-    def count(self, mission_id: str, counter: str, limit: int, *, enforce: bool) -> tuple[bool, Mission]:
+    def count(self, mission_id: str, counter: str, limit: int, *, enforce: bool, within: Connection | None = None) -> tuple[bool, Mission]:
         """Count one turn or tool call. With a limit in enforce, the count that would pass
         ``limit`` (plus approved extensions) is refused and nothing changes: one statement."""
         if counter not in ("turns", "tool_calls"):
             raise ValueError(counter)
         extra = _COUNTERS[counter]
         guard = f" AND ({counter} < :limit + {extra})" if limit and enforce else ""
-        with self.store.write(lock_key=locks.mission(mission_id)) as conn:
+        with self.store.write(lock_key=locks.mission(mission_id), within=within) as conn:
             done = conn.execute(
                 text(f"UPDATE fg_missions SET {counter} = {counter} + 1 WHERE mission_id = :m AND status = 'open'{guard}"),
                 {"m": mission_id, "limit": limit},
@@ -167,15 +171,15 @@ class Missions:
             raise NotFound(f"mission {mission_id!r} does not exist")
         return done.rowcount == 1, _mission(row)
 
-    def settle(self, mission_id: str, status: MissionStatus, reason: str | None) -> Mission:
+    def settle(self, mission_id: str, status: MissionStatus, reason: str | None, *, within: Connection | None = None) -> Mission:
         m = s.missions
         now = read_clock(self.clock)
-        with self.store.write(lock_key=locks.mission(mission_id)) as conn:
+        with self.store.write(lock_key=locks.mission(mission_id), within=within) as conn:
             values = {"status": status, "stop_reason": reason}
             if status in ("succeeded", "stuck"):
                 values["settled_at_us"] = now  # type: ignore[assignment]
             conn.execute(update(m).where(m.c.mission_id == mission_id, m.c.status.in_(("open", "awaiting_owner"))).values(**values))
-        return self.get(mission_id)
+            return self.get(mission_id, within=conn)
 
     def add_usage(self, mission_id: str, tokens: int) -> Mission:
         m = s.missions
@@ -185,12 +189,12 @@ class Missions:
             )
         return self.get(mission_id)
 
-    def set_latch(self, mission_id: str, reason: str | None) -> None:
+    def set_latch(self, mission_id: str, reason: str | None, *, within: Connection | None = None) -> None:
         m = s.missions
-        with self.store.write(lock_key=locks.mission(mission_id)) as conn:
+        with self.store.write(lock_key=locks.mission(mission_id), within=within) as conn:
             conn.execute(update(m).where(m.c.mission_id == mission_id).values(latch=reason))
 
-    def report_problem(self, mission_id: str, problem: str) -> None:
+    def report_problem(self, mission_id: str, problem: str, *, within: Connection | None = None) -> None:
         m = s.missions
-        with self.store.write(lock_key=locks.mission(mission_id)) as conn:
+        with self.store.write(lock_key=locks.mission(mission_id), within=within) as conn:
             conn.execute(update(m).where(m.c.mission_id == mission_id).values(problems=problem[:2000]))

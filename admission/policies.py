@@ -18,7 +18,7 @@ from sqlalchemy.engine import Connection
 
 from . import _locks as locks
 from . import _schema as s
-from .clock import Clock, SystemClock, from_us, read_clock, to_us
+from .clock import Clock, SystemClock, read_clock
 from .envelope import ComputeBlock, loosened, parse_compute
 from .errors import InvalidInput, ReductionNotAuthorized, RevisionConflict, StoreUnavailable
 from .intervals import check_interval, format_interval
@@ -136,7 +136,7 @@ def rule_from_row(row) -> Rule:  # type: ignore[no-untyped-def]
         min_interval=ref.min_interval,
         owner_ref=str(row.owner_ref),
         revision=row.revision,
-        updated_at=from_us(_checked_us(row.updated_at_us, "updated_at")),
+        updated_at=row.updated_at_us,
         compute=compute,
         compute_problem=problem,
     )
@@ -233,7 +233,7 @@ class Policies:
         check_owner_ref(owner_ref)
         if type(allow_reduction) is not bool:
             raise InvalidInput("allow_reduction", "must be True or False")
-        now_us = to_us(read_clock(self.clock))
+        now = read_clock(self.clock)
         goal, agent, automation = scope.key()
         r = s.rules
         key = and_(r.c.goal_id == goal, r.c.agent_id == agent, r.c.automation_id == automation)
@@ -262,7 +262,7 @@ class Policies:
                 compute_after_text = None if compute.is_empty() else json.dumps(compute.doc(), sort_keys=True)
             new_rev = current_rev + 1
             values = dict(
-                min_interval_us=after_us, owner_ref=owner_ref, revision=new_rev, updated_at_us=now_us, compute_json=compute_after_text
+                min_interval_us=after_us, owner_ref=owner_ref, revision=new_rev, updated_at_us=now, compute_json=compute_after_text
             )
             if row is None:
                 conn.execute(insert(r).values(goal_id=goal, agent_id=agent, automation_id=automation, **values))
@@ -279,7 +279,7 @@ class Policies:
                     after_us=after_us,
                     revision=new_rev,
                     owner_ref=owner_ref,
-                    changed_at_us=now_us,
+                    changed_at_us=now,
                     reduction_authorized=allow_reduction,
                     compute_before=compute_before_text,
                     compute_after=compute_after_text,
@@ -291,7 +291,7 @@ class Policies:
             min_interval=timedelta(microseconds=after_us),
             owner_ref=owner_ref,
             revision=new_rev,
-            updated_at=from_us(now_us),
+            updated_at=now,
             compute=compute_now,
             compute_problem=problem_now,
         )
@@ -345,7 +345,7 @@ class Policies:
                 after=timedelta(microseconds=row.after_us),
                 revision=row.revision,
                 owner_ref=row.owner_ref,
-                changed_at=from_us(row.changed_at_us),
+                changed_at=row.changed_at_us,
                 reduction_authorized=bool(row.reduction_authorized),
                 compute_before=_json_or_none(row.compute_before),
                 compute_after=_json_or_none(row.compute_after),

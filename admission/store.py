@@ -4,6 +4,10 @@
 database whose schema revision this version does not know (written by a newer floorgate).
 Services do their reads in ``Store.read()`` and their writes in ``Store.write(lock_key)``;
 database errors are translated to ``StoreUnavailable`` here and nowhere else.
+
+Units of work: a repository method that takes ``within`` (an open ``Store.write`` connection) does
+its reads and writes in that caller's transaction instead of its own, taking its lock there, so
+several repositories' changes commit once, together, or not at all.
 """
 
 from __future__ import annotations
@@ -142,7 +146,7 @@ class Store:
                 raw.invalidate()
 
     @contextmanager
-    def driver(self, *, write: bool, lock_key: str | None = None) -> Iterator[DriverTx]:
+    def driver(self, *, write: bool, lock_key: str | None = None, within: Connection | None = None) -> Iterator[DriverTx]:
         """A DBAPI cursor for the admission hot path, where SQLAlchemy's per-statement cost would
         dominate a decision (the benchmarks compare against bare driver loops).
 
@@ -150,7 +154,13 @@ class Store:
         opens no transaction and writes nothing. ``write=True``: one transaction serialized like
         ``write()`` (BEGIN IMMEDIATE on SQLite, an advisory lock on ``lock_key`` on PostgreSQL),
         committed durably on success and rolled back on any error.
+
+        ``within``: run on the DBAPI connection of the caller's ``write()`` transaction instead (its
+        lock taken there; the caller commits), so hot-path statements join a unit of work.
         """
+        if within is not None:
+            yield from self._joined_driver(within, lock_key)
+            return
         raw = self._hot_connection()
         cursor = None
         try:
@@ -180,13 +190,34 @@ class Store:
                 with contextlib.suppress(Exception):  # pragma: no cover - the connection is gone
                     cursor.close()
 
+    def _joined_driver(self, conn: Connection, lock_key: str | None) -> Iterator[DriverTx]:
+        self._lock(conn, lock_key)
+        cursor = conn.connection.cursor()
+        try:
+            yield DriverTx(self, cursor)
+        except self._dbapi_error as exc:
+            raise StoreUnavailable(f"store {self.safe_url} failed: {_first_line(exc)}") from exc
+        finally:
+            with contextlib.suppress(Exception):  # pragma: no cover - the connection is gone
+                cursor.close()
+
+    def _lock(self, conn: Connection, lock_key: str | None) -> None:
+        if self.dialect == "postgresql" and lock_key is not None:
+            # Transaction-scoped and re-entrant: taking a key the transaction holds is free.
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": lock_id(lock_key)})
+
     @property
     def safe_url(self) -> str:
         return make_url(self.url).render_as_string(hide_password=True)
 
     @contextmanager
-    def read(self) -> Iterator[Connection]:
-        """A read-only transaction; it never commits anything."""
+    def read(self, *, within: Connection | None = None) -> Iterator[Connection]:
+        """A read-only transaction; it never commits anything. ``within``: read in the caller's
+        transaction (seeing its uncommitted writes)."""
+        if within is not None:
+            with self._translate():
+                yield within
+            return
         with self._translate(), self.engine.connect() as conn:
             try:
                 yield conn
@@ -194,19 +225,32 @@ class Store:
                 conn.rollback()
 
     @contextmanager
-    def write(self, lock_key: str | None = None) -> Iterator[Connection]:
+    def write(self, lock_key: str | None = None, *, within: Connection | None = None) -> Iterator[Connection]:
         """A write transaction serialized in the database, committed durably on success.
 
         SQLite takes its write lock at BEGIN IMMEDIATE (one writer per file); PostgreSQL takes a
         transaction-scoped advisory lock on ``lock_key``, so writers to different keys run in parallel.
+
+        ``within``: join the caller's open write transaction instead (the lock is taken in it, and
+        nothing commits here). On SQLite a unit must not wait on another connection's write while
+        it is open: it holds the file's write lock until it ends.
         """
+        if within is not None:
+            with self._translate():
+                self._lock(within, lock_key)
+                yield within
+            return
         with self._translate(), self.engine.connect() as conn:
             if self.dialect == "sqlite":
                 conn = conn.execution_options(fg_immediate=True)
             with conn.begin():
-                if self.dialect == "postgresql" and lock_key is not None:
-                    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": lock_id(lock_key)})
+                self._lock(conn, lock_key)
                 yield conn
+
+    def unit(self) -> contextlib.AbstractContextManager[Connection]:
+        """A unit of work: one write transaction that repositories join with ``within=`` (each
+        takes its own lock in it), committed once when the block ends, rolled back on any error."""
+        return self.write(lock_key=None)
 
     @contextmanager
     def _translate(self) -> Iterator[None]:

@@ -10,10 +10,11 @@ from datetime import datetime
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import func, insert, select
+from sqlalchemy import BigInteger, func, insert, select, type_coerce
 
 from . import _schema as s
-from .clock import from_us, to_us
+from ._types import decode_us
+from .errors import CorruptState
 from .store import Store
 
 MAX_REASON = 200  # the column's width
@@ -53,8 +54,8 @@ class TickLog:
         rows = [
             dict(
                 automation_id=t.automation_id,
-                nominal_us=to_us(t.nominal_at),
-                actual_us=to_us(t.actual_at),
+                nominal_us=t.nominal_at,
+                actual_us=t.actual_at,
                 decision=t.decision,
                 reason=t.reason[:MAX_REASON],  # never a batch refused (and retried forever) for one long reason
                 turn_id=t.turn_id,
@@ -72,8 +73,8 @@ class TickLog:
             return [
                 Tick(
                     automation_id=row.automation_id,
-                    nominal_at=from_us(row.nominal_us),
-                    actual_at=from_us(row.actual_us),
+                    nominal_at=row.nominal_us,
+                    actual_at=row.actual_us,
                     decision=row.decision,
                     reason=row.reason,
                     turn_id=row.turn_id,
@@ -90,13 +91,13 @@ class TickLog:
             query = query.where(k.c.automation_id == automation_id)
         with self.store.read() as conn:
             rows = conn.execute(query)
-            return {aid: from_us(value) for aid, value in rows if value is not None}
+            return {aid: value for aid, value in rows if value is not None}
 
     def last_nominal_scan(self) -> tuple[dict[str, datetime], dict[str, str]]:
         """Like ``last_nominal()`` for every automation, but an automation whose latest nominal time
         is malformed is reported as ``{automation_id: reason}`` instead of failing the whole read."""
         k = s.ticks
-        query = select(k.c.automation_id, func.max(k.c.nominal_us)).group_by(k.c.automation_id)
+        query = select(k.c.automation_id, func.max(type_coerce(k.c.nominal_us, BigInteger))).group_by(k.c.automation_id)
         found: dict[str, datetime] = {}
         bad: dict[str, str] = {}
         with self.store.read() as conn:
@@ -105,10 +106,8 @@ class TickLog:
             if value is None:
                 continue
             try:
-                if type(value) is not int:
-                    raise TypeError(f"found {value!r}")
-                found[automation_id] = from_us(value)
-            except (TypeError, ValueError, OverflowError) as exc:
+                found[automation_id] = decode_us(value)
+            except CorruptState as exc:
                 bad[automation_id] = f"the tick log of automation {automation_id!r} has a malformed nominal time: {exc}"
         return found, bad
 

@@ -1,7 +1,8 @@
 """The compute envelope at its deterministic seams (seed 000), in one place for every surface.
 
-- turn start (``begin_turn``): accounting latch, owner ask pending, model/backend allowlists,
-  tokens already spent, mission wall clock, and max_turns (counted in one refusing statement);
+- turn start (``precheck``, then ``open_turn`` inside the admitting transaction and ``gate_turn``
+  once it committed): accounting latch, owner ask pending, model/backend allowlists, tokens
+  already spent, mission wall clock, and max_turns (counted in one refusing statement);
 - the turn's deadline (``deadline_cap``): what is left of max_wall_seconds;
 - between turns (``after_turn``): usage the host reported (never a missing report as zero),
   reported models/backends, wall-clock exhaustion;
@@ -21,6 +22,8 @@ import re
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
+
+from sqlalchemy.engine import Connection
 
 from admission import (
     Accounting,
@@ -129,20 +132,37 @@ class EnvelopeGate:
         return TurnGate(mission, envelope)
 
     def begin_turn(self, automation: Automation, pre: TurnGate) -> TurnGate:
-        """After admission admitted the turn: open the mission if needed and count the turn (one
-        refusing statement), then give the turn's deadline cap."""
+        """After admission admitted the turn: ``open_turn`` in a transaction of its own, then
+        ``gate_turn`` (the managed turn does ``open_turn`` inside its admission instead)."""
         if self.mode == "disabled":
             return pre
+        with self.store.unit() as unit:
+            counted, mission = self.open_turn(automation, pre, within=unit)
+        return self.gate_turn(automation, pre, mission, counted)
+
+    def open_turn(self, automation: Automation, pre: TurnGate, *, within: Connection) -> tuple[bool, Mission]:
+        """In the caller's transaction: open the mission if needed and count the turn (one
+        refusing statement). Returns whether it was counted, and the mission as counted."""
         spec = automation.spec
-        mission = self.missions.open(automation.automation_id, spec.goal_id, spec.agent_id)
+        mission = self.missions.open(automation.automation_id, spec.goal_id, spec.agent_id, within=within)
         envelope = pre.envelope
         if envelope is None:  # observe with a malformed block: unbounded, reported loudly
-            self.missions.report_problem(mission.mission_id, f"observe: envelope unreadable, ran unbounded: {pre.problem}")
-            self.missions.count(mission.mission_id, "turns", 0, enforce=False)
-            return TurnGate(self.missions.get(mission.mission_id), None)
-        counted, mission = self.missions.count(mission.mission_id, "turns", envelope.max_turns, enforce=self.mode == "enforce")
+            problem = f"observe: envelope unreadable, ran unbounded: {pre.problem}"
+            self.missions.report_problem(mission.mission_id, problem, within=within)
+            return self.missions.count(mission.mission_id, "turns", 0, enforce=False, within=within)
+        enforce = self.mode == "enforce"
+        return self.missions.count(mission.mission_id, "turns", envelope.max_turns, enforce=enforce, within=within)
+
+    def gate_turn(
+        self, automation: Automation, pre: TurnGate, mission: Mission, counted: bool, *, within: Connection | None = None
+    ) -> TurnGate:
+        """Once the turn's begin committed: the refusal when counting it would pass max_turns
+        (settled or asked per on_exhausted, in ``within`` if given), else the turn's deadline cap."""
+        envelope = pre.envelope
+        if envelope is None:
+            return TurnGate(mission, None)
         if not counted:
-            return self._exhausted(automation, mission, envelope, "max_turns", envelope.max_turns + mission.extra_turns)
+            return self._exhausted(automation, mission, envelope, "max_turns", envelope.max_turns + mission.extra_turns, within)
         if self.mode == "observe" and envelope.max_turns and mission.turns > envelope.max_turns + mission.extra_turns:
             self._observed(mission, f"max_turns={envelope.max_turns} exceeded (turn {mission.turns})")
         return TurnGate(mission, envelope, None, self.deadline_cap(mission, envelope))
@@ -208,42 +228,66 @@ class EnvelopeGate:
         return (read_clock(self.clock) - mission.started_at).total_seconds()
 
     # -- exhaustion ----------------------------------------------------------------------------
-    def _exhausted(self, automation: Automation, mission: Mission, envelope: Envelope, bound: str, value: int) -> TurnGate:
+    def _exhausted(
+        self, automation: Automation, mission: Mission, envelope: Envelope, bound: str, value: int, within: Connection | None = None
+    ) -> TurnGate:
         reason = f"compute bound exhausted: {bound}={value}"
         if self.mode == "observe":
-            self._observed(mission, reason)
+            self._observed(mission, reason, within)
             return TurnGate(mission, envelope)
         if envelope.on_exhausted == "pause_ask":
             base = getattr(envelope, bound) or value
-            ask = self.approvals.ask(mission.mission_id, _lane(automation), bound, max(1, base // 2))
+            ask = self.approvals.ask(mission.mission_id, _lane(automation), bound, max(1, base // 2), within=within)
             text = f"{reason}; owner ask {ask.approval_id}"
-            return TurnGate(self.missions.get(mission.mission_id), envelope, _stuck(text, bound))
-        return TurnGate(self.missions.settle(mission.mission_id, MissionStatus.STUCK, reason), envelope, _stuck(reason, bound))
+            return TurnGate(self.missions.get(mission.mission_id, within=within), envelope, _stuck(text, bound))
+        settled = self.missions.settle(mission.mission_id, MissionStatus.STUCK, reason, within=within)
+        return TurnGate(settled, envelope, _stuck(reason, bound))
 
-    def exhaust(self, automation: Automation, mission: Mission, bound: str, value: int) -> Verdict:
+    def exhaust(self, automation: Automation, mission: Mission, bound: str, value: int, *, within: Connection | None = None) -> Verdict:
         """Exhaustion found after a turn (wall clock, tokens): settle or ask, per on_exhausted."""
         envelope, _ = self.envelope(automation.spec.goal_id, automation.spec.agent_id, automation.automation_id)
-        gate = self._exhausted(automation, mission, envelope, bound, value)
+        gate = self._exhausted(automation, mission, envelope, bound, value, within)
         return gate.refusal or _stuck(f"compute bound exhausted: {bound}={value}", bound)
 
-    def _observed(self, mission: Mission, what: str) -> None:
+    def _observed(self, mission: Mission, what: str, within: Connection | None = None) -> None:
         log.warning("OBSERVE: mission %s: %s (not enforced)", mission.mission_id, what)
-        self.missions.report_problem(mission.mission_id, f"observe: {what}")
+        self.missions.report_problem(mission.mission_id, f"observe: {what}", within=within)
 
     # -- between turns -------------------------------------------------------------------------
-    def after_turn(self, automation: Automation, mission: Mission, turn_id: str, verdict: Verdict, usage: Usage | None) -> Verdict:
-        """Account the turn's reported usage, check reported models, settle the mission."""
+    def account(self, mission: Mission, turn_id: str, usage: Usage | None) -> None:
+        """Reconcile the turn's reported requests, each in its own commits (idempotent by request id)."""
+        if self.mode == "disabled" or usage is None:
+            return
+        for request in usage.requests.values():
+            rid = f"{turn_id}:{request.request_id}"[:128]
+            self.accounting.reserve(mission.mission_id, rid, estimate_tokens=0, model=request.model)
+            self.accounting.dispatched(rid)
+            self.accounting.reconcile(rid, request.tokens, request.model)
+
+    def after_turn(
+        self,
+        automation: Automation,
+        mission: Mission,
+        turn_id: str,
+        verdict: Verdict,
+        usage: Usage | None,
+        *,
+        within: Connection | None = None,
+    ) -> Verdict:
+        """Account the turn's reported usage, check reported models, settle the mission.
+
+        ``within``: settle in the caller's transaction (with the turn's own settlement); the caller
+        has called ``account`` before opening it, so no other connection writes while it is open.
+        """
         if self.mode == "disabled":
             return verdict
+        if within is None:
+            self.account(mission, turn_id, usage)
         envelope, _ = self.envelope(automation.spec.goal_id, automation.spec.agent_id, automation.automation_id)
         if usage is not None:
-            for request in usage.requests.values():
-                rid = f"{turn_id}:{request.request_id}"[:128]
-                self.accounting.reserve(mission.mission_id, rid, estimate_tokens=0, model=request.model)
-                self.accounting.dispatched(rid)
-                self.accounting.reconcile(rid, request.tokens, request.model)
             if usage.unparseable:
-                self.missions.set_latch(mission.mission_id, f"{usage.unparseable} usage record(s) in turn {turn_id} could not be parsed")
+                latch = f"{usage.unparseable} usage record(s) in turn {turn_id} could not be parsed"
+                self.missions.set_latch(mission.mission_id, latch, within=within)
             bad = [m for m in usage.models if envelope.model_allowlist is not None and m not in envelope.model_allowlist]
             bad += [b for b in usage.backends if envelope.backend_allowlist is not None and b not in envelope.backend_allowlist]
             if bad:
@@ -251,19 +295,20 @@ class EnvelopeGate:
                 if self.mode == "enforce":
                     # The mission stops here, and so does this turn: stuck, so its automation is
                     # held now rather than at the next turn's start.
-                    self.missions.settle(mission.mission_id, MissionStatus.STUCK, reason)
+                    self.missions.settle(mission.mission_id, MissionStatus.STUCK, reason, within=within)
                     allowlist = "model_allowlist" if any(m in bad for m in usage.models) else "backend_allowlist"
                     return _stuck(reason, allowlist)
-                self._observed(mission, reason)
-        mission = self.missions.get(mission.mission_id)
+                self._observed(mission, reason, within)
+        mission = self.missions.get(mission.mission_id, within=within)
         if verdict.bound == "max_wall_seconds":  # the executor killed the host at the mission's deadline
-            return self.exhaust(automation, mission, "max_wall_seconds", envelope.max_wall_seconds + mission.extra_wall_seconds)
+            left = envelope.max_wall_seconds + mission.extra_wall_seconds
+            return self.exhaust(automation, mission, "max_wall_seconds", left, within=within)
         if verdict.status in ("succeeded", "failed") and mission.status in ("stuck", "awaiting_owner"):
             # A hook stopped the mission while the host ran (the PreToolUse hook refused the call
             # past max_tool_calls); the host then ends normally, but the turn is what stopped it.
             return self._stuck_during_turn(mission)
         if verdict.status == "succeeded" and mission.status == "open":
-            self.missions.settle(mission.mission_id, MissionStatus.SUCCEEDED, "completed")
+            self.missions.settle(mission.mission_id, MissionStatus.SUCCEEDED, "completed", within=within)
         return verdict
 
     def _stuck_during_turn(self, mission: Mission) -> Verdict:

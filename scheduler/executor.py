@@ -1,9 +1,10 @@
 """Managed turns: one admitted unit is one host invocation, owned by one runner.
 
-reserve + journal the attempt with this runner's claim (one commit) -> open/count the mission ->
-confirm (journal and start in one commit) -> spawn (own process group) -> record the pid -> wait
-under the timeout in slices, renewing the claim's lease (kill the group at the deadline) ->
-settle the verdict. Every step after the claim is conditional on still owning it.
+begin: reserve, journal the attempt with this runner's claim, open the mission, count the turn and
+link the attempt to it (one commit) -> confirm (journal and start in one commit, once the attempt
+is durable) -> spawn (own process group) -> record the pid -> wait under the timeout in slices,
+renewing the claim's lease (kill the group at the deadline) -> settle the verdict and the mission
+(one commit). Every step after the claim is conditional on still owning it.
 
 A settled turn id replays its settlement without admission and without launching; a turn id
 another live runner owns is refused without writing anything; an orphaned one is taken over in
@@ -20,9 +21,12 @@ import signal
 import subprocess
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
+
+from sqlalchemy.engine import Connection
 
 from admission import (
     Admission,
@@ -33,6 +37,7 @@ from admission import (
     HoldKind,
     InvalidInput,
     Journal,
+    Mission,
     Missions,
     Overlap,
     Store,
@@ -45,7 +50,7 @@ from admission.journal import ClaimLost, JournalEntry, TurnOwned
 from admission.scope import check_id
 
 from ._process import kill_group, pump, spawn
-from .envelope_gate import EnvelopeGate, envelope_mode
+from .envelope_gate import EnvelopeGate, TurnGate, envelope_mode
 from .meters import read_usage
 from .recovery import DEFAULT_LEASE, host_identity, new_owner_id, orphaned, settle_lost
 
@@ -57,6 +62,7 @@ _PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ")
 # until <path>.go exists (so a test can SIGKILL it there, or change the world and let it go on).
 PAUSE_ENV = "FLOORGATE_TEST_PAUSE"
 log = logging.getLogger("floorgate.turns")
+Begin = Callable[[Connection], None]
 
 
 @dataclass(frozen=True)
@@ -238,12 +244,14 @@ class TurnExecutor:
             return TurnOutcome(turn_id, pre.refusal, None, None)
         log_path = self._log_path(automation.automation_id, turn_id)
         trigger = nominal if nominal is not None else read_clock(self.clock)
+        begun: list[tuple[bool, Mission]] = []
+        begin = self._begin(automation, turn, pre, begun)
         try:
-            decision = self._reserve(automation, turn_id, trigger, manual_reason, log_path)
+            decision = self._reserve(automation, turn_id, trigger, manual_reason, log_path, begin)
             gap = decision.opens_within(wait_eligible)
             if gap is not None:
                 self.sleep(gap.total_seconds())
-                decision = self._reserve(automation, turn_id, trigger, manual_reason, log_path)
+                decision = self._reserve(automation, turn_id, trigger, manual_reason, log_path, begin)
         except TurnOwned:
             return self._not_owner(turn_id)
         turn.decision = decision
@@ -253,13 +261,20 @@ class TurnExecutor:
             return TurnOutcome(turn_id, verdict, decision, None)
         turn.owns_row = True  # the journal row with this runner's claim committed with the start
         _pause("reserved")
-        gate = self.gate.begin_turn(automation, pre)
-        if gate.refusal is not None:
-            self._hold_if_stuck(automation, gate.refusal)
-            # Admitted, but the envelope refused it in the counting statement: nothing launches,
-            # and the admitted start is not refunded (conservative).
-            settled = self.journal.settle(turn_id, gate.refusal, owner=self.owner)
-            return TurnOutcome(turn_id, gate.refusal, decision, settled)
+        gate = pre
+        if begun and begun[0][0]:
+            gate = self.gate.gate_turn(automation, pre, begun[0][1], counted=True)
+        elif begun:
+            # The counting statement refused the turn. When the envelope refuses it, nothing
+            # launches and the admitted start is not refunded (conservative); the mission's
+            # exhaustion and the turn's verdict commit together.
+            with self.store.unit() as unit:
+                gate = self.gate.gate_turn(automation, pre, begun[0][1], counted=False, within=unit)
+                if gate.refusal is not None:
+                    settled = self.journal.settle(turn_id, gate.refusal, owner=self.owner, within=unit)
+            if gate.refusal is not None:
+                self._hold_if_stuck(automation, gate.refusal)
+                return TurnOutcome(turn_id, gate.refusal, decision, settled)
         now = read_clock(self.clock)
         timeout = timedelta(seconds=host.timeout_seconds)
         wall_capped = gate.deadline_cap is not None and gate.deadline_cap < timeout
@@ -269,22 +284,19 @@ class TurnExecutor:
             open(log_path, "ab").close()  # the log must be writable before anything can spawn
         except OSError as exc:
             raise LogUnwritable("state_dir", f"cannot write the turn log {log_path}: {exc.strerror or exc}") from exc
-        record = self.journal.confirm(
-            turn_id,
-            self.owner,
-            lease_expires=now + self.lease,
-            deadline=now + timeout,
-            attempt=gate.mission.turns if gate.mission is not None else None,
-            mission_id=gate.mission.mission_id if gate.mission is not None else None,
-        )
+        record = self.journal.confirm(turn_id, self.owner, lease_expires=now + self.lease, deadline=now + timeout)
         tapped: list[str] = []
         verdict, problem = self._launch(automation, record, log_path, timeout, tapped)
         if wall_capped and verdict.status == "timed_out":
             verdict = verdict.model_copy(update={"stop_reason": "compute bound exhausted: max_wall_seconds", "bound": "max_wall_seconds"})
+        usage = None
         if gate.mission is not None:
             usage = read_usage(spec.meter, tapped)
-            verdict = self.gate.after_turn(automation, gate.mission, turn_id, verdict, usage)
-        settled = self.journal.settle(turn_id, verdict, owner=self.owner)
+            self.gate.account(gate.mission, turn_id, usage)  # its own commits: nothing else may write inside the unit
+        with self.store.unit() as unit:  # the turn's verdict and its mission's settlement: one commit
+            if gate.mission is not None:
+                verdict = self.gate.after_turn(automation, gate.mission, turn_id, verdict, usage, within=unit)
+            settled = self.journal.settle(turn_id, verdict, owner=self.owner, within=unit)
         self._hold_if_stuck(automation, verdict)
         return TurnOutcome(turn_id, settled.verdict or verdict, decision, settled, detail=problem)
 
@@ -354,7 +366,31 @@ class TurnExecutor:
         if verdict.status == "stuck":
             hold_for_stuck_mission(self.store, automation, self.clock)
 
-    def _reserve(self, automation: Automation, turn_id: str, trigger: datetime, manual_reason: str | None, log_path: Path) -> Decision:
+    def _begin(self, automation: Automation, turn: _Attempt, pre: TurnGate, begun: list[tuple[bool, Mission]]) -> Begin | None:
+        """The envelope's part of the turn's begin, run inside the admitting transaction: open the
+        mission, count the turn, link the attempt to it. ``begun`` receives (counted, mission)."""
+        if self.gate.mode == "disabled":
+            return None
+        resumed = turn.owns_row  # a taken-over attempt: its begin may have committed before a crash
+
+        def begin(unit: Connection) -> None:
+            if resumed:
+                record = self.journal.get(turn.turn_id, within=unit)
+                if record is not None and record.mission_id is not None:
+                    mission = self.gate.missions.get(record.mission_id, within=unit)
+                    if mission.status == "open":  # counted in that commit: never twice
+                        begun[:] = [(True, mission)]
+                        return
+            counted, mission = self.gate.open_turn(automation, pre, within=unit)
+            if counted:
+                self.journal.link(turn.turn_id, self.owner, mission_id=mission.mission_id, attempt=mission.turns, within=unit)
+            begun[:] = [(counted, mission)]
+
+        return begin
+
+    def _reserve(
+        self, automation: Automation, turn_id: str, trigger: datetime, manual_reason: str | None, log_path: Path, begin: Begin | None
+    ) -> Decision:
         spec = automation.spec
         now = read_clock(self.clock)
         entry = JournalEntry(
@@ -379,6 +415,7 @@ class TurnExecutor:
             trigger_time=trigger,
             manual_reason=manual_reason,
             journal=entry,
+            on_admit=begin,
         )
 
     def _launch(

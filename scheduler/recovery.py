@@ -75,12 +75,13 @@ def settle_lost(store: Store, clock: Clock, record: TurnRecord, owner: str) -> T
     """Settle a turn ``owner`` has taken over that may have spawned: unknown outcome."""
     if record.child_pid is not None and record.phase == "launched" and _here(record) and group_alive(record.child_pid):
         kill_group(record.child_pid, grace=2.0)
-    settled = Journal(store, clock).settle(record.turn_id, UNKNOWN, owner=owner)
-    if record.mission_id is not None and _metered(store, record.automation_id):
-        # What that turn spent was never reconciled: block new dispatch until an owner resolves it.
-        Missions(store, clock).set_latch(
-            record.mission_id, f"turn {record.turn_id} ended with an unknown outcome; its usage was never reconciled"
-        )
+    latch = record.mission_id is not None and _metered(store, record.automation_id)
+    with store.unit() as unit:  # the verdict and the mission's latch: one commit
+        settled = Journal(store, clock).settle(record.turn_id, UNKNOWN, owner=owner, within=unit)
+        if latch and record.mission_id is not None:
+            # What that turn spent was never reconciled: block new dispatch until an owner resolves it.
+            why = f"turn {record.turn_id} ended with an unknown outcome; its usage was never reconciled"
+            Missions(store, clock).set_latch(record.mission_id, why, within=unit)
     return settled
 
 
