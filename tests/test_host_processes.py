@@ -25,8 +25,14 @@ def test_two_hosts_ticking_every_second_respect_a_two_second_floor(db_url: str, 
         floor(store, clock, "g/a", timedelta(seconds=2))  # type: ignore[arg-type]
         add_automation(store, clock, schedule="every 1s", script="pass")  # type: ignore[arg-type]
     hosts = [start_host(db_url, tmp_path / f"state{i}") for i in range(2)]
+
+    def starts() -> int:
+        with open_store(db_url) as store:
+            return int(raw_sql(store, "SELECT COUNT(*) FROM fg_starts")[0][0])
+
     try:
-        time.sleep(20)  # the observation window the acceptance row asks for
+        # Both hosts tick every second for as long as five floor windows take (at least 8 s).
+        wait_for(lambda: starts() >= 5, timeout=60, what="five starts")
     finally:
         results = [stop(h) for h in hosts]
     for code, err in results:
