@@ -247,6 +247,8 @@ def agreement_text(rb: AutomationReadback) -> str:
         return "not applied"
     if rb.drift is not None:
         return "NO (the host differs, read now)"
+    if rb.no_timer_host:
+        return "NO (its timer host is not running)"
     if b.desired is None:
         return "held"
     if b.ack_state == "acked" and b.observed_state == "present":

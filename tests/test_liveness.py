@@ -60,6 +60,7 @@ def test_status_and_observed_follow_a_real_host(tmp_path) -> None:  # type: igno
     assert add.returncode == 0, add.stderr
     before = run_cli("status", db=db)
     assert "hosts: none running" in before.stdout and "none (no host)" in before.stdout
+    assert "NO (its timer host is not running)" in before.stdout  # an old ACK is not an armed timer
     observed = run_cli("automation", "observed", "x", "--wait", "1s", db=db)
     assert observed.returncode == 1 and "no floorgate host is running" in observed.stdout
     host = start_host(f"sqlite:///{db}", tmp_path / "state")
