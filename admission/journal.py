@@ -21,7 +21,7 @@ from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator
-from sqlalchemy import func, insert, literal, select, text, update
+from sqlalchemy import BigInteger, and_, func, insert, literal, select, text, type_coerce, update
 from sqlalchemy.engine import Connection
 
 from . import _locks as locks
@@ -579,6 +579,28 @@ class Journal:
             except StoreUnavailable as exc:
                 bad[str(row.turn_id)] = str(exc)
         return records, bad
+
+    def latest_scan(self) -> tuple[dict[str, TurnRecord], dict[str, str]]:
+        """Every automation's latest turn in one read, and ``{automation_id: why}`` for those whose
+        latest row cannot be decoded (a readback of thousands of automations reads this once)."""
+        t = s.turns
+        started = type_coerce(t.c.started_at_us, BigInteger)
+        latest = select(t.c.automation_id.label("aid"), func.max(started).label("at")).group_by(t.c.automation_id).subquery()
+        query = (
+            select(*raw_columns(t))
+            .select_from(t.join(latest, and_(t.c.automation_id == latest.c.aid, started == latest.c.at)))
+            .order_by(t.c.turn_id)
+        )
+        with self.store.read() as conn:
+            rows = list(conn.execute(query))
+        found: dict[str, TurnRecord] = {}
+        bad: dict[str, str] = {}
+        for row in rows:
+            try:
+                found[str(row.automation_id)] = _record(_decoded(row))
+            except StoreUnavailable as exc:
+                bad[str(row.automation_id)] = str(exc)
+        return found, bad
 
     def recent(self, automation_id: str, limit: int = 10) -> list[TurnRecord]:
         t = s.turns

@@ -134,6 +134,18 @@ class HookAnswers:
             if not done:
                 conn.execute(insert(t).values(automation_id=automation_id, answered_at_us=at, admitted=admitted, answers=1))
 
+    def all(self) -> dict[str, HookAnswer]:
+        """Every automation's last answer, in one read."""
+        t = s.hook_answers
+        with self.store.read() as conn:
+            rows = list(conn.execute(select(t)))
+        return {
+            row.automation_id: HookAnswer(
+                automation_id=row.automation_id, answered_at=row.answered_at_us, admitted=bool(row.admitted), answers=int(row.answers)
+            )
+            for row in rows
+        }
+
     def get(self, automation_id: str) -> HookAnswer | None:
         """The last answer for ``automation_id``, or None when the hook never answered."""
         t = s.hook_answers

@@ -16,7 +16,7 @@ from datetime import datetime
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import insert, select, text, update
+from sqlalchemy import func, insert, select, text, update
 from sqlalchemy.engine import Connection
 
 from . import _locks as locks
@@ -112,6 +112,26 @@ class Missions:
                 .order_by(m.c.started_at_us.desc())
             ).first()
         return _mission(row) if row is not None else None
+
+    def latest_many(self) -> dict[str, Mission]:
+        """Per automation, what ``current(a) or recent(a, 1)`` gives, in one read: its unsettled
+        mission, else its latest one."""
+        m = s.missions
+        latest = select(m.c.automation_id.label("aid"), func.max(m.c.started_at_us).label("at")).group_by(m.c.automation_id).subquery()
+        query = select(m).where(
+            m.c.status.in_(("open", "awaiting_owner"))
+            | m.c.mission_id.in_(
+                select(m.c.mission_id).join(latest, (m.c.automation_id == latest.c.aid) & (m.c.started_at_us == latest.c.at))
+            )
+        )
+        with self.store.read() as conn:
+            rows = [_mission(row) for row in conn.execute(query.order_by(m.c.started_at_us))]
+        out: dict[str, Mission] = {}
+        for mission in rows:  # oldest first: the latest wins, an unsettled one over any settled one
+            held = out.get(mission.automation_id)
+            if held is None or held.status not in ("open", "awaiting_owner") or mission.status in ("open", "awaiting_owner"):
+                out[mission.automation_id] = mission
+        return out
 
     def recent(self, automation_id: str | None = None, limit: int = 20) -> list[Mission]:
         m = s.missions

@@ -72,6 +72,12 @@ class TimerBindings:
             row = conn.execute(select(b).where(b.c.automation_id == automation_id)).first()
         return _binding(row) if row is not None else None
 
+    def ids(self) -> set[str]:
+        """The automations that have a binding row, decodable or not."""
+        b = s.timer_bindings
+        with self.store.read() as conn:
+            return {row[0] for row in conn.execute(select(b.c.automation_id))}
+
     def all(self) -> dict[str, TimerBinding]:
         """Every binding that decodes (one query; a damaged row is left out, and reading that
         automation's binding alone says why)."""

@@ -32,7 +32,6 @@ from sqlalchemy import insert
 
 from admission import Admission, CommandHost, HostPolicies, HostPolicy, Policies, Scope, open_store
 from admission import _schema as tables
-from admission.clock import to_us
 from hosts import Schedule
 from scheduler.runtime import HostRuntime, RuntimeConfig
 
@@ -65,8 +64,8 @@ def seed(url: str, automations: int, agents: int) -> None:
                 state="active",
                 state_note=None,
                 revision=1,
-                created_at_us=to_us(now),
-                updated_at_us=to_us(now),
+                created_at_us=now,
+                updated_at_us=now,
             )
             for i in range(automations)
         ]

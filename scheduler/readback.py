@@ -34,9 +34,11 @@ from admission import (
     TimerBinding,
     TimerBindings,
     TurnRecord,
+    WakeState,
 )
 from admission.clock import Clock, SystemClock, iso, read_clock
-from admission.liveness import HookAnswers, HostBeat, HostBeats
+from admission.errors import CorruptState
+from admission.liveness import HookAnswer, HookAnswers, HostBeat, HostBeats
 from hosts import InvalidSchedule, Schedule
 from hosts.registry import capabilities, firing_problem
 from hosts.schedule import parse_canonical
@@ -180,6 +182,79 @@ def host_problem(automation: Automation) -> str | None:
     return None
 
 
+class _Direct:
+    """What one automation's readback reads, read for that automation alone."""
+
+    def __init__(self, rb: Readback) -> None:
+        self.rb = rb
+
+    def last_turn(self, aid: str) -> TurnRecord | None:
+        recent = self.rb.journal.recent(aid, limit=1)
+        return recent[0] if recent else None
+
+    def binding(self, aid: str) -> TimerBinding | None:
+        return self.rb.bindings.get(aid)
+
+    def mission(self, aid: str) -> Mission | None:
+        return self.rb.missions.current(aid) or next(iter(self.rb.missions.recent(aid, 1)), None)
+
+    def answer(self, aid: str) -> HookAnswer | None:
+        return self.rb.hook_answers.get(aid)
+
+    def unsettled(self, aid: str) -> list[TurnRecord]:
+        return self.rb.journal.unsettled(aid)  # an unreadable turn raises: the automation is held
+
+    def wake(self, aid: str) -> WakeState:
+        return self.rb.automations.wake_state(aid)
+
+    def last_ticked(self, aid: str) -> datetime | None:
+        return self.rb.ticklog.last_nominal(aid).get(aid)
+
+
+class _Bulk:
+    """The same reads for every automation at once: each table read once per readback of many.
+    A row that cannot be decoded holds only its automation, as the direct read would."""
+
+    def __init__(self, rb: Readback) -> None:
+        self.direct = _Direct(rb)  # a damaged row is read again on its own: the same error, word for word
+        self.turns, self.bad_turns = rb.journal.latest_scan()
+        self.bindings = rb.bindings.all()
+        self.damaged_bindings = rb.bindings.ids() - set(self.bindings)
+        try:
+            self.missions: dict[str, Mission] | None = rb.missions.latest_many()
+        except CorruptState:
+            self.missions = None  # some mission row is damaged: each automation reads its own
+        self.answers = rb.hook_answers.all()
+        unsettled, bad_unsettled = rb.journal.unsettled_scan(None)
+        self.running: dict[str, list[TurnRecord]] = {}
+        for record in unsettled:
+            self.running.setdefault(record.automation_id, []).append(record)
+        self.wakes, self.bad_wakes = rb.automations.wake_scan()
+        self.ticked, self.bad_ticks = rb.ticklog.last_nominal_scan()
+        self.damaged_turns = bool(bad_unsettled)  # keyed by turn id: whose they are needs a read
+
+    def last_turn(self, aid: str) -> TurnRecord | None:
+        return self.direct.last_turn(aid) if aid in self.bad_turns else self.turns.get(aid)
+
+    def binding(self, aid: str) -> TimerBinding | None:
+        return self.direct.binding(aid) if aid in self.damaged_bindings else self.bindings.get(aid)
+
+    def mission(self, aid: str) -> Mission | None:
+        return self.direct.mission(aid) if self.missions is None else self.missions.get(aid)
+
+    def answer(self, aid: str) -> HookAnswer | None:
+        return self.answers.get(aid)
+
+    def unsettled(self, aid: str) -> list[TurnRecord]:
+        return self.direct.unsettled(aid) if self.damaged_turns else self.running.get(aid, [])
+
+    def wake(self, aid: str) -> WakeState:
+        return self.direct.wake(aid) if aid in self.bad_wakes else self.wakes.get(aid, WakeState(automation_id=aid))
+
+    def last_ticked(self, aid: str) -> datetime | None:
+        return self.direct.last_ticked(aid) if aid in self.bad_ticks else self.ticked.get(aid)
+
+
 class Readback:
     """Computes readbacks from the store; every surface calls these methods."""
 
@@ -237,15 +312,17 @@ class Readback:
         row is reported held, never hidden, and never hides the others."""
         ctx = ctx if ctx is not None else self.context()
         found, broken = self.automations.scan(goal=goal, agent=agent)
-        out = [self.of(a, ctx) for a in found.values() if automation is None or a.automation_id == automation]
+        wanted = [a for a in found.values() if automation is None or a.automation_id == automation]
+        sources: _Direct | _Bulk = _Bulk(self) if len(wanted) > 1 else _Direct(self)
+        out = [self.of(a, ctx, sources) for a in wanted]
         out += [_unreadable(aid, reason) for aid, reason in broken.items() if automation is None or aid == automation]
         return sorted(out, key=lambda r: (r.automation.spec.goal_id if r.automation else "", r.automation_id))
 
-    def of(self, automation: Automation, ctx: ReadContext) -> AutomationReadback:
+    def of(self, automation: Automation, ctx: ReadContext, sources: _Direct | _Bulk | None = None) -> AutomationReadback:
         """The readback of a loaded automation in ``ctx``; state of its own that cannot be read (a
         turn, a mission, a binding) holds it, as the host does, and says why."""
         try:
-            return self._of(automation, ctx)
+            return self._of(automation, ctx, sources if sources is not None else _Direct(self))
         except StoreUnavailable as exc:
             if not self.store_reachable():
                 raise  # the store is down: that is every automation's answer, not this one's
@@ -259,18 +336,17 @@ class Readback:
             return False
         return True
 
-    def _of(self, automation: Automation, ctx: ReadContext) -> AutomationReadback:
+    def _of(self, automation: Automation, ctx: ReadContext, src: _Direct | _Bulk) -> AutomationReadback:
         from .envelope_gate import EnvelopeGate, EnvelopeMode
 
         now, policy = ctx.now, ctx.policy
         aid = automation.automation_id
         spec = automation.spec
         eligibility = self.admission.eligibility(spec.goal_id, spec.agent_id, aid)
-        recent = self.journal.recent(aid, limit=1)
-        last_turn = recent[0] if recent else None
-        binding = self.bindings.get(aid)
-        mission = self.missions.current(aid) or next(iter(self.missions.recent(aid, 1)), None)
-        promise = guarantee_of(automation, binding, self.hook_answers.get(aid), now)
+        last_turn = src.last_turn(aid)
+        binding = src.binding(aid)
+        mission = src.mission(aid)
+        promise = guarantee_of(automation, binding, src.answer(aid), now)
         drift = self.timers.drift(automation, binding)
         envelope, problem = EnvelopeGate(self.store, clock=self.clock, mode=EnvelopeMode.OBSERVE).envelope(spec.goal_id, spec.agent_id, aid)
         base = AutomationReadback(
@@ -292,7 +368,7 @@ class Readback:
             envelope=envelope,
         )
         try:
-            plan = self._plan(automation, eligibility, binding, policy)
+            plan = self._plan(automation, eligibility, binding, policy, src)
             next_fire = _first_run(plan, now) if plan is not None else None
         except (InvalidSchedule, StoreUnavailable, ValueError, TypeError, OverflowError) as exc:
             # The host cannot plan this automation either: it holds it, and so does every surface.
@@ -307,7 +383,7 @@ class Readback:
             asks = self.approvals.pending(mission.mission_id)
             ask = f"floorgate approve {asks[0].approval_id} (or deny)" if asks else "no pending ask (expired?)"
             return replace(base, state=ReadbackState.AWAITING_OWNER, detail=f"mission {mission.mission_id} waits for its owner: {ask}")
-        unsettled = self.journal.unsettled(aid)  # an unreadable turn raises: held, above
+        unsettled = src.unsettled(aid)  # an unreadable turn raises: held, above
         crashed = [r for r in unsettled if orphaned(r, now)]
         if plan is None and binding is not None and binding.hold_reason:
             state, detail = ReadbackState.HELD, binding.hold_reason
@@ -337,7 +413,7 @@ class Readback:
         return replace(base, state=state, detail=detail, next_fire_at=next_fire, plan=plan, no_timer_host=no_host)
 
     def _plan(
-        self, automation: Automation, eligibility: Eligibility, binding: TimerBinding | None, policy: HostPolicy
+        self, automation: Automation, eligibility: Eligibility, binding: TimerBinding | None, policy: HostPolicy, src: _Direct | _Bulk
     ) -> PlanInputs | None:
         """What the automation's timer host arms, and how it meets the floor (None: nothing armed)."""
         spec = automation.spec
@@ -345,8 +421,8 @@ class Readback:
         meeting, wait = floor_meeting(spec.timer)
         if meeting is FloorMeeting.COALESCE:
             schedule: Schedule | None = own
-            wake = self.automations.wake_state(automation.automation_id)
-            last = self.ticklog.last_nominal(automation.automation_id).get(automation.automation_id)
+            wake = src.wake(automation.automation_id)
+            last = src.last_ticked(automation.automation_id)
         else:
             schedule = Schedule.parse(binding.desired) if binding is not None and binding.desired is not None else None
             wake, last = None, None

@@ -345,3 +345,26 @@ def test_automation_list_shows_an_unreadable_row(store, tmp_path) -> None:  # ty
     raw_sql(store, "UPDATE fg_automations SET host_spec = '{nope' WHERE automation_id = 'bad'")
     result = run_cli("automation", "list", db=store.url)
     assert result.returncode == 0 and "unreadable" in result.stdout and "good" in result.stdout
+
+
+def test_the_bulk_readback_of_many_equals_each_automations_own(store, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``status`` reads each table once for all automations; what it shows must be exactly what
+    each automation's own readback shows (turns, missions, wake state, ticks, a damaged row)."""
+    from scheduler.executor import TurnExecutor
+
+    clock = FixedClock(T0 + 20 * M)
+    floor(store, clock, "g/a", 10 * M)
+    for name in ("ran", "never", "damaged", "poked"):
+        add_automation(store, clock, name, schedule=EVERY_15M)
+    host_running(store, clock)
+    TurnExecutor(store, state_dir=tmp_path / "s", clock=clock).run(Automations(store, clock).get("ran"))
+    TickLog(store).append([Tick(automation_id="ran", nominal_at=T0, actual_at=T0, decision="admitted", reason="succeeded", host="h")])
+    Floorgate(store, clock=clock, settings=Settings()).automations.poke("poked")
+    raw_sql(store, "INSERT INTO fg_wake_state (automation_id, backoff_step, backoff_wake_us, last_nominal_us, updated_at_us) "
+            "VALUES ('damaged', 1, -5, NULL, 0)")  # fmt: skip
+    readback = Readback(store, clock)
+    many = {rb.automation_id: rb for rb in readback.many()}
+    assert set(many) == {"ran", "never", "damaged", "poked"}
+    for name, rb in many.items():
+        assert rb == readback.automation(name), name
+    assert many["damaged"].hold is ReadbackHold.UNREADABLE and many["ran"].last_turn is not None
