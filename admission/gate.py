@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import BigInteger, func, select, type_coerce
+from sqlalchemy import BigInteger, and_, func, select, type_coerce
 from sqlalchemy.engine import Connection
 
 from . import _locks as locks
@@ -186,53 +186,68 @@ class Admission:
         if automation is not None:
             check_id(automation, "automation")
         now = read_clock(self.clock)
-        now_us = to_us(now)
-        base = dict(goal_id=goal, agent_id=agent, automation_id=automation, evaluated_at=now)
         try:
             # The same facts reserve reads, so readback and admission can never disagree.
             with self.store.driver(write=False) as tx:
                 facts = read_facts(tx, goal, agent, automation, _NO_TURN, _NO_TRIGGER)
             last_start = self._last_start(goal, agent) if facts.agent_anchor_us is not None else None
         except StoreUnavailable as exc:
-            return Eligibility(
-                status="unavailable",
-                reason=Reason.STATE_UNAVAILABLE,
-                floor=None,
-                last_start=None,
-                next_eligible_at=None,
-                detail=f"{exc}; not eligible (fail closed)",
-                **base,
-            )
-        floor = facts.floor
-        if not floor.rules:
-            return Eligibility(
-                status="eligible",
-                reason=Reason.NO_RULE,
-                floor=floor,
-                last_start=last_start,
-                next_eligible_at=None,
-                detail="no floor applies",
-                **base,
-            )
-        next_us = _next_eligible_us(floor, facts.agent_anchor_us, facts.lane_anchor_us if automation else None)
-        if facts.agent_anchor_us is not None and now_us < facts.agent_anchor_us:
-            reason, status = Reason.CLOCK_ROLLBACK, "interval_wait"
-            detail = "the clock reads earlier than the last start; waiting until it passes it"
-        elif next_us is not None and now_us < next_us:
-            reason, status = Reason.INTERVAL_WAIT, "interval_wait"
-            detail = f"floor {format_interval(floor.floor)} not yet elapsed since the last start"
-        else:
-            reason, status = Reason.ELIGIBLE, "eligible"
-            detail = f"floor {format_interval(floor.floor)} has elapsed"
-        return Eligibility(
-            status=status,
-            reason=reason,
-            floor=floor,
-            last_start=last_start,
-            next_eligible_at=from_us(next_us) if next_us is not None else None,
-            detail=detail,
-            **base,
+            return _unavailable(goal, agent, automation, now, exc)
+        return _judged(goal, agent, automation, now, facts, last_start)
+
+    def eligibility_many(self, lanes: list[tuple[str, str, str | None]]) -> dict[tuple[str, str, str | None], Eligibility]:
+        """``eligibility`` of many lanes (a readback of every automation): the facts of each lane in
+        one transaction, the last start of each agent in one query; the same decision as above."""
+        now = read_clock(self.clock)
+        out: dict[tuple[str, str, str | None], Eligibility] = {}
+        facts_of: dict[tuple[str, str, str | None], Facts] = {}
+        try:
+            with self.store.driver(write=False) as tx:
+                for goal, agent, automation in lanes:
+                    try:
+                        facts_of[(goal, agent, automation)] = read_facts(tx, goal, agent, automation, _NO_TURN, _NO_TRIGGER)
+                    except StoreUnavailable as exc:  # this lane's rows are damaged; the others stand
+                        out[(goal, agent, automation)] = _unavailable(goal, agent, automation, now, exc)
+            agents = sorted({(g, a) for (g, a, _), f in facts_of.items() if f.agent_anchor_us is not None})
+            last_starts, bad_agents = self._last_starts(agents)
+        except StoreUnavailable as exc:
+            return {lane: _unavailable(*lane, now, exc) for lane in lanes}
+        for (goal, agent, automation), facts in facts_of.items():
+            if (goal, agent) in bad_agents:
+                out[(goal, agent, automation)] = _unavailable(goal, agent, automation, now, bad_agents[(goal, agent)])
+            else:
+                out[(goal, agent, automation)] = _judged(goal, agent, automation, now, facts, last_starts.get((goal, agent)))
+        return out
+
+    def _last_starts(
+        self, agents: list[tuple[str, str]]
+    ) -> tuple[dict[tuple[str, str], StartRecord], dict[tuple[str, str], StoreUnavailable]]:
+        """Each agent's latest start (by anchor), and the agents whose latest row cannot be decoded."""
+        if not agents:
+            return {}, {}
+        t = s.starts
+        anchor = type_coerce(t.c.anchor_us, BigInteger)
+        latest = select(t.c.goal_id.label("g"), t.c.agent_id.label("a"), func.max(anchor).label("m")).group_by(t.c.goal_id, t.c.agent_id)
+        sub = latest.subquery()
+        query = (
+            select(*raw_columns(t))
+            .select_from(t.join(sub, and_(t.c.goal_id == sub.c.g, t.c.agent_id == sub.c.a, anchor == sub.c.m)))
+            .order_by(t.c.turn_id.desc())
         )
+        wanted = set(agents)
+        found: dict[tuple[str, str], StartRecord] = {}
+        bad: dict[tuple[str, str], StoreUnavailable] = {}
+        with self.store.read() as conn:
+            rows = list(conn.execute(query))
+        for row in rows:
+            key = (row.goal_id, row.agent_id)
+            if key not in wanted:
+                continue
+            try:
+                found.setdefault(key, start_from_row(row))  # equal anchors (one microsecond): any one of them
+            except StoreUnavailable as exc:
+                bad[key] = exc
+        return found, bad
 
     def next_eligible_many(self, lanes: list[tuple[str, str, str | None]]) -> dict[tuple[str, str, str | None], datetime | None]:
         """``next_eligible_at`` for many lanes in three queries (a host arming thousands of timers).
@@ -454,4 +469,55 @@ def _decision(req: _Request, now: datetime, verdict: _Verdict) -> Decision:
         next_eligible_at=from_us(next_us) if next_us is not None else None,
         floor=verdict.floor,
         detail=verdict.detail,
+    )
+
+
+def _unavailable(goal: str, agent: str, automation: str | None, now: datetime, exc: Exception) -> Eligibility:
+    return Eligibility(
+        status="unavailable",
+        reason=Reason.STATE_UNAVAILABLE,
+        floor=None,
+        last_start=None,
+        next_eligible_at=None,
+        detail=f"{exc}; not eligible (fail closed)",
+        goal_id=goal,
+        agent_id=agent,
+        automation_id=automation,
+        evaluated_at=now,
+    )
+
+
+def _judged(goal: str, agent: str, automation: str | None, now: datetime, facts: Facts, last_start: StartRecord | None) -> Eligibility:
+    """Whether the floor has elapsed for the lane, from its facts: the one decision readback makes."""
+    now_us = to_us(now)
+    base = dict(goal_id=goal, agent_id=agent, automation_id=automation, evaluated_at=now)
+    floor = facts.floor
+    if not floor.rules:
+        return Eligibility(
+            status="eligible",
+            reason=Reason.NO_RULE,
+            floor=floor,
+            last_start=last_start,
+            next_eligible_at=None,
+            detail="no floor applies",
+            **base,
+        )
+    next_us = _next_eligible_us(floor, facts.agent_anchor_us, facts.lane_anchor_us if automation else None)
+    if facts.agent_anchor_us is not None and now_us < facts.agent_anchor_us:
+        reason, status = Reason.CLOCK_ROLLBACK, "interval_wait"
+        detail = "the clock reads earlier than the last start; waiting until it passes it"
+    elif next_us is not None and now_us < next_us:
+        reason, status = Reason.INTERVAL_WAIT, "interval_wait"
+        detail = f"floor {format_interval(floor.floor)} not yet elapsed since the last start"
+    else:
+        reason, status = Reason.ELIGIBLE, "eligible"
+        detail = f"floor {format_interval(floor.floor)} has elapsed"
+    return Eligibility(
+        status=status,
+        reason=reason,
+        floor=floor,
+        last_start=last_start,
+        next_eligible_at=from_us(next_us) if next_us is not None else None,
+        detail=detail,
+        **base,
     )

@@ -33,7 +33,10 @@ from admission import (
     InvalidInput,
     Mission,
     Missions,
+    Policies,
+    Rule,
     Store,
+    StoreUnavailable,
     Verdict,
     merge,
 )
@@ -99,11 +102,22 @@ class EnvelopeGate:
         """The merged envelope for a lane, and the problem if a stored block is malformed."""
         with self.store.read() as conn:
             rules = applicable_rules(conn, goal, agent, automation)
-        order = {"goal": 0, "agent": 1, "automation": 2}
-        rules.sort(key=lambda r: order[r.scope.kind.value])
-        problems = [f"compute block at {r.scope} is malformed: {r.compute_problem}" for r in rules if r.compute_problem]
-        blocks = [(str(r.scope), r.compute) for r in rules if r.compute is not None]
-        return merge(blocks), ("; ".join(problems) if problems else None)
+        return _merged(rules)
+
+    def envelopes(self, lanes: list[tuple[str, str, str]]) -> dict[tuple[str, str, str], tuple[Envelope, str | None]]:
+        """``envelope`` for many lanes from one read of the rules (a readback of every automation);
+        a rule row that cannot be decoded makes each lane read its own rules instead."""
+        try:
+            by_scope = {
+                (r.scope.goal_id, r.scope.agent_id or "", r.scope.automation_id or ""): r for r in Policies(self.store, self.clock).list()
+            }
+        except StoreUnavailable:
+            return {lane: self.envelope(*lane) for lane in lanes}
+        out = {}
+        for goal, agent, automation in lanes:
+            keys = ((goal, "", ""), (goal, agent, ""), (goal, agent, automation))
+            out[(goal, agent, automation)] = _merged([by_scope[k] for k in keys if k in by_scope])
+        return out
 
     # -- turn start ----------------------------------------------------------------------------
     def precheck(self, automation: Automation) -> TurnGate:
@@ -353,3 +367,12 @@ class EnvelopeGate:
 
 def _lane(automation: Automation) -> str:
     return f"{automation.spec.goal_id}/{automation.spec.agent_id}/{automation.automation_id}"
+
+
+def _merged(rules: list[Rule]) -> tuple[Envelope, str | None]:
+    """The envelope the compute blocks of a lane's rules give, and what is malformed in them."""
+    order = {"goal": 0, "agent": 1, "automation": 2}
+    rules = sorted(rules, key=lambda r: order[r.scope.kind.value])
+    problems = [f"compute block at {r.scope} is malformed: {r.compute_problem}" for r in rules if r.compute_problem]
+    blocks = [(str(r.scope), r.compute) for r in rules if r.compute is not None]
+    return merge(blocks), ("; ".join(problems) if problems else None)

@@ -188,6 +188,14 @@ class _Direct:
     def __init__(self, rb: Readback) -> None:
         self.rb = rb
 
+    def eligibility(self, lane: tuple[str, str, str]) -> Eligibility:
+        return self.rb.admission.eligibility(*lane)
+
+    def envelope(self, lane: tuple[str, str, str]) -> tuple[Envelope, str | None]:
+        from .envelope_gate import EnvelopeGate, EnvelopeMode
+
+        return EnvelopeGate(self.rb.store, clock=self.rb.clock, mode=EnvelopeMode.OBSERVE).envelope(*lane)
+
     def last_turn(self, aid: str) -> TurnRecord | None:
         recent = self.rb.journal.recent(aid, limit=1)
         return recent[0] if recent else None
@@ -215,8 +223,13 @@ class _Bulk:
     """The same reads for every automation at once: each table read once per readback of many.
     A row that cannot be decoded holds only its automation, as the direct read would."""
 
-    def __init__(self, rb: Readback) -> None:
+    def __init__(self, rb: Readback, automations: list[Automation]) -> None:
+        from .envelope_gate import EnvelopeGate, EnvelopeMode
+
         self.direct = _Direct(rb)  # a damaged row is read again on its own: the same error, word for word
+        lanes = [(a.spec.goal_id, a.spec.agent_id, a.automation_id) for a in automations]
+        self.eligibilities = rb.admission.eligibility_many(lanes)  # type: ignore[arg-type]
+        self.envelopes = EnvelopeGate(rb.store, clock=rb.clock, mode=EnvelopeMode.OBSERVE).envelopes(lanes)
         self.turns, self.bad_turns = rb.journal.latest_scan()
         self.bindings = rb.bindings.all()
         self.damaged_bindings = rb.bindings.ids() - set(self.bindings)
@@ -232,6 +245,12 @@ class _Bulk:
         self.wakes, self.bad_wakes = rb.automations.wake_scan()
         self.ticked, self.bad_ticks = rb.ticklog.last_nominal_scan()
         self.damaged_turns = bool(bad_unsettled)  # keyed by turn id: whose they are needs a read
+
+    def eligibility(self, lane: tuple[str, str, str]) -> Eligibility:
+        return self.eligibilities[lane]  # type: ignore[index]
+
+    def envelope(self, lane: tuple[str, str, str]) -> tuple[Envelope, str | None]:
+        return self.envelopes[lane]
 
     def last_turn(self, aid: str) -> TurnRecord | None:
         return self.direct.last_turn(aid) if aid in self.bad_turns else self.turns.get(aid)
@@ -313,7 +332,7 @@ class Readback:
         ctx = ctx if ctx is not None else self.context()
         found, broken = self.automations.scan(goal=goal, agent=agent)
         wanted = [a for a in found.values() if automation is None or a.automation_id == automation]
-        sources: _Direct | _Bulk = _Bulk(self) if len(wanted) > 1 else _Direct(self)
+        sources: _Direct | _Bulk = _Bulk(self, wanted) if len(wanted) > 1 else _Direct(self)
         out = [self.of(a, ctx, sources) for a in wanted]
         out += [_unreadable(aid, reason) for aid, reason in broken.items() if automation is None or aid == automation]
         return sorted(out, key=lambda r: (r.automation.spec.goal_id if r.automation else "", r.automation_id))
@@ -337,18 +356,18 @@ class Readback:
         return True
 
     def _of(self, automation: Automation, ctx: ReadContext, src: _Direct | _Bulk) -> AutomationReadback:
-        from .envelope_gate import EnvelopeGate, EnvelopeMode
 
         now, policy = ctx.now, ctx.policy
         aid = automation.automation_id
         spec = automation.spec
-        eligibility = self.admission.eligibility(spec.goal_id, spec.agent_id, aid)
+        lane = (spec.goal_id, spec.agent_id, aid)
+        eligibility = src.eligibility(lane)
         last_turn = src.last_turn(aid)
         binding = src.binding(aid)
         mission = src.mission(aid)
         promise = guarantee_of(automation, binding, src.answer(aid), now)
         drift = self.timers.drift(automation, binding)
-        envelope, problem = EnvelopeGate(self.store, clock=self.clock, mode=EnvelopeMode.OBSERVE).envelope(spec.goal_id, spec.agent_id, aid)
+        envelope, problem = src.envelope(lane)
         base = AutomationReadback(
             automation_id=aid,
             automation=automation,
