@@ -45,6 +45,7 @@ _FREQ: dict[str, Literal[0, 1, 2, 3, 4, 5, 6]] = {
 _ORDER = ("YEARLY", "MONTHLY", "WEEKLY", "DAILY", "HOURLY", "MINUTELY", "SECONDLY")
 _WEEKDAY = (du.MO, du.TU, du.WE, du.TH, du.FR, du.SA, du.SU)
 _SLACK = timedelta(hours=3)  # wider than any DST shift between a wall time and its instant
+_NEAR = (timedelta(hours=-26), timedelta(hours=26))  # a DST change within a day of a query
 
 
 def check_supported(recur: Recur) -> None:
@@ -80,7 +81,7 @@ class Engine:
             start = self._period_start(self.dtstart)
             walk_from = None
         else:
-            walk_from = max(self._to_local(after) - _SLACK, self.dtstart)
+            walk_from = max(self._to_local(after) - self._slack(after), self.dtstart)
             start = self._period_start(walk_from)
         emitted = 0
         last: datetime | None = None
@@ -160,6 +161,18 @@ class Engine:
             return naive <= until
         assert isinstance(until, date)
         return naive.date() <= until
+
+    def _slack(self, instant: datetime) -> timedelta:
+        """How far before ``instant``'s wall time an occurrence after it may lie: nothing where the
+        zone's offset is the same a day either side (no DST change near: wall time is one-to-one),
+        else ``_SLACK``. A per-minute rule then walks from the asked minute, not three hours back."""
+        zone = self.zone
+        if zone is None or instant.tzinfo is None:
+            return timedelta(0)
+        offset = instant.astimezone(zone).utcoffset()
+        if all((instant + step).astimezone(zone).utcoffset() == offset for step in _NEAR):
+            return timedelta(0)
+        return _SLACK
 
     def _to_local(self, instant: datetime) -> datetime:
         if self.zone is None or instant.tzinfo is None:
