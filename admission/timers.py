@@ -62,6 +62,10 @@ def _binding(row) -> TimerBinding:  # type: ignore[no-untyped-def]
     )
 
 
+# Rows per transaction when a running host publishes its timers' readbacks.
+PUBLISH_CHUNK = 200
+
+
 class TimerBindings:
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -172,14 +176,23 @@ class TimerBindings:
         return done.rowcount == 1
 
     def publish_own(self, readbacks: list[tuple[str, str, str | None, str | None, datetime]]) -> None:
-        """For a host that keeps the timers itself (floorgate's own scheduler), in one transaction:
-        each (automation id, timer, desired, live readback text or None, read at). The arming is the
-        apply; the live readback is taken after it, so a matching one is an ACK."""
+        """For a host that keeps the timers itself (floorgate's own scheduler): each (automation id,
+        timer, desired, live readback text or None, read at). The arming is the apply; the live
+        readback is taken after it, so a matching one is an ACK. Written in chunks of
+        ``PUBLISH_CHUNK`` rows, one short transaction each: a host publishing 10,000 timers never
+        holds the store's write lock long enough to keep an admission waiting behind it."""
+        for start in range(0, len(readbacks), PUBLISH_CHUNK):
+            self._publish_chunk(readbacks[start : start + PUBLISH_CHUNK])
+
+    def _publish_chunk(self, readbacks: list[tuple[str, str, str | None, str | None, datetime]]) -> None:
         b = s.timer_bindings
         with self.store.write(lock_key=None) as conn:
+            ids = [r[0] for r in readbacks]
+            query = select(b.c.automation_id, b.c.desired, b.c.applied_at_us).where(b.c.automation_id.in_(ids))
+            existing = {row.automation_id: row for row in conn.execute(query)}
             for automation_id, timer, desired, observed, read_at in readbacks:
                 at = read_at
-                row = conn.execute(select(b.c.desired, b.c.applied_at_us).where(b.c.automation_id == automation_id)).first()
+                row = existing.get(automation_id)
                 applied = (
                     row.applied_at_us
                     if row is not None and row.desired == desired and row.applied_at_us is not None

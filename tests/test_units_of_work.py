@@ -10,14 +10,25 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import event
 
-from admission import Automations, FixedClock, Journal, Missions, Policies, Scope, Store, StoreUnavailable, WakeState, parse_compute
+from admission import (
+    Automations,
+    FixedClock,
+    Journal,
+    Missions,
+    Policies,
+    Scope,
+    Store,
+    StoreUnavailable,
+    WakeState,
+    parse_compute,
+)
 from admission.journal import ClaimLost
 from admission.store import DriverTx
 from admission.timers import TimerBindings
@@ -236,3 +247,17 @@ def test_repositories_join_the_callers_transaction_and_roll_back_with_it(store: 
         raise RuntimeError("after the count")
     assert missions.get(mission.mission_id).turns == 1
     assert commits.n - before == 1
+
+
+def test_a_host_publishes_its_timers_in_short_chunks(store, commits) -> None:  # type: ignore[no-untyped-def]
+    """10,000 readbacks must not be one long write transaction that admissions wait behind."""
+    from admission.timers import PUBLISH_CHUNK
+
+    now = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
+    rows = [(f"a{i:04d}", "apscheduler", "DTSTART:20261201T090000Z RRULE:FREQ=HOURLY", None, now) for i in range(2 * PUBLISH_CHUNK + 50)]
+    before = commits.n
+    TimerBindings(store).publish_own(rows)
+    assert commits.n - before == 3  # 200 + 200 + 50
+    assert len(TimerBindings(store).all()) == len(rows)
+    TimerBindings(store).publish_own(rows)  # again: updates in place, the same chunks
+    assert commits.n - before == 6 and len(TimerBindings(store).all()) == len(rows)
