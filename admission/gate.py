@@ -128,8 +128,6 @@ class Admission:
             trigger_us=to_us(aware_utc(trigger_time, "trigger_time")),
             manual_reason=_check_manual_reason(manual_reason),
         )
-        now = read_clock(self.clock)
-        now_us = to_us(now)
         if journal is not None and journal.turn_id != req.turn_id:
             raise InvalidInput("journal", f"the journal entry is for turn {journal.turn_id!r}, not {req.turn_id!r}")
         lock_key = locks.agent(req.goal, req.agent)
@@ -137,22 +135,26 @@ class Admission:
         writes = _ADMITTING if journal is None else _ADMITTED
         try:
             if self.store.dialect != "sqlite":
-                # A lock costs round trips here: decide a denial from one plain read first.
+                # A lock costs round trips here: decide a denial from one plain read first (the
+                # clock read after it, so a start committed just before is never "in the future").
                 with self.store.driver(write=False) as tx:
-                    verdict = _evaluate(_read(tx, req), req, now_us)
+                    facts = _read(tx, req)
+                now = read_clock(self.clock)
+                verdict = _evaluate(facts, req, to_us(now))
                 if verdict.reason not in writes:
                     return _decision(req, now, verdict)
             # Only this evaluation, serialized per agent, may admit. (On SQLite taking the write
             # lock costs less than a separate read, and a transaction without writes writes nothing.)
             if on_admit is None:
                 with self.store.driver(write=True, lock_key=lock_key) as tx:
-                    verdict = _admit(tx, req, now_us, journal)
+                    verdict, now = _admit(tx, req, self.clock, journal)
             else:
                 with self.store.write(lock_key) as conn, self.store.driver(write=True, within=conn) as tx:
-                    verdict = _admit(tx, req, now_us, journal)
+                    verdict, now = _admit(tx, req, self.clock, journal)
                     if verdict.reason in _ADMITTED:
                         on_admit(conn)
         except StoreUnavailable as exc:
+            now = read_clock(self.clock)
             verdict = _Verdict(Reason.STATE_UNAVAILABLE, None, None, detail=f"{exc}; denied (fail closed)")
         return _decision(req, now, verdict)
 
@@ -336,14 +338,18 @@ class Admission:
         return start_from_row(row) if row is not None else None
 
 
-def _admit(tx: DriverTx, req: _Request, now_us: int, journal: JournalEntry | None) -> _Verdict:
-    """The serialized evaluation: only here may a start be inserted."""
-    verdict = _evaluate(_read(tx, req), req, now_us)
+def _admit(tx: DriverTx, req: _Request, clock: Clock, journal: JournalEntry | None) -> tuple[_Verdict, datetime]:
+    """The serialized evaluation: only here may a start be inserted. The clock is read under the
+    lock, after the facts: a start another process committed a moment ago is in the past."""
+    facts = _read(tx, req)
+    now = read_clock(clock)
+    now_us = to_us(now)
+    verdict = _evaluate(facts, req, now_us)
     if verdict.reason in _ADMITTING:
         _insert_start(tx, req, now_us)
     if journal is not None and verdict.reason in _ADMITTED:
         write_entry(tx, journal, now_us)
-    return verdict
+    return verdict, now
 
 
 def _time_ok(value: object) -> bool:

@@ -18,6 +18,8 @@ from admission import Admission, FixedClock, Policies, Scope, Store
 
 from conftest import T0
 
+EVENTS: list[str] = []  # statement verbs and clock reads, in order, while counting
+
 
 class _Cursor:
     def __init__(self, cursor: Any, counts: dict[str, int]) -> None:
@@ -26,6 +28,7 @@ class _Cursor:
 
     def execute(self, sql: str, *args: Any, **kwargs: Any) -> Any:
         self._counts["round_trips"] += 1
+        EVENTS.append(sql.strip().split()[0].rstrip(";").upper())
         if sql.strip().upper().startswith("COMMIT"):
             self._counts["commits"] += 1
         return self._cursor.execute(sql, *args, **kwargs)
@@ -99,3 +102,25 @@ def test_round_trips_and_commits_per_decision(store: Store, operation: str) -> N
             admission.eligibility("g", "a", "x")
     backend = "postgresql" if store.dialect == "postgresql" else "sqlite"
     assert (counts["round_trips"], counts["commits"]) == EXPECTED[(backend, operation)]
+
+
+class _LoggedClock(FixedClock):
+    def now(self):  # type: ignore[no-untyped-def]
+        EVENTS.append("CLOCK")
+        return super().now()
+
+
+def test_reserve_reads_the_clock_after_the_facts_it_decides_on(store: Store) -> None:
+    """A start another process committed just before must never look like it is in the future
+    (a false clock_rollback under a burst): the clock is read after the deciding read, under the lock."""
+    clock = _LoggedClock(T0)
+    Policies(store, clock).configure(Scope.parse("g/a"), min_interval=timedelta(hours=1), expected_revision=0, owner_ref="o")
+    admission = Admission(store, clock)
+    admission.eligibility("g", "a", "x")
+    EVENTS.clear()
+    with counted(store):
+        assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=T0).admitted
+    locked = EVENTS.index("BEGIN")
+    deciding_read = EVENTS.index("SELECT", locked)
+    assert "CLOCK" in EVENTS[deciding_read : EVENTS.index("INSERT")], EVENTS
+    assert "CLOCK" not in EVENTS[:locked] or store.dialect == "postgresql", EVENTS  # PostgreSQL's unlocked pre-read reads it too
