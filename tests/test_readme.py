@@ -223,4 +223,5 @@ def test_readme_tour_runs_as_written(tmp_path: Path) -> None:
         got = int(codes[str(k)])
         if got != command.expected_exit or (command.until_sigterm and ARMED not in output):
             failures.append(f"README.md:{command.line}: exit {got}, documented {command.expected_exit}\n$ {command.text}\n{output}")
-    assert not failures, "\n".join(failures)
+    if failures:
+        pytest.fail("\n".join(failures), pytrace=False)
