@@ -9,6 +9,8 @@ Markers in README.md, readable as prose:
   exit code it must return; every other command must exit 0.
 - A command whose comment says ``until SIGTERM`` (``floorgate run``) is started in the background,
   given until it logs that it armed its timers, then sent SIGTERM; it must exit 0.
+- Each ```` ```python ```` block runs on its own, in a fresh directory, with the project's
+  interpreter, and must exit 0 (the same skip marker applies).
 
 The test provides what a reader's machine does and nothing the tour should create itself: the
 project's venv first on ``PATH``, a fresh directory and ``HOME``, ``TZ=UTC``, no ``FLOORGATE_*``
@@ -149,6 +151,19 @@ def readme_blocks(text: str) -> list[Block]:
     return blocks
 
 
+def python_blocks(text: str) -> list[tuple[int, str, str | None]]:
+    """The ```python blocks of README ``text``: (line, code, skip reason)."""
+    out: list[tuple[int, str, str | None]] = []
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.strip() == "```python":
+            marker = MARKER.match(lines[i - 1].strip()) if i else None
+            skip = marker.group(1).removeprefix("skip: ") if marker else None
+            end = next(j for j in range(i + 1, len(lines)) if lines[j].strip() == "```")
+            out.append((i + 1, "\n".join(lines[i + 1 : end]) + "\n", skip))
+    return out
+
+
 def tour_script(commands: list[Command], logs: Path) -> str:
     """One bash script that runs ``commands`` in order (one shell: an ``export`` carries on) and
     appends ``INDEX EXIT`` to ``logs/rc`` after each; each command's output goes to ``logs/INDEX``."""
@@ -225,3 +240,14 @@ def test_readme_tour_runs_as_written(tmp_path: Path) -> None:
             failures.append(f"README.md:{command.line}: exit {got}, documented {command.expected_exit}\n$ {command.text}\n{output}")
     if failures:
         pytest.fail("\n".join(failures), pytrace=False)
+
+
+def test_readme_python_blocks_run_as_written(tmp_path: Path) -> None:
+    blocks = [(line, code) for line, code, skip in python_blocks(README.read_text()) if skip is None]
+    assert blocks, "README.md has no python block to run"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLOORGATE_")} | {"TZ": "UTC"}
+    for line, code in blocks:
+        where = tmp_path / f"block-{line}"
+        where.mkdir()
+        result = subprocess.run([sys.executable, "-c", code], cwd=where, env=env, capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, f"README.md:{line}: the python block exits {result.returncode}\n{result.stderr}"
