@@ -85,7 +85,7 @@ class Floorgate:
 
     @cached_property
     def readback(self) -> Readback:
-        return Readback(self.store, self.clock)
+        return Readback(self.store, self.clock, self.timers)  # status compares cron lines as apply writes them
 
     @cached_property
     def timers(self):  # type: ignore[no-untyped-def]

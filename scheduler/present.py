@@ -1,18 +1,21 @@
 """One rendering of admission facts for every surface (CLI JSON, tables, hooks, status).
 
-Surfaces never compute their own countdowns: they show the owner-produced state and the exact
-next eligible time from these documents.
+Surfaces never decide eligibility themselves: they show the owner-produced state and the exact
+next eligible time from these documents. JSON carries UTC ISO times; status tables show each time
+in its schedule's zone with how far it is from the readback's own clock reading ('in 14 min',
+'3 h ago'), like ``systemctl list-timers``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone, tzinfo
 from typing import TYPE_CHECKING, Any
 
 from admission import Confirmation, Decision, EffectiveFloor, Eligibility, Rule, RuleChange, StartRecord
 from admission.clock import iso
 from admission.intervals import format_interval
+from hosts import InvalidSchedule, Schedule
 from hosts.registry import capabilities
 
 if TYPE_CHECKING:
@@ -302,7 +305,7 @@ def hosts_text(hosts: Sequence[HostBeat], now: datetime) -> str:
     if alive:
         return "hosts: " + ", ".join(f"{h.host_id} alive (v{h.version}, beat {ago(h.beat_at, now)})" for h in alive)
     last = max(hosts, key=lambda h: h.beat_at, default=None)
-    seen = f" (last: {last.host_id}, {'stopped' if last.stopped_at else 'silent'} since {iso(last.beat_at)})" if last else ""
+    seen = f" (last: {last.host_id}, {'stopped' if last.stopped_at else 'silent'} since {when(last.beat_at, now)})" if last else ""
     return f"hosts: none running{seen}: apscheduler timers fire only while 'floorgate run' runs"
 
 
@@ -321,10 +324,33 @@ def ago(at: datetime, now: datetime) -> str:
     return f"{words} ago" if seconds >= 0 else f"in {words}"
 
 
+def when(at: datetime | None, now: datetime, zone: tzinfo = timezone.utc) -> str | None:
+    """``at`` for a table: the wall time in ``zone`` to the second, and how far it is from ``now``
+    ('2026-12-02 09:00:00 CET, in 20 h'). A time still to come is rounded up to the second: shown
+    as a second the floor has not yet opened at, it would invite a start that is denied."""
+    if at is None:
+        return None
+    shown = at.astimezone(zone)
+    if at > now and shown.microsecond:
+        shown += timedelta(microseconds=1_000_000 - shown.microsecond)
+    return f"{shown.replace(microsecond=0):%Y-%m-%d %H:%M:%S %Z}, {ago(at, now)}"
+
+
+def _zone_of(rb: AutomationReadback) -> tzinfo:
+    """The zone of the automation's schedule (UTC when it has none or cannot be read)."""
+    if rb.automation is None:
+        return timezone.utc
+    try:
+        return Schedule.parse(rb.automation.spec.schedule).zone or timezone.utc
+    except InvalidSchedule:
+        return timezone.utc
+
+
 def status_text(view: Overview) -> str:
     """``floorgate status`` as tables: hosts, automations, then floored lanes no automation stands for."""
     readbacks, lanes = view.readbacks, view.lanes
     parts = [hosts_text(view.hosts, view.now)] if view.hosts or any(_on_own_timer(rb) for rb in readbacks) else []
+    zones = {rb.automation_id: _zone_of(rb) for rb in readbacks}
     if readbacks:
         parts.append(
             table(
@@ -345,9 +371,9 @@ def status_text(view: Overview) -> str:
                         rb.automation_id,
                         f"{rb.automation.spec.goal_id}/{rb.automation.spec.agent_id}" if rb.automation else None,
                         rb.state.value,
-                        "none (no host)" if rb.no_timer_host else iso(rb.next_fire_at),
-                        iso(rb.eligibility.next_eligible_at) if rb.eligibility else None,
-                        iso(rb.last_turn.started_at) if rb.last_turn else None,
+                        "none (no host)" if rb.no_timer_host else when(rb.next_fire_at, view.now, zones[rb.automation_id]),
+                        when(rb.eligibility.next_eligible_at, view.now, zones[rb.automation_id]) if rb.eligibility else None,
+                        when(rb.last_turn.started_at, view.now, zones[rb.automation_id]) if rb.last_turn else None,
                         _outcome(rb.last_turn),
                         rb.automation.spec.timer if rb.automation else None,
                         agreement_text(rb),
@@ -379,8 +405,10 @@ def status_text(view: Overview) -> str:
                         e.status,
                         e.reason.value,
                         format_interval(e.floor.floor) if e.floor else None,
-                        f"{iso(e.last_start.anchor_at)} {e.last_start.kind.value} {e.last_start.turn_id}" if e.last_start else None,
-                        iso(e.next_eligible_at),
+                        f"{e.last_start.turn_id} ({e.last_start.kind.value}) {when(e.last_start.anchor_at, view.now)}"
+                        if e.last_start
+                        else None,
+                        when(e.next_eligible_at, view.now),
                     )
                     for e in lanes
                 ],

@@ -277,7 +277,9 @@ class _Bulk:
 class Readback:
     """Computes readbacks from the store; every surface calls these methods."""
 
-    def __init__(self, store: Store, clock: Clock | None = None) -> None:
+    def __init__(self, store: Store, clock: Clock | None = None, timers: TimerService | None = None) -> None:
+        """``timers``: the process's timer service (its state directory and crontab account are
+        part of the crontab line a readback compares with); by default one with no settings."""
         self.store = store
         self.clock = clock if clock is not None else SystemClock()
         self.admission = Admission(store, self.clock)
@@ -289,7 +291,7 @@ class Readback:
         self.approvals = Approvals(store, self.clock)
         self.hook_answers = HookAnswers(store)
         self.beats = HostBeats(store)
-        self.timers = TimerService(store, clock=self.clock)
+        self.timers = timers if timers is not None else TimerService(store, clock=self.clock)
 
     def host_policy(self) -> HostPolicy:
         return HostPolicies(self.store, self.clock).get().policy

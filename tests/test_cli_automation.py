@@ -142,3 +142,17 @@ def test_schedules_are_vetted_at_save(tmp_path: Path, schedule: str, code: int, 
     listed = cli("automation", "list", "--json", db=db)
     stored = json.loads(listed.stdout)["automations"] if listed.returncode == 0 else []
     assert len(stored) == (1 if code == 0 else 0)  # a refused schedule writes nothing
+
+
+def test_add_says_when_its_timer_could_not_be_armed(db: str, tmp_path: Path) -> None:
+    """`add` applies at once; when the apply fails (no crontab command here) it says so, not just 'added'."""
+    cli("policy", "set", "g/a", "--min-interval", "1h", "--revision", "0", "--owner-ref", "o", db=db)
+    empty = tmp_path / "no-crontab-here"
+    empty.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLOORGATE_")} | {"PATH": str(empty)}
+    args = ("--goal", "g", "--agent", "a", "--timer", "crontab", "--schedule", "every 15m", "--", sys.executable, "-c", "pass")
+    added = cli("automation", "add", "q", *args, db=db, env=env)
+    assert added.returncode == 0, added.stderr
+    assert "NOT ARMED: crontab: cannot run 'crontab'" in added.stdout and "'floorgate automation apply q'" in added.stdout
+    edited = cli("automation", "edit", "q", "--schedule", "every 30m", db=db, env=env)
+    assert "NOT ARMED: crontab: cannot run 'crontab'" in edited.stdout

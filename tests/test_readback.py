@@ -368,3 +368,29 @@ def test_the_bulk_readback_of_many_equals_each_automations_own(store, tmp_path) 
     for name, rb in many.items():
         assert rb == readback.automation(name), name
     assert many["damaged"].hold is ReadbackHold.UNREADABLE and many["ran"].last_turn is not None
+
+
+def test_status_tables_show_times_in_the_schedules_zone_and_how_far_away_while_json_stays_utc(store) -> None:
+    from admission import Admission
+    from scheduler.present import readback_doc, status_text
+
+    start = T0 - 150 * M + timedelta(microseconds=250_000)  # 06:30:00.25Z
+    clock = FixedClock(start)
+    floor(store, clock, "g/a", H)
+    add_automation(store, clock, "x", schedule="DTSTART;TZID=Europe/Berlin:20261201T090000 RRULE:FREQ=DAILY")
+    gate = Admission(store, clock)
+    assert gate.reserve(goal="g", agent="a", automation="x", turn_id="t-1", trigger_time=start).admitted
+    gate.confirm("t-1")
+    floor(store, clock, "g/b", H)  # a floored lane no automation stands for: UTC, it has no schedule
+    assert gate.reserve(goal="g", agent="b", automation=None, turn_id="t-2", trigger_time=start).admitted
+    clock.set(T0 - 2 * H)  # 07:00Z, 08:00 in Berlin
+    host_running(store, clock)
+    view = Readback(store, clock).overview()
+    text = status_text(view)
+    # The next fire is 09:00 Berlin; the floor opens at 07:30:00.25Z, shown rounded up to the second.
+    row = next(line for line in text.splitlines() if line.startswith("x "))
+    assert "2026-12-01 09:00:00 CET, in 60 min" in row and "2026-12-01 08:30:01 CET, in 30 min" in row
+    lane = next(line for line in text.splitlines() if line.startswith("g/b "))
+    assert "t-2 (automatic) 2026-12-01 06:30:00 UTC, 30 min ago" in lane and "2026-12-01 07:30:01 UTC, in 30 min" in lane
+    doc = readback_doc(view.readbacks[0])
+    assert doc["next_fire_at"] == "2026-12-01T08:00:00Z" and doc["eligibility"]["next_eligible_at"] == "2026-12-01T07:30:00.250000Z"

@@ -110,3 +110,24 @@ def test_a_crontab_edited_by_hand_reads_as_drift_in_status(store, cron_user: str
     subprocess.run(["crontab", "-u", cron_user, "-r"], capture_output=True)
     gone = Readback(store, clock).automation("q")
     assert gone.drift is not None and "no timer" in gone.drift
+
+
+def test_status_reads_a_cron_line_as_the_cli_applied_it(store, cron_user: str, cron_running, tmp_path: Path) -> None:  # noqa: F811
+    """The CLI's crontab lines carry its state directory; status compares the line with the same
+    one (it used to read such a line as not running floorgate: DRIFT, while `diff` said match)."""
+    import subprocess
+
+    from scheduler.app import Floorgate, Settings
+    from scheduler.present import agreement_text
+
+    clock = FixedClock(T0)
+    app = Floorgate(store, clock=clock, settings=Settings(state_dir=tmp_path / "state", crontab_user=cron_user))
+    app.timers.can_run = TEST_USER_CAN_RUN
+    automation = add(store, clock, "q", "DTSTART:20261101T000500Z RRULE:FREQ=HOURLY", "crontab")
+    assert app.timers.apply(automation).ack_state == "acked"
+    assert "--state-dir" in crontab_text(cron_user)
+    rb = app.readback.automation("q")
+    assert rb.drift is None and agreement_text(rb).startswith("yes (acked")
+    edited = crontab_text(cron_user).replace("5 * * * *", "35 * * * *")
+    subprocess.run(["crontab", "-u", cron_user, "-"], input=edited, text=True, check=True)
+    assert app.readback.automation("q").drift is not None  # and a real difference still shows

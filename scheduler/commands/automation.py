@@ -12,6 +12,7 @@ from admission import AutomationSpec, CommandHost, InvalidInput, MeterKind, Over
 from admission.intervals import parse_interval
 from hosts.registry import capabilities
 
+from ..automations import Changed
 from ..cli import EXIT_OK, Context, add_common
 from ..present import (
     automation_doc,
@@ -161,9 +162,18 @@ def _add(ctx: Context) -> int:
     _warn(done.warnings)
     ctx.emit(
         {**automation_doc(done.automation), "readback": readback_doc(done.readback), "warnings": list(done.warnings)},
-        f"added {done.automation.automation_id} ({spec.goal_id}/{spec.agent_id}, {timer} timer)\n{spec.schedule}{held}",
+        f"added {done.automation.automation_id} ({spec.goal_id}/{spec.agent_id}, {timer} timer)\n{spec.schedule}{held}{_not_armed(done)}",
     )
     return EXIT_OK
+
+
+def _not_armed(done: Changed) -> str:
+    """The line that says an add or edit left the timer unarmed because the apply failed."""
+    binding = done.binding
+    if binding is None or not binding.apply_error:
+        return ""
+    name = done.automation.automation_id
+    return f"\nNOT ARMED: {binding.apply_error}; fix that, then 'floorgate automation apply {name}'"
 
 
 def _warn(warnings: tuple[str, ...]) -> None:
@@ -191,7 +201,7 @@ def _edit(ctx: Context) -> int:
     _warn(done.warnings)
     ctx.emit(
         {**automation_doc(done.automation), "readback": readback_doc(done.readback), "warnings": list(done.warnings)},
-        f"edited {done.automation.automation_id} (revision {done.automation.revision})",
+        f"edited {done.automation.automation_id} (revision {done.automation.revision}){_not_armed(done)}",
     )
     return EXIT_OK
 
