@@ -41,7 +41,6 @@ from hosts import InvalidSchedule, Schedule
 from hosts.registry import capabilities, firing_problem
 from hosts.schedule import parse_canonical
 
-from .guarantee import guarantee_of
 from .preview import FloorMeeting, PlanInputs, PreviewRow, first_run, simulate
 from .recovery import orphaned
 from .timers import LAUNCH_WAIT, TimerService
@@ -270,7 +269,7 @@ class Readback:
         last_turn = recent[0] if recent else None
         binding = self.bindings.get(aid)
         mission = self.missions.current(aid) or next(iter(self.missions.recent(aid, 1)), None)
-        promise = guarantee_of(automation, binding, self.hook_answers.get(aid), now)
+        promise = self.timers.guarantee(automation, binding, now)
         drift = self.timers.drift(automation, binding)
         envelope, problem = EnvelopeGate(self.store, clock=self.clock, mode=EnvelopeMode.OBSERVE).envelope(spec.goal_id, spec.agent_id, aid)
         base = AutomationReadback(

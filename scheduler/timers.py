@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import cast
 
@@ -74,10 +74,16 @@ class TimerService:
         self.state_dir = state_dir
         self.can_run = can_run if can_run is not None else self._check_runnable
 
-    def guarantee(self, automation: Automation, binding: TimerBinding | None) -> GuaranteeReadback:
-        """What floorgate can honestly promise for ``automation`` now (``guarantee.guarantee_of``)."""
+    def guarantee(self, automation: Automation, binding: TimerBinding | None, now: datetime | None = None) -> GuaranteeReadback:
+        """What floorgate can honestly promise for ``automation`` at ``now`` (default: the clock's),
+        from the hook's answers and whether its agent app will run the hook as installed."""
+        from .hook_install import hook_problem
+
         answer = HookAnswers(self.store).get(automation.automation_id)
-        return guarantee_of(automation, binding, answer, read_clock(self.clock))
+        problem = (
+            hook_problem(self.store, automation.automation_id) if capabilities(automation.spec.timer).needs_hook_for_guarantee else None
+        )
+        return guarantee_of(automation, binding, answer, read_clock(self.clock) if now is None else now, hook_problem=problem)
 
     # -- hosts ----------------------------------------------------------------------------------
     def capabilities(self, automation: Automation) -> Capabilities:

@@ -191,12 +191,16 @@ def _count_tool_call(args: argparse.Namespace) -> int:
 
 def _register_install(hsub: argparse._SubParsersAction) -> None:
     def where(p: argparse.ArgumentParser) -> None:
-        p.add_argument("client", choices=["claude"], help="the agent app (Claude Code)")
+        p.add_argument("client", choices=["claude", "codex"], help="the agent app: Claude Code or Codex")
         group = p.add_mutually_exclusive_group()
         group.add_argument(
-            "--project", metavar="DIR", help="the agent's project: DIR/.claude/settings.json (default: the current directory)"
+            "--project",
+            metavar="DIR",
+            help="the agent's project: DIR/.claude/settings.json or DIR/.codex/hooks.json (default: the current directory)",
         )
-        group.add_argument("--user", action="store_true", help="the user's settings (~/.claude/settings.json): every project")
+        group.add_argument(
+            "--user", action="store_true", help="the user's settings (~/.claude/settings.json, $CODEX_HOME/hooks.json): every project"
+        )
         add_common(p)
 
     p = hsub.add_parser("install", help="write floorgate's prompt and tool hooks into the agent app's settings (merged; idempotent)")
@@ -208,28 +212,41 @@ def _register_install(hsub: argparse._SubParsersAction) -> None:
     p.add_argument("--manual-reason", help="required with --wake manual")
     p.add_argument("--wait-eligible", default=format_interval(DEFAULT_PROMPT_WAIT), metavar="DURATION", help="the prompt hook's wait")
     p.add_argument("--floorgate", metavar="PATH", help="the floorgate executable the hooks run (default: this installation's)")
+    p.add_argument(
+        "--trust",
+        action="store_true",
+        help="Codex: you, its owner, trust these hooks: record that in $CODEX_HOME/config.toml (merged, backed up) "
+        "instead of printing what to add",
+    )
     p.set_defaults(handler=_install)
     p = hsub.add_parser("uninstall", help="remove floorgate's hooks from the agent app's settings (others stay)")
     where(p)
     p.set_defaults(handler=_uninstall)
-    p = hsub.add_parser("status", help="whether floorgate's hooks are installed, for which lane and store; exit 1 if none or broken")
+    p = hsub.add_parser(
+        "status", help="whether floorgate's hooks are installed, for which lane and store, and whether the app runs them; exit 1 if not"
+    )
     where(p)
-    p.set_defaults(handler=_status)
+    p.set_defaults(handler=_status, reads_only=True)
 
 
 def _target(ctx: Context):  # type: ignore[no-untyped-def]
-    from ..hook_install import Target, installer
+    from ..hook_install import Target, installer, project_dir
 
     a = ctx.args
     svc = installer(a.client)
-    return svc, svc.settings_file(Target.USER if a.user else Target.PROJECT, Path(a.project) if a.project else None)
+    project = project_dir(Path(a.project) if a.project else None)
+    return svc, svc.settings_file(Target.USER if a.user else Target.PROJECT, project), project
 
 
 def _install(ctx: Context) -> int:
+    from admission.clock import SystemClock, read_clock
+
     from ..hook_install import plan
 
     a = ctx.args
-    svc, path = _target(ctx)
+    svc, path, project = _target(ctx)
+    if a.trust and not svc.client.owner_trust:
+        raise InvalidInput("--trust", f"{svc.client.title} runs its hooks without an owner's trust record; leave --trust out")
     spec = plan(
         floorgate=a.floorgate,
         db=a.db,
@@ -241,7 +258,9 @@ def _install(ctx: Context) -> int:
         wait=parse_interval(a.wait_eligible, "--wait-eligible"),
         max_wait=MAX_PROMPT_WAIT,
     )
+    store = ctx.store  # opened before anything is written: an unusable store is refused first
     done = svc.install(path, spec)
+    svc.record(store, spec, path, project, read_clock(SystemClock()))
     lane = f"{spec.goal}/{spec.agent}/{spec.automation}"
     text = (
         f"{'installed' if done.changed else 'already installed, nothing changed:'} floorgate hooks in {path}: "
@@ -251,12 +270,39 @@ def _install(ctx: Context) -> int:
     )
     if done.backup is not None:
         text += f"\nprevious settings kept in {done.backup}"
-    ctx.emit({"path": str(path), "changed": done.changed, "backup": str(done.backup) if done.backup else None, "db": spec.db}, text)
+    steps = svc.owner_steps(svc.status(path), project)
+    granted = None
+    if steps is not None and a.trust:
+        granted = svc.grant(steps)
+        text += f"\ntrusted them for {svc.client.title} in {steps.file}" + (
+            f" (previous file kept in {granted.backup})" if granted.backup else ""
+        )
+    elif steps is not None:
+        text += (
+            f"\n{svc.client.title} will NOT run them yet: {steps.why}. As its owner, add to {steps.file}:\n{steps.text.rstrip()}\n"
+            f"(or run this install again with --trust to have floorgate add it)"
+        )
+    status = svc.status(path)
+    why_not = [why for _, why in svc.runs(status, project) if why is not None]
+    text += f"\n{svc.client.title} runs them now" if not why_not else f"\nnot running yet: {why_not[0]}"
+    ctx.emit(
+        {
+            "path": str(path),
+            "changed": done.changed,
+            "backup": str(done.backup) if done.backup else None,
+            "db": spec.db,
+            "owner_steps": {"file": str(steps.file), "toml": steps.text} if steps is not None and granted is None else None,
+            "trusted_in": str(steps.file) if steps is not None and granted is not None else None,
+            "runs": not why_not,
+            "why_not": why_not[0] if why_not else None,
+        },
+        text,
+    )
     return EXIT_OK
 
 
 def _uninstall(ctx: Context) -> int:
-    svc, path = _target(ctx)
+    svc, path, _ = _target(ctx)
     done = svc.uninstall(path)
     text = f"removed {done.removed} floorgate hook(s) from {path}" if done.changed else f"no floorgate hooks in {path}; nothing changed"
     if done.backup is not None:
@@ -268,22 +314,34 @@ def _uninstall(ctx: Context) -> int:
 
 
 def _status(ctx: Context) -> int:
-    svc, path = _target(ctx)
+    svc, path, project = _target(ctx)
     st = svc.status(path)
+    runs = svc.runs(st, project)
     lines = [f"{path}: {'no floorgate hooks' if not st.hooks else f'{len(st.hooks)} floorgate hook(s)'}"]
-    for h in st.hooks:
+    for h, why in runs:
         lane = h.lane
         named = f" for {lane.get('goal')}/{lane.get('agent')}/{lane.get('automation')} ({lane.get('wake')})" if lane.get("goal") else ""
         lines.append(f"  {h.event}{named}: store {h.db or '$FLOORGATE_DB'}, runs {h.floorgate}, timeout {h.timeout}")
         lines += [f"  problem: {p}" for p in h.problems()] + [f"  note: {n}" for n in h.notes()]
+        lines.append(f"  {svc.client.title} runs it now" if why is None else f"  problem: {svc.client.title} will not run it: {why}")
     doc = {
         "path": str(path),
         "exists": st.exists,
         "installed": bool(st.hooks),
+        "runs": bool(runs) and all(why is None for _, why in runs),
         "hooks": [
-            {"event": h.event, "floorgate": h.floorgate, "db": h.db, "lane": h.lane, "timeout": h.timeout, "problems": h.problems()}
-            for h in st.hooks
+            {
+                "event": h.event,
+                "floorgate": h.floorgate,
+                "db": h.db,
+                "lane": h.lane,
+                "timeout": h.timeout,
+                "problems": h.problems(),
+                "runs": why is None,
+                "why_not": why,
+            }
+            for h, why in runs
         ],
     }
     ctx.emit(doc, "\n".join(lines))
-    return EXIT_OK if st.hooks and not st.problems else EXIT_UNAVAILABLE
+    return EXIT_OK if st.hooks and not st.problems and all(why is None for _, why in runs) else EXIT_UNAVAILABLE
