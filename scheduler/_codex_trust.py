@@ -31,7 +31,7 @@ import hashlib
 import json
 import os
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -135,6 +135,16 @@ class CodexTrust:
     hooks: tuple[CodexHook, ...]
     problems: tuple[str, ...]  # reasons no hook runs at all (config unreadable, hooks off)
     unreadable: tuple[str, ...] = ()  # hook files Codex cannot parse (it skips their hooks)
+    states: dict[str, Any] = field(default_factory=dict, compare=False)  # [hooks.state] as read
+
+    def with_hooks_file(self, source: Path, doc: dict[str, Any]) -> CodexTrust:
+        """The same reading, with the hooks file ``source`` holding ``doc`` (what is about to be
+        written) instead of what is on disk now."""
+        where = Path(os.path.realpath(source))
+        needs_project_trust = where.parent != self.codex_home  # Codex's own home needs no project trust
+        kept = [h for h in self.hooks if h.source != where]
+        new = _hooks_in(where, _table(doc, "hooks"), self.states, needs_project_trust=needs_project_trust)
+        return replace(self, hooks=(*kept, *new))
 
     def runs(self, event: str, command_contains: str = "", *, source: Path | None = None) -> bool:
         """Whether Codex runs at least one hook for ``event`` (whose command contains the text)."""
@@ -320,4 +330,4 @@ def codex_hook_trust(project_dir: Path, codex_home: Path) -> CodexTrust:
                 unreadable.append(f"{toml_path} cannot be read ({exc}): fix the file")
                 local = {}
             hooks += _hooks_in(toml_path, _table(local, "hooks"), states, needs_project_trust=True)
-    return CodexTrust(Path(project_dir), codex_home, root, trusted, tuple(hooks), tuple(problems), tuple(unreadable))
+    return CodexTrust(Path(project_dir), codex_home, root, trusted, tuple(hooks), tuple(problems), tuple(unreadable), states)

@@ -125,7 +125,7 @@ class JsonHooks:
     def will_run(self, hook: InstalledHook, path: Path, project: Path) -> str | None:
         return None
 
-    def owner_steps(self, hooks: list[InstalledHook], path: Path, project: Path) -> OwnerSteps | None:
+    def owner_steps(self, doc: dict[str, Any], path: Path, project: Path) -> OwnerSteps | None:
         return None
 
 
@@ -168,10 +168,10 @@ class Codex(JsonHooks):
     def will_run(self, hook: InstalledHook, path: Path, project: Path) -> str | None:
         return codex_hook_trust(project, self.home).why_not(hook.event, hook.command, source=path)
 
-    def owner_steps(self, hooks: list[InstalledHook], path: Path, project: Path) -> OwnerSteps | None:
-        trust = codex_hook_trust(project, self.home)
+    def owner_steps(self, doc: dict[str, Any], path: Path, project: Path) -> OwnerSteps | None:
+        trust = codex_hook_trust(project, self.home).with_hooks_file(path, doc)
         tables: dict[tuple[str, ...], dict[str, str]] = {}
-        for hook in hooks:
+        for hook in self.installed(doc, path):
             for found in trust.matching(hook.event, hook.command, source=path):
                 if found.needs_project_trust and not trust.project_trusted:
                     tables[("projects", str(trust.trust_root))] = {"trust_level": "trusted"}

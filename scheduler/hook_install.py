@@ -211,8 +211,9 @@ class HookClient(Protocol):
         """None when the app runs ``hook`` (found in ``path``) for prompts in ``project``; else why not."""
         ...
 
-    def owner_steps(self, hooks: list[InstalledHook], path: Path, project: Path) -> OwnerSteps | None:
-        """What the owner must still do for the app to run ``hooks``; None when nothing."""
+    def owner_steps(self, doc: dict[str, Any], path: Path, project: Path) -> OwnerSteps | None:
+        """What the owner must still do for the app to run floorgate's hooks in ``doc``, the
+        settings ``path`` holds or is about to hold; None when nothing."""
         ...
 
 
@@ -224,6 +225,16 @@ class Written:
     changed: bool
     backup: Path | None
     removed: int = 0
+
+
+@dataclass(frozen=True)
+class Installed:
+    """What install did: the settings file, the owner's steps still due (or done), and the file
+    those steps were written to when the owner asked (``--trust``)."""
+
+    settings: Written
+    steps: OwnerSteps | None
+    granted: Written | None
 
 
 @dataclass(frozen=True)
@@ -248,9 +259,16 @@ class HookInstaller:
     def settings_file(self, target: Target, project: Path | None) -> Path:
         return self.client.settings_file(target, project_dir(project))
 
-    def install(self, path: Path, plan: HookPlan) -> Written:
+    def install(self, path: Path, plan: HookPlan, *, trust: bool = False, project: Path | None = None) -> Installed:
+        """Merge the plan's hooks into ``path``; with ``trust`` (the owner consents) also do the
+        owner's steps. Everything is checked before anything is written."""
         before, doc = _read(path)
-        return _write(path, before, self.client.install(doc, plan, path))
+        after = self.client.install(doc, plan, path)
+        steps = self.client.owner_steps(after, path, project_dir(project)) if self.client.owner_trust else None
+        grant = self._grant_text(steps) if trust and steps is not None else None
+        written = _write(path, before, after)
+        granted = _write_text(steps.file, grant[0], grant[1]) if steps is not None and grant is not None else None
+        return Installed(written, steps, granted)
 
     def uninstall(self, path: Path) -> Written:
         before, doc = _read(path)
@@ -268,18 +286,19 @@ class HookInstaller:
         """Each hook found, and why the app will not run it now (None: it will)."""
         return [(h, self.client.will_run(h, status.path, project)) for h in status.hooks]
 
-    def owner_steps(self, status: HookStatus, project: Path) -> OwnerSteps | None:
-        return self.client.owner_steps(status.hooks, status.path, project) if status.hooks else None
+    def owner_steps(self, path: Path, project: Path) -> OwnerSteps | None:
+        """What the owner must still do for the app to run the hooks in ``path`` as they are."""
+        _, doc = _read(path)
+        return self.client.owner_steps(doc, path, project) if self.client.owner_trust else None
 
-    def grant(self, steps: OwnerSteps) -> Written:
-        """Do the owner's steps for them (they said so): merge the keys into the file, backup first."""
+    def _grant_text(self, steps: OwnerSteps) -> tuple[str | None, str]:
         try:
             before: str | None = steps.file.read_text(encoding="utf-8")
         except FileNotFoundError:
             before = None
         except OSError as exc:
             raise InvalidInput("--trust", f"cannot read {steps.file}: {exc.strerror or exc}") from None
-        return _write_text(steps.file, before, _toml_edit.merged(before or "", steps.tables, str(steps.file)))
+        return before, _toml_edit.merged(before or "", steps.tables, str(steps.file))
 
     def record(self, store: Store, plan: HookPlan, path: Path, project: Path, at: datetime) -> None:
         """Record where the lane's prompt hook now is, for readback to check later."""

@@ -259,7 +259,8 @@ def _install(ctx: Context) -> int:
         max_wait=MAX_PROMPT_WAIT,
     )
     store = ctx.store  # opened before anything is written: an unusable store is refused first
-    done = svc.install(path, spec)
+    result = svc.install(path, spec, trust=a.trust, project=project)
+    done, steps, granted = result.settings, result.steps, result.granted
     svc.record(store, spec, path, project, read_clock(SystemClock()))
     lane = f"{spec.goal}/{spec.agent}/{spec.automation}"
     text = (
@@ -270,17 +271,13 @@ def _install(ctx: Context) -> int:
     )
     if done.backup is not None:
         text += f"\nprevious settings kept in {done.backup}"
-    steps = svc.owner_steps(svc.status(path), project)
-    granted = None
-    if steps is not None and a.trust:
-        granted = svc.grant(steps)
-        text += f"\ntrusted them for {svc.client.title} in {steps.file}" + (
-            f" (previous file kept in {granted.backup})" if granted.backup else ""
-        )
+    if steps is not None and granted is not None:
+        kept = f" (previous file kept in {granted.backup})" if granted.backup else ""
+        text += f"\nrecorded your trust in them for {svc.client.title} in {steps.file}{kept}"
     elif steps is not None:
         text += (
             f"\n{svc.client.title} will NOT run them yet: {steps.why}. As its owner, add to {steps.file}:\n{steps.text.rstrip()}\n"
-            f"(or run this install again with --trust to have floorgate add it)"
+            "(or run this install again with --trust to have floorgate add it)"
         )
     status = svc.status(path)
     why_not = [why for _, why in svc.runs(status, project) if why is not None]
