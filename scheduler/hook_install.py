@@ -80,11 +80,11 @@ class HookPlan:
         argv += ["--automation", self.automation, "--wake", self.wake.value]
         if self.manual_reason is not None:
             argv += ["--manual-reason", self.manual_reason]
-        return [*argv, "--wait-eligible", format_interval(self.wait)]
+        return [*argv, "--wait-eligible", format_interval(self.wait), "--hook-timeout", f"{self.prompt_timeout_seconds}s"]
 
     def tool_argv(self) -> list[str]:
         # No --db: inside a managed turn the mission's store is $FLOORGATE_DB, set by 'turn run'.
-        return [*self.floorgate, "hook", TOOL_EVENT]
+        return [*self.floorgate, "hook", TOOL_EVENT, "--hook-timeout", f"{TOOL_HOOK_TIMEOUT_SECONDS}s"]
 
     @property
     def prompt_timeout_seconds(self) -> int:

@@ -70,8 +70,8 @@ def test_install_merges_in_place_and_says_what_the_owner_must_trust(world: dict[
     assert doc["hooks"]["UserPromptSubmit"][0] == THEIRS["hooks"]["UserPromptSubmit"][0]  # theirs keeps its index
     [(gi, prompt)] = ours(doc, "UserPromptSubmit")
     [(_, tool)] = ours(doc, "PreToolUse")
-    assert tool["timeout"] == 30 and tool["command"].split(" || ")[0].endswith("hook pre-tool-use")
-    assert gi == 1 and prompt["timeout"] == 50 and "--wait-eligible 20s" in prompt["command"]
+    assert tool["timeout"] == 30 and tool["command"].split(" || ")[0].endswith("hook pre-tool-use --hook-timeout 30s")
+    assert gi == 1 and prompt["timeout"] == 50 and "--wait-eligible 20s --hook-timeout 50s" in prompt["command"]
     assert prompt["command"].endswith("exit 2; }") and "matcher" not in doc["hooks"]["PreToolUse"][0]
     assert json.loads((world["project"] / ".codex" / "hooks.json.floorgate-backup").read_text()) == THEIRS
     # Codex skips them until its owner trusts the project and each hook: the install says how.

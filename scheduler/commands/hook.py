@@ -33,6 +33,15 @@ EXIT_BLOCK = 2  # what Claude Code and Codex read as "block this prompt"
 # killed hook lets the prompt through: the wait stays well inside that.
 DEFAULT_PROMPT_WAIT = timedelta(seconds=20)
 MAX_PROMPT_WAIT = timedelta(seconds=25)
+# Claude Code's default hook timeout, the shortest of the supported apps': what a hook assumes when
+# its command does not say (installed hooks do, with --hook-timeout).
+DEFAULT_HOOK_TIMEOUT = timedelta(seconds=30)
+
+
+def deadline_of(timeout: timedelta) -> timedelta:
+    """When the hook blocks on its own: a little before the app would kill it (and let it through)."""
+    margin = max(timedelta(seconds=1), min(timedelta(seconds=5), timeout / 10))
+    return timeout - margin
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -52,6 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help=f"if the floor opens within this long, wait and admit instead of blocking (default {format_interval(DEFAULT_PROMPT_WAIT)}, "
         f"at most {format_interval(MAX_PROMPT_WAIT)}; the hook's timeout in the agent app must be longer)",
     )
+    _add_hook_timeout(p)
     add_common(p)  # --db means the same before and after the subcommand
     p.set_defaults(handler=_user_prompt_submit, raw_handler=True)
 
@@ -59,8 +69,52 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = hsub.add_parser("pre-tool-use", help="count a tool call against the mission's max_tool_calls; exit 0 allow, 2 refuse")
     p.add_argument("--mission", help="mission id (default $FLOORGATE_MISSION_ID, set for the host by 'floorgate turn run')")
+    _add_hook_timeout(p)
     add_common(p)
     p.set_defaults(handler=_pre_tool_use, raw_handler=True)
+
+
+def _add_hook_timeout(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--hook-timeout",
+        default=format_interval(DEFAULT_HOOK_TIMEOUT),
+        metavar="DURATION",
+        help="the agent app's timeout for this hook: floorgate blocks on its own just before it, since a hook the app kills "
+        f"lets the prompt through (default {format_interval(DEFAULT_HOOK_TIMEOUT)})",
+    )
+
+
+def _hook_timeout(args: argparse.Namespace) -> timedelta:
+    timeout = parse_interval(args.hook_timeout, "--hook-timeout")
+    if timeout < timedelta(seconds=2):
+        raise InvalidInput("--hook-timeout", "at least 2s: give the agent app's timeout for this hook")
+    return timeout
+
+
+@contextlib.contextmanager
+def _deadline(timeout: timedelta, what: str) -> Iterator[None]:
+    """Block (exit 2, a line on stderr) when no answer is ready just before the app's timeout:
+    a store that never answers (an unreachable PostgreSQL host) must not outlive the hook's
+    timeout, which lets the prompt through."""
+    after = deadline_of(timeout)
+
+    def expire() -> None:
+        # Only a block can race this: any answer but a block would come from the main thread's
+        # exit, which os._exit pre-empts; a late admission is then a start that did not run.
+        os.write(
+            2,
+            f"floorgate: {what} blocked (fail closed): no answer after {format_interval(after)}, just inside the "
+            f"app's {format_interval(timeout)} hook timeout (is the store reachable?)\n".encode(),
+        )
+        os._exit(EXIT_BLOCK)
+
+    timer = threading.Timer(after.total_seconds(), expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
 
 
 def _why(exc: BaseException) -> str:
@@ -121,7 +175,12 @@ def _app(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
 def _user_prompt_submit(args: argparse.Namespace) -> int:
     with _answering():
-        return _admit_prompt(args)
+        try:
+            timeout = _hook_timeout(args)
+        except FloorgateError as exc:
+            return _block(f"floorgate: blocked (fail closed): {_why(exc)}")
+        with _deadline(timeout, "prompt"):
+            return _admit_prompt(args)
 
 
 def _admit_prompt(args: argparse.Namespace) -> int:
@@ -136,6 +195,8 @@ def _admit_prompt(args: argparse.Namespace) -> int:
                 "--wait-eligible",
                 f"at most {format_interval(MAX_PROMPT_WAIT)} (the agent app kills a slow hook and lets the prompt through)",
             )
+        if wait >= deadline_of(parse_interval(args.hook_timeout, "--hook-timeout")):
+            raise InvalidInput("--wait-eligible", "must end before the hook's own deadline: raise --hook-timeout (and the app's timeout)")
         app = _app(args)
         try:
             answer = app.hooks.admit_prompt(
@@ -167,7 +228,12 @@ def _admit_prompt(args: argparse.Namespace) -> int:
 
 def _pre_tool_use(args: argparse.Namespace) -> int:
     with _answering():
-        return _count_tool_call(args)
+        try:
+            timeout = _hook_timeout(args)
+        except FloorgateError as exc:
+            return _block(f"floorgate: tool call refused (fail closed): {_why(exc)}")
+        with _deadline(timeout, "tool call"):
+            return _count_tool_call(args)
 
 
 def _count_tool_call(args: argparse.Namespace) -> int:
