@@ -21,6 +21,7 @@ from . import _schema as s
 from ._types import decode_row, raw_columns
 from .clock import Clock, SystemClock, read_clock
 from .errors import CorruptState, InvalidInput, NotFound, StoreUnavailable
+from .liveness import HookInstalls
 from .scope import check_id
 from .store import Store
 
@@ -283,7 +284,7 @@ class Automations:
         return self._update(automation_id, {"state": state.value, "state_note": note, "hold_kind": kind})
 
     def remove(self, automation_id: str) -> None:
-        """Delete the automation with its wake state, timer binding and hook answers, in one commit
+        """Delete the automation with its wake state, timer binding, hook answers and hook install record, in one commit
         (its starts, turns and ticks stay: they are the record)."""
         a, w, b, h = s.automations, s.wake_state, s.timer_bindings, s.hook_answers
         with self.store.write(lock_key=locks.automation(automation_id)) as conn:
@@ -293,6 +294,7 @@ class Automations:
             conn.execute(delete(w).where(w.c.automation_id == automation_id))
             conn.execute(delete(b).where(b.c.automation_id == automation_id))
             conn.execute(delete(h).where(h.c.automation_id == automation_id))
+            HookInstalls(self.store).forget(automation_id, conn)
 
     def _update(self, automation_id: str, values: dict) -> Automation:  # type: ignore[type-arg]
         check_id(automation_id, "automation")

@@ -4,15 +4,17 @@ Neither is admission state. A running ``floorgate run`` writes a heartbeat row (
 it starts, at every poll and when it stops, so readbacks can say whether anything will fire. A
 hook records each answer it gives for an automation (``HookAnswers``), admitted or denied, so the
 ``pre-model hook`` guarantee is claimed only while the hook is seen answering. These two records
-are the only writes a denial makes, and README says so.
+are the only writes a denial makes, and README says so. ``hook install`` records where it put an
+automation's hook (``HookInstalls``), so readback can check that the agent app will run it.
 """
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime, timedelta
 
-from pydantic import BaseModel, ConfigDict
-from sqlalchemy import delete, insert, select, update
+from pydantic import BaseModel, ConfigDict, ValidationError
+from sqlalchemy import Connection, delete, insert, select, update
 
 from . import _locks as locks
 from . import _schema as s
@@ -156,3 +158,70 @@ class HookAnswers:
         if type(row.answers) is not int:
             raise CorruptState(f"the hook answers of automation {automation_id!r} are malformed")
         return HookAnswer(automation_id=row.automation_id, answered_at=row.answered_at_us, admitted=bool(row.admitted), answers=row.answers)
+
+
+class HookInstall(BaseModel):
+    """Where ``floorgate hook install`` put an automation's pre-model hook, so readback can check
+    that the agent app will still run it (a Codex hook nobody trusted never runs)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    automation_id: str
+    client: str  # the agent app, as 'hook install' names it (claude, codex)
+    settings_file: str  # absolute
+    project_dir: str  # where the app runs the prompts (the project; the cwd of a --user install)
+    app_home: str | None = None  # the app's own config directory the install was checked against ($CODEX_HOME)
+    hostname: str
+    installed_at: datetime
+
+
+_INSTALL_PREFIX = "hook_install/"
+
+
+def _install_key(automation_id: str) -> str:
+    key = _INSTALL_PREFIX + automation_id
+    if len(key) <= s.settings.c.key.type.length:  # type: ignore[attr-defined]
+        return key
+    # Ids may be longer than the settings key; the record names its automation, checked on read.
+    return _INSTALL_PREFIX + "#" + hashlib.sha256(automation_id.encode()).hexdigest()[:40]
+
+
+class HookInstalls:
+    """The last hook install of each automation, one ``fg_settings`` row per automation."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def record(self, install: HookInstall) -> None:
+        """Record ``install`` as the automation's hook install (replacing an earlier one)."""
+        t = s.settings
+        key = _install_key(install.automation_id)
+        value = install.model_dump_json()
+        with self.store.write(lock_key=locks.setting(key)) as conn:
+            done = conn.execute(
+                update(t).where(t.c.key == key).values(value_json=value, revision=t.c.revision + 1, updated_at_us=install.installed_at)
+            ).rowcount
+            if not done:
+                conn.execute(
+                    insert(t).values(key=key, value_json=value, revision=1, owner_ref="hook install", updated_at_us=install.installed_at)
+                )
+
+    def get(self, automation_id: str) -> HookInstall | None:
+        """The automation's recorded install, or None (``CorruptState`` when the row is malformed)."""
+        t = s.settings
+        with self.store.read() as conn:
+            row = conn.execute(select(t.c.value_json).where(t.c.key == _install_key(automation_id))).first()
+        if row is None:
+            return None
+        try:
+            found = HookInstall.model_validate_json(row.value_json)
+        except (ValidationError, ValueError, TypeError):
+            raise CorruptState(f"the hook install record of automation {automation_id!r} is malformed") from None
+        if found.automation_id != automation_id:
+            raise CorruptState(f"the hook install record of automation {automation_id!r} names {found.automation_id!r}")
+        return found
+
+    def forget(self, automation_id: str, conn: Connection) -> None:
+        """Delete the automation's record inside the caller's transaction ``conn``."""
+        t = s.settings
+        conn.execute(delete(t).where(t.c.key == _install_key(automation_id)))

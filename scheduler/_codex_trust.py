@@ -31,7 +31,7 @@ import hashlib
 import json
 import os
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -135,20 +135,38 @@ class CodexTrust:
     hooks: tuple[CodexHook, ...]
     problems: tuple[str, ...]  # reasons no hook runs at all (config unreadable, hooks off)
     unreadable: tuple[str, ...] = ()  # hook files Codex cannot parse (it skips their hooks)
+    states: dict[str, Any] = field(default_factory=dict, compare=False)  # [hooks.state] as read
 
-    def runs(self, event: str, command_contains: str = "") -> bool:
+    def with_hooks_file(self, source: Path, doc: dict[str, Any]) -> CodexTrust:
+        """The same reading, with the hooks file ``source`` holding ``doc`` (what is about to be
+        written) instead of what is on disk now."""
+        where = Path(os.path.realpath(source))
+        needs_project_trust = where.parent != self.codex_home  # Codex's own home needs no project trust
+        kept = [h for h in self.hooks if h.source != where]
+        new = _hooks_in(where, _table(doc, "hooks"), self.states, needs_project_trust=needs_project_trust)
+        return replace(self, hooks=(*kept, *new))
+
+    def runs(self, event: str, command_contains: str = "", *, source: Path | None = None) -> bool:
         """Whether Codex runs at least one hook for ``event`` (whose command contains the text)."""
-        return self.why_not(event, command_contains) is None
+        return self.why_not(event, command_contains, source=source) is None
 
-    def why_not(self, event: str, command_contains: str = "") -> str | None:
+    def matching(self, event: str, command_contains: str = "", *, source: Path | None = None) -> list[CodexHook]:
+        """The hooks Codex discovers for ``event`` whose command contains the text (read from
+        ``source`` when given), trusted or not."""
+        where = Path(os.path.realpath(source)) if source is not None else None
+        return [h for h in self.hooks if h.event == event and command_contains in h.command and where in (None, h.source)]
+
+    def why_not(self, event: str, command_contains: str = "", *, source: Path | None = None) -> str | None:
         """None when a matching hook runs; otherwise one line naming what to fix."""
         if self.problems:
             return self.problems[0]
-        found = [h for h in self.hooks if h.event == event and command_contains in h.command]
+        found = self.matching(event, command_contains, source=source)
         if not found:
             if self.unreadable:
                 return self.unreadable[0]
-            return f"no {event} hook{' running ' + command_contains if command_contains else ''} is configured for {self.project_dir}"
+            named = " floorgate's" if command_contains else ""
+            origin = f" in {source}" if source is not None else ""
+            return f"Codex finds no{named} {event} hook{origin} for prompts in {self.project_dir}"
         reasons = []
         for hook in found:
             if hook.needs_project_trust and not self.project_trusted:
@@ -312,4 +330,4 @@ def codex_hook_trust(project_dir: Path, codex_home: Path) -> CodexTrust:
                 unreadable.append(f"{toml_path} cannot be read ({exc}): fix the file")
                 local = {}
             hooks += _hooks_in(toml_path, _table(local, "hooks"), states, needs_project_trust=True)
-    return CodexTrust(Path(project_dir), codex_home, root, trusted, tuple(hooks), tuple(problems), tuple(unreadable))
+    return CodexTrust(Path(project_dir), codex_home, root, trusted, tuple(hooks), tuple(problems), tuple(unreadable), states)

@@ -4,7 +4,9 @@ A timer host that launches turns after admission gives ``enforced``. An app that
 itself is guarded only by a pre-model hook, and only while that hook is seen answering: it must
 have answered for the app's latest fire (give or take ``HOOK_GRACE``). A hook that was never
 installed, was removed, or that its CLI does not run (an untrusted Codex hook) never answers, so
-the readback falls back to ``schedule-only`` and says why.
+the readback falls back to ``schedule-only`` and says why. Where ``hook install`` recorded the hook,
+the app's own files are read too: a hook its app will skip (untrusted, edited since it was trusted,
+removed) is ``schedule-only`` at once, even if it answered a moment ago.
 """
 
 from __future__ import annotations
@@ -33,14 +35,19 @@ class GuaranteeReadback:
     hook_answered_at: datetime | None = None
 
 
-def guarantee_of(automation: Automation, binding: TimerBinding | None, answer: HookAnswer | None, now: datetime) -> GuaranteeReadback:
-    """The guarantee for ``automation`` at ``now``, from its host's capabilities and the hook's last answer."""
+def guarantee_of(
+    automation: Automation, binding: TimerBinding | None, answer: HookAnswer | None, now: datetime, *, hook_problem: str | None = None
+) -> GuaranteeReadback:
+    """The guarantee for ``automation`` at ``now``, from its host's capabilities, the hook's last
+    answer and ``hook_problem``: why its agent app will not run the hook as installed (None: it will)."""
     caps = capabilities(automation.spec.timer)
     answered = answer.answered_at if answer is not None else None
     if caps.launches_turns:
         return GuaranteeReadback(Guarantee.ENFORCED, "floorgate launches every turn after admission", answered)
     if not caps.needs_hook_for_guarantee:
         return GuaranteeReadback(Guarantee.SCHEDULE_ONLY, "the app wakes the model itself; only its floored schedule guards it", answered)
+    if hook_problem is not None:  # however recently it answered, the app skips it from now on
+        return GuaranteeReadback(Guarantee.SCHEDULE_ONLY, hook_problem, answered)
     if answer is None:
         return GuaranteeReadback(
             Guarantee.SCHEDULE_ONLY,

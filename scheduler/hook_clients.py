@@ -4,6 +4,10 @@ Claude Code (2.1): ``.claude/settings.json`` in the project or ``~/.claude/setti
 ``{"hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": ..., "timeout": s}]}],
 "PreToolUse": [{"matcher": "*", "hooks": [...]}]}}``. It runs the command with a shell, the
 event's JSON on stdin; only exit 2 blocks, showing stderr; the default timeout is 30 s.
+
+Codex (0.171): the same layout in ``.codex/hooks.json`` of the project or ``$CODEX_HOME/hooks.json``
+(a group without a matcher matches every tool). It blocks only on exit 2 with stderr, and runs a
+hook only when its owner trusts it, which it reads from ``$CODEX_HOME/config.toml``.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ from typing import Any, ClassVar
 
 from admission import InvalidInput
 
-from .hook_install import PROMPT_EVENT, TOOL_EVENT, TOOL_HOOK_TIMEOUT_SECONDS, HookPlan, InstalledHook, Target, guarded
+from ._codex_trust import codex_hook_trust
+from .hook_install import PROMPT_EVENT, TOOL_EVENT, TOOL_HOOK_TIMEOUT_SECONDS, HookPlan, InstalledHook, OwnerSteps, Target, guarded
 
 _LANE_FLAGS = {"--goal": "goal", "--agent": "agent", "--automation": "automation", "--wake": "wake", "--manual-reason": "manual_reason"}
 _LANE_FLAGS["--wait-eligible"] = "wait_eligible"
@@ -39,22 +44,35 @@ def parse_command(command: str) -> tuple[str, dict[str, Any]] | None:
     return None
 
 
-class ClaudeCode:
-    """Claude Code's settings.json."""
+class JsonHooks:
+    """An app whose settings file holds ``{"hooks": {Event: [{"hooks": [command entries]}]}}``."""
 
-    name = "claude"
+    name: str
+    title: str
+    owner_trust: bool = False
     events: ClassVar[dict[str, str]] = {PROMPT_EVENT: "UserPromptSubmit", TOOL_EVENT: "PreToolUse"}
-
-    def settings_file(self, target: Target, project: Path, home: Path) -> Path:
-        return (home if target is Target.USER else project) / ".claude" / "settings.json"
+    tool_group: ClassVar[dict[str, str]] = {}  # what else a tool hook's group says (its matcher)
+    app_home: Path | None
 
     def install(self, doc: dict[str, Any], plan: HookPlan, path: Path) -> dict[str, Any]:
-        doc, _ = self.uninstall(doc, path)
+        doc = _copy(doc)
         hooks = doc.setdefault("hooks", {})
+        _hooks(doc, path)
         prompt = {"type": "command", "command": guarded(plan.prompt_argv(), "prompt"), "timeout": plan.prompt_timeout_seconds}
         tool = {"type": "command", "command": guarded(plan.tool_argv(), "tool call"), "timeout": TOOL_HOOK_TIMEOUT_SECONDS}
-        hooks.setdefault(self.events[PROMPT_EVENT], []).append({"hooks": [prompt]})
-        hooks.setdefault(self.events[TOOL_EVENT], []).append({"matcher": "*", "hooks": [tool]})
+        for event, entry, group in ((PROMPT_EVENT, prompt, {}), (TOOL_EVENT, tool, self.tool_group)):
+            name = self.events[event]
+            groups = _groups(hooks.setdefault(name, []), name, path)
+            # Replaced where it stands: moving it would shift the others' positions, which a Codex
+            # owner's trust records are keyed by.
+            spots = [(gi, hi) for gi, g in enumerate(groups) for hi, e in enumerate(g.get("hooks", [])) if _ours(e)]
+            if spots:
+                gi, hi = spots[0]
+                groups[gi]["hooks"][hi] = entry
+                for gj, hj in reversed(spots[1:]):
+                    del groups[gj]["hooks"][hj]
+            else:
+                groups.append({**group, "hooks": [entry]})
         return doc
 
     def uninstall(self, doc: dict[str, Any], path: Path) -> tuple[dict[str, Any], int]:
@@ -103,6 +121,70 @@ class ClaudeCode:
                         )
                     )
         return found
+
+    def will_run(self, hook: InstalledHook, path: Path, project: Path) -> str | None:
+        return None
+
+    def owner_steps(self, doc: dict[str, Any], path: Path, project: Path) -> OwnerSteps | None:
+        return None
+
+
+class ClaudeCode(JsonHooks):
+    """Claude Code's settings.json."""
+
+    name = "claude"
+    title = "Claude Code"
+    tool_group: ClassVar[dict[str, str]] = {"matcher": "*"}
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.app_home = None
+
+    def settings_file(self, target: Target, project: Path) -> Path:
+        return (self.home if target is Target.USER else project) / ".claude" / "settings.json"
+
+
+class Codex(JsonHooks):
+    """Codex's hooks.json: ``.codex/hooks.json`` in the project, or ``$CODEX_HOME/hooks.json``.
+
+    Codex runs them only when its owner trusts them (see ``_codex_trust``); that is read from
+    ``$CODEX_HOME/config.toml`` (``app_home``) and, with the owner's consent, written there."""
+
+    name = "codex"
+    title = "Codex"
+    owner_trust = True
+
+    def __init__(self, codex_home: Path) -> None:
+        self.app_home = codex_home
+
+    @property
+    def home(self) -> Path:
+        assert self.app_home is not None
+        return self.app_home
+
+    def settings_file(self, target: Target, project: Path) -> Path:
+        return (self.home if target is Target.USER else project / ".codex") / "hooks.json"
+
+    def will_run(self, hook: InstalledHook, path: Path, project: Path) -> str | None:
+        return codex_hook_trust(project, self.home).why_not(hook.event, hook.command, source=path)
+
+    def owner_steps(self, doc: dict[str, Any], path: Path, project: Path) -> OwnerSteps | None:
+        trust = codex_hook_trust(project, self.home).with_hooks_file(path, doc)
+        tables: dict[tuple[str, ...], dict[str, str]] = {}
+        for hook in self.installed(doc, path):
+            for found in trust.matching(hook.event, hook.command, source=path):
+                if found.needs_project_trust and not trust.project_trusted:
+                    tables[("projects", str(trust.trust_root))] = {"trust_level": "trusted"}
+                if found.enabled and found.status != "trusted":
+                    tables[("hooks", "state", found.key)] = {"trusted_hash": found.current_hash}
+        if not tables:
+            return None
+        return OwnerSteps(
+            self.home / "config.toml",
+            tables,
+            "Codex runs a project's hooks only when its owner trusts the project and each hook as written "
+            "(an untrusted or edited hook is skipped without a word and the model wakes)",
+        )
 
 
 def _ours(entry: object) -> bool:

@@ -10,7 +10,10 @@ the prompt hook's own wait, so the app does not kill a hook that is waiting for 
 Installing merges into the settings file: other keys and other hooks stay; floorgate's previous
 entries are replaced, so installing twice leaves one; the previous file is kept beside it as
 ``<name>.floorgate-backup`` before anything is written, and the new one is written atomically.
-An app is one ``HookClient`` (where its settings live, how its hook entries look).
+An app is one ``HookClient`` (where its settings live, how its hook entries look, whether it will
+run them and what its owner must do first: a Codex hook runs only once its owner trusts it).
+Each install is recorded in the store (``HookInstalls``) so readback can ask the client, later,
+whether the app still runs the hook, and never claims a guarantee from a hook that is skipped.
 """
 
 from __future__ import annotations
@@ -19,18 +22,23 @@ import json
 import math
 import os
 import shlex
+import socket
 import sys
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from enum import Enum
 from pathlib import Path
 from typing import Any, Protocol
 
-from admission import InvalidInput
+from admission import FloorgateError, InvalidInput, Store
 from admission.intervals import format_interval
+from admission.liveness import HookInstall, HookInstalls
 from admission.scope import check_id
 from admission.store import absolute_url
+
+from . import _toml_edit
 
 BACKUP_SUFFIX = ".floorgate-backup"
 PROMPT_EVENT = "user-prompt-submit"
@@ -72,11 +80,11 @@ class HookPlan:
         argv += ["--automation", self.automation, "--wake", self.wake.value]
         if self.manual_reason is not None:
             argv += ["--manual-reason", self.manual_reason]
-        return [*argv, "--wait-eligible", format_interval(self.wait)]
+        return [*argv, "--wait-eligible", format_interval(self.wait), "--hook-timeout", f"{self.prompt_timeout_seconds}s"]
 
     def tool_argv(self) -> list[str]:
         # No --db: inside a managed turn the mission's store is $FLOORGATE_DB, set by 'turn run'.
-        return [*self.floorgate, "hook", TOOL_EVENT]
+        return [*self.floorgate, "hook", TOOL_EVENT, "--hook-timeout", f"{TOOL_HOOK_TIMEOUT_SECONDS}s"]
 
     @property
     def prompt_timeout_seconds(self) -> int:
@@ -168,18 +176,45 @@ class InstalledHook:
         return []
 
 
+@dataclass(frozen=True)
+class OwnerSteps:
+    """What the owner must do before the app runs the installed hooks: keys to set in one TOML file."""
+
+    file: Path
+    tables: _toml_edit.Tables
+    why: str
+
+    @property
+    def text(self) -> str:
+        """The lines to add to ``file``, as the owner would write them."""
+        return _toml_edit.render(self.tables)
+
+
 class HookClient(Protocol):
-    """One agent app: where its settings live and how floorgate's entries look in them."""
+    """One agent app: where its settings live, how floorgate's entries look in them, and whether
+    the app will run them as they stand."""
 
     name: str
+    title: str
+    app_home: Path | None  # the app's own configuration directory, when its decisions live there
+    owner_trust: bool  # the app runs hooks only once its owner trusts them (``owner_steps``)
 
-    def settings_file(self, target: Target, project: Path, home: Path) -> Path: ...
+    def settings_file(self, target: Target, project: Path) -> Path: ...
 
     def install(self, doc: dict[str, Any], plan: HookPlan, path: Path) -> dict[str, Any]: ...
 
     def uninstall(self, doc: dict[str, Any], path: Path) -> tuple[dict[str, Any], int]: ...
 
     def installed(self, doc: dict[str, Any], path: Path) -> list[InstalledHook]: ...
+
+    def will_run(self, hook: InstalledHook, path: Path, project: Path) -> str | None:
+        """None when the app runs ``hook`` (found in ``path``) for prompts in ``project``; else why not."""
+        ...
+
+    def owner_steps(self, doc: dict[str, Any], path: Path, project: Path) -> OwnerSteps | None:
+        """What the owner must still do for the app to run floorgate's hooks in ``doc``, the
+        settings ``path`` holds or is about to hold; None when nothing."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -190,6 +225,16 @@ class Written:
     changed: bool
     backup: Path | None
     removed: int = 0
+
+
+@dataclass(frozen=True)
+class Installed:
+    """What install did: the settings file, the owner's steps still due (or done), and the file
+    those steps were written to when the owner asked (``--trust``)."""
+
+    settings: Written
+    steps: OwnerSteps | None
+    granted: Written | None
 
 
 @dataclass(frozen=True)
@@ -211,15 +256,19 @@ class HookInstaller:
     def __init__(self, client: HookClient) -> None:
         self.client = client
 
-    def settings_file(self, target: Target, project: Path | None, home: Path | None = None) -> Path:
-        where = (project if project is not None else Path.cwd()).expanduser().absolute()
-        if target is Target.PROJECT and not where.is_dir():
-            raise InvalidInput("--project", f"{where} is not a directory; give the agent's project directory")
-        return self.client.settings_file(target, where, (home or Path.home()).absolute())
+    def settings_file(self, target: Target, project: Path | None) -> Path:
+        return self.client.settings_file(target, project_dir(project))
 
-    def install(self, path: Path, plan: HookPlan) -> Written:
+    def install(self, path: Path, plan: HookPlan, *, trust: bool = False, project: Path | None = None) -> Installed:
+        """Merge the plan's hooks into ``path``; with ``trust`` (the owner consents) also do the
+        owner's steps. Everything is checked before anything is written."""
         before, doc = _read(path)
-        return _write(path, before, self.client.install(doc, plan, path))
+        after = self.client.install(doc, plan, path)
+        steps = self.client.owner_steps(after, path, project_dir(project)) if self.client.owner_trust else None
+        grant = self._grant_text(steps) if trust and steps is not None else None
+        written = _write(path, before, after)
+        granted = _write_text(steps.file, grant[0], grant[1]) if steps is not None and grant is not None else None
+        return Installed(written, steps, granted)
 
     def uninstall(self, path: Path) -> Written:
         before, doc = _read(path)
@@ -232,6 +281,76 @@ class HookInstaller:
     def status(self, path: Path) -> HookStatus:
         before, doc = _read(path)
         return HookStatus(path, before is not None, self.client.installed(doc, path))
+
+    def runs(self, status: HookStatus, project: Path) -> list[tuple[InstalledHook, str | None]]:
+        """Each hook found, and why the app will not run it now (None: it will)."""
+        return [(h, self.client.will_run(h, status.path, project)) for h in status.hooks]
+
+    def owner_steps(self, path: Path, project: Path) -> OwnerSteps | None:
+        """What the owner must still do for the app to run the hooks in ``path`` as they are."""
+        _, doc = _read(path)
+        return self.client.owner_steps(doc, path, project) if self.client.owner_trust else None
+
+    def _grant_text(self, steps: OwnerSteps) -> tuple[str | None, str]:
+        try:
+            before: str | None = steps.file.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            before = None
+        except OSError as exc:
+            raise InvalidInput("--trust", f"cannot read {steps.file}: {exc.strerror or exc}") from None
+        return before, _toml_edit.merged(before or "", steps.tables, str(steps.file))
+
+    def record(self, store: Store, plan: HookPlan, path: Path, project: Path, at: datetime) -> None:
+        """Record where the lane's prompt hook now is, for readback to check later."""
+        HookInstalls(store).record(
+            HookInstall(
+                automation_id=plan.automation,
+                client=self.client.name,
+                settings_file=str(path),
+                project_dir=str(project),
+                app_home=str(self.client.app_home) if self.client.app_home is not None else None,
+                hostname=socket.gethostname(),
+                installed_at=at,
+            )
+        )
+
+    def why_not_running(self, install: HookInstall) -> str | None:
+        """Why the app will not run the recorded prompt hook now (None: it will, or it cannot be
+        checked from this host)."""
+        if install.hostname != socket.gethostname():
+            return None  # its files are on the host it was installed on
+        path, project = Path(install.settings_file), Path(install.project_dir)
+        try:
+            status = self.status(path)
+        except InvalidInput as exc:
+            return str(exc)
+        prompts = [h for h in status.hooks if h.lane.get("automation") == install.automation_id]
+        if not prompts:
+            return f"{path} no longer holds floorgate's prompt hook for {install.automation_id} (see 'floorgate hook status {self.client.name}')"
+        reasons = [why for h, why in self.runs(HookStatus(path, True, prompts), project)]
+        return None if None in reasons else reasons[0]
+
+
+def project_dir(project: Path | None) -> Path:
+    """The agent's project directory (default: the current one), absolute; it must exist."""
+    where = (project if project is not None else Path.cwd()).expanduser().absolute()
+    if not where.is_dir():
+        raise InvalidInput("--project", f"{where} is not a directory; give the agent's project directory")
+    return where
+
+
+def hook_problem(store: Store, automation_id: str, env: Mapping[str, str] | None = None) -> str | None:
+    """Why the agent app will not run the automation's recorded prompt hook now, as one line that
+    names the app (None: no install recorded, or the app runs it)."""
+    try:
+        install = HookInstalls(store).get(automation_id)
+        if install is None:
+            return None
+        svc = installer(install.client, env=env, app_home=Path(install.app_home) if install.app_home else None)
+    except FloorgateError as exc:
+        return f"its hook install record cannot be used ({exc})"
+    why = svc.why_not_running(install)
+    return None if why is None else f"the {svc.client.title} hook in {install.settings_file} will not run: {why}"
 
 
 def _read(path: Path) -> tuple[str | None, dict[str, Any]]:
@@ -252,8 +371,18 @@ def _read(path: Path) -> tuple[str | None, dict[str, Any]]:
 
 
 def _write(path: Path, before: str | None, doc: dict[str, Any]) -> Written:
-    text = json.dumps(doc, indent=2) + "\n"
-    if before is not None and (text == before or json.loads(before) == doc):
+    if before is not None:
+        try:
+            if json.loads(before) == doc:
+                return Written(path, False, None)
+        except json.JSONDecodeError:
+            pass
+    return _write_text(path, before, json.dumps(doc, indent=2) + "\n")
+
+
+def _write_text(path: Path, before: str | None, text: str) -> Written:
+    """Write ``text`` to ``path`` atomically, the previous content kept beside it first."""
+    if text == before:
         return Written(path, False, None)
     backup = None
     try:
@@ -272,18 +401,18 @@ def _write(path: Path, before: str | None, doc: dict[str, Any]) -> Written:
     return Written(path, True, backup)
 
 
-def claude_client() -> HookClient:
-    from .hook_clients import ClaudeCode
-
-    return ClaudeCode()
+CLIENTS = ("claude", "codex")
 
 
-CLIENTS = {"claude": claude_client}
+def installer(client: str, *, env: Mapping[str, str] | None = None, app_home: Path | None = None) -> HookInstaller:
+    """The installer for the named agent app; ``env`` (default: this process's) says where the
+    app keeps its configuration, unless ``app_home`` names it."""
+    from .hook_clients import ClaudeCode, Codex
 
-
-def installer(client: str) -> HookInstaller:
-    """The installer for the named agent app."""
-    make = CLIENTS.get(client)
-    if make is None:
-        raise InvalidInput("client", f"{client!r} is not supported; use one of: {', '.join(CLIENTS)}")
-    return HookInstaller(make())
+    env = os.environ if env is None else env
+    home = Path(env.get("HOME") or Path.home()).absolute()
+    if client == "claude":
+        return HookInstaller(ClaudeCode(home))
+    if client == "codex":
+        return HookInstaller(Codex(app_home or Path(env.get("CODEX_HOME") or home / ".codex").absolute()))
+    raise InvalidInput("client", f"{client!r} is not supported; use one of: {', '.join(CLIENTS)}")

@@ -43,7 +43,6 @@ from hosts import InvalidSchedule, Schedule
 from hosts.registry import capabilities, firing_problem
 from hosts.schedule import parse_canonical
 
-from .guarantee import guarantee_of
 from .preview import FloorMeeting, PlanInputs, PreviewRow, first_run, simulate
 from .recovery import orphaned
 from .timers import LAUNCH_WAIT, TimerService
@@ -367,7 +366,7 @@ class Readback:
         last_turn = src.last_turn(aid)
         binding = src.binding(aid)
         mission = src.mission(aid)
-        promise = guarantee_of(automation, binding, src.answer(aid), now)
+        promise = self.timers.guarantee(automation, binding, now, answers=src)
         drift = self.timers.drift(automation, binding)
         envelope, problem = src.envelope(lane)
         base = AutomationReadback(

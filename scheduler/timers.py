@@ -17,14 +17,14 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
-from typing import cast
+from typing import Protocol, cast
 
 from admission import Admission, Automation, AutomationState, Automations, HoldKind, InvalidInput, Store, TimerBinding, TimerBindings
 from admission.clock import Clock, SystemClock, read_clock
 from admission.intervals import format_interval
-from admission.liveness import HookAnswers, HostBeats
+from admission.liveness import HookAnswer, HookAnswers, HostBeats
 from hosts import InvalidSchedule, Schedule
 from hosts.contract import Capabilities, Held, Observation, ObservationState, Reported, TimerHost, TimerKind
 from hosts.crontab import CrontabHost
@@ -36,6 +36,12 @@ from .guarantee import GuaranteeReadback, guarantee_of
 
 # How long a turn a timer host launches (a crontab line) waits for a floor a moment away.
 LAUNCH_WAIT = timedelta(minutes=2)
+
+
+class AnswerSource(Protocol):
+    """Where the hook's last answer for an automation comes from (a readback's bulk read)."""
+
+    def answer(self, aid: str) -> HookAnswer | None: ...
 
 
 @dataclass(frozen=True)
@@ -74,10 +80,20 @@ class TimerService:
         self.state_dir = state_dir
         self.can_run = can_run if can_run is not None else self._check_runnable
 
-    def guarantee(self, automation: Automation, binding: TimerBinding | None) -> GuaranteeReadback:
-        """What floorgate can honestly promise for ``automation`` now (``guarantee.guarantee_of``)."""
-        answer = HookAnswers(self.store).get(automation.automation_id)
-        return guarantee_of(automation, binding, answer, read_clock(self.clock))
+    def guarantee(
+        self, automation: Automation, binding: TimerBinding | None, now: datetime | None = None, *, answers: AnswerSource | None = None
+    ) -> GuaranteeReadback:
+        """What floorgate can honestly promise for ``automation`` at ``now`` (default: the clock's),
+        from the hook's answers and whether its agent app will run the hook as installed
+        (``answers``: where a readback of many already read the hook answers)."""
+        from .hook_install import hook_problem
+
+        aid = automation.automation_id
+        answer = answers.answer(aid) if answers is not None else HookAnswers(self.store).get(aid)
+        problem = (
+            hook_problem(self.store, automation.automation_id) if capabilities(automation.spec.timer).needs_hook_for_guarantee else None
+        )
+        return guarantee_of(automation, binding, answer, read_clock(self.clock) if now is None else now, hook_problem=problem)
 
     # -- hosts ----------------------------------------------------------------------------------
     def capabilities(self, automation: Automation) -> Capabilities:

@@ -33,6 +33,15 @@ EXIT_BLOCK = 2  # what Claude Code and Codex read as "block this prompt"
 # killed hook lets the prompt through: the wait stays well inside that.
 DEFAULT_PROMPT_WAIT = timedelta(seconds=20)
 MAX_PROMPT_WAIT = timedelta(seconds=25)
+# Claude Code's default hook timeout, the shortest of the supported apps': what a hook assumes when
+# its command does not say (installed hooks do, with --hook-timeout).
+DEFAULT_HOOK_TIMEOUT = timedelta(seconds=30)
+
+
+def deadline_of(timeout: timedelta) -> timedelta:
+    """When the hook blocks on its own: a little before the app would kill it (and let it through)."""
+    margin = max(timedelta(seconds=1), min(timedelta(seconds=5), timeout / 10))
+    return timeout - margin
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -52,6 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help=f"if the floor opens within this long, wait and admit instead of blocking (default {format_interval(DEFAULT_PROMPT_WAIT)}, "
         f"at most {format_interval(MAX_PROMPT_WAIT)}; the hook's timeout in the agent app must be longer)",
     )
+    _add_hook_timeout(p)
     add_common(p)  # --db means the same before and after the subcommand
     p.set_defaults(handler=_user_prompt_submit, raw_handler=True)
 
@@ -59,8 +69,52 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = hsub.add_parser("pre-tool-use", help="count a tool call against the mission's max_tool_calls; exit 0 allow, 2 refuse")
     p.add_argument("--mission", help="mission id (default $FLOORGATE_MISSION_ID, set for the host by 'floorgate turn run')")
+    _add_hook_timeout(p)
     add_common(p)
     p.set_defaults(handler=_pre_tool_use, raw_handler=True)
+
+
+def _add_hook_timeout(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--hook-timeout",
+        default=format_interval(DEFAULT_HOOK_TIMEOUT),
+        metavar="DURATION",
+        help="the agent app's timeout for this hook: floorgate blocks on its own just before it, since a hook the app kills "
+        f"lets the prompt through (default {format_interval(DEFAULT_HOOK_TIMEOUT)})",
+    )
+
+
+def _hook_timeout(args: argparse.Namespace) -> timedelta:
+    timeout = parse_interval(args.hook_timeout, "--hook-timeout")
+    if timeout < timedelta(seconds=2):
+        raise InvalidInput("--hook-timeout", "at least 2s: give the agent app's timeout for this hook")
+    return timeout
+
+
+@contextlib.contextmanager
+def _deadline(timeout: timedelta, what: str) -> Iterator[None]:
+    """Block (exit 2, a line on stderr) when no answer is ready just before the app's timeout:
+    a store that never answers (an unreachable PostgreSQL host) must not outlive the hook's
+    timeout, which lets the prompt through."""
+    after = deadline_of(timeout)
+
+    def expire() -> None:
+        # Only a block can race this: any answer but a block would come from the main thread's
+        # exit, which os._exit pre-empts; a late admission is then a start that did not run.
+        os.write(
+            2,
+            f"floorgate: {what} blocked (fail closed): no answer after {format_interval(after)}, just inside the "
+            f"app's {format_interval(timeout)} hook timeout (is the store reachable?)\n".encode(),
+        )
+        os._exit(EXIT_BLOCK)
+
+    timer = threading.Timer(after.total_seconds(), expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
 
 
 def _why(exc: BaseException) -> str:
@@ -121,7 +175,12 @@ def _app(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
 def _user_prompt_submit(args: argparse.Namespace) -> int:
     with _answering():
-        return _admit_prompt(args)
+        try:
+            timeout = _hook_timeout(args)
+        except FloorgateError as exc:
+            return _block(f"floorgate: blocked (fail closed): {_why(exc)}")
+        with _deadline(timeout, "prompt"):
+            return _admit_prompt(args)
 
 
 def _admit_prompt(args: argparse.Namespace) -> int:
@@ -136,6 +195,8 @@ def _admit_prompt(args: argparse.Namespace) -> int:
                 "--wait-eligible",
                 f"at most {format_interval(MAX_PROMPT_WAIT)} (the agent app kills a slow hook and lets the prompt through)",
             )
+        if wait >= deadline_of(parse_interval(args.hook_timeout, "--hook-timeout")):
+            raise InvalidInput("--wait-eligible", "must end before the hook's own deadline: raise --hook-timeout (and the app's timeout)")
         app = _app(args)
         try:
             answer = app.hooks.admit_prompt(
@@ -167,7 +228,12 @@ def _admit_prompt(args: argparse.Namespace) -> int:
 
 def _pre_tool_use(args: argparse.Namespace) -> int:
     with _answering():
-        return _count_tool_call(args)
+        try:
+            timeout = _hook_timeout(args)
+        except FloorgateError as exc:
+            return _block(f"floorgate: tool call refused (fail closed): {_why(exc)}")
+        with _deadline(timeout, "tool call"):
+            return _count_tool_call(args)
 
 
 def _count_tool_call(args: argparse.Namespace) -> int:
@@ -191,12 +257,16 @@ def _count_tool_call(args: argparse.Namespace) -> int:
 
 def _register_install(hsub: argparse._SubParsersAction) -> None:
     def where(p: argparse.ArgumentParser) -> None:
-        p.add_argument("client", choices=["claude"], help="the agent app (Claude Code)")
+        p.add_argument("client", choices=["claude", "codex"], help="the agent app: Claude Code or Codex")
         group = p.add_mutually_exclusive_group()
         group.add_argument(
-            "--project", metavar="DIR", help="the agent's project: DIR/.claude/settings.json (default: the current directory)"
+            "--project",
+            metavar="DIR",
+            help="the agent's project: DIR/.claude/settings.json or DIR/.codex/hooks.json (default: the current directory)",
         )
-        group.add_argument("--user", action="store_true", help="the user's settings (~/.claude/settings.json): every project")
+        group.add_argument(
+            "--user", action="store_true", help="the user's settings (~/.claude/settings.json, $CODEX_HOME/hooks.json): every project"
+        )
         add_common(p)
 
     p = hsub.add_parser("install", help="write floorgate's prompt and tool hooks into the agent app's settings (merged; idempotent)")
@@ -208,28 +278,41 @@ def _register_install(hsub: argparse._SubParsersAction) -> None:
     p.add_argument("--manual-reason", help="required with --wake manual")
     p.add_argument("--wait-eligible", default=format_interval(DEFAULT_PROMPT_WAIT), metavar="DURATION", help="the prompt hook's wait")
     p.add_argument("--floorgate", metavar="PATH", help="the floorgate executable the hooks run (default: this installation's)")
+    p.add_argument(
+        "--trust",
+        action="store_true",
+        help="Codex: you, its owner, trust these hooks: record that in $CODEX_HOME/config.toml (merged, backed up) "
+        "instead of printing what to add",
+    )
     p.set_defaults(handler=_install)
     p = hsub.add_parser("uninstall", help="remove floorgate's hooks from the agent app's settings (others stay)")
     where(p)
     p.set_defaults(handler=_uninstall)
-    p = hsub.add_parser("status", help="whether floorgate's hooks are installed, for which lane and store; exit 1 if none or broken")
+    p = hsub.add_parser(
+        "status", help="whether floorgate's hooks are installed, for which lane and store, and whether the app runs them; exit 1 if not"
+    )
     where(p)
-    p.set_defaults(handler=_status)
+    p.set_defaults(handler=_status, reads_only=True)
 
 
 def _target(ctx: Context):  # type: ignore[no-untyped-def]
-    from ..hook_install import Target, installer
+    from ..hook_install import Target, installer, project_dir
 
     a = ctx.args
     svc = installer(a.client)
-    return svc, svc.settings_file(Target.USER if a.user else Target.PROJECT, Path(a.project) if a.project else None)
+    project = project_dir(Path(a.project) if a.project else None)
+    return svc, svc.settings_file(Target.USER if a.user else Target.PROJECT, project), project
 
 
 def _install(ctx: Context) -> int:
+    from admission.clock import SystemClock, read_clock
+
     from ..hook_install import plan
 
     a = ctx.args
-    svc, path = _target(ctx)
+    svc, path, project = _target(ctx)
+    if a.trust and not svc.client.owner_trust:
+        raise InvalidInput("--trust", f"{svc.client.title} runs its hooks without an owner's trust record; leave --trust out")
     spec = plan(
         floorgate=a.floorgate,
         db=a.db,
@@ -241,7 +324,10 @@ def _install(ctx: Context) -> int:
         wait=parse_interval(a.wait_eligible, "--wait-eligible"),
         max_wait=MAX_PROMPT_WAIT,
     )
-    done = svc.install(path, spec)
+    store = ctx.store  # opened before anything is written: an unusable store is refused first
+    result = svc.install(path, spec, trust=a.trust, project=project)
+    done, steps, granted = result.settings, result.steps, result.granted
+    svc.record(store, spec, path, project, read_clock(SystemClock()))
     lane = f"{spec.goal}/{spec.agent}/{spec.automation}"
     text = (
         f"{'installed' if done.changed else 'already installed, nothing changed:'} floorgate hooks in {path}: "
@@ -251,12 +337,35 @@ def _install(ctx: Context) -> int:
     )
     if done.backup is not None:
         text += f"\nprevious settings kept in {done.backup}"
-    ctx.emit({"path": str(path), "changed": done.changed, "backup": str(done.backup) if done.backup else None, "db": spec.db}, text)
+    if steps is not None and granted is not None:
+        kept = f" (previous file kept in {granted.backup})" if granted.backup else ""
+        text += f"\nrecorded your trust in them for {svc.client.title} in {steps.file}{kept}"
+    elif steps is not None:
+        text += (
+            f"\n{svc.client.title} will NOT run them yet: {steps.why}. As its owner, add to {steps.file}:\n{steps.text.rstrip()}\n"
+            "(or run this install again with --trust to have floorgate add it)"
+        )
+    status = svc.status(path)
+    why_not = [why for _, why in svc.runs(status, project) if why is not None]
+    text += f"\n{svc.client.title} runs them now" if not why_not else f"\nnot running yet: {why_not[0]}"
+    ctx.emit(
+        {
+            "path": str(path),
+            "changed": done.changed,
+            "backup": str(done.backup) if done.backup else None,
+            "db": spec.db,
+            "owner_steps": {"file": str(steps.file), "toml": steps.text} if steps is not None and granted is None else None,
+            "trusted_in": str(steps.file) if steps is not None and granted is not None else None,
+            "runs": not why_not,
+            "why_not": why_not[0] if why_not else None,
+        },
+        text,
+    )
     return EXIT_OK
 
 
 def _uninstall(ctx: Context) -> int:
-    svc, path = _target(ctx)
+    svc, path, _ = _target(ctx)
     done = svc.uninstall(path)
     text = f"removed {done.removed} floorgate hook(s) from {path}" if done.changed else f"no floorgate hooks in {path}; nothing changed"
     if done.backup is not None:
@@ -268,22 +377,34 @@ def _uninstall(ctx: Context) -> int:
 
 
 def _status(ctx: Context) -> int:
-    svc, path = _target(ctx)
+    svc, path, project = _target(ctx)
     st = svc.status(path)
+    runs = svc.runs(st, project)
     lines = [f"{path}: {'no floorgate hooks' if not st.hooks else f'{len(st.hooks)} floorgate hook(s)'}"]
-    for h in st.hooks:
+    for h, why in runs:
         lane = h.lane
         named = f" for {lane.get('goal')}/{lane.get('agent')}/{lane.get('automation')} ({lane.get('wake')})" if lane.get("goal") else ""
         lines.append(f"  {h.event}{named}: store {h.db or '$FLOORGATE_DB'}, runs {h.floorgate}, timeout {h.timeout}")
         lines += [f"  problem: {p}" for p in h.problems()] + [f"  note: {n}" for n in h.notes()]
+        lines.append(f"  {svc.client.title} runs it now" if why is None else f"  problem: {svc.client.title} will not run it: {why}")
     doc = {
         "path": str(path),
         "exists": st.exists,
         "installed": bool(st.hooks),
+        "runs": bool(runs) and all(why is None for _, why in runs),
         "hooks": [
-            {"event": h.event, "floorgate": h.floorgate, "db": h.db, "lane": h.lane, "timeout": h.timeout, "problems": h.problems()}
-            for h in st.hooks
+            {
+                "event": h.event,
+                "floorgate": h.floorgate,
+                "db": h.db,
+                "lane": h.lane,
+                "timeout": h.timeout,
+                "problems": h.problems(),
+                "runs": why is None,
+                "why_not": why,
+            }
+            for h, why in runs
         ],
     }
     ctx.emit(doc, "\n".join(lines))
-    return EXIT_OK if st.hooks and not st.problems else EXIT_UNAVAILABLE
+    return EXIT_OK if st.hooks and not st.problems and all(why is None for _, why in runs) else EXIT_UNAVAILABLE

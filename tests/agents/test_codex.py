@@ -41,33 +41,19 @@ def blocking(command: str) -> str:
     return f'{command} || {{ echo "floorgate hook failed (exit $?)" >&2; exit 2; }}'
 
 
-def install_codex_hooks(
-    project: Path,
-    codex_home: Path,
-    *,
-    db: str,
-    automation: str,
-    floorgate: Path = FLOORGATE,
-    wake: str = "automatic",
-    trust: bool = True,
-    wrap=blocking,  # type: ignore[no-untyped-def]
-) -> dict[str, str]:
-    """Configure floorgate's Codex hooks for ``project`` (what ``floorgate hook install codex``
-    is to do): ``.codex/hooks.json`` with a UserPromptSubmit hook for the lane and a PreToolUse
-    hook, and, with ``trust``, the owner's trust in ``$CODEX_HOME/config.toml`` (the project's
-    trust_level and each hook's trusted_hash). Returns the commands by event."""
+def hand_written_hooks(project: Path, codex_home: Path, *, db: str, automation: str, floorgate: Path = FLOORGATE, wrap=blocking) -> None:  # type: ignore[no-untyped-def]
+    """Hooks written by hand, not by 'hook install' (for what its output cannot show: a payload
+    that is not JSON, a command left unguarded), trusted as their owner would."""
     fg = shlex.quote(str(floorgate))
-    prompt = f"{fg} --db {shlex.quote(db)} hook user-prompt-submit --goal {GOAL} --agent {AGENT} --automation {automation} --wake {wake}"
+    prompt = f"{fg} --db {shlex.quote(db)} hook user-prompt-submit --goal {GOAL} --agent {AGENT} --automation {automation} --wake automatic"
     commands = {"UserPromptSubmit": wrap(prompt), "PreToolUse": wrap(f"{fg} hook pre-tool-use")}
     hooks_json = project / ".codex" / "hooks.json"
     hooks_json.parent.mkdir(parents=True, exist_ok=True)
     hooks_json.write_text(
         json.dumps({"hooks": {event: [{"hooks": [{"type": "command", "command": cmd}]}] for event, cmd in commands.items()}}, indent=2)
     )
-    if trust:
-        with (codex_home / "config.toml").open("a") as fh:
-            fh.write("\n" + owner_trust_toml(hooks_json, commands, project))
-    return commands
+    with (codex_home / "config.toml").open("a") as fh:
+        fh.write("\n" + owner_trust_toml(hooks_json.resolve(), commands, project.resolve()))
 
 
 @dataclass
@@ -143,6 +129,19 @@ class CodexWorld:
     def floorgate_json(self, *args: str) -> dict:  # type: ignore[type-arg]
         return json.loads(self.floorgate(*args, "--json").stdout)
 
+    def install(self, automation: str, *extra: str, db: str | None = None) -> subprocess.CompletedProcess[str]:
+        """``floorgate --db DB hook install codex --project P ...`` as README shows it."""
+        lane = ("--goal", GOAL, "--agent", AGENT, "--automation", automation, "--wake", "automatic")
+        argv = [str(FLOORGATE), "--db", db or self.db, "hook", "install", "codex", "--project", str(self.project), *lane, *extra]
+        out = subprocess.run(argv, cwd=self.root, env=self.env, capture_output=True, text=True, timeout=CODEX_TIMEOUT)
+        assert out.returncode == 0, out.stderr
+        return out
+
+    def installed_command(self, event: str) -> str:
+        doc = json.loads((self.project / ".codex" / "hooks.json").read_text())
+        [command] = [h["command"] for g in doc["hooks"][event] for h in g["hooks"]]
+        return command
+
 
 @pytest.fixture
 def world(tmp_path: Path, codex_cli: Path):  # type: ignore[no-untyped-def]
@@ -170,7 +169,7 @@ def _iso_z(text: str) -> datetime:
 
 def test_prompt_inside_the_floor_never_reaches_the_model(world: CodexWorld) -> None:
     _external_lane(world)
-    commands = install_codex_hooks(world.project, world.codex_home, db=world.db, automation="morning")
+    world.install("morning", "--trust")
 
     first = world.codex()
     assert first.returncode == 0, first.stderr
@@ -188,7 +187,7 @@ def test_prompt_inside_the_floor_never_reaches_the_model(world: CodexWorld) -> N
     # codex exec prints no hook reason; the same command says exactly when the lane may run.
     payload = json.dumps({"session_id": "s", "hook_event_name": "UserPromptSubmit", "prompt": "wake up", "cwd": str(world.project)})
     told = subprocess.run(
-        ["sh", "-c", commands["UserPromptSubmit"]], input=payload, capture_output=True, text=True, env=world.env, timeout=60
+        ["sh", "-c", world.installed_command("UserPromptSubmit")], input=payload, capture_output=True, text=True, env=world.env, timeout=60
     )
     assert told.returncode == 2
     due = _iso_z(start["anchor_at"]) + timedelta(hours=24)
@@ -201,26 +200,33 @@ def test_prompt_inside_the_floor_never_reaches_the_model(world: CodexWorld) -> N
 )
 def test_prompt_hook_fails_closed_inside_codex(world: CodexWorld, case: str) -> None:
     _external_lane(world)
-    db, floorgate, wrap = world.db, FLOORGATE, blocking
-    if case == "store_unopenable":
-        db = str(world.root / "no-such-dir" / "floorgate.db")
-    elif case == "floorgate_missing":
-        floorgate = world.root / "not-installed" / "floorgate"
+    if case == "payload_corrupt":
+        hand_written_hooks(
+            world.project, world.codex_home, db=world.db, automation="morning", wrap=lambda c: blocking(f"printf '{{not json' | {c}")
+        )
+    elif case == "store_unopenable":
+        store_dir = world.root / "store"
+        store_dir.mkdir()
+        db = str(store_dir / "floorgate.db")
+        world.floorgate("--db", db, "policy", "set", f"{GOAL}/{AGENT}", "--min-interval", "24h", "--revision", "0", "--owner-ref", "qual")
+        world.install("morning", "--trust", db=db)
+        store_dir.rename(world.root / "store-moved")  # the store the hook names is gone
     else:
-
-        def wrap(command: str) -> str:
-            return blocking(f"printf '{{not json' | {command}")
-
-    install_codex_hooks(world.project, world.codex_home, db=db, automation="morning", floorgate=floorgate, wrap=wrap)
+        copy = world.root / "bin" / "floorgate"
+        copy.parent.mkdir()
+        copy.write_text(f'#!/bin/sh\nexec {shlex.quote(str(FLOORGATE))} "$@"\n')
+        copy.chmod(0o755)
+        world.install("morning", "--trust", "--floorgate", str(copy))
+        copy.unlink()  # floorgate was uninstalled after its hooks were
     out = world.codex(json_events=False)
     assert "hook: UserPromptSubmit Blocked" in out.stderr, out.stderr
     assert world.standin.model_calls == []
 
 
 def test_a_bare_missing_floorgate_lets_the_prompt_through(world: CodexWorld) -> None:
-    """Why install_codex_hooks wraps the command: Codex reads exit 127 as a hook error, not a block."""
+    """Why 'hook install' guards the command: Codex reads exit 127 as a hook error, not a block."""
     _external_lane(world)
-    install_codex_hooks(
+    hand_written_hooks(
         world.project, world.codex_home, db=world.db, automation="morning", floorgate=world.root / "nope" / "floorgate", wrap=str
     )
     world.codex()
@@ -253,7 +259,7 @@ def _managed_lane(world: CodexWorld, compute: dict, *, argv_wrap: str | None = N
         "--cwd", str(world.project), "--env", "CODEX_HOME", "--env", API_KEY_ENV, "--env", "HTTPS_PROXY", "--env", "HTTP_PROXY",
         "--env", "NO_PROXY", "--meter", "codex-json", "--", *argv,
     )  # fmt: skip
-    install_codex_hooks(world.project, world.codex_home, db=world.db, automation="work")
+    world.install("work", "--trust")
 
 
 def _turn(world: CodexWorld) -> subprocess.CompletedProcess[str]:
@@ -336,19 +342,19 @@ def _edit_hooks(world: CodexWorld, old: str, new: str) -> None:
 def _git_subdir(world: CodexWorld, trusted: Path) -> Path:
     subprocess.run(["git", "init", "-q", str(world.project)], check=True, timeout=60)
     (world.project / "sub").mkdir()
-    _edit_config(world, f'[projects."{world.project}"]', f'[projects."{trusted}"]')
+    _edit_config(world, f'[projects."{world.project.resolve()}"]', f'[projects."{trusted.resolve()}"]')
     return world.project / "sub"
 
 
 def _to_codex_home(world: CodexWorld) -> None:
     """Move the hooks to Codex's own home, where they need no project trust."""
     (world.project / ".codex" / "hooks.json").rename(world.codex_home / "hooks.json")
-    _edit_config(world, f"{world.project}/.codex/hooks.json:", f"{world.codex_home}/hooks.json:")
+    _edit_config(world, f"{world.project.resolve()}/.codex/hooks.json:", f"{world.codex_home.resolve()}/hooks.json:")
     _edit_config(world, 'trust_level = "trusted"', 'trust_level = "untrusted"')
 
 
 TRUST_CASES = {
-    # case: (what the owner did after install_codex_hooks(trust=True), Codex runs the hook, why not)
+    # case: (what the owner did after 'hook install codex --trust', Codex runs the hook, why not)
     "trusted": (lambda w: None, True, None),
     "hook_never_trusted": (lambda w: _edit_config(w, "trusted_hash", "# trusted_hash"), False, "is not trusted"),
     "project_not_trusted": (
@@ -372,9 +378,12 @@ TRUST_CASES = {
 @pytest.mark.parametrize("case", list(TRUST_CASES))
 def test_codex_trust_is_read_from_disk_as_codex_decides(world: CodexWorld, case: str) -> None:
     change, runs, why = TRUST_CASES[case]
-    # A prompt hook that blocks whenever it runs (its floorgate is missing): a model call means
-    # Codex skipped it.
-    install_codex_hooks(world.project, world.codex_home, db=world.db, automation="morning", floorgate=world.root / "absent" / "floorgate")
+    # A prompt hook that blocks whenever it runs: a model call means Codex skipped it.
+    blocker = world.root / "bin" / "floorgate"
+    blocker.parent.mkdir()
+    blocker.write_text("#!/bin/sh\necho 'blocked whenever it runs' >&2\nexit 2\n")
+    blocker.chmod(0o755)
+    world.install("morning", "--trust", "--floorgate", str(blocker))
     cwd = change(world) or world.project
 
     trust = codex_hook_trust(cwd, world.codex_home)
@@ -384,3 +393,36 @@ def test_codex_trust_is_read_from_disk_as_codex_decides(world: CodexWorld, case:
 
     world.codex(cwd=cwd)
     assert len(world.standin.model_calls) == (0 if runs else 1)
+
+
+def test_an_untrusted_install_is_reported_and_never_counted_as_a_guarantee(world: CodexWorld) -> None:
+    _external_lane(world)
+    installed = world.install("morning")  # as README's first step: no --trust yet
+    assert "Codex will NOT run them yet" in installed.stdout and "[hooks.state." in installed.stdout
+
+    def hook_status() -> subprocess.CompletedProcess[str]:
+        return world.floorgate("hook", "status", "codex", "--project", str(world.project), check=False)
+
+    def guarantee() -> dict:  # type: ignore[type-arg]
+        [row] = [r for r in world.floorgate_json("status")["automations"] if r["automation"] == "morning"]
+        return row["timer"]  # type: ignore[no-any-return]
+
+    told = hook_status()
+    assert told.returncode == 1 and "Codex will not run it: Codex does not trust the project" in told.stdout, told.stdout
+    assert guarantee()["guarantee"] == "schedule-only" and "will not run" in guarantee()["guarantee_why"]
+    world.codex()
+    assert len(world.standin.model_calls) == 1  # Codex skipped the hook without a word
+    assert world.floorgate_json("starts", "--goal", GOAL)["starts"] == []
+
+    # Trusted, the hook answers and the guarantee holds; reinstalled with another wait, the hook
+    # is changed since its owner trusted it: Codex skips it again although it answered a moment ago.
+    world.install("morning", "--trust")
+    assert hook_status().returncode == 0
+    world.codex()
+    assert len(world.standin.model_calls) == 2 and guarantee()["guarantee"] == "pre-model hook"
+    world.install("morning", "--wait-eligible", "10s")
+    assert hook_status().returncode == 1 and "changed since it was trusted" in hook_status().stdout
+    promise = guarantee()
+    assert promise["guarantee"] == "schedule-only" and "changed since it was trusted" in promise["guarantee_why"]
+    world.codex()
+    assert len(world.standin.model_calls) == 3  # inside the 24 h floor, and nothing stopped it
