@@ -10,13 +10,13 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
 
-from admission import Admission, FixedClock, Role, Store
+from admission import Admission, FixedClock, Role, Scope, Store
 from scheduler.app import Floorgate
 from scheduler.console import create_app
 from scheduler.console.api import ENDPOINTS
 
 from cli import run_cli
-from conftest import T0, raw_sql
+from conftest import DAY, T0, raw_sql
 from console_kit import console, pending_ask
 from helpers import add_automation, floor
 
@@ -225,4 +225,26 @@ def test_owner_add_prints_the_token_once_and_stores_only_its_hash(store: Store) 
     assert c.get("/api/whoami", token=token).status_code == 401
 
 
-from conftest import DAY  # noqa: E402
+def test_an_apply_is_confirmed_only_when_the_readback_shows_the_written_revision_and_floor(store: Store, clock: FixedClock) -> None:
+    from dataclasses import replace
+
+    c = console(store, clock)
+    applied = c.fg.floors.apply(Scope.parse("g/a"), revision=0, min_interval=DAY, principal=c.fg.principals.get("ops"))
+    assert applied.confirmed
+    assert applied.readback.rule is not None
+    stale = replace(applied.readback, rule=applied.readback.rule.model_copy(update={"revision": 9}))
+    other = replace(applied.readback, rule=applied.readback.rule.model_copy(update={"min_interval": DAY / 2}))
+    for readback in (stale, other, replace(applied.readback, rule=None)):
+        assert not replace(applied, readback=readback).confirmed
+
+
+def test_many_requests_hold_a_bounded_number_of_store_connections(store: Store, clock: FixedClock) -> None:
+    # Each TestClient request runs on a new event loop; the store's per-thread connections must
+    # not grow with them (they did with the loop's own thread pool, until the pool ran dry).
+    from scheduler.console.workers import THREADS
+
+    c = console(store, clock)
+    floor(store, clock, "g/a", DAY)
+    for _ in range(3 * THREADS + 5):
+        assert c.get("/api/status").status_code == 200
+    assert 1 <= len(store._hot) <= THREADS

@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -20,6 +19,7 @@ from .auth import Gatekeeper
 from .errors import error_doc, json_error
 from .openapi import openapi
 from .pages import Pages
+from .workers import Workers
 
 
 def create_app(fg: Floorgate, *, secure_cookies: bool = False) -> Starlette:
@@ -27,6 +27,7 @@ def create_app(fg: Floorgate, *, secure_cookies: bool = False) -> Starlette:
     from ..metrics import CONTENT_TYPE, render
 
     gate = Gatekeeper(fg.principals, fg.clock)
+    work = Workers()
     schema = openapi(floorgate_version())
 
     async def schema_route(request: Request) -> JSONResponse:
@@ -34,8 +35,8 @@ def create_app(fg: Floorgate, *, secure_cookies: bool = False) -> Starlette:
 
     async def metrics_route(request: Request) -> Response:
         try:
-            await run_in_threadpool(gate.bearer, request)
-            body = await run_in_threadpool(render, fg)
+            await work(gate.bearer, request)
+            body = await work(render, fg)
         except Exception as exc:
             status, doc = error_doc(exc)
             return JSONResponse(doc, status_code=status)
@@ -44,10 +45,11 @@ def create_app(fg: Floorgate, *, secure_cookies: bool = False) -> Starlette:
     routes = [
         Route("/api/openapi.json", schema_route, methods=["GET"]),
         Route("/metrics", metrics_route, methods=["GET"]),
-        *api_routes(fg, gate),
-        *Pages(fg, gate, secure_cookies=secure_cookies).routes(),
+        *api_routes(fg, gate, work),
+        *Pages(fg, gate, work, secure_cookies=secure_cookies).routes(),
     ]
     app = Starlette(routes=routes, exception_handlers={Exception: json_error})
     app.state.floorgate = fg
     app.state.gate = gate
+    app.state.workers = work
     return app

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
@@ -36,6 +35,7 @@ from ..present import (
 from ..present_floors import floor_applied_doc, floor_change_doc, floor_view_doc
 from .auth import Gatekeeper, require_owner
 from .errors import error_doc
+from .workers import Workers
 
 Body = dict[str, Any]
 
@@ -282,13 +282,13 @@ ENDPOINTS = [
 ]  # fmt: skip
 
 
-def routes(fg: Floorgate, gate: Gatekeeper) -> list[Route]:
+def routes(fg: Floorgate, gate: Gatekeeper, work: Workers) -> list[Route]:
     """Starlette routes for ``ENDPOINTS`` (authentication, role, body parsing, typed errors)."""
 
     def wrap(ep: Endpoint) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> JSONResponse:
             try:
-                principal = await run_in_threadpool(gate.bearer, request)
+                principal = await work(gate.bearer, request)
                 if ep.role is Role.OWNER:
                     require_owner(principal)
                 body: Body = {}
@@ -301,7 +301,7 @@ def routes(fg: Floorgate, gate: Gatekeeper) -> list[Route]:
                             raise InvalidInput("body", "is not JSON; send a JSON object") from None
                         if not isinstance(body, dict):
                             raise InvalidInput("body", "send a JSON object")
-                doc = await run_in_threadpool(ep.handler, fg, principal, request, body)
+                doc = await work(ep.handler, fg, principal, request, body)
             except Exception as exc:
                 status, error = error_doc(exc)
                 return JSONResponse(error, status_code=status, headers={"Retry-After": "900"} if status == 429 else None)

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
@@ -30,6 +29,7 @@ from .api import ask_doc, decide
 from .auth import SESSION_COOKIE, SESSION_TTL, AuthError, Gatekeeper, client_of, require_owner
 from .errors import error_doc
 from .timeline import timeline
+from .workers import Workers
 
 TEMPLATES = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"), autoescape=select_autoescape(["html"]))
 UPCOMING = timedelta(hours=24)
@@ -38,8 +38,8 @@ UPCOMING = timedelta(hours=24)
 class Pages:
     """Page handlers over one ``Floorgate`` and one ``Gatekeeper``."""
 
-    def __init__(self, fg: Floorgate, gate: Gatekeeper, *, secure_cookies: bool = False) -> None:
-        self.fg, self.gate, self.secure = fg, gate, secure_cookies
+    def __init__(self, fg: Floorgate, gate: Gatekeeper, work: Workers, *, secure_cookies: bool = False) -> None:
+        self.fg, self.gate, self.work, self.secure = fg, gate, work, secure_cookies
 
     def routes(self) -> list[Route]:
         return [
@@ -62,7 +62,7 @@ class Pages:
         return HTMLResponse(html, status_code=status)
 
     async def signed_in(self, request: Request) -> Principal | None:
-        return await run_in_threadpool(self.gate.page_principal, request)
+        return await self.work(self.gate.page_principal, request)
 
     # -- sign-in -----------------------------------------------------------------------------
     async def home(self, request: Request) -> Response:
@@ -74,7 +74,7 @@ class Pages:
     async def signin(self, request: Request) -> Response:
         form = await request.form()
         try:
-            session = await run_in_threadpool(self.gate.sign_in, str(form.get("token") or ""), client_of(request))
+            session = await self.work(self.gate.sign_in, str(form.get("token") or ""), client_of(request))
         except AuthError as exc:
             return self.render(request, "signin.html", None, status=exc.status, error=str(exc))
         response = RedirectResponse("/dashboard", status_code=303)
@@ -104,7 +104,7 @@ class Pages:
         principal = await self.signed_in(request)
         if principal is None:
             return RedirectResponse("/signin", status_code=303)
-        values = await run_in_threadpool(self._dashboard)
+        values = await self.work(self._dashboard)
         return self.render(request, "dashboard.html", principal, **values)
 
     def _dashboard(self) -> dict[str, Any]:
@@ -139,9 +139,9 @@ class Pages:
             return RedirectResponse("/signin", status_code=303)
         target = request.query_params.get("target")
         try:
-            values = await run_in_threadpool(self._settings, target)
+            values = await self.work(self._settings, target)
         except InvalidInput as exc:
-            values = await run_in_threadpool(self._settings, None)
+            values = await self.work(self._settings, None)
             return self.render(request, "settings.html", principal, status=422, error=str(exc), **values)
         return self.render(request, "settings.html", principal, **values)
 
@@ -159,7 +159,7 @@ class Pages:
             return JSONResponse({"error": {"kind": "unauthenticated", "message": "sign in first"}}, status_code=401)
         q = request.query_params
         try:
-            change = await run_in_threadpool(
+            change = await self.work(
                 self.fg.floors.preview,
                 Scope.parse(q.get("target") or ""),
                 revision=_revision(q.get("revision")),
@@ -185,7 +185,7 @@ class Pages:
         status = 200
         try:
             require_owner(principal)
-            applied = await run_in_threadpool(
+            applied = await self.work(
                 lambda: self.fg.floors.apply(
                     Scope.parse(target),
                     revision=_revision(form.get("revision")),
@@ -207,7 +207,7 @@ class Pages:
             }
         except (ReductionNotAuthorized, InvalidInput, AuthError) as exc:
             status, outcome = error_doc(exc)[0], {"error": str(exc)}
-        values = await run_in_threadpool(self._settings, target or None)
+        values = await self.work(self._settings, target or None)
         return self.render(request, "settings.html", principal, status=status, **values, **outcome)
 
     # -- asks --------------------------------------------------------------------------------
@@ -215,7 +215,7 @@ class Pages:
         principal = await self.signed_in(request)
         if principal is None:
             return RedirectResponse("/signin", status_code=303)
-        items = await run_in_threadpool(self.fg.envelopes.pending)
+        items = await self.work(self.fg.envelopes.pending)
         return self.render(request, "asks.html", principal, asks=[ask_doc(a, m) for a, m in items], now=iso(read_clock(self.fg.clock)))
 
     async def asks_decide(self, request: Request) -> Response:
@@ -233,12 +233,12 @@ class Pages:
         try:
             if decision not in ("approve", "deny"):
                 raise InvalidInput("decision", "approve or deny")
-            done = await run_in_threadpool(decide, self.fg, principal, approval_id, decision == "approve")
+            done = await self.work(decide, self.fg, principal, approval_id, decision == "approve")
             message = f"{done['ask']['state']} {approval_id}: mission {done['ask']['mission']} is {done['mission_status']}"
         except Exception as exc:
             status, doc = error_doc(exc)
             message = doc["error"]["message"]
-        items = await run_in_threadpool(self.fg.envelopes.pending)
+        items = await self.work(self.fg.envelopes.pending)
         return self.render(
             request, "asks.html", principal, status=status, asks=[ask_doc(a, m) for a, m in items], now=iso(read_clock(self.fg.clock)),
             message=message, failed=status != 200,
