@@ -37,7 +37,8 @@ from .host_policy import HostPolicies, HostPolicy, StoredHostPolicy
 from .intervals import format_interval, parse_interval
 from .journal import Journal, TurnRecord, Verdict
 from .missions import Mission, Missions
-from .policies import EffectiveFloor, Policies, Rule, RuleChange
+from .policies import EffectiveFloor, Policies, Provenance, Rule, RuleChange
+from .principals import Principal, Principals, Role
 from .scope import Scope, ScopeKind
 from .store import Store, open_store
 from .ticks import Tick, TickLog
@@ -78,9 +79,13 @@ __all__ = [
     "Overlap",
     "Phase",
     "Policies",
+    "Principal",
+    "Principals",
+    "Provenance",
     "Reason",
     "ReductionNotAuthorized",
     "RevisionConflict",
+    "Role",
     "Rule",
     "RuleChange",
     "SchemaTooNew",

@@ -42,6 +42,7 @@ rule_history = Table(
     Column("reduction_authorized", Boolean, nullable=False),
     Column("compute_before", Text, nullable=True),
     Column("compute_after", Text, nullable=True),
+    Column("owner_kind", String(16), nullable=False, server_default="asserted"),  # Provenance: asserted, authenticated
     Index("ix_fg_rule_history_scope", "goal_id", "agent_id", "automation_id", "id"),
 )
 
@@ -219,6 +220,8 @@ approvals = Table(
     Column("created_at_us", UtcMicros, nullable=False),
     Column("expires_at_us", UtcMicros, nullable=False),
     Column("decided_at_us", UtcMicros, nullable=True),
+    Column("decided_by", String(64), nullable=True),  # who decided it (NULL: the CLI, unnamed)
+    Column("decided_by_kind", String(16), nullable=True),  # Provenance of decided_by
     Index("ix_fg_approvals_mission", "mission_id", "state"),
 )
 
@@ -255,4 +258,15 @@ hook_answers = Table(
     Column("answered_at_us", UtcMicros, nullable=False),
     Column("admitted", Boolean, nullable=False),
     Column("answers", BigInteger, nullable=False),
+)
+
+principals = Table(
+    "fg_principals",
+    metadata,
+    # Console principals: a token's SHA-256 hash, never the token.
+    Column("name", String(64), primary_key=True),
+    Column("role", String(16), nullable=False),  # owner, viewer
+    Column("token_sha256", String(64), nullable=False),
+    Column("created_at_us", UtcMicros, nullable=False),
+    Column("revoked_at_us", UtcMicros, nullable=True),
 )

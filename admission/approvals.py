@@ -21,6 +21,7 @@ from . import _locks as locks
 from . import _schema as s
 from .clock import Clock, SystemClock, read_clock
 from .errors import FloorgateError, InvalidInput
+from .policies import Provenance, check_owner_ref
 from .store import Store
 
 DEFAULT_TTL = timedelta(hours=24)
@@ -48,6 +49,8 @@ class Approval(BaseModel):
     created_at: datetime
     expires_at: datetime
     decided_at: datetime | None
+    decided_by: str | None = None
+    decided_by_kind: str | None = None  # Provenance of decided_by
 
 
 def _approval(row) -> Approval:  # type: ignore[no-untyped-def]
@@ -61,6 +64,8 @@ def _approval(row) -> Approval:  # type: ignore[no-untyped-def]
         created_at=row.created_at_us,
         expires_at=row.expires_at_us,
         decided_at=row.decided_at_us,
+        decided_by=row.decided_by,
+        decided_by_kind=row.decided_by_kind,
     )
 
 
@@ -108,9 +113,20 @@ class Approvals:
         with self.store.read() as conn:
             return [_approval(row) for row in conn.execute(query)]
 
-    def decide(self, approval_id: str, approve: bool, *, scope_now: str | None = None) -> Approval:
+    def decide(
+        self,
+        approval_id: str,
+        approve: bool,
+        *,
+        scope_now: str | None = None,
+        decided_by: str | None = None,
+        provenance: Provenance = Provenance.ASSERTED,
+    ) -> Approval:
         """Consume the approval once. ``scope_now`` is the mission's lane as configured now; a
-        different one (the automation moved) is a mismatch."""
+        different one (the automation moved) is a mismatch. ``decided_by`` (with its
+        ``provenance``) is recorded with the decision."""
+        if decided_by is not None:
+            check_owner_ref(decided_by)
         if not isinstance(approval_id, str) or not approval_id.startswith("auth-") or len(approval_id) > 64:
             raise ApprovalRejected("approval id: expected auth-<id> exactly as floorgate printed it")
         a, m = s.approvals, s.missions
@@ -140,7 +156,12 @@ class Approvals:
                 consumed = conn.execute(
                     update(a)
                     .where(a.c.approval_id == approval_id, a.c.state == "pending", a.c.expires_at_us > now)
-                    .values(state="approved" if approve else "denied", decided_at_us=now)
+                    .values(
+                        state="approved" if approve else "denied",
+                        decided_at_us=now,
+                        decided_by=decided_by,
+                        decided_by_kind=Provenance(provenance).value if decided_by is not None else None,
+                    )
                 )
                 if consumed.rowcount != 1:
                     raise ApprovalRejected(f"approval {approval_id} was decided concurrently; it is single-use")

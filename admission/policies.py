@@ -11,6 +11,7 @@ import builtins
 import json
 import re
 from datetime import datetime, timedelta
+from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import and_, insert, or_, select, update
@@ -26,6 +27,13 @@ from .scope import Scope, ScopeKind, check_id
 from .store import Store
 
 _OWNER_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,63}")
+
+
+class Provenance(StrEnum):
+    """Who vouches for an ``owner_ref``: the caller said so (CLI), or a signed-in principal (console)."""
+
+    ASSERTED = "asserted"
+    AUTHENTICATED = "authenticated"
 
 
 class Rule(BaseModel):
@@ -71,6 +79,7 @@ class RuleChange(BaseModel):
     reduction_authorized: bool
     compute_before: dict | None = None  # type: ignore[type-arg]
     compute_after: dict | None = None  # type: ignore[type-arg]
+    owner_kind: Provenance = Provenance.ASSERTED
 
 
 class EffectiveFloor(BaseModel):
@@ -195,6 +204,11 @@ def _json_or_none(text: str | None):  # type: ignore[no-untyped-def]
         return {"unreadable": True}
 
 
+def _provenance(value: object) -> Provenance:
+    # A hand-edited kind is not a claim of authentication: read it as merely asserted.
+    return Provenance.AUTHENTICATED if value == Provenance.AUTHENTICATED.value else Provenance.ASSERTED
+
+
 class Policies:
     """Read and write owner floors."""
 
@@ -211,6 +225,7 @@ class Policies:
         owner_ref: str,
         allow_reduction: bool = False,
         compute: ComputeBlock | None = None,
+        provenance: Provenance = Provenance.ASSERTED,
     ) -> Rule:
         """Set the floor and/or the compute block at ``scope`` if its stored revision is
         ``expected_revision`` (0: none yet). What is not given is kept.
@@ -219,6 +234,7 @@ class Policies:
         ``ReductionNotAuthorized`` when lowering or disabling the floor, or loosening a compute
         bound, without ``allow_reduction``. ``min_interval`` 0 disables only this scope's floor;
         an empty ``ComputeBlock()`` removes its compute block; start records are kept.
+        ``provenance`` says who vouches for ``owner_ref`` (recorded with the write).
         """
         if not isinstance(scope, Scope):
             raise InvalidInput("scope", "pass a Scope (Scope.goal/agent/automation)")
@@ -233,6 +249,7 @@ class Policies:
         check_owner_ref(owner_ref)
         if type(allow_reduction) is not bool:
             raise InvalidInput("allow_reduction", "must be True or False")
+        provenance = Provenance(provenance)
         now = read_clock(self.clock)
         goal, agent, automation = scope.key()
         r = s.rules
@@ -283,6 +300,7 @@ class Policies:
                     reduction_authorized=allow_reduction,
                     compute_before=compute_before_text,
                     compute_after=compute_after_text,
+                    owner_kind=provenance.value,
                 )
             )
         compute_now, problem_now = read_compute(compute_after_text)
@@ -349,6 +367,7 @@ class Policies:
                 reduction_authorized=bool(row.reduction_authorized),
                 compute_before=_json_or_none(row.compute_before),
                 compute_after=_json_or_none(row.compute_after),
+                owner_kind=_provenance(row.owner_kind),
             )
             for row in rows
         ]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from admission import Admission, HostPolicies, Journal, Policies, Store, open_store
+from admission import Admission, HostPolicies, Journal, Policies, Principals, Store, open_store
 from admission.clock import Clock, SystemClock
 
 from .automations import AutomationService
@@ -78,6 +78,18 @@ class Floorgate:
     @cached_property
     def policies(self) -> Policies:
         return Policies(self.store, self.clock)
+
+    @cached_property
+    def principals(self) -> Principals:
+        """Who may sign in to the owner console, and with which role."""
+        return Principals(self.store, self.clock)
+
+    @cached_property
+    def floors(self):  # type: ignore[no-untyped-def]
+        """Floor settings at one target: read with inheritance, preview, apply, read back."""
+        from .floors import FloorService
+
+        return FloorService(self.store, self.clock)
 
     @cached_property
     def host_policy(self) -> HostPolicies:

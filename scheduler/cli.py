@@ -113,7 +113,7 @@ def add_lane(parser: argparse.ArgumentParser, *, agent_required: bool = True) ->
 
 def build_parser() -> argparse.ArgumentParser:
     from ._version import floorgate_version
-    from .commands import admit, automation, demo, envelope, hook, policy, run, settings, status, turn
+    from .commands import admit, automation, demo, envelope, hook, owner, policy, run, serve, settings, status, turn
 
     parser = _Parser(
         prog="floorgate",
@@ -135,6 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
     hook.register(sub)
     envelope.register(sub)
     demo.register(sub)
+    owner.register(sub)
+    serve.register(sub)
     return parser
 
 

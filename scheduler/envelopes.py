@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 
-from admission import Accounting, Approval, Approvals, Automations, Envelope, InvalidInput, Mission, Missions, NotFound, Store
+from admission import Accounting, Approval, Approvals, Automations, Envelope, InvalidInput, Mission, Missions, NotFound, Provenance, Store
 from admission.clock import Clock
 
 from .envelope_gate import EnvelopeGate, EnvelopeMode
@@ -52,12 +52,15 @@ class EnvelopeService:
             return "(automation removed)"
         return f"{a.spec.goal_id}/{a.spec.agent_id}/{a.automation_id}"
 
-    def decide(self, approval_id: str, approve: bool) -> Decided:
+    def decide(
+        self, approval_id: str, approve: bool, *, decided_by: str | None = None, provenance: Provenance = Provenance.ASSERTED
+    ) -> Decided:
         """Consume an ask once (``ApprovalRejected`` when it is unknown, used, expired or stale).
-        A deny stops the mission and holds its automation until the owner resumes it."""
+        A deny stops the mission and holds its automation until the owner resumes it.
+        ``decided_by``: who decided (the console's signed-in principal, authenticated)."""
         pending = self.approvals.get(approval_id)
         mission = self.missions.get(pending.mission_id)
-        decided = self.approvals.decide(approval_id, approve, scope_now=self.lane_of(mission))
+        decided = self.approvals.decide(approval_id, approve, scope_now=self.lane_of(mission), decided_by=decided_by, provenance=provenance)
         if not approve:
             with contextlib.suppress(NotFound):  # a removed automation has nothing to hold
                 hold_for_stuck_mission(self.store, self.automations.get(mission.automation_id), self.clock)
@@ -90,6 +93,16 @@ class EnvelopeService:
                 self.missions.set_latch(mission.mission_id, None)
                 done.append("latch cleared")
         return Reconciled(self.missions.get(mission_id), done)
+
+    def pending(self) -> list[tuple[Approval, Mission | None]]:
+        """Every pending owner ask with its mission (None: the mission row is gone)."""
+        out: list[tuple[Approval, Mission | None]] = []
+        for ask in self.approvals.pending():
+            try:
+                out.append((ask, self.missions.get(ask.mission_id)))
+            except NotFound:
+                out.append((ask, None))
+        return out
 
     def list(self, automation_id: str | None, limit: int = 50) -> list[Mission]:
         return self.missions.recent(automation_id, limit=limit)

@@ -132,6 +132,7 @@ def change_doc(c: RuleChange) -> dict[str, Any]:
         "after": format_interval(c.after),
         "revision": c.revision,
         "owner_ref": c.owner_ref,
+        "owner_kind": c.owner_kind.value,
         "changed_at": iso(c.changed_at),
         "reduction_authorized": c.reduction_authorized,
         "compute_before": c.compute_before,

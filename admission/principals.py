@@ -1,0 +1,126 @@
+"""Owners as principals: named tokens with a role, for the owner console.
+
+A token is shown once, when the principal is added; the store keeps only its SHA-256 hash, and a
+presented token is checked with a constant-time compare. The token names its principal
+(``fgo_<name>.<secret>``) so checking it reads one row and compares one hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from datetime import datetime
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict
+from sqlalchemy import insert, select, update
+
+from . import _schema as s
+from .clock import Clock, SystemClock, read_clock
+from .errors import InvalidInput, NotFound
+from .policies import check_owner_ref
+from .store import Store
+
+TOKEN_PREFIX = "fgo_"
+
+
+class Role(StrEnum):
+    """What a principal may do: ``owner`` writes and decides asks; ``viewer`` only reads."""
+
+    OWNER = "owner"
+    VIEWER = "viewer"
+
+
+class Principal(BaseModel):
+    """A named owner or viewer of the console."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    role: Role
+    created_at: datetime
+    revoked_at: datetime | None
+
+    @property
+    def can_write(self) -> bool:
+        return self.role is Role.OWNER and self.revoked_at is None
+
+
+def _hash(secret: str) -> str:
+    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+def _principal(row) -> Principal:  # type: ignore[no-untyped-def]
+    return Principal(name=row.name, role=Role(row.role), created_at=row.created_at_us, revoked_at=row.revoked_at_us)
+
+
+class Principals:
+    """Add, list, revoke and authenticate console principals."""
+
+    def __init__(self, store: Store, clock: Clock | None = None) -> None:
+        self.store = store
+        self.clock = clock if clock is not None else SystemClock()
+
+    def add(self, name: str, role: Role | str) -> tuple[Principal, str]:
+        """Store a new principal and return it with its token (shown once; only its hash is kept)."""
+        check_owner_ref(name)
+        if "." in name:
+            raise InvalidInput("name", f"{name!r}: a principal's name cannot contain '.' (it separates the token's parts)")
+        try:
+            role = Role(role)
+        except ValueError:
+            raise InvalidInput("role", f"{role!r} is not a role; use owner or viewer") from None
+        secret = secrets.token_urlsafe(32)
+        now = read_clock(self.clock)
+        p = s.principals
+        with self.store.write(lock_key=f"principal:{name}") as conn:
+            if conn.execute(select(p.c.name).where(p.c.name == name)).first() is not None:
+                raise InvalidInput("name", f"principal {name!r} exists; pick another name (or revoke it first)")
+            conn.execute(insert(p).values(name=name, role=role.value, token_sha256=_hash(secret), created_at_us=now, revoked_at_us=None))
+        return Principal(name=name, role=role, created_at=now, revoked_at=None), f"{TOKEN_PREFIX}{name}.{secret}"
+
+    def revoke(self, name: str) -> Principal:
+        """Revoke a principal's token: it authenticates nothing from now on."""
+        p = s.principals
+        with self.store.write(lock_key=f"principal:{name}") as conn:
+            done = conn.execute(update(p).where(p.c.name == name, p.c.revoked_at_us.is_(None)).values(revoked_at_us=read_clock(self.clock)))
+            if done.rowcount != 1 and conn.execute(select(p.c.name).where(p.c.name == name)).first() is None:
+                raise NotFound(f"principal {name!r} does not exist (see 'floorgate owner list')")
+        return self.get(name)
+
+    def get(self, name: str) -> Principal:
+        p = s.principals
+        with self.store.read() as conn:
+            row = conn.execute(select(p).where(p.c.name == name)).first()
+        if row is None:
+            raise NotFound(f"principal {name!r} does not exist (see 'floorgate owner list')")
+        return _principal(row)
+
+    def list(self) -> list[Principal]:
+        p = s.principals
+        with self.store.read() as conn:
+            return [_principal(row) for row in conn.execute(select(p).order_by(p.c.name))]
+
+    def authenticate_name(self, name: str) -> Principal | None:
+        """The principal ``name`` while it is not revoked (a session re-checks its principal with it)."""
+        try:
+            principal = self.get(name)
+        except NotFound:
+            return None
+        return principal if principal.revoked_at is None else None
+
+    def authenticate(self, token: object) -> Principal | None:
+        """The live principal ``token`` belongs to, or None (malformed, unknown, wrong or revoked)."""
+        if not isinstance(token, str) or not token.startswith(TOKEN_PREFIX) or len(token) > 300 or "." not in token:
+            return None
+        name, _, secret = token[len(TOKEN_PREFIX) :].partition(".")
+        p = s.principals
+        with self.store.read() as conn:
+            row = conn.execute(select(p).where(p.c.name == name)).first()
+        # Compare a hash even for an unknown name, so the answer takes the same work either way.
+        stored = row.token_sha256 if row is not None else _hash("")
+        matches = hmac.compare_digest(stored.encode("ascii"), _hash(secret).encode("ascii"))
+        if row is None or not matches or row.revoked_at_us is not None:
+            return None
+        return _principal(row)

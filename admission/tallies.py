@@ -1,0 +1,109 @@
+"""Counts over the store for metrics and the console's timeline: every host reading the same store
+reports the same numbers, because nothing here is counted in a process's memory.
+
+Labels are bounded: free-text reasons that are not short snake_case words fold into ``other``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict
+from sqlalchemy import func, select
+
+from . import _schema as s
+from .store import Store
+
+_WORD = re.compile(r"[a-z][a-z0-9_]{0,39}")
+
+
+def bounded(value: object) -> str:
+    """A label value from a closed-looking word, else ``other`` (never an id or a sentence)."""
+    return value if isinstance(value, str) and _WORD.fullmatch(value) else "other"
+
+
+class TickMark(BaseModel):
+    """One tick on the timeline: when it was due and what became of it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    automation_id: str
+    nominal_at: datetime
+    actual_at: datetime
+    decision: str
+
+
+class Tallies:
+    """Aggregates read in a few grouped queries."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def _grouped(self, query) -> dict[tuple[str, ...], int]:  # type: ignore[no-untyped-def]
+        out: dict[tuple[str, ...], int] = {}
+        with self.store.read() as conn:
+            for *key, count in conn.execute(query):
+                label = tuple(bounded(k) if k is not None else "none" for k in key)
+                out[label] = out.get(label, 0) + int(count)
+        return out
+
+    def ticks(self) -> dict[tuple[str, ...], int]:
+        """(decision, reason) -> ticks recorded by timer hosts."""
+        k = s.ticks
+        return self._grouped(select(k.c.decision, k.c.reason, func.count()).group_by(k.c.decision, k.c.reason))
+
+    def starts(self) -> dict[tuple[str, ...], int]:
+        """(kind,) -> admitted starts (every start record, reserved or confirmed)."""
+        t = s.starts
+        return self._grouped(select(t.c.kind, func.count()).group_by(t.c.kind))
+
+    def turns(self) -> dict[tuple[str, ...], int]:
+        """(status, failure_category) -> settled turns."""
+        t = s.turns
+        query = (
+            select(t.c.status, t.c.failure_category, func.count()).where(t.c.status.is_not(None)).group_by(t.c.status, t.c.failure_category)
+        )
+        return self._grouped(query)
+
+    def exhausted(self) -> dict[tuple[str, ...], int]:
+        """(bound,) -> turns an envelope bound stopped."""
+        t = s.turns
+        return self._grouped(select(t.c.stop_bound, func.count()).where(t.c.stop_bound.is_not(None)).group_by(t.c.stop_bound))
+
+    def pending_asks(self) -> int:
+        a = s.approvals
+        with self.store.read() as conn:
+            return int(conn.execute(select(func.count()).select_from(a).where(a.c.state == "pending")).scalar_one())
+
+    def last_admitted(self, automation_ids: Iterable[str]) -> dict[str, TickMark]:
+        """automation id -> its latest admitted tick (for launch skew: nominal fire -> start)."""
+        k = s.ticks
+        ids = list(automation_ids)
+        if not ids:
+            return {}
+        latest = (
+            select(func.max(k.c.id))
+            .where(k.c.decision == "admitted", k.c.automation_id.in_(ids))
+            .group_by(k.c.automation_id)
+            .scalar_subquery()
+        )
+        with self.store.read() as conn:
+            rows = conn.execute(select(k).where(k.c.id.in_(latest))).all()
+        return {
+            r.automation_id: TickMark(automation_id=r.automation_id, nominal_at=r.nominal_us, actual_at=r.actual_us, decision=r.decision)
+            for r in rows
+        }
+
+    def marks(self, automation_id: str, since: datetime, limit: int = 2000) -> list[TickMark]:
+        """The automation's ticks due at or after ``since``, oldest first (the timeline's points)."""
+        k = s.ticks
+        query = (
+            select(k.c.automation_id, k.c.nominal_us, k.c.actual_us, k.c.decision)
+            .where(k.c.automation_id == automation_id, k.c.nominal_us >= since)
+            .order_by(k.c.nominal_us)
+            .limit(limit)
+        )
+        with self.store.read() as conn:
+            return [TickMark(automation_id=r[0], nominal_at=r[1], actual_at=r[2], decision=r[3]) for r in conn.execute(query)]

@@ -1,0 +1,55 @@
+"""The owner console: a Starlette app over one ``Floorgate`` (``floorgate serve`` runs it).
+
+``/api/...`` is the JSON API (bearer tokens), ``/api/openapi.json`` its schema, the pages are
+``/signin``, ``/dashboard``, ``/settings`` and ``/asks`` (session cookie, CSRF on every form), and
+``/metrics`` is Prometheus text read from the store (a bearer token of any role).
+"""
+
+from __future__ import annotations
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from .._version import floorgate_version
+from ..app import Floorgate
+from .api import routes as api_routes
+from .auth import Gatekeeper
+from .errors import error_doc, json_error
+from .openapi import openapi
+from .pages import Pages
+from .workers import Workers
+
+
+def create_app(fg: Floorgate, *, secure_cookies: bool = False) -> Starlette:
+    """The console over ``fg`` (``secure_cookies``: mark the session cookie Secure, behind TLS)."""
+    from ..metrics import CONTENT_TYPE, render
+
+    gate = Gatekeeper(fg.principals, fg.clock)
+    work = Workers()
+    schema = openapi(floorgate_version())
+
+    async def schema_route(request: Request) -> JSONResponse:
+        return JSONResponse(schema)
+
+    async def metrics_route(request: Request) -> Response:
+        try:
+            await work(gate.bearer, request)
+            body = await work(render, fg)
+        except Exception as exc:
+            status, doc = error_doc(exc)
+            return JSONResponse(doc, status_code=status)
+        return Response(body, media_type=CONTENT_TYPE)
+
+    routes = [
+        Route("/api/openapi.json", schema_route, methods=["GET"]),
+        Route("/metrics", metrics_route, methods=["GET"]),
+        *api_routes(fg, gate, work),
+        *Pages(fg, gate, work, secure_cookies=secure_cookies).routes(),
+    ]
+    app = Starlette(routes=routes, exception_handlers={Exception: json_error})
+    app.state.floorgate = fg
+    app.state.gate = gate
+    app.state.workers = work
+    return app

@@ -1,0 +1,312 @@
+"""The console's JSON API: each endpoint parses, calls one service method and renders the same
+document the CLI's ``--json`` prints. Every endpoint needs ``Authorization: Bearer``; writes and
+approvals need the ``owner`` role, and record the principal as authenticated."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from admission import InvalidInput, Principal, Provenance, Role, Scope
+from admission.clock import iso, read_clock
+from admission.intervals import parse_interval
+
+from ..app import Floorgate
+from ..floors import parse_compute_text
+from ..present import (
+    automation_doc,
+    change_doc,
+    detail_doc,
+    eligibility_doc,
+    host_doc,
+    preview_doc,
+    readback_doc,
+    rule_doc,
+    start_doc,
+    tick_doc,
+)
+from ..present_floors import floor_applied_doc, floor_change_doc, floor_view_doc
+from .auth import Gatekeeper, require_owner
+from .errors import error_doc
+from .workers import Workers
+
+Body = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One API operation: where, who may call it, what it takes, and its handler."""
+
+    method: str
+    path: str
+    summary: str
+    handler: Callable[[Floorgate, Principal, Request, Body], Any]
+    role: Role = Role.VIEWER  # the least role that may call it
+    query: dict[str, str] = field(default_factory=dict)  # name -> description
+    body: dict[str, tuple[str, bool, str]] = field(default_factory=dict)  # name -> (json type, required, description)
+
+
+# -- parsing -------------------------------------------------------------------------------------
+def text_field(body: Body, name: str, *, required: bool = True) -> str | None:
+    value = body.get(name)
+    if value is None:
+        if required:
+            raise InvalidInput(name, "is required")
+        return None
+    if not isinstance(value, str):
+        raise InvalidInput(name, "must be a string")
+    return value
+
+
+def int_field(body: Body, name: str) -> int:
+    value = body.get(name)
+    if type(value) is not int or value < 0:
+        raise InvalidInput(name, "must be a whole number (0 when no rule exists yet)")
+    return value
+
+
+def scope_field(value: str | None, name: str = "scope") -> Scope:
+    if not value:
+        raise InvalidInput(name, "name a target: GOAL, GOAL/AGENT or GOAL/AGENT/AUTOMATION")
+    return Scope.parse(value)
+
+
+def interval_field(body: Body, name: str = "min_interval") -> timedelta | None:
+    value = text_field(body, name, required=False)
+    return parse_interval(value, name) if value is not None else None
+
+
+def compute_field(body: Body) -> Any:
+    value = body.get("compute")
+    if value is None:
+        return None
+    return parse_compute_text(value if isinstance(value, str) else json.dumps(value))
+
+
+def count_field(request: Request, name: str, default: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    if not raw.isdigit():
+        raise InvalidInput(name, "must be a whole number")
+    return int(raw)
+
+
+# -- handlers ------------------------------------------------------------------------------------
+def _whoami(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
+    return {"name": p.name, "role": p.role.value}
+
+
+def _status(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
+    q = r.query_params
+    view = fg.readback.overview(q.get("goal"), q.get("agent"), q.get("automation"))
+    return {
+        "hosts": [host_doc(h, view.now) for h in view.hosts],
+        "automations": [readback_doc(rb) for rb in view.readbacks],
+        "lanes": [eligibility_doc(e) for e in view.lanes],
+    }
+
+
+def _rules(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
+    return {"rules": [rule_doc(x) for x in fg.policies.list(r.query_params.get("goal"))]}
+
+
+def _policy(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
+    return floor_view_doc(fg.floors.read(scope_field(r.query_params.get("scope"))))
+
+
+def _policy_preview(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
+    scope = scope_field(text_field(b, "scope"))
+    return floor_change_doc(
+        fg.floors.preview(scope, revision=int_field(b, "revision"), min_interval=interval_field(b), compute=compute_field(b))
+    )
+
+
+def _policy_apply(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
+    scope = scope_field(text_field(b, "scope"))
+    applied = fg.floors.apply(
+        scope,
+        revision=int_field(b, "revision"),
+        min_interval=interval_field(b),
+        compute=compute_field(b),
+        principal=p,
+        authorize_reduction=text_field(b, "authorize_reduction", required=False),
+    )
+    return floor_applied_doc(applied)
+
+
+def _history(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
+    raw = r.query_params.get("scope")
+    scope = scope_field(raw) if raw else None
+    return {"history": [change_doc(c) for c in fg.policies.history(scope, limit=count_field(r, "limit", 100))]}
+
+
+def _eligibility(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
+    q = r.query_params
+    goal, agent = q.get("goal"), q.get("agent")
+    if not goal:
+        raise InvalidInput("goal", "is required")
+    if not agent:
+        raise InvalidInput("agent", "is required")
+    return eligibility_doc(fg.admission.eligibility(goal, agent, q.get("automation") or None))
+
+
+def _automations(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
+    items, broken = fg.automations.list(r.query_params.get("goal"))
+    return {
+        "automations": [automation_doc(x) for x in items],
+        "unreadable": [{"automation": aid, "reason": why} for aid, why in sorted(broken.items())],
+    }
+
+
+def _automation(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
+    aid = r.path_params["automation"]
+    return detail_doc(fg.automations.show(aid, fires=count_field(r, "next", 5), ticks=count_field(r, "ticks", 10)))
+
+
+def _automation_preview(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
+    return preview_doc(fg.automations.preview(r.path_params["automation"], count=count_field(r, "next", 10)))
+
+
+def _changed(rb: Any) -> Any:
+    return {**(automation_doc(rb.automation) if rb.automation is not None else {}), "readback": readback_doc(rb)}
+
+
+def _pause(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
+    note = text_field(b, "note", required=False) or "paused from the console"
+    return _changed(fg.automations.pause(r.path_params["automation"], f"{note} (by {p.name}, authenticated)"))
+
+
+def _resume(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
+    return _changed(fg.automations.resume(r.path_params["automation"]))
+
+
+def ask_doc(ask: Any, mission: Any) -> dict[str, Any]:
+    """An owner ask with its stored proposal (the inbox and the API show the same)."""
+    return {
+        "approval_id": ask.approval_id,
+        "mission": ask.mission_id,
+        "automation": mission.automation_id if mission is not None else None,
+        "scope": ask.scope,
+        "bound": ask.bound,
+        "proposal": ask.proposal,
+        "state": ask.state,
+        "created_at": iso(ask.created_at),
+        "expires_at": iso(ask.expires_at),
+        "decided_at": iso(ask.decided_at),
+        "decided_by": ask.decided_by,
+        "decided_by_kind": ask.decided_by_kind,
+    }
+
+
+def _asks(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
+    return {"asks": [ask_doc(a, m) for a, m in fg.envelopes.pending()]}
+
+
+def decide(fg: Floorgate, p: Principal, approval_id: str, approve: bool) -> dict[str, Any]:
+    """Decide an ask as ``p`` (authenticated): the API and the inbox page both call this."""
+    done = fg.envelopes.decide(approval_id, approve, decided_by=require_owner(p).name, provenance=Provenance.AUTHENTICATED)
+    return {"ask": ask_doc(done.approval, done.mission), "mission_status": done.mission.status}
+
+
+def _approve(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
+    return decide(fg, p, r.path_params["approval_id"], True)
+
+
+def _deny(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
+    return decide(fg, p, r.path_params["approval_id"], False)
+
+
+def _starts(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
+    q = r.query_params
+    items = fg.admission.starts(q.get("goal"), q.get("agent"), q.get("automation"), limit=count_field(r, "limit", 50))
+    return {"starts": [start_doc(s) for s in items]}
+
+
+def _ticks(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
+    aid = r.path_params["automation"]
+    fg.automations.get(aid)  # an unknown id is not_found, not an empty list
+    return {"ticks": [tick_doc(t) for t in fg.readback.ticklog.recent(aid, count_field(r, "limit", 20))]}
+
+
+def _hosts(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
+    now = read_clock(fg.clock)
+    return {"hosts": [host_doc(h, now) for h in fg.readback.hosts()]}
+
+
+_AID = {"automation": "the automation's id (path)"}
+_SCOPE_BODY = {
+    "scope": ("string", True, "GOAL, GOAL/AGENT or GOAL/AGENT/AUTOMATION"),
+    "revision": ("integer", True, "the revision you read (0 when no rule exists)"),
+    "min_interval": ("string", False, "e.g. 24h, 45m, PT24H; 0 disables"),
+    "compute": ("object", False, "a compute block; {} removes it"),
+}
+ENDPOINTS = [
+    Endpoint("GET", "/api/whoami", "The authenticated principal and its role", _whoami),
+    Endpoint("GET", "/api/status", "Every automation's readback, lanes and hosts (as floorgate status --json)", _status,
+             query={"goal": "narrow to a goal", "agent": "narrow to an agent", "automation": "narrow to one automation"}),
+    Endpoint("GET", "/api/policies", "Every stored rule (floor and compute block)", _rules, query={"goal": "narrow to a goal"}),
+    Endpoint("GET", "/api/policy", "A target's stored rule, revision and effective inheritance", _policy, query={"scope": "the target"}),
+    Endpoint("POST", "/api/policy/preview", "Preview a change at an exact revision: before/after and whether it reduces", _policy_preview,
+             role=Role.OWNER, body=_SCOPE_BODY),
+    Endpoint("POST", "/api/policy/apply", "Apply a change at an exact revision, then read it back", _policy_apply, role=Role.OWNER,
+             body={**_SCOPE_BODY, "authorize_reduction": ("string", False, "the preview's reduction_key, to authorize exactly that reduction")}),
+    Endpoint("GET", "/api/policy/history", "Provenance of policy writes, newest first", _history,
+             query={"scope": "narrow to a target and below", "limit": "at most this many"}),
+    Endpoint("GET", "/api/eligibility", "Eligibility of one lane", _eligibility,
+             query={"goal": "required", "agent": "required", "automation": "optional"}),
+    Endpoint("GET", "/api/automations", "Every automation (and unreadable rows)", _automations, query={"goal": "narrow to a goal"}),
+    Endpoint("GET", "/api/automations/{automation}", "One automation: readback, next fires, ticks, turns", _automation,
+             query={**_AID, "next": "fires to show", "ticks": "ticks to show"}),
+    Endpoint("GET", "/api/automations/{automation}/preview", "Next host fires and which run", _automation_preview,
+             query={**_AID, "next": "fires to show"}),
+    Endpoint("POST", "/api/automations/{automation}/pause", "Pause an automation with a note", _pause, role=Role.OWNER, query=_AID,
+             body={"note": ("string", False, "why (shown in status)")}),
+    Endpoint("POST", "/api/automations/{automation}/resume", "Resume an automation", _resume, role=Role.OWNER, query=_AID),
+    Endpoint("GET", "/api/automations/{automation}/ticks", "Recent timer ticks of an automation", _ticks, query={**_AID, "limit": "at most"}),
+    Endpoint("GET", "/api/asks", "Pending owner asks with their stored proposals", _asks),
+    Endpoint("POST", "/api/asks/{approval_id}/approve", "Approve an ask (single-use), as the authenticated principal", _approve,
+             role=Role.OWNER, query={"approval_id": "auth-<id> (path)"}),
+    Endpoint("POST", "/api/asks/{approval_id}/deny", "Deny an ask (single-use), as the authenticated principal", _deny,
+             role=Role.OWNER, query={"approval_id": "auth-<id> (path)"}),
+    Endpoint("GET", "/api/starts", "Start records, newest first", _starts,
+             query={"goal": "optional", "agent": "optional", "automation": "optional", "limit": "at most"}),
+    Endpoint("GET", "/api/hosts", "Timer hosts' heartbeats and liveness", _hosts),
+]  # fmt: skip
+
+
+def routes(fg: Floorgate, gate: Gatekeeper, work: Workers) -> list[Route]:
+    """Starlette routes for ``ENDPOINTS`` (authentication, role, body parsing, typed errors)."""
+
+    def wrap(ep: Endpoint) -> Callable[[Request], Any]:
+        async def endpoint(request: Request) -> JSONResponse:
+            try:
+                principal = await work(gate.bearer, request)
+                if ep.role is Role.OWNER:
+                    require_owner(principal)
+                body: Body = {}
+                if ep.method == "POST":
+                    raw = await request.body()
+                    if raw.strip():
+                        try:
+                            body = json.loads(raw)
+                        except ValueError:
+                            raise InvalidInput("body", "is not JSON; send a JSON object") from None
+                        if not isinstance(body, dict):
+                            raise InvalidInput("body", "send a JSON object")
+                doc = await work(ep.handler, fg, principal, request, body)
+            except Exception as exc:
+                status, error = error_doc(exc)
+                return JSONResponse(error, status_code=status, headers={"Retry-After": "900"} if status == 429 else None)
+            return JSONResponse(doc)
+
+        return endpoint
+
+    return [Route(ep.path, wrap(ep), methods=[ep.method]) for ep in ENDPOINTS]

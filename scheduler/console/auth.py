@@ -1,0 +1,156 @@
+"""Who is asking: a bearer token (API) or a signed-in session cookie (pages), and what they may do.
+
+Sessions live in the serving process (a restart signs everyone out); each carries its own CSRF
+token, checked on every write form. Failed sign-ins (a bad bearer token counts as one) are limited
+per client address: past the limit, sign-in answers 429 until the window has passed.
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from starlette.requests import Request
+
+from admission import Principal, Principals
+from admission.clock import Clock, read_clock
+
+SESSION_COOKIE = "floorgate_session"
+SESSION_TTL = timedelta(hours=12)
+MAX_FAILURES = 5
+FAILURE_WINDOW = timedelta(minutes=15)
+
+
+class AuthError(Exception):
+    """Not signed in (401), not allowed (403), too many failed sign-ins (429) or a bad CSRF token (403)."""
+
+    def __init__(self, status: int, kind: str, message: str) -> None:
+        self.status = status
+        self.kind = kind
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class Session:
+    """A signed-in principal's session: its name, CSRF token and expiry."""
+
+    session_id: str
+    principal: str
+    csrf: str
+    expires_at: datetime
+
+
+class SignInLimiter:
+    """Counts failed sign-ins per client address within a window (on the injected clock)."""
+
+    def __init__(self, clock: Clock, limit: int = MAX_FAILURES, window: timedelta = FAILURE_WINDOW) -> None:
+        self.clock, self.limit, self.window = clock, limit, window
+        self._failures: dict[str, list[datetime]] = {}
+        self._lock = threading.Lock()
+
+    def _recent(self, client: str, now: datetime) -> list[datetime]:
+        kept = [t for t in self._failures.get(client, []) if now - t < self.window]
+        self._failures[client] = kept
+        return kept
+
+    def check(self, client: str) -> None:
+        """Refuse (429) a client that failed ``limit`` times within the window."""
+        with self._lock:
+            if len(self._recent(client, read_clock(self.clock))) >= self.limit:
+                raise AuthError(
+                    429, "rate_limited", f"too many failed sign-ins from {client}; wait {int(self.window.total_seconds() // 60)} min"
+                )
+
+    def failed(self, client: str) -> None:
+        with self._lock:
+            now = read_clock(self.clock)
+            self._recent(client, now).append(now)
+
+
+class Gatekeeper:
+    """Authenticates requests and holds the process's sessions."""
+
+    def __init__(self, principals: Principals, clock: Clock) -> None:
+        self.principals = principals
+        self.clock = clock
+        self.limiter = SignInLimiter(clock)
+        self._sessions: dict[str, Session] = {}
+        self._lock = threading.Lock()
+
+    # -- sign-in -----------------------------------------------------------------------------
+    def sign_in(self, token: str, client: str) -> Session:
+        """A new session for the principal ``token`` belongs to (401 and one failure counted if none)."""
+        principal = self._token(token, client)
+        session = Session(secrets.token_urlsafe(32), principal.name, secrets.token_urlsafe(32), read_clock(self.clock) + SESSION_TTL)
+        with self._lock:
+            self._sessions[session.session_id] = session
+        return session
+
+    def sign_out(self, session_id: str | None) -> None:
+        with self._lock:
+            self._sessions.pop(session_id or "", None)
+
+    def _token(self, token: str, client: str) -> Principal:
+        self.limiter.check(client)
+        principal = self.principals.authenticate(token)
+        if principal is None:
+            self.limiter.failed(client)
+            raise AuthError(401, "unauthenticated", "the token is unknown, wrong or revoked")
+        return principal
+
+    # -- per request -------------------------------------------------------------------------
+    def session(self, request: Request) -> Session | None:
+        """The request's live session, if its cookie names one."""
+        sid = request.cookies.get(SESSION_COOKIE)
+        if not sid:
+            return None
+        with self._lock:
+            session = self._sessions.get(sid)
+            if session is not None and session.expires_at <= read_clock(self.clock):
+                del self._sessions[sid]
+                return None
+        return session
+
+    def bearer(self, request: Request) -> Principal:
+        """The principal of an ``Authorization: Bearer`` header (401 without a valid one)."""
+        header = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise AuthError(401, "unauthenticated", "send Authorization: Bearer <token> (floorgate owner add NAME prints one)")
+        return self._token(token.strip(), _client(request))
+
+    def page_principal(self, request: Request) -> Principal | None:
+        """The signed-in principal of a page request, re-read so a revoked one is signed out."""
+        session = self.session(request)
+        if session is None:
+            return None
+        principal = self.principals.authenticate_name(session.principal)
+        if principal is None:
+            self.sign_out(session.session_id)
+        return principal
+
+    def check_csrf(self, request: Request, form_token: object) -> Session:
+        """The session of a write form whose CSRF token matches it (403 otherwise)."""
+        session = self.session(request)
+        if session is None:
+            raise AuthError(401, "unauthenticated", "sign in first")
+        if not isinstance(form_token, str) or not hmac.compare_digest(form_token.encode(), session.csrf.encode()):
+            raise AuthError(403, "csrf_failed", "the form's CSRF token is missing or wrong; reload the page and try again")
+        return session
+
+
+def require_owner(principal: Principal) -> Principal:
+    """Refuse (403) a principal that may not write."""
+    if not principal.can_write:
+        raise AuthError(403, "forbidden", f"{principal.name} is a {principal.role.value}; writes and approvals need an owner")
+    return principal
+
+
+def _client(request: Request) -> str:
+    return request.client.host if request.client is not None else "unknown"
+
+
+client_of = _client

@@ -1,0 +1,252 @@
+"""The console's server-rendered pages: sign-in, dashboard, settings and the asks inbox.
+
+Pages render the same documents as the API (``readback_doc``, ``floor_view_doc``...), so the page,
+the API and ``floorgate status --json`` show the same state and the same exact times. Every write
+is a POST form carrying the session's CSRF token.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from admission import InvalidInput, Principal, ReductionNotAuthorized, RevisionConflict, Scope
+from admission.clock import iso, read_clock
+from admission.intervals import parse_interval
+from admission.tallies import Tallies
+
+from ..app import Floorgate
+from ..floors import parse_compute_text
+from ..present import ago, eligibility_doc, host_doc, readback_doc
+from ..present_floors import floor_change_doc, floor_view_doc
+from .api import ask_doc, decide
+from .auth import SESSION_COOKIE, SESSION_TTL, AuthError, Gatekeeper, client_of, require_owner
+from .errors import error_doc
+from .timeline import timeline
+from .workers import Workers
+
+TEMPLATES = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"), autoescape=select_autoescape(["html"]))
+UPCOMING = timedelta(hours=24)
+
+
+class Pages:
+    """Page handlers over one ``Floorgate`` and one ``Gatekeeper``."""
+
+    def __init__(self, fg: Floorgate, gate: Gatekeeper, work: Workers, *, secure_cookies: bool = False) -> None:
+        self.fg, self.gate, self.work, self.secure = fg, gate, work, secure_cookies
+
+    def routes(self) -> list[Route]:
+        return [
+            Route("/", self.home, methods=["GET"]),
+            Route("/signin", self.signin_form, methods=["GET"]),
+            Route("/signin", self.signin, methods=["POST"]),
+            Route("/signout", self.signout, methods=["POST"]),
+            Route("/dashboard", self.dashboard, methods=["GET"]),
+            Route("/settings", self.settings, methods=["GET"]),
+            Route("/settings/preview", self.settings_preview, methods=["GET"]),
+            Route("/settings", self.settings_save, methods=["POST"]),
+            Route("/asks", self.asks, methods=["GET"]),
+            Route("/asks/{approval_id}/decide", self.asks_decide, methods=["POST"]),
+        ]
+
+    # -- helpers -----------------------------------------------------------------------------
+    def render(self, request: Request, name: str, principal: Principal | None, status: int = 200, **values: Any) -> HTMLResponse:
+        session = self.gate.session(request)
+        html = TEMPLATES.get_template(name).render(principal=principal, csrf=session.csrf if session else "", **values)
+        return HTMLResponse(html, status_code=status)
+
+    async def signed_in(self, request: Request) -> Principal | None:
+        return await self.work(self.gate.page_principal, request)
+
+    # -- sign-in -----------------------------------------------------------------------------
+    async def home(self, request: Request) -> Response:
+        return RedirectResponse("/dashboard", status_code=303)
+
+    async def signin_form(self, request: Request) -> Response:
+        return self.render(request, "signin.html", None)
+
+    async def signin(self, request: Request) -> Response:
+        form = await request.form()
+        try:
+            session = await self.work(self.gate.sign_in, str(form.get("token") or ""), client_of(request))
+        except AuthError as exc:
+            return self.render(request, "signin.html", None, status=exc.status, error=str(exc))
+        response = RedirectResponse("/dashboard", status_code=303)
+        response.set_cookie(
+            SESSION_COOKIE,
+            session.session_id,
+            max_age=int(SESSION_TTL.total_seconds()),
+            httponly=True,
+            samesite="strict",
+            secure=self.secure,
+        )
+        return response
+
+    async def signout(self, request: Request) -> Response:
+        form = await request.form()
+        try:
+            session = self.gate.check_csrf(request, form.get("csrf"))
+        except AuthError as exc:
+            return self.render(request, "signin.html", None, status=exc.status, error=str(exc))
+        self.gate.sign_out(session.session_id)
+        response = RedirectResponse("/signin", status_code=303)
+        response.delete_cookie(SESSION_COOKIE)
+        return response
+
+    # -- dashboard ---------------------------------------------------------------------------
+    async def dashboard(self, request: Request) -> Response:
+        principal = await self.signed_in(request)
+        if principal is None:
+            return RedirectResponse("/signin", status_code=303)
+        values = await self.work(self._dashboard)
+        return self.render(request, "dashboard.html", principal, **values)
+
+    def _dashboard(self) -> dict[str, Any]:
+        fg = self.fg
+        view = fg.readback.overview()
+        now = view.now
+        tallies = Tallies(fg.store)
+        rows, upcoming = [], []
+        for rb in view.readbacks:
+            doc = readback_doc(rb)
+            e = rb.eligibility
+            doc["next_eligible_in"] = ago(e.next_eligible_at, now) if e is not None and e.next_eligible_at is not None else None
+            doc["next_fire_in"] = ago(rb.next_fire_at, now) if rb.next_fire_at is not None else None
+            ticks = tallies.marks(rb.automation_id, now - timedelta(days=3))
+            doc["timeline"] = timeline(ticks, now)
+            rows.append(doc)
+            if rb.plan is not None and not rb.no_timer_host and rb.drift is None and rb.state.value not in ("paused", "held"):
+                for fire in rb.fires(48, now):
+                    if fire.fire_at > now + UPCOMING:
+                        break
+                    upcoming.append(
+                        {"automation": rb.automation_id, "at": iso(fire.fire_at), "runs": fire.admitted, "runs_at": iso(fire.runs_at)}
+                    )
+        upcoming.sort(key=lambda u: str(u["at"]))
+        hosts = [host_doc(h, now) for h in view.hosts]
+        return {"now": iso(now), "rows": rows, "upcoming": upcoming, "hosts": hosts, "lanes": [eligibility_doc(e) for e in view.lanes]}
+
+    # -- settings ----------------------------------------------------------------------------
+    async def settings(self, request: Request) -> Response:
+        principal = await self.signed_in(request)
+        if principal is None:
+            return RedirectResponse("/signin", status_code=303)
+        target = request.query_params.get("target")
+        try:
+            values = await self.work(self._settings, target)
+        except InvalidInput as exc:
+            values = await self.work(self._settings, None)
+            return self.render(request, "settings.html", principal, status=422, error=str(exc), **values)
+        return self.render(request, "settings.html", principal, **values)
+
+    def _settings(self, target: str | None) -> dict[str, Any]:
+        goals = self.fg.floors.goals()
+        if not target and goals:
+            target = next(iter(goals))
+        view = floor_view_doc(self.fg.floors.read(Scope.parse(target))) if target else None
+        return {"goals": goals, "target": target, "view": view}
+
+    async def settings_preview(self, request: Request) -> Response:
+        """The before -> after of an edit, for the page's few lines of script (a read: no CSRF)."""
+        principal = await self.signed_in(request)
+        if principal is None:
+            return JSONResponse({"error": {"kind": "unauthenticated", "message": "sign in first"}}, status_code=401)
+        q = request.query_params
+        try:
+            change = await self.work(
+                self.fg.floors.preview,
+                Scope.parse(q.get("target") or ""),
+                revision=_revision(q.get("revision")),
+                min_interval=parse_interval(q.get("min_interval") or "", "min_interval"),
+            )
+        except Exception as exc:
+            status, doc = error_doc(exc)
+            return JSONResponse(doc, status_code=status)
+        return JSONResponse(floor_change_doc(change))
+
+    async def settings_save(self, request: Request) -> Response:
+        """One Save: preview at the revision read, apply at it, read back; success only when the readback shows the write."""
+        form = await request.form()
+        try:
+            self.gate.check_csrf(request, form.get("csrf"))
+        except AuthError as exc:
+            return self.render(request, "signin.html", None, status=exc.status, error=str(exc))
+        principal = await self.signed_in(request)
+        if principal is None:
+            return RedirectResponse("/signin", status_code=303)
+        target = str(form.get("target") or "")
+        outcome: dict[str, Any] = {}
+        status = 200
+        try:
+            require_owner(principal)
+            applied = await self.work(
+                lambda: self.fg.floors.apply(
+                    Scope.parse(target),
+                    revision=_revision(form.get("revision")),
+                    min_interval=parse_interval(str(form.get("min_interval") or ""), "min_interval"),
+                    compute=parse_compute_text(str(form.get("compute") or "")),
+                    principal=principal,
+                    authorize_reduction=str(form.get("authorize_reduction")) if form.get("authorize_reduction") else None,
+                )
+            )
+            if applied.confirmed:
+                outcome = {"saved": f"saved {target} at revision {applied.rule.revision}; the readback shows it"}
+            else:
+                status, outcome = 500, {"error": "the write returned but the readback does not show it; refresh and check"}
+        except RevisionConflict as exc:
+            status = 409
+            outcome = {
+                "conflict": exc.current_revision,
+                "error": f"{target} changed since you read it (now revision {exc.current_revision}): refresh, then decide again",
+            }
+        except (ReductionNotAuthorized, InvalidInput, AuthError) as exc:
+            status, outcome = error_doc(exc)[0], {"error": str(exc)}
+        values = await self.work(self._settings, target or None)
+        return self.render(request, "settings.html", principal, status=status, **values, **outcome)
+
+    # -- asks --------------------------------------------------------------------------------
+    async def asks(self, request: Request) -> Response:
+        principal = await self.signed_in(request)
+        if principal is None:
+            return RedirectResponse("/signin", status_code=303)
+        items = await self.work(self.fg.envelopes.pending)
+        return self.render(request, "asks.html", principal, asks=[ask_doc(a, m) for a, m in items], now=iso(read_clock(self.fg.clock)))
+
+    async def asks_decide(self, request: Request) -> Response:
+        form = await request.form()
+        try:
+            self.gate.check_csrf(request, form.get("csrf"))
+        except AuthError as exc:
+            return self.render(request, "signin.html", None, status=exc.status, error=str(exc))
+        principal = await self.signed_in(request)
+        if principal is None:
+            return RedirectResponse("/signin", status_code=303)
+        approval_id = request.path_params["approval_id"]
+        decision = form.get("decision")
+        status, message = 200, ""
+        try:
+            if decision not in ("approve", "deny"):
+                raise InvalidInput("decision", "approve or deny")
+            done = await self.work(decide, self.fg, principal, approval_id, decision == "approve")
+            message = f"{done['ask']['state']} {approval_id}: mission {done['ask']['mission']} is {done['mission_status']}"
+        except Exception as exc:
+            status, doc = error_doc(exc)
+            message = doc["error"]["message"]
+        items = await self.work(self.fg.envelopes.pending)
+        return self.render(
+            request, "asks.html", principal, status=status, asks=[ask_doc(a, m) for a, m in items], now=iso(read_clock(self.fg.clock)),
+            message=message, failed=status != 200,
+        )  # fmt: skip
+
+
+def _revision(value: object) -> int:
+    text = str(value or "")
+    if not text.isdigit():
+        raise InvalidInput("revision", "reload the page: the form lost the revision it read")
+    return int(text)

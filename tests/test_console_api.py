@@ -1,0 +1,250 @@
+"""The console's JSON API on both backends: authentication and roles on every endpoint, typed
+errors, exact-revision conflicts, reduction authorization, asks bound to the principal, parity
+with ``floorgate status --json``, and /metrics from the store."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from starlette.testclient import TestClient
+
+from admission import Admission, FixedClock, Role, Scope, Store
+from scheduler.app import Floorgate
+from scheduler.console import create_app
+from scheduler.console.api import ENDPOINTS
+
+from cli import run_cli
+from conftest import DAY, T0, raw_sql
+from console_kit import console, pending_ask
+from helpers import add_automation, floor
+
+DAY_S = 86400.0
+
+
+def _path(template: str) -> str:
+    return template.replace("{automation}", "x").replace("{approval_id}", "auth-nope")
+
+
+@pytest.mark.parametrize("ep", ENDPOINTS, ids=lambda e: f"{e.method} {e.path}")
+def test_every_endpoint_refuses_anonymous_and_bad_tokens(store: Store, clock: FixedClock, ep) -> None:  # type: ignore[no-untyped-def]
+    c = console(store, clock)
+    for headers in ({}, {"Authorization": "Bearer fgo_ops.wrong"}, {"Authorization": "Basic b3BzOng="}):
+        r = c.client.request(ep.method, _path(ep.path), headers=headers, json={} if ep.method == "POST" else None)
+        assert r.status_code == 401, (headers, r.text)
+        assert r.json()["error"]["kind"] == "unauthenticated"
+
+
+@pytest.mark.parametrize("ep", [e for e in ENDPOINTS if e.role is Role.OWNER], ids=lambda e: f"{e.method} {e.path}")
+def test_every_write_refuses_a_viewer(store: Store, clock: FixedClock, ep) -> None:  # type: ignore[no-untyped-def]
+    c = console(store, clock)
+    floor(store, clock, "g/a", DAY)
+    before = raw_sql(store, "SELECT revision FROM fg_rules")
+    r = c.post(_path(ep.path), {"scope": "g/a", "revision": 1, "min_interval": "2d"}, token=c.viewer)
+    assert r.status_code == 403 and r.json()["error"]["kind"] == "forbidden"
+    assert raw_sql(store, "SELECT revision FROM fg_rules") == before
+
+
+def test_a_goal_floor_is_inherited_lowered_only_with_the_shown_reduction_and_recorded_as_authenticated(
+    store: Store, clock: FixedClock
+) -> None:
+    c = console(store, clock)
+    add_automation(store, clock, "x")  # agent g/a exists
+    r = c.post("/api/policy/apply", {"scope": "g", "revision": 0, "min_interval": "1d"})
+    assert r.status_code == 200 and r.json()["confirmed"] is True
+    view = c.get("/api/policy?scope=g").json()
+    assert view["revision"] == 1
+    [agent] = view["inherited"]
+    assert agent["scope"] == "g/a" and agent["effective_floor"]["floor_seconds"] == DAY_S
+    assert [r["scope"] for r in agent["effective_floor"]["rules"]] == ["g"]  # where it comes from
+
+    preview = c.post("/api/policy/preview", {"scope": "g", "revision": 1, "min_interval": "12h"}).json()
+    assert preview["before"] == "1d" and preview["after"] == "12h" and preview["reduction"] is True
+    refused = c.post("/api/policy/apply", {"scope": "g", "revision": 1, "min_interval": "12h"})
+    assert refused.status_code == 403 and refused.json()["error"]["kind"] == "reduction_not_authorized"
+    other = c.post(
+        "/api/policy/apply", {"scope": "g", "revision": 1, "min_interval": "6h", "authorize_reduction": preview["reduction_key"]}
+    )
+    assert other.status_code == 403, "an authorization is for the reduction shown, not another"
+    assert c.get("/api/policy?scope=g").json()["revision"] == 1  # nothing written by either
+    done = c.post(
+        "/api/policy/apply", {"scope": "g", "revision": 1, "min_interval": "12h", "authorize_reduction": preview["reduction_key"]}
+    )
+    assert done.status_code == 200 and done.json()["confirmed"] is True
+    assert done.json()["readback"]["inherited"][0]["effective_floor"]["floor"] == "12h"
+    [latest, first] = c.get("/api/policy/history?scope=g").json()["history"]
+    assert (latest["owner_ref"], latest["owner_kind"], latest["reduction_authorized"]) == ("ops", "authenticated", True)
+    assert first["owner_kind"] == "authenticated"
+    # The CLI's writes stay caller-asserted.
+    assert run_cli("policy", "set", "g", "--min-interval", "2d", "--revision", "2", "--owner-ref", "alice", db=store.url).returncode == 0
+    assert c.get("/api/policy/history?scope=g").json()["history"][0]["owner_kind"] == "asserted"
+
+
+def test_a_stale_revision_is_a_typed_conflict_carrying_the_current_one(store: Store, clock: FixedClock) -> None:
+    c = console(store, clock)
+    floor(store, clock, "g/a", DAY)
+    for path in ("/api/policy/preview", "/api/policy/apply"):
+        r = c.post(path, {"scope": "g/a", "revision": 0, "min_interval": "2d"})
+        assert r.status_code == 409, path
+        error = r.json()["error"]
+        assert error["kind"] == "revision_conflict" and error["current_revision"] == 1
+    assert raw_sql(store, "SELECT revision, min_interval_us FROM fg_rules") == [(1, 86_400_000_000)]
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("/api/policy/apply", {"scope": "g/a", "revision": 0, "min_interval": "soon"}, "min_interval"),
+        ("/api/policy/apply", {"revision": 0, "min_interval": "1d"}, "scope"),
+        ("/api/policy/apply", {"scope": "g/a", "revision": "one", "min_interval": "1d"}, "revision"),
+        ("/api/policy/apply", {"scope": "g/a/x/y", "revision": 0, "min_interval": "1d"}, "scope"),
+        ("/api/policy/preview", {"scope": "g", "revision": 0, "compute": {"max_turns": -1}}, "compute.max_turns"),
+        ("/api/policy/apply", "not json", "body"),
+    ],
+)
+def test_bad_input_is_invalid_input_naming_the_field(store: Store, clock: FixedClock, path: str, body: object, field: str) -> None:
+    c = console(store, clock)
+    if body == "not json":
+        r = c.client.post(path, content=b"{nope", headers=c.headers())
+    else:
+        r = c.post(path, body)
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["kind"] == "invalid_input" and r.json()["error"]["field"] == field
+    assert "Traceback" not in r.text
+    assert raw_sql(store, "SELECT COUNT(*) FROM fg_rules") == [(0,)]
+
+
+def test_unknown_ids_are_not_found(store: Store, clock: FixedClock) -> None:
+    c = console(store, clock)
+    for path in ("/api/automations/nope", "/api/automations/nope/preview", "/api/automations/nope/ticks"):
+        r = c.get(path)
+        assert r.status_code == 404 and r.json()["error"]["kind"] == "not_found", path
+
+
+def test_automations_list_show_preview_pause_resume_and_lane_reads(store: Store, clock: FixedClock) -> None:
+    c = console(store, clock)
+    floor(store, clock, "g/a", DAY)
+    add_automation(store, clock, "x")
+    assert [a["automation"] for a in c.get("/api/automations").json()["automations"]] == ["x"]
+    assert c.get("/api/automations/x").json()["automation"] == "x"
+    assert c.get("/api/automations/x/preview?next=3").json()["floor_seconds"] == DAY_S
+    paused = c.post("/api/automations/x/pause", {"note": "vacation"}).json()
+    assert paused["state"] == "paused" and paused["readback"]["detail"] == "vacation (by ops, authenticated)"
+    assert c.post("/api/automations/x/resume").json()["state"] == "active"
+    Admission(store, clock).reserve(goal="g", agent="a", automation="x", turn_id="t-1", trigger_time=T0)
+    assert [s["turn_id"] for s in c.get("/api/starts?goal=g").json()["starts"]] == ["t-1"]
+    lane = c.get("/api/eligibility?goal=g&agent=a&automation=x").json()
+    assert lane["status"] == "interval_wait" and lane["next_eligible_at"] == "2026-12-02T09:00:00Z"
+    assert c.get("/api/eligibility?goal=g").json()["error"]["field"] == "agent"
+    assert c.get("/api/automations/x/ticks").json() == {"ticks": []}
+    assert c.get("/api/hosts").json() == {"hosts": []}
+    assert c.get("/api/whoami", token=c.viewer).json() == {"name": "watcher", "role": "viewer"}
+
+
+def test_an_ask_is_decided_once_by_the_authenticated_principal(store: Store, clock: FixedClock) -> None:
+    c = console(store, clock)
+    ask = pending_ask(store, clock)
+    [listed] = c.get("/api/asks", token=c.viewer).json()["asks"]
+    assert listed["approval_id"] == ask and listed["proposal"] == {"max_turns": 5}
+    assert c.post(f"/api/asks/{ask}/approve", token=c.viewer).status_code == 403
+    done = c.post(f"/api/asks/{ask}/approve")
+    assert done.status_code == 200
+    assert done.json()["ask"]["state"] == "approved" and done.json()["mission_status"] == "open"
+    assert (done.json()["ask"]["decided_by"], done.json()["ask"]["decided_by_kind"]) == ("ops", "authenticated")
+    again = c.post(f"/api/asks/{ask}/deny")
+    assert again.status_code == 409 and again.json()["error"]["kind"] == "approval_rejected"
+    assert c.get("/api/asks").json() == {"asks": []}
+
+
+def test_the_api_status_is_the_cli_status(store: Store) -> None:
+    from admission import Policies, Scope, SystemClock
+
+    system = SystemClock()
+    Policies(store, system).configure(Scope.parse("g/a"), min_interval=DAY, expected_revision=0, owner_ref="owner")
+    add_automation(store, FixedClock(system.now()), "x")
+    Admission(store, system).reserve(goal="g", agent="a", automation="x", turn_id="t-1", trigger_time=system.now())
+    c = console(store)  # the system clock, as the CLI's
+    import json
+
+    cli = json.loads(run_cli("status", "--json", db=store.url).stdout)
+    api = c.get("/api/status").json()
+    keys = ("automation", "state", "detail", "next_eligible_at", "next_fire_at")
+    assert [{k: a[k] for k in keys} for a in api["automations"]] == [{k: a[k] for k in keys} for a in cli["automations"]]
+    assert api["automations"][0]["next_eligible_at"] is not None
+
+
+def test_metrics_parse_come_from_the_store_and_change_after_an_admission(store: Store, clock: FixedClock) -> None:
+    c = console(store, clock)
+    floor(store, clock, "g/a", DAY)
+    add_automation(store, clock, "x")
+    assert c.client.get("/metrics").status_code == 401
+
+    def samples() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        text = c.get("/metrics", token=c.viewer).text
+        return {(s.name, tuple(sorted(s.labels.items()))): s.value for f in text_string_to_metric_families(text) for s in f.samples}
+
+    before = samples()
+    names = {name for name, _ in before}
+    for name in ("floorgate_asks_pending", "floorgate_hosts_alive", "floorgate_build_info", "floorgate_timer_drift"):
+        assert name in names, name
+    Admission(store, clock).reserve(goal="g", agent="a", automation="x", turn_id="turn-secret-1", trigger_time=T0)
+    after = samples()
+    admitted = ("floorgate_admissions_total", (("decision", "admitted"), ("reason", "automatic")))
+    assert before.get(admitted, 0) == 0 and after[admitted] == 1
+    lane = (("agent", "a"), ("automation", "x"), ("goal", "g"))
+    assert after[("floorgate_next_eligible_timestamp_seconds", lane)] == (T0.timestamp() + DAY_S)
+    assert not any("turn-secret-1" in v for _, labels in after for _, v in labels), "no turn ids as labels"
+    # Another console on the same store (another host) reports the same numbers.
+    second = TestClient(create_app(Floorgate(store, clock=clock)))
+    assert second.get("/metrics", headers=c.headers()).text == c.get("/metrics").text
+
+
+def test_the_openapi_schema_lists_every_endpoint(store: Store, clock: FixedClock) -> None:
+    c = console(store, clock)
+    doc = c.client.get("/api/openapi.json").json()
+    assert doc["openapi"].startswith("3.")
+    assert {(ep.path, ep.method.lower()) for ep in ENDPOINTS} == {(p, m) for p, ops in doc["paths"].items() for m in ops}
+
+
+def test_owner_add_prints_the_token_once_and_stores_only_its_hash(store: Store) -> None:
+    import json
+
+    out = run_cli("owner", "add", "ops-lead", "--role", "viewer", "--json", db=store.url)
+    assert out.returncode == 0, out.stderr
+    token = json.loads(out.stdout)["token"]
+    stored = raw_sql(store, "SELECT name, role, token_sha256 FROM fg_principals")
+    assert stored[0][:2] == ("ops-lead", "viewer")
+    assert token.split(".", 1)[1] not in repr(stored) and re.fullmatch(r"[0-9a-f]{64}", stored[0][2])
+    listed = run_cli("owner", "list", db=store.url).stdout
+    assert "ops-lead" in listed and token not in listed
+    c = console(store)
+    assert c.get("/api/whoami", token=token).json()["name"] == "ops-lead"
+    assert run_cli("owner", "add", "ops-lead", db=store.url).returncode == 2  # one principal per name
+    assert run_cli("owner", "revoke", "ops-lead", db=store.url).returncode == 0
+    assert c.get("/api/whoami", token=token).status_code == 401
+
+
+def test_an_apply_is_confirmed_only_when_the_readback_shows_the_written_revision_and_floor(store: Store, clock: FixedClock) -> None:
+    from dataclasses import replace
+
+    c = console(store, clock)
+    applied = c.fg.floors.apply(Scope.parse("g/a"), revision=0, min_interval=DAY, principal=c.fg.principals.get("ops"))
+    assert applied.confirmed
+    assert applied.readback.rule is not None
+    stale = replace(applied.readback, rule=applied.readback.rule.model_copy(update={"revision": 9}))
+    other = replace(applied.readback, rule=applied.readback.rule.model_copy(update={"min_interval": DAY / 2}))
+    for readback in (stale, other, replace(applied.readback, rule=None)):
+        assert not replace(applied, readback=readback).confirmed
+
+
+def test_many_requests_hold_a_bounded_number_of_store_connections(store: Store, clock: FixedClock) -> None:
+    # Each TestClient request runs on a new event loop; the store's per-thread connections must
+    # not grow with them (they did with the loop's own thread pool, until the pool ran dry).
+    from scheduler.console.workers import THREADS
+
+    c = console(store, clock)
+    floor(store, clock, "g/a", DAY)
+    for _ in range(3 * THREADS + 5):
+        assert c.get("/api/status").status_code == 200
+    assert 1 <= len(store._hot) <= THREADS

@@ -1,0 +1,128 @@
+"""The console in a real browser: Debian's chromium driven by Playwright (``executable_path``), against
+``floorgate serve``'s app on a real socket. Screenshots go to $FLOORGATE_ARTIFACTS (else the test's
+temporary directory); the test prints where."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from admission import Admission, FixedClock, SystemClock, open_store
+from scheduler.app import Floorgate
+from scheduler.console import create_app
+
+from cli import run_cli
+from console_kit import pending_ask
+from helpers import add_automation, wait_for
+
+CHROMIUM = "/usr/bin/chromium"
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def served(sqlite_db: str) -> Iterator[tuple[str, str, str]]:
+    """(base URL, owner token, db path) of a console served by uvicorn on a free loopback port."""
+    import uvicorn
+
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium; .ci/run installs it)")
+    store = open_store(sqlite_db)
+    fg = Floorgate(store)
+    _, token = fg.principals.add("ops", "owner")
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(create_app(fg), log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    wait_for(lambda: server.started, what="the console to listen")
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}", token, sqlite_db
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        store.close()
+
+
+@pytest.fixture
+def artifacts(tmp_path: Path) -> Path:
+    where = Path(os.environ.get("FLOORGATE_ARTIFACTS") or tmp_path / "artifacts") / "console"
+    where.mkdir(parents=True, exist_ok=True)
+    print(f"\nconsole screenshots: {where}")  # noqa: T201 - the test says where its artifacts are
+    return where
+
+
+def test_an_owner_sets_lowers_conflicts_approves_and_reads_the_same_next_eligible(served, artifacts: Path) -> None:  # type: ignore[no-untyped-def]
+    from playwright.sync_api import expect, sync_playwright
+
+    base, token, db = served
+    with open_store(db) as store:
+        clock = FixedClock(SystemClock().now())
+        add_automation(store, clock, "x")  # goal g, agent a
+        ask = pending_ask(store, clock, "y")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page(viewport={"width": 1100, "height": 900})
+        page.goto(f"{base}/signin")
+        page.fill("#token", token)
+        page.click("#signin")
+        expect(page).to_have_url(f"{base}/dashboard")
+
+        # A daily floor at the goal, inherited by its agent.
+        page.goto(f"{base}/settings?target=g")
+        page.fill("#min_interval", "24h")
+        expect(page.locator("#change")).to_have_text("none \u2192 1d")
+        page.click("#save")
+        expect(page.locator("#saved")).to_contain_text("revision 1")
+        expect(page.locator('tr[data-scope="g/a"] .effective')).to_have_text("1d")
+        page.screenshot(path=str(artifacts / "settings-daily-floor.png"), full_page=True)
+
+        # Lowered: the reduction is shown and authorized for exactly that, Save applies, readback shown.
+        page.fill("#min_interval", "12h")
+        expect(page.locator("#change")).to_have_text("1d \u2192 12h (REDUCTION)")
+        expect(page.locator("#authorize")).to_be_visible()
+        page.screenshot(path=str(artifacts / "settings-reduction.png"), full_page=True)
+        page.check("#authorize_reduction")
+        page.click("#save")
+        expect(page.locator("#saved")).to_contain_text("revision 2")
+        expect(page.locator('tr[data-scope="g/a"] .effective')).to_have_text("12h")
+
+        # A change from the CLI meanwhile: the page's Save is a conflict asking for a refresh.
+        changed = run_cli("policy", "set", "g", "--min-interval", "2d", "--revision", "2", "--owner-ref", "alice", db=db)
+        assert changed.returncode == 0, changed.stderr
+        page.fill("#min_interval", "36h")
+        page.click("#save")
+        expect(page.locator("#refresh")).to_be_visible()
+        expect(page.locator("#error")).to_contain_text("now revision 3")
+        page.screenshot(path=str(artifacts / "settings-conflict.png"), full_page=True)
+        page.click("#refresh")
+        expect(page.locator("#revision")).to_have_text("3")
+
+        # The asks inbox: approve.
+        page.goto(f"{base}/asks")
+        page.click(f"#ask-{ask} .approve")
+        expect(page.locator("#message")).to_contain_text(f"approved {ask}")
+        page.screenshot(path=str(artifacts / "asks.png"), full_page=True)
+
+        # An admission, then the dashboard's next eligible time is the CLI's.
+        with open_store(db) as store:
+            Admission(store, SystemClock()).reserve(goal="g", agent="a", automation="x", turn_id="t-1", trigger_time=SystemClock().now())
+        cli = json.loads(run_cli("status", "--json", db=db).stdout)
+        expected = next(a["next_eligible_at"] for a in cli["automations"] if a["automation"] == "x")
+        page.goto(f"{base}/dashboard")
+        expect(page.locator('#automation-x [data-testid="next-eligible"]')).to_have_text(expected)
+        page.screenshot(path=str(artifacts / "dashboard.png"), full_page=True)
+        browser.close()
+    assert expected is not None
+    assert sorted(p.name for p in artifacts.iterdir()) == [
+        "asks.png",
+        "dashboard.png",
+        "settings-conflict.png",
+        "settings-daily-floor.png",
+        "settings-reduction.png",
+    ]

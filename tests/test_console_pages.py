@@ -1,0 +1,113 @@
+"""The console's pages on both backends: sign-in cookie and its limits, CSRF on every write form,
+the settings Save (preview -> apply -> readback; a stale revision asks for a refresh), the asks
+inbox and the dashboard's exact next-eligible time."""
+
+from __future__ import annotations
+
+import re
+
+from admission import Admission, FixedClock, Store
+
+from conftest import DAY, T0, raw_sql
+from console_kit import console, pending_ask, sign_in
+from helpers import add_automation, floor
+
+
+def test_pages_need_a_session_and_sign_in_sets_an_http_only_same_site_cookie(store: Store, clock: FixedClock) -> None:
+    c = console(store, clock)
+    for path in ("/dashboard", "/settings", "/asks"):
+        r = c.client.get(path, follow_redirects=False)
+        assert r.status_code == 303 and r.headers["location"] == "/signin", path
+    r = c.client.post("/signin", data={"token": c.owner}, follow_redirects=False)
+    cookie = r.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie
+    assert c.client.get("/dashboard").status_code == 200
+
+
+def test_failed_sign_ins_are_rate_limited_even_for_a_good_token(store: Store, clock: FixedClock) -> None:
+    c = console(store, clock)
+    for _ in range(5):
+        assert c.client.post("/signin", data={"token": "fgo_ops.guess"}).status_code == 401
+    assert c.client.post("/signin", data={"token": c.owner}, follow_redirects=False).status_code == 429
+    assert c.get("/api/whoami").status_code == 429  # a bearer token is a sign-in too
+    clock.advance(DAY)  # the window passed
+    assert c.client.post("/signin", data={"token": c.owner}, follow_redirects=False).status_code == 303
+
+
+def test_every_write_form_needs_the_session_csrf_token(store: Store, clock: FixedClock) -> None:
+    c = console(store, clock)
+    floor(store, clock, "g/a", DAY)
+    ask = pending_ask(store, clock)
+    csrf = sign_in(c)
+    forms = [
+        ("/settings", {"target": "g/a", "revision": "1", "min_interval": "2d"}),
+        (f"/asks/{ask}/decide", {"decision": "approve"}),
+        ("/signout", {}),
+    ]
+    for path, form in forms:
+        for bad in ({}, {"csrf": "forged"}):
+            r = c.client.post(path, data={**form, **bad}, follow_redirects=False)
+            assert r.status_code == 403, (path, bad)
+    assert raw_sql(store, "SELECT revision FROM fg_rules") == [(1,)]
+    assert raw_sql(store, "SELECT state FROM fg_approvals") == [("pending",)]
+    assert c.client.post("/settings", data={"target": "g/a", "revision": "1", "min_interval": "2d", "csrf": csrf}).status_code == 200
+    assert raw_sql(store, "SELECT revision FROM fg_rules") == [(2,)]
+
+
+def test_save_applies_and_reports_only_what_the_readback_shows(store: Store, clock: FixedClock) -> None:
+    c = console(store, clock)
+    add_automation(store, clock, "x")
+    csrf = sign_in(c)
+    r = c.client.post("/settings", data={"target": "g", "revision": "0", "min_interval": "1d", "csrf": csrf})
+    assert r.status_code == 200 and 'id="saved"' in r.text and "revision 1" in r.text
+    assert re.search(r'data-scope="g/a">.*?class="effective">1d<', r.text, re.S), "the agent inherits the goal's floor"
+    # Lowering without the shown reduction's key is refused, nothing written.
+    r = c.client.post("/settings", data={"target": "g", "revision": "1", "min_interval": "12h", "csrf": csrf})
+    assert r.status_code == 403 and "reduction" in r.text
+    preview = c.client.get("/settings/preview", params={"target": "g", "revision": "1", "min_interval": "12h"}).json()
+    assert preview["reduction"] is True and preview["before"] == "1d"
+    data = {"target": "g", "revision": "1", "min_interval": "12h", "csrf": csrf, "authorize_reduction": preview["reduction_key"]}
+    r = c.client.post("/settings", data=data)
+    assert r.status_code == 200 and "revision 2" in r.text
+    assert raw_sql(store, "SELECT owner_ref, owner_kind FROM fg_rule_history ORDER BY id") == [("ops", "authenticated")] * 2
+
+
+def test_a_concurrent_change_makes_save_a_conflict_that_asks_for_a_refresh(store: Store, clock: FixedClock) -> None:
+    from cli import run_cli
+
+    c = console(store, clock)
+    floor(store, clock, "g/a", DAY)
+    csrf = sign_in(c)
+    assert run_cli("policy", "set", "g/a", "--min-interval", "2d", "--revision", "1", "--owner-ref", "alice", db=store.url).returncode == 0
+    r = c.client.post("/settings", data={"target": "g/a", "revision": "1", "min_interval": "3d", "csrf": csrf})
+    assert r.status_code == 409 and 'id="refresh"' in r.text and "now revision 2" in r.text
+    assert 'id="edit"' not in r.text, "no form to resubmit: the owner refreshes first"
+    assert raw_sql(store, "SELECT revision, min_interval_us FROM fg_rules") == [(2, 2 * 86_400_000_000)]
+
+
+def test_the_inbox_approves_an_ask_as_the_signed_in_owner_and_a_viewer_cannot(store: Store, clock: FixedClock) -> None:
+    c = console(store, clock)
+    ask = pending_ask(store, clock)
+    csrf = sign_in(c, c.viewer)
+    page = c.client.get("/asks").text
+    assert ask in page and "max_turns +5" in page and 'class="approve"' not in page
+    assert c.client.post(f"/asks/{ask}/decide", data={"decision": "approve", "csrf": csrf}).status_code == 403
+    csrf = sign_in(c)
+    r = c.client.post(f"/asks/{ask}/decide", data={"decision": "approve", "csrf": csrf})
+    assert r.status_code == 200 and f"approved {ask}" in r.text
+    assert raw_sql(store, "SELECT state, decided_by, decided_by_kind FROM fg_approvals") == [("approved", "ops", "authenticated")]
+    again = c.client.post(f"/asks/{ask}/decide", data={"decision": "approve", "csrf": csrf})
+    assert again.status_code == 409 and "single-use" in again.text
+
+
+def test_the_dashboard_shows_the_servers_exact_next_eligible_time(store: Store, clock: FixedClock) -> None:
+    c = console(store, clock)
+    floor(store, clock, "g/a", DAY)
+    add_automation(store, clock, "x")
+    Admission(store, clock).reserve(goal="g", agent="a", automation="x", turn_id="t-1", trigger_time=T0)
+    sign_in(c)
+    page = c.client.get("/dashboard").text
+    expected = c.get("/api/status").json()["automations"][0]["next_eligible_at"]
+    assert expected == "2026-12-02T09:00:00Z"
+    assert f'data-testid="next-eligible">{expected}<' in page
+    assert '<svg width="620"' in page and "Upcoming 24 h" in page
