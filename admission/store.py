@@ -86,6 +86,7 @@ class DriverTx:
         self._store = store
         self._cursor = cursor
         self.dialect = store.dialect
+        self.relaxed = store.relaxed
 
     def row(self, sql: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
         self._cursor.execute(self._store.render(sql), params)
@@ -110,6 +111,9 @@ class Store:
         self._local = threading.local()
         self._hot: list[PoolProxiedConnection] = []
         self._hot_lock = threading.Lock()
+        # Whether a NOT NULL constraint admission relies on is missing (a hand rebuild): then the
+        # facts read also looks for the rows such a constraint would have refused. Set at open.
+        self.relaxed = False
 
     def render(self, sql: str) -> str:
         """``sql`` with ``:name`` parameters in this driver's paramstyle (cached)."""
@@ -346,6 +350,7 @@ def open_store(url: str | None = None, *, create: bool = True) -> Store:
     try:
         with store._translate():
             _migrate(store, create=create)
+            store.relaxed = _constraints_relaxed(store)
     except BaseException:
         engine.dispose()
         raise
@@ -416,3 +421,32 @@ def _migrate(store: Store, *, create: bool = True) -> None:
         with EnvironmentContext(cfg, script, fn=upgrade, destination_rev=head) as env:
             env.configure(connection=conn, version_table=_VERSION_TABLE, transactional_ddl=True)
             env.run_migrations()
+
+
+# The columns admission's facts read that the schema declares NOT NULL.
+_REQUIRED = {
+    "fg_starts": ("turn_id", "goal_id", "agent_id", "automation_id", "trigger_us", "anchor_us"),
+    "fg_rules": ("goal_id", "agent_id", "automation_id", "min_interval_us", "revision"),
+}
+
+
+def _constraints_relaxed(store: Store) -> bool:
+    """Whether any column in ``_REQUIRED`` accepts NULL in this database (a table rebuilt by hand
+    without its constraints); read once at open, so a rebuild takes effect when the store reopens."""
+    with store.read() as conn:
+        for table, columns in _REQUIRED.items():
+            if store.dialect == "sqlite":
+                rows = conn.exec_driver_sql(f"PRAGMA table_info({table})").fetchall()
+                nullable = {r[1] for r in rows if not r[3]}  # notnull (a SQLite key may hold NULL without it)
+            else:
+                rows = conn.execute(
+                    text(
+                        "SELECT column_name FROM information_schema.columns WHERE table_name = :t "
+                        "AND table_schema = current_schema() AND is_nullable = 'YES'"
+                    ),
+                    {"t": table},
+                ).fetchall()
+                nullable = {r[0] for r in rows}
+            if nullable & set(columns):
+                return True
+    return False
