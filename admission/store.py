@@ -318,9 +318,13 @@ def _sqlite_engine(url: str) -> Engine:
     return engine
 
 
-def open_store(url: str | None = None, *, create: bool = True) -> Store:
+def open_store(url: str | None = None, *, create: bool = True, initialize: bool = False) -> Store:
     """Open (creating and migrating if needed) the store at ``url``; see ``resolve_url``.
-    ``create=False`` (what read commands use) refuses with ``NoStore`` where no store exists."""
+    ``create=False`` (what read commands use) refuses with ``NoStore`` where no store exists.
+
+    An existing empty SQLite file (a failed copy or restore) is refused with ``StoreUnavailable``,
+    never migrated into a fresh store that has forgotten every floor and start, unless the owner
+    asks for that with ``initialize=True`` (``floorgate init``). A new path is still created."""
     resolved = resolve_url(url)
     if not create:
         _require_existing(resolved)
@@ -336,6 +340,11 @@ def open_store(url: str | None = None, *, create: bool = True) -> Store:
         path = Path(database).expanduser().resolve()
         if not path.parent.is_dir():
             raise InvalidInput("db", f"directory {path.parent} does not exist; create it or choose another path")
+        if not initialize and _empty_file(path):
+            raise StoreUnavailable(
+                f"{path} is an empty file, not a floorgate store (a failed copy or restore?): restore it from a backup, "
+                f"or run 'floorgate init --db {path}' to start an empty store there (no floor or start survives)"
+            )
         # The URL handed on (to a managed turn's hooks, a crontab line) must name this file from
         # any working directory, so a relative path is made absolute here, once.
         resolved = parsed.set(database=str(path)).render_as_string(hide_password=False)
@@ -355,6 +364,19 @@ def open_store(url: str | None = None, *, create: bool = True) -> Store:
         engine.dispose()
         raise
     return store
+
+
+def _empty_file(path: Path) -> bool:
+    """A zero-byte file with no write-ahead log to recover from (SQLite would call it a new database)."""
+    try:
+        if path.stat().st_size != 0:
+            return False
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return False  # connecting names the problem
+    wal = path.with_name(path.name + "-wal")
+    return not (wal.exists() and wal.stat().st_size > 0)
 
 
 def _no_store(where: str) -> NoStore:

@@ -12,7 +12,9 @@ import pytest
 
 from admission import Admission, FixedClock, Store, open_store
 from admission.decisions import Reason
+from admission.errors import StoreUnavailable
 
+from cli import run_cli
 from conftest import T0, raw_sql
 from helpers import floor
 
@@ -78,3 +80,30 @@ def test_a_null_where_the_schema_requires_a_value_denies(store: Store, table: st
 
 def test_an_intact_store_is_not_relaxed(store: Store) -> None:
     assert store.relaxed is False
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["policy", "show", "g/a"], ["policy", "set", "g/a", "--min-interval", "1h", "--revision", "0", "--owner-ref", "o"], ["status"]],
+)
+def test_an_empty_database_file_is_refused_not_made_a_fresh_store(tmp_path, command: list[str]) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "floorgate.db"
+    path.touch()
+    result = run_cli(*command, db=str(path))
+    assert result.returncode == 1, result
+    assert "empty file" in result.stderr and "floorgate init" in result.stderr
+    assert len(result.stderr.splitlines()) == 1
+    assert path.stat().st_size == 0  # nothing was written
+    with pytest.raises(StoreUnavailable, match="empty file"):
+        open_store(str(path))
+
+
+def test_init_starts_a_store_on_an_empty_file_and_a_write_still_creates_a_new_path(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    assert run_cli("init", db=str(empty)).returncode == 0
+    assert run_cli("policy", "set", "g/a", "--min-interval", "1h", "--revision", "0", "--owner-ref", "o", db=str(empty)).returncode == 0
+    assert run_cli("init", db=str(empty)).returncode == 0  # an existing store is kept
+    assert "1h" in run_cli("policy", "show", "g/a", db=str(empty)).stdout
+    fresh = tmp_path / "fresh.db"
+    assert run_cli("policy", "set", "g/a", "--min-interval", "1h", "--revision", "0", "--owner-ref", "o", db=str(fresh)).returncode == 0
