@@ -35,6 +35,11 @@ _MIGRATIONS = Path(__file__).with_name("_migrations")
 _VERSION_TABLE = "fg_alembic_version"
 _MIGRATION_LOCK = 0x666C6F6F72  # "floor": the advisory lock id that serializes schema upgrades
 _BUSY_TIMEOUT_MS = 30_000
+# PostgreSQL: how long a statement may wait for a lock (an advisory or row lock held by a stalled
+# transaction), and run at all, before it fails and admission denies state_unavailable. Admission
+# holds its locks for milliseconds; waiting longer would outlast an agent CLI's hook timeout.
+LOCK_TIMEOUT_MS = 5_000
+_STATEMENT_TIMEOUT_MS = 30_000
 # Each thread keeps one connection for the admission hot path and may borrow one more for other
 # work; a host runs up to a few dozen threads, so the pool must hold both without waiting.
 _POOL = {"pool_size": 16, "max_overflow": 48}
@@ -128,12 +133,13 @@ class Store:
         raw: PoolProxiedConnection | None = getattr(self._local, "raw", None)
         if raw is None:
             try:
+                # The pool raises the driver's own error when connecting fails (it is not wrapped).
                 raw = self.engine.raw_connection()
-            except SQLAlchemyError as exc:
+                if self.dialect == "postgresql":
+                    driver: Any = raw.driver_connection  # a psycopg connection
+                    driver.autocommit = True
+            except (SQLAlchemyError, self._dbapi_error) as exc:
                 raise StoreUnavailable(f"store {self.safe_url} failed: {_first_line(exc)}") from exc
-            if self.dialect == "postgresql":
-                driver: Any = raw.driver_connection  # a psycopg connection
-                driver.autocommit = True
             self._local.raw = raw
             with self._hot_lock:
                 self._hot.append(raw)
@@ -292,6 +298,8 @@ def _access_hint(kind: str, message: str) -> str:
     """What access a write lacks, when the database says it was refused for want of it."""
     if kind == "InsufficientPrivilege":
         return " (this command writes: the store's PostgreSQL user needs SELECT, INSERT, UPDATE and DELETE on the fg_* tables)"
+    if kind in ("LockNotAvailable", "QueryCanceled"):
+        return " (another transaction held a lock this needs for too long: denied rather than waiting; see pg_stat_activity)"
     if "readonly database" in message or "read-only" in message:
         return " (this command writes: it needs write access to the SQLite file and its directory)"
     return ""
@@ -318,13 +326,29 @@ def _sqlite_engine(url: str) -> Engine:
     return engine
 
 
-def open_store(url: str | None = None, *, create: bool = True, initialize: bool = False) -> Store:
+def _pg_engine(url: str, lock_timeout_ms: int) -> Engine:
+    engine = create_engine(url, pool_pre_ping=False, **_POOL)
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
+        autocommit = dbapi_conn.autocommit
+        dbapi_conn.autocommit = True  # a SET outside any transaction lasts for the session
+        dbapi_conn.execute(f"SET lock_timeout = {int(lock_timeout_ms)}; SET statement_timeout = {_STATEMENT_TIMEOUT_MS}")
+        dbapi_conn.autocommit = autocommit
+
+    return engine
+
+
+def open_store(url: str | None = None, *, create: bool = True, initialize: bool = False, lock_timeout_ms: int | None = None) -> Store:
     """Open (creating and migrating if needed) the store at ``url``; see ``resolve_url``.
     ``create=False`` (what read commands use) refuses with ``NoStore`` where no store exists.
 
     An existing empty SQLite file (a failed copy or restore) is refused with ``StoreUnavailable``,
     never migrated into a fresh store that has forgotten every floor and start, unless the owner
-    asks for that with ``initialize=True`` (``floorgate init``). A new path is still created."""
+    asks for that with ``initialize=True`` (``floorgate init``). A new path is still created.
+
+    ``lock_timeout_ms`` (PostgreSQL; default ``LOCK_TIMEOUT_MS``): how long a statement waits for
+    a lock before failing, so a stalled lock holder yields a prompt ``state_unavailable`` denial."""
     resolved = resolve_url(url)
     if not create:
         _require_existing(resolved)
@@ -352,7 +376,7 @@ def open_store(url: str | None = None, *, create: bool = True, initialize: bool 
     elif backend == "postgresql":
         if parsed.get_driver_name() != "psycopg":
             raise InvalidInput("db", "use the psycopg 3 driver: postgresql+psycopg://user@host/db")
-        engine = create_engine(resolved, pool_pre_ping=False, **_POOL)
+        engine = _pg_engine(resolved, LOCK_TIMEOUT_MS if lock_timeout_ms is None else lock_timeout_ms)
     else:
         raise InvalidInput("db", f"backend {backend!r} is not supported; use a SQLite file path or postgresql://")
     store = Store(engine, resolved)
@@ -430,6 +454,9 @@ def _migrate(store: Store, *, create: bool = True) -> None:
             raise _no_store(store.safe_url)
     with store.write(lock_key=None) as conn:
         if store.dialect == "postgresql":
+            # Another host may be migrating, and DDL on a large table takes its time: wait for both.
+            conn.execute(text("SET LOCAL lock_timeout = 0"))
+            conn.execute(text("SET LOCAL statement_timeout = 0"))
             conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATION_LOCK})
         rev = current(conn)
         if rev == head:
