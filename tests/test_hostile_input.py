@@ -99,3 +99,14 @@ def test_preview_near_year_9999_finishes(store: Store) -> None:
 def test_a_year_below_1000_round_trips_through_its_canonical_text(text: str) -> None:
     schedule = Schedule.parse(text, allow_floating=True)
     assert Schedule.parse(schedule.canonical(), allow_floating=True).canonical() == schedule.canonical()
+
+
+def test_a_rejected_ack_writes_nothing_when_no_host_would_answer(store: Store) -> None:
+    # An apscheduler timer (the default): read back by a running host, and none runs.
+    added = run_cli("automation", "add", "x", "--goal", "g", "--agent", "a", "--schedule", "every 1h", "--", "true", db=store.url)
+    assert added.returncode == 0, added
+    before = dump(store)
+    result = run_cli("automation", "ack", "x", "--wait", "1s", db=store.url)
+    assert result.returncode == 3, result
+    assert "nothing recorded" in result.stdout
+    assert dump(store) == before
