@@ -129,7 +129,12 @@ class TimerService:
         ]
         if self.state_dir is not None:
             argv += ["--state-dir", str(self.state_dir.resolve())]
-        return shlex.join(argv) + " >/dev/null 2>&1"
+        for field, value in (("--db", url), ("--state-dir", argv[-1]), ("python", sys.executable)):
+            if "\n" in value or "\r" in value:
+                raise InvalidInput(field, f"{value!r} contains a line break, which would end the crontab line; choose a path without one")
+        # cron turns an unescaped % in the command into a newline (stdin), cutting the command off;
+        # cron itself removes the backslash, so the shell sees the % (inside quotes, or not).
+        return (shlex.join(argv) + " >/dev/null 2>&1").replace("%", "\\%")
 
     # -- desired ---------------------------------------------------------------------------------
     def desired_form(

@@ -110,3 +110,20 @@ def test_a_rejected_ack_writes_nothing_when_no_host_would_answer(store: Store) -
     assert result.returncode == 3, result
     assert "nothing recorded" in result.stdout
     assert dump(store) == before
+
+
+def test_a_percent_in_a_path_is_escaped_for_cron_and_a_newline_is_refused(store: Store, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import re
+    from pathlib import Path
+
+    from admission import InvalidInput
+    from scheduler.timers import TimerService
+
+    svc = TimerService(store)
+    svc.state_dir = Path(tmp_path / "pct%41dir")
+    line = svc._cron_command("x")
+    assert re.search(r"(?<!\\)%", line) is None, line  # cron would cut the command at a bare %
+    assert "pct\\%41dir" in line
+    svc.state_dir = Path(tmp_path / "a\nb")
+    with pytest.raises(InvalidInput, match="line break"):
+        svc._cron_command("x")
