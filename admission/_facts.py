@@ -20,10 +20,13 @@ _LANE = "goal_id = :g AND agent_id = :a AND automation_id = :x"
 _FACT_COLUMNS = [
     # COALESCE: a NULL part must not drop its rule from the aggregate ("no rule" would admit);
     # '?' fails the rule decoder instead, and the state is unavailable.
-    "(SELECT {agg}(agent_id || '/' || automation_id || '/' || COALESCE(CAST(min_interval_us AS TEXT), '?') || '/' "
-    "|| COALESCE(CAST(revision AS TEXT), '?'), ' ')"
-    " FROM fg_rules WHERE goal_id = :g AND agent_id IN ('', :a) AND automation_id IN ('', :xr))",
-    "(SELECT COALESCE(phase, '') || '/' || goal_id || '/' || agent_id || '/' || automation_id || '/' || anchor_us"
+    # A rule whose scope ids are NULL could be this agent's: it is read too, and fails the decoder.
+    "(SELECT {agg}(COALESCE(agent_id, '?') || '/' || COALESCE(automation_id, '?') || '/' "
+    "|| COALESCE(CAST(min_interval_us AS TEXT), '?') || '/' || COALESCE(CAST(revision AS TEXT), '?'), ' ')"
+    " FROM fg_rules WHERE goal_id = :g AND (agent_id IN ('', :a) OR agent_id IS NULL)"
+    " AND (automation_id IN ('', :xr) OR automation_id IS NULL))",
+    "(SELECT COALESCE(phase, '') || '/' || COALESCE(goal_id, '?') || '/' || COALESCE(agent_id, '?') || '/' "
+    "|| COALESCE(automation_id, '?') || '/' || COALESCE(CAST(anchor_us AS TEXT), '?')"
     " FROM fg_starts WHERE turn_id = :t)",
     # ORDER BY ... LIMIT 1 rather than MAX so every planner walks the matching index backwards.
     "(SELECT anchor_us FROM fg_starts WHERE goal_id = :g AND agent_id = :a ORDER BY anchor_us DESC LIMIT 1)",
@@ -31,8 +34,22 @@ _FACT_COLUMNS = [
     "(SELECT trigger_us FROM fg_starts WHERE " + _LANE + " ORDER BY trigger_us DESC LIMIT 1)",
     "(SELECT turn_id FROM fg_starts WHERE " + _LANE + " AND trigger_us = :tr)",
 ]
-_FACTS = "SELECT " + ", ".join(_FACT_COLUMNS)
+# Only for a store whose NOT NULL constraints were dropped (``Store.relaxed``, checked at open; the
+# planners cannot use an index for IS NULL on a NOT NULL column, and such a row cannot exist there).
+_GUARD_COLUMNS = [
+    # A start missing a key or time the decision counts from (a hand rebuild without constraints)
+    # would be skipped by the reads above, so the floor would not count it: any such row that could
+    # be this agent's makes the state unavailable. Each leg is an empty range of an index.
+    "(SELECT 1 FROM fg_starts WHERE goal_id IS NULL"
+    " UNION ALL SELECT 1 FROM fg_starts WHERE goal_id = :g AND agent_id IS NULL"
+    " UNION ALL SELECT 1 FROM fg_starts WHERE goal_id = :g AND agent_id = :a AND anchor_us IS NULL"
+    " UNION ALL SELECT 1 FROM fg_starts WHERE goal_id = :g AND agent_id = :a AND automation_id IS NULL"
+    " UNION ALL SELECT 1 FROM fg_starts WHERE " + _LANE + " AND trigger_us IS NULL LIMIT 1)",
+]
+_FACTS = "SELECT " + ", ".join([*_FACT_COLUMNS, "NULL"])
+_GUARDED = "SELECT " + ", ".join(_FACT_COLUMNS + _GUARD_COLUMNS)
 FACTS_SQL = {"sqlite": _FACTS.format(agg="group_concat"), "postgresql": _FACTS.format(agg="string_agg")}
+GUARDED_FACTS_SQL = {"sqlite": _GUARDED.format(agg="group_concat"), "postgresql": _GUARDED.format(agg="string_agg")}
 
 INSERT_START_SQL = (
     "INSERT INTO fg_starts (turn_id, goal_id, agent_id, automation_id, trigger_us, anchor_us, phase, kind, "
@@ -71,6 +88,8 @@ def _rule_ref(text: str, goal: str, agent: str) -> RuleRef:
     if len(parts) != 4 or not parts[2].isdigit() or not parts[3].isdigit():
         raise StoreUnavailable(f"malformed rule under goal {goal!r}: {text!r}")
     rule_agent, rule_lane, us, rev = parts
+    if "?" in (rule_agent, rule_lane):  # ids never contain "?": a NULL scope id
+        raise StoreUnavailable(f"malformed rule under goal {goal!r}: {text!r}")
     return rule_ref(goal, rule_agent, rule_lane, int(us), int(rev))
 
 
@@ -87,16 +106,19 @@ def facts_params(goal: str, agent: str, automation: str | None, turn_id: str, tr
 
 
 def read_facts(tx: DriverTx, goal: str, agent: str, automation: str | None, turn_id: str, trigger_us: int) -> Facts:
-    row = tx.row(FACTS_SQL[tx.dialect], facts_params(goal, agent, automation, turn_id, trigger_us))
+    sql = (GUARDED_FACTS_SQL if tx.relaxed else FACTS_SQL)[tx.dialect]
+    row = tx.row(sql, facts_params(goal, agent, automation, turn_id, trigger_us))
     if row is None:  # pragma: no cover - a SELECT of scalars always returns one row
         raise StoreUnavailable("the store returned no row for the admission facts")
-    rules_text, turn_text, ag, ln, ln_tr, dup = row
+    rules_text, turn_text, ag, ln, ln_tr, dup, damaged = row
+    if damaged is not None:
+        raise StoreUnavailable(f"a start under {goal}/{agent} is missing its goal, agent, automation, trigger or anchor")
     refs = [_rule_ref(part, goal, agent) for part in rules_text.split(" ")] if rules_text else []
     phase: Phase | None = None
     t_lane = t_anchor = None
     if turn_text is not None:
         parts = turn_text.split("/")
-        if len(parts) != 5 or not parts[4].isdigit():
+        if len(parts) != 5 or not parts[4].isdigit() or "?" in parts[1:4]:
             raise StoreUnavailable(f"malformed start record {turn_id!r}")
         try:
             # A start stored without a phase is older or hand-edited data: an attempted start.

@@ -178,6 +178,11 @@ def _check_spec(spec: AutomationSpec) -> None:
     check_id(spec.agent_id, "agent")
     if spec.model is not None and not spec.model.strip():
         raise InvalidInput("model", "give a model name or omit it")
+    # The columns hold 128 characters: PostgreSQL would refuse a longer value as a store error, and
+    # SQLite would keep it; the same input gets the same answer on both.
+    for field, value in (("model", spec.model), ("backend", spec.backend)):
+        if value is not None and (len(value) > 128 or "\0" in value):
+            raise InvalidInput(field, f"keep the {field} name to at most 128 characters (no NUL)")
 
 
 class Automations:

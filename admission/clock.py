@@ -67,6 +67,10 @@ def to_us(value: datetime) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
+# Stored times are microseconds since the epoch below year 9000 (``_types.MAX_US``).
+_LAST = datetime(9000, 1, 1, tzinfo=UTC)
+
+
 def from_us(value: int) -> datetime:
     """The aware UTC datetime for microseconds since the epoch."""
     return _EPOCH + timedelta(microseconds=value)
@@ -80,7 +84,13 @@ def parse_instant(text: str, field: str) -> datetime:
         raise InvalidInput(field, f"{text!r} is not an ISO 8601 time; use e.g. 2026-12-01T09:00:00Z") from None
     if value.tzinfo is None:
         raise InvalidInput(field, f"{text!r} has no UTC offset; add Z or +HH:MM")
-    return value.astimezone(UTC)
+    try:
+        utc = value.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00:00+14:00 is before the first representable instant
+        utc = None
+    if utc is None or not _EPOCH <= utc < _LAST:
+        raise InvalidInput(field, f"{text!r} is outside the times floorgate stores (1970 to 9000)")
+    return utc
 
 
 def iso(value: datetime | None) -> str | None:

@@ -90,6 +90,8 @@ def parse_compute(value: Any, field: str = "--compute") -> ComputeBlock:
             value = json.loads(value, parse_constant=lambda c: float("nan"))
         except json.JSONDecodeError as exc:
             raise InvalidInput(field, f"not valid JSON ({exc.msg} at position {exc.pos})") from None
+        except RecursionError:
+            raise InvalidInput(field, "nested too deeply; a compute block is one flat JSON object") from None
     if not isinstance(value, dict):
         raise InvalidInput(field, 'a compute block is a JSON object, e.g. {"max_turns": 40}')
     fields: dict[str, Any] = {}

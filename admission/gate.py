@@ -24,7 +24,7 @@ from .errors import CorruptState, InvalidInput, StoreUnavailable
 from .intervals import format_interval
 from .journal import JournalEntry, write_entry
 from .policies import EffectiveFloor, RuleRef, combine, rule_ref
-from .scope import check_id
+from .scope import check_id, check_limit
 from .store import DriverTx, Store
 
 _ADMITTING = (Reason.ELIGIBLE, Reason.MANUAL)
@@ -125,7 +125,7 @@ class Admission:
             agent=check_id(agent, "agent"),
             automation=check_id(automation, "automation") if automation is not None else None,
             turn_id=check_id(turn_id, "turn_id"),
-            trigger_us=to_us(aware_utc(trigger_time, "trigger_time")),
+            trigger_us=_stored_time(trigger_time, "trigger_time"),
             manual_reason=_check_manual_reason(manual_reason),
         )
         if journal is not None and journal.turn_id != req.turn_id:
@@ -308,6 +308,7 @@ class Admission:
     ) -> list[StartRecord]:
         """Start records, newest first, optionally narrowed to a goal, agent or automation."""
         t = s.starts
+        check_limit(limit)
         query = select(*raw_columns(t)).order_by(t.c.anchor_us.desc(), t.c.turn_id).limit(limit)
         for column, value, field in (
             (t.c.goal_id, goal, "goal"),
@@ -359,6 +360,14 @@ def _time_ok(value: object) -> bool:
 
 def _read(tx: DriverTx, req: _Request) -> Facts:
     return read_facts(tx, req.goal, req.agent, req.automation, req.turn_id, req.trigger_us)
+
+
+def _stored_time(value: datetime, field: str) -> int:
+    """``value`` in stored microseconds; a time the columns would refuse to read back is refused here."""
+    us = to_us(aware_utc(value, field))
+    if not 0 <= us < MAX_US:
+        raise InvalidInput(field, f"{iso(value)} is outside the times floorgate stores (1970 to 9000)")
+    return us
 
 
 def _check_manual_reason(value: object) -> str | None:

@@ -23,7 +23,7 @@ from .clock import Clock, SystemClock, read_clock
 from .envelope import ComputeBlock, loosened, parse_compute
 from .errors import InvalidInput, ReductionNotAuthorized, RevisionConflict, StoreUnavailable
 from .intervals import check_interval, format_interval
-from .scope import Scope, ScopeKind, check_id
+from .scope import Scope, ScopeKind, check_id, check_limit
 from .store import Store
 
 _OWNER_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,63}")
@@ -345,6 +345,7 @@ class Policies:
     def history(self, scope: Scope | None = None, limit: int = 100) -> builtins.list[RuleChange]:
         """Provenance records, newest first; under ``scope`` (and its narrower scopes) if given."""
         h = s.rule_history
+        check_limit(limit)
         query = select(h).order_by(h.c.id.desc()).limit(limit)
         if scope is not None:
             goal, agent, automation = scope.key()

@@ -28,6 +28,16 @@ def check_id(value: object, field: str) -> str:
     return value
 
 
+MAX_LIMIT = 10_000
+
+
+def check_limit(value: object, field: str = "limit") -> int:
+    """A count of records to list: 1..``MAX_LIMIT`` (the same answer on every backend)."""
+    if type(value) is not int or not 1 <= value <= MAX_LIMIT:
+        raise InvalidInput(field, f"{value!r} is not a count of records; give 1..{MAX_LIMIT}")
+    return value
+
+
 class Scope(BaseModel):
     """Where a rule applies. Build with ``Scope.goal(g)``, ``Scope.agent(g, a)``, ``Scope.automation(g, a, x)``."""
 

@@ -35,6 +35,11 @@ _MIGRATIONS = Path(__file__).with_name("_migrations")
 _VERSION_TABLE = "fg_alembic_version"
 _MIGRATION_LOCK = 0x666C6F6F72  # "floor": the advisory lock id that serializes schema upgrades
 _BUSY_TIMEOUT_MS = 30_000
+# PostgreSQL: how long a statement may wait for a lock (an advisory or row lock held by a stalled
+# transaction), and run at all, before it fails and admission denies state_unavailable. Admission
+# holds its locks for milliseconds; waiting longer would outlast an agent CLI's hook timeout.
+LOCK_TIMEOUT_MS = 5_000
+_STATEMENT_TIMEOUT_MS = 30_000
 # Each thread keeps one connection for the admission hot path and may borrow one more for other
 # work; a host runs up to a few dozen threads, so the pool must hold both without waiting.
 _POOL = {"pool_size": 16, "max_overflow": 48}
@@ -86,6 +91,7 @@ class DriverTx:
         self._store = store
         self._cursor = cursor
         self.dialect = store.dialect
+        self.relaxed = store.relaxed
 
     def row(self, sql: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
         self._cursor.execute(self._store.render(sql), params)
@@ -110,6 +116,9 @@ class Store:
         self._local = threading.local()
         self._hot: list[PoolProxiedConnection] = []
         self._hot_lock = threading.Lock()
+        # Whether a NOT NULL constraint admission relies on is missing (a hand rebuild): then the
+        # facts read also looks for the rows such a constraint would have refused. Set at open.
+        self.relaxed = False
 
     def render(self, sql: str) -> str:
         """``sql`` with ``:name`` parameters in this driver's paramstyle (cached)."""
@@ -124,12 +133,13 @@ class Store:
         raw: PoolProxiedConnection | None = getattr(self._local, "raw", None)
         if raw is None:
             try:
+                # The pool raises the driver's own error when connecting fails (it is not wrapped).
                 raw = self.engine.raw_connection()
-            except SQLAlchemyError as exc:
+                if self.dialect == "postgresql":
+                    driver: Any = raw.driver_connection  # a psycopg connection
+                    driver.autocommit = True
+            except (SQLAlchemyError, self._dbapi_error) as exc:
                 raise StoreUnavailable(f"store {self.safe_url} failed: {_first_line(exc)}") from exc
-            if self.dialect == "postgresql":
-                driver: Any = raw.driver_connection  # a psycopg connection
-                driver.autocommit = True
             self._local.raw = raw
             with self._hot_lock:
                 self._hot.append(raw)
@@ -288,6 +298,8 @@ def _access_hint(kind: str, message: str) -> str:
     """What access a write lacks, when the database says it was refused for want of it."""
     if kind == "InsufficientPrivilege":
         return " (this command writes: the store's PostgreSQL user needs SELECT, INSERT, UPDATE and DELETE on the fg_* tables)"
+    if kind in ("LockNotAvailable", "QueryCanceled"):
+        return " (another transaction held a lock this needs for too long: denied rather than waiting; see pg_stat_activity)"
     if "readonly database" in message or "read-only" in message:
         return " (this command writes: it needs write access to the SQLite file and its directory)"
     return ""
@@ -314,9 +326,29 @@ def _sqlite_engine(url: str) -> Engine:
     return engine
 
 
-def open_store(url: str | None = None, *, create: bool = True) -> Store:
+def _pg_engine(url: str, lock_timeout_ms: int) -> Engine:
+    engine = create_engine(url, pool_pre_ping=False, **_POOL)
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
+        autocommit = dbapi_conn.autocommit
+        dbapi_conn.autocommit = True  # a SET outside any transaction lasts for the session
+        dbapi_conn.execute(f"SET lock_timeout = {int(lock_timeout_ms)}; SET statement_timeout = {_STATEMENT_TIMEOUT_MS}")
+        dbapi_conn.autocommit = autocommit
+
+    return engine
+
+
+def open_store(url: str | None = None, *, create: bool = True, initialize: bool = False, lock_timeout_ms: int | None = None) -> Store:
     """Open (creating and migrating if needed) the store at ``url``; see ``resolve_url``.
-    ``create=False`` (what read commands use) refuses with ``NoStore`` where no store exists."""
+    ``create=False`` (what read commands use) refuses with ``NoStore`` where no store exists.
+
+    An existing empty SQLite file (a failed copy or restore) is refused with ``StoreUnavailable``,
+    never migrated into a fresh store that has forgotten every floor and start, unless the owner
+    asks for that with ``initialize=True`` (``floorgate init``). A new path is still created.
+
+    ``lock_timeout_ms`` (PostgreSQL; default ``LOCK_TIMEOUT_MS``): how long a statement waits for
+    a lock before failing, so a stalled lock holder yields a prompt ``state_unavailable`` denial."""
     resolved = resolve_url(url)
     if not create:
         _require_existing(resolved)
@@ -332,6 +364,11 @@ def open_store(url: str | None = None, *, create: bool = True) -> Store:
         path = Path(database).expanduser().resolve()
         if not path.parent.is_dir():
             raise InvalidInput("db", f"directory {path.parent} does not exist; create it or choose another path")
+        if not initialize and _empty_file(path):
+            raise StoreUnavailable(
+                f"{path} is an empty file, not a floorgate store (a failed copy or restore?): restore it from a backup, "
+                f"or run 'floorgate init --db {path}' to start an empty store there (no floor or start survives)"
+            )
         # The URL handed on (to a managed turn's hooks, a crontab line) must name this file from
         # any working directory, so a relative path is made absolute here, once.
         resolved = parsed.set(database=str(path)).render_as_string(hide_password=False)
@@ -339,17 +376,31 @@ def open_store(url: str | None = None, *, create: bool = True) -> Store:
     elif backend == "postgresql":
         if parsed.get_driver_name() != "psycopg":
             raise InvalidInput("db", "use the psycopg 3 driver: postgresql+psycopg://user@host/db")
-        engine = create_engine(resolved, pool_pre_ping=False, **_POOL)
+        engine = _pg_engine(resolved, LOCK_TIMEOUT_MS if lock_timeout_ms is None else lock_timeout_ms)
     else:
         raise InvalidInput("db", f"backend {backend!r} is not supported; use a SQLite file path or postgresql://")
     store = Store(engine, resolved)
     try:
         with store._translate():
             _migrate(store, create=create)
+            store.relaxed = _constraints_relaxed(store)
     except BaseException:
         engine.dispose()
         raise
     return store
+
+
+def _empty_file(path: Path) -> bool:
+    """A zero-byte file with no write-ahead log to recover from (SQLite would call it a new database)."""
+    try:
+        if path.stat().st_size != 0:
+            return False
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return False  # connecting names the problem
+    wal = path.with_name(path.name + "-wal")
+    return not (wal.exists() and wal.stat().st_size > 0)
 
 
 def _no_store(where: str) -> NoStore:
@@ -403,6 +454,9 @@ def _migrate(store: Store, *, create: bool = True) -> None:
             raise _no_store(store.safe_url)
     with store.write(lock_key=None) as conn:
         if store.dialect == "postgresql":
+            # Another host may be migrating, and DDL on a large table takes its time: wait for both.
+            conn.execute(text("SET LOCAL lock_timeout = 0"))
+            conn.execute(text("SET LOCAL statement_timeout = 0"))
             conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATION_LOCK})
         rev = current(conn)
         if rev == head:
@@ -416,3 +470,32 @@ def _migrate(store: Store, *, create: bool = True) -> None:
         with EnvironmentContext(cfg, script, fn=upgrade, destination_rev=head) as env:
             env.configure(connection=conn, version_table=_VERSION_TABLE, transactional_ddl=True)
             env.run_migrations()
+
+
+# The columns admission's facts read that the schema declares NOT NULL.
+_REQUIRED = {
+    "fg_starts": ("turn_id", "goal_id", "agent_id", "automation_id", "trigger_us", "anchor_us"),
+    "fg_rules": ("goal_id", "agent_id", "automation_id", "min_interval_us", "revision"),
+}
+
+
+def _constraints_relaxed(store: Store) -> bool:
+    """Whether any column in ``_REQUIRED`` accepts NULL in this database (a table rebuilt by hand
+    without its constraints); read once at open, so a rebuild takes effect when the store reopens."""
+    with store.read() as conn:
+        for table, columns in _REQUIRED.items():
+            if store.dialect == "sqlite":
+                rows = conn.exec_driver_sql(f"PRAGMA table_info({table})").fetchall()
+                nullable = {r[1] for r in rows if not r[3]}  # notnull (a SQLite key may hold NULL without it)
+            else:
+                rows = conn.execute(
+                    text(
+                        "SELECT column_name FROM information_schema.columns WHERE table_name = :t "
+                        "AND table_schema = current_schema() AND is_nullable = 'YES'"
+                    ),
+                    {"t": table},
+                ).fetchall()
+                nullable = {r[0] for r in rows}
+            if nullable & set(columns):
+                return True
+    return False

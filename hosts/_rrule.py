@@ -39,7 +39,7 @@ _UNTIL = re.compile(r"(\d{4})(\d{2})(\d{2})(?:T(\d{2})(\d{2})(\d{2})(Z?))?")
 
 # part: (lowest, highest, zero allowed)
 _RANGES = {
-    "BYSECOND": (0, 60, True),
+    "BYSECOND": (0, 59, True),  # RFC 5545 allows 60 (a leap second); no clock floorgate reads has one
     "BYMINUTE": (0, 59, True),
     "BYHOUR": (0, 23, True),
     "BYMONTHDAY": (-31, 31, False),
@@ -97,9 +97,13 @@ class Recur:
 
 def format_until(value: datetime | date) -> str:
     if isinstance(value, datetime):
-        text = value.strftime("%Y%m%dT%H%M%S")
-        return text + ("Z" if value.tzinfo is not None else "")
-    return value.strftime("%Y%m%d")
+        return stamp(value) + ("Z" if value.tzinfo is not None else "")
+    return f"{value.year:04d}{value:%m%d}"
+
+
+def stamp(value: datetime) -> str:
+    """YYYYMMDDTHHMMSS, the year zero-padded (``%Y`` leaves a year below 1000 short on some platforms)."""
+    return f"{value.year:04d}{value:%m%dT%H%M%S}"
 
 
 def _fail(part: str, problem: str, clause: str = _RFC) -> InvalidSchedule:

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict
 from admission.clock import SystemClock, aware_utc
 
 from ._engine import Engine, check_supported
-from ._rrule import WEEKDAYS, Recur, parse_recur
+from ._rrule import WEEKDAYS, Recur, parse_recur, stamp
 from .errors import InvalidSchedule
 
 _DT = re.compile(r"(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})(Z?)")
@@ -248,22 +248,22 @@ def _parse_exdates(lines: list[tuple[str, str]], tzid: str | None, is_date: bool
 
 def _format_dtstart(dt: datetime, tzid: str | None, is_date: bool) -> str:
     if is_date:
-        return f"DTSTART;VALUE=DATE:{dt:%Y%m%d}"
+        return f"DTSTART;VALUE=DATE:{dt.year:04d}{dt:%m%d}"
     if tzid == "UTC":
-        return f"DTSTART:{dt:%Y%m%dT%H%M%S}Z"
+        return f"DTSTART:{stamp(dt)}Z"
     if tzid is None:
-        return f"DTSTART:{dt:%Y%m%dT%H%M%S}"
-    return f"DTSTART;TZID={tzid}:{dt:%Y%m%dT%H%M%S}"
+        return f"DTSTART:{stamp(dt)}"
+    return f"DTSTART;TZID={tzid}:{stamp(dt)}"
 
 
 def _format_exdates(values: tuple[datetime, ...], tzid: str | None, is_date: bool) -> str:
     if is_date:
-        return "EXDATE;VALUE=DATE:" + ",".join(f"{v:%Y%m%d}" for v in values)
+        return "EXDATE;VALUE=DATE:" + ",".join(f"{v.year:04d}{v:%m%d}" for v in values)
     if tzid is None:
-        return "EXDATE:" + ",".join(f"{v:%Y%m%dT%H%M%S}" for v in values)
+        return "EXDATE:" + ",".join(f"{stamp(v)}" for v in values)
     if tzid == "UTC":
-        return "EXDATE:" + ",".join(f"{v:%Y%m%dT%H%M%S}Z" for v in values)
-    return f"EXDATE;TZID={tzid}:" + ",".join(f"{v:%Y%m%dT%H%M%S}" for v in values)
+        return "EXDATE:" + ",".join(f"{stamp(v)}Z" for v in values)
+    return f"EXDATE;TZID={tzid}:" + ",".join(f"{stamp(v)}" for v in values)
 
 
 # -- friendly forms ------------------------------------------------------------------------------
@@ -293,6 +293,9 @@ def _friendly(text: str, now: datetime | None) -> Schedule:
     raise InvalidSchedule(f"schedule: {text!r} is not a schedule floorgate understands; {_FRIENDLY_HINT}")
 
 
+_MAX_EVERY = timedelta(days=3660)  # the floor's own cap
+
+
 def _parse_every(rest: list[str], now: datetime | None) -> Schedule:
     if not rest:
         raise InvalidSchedule(f"schedule: 'every' needs an interval such as 90m; {_FRIENDLY_HINT}")
@@ -304,9 +307,14 @@ def _parse_every(rest: list[str], now: datetime | None) -> Schedule:
             break
         pos = m.end()
         n, unit = int(m.group(1)), m.group(2).lower()
-        total += {"s": timedelta(seconds=n), "m": timedelta(minutes=n), "h": timedelta(hours=n), "d": timedelta(days=n)}[unit]
+        try:
+            total += {"s": timedelta(seconds=n), "m": timedelta(minutes=n), "h": timedelta(hours=n), "d": timedelta(days=n)}[unit]
+        except OverflowError:
+            total = _MAX_EVERY * 2
     if pos != len(amount) or total <= timedelta(0):
         raise InvalidSchedule(f"schedule: {amount!r} is not an interval like 90s, 45m, 2h, 1d12h")
+    if total > _MAX_EVERY:
+        raise InvalidSchedule(f"schedule: {amount!r} is longer than {_MAX_EVERY.days}d; check for a typo")
     start: str | None = None
     zone = "UTC"
     i = 1

@@ -113,7 +113,7 @@ def add_lane(parser: argparse.ArgumentParser, *, agent_required: bool = True) ->
 
 def build_parser() -> argparse.ArgumentParser:
     from ._version import floorgate_version
-    from .commands import admit, automation, demo, envelope, hook, owner, policy, run, serve, settings, status, turn
+    from .commands import admit, automation, demo, envelope, hook, init, owner, policy, run, serve, settings, status, turn
 
     parser = _Parser(
         prog="floorgate",
@@ -125,6 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"floorgate {floorgate_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
+    init.register(sub)
     policy.register(sub)
     admit.register(sub)
     status.register(sub)

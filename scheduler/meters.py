@@ -80,7 +80,7 @@ def _events(lines: Iterable[str], usage: Usage) -> Iterable[dict]:  # type: igno
             continue
         try:
             event = json.loads(line)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             if '"usage"' in line or "floorgate_usage" in line:
                 usage.unparseable += 1
             continue

@@ -16,7 +16,7 @@ import shlex
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Protocol, cast
@@ -57,6 +57,7 @@ class AckResult:
     accepted: bool
     reason: str
     observation: Observation | None
+    asked_host: bool = False  # a read request for the running host was recorded (the one write of a rejected ACK)
 
 
 class TimerService:
@@ -74,6 +75,7 @@ class TimerService:
         self.store = store
         self.clock = clock if clock is not None else SystemClock()
         self.bindings = TimerBindings(store)
+        self.asked_host = False  # whether the last read of a runtime-armed timer recorded a read request
         self.automations = Automations(store, self.clock)
         self.admission = Admission(store, self.clock)
         self.crontab_user = crontab_user
@@ -143,7 +145,12 @@ class TimerService:
         ]
         if self.state_dir is not None:
             argv += ["--state-dir", str(self.state_dir.resolve())]
-        return shlex.join(argv) + " >/dev/null 2>&1"
+        for field, value in (("--db", url), ("--state-dir", argv[-1]), ("python", sys.executable)):
+            if "\n" in value or "\r" in value:
+                raise InvalidInput(field, f"{value!r} contains a line break, which would end the crontab line; choose a path without one")
+        # cron turns an unescaped % in the command into a newline (stdin), cutting the command off;
+        # cron itself removes the backslash, so the shell sees the % (inside quotes, or not).
+        return (shlex.join(argv) + " >/dev/null 2>&1").replace("%", "\\%")
 
     # -- desired ---------------------------------------------------------------------------------
     def desired_form(
@@ -233,19 +240,27 @@ class TimerService:
         # The live scheduler belongs to a running `floorgate run`: ask it to read its own job and
         # publish the readback, then wait for an answer newer than the question.
         asked = read_clock(self.clock)
-        self.bindings.request_read(automation.automation_id, asked)
+        self.asked_host = False
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
+            # The question is recorded only once a host is alive to answer it (a host starting up
+            # beats within the wait); with none, the read writes nothing.
+            if not self.asked_host and self._host_alive(read_clock(self.clock)):
+                self.bindings.request_read(automation.automation_id, asked)
+                self.asked_host = True
             binding = self.bindings.get(automation.automation_id)
             if binding is not None and binding.observed_at is not None and binding.observed_at >= asked:
                 return Observation(state=binding.observed_state or "unavailable", text=binding.observed, read_at=binding.observed_at)
             time.sleep(0.2)
         now = read_clock(self.clock)
-        if any(h.alive(now) for h in HostBeats(self.store).all()):
+        if self._host_alive(now):
             detail = f"the running floorgate host did not answer within {wait:g}s"
         else:
             detail = "no floorgate host is running (start 'floorgate run')"
         return Observation(state="unavailable", text=None, read_at=now, detail=detail)
+
+    def _host_alive(self, now: datetime) -> bool:
+        return any(h.alive(now) for h in HostBeats(self.store).all())
 
     def observe(self, automation: Automation, **kwargs) -> Observed:  # type: ignore[no-untyped-def]
         """Read back and record what the host reports (an absent report keeps earlier facts)."""
@@ -255,7 +270,14 @@ class TimerService:
         return Observed(self.bindings.get(automation.automation_id), observation)
 
     def ack(self, automation: Automation, **kwargs) -> AckResult:  # type: ignore[no-untyped-def]
-        """Re-read the host and accept the ACK only on a fresh, matching readback."""
+        """Re-read the host and accept the ACK only on a fresh, matching readback. A rejected ACK
+        writes nothing, except the read request a running ``floorgate run`` is asked to answer
+        (``asked_host``)."""
+        self.asked_host = False
+        result = self._ack(automation, **kwargs)
+        return replace(result, asked_host=self.asked_host)
+
+    def _ack(self, automation: Automation, **kwargs) -> AckResult:  # type: ignore[no-untyped-def]
         if self.capabilities(automation).armed_by_runtime:
             observation = self.read(automation, **kwargs)  # the running host also publishes its apply
             binding = self.bindings.get(automation.automation_id)

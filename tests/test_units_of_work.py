@@ -44,7 +44,7 @@ class _Autocommitted:
     """A hot-path cursor outside a transaction: each write statement is a commit of its own."""
 
     def __init__(self, tx: DriverTx, commits: Commits) -> None:
-        self._tx, self._commits, self.dialect = tx, commits, tx.dialect
+        self._tx, self._commits, self.dialect, self.relaxed = tx, commits, tx.dialect, tx.relaxed
 
     def _count(self, sql: str) -> None:
         if sql.lstrip().split(None, 1)[0].upper() in _WRITES:

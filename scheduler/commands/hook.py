@@ -160,7 +160,7 @@ def read_payload(stream=None) -> dict:  # type: ignore[no-untyped-def,type-arg]
     text = (stream or sys.stdin).read()
     try:
         payload = json.loads(text) if text.strip() else None
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         payload = None
     if not isinstance(payload, dict):
         raise InvalidInput("stdin", "expected the hook's JSON object on standard input")

@@ -91,6 +91,8 @@ def _set(ctx: Context) -> int:
             text = Path(args.compute_file).read_text(encoding="utf-8")
         except OSError as exc:
             raise InvalidInput("--compute-file", f"cannot read {args.compute_file}: {exc.strerror}") from None
+        except (ValueError, UnicodeDecodeError) as exc:  # a NUL in the path; a file that is not UTF-8 text
+            raise InvalidInput("--compute-file", f"cannot read {args.compute_file!r}: {exc}") from None
         compute = parse_compute(text, "--compute-file")
     if interval is None and compute is None:
         raise InvalidInput("--min-interval", "give --min-interval and/or --compute (or --compute-file)")

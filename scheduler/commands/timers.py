@@ -120,10 +120,16 @@ def _ack(ctx: Context) -> int:
     doc = {
         "automation": automation.automation_id,
         "accepted": result.accepted,
+        "read_requested": result.asked_host,
         "reason": result.reason,
         "observation": None if obs is None else {"state": obs.state, "text": obs.text, "read_at": iso(obs.read_at), "detail": obs.detail},
     }
-    verdict = "ACK accepted" if result.accepted else "ACK rejected (nothing recorded)"
+    if result.accepted:
+        verdict = "ACK accepted"
+    elif result.asked_host:
+        verdict = "ACK rejected (nothing acknowledged; only the read request to the running host was recorded)"
+    else:
+        verdict = "ACK rejected (nothing recorded)"
     ctx.emit(doc, f"{automation.automation_id}: {verdict}: {result.reason}")
     return EXIT_OK if result.accepted else EXIT_DENIED
 

@@ -1,0 +1,31 @@
+"""Helpers for the hostile-input tests: a whole-database dump to prove a rejection wrote nothing,
+and the check that a command's failure is one line with a documented exit code."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import text
+
+from admission import Store
+from admission._schema import metadata
+
+DOCUMENTED_EXITS = range(6)  # scheduler/cli.py: 0 ok .. 5 a managed turn failed
+
+
+def dump(store: Store) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of every floorgate table, in a stable order."""
+    out: dict[str, list[tuple[Any, ...]]] = {}
+    with store.engine.connect() as conn:
+        for table in metadata.sorted_tables:
+            rows = conn.execute(text(f"SELECT * FROM {table.name}")).fetchall()
+            out[table.name] = sorted((tuple(r) for r in rows), key=repr)
+    return out
+
+
+def assert_one_line(result: Any) -> None:
+    """A refused command says so in one line on stderr, with a documented exit code, no traceback."""
+    assert result.returncode in DOCUMENTED_EXITS, result
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
