@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import create_engine, event, text
-from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.pool import PoolProxiedConnection
 
@@ -53,7 +53,8 @@ def resolve_url(url: str | None) -> str:
     if url is None or url == "":
         url = os.environ.get(ENV_URL) or DEFAULT_URL
     if "://" not in url:
-        return "sqlite:///" + url
+        # A plain path is a path: '%41' or '?' in it are characters of the name, not URL syntax.
+        return URL.create("sqlite", database=url).render_as_string(hide_password=False)
     if url.startswith(("postgresql://", "postgres://")):
         return "postgresql+psycopg://" + url.split("://", 1)[1]
     return url
@@ -357,6 +358,7 @@ def open_store(url: str | None = None, *, create: bool = True, initialize: bool 
     except ArgumentError:
         raise InvalidInput("db", f"{url!r} is not a database URL; use a file path or postgresql://host/db") from None
     backend = parsed.get_backend_name()
+    new_file: Path | None = None
     if backend == "sqlite":
         database = parsed.database or ""
         if database in ("", ":memory:"):
@@ -369,6 +371,7 @@ def open_store(url: str | None = None, *, create: bool = True, initialize: bool 
                 f"{path} is an empty file, not a floorgate store (a failed copy or restore?): restore it from a backup, "
                 f"or run 'floorgate init --db {path}' to start an empty store there (no floor or start survives)"
             )
+        new_file = None if path.exists() else path
         # The URL handed on (to a managed turn's hooks, a crontab line) must name this file from
         # any working directory, so a relative path is made absolute here, once.
         resolved = parsed.set(database=str(path)).render_as_string(hide_password=False)
@@ -387,6 +390,12 @@ def open_store(url: str | None = None, *, create: bool = True, initialize: bool 
     except BaseException:
         engine.dispose()
         raise
+    if new_file is not None:
+        # A store this call created is owner-only (0600), with its -wal and -shm files: it holds
+        # every floor, start and turn (an empty file is refused above, so it is not made first).
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.chmod(f"{new_file}{suffix}", 0o600)
     return store
 
 

@@ -47,16 +47,35 @@ _USAGE_MARKERS = (b'"usage"', b"floorgate_usage", b'"tool_use"', b"item.started"
 _MAX_TAPPED = 200_000
 
 
-def pump(stream: IO[bytes], log_path: Path, cap: int, tapped: list[str] | None = None) -> threading.Thread:
+def open_log(path: Path) -> int:
+    """Open (creating owner-only, 0600) a turn log for appending, never through a symbolic link:
+    a link planted in a shared state directory must not redirect a turn's output elsewhere."""
+    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+
+
+class Pump(threading.Thread):
+    """The thread copying a host's output into its log; ``problem`` says why the log is incomplete
+    (it could not be written, e.g. a full disk: the output is still drained, the turn unaffected)."""
+
+    problem: str | None = None
+
+
+def pump(stream: IO[bytes], log_path: Path, cap: int, tapped: list[str] | None = None) -> Pump:
     """Copy ``stream`` into ``log_path``, at most ``cap`` bytes, draining the rest so the child
     never blocks on a full pipe. Lines that may carry usage go to ``tapped`` (in memory only, for
-    the usage meter), whether or not the log was capped."""
+    the usage meter), whether or not the log was capped or could be written."""
 
     def run() -> None:
         written = 0
         truncated = False
         pending = b""
-        with open(log_path, "ab") as out:
+        try:
+            opened: IO[bytes] | None = os.fdopen(open_log(log_path), "ab", buffering=0)
+        except OSError as exc:
+            opened = None
+            thread.problem = f"the turn log {log_path} could not be opened: {exc.strerror or exc}"
+        out = opened
+        try:
             while True:
                 chunk = stream.read(65536)
                 if not chunk:
@@ -69,16 +88,25 @@ def pump(stream: IO[bytes], log_path: Path, cap: int, tapped: list[str] | None =
                         if len(tapped) < _MAX_TAPPED and any(m in line for m in _USAGE_MARKERS):
                             tapped.append(line.decode("utf-8", "replace"))
                 room = cap - written
-                if room > 0:
-                    out.write(chunk[:room])
+                if room > 0 and out is not None:
+                    try:
+                        out.write(chunk[:room])
+                    except OSError as exc:  # keep draining: the host must never block on its pipe
+                        thread.problem = f"the turn log {log_path} is incomplete: {exc.strerror or exc}"
+                        out = None
                     written += min(room, len(chunk))
                 if len(chunk) > room and not truncated:
                     truncated = True
-            if truncated:
-                out.write(f"\n[floorgate: output truncated at {cap} bytes]\n".encode())
-        stream.close()
+            if truncated and out is not None:
+                with contextlib.suppress(OSError):
+                    out.write(f"\n[floorgate: output truncated at {cap} bytes]\n".encode())
+        finally:
+            if opened is not None:
+                with contextlib.suppress(OSError):
+                    opened.close()
+            stream.close()
 
-    thread = threading.Thread(target=run, name="floorgate-log", daemon=True)
+    thread = Pump(target=run, name="floorgate-log", daemon=True)
     thread.start()
     return thread
 

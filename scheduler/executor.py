@@ -49,7 +49,7 @@ from admission.clock import Clock, SystemClock, iso, read_clock
 from admission.journal import ClaimLost, JournalEntry, TurnOwned
 from admission.scope import check_id
 
-from ._process import kill_group, pump, spawn
+from ._process import kill_group, open_log, pump, spawn
 from .envelope_gate import EnvelopeGate, TurnGate, envelope_mode
 from .meters import read_usage
 from .recovery import DEFAULT_LEASE, host_identity, new_owner_id, orphaned, settle_lost
@@ -281,7 +281,7 @@ class TurnExecutor:
         if wall_capped:
             timeout = gate.deadline_cap  # type: ignore[assignment]
         try:
-            open(log_path, "ab").close()  # the log must be writable before anything can spawn
+            os.close(open_log(log_path))  # the log must be writable (owner-only, no link) before anything can spawn
         except OSError as exc:
             raise LogUnwritable("state_dir", f"cannot write the turn log {log_path}: {exc.strerror or exc}") from exc
         record = self.journal.confirm(turn_id, self.owner, lease_expires=now + self.lease, deadline=now + timeout)
@@ -350,7 +350,7 @@ class TurnExecutor:
         """Where the turn's log goes; the directory is made and checked before anything is reserved."""
         log_dir = self.state_dir / "logs" / automation_id
         try:
-            log_dir.mkdir(parents=True, exist_ok=True)
+            _owner_only_dirs(log_dir)
         except (OSError, ValueError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             raise LogUnwritable(
@@ -445,7 +445,7 @@ class TurnExecutor:
         except OSError as exc:
             reason = {FileNotFoundError: "host_missing", PermissionError: "host_not_executable"}.get(type(exc), "spawn_error")
             problem = f"could not start {host.argv[0]!r}" + (f" in {host.cwd}" if host.cwd else "") + f": {exc.strerror or exc}"
-            with contextlib.suppress(OSError), open(log_path, "a", encoding="utf-8") as log:  # the log says so too
+            with contextlib.suppress(OSError), os.fdopen(open_log(log_path), "a", encoding="utf-8") as log:  # the log says so too
                 log.write(f"floorgate: {problem}\n")
             return Verdict(status="failed", stop_reason=reason, retryable=True, failure_category="infra"), problem
         pumper = pump(proc.stdout, log_path, self.log_cap, tapped)  # type: ignore[arg-type]
@@ -464,11 +464,17 @@ class TurnExecutor:
         finally:
             pumper.join(timeout=5)
         if code == 0:
-            return Verdict(status="succeeded", stop_reason="completed", retryable=False, failure_category="none", exit_code=0), ""
+            return Verdict(
+                status="succeeded", stop_reason="completed", retryable=False, failure_category="none", exit_code=0
+            ), pumper.problem or ""
         if code < 0:
             name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
-            return Verdict(status="failed", stop_reason=f"killed_by_{name}", retryable=True, failure_category="infra", exit_code=code), ""
-        return Verdict(status="failed", stop_reason=f"exit_code_{code}", retryable=False, failure_category="task", exit_code=code), ""
+            return Verdict(
+                status="failed", stop_reason=f"killed_by_{name}", retryable=True, failure_category="infra", exit_code=code
+            ), pumper.problem or ""
+        return Verdict(
+            status="failed", stop_reason=f"exit_code_{code}", retryable=False, failure_category="task", exit_code=code
+        ), pumper.problem or ""
 
     def _wait(self, proc: subprocess.Popen[bytes], turn_id: str, timeout: timedelta) -> int | None:
         """Wait for the host until the deadline (None when it passes), renewing the lease in
@@ -511,3 +517,16 @@ def _pause(step: str) -> None:
     deadline = time.monotonic() + 120
     while not go.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
+
+
+def _owner_only_dirs(path: Path) -> None:
+    """Make ``path`` and its missing parents owner-only (0700): turn logs hold agent output."""
+    missing = []
+    for parent in (path, *path.parents):
+        if parent.exists():
+            break
+        missing.append(parent)
+    for directory in reversed(missing):
+        directory.mkdir(mode=0o700, exist_ok=True)
+    if not path.is_dir():
+        raise NotADirectoryError(f"{path} is not a directory")
