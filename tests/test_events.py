@@ -1,0 +1,174 @@
+"""Events and webhook notifications: an event commits with the change it describes (and only with
+it), and a real local HTTP receiver gets each subscribed event signed, with an id to deduplicate
+on; a failing receiver is retried with backoff and its failure is visible in the delivery log."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from admission import Approvals, Automations, FixedClock, Missions, Policies, RevisionConflict, Scope, Store
+from admission.automations import AutomationState, HoldKind
+from admission.events import EVENT_ID_HEADER, SIGNATURE_HEADER, EventKind, Events, signature, verify
+from scheduler.notify import NotifyService
+from tests.conftest import raw_sql
+from tests.helpers import add_automation
+
+
+class Receiver:
+    """A stdlib HTTP server in a thread that records every POST and answers ``status``."""
+
+    def __init__(self) -> None:
+        self.status = 200
+        self.got: list[tuple[dict[str, str], bytes]] = []
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                receiver.got.append((dict(self.headers.items()), body))
+                self.send_response(receiver.status)
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def docs(self) -> list[dict]:  # type: ignore[type-arg]
+        return [json.loads(body) for _, body in self.got]
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    r = Receiver()
+    try:
+        yield r
+    finally:
+        r.close()
+
+
+def kinds(store: Store) -> list[str]:
+    return [row[0] for row in raw_sql(store, "SELECT kind FROM fg_events ORDER BY seq")]
+
+
+def test_an_event_commits_with_its_change_and_not_without_it(store: Store, clock: FixedClock) -> None:
+    approvals = Approvals(store, clock)
+    # A unit of work that fails after the ask: neither the ask nor its event is left.
+    with pytest.raises(RuntimeError), store.unit() as conn:
+        approvals.ask("m-rolled", "g/a/x", "max_turns", 3, within=conn)
+        raise RuntimeError("the caller's next step failed")
+    assert raw_sql(store, "SELECT count(*) FROM fg_approvals") == [(0,)]
+    assert kinds(store) == []
+    # The same ask committed: exactly one ask_pending event, describing it, at the clock's time.
+    mission = Missions(store, clock).open("x", "g", "a").mission_id
+    ask = approvals.ask(mission, "g/a/x", "max_turns", 3)
+    (event,) = Events(store, clock).list()
+    assert event.kind is EventKind.ASK_PENDING
+    assert event.event_id.startswith("evt-") and event.subject == mission
+    assert event.occurred_at == clock.now() and event.occurred_at.tzinfo is not None
+    assert event.data["approval_id"] == ask.approval_id and event.data["extension"] == 3
+    # A floor write that loses its revision check writes no floor_changed; one that wins does.
+    policies = Policies(store, clock)
+    with pytest.raises(RevisionConflict):
+        policies.configure(Scope.parse("g"), min_interval=timedelta(hours=1), expected_revision=5, owner_ref="o")
+    assert kinds(store) == ["ask_pending"]
+    policies.configure(Scope.parse("g"), min_interval=timedelta(hours=1), expected_revision=0, owner_ref="o")
+    assert kinds(store) == ["ask_pending", "floor_changed"]
+    assert Events(store, clock).list(EventKind.FLOOR_CHANGED)[0].data["after_us"] == 3_600_000_000
+    approvals.decide(ask.approval_id, False)
+    assert kinds(store) == ["ask_pending", "floor_changed", "ask_decided"]
+
+
+def test_a_receiver_gets_a_signed_deduplicable_event_for_an_ask_and_a_hold(store: Store, clock: FixedClock, receiver: Receiver) -> None:
+    notify = NotifyService(store, clock)
+    webhook, secret = notify.events.add_webhook(receiver.url, "ask_pending,automation_held")
+    add_automation(store, clock, "x")
+    Approvals(store, clock).ask("m-1", "g/a/x", "max_turns", 2)
+    Automations(store, clock).set_state("x", AutomationState.HELD, "mission m-1 is stuck", hold_kind=HoldKind.MISSION_STUCK)
+    Policies(store, clock).configure(
+        Scope.parse("g"), min_interval=timedelta(hours=1), expected_revision=0, owner_ref="o"
+    )  # not subscribed
+
+    report = notify.deliver()
+    assert (report.attempted, report.delivered, report.failed) == (2, 2, 0)
+    assert [d["kind"] for d in receiver.docs()] == ["ask_pending", "automation_held"]
+    stored = {e.event_id for e in Events(store, clock).list() if e.kind is not EventKind.FLOOR_CHANGED}
+    for headers, body in receiver.got:
+        doc = json.loads(body)
+        assert headers[SIGNATURE_HEADER] == signature(secret, body) and verify(secret, body, headers[SIGNATURE_HEADER])
+        assert headers[EVENT_ID_HEADER] == doc["id"]
+        assert doc["occurred_at"].endswith("Z")
+    assert {h[EVENT_ID_HEADER] for h, _ in receiver.got} == stored
+    assert receiver.docs()[1]["data"] == {"automation_id": "x", "hold_kind": "mission_stuck", "note": "mission m-1 is stuck"}
+    # Delivered once: delivering again sends nothing; the log says so.
+    assert notify.deliver().attempted == 0
+    (listed,) = notify.events.webhooks()
+    assert (listed.webhook_id, listed.delivered, listed.pending, listed.last_status) == (webhook.webhook_id, 2, 0, 200)
+
+
+def test_a_failing_receiver_is_retried_with_backoff_and_the_failure_is_visible(store: Store, clock: FixedClock, receiver: Receiver) -> None:
+    notify = NotifyService(store, clock)
+    notify.events.add_webhook(receiver.url, ["ask_pending"])
+    Approvals(store, clock).ask("m-1", "g/a/x", "max_turns", 2)
+    receiver.status = 500
+    assert notify.deliver().failed == 1
+    (listed,) = notify.events.webhooks()
+    assert (listed.pending, listed.failing, listed.delivered, listed.last_status, listed.last_error) == (1, 1, 0, 500, "HTTP 500")
+    (delivery,) = notify.events.deliveries()
+    assert delivery.attempts == 1 and delivery.next_attempt_at == clock.now() + timedelta(seconds=30)
+    assert notify.deliver().attempted == 0  # backing off: not due yet
+    clock.advance(timedelta(seconds=30))
+    assert notify.deliver().failed == 1
+    (delivery,) = notify.events.deliveries()
+    assert delivery.attempts == 2 and delivery.next_attempt_at == clock.now() + timedelta(seconds=60)
+    receiver.status = 204
+    clock.advance(timedelta(seconds=60))
+    assert notify.deliver().delivered == 1
+    (delivery,) = notify.events.deliveries()
+    assert (delivery.state.value, delivery.attempts, delivery.last_status) == ("delivered", 3, 204)
+    # Three attempts of one event: the same id each time, so the receiver can drop the repeats.
+    assert len(receiver.got) == 3 and len({h[EVENT_ID_HEADER] for h, _ in receiver.got}) == 1
+    assert notify.events.webhooks()[0].failing == 0
+
+
+def test_an_unreachable_receiver_is_logged_not_lost(store: Store, clock: FixedClock, receiver: Receiver) -> None:
+    url = receiver.url
+    receiver.close()  # nothing listens there now
+    notify = NotifyService(store, clock)
+    notify.events.add_webhook(url, "ask_pending")
+    Approvals(store, clock).ask("m-1", "g/a/x", "max_turns", 2)
+    assert notify.deliver().failed == 1
+    (delivery,) = notify.events.deliveries()
+    assert delivery.state.value == "pending" and delivery.last_status is None and "Error" in (delivery.last_error or "")
+
+
+def test_the_signature_verifies_only_with_the_secret_over_the_exact_body() -> None:
+    body = b'{"id":"evt-1","kind":"ask_pending"}'
+    header = signature("fgs_secret", body)
+    assert header.startswith("sha256=") and len(header) == len("sha256=") + 64
+    assert verify("fgs_secret", body, header)
+    assert not verify("fgs_other", body, header)
+    assert not verify("fgs_secret", body + b" ", header)
+    assert not verify("fgs_secret", body, None)
+
+
+def test_webhook_input_is_refused_naming_the_field(store: Store, clock: FixedClock) -> None:
+    events = Events(store, clock)
+    with pytest.raises(ValueError, match=r"^events: 'ask_sent' is not an event kind"):
+        events.add_webhook("http://127.0.0.1:9/x", "ask_sent")
+    with pytest.raises(ValueError, match=r"^url: "):
+        events.add_webhook("ftp://example/x", "ask_pending")
+    assert events.webhooks() == []
