@@ -16,8 +16,10 @@ from admission import Approvals, Automations, FixedClock, Missions, Policies, Re
 from admission.automations import AutomationState, HoldKind
 from admission.events import EVENT_ID_HEADER, SIGNATURE_HEADER, EventKind, Events, signature, verify
 from scheduler.notify import NotifyService
-from tests.conftest import raw_sql
-from tests.helpers import add_automation
+
+from cli import run_cli
+from conftest import raw_sql
+from helpers import add_automation
 
 
 class Receiver:
@@ -172,3 +174,29 @@ def test_webhook_input_is_refused_naming_the_field(store: Store, clock: FixedClo
     with pytest.raises(ValueError, match=r"^url: "):
         events.add_webhook("ftp://example/x", "ask_pending")
     assert events.webhooks() == []
+
+
+def test_notify_commands_add_list_deliver_and_remove(store: Store, clock: FixedClock, receiver: Receiver) -> None:
+    added = run_cli("notify", "add", receiver.url, "--events", "ask_pending,automation_held", "--json", db=store.url)
+    assert added.returncode == 0, added.stderr
+    doc = json.loads(added.stdout)
+    secret, webhook_id = doc["secret"], doc["webhook_id"]
+    assert doc["events"] == ["ask_pending", "automation_held"] and secret.startswith("fgs_")
+    listed = json.loads(run_cli("notify", "list", "--json", db=store.url).stdout)["webhooks"]
+    assert [w["webhook_id"] for w in listed] == [webhook_id] and "secret" not in listed[0]  # printed once, at add
+
+    mission = Missions(store, clock).open("x", "g", "a").mission_id
+    Approvals(store, clock).ask(mission, "g/a/x", "max_turns", 2)
+    receiver.status = 500
+    delivered = run_cli("notify", "deliver", "--json", db=store.url)
+    assert delivered.returncode == 0 and json.loads(delivered.stdout) == {"attempted": 1, "delivered": 0, "failed": 1}
+    (listed_row,) = json.loads(run_cli("notify", "list", "--json", db=store.url).stdout)["webhooks"]
+    assert (listed_row["failing"], listed_row["last_status"], listed_row["last_error"]) == (1, 500, "HTTP 500")
+    ((headers, body),) = receiver.got
+    assert verify(secret, body, headers[SIGNATURE_HEADER])
+
+    bad = run_cli("notify", "add", receiver.url, "--events", "nope", db=store.url)
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [bad.stderr.strip()] and "events: 'nope'" in bad.stderr
+    assert run_cli("notify", "remove", webhook_id, db=store.url).returncode == 0
+    assert json.loads(run_cli("notify", "list", "--json", db=store.url).stdout)["webhooks"] == []
+    assert run_cli("notify", "remove", webhook_id, db=store.url).returncode != 0
