@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -200,3 +202,21 @@ def test_notify_commands_add_list_deliver_and_remove(store: Store, clock: FixedC
     assert run_cli("notify", "remove", webhook_id, db=store.url).returncode == 0
     assert json.loads(run_cli("notify", "list", "--json", db=store.url).stdout)["webhooks"] == []
     assert run_cli("notify", "remove", webhook_id, db=store.url).returncode != 0
+
+
+def test_a_running_host_delivers_events_on_its_own(store: Store, clock: FixedClock, receiver: Receiver, tmp_path: Path) -> None:
+    from scheduler.runtime import HostRuntime, RuntimeConfig
+
+    _, secret = Events(store, clock).add_webhook(receiver.url, "floor_changed")
+    Policies(store, clock).configure(Scope.parse("g"), min_interval=timedelta(hours=1), expected_revision=0, owner_ref="o")
+    host = HostRuntime(store, RuntimeConfig(state_dir=tmp_path / "state", poll=timedelta(milliseconds=100)), clock=clock)
+    host.start()
+    try:
+        deadline = time.monotonic() + 15
+        while not receiver.got and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        host.stop()
+    ((headers, body),) = receiver.got
+    assert json.loads(body)["kind"] == "floor_changed" and verify(secret, body, headers[SIGNATURE_HEADER])
+    assert Events(store, clock).webhooks()[0].delivered == 1
