@@ -195,6 +195,8 @@ class Approvals:
                         .where(m.c.mission_id == row.mission_id)
                         .values(status="stuck", stop_reason=f"owner denied extending {row.bound}", settled_at_us=now)
                     )
+                    stuck = {"mission_id": row.mission_id, "reason": f"owner denied extending {row.bound}"}
+                    record(conn, EventKind.MISSION_STUCK, row.mission_id, stuck, now)
         if expired:
             raise ApprovalRejected(f"approval {approval_id} expired at {row.expires_at_us.isoformat()}")
         return self.get(approval_id)

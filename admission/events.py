@@ -50,6 +50,8 @@ class EventKind(StrEnum):
     ASK_DECIDED = "ask_decided"  # an ask was approved, denied or found expired
     AUTOMATION_HELD = "automation_held"  # an automation was held (e.g. its mission got stuck)
     FLOOR_CHANGED = "floor_changed"  # a floor or compute block was written at a scope
+    MISSION_STUCK = "mission_stuck"  # a mission settled stuck (an envelope bound, a denied ask, a failure)
+    LATCH_SET = "latch_set"  # a mission's accounting latch was set: new dispatch is blocked in enforce
 
 
 class DeliveryState(StrEnum):

@@ -17,6 +17,7 @@ import pytest
 from admission import Approvals, Automations, FixedClock, Missions, Policies, RevisionConflict, Scope, Store
 from admission.automations import AutomationState, HoldKind
 from admission.events import EVENT_ID_HEADER, SIGNATURE_HEADER, EventKind, Events, signature, verify
+from admission.missions import MissionStatus
 from scheduler.notify import NotifyService
 
 from cli import run_cli
@@ -93,7 +94,29 @@ def test_an_event_commits_with_its_change_and_not_without_it(store: Store, clock
     assert kinds(store) == ["ask_pending", "floor_changed"]
     assert Events(store, clock).list(EventKind.FLOOR_CHANGED)[0].data["after_us"] == 3_600_000_000
     approvals.decide(ask.approval_id, False)
-    assert kinds(store) == ["ask_pending", "floor_changed", "ask_decided"]
+    assert kinds(store) == ["ask_pending", "floor_changed", "ask_decided", "mission_stuck"]
+
+
+def test_a_stuck_mission_and_a_set_latch_are_events_once(store: Store, clock: FixedClock) -> None:
+    missions = Missions(store, clock)
+    one = missions.open("x", "g", "a").mission_id
+    # Rolled back with the unit: no event.
+    with pytest.raises(RuntimeError), store.unit() as conn:
+        missions.set_latch(one, "usage unreported", within=conn)
+        missions.settle(one, MissionStatus.STUCK, "max_turns reached", within=conn)
+        raise RuntimeError("the caller's next step failed")
+    assert kinds(store) == []
+    missions.set_latch(one, "usage unreported")
+    missions.set_latch(one, "usage unreported")  # unchanged: no second event
+    missions.set_latch(one, None)  # cleared: not a latch_set
+    missions.settle(one, MissionStatus.STUCK, "max_turns reached")
+    missions.settle(one, MissionStatus.STUCK, "again")  # already settled: nothing changes, no event
+    two = missions.open("y", "g", "a").mission_id
+    missions.settle(two, MissionStatus.SUCCEEDED, "completed")
+    assert kinds(store) == ["latch_set", "mission_stuck"]
+    latch, stuck = Events(store, clock).list()
+    assert latch.data == {"mission_id": one, "reason": "usage unreported"}
+    assert stuck.data == {"mission_id": one, "reason": "max_turns reached"} and stuck.subject == one
 
 
 def test_a_receiver_gets_a_signed_deduplicable_event_for_an_ask_and_a_hold(store: Store, clock: FixedClock, receiver: Receiver) -> None:
