@@ -32,6 +32,7 @@ from .errors import (
     SchemaTooNew,
     StoreUnavailable,
 )
+from .events import Event, EventKind, Events, Webhook
 from .gate import Admission
 from .host_policy import HostPolicies, HostPolicy, StoredHostPolicy
 from .intervals import format_interval, parse_interval
@@ -64,6 +65,9 @@ __all__ = [
     "EffectiveFloor",
     "Eligibility",
     "Envelope",
+    "Event",
+    "EventKind",
+    "Events",
     "FixedClock",
     "FloorgateError",
     "HoldKind",
@@ -105,6 +109,7 @@ __all__ = [
     "TurnRecord",
     "Verdict",
     "WakeState",
+    "Webhook",
     "format_interval",
     "merge",
     "open_store",

@@ -270,3 +270,43 @@ principals = Table(
     Column("created_at_us", UtcMicros, nullable=False),
     Column("revoked_at_us", UtcMicros, nullable=True),
 )
+
+events = Table(
+    "fg_events",
+    metadata,
+    # The outbox: past-tense records, each written in the transaction of the change it describes.
+    Column("seq", Integer, primary_key=True, autoincrement=True),
+    Column("event_id", String(64), nullable=False),
+    Column("kind", String(32), nullable=False),  # EventKind
+    Column("subject", String(400), nullable=False),
+    Column("data_json", Text, nullable=False),
+    Column("occurred_at_us", UtcMicros, nullable=False),
+    Index("ix_fg_events_event_id", "event_id", unique=True),
+)
+
+webhooks = Table(
+    "fg_webhooks",
+    metadata,
+    # A subscription: the secret is kept (signing needs it) and shown once, at add.
+    Column("webhook_id", String(64), primary_key=True),
+    Column("url", Text, nullable=False),
+    Column("events", String(400), nullable=False),  # comma-separated EventKind values
+    Column("secret", String(128), nullable=False),
+    Column("created_at_us", UtcMicros, nullable=False),
+)
+
+deliveries = Table(
+    "fg_deliveries",
+    metadata,
+    # One row per (webhook, event), fanned out with the event: the delivery log.
+    Column("webhook_id", String(64), primary_key=True),
+    Column("event_id", String(64), primary_key=True),
+    Column("state", String(16), nullable=False),  # DeliveryState
+    Column("attempts", Integer, nullable=False),
+    Column("last_status", Integer, nullable=True),
+    Column("last_error", Text, nullable=True),
+    Column("last_attempt_at_us", UtcMicros, nullable=True),
+    Column("next_attempt_at_us", UtcMicros, nullable=False),
+    Column("delivered_at_us", UtcMicros, nullable=True),
+    Index("ix_fg_deliveries_due", "state", "next_attempt_at_us"),
+)

@@ -19,8 +19,9 @@ from sqlalchemy.engine import Connection
 
 from . import _locks as locks
 from . import _schema as s
-from .clock import Clock, SystemClock, read_clock
+from .clock import Clock, SystemClock, iso, read_clock
 from .errors import FloorgateError, InvalidInput
+from .events import EventKind, record
 from .policies import Provenance, check_owner_ref
 from .store import Store
 
@@ -69,6 +70,17 @@ def _approval(row) -> Approval:  # type: ignore[no-untyped-def]
     )
 
 
+def _decided(row, state: str, decided_by: str | None) -> dict[str, object]:  # type: ignore[no-untyped-def]
+    return {
+        "approval_id": row.approval_id,
+        "mission_id": row.mission_id,
+        "scope": row.scope,
+        "bound": row.bound,
+        "state": state,
+        "decided_by": decided_by,
+    }
+
+
 class Approvals:
     def __init__(self, store: Store, clock: Clock | None = None) -> None:
         self.store = store
@@ -103,6 +115,8 @@ class Approvals:
             )
             conn.execute(update(m).where(m.c.mission_id == mission_id).values(status="awaiting_owner"))
             row = conn.execute(select(a).where(a.c.approval_id == approval_id)).one()
+            data = {"approval_id": approval_id, "mission_id": mission_id, "scope": scope, "bound": bound, "extension": extension}
+            record(conn, EventKind.ASK_PENDING, mission_id, {**data, "expires_at": iso(now + ttl)}, now)
         return _approval(row)
 
     def pending(self, mission_id: str | None = None) -> list[Approval]:
@@ -144,6 +158,7 @@ class Approvals:
                 conn.execute(
                     update(a).where(a.c.approval_id == approval_id, a.c.state == "pending").values(state="expired", decided_at_us=now)
                 )
+                record(conn, EventKind.ASK_DECIDED, row.mission_id, _decided(row, "expired", None), now)
                 expired = True
             else:
                 expired = False
@@ -166,6 +181,7 @@ class Approvals:
                 if consumed.rowcount != 1:
                     raise ApprovalRejected(f"approval {approval_id} was decided concurrently; it is single-use")
                 proposal = json.loads(row.proposal_json)
+                record(conn, EventKind.ASK_DECIDED, row.mission_id, _decided(row, "approved" if approve else "denied", decided_by), now)
                 if approve:
                     column = _EXTENDS[row.bound]
                     conn.execute(
@@ -179,6 +195,8 @@ class Approvals:
                         .where(m.c.mission_id == row.mission_id)
                         .values(status="stuck", stop_reason=f"owner denied extending {row.bound}", settled_at_us=now)
                     )
+                    stuck = {"mission_id": row.mission_id, "reason": f"owner denied extending {row.bound}"}
+                    record(conn, EventKind.MISSION_STUCK, row.mission_id, stuck, now)
         if expired:
             raise ApprovalRejected(f"approval {approval_id} expired at {row.expires_at_us.isoformat()}")
         return self.get(approval_id)

@@ -21,6 +21,7 @@ from . import _schema as s
 from ._types import decode_row, raw_columns
 from .clock import Clock, SystemClock, read_clock
 from .errors import CorruptState, InvalidInput, NotFound, StoreUnavailable
+from .events import EventKind, record
 from .liveness import HookInstalls
 from .scope import check_id
 from .store import Store
@@ -286,7 +287,8 @@ class Automations:
         if (state is AutomationState.HELD) != (hold_kind is not None):
             raise InvalidInput("hold_kind", "a held automation needs a hold kind, and only a held one has one")
         kind = hold_kind.value if hold_kind is not None else None
-        return self._update(automation_id, {"state": state.value, "state_note": note, "hold_kind": kind})
+        held = {"automation_id": automation_id, "hold_kind": kind, "note": note} if kind is not None else None
+        return self._update(automation_id, {"state": state.value, "state_note": note, "hold_kind": kind}, held=held)
 
     def remove(self, automation_id: str) -> None:
         """Delete the automation with its wake state, timer binding, hook answers and hook install record, in one commit
@@ -301,7 +303,7 @@ class Automations:
             conn.execute(delete(h).where(h.c.automation_id == automation_id))
             HookInstalls(self.store).forget(automation_id, conn)
 
-    def _update(self, automation_id: str, values: dict) -> Automation:  # type: ignore[type-arg]
+    def _update(self, automation_id: str, values: dict, *, held: dict | None = None) -> Automation:  # type: ignore[type-arg]
         check_id(automation_id, "automation")
         a = s.automations
         now = read_clock(self.clock)
@@ -311,6 +313,8 @@ class Automations:
             )
             if done.rowcount != 1:
                 raise NotFound(f"automation {automation_id!r} does not exist (see 'floorgate automation list')")
+            if held is not None:
+                record(conn, EventKind.AUTOMATION_HELD, automation_id, held, now)
         return self.get(automation_id)
 
     # -- wake state ----------------------------------------------------------------------------

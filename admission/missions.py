@@ -23,6 +23,7 @@ from . import _locks as locks
 from . import _schema as s
 from .clock import Clock, SystemClock, read_clock
 from .errors import NotFound
+from .events import EventKind, record
 from .store import Store
 
 
@@ -198,7 +199,9 @@ class Missions:
             values = {"status": status, "stop_reason": reason}
             if status in ("succeeded", "stuck"):
                 values["settled_at_us"] = now  # type: ignore[assignment]
-            conn.execute(update(m).where(m.c.mission_id == mission_id, m.c.status.in_(("open", "awaiting_owner"))).values(**values))
+            done = conn.execute(update(m).where(m.c.mission_id == mission_id, m.c.status.in_(("open", "awaiting_owner"))).values(**values))
+            if done.rowcount == 1 and status == MissionStatus.STUCK:
+                record(conn, EventKind.MISSION_STUCK, mission_id, {"mission_id": mission_id, "reason": reason}, now)
             return self.get(mission_id, within=conn)
 
     def add_usage(self, mission_id: str, tokens: int) -> Mission:
@@ -212,7 +215,10 @@ class Missions:
     def set_latch(self, mission_id: str, reason: str | None, *, within: Connection | None = None) -> None:
         m = s.missions
         with self.store.write(lock_key=locks.mission(mission_id), within=within) as conn:
+            before = conn.execute(select(m.c.latch).where(m.c.mission_id == mission_id)).first()
             conn.execute(update(m).where(m.c.mission_id == mission_id).values(latch=reason))
+            if reason is not None and before is not None and before.latch != reason:
+                record(conn, EventKind.LATCH_SET, mission_id, {"mission_id": mission_id, "reason": reason}, read_clock(self.clock))
 
     def report_problem(self, mission_id: str, problem: str, *, within: Connection | None = None) -> None:
         m = s.missions

@@ -22,6 +22,7 @@ from . import _schema as s
 from .clock import Clock, SystemClock, read_clock
 from .envelope import ComputeBlock, loosened, parse_compute
 from .errors import InvalidInput, ReductionNotAuthorized, RevisionConflict, StoreUnavailable
+from .events import EventKind, record
 from .intervals import check_interval, format_interval
 from .scope import Scope, ScopeKind, check_id, check_limit
 from .store import Store
@@ -302,6 +303,22 @@ class Policies:
                     compute_after=compute_after_text,
                     owner_kind=provenance.value,
                 )
+            )
+            record(
+                conn,
+                EventKind.FLOOR_CHANGED,
+                str(scope),
+                {
+                    "scope": str(scope),
+                    "before_us": before_us,
+                    "after_us": after_us,
+                    "compute_changed": compute_after_text != compute_before_text,
+                    "revision": new_rev,
+                    "owner_ref": owner_ref,
+                    "owner_kind": provenance.value,
+                    "reduction_authorized": allow_reduction,
+                },
+                now,
             )
         compute_now, problem_now = read_compute(compute_after_text)
         return Rule(

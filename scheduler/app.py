@@ -126,6 +126,13 @@ class Floorgate:
 
         return HookService(self.store, self.clock, self.settings.envelope_mode)
 
+    @cached_property
+    def notify(self):  # type: ignore[no-untyped-def]
+        """Webhook subscriptions, the event outbox and delivering it."""
+        from .notify import NotifyService
+
+        return NotifyService(self.store, self.clock)
+
     def executor(self, *, host: str | None = None):  # type: ignore[no-untyped-def]
         """A managed-turn executor with these settings' state directory and envelope mode."""
         from .executor import TurnExecutor

@@ -113,7 +113,7 @@ def add_lane(parser: argparse.ArgumentParser, *, agent_required: bool = True) ->
 
 def build_parser() -> argparse.ArgumentParser:
     from ._version import floorgate_version
-    from .commands import admit, automation, demo, envelope, hook, init, owner, policy, run, serve, settings, status, turn
+    from .commands import admit, automation, demo, envelope, hook, init, notify, owner, policy, run, serve, settings, status, turn
 
     parser = _Parser(
         prog="floorgate",
@@ -137,6 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     envelope.register(sub)
     demo.register(sub)
     owner.register(sub)
+    notify.register(sub)
     serve.register(sub)
     return parser
 

@@ -65,6 +65,7 @@ from ._plan import (
 )
 from ._heartbeat import Heartbeat
 from .executor import TurnExecutor, host_identity, new_turn_id
+from .notify import NotifyService
 from .wake import BackoffPolicy, nominal_time
 
 __all__ = ["HostRuntime", "RuntimeConfig"]  # RuntimeConfig lives with the planning values
@@ -90,6 +91,7 @@ class HostRuntime:
         self.timers = TimerBindings(store)
         self.executor = TurnExecutor(store, state_dir=config.state_dir, clock=self.clock, host=self.host, mode=config.envelope_mode)
         self.host_policies = HostPolicies(store, self.clock)
+        self.notifier = NotifyService(store, self.clock)
         self.policy = HostPolicy()  # replaced by the stored policy at every sync
         self._decoded: dict[str, Decoded] = {}
         self._armed: dict[str, Armed] = {}
@@ -117,6 +119,7 @@ class HostRuntime:
                 ("recover", "recovery of crashed turns"),
                 ("replan", "re-planning a timer after its tick"),
                 ("beat", "recording this host's heartbeat"),
+                ("notify", "delivering events to webhooks"),
             )
         }
         self._tick_episodes: dict[str, Episode] = {}
@@ -144,6 +147,7 @@ class HostRuntime:
             (self._sync_loop, "floorgate-sync"),
             (self._flush_loop, "floorgate-ticks"),
             (self._recovery_loop, "floorgate-recovery"),
+            (self._notify_loop, "floorgate-notify"),
         )
         for target, name in loops:
             thread = threading.Thread(target=target, name=name, daemon=True)
@@ -612,6 +616,11 @@ class HostRuntime:
     def _flush_loop(self) -> None:
         while not self._stop.wait(self.config.flush_every.total_seconds()):
             self._guarded("flush", self.flush)
+
+    def _notify_loop(self) -> None:
+        # Its own thread: a slow receiver delays only other deliveries, never ticks or admission.
+        while not self._stop.wait(self.config.poll.total_seconds()):
+            self._guarded("notify", self.notifier.deliver)
 
     def _recovery_loop(self) -> None:
         interval = self.config.poll.total_seconds() * max(1, self.config.recover_every)

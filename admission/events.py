@@ -1,0 +1,340 @@
+"""Events and their webhook deliveries: an outbox in the store.
+
+An event is a past-tense record (``ask_pending``, ``floor_changed``, ...) with an id and a UTC
+time, written by ``record`` on the connection of the change it describes, so it commits with that
+change or not at all. ``record`` fans the event out, in the same transaction, to one delivery row
+per webhook subscribed to its kind; delivering (``scheduler.notify``) happens later, outside any
+admission transaction: claim what is due, POST it, record the attempt. Delivery is at least once;
+the event id is the receiver's deduplication key. A failed attempt stays in the log with its
+status and is retried with backoff; nothing is dropped.
+
+The body is signed with HMAC-SHA256 under the webhook's secret (``signature``), which is shown
+once when the webhook is added.
+"""
+
+from __future__ import annotations
+
+import builtins
+import hashlib
+import hmac
+import json
+import secrets
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict
+from sqlalchemy import and_, delete, func, insert, select, update
+from sqlalchemy.engine import Connection
+
+from . import _schema as s
+from .clock import Clock, SystemClock, iso, read_clock
+from .errors import InvalidInput, NotFound
+from .store import Store
+
+SIGNATURE_HEADER = "X-Floorgate-Signature"
+EVENT_ID_HEADER = "X-Floorgate-Event-Id"
+EVENT_KIND_HEADER = "X-Floorgate-Event"
+# Retry backoff: the first retry after BACKOFF_BASE, doubling each attempt, capped at BACKOFF_MAX.
+BACKOFF_BASE = timedelta(seconds=30)
+BACKOFF_MAX = timedelta(hours=1)
+# How long a claimed delivery is reserved for the deliverer that claimed it (another host waits).
+CLAIM_LEASE = timedelta(minutes=2)
+
+
+class EventKind(StrEnum):
+    """What happened (past tense)."""
+
+    ASK_PENDING = "ask_pending"  # an ask was filed and waits for its owner
+    ASK_DECIDED = "ask_decided"  # an ask was approved, denied or found expired
+    AUTOMATION_HELD = "automation_held"  # an automation was held (e.g. its mission got stuck)
+    FLOOR_CHANGED = "floor_changed"  # a floor or compute block was written at a scope
+    MISSION_STUCK = "mission_stuck"  # a mission settled stuck (an envelope bound, a denied ask, a failure)
+    LATCH_SET = "latch_set"  # a mission's accounting latch was set: new dispatch is blocked in enforce
+
+
+class DeliveryState(StrEnum):
+    PENDING = "pending"  # not yet delivered: never tried, or the last attempt failed (see attempts)
+    DELIVERED = "delivered"  # the receiver answered 2xx
+
+
+class Event(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    event_id: str
+    kind: EventKind
+    subject: str
+    data: dict[str, Any]
+    occurred_at: datetime
+
+    def body(self) -> bytes:
+        """The JSON document POSTed to webhooks (the bytes the signature covers)."""
+        doc = {
+            "id": self.event_id,
+            "kind": self.kind.value,
+            "subject": self.subject,
+            "occurred_at": iso(self.occurred_at),
+            "data": self.data,
+        }
+        return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode("utf-8")
+
+
+class Webhook(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    webhook_id: str
+    url: str
+    events: tuple[EventKind, ...]
+    created_at: datetime
+    pending: int = 0
+    delivered: int = 0
+    failing: int = 0  # pending deliveries whose last attempt failed
+    last_status: int | None = None
+    last_error: str | None = None
+    last_attempt_at: datetime | None = None
+
+
+class Delivery(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    webhook_id: str
+    event_id: str
+    state: DeliveryState
+    attempts: int
+    last_status: int | None
+    last_error: str | None
+    last_attempt_at: datetime | None
+    next_attempt_at: datetime
+    delivered_at: datetime | None
+
+
+class Due(BaseModel):
+    """A claimed delivery: what to POST where, signed with which secret."""
+
+    model_config = ConfigDict(frozen=True)
+
+    webhook_id: str
+    url: str
+    secret: str
+    event: Event
+    attempts: int
+
+
+def signature(secret: str, body: bytes) -> str:
+    """The signature header's value: ``sha256=`` and the hex HMAC-SHA256 of ``body``."""
+    return "sha256=" + hmac.new(secret.encode("utf-8"), body, hashlib.sha256).hexdigest()
+
+
+def verify(secret: str, body: bytes, header: str | None) -> bool:
+    """Whether ``header`` is the signature of ``body`` under ``secret`` (constant-time compare)."""
+    return header is not None and hmac.compare_digest(signature(secret, body), header)
+
+
+def backoff(attempts: int) -> timedelta:
+    """The wait before the next attempt after ``attempts`` failed ones."""
+    wait: timedelta = BACKOFF_BASE * (2 ** max(0, min(attempts - 1, 20)))
+    return min(BACKOFF_MAX, wait)
+
+
+def record(conn: Connection, kind: EventKind, subject: str, data: dict[str, Any], at: datetime) -> str:
+    """Write an event on ``conn`` (the open transaction of the change it describes) and one pending
+    delivery per webhook subscribed to ``kind``; returns the event id."""
+    kind = EventKind(kind)
+    event_id = "evt-" + secrets.token_urlsafe(18)
+    conn.execute(
+        insert(s.events).values(
+            event_id=event_id, kind=kind.value, subject=subject, data_json=json.dumps(data, sort_keys=True), occurred_at_us=at
+        )
+    )
+    w = s.webhooks
+    for webhook_id, events in conn.execute(select(w.c.webhook_id, w.c.events)).all():
+        if kind.value in events.split(","):
+            conn.execute(
+                insert(s.deliveries).values(
+                    webhook_id=webhook_id, event_id=event_id, state=DeliveryState.PENDING.value, attempts=0, next_attempt_at_us=at
+                )
+            )
+    return event_id
+
+
+def _event(row) -> Event:  # type: ignore[no-untyped-def]
+    return Event(
+        event_id=row.event_id, kind=EventKind(row.kind), subject=row.subject, data=json.loads(row.data_json), occurred_at=row.occurred_at_us
+    )
+
+
+def parse_kinds(text: str | builtins.list[str] | tuple[str, ...]) -> tuple[EventKind, ...]:
+    """Event kinds from ``a,b`` (or a list); refuses an unknown or empty set, naming the field."""
+    parts = [p.strip() for p in (text.split(",") if isinstance(text, str) else text) if p.strip()]
+    if not parts:
+        raise InvalidInput("events", "name at least one event kind: " + ", ".join(k.value for k in EventKind))
+    kinds: builtins.list[EventKind] = []
+    for part in parts:
+        try:
+            kind = EventKind(part)
+        except ValueError:
+            raise InvalidInput("events", f"{part!r} is not an event kind; use {', '.join(k.value for k in EventKind)}") from None
+        if kind not in kinds:
+            kinds.append(kind)
+    return tuple(kinds)
+
+
+def check_url(url: object) -> str:
+    if not isinstance(url, str) or len(url) > 2000:
+        raise InvalidInput("url", "give an http:// or https:// URL")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc or any(c.isspace() for c in url):
+        raise InvalidInput("url", f"{url!r} is not an http:// or https:// URL")
+    return url
+
+
+class Events:
+    """The event outbox and its webhook subscriptions and deliveries."""
+
+    def __init__(self, store: Store, clock: Clock | None = None) -> None:
+        self.store = store
+        self.clock = clock if clock is not None else SystemClock()
+
+    # -- events ----------------------------------------------------------------------------------
+    def list(self, kind: EventKind | None = None, limit: int = 100) -> builtins.list[Event]:
+        """The most recent events, oldest first."""
+        e = s.events
+        query = select(e).order_by(e.c.seq.desc()).limit(limit)
+        if kind is not None:
+            query = query.where(e.c.kind == EventKind(kind).value)
+        with self.store.read() as conn:
+            return [_event(row) for row in reversed(conn.execute(query).all())]
+
+    # -- webhooks --------------------------------------------------------------------------------
+    def add_webhook(self, url: str, events: str | builtins.list[str] | tuple[str, ...]) -> tuple[Webhook, str]:
+        """Subscribe ``url`` to ``events``; returns it with its signing secret (shown only now).
+        Events from now on are delivered to it; earlier ones are not."""
+        url = check_url(url)
+        kinds = parse_kinds(events)
+        webhook_id = "wh-" + secrets.token_urlsafe(9)
+        secret = "fgs_" + secrets.token_urlsafe(32)
+        now = read_clock(self.clock)
+        with self.store.write(lock_key="webhooks") as conn:
+            conn.execute(
+                insert(s.webhooks).values(
+                    webhook_id=webhook_id, url=url, events=",".join(k.value for k in kinds), secret=secret, created_at_us=now
+                )
+            )
+        return Webhook(webhook_id=webhook_id, url=url, events=kinds, created_at=now), secret
+
+    def remove_webhook(self, webhook_id: str) -> None:
+        """Unsubscribe a webhook; its undelivered deliveries go with it."""
+        with self.store.write(lock_key="webhooks") as conn:
+            done = conn.execute(delete(s.webhooks).where(s.webhooks.c.webhook_id == webhook_id))
+            if done.rowcount != 1:
+                raise NotFound(f"webhook {webhook_id!r} does not exist (see 'floorgate notify list')")
+            conn.execute(delete(s.deliveries).where(s.deliveries.c.webhook_id == webhook_id))
+
+    def webhooks(self) -> builtins.list[Webhook]:
+        """Every webhook with its delivery log summed up (counts, the last attempt's outcome)."""
+        w, d = s.webhooks, s.deliveries
+        found: builtins.list[Webhook] = []
+        with self.store.read() as conn:
+            rows = conn.execute(select(w).order_by(w.c.created_at_us, w.c.webhook_id)).all()
+            for row in rows:
+                counts: dict[str, int] = dict(
+                    conn.execute(select(d.c.state, func.count()).where(d.c.webhook_id == row.webhook_id).group_by(d.c.state)).all()
+                )
+                failing = conn.execute(
+                    select(func.count()).where(d.c.webhook_id == row.webhook_id, d.c.state == DeliveryState.PENDING.value, d.c.attempts > 0)
+                ).scalar_one()
+                last = conn.execute(
+                    select(d.c.last_status, d.c.last_error, d.c.last_attempt_at_us)
+                    .where(d.c.webhook_id == row.webhook_id, d.c.last_attempt_at_us.is_not(None))
+                    .order_by(d.c.last_attempt_at_us.desc())
+                    .limit(1)
+                ).first()
+                found.append(
+                    Webhook(
+                        webhook_id=row.webhook_id,
+                        url=row.url,
+                        events=parse_kinds(row.events),
+                        created_at=row.created_at_us,
+                        pending=counts.get(DeliveryState.PENDING.value, 0),
+                        delivered=counts.get(DeliveryState.DELIVERED.value, 0),
+                        failing=failing,
+                        last_status=last.last_status if last is not None else None,
+                        last_error=last.last_error if last is not None else None,
+                        last_attempt_at=last.last_attempt_at_us if last is not None else None,
+                    )
+                )
+        return found
+
+    def deliveries(self, webhook_id: str | None = None) -> builtins.list[Delivery]:
+        d = s.deliveries
+        query = select(d).order_by(d.c.next_attempt_at_us, d.c.event_id)
+        if webhook_id is not None:
+            query = query.where(d.c.webhook_id == webhook_id)
+        with self.store.read() as conn:
+            return [
+                Delivery(
+                    webhook_id=r.webhook_id,
+                    event_id=r.event_id,
+                    state=DeliveryState(r.state),
+                    attempts=r.attempts,
+                    last_status=r.last_status,
+                    last_error=r.last_error,
+                    last_attempt_at=r.last_attempt_at_us,
+                    next_attempt_at=r.next_attempt_at_us,
+                    delivered_at=r.delivered_at_us,
+                )
+                for r in conn.execute(query)
+            ]
+
+    # -- delivering ------------------------------------------------------------------------------
+    def claim_due(self, limit: int = 100) -> builtins.list[Due]:
+        """The pending deliveries due now, each reserved for ``CLAIM_LEASE`` (a concurrent
+        deliverer skips them); the caller POSTs them and reports each with ``record_attempt``."""
+        d, w, e = s.deliveries, s.webhooks, s.events
+        now = read_clock(self.clock)
+        claimed: builtins.list[Due] = []
+        due = and_(d.c.state == DeliveryState.PENDING.value, d.c.next_attempt_at_us <= now)
+        with self.store.read() as conn:  # the common case, nothing due, takes no write lock
+            if conn.execute(select(d.c.event_id).where(due).limit(1)).first() is None:
+                return claimed
+        with self.store.write(lock_key="deliveries") as conn:
+            rows = conn.execute(
+                select(d.c.webhook_id, d.c.event_id, d.c.attempts, w.c.url, w.c.secret, e)
+                .join(w, w.c.webhook_id == d.c.webhook_id)
+                .join(e, e.c.event_id == d.c.event_id)
+                .where(due)
+                .order_by(e.c.seq)
+                .limit(limit)
+            ).all()
+            for row in rows:
+                conn.execute(
+                    update(d)
+                    .where(and_(d.c.webhook_id == row.webhook_id, d.c.event_id == row.event_id))
+                    .values(next_attempt_at_us=now + CLAIM_LEASE)
+                )
+                claimed.append(Due(webhook_id=row.webhook_id, url=row.url, secret=row.secret, event=_event(row), attempts=row.attempts))
+        return claimed
+
+    def record_attempt(self, webhook_id: str, event_id: str, *, status: int | None, error: str | None) -> Delivery | None:
+        """Log one attempt: a 2xx ``status`` delivers it; anything else (or ``error``, no answer)
+        leaves it pending, retried after ``backoff``. None: the webhook was removed meanwhile."""
+        d = s.deliveries
+        now = read_clock(self.clock)
+        key = and_(d.c.webhook_id == webhook_id, d.c.event_id == event_id)
+        ok = status is not None and 200 <= status < 300 and error is None
+        with self.store.write(lock_key="deliveries") as conn:
+            row = conn.execute(select(d.c.attempts, d.c.state).where(key)).first()
+            if row is None or row.state == DeliveryState.DELIVERED.value:
+                return None
+            attempts = row.attempts + 1
+            values: dict[str, Any] = dict(
+                attempts=attempts, last_status=status, last_error=None if ok else (error or f"HTTP {status}")[:500], last_attempt_at_us=now
+            )
+            if ok:
+                values.update(state=DeliveryState.DELIVERED.value, delivered_at_us=now)
+            else:
+                values.update(next_attempt_at_us=now + backoff(attempts))
+            conn.execute(update(d).where(key).values(**values))
+        found = [x for x in self.deliveries(webhook_id) if x.event_id == event_id]
+        return found[0] if found else None

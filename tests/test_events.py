@@ -1,0 +1,245 @@
+"""Events and webhook notifications: an event commits with the change it describes (and only with
+it), and a real local HTTP receiver gets each subscribed event signed, with an id to deduplicate
+on; a failing receiver is retried with backoff and its failure is visible in the delivery log."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from admission import Approvals, Automations, FixedClock, Missions, Policies, RevisionConflict, Scope, Store
+from admission.automations import AutomationState, HoldKind
+from admission.events import EVENT_ID_HEADER, SIGNATURE_HEADER, EventKind, Events, signature, verify
+from admission.missions import MissionStatus
+from scheduler.notify import NotifyService
+
+from cli import run_cli
+from conftest import raw_sql
+from helpers import add_automation
+
+
+class Receiver:
+    """A stdlib HTTP server in a thread that records every POST and answers ``status``."""
+
+    def __init__(self) -> None:
+        self.status = 200
+        self.got: list[tuple[dict[str, str], bytes]] = []
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                receiver.got.append((dict(self.headers.items()), body))
+                self.send_response(receiver.status)
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def docs(self) -> list[dict]:  # type: ignore[type-arg]
+        return [json.loads(body) for _, body in self.got]
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    r = Receiver()
+    try:
+        yield r
+    finally:
+        r.close()
+
+
+def kinds(store: Store) -> list[str]:
+    return [row[0] for row in raw_sql(store, "SELECT kind FROM fg_events ORDER BY seq")]
+
+
+def test_an_event_commits_with_its_change_and_not_without_it(store: Store, clock: FixedClock) -> None:
+    approvals = Approvals(store, clock)
+    # A unit of work that fails after the ask: neither the ask nor its event is left.
+    with pytest.raises(RuntimeError), store.unit() as conn:
+        approvals.ask("m-rolled", "g/a/x", "max_turns", 3, within=conn)
+        raise RuntimeError("the caller's next step failed")
+    assert raw_sql(store, "SELECT count(*) FROM fg_approvals") == [(0,)]
+    assert kinds(store) == []
+    # The same ask committed: exactly one ask_pending event, describing it, at the clock's time.
+    mission = Missions(store, clock).open("x", "g", "a").mission_id
+    ask = approvals.ask(mission, "g/a/x", "max_turns", 3)
+    (event,) = Events(store, clock).list()
+    assert event.kind is EventKind.ASK_PENDING
+    assert event.event_id.startswith("evt-") and event.subject == mission
+    assert event.occurred_at == clock.now() and event.occurred_at.tzinfo is not None
+    assert event.data["approval_id"] == ask.approval_id and event.data["extension"] == 3
+    # A floor write that loses its revision check writes no floor_changed; one that wins does.
+    policies = Policies(store, clock)
+    with pytest.raises(RevisionConflict):
+        policies.configure(Scope.parse("g"), min_interval=timedelta(hours=1), expected_revision=5, owner_ref="o")
+    assert kinds(store) == ["ask_pending"]
+    policies.configure(Scope.parse("g"), min_interval=timedelta(hours=1), expected_revision=0, owner_ref="o")
+    assert kinds(store) == ["ask_pending", "floor_changed"]
+    assert Events(store, clock).list(EventKind.FLOOR_CHANGED)[0].data["after_us"] == 3_600_000_000
+    approvals.decide(ask.approval_id, False)
+    assert kinds(store) == ["ask_pending", "floor_changed", "ask_decided", "mission_stuck"]
+
+
+def test_a_stuck_mission_and_a_set_latch_are_events_once(store: Store, clock: FixedClock) -> None:
+    missions = Missions(store, clock)
+    one = missions.open("x", "g", "a").mission_id
+    # Rolled back with the unit: no event.
+    with pytest.raises(RuntimeError), store.unit() as conn:
+        missions.set_latch(one, "usage unreported", within=conn)
+        missions.settle(one, MissionStatus.STUCK, "max_turns reached", within=conn)
+        raise RuntimeError("the caller's next step failed")
+    assert kinds(store) == []
+    missions.set_latch(one, "usage unreported")
+    missions.set_latch(one, "usage unreported")  # unchanged: no second event
+    missions.set_latch(one, None)  # cleared: not a latch_set
+    missions.settle(one, MissionStatus.STUCK, "max_turns reached")
+    missions.settle(one, MissionStatus.STUCK, "again")  # already settled: nothing changes, no event
+    two = missions.open("y", "g", "a").mission_id
+    missions.settle(two, MissionStatus.SUCCEEDED, "completed")
+    assert kinds(store) == ["latch_set", "mission_stuck"]
+    latch, stuck = Events(store, clock).list()
+    assert latch.data == {"mission_id": one, "reason": "usage unreported"}
+    assert stuck.data == {"mission_id": one, "reason": "max_turns reached"} and stuck.subject == one
+
+
+def test_a_receiver_gets_a_signed_deduplicable_event_for_an_ask_and_a_hold(store: Store, clock: FixedClock, receiver: Receiver) -> None:
+    notify = NotifyService(store, clock)
+    webhook, secret = notify.events.add_webhook(receiver.url, "ask_pending,automation_held")
+    add_automation(store, clock, "x")
+    Approvals(store, clock).ask("m-1", "g/a/x", "max_turns", 2)
+    Automations(store, clock).set_state("x", AutomationState.HELD, "mission m-1 is stuck", hold_kind=HoldKind.MISSION_STUCK)
+    Policies(store, clock).configure(
+        Scope.parse("g"), min_interval=timedelta(hours=1), expected_revision=0, owner_ref="o"
+    )  # not subscribed
+
+    report = notify.deliver()
+    assert (report.attempted, report.delivered, report.failed) == (2, 2, 0)
+    assert [d["kind"] for d in receiver.docs()] == ["ask_pending", "automation_held"]
+    stored = {e.event_id for e in Events(store, clock).list() if e.kind is not EventKind.FLOOR_CHANGED}
+    for headers, body in receiver.got:
+        doc = json.loads(body)
+        assert headers[SIGNATURE_HEADER] == signature(secret, body) and verify(secret, body, headers[SIGNATURE_HEADER])
+        assert headers[EVENT_ID_HEADER] == doc["id"]
+        assert doc["occurred_at"].endswith("Z")
+    assert {h[EVENT_ID_HEADER] for h, _ in receiver.got} == stored
+    assert receiver.docs()[1]["data"] == {"automation_id": "x", "hold_kind": "mission_stuck", "note": "mission m-1 is stuck"}
+    # Delivered once: delivering again sends nothing; the log says so.
+    assert notify.deliver().attempted == 0
+    (listed,) = notify.events.webhooks()
+    assert (listed.webhook_id, listed.delivered, listed.pending, listed.last_status) == (webhook.webhook_id, 2, 0, 200)
+
+
+def test_a_failing_receiver_is_retried_with_backoff_and_the_failure_is_visible(store: Store, clock: FixedClock, receiver: Receiver) -> None:
+    notify = NotifyService(store, clock)
+    notify.events.add_webhook(receiver.url, ["ask_pending"])
+    Approvals(store, clock).ask("m-1", "g/a/x", "max_turns", 2)
+    receiver.status = 500
+    assert notify.deliver().failed == 1
+    (listed,) = notify.events.webhooks()
+    assert (listed.pending, listed.failing, listed.delivered, listed.last_status, listed.last_error) == (1, 1, 0, 500, "HTTP 500")
+    (delivery,) = notify.events.deliveries()
+    assert delivery.attempts == 1 and delivery.next_attempt_at == clock.now() + timedelta(seconds=30)
+    assert notify.deliver().attempted == 0  # backing off: not due yet
+    clock.advance(timedelta(seconds=30))
+    assert notify.deliver().failed == 1
+    (delivery,) = notify.events.deliveries()
+    assert delivery.attempts == 2 and delivery.next_attempt_at == clock.now() + timedelta(seconds=60)
+    receiver.status = 204
+    clock.advance(timedelta(seconds=60))
+    assert notify.deliver().delivered == 1
+    (delivery,) = notify.events.deliveries()
+    assert (delivery.state.value, delivery.attempts, delivery.last_status) == ("delivered", 3, 204)
+    # Three attempts of one event: the same id each time, so the receiver can drop the repeats.
+    assert len(receiver.got) == 3 and len({h[EVENT_ID_HEADER] for h, _ in receiver.got}) == 1
+    assert notify.events.webhooks()[0].failing == 0
+
+
+def test_an_unreachable_receiver_is_logged_not_lost(store: Store, clock: FixedClock, receiver: Receiver) -> None:
+    url = receiver.url
+    receiver.close()  # nothing listens there now
+    notify = NotifyService(store, clock)
+    notify.events.add_webhook(url, "ask_pending")
+    Approvals(store, clock).ask("m-1", "g/a/x", "max_turns", 2)
+    assert notify.deliver().failed == 1
+    (delivery,) = notify.events.deliveries()
+    assert delivery.state.value == "pending" and delivery.last_status is None and "Error" in (delivery.last_error or "")
+
+
+def test_the_signature_verifies_only_with_the_secret_over_the_exact_body() -> None:
+    body = b'{"id":"evt-1","kind":"ask_pending"}'
+    header = signature("fgs_secret", body)
+    assert header.startswith("sha256=") and len(header) == len("sha256=") + 64
+    assert verify("fgs_secret", body, header)
+    assert not verify("fgs_other", body, header)
+    assert not verify("fgs_secret", body + b" ", header)
+    assert not verify("fgs_secret", body, None)
+
+
+def test_webhook_input_is_refused_naming_the_field(store: Store, clock: FixedClock) -> None:
+    events = Events(store, clock)
+    with pytest.raises(ValueError, match=r"^events: 'ask_sent' is not an event kind"):
+        events.add_webhook("http://127.0.0.1:9/x", "ask_sent")
+    with pytest.raises(ValueError, match=r"^url: "):
+        events.add_webhook("ftp://example/x", "ask_pending")
+    assert events.webhooks() == []
+
+
+def test_notify_commands_add_list_deliver_and_remove(store: Store, clock: FixedClock, receiver: Receiver) -> None:
+    added = run_cli("notify", "add", receiver.url, "--events", "ask_pending,automation_held", "--json", db=store.url)
+    assert added.returncode == 0, added.stderr
+    doc = json.loads(added.stdout)
+    secret, webhook_id = doc["secret"], doc["webhook_id"]
+    assert doc["events"] == ["ask_pending", "automation_held"] and secret.startswith("fgs_")
+    listed = json.loads(run_cli("notify", "list", "--json", db=store.url).stdout)["webhooks"]
+    assert [w["webhook_id"] for w in listed] == [webhook_id] and "secret" not in listed[0]  # printed once, at add
+
+    mission = Missions(store, clock).open("x", "g", "a").mission_id
+    Approvals(store, clock).ask(mission, "g/a/x", "max_turns", 2)
+    receiver.status = 500
+    delivered = run_cli("notify", "deliver", "--json", db=store.url)
+    assert delivered.returncode == 0 and json.loads(delivered.stdout) == {"attempted": 1, "delivered": 0, "failed": 1}
+    (listed_row,) = json.loads(run_cli("notify", "list", "--json", db=store.url).stdout)["webhooks"]
+    assert (listed_row["failing"], listed_row["last_status"], listed_row["last_error"]) == (1, 500, "HTTP 500")
+    ((headers, body),) = receiver.got
+    assert verify(secret, body, headers[SIGNATURE_HEADER])
+
+    bad = run_cli("notify", "add", receiver.url, "--events", "nope", db=store.url)
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [bad.stderr.strip()] and "events: 'nope'" in bad.stderr
+    assert run_cli("notify", "remove", webhook_id, db=store.url).returncode == 0
+    assert json.loads(run_cli("notify", "list", "--json", db=store.url).stdout)["webhooks"] == []
+    assert run_cli("notify", "remove", webhook_id, db=store.url).returncode != 0
+
+
+def test_a_running_host_delivers_events_on_its_own(store: Store, clock: FixedClock, receiver: Receiver, tmp_path: Path) -> None:
+    from scheduler.runtime import HostRuntime, RuntimeConfig
+
+    _, secret = Events(store, clock).add_webhook(receiver.url, "floor_changed")
+    Policies(store, clock).configure(Scope.parse("g"), min_interval=timedelta(hours=1), expected_revision=0, owner_ref="o")
+    host = HostRuntime(store, RuntimeConfig(state_dir=tmp_path / "state", poll=timedelta(milliseconds=100)), clock=clock)
+    host.start()
+    try:
+        deadline = time.monotonic() + 15
+        while not receiver.got and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        host.stop()
+    ((headers, body),) = receiver.got
+    assert json.loads(body)["kind"] == "floor_changed" and verify(secret, body, headers[SIGNATURE_HEADER])
+    assert Events(store, clock).webhooks()[0].delivered == 1
