@@ -349,18 +349,13 @@ class Journal:
         *,
         lease_expires: datetime,
         deadline: datetime,
-        attempt: int | None = None,
-        mission_id: str | None = None,
     ) -> TurnRecord:
         """Pass the point of no return in one commit: the journal row becomes ``confirmed`` (with
-        its mission link, attempt and deadline) and the turn's reserved start is confirmed."""
+        its lease and deadline) and the turn's reserved start is confirmed. The mission link and
+        attempt were written at the turn's begin (``link``)."""
         t = s.turns
         now = read_clock(self.clock)
         values: dict[str, object] = {"phase": "confirmed", "lease_expires_us": lease_expires, "deadline_us": deadline}
-        if attempt is not None:
-            values["attempt"] = attempt
-        if mission_id is not None:
-            values["mission_id"] = mission_id
         with self.store.write(lock_key=locks.turn(turn_id)) as conn:
             done = conn.execute(update(t).where(t.c.turn_id == turn_id, t.c.owner_id == owner, t.c.phase == "journaled").values(**values))
             if done.rowcount != 1:

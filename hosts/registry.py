@@ -13,7 +13,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from .apscheduler_timer import ApschedulerTimer
-from .contract import Capabilities, Guarantee, TimerHost, TimerKind
+from .contract import Capabilities, TimerHost, TimerKind
 from .crontab import CrontabHost
 from .errors import HostError
 from .external import ExternalTimer
@@ -88,8 +88,3 @@ def firing_problem(kind: str) -> str | None:
 def timer_host(kind: str, setup: HostSetup) -> TimerHost:
     """The adapter for ``kind``, built from ``setup``."""
     return TIMER_HOSTS[timer_kind(kind)].build(setup)
-
-
-def guarantee_of(kind: str, *, hook_seen: bool) -> Guarantee:
-    """The guarantee a kind's host gives (``hook_seen``: a pre-model hook answered for it)."""
-    return Guarantee.of(capabilities(kind), hook_seen=hook_seen)

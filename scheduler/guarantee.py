@@ -42,26 +42,27 @@ def guarantee_of(
     answer and ``hook_problem``: why its agent app will not run the hook as installed (None: it will)."""
     caps = capabilities(automation.spec.timer)
     answered = answer.answered_at if answer is not None else None
-    if caps.launches_turns:
-        return GuaranteeReadback(Guarantee.ENFORCED, "floorgate launches every turn after admission", answered)
     if not caps.needs_hook_for_guarantee:
-        return GuaranteeReadback(Guarantee.SCHEDULE_ONLY, "the app wakes the model itself; only its floored schedule guards it", answered)
+        return GuaranteeReadback(Guarantee.of(caps, hook_seen=False), "floorgate launches every turn after admission", answered)
+    answering, why = _hook_answering(automation, binding, answer, now, hook_problem)
+    return GuaranteeReadback(Guarantee.of(caps, hook_seen=answering), why, answered)
+
+
+def _hook_answering(
+    automation: Automation, binding: TimerBinding | None, answer: HookAnswer | None, now: datetime, hook_problem: str | None
+) -> tuple[bool, str]:
+    """Whether the pre-model hook is seen answering the app's fires, and why (not)."""
     if hook_problem is not None:  # however recently it answered, the app skips it from now on
-        return GuaranteeReadback(Guarantee.SCHEDULE_ONLY, hook_problem, answered)
+        return False, hook_problem
     if answer is None:
-        return GuaranteeReadback(
-            Guarantee.SCHEDULE_ONLY,
-            "no pre-model hook has answered for this automation (see 'floorgate hook install' and 'floorgate hook status')",
-        )
+        return False, "no pre-model hook has answered for this automation (see 'floorgate hook install' and 'floorgate hook status')"
     due = _latest_fire(automation, binding, now - HOOK_GRACE)
     if due is not None and due >= automation.created_at and answer.answered_at < due - HOOK_GRACE:
-        return GuaranteeReadback(
-            Guarantee.SCHEDULE_ONLY,
+        return False, (
             f"the pre-model hook last answered at {iso(answer.answered_at)}, not for the app's fire at {iso(due)}: "
-            "it may be missing, failing to start, or not trusted by its CLI (see 'floorgate hook status')",
-            answered,
+            "it may be missing, failing to start, or not trusted by its CLI (see 'floorgate hook status')"
         )
-    return GuaranteeReadback(Guarantee.PRE_MODEL_HOOK, f"the pre-model hook answered at {iso(answer.answered_at)}", answered)
+    return True, f"the pre-model hook answered at {iso(answer.answered_at)}"
 
 
 def _latest_fire(automation: Automation, binding: TimerBinding | None, at: datetime) -> datetime | None:

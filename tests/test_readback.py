@@ -354,7 +354,7 @@ def test_the_bulk_readback_of_many_equals_each_automations_own(store, tmp_path) 
 
     clock = FixedClock(T0 + 20 * M)
     floor(store, clock, "g/a", 10 * M)
-    for name in ("ran", "never", "damaged", "poked"):
+    for name in ("ran", "never", "damaged", "poked", "badturn"):
         add_automation(store, clock, name, schedule=EVERY_15M)
     host_running(store, clock)
     TurnExecutor(store, state_dir=tmp_path / "s", clock=clock).run(Automations(store, clock).get("ran"))
@@ -362,9 +362,15 @@ def test_the_bulk_readback_of_many_equals_each_automations_own(store, tmp_path) 
     Floorgate(store, clock=clock, settings=Settings()).automations.poke("poked")
     raw_sql(store, "INSERT INTO fg_wake_state (automation_id, backoff_step, backoff_wake_us, last_nominal_us, updated_at_us) "
             "VALUES ('damaged', 1, -5, NULL, 0)")  # fmt: skip
+    raw_sql(
+        store,
+        "INSERT INTO fg_turns (turn_id, automation_id, goal_id, agent_id, attempt, kind, runner_host, runner_pid, "
+        "started_at_us, deadline_us, phase, status) VALUES ('t-bad', 'badturn', 'g', 'a', 1, 'automatic', 'h:1', 1, 0, 0, "
+        "'settled', 'bogus')",  # a settled turn: only the latest-turn read meets it
+    )
     readback = Readback(store, clock)
     many = {rb.automation_id: rb for rb in readback.many()}
-    assert set(many) == {"ran", "never", "damaged", "poked"}
+    assert set(many) == {"ran", "never", "damaged", "poked", "badturn"}
     for name, rb in many.items():
         assert rb == readback.automation(name), name
     assert many["damaged"].hold is ReadbackHold.UNREADABLE and many["ran"].last_turn is not None

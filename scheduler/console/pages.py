@@ -88,6 +88,19 @@ class Pages:
         )
         return response
 
+    async def _posted(self, request: Request) -> tuple[Any, Any, Response | None]:
+        """A write form: its fields and signed-in principal, or the response that refuses it (a
+        missing or wrong CSRF token, no session)."""
+        form = await request.form()
+        try:
+            self.gate.check_csrf(request, form.get("csrf"))
+        except AuthError as exc:
+            return form, None, self.render(request, "signin.html", None, status=exc.status, error=str(exc))
+        principal = await self.signed_in(request)
+        if principal is None:
+            return form, None, RedirectResponse("/signin", status_code=303)
+        return form, principal, None
+
     async def signout(self, request: Request) -> Response:
         form = await request.form()
         try:
@@ -172,14 +185,9 @@ class Pages:
 
     async def settings_save(self, request: Request) -> Response:
         """One Save: preview at the revision read, apply at it, read back; success only when the readback shows the write."""
-        form = await request.form()
-        try:
-            self.gate.check_csrf(request, form.get("csrf"))
-        except AuthError as exc:
-            return self.render(request, "signin.html", None, status=exc.status, error=str(exc))
-        principal = await self.signed_in(request)
-        if principal is None:
-            return RedirectResponse("/signin", status_code=303)
+        form, principal, refused = await self._posted(request)
+        if refused is not None:
+            return refused
         target = str(form.get("target") or "")
         outcome: dict[str, Any] = {}
         status = 200
@@ -219,14 +227,9 @@ class Pages:
         return self.render(request, "asks.html", principal, asks=[ask_doc(a, m) for a, m in items], now=iso(read_clock(self.fg.clock)))
 
     async def asks_decide(self, request: Request) -> Response:
-        form = await request.form()
-        try:
-            self.gate.check_csrf(request, form.get("csrf"))
-        except AuthError as exc:
-            return self.render(request, "signin.html", None, status=exc.status, error=str(exc))
-        principal = await self.signed_in(request)
-        if principal is None:
-            return RedirectResponse("/signin", status_code=303)
+        form, principal, refused = await self._posted(request)
+        if refused is not None:
+            return refused
         approval_id = request.path_params["approval_id"]
         decision = form.get("decision")
         status, message = 200, ""
