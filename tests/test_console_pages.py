@@ -111,3 +111,45 @@ def test_the_dashboard_shows_the_servers_exact_next_eligible_time(store: Store, 
     assert expected == "2026-12-02T09:00:00Z"
     assert f'data-testid="next-eligible">{expected}<' in page
     assert '<svg width="620"' in page and "Upcoming 24 h" in page
+
+
+def test_sessions_live_in_the_store_hashed_and_survive_a_restart_or_a_second_server(store: Store, clock: FixedClock) -> None:
+    import hashlib
+
+    from starlette.testclient import TestClient
+
+    from scheduler.app import Floorgate
+    from scheduler.console import SESSION_COOKIE, create_app
+
+    c = console(store, clock)
+    sign_in(c)
+    sid = c.client.cookies[SESSION_COOKIE]
+    assert raw_sql(store, "SELECT session_sha256, principal FROM fg_sessions") == [(hashlib.sha256(sid.encode()).hexdigest(), "ops")]
+    assert sid not in str(raw_sql(store, "SELECT * FROM fg_sessions"))  # only its hash is stored
+    other = TestClient(create_app(Floorgate(store, clock=clock)))  # a restart, or a second 'serve' on the store
+    other.cookies.set(SESSION_COOKIE, sid)
+    assert other.get("/dashboard", follow_redirects=False).status_code == 200
+    clock.advance(DAY)  # past the session's 12 h
+    assert other.get("/dashboard", follow_redirects=False).status_code == 303
+
+
+def test_revoking_a_principal_signs_its_sessions_out_everywhere(store: Store, clock: FixedClock) -> None:
+    c = console(store, clock)
+    sign_in(c)
+    c.fg.principals.revoke("ops")
+    assert raw_sql(store, "SELECT COUNT(*) FROM fg_sessions") == [(0,)]
+    assert c.client.get("/dashboard", follow_redirects=False).status_code == 303
+
+
+def test_the_failed_sign_in_limit_is_shared_by_every_server_on_the_store(store: Store, clock: FixedClock) -> None:
+    from starlette.testclient import TestClient
+
+    from scheduler.app import Floorgate
+    from scheduler.console import create_app
+
+    c = console(store, clock)
+    other = TestClient(create_app(Floorgate(store, clock=clock)))
+    for client in (c.client, other, c.client, other, c.client):  # five failures, split over two servers
+        assert client.post("/signin", data={"token": "fgo_ops.guess"}).status_code == 401
+    assert other.post("/signin", data={"token": c.owner}, follow_redirects=False).status_code == 429
+    assert c.client.post("/signin", data={"token": c.owner}, follow_redirects=False).status_code == 429

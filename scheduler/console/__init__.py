@@ -15,11 +15,13 @@ from starlette.routing import Route
 from .._version import floorgate_version
 from ..app import Floorgate
 from .api import routes as api_routes
-from .auth import Gatekeeper
+from .auth import SESSION_COOKIE, Gatekeeper
 from .errors import error_doc, json_error
 from .openapi import openapi
 from .pages import Pages
 from .workers import Workers
+
+__all__ = ["SESSION_COOKIE", "create_app"]
 
 
 def create_app(fg: Floorgate, *, secure_cookies: bool = False) -> Starlette:
