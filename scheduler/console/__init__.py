@@ -19,6 +19,7 @@ from .auth import SESSION_COOKIE, Gatekeeper
 from .errors import error_doc, json_error
 from .openapi import openapi
 from .pages import Pages
+from .runs import RUNNERS
 from .workers import Workers
 
 __all__ = ["SESSION_COOKIE", "create_app"]
@@ -30,6 +31,7 @@ def create_app(fg: Floorgate, *, secure_cookies: bool = False) -> Starlette:
 
     gate = Gatekeeper(fg.principals, fg.clock)
     work = Workers()
+    runners = Workers(RUNNERS)  # manual turns: minutes long, never on the request workers
     schema = openapi(floorgate_version())
 
     async def schema_route(request: Request) -> JSONResponse:
@@ -54,4 +56,5 @@ def create_app(fg: Floorgate, *, secure_cookies: bool = False) -> Starlette:
     app.state.floorgate = fg
     app.state.gate = gate
     app.state.workers = work
+    app.state.runners = runners
     return app
