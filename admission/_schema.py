@@ -43,6 +43,7 @@ rule_history = Table(
     Column("compute_before", Text, nullable=True),
     Column("compute_after", Text, nullable=True),
     Column("owner_kind", String(16), nullable=False, server_default="asserted"),  # Provenance: asserted, authenticated
+    Column("note", Text, nullable=True),  # the owner's note on the write, if any
     Index("ix_fg_rule_history_scope", "goal_id", "agent_id", "automation_id", "id"),
 )
 

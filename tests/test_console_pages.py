@@ -153,3 +153,50 @@ def test_the_failed_sign_in_limit_is_shared_by_every_server_on_the_store(store: 
         assert client.post("/signin", data={"token": "fgo_ops.guess"}).status_code == 401
     assert other.post("/signin", data={"token": c.owner}, follow_redirects=False).status_code == 429
     assert c.client.post("/signin", data={"token": c.owner}, follow_redirects=False).status_code == 429
+
+
+def test_the_target_selector_lists_goal_agents_and_their_automations_and_an_automation_override_leaves_peers(
+    store: Store, clock: FixedClock
+) -> None:
+    c = console(store, clock)
+    add_automation(store, clock, "x")
+    add_automation(store, clock, "y")
+    add_automation(store, clock, "z", agent="b")
+    floor(store, clock, "g", DAY)
+    csrf = sign_in(c)
+    page = c.client.get("/settings").text
+    options = re.findall(r'<option value="([^"]+)"', page)
+    assert options == ["g", "g/a", "g/a/x", "g/a/y", "g/b", "g/b/z"]
+    r = c.client.post("/settings", data={"target": "g/a/x", "revision": "0", "min_interval": "2d", "csrf": csrf})
+    assert r.status_code == 200 and 'id="saved"' in r.text, r.text
+    assert re.search(r'<option value="g/a/x" selected>', r.text)
+    rules = raw_sql(store, "SELECT goal_id, agent_id, automation_id, min_interval_us FROM fg_rules ORDER BY automation_id")
+    assert rules == [("g", "", "", 86_400_000_000), ("g", "a", "x", 2 * 86_400_000_000)]  # peers and the goal default untouched
+    lane = c.get("/api/eligibility?goal=g&agent=a&automation=y").json()
+    assert lane["effective_floor"]["floor"] == "1d"
+
+
+def test_the_optional_note_goes_into_the_writes_provenance_and_its_event(store: Store, clock: FixedClock) -> None:
+    import json
+
+    from cli import run_cli
+
+    c = console(store, clock)
+    add_automation(store, clock, "x")
+    csrf = sign_in(c)
+    page = c.client.get("/settings").text
+    assert re.search(r"<details[^>]*>\s*<summary>[^<]*note", page), "the note sits in a disclosure"
+    r = c.client.post("/settings", data={"target": "g/a", "revision": "0", "min_interval": "1d", "csrf": csrf, "note": " vacation week "})
+    assert r.status_code == 200 and 'class="note">vacation week<' in r.text
+    [change] = c.get("/api/policy/history?scope=g/a").json()["history"]
+    assert (change["note"], change["owner_ref"], change["owner_kind"]) == ("vacation week", "ops", "authenticated")
+    [event] = c.get("/api/events?kind=floor_changed").json()["events"]
+    assert event["data"]["note"] == "vacation week"
+    cli = json.loads(run_cli("policy", "history", "--json", db=store.url).stdout)
+    assert [h.get("note") for h in cli["history"]] == ["vacation week"]
+    # No note: none recorded; a bad one is refused naming the field, nothing written.
+    r = c.client.post("/settings", data={"target": "g/a", "revision": "1", "min_interval": "2d", "csrf": csrf})
+    assert c.get("/api/policy/history?scope=g/a").json()["history"][0]["note"] is None
+    r = c.client.post("/settings", data={"target": "g/a", "revision": "2", "min_interval": "3d", "csrf": csrf, "note": "x" * 501})
+    assert r.status_code == 422 and "note" in r.text
+    assert raw_sql(store, "SELECT revision FROM fg_rules") == [(2,)]

@@ -5,7 +5,8 @@
 - ``fg_signin_failures``: failed sign-ins per client, so the rate limit holds across processes;
 - ``fg_events.dedup_key``: an event observed rather than caused (``host_lost``, ``timer_drift``)
   is written once per occurrence, keyed;
-- ``fg_webhooks.format``: ``json`` (the signed event document) or ``slack`` (``{"text": ...}``).
+- ``fg_webhooks.format``: ``json`` (the signed event document) or ``slack`` (``{"text": ...}``);
+- ``fg_rule_history.note``: the owner's optional note on a policy write (the console's disclosure).
 
 Revision ID: 0012
 Revises: 0011
@@ -42,9 +43,13 @@ def upgrade() -> None:
         batch.create_index("ix_fg_events_dedup_key", ["dedup_key"], unique=True)
     with op.batch_alter_table("fg_webhooks") as batch:
         batch.add_column(sa.Column("format", sa.String(16), nullable=False, server_default="json"))
+    with op.batch_alter_table("fg_rule_history") as batch:
+        batch.add_column(sa.Column("note", sa.Text, nullable=True))
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("fg_rule_history") as batch:
+        batch.drop_column("note")
     with op.batch_alter_table("fg_webhooks") as batch:
         batch.drop_column("format")
     with op.batch_alter_table("fg_events") as batch:

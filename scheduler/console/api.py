@@ -171,6 +171,7 @@ def _policy_apply(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
         compute=compute_field(b),
         principal=p,
         authorize_reduction=text_field(b, "authorize_reduction", required=False),
+        note=text_field(b, "note", required=False),
     )
     return floor_applied_doc(applied)
 
@@ -401,7 +402,8 @@ ENDPOINTS = [
     Endpoint("POST", "/api/policy/preview", "Preview a change at an exact revision: before/after and whether it reduces", _policy_preview,
              role=Role.OWNER, body=_SCOPE_BODY),
     Endpoint("POST", "/api/policy/apply", "Apply a change at an exact revision, then read it back", _policy_apply, role=Role.OWNER,
-             body={**_SCOPE_BODY, "authorize_reduction": ("string", False, "the preview's reduction_key, to authorize exactly that reduction")}),
+             body={**_SCOPE_BODY, "authorize_reduction": ("string", False, "the preview's reduction_key, to authorize exactly that reduction"),
+                   "note": ("string", False, "why (one line, recorded with the write's provenance)")}),
     Endpoint("GET", "/api/policy/history", "Provenance of policy writes, newest first", _history,
              query={"scope": "narrow to a target and below", "limit": "at most this many"}),
     Endpoint("GET", "/api/eligibility", "Eligibility of one lane", _eligibility,

@@ -23,7 +23,7 @@ from admission.tallies import Tallies
 
 from ..app import Floorgate
 from ..floors import parse_compute_text
-from ..present import ago, eligibility_doc, host_doc, readback_doc
+from ..present import ago, change_doc, eligibility_doc, host_doc, readback_doc
 from ..present_floors import floor_change_doc, floor_view_doc
 from .api import ask_doc, decide
 from .auth import SESSION_COOKIE, SESSION_TTL, AuthError, Gatekeeper, client_of, require_owner
@@ -159,11 +159,13 @@ class Pages:
         return self.render(request, "settings.html", principal, **values)
 
     def _settings(self, target: str | None) -> dict[str, Any]:
-        goals = self.fg.floors.goals()
-        if not target and goals:
-            target = next(iter(goals))
-        view = floor_view_doc(self.fg.floors.read(Scope.parse(target))) if target else None
-        return {"goals": goals, "target": target, "view": view}
+        targets = self.fg.floors.targets()
+        if not target and targets:
+            target = next(iter(targets))
+        scope = Scope.parse(target) if target else None
+        view = floor_view_doc(self.fg.floors.read(scope)) if scope is not None else None
+        changes = [change_doc(c) for c in self.fg.policies.history(scope, limit=20) if c.scope == scope][:5] if scope is not None else []
+        return {"targets": targets, "target": target, "view": view, "changes": changes}
 
     async def settings_preview(self, request: Request) -> Response:
         """The before -> after of an edit, for the page's few lines of script (a read: no CSRF)."""
@@ -201,6 +203,7 @@ class Pages:
                     compute=parse_compute_text(str(form.get("compute") or "")),
                     principal=principal,
                     authorize_reduction=str(form.get("authorize_reduction")) if form.get("authorize_reduction") else None,
+                    note=str(form.get("note") or "") or None,
                 )
             )
             if applied.confirmed:
