@@ -200,3 +200,26 @@ def test_the_optional_note_goes_into_the_writes_provenance_and_its_event(store: 
     r = c.client.post("/settings", data={"target": "g/a", "revision": "2", "min_interval": "3d", "csrf": csrf, "note": "x" * 501})
     assert r.status_code == 422 and "note" in r.text
     assert raw_sql(store, "SELECT revision FROM fg_rules") == [(2,)]
+
+
+def test_the_events_page_shows_each_event_with_its_deliveries_dead_ones_included(store: Store, clock: FixedClock) -> None:
+    from admission.events import MAX_ATTEMPTS
+
+    c = console(store, clock)
+    hook, _ = c.fg.notify.events.add_webhook("http://127.0.0.1:9/secret-path", "ask_pending")
+    pending_ask(store, clock)
+    events = c.fg.notify.events
+    [due] = events.claim_due()
+    for _ in range(MAX_ATTEMPTS):
+        events.record_attempt(hook.webhook_id, due.event.event_id, status=500, error=None)
+    sign_in(c)
+    page = c.client.get("/events").text
+    row = re.search(rf'<tr class="event kind-ask_pending" data-id="{due.event.event_id}">.*?</tr>', page, re.S)
+    assert row is not None and f"dead after {MAX_ATTEMPTS} attempts (HTTP 500)" in row.group(0)
+    hooks = re.search(r'<table id="webhooks">.*?</table>', page, re.S)
+    assert hooks is not None and "secret-path" in hooks.group(0) and '<td class="reduction">1</td>' in hooks.group(0)
+    dashboard = c.client.get("/dashboard").text
+    assert re.search(r'id="recent-events">.*?kind-ask_pending.*?state-dead', dashboard, re.S)
+    c.client.cookies.clear()
+    sign_in(c, c.viewer)
+    assert "secret-path" not in c.client.get("/events").text  # a viewer sees counts, not URLs

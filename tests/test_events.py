@@ -367,3 +367,50 @@ def test_the_webhook_secret_is_printed_once_and_the_store_file_is_owner_only(tmp
     for argv in (("notify", "list"), ("notify", "list", "--json"), ("notify", "events", "--json")):
         shown = run_cli(*argv, db=f"sqlite:///{db}")
         assert shown.returncode == 0 and secret not in shown.stdout + shown.stderr, argv
+
+
+def test_floorgate_serve_delivers_on_its_own_so_the_last_host_dying_is_reported(sqlite_db: str, receiver: Receiver, tmp_path: Path) -> None:
+    import socket
+    import subprocess
+    import sys
+    import urllib.request
+
+    from admission import SystemClock, open_store
+    from admission.liveness import HostBeat, HostBeats
+    from scheduler.app import Floorgate
+
+    from helpers import wait_for
+
+    clock = SystemClock()
+    with open_store(sqlite_db) as store:
+        _, secret = Events(store, clock).add_webhook(receiver.url, "host_lost")
+        _, token = Floorgate(store, clock=clock).principals.add("ops", "owner")
+        then = clock.now() - timedelta(hours=1)  # the only host: silent for an hour, never stopped
+        HostBeats(store).started(
+            HostBeat(
+                host_id="h-gone",
+                hostname="box",
+                pid=1,
+                version="t",
+                started_at=then,
+                beat_at=then,
+                poll=timedelta(seconds=5),
+                stopped_at=None,
+            )
+        )
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    argv = [sys.executable, "-m", "scheduler", "--db", sqlite_db, "serve", "--port", str(port), "--deliver-every", "1s"]
+    with open(tmp_path / "serve.log", "w") as log:
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log)
+    try:
+        wait_for(lambda: receiver.got, what=f"the console's delivery round ({tmp_path / 'serve.log'})")
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/api/whoami", headers={"Authorization": f"Bearer {token}"})
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            assert json.loads(answer.read())["name"] == "ops"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    ((headers, body),) = receiver.got
+    assert json.loads(body)["subject"] == "h-gone" and verify(secret, body, headers[SIGNATURE_HEADER])

@@ -23,6 +23,7 @@ from admission.tallies import Tallies
 
 from ..app import Floorgate
 from ..floors import parse_compute_text
+from ..notify import event_docs, webhook_doc
 from ..present import ago, change_doc, eligibility_doc, host_doc, readback_doc
 from ..present_floors import floor_change_doc, floor_view_doc
 from .api import ask_doc, decide
@@ -33,6 +34,7 @@ from .workers import Workers
 
 TEMPLATES = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"), autoescape=select_autoescape(["html"]))
 UPCOMING = timedelta(hours=24)
+RECENT_EVENTS = 8  # on the dashboard; /events shows more
 
 
 class Pages:
@@ -52,6 +54,7 @@ class Pages:
             Route("/settings/preview", self.settings_preview, methods=["GET"]),
             Route("/settings", self.settings_save, methods=["POST"]),
             Route("/asks", self.asks, methods=["GET"]),
+            Route("/events", self.events, methods=["GET"]),
             Route("/asks/{approval_id}/decide", self.asks_decide, methods=["POST"]),
         ]
 
@@ -143,7 +146,26 @@ class Pages:
                     )
         upcoming.sort(key=lambda u: str(u["at"]))
         hosts = [host_doc(h, now) for h in view.hosts]
-        return {"now": iso(now), "rows": rows, "upcoming": upcoming, "hosts": hosts, "lanes": [eligibility_doc(e) for e in view.lanes]}
+        events = list(reversed(event_docs(fg.notify.events, RECENT_EVENTS)))
+        return {
+            "now": iso(now),
+            "rows": rows,
+            "upcoming": upcoming,
+            "hosts": hosts,
+            "lanes": [eligibility_doc(e) for e in view.lanes],
+            "events": events,
+        }
+
+    # -- events ------------------------------------------------------------------------------
+    async def events(self, request: Request) -> Response:
+        principal = await self.signed_in(request)
+        if principal is None:
+            return RedirectResponse("/signin", status_code=303)
+        events, hooks = await self.work(lambda: (event_docs(self.fg.notify.events, 200), self.fg.notify.events.webhooks()))
+        return self.render(
+            request, "events.html", principal, events=list(reversed(events)), webhooks=[webhook_doc(w) for w in hooks],
+            show_urls=principal.can_write,
+        )  # fmt: skip
 
     # -- settings ----------------------------------------------------------------------------
     async def settings(self, request: Request) -> Response:
