@@ -193,9 +193,9 @@ class Sessions:
             return int(conn.execute(select(func.count()).where(f.c.client == client[:128], f.c.at_us > since)).scalar_one())
 
     def failed(self, client: str, window: timedelta) -> None:
-        """Count one failed sign-in from ``client`` (and forget its failures older than ``window``)."""
+        """Count one failed sign-in from ``client`` (and forget every failure older than ``window``)."""
         f = s.signin_failures
         now = read_clock(self.clock)
         with self.store.write(lock_key=f"signin:{client[:128]}") as conn:
-            conn.execute(delete(f).where(f.c.client == client[:128], f.c.at_us <= now - window))
+            conn.execute(delete(f).where(f.c.at_us <= now - window))  # nobody's failures outlive the window
             conn.execute(insert(f).values(client=client[:128], at_us=now))

@@ -414,3 +414,25 @@ def test_floorgate_serve_delivers_on_its_own_so_the_last_host_dying_is_reported(
         proc.wait(timeout=30)
     ((headers, body),) = receiver.got
     assert json.loads(body)["subject"] == "h-gone" and verify(secret, body, headers[SIGNATURE_HEADER])
+
+
+def test_racing_observers_record_one_host_lost_between_them(store: Store, clock: FixedClock) -> None:
+    """Four processes notice the same lost host at once: exactly one event (its key decides)."""
+    import subprocess
+    import sys
+
+    _beat(store, clock)
+    code = (
+        "import sys\n"
+        "from datetime import datetime, timedelta, timezone\n"
+        "from admission import FixedClock, open_store\n"
+        "from scheduler.notify import NotifyService\n"
+        "clock = FixedClock(datetime.fromisoformat(sys.argv[2]))\n"
+        "with open_store(sys.argv[1]) as store:\n"
+        "    print(len(NotifyService(store, clock).note_lost_hosts()))\n"
+    )
+    later = (clock.now() + timedelta(minutes=5)).isoformat()
+    procs = [subprocess.Popen([sys.executable, "-c", code, store.url, later], stdout=subprocess.PIPE, text=True) for _ in range(4)]
+    found = [int(p.communicate(timeout=120)[0].strip()) for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    assert sorted(found) == [0, 0, 0, 1] and kinds(store).count("host_lost") == 1

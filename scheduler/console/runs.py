@@ -6,7 +6,9 @@ an unreadable state; it is recorded with the start, naming the authenticated pri
 Turns run on the console's own small pool of runner threads (not the request workers): a turn may
 run for minutes, and a fixed pool bounds the store connections those threads hold. The request
 waits up to ``wait`` for the verdict; a turn still running then is answered 202 with its id, and
-``GET /api/turns/{turn_id}`` reads its journal record as ``floorgate turn show`` does.
+``GET /api/turns/{turn_id}`` reads its journal record as ``floorgate turn show`` does. Stopping
+``serve`` waits for running manual turns to settle (as stopping ``floorgate run`` does); a serve
+killed outright leaves them to recovery, like any runner that dies.
 """
 
 from __future__ import annotations
