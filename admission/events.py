@@ -257,8 +257,12 @@ class Events:
         if not key or len(key) > 200:
             raise InvalidInput("key", "an event key is 1..200 characters")
         e = s.events
+        seen = select(e.c.event_id).where(e.c.dedup_key == key)
+        with self.store.read() as conn:  # the common case, seen before (every status, every round), takes no write lock
+            if conn.execute(seen).first() is not None:
+                return None
         with self.store.write(lock_key=f"event:{key}") as conn:
-            if conn.execute(select(e.c.event_id).where(e.c.dedup_key == key)).first() is not None:
+            if conn.execute(seen).first() is not None:
                 return None
             return record(conn, kind, subject, data, read_clock(self.clock), dedup_key=key)
 

@@ -10,7 +10,7 @@ from admission import Admission, FixedClock, Store
 
 from conftest import DAY, T0, raw_sql
 from console_kit import console, pending_ask, sign_in
-from helpers import add_automation, floor
+from helpers import add_automation, floor, wait_for
 
 
 def test_pages_need_a_session_and_sign_in_sets_an_http_only_same_site_cookie(store: Store, clock: FixedClock) -> None:
@@ -42,6 +42,7 @@ def test_every_write_form_needs_the_session_csrf_token(store: Store, clock: Fixe
     forms = [
         ("/settings", {"target": "g/a", "revision": "1", "min_interval": "2d"}),
         (f"/asks/{ask}/decide", {"decision": "approve"}),
+        ("/automations/x/run", {"reason": "forged run"}),
         ("/signout", {}),
     ]
     for path, form in forms:
@@ -50,6 +51,7 @@ def test_every_write_form_needs_the_session_csrf_token(store: Store, clock: Fixe
             assert r.status_code == 403, (path, bad)
     assert raw_sql(store, "SELECT revision FROM fg_rules") == [(1,)]
     assert raw_sql(store, "SELECT state FROM fg_approvals") == [("pending",)]
+    assert raw_sql(store, "SELECT COUNT(*) FROM fg_starts") == [(0,)]  # no forged run started
     assert c.client.post("/settings", data={"target": "g/a", "revision": "1", "min_interval": "2d", "csrf": csrf}).status_code == 200
     assert raw_sql(store, "SELECT revision FROM fg_rules") == [(2,)]
 
@@ -223,3 +225,33 @@ def test_the_events_page_shows_each_event_with_its_deliveries_dead_ones_included
     c.client.cookies.clear()
     sign_in(c, c.viewer)
     assert "secret-path" not in c.client.get("/events").text  # a viewer sees counts, not URLs
+
+
+def test_run_now_from_the_dashboard_runs_a_manual_turn_for_an_owner_only(store: Store, clock: FixedClock, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from datetime import timedelta
+
+    from helpers import lines, marker_script
+
+    marker = tmp_path / "launches"
+    add_automation(store, clock, "x", script=marker_script(marker))
+    floor(store, clock, "g/a", DAY)
+    admission = Admission(store, clock)
+    admission.reserve(goal="g", agent="a", automation="x", turn_id="t-0", trigger_time=T0)
+    admission.confirm("t-0")
+    clock.advance(timedelta(hours=1))  # inside the 1 d floor: only a manual run may start
+    c = console(store, clock)
+    c.fg.settings = c.fg.settings.model_copy(update={"state_dir": tmp_path / "state"})
+    csrf = sign_in(c)
+    assert 'action="/automations/x/run"' in c.client.get("/dashboard").text
+    r = c.client.post("/automations/x/run", data={"csrf": csrf, "reason": "  "})
+    assert r.status_code == 422 and 'id="run-message"' in r.text and "reason" in r.text and not marker.exists()
+    r = c.client.post("/automations/x/run", data={"csrf": csrf, "reason": "customer escalation"})
+    assert r.status_code == 200 and re.search(r'id="run-message">x: turn \S+ (succeeded|running)', r.text), r.text
+    wait_for(lambda: lines(marker) == 1, what="the manual turn's launch")
+    manual = raw_sql(store, "SELECT manual_reason FROM fg_starts WHERE turn_id != 't-0'")
+    assert manual == [("customer escalation (by ops, authenticated)",)]
+    c.client.cookies.clear()
+    viewer_csrf = sign_in(c, c.viewer)
+    assert 'action="/automations/x/run"' not in c.client.get("/dashboard").text
+    r = c.client.post("/automations/x/run", data={"csrf": viewer_csrf, "reason": "r"})
+    assert r.status_code == 403 and lines(marker) == 1

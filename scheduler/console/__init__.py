@@ -50,7 +50,7 @@ def create_app(fg: Floorgate, *, secure_cookies: bool = False) -> Starlette:
         Route("/api/openapi.json", schema_route, methods=["GET"]),
         Route("/metrics", metrics_route, methods=["GET"]),
         *api_routes(fg, gate, work),
-        *Pages(fg, gate, work, secure_cookies=secure_cookies).routes(),
+        *Pages(fg, gate, work, runners, secure_cookies=secure_cookies).routes(),
     ]
     app = Starlette(routes=routes, exception_handlers={Exception: json_error})
     app.state.floorgate = fg

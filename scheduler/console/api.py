@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
-from concurrent.futures import TimeoutError as StillRunning
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -223,15 +222,9 @@ def _resume(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
 
 
 def _run_now(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
-    automation, reason, started = runs.prepare(fg, r.path_params["automation"], text_field(b, "reason"))
-    wait = wait_field(b, "10s")
-    future = r.app.state.runners.submit(runs.run, fg, automation, reason, p, started.turn_id)
-    try:
-        return {**runs.outcome_doc(future.result(timeout=wait)), "recovered": started.recovered}
-    except StillRunning:
-        return Accepted(
-            {"turn_id": started.turn_id, "state": "running", "turn": f"/api/turns/{started.turn_id}", "recovered": started.recovered}
-        )
+    reason, wait = text_field(b, "reason"), wait_field(b, "10s")
+    settled, doc = runs.run_now(fg, r.app.state.runners, p, r.path_params["automation"], reason, wait)
+    return doc if settled else Accepted(doc)
 
 
 def _turn(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:

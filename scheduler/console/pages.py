@@ -26,6 +26,7 @@ from ..floors import parse_compute_text
 from ..notify import event_docs, webhook_doc
 from ..present import ago, change_doc, eligibility_doc, host_doc, readback_doc
 from ..present_floors import floor_change_doc, floor_view_doc
+from . import runs
 from .api import ask_doc, decide
 from .auth import SESSION_COOKIE, SESSION_TTL, AuthError, Gatekeeper, client_of, require_owner
 from .errors import error_doc
@@ -35,13 +36,14 @@ from .workers import Workers
 TEMPLATES = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"), autoescape=select_autoescape(["html"]))
 UPCOMING = timedelta(hours=24)
 RECENT_EVENTS = 8  # on the dashboard; /events shows more
+RUN_WAIT = 5.0  # seconds a Run now form waits for the verdict before saying the turn is running
 
 
 class Pages:
     """Page handlers over one ``Floorgate`` and one ``Gatekeeper``."""
 
-    def __init__(self, fg: Floorgate, gate: Gatekeeper, work: Workers, *, secure_cookies: bool = False) -> None:
-        self.fg, self.gate, self.work, self.secure = fg, gate, work, secure_cookies
+    def __init__(self, fg: Floorgate, gate: Gatekeeper, work: Workers, runners: Workers, *, secure_cookies: bool = False) -> None:
+        self.fg, self.gate, self.work, self.runners, self.secure = fg, gate, work, runners, secure_cookies
 
     def routes(self) -> list[Route]:
         return [
@@ -55,6 +57,7 @@ class Pages:
             Route("/settings", self.settings_save, methods=["POST"]),
             Route("/asks", self.asks, methods=["GET"]),
             Route("/events", self.events, methods=["GET"]),
+            Route("/automations/{automation}/run", self.run_now, methods=["POST"]),
             Route("/asks/{approval_id}/decide", self.asks_decide, methods=["POST"]),
         ]
 
@@ -122,6 +125,29 @@ class Pages:
             return RedirectResponse("/signin", status_code=303)
         values = await self.work(self._dashboard)
         return self.render(request, "dashboard.html", principal, **values)
+
+    async def run_now(self, request: Request) -> Response:
+        """Run now from the dashboard: a manual turn with the owner's reason, as the API's."""
+        form, principal, refused = await self._posted(request)
+        if refused is not None:
+            return refused
+        aid = request.path_params["automation"]
+        status, message = 200, ""
+        try:
+            require_owner(principal)
+            settled, doc = await self.work(runs.run_now, self.fg, self.runners, principal, aid, form.get("reason"), RUN_WAIT)
+            if not settled:
+                message = f"{aid}: turn {doc['turn_id']} is running (see {doc['turn']})"
+            else:
+                v = doc["verdict"]
+                message = f"{aid}: turn {doc['turn_id']} {v['status']} ({v['stop_reason']})" + (
+                    f": {doc['detail']}" if doc["detail"] else ""
+                )
+        except Exception as exc:
+            status, error = error_doc(exc)
+            message = error["error"]["message"]
+        values = await self.work(self._dashboard)
+        return self.render(request, "dashboard.html", principal, status=status, run_message=message, run_failed=status != 200, **values)
 
     def _dashboard(self) -> dict[str, Any]:
         fg = self.fg

@@ -13,6 +13,7 @@ killed outright leaves them to recovery, like any runner that dies.
 
 from __future__ import annotations
 
+from concurrent.futures import TimeoutError as StillRunning
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,7 @@ from ..app import Floorgate
 from ..executor import TurnOutcome, new_turn_id
 from ..present import decision_doc, turn_doc, verdict_doc
 from ..recovery import recover
+from .workers import Workers
 
 RUNNERS = 2
 
@@ -51,6 +53,23 @@ def prepare(fg: Floorgate, automation_id: str, reason: str | None) -> tuple[Any,
 def run(fg: Floorgate, automation: Any, reason: str, principal: Principal, turn_id: str) -> TurnOutcome:
     """The manual turn itself (on a runner thread), recorded as asked by ``principal``."""
     return fg.executor().run(automation, turn_id=turn_id, manual_reason=f"{reason} (by {principal.name}, authenticated)")
+
+
+def run_now(
+    fg: Floorgate, runners: Workers, principal: Principal, automation_id: str, reason: str | None, wait: float
+) -> tuple[bool, dict[str, Any]]:
+    """Start a manual turn on ``runners`` and wait up to ``wait`` seconds for its verdict: (settled, doc)."""
+    automation, reason, started = prepare(fg, automation_id, reason)
+    future = runners.submit(run, fg, automation, reason, principal, started.turn_id)
+    try:
+        return True, {**outcome_doc(future.result(timeout=wait)), "recovered": started.recovered}
+    except StillRunning:
+        return False, {
+            "turn_id": started.turn_id,
+            "state": "running",
+            "turn": f"/api/turns/{started.turn_id}",
+            "recovered": started.recovered,
+        }
 
 
 def outcome_doc(outcome: TurnOutcome) -> dict[str, Any]:
