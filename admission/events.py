@@ -339,11 +339,14 @@ class Events:
                 )
         return found
 
-    def deliveries(self, webhook_id: str | None = None) -> builtins.list[Delivery]:
+    def deliveries(self, webhook_id: str | None = None, *, event_ids: builtins.list[str] | None = None) -> builtins.list[Delivery]:
+        """The delivery log: of one webhook, and/or of the events ``event_ids`` (default: all)."""
         d = s.deliveries
         query = select(d).order_by(d.c.next_attempt_at_us, d.c.event_id)
         if webhook_id is not None:
             query = query.where(d.c.webhook_id == webhook_id)
+        if event_ids is not None:
+            query = query.where(d.c.event_id.in_(event_ids))
         with self.store.read() as conn:
             return [
                 Delivery(

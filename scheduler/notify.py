@@ -70,7 +70,7 @@ def event_docs(events: Events, limit: int, kind: str | None = None) -> list[dict
     """The latest events, newest last, each with its deliveries (the CLI and the console show these)."""
     items = events.list(EventKind(kind) if kind else None, limit)
     by_event: dict[str, list[dict[str, object]]] = {}
-    for d in events.deliveries():
+    for d in events.deliveries(event_ids=[e.event_id for e in items]):
         by_event.setdefault(d.event_id, []).append(delivery_doc(d))
     return [
         {

@@ -129,8 +129,12 @@ def test_bad_input_is_invalid_input_naming_the_field(store: Store, clock: FixedC
 
 def test_unknown_ids_are_not_found(store: Store, clock: FixedClock) -> None:
     c = console(store, clock)
-    for path in ("/api/automations/nope", "/api/automations/nope/preview", "/api/automations/nope/ticks"):
+    reads = ("/api/automations/nope", "/api/automations/nope/preview", "/api/automations/nope/ticks", "/api/automations/nope/timer")
+    for path in (*reads, "/api/turns/nope", "/api/missions/nope"):
         r = c.get(path)
+        assert r.status_code == 404 and r.json()["error"]["kind"] == "not_found", path
+    for path in ("/api/automations/nope/run", *(f"/api/automations/nope/timer/{a}" for a in ("desired", "observe", "ack"))):
+        r = c.post(path, {"reason": "r"})
         assert r.status_code == 404 and r.json()["error"]["kind"] == "not_found", path
 
 
