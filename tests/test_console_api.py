@@ -279,3 +279,28 @@ def test_many_requests_hold_a_bounded_number_of_store_connections(store: Store, 
     for _ in range(3 * THREADS + 5):
         assert c.get("/api/status").status_code == 200
     assert 1 <= len(store._hot) <= THREADS
+
+
+def test_metrics_count_webhook_deliveries_by_state_dead_ones_included(store: Store, clock: FixedClock) -> None:
+    from admission.events import MAX_ATTEMPTS
+
+    c = console(store, clock)
+    events = c.fg.notify.events
+    hook, _ = events.add_webhook("http://127.0.0.1:9/hook", "ask_pending")
+    pending_ask(store, clock, "x")
+    pending_ask(store, clock, "y")
+
+    def by_state() -> dict[str, float]:
+        text = c.get("/metrics").text
+        return {
+            s.labels["state"]: s.value
+            for f in text_string_to_metric_families(text)
+            for s in f.samples
+            if s.name == "floorgate_webhook_deliveries"
+        }
+
+    assert by_state() == {"pending": 2.0, "delivered": 0.0, "dead": 0.0}
+    first, _second = events.claim_due()
+    for _ in range(MAX_ATTEMPTS):
+        events.record_attempt(hook.webhook_id, first.event.event_id, status=500, error=None)
+    assert by_state() == {"pending": 1.0, "delivered": 0.0, "dead": 1.0}
