@@ -343,7 +343,7 @@ class Events:
         """How many deliveries are in each state, over every webhook (every state present, 0 or more)."""
         d = s.deliveries
         with self.store.read() as conn:
-            found: dict[str, int] = dict(conn.execute(select(d.c.state, func.count()).group_by(d.c.state)).all())  # type: ignore[arg-type]
+            found: dict[str, int] = dict(conn.execute(select(d.c.state, func.count()).group_by(d.c.state)).all())
         return {state: int(found.get(state.value, 0)) for state in DeliveryState}
 
     def deliveries(self, webhook_id: str | None = None, *, event_ids: builtins.list[str] | None = None) -> builtins.list[Delivery]:
