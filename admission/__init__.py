@@ -39,7 +39,7 @@ from .intervals import format_interval, parse_interval
 from .journal import Journal, TurnRecord, Verdict
 from .missions import Mission, Missions
 from .policies import EffectiveFloor, Policies, Provenance, Rule, RuleChange
-from .principals import Principal, Principals, Role
+from .principals import Principal, Principals, Role, Sessions, SignedIn
 from .scope import Scope, ScopeKind
 from .store import Store, open_store
 from .ticks import Tick, TickLog
@@ -95,6 +95,8 @@ __all__ = [
     "SchemaTooNew",
     "Scope",
     "ScopeKind",
+    "Sessions",
+    "SignedIn",
     "StartKind",
     "StartRecord",
     "Store",

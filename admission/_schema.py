@@ -43,6 +43,7 @@ rule_history = Table(
     Column("compute_before", Text, nullable=True),
     Column("compute_after", Text, nullable=True),
     Column("owner_kind", String(16), nullable=False, server_default="asserted"),  # Provenance: asserted, authenticated
+    Column("note", Text, nullable=True),  # the owner's note on the write, if any
     Index("ix_fg_rule_history_scope", "goal_id", "agent_id", "automation_id", "id"),
 )
 
@@ -281,7 +282,10 @@ events = Table(
     Column("subject", String(400), nullable=False),
     Column("data_json", Text, nullable=False),
     Column("occurred_at_us", UtcMicros, nullable=False),
+    # An observed event (host_lost, timer_drift) is written once per occurrence: its key.
+    Column("dedup_key", String(200), nullable=True),
     Index("ix_fg_events_event_id", "event_id", unique=True),
+    Index("ix_fg_events_dedup_key", "dedup_key", unique=True),
 )
 
 webhooks = Table(
@@ -293,6 +297,7 @@ webhooks = Table(
     Column("events", String(400), nullable=False),  # comma-separated EventKind values
     Column("secret", String(128), nullable=False),
     Column("created_at_us", UtcMicros, nullable=False),
+    Column("format", String(16), nullable=False, server_default="json"),  # WebhookFormat
 )
 
 deliveries = Table(
@@ -309,4 +314,26 @@ deliveries = Table(
     Column("next_attempt_at_us", UtcMicros, nullable=False),
     Column("delivered_at_us", UtcMicros, nullable=True),
     Index("ix_fg_deliveries_due", "state", "next_attempt_at_us"),
+)
+
+sessions = Table(
+    "fg_sessions",
+    metadata,
+    # Signed-in console sessions: the cookie's SHA-256 hash, never the cookie.
+    Column("session_sha256", String(64), primary_key=True),
+    Column("principal", String(64), nullable=False),
+    Column("csrf", String(64), nullable=False),
+    Column("created_at_us", UtcMicros, nullable=False),
+    Column("expires_at_us", UtcMicros, nullable=False),
+    Index("ix_fg_sessions_expires", "expires_at_us"),
+)
+
+signin_failures = Table(
+    "fg_signin_failures",
+    metadata,
+    # One row per failed console sign-in (or bad bearer token), per client address.
+    Column("seq", Integer, primary_key=True, autoincrement=True),
+    Column("client", String(128), nullable=False),
+    Column("at_us", UtcMicros, nullable=False),
+    Index("ix_fg_signin_failures_client", "client", "at_us"),
 )

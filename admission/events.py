@@ -6,10 +6,18 @@ change or not at all. ``record`` fans the event out, in the same transaction, to
 per webhook subscribed to its kind; delivering (``scheduler.notify``) happens later, outside any
 admission transaction: claim what is due, POST it, record the attempt. Delivery is at least once;
 the event id is the receiver's deduplication key. A failed attempt stays in the log with its
-status and is retried with backoff; nothing is dropped.
+status and is retried with backoff; after ``MAX_ATTEMPTS`` failed attempts the delivery is
+``dead``: kept, counted and listed (``floorgate notify list``, the console), never retried on its
+own and never silently dropped.
+
+Events that are observed rather than caused by a write (``host_lost``: a heartbeat gone stale;
+``timer_drift``: a host's live timer read back different from the applied one) are written by
+``Events.note`` under a key naming the occurrence, once however many observers see it.
 
 The body is signed with HMAC-SHA256 under the webhook's secret (``signature``), which is shown
-once when the webhook is added.
+once when the webhook is added. The secret is stored as given, not hashed: signing needs it. It
+lives in the same store as every floor and turn, which floorgate creates owner-only (0600) on
+SQLite; PostgreSQL keeps it behind the database's own access control. It is never printed again.
 """
 
 from __future__ import annotations
@@ -41,6 +49,8 @@ BACKOFF_BASE = timedelta(seconds=30)
 BACKOFF_MAX = timedelta(hours=1)
 # How long a claimed delivery is reserved for the deliverer that claimed it (another host waits).
 CLAIM_LEASE = timedelta(minutes=2)
+# After this many failed attempts a delivery is dead (about 7 h of backoff): kept and shown.
+MAX_ATTEMPTS = 12
 
 
 class EventKind(StrEnum):
@@ -52,11 +62,21 @@ class EventKind(StrEnum):
     FLOOR_CHANGED = "floor_changed"  # a floor or compute block was written at a scope
     MISSION_STUCK = "mission_stuck"  # a mission settled stuck (an envelope bound, a denied ask, a failure)
     LATCH_SET = "latch_set"  # a mission's accounting latch was set: new dispatch is blocked in enforce
+    TIMER_DRIFT = "timer_drift"  # a host's live timer was read back different from the applied one
+    HOST_LOST = "host_lost"  # a timer host's heartbeat went stale without a clean stop
+
+
+class WebhookFormat(StrEnum):
+    """What a webhook is POSTed: the signed event document, or a Slack-compatible message."""
+
+    JSON = "json"  # the event document (``Event.body``)
+    SLACK = "slack"  # {"text": "..."} for a Slack (or Mattermost, Rocket.Chat) incoming webhook
 
 
 class DeliveryState(StrEnum):
     PENDING = "pending"  # not yet delivered: never tried, or the last attempt failed (see attempts)
     DELIVERED = "delivered"  # the receiver answered 2xx
+    DEAD = "dead"  # MAX_ATTEMPTS attempts failed: no more retries; kept in the log and counted
 
 
 class Event(BaseModel):
@@ -79,6 +99,23 @@ class Event(BaseModel):
         }
         return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode("utf-8")
 
+    def text(self) -> str:
+        """One line for a person: what happened, to what, when, and its id."""
+        details = ", ".join(
+            f"{k}={v}" for k, v in sorted(self.data.items()) if isinstance(v, str | int | float) and not isinstance(v, bool)
+        )
+        return (
+            f"floorgate {self.kind.value}: {self.subject}"
+            + (f" ({details})" if details else "")
+            + f" at {iso(self.occurred_at)} [{self.event_id}]"
+        )
+
+    def payload(self, fmt: WebhookFormat) -> bytes:
+        """The bytes POSTed in ``fmt`` (the signature covers exactly these)."""
+        if fmt is WebhookFormat.SLACK:
+            return json.dumps({"text": self.text()}, separators=(",", ":")).encode("utf-8")
+        return self.body()
+
 
 class Webhook(BaseModel):
     model_config = ConfigDict(frozen=True)
@@ -87,8 +124,10 @@ class Webhook(BaseModel):
     url: str
     events: tuple[EventKind, ...]
     created_at: datetime
+    format: WebhookFormat = WebhookFormat.JSON
     pending: int = 0
     delivered: int = 0
+    dead: int = 0  # deliveries given up after MAX_ATTEMPTS failed attempts
     failing: int = 0  # pending deliveries whose last attempt failed
     last_status: int | None = None
     last_error: str | None = None
@@ -119,6 +158,7 @@ class Due(BaseModel):
     secret: str
     event: Event
     attempts: int
+    format: WebhookFormat = WebhookFormat.JSON
 
 
 def signature(secret: str, body: bytes) -> str:
@@ -137,14 +177,19 @@ def backoff(attempts: int) -> timedelta:
     return min(BACKOFF_MAX, wait)
 
 
-def record(conn: Connection, kind: EventKind, subject: str, data: dict[str, Any], at: datetime) -> str:
+def record(conn: Connection, kind: EventKind, subject: str, data: dict[str, Any], at: datetime, *, dedup_key: str | None = None) -> str:
     """Write an event on ``conn`` (the open transaction of the change it describes) and one pending
     delivery per webhook subscribed to ``kind``; returns the event id."""
     kind = EventKind(kind)
     event_id = "evt-" + secrets.token_urlsafe(18)
     conn.execute(
         insert(s.events).values(
-            event_id=event_id, kind=kind.value, subject=subject, data_json=json.dumps(data, sort_keys=True), occurred_at_us=at
+            event_id=event_id,
+            kind=kind.value,
+            subject=subject,
+            data_json=json.dumps(data, sort_keys=True),
+            occurred_at_us=at,
+            dedup_key=dedup_key,
         )
     )
     w = s.webhooks
@@ -206,22 +251,48 @@ class Events:
         with self.store.read() as conn:
             return [_event(row) for row in reversed(conn.execute(query).all())]
 
+    def note(self, kind: EventKind, subject: str, data: dict[str, Any], *, key: str) -> str | None:
+        """Record an observed event once per ``key`` (the occurrence it names), however many
+        observers see it; returns the new event's id, or None when ``key`` was recorded before."""
+        if not key or len(key) > 200:
+            raise InvalidInput("key", "an event key is 1..200 characters")
+        e = s.events
+        seen = select(e.c.event_id).where(e.c.dedup_key == key)
+        with self.store.read() as conn:  # the common case, seen before (every status, every round), takes no write lock
+            if conn.execute(seen).first() is not None:
+                return None
+        with self.store.write(lock_key=f"event:{key}") as conn:
+            if conn.execute(seen).first() is not None:
+                return None
+            return record(conn, kind, subject, data, read_clock(self.clock), dedup_key=key)
+
     # -- webhooks --------------------------------------------------------------------------------
-    def add_webhook(self, url: str, events: str | builtins.list[str] | tuple[str, ...]) -> tuple[Webhook, str]:
+    def add_webhook(
+        self, url: str, events: str | builtins.list[str] | tuple[str, ...], fmt: WebhookFormat | str = WebhookFormat.JSON
+    ) -> tuple[Webhook, str]:
         """Subscribe ``url`` to ``events``; returns it with its signing secret (shown only now).
         Events from now on are delivered to it; earlier ones are not."""
         url = check_url(url)
         kinds = parse_kinds(events)
+        try:
+            fmt = WebhookFormat(fmt)
+        except ValueError:
+            raise InvalidInput("format", f"{fmt!r} is not a format; use {' or '.join(f.value for f in WebhookFormat)}") from None
         webhook_id = "wh-" + secrets.token_urlsafe(9)
         secret = "fgs_" + secrets.token_urlsafe(32)
         now = read_clock(self.clock)
         with self.store.write(lock_key="webhooks") as conn:
             conn.execute(
                 insert(s.webhooks).values(
-                    webhook_id=webhook_id, url=url, events=",".join(k.value for k in kinds), secret=secret, created_at_us=now
+                    webhook_id=webhook_id,
+                    url=url,
+                    events=",".join(k.value for k in kinds),
+                    secret=secret,
+                    created_at_us=now,
+                    format=fmt.value,
                 )
             )
-        return Webhook(webhook_id=webhook_id, url=url, events=kinds, created_at=now), secret
+        return Webhook(webhook_id=webhook_id, url=url, events=kinds, created_at=now, format=fmt), secret
 
     def remove_webhook(self, webhook_id: str) -> None:
         """Unsubscribe a webhook; its undelivered deliveries go with it."""
@@ -256,8 +327,10 @@ class Events:
                         url=row.url,
                         events=parse_kinds(row.events),
                         created_at=row.created_at_us,
+                        format=WebhookFormat(row.format),
                         pending=counts.get(DeliveryState.PENDING.value, 0),
                         delivered=counts.get(DeliveryState.DELIVERED.value, 0),
+                        dead=counts.get(DeliveryState.DEAD.value, 0),
                         failing=failing,
                         last_status=last.last_status if last is not None else None,
                         last_error=last.last_error if last is not None else None,
@@ -266,11 +339,21 @@ class Events:
                 )
         return found
 
-    def deliveries(self, webhook_id: str | None = None) -> builtins.list[Delivery]:
+    def delivery_counts(self) -> dict[DeliveryState, int]:
+        """How many deliveries are in each state, over every webhook (every state present, 0 or more)."""
+        d = s.deliveries
+        with self.store.read() as conn:
+            found: dict[str, int] = dict(conn.execute(select(d.c.state, func.count()).group_by(d.c.state)).all())
+        return {state: int(found.get(state.value, 0)) for state in DeliveryState}
+
+    def deliveries(self, webhook_id: str | None = None, *, event_ids: builtins.list[str] | None = None) -> builtins.list[Delivery]:
+        """The delivery log: of one webhook, and/or of the events ``event_ids`` (default: all)."""
         d = s.deliveries
         query = select(d).order_by(d.c.next_attempt_at_us, d.c.event_id)
         if webhook_id is not None:
             query = query.where(d.c.webhook_id == webhook_id)
+        if event_ids is not None:
+            query = query.where(d.c.event_id.in_(event_ids))
         with self.store.read() as conn:
             return [
                 Delivery(
@@ -287,6 +370,20 @@ class Events:
                 for r in conn.execute(query)
             ]
 
+    def retry_dead(self, webhook_id: str) -> int:
+        """Make a webhook's dead deliveries due again now (attempts restart); returns how many."""
+        d = s.deliveries
+        now = read_clock(self.clock)
+        with self.store.write(lock_key="deliveries") as conn:
+            if conn.execute(select(s.webhooks.c.webhook_id).where(s.webhooks.c.webhook_id == webhook_id)).first() is None:
+                raise NotFound(f"webhook {webhook_id!r} does not exist (see 'floorgate notify list')")
+            done = conn.execute(
+                update(d)
+                .where(d.c.webhook_id == webhook_id, d.c.state == DeliveryState.DEAD.value)
+                .values(state=DeliveryState.PENDING.value, attempts=0, next_attempt_at_us=now)
+            )
+            return int(done.rowcount)
+
     # -- delivering ------------------------------------------------------------------------------
     def claim_due(self, limit: int = 100) -> builtins.list[Due]:
         """The pending deliveries due now, each reserved for ``CLAIM_LEASE`` (a concurrent
@@ -300,7 +397,7 @@ class Events:
                 return claimed
         with self.store.write(lock_key="deliveries") as conn:
             rows = conn.execute(
-                select(d.c.webhook_id, d.c.event_id, d.c.attempts, w.c.url, w.c.secret, e)
+                select(d.c.webhook_id, d.c.event_id, d.c.attempts, w.c.url, w.c.secret, w.c.format, e)
                 .join(w, w.c.webhook_id == d.c.webhook_id)
                 .join(e, e.c.event_id == d.c.event_id)
                 .where(due)
@@ -313,19 +410,29 @@ class Events:
                     .where(and_(d.c.webhook_id == row.webhook_id, d.c.event_id == row.event_id))
                     .values(next_attempt_at_us=now + CLAIM_LEASE)
                 )
-                claimed.append(Due(webhook_id=row.webhook_id, url=row.url, secret=row.secret, event=_event(row), attempts=row.attempts))
+                claimed.append(
+                    Due(
+                        webhook_id=row.webhook_id,
+                        url=row.url,
+                        secret=row.secret,
+                        event=_event(row),
+                        attempts=row.attempts,
+                        format=WebhookFormat(row.format),
+                    )
+                )
         return claimed
 
     def record_attempt(self, webhook_id: str, event_id: str, *, status: int | None, error: str | None) -> Delivery | None:
         """Log one attempt: a 2xx ``status`` delivers it; anything else (or ``error``, no answer)
-        leaves it pending, retried after ``backoff``. None: the webhook was removed meanwhile."""
+        leaves it pending, retried after ``backoff``, until the ``MAX_ATTEMPTS``-th failure makes it
+        dead. None: the webhook was removed meanwhile."""
         d = s.deliveries
         now = read_clock(self.clock)
         key = and_(d.c.webhook_id == webhook_id, d.c.event_id == event_id)
         ok = status is not None and 200 <= status < 300 and error is None
         with self.store.write(lock_key="deliveries") as conn:
             row = conn.execute(select(d.c.attempts, d.c.state).where(key)).first()
-            if row is None or row.state == DeliveryState.DELIVERED.value:
+            if row is None or row.state != DeliveryState.PENDING.value:
                 return None
             attempts = row.attempts + 1
             values: dict[str, Any] = dict(
@@ -333,6 +440,8 @@ class Events:
             )
             if ok:
                 values.update(state=DeliveryState.DELIVERED.value, delivered_at_us=now)
+            elif attempts >= MAX_ATTEMPTS:
+                values.update(state=DeliveryState.DEAD.value)
             else:
                 values.update(next_attempt_at_us=now + backoff(attempts))
             conn.execute(update(d).where(key).values(**values))

@@ -81,6 +81,7 @@ class RuleChange(BaseModel):
     compute_before: dict | None = None  # type: ignore[type-arg]
     compute_after: dict | None = None  # type: ignore[type-arg]
     owner_kind: Provenance = Provenance.ASSERTED
+    note: str | None = None  # the owner's note on the write
 
 
 class EffectiveFloor(BaseModel):
@@ -210,6 +211,21 @@ def _provenance(value: object) -> Provenance:
     return Provenance.AUTHENTICATED if value == Provenance.AUTHENTICATED.value else Provenance.ASSERTED
 
 
+NOTE_MAX = 500
+
+
+def check_note(note: object) -> str | None:
+    """An owner's note on a write: None or blank for none, else one printable line of at most ``NOTE_MAX``."""
+    if note is None:
+        return None
+    if not isinstance(note, str):
+        raise InvalidInput("note", "must be text")
+    note = note.strip()
+    if len(note) > NOTE_MAX or any(not c.isprintable() for c in note):
+        raise InvalidInput("note", f"one line of printable text, at most {NOTE_MAX} characters")
+    return note or None
+
+
 class Policies:
     """Read and write owner floors."""
 
@@ -227,6 +243,7 @@ class Policies:
         allow_reduction: bool = False,
         compute: ComputeBlock | None = None,
         provenance: Provenance = Provenance.ASSERTED,
+        note: str | None = None,
     ) -> Rule:
         """Set the floor and/or the compute block at ``scope`` if its stored revision is
         ``expected_revision`` (0: none yet). What is not given is kept.
@@ -235,7 +252,8 @@ class Policies:
         ``ReductionNotAuthorized`` when lowering or disabling the floor, or loosening a compute
         bound, without ``allow_reduction``. ``min_interval`` 0 disables only this scope's floor;
         an empty ``ComputeBlock()`` removes its compute block; start records are kept.
-        ``provenance`` says who vouches for ``owner_ref`` (recorded with the write).
+        ``provenance`` says who vouches for ``owner_ref`` (recorded with the write), ``note`` why
+        (optional, recorded with it).
         """
         if not isinstance(scope, Scope):
             raise InvalidInput("scope", "pass a Scope (Scope.goal/agent/automation)")
@@ -251,6 +269,7 @@ class Policies:
         if type(allow_reduction) is not bool:
             raise InvalidInput("allow_reduction", "must be True or False")
         provenance = Provenance(provenance)
+        note = check_note(note)
         now = read_clock(self.clock)
         goal, agent, automation = scope.key()
         r = s.rules
@@ -302,6 +321,7 @@ class Policies:
                     compute_before=compute_before_text,
                     compute_after=compute_after_text,
                     owner_kind=provenance.value,
+                    note=note,
                 )
             )
             record(
@@ -317,6 +337,7 @@ class Policies:
                     "owner_ref": owner_ref,
                     "owner_kind": provenance.value,
                     "reduction_authorized": allow_reduction,
+                    "note": note,
                 },
                 now,
             )
@@ -386,6 +407,7 @@ class Policies:
                 compute_before=_json_or_none(row.compute_before),
                 compute_after=_json_or_none(row.compute_after),
                 owner_kind=_provenance(row.owner_kind),
+                note=row.note,
             )
             for row in rows
         ]

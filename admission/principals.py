@@ -10,11 +10,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import insert, select, update
+from sqlalchemy import delete, func, insert, select, update
 
 from . import _schema as s
 from .clock import Clock, SystemClock, read_clock
@@ -81,12 +81,13 @@ class Principals:
         return Principal(name=name, role=role, created_at=now, revoked_at=None), f"{TOKEN_PREFIX}{name}.{secret}"
 
     def revoke(self, name: str) -> Principal:
-        """Revoke a principal's token: it authenticates nothing from now on."""
+        """Revoke a principal's token and sign its console sessions out: it authenticates nothing from now on."""
         p = s.principals
         with self.store.write(lock_key=f"principal:{name}") as conn:
             done = conn.execute(update(p).where(p.c.name == name, p.c.revoked_at_us.is_(None)).values(revoked_at_us=read_clock(self.clock)))
             if done.rowcount != 1 and conn.execute(select(p.c.name).where(p.c.name == name)).first() is None:
                 raise NotFound(f"principal {name!r} does not exist (see 'floorgate owner list')")
+            conn.execute(delete(s.sessions).where(s.sessions.c.principal == name))  # signed out everywhere, at once
         return self.get(name)
 
     def get(self, name: str) -> Principal:
@@ -124,3 +125,77 @@ class Principals:
         if row is None or not matches or row.revoked_at_us is not None:
             return None
         return _principal(row)
+
+
+class SignedIn(BaseModel):
+    """A console session as stored: whose it is, its CSRF token and when it expires."""
+
+    model_config = ConfigDict(frozen=True)
+
+    principal: str
+    csrf: str
+    expires_at: datetime
+
+
+class Sessions:
+    """Console sessions and failed sign-ins, in the store: a restart keeps everyone signed in, and
+    several ``floorgate serve`` processes on one store share sessions and one rate limit.
+
+    Only a session id's SHA-256 hash is stored (the cookie is the id); failed sign-ins are rows per
+    client address, counted within a window and pruned as new ones arrive.
+    """
+
+    def __init__(self, store: Store, clock: Clock | None = None) -> None:
+        self.store = store
+        self.clock = clock if clock is not None else SystemClock()
+
+    def open(self, principal: str, ttl: timedelta) -> tuple[str, SignedIn]:
+        """A new session for ``principal`` (expired ones are swept); returns its id, shown only now."""
+        session_id = secrets.token_urlsafe(32)
+        now = read_clock(self.clock)
+        signed = SignedIn(principal=principal, csrf=secrets.token_urlsafe(32), expires_at=now + ttl)
+        t = s.sessions
+        with self.store.write(lock_key="sessions") as conn:
+            conn.execute(delete(t).where(t.c.expires_at_us <= now))
+            conn.execute(
+                insert(t).values(
+                    session_sha256=_hash(session_id),
+                    principal=principal,
+                    csrf=signed.csrf,
+                    created_at_us=now,
+                    expires_at_us=signed.expires_at,
+                )
+            )
+        return session_id, signed
+
+    def get(self, session_id: str) -> SignedIn | None:
+        """The live session ``session_id`` names, or None (unknown, expired or closed)."""
+        if not session_id or len(session_id) > 200:
+            return None
+        t = s.sessions
+        with self.store.read() as conn:
+            row = conn.execute(select(t).where(t.c.session_sha256 == _hash(session_id))).first()
+        if row is None or row.expires_at_us <= read_clock(self.clock):
+            return None
+        return SignedIn(principal=row.principal, csrf=row.csrf, expires_at=row.expires_at_us)
+
+    def close(self, session_id: str) -> None:
+        """Sign a session out (nothing happens for an unknown one)."""
+        t = s.sessions
+        with self.store.write(lock_key="sessions") as conn:
+            conn.execute(delete(t).where(t.c.session_sha256 == _hash(session_id)))
+
+    def failures(self, client: str, window: timedelta) -> int:
+        """Failed sign-ins from ``client`` within the last ``window``."""
+        f = s.signin_failures
+        since = read_clock(self.clock) - window
+        with self.store.read() as conn:
+            return int(conn.execute(select(func.count()).where(f.c.client == client[:128], f.c.at_us > since)).scalar_one())
+
+    def failed(self, client: str, window: timedelta) -> None:
+        """Count one failed sign-in from ``client`` (and forget every failure older than ``window``)."""
+        f = s.signin_failures
+        now = read_clock(self.clock)
+        with self.store.write(lock_key=f"signin:{client[:128]}") as conn:
+            conn.execute(delete(f).where(f.c.at_us <= now - window))  # nobody's failures outlive the window
+            conn.execute(insert(f).values(client=client[:128], at_us=now))

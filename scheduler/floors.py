@@ -115,6 +115,14 @@ class FloorService:
             out.setdefault(a.spec.goal_id, set()).add(a.spec.agent_id)
         return {g: sorted(agents) for g, agents in sorted(out.items())}
 
+    def targets(self) -> dict[str, dict[str, list[str]]]:
+        """What a setting can target: every goal, its agents, and each agent's automations."""
+        found, _broken = self.automations.scan()
+        out: dict[str, dict[str, list[str]]] = {g: {a: [] for a in agents} for g, agents in self.goals().items()}
+        for a in found.values():
+            out[a.spec.goal_id][a.spec.agent_id].append(a.automation_id)
+        return {g: {a: sorted(ids) for a, ids in agents.items()} for g, agents in out.items()}
+
     def read(self, scope: Scope) -> FloorView:
         """The stored rule at ``scope`` and what the target and the agents below it inherit."""
         rule = self.policies.get(scope)
@@ -159,6 +167,7 @@ class FloorService:
         principal: Principal,
         compute: ComputeBlock | None = None,
         authorize_reduction: str | None = None,
+        note: str | None = None,
     ) -> FloorApplied:
         """Preview at ``revision``, write at that revision as ``principal`` (authenticated), read back.
         A reduction is written only when ``authorize_reduction`` is the preview's ``reduction_key``."""
@@ -176,6 +185,7 @@ class FloorService:
             allow_reduction=allowed,
             compute=compute,
             provenance=Provenance.AUTHENTICATED,
+            note=note,
         )
         return FloorApplied(change, rule, self.read(scope))
 

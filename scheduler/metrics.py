@@ -94,6 +94,14 @@ class StoreCollector(Collector):
         yield from (next_eligible, last_start, skew, latch, drift)
 
         yield GaugeMetricFamily("floorgate_asks_pending", "Owner asks waiting for a decision", value=tallies.pending_asks())
+        deliveries = GaugeMetricFamily(
+            "floorgate_webhook_deliveries",
+            "Webhook deliveries by state (dead: given up after the last retry; alert on it)",
+            labels=["state"],
+        )
+        for state, n in fg.notify.events.delivery_counts().items():
+            deliveries.add_metric([state.value], n)
+        yield deliveries
         yield GaugeMetricFamily("floorgate_hosts_alive", "Timer hosts alive now", value=sum(1 for h in view.hosts if h.alive(now)))
         info = InfoMetricFamily("floorgate_build", "floorgate's version")
         info.add_metric([], {"version": floorgate_version()})

@@ -137,6 +137,7 @@ def change_doc(c: RuleChange) -> dict[str, Any]:
         "reduction_authorized": c.reduction_authorized,
         "compute_before": c.compute_before,
         "compute_after": c.compute_after,
+        "note": c.note,
     }
 
 

@@ -7,10 +7,16 @@
 - observe: a readback from the host itself, with when it was read;
 - ack: accepted only on a readback taken after the last apply that means the desired schedule;
   a rejected ACK persists nothing.
+
+A drift read (``drift``, ``observe``) that finds the host holding something other than the applied
+schedule records a ``timer_drift`` event, once per drift episode: keyed by the automation, the
+apply it drifted from and what the host holds, so rereading the same drift writes nothing.
 """
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import os
 import shlex
 import subprocess
@@ -21,8 +27,20 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Protocol, cast
 
-from admission import Admission, Automation, AutomationState, Automations, HoldKind, InvalidInput, Store, TimerBinding, TimerBindings
-from admission.clock import Clock, SystemClock, read_clock
+from admission import (
+    Admission,
+    Automation,
+    AutomationState,
+    Automations,
+    HoldKind,
+    InvalidInput,
+    Store,
+    StoreUnavailable,
+    TimerBinding,
+    TimerBindings,
+)
+from admission.clock import Clock, SystemClock, iso, read_clock
+from admission.events import EventKind, Events
 from admission.intervals import format_interval
 from admission.liveness import HookAnswer, HookAnswers, HostBeats
 from hosts import InvalidSchedule, Schedule
@@ -36,6 +54,7 @@ from .guarantee import GuaranteeReadback, guarantee_of
 
 # How long a turn a timer host launches (a crontab line) waits for a floor a moment away.
 LAUNCH_WAIT = timedelta(minutes=2)
+log = logging.getLogger("floorgate.timers")
 
 
 class AnswerSource(Protocol):
@@ -267,7 +286,16 @@ class TimerService:
         observation = self.read(automation, **kwargs)
         if observation is not None and not self.capabilities(automation).armed_by_runtime:  # that host publishes its own
             self.bindings.record_observation(automation.automation_id, observation.state.value, observation.text, observation.read_at)
-        return Observed(self.bindings.get(automation.automation_id), observation)
+        binding = self.bindings.get(automation.automation_id)
+        if observation is not None and binding is not None and self._drifted(automation, binding, observation):
+            self._note_drift(automation, binding, observation, f"the host armed {observation.text!r}, not the applied schedule")
+        return Observed(binding, observation)
+
+    def _drifted(self, automation: Automation, binding: TimerBinding, observation: Observation) -> bool:
+        """A readback taken after the last apply that holds a schedule other than the applied one."""
+        if binding.desired is None or binding.applied_at is None or observation.state != ObservationState.PRESENT:
+            return False
+        return observation.read_at >= binding.applied_at and not self._matches(automation, observation, Schedule.parse(binding.desired))
 
     def ack(self, automation: Automation, **kwargs) -> AckResult:  # type: ignore[no-untyped-def]
         """Re-read the host and accept the ACK only on a fresh, matching readback. A rejected ACK
@@ -325,10 +353,23 @@ class TimerService:
         if observation is None:
             return None
         if observation.state != ObservationState.PRESENT:
-            return f"the host has no timer for it now ({observation.state}{': ' + observation.detail if observation.detail else ''})"
-        if not self._matches(automation, observation, Schedule.parse(binding.desired)):
-            return f"the host now has {observation.text!r}, not the applied schedule (see 'floorgate automation diff')"
-        return None
+            why = f"the host has no timer for it now ({observation.state}{': ' + observation.detail if observation.detail else ''})"
+        elif not self._matches(automation, observation, Schedule.parse(binding.desired)):
+            why = f"the host now has {observation.text!r}, not the applied schedule (see 'floorgate automation diff')"
+        else:
+            return None
+        self._note_drift(automation, binding, observation, why)
+        return why
+
+    def _note_drift(self, automation: Automation, binding: TimerBinding, observation: Observation, why: str) -> None:
+        """Record ``timer_drift`` for this episode (once: the key names the apply and what the host holds)."""
+        held = hashlib.sha256(f"{observation.state}\n{observation.text or ''}".encode()).hexdigest()[:16]
+        key = f"timer_drift:{automation.automation_id}:{iso(binding.applied_at)}:{held}"
+        data = {"automation_id": automation.automation_id, "desired": binding.desired, "observed": observation.text, "why": why}
+        try:
+            Events(self.store, self.clock).note(EventKind.TIMER_DRIFT, automation.automation_id, data, key=key)
+        except StoreUnavailable as exc:  # the read goes on; the next drift read records it
+            log.warning("timer_drift of %s not recorded: %s", automation.automation_id, exc)
 
     def _matches(self, automation: Automation, observation: Observation, desired: Schedule) -> bool:
         return self.host(automation).matches(observation, desired, read_clock(self.clock))

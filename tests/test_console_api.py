@@ -24,7 +24,13 @@ DAY_S = 86400.0
 
 
 def _path(template: str) -> str:
-    return template.replace("{automation}", "x").replace("{approval_id}", "auth-nope")
+    ids = {"{automation}": "x", "{approval_id}": "auth-nope", "{turn_id}": "t-nope", "{mission_id}": "m-nope"}
+    for name, value in ids.items():
+        template = template.replace(name, value)
+    return template
+
+
+_WRITTEN = ("fg_rules", "fg_starts", "fg_turns", "fg_timer_bindings", "fg_missions", "fg_approvals")
 
 
 @pytest.mark.parametrize("ep", ENDPOINTS, ids=lambda e: f"{e.method} {e.path}")
@@ -40,10 +46,16 @@ def test_every_endpoint_refuses_anonymous_and_bad_tokens(store: Store, clock: Fi
 def test_every_write_refuses_a_viewer(store: Store, clock: FixedClock, ep) -> None:  # type: ignore[no-untyped-def]
     c = console(store, clock)
     floor(store, clock, "g/a", DAY)
-    before = raw_sql(store, "SELECT revision FROM fg_rules")
-    r = c.post(_path(ep.path), {"scope": "g/a", "revision": 1, "min_interval": "2d"}, token=c.viewer)
+    add_automation(store, clock, "x")
+    body = {"scope": "g/a", "revision": 1, "min_interval": "2d", "reason": "r", "current_rrule": "RRULE:FREQ=DAILY"}
+
+    def written() -> list[object]:
+        return [raw_sql(store, f"SELECT * FROM {table}") for table in _WRITTEN]
+
+    before = written()
+    r = c.client.request(ep.method, _path(ep.path), json=body if ep.method == "POST" else None, headers=c.headers(c.viewer))
     assert r.status_code == 403 and r.json()["error"]["kind"] == "forbidden"
-    assert raw_sql(store, "SELECT revision FROM fg_rules") == before
+    assert written() == before
 
 
 def test_a_goal_floor_is_inherited_lowered_only_with_the_shown_reduction_and_recorded_as_authenticated(
@@ -117,8 +129,12 @@ def test_bad_input_is_invalid_input_naming_the_field(store: Store, clock: FixedC
 
 def test_unknown_ids_are_not_found(store: Store, clock: FixedClock) -> None:
     c = console(store, clock)
-    for path in ("/api/automations/nope", "/api/automations/nope/preview", "/api/automations/nope/ticks"):
+    reads = ("/api/automations/nope", "/api/automations/nope/preview", "/api/automations/nope/ticks", "/api/automations/nope/timer")
+    for path in (*reads, "/api/turns/nope", "/api/missions/nope"):
         r = c.get(path)
+        assert r.status_code == 404 and r.json()["error"]["kind"] == "not_found", path
+    for path in ("/api/automations/nope/run", *(f"/api/automations/nope/timer/{a}" for a in ("desired", "observe", "ack"))):
+        r = c.post(path, {"reason": "r"})
         assert r.status_code == 404 and r.json()["error"]["kind"] == "not_found", path
 
 
@@ -205,6 +221,21 @@ def test_the_openapi_schema_lists_every_endpoint(store: Store, clock: FixedClock
     doc = c.client.get("/api/openapi.json").json()
     assert doc["openapi"].startswith("3.")
     assert {(ep.path, ep.method.lower()) for ep in ENDPOINTS} == {(p, m) for p, ops in doc["paths"].items() for m in ops}
+    issue_list = {
+        ("/api/automations/{automation}/run", "post"),
+        ("/api/automations/{automation}/timer", "get"),
+        ("/api/automations/{automation}/timer/desired", "post"),
+        ("/api/automations/{automation}/timer/observe", "post"),
+        ("/api/automations/{automation}/timer/ack", "post"),
+        ("/api/automations/{automation}/ticks", "get"),
+        ("/api/missions", "get"),
+        ("/api/missions/{mission_id}", "get"),
+        ("/api/turns/{turn_id}", "get"),
+        ("/api/events", "get"),
+    }
+    assert issue_list <= {(p, m) for p, ops in doc["paths"].items() for m in ops}
+    run = doc["paths"]["/api/automations/{automation}/run"]["post"]
+    assert "202" in run["responses"] and run["requestBody"]["content"]["application/json"]["schema"]["required"] == ["reason"]
 
 
 def test_owner_add_prints_the_token_once_and_stores_only_its_hash(store: Store) -> None:
@@ -248,3 +279,28 @@ def test_many_requests_hold_a_bounded_number_of_store_connections(store: Store, 
     for _ in range(3 * THREADS + 5):
         assert c.get("/api/status").status_code == 200
     assert 1 <= len(store._hot) <= THREADS
+
+
+def test_metrics_count_webhook_deliveries_by_state_dead_ones_included(store: Store, clock: FixedClock) -> None:
+    from admission.events import MAX_ATTEMPTS
+
+    c = console(store, clock)
+    events = c.fg.notify.events
+    hook, _ = events.add_webhook("http://127.0.0.1:9/hook", "ask_pending")
+    pending_ask(store, clock, "x")
+    pending_ask(store, clock, "y")
+
+    def by_state() -> dict[str, float]:
+        text = c.get("/metrics").text
+        return {
+            s.labels["state"]: s.value
+            for f in text_string_to_metric_families(text)
+            for s in f.samples
+            if s.name == "floorgate_webhook_deliveries"
+        }
+
+    assert by_state() == {"pending": 2.0, "delivered": 0.0, "dead": 0.0}
+    first, _second = events.claim_due()
+    for _ in range(MAX_ATTEMPTS):
+        events.record_attempt(hook.webhook_id, first.event.event_id, status=500, error=None)
+    assert by_state() == {"pending": 1.0, "delivered": 0.0, "dead": 1.0}

@@ -103,6 +103,31 @@ def test_an_owner_sets_lowers_conflicts_approves_and_reads_the_same_next_eligibl
         page.click("#refresh")
         expect(page.locator("#revision")).to_have_text("3")
 
+        # Automation targeting: the selector lists the goal, its agents and their automations;
+        # switching target discards the draft; an override at one automation, with a note.
+        page.fill("#min_interval", "5d")  # a draft, never saved
+        options = page.locator("#target option").evaluate_all("els => els.map(e => e.value)")
+        assert options == ["g", "g/a", "g/a/x", "g/a/y"], options
+        page.select_option("#target", "g/a/x")
+        expect(page).to_have_url(f"{base}/settings?target=g%2Fa%2Fx")
+        expect(page.locator("#min_interval")).to_have_value("")  # the draft is gone
+        expect(page.locator('tr[data-scope="g/a/x"] .effective')).to_have_text("2d")  # inherited from the goal
+        page.fill("#min_interval", "3d")
+        expect(page.locator("#change")).to_have_text("none → 3d")
+        expect(page.locator("#note")).to_be_hidden()  # in a closed disclosure
+        page.click("#note_box summary")
+        page.fill("#note", "x runs a heavy report")
+        page.click("#save")
+        expect(page.locator("#saved")).to_contain_text("saved g/a/x at revision 1")
+        expect(page.locator('tr[data-scope="g/a/x"] .effective')).to_have_text("3d")
+        expect(page.locator("#changes .note").first).to_have_text("x runs a heavy report")
+        page.screenshot(path=str(artifacts / "settings-automation.png"), full_page=True)
+        history = json.loads(run_cli("policy", "history", "--json", db=db).stdout)["history"]
+        assert (history[0]["scope"], history[0]["note"], history[0]["owner_kind"]) == ("g/a/x", "x runs a heavy report", "authenticated")
+        lanes = {a["automation"]: a for a in json.loads(run_cli("status", "--json", db=db).stdout)["automations"]}
+        assert lanes["y"]["eligibility"]["effective_floor"]["floor"] == "2d"  # the peer and the goal default are untouched
+        assert lanes["x"]["eligibility"]["effective_floor"]["floor"] == "3d"
+
         # The asks inbox: approve.
         page.goto(f"{base}/asks")
         page.click(f"#ask-{ask} .approve")
@@ -116,12 +141,18 @@ def test_an_owner_sets_lowers_conflicts_approves_and_reads_the_same_next_eligibl
         expected = next(a["next_eligible_at"] for a in cli["automations"] if a["automation"] == "x")
         page.goto(f"{base}/dashboard")
         expect(page.locator('#automation-x [data-testid="next-eligible"]')).to_have_text(expected)
+        expect(page.locator("#recent-events")).to_contain_text("floor_changed")
         page.screenshot(path=str(artifacts / "dashboard.png"), full_page=True)
+        page.goto(f"{base}/events")
+        expect(page.locator("#events")).to_contain_text("ask_decided")
+        page.screenshot(path=str(artifacts / "events.png"), full_page=True)
         browser.close()
     assert expected is not None
     assert sorted(p.name for p in artifacts.iterdir()) == [
         "asks.png",
         "dashboard.png",
+        "events.png",
+        "settings-automation.png",
         "settings-conflict.png",
         "settings-daily-floor.png",
         "settings-reduction.png",

@@ -10,7 +10,7 @@ from admission import Admission, FixedClock, Store
 
 from conftest import DAY, T0, raw_sql
 from console_kit import console, pending_ask, sign_in
-from helpers import add_automation, floor
+from helpers import add_automation, floor, wait_for
 
 
 def test_pages_need_a_session_and_sign_in_sets_an_http_only_same_site_cookie(store: Store, clock: FixedClock) -> None:
@@ -42,6 +42,7 @@ def test_every_write_form_needs_the_session_csrf_token(store: Store, clock: Fixe
     forms = [
         ("/settings", {"target": "g/a", "revision": "1", "min_interval": "2d"}),
         (f"/asks/{ask}/decide", {"decision": "approve"}),
+        ("/automations/x/run", {"reason": "forged run"}),
         ("/signout", {}),
     ]
     for path, form in forms:
@@ -50,6 +51,7 @@ def test_every_write_form_needs_the_session_csrf_token(store: Store, clock: Fixe
             assert r.status_code == 403, (path, bad)
     assert raw_sql(store, "SELECT revision FROM fg_rules") == [(1,)]
     assert raw_sql(store, "SELECT state FROM fg_approvals") == [("pending",)]
+    assert raw_sql(store, "SELECT COUNT(*) FROM fg_starts") == [(0,)]  # no forged run started
     assert c.client.post("/settings", data={"target": "g/a", "revision": "1", "min_interval": "2d", "csrf": csrf}).status_code == 200
     assert raw_sql(store, "SELECT revision FROM fg_rules") == [(2,)]
 
@@ -111,3 +113,145 @@ def test_the_dashboard_shows_the_servers_exact_next_eligible_time(store: Store, 
     assert expected == "2026-12-02T09:00:00Z"
     assert f'data-testid="next-eligible">{expected}<' in page
     assert '<svg width="620"' in page and "Upcoming 24 h" in page
+
+
+def test_sessions_live_in_the_store_hashed_and_survive_a_restart_or_a_second_server(store: Store, clock: FixedClock) -> None:
+    import hashlib
+
+    from starlette.testclient import TestClient
+
+    from scheduler.app import Floorgate
+    from scheduler.console import SESSION_COOKIE, create_app
+
+    c = console(store, clock)
+    sign_in(c)
+    sid = c.client.cookies[SESSION_COOKIE]
+    assert raw_sql(store, "SELECT session_sha256, principal FROM fg_sessions") == [(hashlib.sha256(sid.encode()).hexdigest(), "ops")]
+    assert sid not in str(raw_sql(store, "SELECT * FROM fg_sessions"))  # only its hash is stored
+    other = TestClient(create_app(Floorgate(store, clock=clock)))  # a restart, or a second 'serve' on the store
+    other.cookies.set(SESSION_COOKIE, sid)
+    assert other.get("/dashboard", follow_redirects=False).status_code == 200
+    clock.advance(DAY)  # past the session's 12 h
+    assert other.get("/dashboard", follow_redirects=False).status_code == 303
+
+
+def test_revoking_a_principal_signs_its_sessions_out_everywhere(store: Store, clock: FixedClock) -> None:
+    c = console(store, clock)
+    sign_in(c)
+    c.fg.principals.revoke("ops")
+    assert raw_sql(store, "SELECT COUNT(*) FROM fg_sessions") == [(0,)]
+    assert c.client.get("/dashboard", follow_redirects=False).status_code == 303
+
+
+def test_the_failed_sign_in_limit_is_shared_by_every_server_on_the_store(store: Store, clock: FixedClock) -> None:
+    from starlette.testclient import TestClient
+
+    from scheduler.app import Floorgate
+    from scheduler.console import create_app
+
+    c = console(store, clock)
+    other = TestClient(create_app(Floorgate(store, clock=clock)))
+    for client in (c.client, other, c.client, other, c.client):  # five failures, split over two servers
+        assert client.post("/signin", data={"token": "fgo_ops.guess"}).status_code == 401
+    assert other.post("/signin", data={"token": c.owner}, follow_redirects=False).status_code == 429
+    assert c.client.post("/signin", data={"token": c.owner}, follow_redirects=False).status_code == 429
+
+
+def test_the_target_selector_lists_goal_agents_and_their_automations_and_an_automation_override_leaves_peers(
+    store: Store, clock: FixedClock
+) -> None:
+    c = console(store, clock)
+    add_automation(store, clock, "x")
+    add_automation(store, clock, "y")
+    add_automation(store, clock, "z", agent="b")
+    floor(store, clock, "g", DAY)
+    csrf = sign_in(c)
+    page = c.client.get("/settings").text
+    options = re.findall(r'<option value="([^"]+)"', page)
+    assert options == ["g", "g/a", "g/a/x", "g/a/y", "g/b", "g/b/z"]
+    r = c.client.post("/settings", data={"target": "g/a/x", "revision": "0", "min_interval": "2d", "csrf": csrf})
+    assert r.status_code == 200 and 'id="saved"' in r.text, r.text
+    assert re.search(r'<option value="g/a/x" selected>', r.text)
+    rules = raw_sql(store, "SELECT goal_id, agent_id, automation_id, min_interval_us FROM fg_rules ORDER BY automation_id")
+    assert rules == [("g", "", "", 86_400_000_000), ("g", "a", "x", 2 * 86_400_000_000)]  # peers and the goal default untouched
+    lane = c.get("/api/eligibility?goal=g&agent=a&automation=y").json()
+    assert lane["effective_floor"]["floor"] == "1d"
+
+
+def test_the_optional_note_goes_into_the_writes_provenance_and_its_event(store: Store, clock: FixedClock) -> None:
+    import json
+
+    from cli import run_cli
+
+    c = console(store, clock)
+    add_automation(store, clock, "x")
+    csrf = sign_in(c)
+    page = c.client.get("/settings").text
+    assert re.search(r"<details[^>]*>\s*<summary>[^<]*note", page), "the note sits in a disclosure"
+    r = c.client.post("/settings", data={"target": "g/a", "revision": "0", "min_interval": "1d", "csrf": csrf, "note": " vacation week "})
+    assert r.status_code == 200 and 'class="note">vacation week<' in r.text
+    [change] = c.get("/api/policy/history?scope=g/a").json()["history"]
+    assert (change["note"], change["owner_ref"], change["owner_kind"]) == ("vacation week", "ops", "authenticated")
+    [event] = c.get("/api/events?kind=floor_changed").json()["events"]
+    assert event["data"]["note"] == "vacation week"
+    cli = json.loads(run_cli("policy", "history", "--json", db=store.url).stdout)
+    assert [h.get("note") for h in cli["history"]] == ["vacation week"]
+    # No note: none recorded; a bad one is refused naming the field, nothing written.
+    r = c.client.post("/settings", data={"target": "g/a", "revision": "1", "min_interval": "2d", "csrf": csrf})
+    assert c.get("/api/policy/history?scope=g/a").json()["history"][0]["note"] is None
+    r = c.client.post("/settings", data={"target": "g/a", "revision": "2", "min_interval": "3d", "csrf": csrf, "note": "x" * 501})
+    assert r.status_code == 422 and "note" in r.text
+    assert raw_sql(store, "SELECT revision FROM fg_rules") == [(2,)]
+
+
+def test_the_events_page_shows_each_event_with_its_deliveries_dead_ones_included(store: Store, clock: FixedClock) -> None:
+    from admission.events import MAX_ATTEMPTS
+
+    c = console(store, clock)
+    hook, _ = c.fg.notify.events.add_webhook("http://127.0.0.1:9/secret-path", "ask_pending")
+    pending_ask(store, clock)
+    events = c.fg.notify.events
+    [due] = events.claim_due()
+    for _ in range(MAX_ATTEMPTS):
+        events.record_attempt(hook.webhook_id, due.event.event_id, status=500, error=None)
+    sign_in(c)
+    page = c.client.get("/events").text
+    row = re.search(rf'<tr class="event kind-ask_pending" data-id="{due.event.event_id}">.*?</tr>', page, re.S)
+    assert row is not None and f"dead after {MAX_ATTEMPTS} attempts (HTTP 500)" in row.group(0)
+    hooks = re.search(r'<table id="webhooks">.*?</table>', page, re.S)
+    assert hooks is not None and "secret-path" in hooks.group(0) and '<td class="reduction">1</td>' in hooks.group(0)
+    dashboard = c.client.get("/dashboard").text
+    assert re.search(r'id="recent-events">.*?kind-ask_pending.*?state-dead', dashboard, re.S)
+    c.client.cookies.clear()
+    sign_in(c, c.viewer)
+    assert "secret-path" not in c.client.get("/events").text  # a viewer sees counts, not URLs
+
+
+def test_run_now_from_the_dashboard_runs_a_manual_turn_for_an_owner_only(store: Store, clock: FixedClock, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from datetime import timedelta
+
+    from helpers import lines, marker_script
+
+    marker = tmp_path / "launches"
+    add_automation(store, clock, "x", script=marker_script(marker))
+    floor(store, clock, "g/a", DAY)
+    admission = Admission(store, clock)
+    admission.reserve(goal="g", agent="a", automation="x", turn_id="t-0", trigger_time=T0)
+    admission.confirm("t-0")
+    clock.advance(timedelta(hours=1))  # inside the 1 d floor: only a manual run may start
+    c = console(store, clock)
+    c.fg.settings = c.fg.settings.model_copy(update={"state_dir": tmp_path / "state"})
+    csrf = sign_in(c)
+    assert 'action="/automations/x/run"' in c.client.get("/dashboard").text
+    r = c.client.post("/automations/x/run", data={"csrf": csrf, "reason": "  "})
+    assert r.status_code == 422 and 'id="run-message"' in r.text and "reason" in r.text and not marker.exists()
+    r = c.client.post("/automations/x/run", data={"csrf": csrf, "reason": "customer escalation"})
+    assert r.status_code == 200 and re.search(r'id="run-message">x: turn \S+ (succeeded|running)', r.text), r.text
+    wait_for(lambda: lines(marker) == 1, what="the manual turn's launch")
+    manual = raw_sql(store, "SELECT manual_reason FROM fg_starts WHERE turn_id != 't-0'")
+    assert manual == [("customer escalation (by ops, authenticated)",)]
+    c.client.cookies.clear()
+    viewer_csrf = sign_in(c, c.viewer)
+    assert 'action="/automations/x/run"' not in c.client.get("/dashboard").text
+    r = c.client.post("/automations/x/run", data={"csrf": viewer_csrf, "reason": "r"})
+    assert r.status_code == 403 and lines(marker) == 1

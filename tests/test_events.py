@@ -214,7 +214,7 @@ def test_notify_commands_add_list_deliver_and_remove(store: Store, clock: FixedC
     Approvals(store, clock).ask(mission, "g/a/x", "max_turns", 2)
     receiver.status = 500
     delivered = run_cli("notify", "deliver", "--json", db=store.url)
-    assert delivered.returncode == 0 and json.loads(delivered.stdout) == {"attempted": 1, "delivered": 0, "failed": 1}
+    assert delivered.returncode == 0 and json.loads(delivered.stdout) == {"attempted": 1, "delivered": 0, "failed": 1, "hosts_lost": 0}
     (listed_row,) = json.loads(run_cli("notify", "list", "--json", db=store.url).stdout)["webhooks"]
     assert (listed_row["failing"], listed_row["last_status"], listed_row["last_error"]) == (1, 500, "HTTP 500")
     ((headers, body),) = receiver.got
@@ -243,3 +243,196 @@ def test_a_running_host_delivers_events_on_its_own(store: Store, clock: FixedClo
     ((headers, body),) = receiver.got
     assert json.loads(body)["kind"] == "floor_changed" and verify(secret, body, headers[SIGNATURE_HEADER])
     assert Events(store, clock).webhooks()[0].delivered == 1
+
+
+# -- observed events: host_lost, timer_drift ---------------------------------------------------
+def _beat(store: Store, clock: FixedClock, host_id: str = "host-1") -> None:
+    from admission.liveness import HostBeat, HostBeats
+
+    now = clock.now()
+    HostBeats(store).started(
+        HostBeat(
+            host_id=host_id, hostname="box", pid=4242, version="t", started_at=now, beat_at=now, poll=timedelta(seconds=5), stopped_at=None
+        )
+    )
+
+
+def test_a_stale_heartbeat_is_one_signed_host_lost_event_per_loss(store: Store, clock: FixedClock, receiver: Receiver) -> None:
+    from admission.liveness import HostBeats
+
+    notify = NotifyService(store, clock)
+    _, secret = notify.events.add_webhook(receiver.url, "host_lost")
+    _beat(store, clock)
+    _beat(store, clock, "host-2")
+    HostBeats(store).stopped("host-2", clock.now())  # a clean stop is not a loss
+    assert notify.deliver().hosts_lost == 0  # alive: nothing to say
+    clock.advance(timedelta(minutes=1))  # three missed 5 s polls and the slack
+    first = notify.deliver()
+    assert (first.hosts_lost, first.delivered) == (1, 1)
+    ((headers, body),) = receiver.got
+    doc = json.loads(body)
+    assert verify(secret, body, headers[SIGNATURE_HEADER]) and headers[EVENT_ID_HEADER] == doc["id"]
+    assert (doc["kind"], doc["subject"], doc["data"]["pid"]) == ("host_lost", "host-1", 4242)
+    # Another observer (a second deliverer, a rerun) sees the same loss: no second event.
+    assert NotifyService(store, clock).deliver().hosts_lost == 0
+    assert kinds(store).count("host_lost") == 1
+    # The host comes back and is lost again: a new loss, a new event.
+    HostBeats(store).beat("host-1", clock.now())
+    assert notify.deliver().hosts_lost == 0
+    clock.advance(timedelta(minutes=1))
+    assert notify.deliver().hosts_lost == 1 and kinds(store).count("host_lost") == 2
+
+
+def test_an_owner_reported_timer_that_differs_is_one_timer_drift_event_per_episode(
+    store: Store, clock: FixedClock, receiver: Receiver
+) -> None:
+    from test_timers import add
+
+    from scheduler.timers import TimerService
+
+    notify = NotifyService(store, clock)
+    _, secret = notify.events.add_webhook(receiver.url, "timer_drift")
+    timers = TimerService(store, clock=clock)
+    automation = add(store, clock, "ext", "DTSTART:20261101T000500Z RRULE:FREQ=DAILY", "external")
+    desired = timers.apply(automation).desired
+    clock.advance(timedelta(seconds=1))
+    timers.observe(automation, current_rrule=desired)  # the app holds what was applied
+    assert "timer_drift" not in kinds(store)
+    moved = "DTSTART:20261101T063000Z\nRRULE:FREQ=DAILY"
+    for _ in range(3):  # the same drift read again and again: one episode
+        timers.observe(automation, current_rrule=moved)
+    assert kinds(store).count("timer_drift") == 1
+    assert notify.deliver().delivered == 1
+    ((headers, body),) = receiver.got
+    doc = json.loads(body)
+    assert verify(secret, body, headers[SIGNATURE_HEADER])
+    assert (doc["kind"], doc["subject"], doc["data"]["observed"]) == ("timer_drift", "ext", moved)
+    timers.observe(automation, current_rrule="DTSTART:20261101T070000Z\nRRULE:FREQ=DAILY")  # it drifts elsewhere: a new episode
+    assert kinds(store).count("timer_drift") == 2
+
+
+# -- formats and dead letters ------------------------------------------------------------------
+def test_a_slack_webhook_gets_a_signed_text_message(store: Store, clock: FixedClock, receiver: Receiver) -> None:
+    added = run_cli("notify", "add", receiver.url, "--events", "ask_pending", "--format", "slack", "--json", db=store.url)
+    assert added.returncode == 0, added.stderr
+    secret = json.loads(added.stdout)["secret"]
+    approval = Approvals(store, clock).ask("m-1", "g/a/x", "max_turns", 2).approval_id
+    assert NotifyService(store, clock).deliver().delivered == 1
+    ((headers, body),) = receiver.got
+    doc = json.loads(body)
+    assert list(doc) == ["text"] and doc["text"].startswith("floorgate ask_pending: ") and approval in doc["text"]
+    assert headers[EVENT_ID_HEADER] in doc["text"] and verify(secret, body, headers[SIGNATURE_HEADER])
+    (row,) = json.loads(run_cli("notify", "list", "--json", db=store.url).stdout)["webhooks"]
+    assert row["format"] == "slack"
+    bad = run_cli("notify", "add", receiver.url, "--events", "ask_pending", "--format", "xml", db=store.url)
+    assert bad.returncode == 2 and "--format" in bad.stderr
+
+
+def test_a_delivery_failing_max_attempts_is_dead_listed_and_can_be_retried(store: Store, clock: FixedClock, receiver: Receiver) -> None:
+    from admission.events import MAX_ATTEMPTS, backoff
+
+    notify = NotifyService(store, clock)
+    webhook, _ = notify.events.add_webhook(receiver.url, "ask_pending")
+    Approvals(store, clock).ask("m-1", "g/a/x", "max_turns", 2)
+    receiver.status = 503
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        assert notify.deliver().failed == 1, attempt
+        clock.advance(backoff(attempt))
+    (delivery,) = notify.events.deliveries()
+    assert (delivery.state.value, delivery.attempts) == ("dead", MAX_ATTEMPTS)
+    clock.advance(timedelta(days=1))
+    assert notify.deliver().attempted == 0  # dead: never retried on its own ...
+    (row,) = json.loads(run_cli("notify", "list", "--json", db=store.url).stdout)["webhooks"]
+    assert (row["dead"], row["pending"], row["last_error"]) == (1, 0, "HTTP 503")  # ... and never hidden
+    (event,) = json.loads(run_cli("notify", "events", "--json", db=store.url).stdout)["events"]
+    assert [(d["state"], d["attempts"]) for d in event["deliveries"]] == [("dead", MAX_ATTEMPTS)]
+    assert "dead(12)" in run_cli("notify", "events", db=store.url).stdout
+    retried = run_cli("notify", "retry", webhook.webhook_id, "--json", db=store.url)
+    assert retried.returncode == 0 and json.loads(retried.stdout)["retried"] == 1
+    receiver.status = 200
+    assert notify.deliver().delivered == 1
+    assert notify.events.webhooks()[0].dead == 0
+
+
+def test_the_webhook_secret_is_printed_once_and_the_store_file_is_owner_only(tmp_path: Path, receiver: Receiver) -> None:
+    import os
+    import stat
+
+    db = tmp_path / "new.db"
+    added = run_cli("notify", "add", receiver.url, "--events", "ask_pending", db=f"sqlite:///{db}")
+    assert added.returncode == 0, added.stderr
+    secret = added.stdout.strip().splitlines()[-1]
+    assert secret.startswith("fgs_")
+    assert stat.S_IMODE(os.stat(db).st_mode) == 0o600  # the secret sits in a file only its owner reads
+    for argv in (("notify", "list"), ("notify", "list", "--json"), ("notify", "events", "--json")):
+        shown = run_cli(*argv, db=f"sqlite:///{db}")
+        assert shown.returncode == 0 and secret not in shown.stdout + shown.stderr, argv
+
+
+def test_floorgate_serve_delivers_on_its_own_so_the_last_host_dying_is_reported(sqlite_db: str, receiver: Receiver, tmp_path: Path) -> None:
+    import socket
+    import subprocess
+    import sys
+    import urllib.request
+
+    from admission import SystemClock, open_store
+    from admission.liveness import HostBeat, HostBeats
+    from scheduler.app import Floorgate
+
+    from helpers import wait_for
+
+    clock = SystemClock()
+    with open_store(sqlite_db) as store:
+        _, secret = Events(store, clock).add_webhook(receiver.url, "host_lost")
+        _, token = Floorgate(store, clock=clock).principals.add("ops", "owner")
+        then = clock.now() - timedelta(hours=1)  # the only host: silent for an hour, never stopped
+        HostBeats(store).started(
+            HostBeat(
+                host_id="h-gone",
+                hostname="box",
+                pid=1,
+                version="t",
+                started_at=then,
+                beat_at=then,
+                poll=timedelta(seconds=5),
+                stopped_at=None,
+            )
+        )
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    argv = [sys.executable, "-m", "scheduler", "--db", sqlite_db, "serve", "--port", str(port), "--deliver-every", "1s"]
+    with open(tmp_path / "serve.log", "w") as log:
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log)
+    try:
+        wait_for(lambda: receiver.got, what=f"the console's delivery round ({tmp_path / 'serve.log'})")
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/api/whoami", headers={"Authorization": f"Bearer {token}"})
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            assert json.loads(answer.read())["name"] == "ops"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    ((headers, body),) = receiver.got
+    assert json.loads(body)["subject"] == "h-gone" and verify(secret, body, headers[SIGNATURE_HEADER])
+
+
+def test_racing_observers_record_one_host_lost_between_them(store: Store, clock: FixedClock) -> None:
+    """Four processes notice the same lost host at once: exactly one event (its key decides)."""
+    import subprocess
+    import sys
+
+    _beat(store, clock)
+    code = (
+        "import sys\n"
+        "from datetime import datetime, timedelta, timezone\n"
+        "from admission import FixedClock, open_store\n"
+        "from scheduler.notify import NotifyService\n"
+        "clock = FixedClock(datetime.fromisoformat(sys.argv[2]))\n"
+        "with open_store(sys.argv[1]) as store:\n"
+        "    print(len(NotifyService(store, clock).note_lost_hosts()))\n"
+    )
+    later = (clock.now() + timedelta(minutes=5)).isoformat()
+    procs = [subprocess.Popen([sys.executable, "-c", code, store.url, later], stdout=subprocess.PIPE, text=True) for _ in range(4)]
+    found = [int(p.communicate(timeout=120)[0].strip()) for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    assert sorted(found) == [0, 0, 0, 1] and kinds(store).count("host_lost") == 1

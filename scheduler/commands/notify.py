@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from admission.clock import iso
-from admission.events import EventKind, Webhook
+from admission.events import MAX_ATTEMPTS, EventKind, WebhookFormat
 
 from ..cli import EXIT_OK, Context, add_common
+from ..notify import event_docs, webhook_doc
 from ..present import table
 
 
@@ -19,16 +19,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = nsub.add_parser("add", help="subscribe a URL to event kinds and print its signing secret once")
     p.add_argument("url", help="http:// or https:// URL that receives a JSON POST per event")
     p.add_argument("--events", required=True, help=f"comma-separated kinds: {kinds}")
+    p.add_argument(
+        "--format",
+        choices=[f.value for f in WebhookFormat],
+        default=WebhookFormat.JSON.value,
+        help='json: the signed event document (default); slack: {"text": ...} for a Slack-compatible incoming webhook',
+    )
     add_common(p)
     p.set_defaults(handler=_add)
-    p = nsub.add_parser("list", help="every webhook with its delivery log (pending, delivered, failing, last status)")
+    p = nsub.add_parser(
+        "list", help=f"every webhook with its delivery log (pending, delivered, failing, dead after {MAX_ATTEMPTS} failed attempts)"
+    )
     add_common(p)
     p.set_defaults(handler=_list, reads_only=True)
     p = nsub.add_parser("remove", help="unsubscribe a webhook (its undelivered events go with it)")
     p.add_argument("webhook_id")
     add_common(p)
     p.set_defaults(handler=_remove)
-    p = nsub.add_parser("deliver", help="deliver the due events once (a running 'floorgate run' does this on its own)")
+    p = nsub.add_parser("retry", help="make a webhook's dead deliveries due again (after fixing its receiver)")
+    p.add_argument("webhook_id")
+    add_common(p)
+    p.set_defaults(handler=_retry)
+    p = nsub.add_parser("deliver", help="deliver the due events once (a running 'floorgate run' or 'floorgate serve' does this on its own)")
     add_common(p)
     p.set_defaults(handler=_deliver)
     p = nsub.add_parser("events", help="the most recent events in the outbox")
@@ -38,23 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_events, reads_only=True)
 
 
-def webhook_doc(w: Webhook) -> dict[str, object]:
-    return {
-        "webhook_id": w.webhook_id,
-        "url": w.url,
-        "events": [k.value for k in w.events],
-        "created_at": iso(w.created_at),
-        "pending": w.pending,
-        "delivered": w.delivered,
-        "failing": w.failing,
-        "last_status": w.last_status,
-        "last_error": w.last_error,
-        "last_attempt_at": iso(w.last_attempt_at),
-    }
-
-
 def _add(ctx: Context) -> int:
-    webhook, secret = ctx.app.notify.events.add_webhook(ctx.args.url, ctx.args.events)
+    webhook, secret = ctx.app.notify.events.add_webhook(ctx.args.url, ctx.args.events, ctx.args.format)
     ctx.emit(
         {**webhook_doc(webhook), "secret": secret},
         f"added {webhook.webhook_id} -> {webhook.url} ({', '.join(k.value for k in webhook.events)}); "
@@ -69,15 +66,17 @@ def _list(ctx: Context) -> int:
         {"webhooks": [webhook_doc(w) for w in items]},
         lambda: (
             table(
-                ["ID", "URL", "EVENTS", "PENDING", "DELIVERED", "FAILING", "LAST"],
+                ["ID", "URL", "FORMAT", "EVENTS", "PENDING", "DELIVERED", "FAILING", "DEAD", "LAST"],
                 [
                     (
                         w.webhook_id,
                         w.url,
+                        w.format.value,
                         ",".join(k.value for k in w.events),
                         str(w.pending),
                         str(w.delivered),
                         str(w.failing),
+                        str(w.dead),
                         (w.last_error or "ok") if w.last_attempt_at is not None else "-",
                     )
                     for w in items
@@ -96,25 +95,37 @@ def _remove(ctx: Context) -> int:
     return EXIT_OK
 
 
+def _retry(ctx: Context) -> int:
+    count = ctx.app.notify.events.retry_dead(ctx.args.webhook_id)
+    ctx.emit({"webhook_id": ctx.args.webhook_id, "retried": count}, f"{ctx.args.webhook_id}: {count} dead deliveries due again")
+    return EXIT_OK
+
+
 def _deliver(ctx: Context) -> int:
     report = ctx.app.notify.deliver()
     ctx.emit(
         report.model_dump(),
-        f"attempted {report.attempted}: delivered {report.delivered}, failed {report.failed} (retried later; see 'floorgate notify list')",
+        f"attempted {report.attempted}: delivered {report.delivered}, failed {report.failed} (retried later; see 'floorgate notify list')"
+        + (f"; {report.hosts_lost} host(s) lost" if report.hosts_lost else ""),
     )
     return EXIT_OK
 
 
 def _events(ctx: Context) -> int:
-    items = ctx.app.notify.events.list(EventKind(ctx.args.kind) if ctx.args.kind else None, ctx.args.limit)
-    docs = [
-        {"id": e.event_id, "kind": e.kind.value, "subject": e.subject, "occurred_at": iso(e.occurred_at), "data": e.data} for e in items
-    ]
+    docs = event_docs(ctx.app.notify.events, ctx.args.limit, ctx.args.kind)
+
+    def deliveries(doc: dict[str, object]) -> str:
+        states = [f"{d['state']}" + (f"({d['attempts']})" if d["attempts"] else "") for d in doc["deliveries"]]  # type: ignore[attr-defined]
+        return ",".join(states) or "-"
+
     ctx.emit(
         {"events": docs},
         lambda: (
-            table(["ID", "KIND", "SUBJECT", "AT"], [(e.event_id, e.kind.value, e.subject, iso(e.occurred_at) or "") for e in items])
-            if items
+            table(
+                ["ID", "KIND", "SUBJECT", "AT", "DELIVERIES"],
+                [(d["id"], d["kind"], d["subject"], d["occurred_at"] or "", deliveries(d)) for d in docs],
+            )
+            if docs
             else "no events yet"
         ),
     )

@@ -1,11 +1,18 @@
-"""``floorgate serve``: the owner console (HTTP API, pages, metrics) on loopback by default."""
+"""``floorgate serve``: the owner console (HTTP API, pages, metrics) on loopback by default.
+
+It also delivers the event outbox every ``--deliver-every`` (as a running ``floorgate run`` does):
+with the console up, a host that dies is still reported (``host_lost``) and asks still reach their
+owners. Several deliverers on one store are safe: each delivery is claimed before it is sent."""
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
+import threading
 
 from admission import InvalidInput
+from admission.intervals import parse_interval
 
 from ..cli import EXIT_OK, Context, add_common
 
@@ -17,6 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: loopback only)")
     p.add_argument("--port", type=int, default=8650, help="port (default 8650)")
     p.add_argument("--secure-cookies", action="store_true", help="mark the session cookie Secure (serve behind TLS)")
+    p.add_argument("--deliver-every", default="15s", help="deliver due events (webhooks) this often, e.g. 15s; 0 turns it off")
     add_common(p)
     p.set_defaults(handler=_serve, reads_only=True)
 
@@ -29,11 +37,27 @@ def _serve(ctx: Context) -> int:
     a = ctx.args
     if not 0 < a.port < 65536:
         raise InvalidInput("--port", "give 1..65535")
+    every = parse_interval(a.deliver_every, "--deliver-every").total_seconds()
     app = create_app(ctx.app, secure_cookies=a.secure_cookies)
     if a.host not in LOOPBACK:
         sys.stderr.write(f"floorgate: warning: serving on {a.host}, not loopback: put TLS in front and pass --secure-cookies\n")
     sys.stderr.write(
         f"floorgate: console on http://{a.host}:{a.port}/ (store {ctx.store.safe_url}); sign in with a token from 'floorgate owner add'\n"
     )
-    uvicorn.run(app, host=a.host, port=a.port, log_level="warning")
+    stop = threading.Event()
+    if every > 0:
+        threading.Thread(target=_deliver_loop, args=(ctx, every, stop), name="floorgate-notify", daemon=True).start()
+    try:
+        uvicorn.run(app, host=a.host, port=a.port, log_level="warning")
+    finally:
+        stop.set()
     return EXIT_OK
+
+
+def _deliver_loop(ctx: Context, every: float, stop: threading.Event) -> None:
+    # Its own thread and store connection: a slow receiver never delays a request.
+    while not stop.wait(every):
+        try:
+            ctx.app.notify.deliver()
+        except Exception as exc:  # logged; the next round tries again, nothing is lost
+            logging.getLogger("floorgate.serve").warning("delivering events failed: %s: %s", type(exc).__name__, exc)

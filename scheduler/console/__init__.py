@@ -15,11 +15,14 @@ from starlette.routing import Route
 from .._version import floorgate_version
 from ..app import Floorgate
 from .api import routes as api_routes
-from .auth import Gatekeeper
+from .auth import SESSION_COOKIE, Gatekeeper
 from .errors import error_doc, json_error
 from .openapi import openapi
 from .pages import Pages
+from .runs import RUNNERS
 from .workers import Workers
+
+__all__ = ["SESSION_COOKIE", "create_app"]
 
 
 def create_app(fg: Floorgate, *, secure_cookies: bool = False) -> Starlette:
@@ -28,6 +31,7 @@ def create_app(fg: Floorgate, *, secure_cookies: bool = False) -> Starlette:
 
     gate = Gatekeeper(fg.principals, fg.clock)
     work = Workers()
+    runners = Workers(RUNNERS)  # manual turns: minutes long, never on the request workers
     schema = openapi(floorgate_version())
 
     async def schema_route(request: Request) -> JSONResponse:
@@ -46,10 +50,11 @@ def create_app(fg: Floorgate, *, secure_cookies: bool = False) -> Starlette:
         Route("/api/openapi.json", schema_route, methods=["GET"]),
         Route("/metrics", metrics_route, methods=["GET"]),
         *api_routes(fg, gate, work),
-        *Pages(fg, gate, work, secure_cookies=secure_cookies).routes(),
+        *Pages(fg, gate, work, runners, secure_cookies=secure_cookies).routes(),
     ]
     app = Starlette(routes=routes, exception_handlers={Exception: json_error})
     app.state.floorgate = fg
     app.state.gate = gate
     app.state.workers = work
+    app.state.runners = runners
     return app

@@ -5,6 +5,7 @@ approvals need the ``owner`` role, and record the principal as authenticated."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -14,30 +15,44 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from admission import InvalidInput, Principal, Provenance, Role, Scope
+from admission import InvalidInput, NotFound, Principal, Provenance, Role, Scope
 from admission.clock import iso, read_clock
+from admission.events import parse_kinds
 from admission.intervals import parse_interval
 
 from ..app import Floorgate
 from ..floors import parse_compute_text
+from ..notify import event_docs, webhook_doc
 from ..present import (
     automation_doc,
+    binding_doc,
     change_doc,
     detail_doc,
     eligibility_doc,
     host_doc,
+    mission_doc,
     preview_doc,
     readback_doc,
     rule_doc,
     start_doc,
     tick_doc,
+    turn_doc,
 )
 from ..present_floors import floor_applied_doc, floor_change_doc, floor_view_doc
+from . import runs
 from .auth import Gatekeeper, require_owner
 from .errors import error_doc
 from .workers import Workers
 
 Body = dict[str, Any]
+MAX_WAIT = timedelta(minutes=1)  # the longest a request waits for a host's readback or a turn's verdict
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """A handler's answer for work that goes on after the response (202)."""
+
+    doc: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -51,6 +66,7 @@ class Endpoint:
     role: Role = Role.VIEWER  # the least role that may call it
     query: dict[str, str] = field(default_factory=dict)  # name -> description
     body: dict[str, tuple[str, bool, str]] = field(default_factory=dict)  # name -> (json type, required, description)
+    responses: dict[str, str] = field(default_factory=dict)  # further success codes -> description
 
 
 # -- parsing -------------------------------------------------------------------------------------
@@ -88,6 +104,22 @@ def compute_field(body: Body) -> Any:
     if value is None:
         return None
     return parse_compute_text(value if isinstance(value, str) else json.dumps(value))
+
+
+def wait_field(body: Body, default: str) -> float:
+    """Seconds to wait (``wait``: an interval such as 10s), at most ``MAX_WAIT``."""
+    value = text_field(body, "wait", required=False)
+    wait = parse_interval(value if value is not None else default, "wait")
+    if wait > MAX_WAIT:
+        raise InvalidInput("wait", f"wait at most {int(MAX_WAIT.total_seconds())}s")
+    return wait.total_seconds()
+
+
+def bool_field(body: Body, name: str) -> bool:
+    value = body.get(name, False)
+    if not isinstance(value, bool):
+        raise InvalidInput(name, "must be true or false")
+    return value
 
 
 def count_field(request: Request, name: str, default: int) -> int:
@@ -138,6 +170,7 @@ def _policy_apply(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
         compute=compute_field(b),
         principal=p,
         authorize_reduction=text_field(b, "authorize_reduction", required=False),
+        note=text_field(b, "note", required=False),
     )
     return floor_applied_doc(applied)
 
@@ -186,6 +219,106 @@ def _pause(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
 
 def _resume(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
     return _changed(fg.automations.resume(r.path_params["automation"]))
+
+
+def _run_now(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
+    reason, wait = text_field(b, "reason"), wait_field(b, "10s")
+    settled, doc = runs.run_now(fg, r.app.state.runners, p, r.path_params["automation"], reason, wait)
+    return doc if settled else Accepted(doc)
+
+
+def _turn(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
+    record = fg.turns.get(r.path_params["turn_id"])
+    if record is None:
+        raise NotFound(f"turn {r.path_params['turn_id']!r} has no journal record")
+    return turn_doc(record)
+
+
+# A TimerService remembers whether its last read asked the running host (``asked_host``): one
+# timer operation at a time per console, so two requests never read each other's answer.
+_TIMERS = threading.Lock()
+
+
+def _timer(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
+    automation = fg.automations.get(r.path_params["automation"])
+    binding = fg.timers.bindings.get(automation.automation_id)
+    return {
+        "automation": automation.automation_id,
+        "binding": binding_doc(binding, fg.timers.guarantee(automation, binding)) if binding is not None else None,
+        "diff": fg.timers.diff(automation),
+    }
+
+
+def _timer_desired(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
+    automation = fg.automations.get(r.path_params["automation"])
+    with _TIMERS:
+        binding = fg.timers.desire(automation)
+        return binding_doc(binding, fg.timers.guarantee(automation, binding))
+
+
+def _observation_doc(obs: Any) -> dict[str, Any] | None:
+    return None if obs is None else {"state": obs.state, "text": obs.text, "read_at": iso(obs.read_at), "detail": obs.detail}
+
+
+def _read_kwargs(b: Body) -> dict[str, Any]:
+    return {
+        "current_rrule": text_field(b, "current_rrule", required=False),
+        "unavailable": bool_field(b, "unavailable"),
+        "wait": wait_field(b, "10s"),
+    }
+
+
+def _timer_observe(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
+    automation = fg.automations.get(r.path_params["automation"])
+    kwargs = _read_kwargs(b)
+    with _TIMERS:
+        observed = fg.timers.observe(automation, **kwargs)
+        binding = observed.binding
+        doc = (
+            binding_doc(binding, fg.timers.guarantee(automation, binding))
+            if binding is not None
+            else {"automation": automation.automation_id, "binding": None}
+        )
+    return {**doc, "observation": _observation_doc(observed.observation)}
+
+
+def _timer_ack(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
+    automation = fg.automations.get(r.path_params["automation"])
+    kwargs = _read_kwargs(b)
+    with _TIMERS:
+        result = fg.timers.ack(automation, **kwargs)
+    return {
+        "automation": automation.automation_id,
+        "accepted": result.accepted,
+        "read_requested": result.asked_host,
+        "reason": result.reason,
+        "observation": _observation_doc(result.observation),
+    }
+
+
+def _missions(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
+    items = fg.envelopes.list(r.query_params.get("automation") or None, limit=count_field(r, "limit", 50))
+    return {"missions": [mission_doc(m) for m in items]}
+
+
+def _mission(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
+    detail = fg.envelopes.show(r.path_params["mission_id"])
+    doc = mission_doc(detail.mission, detail.envelope)
+    doc["pending_asks"] = [
+        {"approval_id": x.approval_id, "bound": x.bound, "proposal": x.proposal, "expires_at": iso(x.expires_at)} for x in detail.asks
+    ]
+    return doc
+
+
+def _events(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
+    kind = r.query_params.get("kind") or None
+    if kind is not None:
+        kind = parse_kinds(kind)[0].value
+    return {"events": event_docs(fg.notify.events, count_field(r, "limit", 50), kind)}
+
+
+def _webhooks(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
+    return {"webhooks": [webhook_doc(w) for w in fg.notify.events.webhooks()]}
 
 
 def ask_doc(ask: Any, mission: Any) -> dict[str, Any]:
@@ -248,6 +381,11 @@ _SCOPE_BODY = {
     "min_interval": ("string", False, "e.g. 24h, 45m, PT24H; 0 disables"),
     "compute": ("object", False, "a compute block; {} removes it"),
 }
+_READ_BODY = {
+    "current_rrule": ("string", False, "external timers: the app's current schedule"),
+    "unavailable": ("boolean", False, "external timers: the app cannot be read"),
+    "wait": ("string", False, "runtime timers: how long to wait for the running host (default 10s, at most 60s)"),
+}
 ENDPOINTS = [
     Endpoint("GET", "/api/whoami", "The authenticated principal and its role", _whoami),
     Endpoint("GET", "/api/status", "Every automation's readback, lanes and hosts (as floorgate status --json)", _status,
@@ -257,7 +395,8 @@ ENDPOINTS = [
     Endpoint("POST", "/api/policy/preview", "Preview a change at an exact revision: before/after and whether it reduces", _policy_preview,
              role=Role.OWNER, body=_SCOPE_BODY),
     Endpoint("POST", "/api/policy/apply", "Apply a change at an exact revision, then read it back", _policy_apply, role=Role.OWNER,
-             body={**_SCOPE_BODY, "authorize_reduction": ("string", False, "the preview's reduction_key, to authorize exactly that reduction")}),
+             body={**_SCOPE_BODY, "authorize_reduction": ("string", False, "the preview's reduction_key, to authorize exactly that reduction"),
+                   "note": ("string", False, "why (one line, recorded with the write's provenance)")}),
     Endpoint("GET", "/api/policy/history", "Provenance of policy writes, newest first", _history,
              query={"scope": "narrow to a target and below", "limit": "at most this many"}),
     Endpoint("GET", "/api/eligibility", "Eligibility of one lane", _eligibility,
@@ -271,6 +410,24 @@ ENDPOINTS = [
              body={"note": ("string", False, "why (shown in status)")}),
     Endpoint("POST", "/api/automations/{automation}/resume", "Resume an automation", _resume, role=Role.OWNER, query=_AID),
     Endpoint("GET", "/api/automations/{automation}/ticks", "Recent timer ticks of an automation", _ticks, query={**_AID, "limit": "at most"}),
+    Endpoint("POST", "/api/automations/{automation}/run", "Run a managed turn now: the reason bypasses only the interval (as turn run --manual-reason)",
+             _run_now, role=Role.OWNER, query=_AID,
+             body={"reason": ("string", True, "why (recorded with the start)"),
+                   "wait": ("string", False, "how long to wait for the verdict (default 10s, at most 60s); 202 with the turn id after")},
+             responses={"202": "still running after wait: follow the turn the answer names"}),
+    Endpoint("GET", "/api/turns/{turn_id}", "A turn's journal record and verdict (as turn show)", _turn, query={"turn_id": "the turn's id (path)"}),
+    Endpoint("GET", "/api/automations/{automation}/timer", "Desired, applied, observed and ACK of the timer, and their diff", _timer, query=_AID),
+    Endpoint("POST", "/api/automations/{automation}/timer/desired", "Compute and record the desired timer (or hold)", _timer_desired,
+             role=Role.OWNER, query=_AID),
+    Endpoint("POST", "/api/automations/{automation}/timer/observe", "Read the host back now and record what it armed", _timer_observe,
+             role=Role.OWNER, query=_AID, body=_READ_BODY),
+    Endpoint("POST", "/api/automations/{automation}/timer/ack", "ACK on a fresh readback that matches the desired timer", _timer_ack,
+             role=Role.OWNER, query=_AID, body=_READ_BODY),
+    Endpoint("GET", "/api/missions", "Recent missions with their counters", _missions, query={"automation": "optional", "limit": "at most"}),
+    Endpoint("GET", "/api/missions/{mission_id}", "One mission, what is left of its envelope, and its pending asks", _mission,
+             query={"mission_id": "the mission's id (path)"}),
+    Endpoint("GET", "/api/events", "Recent events and their webhook deliveries", _events, query={"kind": "optional", "limit": "at most"}),
+    Endpoint("GET", "/api/webhooks", "Webhooks and their delivery log (owners only: a URL can be a credential)", _webhooks, role=Role.OWNER),
     Endpoint("GET", "/api/asks", "Pending owner asks with their stored proposals", _asks),
     Endpoint("POST", "/api/asks/{approval_id}/approve", "Approve an ask (single-use), as the authenticated principal", _approve,
              role=Role.OWNER, query={"approval_id": "auth-<id> (path)"}),
@@ -305,6 +462,8 @@ def routes(fg: Floorgate, gate: Gatekeeper, work: Workers) -> list[Route]:
             except Exception as exc:
                 status, error = error_doc(exc)
                 return JSONResponse(error, status_code=status, headers={"Retry-After": "900"} if status == 429 else None)
+            if isinstance(doc, Accepted):
+                return JSONResponse(doc.doc, status_code=202)
             return JSONResponse(doc)
 
         return endpoint

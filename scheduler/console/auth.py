@@ -1,22 +1,22 @@
 """Who is asking: a bearer token (API) or a signed-in session cookie (pages), and what they may do.
 
-Sessions live in the serving process (a restart signs everyone out); each carries its own CSRF
-token, checked on every write form. Failed sign-ins (a bad bearer token counts as one) are limited
-per client address: past the limit, sign-in answers 429 until the window has passed.
+Sessions live in the store (``admission.Sessions``: only a hash of the cookie is kept), so a
+restart keeps owners signed in and several ``floorgate serve`` processes on one store share them;
+each carries its own CSRF token, checked on every write form. Failed sign-ins (a bad bearer token
+counts as one) are counted per client address in the store too: past the limit, every process
+answers 429 until the window has passed.
 """
 
 from __future__ import annotations
 
 import hmac
-import secrets
-import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from starlette.requests import Request
 
-from admission import Principal, Principals
-from admission.clock import Clock, read_clock
+from admission import Principal, Principals, Sessions
+from admission.clock import Clock
 
 SESSION_COOKIE = "floorgate_session"
 SESSION_TTL = timedelta(hours=12)
@@ -43,61 +43,34 @@ class Session:
     expires_at: datetime
 
 
-class SignInLimiter:
-    """Counts failed sign-ins per client address within a window (on the injected clock)."""
-
-    def __init__(self, clock: Clock, limit: int = MAX_FAILURES, window: timedelta = FAILURE_WINDOW) -> None:
-        self.clock, self.limit, self.window = clock, limit, window
-        self._failures: dict[str, list[datetime]] = {}
-        self._lock = threading.Lock()
-
-    def _recent(self, client: str, now: datetime) -> list[datetime]:
-        kept = [t for t in self._failures.get(client, []) if now - t < self.window]
-        self._failures[client] = kept
-        return kept
-
-    def check(self, client: str) -> None:
-        """Refuse (429) a client that failed ``limit`` times within the window."""
-        with self._lock:
-            if len(self._recent(client, read_clock(self.clock))) >= self.limit:
-                raise AuthError(
-                    429, "rate_limited", f"too many failed sign-ins from {client}; wait {int(self.window.total_seconds() // 60)} min"
-                )
-
-    def failed(self, client: str) -> None:
-        with self._lock:
-            now = read_clock(self.clock)
-            self._recent(client, now).append(now)
-
-
 class Gatekeeper:
-    """Authenticates requests and holds the process's sessions."""
+    """Authenticates requests; sessions and the failed sign-in count live in the store."""
 
-    def __init__(self, principals: Principals, clock: Clock) -> None:
+    def __init__(self, principals: Principals, clock: Clock, *, limit: int = MAX_FAILURES, window: timedelta = FAILURE_WINDOW) -> None:
         self.principals = principals
         self.clock = clock
-        self.limiter = SignInLimiter(clock)
-        self._sessions: dict[str, Session] = {}
-        self._lock = threading.Lock()
+        self.sessions = Sessions(principals.store, clock)
+        self.limit, self.window = limit, window
 
     # -- sign-in -----------------------------------------------------------------------------
     def sign_in(self, token: str, client: str) -> Session:
         """A new session for the principal ``token`` belongs to (401 and one failure counted if none)."""
         principal = self._token(token, client)
-        session = Session(secrets.token_urlsafe(32), principal.name, secrets.token_urlsafe(32), read_clock(self.clock) + SESSION_TTL)
-        with self._lock:
-            self._sessions[session.session_id] = session
-        return session
+        session_id, signed = self.sessions.open(principal.name, SESSION_TTL)
+        return Session(session_id, signed.principal, signed.csrf, signed.expires_at)
 
     def sign_out(self, session_id: str | None) -> None:
-        with self._lock:
-            self._sessions.pop(session_id or "", None)
+        if session_id:
+            self.sessions.close(session_id)
 
     def _token(self, token: str, client: str) -> Principal:
-        self.limiter.check(client)
+        if self.sessions.failures(client, self.window) >= self.limit:
+            raise AuthError(
+                429, "rate_limited", f"too many failed sign-ins from {client}; wait {int(self.window.total_seconds() // 60)} min"
+            )
         principal = self.principals.authenticate(token)
         if principal is None:
-            self.limiter.failed(client)
+            self.sessions.failed(client, self.window)
             raise AuthError(401, "unauthenticated", "the token is unknown, wrong or revoked")
         return principal
 
@@ -107,12 +80,8 @@ class Gatekeeper:
         sid = request.cookies.get(SESSION_COOKIE)
         if not sid:
             return None
-        with self._lock:
-            session = self._sessions.get(sid)
-            if session is not None and session.expires_at <= read_clock(self.clock):
-                del self._sessions[sid]
-                return None
-        return session
+        signed = self.sessions.get(sid)
+        return Session(sid, signed.principal, signed.csrf, signed.expires_at) if signed is not None else None
 
     def bearer(self, request: Request) -> Principal:
         """The principal of an ``Authorization: Bearer`` header (401 without a valid one)."""

@@ -23,8 +23,10 @@ from admission.tallies import Tallies
 
 from ..app import Floorgate
 from ..floors import parse_compute_text
-from ..present import ago, eligibility_doc, host_doc, readback_doc
+from ..notify import event_docs, webhook_doc
+from ..present import ago, change_doc, eligibility_doc, host_doc, readback_doc
 from ..present_floors import floor_change_doc, floor_view_doc
+from . import runs
 from .api import ask_doc, decide
 from .auth import SESSION_COOKIE, SESSION_TTL, AuthError, Gatekeeper, client_of, require_owner
 from .errors import error_doc
@@ -33,13 +35,15 @@ from .workers import Workers
 
 TEMPLATES = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"), autoescape=select_autoescape(["html"]))
 UPCOMING = timedelta(hours=24)
+RECENT_EVENTS = 8  # on the dashboard; /events shows more
+RUN_WAIT = 5.0  # seconds a Run now form waits for the verdict before saying the turn is running
 
 
 class Pages:
     """Page handlers over one ``Floorgate`` and one ``Gatekeeper``."""
 
-    def __init__(self, fg: Floorgate, gate: Gatekeeper, work: Workers, *, secure_cookies: bool = False) -> None:
-        self.fg, self.gate, self.work, self.secure = fg, gate, work, secure_cookies
+    def __init__(self, fg: Floorgate, gate: Gatekeeper, work: Workers, runners: Workers, *, secure_cookies: bool = False) -> None:
+        self.fg, self.gate, self.work, self.runners, self.secure = fg, gate, work, runners, secure_cookies
 
     def routes(self) -> list[Route]:
         return [
@@ -52,6 +56,8 @@ class Pages:
             Route("/settings/preview", self.settings_preview, methods=["GET"]),
             Route("/settings", self.settings_save, methods=["POST"]),
             Route("/asks", self.asks, methods=["GET"]),
+            Route("/events", self.events, methods=["GET"]),
+            Route("/automations/{automation}/run", self.run_now, methods=["POST"]),
             Route("/asks/{approval_id}/decide", self.asks_decide, methods=["POST"]),
         ]
 
@@ -120,6 +126,29 @@ class Pages:
         values = await self.work(self._dashboard)
         return self.render(request, "dashboard.html", principal, **values)
 
+    async def run_now(self, request: Request) -> Response:
+        """Run now from the dashboard: a manual turn with the owner's reason, as the API's."""
+        form, principal, refused = await self._posted(request)
+        if refused is not None:
+            return refused
+        aid = request.path_params["automation"]
+        status, message = 200, ""
+        try:
+            require_owner(principal)
+            settled, doc = await self.work(runs.run_now, self.fg, self.runners, principal, aid, form.get("reason"), RUN_WAIT)
+            if not settled:
+                message = f"{aid}: turn {doc['turn_id']} is running (see {doc['turn']})"
+            else:
+                v = doc["verdict"]
+                message = f"{aid}: turn {doc['turn_id']} {v['status']} ({v['stop_reason']})" + (
+                    f": {doc['detail']}" if doc["detail"] else ""
+                )
+        except Exception as exc:
+            status, error = error_doc(exc)
+            message = error["error"]["message"]
+        values = await self.work(self._dashboard)
+        return self.render(request, "dashboard.html", principal, status=status, run_message=message, run_failed=status != 200, **values)
+
     def _dashboard(self) -> dict[str, Any]:
         fg = self.fg
         view = fg.readback.overview()
@@ -143,7 +172,26 @@ class Pages:
                     )
         upcoming.sort(key=lambda u: str(u["at"]))
         hosts = [host_doc(h, now) for h in view.hosts]
-        return {"now": iso(now), "rows": rows, "upcoming": upcoming, "hosts": hosts, "lanes": [eligibility_doc(e) for e in view.lanes]}
+        events = list(reversed(event_docs(fg.notify.events, RECENT_EVENTS)))
+        return {
+            "now": iso(now),
+            "rows": rows,
+            "upcoming": upcoming,
+            "hosts": hosts,
+            "lanes": [eligibility_doc(e) for e in view.lanes],
+            "events": events,
+        }
+
+    # -- events ------------------------------------------------------------------------------
+    async def events(self, request: Request) -> Response:
+        principal = await self.signed_in(request)
+        if principal is None:
+            return RedirectResponse("/signin", status_code=303)
+        events, hooks = await self.work(lambda: (event_docs(self.fg.notify.events, 200), self.fg.notify.events.webhooks()))
+        return self.render(
+            request, "events.html", principal, events=list(reversed(events)), webhooks=[webhook_doc(w) for w in hooks],
+            show_urls=principal.can_write,
+        )  # fmt: skip
 
     # -- settings ----------------------------------------------------------------------------
     async def settings(self, request: Request) -> Response:
@@ -159,11 +207,13 @@ class Pages:
         return self.render(request, "settings.html", principal, **values)
 
     def _settings(self, target: str | None) -> dict[str, Any]:
-        goals = self.fg.floors.goals()
-        if not target and goals:
-            target = next(iter(goals))
-        view = floor_view_doc(self.fg.floors.read(Scope.parse(target))) if target else None
-        return {"goals": goals, "target": target, "view": view}
+        targets = self.fg.floors.targets()
+        if not target and targets:
+            target = next(iter(targets))
+        scope = Scope.parse(target) if target else None
+        view = floor_view_doc(self.fg.floors.read(scope)) if scope is not None else None
+        changes = [change_doc(c) for c in self.fg.policies.history(scope, limit=20) if c.scope == scope][:5] if scope is not None else []
+        return {"targets": targets, "target": target, "view": view, "changes": changes}
 
     async def settings_preview(self, request: Request) -> Response:
         """The before -> after of an edit, for the page's few lines of script (a read: no CSRF)."""
@@ -201,6 +251,7 @@ class Pages:
                     compute=parse_compute_text(str(form.get("compute") or "")),
                     principal=principal,
                     authorize_reduction=str(form.get("authorize_reduction")) if form.get("authorize_reduction") else None,
+                    note=str(form.get("note") or "") or None,
                 )
             )
             if applied.confirmed:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -27,6 +27,10 @@ class Workers:
     async def __call__(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run ``fn(*args, **kwargs)`` on a worker thread and await its result."""
         return await asyncio.get_running_loop().run_in_executor(self.pool, functools.partial(fn, *args, **kwargs))
+
+    def submit(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> Future[T]:
+        """Start ``fn(*args, **kwargs)`` on a worker thread; it runs on whether or not anyone awaits it."""
+        return self.pool.submit(fn, *args, **kwargs)
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
