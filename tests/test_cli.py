@@ -68,6 +68,15 @@ def test_policy_admit_confirm_status_round_trip(db: str) -> None:
     assert table.returncode == 0 and "inbox/triage/am" in table.stdout and "interval_wait" in table.stdout
 
 
+def test_a_cli_note_is_kept_in_policy_history_and_a_bad_one_writes_nothing(db: str) -> None:
+    bad = cli("policy", "set", "g/a", "--min-interval", "1h", "--revision", "0", "--owner-ref", "al", "--note", "x" * 5000, db=db)
+    assert bad.returncode == 2 and "note" in one_line_error(bad)
+    assert json.loads(cli("policy", "history", "--json", db=db).stdout)["history"] == []
+    ok = cli("policy", "set", "g/a", "--min-interval", "1h", "--revision", "0", "--owner-ref", "al", "--note", "quiet nights", db=db)
+    assert ok.returncode == 0
+    assert json.loads(cli("policy", "history", "--json", db=db).stdout)["history"][0]["note"] == "quiet nights"
+
+
 def test_exit_codes_and_one_line_errors(db: str) -> None:
     base = ["policy", "set", "g/a", "--owner-ref", "alice"]
     bad = cli(*base, "--min-interval", "5x", "--revision", "0", db=db)

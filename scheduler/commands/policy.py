@@ -62,6 +62,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--revision", required=True, type=int, help="the revision you read (0 when no rule exists)")
     p.add_argument("--owner-ref", required=True, help="short non-sensitive id of who asked (e.g. alice)")
     p.add_argument("--allow-reduction", action="store_true", help="authorize lowering or disabling the floor")
+    p.add_argument("--note", help="why, kept with the write in policy history (one line)")
     add_common(p)
     p.set_defaults(handler=_set)
 
@@ -103,6 +104,7 @@ def _set(ctx: Context) -> int:
         owner_ref=args.owner_ref,
         allow_reduction=args.allow_reduction,
         compute=compute,
+        note=args.note,
     )
     state = f"floor {format_interval(rule.min_interval)}" if rule.active else "no floor"
     envelope = f", compute {json.dumps(rule.compute.doc())}" if rule.compute is not None else ""
