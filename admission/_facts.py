@@ -56,6 +56,14 @@ INSERT_START_SQL = (
     "manual_reason, confirmed_at_us) VALUES (:t, :g, :a, :x, :tr, :now, 'reserved', :kind, :reason, NULL)"
 )
 
+# PostgreSQL: the whole decision in one round trip (migration 0012). The facts come back in the
+# encoding above, with what the function did: 'insert' (it reserved the start), 'admit' or 'deny'.
+RESERVE_SQL = (
+    "SELECT rules, turn, agent_anchor, lane_anchor, lane_trigger, duplicate, damaged, outcome FROM fg_reserve("
+    ":g, :a, :x, :xr, :t, CAST(:tr AS BIGINT), CAST(:now AS BIGINT), :kind, CAST(:reason AS TEXT), "
+    "CAST(:lock AS BIGINT), :guarded, :lock_admitted)"
+)
+
 START_COLUMNS = ("turn_id goal_id agent_id automation_id trigger_us anchor_us phase kind manual_reason confirmed_at_us").split()
 StartRow = namedtuple("StartRow", START_COLUMNS)
 
@@ -110,6 +118,12 @@ def read_facts(tx: DriverTx, goal: str, agent: str, automation: str | None, turn
     row = tx.row(sql, facts_params(goal, agent, automation, turn_id, trigger_us))
     if row is None:  # pragma: no cover - a SELECT of scalars always returns one row
         raise StoreUnavailable("the store returned no row for the admission facts")
+    return decode_facts(row, goal, agent, automation, turn_id)
+
+
+def decode_facts(row: tuple, goal: str, agent: str, automation: str | None, turn_id: str) -> Facts:  # type: ignore[type-arg]
+    """The facts from their encoding in one row (this module's read, or PostgreSQL's ``fg_reserve``);
+    any value floorgate would not have written raises ``StoreUnavailable`` (fail closed)."""
     rules_text, turn_text, ag, ln, ln_tr, dup, damaged = row
     if damaged is not None:
         raise StoreUnavailable(f"a start under {goal}/{agent} is missing its goal, agent, automation, trigger or anchor")

@@ -16,7 +16,7 @@ from sqlalchemy.engine import Connection
 
 from . import _locks as locks
 from . import _schema as s
-from ._facts import CONFIRM_SQL, INSERT_START_SQL, Facts, StartRow, read_facts
+from ._facts import CONFIRM_SQL, INSERT_START_SQL, RESERVE_SQL, Facts, StartRow, decode_facts, facts_params, read_facts
 from ._types import MAX_US, decode_us, raw_columns
 from .clock import Clock, SystemClock, aware_utc, from_us, iso, read_clock, to_us
 from .decisions import Confirmation, Decision, Eligibility, Phase, Reason, StartKind, StartRecord
@@ -25,7 +25,7 @@ from .intervals import format_interval
 from .journal import JournalEntry, write_entry
 from .policies import EffectiveFloor, RuleRef, combine, rule_ref
 from .scope import check_id, check_limit
-from .store import DriverTx, Store
+from .store import DriverTx, Store, lock_id
 
 _ADMITTING = (Reason.ELIGIBLE, Reason.MANUAL)
 _ADMITTED = (*_ADMITTING, Reason.RESUMED, Reason.NO_RULE)
@@ -131,27 +131,38 @@ class Admission:
         if journal is not None and journal.turn_id != req.turn_id:
             raise InvalidInput("journal", f"the journal entry is for turn {journal.turn_id!r}, not {req.turn_id!r}")
         lock_key = locks.agent(req.goal, req.agent)
-        # With a journal entry, every admission writes (the journal row); without, only new starts do.
-        writes = _ADMITTING if journal is None else _ADMITTED
+        managed = journal is not None or on_admit is not None
         try:
-            if self.store.dialect != "sqlite":
-                # A lock costs round trips here: decide a denial from one plain read first (the
-                # clock read after it, so a start committed just before is never "in the future").
+            if self.store.dialect == "postgresql" and not managed:
+                # One round trip: fg_reserve reads, locks only when it may admit, decides, inserts.
                 with self.store.driver(write=False) as tx:
-                    facts = _read(tx, req)
-                now = read_clock(self.clock)
-                verdict = _evaluate(facts, req, to_us(now))
-                if verdict.reason not in writes:
-                    return _decision(req, now, verdict)
-            # Only this evaluation, serialized per agent, may admit. (On SQLite taking the write
-            # lock costs less than a separate read, and a transaction without writes writes nothing.)
-            if on_admit is None:
+                    verdict, now = _reserve_pg(tx, req, self.clock, lock_key, lock_admitted=False)
+                return _decision(req, now, verdict)
+            # A denial is decided from one plain read, taking no lock and writing nothing (the
+            # clock read after it, so a start committed just before is never "in the future").
+            # With a journal entry every admission writes (the journal row); without, only new starts.
+            writes = _ADMITTING if journal is None else _ADMITTED
+            with self.store.driver(write=False) as tx:
+                facts = _read(tx, req)
+            now = read_clock(self.clock)
+            verdict = _evaluate(facts, req, to_us(now))
+            if verdict.reason not in writes:
+                return _decision(req, now, verdict)
+            # Only an evaluation serialized per agent may admit.
+            if not managed:
                 with self.store.driver(write=True, lock_key=lock_key) as tx:
-                    verdict, now = _admit(tx, req, self.clock, journal)
+                    verdict, now = _admit(tx, req, self.clock, None)
             else:
-                with self.store.write(lock_key) as conn, self.store.driver(write=True, within=conn) as tx:
-                    verdict, now = _admit(tx, req, self.clock, journal)
-                    if verdict.reason in _ADMITTED:
+                # PostgreSQL: fg_reserve takes the lock inside the unit (so no separate lock statement).
+                pg = self.store.dialect == "postgresql"
+                with self.store.write(None if pg else lock_key) as conn, self.store.driver(write=True, within=conn) as tx:
+                    if pg:
+                        verdict, now = _reserve_pg(tx, req, self.clock, lock_key, lock_admitted=True)
+                        if journal is not None and verdict.reason in _ADMITTED:
+                            write_entry(tx, journal, to_us(now))
+                    else:
+                        verdict, now = _admit(tx, req, self.clock, journal)
+                    if on_admit is not None and verdict.reason in _ADMITTED:
                         on_admit(conn)
         except StoreUnavailable as exc:
             now = read_clock(self.clock)
@@ -350,6 +361,40 @@ def _admit(tx: DriverTx, req: _Request, clock: Clock, journal: JournalEntry | No
         _insert_start(tx, req, now_us)
     if journal is not None and verdict.reason in _ADMITTED:
         write_entry(tx, journal, now_us)
+    return verdict, now
+
+
+def _reserve_pg(tx: DriverTx, req: _Request, clock: Clock, lock_key: str, *, lock_admitted: bool) -> tuple[_Verdict, datetime]:
+    """The decision through PostgreSQL's ``fg_reserve``: one call, which inserts the start when it
+    admits; its facts are decoded and explained here by ``_evaluate``, the decision's one rule.
+
+    The clock is read before the call, so a start another process committed while the call waited
+    for the lock can be later than it: that denial (clock_rollback) is decided once more with a
+    fresh reading when the clock has since passed that start (a second call, only in that race)."""
+    params = facts_params(req.goal, req.agent, req.automation, req.turn_id, req.trigger_us)
+    params["kind"] = (StartKind.MANUAL if req.manual_reason is not None else StartKind.AUTOMATIC).value
+    params["reason"] = req.manual_reason
+    params["lock"] = lock_id(lock_key)
+    params["guarded"] = tx.relaxed
+    params["lock_admitted"] = lock_admitted
+    now = read_clock(clock)
+    for retry in (True, False):
+        params["now"] = now_us = to_us(now)
+        row = tx.row(RESERVE_SQL, params)
+        if row is None:  # pragma: no cover - the function always returns one row
+            raise StoreUnavailable("fg_reserve returned no row")
+        facts = decode_facts(row[:7], req.goal, req.agent, req.automation, req.turn_id)
+        verdict = _evaluate(facts, req, now_us)
+        if (row[7] == "insert") != (verdict.reason in _ADMITTING):
+            raise StoreUnavailable(
+                f"the store's fg_reserve decided {row[7]!r} where this floorgate decides {verdict.reason.value!r} (a mismatched migration?)"
+            )
+        if retry and verdict.reason is Reason.CLOCK_ROLLBACK and facts.agent_anchor_us is not None:
+            later = read_clock(clock)
+            if to_us(later) >= facts.agent_anchor_us:
+                now = later
+                continue
+        break
     return verdict, now
 
 
