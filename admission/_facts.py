@@ -101,6 +101,24 @@ def _rule_ref(text: str, goal: str, agent: str) -> RuleRef:
     return rule_ref(goal, rule_agent, rule_lane, int(us), int(rev))
 
 
+# Decoded floors by lane and rules text (which carries every rule's floor and revision, so a
+# changed rule is a new key): most decisions meet the rules of their last one. Values are frozen.
+_FLOORS: dict[tuple[str, str, str | None, str | None], EffectiveFloor] = {}
+_FLOORS_KEPT = 4096
+
+
+def _floor(rules_text: str | None, goal: str, agent: str, automation: str | None) -> EffectiveFloor:
+    key = (goal, agent, automation, rules_text)
+    floor = _FLOORS.get(key)
+    if floor is None:
+        refs = [_rule_ref(part, goal, agent) for part in rules_text.split(" ")] if rules_text else []
+        floor = combine(goal, agent, automation, refs)  # a malformed rule raised above: never kept
+        if len(_FLOORS) >= _FLOORS_KEPT:
+            _FLOORS.clear()
+        _FLOORS[key] = floor
+    return floor
+
+
 def facts_params(goal: str, agent: str, automation: str | None, turn_id: str, trigger_us: int) -> dict:  # type: ignore[type-arg]
     lane = automation or ""
     return {
@@ -127,7 +145,6 @@ def decode_facts(row: tuple, goal: str, agent: str, automation: str | None, turn
     rules_text, turn_text, ag, ln, ln_tr, dup, damaged = row
     if damaged is not None:
         raise StoreUnavailable(f"a start under {goal}/{agent} is missing its goal, agent, automation, trigger or anchor")
-    refs = [_rule_ref(part, goal, agent) for part in rules_text.split(" ")] if rules_text else []
     phase: Phase | None = None
     t_lane = t_anchor = None
     if turn_text is not None:
@@ -145,7 +162,7 @@ def decode_facts(row: tuple, goal: str, agent: str, automation: str | None, turn
         if value is not None and (type(value) is not int or not 0 <= value < _MAX_US):
             raise StoreUnavailable(f"malformed {name} time for {goal}/{agent}: {value!r}")
     return Facts(
-        floor=combine(goal, agent, automation, refs),
+        floor=_floor(rules_text, goal, agent, automation),
         turn_phase=phase,
         turn_lane=t_lane,
         turn_anchor_us=t_anchor,

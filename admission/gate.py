@@ -19,7 +19,7 @@ from . import _schema as s
 from ._facts import CONFIRM_SQL, INSERT_START_SQL, RESERVE_SQL, Facts, StartRow, decode_facts, facts_params, read_facts
 from ._types import MAX_US, decode_us, raw_columns
 from .clock import Clock, SystemClock, aware_utc, from_us, iso, read_clock, to_us
-from .decisions import Confirmation, Decision, Eligibility, Phase, Reason, StartKind, StartRecord
+from .decisions import Confirmation, Decision, Eligibility, Explained, Phase, Reason, StartKind, StartRecord
 from .errors import CorruptState, InvalidInput, StoreUnavailable
 from .intervals import format_interval
 from .journal import JournalEntry, write_entry
@@ -67,6 +67,7 @@ class _Request:
     agent: str
     automation: str | None
     turn_id: str
+    trigger_time: datetime  # aware UTC
     trigger_us: int
     manual_reason: str | None
 
@@ -81,7 +82,34 @@ class _Verdict:
     floor: EffectiveFloor | None
     next_us: int | None
     anchor_us: int | None = None
-    detail: str = ""
+    detail: Explained | str = ""
+
+
+# The details of decisions, rendered only when a caller reads ``Decision.detail``.
+_RESUMING = "resuming this turn's unconfirmed reservation; the anchor is unchanged"
+_NO_FLOOR = "no floor applies; admitted without cadence state"
+_ROLLED_BACK = "the clock reads earlier than the last start; denied until it passes it"
+_BYPASSED = "manual run bypassed the interval"
+
+
+def _already_started(turn_id: str, phase: Phase, where: str) -> str:
+    return f"turn {turn_id} already has a {phase.value} start{where}; it is never admitted again"
+
+
+def _duplicate(trigger_us: int, turn: str) -> str:
+    return f"this lane's trigger at {iso(from_us(trigger_us))} already started as turn {turn}"
+
+
+def _stale(lane_trigger_us: int) -> str:
+    return f"trigger is older than this lane's last admitted trigger ({iso(from_us(lane_trigger_us))})"
+
+
+def _waiting(floor: EffectiveFloor) -> str:
+    return f"floor {format_interval(floor.floor)} not yet elapsed since the last start"
+
+
+def _elapsed(floor: EffectiveFloor) -> str:
+    return f"floor {format_interval(floor.floor)} has elapsed"
 
 
 class Admission:
@@ -125,6 +153,7 @@ class Admission:
             agent=check_id(agent, "agent"),
             automation=check_id(automation, "automation") if automation is not None else None,
             turn_id=check_id(turn_id, "turn_id"),
+            trigger_time=aware_utc(trigger_time, "trigger_time"),
             trigger_us=_stored_time(trigger_time, "trigger_time"),
             manual_reason=_check_manual_reason(manual_reason),
         )
@@ -135,15 +164,13 @@ class Admission:
         try:
             if self.store.dialect == "postgresql" and not managed:
                 # One round trip: fg_reserve reads, locks only when it may admit, decides, inserts.
-                with self.store.driver(write=False) as tx:
-                    verdict, now = _reserve_pg(tx, req, self.clock, lock_key, lock_admitted=False)
+                verdict, now = _reserve_pg(self.store.autocommit, req, self.clock, lock_key, lock_admitted=False)
                 return _decision(req, now, verdict)
             # A denial is decided from one plain read, taking no lock and writing nothing (the
             # clock read after it, so a start committed just before is never "in the future").
             # With a journal entry every admission writes (the journal row); without, only new starts.
             writes = _ADMITTING if journal is None else _ADMITTED
-            with self.store.driver(write=False) as tx:
-                facts = _read(tx, req)
+            facts = _read(self.store.autocommit, req)
             now = read_clock(self.clock)
             verdict = _evaluate(facts, req, to_us(now))
             if verdict.reason not in writes:
@@ -179,8 +206,7 @@ class Admission:
         check_id(turn_id, "turn_id")
         now_us = to_us(read_clock(self.clock))
         # One autocommit statement: the phase flip is durable when it returns.
-        with self.store.driver(write=False) as tx:
-            flipped = tx.row(CONFIRM_SQL, {"t": turn_id, "now": now_us})
+        flipped = self.store.autocommit.row(CONFIRM_SQL, {"t": turn_id, "now": now_us})
         if flipped is not None:
             return Confirmation(turn_id=turn_id, status="confirmed", start=start_from_row(StartRow(*flipped)))
         start = self.start(turn_id)
@@ -201,8 +227,7 @@ class Admission:
         now = read_clock(self.clock)
         try:
             # The same facts reserve reads, so readback and admission can never disagree.
-            with self.store.driver(write=False) as tx:
-                facts = read_facts(tx, goal, agent, automation, _NO_TURN, _NO_TRIGGER)
+            facts = read_facts(self.store.autocommit, goal, agent, automation, _NO_TURN, _NO_TRIGGER)
             last_start = self._last_start(goal, agent) if facts.agent_anchor_us is not None else None
         except StoreUnavailable as exc:
             return _unavailable(goal, agent, automation, now, exc)
@@ -438,56 +463,25 @@ def _evaluate(f: Facts, req: _Request, now_us: int) -> _Verdict:
     if f.turn_phase is not None:
         same_lane = f.turn_lane == f"{req.goal}/{req.agent}/{req.lane}"
         if f.turn_phase is Phase.RESERVED and same_lane:
-            return _Verdict(
-                Reason.RESUMED,
-                f.floor,
-                None,
-                anchor_us=f.turn_anchor_us,
-                detail="resuming this turn's unconfirmed reservation; the anchor is unchanged",
-            )
+            return _Verdict(Reason.RESUMED, f.floor, None, anchor_us=f.turn_anchor_us, detail=_RESUMING)
         where = "" if same_lane else f" in lane {f.turn_lane}"
-        return _Verdict(
-            Reason.TURN_ALREADY_STARTED,
-            f.floor,
-            None,
-            detail=f"turn {req.turn_id} already has a {f.turn_phase.value} start{where}; it is never admitted again",
-        )
+        return _Verdict(Reason.TURN_ALREADY_STARTED, f.floor, None, detail=Explained(_already_started, (req.turn_id, f.turn_phase, where)))
     floor = f.floor
     if not floor.rules:
-        return _Verdict(Reason.NO_RULE, floor, None, detail="no floor applies; admitted without cadence state")
+        return _Verdict(Reason.NO_RULE, floor, None, detail=_NO_FLOOR)
     next_us = _next_eligible_us(floor, f.agent_anchor_us, f.lane_anchor_us if req.automation else None)
     if f.agent_anchor_us is not None and now_us < f.agent_anchor_us:
-        return _Verdict(
-            Reason.CLOCK_ROLLBACK,
-            floor,
-            next_us,
-            detail="the clock reads earlier than the last start; denied until it passes it",
-        )
+        return _Verdict(Reason.CLOCK_ROLLBACK, floor, next_us, detail=_ROLLED_BACK)
     if f.duplicate_turn is not None:
-        return _Verdict(
-            Reason.DUPLICATE_TRIGGER,
-            floor,
-            next_us,
-            detail=f"this lane's trigger at {iso(from_us(req.trigger_us))} already started as turn {f.duplicate_turn}",
-        )
+        return _Verdict(Reason.DUPLICATE_TRIGGER, floor, next_us, detail=Explained(_duplicate, (req.trigger_us, f.duplicate_turn)))
     if f.lane_trigger_us is not None and req.trigger_us < f.lane_trigger_us:
-        return _Verdict(
-            Reason.STALE_TRIGGER,
-            floor,
-            next_us,
-            detail=f"trigger is older than this lane's last admitted trigger ({iso(from_us(f.lane_trigger_us))})",
-        )
+        return _Verdict(Reason.STALE_TRIGGER, floor, next_us, detail=Explained(_stale, (f.lane_trigger_us,)))
     if next_us is not None and now_us < next_us:
         if req.manual_reason is None:
-            return _Verdict(
-                Reason.INTERVAL_WAIT,
-                floor,
-                next_us,
-                detail=f"floor {format_interval(floor.floor)} not yet elapsed since the last start",
-            )
-        return _Verdict(Reason.MANUAL, floor, next_us, anchor_us=now_us, detail="manual run bypassed the interval")
+            return _Verdict(Reason.INTERVAL_WAIT, floor, next_us, detail=Explained(_waiting, (floor,)))
+        return _Verdict(Reason.MANUAL, floor, next_us, anchor_us=now_us, detail=_BYPASSED)
     reason = Reason.MANUAL if req.manual_reason is not None else Reason.ELIGIBLE
-    return _Verdict(reason, floor, next_us, anchor_us=now_us, detail=f"floor {format_interval(floor.floor)} has elapsed")
+    return _Verdict(reason, floor, next_us, anchor_us=now_us, detail=Explained(_elapsed, (floor,)))
 
 
 def _insert_start(tx: DriverTx, req: _Request, now_us: int) -> None:
@@ -514,8 +508,7 @@ def _decision(req: _Request, now: datetime, verdict: _Verdict) -> Decision:
         step = verdict.floor.agent_floor // timedelta(microseconds=1)
         lane_step = verdict.floor.lane_floor // timedelta(microseconds=1) if req.automation else 0
         next_us = verdict.anchor_us + max(step, lane_step)
-    # Every field below is produced and typed here, so skip re-validation on the hot path.
-    return Decision.model_construct(
+    return Decision(
         admitted=admitted,
         reason=verdict.reason,
         turn_id=req.turn_id,
@@ -523,12 +516,12 @@ def _decision(req: _Request, now: datetime, verdict: _Verdict) -> Decision:
         agent_id=req.agent,
         automation_id=req.automation,
         kind=StartKind.MANUAL if req.manual_reason is not None else StartKind.AUTOMATIC,
-        trigger_time=from_us(req.trigger_us),
+        trigger_time=req.trigger_time,
         decided_at=now,
         anchor_at=from_us(verdict.anchor_us) if verdict.anchor_us is not None else None,
         next_eligible_at=from_us(next_us) if next_us is not None else None,
         floor=verdict.floor,
-        detail=verdict.detail,
+        explained=verdict.detail,
     )
 
 

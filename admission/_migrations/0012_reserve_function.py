@@ -33,92 +33,69 @@ CREATE OR REPLACE FUNCTION fg_reserve(
 LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
     locked boolean := false;
-    bad_rule boolean;
-    active_rules integer;
-    agent_floor bigint;
-    lane_floor bigint;
-    next_us bigint;
-    t_phase text;
-    t_goal text;
-    t_agent text;
-    t_lane text;
 BEGIN
     LOOP
-        -- The facts, exactly as FACTS_SQL reads them (the client decodes this encoding).
-        SELECT
-            (SELECT string_agg(COALESCE(r.agent_id, '?') || '/' || COALESCE(r.automation_id, '?') || '/'
-                 || COALESCE(CAST(r.min_interval_us AS TEXT), '?') || '/' || COALESCE(CAST(r.revision AS TEXT), '?'), ' ')
-               FROM fg_rules r WHERE r.goal_id = p_g AND (r.agent_id IN ('', p_a) OR r.agent_id IS NULL)
-               AND (r.automation_id IN ('', p_xr) OR r.automation_id IS NULL)),
-            (SELECT COALESCE(s.phase, '') || '/' || COALESCE(s.goal_id, '?') || '/' || COALESCE(s.agent_id, '?') || '/'
-                 || COALESCE(s.automation_id, '?') || '/' || COALESCE(CAST(s.anchor_us AS TEXT), '?')
-               FROM fg_starts s WHERE s.turn_id = p_t),
-            (SELECT s.anchor_us FROM fg_starts s WHERE s.goal_id = p_g AND s.agent_id = p_a
-               ORDER BY s.anchor_us DESC LIMIT 1),
-            (SELECT s.anchor_us FROM fg_starts s WHERE s.goal_id = p_g AND s.agent_id = p_a AND s.automation_id = p_x
-               ORDER BY s.anchor_us DESC LIMIT 1),
-            (SELECT s.trigger_us FROM fg_starts s WHERE s.goal_id = p_g AND s.agent_id = p_a AND s.automation_id = p_x
-               ORDER BY s.trigger_us DESC LIMIT 1),
-            (SELECT s.turn_id FROM fg_starts s WHERE s.goal_id = p_g AND s.agent_id = p_a AND s.automation_id = p_x
-               AND s.trigger_us = p_tr)
-          INTO rules, turn, agent_anchor, lane_anchor, lane_trigger, duplicate;
-        damaged := NULL;
-        IF p_guarded THEN
-            -- A store rebuilt without its NOT NULL constraints (the client's GUARDED_FACTS_SQL).
-            SELECT 1 INTO damaged WHERE EXISTS (SELECT 1 FROM fg_starts WHERE goal_id IS NULL)
-                OR EXISTS (SELECT 1 FROM fg_starts WHERE goal_id = p_g AND agent_id IS NULL)
-                OR EXISTS (SELECT 1 FROM fg_starts WHERE goal_id = p_g AND agent_id = p_a AND anchor_us IS NULL)
-                OR EXISTS (SELECT 1 FROM fg_starts WHERE goal_id = p_g AND agent_id = p_a AND automation_id IS NULL)
-                OR EXISTS (SELECT 1 FROM fg_starts WHERE goal_id = p_g AND agent_id = p_a AND automation_id = p_x
-                           AND trigger_us IS NULL);
-        END IF;
-
-        -- What the client's decision will be, as far as it matters here: 'insert' (eligible or
-        -- manual), 'admit' (resumed or no rule: admitted without a new start) or 'deny'.
-        SELECT bool_or(r.agent_id IS NULL OR r.automation_id IS NULL OR r.min_interval_us IS NULL OR r.revision IS NULL
-                       OR r.min_interval_us < 0 OR r.min_interval_us > {_MAX_FLOOR_US} OR r.revision < 1),
-               count(*) FILTER (WHERE r.min_interval_us > 0),
-               COALESCE(max(r.min_interval_us) FILTER (WHERE r.automation_id = ''), 0),
-               COALESCE(max(r.min_interval_us) FILTER (WHERE r.automation_id <> ''), 0)
-          INTO bad_rule, active_rules, agent_floor, lane_floor
-          FROM fg_rules r WHERE r.goal_id = p_g AND (r.agent_id IN ('', p_a) OR r.agent_id IS NULL)
-           AND (r.automation_id IN ('', p_xr) OR r.automation_id IS NULL);
-        outcome := 'deny';
-        IF damaged IS NOT NULL OR COALESCE(bad_rule, false) THEN
-            outcome := 'deny';
-        ELSIF turn IS NOT NULL THEN
-            SELECT COALESCE(s.phase, ''), s.goal_id, s.agent_id, s.automation_id INTO t_phase, t_goal, t_agent, t_lane
-              FROM fg_starts s WHERE s.turn_id = p_t;
-            IF t_phase = 'reserved' AND t_goal = p_g AND t_agent = p_a AND t_lane = p_x THEN
-                outcome := 'admit';
-            END IF;
-        ELSIF (agent_anchor IS NOT NULL AND NOT (agent_anchor >= 0 AND agent_anchor < {_MAX_US}))
-           OR (lane_anchor IS NOT NULL AND NOT (lane_anchor >= 0 AND lane_anchor < {_MAX_US}))
-           OR (lane_trigger IS NOT NULL AND NOT (lane_trigger >= 0 AND lane_trigger < {_MAX_US})) THEN
-            outcome := 'deny';
-        ELSIF active_rules = 0 THEN
-            outcome := 'admit';
-        ELSIF agent_anchor IS NOT NULL AND p_now < agent_anchor THEN
-            outcome := 'deny';
-        ELSIF duplicate IS NOT NULL THEN
-            outcome := 'deny';
-        ELSIF lane_trigger IS NOT NULL AND p_tr < lane_trigger THEN
-            outcome := 'deny';
-        ELSE
-            next_us := NULL;
-            IF agent_anchor IS NOT NULL AND agent_floor > 0 THEN
-                next_us := agent_anchor + agent_floor;
-            END IF;
-            IF p_x <> '' AND lane_anchor IS NOT NULL AND lane_floor > 0 THEN
-                next_us := GREATEST(next_us, lane_anchor + lane_floor);
-            END IF;
-            IF next_us IS NOT NULL AND p_now < next_us AND p_reason IS NULL THEN
-                outcome := 'deny';
-            ELSE
-                outcome := 'insert';
-            END IF;
-        END IF;
-
+        -- The facts, as FACTS_SQL reads and encodes them (the client decodes this encoding), and
+        -- what the client's decision will be as far as it matters here: 'insert' (eligible or
+        -- manual), 'admit' (resumed or no rule: admitted without a new start) or 'deny'. One
+        -- statement, each CASE branch in the order gate._evaluate takes it.
+        SELECT f.rules, f.turn, f.ag, f.ln, f.ln_tr, f.dup, f.damaged,
+               CASE
+                 WHEN f.damaged IS NOT NULL OR COALESCE(f.bad_rule, false) THEN 'deny'
+                 WHEN f.turn IS NOT NULL THEN
+                   CASE WHEN f.t_phase = 'reserved' AND f.t_goal = p_g AND f.t_agent = p_a AND f.t_lane = p_x
+                        THEN 'admit' ELSE 'deny' END
+                 WHEN (f.ag IS NOT NULL AND NOT (f.ag >= 0 AND f.ag < {_MAX_US}))
+                   OR (f.ln IS NOT NULL AND NOT (f.ln >= 0 AND f.ln < {_MAX_US}))
+                   OR (f.ln_tr IS NOT NULL AND NOT (f.ln_tr >= 0 AND f.ln_tr < {_MAX_US})) THEN 'deny'
+                 WHEN f.active_rules = 0 THEN 'admit'
+                 WHEN f.ag IS NOT NULL AND p_now < f.ag THEN 'deny'  -- clock_rollback
+                 WHEN f.dup IS NOT NULL THEN 'deny'  -- duplicate_trigger
+                 WHEN f.ln_tr IS NOT NULL AND p_tr < f.ln_tr THEN 'deny'  -- stale_trigger
+                 WHEN p_reason IS NULL AND p_now < GREATEST(
+                        CASE WHEN f.agent_floor > 0 THEN f.ag + f.agent_floor END,
+                        CASE WHEN p_x <> '' AND f.lane_floor > 0 THEN f.ln + f.lane_floor END) THEN 'deny'  -- interval_wait
+                 ELSE 'insert'
+               END
+          INTO rules, turn, agent_anchor, lane_anchor, lane_trigger, duplicate, damaged, outcome
+          FROM (
+            SELECT ru.rules, ru.bad_rule, ru.active_rules, ru.agent_floor, ru.lane_floor,
+                   tu.turn, tu.t_phase, tu.t_goal, tu.t_agent, tu.t_lane,
+                   (SELECT s.anchor_us FROM fg_starts s WHERE s.goal_id = p_g AND s.agent_id = p_a
+                     ORDER BY s.anchor_us DESC LIMIT 1) AS ag,
+                   (SELECT s.anchor_us FROM fg_starts s WHERE s.goal_id = p_g AND s.agent_id = p_a AND s.automation_id = p_x
+                     ORDER BY s.anchor_us DESC LIMIT 1) AS ln,
+                   (SELECT s.trigger_us FROM fg_starts s WHERE s.goal_id = p_g AND s.agent_id = p_a AND s.automation_id = p_x
+                     ORDER BY s.trigger_us DESC LIMIT 1) AS ln_tr,
+                   (SELECT s.turn_id FROM fg_starts s WHERE s.goal_id = p_g AND s.agent_id = p_a AND s.automation_id = p_x
+                     AND s.trigger_us = p_tr) AS dup,
+                   -- A store rebuilt without its NOT NULL constraints (the client's GUARDED_FACTS_SQL).
+                   CASE WHEN p_guarded THEN (
+                     SELECT 1 FROM fg_starts WHERE goal_id IS NULL
+                     UNION ALL SELECT 1 FROM fg_starts WHERE goal_id = p_g AND agent_id IS NULL
+                     UNION ALL SELECT 1 FROM fg_starts WHERE goal_id = p_g AND agent_id = p_a AND anchor_us IS NULL
+                     UNION ALL SELECT 1 FROM fg_starts WHERE goal_id = p_g AND agent_id = p_a AND automation_id IS NULL
+                     UNION ALL SELECT 1 FROM fg_starts WHERE goal_id = p_g AND agent_id = p_a AND automation_id = p_x
+                       AND trigger_us IS NULL
+                     LIMIT 1) END AS damaged
+              FROM (SELECT string_agg(COALESCE(r.agent_id, '?') || '/' || COALESCE(r.automation_id, '?') || '/'
+                              || COALESCE(CAST(r.min_interval_us AS TEXT), '?') || '/'
+                              || COALESCE(CAST(r.revision AS TEXT), '?'), ' ') AS rules,
+                           bool_or(r.agent_id IS NULL OR r.automation_id IS NULL OR r.min_interval_us IS NULL
+                                   OR r.revision IS NULL OR r.min_interval_us < 0 OR r.min_interval_us > {_MAX_FLOOR_US}
+                                   OR r.revision < 1) AS bad_rule,
+                           count(*) FILTER (WHERE r.min_interval_us > 0) AS active_rules,
+                           COALESCE(max(r.min_interval_us) FILTER (WHERE r.automation_id = ''), 0) AS agent_floor,
+                           COALESCE(max(r.min_interval_us) FILTER (WHERE r.automation_id <> ''), 0) AS lane_floor
+                      FROM fg_rules r WHERE r.goal_id = p_g AND (r.agent_id IN ('', p_a) OR r.agent_id IS NULL)
+                       AND (r.automation_id IN ('', p_xr) OR r.automation_id IS NULL)) ru
+              LEFT JOIN (SELECT COALESCE(s.phase, '') || '/' || COALESCE(s.goal_id, '?') || '/' || COALESCE(s.agent_id, '?')
+                              || '/' || COALESCE(s.automation_id, '?') || '/' || COALESCE(CAST(s.anchor_us AS TEXT), '?') AS turn,
+                                COALESCE(s.phase, '') AS t_phase, s.goal_id AS t_goal, s.agent_id AS t_agent,
+                                s.automation_id AS t_lane
+                           FROM fg_starts s WHERE s.turn_id = p_t) tu ON true
+            OFFSET 0  -- kept a subquery: flattened, each reference below would rerun its lookups
+          ) f;
         -- Only a decision taken under the agent's lock may write.
         EXIT WHEN locked OR outcome = 'deny' OR (outcome = 'admit' AND NOT p_lock_admitted);
         PERFORM pg_advisory_xact_lock(p_lock);
