@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from admission import Admission, FixedClock, Policies, Reason, Scope, Store, open_store
+from admission.journal import JournalEntry
 
 from conftest import T0
 
@@ -202,3 +203,102 @@ def test_a_start_committed_after_the_clock_reading_is_not_a_clock_rollback(store
         other.close()
     assert (decision.reason, decision.decided_at) == (Reason.INTERVAL_WAIT, T0 + timedelta(milliseconds=2))
     assert decision.next_eligible_at == T0 + timedelta(hours=1, milliseconds=1)
+
+
+@contextmanager
+def on_the_wire(store: Store) -> Iterator[dict[str, int]]:
+    """Round trips and commits of every connection the store uses while the block runs (its hot
+    connection and the pool's): on PostgreSQL the protocol's ReadyForQuery messages, one per round
+    trip, from libpq's trace; on SQLite the statements sqlite3 reports executing."""
+    import tempfile
+
+    from sqlalchemy import event
+
+    counts = {"round_trips": 0, "commits": 0}
+    traces: list[Any] = []
+
+    def sqlite_statement(sql: str) -> None:
+        counts["round_trips"] += 1
+        counts["commits"] += sql.strip().upper().startswith("COMMIT")
+
+    def watch(dbapi: Any) -> None:
+        if store.dialect == "sqlite":
+            dbapi.set_trace_callback(sqlite_statement)
+            traces.append(dbapi)
+            return
+        import psycopg
+
+        out = tempfile.TemporaryFile(mode="w+")
+        dbapi.pgconn.trace(out.fileno())
+        dbapi.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+        traces.append((dbapi, out))
+
+    def checkout(dbapi: Any, _record: Any, _proxy: Any) -> None:
+        watch(dbapi)
+
+    watch(store._hot_connection().driver_connection)
+    event.listen(store.engine.pool, "checkout", checkout)
+    try:
+        yield counts
+    finally:
+        event.remove(store.engine.pool, "checkout", checkout)
+        for item in traces:
+            if store.dialect == "sqlite":
+                item.set_trace_callback(None)
+                continue
+            dbapi, out = item
+            dbapi.pgconn.untrace()
+            out.seek(0)
+            lines = out.read().splitlines()
+            counts["round_trips"] += sum(line.split("\t")[2:3] == ["ReadyForQuery"] for line in lines)
+            counts["commits"] += sum(line.startswith("B") and 'CommandComplete\t "COMMIT"' in line for line in lines)
+            out.close()
+
+
+def _entry(turn: str) -> JournalEntry:
+    return JournalEntry(
+        turn_id=turn,
+        automation_id="x",
+        goal_id="g",
+        agent_id="a",
+        kind="automatic",
+        manual_reason=None,
+        runner_host="h",
+        runner_pid=1,
+        owner_id="runner",
+        lease_expires=T0 + timedelta(minutes=5),
+        deadline=T0 + timedelta(minutes=10),
+        log_path=None,
+    )
+
+
+# A managed turn's reservation: the start, its journal row and the caller's on_admit writes in one
+# unit. (backend, outcome) -> (round trips, commits), with an on_admit that writes nothing.
+MANAGED = {
+    # facts; BEGIN, fg_reserve (lock, facts, start), attempt count, journal row, COMMIT
+    ("postgresql", "admitted"): (6, 1),
+    ("postgresql", "denied"): (1, 0),
+    # facts; BEGIN IMMEDIATE, facts, start, attempt count, journal row, COMMIT
+    ("sqlite", "admitted"): (7, 1),
+    ("sqlite", "denied"): (1, 0),
+}
+
+
+@pytest.mark.parametrize("outcome", ["admitted", "denied"])
+def test_round_trips_and_commits_of_a_managed_reservation(store: Store, outcome: str) -> None:
+    clock = FixedClock(T0)
+    Policies(store, clock).configure(Scope.parse("g/a"), min_interval=timedelta(hours=1), expected_revision=0, owner_ref="o")
+    admission = Admission(store, clock)
+    admitted_units: list[object] = []
+    if outcome == "denied":
+        assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t0", trigger_time=T0).admitted
+        clock.advance(timedelta(seconds=1))
+    admission.eligibility("g", "a", "x")  # the hot connection is open before counting starts
+    with on_the_wire(store) as counts:
+        decision = admission.reserve(
+            goal="g", agent="a", automation="x", turn_id="t1", trigger_time=clock.now(), journal=_entry("t1"), on_admit=admitted_units.append
+        )
+    assert decision.admitted is (outcome == "admitted")
+    assert len(admitted_units) == (outcome == "admitted")
+    backend = "postgresql" if store.dialect == "postgresql" else "sqlite"
+    assert (counts["round_trips"], counts["commits"]) == MANAGED[(backend, outcome)]
