@@ -211,6 +211,7 @@ def on_the_wire(store: Store) -> Iterator[dict[str, int]]:
     connection and the pool's): on PostgreSQL the protocol's ReadyForQuery messages, one per round
     trip, from libpq's trace; on SQLite the statements sqlite3 reports executing."""
     import tempfile
+    from contextlib import ExitStack
 
     from sqlalchemy import event
 
@@ -228,7 +229,7 @@ def on_the_wire(store: Store) -> Iterator[dict[str, int]]:
             return
         import psycopg
 
-        out = tempfile.TemporaryFile(mode="w+")
+        out = files.enter_context(tempfile.TemporaryFile(mode="w+"))
         dbapi.pgconn.trace(out.fileno())
         dbapi.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
         traces.append((dbapi, out))
@@ -236,6 +237,7 @@ def on_the_wire(store: Store) -> Iterator[dict[str, int]]:
     def checkout(dbapi: Any, _record: Any, _proxy: Any) -> None:
         watch(dbapi)
 
+    files = ExitStack()
     watch(store._hot_connection().driver_connection)
     event.listen(store.engine.pool, "checkout", checkout)
     try:
@@ -252,7 +254,7 @@ def on_the_wire(store: Store) -> Iterator[dict[str, int]]:
             lines = out.read().splitlines()
             counts["round_trips"] += sum(line.split("\t")[2:3] == ["ReadyForQuery"] for line in lines)
             counts["commits"] += sum(line.startswith("B") and 'CommandComplete\t "COMMIT"' in line for line in lines)
-            out.close()
+        files.close()
 
 
 def _entry(turn: str) -> JournalEntry:
