@@ -210,8 +210,9 @@ def on_the_wire(store: Store) -> Iterator[dict[str, int]]:
     """Round trips and commits of every connection the store uses while the block runs (its hot
     connection and the pool's): on PostgreSQL the protocol's ReadyForQuery messages, one per round
     trip, from libpq's trace; on SQLite the statements sqlite3 reports executing."""
+    import os
     import tempfile
-    from contextlib import ExitStack
+    from pathlib import Path
 
     from sqlalchemy import event
 
@@ -229,15 +230,14 @@ def on_the_wire(store: Store) -> Iterator[dict[str, int]]:
             return
         import psycopg
 
-        out = files.enter_context(tempfile.TemporaryFile(mode="w+"))
-        dbapi.pgconn.trace(out.fileno())
+        fd, path = tempfile.mkstemp(prefix="fg-trace-")
+        dbapi.pgconn.trace(fd)
         dbapi.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
-        traces.append((dbapi, out))
+        traces.append((dbapi, fd, path))
 
     def checkout(dbapi: Any, _record: Any, _proxy: Any) -> None:
         watch(dbapi)
 
-    files = ExitStack()
     watch(store._hot_connection().driver_connection)
     event.listen(store.engine.pool, "checkout", checkout)
     try:
@@ -248,13 +248,13 @@ def on_the_wire(store: Store) -> Iterator[dict[str, int]]:
             if store.dialect == "sqlite":
                 item.set_trace_callback(None)
                 continue
-            dbapi, out = item
+            dbapi, fd, path = item
             dbapi.pgconn.untrace()
-            out.seek(0)
-            lines = out.read().splitlines()
+            lines = Path(path).read_text().splitlines()
+            os.close(fd)
+            os.unlink(path)
             counts["round_trips"] += sum(line.split("\t")[2:3] == ["ReadyForQuery"] for line in lines)
             counts["commits"] += sum(line.startswith("B") and 'CommandComplete\t "COMMIT"' in line for line in lines)
-        files.close()
 
 
 def _entry(turn: str) -> JournalEntry:
@@ -298,7 +298,13 @@ def test_round_trips_and_commits_of_a_managed_reservation(store: Store, outcome:
     admission.eligibility("g", "a", "x")  # the hot connection is open before counting starts
     with on_the_wire(store) as counts:
         decision = admission.reserve(
-            goal="g", agent="a", automation="x", turn_id="t1", trigger_time=clock.now(), journal=_entry("t1"), on_admit=admitted_units.append
+            goal="g",
+            agent="a",
+            automation="x",
+            turn_id="t1",
+            trigger_time=clock.now(),
+            journal=_entry("t1"),
+            on_admit=admitted_units.append,
         )
     assert decision.admitted is (outcome == "admitted")
     assert len(admitted_units) == (outcome == "admitted")
