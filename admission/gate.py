@@ -1,8 +1,12 @@
 """Atomic two-phase admission: ``reserve`` before a host launch, ``confirm`` once it is journaled.
 
 The decision is made twice when it may admit: first in a plain read (so a denial takes no lock
-and writes nothing), then again inside a write transaction serialized per agent, where the start
-is inserted. Only that second evaluation can admit.
+and writes nothing), then again serialized per agent, where the start is inserted. Only that
+second evaluation can admit. On PostgreSQL both happen server-side in one call of ``fg_reserve``
+(migration 0012; one round trip, one commit when it admits), which returns the facts it decided
+on: ``_evaluate`` explains them here, the same function that decides on SQLite, and a call whose
+insert disagrees with it is reported ``state_unavailable`` (tests/test_admission_parity.py holds
+the two rules together). Managed turns (``journal`` / ``on_admit``) call it inside their unit.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ _ADMITTED = (*_ADMITTING, Reason.RESUMED, Reason.NO_RULE)
 _NO_TURN = "/"
 _NO_TRIGGER = -1
 _MAX_REASON = 500
+_US = timedelta(microseconds=1)
 
 
 def start_from_row(row) -> StartRecord:  # type: ignore[no-untyped-def]
@@ -411,6 +416,8 @@ def _reserve_pg(tx: DriverTx, req: _Request, clock: Clock, lock_key: str, *, loc
         facts = decode_facts(row[:7], req.goal, req.agent, req.automation, req.turn_id)
         verdict = _evaluate(facts, req, now_us)
         if (row[7] == "insert") != (verdict.reason in _ADMITTING):
+            # Fail closed either way; an autocommitted start it made stays an unconfirmed reservation
+            # (it holds the floor, never launches), which is what a crash before confirm leaves too.
             raise StoreUnavailable(
                 f"the store's fg_reserve decided {row[7]!r} where this floorgate decides {verdict.reason.value!r} (a mismatched migration?)"
             )
@@ -453,9 +460,9 @@ def _check_manual_reason(value: object) -> str | None:
 def _next_eligible_us(floor: EffectiveFloor, agent_anchor: int | None, lane_anchor: int | None) -> int | None:
     candidates = []
     if agent_anchor is not None and floor.agent_floor:
-        candidates.append(agent_anchor + floor.agent_floor // timedelta(microseconds=1))
+        candidates.append(agent_anchor + floor.agent_floor // _US)
     if lane_anchor is not None and floor.lane_floor:
-        candidates.append(lane_anchor + floor.lane_floor // timedelta(microseconds=1))
+        candidates.append(lane_anchor + floor.lane_floor // _US)
     return max(candidates) if candidates else None
 
 
@@ -505,8 +512,8 @@ def _decision(req: _Request, now: datetime, verdict: _Verdict) -> Decision:
     next_us = verdict.next_us
     if admitted and verdict.floor is not None and verdict.anchor_us is not None:
         # After an admission the next automatic start is one floor after this anchor.
-        step = verdict.floor.agent_floor // timedelta(microseconds=1)
-        lane_step = verdict.floor.lane_floor // timedelta(microseconds=1) if req.automation else 0
+        step = verdict.floor.agent_floor // _US
+        lane_step = verdict.floor.lane_floor // _US if req.automation else 0
         next_us = verdict.anchor_us + max(step, lane_step)
     return Decision(
         admitted=admitted,

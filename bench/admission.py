@@ -62,20 +62,23 @@ class Figure:
         )
 
 
-def interleaved(name: str, goal: float, base: Block, ours: Block, rounds: int, n: int) -> Figure:
-    """Round i: a baseline block and a floorgate block, the order alternating each round."""
-    base(max(1, n // 10))  # warm both (connections, caches, statement plans)
+def interleaved(name: str, goal: float, base: Block, ours: Block, rounds: int, n: int, base_n: int | None = None) -> Figure:
+    """Round i: a baseline block and a floorgate block, the order alternating each round. The
+    baseline runs ``base_n`` operations (default ``n``), so the two blocks of a round take about
+    as long and meet the same moment's machine; the ratio is of per-operation times."""
+    bn = n if base_n is None else base_n
+    base(max(1, bn // 10))  # warm both (connections, caches, statement plans)
     ours(max(1, n // 10))
     ratios, bases, ourss = [], [], []
     for i in range(rounds):
         if i % 2 == 0:
-            b = base(n)
+            b = base(bn)
             o = ours(n)
         else:
             o = ours(n)
-            b = base(n)
-        ratios.append(o / b)
-        bases.append(b / n)
+            b = base(bn)
+        ratios.append((o / n) / (b / bn))
+        bases.append(b / bn)
         ourss.append(o / n)
     return Figure(name, goal, ratios, statistics.median(bases) * 1e6, statistics.median(ourss) * 1e6)
 
@@ -165,8 +168,10 @@ def sqlite_figures(tmp: str, rounds: int, n: int) -> list[Figure]:
 
     lane.cycle(0)
     out = [
-        interleaved("SQLite admitted reserve+confirm vs bare durable INSERT", 2.0, timed(bare_insert), timed(lane.cycle), rounds, n),
-        interleaved("SQLite denial vs its statement through bare sqlite3", 1.5, timed(bare_facts), timed(lane.deny), rounds, n * 20),
+        interleaved("SQLite admitted reserve+confirm vs bare durable INSERT", 2.0, timed(bare_insert), timed(lane.cycle), rounds, n, 2 * n),
+        interleaved(
+            "SQLite denial vs its statement through bare sqlite3", 1.5, timed(bare_facts), timed(lane.deny), rounds, 20 * n, 40 * n
+        ),
     ]
     out += history_figures(lambda name: open_store(os.path.join(tmp, f"{name}.db")), "SQLite", rounds, n)
     reader.close()
@@ -243,8 +248,8 @@ def pg_figures(base_url: str, rounds: int, n: int) -> list[Figure]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=15, help="interleaved rounds per figure")
-    parser.add_argument("--n", type=int, default=100, help="admitted cycles per block (denials: more)")
+    parser.add_argument("--rounds", type=int, default=21, help="interleaved rounds per figure")
+    parser.add_argument("--n", type=int, default=40, help="admitted cycles per block (denials and baselines: more)")
     parser.add_argument("--pg", default=os.environ.get("FLOORGATE_TEST_PG_URL"), help="PostgreSQL URL (skipped when absent)")
     parser.add_argument("--dir", default=None, help="directory for the SQLite files (default: a temp dir under the cwd)")
     args = parser.parse_args()
