@@ -1,7 +1,8 @@
 """Round trips and commits per admission decision, counted at the database driver (never timed).
 
 Every statement the hot path sends is one round trip; transaction control (BEGIN with its lock,
-COMMIT) is counted too. These are the costs today: a change that adds a round trip to a decision
+COMMIT) is counted too, and a commit counts when its transaction wrote (a durable flush). These
+are the costs today, asserted exactly: a change that adds a round trip or a commit to a decision
 shows up here as a failing count, so it cannot creep back unseen (bench/admission.py has the times).
 """
 
