@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from test_hostile_state import relax
 
-from admission import Admission, FixedClock, Store, open_store
+from admission import Admission, FixedClock, Reason, Store, open_store
 
 from conftest import T0, _pg_or_skip, _pg_schema_url, _psycopg_dsn, _replay, raw_sql
 from helpers import floor
@@ -254,3 +254,31 @@ def test_postgresql_and_sqlite_decide_alike(sqlite_store: Store, pg_store: Store
             s.close()
     assert pg == lite
     assert pg_starts == lite_starts
+
+
+def _migration_function() -> str:
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "admission" / "_migrations" / "0012_reserve_function.py"
+    spec = importlib.util.spec_from_file_location("fg_migration_0012", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return str(module._FUNCTION)
+
+
+def test_a_function_that_disagrees_with_this_floorgate_fails_closed(pg_store: Store) -> None:
+    """A store whose fg_reserve inserts where this floorgate's rule denies (a hand-edited or
+    mismatched function) answers state_unavailable, never the function's admission."""
+    clock = FixedClock(T0)
+    floor(pg_store, clock, "g/a", H)
+    admission = Admission(pg_store, clock)
+    assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=T0).admitted
+    function = _migration_function()
+    loose = function.replace("THEN 'deny'  -- interval_wait", "THEN 'insert'  -- interval_wait")
+    assert loose != function
+    raw_sql(pg_store, loose)
+    clock.advance(M)
+    decision = admission.reserve(goal="g", agent="a", automation="x", turn_id="t2", trigger_time=T0 + M)
+    assert (decision.admitted, decision.reason) == (False, Reason.STATE_UNAVAILABLE)
+    assert "fg_reserve decided 'insert'" in decision.detail
