@@ -153,13 +153,14 @@ class Admission:
         the reservation. An error it raises rolls the reservation back too (``StoreUnavailable``
         denies as ``state_unavailable``; anything else propagates).
         """
+        trigger = aware_utc(trigger_time, "trigger_time")
         req = _Request(
             goal=check_id(goal, "goal"),
             agent=check_id(agent, "agent"),
             automation=check_id(automation, "automation") if automation is not None else None,
             turn_id=check_id(turn_id, "turn_id"),
-            trigger_time=aware_utc(trigger_time, "trigger_time"),
-            trigger_us=_stored_time(trigger_time, "trigger_time"),
+            trigger_time=trigger,
+            trigger_us=_stored_time(trigger, "trigger_time"),
             manual_reason=_check_manual_reason(manual_reason),
         )
         if journal is not None and journal.turn_id != req.turn_id:
