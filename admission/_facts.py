@@ -7,8 +7,9 @@ value that is not what floorgate writes makes the state unavailable (fail closed
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from collections import namedtuple
-from dataclasses import dataclass
 
 from .decisions import Phase
 from .errors import StoreUnavailable
@@ -79,8 +80,7 @@ _MAX_US = 221_845_392_000_000_000
 _NO_LANE = "/"
 
 
-@dataclass(frozen=True)
-class Facts:
+class Facts(NamedTuple):  # a plain immutable value: one per decision, cheap to build
     floor: EffectiveFloor
     turn_phase: Phase | None  # None: this turn id has no start
     turn_lane: str | None

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
@@ -93,8 +93,7 @@ class Decision:
         return gap if timedelta(0) < gap <= limit else None
 
 
-@dataclass(frozen=True)
-class Explained:
+class Explained(NamedTuple):  # a plain immutable value: one per decision, cheap to build
     """A detail line not yet rendered: ``render(*args)`` (equal when template and arguments are)."""
 
     render: Callable[..., str]

@@ -12,8 +12,8 @@ the two rules together). Managed turns (``journal`` / ``on_admit``) call it insi
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from sqlalchemy import BigInteger, and_, func, select, type_coerce
 from sqlalchemy.engine import Connection
@@ -66,8 +66,7 @@ def start_from_row(row) -> StartRecord:  # type: ignore[no-untyped-def]
         raise CorruptState(f"malformed start record {row.turn_id!r}: {exc}") from None
 
 
-@dataclass(frozen=True)
-class _Request:
+class _Request(NamedTuple):  # a plain immutable value: one per decision, cheap to build
     goal: str
     agent: str
     automation: str | None
@@ -81,8 +80,7 @@ class _Request:
         return self.automation or ""
 
 
-@dataclass(frozen=True)
-class _Verdict:
+class _Verdict(NamedTuple):  # a plain immutable value: one per decision, cheap to build
     reason: Reason
     floor: EffectiveFloor | None
     next_us: int | None
