@@ -259,8 +259,8 @@ def test_postgresql_and_sqlite_decide_alike(sqlite_store: Store, pg_store: Store
 def _migration_function() -> str:
     import importlib.util
 
-    path = Path(__file__).resolve().parents[1] / "admission" / "_migrations" / "0012_reserve_function.py"
-    spec = importlib.util.spec_from_file_location("fg_migration_0012", path)
+    (path,) = (Path(__file__).resolve().parents[1] / "admission" / "_migrations").glob("*_reserve_function.py")
+    spec = importlib.util.spec_from_file_location("fg_migration_reserve_function", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
