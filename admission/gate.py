@@ -3,7 +3,7 @@
 The decision is made twice when it may admit: first in a plain read (so a denial takes no lock
 and writes nothing), then again serialized per agent, where the start is inserted. Only that
 second evaluation can admit. On PostgreSQL both happen server-side in one call of ``fg_reserve``
-(migration 0012; one round trip, one commit when it admits), which returns the facts it decided
+(migration 0013; one round trip, one commit when it admits), which returns the facts it decided
 on: ``_evaluate`` explains them here, the same function that decides on SQLite, and a call whose
 insert disagrees with it is reported ``state_unavailable`` (tests/test_admission_parity.py holds
 the two rules together). Managed turns (``journal`` / ``on_admit``) call it inside their unit.

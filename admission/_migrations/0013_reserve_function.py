@@ -9,14 +9,14 @@ here, and the table-driven test in tests/test_admission_parity.py holds the two 
 
 SQLite has no server: there the same read and insert run as separate statements.
 
-Revision ID: 0012
-Revises: 0011
+Revision ID: 0013
+Revises: 0012
 """
 
 from alembic import op
 
-revision = "0012"
-down_revision = "0011"
+revision = "0013"
+down_revision = "0012"
 branch_labels = None
 depends_on = None
 
