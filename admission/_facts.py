@@ -7,8 +7,9 @@ value that is not what floorgate writes makes the state unavailable (fail closed
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from collections import namedtuple
-from dataclasses import dataclass
 
 from .decisions import Phase
 from .errors import StoreUnavailable
@@ -56,6 +57,14 @@ INSERT_START_SQL = (
     "manual_reason, confirmed_at_us) VALUES (:t, :g, :a, :x, :tr, :now, 'reserved', :kind, :reason, NULL)"
 )
 
+# PostgreSQL: the whole decision in one round trip (migration 0012). The facts come back in the
+# encoding above, with what the function did: 'insert' (it reserved the start), 'admit' or 'deny'.
+RESERVE_SQL = (
+    "SELECT rules, turn, agent_anchor, lane_anchor, lane_trigger, duplicate, damaged, outcome FROM fg_reserve("
+    ":g, :a, :x, :xr, :t, CAST(:tr AS BIGINT), CAST(:now AS BIGINT), :kind, CAST(:reason AS TEXT), "
+    "CAST(:lock AS BIGINT), :guarded, :lock_admitted)"
+)
+
 START_COLUMNS = ("turn_id goal_id agent_id automation_id trigger_us anchor_us phase kind manual_reason confirmed_at_us").split()
 StartRow = namedtuple("StartRow", START_COLUMNS)
 
@@ -71,8 +80,7 @@ _MAX_US = 221_845_392_000_000_000
 _NO_LANE = "/"
 
 
-@dataclass(frozen=True)
-class Facts:
+class Facts(NamedTuple):  # a plain immutable value: one per decision, cheap to build
     floor: EffectiveFloor
     turn_phase: Phase | None  # None: this turn id has no start
     turn_lane: str | None
@@ -93,6 +101,24 @@ def _rule_ref(text: str, goal: str, agent: str) -> RuleRef:
     return rule_ref(goal, rule_agent, rule_lane, int(us), int(rev))
 
 
+# Decoded floors by lane and rules text (which carries every rule's floor and revision, so a
+# changed rule is a new key): most decisions meet the rules of their last one. Values are frozen.
+_FLOORS: dict[tuple[str, str, str | None, str | None], EffectiveFloor] = {}
+_FLOORS_KEPT = 4096
+
+
+def _floor(rules_text: str | None, goal: str, agent: str, automation: str | None) -> EffectiveFloor:
+    key = (goal, agent, automation, rules_text)
+    floor = _FLOORS.get(key)
+    if floor is None:
+        refs = [_rule_ref(part, goal, agent) for part in rules_text.split(" ")] if rules_text else []
+        floor = combine(goal, agent, automation, refs)  # a malformed rule raised above: never kept
+        if len(_FLOORS) >= _FLOORS_KEPT:
+            _FLOORS.clear()
+        _FLOORS[key] = floor
+    return floor
+
+
 def facts_params(goal: str, agent: str, automation: str | None, turn_id: str, trigger_us: int) -> dict:  # type: ignore[type-arg]
     lane = automation or ""
     return {
@@ -110,10 +136,15 @@ def read_facts(tx: DriverTx, goal: str, agent: str, automation: str | None, turn
     row = tx.row(sql, facts_params(goal, agent, automation, turn_id, trigger_us))
     if row is None:  # pragma: no cover - a SELECT of scalars always returns one row
         raise StoreUnavailable("the store returned no row for the admission facts")
+    return decode_facts(row, goal, agent, automation, turn_id)
+
+
+def decode_facts(row: tuple, goal: str, agent: str, automation: str | None, turn_id: str) -> Facts:  # type: ignore[type-arg]
+    """The facts from their encoding in one row (this module's read, or PostgreSQL's ``fg_reserve``);
+    any value floorgate would not have written raises ``StoreUnavailable`` (fail closed)."""
     rules_text, turn_text, ag, ln, ln_tr, dup, damaged = row
     if damaged is not None:
         raise StoreUnavailable(f"a start under {goal}/{agent} is missing its goal, agent, automation, trigger or anchor")
-    refs = [_rule_ref(part, goal, agent) for part in rules_text.split(" ")] if rules_text else []
     phase: Phase | None = None
     t_lane = t_anchor = None
     if turn_text is not None:
@@ -131,7 +162,7 @@ def read_facts(tx: DriverTx, goal: str, agent: str, automation: str | None, turn
         if value is not None and (type(value) is not int or not 0 <= value < _MAX_US):
             raise StoreUnavailable(f"malformed {name} time for {goal}/{agent}: {value!r}")
     return Facts(
-        floor=combine(goal, agent, automation, refs),
+        floor=_floor(rules_text, goal, agent, automation),
         turn_phase=phase,
         turn_lane=t_lane,
         turn_anchor_us=t_anchor,

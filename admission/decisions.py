@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
-from typing import Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
@@ -54,14 +56,14 @@ class StartRecord(BaseModel):
     confirmed_at: datetime | None
 
 
-class Decision(BaseModel):
-    """The answer to ``Admission.reserve``.
+@dataclass(frozen=True)
+class Decision:
+    """The answer to ``Admission.reserve`` (a plain frozen value: it is built on every decision).
 
     ``next_eligible_at`` is the exact instant the floor next allows an automatic start of this
-    lane (None when no floor applies or the state could not be read).
+    lane (None when no floor applies or the state could not be read). ``detail`` is rendered
+    when read; two decisions are equal when every field and their details are.
     """
-
-    model_config = ConfigDict(frozen=True)
 
     admitted: bool
     reason: Reason
@@ -75,7 +77,12 @@ class Decision(BaseModel):
     anchor_at: datetime | None
     next_eligible_at: datetime | None
     floor: EffectiveFloor | None
-    detail: str
+    # The detail unrendered: a template and its arguments (``Explained``), or the text itself.
+    explained: Explained | str = field(repr=False)
+
+    @property
+    def detail(self) -> str:
+        return self.explained if isinstance(self.explained, str) else self.explained.text()
 
     def opens_within(self, limit: timedelta) -> timedelta | None:
         """How long after the decision the floor opens, if this is an interval denial that a wait
@@ -84,6 +91,16 @@ class Decision(BaseModel):
             return None
         gap = self.next_eligible_at - self.decided_at
         return gap if timedelta(0) < gap <= limit else None
+
+
+class Explained(NamedTuple):  # a plain immutable value: one per decision, cheap to build
+    """A detail line not yet rendered: ``render(*args)`` (equal when template and arguments are)."""
+
+    render: Callable[..., str]
+    args: tuple[Any, ...]
+
+    def text(self) -> str:
+        return self.render(*self.args)
 
 
 class Confirmation(BaseModel):

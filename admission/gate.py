@@ -1,31 +1,35 @@
 """Atomic two-phase admission: ``reserve`` before a host launch, ``confirm`` once it is journaled.
 
 The decision is made twice when it may admit: first in a plain read (so a denial takes no lock
-and writes nothing), then again inside a write transaction serialized per agent, where the start
-is inserted. Only that second evaluation can admit.
+and writes nothing), then again serialized per agent, where the start is inserted. Only that
+second evaluation can admit. On PostgreSQL both happen server-side in one call of ``fg_reserve``
+(migration 0013; one round trip, one commit when it admits), which returns the facts it decided
+on: ``_evaluate`` explains them here, the same function that decides on SQLite, and a call whose
+insert disagrees with it is reported ``state_unavailable`` (tests/test_admission_parity.py holds
+the two rules together). Managed turns (``journal`` / ``on_admit``) call it inside their unit.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from sqlalchemy import BigInteger, and_, func, select, type_coerce
 from sqlalchemy.engine import Connection
 
 from . import _locks as locks
 from . import _schema as s
-from ._facts import CONFIRM_SQL, INSERT_START_SQL, Facts, StartRow, read_facts
+from ._facts import CONFIRM_SQL, INSERT_START_SQL, RESERVE_SQL, Facts, StartRow, decode_facts, facts_params, read_facts
 from ._types import MAX_US, decode_us, raw_columns
 from .clock import Clock, SystemClock, aware_utc, from_us, iso, read_clock, to_us
-from .decisions import Confirmation, Decision, Eligibility, Phase, Reason, StartKind, StartRecord
+from .decisions import Confirmation, Decision, Eligibility, Explained, Phase, Reason, StartKind, StartRecord
 from .errors import CorruptState, InvalidInput, StoreUnavailable
 from .intervals import format_interval
 from .journal import JournalEntry, write_entry
 from .policies import EffectiveFloor, RuleRef, combine, rule_ref
 from .scope import check_id, check_limit
-from .store import DriverTx, Store
+from .store import DriverTx, Store, lock_id
 
 _ADMITTING = (Reason.ELIGIBLE, Reason.MANUAL)
 _ADMITTED = (*_ADMITTING, Reason.RESUMED, Reason.NO_RULE)
@@ -33,6 +37,7 @@ _ADMITTED = (*_ADMITTING, Reason.RESUMED, Reason.NO_RULE)
 _NO_TURN = "/"
 _NO_TRIGGER = -1
 _MAX_REASON = 500
+_US = timedelta(microseconds=1)
 
 
 def start_from_row(row) -> StartRecord:  # type: ignore[no-untyped-def]
@@ -61,12 +66,12 @@ def start_from_row(row) -> StartRecord:  # type: ignore[no-untyped-def]
         raise CorruptState(f"malformed start record {row.turn_id!r}: {exc}") from None
 
 
-@dataclass(frozen=True)
-class _Request:
+class _Request(NamedTuple):  # a plain immutable value: one per decision, cheap to build
     goal: str
     agent: str
     automation: str | None
     turn_id: str
+    trigger_time: datetime  # aware UTC
     trigger_us: int
     manual_reason: str | None
 
@@ -75,13 +80,39 @@ class _Request:
         return self.automation or ""
 
 
-@dataclass(frozen=True)
-class _Verdict:
+class _Verdict(NamedTuple):  # a plain immutable value: one per decision, cheap to build
     reason: Reason
     floor: EffectiveFloor | None
     next_us: int | None
     anchor_us: int | None = None
-    detail: str = ""
+    detail: Explained | str = ""
+
+
+# The details of decisions, rendered only when a caller reads ``Decision.detail``.
+_RESUMING = "resuming this turn's unconfirmed reservation; the anchor is unchanged"
+_NO_FLOOR = "no floor applies; admitted without cadence state"
+_ROLLED_BACK = "the clock reads earlier than the last start; denied until it passes it"
+_BYPASSED = "manual run bypassed the interval"
+
+
+def _already_started(turn_id: str, phase: Phase, where: str) -> str:
+    return f"turn {turn_id} already has a {phase.value} start{where}; it is never admitted again"
+
+
+def _duplicate(trigger_us: int, turn: str) -> str:
+    return f"this lane's trigger at {iso(from_us(trigger_us))} already started as turn {turn}"
+
+
+def _stale(lane_trigger_us: int) -> str:
+    return f"trigger is older than this lane's last admitted trigger ({iso(from_us(lane_trigger_us))})"
+
+
+def _waiting(floor: EffectiveFloor) -> str:
+    return f"floor {format_interval(floor.floor)} not yet elapsed since the last start"
+
+
+def _elapsed(floor: EffectiveFloor) -> str:
+    return f"floor {format_interval(floor.floor)} has elapsed"
 
 
 class Admission:
@@ -120,38 +151,49 @@ class Admission:
         the reservation. An error it raises rolls the reservation back too (``StoreUnavailable``
         denies as ``state_unavailable``; anything else propagates).
         """
+        trigger = aware_utc(trigger_time, "trigger_time")
         req = _Request(
             goal=check_id(goal, "goal"),
             agent=check_id(agent, "agent"),
             automation=check_id(automation, "automation") if automation is not None else None,
             turn_id=check_id(turn_id, "turn_id"),
-            trigger_us=_stored_time(trigger_time, "trigger_time"),
+            trigger_time=trigger,
+            trigger_us=_stored_time(trigger, "trigger_time"),
             manual_reason=_check_manual_reason(manual_reason),
         )
         if journal is not None and journal.turn_id != req.turn_id:
             raise InvalidInput("journal", f"the journal entry is for turn {journal.turn_id!r}, not {req.turn_id!r}")
         lock_key = locks.agent(req.goal, req.agent)
-        # With a journal entry, every admission writes (the journal row); without, only new starts do.
-        writes = _ADMITTING if journal is None else _ADMITTED
+        managed = journal is not None or on_admit is not None
         try:
-            if self.store.dialect != "sqlite":
-                # A lock costs round trips here: decide a denial from one plain read first (the
-                # clock read after it, so a start committed just before is never "in the future").
-                with self.store.driver(write=False) as tx:
-                    facts = _read(tx, req)
-                now = read_clock(self.clock)
-                verdict = _evaluate(facts, req, to_us(now))
-                if verdict.reason not in writes:
-                    return _decision(req, now, verdict)
-            # Only this evaluation, serialized per agent, may admit. (On SQLite taking the write
-            # lock costs less than a separate read, and a transaction without writes writes nothing.)
-            if on_admit is None:
+            if self.store.dialect == "postgresql" and not managed:
+                # One round trip: fg_reserve reads, locks only when it may admit, decides, inserts.
+                verdict, now = _reserve_pg(self.store.autocommit, req, self.clock, lock_key, lock_admitted=False)
+                return _decision(req, now, verdict)
+            # A denial is decided from one plain read, taking no lock and writing nothing (the
+            # clock read after it, so a start committed just before is never "in the future").
+            # With a journal entry every admission writes (the journal row); without, only new starts.
+            writes = _ADMITTING if journal is None else _ADMITTED
+            facts = _read(self.store.autocommit, req)
+            now = read_clock(self.clock)
+            verdict = _evaluate(facts, req, to_us(now))
+            if verdict.reason not in writes:
+                return _decision(req, now, verdict)
+            # Only an evaluation serialized per agent may admit.
+            if not managed:
                 with self.store.driver(write=True, lock_key=lock_key) as tx:
-                    verdict, now = _admit(tx, req, self.clock, journal)
+                    verdict, now = _admit(tx, req, self.clock, None)
             else:
-                with self.store.write(lock_key) as conn, self.store.driver(write=True, within=conn) as tx:
-                    verdict, now = _admit(tx, req, self.clock, journal)
-                    if verdict.reason in _ADMITTED:
+                # PostgreSQL: fg_reserve takes the lock inside the unit (so no separate lock statement).
+                pg = self.store.dialect == "postgresql"
+                with self.store.write(None if pg else lock_key) as conn, self.store.driver(write=True, within=conn) as tx:
+                    if pg:
+                        verdict, now = _reserve_pg(tx, req, self.clock, lock_key, lock_admitted=True)
+                        if journal is not None and verdict.reason in _ADMITTED:
+                            write_entry(tx, journal, to_us(now))
+                    else:
+                        verdict, now = _admit(tx, req, self.clock, journal)
+                    if on_admit is not None and verdict.reason in _ADMITTED:
                         on_admit(conn)
         except StoreUnavailable as exc:
             now = read_clock(self.clock)
@@ -168,8 +210,7 @@ class Admission:
         check_id(turn_id, "turn_id")
         now_us = to_us(read_clock(self.clock))
         # One autocommit statement: the phase flip is durable when it returns.
-        with self.store.driver(write=False) as tx:
-            flipped = tx.row(CONFIRM_SQL, {"t": turn_id, "now": now_us})
+        flipped = self.store.autocommit.row(CONFIRM_SQL, {"t": turn_id, "now": now_us})
         if flipped is not None:
             return Confirmation(turn_id=turn_id, status="confirmed", start=start_from_row(StartRow(*flipped)))
         start = self.start(turn_id)
@@ -190,8 +231,7 @@ class Admission:
         now = read_clock(self.clock)
         try:
             # The same facts reserve reads, so readback and admission can never disagree.
-            with self.store.driver(write=False) as tx:
-                facts = read_facts(tx, goal, agent, automation, _NO_TURN, _NO_TRIGGER)
+            facts = read_facts(self.store.autocommit, goal, agent, automation, _NO_TURN, _NO_TRIGGER)
             last_start = self._last_start(goal, agent) if facts.agent_anchor_us is not None else None
         except StoreUnavailable as exc:
             return _unavailable(goal, agent, automation, now, exc)
@@ -353,6 +393,42 @@ def _admit(tx: DriverTx, req: _Request, clock: Clock, journal: JournalEntry | No
     return verdict, now
 
 
+def _reserve_pg(tx: DriverTx, req: _Request, clock: Clock, lock_key: str, *, lock_admitted: bool) -> tuple[_Verdict, datetime]:
+    """The decision through PostgreSQL's ``fg_reserve``: one call, which inserts the start when it
+    admits; its facts are decoded and explained here by ``_evaluate``, the decision's one rule.
+
+    The clock is read before the call, so a start another process committed while the call waited
+    for the lock can be later than it: that denial (clock_rollback) is decided once more with a
+    fresh reading when the clock has since passed that start (a second call, only in that race)."""
+    params = facts_params(req.goal, req.agent, req.automation, req.turn_id, req.trigger_us)
+    params["kind"] = (StartKind.MANUAL if req.manual_reason is not None else StartKind.AUTOMATIC).value
+    params["reason"] = req.manual_reason
+    params["lock"] = lock_id(lock_key)
+    params["guarded"] = tx.relaxed
+    params["lock_admitted"] = lock_admitted
+    now = read_clock(clock)
+    for retry in (True, False):
+        params["now"] = now_us = to_us(now)
+        row = tx.row(RESERVE_SQL, params)
+        if row is None:  # pragma: no cover - the function always returns one row
+            raise StoreUnavailable("fg_reserve returned no row")
+        facts = decode_facts(row[:7], req.goal, req.agent, req.automation, req.turn_id)
+        verdict = _evaluate(facts, req, now_us)
+        if (row[7] == "insert") != (verdict.reason in _ADMITTING):
+            # Fail closed either way; an autocommitted start it made stays an unconfirmed reservation
+            # (it holds the floor, never launches), which is what a crash before confirm leaves too.
+            raise StoreUnavailable(
+                f"the store's fg_reserve decided {row[7]!r} where this floorgate decides {verdict.reason.value!r} (a mismatched migration?)"
+            )
+        if retry and verdict.reason is Reason.CLOCK_ROLLBACK and facts.agent_anchor_us is not None:
+            later = read_clock(clock)
+            if to_us(later) >= facts.agent_anchor_us:
+                now = later
+                continue
+        break
+    return verdict, now
+
+
 def _time_ok(value: object) -> bool:
     """Whether an undecoded stored time (or its absence) would pass the column's decoder."""
     return value is None or (type(value) is int and 0 <= value < MAX_US)
@@ -383,9 +459,9 @@ def _check_manual_reason(value: object) -> str | None:
 def _next_eligible_us(floor: EffectiveFloor, agent_anchor: int | None, lane_anchor: int | None) -> int | None:
     candidates = []
     if agent_anchor is not None and floor.agent_floor:
-        candidates.append(agent_anchor + floor.agent_floor // timedelta(microseconds=1))
+        candidates.append(agent_anchor + floor.agent_floor // _US)
     if lane_anchor is not None and floor.lane_floor:
-        candidates.append(lane_anchor + floor.lane_floor // timedelta(microseconds=1))
+        candidates.append(lane_anchor + floor.lane_floor // _US)
     return max(candidates) if candidates else None
 
 
@@ -393,56 +469,25 @@ def _evaluate(f: Facts, req: _Request, now_us: int) -> _Verdict:
     if f.turn_phase is not None:
         same_lane = f.turn_lane == f"{req.goal}/{req.agent}/{req.lane}"
         if f.turn_phase is Phase.RESERVED and same_lane:
-            return _Verdict(
-                Reason.RESUMED,
-                f.floor,
-                None,
-                anchor_us=f.turn_anchor_us,
-                detail="resuming this turn's unconfirmed reservation; the anchor is unchanged",
-            )
+            return _Verdict(Reason.RESUMED, f.floor, None, anchor_us=f.turn_anchor_us, detail=_RESUMING)
         where = "" if same_lane else f" in lane {f.turn_lane}"
-        return _Verdict(
-            Reason.TURN_ALREADY_STARTED,
-            f.floor,
-            None,
-            detail=f"turn {req.turn_id} already has a {f.turn_phase.value} start{where}; it is never admitted again",
-        )
+        return _Verdict(Reason.TURN_ALREADY_STARTED, f.floor, None, detail=Explained(_already_started, (req.turn_id, f.turn_phase, where)))
     floor = f.floor
     if not floor.rules:
-        return _Verdict(Reason.NO_RULE, floor, None, detail="no floor applies; admitted without cadence state")
+        return _Verdict(Reason.NO_RULE, floor, None, detail=_NO_FLOOR)
     next_us = _next_eligible_us(floor, f.agent_anchor_us, f.lane_anchor_us if req.automation else None)
     if f.agent_anchor_us is not None and now_us < f.agent_anchor_us:
-        return _Verdict(
-            Reason.CLOCK_ROLLBACK,
-            floor,
-            next_us,
-            detail="the clock reads earlier than the last start; denied until it passes it",
-        )
+        return _Verdict(Reason.CLOCK_ROLLBACK, floor, next_us, detail=_ROLLED_BACK)
     if f.duplicate_turn is not None:
-        return _Verdict(
-            Reason.DUPLICATE_TRIGGER,
-            floor,
-            next_us,
-            detail=f"this lane's trigger at {iso(from_us(req.trigger_us))} already started as turn {f.duplicate_turn}",
-        )
+        return _Verdict(Reason.DUPLICATE_TRIGGER, floor, next_us, detail=Explained(_duplicate, (req.trigger_us, f.duplicate_turn)))
     if f.lane_trigger_us is not None and req.trigger_us < f.lane_trigger_us:
-        return _Verdict(
-            Reason.STALE_TRIGGER,
-            floor,
-            next_us,
-            detail=f"trigger is older than this lane's last admitted trigger ({iso(from_us(f.lane_trigger_us))})",
-        )
+        return _Verdict(Reason.STALE_TRIGGER, floor, next_us, detail=Explained(_stale, (f.lane_trigger_us,)))
     if next_us is not None and now_us < next_us:
         if req.manual_reason is None:
-            return _Verdict(
-                Reason.INTERVAL_WAIT,
-                floor,
-                next_us,
-                detail=f"floor {format_interval(floor.floor)} not yet elapsed since the last start",
-            )
-        return _Verdict(Reason.MANUAL, floor, next_us, anchor_us=now_us, detail="manual run bypassed the interval")
+            return _Verdict(Reason.INTERVAL_WAIT, floor, next_us, detail=Explained(_waiting, (floor,)))
+        return _Verdict(Reason.MANUAL, floor, next_us, anchor_us=now_us, detail=_BYPASSED)
     reason = Reason.MANUAL if req.manual_reason is not None else Reason.ELIGIBLE
-    return _Verdict(reason, floor, next_us, anchor_us=now_us, detail=f"floor {format_interval(floor.floor)} has elapsed")
+    return _Verdict(reason, floor, next_us, anchor_us=now_us, detail=Explained(_elapsed, (floor,)))
 
 
 def _insert_start(tx: DriverTx, req: _Request, now_us: int) -> None:
@@ -466,11 +511,10 @@ def _decision(req: _Request, now: datetime, verdict: _Verdict) -> Decision:
     next_us = verdict.next_us
     if admitted and verdict.floor is not None and verdict.anchor_us is not None:
         # After an admission the next automatic start is one floor after this anchor.
-        step = verdict.floor.agent_floor // timedelta(microseconds=1)
-        lane_step = verdict.floor.lane_floor // timedelta(microseconds=1) if req.automation else 0
+        step = verdict.floor.agent_floor // _US
+        lane_step = verdict.floor.lane_floor // _US if req.automation else 0
         next_us = verdict.anchor_us + max(step, lane_step)
-    # Every field below is produced and typed here, so skip re-validation on the hot path.
-    return Decision.model_construct(
+    return Decision(
         admitted=admitted,
         reason=verdict.reason,
         turn_id=req.turn_id,
@@ -478,12 +522,12 @@ def _decision(req: _Request, now: datetime, verdict: _Verdict) -> Decision:
         agent_id=req.agent,
         automation_id=req.automation,
         kind=StartKind.MANUAL if req.manual_reason is not None else StartKind.AUTOMATIC,
-        trigger_time=from_us(req.trigger_us),
+        trigger_time=req.trigger_time,
         decided_at=now,
         anchor_at=from_us(verdict.anchor_us) if verdict.anchor_us is not None else None,
         next_eligible_at=from_us(next_us) if next_us is not None else None,
         floor=verdict.floor,
-        detail=verdict.detail,
+        explained=verdict.detail,
     )
 
 

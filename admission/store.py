@@ -105,6 +105,22 @@ class DriverTx:
         return count
 
 
+class _Autocommit(DriverTx):
+    """``DriverTx`` for single autocommitted statements (``Store.autocommit``): each call runs one
+    statement on this thread's hot connection, its own transaction, with no context to enter."""
+
+    def __init__(self, store: Store) -> None:  # no cursor of its own: each statement opens one
+        self._store = store
+        self.dialect = store.dialect
+        self.relaxed = store.relaxed
+
+    def row(self, sql: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
+        return self._store._one(sql, params, fetch=True)  # type: ignore[return-value]
+
+    def execute(self, sql: str, params: dict[str, Any]) -> int:
+        return self._store._one(sql, params, fetch=False)  # type: ignore[return-value]
+
+
 class Store:
     """An open floorgate database. Share one per process; it is safe across threads."""
 
@@ -120,6 +136,7 @@ class Store:
         # Whether a NOT NULL constraint admission relies on is missing (a hand rebuild): then the
         # facts read also looks for the rows such a constraint would have refused. Set at open.
         self.relaxed = False
+        self._auto: _Autocommit | None = None
 
     def render(self, sql: str) -> str:
         """``sql`` with ``:name`` parameters in this driver's paramstyle (cached)."""
@@ -128,6 +145,29 @@ class Store:
             done = sql if self.dialect == "sqlite" else _NAMED.sub(r"%(\1)s", sql)
             self._rendered[sql] = done
         return done
+
+    @property
+    def autocommit(self) -> DriverTx:
+        """The hot path's single statements, each autocommitted (a denial's one read, confirm's
+        one update): ``driver(write=False)`` without entering a context per decision."""
+        auto = self._auto
+        if auto is None or auto.relaxed != self.relaxed:
+            auto = self._auto = _Autocommit(self)
+        return auto
+
+    def _one(self, sql: str, params: dict[str, Any], *, fetch: bool) -> tuple[Any, ...] | int | None:
+        raw = self._hot_connection()
+        try:
+            cursor = raw.cursor()
+            try:
+                cursor.execute(self.render(sql), params)
+                result: tuple[Any, ...] | int | None = cursor.fetchone() if fetch else cursor.rowcount
+            finally:
+                cursor.close()
+        except self._dbapi_error as exc:
+            self._drop_hot_connection()
+            raise StoreUnavailable(f"store {self.safe_url} failed: {_first_line(exc)}") from exc
+        return result
 
     def _hot_connection(self) -> PoolProxiedConnection:
         """This thread's dedicated DBAPI connection, in autocommit mode (transactions are explicit)."""

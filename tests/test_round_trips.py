@@ -1,20 +1,22 @@
 """Round trips and commits per admission decision, counted at the database driver (never timed).
 
 Every statement the hot path sends is one round trip; transaction control (BEGIN with its lock,
-COMMIT) is counted too. These are the costs today: a change that adds a round trip to a decision
+COMMIT) is counted too, and a commit counts when its transaction wrote (a durable flush). These
+are the costs today, asserted exactly: a change that adds a round trip or a commit to a decision
 shows up here as a failing count, so it cannot creep back unseen (bench/admission.py has the times).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 
-from admission import Admission, FixedClock, Policies, Scope, Store
+from admission import Admission, FixedClock, Policies, Reason, Scope, Store, open_store
+from admission.journal import JournalEntry
 
 from conftest import T0
 
@@ -22,28 +24,82 @@ EVENTS: list[str] = []  # statement verbs and clock reads, in order, while count
 
 
 class _Cursor:
-    def __init__(self, cursor: Any, counts: dict[str, int]) -> None:
+    """Counts each statement as a round trip, and each transaction that wrote as a durable commit:
+    a BEGIN ... COMMIT block, or a statement run on its own (an autocommit statement is its own
+    transaction). Whether a transaction wrote is asked of the database, uncounted: SQLite's
+    ``total_changes``, PostgreSQL's transaction id (assigned only to a transaction that writes)."""
+
+    def __init__(self, cursor: Any, conn: _Connection) -> None:
         self._cursor = cursor
-        self._counts = counts
+        self._conn = conn
 
     def execute(self, sql: str, *args: Any, **kwargs: Any) -> Any:
-        self._counts["round_trips"] += 1
-        EVENTS.append(sql.strip().split()[0].rstrip(";").upper())
-        if sql.strip().upper().startswith("COMMIT"):
-            self._counts["commits"] += 1
-        return self._cursor.execute(sql, *args, **kwargs)
+        conn = self._conn
+        conn.settle()
+        conn.counts["round_trips"] += 1
+        verb = sql.strip().split()[0].rstrip(";").upper()
+        EVENTS.append(verb)
+        if verb == "BEGIN":
+            result = self._cursor.execute(sql, *args, **kwargs)
+            conn.in_tx, conn.changes = True, conn.total_changes()
+            return result
+        if verb in ("COMMIT", "ROLLBACK"):
+            if verb == "COMMIT" and conn.wrote():
+                conn.counts["commits"] += 1
+            conn.in_tx = False
+            return self._cursor.execute(sql, *args, **kwargs)
+        if conn.in_tx:
+            return self._cursor.execute(sql, *args, **kwargs)
+        if conn.dialect == "sqlite":  # SQLite counts a statement's changes once it is reset
+            conn.settle()
+            conn.pending = conn.total_changes()
+            return self._cursor.execute(sql, *args, **kwargs)
+        # PostgreSQL: run it in a block of its own, to ask whether it wrote (one counted round trip).
+        conn.uncounted("BEGIN")
+        conn.changes = conn.total_changes()
+        try:
+            result = self._cursor.execute(sql, *args, **kwargs)
+        except BaseException:
+            conn.uncounted("ROLLBACK")
+            raise
+        if conn.wrote():
+            conn.counts["commits"] += 1
+        conn.uncounted("COMMIT")
+        return result
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._cursor, name)
 
 
 class _Connection:
-    def __init__(self, raw: Any, counts: dict[str, int]) -> None:
+    def __init__(self, raw: Any, counts: dict[str, int], dialect: str) -> None:
         self._raw = raw
-        self._counts = counts
+        self.counts = counts
+        self.dialect = dialect
+        self.in_tx = False
+        self.changes = 0
+        self.pending: int | None = None  # SQLite: total_changes before an autocommit statement
+
+    def settle(self) -> None:
+        if self.pending is not None:
+            self.counts["commits"] += self.total_changes() > self.pending
+            self.pending = None
 
     def cursor(self, *args: Any, **kwargs: Any) -> _Cursor:
-        return _Cursor(self._raw.cursor(*args, **kwargs), self._counts)
+        return _Cursor(self._raw.cursor(*args, **kwargs), self)
+
+    def uncounted(self, sql: str) -> Any:
+        cur = self._raw.cursor()
+        cur.execute(sql)
+        return cur.fetchone() if cur.description else None
+
+    def total_changes(self) -> int:
+        return int(self._raw.driver_connection.total_changes) if self.dialect == "sqlite" else 0
+
+    def wrote(self) -> bool:
+        if self.dialect == "sqlite":
+            return self.total_changes() > self.changes
+        return bool(self.uncounted("SELECT pg_current_xact_id_if_assigned() IS NOT NULL")[0])
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._raw, name)
@@ -51,27 +107,35 @@ class _Connection:
 
 @contextmanager
 def counted(store: Store) -> Iterator[dict[str, int]]:
-    """Round trips and commits the hot path makes while the block runs."""
+    """Round trips and durable commits the hot path makes while the block runs."""
     counts = {"round_trips": 0, "commits": 0}
     hot = store._hot_connection
-    store._hot_connection = lambda: _Connection(hot(), counts)  # type: ignore[method-assign]
+    conns: dict[int, _Connection] = {}  # one counter per DBAPI connection, whichever call hands it out
+
+    def wrapped() -> _Connection:
+        raw = hot()
+        return conns.setdefault(id(raw), _Connection(raw, counts, store.dialect))
+
+    store._hot_connection = wrapped  # type: ignore[method-assign]
     try:
         yield counts
     finally:
         del store._hot_connection
+        for conn in conns.values():
+            conn.settle()
 
 
-# (backend, operation) -> (round trips, commits). PostgreSQL's admitted reserve reads the facts
-# first without a lock (so a denial takes none), then locks and reads them again to decide.
+# (backend, operation) -> (round trips, durable commits). A denial is one plain read on both:
+# no lock, no transaction, nothing written. PostgreSQL decides an admission in one call of
+# fg_reserve (it reads, locks, reads again, decides and inserts server-side); SQLite, in process,
+# reads without the lock first, then decides again under BEGIN IMMEDIATE.
 EXPECTED = {
-    ("sqlite", "admitted"): (4, 1),  # BEGIN IMMEDIATE, facts, insert, COMMIT
-    ("sqlite", "confirm"): (1, 0),  # one autocommitted UPDATE ... RETURNING
-    # BEGIN IMMEDIATE, facts, COMMIT of nothing: SQLite decides under its write lock (a pre-read
-    # like PostgreSQL's would save it; issue 12), and a denial still writes no row.
-    ("sqlite", "denied"): (3, 1),
+    ("sqlite", "admitted"): (5, 1),  # facts, BEGIN IMMEDIATE, facts, insert, COMMIT
+    ("sqlite", "confirm"): (1, 1),  # one autocommitted UPDATE ... RETURNING
+    ("sqlite", "denied"): (1, 0),
     ("sqlite", "eligibility"): (1, 0),
-    ("postgresql", "admitted"): (5, 1),  # facts, BEGIN + advisory lock, facts, insert, COMMIT
-    ("postgresql", "confirm"): (1, 0),
+    ("postgresql", "admitted"): (1, 1),  # SELECT ... FROM fg_reserve(...), autocommitted
+    ("postgresql", "confirm"): (1, 1),
     ("postgresql", "denied"): (1, 0),
     ("postgresql", "eligibility"): (1, 0),
 }
@@ -104,23 +168,146 @@ def test_round_trips_and_commits_per_decision(store: Store, operation: str) -> N
     assert (counts["round_trips"], counts["commits"]) == EXPECTED[(backend, operation)]
 
 
-class _LoggedClock(FixedClock):
-    def now(self):  # type: ignore[no-untyped-def]
-        EVENTS.append("CLOCK")
-        return super().now()
+class _RacedClock(FixedClock):
+    """Its first reading is taken just before another process admits a start 1 ms later."""
+
+    def __init__(self, start: datetime, race: Callable[[], None]) -> None:
+        super().__init__(start)
+        self._race: Callable[[], None] | None = race
+
+    def now(self) -> datetime:
+        reading = super().now()
+        if self._race is not None:
+            race, self._race = self._race, None
+            race()
+            self.advance(timedelta(milliseconds=2))
+        return reading
 
 
-def test_reserve_reads_the_clock_after_the_facts_it_decides_on(store: Store) -> None:
-    """A start another process committed just before must never look like it is in the future
-    (a false clock_rollback under a burst): the clock is read after the deciding read, under the lock."""
-    clock = _LoggedClock(T0)
+def test_a_start_committed_after_the_clock_reading_is_not_a_clock_rollback(store: Store) -> None:
+    """Under a burst another process may commit a start after this reserve read the clock (on
+    PostgreSQL the clock is read before the one call, which may wait for that process's lock): the
+    decision is the floor's interval_wait, taken at a fresh reading, never a false clock_rollback."""
+    Policies(store, FixedClock(T0)).configure(Scope.parse("g/a"), min_interval=timedelta(hours=1), expected_revision=0, owner_ref="o")
+    other = open_store(store.url)
+    try:
+
+        def race() -> None:
+            later = T0 + timedelta(milliseconds=1)
+            assert (
+                Admission(other, FixedClock(later)).reserve(goal="g", agent="a", automation="y", turn_id="o1", trigger_time=later).admitted
+            )
+
+        clock = _RacedClock(T0, race)
+        decision = Admission(store, clock).reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=T0)
+    finally:
+        other.close()
+    assert (decision.reason, decision.decided_at) == (Reason.INTERVAL_WAIT, T0 + timedelta(milliseconds=2))
+    assert decision.next_eligible_at == T0 + timedelta(hours=1, milliseconds=1)
+
+
+@contextmanager
+def on_the_wire(store: Store) -> Iterator[dict[str, int]]:
+    """Round trips and commits of every connection the store uses while the block runs (its hot
+    connection and the pool's): on PostgreSQL the protocol's ReadyForQuery messages, one per round
+    trip, from libpq's trace; on SQLite the statements sqlite3 reports executing."""
+    import os
+    import tempfile
+    from pathlib import Path
+
+    from sqlalchemy import event
+
+    counts = {"round_trips": 0, "commits": 0}
+    traces: list[Any] = []
+
+    def sqlite_statement(sql: str) -> None:
+        counts["round_trips"] += 1
+        counts["commits"] += sql.strip().upper().startswith("COMMIT")
+
+    def watch(dbapi: Any) -> None:
+        if store.dialect == "sqlite":
+            dbapi.set_trace_callback(sqlite_statement)
+            traces.append(dbapi)
+            return
+        import psycopg
+
+        fd, path = tempfile.mkstemp(prefix="fg-trace-")
+        dbapi.pgconn.trace(fd)
+        dbapi.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+        traces.append((dbapi, fd, path))
+
+    def checkout(dbapi: Any, _record: Any, _proxy: Any) -> None:
+        watch(dbapi)
+
+    watch(store._hot_connection().driver_connection)
+    event.listen(store.engine.pool, "checkout", checkout)
+    try:
+        yield counts
+    finally:
+        event.remove(store.engine.pool, "checkout", checkout)
+        for item in traces:
+            if store.dialect == "sqlite":
+                item.set_trace_callback(None)
+                continue
+            dbapi, fd, path = item
+            dbapi.pgconn.untrace()
+            lines = Path(path).read_text().splitlines()
+            os.close(fd)
+            os.unlink(path)
+            counts["round_trips"] += sum(line.split("\t")[2:3] == ["ReadyForQuery"] for line in lines)
+            counts["commits"] += sum(line.startswith("B") and 'CommandComplete\t "COMMIT"' in line for line in lines)
+
+
+def _entry(turn: str) -> JournalEntry:
+    return JournalEntry(
+        turn_id=turn,
+        automation_id="x",
+        goal_id="g",
+        agent_id="a",
+        kind="automatic",
+        manual_reason=None,
+        runner_host="h",
+        runner_pid=1,
+        owner_id="runner",
+        lease_expires=T0 + timedelta(minutes=5),
+        deadline=T0 + timedelta(minutes=10),
+        log_path=None,
+    )
+
+
+# A managed turn's reservation: the start, its journal row and the caller's on_admit writes in one
+# unit. (backend, outcome) -> (round trips, commits), with an on_admit that writes nothing.
+MANAGED = {
+    # facts; BEGIN, fg_reserve (lock, facts, start), attempt count, journal row, COMMIT
+    ("postgresql", "admitted"): (6, 1),
+    ("postgresql", "denied"): (1, 0),
+    # facts; BEGIN IMMEDIATE, facts, start, attempt count, journal row, COMMIT
+    ("sqlite", "admitted"): (7, 1),
+    ("sqlite", "denied"): (1, 0),
+}
+
+
+@pytest.mark.parametrize("outcome", ["admitted", "denied"])
+def test_round_trips_and_commits_of_a_managed_reservation(store: Store, outcome: str) -> None:
+    clock = FixedClock(T0)
     Policies(store, clock).configure(Scope.parse("g/a"), min_interval=timedelta(hours=1), expected_revision=0, owner_ref="o")
     admission = Admission(store, clock)
-    admission.eligibility("g", "a", "x")
-    EVENTS.clear()
-    with counted(store):
-        assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=T0).admitted
-    locked = EVENTS.index("BEGIN")
-    deciding_read = EVENTS.index("SELECT", locked)
-    assert "CLOCK" in EVENTS[deciding_read : EVENTS.index("INSERT")], EVENTS
-    assert "CLOCK" not in EVENTS[:locked] or store.dialect == "postgresql", EVENTS  # PostgreSQL's unlocked pre-read reads it too
+    admitted_units: list[object] = []
+    if outcome == "denied":
+        assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t0", trigger_time=T0).admitted
+        clock.advance(timedelta(seconds=1))
+    admission.eligibility("g", "a", "x")  # the hot connection is open before counting starts
+    with on_the_wire(store) as counts:
+        decision = admission.reserve(
+            goal="g",
+            agent="a",
+            automation="x",
+            turn_id="t1",
+            trigger_time=clock.now(),
+            journal=_entry("t1"),
+            on_admit=admitted_units.append,
+        )
+    assert decision.admitted is (outcome == "admitted")
+    assert len(admitted_units) == (outcome == "admitted")
+    backend = "postgresql" if store.dialect == "postgresql" else "sqlite"
+    assert (counts["round_trips"], counts["commits"]) == MANAGED[(backend, outcome)]

@@ -1,0 +1,284 @@
+"""PostgreSQL's one-call decision (``fg_reserve``) and the in-process one decide alike.
+
+Each case builds the same state in a SQLite store and a PostgreSQL store, makes the same request
+at the same instant, and requires the two decisions to be equal in every field (admitted, reason,
+anchor, next eligible time, floor, detail) and the starts tables to be equal afterwards: SQLite
+decides with ``gate._evaluate`` alone, PostgreSQL with the function's insert rule, so a drift
+between the two shows here.
+"""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from test_hostile_state import relax
+
+from admission import Admission, FixedClock, Reason, Store, open_store
+
+from conftest import T0, _pg_or_skip, _pg_schema_url, _psycopg_dsn, _replay, raw_sql
+from helpers import floor
+
+H = timedelta(hours=1)
+M = timedelta(minutes=1)
+
+
+@dataclass(frozen=True)
+class Prior:
+    """A start made through admission before the request (at T0 + ``at``)."""
+
+    turn: str
+    at: timedelta
+    automation: str | None = "x"
+    trigger: timedelta | None = None  # default: ``at``
+    confirm: bool = True
+    manual_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    floors: tuple[tuple[str, timedelta], ...] = ()
+    priors: tuple[Prior, ...] = ()
+    edits: tuple[str, ...] = ()  # hand edits after the priors, the same SQL on both backends
+    relaxed: tuple[tuple[str, str], ...] = ()  # (table, column) whose NOT NULL a hand rebuild dropped
+    now: timedelta = timedelta(0)
+    turn: str = "t-new"
+    automation: str | None = "x"
+    trigger: timedelta | None = None  # default: ``now``
+    manual_reason: str | None = None
+    request: dict[str, object] = field(default_factory=dict)
+
+
+CASES = [
+    Case("no rule admits", now=M),
+    Case("zero floor is no rule", floors=(("g/a", timedelta(0)),), priors=(Prior("p1", timedelta(0)),), now=M),
+    Case("first start is eligible", floors=(("g/a", H),)),
+    Case("agent floor waits", floors=(("g/a", H),), priors=(Prior("p1", timedelta(0)),), now=M),
+    Case("goal floor waits", floors=(("g", H),), priors=(Prior("p1", timedelta(0), automation="y"),), now=M),
+    Case("agent floor elapsed exactly", floors=(("g/a", H),), priors=(Prior("p1", timedelta(0)),), now=H),
+    Case("lane floor waits", floors=(("g/a/x", H),), priors=(Prior("p1", timedelta(0)),), now=M),
+    Case("lane floor ignores another lane", floors=(("g/a/x", H),), priors=(Prior("p1", timedelta(0), automation="y"),), now=M),
+    Case(
+        "larger of agent and lane floors",
+        floors=(("g/a", 2 * H), ("g/a/x", H)),
+        priors=(Prior("p1", timedelta(0)),),
+        now=H + M,
+    ),
+    Case(
+        "lane floor larger than agent floor",
+        floors=(("g/a", M), ("g/a/x", H)),
+        priors=(Prior("p1", timedelta(0)),),
+        now=2 * M,
+    ),
+    Case("agent-wide request ignores lane rules", floors=(("g/a/x", H),), priors=(Prior("p1", timedelta(0)),), now=M, automation=None),
+    Case(
+        "agent-wide request after an agent-wide start",
+        floors=(("g/a", H),),
+        priors=(Prior("p1", timedelta(0), automation=None),),
+        now=M,
+        automation=None,
+    ),
+    Case("manual bypasses the interval", floors=(("g/a", H),), priors=(Prior("p1", timedelta(0)),), now=M, manual_reason="owner asked"),
+    Case("manual after the floor", floors=(("g/a", H),), priors=(Prior("p1", timedelta(0)),), now=2 * H, manual_reason="owner asked"),
+    Case("clock rollback", floors=(("g/a", H),), priors=(Prior("p1", 2 * H),), now=H),
+    Case("clock rollback beats manual", floors=(("g/a", H),), priors=(Prior("p1", 2 * H),), now=H, manual_reason="owner asked"),
+    Case("duplicate trigger", floors=(("g/a", M),), priors=(Prior("p1", timedelta(0)),), now=H, trigger=timedelta(0)),
+    Case("stale trigger", floors=(("g/a", M),), priors=(Prior("p1", H, trigger=H),), now=2 * H, trigger=M),
+    Case(
+        "resumed reservation",
+        floors=(("g/a", H),),
+        priors=(Prior("p1", timedelta(0), confirm=False),),
+        now=M,
+        turn="p1",
+        trigger=timedelta(0),
+    ),
+    Case(
+        "confirmed turn never again", floors=(("g/a", H),), priors=(Prior("p1", timedelta(0)),), now=2 * H, turn="p1", trigger=timedelta(0)
+    ),
+    Case(
+        "reserved turn in another lane",
+        floors=(("g/a", H),),
+        priors=(Prior("p1", timedelta(0), automation="y", confirm=False),),
+        now=2 * H,
+        turn="p1",
+    ),
+    Case("turn id reserved without a rule", priors=(Prior("p1", timedelta(0), confirm=False),), now=M, turn="p1", trigger=timedelta(0)),
+    Case(
+        "phase missing reads confirmed",
+        floors=(("g/a", H),),
+        priors=(Prior("p1", timedelta(0), confirm=False),),
+        edits=("UPDATE fg_starts SET phase = NULL WHERE turn_id = 'p1'",),
+        now=M,
+        turn="p1",
+    ),
+    Case(
+        "unknown phase",
+        floors=(("g/a", H),),
+        priors=(Prior("p1", timedelta(0)),),
+        edits=("UPDATE fg_starts SET phase = 'launched' WHERE turn_id = 'p1'",),
+        now=2 * H,
+        turn="p1",
+    ),
+    Case("negative floor", floors=(("g/a", H),), edits=("UPDATE fg_rules SET min_interval_us = -1",), now=M),
+    Case("floor beyond the cap", floors=(("g/a", H),), edits=("UPDATE fg_rules SET min_interval_us = 316224000000001",), now=M),
+    Case(
+        "floor at the cap",
+        floors=(("g/a", H),),
+        edits=("UPDATE fg_rules SET min_interval_us = 316224000000000",),
+        priors=(Prior("p1", timedelta(0)),),
+        now=M,
+    ),
+    Case("revision zero", floors=(("g/a/x", H),), edits=("UPDATE fg_rules SET revision = 0",), now=M),
+    Case(
+        "negative anchor", floors=(("g/a", H),), priors=(Prior("p1", timedelta(0)),), edits=("UPDATE fg_starts SET anchor_us = -5",), now=M
+    ),
+    Case(
+        "anchor beyond year 9000",
+        floors=(("g/a", H),),
+        priors=(Prior("p1", timedelta(0)),),
+        edits=("UPDATE fg_starts SET anchor_us = 221845392000000000",),
+        now=M,
+    ),
+    Case(
+        "trigger beyond year 9000",
+        floors=(("g/a", H),),
+        priors=(Prior("p1", timedelta(0)),),
+        edits=("UPDATE fg_starts SET trigger_us = 221845392000000000",),
+        now=2 * H,
+    ),
+    Case(
+        "rebuilt store, intact rows",
+        floors=(("g/a", H),),
+        priors=(Prior("p1", timedelta(0)),),
+        relaxed=(("fg_starts", "anchor_us"),),
+        now=2 * H,
+    ),
+    Case(
+        "rebuilt store, start without anchor",
+        floors=(("g/a", H),),
+        priors=(Prior("p1", timedelta(0)),),
+        relaxed=(("fg_starts", "anchor_us"),),
+        edits=("UPDATE fg_starts SET anchor_us = NULL",),
+        now=2 * H,
+    ),
+    Case(
+        "rebuilt store, rule without floor",
+        floors=(("g/a", H),),
+        relaxed=(("fg_rules", "min_interval_us"),),
+        edits=("UPDATE fg_rules SET min_interval_us = NULL",),
+        now=M,
+    ),
+    Case(
+        "rebuilt store, lane start without trigger",
+        floors=(("g/a/x", H),),
+        priors=(Prior("p1", timedelta(0)),),
+        relaxed=(("fg_starts", "trigger_us"),),
+        edits=("UPDATE fg_starts SET trigger_us = NULL",),
+        now=2 * H,
+    ),
+]
+
+
+@pytest.fixture
+def sqlite_store(tmp_path: Path, _sqlite_template: Path) -> Iterator[Store]:
+    path = tmp_path / "floorgate.db"
+    shutil.copy(_sqlite_template, path)
+    s = open_store(str(path))
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def pg_store(_pg_template: list) -> Iterator[Store]:  # type: ignore[type-arg]
+    import psycopg
+
+    base = _pg_or_skip()
+    schema = f"fgt_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(_psycopg_dsn(base), autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    url = _pg_schema_url(base, schema)
+    _replay(url, _pg_template)
+    s = open_store(url)
+    yield s
+    s.close()
+    with psycopg.connect(_psycopg_dsn(base), autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def _decide(store: Store, case: Case, reopened: Callable[[Store], None]) -> tuple[object, list[tuple]]:  # type: ignore[type-arg]
+    clock = FixedClock(T0)
+    for scope, interval in case.floors:
+        floor(store, clock, scope, interval)
+    for prior in case.priors:
+        at = FixedClock(T0 + prior.at)
+        admission = Admission(store, at)
+        trigger = T0 + (prior.trigger if prior.trigger is not None else prior.at)
+        made = admission.reserve(
+            goal="g", agent="a", automation=prior.automation, turn_id=prior.turn, trigger_time=trigger, manual_reason=prior.manual_reason
+        )
+        assert made.admitted, made
+        if prior.confirm:
+            admission.confirm(prior.turn)
+    for table, column in case.relaxed:
+        store = relax(store, table, column)
+        reopened(store)
+    for sql in case.edits:
+        raw_sql(store, sql)
+    clock = FixedClock(T0 + case.now)
+    trigger = T0 + (case.trigger if case.trigger is not None else case.now)
+    decision = Admission(store, clock).reserve(
+        goal="g", agent="a", automation=case.automation, turn_id=case.turn, trigger_time=trigger, manual_reason=case.manual_reason
+    )
+    starts = raw_sql(
+        store,
+        "SELECT turn_id, goal_id, agent_id, automation_id, trigger_us, anchor_us, phase, kind, manual_reason, confirmed_at_us "
+        "FROM fg_starts ORDER BY turn_id",
+    )
+    return decision, starts
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_postgresql_and_sqlite_decide_alike(sqlite_store: Store, pg_store: Store, case: Case) -> None:
+    opened: list[Store] = []
+    try:
+        lite, lite_starts = _decide(sqlite_store, case, opened.append)
+        pg, pg_starts = _decide(pg_store, case, opened.append)
+    finally:
+        for s in opened:
+            s.close()
+    assert pg == lite
+    assert pg_starts == lite_starts
+
+
+def _migration_function() -> str:
+    import importlib.util
+
+    (path,) = (Path(__file__).resolve().parents[1] / "admission" / "_migrations").glob("*_reserve_function.py")
+    spec = importlib.util.spec_from_file_location("fg_migration_reserve_function", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return str(module._FUNCTION)
+
+
+def test_a_function_that_disagrees_with_this_floorgate_fails_closed(pg_store: Store) -> None:
+    """A store whose fg_reserve inserts where this floorgate's rule denies (a hand-edited or
+    mismatched function) answers state_unavailable, never the function's admission."""
+    clock = FixedClock(T0)
+    floor(pg_store, clock, "g/a", H)
+    admission = Admission(pg_store, clock)
+    assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=T0).admitted
+    function = _migration_function()
+    loose = function.replace("THEN 'deny'  -- interval_wait", "THEN 'insert'  -- interval_wait")
+    assert loose != function
+    raw_sql(pg_store, loose)
+    clock.advance(M)
+    decision = admission.reserve(goal="g", agent="a", automation="x", turn_id="t2", trigger_time=T0 + M)
+    assert (decision.admitted, decision.reason) == (False, Reason.STATE_UNAVAILABLE)
+    assert "fg_reserve decided 'insert'" in decision.detail
