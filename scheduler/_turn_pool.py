@@ -54,6 +54,11 @@ class TurnPool:
             self._cond.notify()
         return True
 
+    def accepting(self) -> bool:
+        """Whether turns may still be submitted (until ``stop``)."""
+        with self._cond:
+            return not self._stopped
+
     def running(self) -> int:
         """How many turns the workers are running now."""
         with self._cond:
