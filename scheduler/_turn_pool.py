@@ -40,6 +40,7 @@ class TurnPool:
         self._cond = threading.Condition()
         self._running = 0
         self._stopped = False
+        self._halt = threading.Event()  # the renewer's own signal: a notify on _cond is for a worker
         self._threads: list[threading.Thread] = []
 
     def submit(self, turn_id: str, run: Callable[[], None]) -> bool:
@@ -76,6 +77,7 @@ class TurnPool:
             left = [turn_id for turn_id, _ in self._queue]
             self._queue.clear()
             self._cond.notify_all()
+            self._halt.set()
             threads = list(self._threads)
         for thread in threads:
             thread.join()
@@ -108,11 +110,8 @@ class TurnPool:
                     self._running -= 1
 
     def _renew_loop(self) -> None:
-        while True:
+        while not self._halt.wait(self._renew_every):
             with self._cond:
-                self._cond.wait_for(lambda: self._stopped, timeout=self._renew_every)
-                if self._stopped:
-                    return
                 waiting = [turn_id for turn_id, _ in self._queue]
             if waiting:
                 try:

@@ -21,6 +21,7 @@ from sqlalchemy import event
 
 from admission import Admission, Automations, FixedClock, Journal, Store, SystemClock, TickLog, open_store
 from scheduler import recovery
+from scheduler._turn_pool import TurnPool
 from scheduler.executor import DEFAULT_LEASE, TurnExecutor
 from scheduler.runtime import HostRuntime, RuntimeConfig
 
@@ -174,3 +175,31 @@ def test_stop_settles_the_running_turn_and_leaves_waiting_ones_resumable(store: 
     automation = Automations(store).get(left[0].automation_id)
     outcome = TurnExecutor(store, state_dir=tmp_path / "state", clock=later).run(automation, turn_id=left[0].turn_id)
     assert outcome.decision is not None and outcome.decision.reason.value == "resumed" and outcome.verdict.status == "succeeded"
+
+
+def test_the_turn_pool_runs_every_turn_it_takes_and_renews_the_waiting_ones() -> None:
+    """Each submitted turn reaches a worker (the lease renewer never takes a worker's wake-up),
+    and while one turn holds the only worker, the claims of those waiting are renewed."""
+    renewed: list[list[str]] = []
+    renewing = threading.Event()
+
+    def renew(turn_ids: list[str]) -> None:
+        renewed.append(turn_ids)
+        renewing.set()
+
+    pool = TurnPool(1, renew, renew_every=0.05)
+    try:
+        for n in range(20):  # one after another: the worker is back waiting before each submit
+            ran = threading.Event()
+            assert pool.submit(f"t{n}", ran.set)
+            assert ran.wait(10), f"turn t{n} never reached a worker"
+        release = threading.Event()
+        assert pool.submit("long", lambda: release.wait(30))
+        assert pool.submit("waiting", lambda: None)
+        assert renewing.wait(10), "the waiting turn's claim was never renewed"
+        assert ["waiting"] in renewed and all("long" not in ids for ids in renewed)
+        release.set()
+    finally:
+        left = pool.stop()
+    assert left in ([], ["waiting"])
+    assert not pool.submit("after", lambda: None)
