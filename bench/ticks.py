@@ -46,17 +46,16 @@ def _pct(values: list[float], p: float) -> float:
 def _seed(url: str, n: int, turn_seconds: float) -> None:
     from sqlalchemy import insert
 
-    from admission import CommandHost, HostPolicies, HostPolicy, Policies, Scope, open_store
+    from admission import CommandHost, Policies, Scope, open_store
     from admission import _schema as tables
     from hosts import Schedule
 
     now = datetime.now(timezone.utc)
-    schedule = Schedule.parse("DTSTART:20201201T000000Z RRULE:FREQ=DAILY").canonical()  # fires are set on each job
+    # Fires are set on each job; the schedule's own (yearly) are never inside the catch-up window.
+    schedule = Schedule.parse("DTSTART:20200615T000000Z RRULE:FREQ=YEARLY").canonical()
     host = CommandHost(argv=("sleep", f"{turn_seconds:g}"), timeout_seconds=600).model_dump_json()
     with open_store(url) as store:
         Policies(store).configure(Scope.goal("bench"), min_interval=timedelta(days=1), expected_revision=0, owner_ref="bench")
-        policies = HostPolicies(store)
-        policies.set(HostPolicy(catch_up=timedelta(0)), expected_revision=policies.get().revision, owner_ref="bench")
         rows = [
             dict(
                 automation_id=f"auto-{i:05d}",
@@ -79,23 +78,35 @@ def _seed(url: str, n: int, turn_seconds: float) -> None:
 
 
 class _Decisions:
-    """Wraps the executor's ``Admission.reserve``: when each decision returned, and what it was."""
+    """When each tick was decided: an admission when ``Admission.reserve`` returned it (the
+    executor's), a denial when its tick was recorded (right after the decision, in either code)."""
 
     def __init__(self, host: Any) -> None:
         self.at: dict[str, tuple[float, bool]] = {}
         self.lock = threading.Lock()
         self.done = threading.Condition(self.lock)
         admission = host.executor.admission
-        reserve = admission.reserve
+        reserve, record = admission.reserve, host._record
 
-        def timed(**kw: Any) -> Any:
+        def reserved(**kw: Any) -> Any:
             decision = reserve(**kw)
-            with self.lock:
-                self.at[kw["automation"]] = (time.time(), decision.admitted)
-                self.done.notify_all()
+            if decision.admitted:
+                self._decided(kw["automation"], True)
             return decision
 
-        admission.reserve = timed
+        def recorded(automation_id: str, *a: Any, **kw: Any) -> Any:
+            tick = record(automation_id, *a, **kw)
+            if tick.decision == "denied":
+                self._decided(automation_id, False)
+            return tick
+
+        admission.reserve = reserved
+        host._record = recorded
+
+    def _decided(self, automation_id: str, admitted: bool) -> None:
+        with self.lock:
+            self.at.setdefault(automation_id, (time.time(), admitted))
+            self.done.notify_all()
 
     def wait(self, count: int, timeout: float) -> bool:
         with self.lock:

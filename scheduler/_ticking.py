@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from admission import Admission, Automations, Reason, Tick, TurnRecord, WakeState
+from admission import Admission, Automations, Reason, Store, Tick, TurnRecord, WakeState
 from admission.clock import Clock, read_clock
 
 from ._plan import Armed, Episode, PlanInputs
@@ -48,6 +48,7 @@ class Ticking:
     """The tick methods of ``HostRuntime`` (a mixin: the state lives on the runtime)."""
 
     clock: Clock
+    store: Store
     automations: Automations
     admission: Admission
     executor: TurnExecutor
@@ -115,6 +116,13 @@ class Ticking:
         if automation.spec.overlap == "skip" and (self._is_running(automation_id) or (inputs.unsettled and self._unsettled(automation_id))):
             return self._record(automation_id, nominal, fired_at, "skipped", "overlap")
         turn_id = new_turn_id(automation_id)
+        if inputs.pre is not None and inputs.pre.refusal is None and self.store.dialect == "sqlite":
+            # SQLite decides a reservation under its one write lock, which every turn's commits
+            # hold too: a lane the floor holds is denied from the same facts read without it
+            # (PostgreSQL's reserve makes that lock-free read itself).
+            held = self.admission.eligibility(automation.spec.goal_id, automation.spec.agent_id, automation_id)
+            if held.status == "interval_wait":
+                return self._denied(automation_id, nominal, fired_at, wake, held.reason, held.next_eligible_at, turn_id)
         self._claim(automation_id, turn_id)
         begun: TurnOutcome | Admitted | None = None
         try:
@@ -132,11 +140,24 @@ class Ticking:
             return self._record(automation_id, nominal, fired_at, "denied", begun.verdict.stop_reason, begun.turn_id)
         if decision.admitted:  # pragma: no cover - begin hands every admission over unlaunched
             return self._after_turn(automation_id, nominal, fired_at, wake, begun)
+        return self._denied(automation_id, nominal, fired_at, wake, decision.reason, decision.next_eligible_at, begun.turn_id)
+
+    def _denied(
+        self,
+        automation_id: str,
+        nominal: datetime,
+        fired_at: datetime,
+        wake: WakeState,
+        reason: Reason,
+        next_eligible_at: datetime | None,
+        turn_id: str,
+    ) -> Tick:
+        """Record a denial, advance a running backoff, and re-plan from what the denial said."""
         if wake.backoff_step > 0:
             wake = self._backoff().advance(wake, read_clock(self.clock))
             self._save_wake(wake)
-        tick = self._record(automation_id, nominal, fired_at, "denied", decision.reason.value, begun.turn_id)
-        self._replan_from(automation_id, wake, decision.reason, decision.next_eligible_at)
+        tick = self._record(automation_id, nominal, fired_at, "denied", reason.value, turn_id)
+        self._replan_from(automation_id, wake, reason, next_eligible_at)
         return tick
 
     def _hand_off(self, pending: PendingTurn) -> None:

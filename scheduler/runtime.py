@@ -94,7 +94,7 @@ class HostRuntime(Ticking):
         self.ticklog = TickLog(store)
         self.timers = TimerBindings(store)
         self.executor = TurnExecutor(store, state_dir=config.state_dir, clock=self.clock, host=self.host, mode=config.envelope_mode)
-        self.tick_reader = TickReader(store, self.automations, self.executor.gate, lambda aid: self._decoded.get(aid))
+        self.tick_reader = TickReader(store, self.automations, self.executor.gate, lambda: self._decoded)
         # Turns run here, never on APScheduler's threads, which only decide ticks.
         self.turns = TurnPool(config.workers, self._renew_waiting, self.executor.lease.total_seconds() / 3)
         self.host_policies = HostPolicies(store, self.clock)

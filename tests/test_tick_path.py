@@ -62,9 +62,10 @@ def counted_store(db_url: str) -> Iterator[tuple[Store, Callable[[], int]]]:
 
 
 # backend -> round trips of a denied tick, once the host knows the automation and its rules: the
-# tick's facts (one statement), then the denial inside the managed turn's begin (PostgreSQL: its
-# unlocked pre-read; SQLite: BEGIN IMMEDIATE, the facts, COMMIT of nothing).
-EXPECTED_DENIED_TICK = {"sqlite": 4, "postgresql": 2}
+# tick's facts (one statement), then the denial. PostgreSQL: reserve's unlocked pre-read inside the
+# managed turn's begin. SQLite: the lane's eligibility, read without the write lock (its facts, and
+# the last start: BEGIN, SELECT, end), where reserve would take the lock (BEGIN IMMEDIATE, facts, COMMIT).
+EXPECTED_DENIED_TICK = {"sqlite": 5, "postgresql": 2}
 
 
 def test_a_denied_tick_costs_one_read_beside_its_denial(store: Store, db_url: str, tmp_path: Path) -> None:
