@@ -174,7 +174,8 @@ def measure_burst(url: str, n: int, admitted: int, workers: int, turn_seconds: f
     _seed(url, n, turn_seconds)
     host = _host(url, state, workers)
     ids = [f"auto-{i:05d}" for i in range(n)]
-    _others_start(url, ids[admitted:])
+    every = n // admitted if admitted else n + 1
+    _others_start(url, [aid for i, aid in enumerate(ids) if i % every])  # the admitted ones spread through the burst
     decisions = _Decisions(host)
     begin = time.time() + 1.0
     fires = {aid: begin + i / n for i, aid in enumerate(ids)}  # all due within one second
@@ -192,7 +193,8 @@ def measure_burst(url: str, n: int, admitted: int, workers: int, turn_seconds: f
         "last_s": max(t for t, _ in at.values()) - begin if all_decided else cap,
         "max_ms": max(latencies) * 1e3 if all_decided else cap * 1e3,
         "p99_ms": _pct(latencies, 99) * 1e3,
-        "denial_p99_ms": _pct(denials, 99) * 1e3,
+        # Fewer than 99 % of the denials decided by the cap: their p99 is at least the cap.
+        "denial_p99_ms": _pct(denials, 99) * 1e3 if len(denials) >= 0.99 * (n - admitted) else cap * 1e3,
         "admitted": sum(1 for _, ok in at.values() if ok),
     }
     print(json.dumps(result), flush=True)
@@ -309,7 +311,7 @@ def report(results: dict[tuple[str, str, str], list[dict[str, Any]]], codes: dic
         if "before" not in codes:
             return []
         pairs = zip(results[(kind, backend, "before")], results[(kind, backend, "after")], strict=True)
-        return [b[field] / a[field] for b, a in pairs if a[field] > 0]
+        return [b[field] / a[field] for b, a in pairs if a[field] > 0 and b[field] == b[field]]  # nan: nothing to compare
 
     print(f"bench/ticks.py: {args.rounds} rounds, codes: {', '.join(f'{k}={v}' for k, v in codes.items())}")
     for backend in sorted({b for _, b, _ in results}):
@@ -340,6 +342,16 @@ def report(results: dict[tuple[str, str, str], list[dict[str, Any]]], codes: dic
             after = (kind, backend, "after")
             worst = med(after, "max_ms")
             denial = med(after, "denial_p99_ms")
+            if denial != denial:  # all admitted: no denial to time
+                print(
+                    f"  after: slowest decision {worst / 1e3:.2f} s = {worst / 1000:.2f}x the goal (<= 1 s)"
+                    + (" MET" if worst <= 1000 else " NOT MET")
+                )
+                if "before" in codes:
+                    print(
+                        f"  before/after last decision: {_spread(ratios(kind, backend, 'last_s'))}  (a baseline past --cap counts as the cap)"
+                    )
+                continue
             print(
                 f"  after: slowest decision {worst / 1e3:.2f} s = {worst / 1000:.2f}x the goal (<= 1 s)"
                 + (" MET" if worst <= 1000 else " NOT MET")

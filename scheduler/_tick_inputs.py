@@ -68,10 +68,6 @@ class TickReader:
             raise NotFound(f"automation {automation_id!r} does not exist (see 'floorgate automation list')")
         return TickInputs(known.automation, known.schedule, facts.wake, facts.unsettled, self._precheck(known, facts))
 
-    def forget(self, automation_id: str) -> None:
-        with self._lock:
-            self._known.pop(automation_id, None)
-
     def _precheck(self, known: _Known, facts: TickFacts) -> TurnGate | None:
         if facts.missions_pending:
             return None

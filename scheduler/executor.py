@@ -4,7 +4,9 @@ begin: reserve, journal the attempt with this runner's claim, open the mission, 
 link the attempt to it (one commit) -> confirm (journal and start in one commit, once the attempt
 is durable) -> spawn (own process group) -> record the pid -> wait under the timeout in slices,
 renewing the claim's lease (kill the group at the deadline) -> settle the verdict and the mission
-(one commit). Every step after the claim is conditional on still owning it.
+(one commit). Every step after the claim is conditional on still owning it. ``begin`` is the
+decision (up to the committed reservation) and ``finish`` the rest, so a host decides a tick on one
+thread and runs the admitted turn on another; ``run`` is both.
 
 A settled turn id replays its settlement without admission and without launching; a turn id
 another live runner owns is refused without writing anything; an orphaned one is taken over in

@@ -4,7 +4,8 @@ The store is the truth: APScheduler keeps its jobs in memory, never shared betwe
 sync loop picks up added, edited, paused and poked automations, changed floors and other hosts'
 starts within ``poll`` seconds. Missed ticks coalesce (at most one catch-up tick, within the
 catch-up window); every tick passes admission, so several hosts ticking one automation still give
-one start per window. Ticks are recorded in batches. SIGINT/SIGTERM stop the timers, let running
+one start per window. A tick is decided on APScheduler's threads (``_ticking``) and only an
+admitted turn runs on a turn worker (``_turn_pool``). Ticks are recorded in batches. SIGINT/SIGTERM stop the timers, let running
 turns settle, flush, and exit.
 
 Faults: triggers are pure (``_plan.WakeTrigger``), so a store error can never reach APScheduler's

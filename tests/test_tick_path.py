@@ -25,7 +25,7 @@ from scheduler._turn_pool import TurnPool
 from scheduler.executor import DEFAULT_LEASE, TurnExecutor
 from scheduler.runtime import HostRuntime, RuntimeConfig
 
-from conftest import T0, _pg_schema_of
+from conftest import T0, _pg_schema_of, raw_sql
 from helpers import add_automation, floor, wait_for
 
 EVERY_15M = "DTSTART:20261201T090000Z RRULE:FREQ=MINUTELY;INTERVAL=15"
@@ -154,6 +154,11 @@ def test_stop_settles_the_running_turn_and_leaves_waiting_ones_resumable(store: 
     try:
         wait_for(lambda: host.turns.running() == 1 and host.turns.waiting(), what="one turn running and one waiting")
         waiting = host.turns.waiting()
+        # Its claim lapses (a renewal lost to a store blip): this host's recovery must not resume
+        # it a second time beside the queued one.
+        raw_sql(store, "UPDATE fg_turns SET lease_expires_us = 0 WHERE turn_id = :t", {"t": waiting[0]})
+        host.recover()
+        assert host.turns.waiting() == waiting
         stopper = threading.Thread(target=host.stop)
         stopper.start()
         wait_for(lambda: not host.turns.accepting(), what="the turn pool to stop taking turns")
