@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from admission import Admission, Automations, Reason, Store, Tick, TurnRecord, WakeState
+from admission import Admission, Automations, Reason, Tick, TurnRecord, WakeState
 from admission.clock import Clock, read_clock
 
 from ._plan import Armed, Episode, PlanInputs
@@ -48,7 +48,6 @@ class Ticking:
     """The tick methods of ``HostRuntime`` (a mixin: the state lives on the runtime)."""
 
     clock: Clock
-    store: Store
     automations: Automations
     admission: Admission
     executor: TurnExecutor
@@ -116,13 +115,6 @@ class Ticking:
         if automation.spec.overlap == "skip" and (self._is_running(automation_id) or (inputs.unsettled and self._unsettled(automation_id))):
             return self._record(automation_id, nominal, fired_at, "skipped", "overlap")
         turn_id = new_turn_id(automation_id)
-        if inputs.pre is not None and inputs.pre.refusal is None and self.store.dialect == "sqlite":
-            # SQLite decides a reservation under its one write lock, which every turn's commits
-            # hold too: a lane the floor holds is denied from the same facts read without it
-            # (PostgreSQL's reserve makes that lock-free read itself).
-            held = self.admission.eligibility(automation.spec.goal_id, automation.spec.agent_id, automation_id)
-            if held.status == "interval_wait":
-                return self._denied(automation_id, nominal, fired_at, wake, held.reason, held.next_eligible_at, turn_id)
         self._claim(automation_id, turn_id)
         begun: TurnOutcome | Admitted | None = None
         try:
