@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from admission import Admission, Automations, Reason, Tick, TurnRecord, WakeState
+from admission import Automations, Reason, Tick, TurnRecord, WakeState
 from admission.clock import Clock, read_clock
 
 from ._plan import Armed, Episode, PlanInputs
@@ -49,7 +49,6 @@ class Ticking:
 
     clock: Clock
     automations: Automations
-    admission: Admission
     executor: TurnExecutor
     tick_reader: TickReader
     turns: TurnPool
