@@ -203,3 +203,19 @@ def test_the_turn_pool_runs_every_turn_it_takes_and_renews_the_waiting_ones() ->
         left = pool.stop()
     assert left in ([], ["waiting"])
     assert not pool.submit("after", lambda: None)
+
+
+def test_renewing_waiting_turns_extends_only_this_runners_journaled_claims(store: Store, tmp_path: Path) -> None:
+    clock = FixedClock(T0)
+    for automation_id in ("w1", "w2", "w3"):
+        add_automation(store, clock, automation_id=automation_id, agent=automation_id)
+    executor = TurnExecutor(store, state_dir=tmp_path / "state", clock=clock)
+    admitted = [executor.begin(Automations(store).get(a)) for a in ("w1", "w2", "w3")]
+    turn_ids = [a.turn_id for a in admitted]  # type: ignore[union-attr]
+    raw_sql(store, "UPDATE fg_turns SET owner_id = 'elsewhere:1:x' WHERE turn_id = :t", {"t": turn_ids[2]})  # taken over
+    journal = Journal(store, clock)
+    later = T0 + timedelta(minutes=5)
+    assert journal.renew_waiting(turn_ids, executor.owner, later) == 2
+    leases = {t: journal.get(t).lease_expires for t in turn_ids}  # type: ignore[union-attr]
+    assert leases[turn_ids[0]] == leases[turn_ids[1]] == later
+    assert leases[turn_ids[2]] != later
