@@ -80,6 +80,7 @@ class ClaimLost(FloorgateError, RuntimeError):
 # A stop reason carries a suggested command (`floorgate approve auth-...`): kept whole, and a
 # runaway one is shortened at a word boundary, never mid-word.
 REASON_MAX = 1000
+RENEW_CHUNK = 500  # turn ids per lease-renewal statement
 
 
 def clip_words(text: str, limit: int) -> str:
@@ -401,6 +402,23 @@ class Journal:
             )
             if done.rowcount != 1:
                 self._refuse(conn, turn_id, owner, "lease renewal", "unsettled")
+
+    def renew_waiting(self, turn_ids: list[str], owner: str, lease_expires: datetime) -> int:
+        """Extend the owner's lease on many journaled turns at once (a host's admitted turns that
+        wait for a worker), in chunks of one statement each; returns how many the owner still
+        holds (a turn taken over meanwhile is simply not renewed: its new owner runs it)."""
+        t = s.turns
+        held = 0
+        for at in range(0, len(turn_ids), RENEW_CHUNK):
+            chunk = turn_ids[at : at + RENEW_CHUNK]
+            with self.store.write() as conn:
+                done = conn.execute(
+                    update(t)
+                    .where(t.c.turn_id.in_(chunk), t.c.owner_id == owner, t.c.phase == "journaled")
+                    .values(lease_expires_us=lease_expires)
+                )
+                held += done.rowcount
+        return held
 
     def settle(self, turn_id: str, verdict: Verdict, *, owner: str, within: Connection | None = None) -> TurnRecord:
         """Write the verdict once, as the owner; a second settlement returns the first (settlement

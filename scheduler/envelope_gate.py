@@ -102,22 +102,16 @@ class EnvelopeGate:
         """The merged envelope for a lane, and the problem if a stored block is malformed."""
         with self.store.read() as conn:
             rules = applicable_rules(conn, goal, agent, automation)
-        return _merged(rules)
+        return merged(rules)
 
     def envelopes(self, lanes: list[tuple[str, str, str]]) -> dict[tuple[str, str, str], tuple[Envelope, str | None]]:
         """``envelope`` for many lanes from one read of the rules (a readback of every automation);
         a rule row that cannot be decoded makes each lane read its own rules instead."""
         try:
-            by_scope = {
-                (r.scope.goal_id, r.scope.agent_id or "", r.scope.automation_id or ""): r for r in Policies(self.store, self.clock).list()
-            }
+            found = self.lane_rules(lanes)
         except StoreUnavailable:
             return {lane: self.envelope(*lane) for lane in lanes}
-        out = {}
-        for goal, agent, automation in lanes:
-            keys = ((goal, "", ""), (goal, agent, ""), (goal, agent, automation))
-            out[(goal, agent, automation)] = _merged([by_scope[k] for k in keys if k in by_scope])
-        return out
+        return {lane: merged(rules) for lane, rules in found.items()}
 
     # -- turn start ----------------------------------------------------------------------------
     def precheck(self, automation: Automation) -> TurnGate:
@@ -127,6 +121,25 @@ class EnvelopeGate:
         spec = automation.spec
         mission = self.missions.current(automation.automation_id)
         envelope, problem = self.envelope(spec.goal_id, spec.agent_id, automation.automation_id)
+        return self.judge(automation, mission, envelope, problem)
+
+    def lane_rules(self, lanes: list[tuple[str, str, str]]) -> dict[tuple[str, str, str], list[Rule]]:
+        """The stored rules of each lane (goal, agent, automation), from one read of every rule."""
+        by_scope = {
+            (r.scope.goal_id, r.scope.agent_id or "", r.scope.automation_id or ""): r for r in Policies(self.store, self.clock).list()
+        }
+        return {
+            (goal, agent, automation): [
+                by_scope[k] for k in ((goal, "", ""), (goal, agent, ""), (goal, agent, automation)) if k in by_scope
+            ]
+            for goal, agent, automation in lanes
+        }
+
+    def judge(self, automation: Automation, mission: Mission | None, envelope: Envelope, problem: str | None) -> TurnGate:
+        """``precheck`` from facts already read: the automation's unsettled mission (None: none)
+        and its lane's merged envelope (``merged``). With no mission it reads and writes nothing."""
+        if self.mode == "disabled":
+            return TurnGate(None, None)
         if problem is not None:
             if self.mode == "enforce":
                 reason = f"envelope unreadable, failed closed: {problem}"
@@ -369,7 +382,7 @@ def _lane(automation: Automation) -> str:
     return f"{automation.spec.goal_id}/{automation.spec.agent_id}/{automation.automation_id}"
 
 
-def _merged(rules: list[Rule]) -> tuple[Envelope, str | None]:
+def merged(rules: list[Rule]) -> tuple[Envelope, str | None]:
     """The envelope the compute blocks of a lane's rules give, and what is malformed in them."""
     order = {"goal": 0, "agent": 1, "automation": 2}
     rules = sorted(rules, key=lambda r: order[r.scope.kind.value])

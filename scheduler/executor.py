@@ -4,7 +4,9 @@ begin: reserve, journal the attempt with this runner's claim, open the mission, 
 link the attempt to it (one commit) -> confirm (journal and start in one commit, once the attempt
 is durable) -> spawn (own process group) -> record the pid -> wait under the timeout in slices,
 renewing the claim's lease (kill the group at the deadline) -> settle the verdict and the mission
-(one commit). Every step after the claim is conditional on still owning it.
+(one commit). Every step after the claim is conditional on still owning it. ``begin`` is the
+decision (up to the committed reservation) and ``finish`` the rest, so a host decides a tick on one
+thread and runs the admitted turn on another; ``run`` is both.
 
 A settled turn id replays its settlement without admission and without launching; a turn id
 another live runner owns is refused without writing anything; an orphaned one is taken over in
@@ -25,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import TypeVar
 
 from sqlalchemy.engine import Connection
 
@@ -54,7 +57,7 @@ from .envelope_gate import EnvelopeGate, TurnGate, envelope_mode
 from .meters import read_usage
 from .recovery import DEFAULT_LEASE, host_identity, new_owner_id, orphaned, settle_lost
 
-__all__ = ["DEFAULT_LEASE", "TurnExecutor", "TurnOutcome", "host_identity", "new_turn_id"]
+__all__ = ["DEFAULT_LEASE", "Admitted", "TurnExecutor", "TurnOutcome", "host_identity", "new_turn_id"]
 
 DEFAULT_LOG_CAP = 1_000_000
 _PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ")
@@ -63,6 +66,7 @@ _PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ")
 PAUSE_ENV = "FLOORGATE_TEST_PAUSE"
 log = logging.getLogger("floorgate.turns")
 Begin = Callable[[Connection], None]
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -127,6 +131,23 @@ class _Attempt:
     decision: Decision | None = None
 
 
+@dataclass(frozen=True)
+class Admitted:
+    """A reservation ``TurnExecutor.begin`` admitted and journaled under this runner's claim; not
+    launched yet. Hand it to ``finish`` (it stays resumable by its turn id if never finished)."""
+
+    automation: Automation
+    turn: _Attempt
+    decision: Decision
+    pre: TurnGate
+    begun: tuple[tuple[bool, Mission], ...]
+    log_path: Path
+
+    @property
+    def turn_id(self) -> str:
+        return self.turn.turn_id
+
+
 class TurnExecutor:
     """Runs managed turns of command-host automations against one store.
 
@@ -179,12 +200,41 @@ class TurnExecutor:
         (a timer that fires a few hundred milliseconds before a floor equal to its period), wait
         for it and ask again instead of losing the whole period. The floor is never shortened.
         """
+        begun = self.begin(
+            automation,
+            turn_id=turn_id,
+            manual_reason=manual_reason,
+            nominal=nominal,
+            wait_eligible=wait_eligible,
+            overlap_checked=overlap_checked,
+        )
+        return begun if isinstance(begun, TurnOutcome) else self.finish(begun)
+
+    def begin(
+        self,
+        automation: Automation,
+        *,
+        turn_id: str | None = None,
+        manual_reason: str | None = None,
+        nominal: datetime | None = None,
+        wait_eligible: timedelta = timedelta(0),
+        overlap_checked: bool = False,
+        minted: bool = False,
+        pre: TurnGate | None = None,
+    ) -> TurnOutcome | Admitted:
+        """The decision half of ``run``: every refusal and denial as a finished ``TurnOutcome``,
+        or the admitted reservation (committed with this runner's claim) for ``finish``.
+
+        ``minted``: ``turn_id`` was just made by ``new_turn_id`` (nothing to replay or take over,
+        so it is not looked up). ``pre``: the envelope's precheck, already judged by the caller
+        from facts it read (the stuck-mission hold included); else both are read here.
+        """
         if automation.spec.host is None:
             raise InvalidInput(
                 "automation", f"{automation.automation_id} has an external timer: its app launches it (guard it with the hook)"
             )
         claimed: TurnRecord | None = None
-        if turn_id is not None:
+        if turn_id is not None and not minted:
             check_id(turn_id, "turn_id")
             existing = self.journal.get(turn_id)
             if existing is not None and existing.verdict is not None:
@@ -198,12 +248,24 @@ class TurnExecutor:
                     settled = settle_lost(self.store, self.clock, claimed, self.owner)
                     return TurnOutcome(turn_id, settled.verdict or settled_unknown(), None, settled)
         turn = _Attempt(turn_id if turn_id is not None else new_turn_id(automation.automation_id), owns_row=claimed is not None)
-        try:
+
+        def decide() -> TurnOutcome | Admitted:
             if not overlap_checked and not turn.owns_row and manual_reason is None:
                 busy = self._overlapping(automation, turn.turn_id)
                 if busy is not None:
                     return busy
-            return self._attempt(automation, turn, manual_reason, nominal, wait_eligible)
+            return self._decide(automation, turn, manual_reason, nominal, wait_eligible, pre)
+
+        return self._settling(automation, turn, decide)
+
+    def finish(self, admitted: Admitted) -> TurnOutcome:
+        """The execution half of ``run``: gate, confirm, launch, wait and settle an admitted turn."""
+        return self._settling(admitted.automation, admitted.turn, lambda: self._execute(admitted))
+
+    def _settling(self, automation: Automation, turn: _Attempt, step: Callable[[], _T]) -> _T | TurnOutcome:
+        """Run ``step``; once a reservation is made, every failure settles the turn."""
+        try:
+            return step()
         except (ClaimLost, StoreUnavailable):
             raise  # not ours to settle (lost), or cannot be settled now: recovery finds the claim
         except BaseException as exc:
@@ -216,15 +278,20 @@ class TurnExecutor:
                 raise  # interrupted (Ctrl-C, shutdown): settled, and the interruption goes on
             return TurnOutcome(turn.turn_id, settled.verdict or verdict, turn.decision, settled, detail=f"{type(exc).__name__}: {exc}")
 
-    def _attempt(
-        self, automation: Automation, turn: _Attempt, manual_reason: str | None, nominal: datetime | None, wait_eligible: timedelta
-    ) -> TurnOutcome:
+    def _decide(
+        self,
+        automation: Automation,
+        turn: _Attempt,
+        manual_reason: str | None,
+        nominal: datetime | None,
+        wait_eligible: timedelta,
+        pre: TurnGate | None,
+    ) -> TurnOutcome | Admitted:
         turn_id = turn.turn_id
-        spec = automation.spec
-        host = spec.host
-        if host is None:  # pragma: no cover - run() refuses external timers first
+        if automation.spec.host is None:  # pragma: no cover - begin() refuses external timers first
             raise InvalidInput("automation", "no command host")
-        automation = hold_for_stuck_mission(self.store, automation, self.clock)
+        if pre is None:
+            automation = hold_for_stuck_mission(self.store, automation, self.clock)
         if automation.state != "active" and manual_reason is None:
             note = f": {automation.state_note}" if automation.state_note else ""
             verdict = Verdict(status="denied", stop_reason=f"automation_{automation.state}", retryable=False, failure_category="policy")
@@ -237,7 +304,8 @@ class TurnExecutor:
                 None,
                 detail=f"{automation.automation_id} is {automation.state}{note}{hint} (or pass --manual-reason)",
             )
-        pre = self.gate.precheck(automation)
+        if pre is None:
+            pre = self.gate.precheck(automation)
         if pre.refusal is not None:
             self._hold_if_stuck(automation, pre.refusal)
             self._settle_claimed(turn, pre.refusal)
@@ -260,6 +328,15 @@ class TurnExecutor:
             self._settle_claimed(turn, verdict)
             return TurnOutcome(turn_id, verdict, decision, None)
         turn.owns_row = True  # the journal row with this runner's claim committed with the start
+        return Admitted(automation, turn, decision, pre, tuple(begun), log_path)
+
+    def _execute(self, admitted: Admitted) -> TurnOutcome:
+        automation, turn, decision, pre, log_path = admitted.automation, admitted.turn, admitted.decision, admitted.pre, admitted.log_path
+        turn_id, begun = turn.turn_id, admitted.begun
+        spec = automation.spec
+        host = spec.host
+        if host is None:  # pragma: no cover - begin() refuses external timers first
+            raise InvalidInput("automation", "no command host")
         _pause("reserved")
         gate = pre
         if begun and begun[0][0]:

@@ -4,7 +4,8 @@ The store is the truth: APScheduler keeps its jobs in memory, never shared betwe
 sync loop picks up added, edited, paused and poked automations, changed floors and other hosts'
 starts within ``poll`` seconds. Missed ticks coalesce (at most one catch-up tick, within the
 catch-up window); every tick passes admission, so several hosts ticking one automation still give
-one start per window. Ticks are recorded in batches. SIGINT/SIGTERM stop the timers, let running
+one start per window. A tick is decided on APScheduler's threads (``_ticking``) and only an
+admitted turn runs on a turn worker (``_turn_pool``). Ticks are recorded in batches. SIGINT/SIGTERM stop the timers, let running
 turns settle, flush, and exit.
 
 Faults: triggers are pure (``_plan.WakeTrigger``), so a store error can never reach APScheduler's
@@ -16,8 +17,9 @@ other runners are recovered every few polls, not only at start.
 
 from __future__ import annotations
 
-import itertools
 import contextlib
+import functools
+import itertools
 import logging
 import threading
 from dataclasses import replace
@@ -47,7 +49,6 @@ from admission.clock import Clock, SystemClock, read_clock
 from admission.intervals import format_interval
 from hosts import Schedule
 from hosts.apscheduler_timer import ApschedulerTimer
-from hosts.schedule import parse_canonical
 
 from . import recovery
 from ._plan import (
@@ -64,18 +65,22 @@ from ._plan import (
     next_eligible_tolerant,
 )
 from ._heartbeat import Heartbeat
-from .executor import TurnExecutor, host_identity, new_turn_id
+from ._tick_inputs import TickReader
+from ._ticking import Ticking
+from ._turn_pool import TurnPool
+from .executor import TurnExecutor, host_identity
 from .notify import NotifyService
-from .wake import BackoffPolicy, nominal_time
+from .wake import BackoffPolicy
 
 __all__ = ["HostRuntime", "RuntimeConfig"]  # RuntimeConfig lives with the planning values
 
 log = logging.getLogger("floorgate.run")
 
 MAX_BUFFERED_TICKS = 100_000  # while the store is down; beyond this the oldest ticks are dropped
+DECIDERS = 4  # APScheduler's threads: they decide ticks (a few statements each) and never run a turn
 
 
-class HostRuntime:
+class HostRuntime(Ticking):
     """Keeps the timers of every active automation and runs their ticks."""
 
     def __init__(self, store: Store, config: RuntimeConfig, *, clock: Clock | None = None) -> None:
@@ -90,6 +95,9 @@ class HostRuntime:
         self.ticklog = TickLog(store)
         self.timers = TimerBindings(store)
         self.executor = TurnExecutor(store, state_dir=config.state_dir, clock=self.clock, host=self.host, mode=config.envelope_mode)
+        self.tick_reader = TickReader(store, self.automations, self.executor.gate, lambda: self._decoded)
+        # Turns run here, never on APScheduler's threads, which only decide ticks.
+        self.turns = TurnPool(config.workers, self._renew_waiting, self.executor.lease.total_seconds() / 3)
         self.host_policies = HostPolicies(store, self.clock)
         self.notifier = NotifyService(store, self.clock)
         self.policy = HostPolicy()  # replaced by the stored policy at every sync
@@ -125,7 +133,7 @@ class HostRuntime:
         self._tick_episodes: dict[str, Episode] = {}
         self.scheduler = BackgroundScheduler(
             timezone=timezone.utc,
-            executors={"default": ThreadPoolExecutor(max_workers=config.workers)},
+            executors={"default": ThreadPoolExecutor(max_workers=DECIDERS)},
             job_defaults={
                 # One run for any number of missed fire times; a missed time older than the
                 # catch-up window is dropped. (APScheduler 3's default grace of 1 s drops runs.)
@@ -162,7 +170,9 @@ class HostRuntime:
             # tick re-arming its timer then would wait for that lock forever.
             self._closing = True
         if self.scheduler.running:
-            self.scheduler.shutdown(wait=True)
+            self.scheduler.shutdown(wait=True)  # the ticks being decided finish (and hand their turns over)
+        for turn_id in self.turns.stop():  # running turns settle; those never started stay resumable
+            log.warning("turn %s was admitted but not started before the host stopped: left journaled, recovery resumes it", turn_id)
         for thread in self._threads:
             thread.join(timeout=10)
         self._guarded("flush", self.flush)
@@ -310,20 +320,22 @@ class HostRuntime:
             self._release(automation_id)
         self._unpublished.add(automation_id)
 
-    def _replan_after_tick(self, automation_id: str) -> None:
+    def _replan_after_tick(self, automation_id: str, inputs: PlanInputs | None = None) -> None:
         """The trigger planned this job's next fire before the tick moved the floor or the backoff;
-        re-read this automation's inputs now and re-arm when they changed."""
+        re-arm when this automation's inputs changed: ``inputs`` as the tick's decision gave them,
+        else re-read now."""
         armed = self._armed.get(automation_id)
         decoded = self._decoded.get(automation_id)
         if armed is None or armed.trigger is None or decoded is None or decoded.automation is None:
             return
         seq = next(self._seq)
-        try:
-            inputs = self._read_inputs(decoded.automation, armed.snapshot.inputs.revision)
-        except Exception as exc:
-            self._episodes["replan"].failed(exc)
-            return
-        self._episodes["replan"].ok()
+        if inputs is None:
+            try:
+                inputs = self._read_inputs(decoded.automation, armed.snapshot.inputs.revision)
+            except Exception as exc:
+                self._episodes["replan"].failed(exc)
+                return
+            self._episodes["replan"].ok()
         if inputs == armed.snapshot.inputs:
             return
         now = read_clock(self.clock)
@@ -375,69 +387,6 @@ class HostRuntime:
         self._unarm(automation_id)
         self._decoded.pop(automation_id, None)
 
-    # -- ticks -------------------------------------------------------------------------------
-    def tick(self, automation_id: str) -> Tick:
-        """One timer tick: skip on overlap, else a managed turn (which passes admission); after a
-        decision the timer is re-planned from fresh inputs (the start moved the floor)."""
-        tick = self._tick_once(automation_id)
-        if tick.decision in ("admitted", "denied"):
-            self._replan_after_tick(automation_id)
-        return tick
-
-    def _tick_once(self, automation_id: str) -> Tick:
-        fired_at = read_clock(self.clock)
-        automation = self.automations.get(automation_id)
-        schedule = parse_canonical(automation.spec.schedule)
-        wake = self.automations.wake_state(automation_id)
-        nominal = nominal_time(schedule, wake, fired_at)
-        self._ticked_merge({automation_id: nominal})  # a re-plan while the turn runs must not fire it again
-        if automation.state != "active":
-            return self._record(automation_id, nominal, fired_at, "skipped", automation.state)
-        if automation.spec.overlap == "skip" and (self._is_running(automation_id) or self._unsettled(automation_id)):
-            return self._record(automation_id, nominal, fired_at, "skipped", "overlap")
-        turn_id = new_turn_id(automation_id)
-        with self._lock:
-            self._running[automation_id] = self._running.get(automation_id, 0) + 1
-            self._inflight.add(turn_id)
-        try:
-            outcome = self.executor.run(automation, nominal=nominal, turn_id=turn_id, overlap_checked=True)
-        finally:
-            with self._lock:
-                self._running[automation_id] -= 1
-                self._inflight.discard(turn_id)
-        decision = outcome.decision
-        if decision is None:
-            # The envelope refused before admission (latch, owner ask, allowlist, exhausted bound):
-            # nothing ran, and the wake cadence is not a failure to back off from.
-            return self._record(automation_id, nominal, fired_at, "denied", outcome.verdict.stop_reason, outcome.turn_id)
-        if not decision.admitted:
-            if wake.backoff_step > 0:
-                self._save_wake(self._backoff().advance(wake, read_clock(self.clock)))
-            return self._record(automation_id, nominal, fired_at, "denied", decision.reason.value, outcome.turn_id)
-        if outcome.verdict.status == "succeeded":
-            if wake.backoff_step > 0:
-                self._save_wake(self._backoff().clear(wake))
-        else:
-            step = wake.backoff_step
-            now = read_clock(self.clock)
-            self._save_wake(self._backoff().advance(wake, now) if step > 0 else self._backoff().reset(automation_id, now))
-        return self._record(automation_id, nominal, fired_at, "admitted", outcome.verdict.status, outcome.turn_id)
-
-    def _tick(self, automation_id: str) -> None:
-        """What APScheduler runs: a tick that can fail (recorded as an error tick) but never kills
-        its timer, which stays armed for its next fire."""
-        episode = self._tick_episodes.get(automation_id)
-        if episode is None:
-            episode = self._tick_episodes.setdefault(automation_id, Episode(f"ticks of {automation_id}", log))
-        try:
-            self.tick(automation_id)
-        except Exception as exc:
-            episode.failed(exc)
-            now = read_clock(self.clock)
-            self._record(automation_id, now, now, "error", type(exc).__name__)
-        else:
-            episode.ok()
-
     # -- recovery ----------------------------------------------------------------------------
     def recover(self) -> None:
         """Settle crashed turns of dead runners and resume their unconfirmed reservations."""
@@ -448,13 +397,13 @@ class HostRuntime:
             log.warning("turn %s of %s recovered and settled: %s", record.turn_id, record.automation_id, why)
         for record in recovered.resumable:
             with self._lock:
-                if record.turn_id in self._resuming:
-                    continue
+                if record.turn_id in self._resuming or record.turn_id in self._inflight:
+                    continue  # being resumed, or admitted here and waiting for a worker
                 self._resuming.add(record.turn_id)
             log.info("resuming turn %s of %s (its runner crashed before launching it)", record.turn_id, record.automation_id)
-            self.scheduler.add_job(
-                self._resume, args=(record.automation_id, record.turn_id), id=f"resume:{record.turn_id}", misfire_grace_time=None
-            )
+            if not self.turns.submit(record.turn_id, functools.partial(self._resume, record.automation_id, record.turn_id)):
+                with self._lock:
+                    self._resuming.discard(record.turn_id)
 
     def _unsettled(self, automation_id: str | None) -> list[TurnRecord]:
         """Unsettled turns (of one automation, or all), after settling this process's abandoned ones.
@@ -474,30 +423,13 @@ class HostRuntime:
             )
         return [r for r in records if r not in abandoned]
 
-    def _resume(self, automation_id: str, turn_id: str) -> None:
-        with self._lock:
-            self._running[automation_id] = self._running.get(automation_id, 0) + 1
-            self._inflight.add(turn_id)
-        try:
-            automation = self.automations.get(automation_id)
-            outcome = self.executor.run(automation, turn_id=turn_id)
-            now = read_clock(self.clock)
-            self._record(automation_id, now, now, "admitted", f"resumed_{outcome.verdict.status}", turn_id)
-        except Exception as exc:
-            self._episodes["recover"].failed(exc)
-        finally:
-            with self._lock:
-                self._running[automation_id] -= 1
-                self._resuming.discard(turn_id)
-                self._inflight.discard(turn_id)
+    def _renew_waiting(self, turn_ids: list[str]) -> None:
+        """Keep the claims of admitted turns that wait for a turn worker (see ``TurnPool``)."""
+        self.journal.renew_waiting(turn_ids, self.executor.owner, read_clock(self.clock) + self.executor.lease)
 
     def _on_max_instances(self, event: JobSubmissionEvent) -> None:
         when = event.scheduled_run_times[-1] if event.scheduled_run_times else read_clock(self.clock)
         self._record(event.job_id, when, read_clock(self.clock), "skipped", "overlap")
-
-    def _is_running(self, automation_id: str) -> bool:
-        with self._lock:
-            return self._running.get(automation_id, 0) > 0
 
     def _record(
         self, automation_id: str, nominal: datetime, actual: datetime, decision: str, reason: str, turn_id: str | None = None

@@ -61,3 +61,35 @@ class Proxy:
     def close(self) -> None:
         self.cut()
         self._server.close()
+
+
+class CountingProxy(Proxy):
+    """A ``Proxy`` that counts round trips: every ReadyForQuery the server sends ends one (a simple
+    query, or an extended-protocol Sync). Connect with ``sslmode=disable&gssencmode=disable`` so the
+    server's stream is typed messages from its first byte."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.round_trips = 0
+        self._count_lock = threading.Lock()
+        super().__init__(target)
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:  # type: ignore[override]
+        if src.getpeername()[1] != self.target[1]:
+            Proxy._pump(src, dst)  # the client's side is only forwarded
+            return
+        pending = b""
+        with contextlib.suppress(OSError):
+            while data := src.recv(65536):
+                pending += data
+                while len(pending) >= 5:
+                    length = int.from_bytes(pending[1:5], "big")
+                    if len(pending) < 1 + length:
+                        break
+                    if pending[:1] == b"Z":
+                        with self._count_lock:
+                            self.round_trips += 1
+                    pending = pending[1 + length :]
+                dst.sendall(data)
+        for s in (src, dst):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)

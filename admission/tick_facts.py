@@ -1,0 +1,88 @@
+"""What a host's timer tick must know before it asks admission, read in one statement.
+
+A tick needs its automation's revision (the host decodes the row once per revision), its wake
+state, whether a turn of it is still unsettled, whether its envelope's mission state could refuse
+or hold it, and a fingerprint of the rules of its lane (so the host can judge the envelope's
+precheck once per rule change). All of it is one autocommitted SELECT of scalar subqueries on the
+hot path's connection: one round trip, one consistent snapshot, no transaction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+from ._types import decode_us
+from .automations import WakeState, _wake_from_row
+from .errors import CorruptState, StoreUnavailable
+from .scope import check_id
+from .store import Store
+
+# Any mission that is open or waiting for its owner, or that got stuck after the owner last
+# touched the automation, makes the host read the missions itself (the executor's precheck and
+# stuck-mission hold); otherwise the envelope's precheck depends on the lane's rules alone.
+_SQL = """
+SELECT
+  (SELECT revision FROM fg_automations WHERE automation_id = :a),
+  (SELECT backoff_step FROM fg_wake_state WHERE automation_id = :a),
+  (SELECT backoff_wake_us FROM fg_wake_state WHERE automation_id = :a),
+  EXISTS (SELECT 1 FROM fg_turns WHERE automation_id = :a AND phase <> 'settled'),
+  EXISTS (
+    SELECT 1 FROM fg_missions m WHERE m.automation_id = :a AND (
+      m.status IN ('open', 'awaiting_owner')
+      OR (m.status = 'stuck' AND m.settled_at_us >= (SELECT updated_at_us FROM fg_automations WHERE automation_id = :a))
+    )
+  ),
+  r.n, r.revisions, r.changed
+FROM (
+  SELECT COUNT(*) AS n, COALESCE(SUM(revision), 0) AS revisions, COALESCE(MAX(updated_at_us), 0) AS changed
+  FROM fg_rules
+  WHERE goal_id = :g AND ((agent_id = '' AND automation_id = '') OR (agent_id = :ag AND automation_id IN ('', :a)))
+) r
+"""
+
+
+@dataclass(frozen=True)
+class TickFacts:
+    """One automation's tick inputs as of one read.
+
+    ``revision`` None: the automation is gone. ``missions_pending``: a mission is open, waiting for
+    its owner, or stuck since the owner's last change (the caller must judge the envelope from the
+    missions themselves). ``rules``: a fingerprint of the lane's rules (count, revisions, last change).
+    """
+
+    automation_id: str
+    revision: int | None
+    wake: WakeState
+    unsettled: bool
+    missions_pending: bool
+    rules: tuple[int, int, int]
+
+
+def read_tick_facts(store: Store, automation_id: str, goal: str, agent: str) -> TickFacts:
+    """The facts of ``automation_id``'s tick for the lane ``goal/agent`` (one statement).
+
+    A malformed wake state raises ``StoreUnavailable`` naming the automation (fail closed)."""
+    params = {"a": check_id(automation_id, "automation"), "g": check_id(goal, "goal"), "ag": check_id(agent, "agent")}
+    with store.driver(write=False) as tx:
+        row = tx.row(_SQL, params)
+    if row is None:  # pragma: no cover - an aggregate always returns its row
+        raise StoreUnavailable(f"the tick facts of automation {automation_id!r} could not be read")
+    revision, step, wake_us, unsettled, missions, count, revisions, changed = row
+    wake = WakeState(automation_id=automation_id)
+    if step is not None:
+        try:
+            wake_at = decode_us(wake_us) if wake_us is not None else None
+        except CorruptState as exc:
+            raise StoreUnavailable(f"wake state of automation {automation_id!r} is malformed in the store: {exc}") from None
+        wake = _wake_from_row(SimpleNamespace(automation_id=automation_id, backoff_step=step, backoff_wake_us=wake_at))
+    if revision is not None and type(revision) is not int:
+        raise StoreUnavailable(f"automation {automation_id!r} has a malformed revision in the store: {revision!r}")
+    return TickFacts(
+        automation_id=automation_id,
+        revision=revision,
+        wake=wake,
+        unsettled=bool(unsettled),
+        missions_pending=bool(missions),
+        rules=(int(count), int(revisions), int(changed)),
+    )

@@ -1,0 +1,120 @@
+"""The host's turn workers: admitted turns run here, never on the threads that decide ticks.
+
+A tick is decided (envelope precheck, reserve, the denial and its tick record) on APScheduler's
+own threads, which never wait for a turn; only an admitted reservation is handed here. A bounded
+number of workers run the turns in the order they were admitted. When every worker is busy, the
+reservation waits in the queue: it is already durable, journaled under this runner's claim, so
+it is never dropped, and its lease is renewed while it waits so that no recoverer (this host's or
+another's) takes it over. The anchor is the reservation time, as for any reservation.
+
+``stop`` lets the running turns finish and settle, and returns the reservations that never
+started: they stay journaled under the claim of a runner that is exiting, so recovery resumes
+them (at once on this machine, whose runner pid is then gone; elsewhere once the lease lapses).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+
+log = logging.getLogger("floorgate.run")
+
+
+class TurnPool:
+    """``workers`` threads running submitted turns first in, first out.
+
+    ``renew(turn_ids)`` extends the claims of the turns still waiting; it is called every
+    ``renew_every`` seconds while any wait (its failures are logged and retried next time).
+    """
+
+    def __init__(self, workers: int, renew: Callable[[list[str]], None], renew_every: float, *, name: str = "floorgate-turn") -> None:
+        if workers < 1:
+            raise ValueError(f"workers must be at least 1, not {workers}")
+        self._workers = workers
+        self._renew = renew
+        self._renew_every = renew_every
+        self._name = name
+        self._queue: deque[tuple[str, Callable[[], None]]] = deque()
+        self._cond = threading.Condition()
+        self._running = 0
+        self._stopped = False
+        self._halt = threading.Event()  # the renewer's own signal: a notify on _cond is for a worker
+        self._threads: list[threading.Thread] = []
+
+    def submit(self, turn_id: str, run: Callable[[], None]) -> bool:
+        """Queue ``run`` (the turn ``turn_id``); False once stopped (nothing queued: the caller
+        leaves the reservation to recovery)."""
+        with self._cond:
+            if self._stopped:
+                return False
+            if not self._threads:
+                self._start()
+            self._queue.append((turn_id, run))
+            self._cond.notify()
+        return True
+
+    def accepting(self) -> bool:
+        """Whether turns may still be submitted (until ``stop``)."""
+        with self._cond:
+            return not self._stopped
+
+    def running(self) -> int:
+        """How many turns the workers are running now."""
+        with self._cond:
+            return self._running
+
+    def waiting(self) -> list[str]:
+        """The turn ids admitted but not started yet, oldest first."""
+        with self._cond:
+            return [turn_id for turn_id, _ in self._queue]
+
+    def stop(self) -> list[str]:
+        """Take no more turns, wait for the running ones, and return those never started."""
+        with self._cond:
+            self._stopped = True
+            left = [turn_id for turn_id, _ in self._queue]
+            self._queue.clear()
+            self._cond.notify_all()
+            self._halt.set()
+            threads = list(self._threads)
+        for thread in threads:
+            thread.join()
+        return left
+
+    def _start(self) -> None:
+        for i in range(self._workers):
+            thread = threading.Thread(target=self._work, name=f"{self._name}-{i}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        renewer = threading.Thread(target=self._renew_loop, name=f"{self._name}-leases", daemon=True)
+        renewer.start()
+        self._threads.append(renewer)
+
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._stopped:
+                    self._cond.wait()
+                if not self._queue:
+                    return  # stopped, and nothing left that may start
+                _, run = self._queue.popleft()
+                self._running += 1
+            try:
+                run()
+            except BaseException:  # the caller's job records its own failures; a worker never dies
+                log.exception("a turn worker's job failed")
+            finally:
+                with self._cond:
+                    self._running -= 1
+
+    def _renew_loop(self) -> None:
+        while not self._halt.wait(self._renew_every):
+            with self._cond:
+                waiting = [turn_id for turn_id, _ in self._queue]
+            if waiting:
+                try:
+                    self._renew(waiting)
+                except Exception as exc:
+                    log.warning("renewing the claims of %d waiting turns failed, retrying: %s", len(waiting), exc)

@@ -1,0 +1,221 @@
+"""The host's tick path: what a denied tick costs at the database (counted, never timed), and a
+denial decided while every turn worker is busy with a long turn.
+
+Round trips are counted where the database sees them: on PostgreSQL every ReadyForQuery the server
+sends through a counting proxy (a simple query, or a Sync of the extended protocol); on SQLite
+every statement the library runs (its trace callback), BEGIN and COMMIT included. A change that
+adds a read to a denied tick shows up here as a failing count.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from pg_proxy import CountingProxy
+from sqlalchemy import event
+
+from admission import Admission, Automations, FixedClock, Journal, Store, SystemClock, TickLog, open_store
+from scheduler import recovery
+from scheduler._turn_pool import TurnPool
+from scheduler.executor import DEFAULT_LEASE, TurnExecutor
+from scheduler.runtime import HostRuntime, RuntimeConfig
+
+from conftest import T0, _pg_schema_of, raw_sql
+from helpers import add_automation, floor, wait_for
+
+EVERY_15M = "DTSTART:20261201T090000Z RRULE:FREQ=MINUTELY;INTERVAL=15"
+
+
+@contextmanager
+def counted_store(db_url: str) -> Iterator[tuple[Store, Callable[[], int]]]:
+    """A second store on ``db_url`` whose round trips are counted, and the counter."""
+    if "://" not in db_url:
+        statements: list[str] = []
+        store = open_store(db_url)
+        store.engine.dispose()  # every connection from here on is made, and traced, below
+        event.listen(store.engine, "connect", lambda conn, _record: conn.set_trace_callback(statements.append))
+        try:
+            yield store, lambda: len(statements)
+        finally:
+            store.close()
+        return
+    rest = db_url.split("://", 1)[1]
+    userinfo, _, hostpart = rest.rpartition("@")
+    hostport, _, database = hostpart.partition("/")
+    host, _, port = hostport.partition(":")
+    proxy = CountingProxy((host, int(port or 5432)))
+    database = database.split("?", 1)[0]
+    user = f"{userinfo}@" if userinfo else ""
+    url = f"postgresql://{user}127.0.0.1:{proxy.port}/{database}?sslmode=disable&gssencmode=disable"
+    url += f"&options=-csearch_path%3D{_pg_schema_of(db_url)}"
+    store = open_store(url)
+    try:
+        yield store, lambda: proxy.round_trips
+    finally:
+        store.close()
+        proxy.close()
+
+
+def test_a_denied_tick_costs_one_read_beside_its_denial(store: Store, db_url: str, tmp_path: Path) -> None:
+    clock = FixedClock(T0)
+    floor(store, clock, "g/a", timedelta(hours=1))
+    add_automation(store, clock, schedule=EVERY_15M)
+    with counted_store(db_url) as (counted, round_trips):
+        host = HostRuntime(counted, RuntimeConfig(state_dir=tmp_path / "state"), clock=clock)
+        host.sync()  # armed, so every decision re-plans its timer too
+        assert host.tick("x").decision == "admitted"
+        clock.advance(timedelta(minutes=15))
+        assert host.tick("x").decision == "denied"  # the first denial judges the lane's rules
+        clock.advance(timedelta(minutes=15))
+        before = round_trips()
+        tick = host.tick("x")
+        tick_cost = round_trips() - before
+        assert (tick.decision, tick.reason) == ("denied", "interval_wait"), tick
+        admission = Admission(counted, clock)
+        before = round_trips()
+        bare = admission.reserve(goal="g", agent="a", automation="x", turn_id="bare", trigger_time=clock.now())
+        bare_cost = round_trips() - before
+        assert not bare.admitted
+    # Once the host knows the automation and its rules, a denied tick is the tick's facts (one
+    # statement) and the denial inside the managed turn's begin, which costs what a bare denial does.
+    assert tick_cost == bare_cost + 1, (tick_cost, bare_cost)
+    assert tick_cost <= 2 * bare_cost, (tick_cost, bare_cost)
+
+
+def test_a_denial_is_decided_while_every_turn_worker_runs_a_long_turn(store: Store, tmp_path: Path) -> None:
+    """One turn worker, held by a turn that runs until the test lets it end: fires of another
+    automation, inside its floor, are still decided (denied) and recorded while that turn runs."""
+    clock = SystemClock()
+    go = tmp_path / "go"
+    long_turn = f"import os, time\nwhile not os.path.exists({str(go)!r}): time.sleep(0.05)"
+    add_automation(store, clock, automation_id="long", schedule="every 1s", script=long_turn, agent="busy", timeout=120)  # type: ignore[arg-type]
+    add_automation(store, clock, automation_id="floored", schedule="every 1s", agent="idle")  # type: ignore[arg-type]
+    floor(store, clock, "g/idle", timedelta(days=1))  # type: ignore[arg-type]
+    admission = Admission(store, clock)
+    assert admission.reserve(
+        goal="g", agent="idle", automation="floored", turn_id="earlier", trigger_time=clock.now() - timedelta(minutes=1)
+    ).admitted
+    admission.confirm("earlier")
+    host = HostRuntime(store, RuntimeConfig(state_dir=tmp_path / "state", workers=1, flush_every=timedelta(hours=1)), clock=clock)
+    journal = Journal(store, clock)
+
+    def buffered(automation_id: str, decision: str) -> list[Any]:
+        with host._lock:
+            return [t for t in host._buffer if t.automation_id == automation_id and t.decision == decision]
+
+    def fire_floored() -> None:
+        """A fire inside the floor (its timer waits for the floor, so the test makes one)."""
+        host.scheduler.modify_job("floored", next_run_time=datetime.now(timezone.utc))
+
+    host.start()
+    try:
+        running = wait_for(lambda: next((r for r in journal.unsettled("long") if r.child_pid), None), what="the long turn to launch")
+        assert host.turns.running() == 1  # the only turn worker is taken
+        for n in (1, 2):
+            fire_floored()
+            wait_for(lambda n=n: len(buffered("floored", "denied")) >= n, what=f"denial {n} while the long turn runs")  # type: ignore[misc]
+        still = journal.get(running.turn_id)
+        assert still is not None and still.verdict is None, "the long turn ended before the denials were decided"
+        assert buffered("long", "admitted") == []  # its tick is recorded once it settles
+        go.touch()
+        wait_for(lambda: buffered("long", "admitted"), what="the long turn to settle")
+    finally:
+        go.touch()
+        host.stop()
+    recorded = TickLog(store).recent("floored", 50)
+    assert [(t.decision, t.reason) for t in recorded] == [("denied", "interval_wait")] * 2, recorded
+    assert [s.turn_id for s in admission.starts(automation="floored")] == ["earlier"]
+
+
+def test_stop_settles_the_running_turn_and_leaves_waiting_ones_resumable(store: Store, tmp_path: Path) -> None:
+    """Two admitted turns, one worker: stop lets the running one settle, and the one still waiting
+    stays journaled under the stopped runner's claim, which recovery then resumes."""
+    clock = SystemClock()
+    go = tmp_path / "go"
+    started = tmp_path / "started"
+    long_turn = f"import os, time\nopen({str(started)!r}, 'a').write('x')\nwhile not os.path.exists({str(go)!r}): time.sleep(0.05)"
+    for automation_id, agent in (("first", "a1"), ("second", "a2")):
+        floor(store, clock, f"g/{agent}", timedelta(hours=1))  # type: ignore[arg-type]
+        add_automation(store, clock, automation_id=automation_id, schedule="every 1s", script=long_turn, agent=agent, timeout=120)  # type: ignore[arg-type]
+    host = HostRuntime(store, RuntimeConfig(state_dir=tmp_path / "state", workers=1), clock=clock)
+    journal = Journal(store, clock)
+    host.start()
+    try:
+        wait_for(lambda: host.turns.running() == 1 and host.turns.waiting(), what="one turn running and one waiting")
+        waiting = host.turns.waiting()
+        # Its claim lapses (a renewal lost to a store blip): this host's recovery must not resume
+        # it a second time beside the queued one.
+        raw_sql(store, "UPDATE fg_turns SET lease_expires_us = 0 WHERE turn_id = :t", {"t": waiting[0]})
+        host.recover()
+        assert host.turns.waiting() == waiting
+        stopper = threading.Thread(target=host.stop)
+        stopper.start()
+        wait_for(lambda: not host.turns.accepting(), what="the turn pool to stop taking turns")
+        go.touch()
+        stopper.join(timeout=60)
+        assert not stopper.is_alive()
+    finally:
+        go.touch()
+        host.stop()
+    records = {r.turn_id: r for r in journal.recent("first", 10) + journal.recent("second", 10)}
+    ran = [r for r in records.values() if r.verdict is not None]
+    left = [r for r in records.values() if r.verdict is None]
+    assert [r.verdict.status for r in ran] == ["succeeded"], records  # type: ignore[union-attr]
+    assert [r.turn_id for r in left] == waiting[:1] and left[0].phase == "journaled", records
+    assert started.read_text() == "x"  # the waiting turn never launched
+    # Recovery resumes it once the claim lapses (at once on this machine after the process exits).
+    later = FixedClock(SystemClock().now() + DEFAULT_LEASE + timedelta(seconds=1))
+    found = recovery.recover(store, later)
+    assert [r.turn_id for r in found.resumable] == [left[0].turn_id]
+    automation = Automations(store).get(left[0].automation_id)
+    outcome = TurnExecutor(store, state_dir=tmp_path / "state", clock=later).run(automation, turn_id=left[0].turn_id)
+    assert outcome.decision is not None and outcome.decision.reason.value == "resumed" and outcome.verdict.status == "succeeded"
+
+
+def test_the_turn_pool_runs_every_turn_it_takes_and_renews_the_waiting_ones() -> None:
+    """Each submitted turn reaches a worker (the lease renewer never takes a worker's wake-up),
+    and while one turn holds the only worker, the claims of those waiting are renewed."""
+    renewed: list[list[str]] = []
+    renewing = threading.Event()
+
+    def renew(turn_ids: list[str]) -> None:
+        renewed.append(turn_ids)
+        renewing.set()
+
+    pool = TurnPool(1, renew, renew_every=0.05)
+    try:
+        for n in range(20):  # one after another: the worker is back waiting before each submit
+            ran = threading.Event()
+            assert pool.submit(f"t{n}", ran.set)
+            assert ran.wait(10), f"turn t{n} never reached a worker"
+        release = threading.Event()
+        assert pool.submit("long", lambda: release.wait(30))
+        assert pool.submit("waiting", lambda: None)
+        assert renewing.wait(10), "the waiting turn's claim was never renewed"
+        assert ["waiting"] in renewed and all("long" not in ids for ids in renewed)
+        release.set()
+    finally:
+        left = pool.stop()
+    assert left in ([], ["waiting"])
+    assert not pool.submit("after", lambda: None)
+
+
+def test_renewing_waiting_turns_extends_only_this_runners_journaled_claims(store: Store, tmp_path: Path) -> None:
+    clock = FixedClock(T0)
+    for automation_id in ("w1", "w2", "w3"):
+        add_automation(store, clock, automation_id=automation_id, agent=automation_id)
+    executor = TurnExecutor(store, state_dir=tmp_path / "state", clock=clock)
+    admitted = [executor.begin(Automations(store).get(a)) for a in ("w1", "w2", "w3")]
+    turn_ids = [a.turn_id for a in admitted]  # type: ignore[union-attr]
+    raw_sql(store, "UPDATE fg_turns SET owner_id = 'elsewhere:1:x' WHERE turn_id = :t", {"t": turn_ids[2]})  # taken over
+    journal = Journal(store, clock)
+    later = T0 + timedelta(minutes=5)
+    assert journal.renew_waiting(turn_ids, executor.owner, later) == 2
+    leases = {t: journal.get(t).lease_expires for t in turn_ids}  # type: ignore[union-attr]
+    assert leases[turn_ids[0]] == leases[turn_ids[1]] == later
+    assert leases[turn_ids[2]] != later
