@@ -25,7 +25,7 @@ import threading
 from dataclasses import replace
 from datetime import datetime, timezone
 
-from apscheduler.events import EVENT_JOB_MAX_INSTANCES, JobSubmissionEvent
+from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED, JobExecutionEvent, JobSubmissionEvent
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -143,6 +143,7 @@ class HostRuntime(Ticking):
             },
         )
         self.scheduler.add_listener(self._on_max_instances, EVENT_JOB_MAX_INSTANCES)
+        self.scheduler.add_listener(self._on_missed, EVENT_JOB_MISSED)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -430,6 +431,11 @@ class HostRuntime(Ticking):
     def _on_max_instances(self, event: JobSubmissionEvent) -> None:
         when = event.scheduled_run_times[-1] if event.scheduled_run_times else read_clock(self.clock)
         self._record(event.job_id, when, read_clock(self.clock), "skipped", "overlap")
+
+    def _on_missed(self, event: JobExecutionEvent) -> None:
+        # APScheduler drops a fire it could not start within the catch-up window (misfire grace):
+        # the tick log says so instead of leaving a silent gap.
+        self._record(event.job_id, event.scheduled_run_time, read_clock(self.clock), "skipped", "missed")
 
     def _record(
         self, automation_id: str, nominal: datetime, actual: datetime, decision: str, reason: str, turn_id: str | None = None

@@ -462,3 +462,18 @@ def test_a_trigger_that_fails_in_apschedulers_loop_holds_its_automation_and_the_
         assert host.scheduler.get_job("y") is not None
     finally:
         host.scheduler.shutdown(wait=True)
+
+
+def test_a_fire_apscheduler_drops_as_missed_is_recorded_as_a_skipped_tick(store, tmp_path) -> None:
+    from apscheduler.events import EVENT_JOB_MISSED, JobExecutionEvent
+
+    from admission import TickLog
+
+    clock = FixedClock(T0 + timedelta(hours=3))
+    add_automation(store, clock)
+    host = runtime(store, clock, tmp_path)
+    # What APScheduler's executor dispatches when a fire waited longer than the misfire grace.
+    host.scheduler._dispatch_event(JobExecutionEvent(EVENT_JOB_MISSED, "x", "default", T0 + timedelta(hours=1)))
+    host.flush()
+    (tick,) = TickLog(store).recent("x")
+    assert (tick.decision, tick.reason, tick.nominal_at) == ("skipped", "missed", T0 + timedelta(hours=1))
