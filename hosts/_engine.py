@@ -23,6 +23,7 @@ an instant already produced is never produced twice.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Iterator
 from datetime import date, datetime, timedelta, timezone, tzinfo
 from functools import lru_cache
@@ -44,8 +45,10 @@ _FREQ: dict[str, Literal[0, 1, 2, 3, 4, 5, 6]] = {
 }
 _ORDER = ("YEARLY", "MONTHLY", "WEEKLY", "DAILY", "HOURLY", "MINUTELY", "SECONDLY")
 _WEEKDAY = (du.MO, du.TU, du.WE, du.TH, du.FR, du.SA, du.SU)
-_SLACK = timedelta(hours=3)  # wider than any DST shift between a wall time and its instant
-_NEAR = (timedelta(hours=-26), timedelta(hours=26))  # a DST change within a day of a query
+# No zone has ever moved its clocks by more than a day at once (Samoa 2011 and Kwajalein 1993
+# jumped 24 h), nor changed its offset twice within this reach.
+_REACH = timedelta(hours=25)
+_MICROSECOND = timedelta(microseconds=1)
 
 
 _NOMINAL_DAYS = {"YEARLY": 366, "MONTHLY": 31, "WEEKLY": 7, "DAILY": 1, "HOURLY": 1 / 24, "MINUTELY": 1 / 1440, "SECONDLY": 1 / 86400}
@@ -120,7 +123,7 @@ class Engine:
             start = self._period_start(self.dtstart)
             walk_from = None
         else:
-            walk_from = max(self._to_local(after) - self._slack(after), self.dtstart)
+            walk_from = max(self._walk_from(after), self.dtstart)
             start = self._period_start(walk_from)
         emitted = 0
         last: datetime | None = None
@@ -156,7 +159,10 @@ class Engine:
                     break
                 found = occurrence
             return found
-        back = self._period_length() + _SLACK
+        change = self._change(at)
+        if change is not None and change[1] < timedelta(0):
+            at = change[0] - _MICROSECOND  # inside a repeated hour's second pass: no occurrence is an instant there
+        back = self._period_length()  # a first guess, widened below until an occurrence is found
         while True:
             earliest = at - back
             probe: datetime | None = None if self._to_local(earliest) <= self.dtstart else earliest
@@ -188,8 +194,11 @@ class Engine:
             return None
         if isinstance(until, datetime):
             if until.tzinfo is not None and self.zone is not None:
-                return until.astimezone(self.zone).replace(tzinfo=None) + _SLACK
-            return until.replace(tzinfo=None) + _SLACK
+                # Inside a repeated hour, a later wall time of the first pass is an instant before UNTIL.
+                change = self._change(until)
+                repeat = -change[1] if change is not None and change[1] < timedelta(0) else timedelta(0)
+                return until.astimezone(self.zone).replace(tzinfo=None) + repeat
+            return until.replace(tzinfo=None)
         return datetime(until.year, until.month, until.day) + timedelta(days=1)
 
     def _before_until(self, naive: datetime) -> bool:
@@ -201,17 +210,41 @@ class Engine:
         assert isinstance(until, date)
         return naive.date() <= until
 
-    def _slack(self, instant: datetime) -> timedelta:
-        """How far before ``instant``'s wall time an occurrence after it may lie: nothing where the
-        zone's offset is the same a day either side (no DST change near: wall time is one-to-one),
-        else ``_SLACK``. A per-minute rule then walks from the asked minute, not three hours back."""
+    def _walk_from(self, after: datetime) -> datetime:
+        """The wall time to walk from for occurrences after the instant ``after``: its own, except
+        just after the zone changed its offset. After a jump forward, a wall time in the gap is
+        taken at the offset before it, so it becomes an instant up to the jump later: walk back by
+        the jump. Inside a repeated hour's second pass, its wall times were produced in the first:
+        walk from the end of the repeat. A per-minute rule walks from the asked minute on DST days."""
+        local = self._to_local(after)
+        change = self._change(after)
+        if change is None:
+            return local
+        at, jump = change
+        return local - jump if jump > timedelta(0) else self._to_local(at - jump)  # at - jump: the repeat's end
+
+    def _change(self, instant: datetime) -> tuple[datetime, timedelta] | None:
+        """The zone's last offset change before ``instant`` when ``instant`` lies within its size
+        after it: (the instant of the change, its signed size); else None."""
         zone = self.zone
         if zone is None or instant.tzinfo is None:
-            return timedelta(0)
-        offset = instant.astimezone(zone).utcoffset()
-        if all((instant + step).astimezone(zone).utcoffset() == offset for step in _NEAR):
-            return timedelta(0)
-        return _SLACK
+            return None
+        offset = _offset(instant, zone)
+        jump = offset - _offset(instant - _REACH, zone)
+        if not jump:
+            return None
+        # Bisect on whole seconds (tzdata changes offsets on them): the old offset holds at ``low``,
+        # the new one from ``high`` on, so the change is at ``high`` once they are a second apart.
+        low = math.floor((instant - _REACH).timestamp())
+        high = math.ceil(instant.timestamp())
+        while high - low > 1:
+            middle = (low + high) // 2
+            if _offset(datetime.fromtimestamp(middle, timezone.utc), zone) == offset:
+                high = middle
+            else:
+                low = middle
+        at = datetime.fromtimestamp(high, timezone.utc)
+        return (at, jump) if instant < at + abs(jump) else None
 
     def _to_local(self, instant: datetime) -> datetime:
         if self.zone is None or instant.tzinfo is None:
@@ -258,6 +291,10 @@ class Engine:
             }[r.freq]
         k = max(0, (local - base) // step)
         return base + k * step
+
+
+def _offset(instant: datetime, zone: tzinfo) -> timedelta:
+    return instant.astimezone(zone).utcoffset()  # type: ignore[return-value]
 
 
 def _truncate(d: datetime, freq: str) -> datetime:

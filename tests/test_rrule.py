@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 from datetime import datetime, timedelta, timezone
@@ -245,3 +246,68 @@ def test_floor_compatible_schedules(case: dict) -> None:  # type: ignore[type-ar
         assert desired.schedule is None and "closer than the floor" in desired.hold_reason
     else:
         assert desired.schedule.canonical() == case["expected"] and desired.raised is case["raised"]
+
+
+# Around a zone's real offset changes: the 24 h jump of Samoa (2011), half-hour DST (Lord Howe),
+# and ordinary forward and backward changes. DTSTART the day before; every probe minute checked.
+TRANSITIONS = [
+    ("samoa-skips-a-day", "Pacific/Apia", datetime(2011, 12, 29, 0, 0), datetime(2011, 12, 30, 8, 0, tzinfo=timezone.utc)),
+    ("lord-howe-half-hour-forward", "Australia/Lord_Howe", datetime(2026, 10, 3, 0, 0), datetime(2026, 10, 3, 15, 0, tzinfo=timezone.utc)),
+    ("lord-howe-half-hour-back", "Australia/Lord_Howe", datetime(2026, 4, 4, 0, 0), datetime(2026, 4, 4, 15, 0, tzinfo=timezone.utc)),
+    ("berlin-forward", "Europe/Berlin", datetime(2026, 3, 28, 0, 0), datetime(2026, 3, 29, 1, 0, tzinfo=timezone.utc)),
+    ("new-york-back", "America/New_York", datetime(2026, 10, 31, 0, 0), datetime(2026, 11, 1, 6, 0, tzinfo=timezone.utc)),
+]
+
+
+@pytest.mark.parametrize("rule", ["FREQ=MINUTELY;INTERVAL=7", "FREQ=MINUTELY;INTERVAL=30", "FREQ=HOURLY;BYMINUTE=0,30,45"])
+@pytest.mark.parametrize("case", TRANSITIONS, ids=[c[0] for c in TRANSITIONS])
+def test_queries_near_a_real_offset_change_equal_the_walk_from_dtstart(case, rule: str) -> None:  # type: ignore[no-untyped-def]
+    _, zone, start, change = case
+    schedule = Schedule.parse(f"DTSTART;TZID={zone}:{start:%Y%m%dT%H%M%S}\nRRULE:{rule}")
+    walk = []
+    for occurrence in schedule._engine.iterate():
+        walk.append(occurrence)
+        if occurrence > change + timedelta(hours=30):
+            break
+    probes = [change + timedelta(minutes=m, seconds=s) for m in range(-90, 26 * 60, 1) for s in (0, 1)]
+    for t in probes:
+        i = bisect.bisect_right(walk, t)
+        assert schedule.next_after(t) == walk[i], t
+        assert schedule.last_at_or_before(t) == (walk[i - 1] if i else None), t
+
+
+def _walked(schedule: Schedule, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many wall times each query below has dateutil produce."""
+    counts: list[int] = []
+    engine = schedule._engine
+    naive = engine._naive
+
+    def counting(start, walk_from):  # type: ignore[no-untyped-def]
+        counts.append(0)
+        for value in naive(start, walk_from):
+            counts[-1] += 1
+            yield value
+
+    monkeypatch.setattr(engine, "_naive", counting)
+    return counts
+
+
+@pytest.mark.parametrize("zone", ["Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "UTC"])
+def test_a_per_minute_query_walks_from_the_asked_minute_on_dst_days_too(zone: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    schedule = Schedule.parse(f"DTSTART;TZID={zone}:20200101T000000\nRRULE:FREQ=MINUTELY")
+    counts = _walked(schedule, monkeypatch)
+    # Every 17 minutes over the days around 2026's changes, skipping the hour after a jump forward
+    # (wall times in the gap become later instants: that hour is walked back, by the jump's size).
+    for base in (
+        datetime(2026, 3, 27, tzinfo=timezone.utc),
+        datetime(2026, 10, 2, tzinfo=timezone.utc),
+        datetime(2026, 10, 30, tzinfo=timezone.utc),
+    ):
+        for k in range(0, 4 * 24 * 60, 17):
+            t = base + timedelta(minutes=k, seconds=5)
+            change = schedule._engine._change(t)
+            if change is not None and change[1] > timedelta(0):
+                continue
+            schedule.next_after(t)
+            schedule.last_at_or_before(t)
+    assert counts and max(counts) <= 2
