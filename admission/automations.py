@@ -335,14 +335,17 @@ class Automations:
         with self.store.read() as conn:
             return {row.automation_id: _wake_from_row(row) for row in conn.execute(select(w))}
 
-    def wake_scan(self) -> tuple[dict[str, WakeState], dict[str, str]]:
-        """Like ``wake_states``, but a malformed row is reported as ``{automation_id: reason}``
-        instead of failing the whole read."""
+    def wake_scan(self, automation_ids: Collection[str] | None = None) -> tuple[dict[str, WakeState], dict[str, str]]:
+        """Like ``wake_states`` (of every automation, or those named), but a malformed row is
+        reported as ``{automation_id: reason}`` instead of failing the whole read."""
         w = s.wake_state
         found: dict[str, WakeState] = {}
         bad: dict[str, str] = {}
+        query = select(*raw_columns(w))
+        if automation_ids is not None:
+            query = query.where(w.c.automation_id.in_(sorted(automation_ids)))
         with self.store.read() as conn:
-            rows = list(conn.execute(select(*raw_columns(w))))
+            rows = list(conn.execute(query))
         for row in rows:
             try:
                 found[row.automation_id] = _wake_from_row(_decoded(w, row, "wake state of automation"))

@@ -21,9 +21,9 @@ import contextlib
 import logging
 import threading
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
-from apscheduler.events import EVENT_JOB_MAX_INSTANCES, JobSubmissionEvent
+from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_REMOVED, JobEvent, JobSubmissionEvent
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -43,6 +43,7 @@ from admission import (
     TurnRecord,
     WakeState,
 )
+from admission.changes import ChangeFeed
 from admission.clock import Clock, SystemClock, read_clock
 from admission.intervals import format_interval
 from hosts import Schedule
@@ -61,6 +62,7 @@ from ._plan import (
     decode,
     lane_of,
     misfire_grace,
+    next_eligible_each,
     next_eligible_tolerant,
 )
 from ._heartbeat import Heartbeat
@@ -73,6 +75,9 @@ __all__ = ["HostRuntime", "RuntimeConfig"]  # RuntimeConfig lives with the plann
 log = logging.getLogger("floorgate.run")
 
 MAX_BUFFERED_TICKS = 100_000  # while the store is down; beyond this the oldest ticks are dropped
+FULL_SYNC_EVERY = 30  # incremental syncs between two full ones (a writer's clock far behind, a hand edit)
+CHANGE_MARGIN = timedelta(minutes=2)  # changes are looked for this long before the last sync: writers' clocks, open transactions
+INCREMENTAL_LIMIT = 500  # more changed automations than this: one bulk read of everything is cheaper
 
 
 class HostRuntime:
@@ -93,7 +98,13 @@ class HostRuntime:
         self.host_policies = HostPolicies(store, self.clock)
         self.notifier = NotifyService(store, self.clock)
         self.policy = HostPolicy()  # replaced by the stored policy at every sync
+        self.changes = ChangeFeed(store)
         self._decoded: dict[str, Decoded] = {}
+        self._by_agent: dict[tuple[str, str], set[str]] = {}  # (goal, agent) -> its automations' ids
+        self._mark: datetime | None = None  # when the last sync read the store
+        self._rules: frozenset[tuple[str, str, str, int]] | None = None  # the floor rules it read
+        self._partial_syncs = 0  # since the last full one
+        self._dropped_jobs: set[str] = set()
         self._armed: dict[str, Armed] = {}
         self._holds: dict[str, str] = {}
         self._ticked: dict[str, datetime] = {}
@@ -135,6 +146,7 @@ class HostRuntime:
             },
         )
         self.scheduler.add_listener(self._on_max_instances, EVENT_JOB_MAX_INSTANCES)
+        self.scheduler.add_listener(self._on_job_removed, EVENT_JOB_REMOVED)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -193,34 +205,74 @@ class HostRuntime:
     # -- timers ------------------------------------------------------------------------------
     def sync(self) -> None:
         """Make the timers match the store: arm, re-plan or remove the timers whose inputs changed
-        (revision, wake state, floor, the lane's latest start), reading every input in bulk."""
+        (revision, wake state, floor, the lane's latest start). Reads only what changed since the
+        last sync (``ChangeFeed``), so an idle poll costs a few rows; every ``FULL_SYNC_EVERY`` polls,
+        after a removal, a floor or host policy change, or many changes, everything in bulk."""
         seq = next(self._seq)
         now = read_clock(self.clock)
         policy_changed = self.load_policy()
-        revisions = self.automations.revisions()
-        for automation_id in [aid for aid in self._decoded if aid not in revisions]:
-            self._forget(automation_id)
-        stale = [aid for aid, rev in revisions.items() if (d := self._decoded.get(aid)) is None or d.revision != rev]
+        changed = None if policy_changed else self._changed()
+        if changed is None:
+            rules = self.changes.rules()
+            self._reconcile(None, self.automations.revisions(), seq, now, policy_changed)
+            self._rules, self._partial_syncs = rules, 0
+        else:
+            revisions, ids = changed
+            self._reconcile(ids, revisions, seq, now, policy_changed)
+            self._partial_syncs += 1
+        self._mark = now
+
+    def _changed(self) -> tuple[dict[str, int], set[str]] | None:
+        """(revisions read, the automations whose inputs may have changed since the last sync), or
+        None when everything is to be reconciled."""
+        if self._mark is None or self._rules is None or self._partial_syncs >= FULL_SYNC_EVERY:
+            return None
+        changes = self.changes.since(self._mark - CHANGE_MARGIN)
+        added = sum(1 for aid in changes.revisions if aid not in self._decoded)
+        if changes.rules != self._rules or changes.automations != len(self._decoded) + added:
+            return None  # a floor changed (any lane may move) or an automation was removed
+        with self._lock:
+            dropped, self._dropped_jobs = self._dropped_jobs, set()
+            held = set(self._holds)  # looked at on every poll, as a repair by hand stamps nothing
+        ids = {aid for aid, rev in changes.revisions.items() if (d := self._decoded.get(aid)) is None or d.revision != rev}
+        ids |= changes.woken | dropped | held
+        for lane in changes.started:
+            ids |= self._by_agent.get(lane, set())
+        ids &= self._decoded.keys() | changes.revisions.keys()
+        return (changes.revisions, ids) if len(ids) <= INCREMENTAL_LIMIT else None
+
+    def _reconcile(self, only: set[str] | None, revisions: dict[str, int], seq: int, now: datetime, policy_changed: bool) -> None:
+        """Re-plan the automations ``only`` names (None: every one; then ``revisions`` is every
+        automation's, and the timers of removed ones go)."""
+        if only is None:
+            for automation_id in [aid for aid in self._decoded if aid not in revisions]:
+                self._forget(automation_id)
+        candidates = revisions if only is None else only
+        stale = [aid for aid in candidates if aid in revisions and ((d := self._decoded.get(aid)) is None or d.revision != revisions[aid])]
         if stale:
             found, bad = self.automations.scan(None if len(stale) > 200 else stale)
             for automation_id in stale:
                 if automation_id in found:
-                    self._decoded[automation_id] = decode(found[automation_id])
+                    self._remember(automation_id, decode(found[automation_id]))
                 elif automation_id in bad:
-                    self._decoded[automation_id] = Decoded(revisions[automation_id], None, None, bad[automation_id])
-        wakes, bad_wakes = self.automations.wake_scan()
-        timed = {
-            aid: d.automation
-            for aid, d in self._decoded.items()
-            if d.automation is not None
-            and d.problem is None
-            and d.automation.state == "active"
-            and d.automation.spec.timer == "apscheduler"
-        }
-        eligible, bad_lanes = next_eligible_tolerant(self.admission, [lane_of(a) for a in timed.values()])
-        live = {job.id for job in self.scheduler.get_jobs()}
+                    self._remember(automation_id, Decoded(revisions[automation_id], None, None, bad[automation_id]))
+        ids = list(self._decoded) if only is None else [aid for aid in only if aid in self._decoded]
+        wakes, bad_wakes = self.automations.wake_scan(None if only is None else ids)
+        timed = {}
+        for automation_id in ids:
+            d = self._decoded[automation_id]
+            a = d.automation
+            if a is not None and d.problem is None and a.state == "active" and a.spec.timer == "apscheduler":
+                timed[automation_id] = a
+        lanes = [lane_of(a) for a in timed.values()]
+        eligible, bad_lanes = next_eligible_tolerant(self.admission, lanes) if only is None else next_eligible_each(self.admission, lanes)
+        if only is None:
+            live = {job.id for job in self.scheduler.get_jobs()}
+        else:
+            live = {aid for aid in ids if self.scheduler.get_job(aid) is not None}
         plans: list[tuple[Decoded, PlanInputs]] = []
-        for automation_id, decoded in self._decoded.items():
+        for automation_id in ids:
+            decoded = self._decoded[automation_id]
             if decoded.problem is not None:
                 self._hold(automation_id, decoded.problem)
                 continue
@@ -253,7 +305,8 @@ class HostRuntime:
             plans.append((decoded, inputs))
         if not plans:
             return
-        self._refresh_ticked()  # one read, and only when something is (re)armed
+        # One read, and only when something is (re)armed: of those automations' ticks alone.
+        self._refresh_ticked(None if only is None else [d.automation.automation_id for d, _ in plans])  # type: ignore[union-attr]
         for decoded, inputs in plans:
             automation_id = decoded.automation.automation_id  # type: ignore[union-attr]
             if automation_id in self._bad_ticks:
@@ -261,6 +314,19 @@ class HostRuntime:
                 continue
             snapshot = Snapshot(automation_id, decoded.schedule, inputs, self._last_ticked(automation_id), self.policy.catch_up)  # type: ignore[arg-type]
             self._arm(decoded.automation, snapshot, seq, previous=None, now=now)  # type: ignore[arg-type]
+
+    def _remember(self, automation_id: str, decoded: Decoded) -> None:
+        previous = self._decoded.get(automation_id)
+        if previous is not None and previous.automation is not None:
+            self._by_agent.get(lane_of(previous.automation)[:2], set()).discard(automation_id)
+        self._decoded[automation_id] = decoded
+        if decoded.automation is not None:
+            self._by_agent.setdefault(lane_of(decoded.automation)[:2], set()).add(automation_id)
+
+    def _on_job_removed(self, event: JobEvent) -> None:
+        # APScheduler drops a job whose trigger has nothing more (or failed): the next sync looks.
+        with self._lock:
+            self._dropped_jobs.add(event.job_id)
 
     def _arm(
         self, automation: Automation, snapshot: Snapshot, seq: int, *, previous: datetime | None, now: datetime, replan: bool = False
@@ -373,7 +439,9 @@ class HostRuntime:
 
     def _forget(self, automation_id: str) -> None:
         self._unarm(automation_id)
-        self._decoded.pop(automation_id, None)
+        decoded = self._decoded.pop(automation_id, None)
+        if decoded is not None and decoded.automation is not None:
+            self._by_agent.get(lane_of(decoded.automation)[:2], set()).discard(automation_id)
 
     # -- ticks -------------------------------------------------------------------------------
     def tick(self, automation_id: str) -> Tick:
@@ -565,10 +633,15 @@ class HostRuntime:
                 if known is None or nominal > known:
                     self._ticked[automation_id] = nominal
 
-    def _refresh_ticked(self) -> None:
-        found, bad = self.ticklog.last_nominal_scan()
+    def _refresh_ticked(self, automation_ids: list[str] | None = None) -> None:
+        found, bad = self.ticklog.last_nominal_scan(automation_ids)
         self._ticked_merge(found)
-        self._bad_ticks = bad
+        if automation_ids is None:
+            self._bad_ticks = bad
+        else:
+            for automation_id in automation_ids:
+                self._bad_ticks.pop(automation_id, None)
+            self._bad_ticks.update(bad)
 
     def _last_ticked(self, automation_id: str) -> datetime | None:
         with self._lock:

@@ -1,0 +1,27 @@
+"""Indexes for a host's incremental sync: what changed since its last poll (automations and wake
+states by update time, starts by anchor), and the latest tick of a few automations by nominal time.
+
+Revision ID: 0012
+Revises: 0011
+"""
+
+from alembic import op
+
+revision = "0012"
+down_revision = "0011"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.create_index("ix_fg_ticks_automation_nominal", "fg_ticks", ["automation_id", "nominal_us"])
+    op.create_index("ix_fg_automations_updated", "fg_automations", ["updated_at_us"])
+    op.create_index("ix_fg_wake_state_updated", "fg_wake_state", ["updated_at_us"])
+    op.create_index("ix_fg_starts_anchor", "fg_starts", ["anchor_us"])
+
+
+def downgrade() -> None:
+    op.drop_index("ix_fg_starts_anchor", "fg_starts")
+    op.drop_index("ix_fg_wake_state_updated", "fg_wake_state")
+    op.drop_index("ix_fg_automations_updated", "fg_automations")
+    op.drop_index("ix_fg_ticks_automation_nominal", "fg_ticks")
