@@ -21,9 +21,9 @@ import contextlib
 import logging
 import threading
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
-from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_REMOVED, JobEvent, JobSubmissionEvent
+from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_REMOVED, JobSubmissionEvent
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -66,6 +66,7 @@ from ._plan import (
     next_eligible_tolerant,
 )
 from ._heartbeat import Heartbeat
+from ._sync import SyncMarks
 from .executor import TurnExecutor, host_identity, new_turn_id
 from .notify import NotifyService
 from .wake import BackoffPolicy, nominal_time
@@ -75,9 +76,6 @@ __all__ = ["HostRuntime", "RuntimeConfig"]  # RuntimeConfig lives with the plann
 log = logging.getLogger("floorgate.run")
 
 MAX_BUFFERED_TICKS = 100_000  # while the store is down; beyond this the oldest ticks are dropped
-FULL_SYNC_EVERY = 30  # incremental syncs between two full ones (a writer's clock far behind, a hand edit)
-CHANGE_MARGIN = timedelta(minutes=2)  # changes are looked for this long before the last sync: writers' clocks, open transactions
-INCREMENTAL_LIMIT = 500  # more changed automations than this: one bulk read of everything is cheaper
 
 
 class HostRuntime:
@@ -99,12 +97,8 @@ class HostRuntime:
         self.notifier = NotifyService(store, self.clock)
         self.policy = HostPolicy()  # replaced by the stored policy at every sync
         self.changes = ChangeFeed(store)
+        self._marks = SyncMarks(self.changes)
         self._decoded: dict[str, Decoded] = {}
-        self._by_agent: dict[tuple[str, str], set[str]] = {}  # (goal, agent) -> its automations' ids
-        self._mark: datetime | None = None  # when the last sync read the store
-        self._rules: frozenset[tuple[str, str, str, int]] | None = None  # the floor rules it read
-        self._partial_syncs = 0  # since the last full one
-        self._dropped_jobs: set[str] = set()
         self._armed: dict[str, Armed] = {}
         self._holds: dict[str, str] = {}
         self._ticked: dict[str, datetime] = {}
@@ -146,7 +140,8 @@ class HostRuntime:
             },
         )
         self.scheduler.add_listener(self._on_max_instances, EVENT_JOB_MAX_INSTANCES)
-        self.scheduler.add_listener(self._on_job_removed, EVENT_JOB_REMOVED)
+        # APScheduler drops a job whose trigger has nothing more (or failed): the next sync looks.
+        self.scheduler.add_listener(lambda event: self._marks.dropped(event.job_id), EVENT_JOB_REMOVED)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -211,35 +206,17 @@ class HostRuntime:
         seq = next(self._seq)
         now = read_clock(self.clock)
         policy_changed = self.load_policy()
-        changed = None if policy_changed else self._changed()
+        with self._lock:
+            held = set(self._holds)
+        changed = None if policy_changed else self._marks.changed(self._decoded, held)
         if changed is None:
             rules = self.changes.rules()
             self._reconcile(None, self.automations.revisions(), seq, now, policy_changed)
-            self._rules, self._partial_syncs = rules, 0
+            self._marks.synced(now, rules)
         else:
             revisions, ids = changed
             self._reconcile(ids, revisions, seq, now, policy_changed)
-            self._partial_syncs += 1
-        self._mark = now
-
-    def _changed(self) -> tuple[dict[str, int], set[str]] | None:
-        """(revisions read, the automations whose inputs may have changed since the last sync), or
-        None when everything is to be reconciled."""
-        if self._mark is None or self._rules is None or self._partial_syncs >= FULL_SYNC_EVERY:
-            return None
-        changes = self.changes.since(self._mark - CHANGE_MARGIN)
-        added = sum(1 for aid in changes.revisions if aid not in self._decoded)
-        if changes.rules != self._rules or changes.automations != len(self._decoded) + added:
-            return None  # a floor changed (any lane may move) or an automation was removed
-        with self._lock:
-            dropped, self._dropped_jobs = self._dropped_jobs, set()
-            held = set(self._holds)  # looked at on every poll, as a repair by hand stamps nothing
-        ids = {aid for aid, rev in changes.revisions.items() if (d := self._decoded.get(aid)) is None or d.revision != rev}
-        ids |= changes.woken | dropped | held
-        for lane in changes.started:
-            ids |= self._by_agent.get(lane, set())
-        ids &= self._decoded.keys() | changes.revisions.keys()
-        return (changes.revisions, ids) if len(ids) <= INCREMENTAL_LIMIT else None
+            self._marks.synced(now, None)
 
     def _reconcile(self, only: set[str] | None, revisions: dict[str, int], seq: int, now: datetime, policy_changed: bool) -> None:
         """Re-plan the automations ``only`` names (None: every one; then ``revisions`` is every
@@ -316,17 +293,8 @@ class HostRuntime:
             self._arm(decoded.automation, snapshot, seq, previous=None, now=now)  # type: ignore[arg-type]
 
     def _remember(self, automation_id: str, decoded: Decoded) -> None:
-        previous = self._decoded.get(automation_id)
-        if previous is not None and previous.automation is not None:
-            self._by_agent.get(lane_of(previous.automation)[:2], set()).discard(automation_id)
+        self._marks.moved(automation_id, self._decoded.get(automation_id), decoded)
         self._decoded[automation_id] = decoded
-        if decoded.automation is not None:
-            self._by_agent.setdefault(lane_of(decoded.automation)[:2], set()).add(automation_id)
-
-    def _on_job_removed(self, event: JobEvent) -> None:
-        # APScheduler drops a job whose trigger has nothing more (or failed): the next sync looks.
-        with self._lock:
-            self._dropped_jobs.add(event.job_id)
 
     def _arm(
         self, automation: Automation, snapshot: Snapshot, seq: int, *, previous: datetime | None, now: datetime, replan: bool = False
@@ -439,9 +407,7 @@ class HostRuntime:
 
     def _forget(self, automation_id: str) -> None:
         self._unarm(automation_id)
-        decoded = self._decoded.pop(automation_id, None)
-        if decoded is not None and decoded.automation is not None:
-            self._by_agent.get(lane_of(decoded.automation)[:2], set()).discard(automation_id)
+        self._marks.moved(automation_id, self._decoded.pop(automation_id, None), None)
 
     # -- ticks -------------------------------------------------------------------------------
     def tick(self, automation_id: str) -> Tick:
