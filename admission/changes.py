@@ -12,9 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import BigInteger, Connection, func, select, type_coerce
 
 from . import _schema as s
+from .clock import to_us
 from .store import Store
 
 
@@ -24,8 +25,8 @@ class Changes:
 
     revisions: dict[str, int]  # automation id -> revision, of the rows updated (or added) since
     automations: int  # how many automation rows exist now (fewer than known: some were removed)
-    woken: frozenset[str]  # automations whose wake state was written since
-    started: frozenset[tuple[str, str]]  # (goal, agent) of the lanes with a start reserved since
+    woken: dict[str, int]  # automation id -> when its wake state was last written (microseconds), if since
+    started: dict[tuple[str, str], int]  # (goal, agent) -> its latest start's anchor (microseconds), if since
     rules: frozenset[tuple[str, str, str, int]]  # every floor rule's scope and revision (a small table)
 
 
@@ -38,22 +39,19 @@ class ChangeFeed:
     def since(self, mark: datetime) -> Changes:
         """Everything stamped at or after ``mark`` (an aware instant), in one read transaction."""
         a, w, t = s.automations, s.wake_state, s.starts
+        # Stamps stay microseconds, undecoded: a damaged one is its automation's hold, not this read's.
+        since = to_us(mark)
+        stamp, anchor = type_coerce(w.c.updated_at_us, BigInteger), type_coerce(t.c.anchor_us, BigInteger)
         with self.store.read() as conn:
             revisions = {
                 str(aid): int(rev) for aid, rev in conn.execute(select(a.c.automation_id, a.c.revision).where(a.c.updated_at_us >= mark))
             }
             count = conn.execute(select(func.count()).select_from(a)).scalar_one()
-            woken = frozenset(aid for (aid,) in conn.execute(select(w.c.automation_id).where(w.c.updated_at_us >= mark)))
-            started = frozenset(
-                (goal, agent) for goal, agent in conn.execute(select(t.c.goal_id, t.c.agent_id).where(t.c.anchor_us >= mark).distinct())
-            )
+            woken = {str(aid): int(at) for aid, at in conn.execute(select(w.c.automation_id, stamp).where(stamp >= since))}
+            latest = select(t.c.goal_id, t.c.agent_id, func.max(anchor)).where(anchor >= since).group_by(t.c.goal_id, t.c.agent_id)
+            started = {(str(goal), str(agent)): int(at) for goal, agent, at in conn.execute(latest)}
             rules = _rules(conn)
         return Changes(revisions=revisions, automations=int(count), woken=woken, started=started, rules=rules)
-
-    def rules(self) -> frozenset[tuple[str, str, str, int]]:
-        """Every floor rule's scope and revision (what ``Changes.rules`` is compared with)."""
-        with self.store.read() as conn:
-            return _rules(conn)
 
 
 def _rules(conn: Connection) -> frozenset[tuple[str, str, str, int]]:

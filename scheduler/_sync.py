@@ -2,7 +2,8 @@
 
 The runtime keeps one ``SyncMarks``: when it last read the store, the floor rules it saw, which
 automations each agent's lane holds (a start in that lane re-plans them), and the jobs APScheduler
-dropped meanwhile. ``changed`` answers which automations to re-plan, or None for a full reconcile.
+dropped meanwhile. ``changed`` answers which automations to re-plan, or None for a full reconcile; a change is
+read again for a margin after its stamp, but re-plans once.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ import threading
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 
-from admission.changes import ChangeFeed
+from admission.changes import ChangeFeed, Changes
+from admission.clock import to_us
 
 from ._plan import Decoded, lane_of
 
@@ -29,34 +31,45 @@ class SyncMarks:
         self.rules: frozenset[tuple[str, str, str, int]] | None = None  # the floor rules the last full sync read
         self.partial = 0  # incremental syncs since the last full one
         self.by_agent: dict[tuple[str, str], set[str]] = {}  # (goal, agent) -> its automations' ids
+        self._woken: dict[str, int] = {}  # the wake-state stamps read inside the window
+        self._started: dict[tuple[str, str], int] = {}  # the latest anchors read inside the window
         self._dropped: set[str] = set()
         self._lock = threading.Lock()
 
-    def changed(self, decoded: Mapping[str, Decoded], held: set[str]) -> tuple[dict[str, int], set[str]] | None:
-        """(revisions read, the automations whose inputs may have changed since the last sync:
-        with the held ones, whose repair by hand stamps nothing), or None to reconcile everything."""
+    def read(self, now: datetime) -> Changes:
+        """What changed since the last sync (since ``now`` when there was none), a margin earlier."""
+        return self.feed.since((self.mark if self.mark is not None else now) - CHANGE_MARGIN)
+
+    def changed(self, changes: Changes, decoded: Mapping[str, Decoded], held: set[str]) -> set[str] | None:
+        """The automations whose inputs may have changed since the last sync (with the held ones,
+        whose repair by hand stamps nothing), or None to reconcile everything."""
         if self.mark is None or self.rules is None or self.partial >= FULL_SYNC_EVERY:
             return None
-        changes = self.feed.since(self.mark - CHANGE_MARGIN)
         added = sum(1 for aid in changes.revisions if aid not in decoded)
         if changes.rules != self.rules or changes.automations != len(decoded) + added:
             return None  # a floor changed (any lane may move) or an automation was removed
         with self._lock:
             dropped, self._dropped = self._dropped, set()
         ids = {aid for aid, rev in changes.revisions.items() if (d := decoded.get(aid)) is None or d.revision != rev}
-        ids |= changes.woken | dropped | held
-        for lane in changes.started:
-            ids |= self.by_agent.get(lane, set())
+        ids |= {aid for aid, at in changes.woken.items() if self._woken.get(aid, -1) < at}
+        ids |= dropped | held
+        for lane, anchor in changes.started.items():
+            if self._started.get(lane, -1) < anchor:
+                ids |= self.by_agent.get(lane, set())
         ids &= decoded.keys() | changes.revisions.keys()
-        return (changes.revisions, ids) if len(ids) <= INCREMENTAL_LIMIT else None
+        return ids if len(ids) <= INCREMENTAL_LIMIT else None
 
-    def synced(self, now: datetime, rules: frozenset[tuple[str, str, str, int]] | None) -> None:
-        """A sync that read the store at ``now`` succeeded (a full one: with these floor rules)."""
-        if rules is not None:
-            self.rules, self.partial = rules, 0
+    def synced(self, now: datetime, changes: Changes, *, full: bool) -> None:
+        """A sync that read ``changes`` (before its other reads) at ``now`` succeeded."""
+        if full:
+            self.rules, self.partial = changes.rules, 0
         else:
             self.partial += 1
         self.mark = now
+        # Stamps older than the next read's window are never read again.
+        oldest = to_us(now - CHANGE_MARGIN)
+        self._woken = {aid: at for aid, at in {**self._woken, **changes.woken}.items() if at >= oldest}
+        self._started = {lane: at for lane, at in {**self._started, **changes.started}.items() if at >= oldest}
 
     def dropped(self, automation_id: str) -> None:
         """APScheduler dropped this job (nothing more to fire, or its trigger failed): look at it."""

@@ -208,15 +208,10 @@ class HostRuntime:
         policy_changed = self.load_policy()
         with self._lock:
             held = set(self._holds)
-        changed = None if policy_changed else self._marks.changed(self._decoded, held)
-        if changed is None:
-            rules = self.changes.rules()
-            self._reconcile(None, self.automations.revisions(), seq, now, policy_changed)
-            self._marks.synced(now, rules)
-        else:
-            revisions, ids = changed
-            self._reconcile(ids, revisions, seq, now, policy_changed)
-            self._marks.synced(now, None)
+        changes = self._marks.read(now)  # before every other read: what changes after it is read again next time
+        ids = None if policy_changed else self._marks.changed(changes, self._decoded, held)
+        self._reconcile(ids, self.automations.revisions() if ids is None else changes.revisions, seq, now, policy_changed)
+        self._marks.synced(now, changes, full=ids is None)
 
     def _reconcile(self, only: set[str] | None, revisions: dict[str, int], seq: int, now: datetime, policy_changed: bool) -> None:
         """Re-plan the automations ``only`` names (None: every one; then ``revisions`` is every
