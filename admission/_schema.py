@@ -171,6 +171,13 @@ timer_bindings = Table(
     Column("acked_observed", Text, nullable=True),
     Column("read_requested_at_us", UtcMicros, nullable=True),
     Column("host_user", String(64), nullable=True),  # e.g. whose crontab holds the line
+    # Only the readbacks someone asked for: a host's poll finds them without reading every binding.
+    Index(
+        "ix_fg_timer_bindings_read_requested",
+        "read_requested_at_us",
+        sqlite_where=text("read_requested_at_us IS NOT NULL"),
+        postgresql_where=text("read_requested_at_us IS NOT NULL"),
+    ),
 )
 
 missions = Table(

@@ -82,6 +82,14 @@ class TimerBindings:
         with self.store.read() as conn:
             return {row[0] for row in conn.execute(select(b.c.automation_id))}
 
+    def read_requests(self, timer: str) -> set[str]:
+        """The automations on ``timer`` whose readback someone asked for since it was last read
+        (one query, by a partial index: a host's poll reads the asks, not every binding)."""
+        b = s.timer_bindings
+        asked = b.c.read_requested_at_us.is_not(None) & (b.c.observed_at_us.is_(None) | (b.c.read_requested_at_us > b.c.observed_at_us))
+        with self.store.read() as conn:
+            return {row[0] for row in conn.execute(select(b.c.automation_id).where(asked, b.c.timer == timer))}
+
     def all(self) -> dict[str, TimerBinding]:
         """Every binding that decodes (one query; a damaged row is left out, and reading that
         automation's binding alone says why)."""

@@ -619,15 +619,7 @@ class HostRuntime:
 
     def publish(self) -> None:
         """Publish readbacks of the live jobs: newly armed ones, and those someone asked about."""
-        bindings = self.timers.all()
-        wanted = set(self._unpublished)
-        for automation_id, binding in bindings.items():
-            if (
-                binding.timer == "apscheduler"
-                and binding.read_requested_at is not None
-                and (binding.observed_at is None or binding.read_requested_at > binding.observed_at)
-            ):
-                wanted.add(automation_id)
+        wanted = set(self._unpublished) | self.timers.read_requests("apscheduler")
         if not wanted:
             return
         live = ApschedulerTimer(self.scheduler)
