@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlalchemy import event
 
-from admission import Admission, Automations, FixedClock, Store, Tick, TickLog
+from admission import Admission, Automations, FixedClock, Store, Tick, TickLog, TimerBindings
 from hosts import Schedule
 from scheduler.runtime import HostRuntime, RuntimeConfig
 
@@ -114,3 +114,18 @@ def test_a_sync_reads_what_changed_not_every_automation(store: Store, tmp_path) 
     # for a poll after two automations changed (their rows, their ticks, their lanes' facts).
     assert large == small, (small, large)
     assert small["idle"]["rows"] < 12 and small["two_changed"]["rows"] < 24, small
+
+
+def test_a_poll_finds_the_readbacks_asked_for_and_only_until_they_are_published(store: Store) -> None:
+    bindings = TimerBindings(store)
+    for aid, timer in (("asked", "apscheduler"), ("quiet", "apscheduler"), ("cron", "crontab")):
+        bindings.set_desired(aid, timer, "DTSTART:20261201T090000Z\nRRULE:FREQ=DAILY", False, None, T0)
+    bindings.publish_own([("quiet", "apscheduler", None, None, T0)])  # read once, never asked again
+    assert bindings.read_requests("apscheduler") == set()
+    bindings.request_read("asked", T0 + timedelta(seconds=1))
+    bindings.request_read("cron", T0 + timedelta(seconds=1))  # another timer host's to answer
+    assert bindings.read_requests("apscheduler") == {"asked"}
+    bindings.publish_own([("asked", "apscheduler", None, None, T0 + timedelta(seconds=2))])
+    assert bindings.read_requests("apscheduler") == set()
+    bindings.request_read("quiet", T0 + timedelta(seconds=3))  # asked after its last readback
+    assert bindings.read_requests("apscheduler") == {"quiet"}
