@@ -22,7 +22,9 @@ an instant already produced is never produced twice.
 
 from __future__ import annotations
 
+import bisect
 import heapq
+import itertools
 import math
 from collections.abc import Iterator
 from datetime import date, datetime, timedelta, timezone, tzinfo
@@ -49,6 +51,7 @@ _WEEKDAY = (du.MO, du.TU, du.WE, du.TH, du.FR, du.SA, du.SU)
 # jumped 24 h), nor changed its offset twice within this reach.
 _REACH = timedelta(hours=25)
 _MICROSECOND = timedelta(microseconds=1)
+_WINDOW = 8  # occurrences kept per schedule for the next queries (a few hundred bytes)
 
 
 _NOMINAL_DAYS = {"YEARLY": 366, "MONTHLY": 31, "WEEKLY": 7, "DAILY": 1, "HOURLY": 1 / 24, "MINUTELY": 1 / 1440, "SECONDLY": 1 / 86400}
@@ -114,6 +117,8 @@ class Engine:
         self.exdates = exdates
         self.is_date = is_date
         self._until_walk = self._walk_until()
+        # (an instant, the occurrences that follow it): what the last uncached ``next_after`` walked.
+        self._window: tuple[datetime, tuple[datetime, ...]] | None = None
 
     # -- public --------------------------------------------------------------------------------
     def iterate(self, after: datetime | None = None) -> Iterator[datetime]:
@@ -146,9 +151,20 @@ class Engine:
             yield instant
 
     def next_after(self, after: datetime) -> datetime | None:
-        for occurrence in self.iterate(after):
-            return occurrence
-        return None
+        """The first occurrence strictly after the instant ``after``; answered from the occurrences
+        the last walk produced when ``after`` lies among them (a host asks each timer's schedule
+        again at every fire, and one schedule serves many automations)."""
+        if after.tzinfo is not None:
+            after = after.astimezone(timezone.utc)  # one zone's datetimes compare by wall time, not instant
+        window = self._window  # one read: another thread may replace it meanwhile
+        if window is not None and window[0] <= after < window[1][-1]:
+            values = window[1]
+            return values[bisect.bisect_right(values, after)]
+        values = tuple(itertools.islice(self.iterate(after), _WINDOW))
+        if not values:
+            return None
+        self._window = (after, values)
+        return values[0]
 
     def last_at_or_before(self, at: datetime) -> datetime | None:
         """The latest occurrence at or before ``at`` (None if there is none)."""
@@ -159,6 +175,12 @@ class Engine:
                     break
                 found = occurrence
             return found
+        if at.tzinfo is not None:
+            at = at.astimezone(timezone.utc)
+        window = self._window
+        if window is not None and window[1][0] <= at < window[1][-1]:  # every occurrence in between is known
+            values = window[1]
+            return values[bisect.bisect_right(values, at) - 1]
         change = self._change(at)
         if change is not None and change[1] < timedelta(0):
             at = change[0] - _MICROSECOND  # inside a repeated hour's second pass: no occurrence is an instant there

@@ -315,7 +315,10 @@ class HostRuntime:
                 self._release(automation_id)
                 return
             instances = 1 if automation.spec.overlap == "skip" else self.config.workers
-            job = self.scheduler.get_job(automation_id)
+            # Before the scheduler starts, APScheduler looks a job up in a list (arming 10,000 timers
+            # at host start would be quadratic): a timer never armed has no job to look up.
+            known = current is not None and current.trigger is not None
+            job = self.scheduler.get_job(automation_id) if self.scheduler.running or known else None
             if job is None:
                 self.scheduler.add_job(
                     self._tick,
