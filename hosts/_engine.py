@@ -52,6 +52,8 @@ _WEEKDAY = (du.MO, du.TU, du.WE, du.TH, du.FR, du.SA, du.SU)
 _REACH = timedelta(hours=25)
 _MICROSECOND = timedelta(microseconds=1)
 _WINDOW = 8  # occurrences kept per schedule for the next queries (a few hundred bytes)
+_GRID = {"SECONDLY": timedelta(seconds=1), "MINUTELY": timedelta(minutes=1), "HOURLY": timedelta(hours=1), "DAILY": timedelta(days=1)}
+_GRID["WEEKLY"] = timedelta(weeks=1)
 
 
 _NOMINAL_DAYS = {"YEARLY": 366, "MONTHLY": 31, "WEEKLY": 7, "DAILY": 1, "HOURLY": 1 / 24, "MINUTELY": 1 / 1440, "SECONDLY": 1 / 86400}
@@ -117,6 +119,7 @@ class Engine:
         self.exdates = exdates
         self.is_date = is_date
         self._until_walk = self._walk_until()
+        self._step = _grid_step(recur, is_date)
         # (an instant, the occurrences that follow it): what the last uncached ``next_after`` walked.
         self._window: tuple[datetime, tuple[datetime, ...]] | None = None
 
@@ -156,6 +159,9 @@ class Engine:
         again at every fire, and one schedule serves many automations)."""
         if after.tzinfo is not None:
             after = after.astimezone(timezone.utc)  # one zone's datetimes compare by wall time, not instant
+        solved, found = self._grid_next(after)
+        if solved:
+            return found
         window = self._window  # one read: another thread may replace it meanwhile
         if window is not None and window[0] <= after < window[1][-1]:
             values = window[1]
@@ -177,6 +183,9 @@ class Engine:
             return found
         if at.tzinfo is not None:
             at = at.astimezone(timezone.utc)
+        solved, found = self._grid_last(at)
+        if solved:
+            return found
         window = self._window
         if window is not None and window[1][0] <= at < window[1][-1]:  # every occurrence in between is known
             values = window[1]
@@ -196,6 +205,58 @@ class Engine:
             if found is not None or probe is None:
                 return found
             back *= 4
+
+    # -- the grid: a rule with no BYxxx part is DTSTART plus whole steps of wall time ----------
+    def _grid_next(self, after: datetime) -> tuple[bool, datetime | None]:
+        """(True, the answer) by arithmetic where the zone keeps one offset from a day before
+        ``after`` to the answer (wall time and instants then map one to one); else (False, None)."""
+        step = self._step
+        if step is None:
+            return False, None
+        local = self._to_local(after)
+        steady, offset = self._steady(after)
+        if not steady:
+            return False, None
+        k = 0 if local < self.dtstart else (local - self.dtstart) // step + 1
+        return self._grid_point(k, after, offset, later=True)
+
+    def _grid_last(self, at: datetime) -> tuple[bool, datetime | None]:
+        """``_grid_next``'s arithmetic for the latest occurrence at or before ``at``."""
+        step = self._step
+        if step is None:
+            return False, None
+        local = self._to_local(at)
+        steady, offset = self._steady(at)
+        if not steady:
+            return False, None
+        if local < self.dtstart:
+            return True, None  # DTSTART is later: nothing has happened (no fold maps it earlier here)
+        return self._grid_point((local - self.dtstart) // step, at, offset, later=False)
+
+    def _grid_point(self, k: int, asked: datetime, offset: timedelta | None, *, later: bool) -> tuple[bool, datetime | None]:
+        try:
+            naive = self.dtstart + k * self._step  # type: ignore[operator]
+        except OverflowError:
+            return False, None
+        if naive in self.exdates or (self.recur.until is not None and not self._before_until(naive)):
+            return False, None  # the walk knows what comes instead
+        instant = self._instant(naive)
+        if offset is not None:
+            assert self.zone is not None
+            if abs(instant - asked) > _REACH or _offset(instant, self.zone) != offset:
+                return False, None
+            if not later and _offset(instant - _REACH, self.zone) != offset:
+                return False, None  # an earlier fire shifted out of a gap could stand where this one does
+        return True, instant
+
+    def _steady(self, instant: datetime) -> tuple[bool, timedelta | None]:
+        """(whether the zone's offset at ``instant`` was the same a day before, that offset; None
+        without a zone)."""
+        zone = self.zone
+        if zone is None or instant.tzinfo is None:
+            return True, None
+        offset = _offset(instant, zone)
+        return _offset(instant - _REACH, zone) == offset, offset
 
     # -- internals -----------------------------------------------------------------------------
     def _naive(self, start: datetime, walk_from: datetime | None) -> Iterator[datetime]:
@@ -313,6 +374,17 @@ class Engine:
             }[r.freq]
         k = max(0, (local - base) // step)
         return base + k * step
+
+
+def _grid_step(recur: Recur, is_date: bool) -> timedelta | None:
+    """The wall-time step between occurrences of a rule that is only FREQ and INTERVAL (dateutil
+    derives every other part from DTSTART: the same time of day, weekday), else None."""
+    r = recur
+    if is_date or r.count is not None or r.freq not in _GRID:
+        return None
+    if r.bymonth or r.byweekno or r.byyearday or r.bymonthday or r.byday or r.byhour or r.byminute or r.bysecond or r.bysetpos:
+        return None
+    return _GRID[r.freq] * r.interval
 
 
 def _offset(instant: datetime, zone: tzinfo) -> timedelta:

@@ -207,6 +207,9 @@ def test_property_fast_next_equals_the_walk_and_increases(rule, zone, start_days
                 break
     assert fast == walked
     assert all(a < b for a, b in pairwise(fast))
+    assert schedule.next_after(probe) == walked[0]  # FREQ and INTERVAL alone: by arithmetic
+    assert schedule.last_at_or_before(walked[0]) == walked[0]
+    assert schedule.last_at_or_before(walked[1] - timedelta(seconds=1)) == walked[0]
 
 
 @pytest.mark.parametrize(
@@ -295,7 +298,8 @@ def _walked(schedule: Schedule, monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 @pytest.mark.parametrize("zone", ["Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "UTC"])
 def test_a_per_minute_query_walks_from_the_asked_minute_on_dst_days_too(zone: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    schedule = Schedule.parse(f"DTSTART;TZID={zone}:20200101T000000\nRRULE:FREQ=MINUTELY")
+    # BYSECOND=0 keeps it a walk (a bare FREQ=MINUTELY is answered by arithmetic, walking nothing).
+    schedule = Schedule.parse(f"DTSTART;TZID={zone}:20200101T000000\nRRULE:FREQ=MINUTELY;BYSECOND=0")
     counts = _walked(schedule, monkeypatch)
     # Every 17 minutes over the days around 2026's changes, skipping the hour after a jump forward
     # (wall times in the gap become later instants: that hour is walked back, by the jump's size).
