@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import insert, select, update
+from sqlalchemy import bindparam, insert, select, update
 
 from . import _locks as locks
 from . import _schema as s
@@ -63,7 +63,7 @@ def _binding(row) -> TimerBinding:  # type: ignore[no-untyped-def]
 
 
 # Rows per transaction when a running host publishes its timers' readbacks.
-PUBLISH_CHUNK = 200
+PUBLISH_CHUNK = 100
 
 
 class TimerBindings:
@@ -198,6 +198,8 @@ class TimerBindings:
             ids = [r[0] for r in readbacks]
             query = select(b.c.automation_id, b.c.desired, b.c.applied_at_us).where(b.c.automation_id.in_(ids))
             existing = {row.automation_id: row for row in conn.execute(query)}
+            inserts: list[dict] = []  # type: ignore[type-arg]
+            updates: list[dict] = []  # type: ignore[type-arg]
             for automation_id, timer, desired, observed, read_at in readbacks:
                 at = read_at
                 row = existing.get(automation_id)
@@ -221,9 +223,14 @@ class TimerBindings:
                     acked_observed=observed if observed == desired else None,
                 )
                 if row is None:
-                    conn.execute(insert(b).values(automation_id=automation_id, desired_at_us=at, **values))
+                    inserts.append(dict(automation_id=automation_id, desired_at_us=at, **values))
                 else:
-                    conn.execute(update(b).where(b.c.automation_id == automation_id).values(**values))
+                    updates.append(dict(key=automation_id, **values))
+            # Two executemany statements: the transaction holds the write lock a few milliseconds.
+            if inserts:
+                conn.execute(insert(b), inserts)
+            if updates:
+                conn.execute(update(b).where(b.c.automation_id == bindparam("key")), updates)
 
     def request_read(self, automation_id: str, now: datetime) -> None:
         b = s.timer_bindings
