@@ -25,8 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # before bench/: bench/admission.py is not the package
 
 SAMPLE = 100  # automations read one by one
 
@@ -81,6 +80,7 @@ def main() -> None:
     if args.child:
         print(json.dumps(_child(*args.child)))
         return
+    sys.path.append(str(Path(__file__).resolve().parent))
     from host import seed  # the host benchmark's store: the same automations, agents and starts
 
     sizes = [int(x) for x in args.sizes.split(",")] + ([50_000] if args.big else [])

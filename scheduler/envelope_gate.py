@@ -114,9 +114,13 @@ class EnvelopeGate:
         except StoreUnavailable:
             return {lane: self.envelope(*lane) for lane in lanes}
         out = {}
+        merged: dict[tuple[tuple[str, str, str], ...], tuple[Envelope, str | None]] = {}  # lanes with the same rules share one
         for goal, agent, automation in lanes:
             keys = ((goal, "", ""), (goal, agent, ""), (goal, agent, automation))
-            out[(goal, agent, automation)] = _merged([by_scope[k] for k in keys if k in by_scope])
+            present = tuple(k for k in keys if k in by_scope)
+            if present not in merged:
+                merged[present] = _merged([by_scope[k] for k in present])
+            out[(goal, agent, automation)] = merged[present]
         return out
 
     # -- turn start ----------------------------------------------------------------------------

@@ -208,8 +208,8 @@ class _Direct:
     def unsettled(self, aid: str) -> list[TurnRecord]:
         return self.rb.journal.unsettled(aid)  # an unreadable turn raises: the automation is held
 
-    def wake(self, aid: str) -> WakeState:
-        return self.rb.automations.wake_state(aid)
+    def wake(self, aid: str) -> WakeState | None:
+        return _chain(self.rb.automations.wake_state(aid))
 
     def last_ticked(self, aid: str) -> datetime | None:
         return self.rb.ticklog.last_nominal(aid).get(aid)
@@ -267,8 +267,8 @@ class _Bulk:
     def unsettled(self, aid: str) -> list[TurnRecord]:
         return self.direct.unsettled(aid) if self.damaged_turns else self.running.get(aid, [])
 
-    def wake(self, aid: str) -> WakeState:
-        return self.direct.wake(aid) if aid in self.bad_wakes else self.wakes.get(aid, WakeState(automation_id=aid))
+    def wake(self, aid: str) -> WakeState | None:
+        return self.direct.wake(aid) if aid in self.bad_wakes else _chain(self.wakes.get(aid))
 
     def last_ticked(self, aid: str) -> datetime | None:
         return self.direct.last_ticked(aid) if aid in self.bad_ticks else self.ticked.get(aid)
@@ -512,6 +512,12 @@ class Readback:
         else:
             keys = [k for k in self.admission.lanes() if goal is None or k[0] == goal]
         return [self.admission.eligibility(*k) for k in keys if k not in covered]
+
+
+def _chain(wake: WakeState | None) -> WakeState | None:
+    """The wake state a plan needs: only a running backoff chain (None plans as no backoff, and
+    ten thousand automations without one share it)."""
+    return wake if wake is not None and wake.backoff_step > 0 else None
 
 
 def _unreadable(automation_id: str, reason: str) -> AutomationReadback:
