@@ -511,7 +511,11 @@ class Readback:
             keys: list[tuple[str, str, str | None]] = [(goal, agent, automation)]
         else:
             keys = [k for k in self.admission.lanes() if goal is None or k[0] == goal]
-        return [self.admission.eligibility(*k) for k in keys if k not in covered]
+        wanted = [k for k in keys if k not in covered]
+        if len(wanted) < 2:
+            return [self.admission.eligibility(*k) for k in wanted]
+        found = self.admission.eligibility_many(wanted)  # one read transaction, the agents' last starts in one query
+        return [found[k] for k in wanted]
 
 
 def _chain(wake: WakeState | None) -> WakeState | None:
