@@ -2,15 +2,15 @@
 states by update time, starts by anchor), the latest tick of a few automations by nominal time,
 and the timer readbacks someone asked for.
 
-Revision ID: 0012
-Revises: 0011
+Revision ID: 0014
+Revises: 0013
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0012"
-down_revision = "0011"
+revision = "0014"
+down_revision = "0013"
 branch_labels = None
 depends_on = None
 
