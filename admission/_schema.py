@@ -67,6 +67,7 @@ starts = Table(
     Index("ix_fg_starts_lane_trigger", "goal_id", "agent_id", "automation_id", "trigger_us", unique=True),
     # Only unconfirmed reservations: recovery finds the orphaned ones without scanning every start.
     Index("ix_fg_starts_reserved", "anchor_us", sqlite_where=text("phase = 'reserved'"), postgresql_where=text("phase = 'reserved'")),
+    Index("ix_fg_starts_anchor", "anchor_us"),  # a host's sync: the lanes that started since its last poll
 )
 
 automations = Table(
@@ -88,6 +89,7 @@ automations = Table(
     Column("created_at_us", UtcMicros, nullable=False),
     Column("updated_at_us", UtcMicros, nullable=False),
     Column("hold_kind", String(16), nullable=True),  # HoldKind while held, else NULL
+    Index("ix_fg_automations_updated", "updated_at_us"),  # a host's sync: what changed since its last poll
 )
 
 wake_state = Table(
@@ -98,6 +100,7 @@ wake_state = Table(
     Column("backoff_wake_us", UtcMicros, nullable=True),
     Column("last_nominal_us", UtcMicros, nullable=True),  # unused: the tick log records what ticked
     Column("updated_at_us", UtcMicros, nullable=False),
+    Index("ix_fg_wake_state_updated", "updated_at_us"),
 )
 
 ticks = Table(
@@ -112,6 +115,7 @@ ticks = Table(
     Column("turn_id", String(128), nullable=True),
     Column("host", String(128), nullable=False),
     Index("ix_fg_ticks_automation", "automation_id", "id"),
+    Index("ix_fg_ticks_automation_nominal", "automation_id", "nominal_us"),  # the latest tick of a few automations
 )
 
 turns = Table(
@@ -168,6 +172,13 @@ timer_bindings = Table(
     Column("acked_observed", Text, nullable=True),
     Column("read_requested_at_us", UtcMicros, nullable=True),
     Column("host_user", String(64), nullable=True),  # e.g. whose crontab holds the line
+    # Only the readbacks someone asked for: a host's poll finds them without reading every binding.
+    Index(
+        "ix_fg_timer_bindings_read_requested",
+        "read_requested_at_us",
+        sqlite_where=text("read_requested_at_us IS NOT NULL"),
+        postgresql_where=text("read_requested_at_us IS NOT NULL"),
+    ),
 )
 
 missions = Table(

@@ -11,6 +11,7 @@ import json
 from collections.abc import Collection
 from datetime import datetime, timedelta
 from enum import StrEnum
+from functools import lru_cache
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -140,10 +141,17 @@ class WakeState(BaseModel):
     backoff_wake_at: datetime | None = None
 
 
+@lru_cache(maxsize=4096)
+def _host(text: str) -> CommandHost | None:
+    """The host of a stored spec, one frozen object per distinct text: ten thousand automations
+    running one command share it (a host's and a status read's memory)."""
+    doc = json.loads(text)
+    return CommandHost.model_validate(doc) if doc is not None else None
+
+
 def _row_to_automation(row) -> Automation:  # type: ignore[no-untyped-def]
     try:
-        host_doc = json.loads(row.host_spec)
-        host = CommandHost.model_validate(host_doc) if host_doc is not None else None
+        host = _host(row.host_spec)
         spec = AutomationSpec(
             goal_id=row.goal_id,
             agent_id=row.agent_id,
@@ -335,14 +343,17 @@ class Automations:
         with self.store.read() as conn:
             return {row.automation_id: _wake_from_row(row) for row in conn.execute(select(w))}
 
-    def wake_scan(self) -> tuple[dict[str, WakeState], dict[str, str]]:
-        """Like ``wake_states``, but a malformed row is reported as ``{automation_id: reason}``
-        instead of failing the whole read."""
+    def wake_scan(self, automation_ids: Collection[str] | None = None) -> tuple[dict[str, WakeState], dict[str, str]]:
+        """Like ``wake_states`` (of every automation, or those named), but a malformed row is
+        reported as ``{automation_id: reason}`` instead of failing the whole read."""
         w = s.wake_state
         found: dict[str, WakeState] = {}
         bad: dict[str, str] = {}
+        query = select(*raw_columns(w))
+        if automation_ids is not None:
+            query = query.where(w.c.automation_id.in_(sorted(automation_ids)))
         with self.store.read() as conn:
-            rows = list(conn.execute(select(*raw_columns(w))))
+            rows = list(conn.execute(query))
         for row in rows:
             try:
                 found[row.automation_id] = _wake_from_row(_decoded(w, row, "wake state of automation"))

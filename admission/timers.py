@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import insert, select, update
+from sqlalchemy import bindparam, insert, select, update
 
 from . import _locks as locks
 from . import _schema as s
@@ -63,7 +63,7 @@ def _binding(row) -> TimerBinding:  # type: ignore[no-untyped-def]
 
 
 # Rows per transaction when a running host publishes its timers' readbacks.
-PUBLISH_CHUNK = 200
+PUBLISH_CHUNK = 100
 
 
 class TimerBindings:
@@ -81,6 +81,14 @@ class TimerBindings:
         b = s.timer_bindings
         with self.store.read() as conn:
             return {row[0] for row in conn.execute(select(b.c.automation_id))}
+
+    def read_requests(self, timer: str) -> set[str]:
+        """The automations on ``timer`` whose readback someone asked for since it was last read
+        (one query, by a partial index: a host's poll reads the asks, not every binding)."""
+        b = s.timer_bindings
+        asked = b.c.read_requested_at_us.is_not(None) & (b.c.observed_at_us.is_(None) | (b.c.read_requested_at_us > b.c.observed_at_us))
+        with self.store.read() as conn:
+            return {row[0] for row in conn.execute(select(b.c.automation_id).where(asked, b.c.timer == timer))}
 
     def all(self) -> dict[str, TimerBinding]:
         """Every binding that decodes (one query; a damaged row is left out, and reading that
@@ -190,6 +198,8 @@ class TimerBindings:
             ids = [r[0] for r in readbacks]
             query = select(b.c.automation_id, b.c.desired, b.c.applied_at_us).where(b.c.automation_id.in_(ids))
             existing = {row.automation_id: row for row in conn.execute(query)}
+            inserts: list[dict] = []  # type: ignore[type-arg]
+            updates: list[dict] = []  # type: ignore[type-arg]
             for automation_id, timer, desired, observed, read_at in readbacks:
                 at = read_at
                 row = existing.get(automation_id)
@@ -213,9 +223,14 @@ class TimerBindings:
                     acked_observed=observed if observed == desired else None,
                 )
                 if row is None:
-                    conn.execute(insert(b).values(automation_id=automation_id, desired_at_us=at, **values))
+                    inserts.append(dict(automation_id=automation_id, desired_at_us=at, **values))
                 else:
-                    conn.execute(update(b).where(b.c.automation_id == automation_id).values(**values))
+                    updates.append(dict(key=automation_id, **values))
+            # Two executemany statements: the transaction holds the write lock a few milliseconds.
+            if inserts:
+                conn.execute(insert(b), inserts)
+            if updates:
+                conn.execute(update(b).where(b.c.automation_id == bindparam("key")), updates)
 
     def request_read(self, automation_id: str, now: datetime) -> None:
         b = s.timer_bindings

@@ -22,7 +22,10 @@ an instant already produced is never produced twice.
 
 from __future__ import annotations
 
+import bisect
 import heapq
+import itertools
+import math
 from collections.abc import Iterator
 from datetime import date, datetime, timedelta, timezone, tzinfo
 from functools import lru_cache
@@ -44,8 +47,13 @@ _FREQ: dict[str, Literal[0, 1, 2, 3, 4, 5, 6]] = {
 }
 _ORDER = ("YEARLY", "MONTHLY", "WEEKLY", "DAILY", "HOURLY", "MINUTELY", "SECONDLY")
 _WEEKDAY = (du.MO, du.TU, du.WE, du.TH, du.FR, du.SA, du.SU)
-_SLACK = timedelta(hours=3)  # wider than any DST shift between a wall time and its instant
-_NEAR = (timedelta(hours=-26), timedelta(hours=26))  # a DST change within a day of a query
+# No zone has ever moved its clocks by more than a day at once (Samoa 2011 and Kwajalein 1993
+# jumped 24 h), nor changed its offset twice within this reach.
+_REACH = timedelta(hours=25)
+_MICROSECOND = timedelta(microseconds=1)
+_WINDOW = 8  # occurrences kept per schedule for the next queries (a few hundred bytes)
+_GRID = {"SECONDLY": timedelta(seconds=1), "MINUTELY": timedelta(minutes=1), "HOURLY": timedelta(hours=1), "DAILY": timedelta(days=1)}
+_GRID["WEEKLY"] = timedelta(weeks=1)
 
 
 _NOMINAL_DAYS = {"YEARLY": 366, "MONTHLY": 31, "WEEKLY": 7, "DAILY": 1, "HOURLY": 1 / 24, "MINUTELY": 1 / 1440, "SECONDLY": 1 / 86400}
@@ -111,6 +119,9 @@ class Engine:
         self.exdates = exdates
         self.is_date = is_date
         self._until_walk = self._walk_until()
+        self._step = _grid_step(recur, is_date)
+        # (an instant, the occurrences that follow it): what the last uncached ``next_after`` walked.
+        self._window: tuple[datetime, tuple[datetime, ...]] | None = None
 
     # -- public --------------------------------------------------------------------------------
     def iterate(self, after: datetime | None = None) -> Iterator[datetime]:
@@ -120,7 +131,7 @@ class Engine:
             start = self._period_start(self.dtstart)
             walk_from = None
         else:
-            walk_from = max(self._to_local(after) - self._slack(after), self.dtstart)
+            walk_from = max(self._walk_from(after), self.dtstart)
             start = self._period_start(walk_from)
         emitted = 0
         last: datetime | None = None
@@ -143,9 +154,23 @@ class Engine:
             yield instant
 
     def next_after(self, after: datetime) -> datetime | None:
-        for occurrence in self.iterate(after):
-            return occurrence
-        return None
+        """The first occurrence strictly after the instant ``after``; answered from the occurrences
+        the last walk produced when ``after`` lies among them (a host asks each timer's schedule
+        again at every fire, and one schedule serves many automations)."""
+        if after.tzinfo is not None:
+            after = after.astimezone(timezone.utc)  # one zone's datetimes compare by wall time, not instant
+        solved, found = self._grid_next(after)
+        if solved:
+            return found
+        window = self._window  # one read: another thread may replace it meanwhile
+        if window is not None and window[0] <= after < window[1][-1]:
+            values = window[1]
+            return values[bisect.bisect_right(values, after)]
+        values = tuple(itertools.islice(self.iterate(after), _WINDOW))
+        if not values:
+            return None
+        self._window = (after, values)
+        return values[0]
 
     def last_at_or_before(self, at: datetime) -> datetime | None:
         """The latest occurrence at or before ``at`` (None if there is none)."""
@@ -156,7 +181,19 @@ class Engine:
                     break
                 found = occurrence
             return found
-        back = self._period_length() + _SLACK
+        if at.tzinfo is not None:
+            at = at.astimezone(timezone.utc)
+        solved, found = self._grid_last(at)
+        if solved:
+            return found
+        window = self._window
+        if window is not None and window[1][0] <= at < window[1][-1]:  # every occurrence in between is known
+            values = window[1]
+            return values[bisect.bisect_right(values, at) - 1]
+        change = self._change(at)
+        if change is not None and change[1] < timedelta(0):
+            at = change[0] - _MICROSECOND  # inside a repeated hour's second pass: no occurrence is an instant there
+        back = self._period_length()  # a first guess, widened below until an occurrence is found
         while True:
             earliest = at - back
             probe: datetime | None = None if self._to_local(earliest) <= self.dtstart else earliest
@@ -168,6 +205,58 @@ class Engine:
             if found is not None or probe is None:
                 return found
             back *= 4
+
+    # -- the grid: a rule with no BYxxx part is DTSTART plus whole steps of wall time ----------
+    def _grid_next(self, after: datetime) -> tuple[bool, datetime | None]:
+        """(True, the answer) by arithmetic where the zone keeps one offset from a day before
+        ``after`` to the answer (wall time and instants then map one to one); else (False, None)."""
+        step = self._step
+        if step is None:
+            return False, None
+        local = self._to_local(after)
+        steady, offset = self._steady(after)
+        if not steady:
+            return False, None
+        k = 0 if local < self.dtstart else (local - self.dtstart) // step + 1
+        return self._grid_point(k, after, offset, later=True)
+
+    def _grid_last(self, at: datetime) -> tuple[bool, datetime | None]:
+        """``_grid_next``'s arithmetic for the latest occurrence at or before ``at``."""
+        step = self._step
+        if step is None:
+            return False, None
+        local = self._to_local(at)
+        steady, offset = self._steady(at)
+        if not steady:
+            return False, None
+        if local < self.dtstart:
+            return True, None  # DTSTART is later: nothing has happened (no fold maps it earlier here)
+        return self._grid_point((local - self.dtstart) // step, at, offset, later=False)
+
+    def _grid_point(self, k: int, asked: datetime, offset: timedelta | None, *, later: bool) -> tuple[bool, datetime | None]:
+        try:
+            naive = self.dtstart + k * self._step  # type: ignore[operator]
+        except OverflowError:
+            return False, None
+        if naive in self.exdates or (self.recur.until is not None and not self._before_until(naive)):
+            return False, None  # the walk knows what comes instead
+        instant = self._instant(naive)
+        if offset is not None:
+            assert self.zone is not None
+            if abs(instant - asked) > _REACH or _offset(instant, self.zone) != offset:
+                return False, None
+            if not later and _offset(instant - _REACH, self.zone) != offset:
+                return False, None  # an earlier fire shifted out of a gap could stand where this one does
+        return True, instant
+
+    def _steady(self, instant: datetime) -> tuple[bool, timedelta | None]:
+        """(whether the zone's offset at ``instant`` was the same a day before, that offset; None
+        without a zone)."""
+        zone = self.zone
+        if zone is None or instant.tzinfo is None:
+            return True, None
+        offset = _offset(instant, zone)
+        return _offset(instant - _REACH, zone) == offset, offset
 
     # -- internals -----------------------------------------------------------------------------
     def _naive(self, start: datetime, walk_from: datetime | None) -> Iterator[datetime]:
@@ -188,8 +277,11 @@ class Engine:
             return None
         if isinstance(until, datetime):
             if until.tzinfo is not None and self.zone is not None:
-                return until.astimezone(self.zone).replace(tzinfo=None) + _SLACK
-            return until.replace(tzinfo=None) + _SLACK
+                # Inside a repeated hour, a later wall time of the first pass is an instant before UNTIL.
+                change = self._change(until)
+                repeat = -change[1] if change is not None and change[1] < timedelta(0) else timedelta(0)
+                return until.astimezone(self.zone).replace(tzinfo=None) + repeat
+            return until.replace(tzinfo=None)
         return datetime(until.year, until.month, until.day) + timedelta(days=1)
 
     def _before_until(self, naive: datetime) -> bool:
@@ -201,17 +293,41 @@ class Engine:
         assert isinstance(until, date)
         return naive.date() <= until
 
-    def _slack(self, instant: datetime) -> timedelta:
-        """How far before ``instant``'s wall time an occurrence after it may lie: nothing where the
-        zone's offset is the same a day either side (no DST change near: wall time is one-to-one),
-        else ``_SLACK``. A per-minute rule then walks from the asked minute, not three hours back."""
+    def _walk_from(self, after: datetime) -> datetime:
+        """The wall time to walk from for occurrences after the instant ``after``: its own, except
+        just after the zone changed its offset. After a jump forward, a wall time in the gap is
+        taken at the offset before it, so it becomes an instant up to the jump later: walk back by
+        the jump. Inside a repeated hour's second pass, its wall times were produced in the first:
+        walk from the end of the repeat. A per-minute rule walks from the asked minute on DST days."""
+        local = self._to_local(after)
+        change = self._change(after)
+        if change is None:
+            return local
+        at, jump = change
+        return local - jump if jump > timedelta(0) else self._to_local(at - jump)  # at - jump: the repeat's end
+
+    def _change(self, instant: datetime) -> tuple[datetime, timedelta] | None:
+        """The zone's last offset change before ``instant`` when ``instant`` lies within its size
+        after it: (the instant of the change, its signed size); else None."""
         zone = self.zone
         if zone is None or instant.tzinfo is None:
-            return timedelta(0)
-        offset = instant.astimezone(zone).utcoffset()
-        if all((instant + step).astimezone(zone).utcoffset() == offset for step in _NEAR):
-            return timedelta(0)
-        return _SLACK
+            return None
+        offset = _offset(instant, zone)
+        jump = offset - _offset(instant - _REACH, zone)
+        if not jump:
+            return None
+        # Bisect on whole seconds (tzdata changes offsets on them): the old offset holds at ``low``,
+        # the new one from ``high`` on, so the change is at ``high`` once they are a second apart.
+        low = math.floor((instant - _REACH).timestamp())
+        high = math.ceil(instant.timestamp())
+        while high - low > 1:
+            middle = (low + high) // 2
+            if _offset(datetime.fromtimestamp(middle, timezone.utc), zone) == offset:
+                high = middle
+            else:
+                low = middle
+        at = datetime.fromtimestamp(high, timezone.utc)
+        return (at, jump) if instant < at + abs(jump) else None
 
     def _to_local(self, instant: datetime) -> datetime:
         if self.zone is None or instant.tzinfo is None:
@@ -258,6 +374,21 @@ class Engine:
             }[r.freq]
         k = max(0, (local - base) // step)
         return base + k * step
+
+
+def _grid_step(recur: Recur, is_date: bool) -> timedelta | None:
+    """The wall-time step between occurrences of a rule that is only FREQ and INTERVAL (dateutil
+    derives every other part from DTSTART: the same time of day, weekday), else None."""
+    r = recur
+    if is_date or r.count is not None or r.freq not in _GRID:
+        return None
+    if r.bymonth or r.byweekno or r.byyearday or r.bymonthday or r.byday or r.byhour or r.byminute or r.bysecond or r.bysetpos:
+        return None
+    return _GRID[r.freq] * r.interval
+
+
+def _offset(instant: datetime, zone: tzinfo) -> timedelta:
+    return instant.astimezone(zone).utcoffset()  # type: ignore[return-value]
 
 
 def _truncate(d: datetime, freq: str) -> datetime:

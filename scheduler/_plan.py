@@ -135,6 +135,25 @@ def next_eligible_tolerant(
     return found, bad
 
 
+def next_eligible_each(
+    admission: Admission, lanes: list[tuple[str, str, str]]
+) -> tuple[dict[tuple[str, str, str], datetime | None], dict[tuple[str, str, str], str]]:
+    """``next_eligible_tolerant`` for a few lanes (an incremental sync): one read of each lane's own
+    facts, where the bulk read groups every start ever made. A lane admission cannot judge is
+    looked at as the bulk read would, so its hold reason reads the same either way."""
+    found: dict[tuple[str, str, str], datetime | None] = {}
+    bad: dict[tuple[str, str, str], str] = {}
+    for lane in lanes:
+        eligibility = admission.eligibility(*lane)
+        if eligibility.status == "unavailable":
+            one, broken = next_eligible_tolerant(admission, [lane])
+            found.update(one)
+            bad.update(broken)
+        else:
+            found[lane] = eligibility.next_eligible_at
+    return found, bad
+
+
 class Episode:
     """Logs a recurring failure once per episode: the first error, then silence until it recovers,
     then one 'recovered after N failures' line."""

@@ -111,7 +111,14 @@ class EnvelopeGate:
             found = self.lane_rules(lanes)
         except StoreUnavailable:
             return {lane: self.envelope(*lane) for lane in lanes}
-        return {lane: merged(rules) for lane, rules in found.items()}
+        shared: dict[tuple[tuple[str, int], ...], tuple[Envelope, str | None]] = {}  # lanes with the same rules share one
+        out = {}
+        for lane, rules in found.items():
+            key = tuple((str(r.scope), r.revision) for r in rules)
+            if key not in shared:
+                shared[key] = merged(rules)
+            out[lane] = shared[key]
+        return out
 
     # -- turn start ----------------------------------------------------------------------------
     def precheck(self, automation: Automation) -> TurnGate:

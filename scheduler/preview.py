@@ -76,11 +76,9 @@ def _coalesced(inputs: PlanInputs, count: int, now: datetime) -> list[PreviewRow
     # the last of them runs once at next_eligible_at (the trigger's planning, ``next_wake``).
     schedule = inputs.schedule
     points = list(schedule.occurrences(count + 1, after=now))  # one more: is the last row the last before the floor?
-    if inputs.catch_up:
-        first = schedule.next_after(now - inputs.catch_up - timedelta(microseconds=1))
-        due = schedule.last_at_or_before(now) if first is not None and first <= now else None
-        if due is not None and (inputs.last_ticked is None or due > inputs.last_ticked):
-            points.append(due)  # one catch-up fire, at once
+    due = _catch_up_fire(inputs, now)
+    if due is not None:
+        points.append(due)  # one catch-up fire, at once
     wake = inputs.wake
     if wake is not None and wake.backoff_step > 0 and wake.backoff_wake_at is not None:
         points.append(wake.backoff_wake_at)
@@ -116,3 +114,51 @@ def _plus(at: datetime, floor: timedelta) -> datetime:
 def first_run(rows: list[PreviewRow]) -> datetime | None:
     """When the next turn starts according to ``rows`` (None: none of them runs)."""
     return next((r.runs_at for r in rows if r.admitted), None)
+
+
+def first_run_at(inputs: PlanInputs, *, now: datetime) -> datetime | None:
+    """``first_run(simulate(inputs, ...))`` over every coming fire, from at most three schedule
+    queries instead of one simulated row per fire (``status`` asks this of every automation).
+
+    Under a floor that has not elapsed, the fires before it are denied or coalesced into one run
+    at ``next_eligible_at``, so only the first fire at or after it matters; the catch-up fire is
+    looked for only when it could be the first run.
+    """
+    schedule, next_eligible = inputs.schedule, inputs.next_eligible_at
+    now_utc = now.astimezone(timezone.utc)
+    if inputs.meeting is not FloorMeeting.COALESCE:
+        wait = inputs.wait if inputs.meeting is FloorMeeting.WAIT else timedelta(0)
+        after = now
+        if next_eligible is not None and next_eligible - wait > now_utc:
+            after = next_eligible - wait - timedelta(microseconds=1)  # the first fire that may run
+        fire = schedule.next_after(after)
+        if fire is None:
+            return None
+        fire_utc = fire.astimezone(timezone.utc)
+        return fire_utc if next_eligible is None or fire_utc >= next_eligible else next_eligible
+    # floorgate's own timer: every wake (a fire, the catch-up fire, the backoff wake) at ``now`` or
+    # later; the earliest runs, or, when it lies inside the floor, one run when the floor opens.
+    wakes = []
+    following = schedule.next_after(now)
+    if following is not None:
+        wakes.append(max(following.astimezone(timezone.utc), now_utc))
+    wake = inputs.wake
+    if wake is not None and wake.backoff_step > 0 and wake.backoff_wake_at is not None:
+        wakes.append(max(wake.backoff_wake_at.astimezone(timezone.utc), now_utc))
+    inside = next_eligible is not None and any(w < next_eligible for w in wakes)
+    if not inside and _catch_up_fire(inputs, now) is not None:
+        wakes.append(now_utc)
+    if not wakes:
+        return None
+    earliest = min(wakes)
+    return earliest if next_eligible is None or earliest >= next_eligible else next_eligible
+
+
+def _catch_up_fire(inputs: PlanInputs, now: datetime) -> datetime | None:
+    """The missed occurrence that arming at ``now`` fires once, at once (None: there is none)."""
+    if not inputs.catch_up:
+        return None
+    schedule = inputs.schedule
+    first = schedule.next_after(now - inputs.catch_up - timedelta(microseconds=1))
+    due = schedule.last_at_or_before(now) if first is not None and first <= now else None
+    return due if due is not None and (inputs.last_ticked is None or due > inputs.last_ticked) else None

@@ -43,12 +43,9 @@ from hosts import InvalidSchedule, Schedule
 from hosts.registry import capabilities, firing_problem
 from hosts.schedule import parse_canonical
 
-from .preview import FloorMeeting, PlanInputs, PreviewRow, first_run, simulate
+from .preview import FloorMeeting, PlanInputs, PreviewRow, first_run_at, simulate
 from .recovery import orphaned
 from .timers import LAUNCH_WAIT, TimerService
-
-# How far ahead a readback looks for the first fire the floor lets through.
-_HORIZON_FIRES = 500
 
 
 class ReadbackState(StrEnum):
@@ -211,11 +208,14 @@ class _Direct:
     def unsettled(self, aid: str) -> list[TurnRecord]:
         return self.rb.journal.unsettled(aid)  # an unreadable turn raises: the automation is held
 
-    def wake(self, aid: str) -> WakeState:
-        return self.rb.automations.wake_state(aid)
+    def wake(self, aid: str) -> WakeState | None:
+        return _chain(self.rb.automations.wake_state(aid))
 
     def last_ticked(self, aid: str) -> datetime | None:
         return self.rb.ticklog.last_nominal(aid).get(aid)
+
+    def host_problem(self, automation: Automation) -> str | None:
+        return host_problem(automation)
 
 
 class _Bulk:
@@ -244,6 +244,7 @@ class _Bulk:
         self.wakes, self.bad_wakes = rb.automations.wake_scan()
         self.ticked, self.bad_ticks = rb.ticklog.last_nominal_scan()
         self.damaged_turns = bool(bad_unsettled)  # keyed by turn id: whose they are needs a read
+        self.launchable: dict[tuple[str | None, str], str | None] = {}
 
     def eligibility(self, lane: tuple[str, str, str]) -> Eligibility:
         return self.eligibilities[lane]  # type: ignore[index]
@@ -266,11 +267,21 @@ class _Bulk:
     def unsettled(self, aid: str) -> list[TurnRecord]:
         return self.direct.unsettled(aid) if self.damaged_turns else self.running.get(aid, [])
 
-    def wake(self, aid: str) -> WakeState:
-        return self.direct.wake(aid) if aid in self.bad_wakes else self.wakes.get(aid, WakeState(automation_id=aid))
+    def wake(self, aid: str) -> WakeState | None:
+        return self.direct.wake(aid) if aid in self.bad_wakes else _chain(self.wakes.get(aid))
 
     def last_ticked(self, aid: str) -> datetime | None:
         return self.direct.last_ticked(aid) if aid in self.bad_ticks else self.ticked.get(aid)
+
+    def host_problem(self, automation: Automation) -> str | None:
+        """``host_problem``, looked up once per program and working directory in one readback."""
+        host = automation.spec.host
+        if host is None:
+            return None
+        key = (host.cwd, host.argv[0])
+        if key not in self.launchable:
+            self.launchable[key] = host_problem(automation)
+        return self.launchable[key]
 
 
 class Readback:
@@ -389,7 +400,7 @@ class Readback:
         )
         try:
             plan = self._plan(automation, eligibility, binding, policy, src)
-            next_fire = _first_run(plan, now) if plan is not None else None
+            next_fire = first_run_at(plan, now=now) if plan is not None else None
         except (InvalidSchedule, StoreUnavailable, ValueError, TypeError, OverflowError) as exc:
             # The host cannot plan this automation either: it holds it, and so does every surface.
             return replace(base, state=ReadbackState.HELD, hold=ReadbackHold.UNREADABLE, detail=f"unreadable state: {exc}")
@@ -412,7 +423,7 @@ class Readback:
             state, detail = ReadbackState.RUNNING, f"turn {turn} lost its runner; the next host poll or 'turn run' recovers it"
         elif unsettled:
             state, detail = ReadbackState.RUNNING, f"turn {unsettled[0].turn_id} is running"
-        elif (problem_text := host_problem(automation)) is not None:
+        elif (problem_text := src.host_problem(automation)) is not None:
             state, detail = ReadbackState.HOST_UNAVAILABLE, problem_text
         elif eligibility.status == "unavailable":
             state, detail, next_fire = ReadbackState.UNAVAILABLE, eligibility.detail, None
@@ -500,18 +511,17 @@ class Readback:
             keys: list[tuple[str, str, str | None]] = [(goal, agent, automation)]
         else:
             keys = [k for k in self.admission.lanes() if goal is None or k[0] == goal]
-        return [self.admission.eligibility(*k) for k in keys if k not in covered]
+        wanted = [k for k in keys if k not in covered]
+        if len(wanted) < 2:
+            return [self.admission.eligibility(*k) for k in wanted]
+        found = self.admission.eligibility_many(wanted)  # one read transaction, the agents' last starts in one query
+        return [found[k] for k in wanted]
 
 
-def _first_run(plan: PlanInputs, now: datetime) -> datetime | None:
-    """When the next turn starts: look a few fires ahead, further only when the floor denies them."""
-    count = 2
-    while True:
-        rows = simulate(plan, count=count, now=now)
-        found = first_run(rows)
-        if found is not None or count >= _HORIZON_FIRES or len(rows) < count:
-            return found
-        count = min(count * 8, _HORIZON_FIRES)
+def _chain(wake: WakeState | None) -> WakeState | None:
+    """The wake state a plan needs: only a running backoff chain (None plans as no backoff, and
+    ten thousand automations without one share it)."""
+    return wake if wake is not None and wake.backoff_step > 0 else None
 
 
 def _unreadable(automation_id: str, reason: str) -> AutomationReadback:

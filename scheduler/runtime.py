@@ -25,7 +25,7 @@ import threading
 from dataclasses import replace
 from datetime import datetime, timezone
 
-from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED, JobExecutionEvent, JobSubmissionEvent
+from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED, EVENT_JOB_REMOVED, JobExecutionEvent, JobSubmissionEvent
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -45,6 +45,7 @@ from admission import (
     TurnRecord,
     WakeState,
 )
+from admission.changes import ChangeFeed
 from admission.clock import Clock, SystemClock, read_clock
 from admission.intervals import format_interval
 from hosts import Schedule
@@ -62,9 +63,11 @@ from ._plan import (
     decode,
     lane_of,
     misfire_grace,
+    next_eligible_each,
     next_eligible_tolerant,
 )
 from ._heartbeat import Heartbeat
+from ._sync import SyncMarks
 from ._tick_inputs import TickReader
 from ._ticking import Ticking
 from ._turn_pool import TurnPool
@@ -101,6 +104,8 @@ class HostRuntime(Ticking):
         self.host_policies = HostPolicies(store, self.clock)
         self.notifier = NotifyService(store, self.clock)
         self.policy = HostPolicy()  # replaced by the stored policy at every sync
+        self.changes = ChangeFeed(store)
+        self._marks = SyncMarks(self.changes)
         self._decoded: dict[str, Decoded] = {}
         self._armed: dict[str, Armed] = {}
         self._holds: dict[str, str] = {}
@@ -144,6 +149,8 @@ class HostRuntime(Ticking):
         )
         self.scheduler.add_listener(self._on_max_instances, EVENT_JOB_MAX_INSTANCES)
         self.scheduler.add_listener(self._on_missed, EVENT_JOB_MISSED)
+        # APScheduler drops a job whose trigger has nothing more (or failed): the next sync looks.
+        self.scheduler.add_listener(lambda event: self._marks.dropped(event.job_id), EVENT_JOB_REMOVED)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -204,34 +211,51 @@ class HostRuntime(Ticking):
     # -- timers ------------------------------------------------------------------------------
     def sync(self) -> None:
         """Make the timers match the store: arm, re-plan or remove the timers whose inputs changed
-        (revision, wake state, floor, the lane's latest start), reading every input in bulk."""
+        (revision, wake state, floor, the lane's latest start). Reads only what changed since the
+        last sync (``ChangeFeed``), so an idle poll costs a few rows; every ``FULL_SYNC_EVERY`` polls,
+        after a removal, a floor or host policy change, or many changes, everything in bulk."""
         seq = next(self._seq)
         now = read_clock(self.clock)
         policy_changed = self.load_policy()
-        revisions = self.automations.revisions()
-        for automation_id in [aid for aid in self._decoded if aid not in revisions]:
-            self._forget(automation_id)
-        stale = [aid for aid, rev in revisions.items() if (d := self._decoded.get(aid)) is None or d.revision != rev]
+        with self._lock:
+            held = set(self._holds)
+        changes = self._marks.read(now)  # before every other read: what changes after it is read again next time
+        ids = None if policy_changed else self._marks.changed(changes, self._decoded, held)
+        self._reconcile(ids, self.automations.revisions() if ids is None else changes.revisions, seq, now, policy_changed)
+        self._marks.synced(now, changes, full=ids is None)
+
+    def _reconcile(self, only: set[str] | None, revisions: dict[str, int], seq: int, now: datetime, policy_changed: bool) -> None:
+        """Re-plan the automations ``only`` names (None: every one; then ``revisions`` is every
+        automation's, and the timers of removed ones go)."""
+        if only is None:
+            for automation_id in [aid for aid in self._decoded if aid not in revisions]:
+                self._forget(automation_id)
+        candidates = revisions if only is None else only
+        stale = [aid for aid in candidates if aid in revisions and ((d := self._decoded.get(aid)) is None or d.revision != revisions[aid])]
         if stale:
             found, bad = self.automations.scan(None if len(stale) > 200 else stale)
             for automation_id in stale:
                 if automation_id in found:
-                    self._decoded[automation_id] = decode(found[automation_id])
+                    self._remember(automation_id, decode(found[automation_id]))
                 elif automation_id in bad:
-                    self._decoded[automation_id] = Decoded(revisions[automation_id], None, None, bad[automation_id])
-        wakes, bad_wakes = self.automations.wake_scan()
-        timed = {
-            aid: d.automation
-            for aid, d in self._decoded.items()
-            if d.automation is not None
-            and d.problem is None
-            and d.automation.state == "active"
-            and d.automation.spec.timer == "apscheduler"
-        }
-        eligible, bad_lanes = next_eligible_tolerant(self.admission, [lane_of(a) for a in timed.values()])
-        live = {job.id for job in self.scheduler.get_jobs()}
+                    self._remember(automation_id, Decoded(revisions[automation_id], None, None, bad[automation_id]))
+        ids = list(self._decoded) if only is None else [aid for aid in only if aid in self._decoded]
+        wakes, bad_wakes = self.automations.wake_scan(None if only is None else ids)
+        timed = {}
+        for automation_id in ids:
+            d = self._decoded[automation_id]
+            a = d.automation
+            if a is not None and d.problem is None and a.state == "active" and a.spec.timer == "apscheduler":
+                timed[automation_id] = a
+        lanes = [lane_of(a) for a in timed.values()]
+        eligible, bad_lanes = next_eligible_tolerant(self.admission, lanes) if only is None else next_eligible_each(self.admission, lanes)
+        if only is None:
+            live = {job.id for job in self.scheduler.get_jobs()}
+        else:
+            live = {aid for aid in ids if self.scheduler.get_job(aid) is not None}
         plans: list[tuple[Decoded, PlanInputs]] = []
-        for automation_id, decoded in self._decoded.items():
+        for automation_id in ids:
+            decoded = self._decoded[automation_id]
             if decoded.problem is not None:
                 self._hold(automation_id, decoded.problem)
                 continue
@@ -264,7 +288,8 @@ class HostRuntime(Ticking):
             plans.append((decoded, inputs))
         if not plans:
             return
-        self._refresh_ticked()  # one read, and only when something is (re)armed
+        # One read, and only when something is (re)armed: of those automations' ticks alone.
+        self._refresh_ticked(None if only is None else [d.automation.automation_id for d, _ in plans])  # type: ignore[union-attr]
         for decoded, inputs in plans:
             automation_id = decoded.automation.automation_id  # type: ignore[union-attr]
             if automation_id in self._bad_ticks:
@@ -272,6 +297,10 @@ class HostRuntime(Ticking):
                 continue
             snapshot = Snapshot(automation_id, decoded.schedule, inputs, self._last_ticked(automation_id), self.policy.catch_up)  # type: ignore[arg-type]
             self._arm(decoded.automation, snapshot, seq, previous=None, now=now)  # type: ignore[arg-type]
+
+    def _remember(self, automation_id: str, decoded: Decoded) -> None:
+        self._marks.moved(automation_id, self._decoded.get(automation_id), decoded)
+        self._decoded[automation_id] = decoded
 
     def _arm(
         self, automation: Automation, snapshot: Snapshot, seq: int, *, previous: datetime | None, now: datetime, replan: bool = False
@@ -297,7 +326,10 @@ class HostRuntime(Ticking):
                 self._release(automation_id)
                 return
             instances = 1 if automation.spec.overlap == "skip" else self.config.workers
-            job = self.scheduler.get_job(automation_id)
+            # Before the scheduler starts, APScheduler looks a job up in a list (arming 10,000 timers
+            # at host start would be quadratic): a timer never armed has no job to look up.
+            known = current is not None and current.trigger is not None
+            job = self.scheduler.get_job(automation_id) if self.scheduler.running or known else None
             if job is None:
                 self.scheduler.add_job(
                     self._tick,
@@ -386,7 +418,7 @@ class HostRuntime(Ticking):
 
     def _forget(self, automation_id: str) -> None:
         self._unarm(automation_id)
-        self._decoded.pop(automation_id, None)
+        self._marks.moved(automation_id, self._decoded.pop(automation_id, None), None)
 
     # -- recovery ----------------------------------------------------------------------------
     def recover(self) -> None:
@@ -503,10 +535,15 @@ class HostRuntime(Ticking):
                 if known is None or nominal > known:
                     self._ticked[automation_id] = nominal
 
-    def _refresh_ticked(self) -> None:
-        found, bad = self.ticklog.last_nominal_scan()
+    def _refresh_ticked(self, automation_ids: list[str] | None = None) -> None:
+        found, bad = self.ticklog.last_nominal_scan(automation_ids)
         self._ticked_merge(found)
-        self._bad_ticks = bad
+        if automation_ids is None:
+            self._bad_ticks = bad
+        else:
+            for automation_id in automation_ids:
+                self._bad_ticks.pop(automation_id, None)
+            self._bad_ticks.update(bad)
 
     def _last_ticked(self, automation_id: str) -> datetime | None:
         with self._lock:
@@ -523,15 +560,7 @@ class HostRuntime(Ticking):
 
     def publish(self) -> None:
         """Publish readbacks of the live jobs: newly armed ones, and those someone asked about."""
-        bindings = self.timers.all()
-        wanted = set(self._unpublished)
-        for automation_id, binding in bindings.items():
-            if (
-                binding.timer == "apscheduler"
-                and binding.read_requested_at is not None
-                and (binding.observed_at is None or binding.read_requested_at > binding.observed_at)
-            ):
-                wanted.add(automation_id)
+        wanted = set(self._unpublished) | self.timers.read_requests("apscheduler")
         if not wanted:
             return
         live = ApschedulerTimer(self.scheduler)

@@ -54,6 +54,13 @@ def next_wake(
     ticked and is at most ``catch_up`` old fires once, at once: after any downtime, at most one
     catch-up tick. The result is never earlier than ``next_eligible_at``.
     """
+    if previous is None and catch_up and next_eligible_at is not None and next_eligible_at > now:
+        # The floor has not elapsed: a due catch-up fire would wait for it, so it can change the
+        # answer only when nothing else comes before the floor opens. Most timers at a host's
+        # start are in that state: one schedule query each, no catch-up search.
+        soonest = [t for t in (schedule.next_after(now), _backoff_wake(wake, None)) if t is not None]
+        if soonest and min(soonest) <= next_eligible_at:
+            return next_eligible_at
     if previous is None:
         # Only an occurrence inside the catch-up window can be due; usually there is none.
         first = schedule.next_after(now - catch_up - timedelta(microseconds=1)) if catch_up else None

@@ -16,10 +16,11 @@ from admission import (
     RevisionConflict,
     Tick,
     TickLog,
+    WakeState,
 )
 from hosts import Schedule
 from scheduler.app import Floorgate, Settings
-from scheduler.preview import FloorMeeting, PlanInputs, simulate
+from scheduler.preview import FloorMeeting, PlanInputs, first_run, first_run_at, simulate
 from scheduler.readback import Readback, ReadbackHold, ReadbackState
 
 from conftest import T0, raw_sql
@@ -70,6 +71,53 @@ def test_each_host_meets_the_floor_its_own_way(case) -> None:  # type: ignore[no
     rows = simulate(plan, count=len(expected), now=T0 + M)
     got = [(int((r.fire_at - T0) / M), int((r.runs_at - T0) / M) if r.runs_at else None) for r in rows]
     assert got == expected
+
+
+# status asks when each automation's next turn starts: answered from a few schedule queries, it
+# must be what the full simulation of every coming fire says.
+_SCHEDULES = {
+    "15m": EVERY_15M,
+    "daily": "DTSTART:20261130T093000Z RRULE:FREQ=DAILY",
+    "ended": "DTSTART:20261201T090000Z RRULE:FREQ=MINUTELY;COUNT=2",
+}
+_NEXT_ELIGIBLE = {"none": None, "elapsed": -5 * M, "in-20m": 20 * M, "in-26h": 26 * H, "in-3d": 72 * H}
+_WAKES = {"no-backoff": None, "backoff-in-5m": 5 * M, "backoff-in-30h": 30 * H}
+_CATCH_UP = {"no-catch-up": (timedelta(0), None), "catch-up": (2 * H, None), "caught-up": (2 * H, T0)}
+_MEETINGS = {
+    "coalesce": (FloorMeeting.COALESCE, timedelta(0)),
+    "wait": (FloorMeeting.WAIT, 10 * M),
+    "deny": (FloorMeeting.DENY, timedelta(0)),
+}
+FIRST_RUN_CASES = [
+    (f"{m}-{sk}-eligible-{ek}-{wk}-{ck}", m, sk, ek, wk, ck)
+    for m in _MEETINGS
+    for sk in _SCHEDULES
+    for ek in _NEXT_ELIGIBLE
+    for wk in _WAKES
+    for ck in _CATCH_UP
+    if m == "coalesce" or (wk == "no-backoff" and ck == "no-catch-up")  # the others read neither
+]
+
+
+@pytest.mark.parametrize("case", FIRST_RUN_CASES, ids=[c[0] for c in FIRST_RUN_CASES])
+def test_the_first_run_status_shows_is_the_simulations_over_every_coming_fire(case) -> None:  # type: ignore[no-untyped-def]
+    _, meeting_key, schedule_key, eligible_key, wake_key, catch_up_key = case
+    now = T0 + 7 * M
+    meeting, wait = _MEETINGS[meeting_key]
+    eligible, backoff = _NEXT_ELIGIBLE[eligible_key], _WAKES[wake_key]
+    catch_up, last_ticked = _CATCH_UP[catch_up_key]
+    plan = PlanInputs(
+        schedule=Schedule.parse(_SCHEDULES[schedule_key]),
+        meeting=meeting,
+        floor=26 * H,
+        next_eligible_at=now + eligible if eligible is not None else None,
+        wait=wait,
+        wake=WakeState(automation_id="a", backoff_step=1, backoff_wake_at=now + backoff) if backoff is not None else None,
+        last_ticked=last_ticked,
+        catch_up=catch_up,
+    )
+    simulated = first_run(simulate(plan, count=400, now=now))  # 400 fires: 100 hours of the 15m schedule
+    assert first_run_at(plan, now=now) == simulated
 
 
 def test_a_due_fire_inside_the_catch_up_window_runs_at_once() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 from datetime import datetime, timedelta, timezone
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 
 from admission.clock import iso
 from hosts import InvalidSchedule, Schedule, UnsupportedSchedule
+from hosts._engine import _WINDOW
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "rrule_corpus"
@@ -205,6 +207,9 @@ def test_property_fast_next_equals_the_walk_and_increases(rule, zone, start_days
                 break
     assert fast == walked
     assert all(a < b for a, b in pairwise(fast))
+    assert schedule.next_after(probe) == walked[0]  # FREQ and INTERVAL alone: by arithmetic
+    assert schedule.last_at_or_before(walked[0]) == walked[0]
+    assert schedule.last_at_or_before(walked[1] - timedelta(seconds=1)) == walked[0]
 
 
 @pytest.mark.parametrize(
@@ -245,3 +250,95 @@ def test_floor_compatible_schedules(case: dict) -> None:  # type: ignore[type-ar
         assert desired.schedule is None and "closer than the floor" in desired.hold_reason
     else:
         assert desired.schedule.canonical() == case["expected"] and desired.raised is case["raised"]
+
+
+# Around a zone's real offset changes: the 24 h jump of Samoa (2011), half-hour DST (Lord Howe),
+# and ordinary forward and backward changes. DTSTART the day before; every probe minute checked.
+TRANSITIONS = [
+    ("samoa-skips-a-day", "Pacific/Apia", datetime(2011, 12, 29, 0, 0), datetime(2011, 12, 30, 8, 0, tzinfo=timezone.utc)),
+    ("lord-howe-half-hour-forward", "Australia/Lord_Howe", datetime(2026, 10, 3, 0, 0), datetime(2026, 10, 3, 15, 0, tzinfo=timezone.utc)),
+    ("lord-howe-half-hour-back", "Australia/Lord_Howe", datetime(2026, 4, 4, 0, 0), datetime(2026, 4, 4, 15, 0, tzinfo=timezone.utc)),
+    ("berlin-forward", "Europe/Berlin", datetime(2026, 3, 28, 0, 0), datetime(2026, 3, 29, 1, 0, tzinfo=timezone.utc)),
+    ("new-york-back", "America/New_York", datetime(2026, 10, 31, 0, 0), datetime(2026, 11, 1, 6, 0, tzinfo=timezone.utc)),
+]
+
+
+@pytest.mark.parametrize("rule", ["FREQ=MINUTELY;INTERVAL=7", "FREQ=MINUTELY;INTERVAL=30", "FREQ=HOURLY;BYMINUTE=0,30,45"])
+@pytest.mark.parametrize("case", TRANSITIONS, ids=[c[0] for c in TRANSITIONS])
+def test_queries_near_a_real_offset_change_equal_the_walk_from_dtstart(case, rule: str) -> None:  # type: ignore[no-untyped-def]
+    _, zone, start, change = case
+    schedule = Schedule.parse(f"DTSTART;TZID={zone}:{start:%Y%m%dT%H%M%S}\nRRULE:{rule}")
+    walk = []
+    for occurrence in schedule._engine.iterate():
+        walk.append(occurrence)
+        if occurrence > change + timedelta(hours=30):
+            break
+    probes = [change + timedelta(minutes=m, seconds=s) for m in range(-90, 26 * 60, 1) for s in (0, 1)]
+    for t in probes:
+        i = bisect.bisect_right(walk, t)
+        assert schedule.next_after(t) == walk[i], t
+        assert schedule.last_at_or_before(t) == (walk[i - 1] if i else None), t
+
+
+def _walked(schedule: Schedule, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many wall times each query below has dateutil produce."""
+    counts: list[int] = []
+    engine = schedule._engine
+    naive = engine._naive
+
+    def counting(start, walk_from):  # type: ignore[no-untyped-def]
+        counts.append(0)
+        for value in naive(start, walk_from):
+            counts[-1] += 1
+            yield value
+
+    monkeypatch.setattr(engine, "_naive", counting)
+    return counts
+
+
+@pytest.mark.parametrize("zone", ["Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "UTC"])
+def test_a_per_minute_query_walks_from_the_asked_minute_on_dst_days_too(zone: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # BYSECOND=0 keeps it a walk (a bare FREQ=MINUTELY is answered by arithmetic, walking nothing).
+    schedule = Schedule.parse(f"DTSTART;TZID={zone}:20200101T000000\nRRULE:FREQ=MINUTELY;BYSECOND=0")
+    counts = _walked(schedule, monkeypatch)
+    # Every 17 minutes over the days around 2026's changes, skipping the hour after a jump forward
+    # (wall times in the gap become later instants: that hour is walked back, by the jump's size).
+    for base in (
+        datetime(2026, 3, 27, tzinfo=timezone.utc),
+        datetime(2026, 10, 2, tzinfo=timezone.utc),
+        datetime(2026, 10, 30, tzinfo=timezone.utc),
+    ):
+        for k in range(0, 4 * 24 * 60, 17):
+            t = base + timedelta(minutes=k, seconds=5)
+            change = schedule._engine._change(t)
+            if change is not None and change[1] > timedelta(0):
+                continue
+            schedule.next_after(t)
+            schedule.last_at_or_before(t)
+    assert counts and max(counts) <= _WINDOW + 1  # the asked minute, and the few kept for the next query
+
+
+_CACHE_RULES = [
+    ("berlin-every-7m", "DTSTART;TZID=Europe/Berlin:20260328T000000\nRRULE:FREQ=MINUTELY;INTERVAL=7"),
+    ("new-york-hourly-at-30", "DTSTART;TZID=America/New_York:20261031T000000\nRRULE:FREQ=HOURLY;BYMINUTE=30"),
+    ("lord-howe-daily-0215", "DTSTART;TZID=Australia/Lord_Howe:20261001T021500\nRRULE:FREQ=DAILY"),
+    ("utc-count-5", "DTSTART:20261101T000000Z\nRRULE:FREQ=HOURLY;COUNT=5"),
+    ("utc-until", "DTSTART:20261101T000000Z\nRRULE:FREQ=MINUTELY;INTERVAL=20;UNTIL=20261101T030000Z"),
+]
+
+
+@pytest.mark.parametrize("name, text", _CACHE_RULES, ids=[c[0] for c in _CACHE_RULES])
+def test_answers_from_the_last_walk_equal_a_fresh_walk_in_any_query_order(name: str, text: str) -> None:
+    import random
+
+    cached = Schedule.parse(text)
+    origin = cached.dtstart.replace(tzinfo=timezone.utc)
+    rng = random.Random(name)
+    probes = [origin + timedelta(minutes=m) for m in range(-60, 3 * 24 * 60, 11)]
+    probes += [origin + timedelta(minutes=rng.randrange(-60, 3 * 24 * 60), seconds=rng.randrange(60)) for _ in range(400)]
+    rng.shuffle(probes[len(probes) // 2 :])  # half in order (a host's fires), half jumping about
+    for t in probes:
+        fresh = Schedule.parse(text)._engine  # no walk before this one: nothing cached
+        assert cached.next_after(t) == fresh.next_after(t), t
+        fresh = Schedule.parse(text)._engine
+        assert cached.last_at_or_before(t) == fresh.last_at_or_before(t), t

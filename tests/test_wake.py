@@ -477,3 +477,55 @@ def test_a_fire_apscheduler_drops_as_missed_is_recorded_as_a_skipped_tick(store,
     host.flush()
     (tick,) = TickLog(store).recent("x")
     assert (tick.decision, tick.reason, tick.nominal_at) == ("skipped", "missed", T0 + timedelta(hours=1))
+
+
+# Arming at host start: a grid of floors, backoffs and catch-up states, against the plain reading
+# of next_wake's rule (walked over the schedule's occurrences one by one), and a count of queries.
+_ARM_NOW = T0 + timedelta(minutes=20)  # the fire at T0 + 15m was missed
+_ARM_EVERY_15M = "DTSTART:20261201T090000Z RRULE:FREQ=MINUTELY;INTERVAL=15"
+_ARM_DAILY = "DTSTART:20261130T093000Z RRULE:FREQ=DAILY"
+ARM_CASES = [
+    (f"{sk}-eligible-{ek}-{bk}-{tk}", sk, ek, bk, tk)
+    for sk in ("15m", "daily")
+    for ek in ("none", "elapsed", "in-5m", "in-20h", "in-30h")
+    for bk in ("no-backoff", "backoff-in-2m", "backoff-in-25h")
+    for tk in ("missed", "ticked")
+]
+
+
+def _plain_next_wake(schedule: Schedule, eligible, backoff, ticked, catch_up):  # type: ignore[no-untyped-def]
+    walk = schedule.occurrences(400, after=_ARM_NOW - timedelta(days=2))
+    due = [o for o in walk if _ARM_NOW - catch_up <= o <= _ARM_NOW and (ticked is None or o > ticked)]
+    after = [o for o in walk if o > _ARM_NOW]
+    candidates = ([due[-1]] if due else after[:1]) + ([backoff] if backoff is not None else [])
+    if not candidates:
+        return None
+    wake = min(candidates)
+    return eligible if eligible is not None and wake < eligible else wake
+
+
+@pytest.mark.parametrize("case", ARM_CASES, ids=[c[0] for c in ARM_CASES])
+def test_arming_equals_the_plain_rule_and_skips_the_catch_up_search_inside_the_floor(case, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    _, schedule_key, eligible_key, backoff_key, ticked_key = case
+    schedule = Schedule.parse(_ARM_EVERY_15M if schedule_key == "15m" else _ARM_DAILY)
+    offsets = {"none": None, "elapsed": -timedelta(minutes=1), "in-5m": timedelta(minutes=5), "in-20h": timedelta(hours=20)}
+    offsets["in-30h"] = timedelta(hours=30)
+    eligible = _ARM_NOW + offsets[eligible_key] if offsets[eligible_key] is not None else None
+    backoff = {"no-backoff": None, "backoff-in-2m": timedelta(minutes=2), "backoff-in-25h": timedelta(hours=25)}[backoff_key]
+    wake = (
+        WakeState(automation_id="x", backoff_step=1, backoff_wake_at=_ARM_NOW + backoff)
+        if backoff is not None
+        else WakeState(automation_id="x")
+    )
+    ticked = _ARM_NOW if ticked_key == "ticked" else None
+    searches: list[datetime] = []
+    original = Schedule.last_at_or_before
+    monkeypatch.setattr(Schedule, "last_at_or_before", lambda self, at: searches.append(at) or original(self, at))
+    got = next_wake(
+        schedule, previous=None, now=_ARM_NOW, wake=wake, next_eligible_at=eligible, last_ticked=ticked, catch_up=timedelta(hours=1)
+    )
+    backoff_at = wake.backoff_wake_at
+    assert got == _plain_next_wake(schedule, eligible, backoff_at, ticked, timedelta(hours=1))
+    soonest = min(t for t in (schedule.next_after(_ARM_NOW), backoff_at) if t is not None)
+    if eligible is not None and eligible > _ARM_NOW and soonest <= eligible:
+        assert searches == []  # the floor has not elapsed and a fire comes before it opens
