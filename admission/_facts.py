@@ -18,12 +18,16 @@ from .store import DriverTx
 
 _LANE = "goal_id = :g AND agent_id = :a AND automation_id = :x"
 # Fields are joined with " " and "/": neither can appear in an id, so the text splits exactly.
+# One rule's text; the facts aggregate it per lane, the bulk read (``read_facts_many``) per row.
+_RULE_TEXT = (
+    "COALESCE(agent_id, '?') || '/' || COALESCE(automation_id, '?') || '/' "
+    "|| COALESCE(CAST(min_interval_us AS TEXT), '?') || '/' || COALESCE(CAST(revision AS TEXT), '?')"
+)
 _FACT_COLUMNS = [
     # COALESCE: a NULL part must not drop its rule from the aggregate ("no rule" would admit);
     # '?' fails the rule decoder instead, and the state is unavailable.
     # A rule whose scope ids are NULL could be this agent's: it is read too, and fails the decoder.
-    "(SELECT {agg}(COALESCE(agent_id, '?') || '/' || COALESCE(automation_id, '?') || '/' "
-    "|| COALESCE(CAST(min_interval_us AS TEXT), '?') || '/' || COALESCE(CAST(revision AS TEXT), '?'), ' ')"
+    "(SELECT {agg}(" + _RULE_TEXT + ", ' ')"
     " FROM fg_rules WHERE goal_id = :g AND (agent_id IN ('', :a) OR agent_id IS NULL)"
     " AND (automation_id IN ('', :xr) OR automation_id IS NULL))",
     "(SELECT COALESCE(phase, '') || '/' || COALESCE(goal_id, '?') || '/' || COALESCE(agent_id, '?') || '/' "
@@ -171,3 +175,75 @@ def decode_facts(row: tuple, goal: str, agent: str, automation: str | None, turn
         lane_trigger_us=ln_tr,
         duplicate_turn=dup,
     )
+
+
+# -- the facts of many lanes (readback of every automation) -----------------------------------
+# The same values as ``read_facts`` with no turn and no trigger, for any number of lanes in a fixed
+# number of statements: every rule once, the latest anchors and trigger per agent and per lane by
+# GROUP BY. MAX equals the single read's ORDER BY ... DESC LIMIT 1 wherever no NULL is present, and
+# a NULL there is a damaged row the guard below reports (PostgreSQL sorts NULLs first).
+Lane = tuple[str, str, str | None]
+_MANY_RULES_SQL = "SELECT goal_id, agent_id, automation_id, " + _RULE_TEXT + " FROM fg_rules ORDER BY goal_id, agent_id, automation_id"
+_MANY_TURN_SQL = "SELECT " + _FACT_COLUMNS[1]
+_MANY_AGENTS_SQL = "SELECT goal_id, agent_id, MAX(anchor_us) FROM fg_starts GROUP BY goal_id, agent_id"
+# At most one start of a lane has a given trigger (ix_fg_starts_lane_trigger is unique), so MAX is it.
+_MANY_LANES_SQL = (
+    "SELECT goal_id, agent_id, automation_id, MAX(anchor_us), MAX(trigger_us),"
+    " MAX(CASE WHEN trigger_us = :tr THEN turn_id END) FROM fg_starts GROUP BY goal_id, agent_id, automation_id"
+)
+# ``_GUARD_COLUMNS`` for every lane at once: the rows it looks for, matched to lanes below.
+_MANY_GUARD_SQL = (
+    "SELECT goal_id, agent_id, automation_id, anchor_us IS NULL, trigger_us IS NULL FROM fg_starts"
+    " WHERE goal_id IS NULL OR agent_id IS NULL OR automation_id IS NULL OR anchor_us IS NULL OR trigger_us IS NULL"
+)
+
+
+def read_facts_many(tx: DriverTx, lanes: list[Lane], turn_id: str, trigger_us: int) -> dict[Lane, Facts | StoreUnavailable]:
+    """``read_facts`` of every lane in ``lanes`` (one turn id and trigger for all), in four
+    statements (five on a relaxed store) whatever their number. A lane whose rows are damaged maps
+    to its ``StoreUnavailable``, as ``read_facts`` of that lane alone would raise; the others stand."""
+    rules = tx.rows(_MANY_RULES_SQL, {})
+    turn_row = tx.row(_MANY_TURN_SQL, {"t": turn_id})
+    agent_anchor = {(g, a): v for g, a, v in tx.rows(_MANY_AGENTS_SQL, {})}
+    lane_facts = {(g, a, x): rest for g, a, x, *rest in tx.rows(_MANY_LANES_SQL, {"tr": trigger_us})}
+    damaged = tx.rows(_MANY_GUARD_SQL, {}) if tx.relaxed else []
+    turn_text = turn_row[0] if turn_row is not None else None
+    # The rules a lane's aggregate selects: agent_id IN ('', :a) and automation_id IN ('', :xr), or
+    # NULL (which fails the decoder); kept in the statement's order.
+    by_scope: dict[tuple[str, str, str], list[tuple[int, str]]] = {}
+    null_scoped: dict[str, list[tuple[int, str | None, str | None, str]]] = {}
+    for i, (g, a, x, text) in enumerate(rules):
+        if a is None or x is None:
+            null_scoped.setdefault(g, []).append((i, a, x, text))
+        else:
+            by_scope.setdefault((g, a, x), []).append((i, text))
+    out: dict[Lane, Facts | StoreUnavailable] = {}
+    for lane in lanes:
+        goal, agent, automation = lane
+        params = facts_params(goal, agent, automation, turn_id, trigger_us)
+        x, xr = params["x"], params["xr"]
+        found = [r for key in {(goal, "", ""), (goal, "", xr), (goal, agent, ""), (goal, agent, xr)} for r in by_scope.get(key, ())]
+        found += [
+            (i, text)
+            for i, a, r_x, text in null_scoped.get(goal, ())
+            if (a is None or a in ("", agent)) and (r_x is None or r_x in ("", xr))
+        ]
+        rules_text = " ".join(text for _, text in sorted(found)) if found else None
+        ln, ln_tr, dup = lane_facts.get((goal, agent, x), (None, None, None))
+        guard = 1 if any(_damages(row, goal, agent, x) for row in damaged) else None
+        row = (rules_text, turn_text, agent_anchor.get((goal, agent)), ln, ln_tr, dup, guard)
+        try:
+            out[lane] = decode_facts(row, goal, agent, automation, turn_id)
+        except StoreUnavailable as exc:
+            out[lane] = exc
+    return out
+
+
+def _damages(row: tuple, goal: str, agent: str, lane: str) -> bool:  # type: ignore[type-arg]
+    """Whether a row the guard found is one ``_GUARD_COLUMNS`` would find for this lane."""
+    g, a, x, no_anchor, no_trigger = row
+    if g is None or (g == goal and a is None):
+        return True
+    if (g, a) != (goal, agent):
+        return False
+    return bool(no_anchor) or x is None or (x == lane and bool(no_trigger))
