@@ -146,7 +146,13 @@ def read_facts(tx: DriverTx, goal: str, agent: str, automation: str | None, turn
 def decode_facts(row: tuple, goal: str, agent: str, automation: str | None, turn_id: str) -> Facts:  # type: ignore[type-arg]
     """The facts from their encoding in one row (this module's read, or PostgreSQL's ``fg_reserve``);
     any value floorgate would not have written raises ``StoreUnavailable`` (fail closed)."""
-    rules_text, turn_text, ag, ln, ln_tr, dup, damaged = row
+    fields = _start_facts(row[1:], goal, agent, turn_id)  # checked before the rules, as always
+    return Facts(_floor(row[0], goal, agent, automation), *fields)
+
+
+def _start_facts(row: tuple, goal: str, agent: str, turn_id: str) -> tuple:  # type: ignore[type-arg]
+    """The fields of ``Facts`` after the floor, decoded from the row's columns after the rules."""
+    turn_text, ag, ln, ln_tr, dup, damaged = row
     if damaged is not None:
         raise StoreUnavailable(f"a start under {goal}/{agent} is missing its goal, agent, automation, trigger or anchor")
     phase: Phase | None = None
@@ -165,16 +171,7 @@ def decode_facts(row: tuple, goal: str, agent: str, automation: str | None, turn
     for name, value in (("anchor", t_anchor), ("agent anchor", ag), ("lane anchor", ln), ("lane trigger", ln_tr)):
         if value is not None and (type(value) is not int or not 0 <= value < _MAX_US):
             raise StoreUnavailable(f"malformed {name} time for {goal}/{agent}: {value!r}")
-    return Facts(
-        floor=_floor(rules_text, goal, agent, automation),
-        turn_phase=phase,
-        turn_lane=t_lane,
-        turn_anchor_us=t_anchor,
-        agent_anchor_us=ag,
-        lane_anchor_us=ln,
-        lane_trigger_us=ln_tr,
-        duplicate_turn=dup,
-    )
+    return phase, t_lane, t_anchor, ag, ln, ln_tr, dup
 
 
 # -- the facts of many lanes (readback of every automation) -----------------------------------
@@ -218,6 +215,7 @@ def read_facts_many(tx: DriverTx, lanes: list[Lane], turn_id: str, trigger_us: i
         else:
             by_scope.setdefault((g, a, x), []).append((i, text))
     out: dict[Lane, Facts | StoreUnavailable] = {}
+    memo: dict[tuple[str, str], RuleRef] = {}
     for lane in lanes:
         goal, agent, automation = lane
         params = facts_params(goal, agent, automation, turn_id, trigger_us)
@@ -228,15 +226,23 @@ def read_facts_many(tx: DriverTx, lanes: list[Lane], turn_id: str, trigger_us: i
             for i, a, r_x, text in null_scoped.get(goal, ())
             if (a is None or a in ("", agent)) and (r_x is None or r_x in ("", xr))
         ]
-        rules_text = " ".join(text for _, text in sorted(found)) if found else None
         ln, ln_tr, dup = lane_facts.get((goal, agent, x), (None, None, None))
         guard = 1 if any(_damages(row, goal, agent, x) for row in damaged) else None
-        row = (rules_text, turn_text, agent_anchor.get((goal, agent)), ln, ln_tr, dup, guard)
         try:
-            out[lane] = decode_facts(row, goal, agent, automation, turn_id)
+            fields = _start_facts((turn_text, agent_anchor.get((goal, agent)), ln, ln_tr, dup, guard), goal, agent, turn_id)
+            # ``_floor`` of the lane's rules text, each rule decoded once for all lanes.
+            refs = [_memo_rule_ref(memo, text, goal, agent) for _, text in sorted(found)]
+            out[lane] = Facts(combine(goal, agent, automation, refs), *fields)
         except StoreUnavailable as exc:
             out[lane] = exc
     return out
+
+
+def _memo_rule_ref(memo: dict[tuple[str, str], RuleRef], text: str, goal: str, agent: str) -> RuleRef:
+    ref = memo.get((goal, text))
+    if ref is None:
+        ref = memo[(goal, text)] = _rule_ref(text, goal, agent)  # the decoded value depends on goal and text only
+    return ref
 
 
 def _damages(row: tuple, goal: str, agent: str, lane: str) -> bool:  # type: ignore[type-arg]
