@@ -22,6 +22,7 @@ from test_round_trips import on_the_wire
 from admission import Admission, FixedClock, Policies, Scope, Store
 from admission._facts import read_facts, read_facts_many
 from admission.errors import StoreUnavailable
+from admission.gate import _NO_TRIGGER, _NO_TURN
 
 from conftest import T0, raw_sql
 from helpers import floor
@@ -182,10 +183,10 @@ def test_the_bulk_eligibility_of_every_lane_is_its_own(store: Store, case: Case)
     try:
         admission = Admission(store, clock)
         with store.driver(write=False) as tx:
-            bulk = read_facts_many(tx, LANES, "/", -1)
+            bulk = read_facts_many(tx, LANES, _NO_TURN, _NO_TRIGGER)
         for lane in LANES:
             try:
-                own: object = read_facts(store.autocommit, *lane, "/", -1)
+                own: object = read_facts(store.autocommit, *lane, _NO_TURN, _NO_TRIGGER)
             except StoreUnavailable as exc:
                 own = exc
             got = bulk[lane]
@@ -229,7 +230,7 @@ def test_the_bulk_eligibility_costs_the_same_statements_for_3_lanes_and_300(stor
     admission = Admission(store, FixedClock(T0 + 2 * H))
     counts = {}
     for size in (3, 300):
-        wanted = lanes[:size] if size == len(lanes) else [lanes[0], lanes[10], lanes[25]]
+        wanted = lanes if size == len(lanes) else [lanes[0], lanes[10], lanes[25]]  # three agents
         admission.eligibility_many(wanted)  # warm: connections opened, nothing cached that counts
         with on_the_wire(store) as counts[size]:
             found = admission.eligibility_many(wanted)
