@@ -20,7 +20,7 @@ from sqlalchemy.engine import Connection
 
 from . import _locks as locks
 from . import _schema as s
-from ._facts import CONFIRM_SQL, INSERT_START_SQL, RESERVE_SQL, Facts, StartRow, decode_facts, facts_params, read_facts
+from ._facts import CONFIRM_SQL, INSERT_START_SQL, RESERVE_SQL, Facts, StartRow, decode_facts, facts_params, read_facts, read_facts_many
 from ._types import MAX_US, decode_us, raw_columns
 from .clock import Clock, SystemClock, aware_utc, from_us, iso, read_clock, to_us
 from .decisions import Confirmation, Decision, Eligibility, Explained, Phase, Reason, StartKind, StartRecord
@@ -238,18 +238,20 @@ class Admission:
         return _judged(goal, agent, automation, now, facts, last_start)
 
     def eligibility_many(self, lanes: list[tuple[str, str, str | None]]) -> dict[tuple[str, str, str | None], Eligibility]:
-        """``eligibility`` of many lanes (a readback of every automation): the facts of each lane in
-        one transaction, the last start of each agent in one query; the same decision as above."""
+        """``eligibility`` of many lanes (a readback of every automation): the facts of every lane
+        in a fixed number of statements (``read_facts_many``), the last start of each agent in one
+        query; the same decision as above."""
         now = read_clock(self.clock)
         out: dict[tuple[str, str, str | None], Eligibility] = {}
         facts_of: dict[tuple[str, str, str | None], Facts] = {}
         try:
             with self.store.driver(write=False) as tx:
-                for goal, agent, automation in lanes:
-                    try:
-                        facts_of[(goal, agent, automation)] = read_facts(tx, goal, agent, automation, _NO_TURN, _NO_TRIGGER)
-                    except StoreUnavailable as exc:  # this lane's rows are damaged; the others stand
-                        out[(goal, agent, automation)] = _unavailable(goal, agent, automation, now, exc)
+                read = read_facts_many(tx, lanes, _NO_TURN, _NO_TRIGGER)
+            for (goal, agent, automation), facts in read.items():
+                if isinstance(facts, StoreUnavailable):  # this lane's rows are damaged; the others stand
+                    out[(goal, agent, automation)] = _unavailable(goal, agent, automation, now, facts)
+                else:
+                    facts_of[(goal, agent, automation)] = facts
             agents = sorted({(g, a) for (g, a, _), f in facts_of.items() if f.agent_anchor_us is not None})
             last_starts, bad_agents = self._last_starts(agents)
         except StoreUnavailable as exc:

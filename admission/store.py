@@ -104,6 +104,11 @@ class DriverTx:
         count: int = self._cursor.rowcount
         return count
 
+    def rows(self, sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        """Every row of one statement (a bulk read)."""
+        self._cursor.execute(self._store.render(sql), params)
+        return list(self._cursor.fetchall())
+
 
 class _Autocommit(DriverTx):
     """``DriverTx`` for single autocommitted statements (``Store.autocommit``): each call runs one
