@@ -32,6 +32,7 @@ from . import _schema as s
 from ._types import stored
 from .clock import Clock, SystemClock, iso, read_clock
 from .errors import InvalidInput, NotFound
+from .scope import check_limit
 from .store import Store
 
 SIGNATURE_HEADER = "X-Floorgate-Signature"
@@ -206,7 +207,7 @@ class Events:
     def list(self, kind: EventKind | None = None, limit: int = 100) -> builtins.list[Event]:
         """The most recent events, oldest first."""
         e = s.events
-        query = select(e).order_by(e.c.seq.desc()).limit(limit)
+        query = select(e).order_by(e.c.seq.desc()).limit(check_limit(limit))
         if kind is not None:
             query = query.where(e.c.kind == EventKind(kind).value)
         with self.store.read() as conn:
