@@ -13,8 +13,11 @@ Damaged files (truncated, empty, scribbled) are at the end.
 from __future__ import annotations
 
 import json
+import random
 import re
 import sqlite3
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -35,8 +38,10 @@ from admission import (
     HostPolicies,
     HostPolicy,
     Missions,
+    Policies,
     Principals,
     Reason,
+    Scope,
     Store,
     TimerBindings,
     WakeState,
@@ -347,3 +352,99 @@ def _check(seeded: Seeded, damage: Damage) -> None:
         ["automation", "diff", "bad"],
     ):
         _no_traceback(run_cli(*argv, db=seeded.url), " ".join(argv))
+
+
+# -- damaged files -------------------------------------------------------------------------------
+
+
+def _truncate_half(data: bytes) -> bytes:
+    return data[: len(data) // 2]
+
+
+def _truncate_header(data: bytes) -> bytes:
+    return data[:100]
+
+
+def _scribble_middle(data: bytes) -> bytes:
+    rng = random.Random(10)  # fixed: the same bytes in every run
+    middle = len(data) // 2
+    return data[:middle] + bytes(rng.randrange(256) for _ in range(4096)) + data[middle + 4096 :]
+
+
+def _scribble_every_page(data: bytes) -> bytes:
+    rng = random.Random(11)
+    out = bytearray(data)
+    for page in range(4096, len(out), 4096):  # past the header: every page's content damaged
+        for i in range(page + 100, min(page + 200, len(out))):
+            out[i] = rng.randrange(256)
+    return bytes(out)
+
+
+def _scribble_header(data: bytes) -> bytes:
+    return b"\xff" * 100 + data[100:]
+
+
+FILE_DAMAGE = [
+    pytest.param(lambda data: b"", id="zero-byte"),
+    pytest.param(_truncate_half, id="truncated-half"),
+    pytest.param(_truncate_header, id="truncated-to-header"),
+    pytest.param(_scribble_middle, id="scribbled-middle"),
+    pytest.param(_scribble_every_page, id="scribbled-every-page"),
+    pytest.param(_scribble_header, id="scribbled-header"),
+]
+READ_AND_ADMIT = [
+    ["admit", "--goal", "g", "--agent", "bad", "--automation", "bad", "--turn", "file-t"],
+    ["admit", "--goal", "g", "--agent", "fresh", "--turn", "file-u"],
+    ["status", "--json"],
+    ["starts"],
+    ["policy", "show", "g/bad"],
+    ["automation", "list"],
+    ["automation", "show", "bad"],
+    ["turn", "run", "bad"],
+    ["settings", "show"],
+    ["notify", "events"],
+]
+
+
+@pytest.fixture(scope="module")
+def seeded_file(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    """The bytes of a seeded SQLite store, closed (its WAL checkpointed into the file)."""
+    path = tmp_path_factory.mktemp("file") / "floorgate.db"
+    store = open_store(str(path))
+    _seed(store)
+    # Floors no real clock leaves (the CLI reads the system clock): an admission is the damage's doing.
+    for scope, revision in (("g/bad", 1), ("g/fresh", 0)):
+        Policies(store, FixedClock(T0)).configure(
+            Scope.parse(scope), min_interval=timedelta(days=3650), expected_revision=revision, owner_ref="o"
+        )
+    with store.engine.begin() as conn:  # a start of 'fresh' too: its floor counts from it
+        conn.execute(
+            text(
+                "INSERT INTO fg_starts (turn_id, goal_id, agent_id, automation_id, trigger_us, anchor_us, phase, kind) "
+                "VALUES ('s-fresh', 'g', 'fresh', '', :t, :t, 'confirmed', 'automatic')"
+            ),
+            {"t": int(T0.timestamp() * 1e6)},
+        )
+    store.close()
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("damage", FILE_DAMAGE)
+def test_a_damaged_database_file_never_admits_and_no_command_tracebacks(seeded_file: bytes, tmp_path: Path, damage: Any) -> None:
+    path = tmp_path / "floorgate.db"
+    path.write_bytes(damage(seeded_file))
+    for argv in READ_AND_ADMIT:
+        result = run_cli(*argv, db=str(path))
+        _no_traceback(result, " ".join(argv))
+        if argv[0] == "admit" or argv[:2] == ["turn", "run"]:
+            assert result.returncode != 0, (argv, result)  # damaged state never admits
+    # A real process, as an operator runs it.
+    proc = subprocess.run(
+        [sys.executable, "-m", "scheduler", "--db", str(path), "admit", "--goal", "g", "--agent", "bad", "--turn", "proc-t"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    _no_traceback(proc, "a real 'floorgate admit'")
+    assert proc.returncode != 0, proc
