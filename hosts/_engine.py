@@ -111,6 +111,10 @@ class Engine:
         self.exdates = exdates
         self.is_date = is_date
         self._until_walk = self._walk_until()
+        try:  # dateutil refuses a rule whose INTERVAL never meets its BY parts ("an empty set")
+            _build_rules(recur, self._period_start(dtstart), dtstart, self._until_walk, is_date)
+        except ValueError as exc:
+            raise UnsupportedSchedule(f"RRULE: this rule never fires ({exc}); check INTERVAL against the BY parts") from None
 
     # -- public --------------------------------------------------------------------------------
     def iterate(self, after: datetime | None = None) -> Iterator[datetime]:
