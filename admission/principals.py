@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict
 from sqlalchemy import delete, func, insert, select, update
 
 from . import _schema as s
+from ._types import stored
 from .clock import Clock, SystemClock, read_clock
 from .errors import InvalidInput, NotFound
 from .policies import check_owner_ref
@@ -52,7 +53,8 @@ def _hash(secret: str) -> str:
 
 
 def _principal(row) -> Principal:  # type: ignore[no-untyped-def]
-    return Principal(name=row.name, role=Role(row.role), created_at=row.created_at_us, revoked_at=row.revoked_at_us)
+    with stored(f"principal {row.name!r}"):
+        return Principal(name=row.name, role=Role(row.role), created_at=row.created_at_us, revoked_at=row.revoked_at_us)
 
 
 class Principals:

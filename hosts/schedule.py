@@ -121,6 +121,7 @@ class Schedule(BaseModel):
             check_supported(recur)
         exdates = tuple(sorted(_parse_exdates(exdate_lines, tzid, is_date)))
         schedule = cls(dtstart=dtstart, tzid=tzid, is_date=is_date, recur=recur, exdates=exdates)
+        schedule._engine  # noqa: B018 (built now: a rule the engine refuses is refused at parse, not at its first fire)
         return schedule
 
     # -- reading -------------------------------------------------------------------------------
