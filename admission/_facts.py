@@ -51,10 +51,23 @@ _GUARD_COLUMNS = [
     " UNION ALL SELECT 1 FROM fg_starts WHERE goal_id = :g AND agent_id = :a AND automation_id IS NULL"
     " UNION ALL SELECT 1 FROM fg_starts WHERE " + _LANE + " AND trigger_us IS NULL LIMIT 1)",
 ]
+# SQLite only, on every store: a key column holds whatever a hand edit wrote, and a BLOB never
+# equals the text it is compared with, so a start or rule with a BLOB key would be skipped as NULL
+# ones are. BLOBs sort after all text, so each leg is an empty range of an index on a sound store.
+_BLOB_KEYS = (
+    "(SELECT 1 FROM fg_starts WHERE goal_id >= x''"
+    " UNION ALL SELECT 1 FROM fg_starts WHERE goal_id = :g AND agent_id >= x''"
+    " UNION ALL SELECT 1 FROM fg_starts WHERE goal_id = :g AND agent_id = :a AND automation_id >= x''"
+    " UNION ALL SELECT 1 FROM fg_rules WHERE goal_id >= x''"
+    " UNION ALL SELECT 1 FROM fg_rules WHERE goal_id = :g AND agent_id >= x''"
+    " UNION ALL SELECT 1 FROM fg_rules WHERE goal_id = :g AND agent_id IN ('', :a) AND automation_id >= x'' LIMIT 1)"
+)
 _FACTS = "SELECT " + ", ".join([*_FACT_COLUMNS, "NULL"])
 _GUARDED = "SELECT " + ", ".join(_FACT_COLUMNS + _GUARD_COLUMNS)
-FACTS_SQL = {"sqlite": _FACTS.format(agg="group_concat"), "postgresql": _FACTS.format(agg="string_agg")}
-GUARDED_FACTS_SQL = {"sqlite": _GUARDED.format(agg="group_concat"), "postgresql": _GUARDED.format(agg="string_agg")}
+_SQLITE_FACTS = "SELECT " + ", ".join([*_FACT_COLUMNS, _BLOB_KEYS])
+_SQLITE_GUARDED = "SELECT " + ", ".join([*_FACT_COLUMNS, f"COALESCE({_GUARD_COLUMNS[0]}, {_BLOB_KEYS})"])
+FACTS_SQL = {"sqlite": _SQLITE_FACTS.format(agg="group_concat"), "postgresql": _FACTS.format(agg="string_agg")}
+GUARDED_FACTS_SQL = {"sqlite": _SQLITE_GUARDED.format(agg="group_concat"), "postgresql": _GUARDED.format(agg="string_agg")}
 
 INSERT_START_SQL = (
     "INSERT INTO fg_starts (turn_id, goal_id, agent_id, automation_id, trigger_us, anchor_us, phase, kind, "
@@ -154,7 +167,7 @@ def _start_facts(row: tuple, goal: str, agent: str, turn_id: str) -> tuple:  # t
     """The fields of ``Facts`` after the floor, decoded from the row's columns after the rules."""
     turn_text, ag, ln, ln_tr, dup, damaged = row
     if damaged is not None:
-        raise StoreUnavailable(f"a start under {goal}/{agent} is missing its goal, agent, automation, trigger or anchor")
+        raise StoreUnavailable(f"a start or rule under {goal}/{agent} has a missing or damaged goal, agent, automation, trigger or anchor")
     phase: Phase | None = None
     t_lane = t_anchor = None
     if turn_text is not None:
@@ -194,16 +207,30 @@ _MANY_GUARD_SQL = (
     " WHERE goal_id IS NULL OR agent_id IS NULL OR automation_id IS NULL OR anchor_us IS NULL OR trigger_us IS NULL"
 )
 
+# ``_BLOB_KEYS`` for every lane at once: a BLOB key reads as NULL here, so ``_damages`` matches it
+# to the lanes it could belong to, as the guard above does for NULL keys (SQLite only; one scan).
+_BLOB_AS_NULL = ", ".join(f"CASE WHEN typeof({c}) = 'blob' THEN NULL ELSE {c} END" for c in ("goal_id", "agent_id", "automation_id"))
+# A goal-wide rule ('' agent) applies to every agent of its goal: its agent reads as NULL too.
+_RULE_BLOB_AS_NULL = _BLOB_AS_NULL.replace("typeof(agent_id) = 'blob'", "typeof(agent_id) = 'blob' OR agent_id = ''")
+_MANY_BLOB_SQL = (
+    f"SELECT {_BLOB_AS_NULL}, 0, 0 FROM fg_starts"
+    " WHERE typeof(goal_id) = 'blob' OR typeof(agent_id) = 'blob' OR typeof(automation_id) = 'blob'"
+    f" UNION ALL SELECT {_RULE_BLOB_AS_NULL}, 0, 0 FROM fg_rules"
+    " WHERE typeof(goal_id) = 'blob' OR typeof(agent_id) = 'blob' OR typeof(automation_id) = 'blob'"
+)
+
 
 def read_facts_many(tx: DriverTx, lanes: list[Lane], turn_id: str, trigger_us: int) -> dict[Lane, Facts | StoreUnavailable]:
     """``read_facts`` of every lane in ``lanes`` (one turn id and trigger for all), in four
-    statements (five on a relaxed store) whatever their number. A lane whose rows are damaged maps
+    statements (one more on a relaxed store, one more on SQLite) whatever their number. A lane whose rows are damaged maps
     to its ``StoreUnavailable``, as ``read_facts`` of that lane alone would raise; the others stand."""
     rules = tx.rows(_MANY_RULES_SQL, {})
     turn_row = tx.row(_MANY_TURN_SQL, {"t": turn_id})
     agent_anchor = {(g, a): v for g, a, v in tx.rows(_MANY_AGENTS_SQL, {})}
     lane_facts = {(g, a, x): rest for g, a, x, *rest in tx.rows(_MANY_LANES_SQL, {"tr": trigger_us})}
     damaged = tx.rows(_MANY_GUARD_SQL, {}) if tx.relaxed else []
+    if tx.dialect == "sqlite":
+        damaged += tx.rows(_MANY_BLOB_SQL, {})
     turn_text = turn_row[0] if turn_row is not None else None
     # The rules a lane's aggregate selects: agent_id IN ('', :a) and automation_id IN ('', :xr), or
     # NULL (which fails the decoder); kept in the statement's order.

@@ -157,6 +157,28 @@ CASES = [
     ),
     Case("a NULL goal", _relaxed("fg_starts", "goal_id", "UPDATE fg_starts SET goal_id = NULL WHERE turn_id = 'c-w'"), frozenset(LANES)),
     Case("an intact relaxed store", _relaxed("fg_starts", "trigger_us")),
+    # SQLite keeps a BLOB where text belongs; it never equals an id, so it reads like a NULL key.
+    Case("a start whose goal is a BLOB", _sql("UPDATE fg_starts SET goal_id = x'00ff' WHERE turn_id = 'c-w'"), frozenset(LANES), True),
+    Case(
+        "a start whose agent is a BLOB",
+        _sql("UPDATE fg_starts SET agent_id = x'00ff' WHERE turn_id = 'c-w'"),
+        _lanes(("h", "c", "w")),
+        True,
+    ),
+    Case("a start whose automation is a BLOB", _sql("UPDATE fg_starts SET automation_id = x'00ff' WHERE turn_id = 'a-x'"), AGENT_A, True),
+    Case(
+        "a lane rule whose automation is a BLOB",
+        # valid UTF-8 (an invalid one fails the bulk rules read, so every lane reads unavailable)
+        _sql("UPDATE fg_rules SET automation_id = x'626c6f62' WHERE agent_id = 'a' AND automation_id = 'x'"),
+        AGENT_A,
+        True,
+    ),
+    Case(
+        "a goal rule whose automation is a BLOB",  # a goal-wide rule could be any agent's
+        _sql("UPDATE fg_rules SET automation_id = x'626c6f62' WHERE goal_id = 'g' AND agent_id = ''"),
+        frozenset(lane for lane in LANES if lane[0] == "g"),
+        True,
+    ),
     Case(
         "a start with the readback's placeholder trigger",  # lane g/a/x's duplicate_turn fact; not its latest
         _sql(
@@ -175,7 +197,7 @@ CASES = [
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_the_bulk_eligibility_of_every_lane_is_its_own(store: Store, case: Case) -> None:
     if case.sqlite_only and store.dialect == "postgresql":
-        pytest.skip("PostgreSQL keys can never be NULL")
+        pytest.skip("PostgreSQL keys are never NULL or a BLOB")
     clock = FixedClock(T0)
     _history(store, clock)
     fixture_store = store
