@@ -133,6 +133,12 @@ def test_turn_run_of_a_missing_program_names_it_and_its_log_says_so(tmp_path: Pa
         pytest.param("DTSTART:20201201T090000Z RRULE:FREQ=DAILY;COUNT=3", 2, "no fire after now", id="ended-by-count"),
         pytest.param("DTSTART:20201201T090000Z", 2, "no fire after now", id="one-shot-in-the-past"),
         pytest.param("DTSTART:20261201T090000Z RRULE:FREQ=SECONDLY;INTERVAL=10", 0, "more than once a minute", id="sub-minute-warned"),
+        pytest.param(
+            "DTSTART:20260910T090000Z RRULE:FREQ=SECONDLY;BYMINUTE=22,47,20;BYHOUR=11;BYMONTHDAY=-18,16,-29;BYMONTH=10",
+            2,
+            "write it as FREQ=MINUTELY with BYSECOND",
+            id="sparse-secondly-refused",  # 20 s per catch-up query before
+        ),
     ],
 )
 def test_schedules_are_vetted_at_save(tmp_path: Path, schedule: str, code: int, needle: str) -> None:
