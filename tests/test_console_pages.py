@@ -24,13 +24,34 @@ def test_pages_need_a_session_and_sign_in_sets_an_http_only_same_site_cookie(sto
     assert c.client.get("/dashboard").status_code == 200
 
 
-def test_failed_sign_ins_are_rate_limited_even_for_a_good_token(store: Store, clock: FixedClock) -> None:
+def test_one_stale_token_failing_again_and_again_locks_only_itself(store: Store, clock: FixedClock) -> None:
     c = console(store, clock)
+    stale = c.owner
+    c.fg.principals.revoke("ops")  # a scraper keeps the revoked token
+    _, good = c.fg.principals.add("lead", "owner")
     for _ in range(5):
-        assert c.client.post("/signin", data={"token": "fgo_ops.guess"}).status_code == 401
+        assert c.get("/metrics", stale).status_code == 401
+    r = c.get("/metrics", stale)
+    assert r.status_code == 429 and "this token failed 5 times" in r.json()["error"]["message"]
+    assert 0 < int(r.headers["Retry-After"]) <= 900
+    assert c.get("/metrics", good).status_code == 200  # same address, another token: unaffected
+    assert c.get("/api/whoami", good).status_code == 200
+    assert c.client.post("/signin", data={"token": good}, follow_redirects=False).status_code == 303
+    assert c.client.post("/signin", data={"token": stale}).status_code == 429  # the page shares the limit
+    clock.advance(DAY)  # the window passed: the token is checked again (and still fails)
+    assert c.get("/metrics", stale).status_code == 401
+
+
+def test_many_different_wrong_tokens_from_one_address_lock_the_address_good_tokens_included(store: Store, clock: FixedClock) -> None:
+    c = console(store, clock)
+    for i in range(19):
+        assert c.client.post("/signin", data={"token": f"fgo_ops.guess{i}"}).status_code == 401
+    assert c.get("/api/whoami").status_code == 200  # 19 distinct misses (and 5 typos at the form) are not yet guessing
+    assert c.get("/api/whoami", "fgo_ops.guess19").status_code == 401  # a bearer token counts too
+    r = c.get("/api/whoami")
+    assert r.status_code == 429 and "20 different wrong tokens" in r.json()["error"]["message"]
     assert c.client.post("/signin", data={"token": c.owner}, follow_redirects=False).status_code == 429
-    assert c.get("/api/whoami").status_code == 429  # a bearer token is a sign-in too
-    clock.advance(DAY)  # the window passed
+    clock.advance(DAY)
     assert c.client.post("/signin", data={"token": c.owner}, follow_redirects=False).status_code == 303
 
 
@@ -151,8 +172,12 @@ def test_the_failed_sign_in_limit_is_shared_by_every_server_on_the_store(store: 
 
     c = console(store, clock)
     other = TestClient(create_app(Floorgate(store, clock=clock)))
-    for client in (c.client, other, c.client, other, c.client):  # five failures, split over two servers
+    for client in (c.client, other, c.client, other, c.client):  # five failures of one token, split over two servers
         assert client.post("/signin", data={"token": "fgo_ops.guess"}).status_code == 401
+    assert other.post("/signin", data={"token": "fgo_ops.guess"}).status_code == 429
+    assert c.client.post("/signin", data={"token": "fgo_ops.guess"}).status_code == 429
+    for i in range(19):  # and distinct guesses, split the same way
+        (c.client, other)[i % 2].post("/signin", data={"token": f"fgo_ops.other{i}"})
     assert other.post("/signin", data={"token": c.owner}, follow_redirects=False).status_code == 429
     assert c.client.post("/signin", data={"token": c.owner}, follow_redirects=False).status_code == 429
 

@@ -41,7 +41,7 @@ from ..present import (
 from ..present_floors import floor_applied_doc, floor_change_doc, floor_view_doc
 from . import runs
 from .auth import Gatekeeper, require_owner
-from .errors import error_doc
+from .errors import error_response
 from .workers import Workers
 
 Body = dict[str, Any]
@@ -460,8 +460,7 @@ def routes(fg: Floorgate, gate: Gatekeeper, work: Workers) -> list[Route]:
                             raise InvalidInput("body", "send a JSON object")
                 doc = await work(ep.handler, fg, principal, request, body)
             except Exception as exc:
-                status, error = error_doc(exc)
-                return JSONResponse(error, status_code=status, headers={"Retry-After": "900"} if status == 429 else None)
+                return error_response(exc)
             if isinstance(doc, Accepted):
                 return JSONResponse(doc.doc, status_code=202)
             return JSONResponse(doc)

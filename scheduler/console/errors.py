@@ -42,7 +42,13 @@ def error_doc(exc: BaseException) -> tuple[int, dict[str, Any]]:
     return status, {"error": {"kind": kind, "message": str(exc), **extra}}
 
 
-async def json_error(request: Request, exc: Exception) -> JSONResponse:
+def error_response(exc: BaseException) -> JSONResponse:
+    """``exc`` as its typed JSON document; a 429 carries ``Retry-After`` (seconds until the lock lifts)."""
     status, doc = error_doc(exc)
-    headers = {"Retry-After": "900"} if status == 429 else None
+    retry = exc.retry_after if isinstance(exc, AuthError) else None
+    headers = {"Retry-After": str(retry)} if retry is not None else None
     return JSONResponse(doc, status_code=status, headers=headers)
+
+
+async def json_error(request: Request, exc: Exception) -> JSONResponse:
+    return error_response(exc)
