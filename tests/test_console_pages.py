@@ -4,6 +4,7 @@ inbox and the dashboard's exact next-eligible time."""
 
 from __future__ import annotations
 
+import html
 import re
 
 from admission import Admission, FixedClock, Store
@@ -93,6 +94,38 @@ def test_save_applies_and_reports_only_what_the_readback_shows(store: Store, clo
     r = c.client.post("/settings", data=data)
     assert r.status_code == 200 and "revision 2" in r.text
     assert raw_sql(store, "SELECT owner_ref, owner_kind FROM fg_rule_history ORDER BY id") == [("ops", "authenticated")] * 2
+
+
+def test_a_viewer_sees_settings_read_only_without_a_save_button(store: Store, clock: FixedClock) -> None:
+    c = console(store, clock)
+    floor(store, clock, "g/a", DAY)
+    sign_in(c, c.viewer)
+    page = c.client.get("/settings?target=g/a").text
+    assert 'id="read_only"' in page and 'class="effective">1d<' in page
+    assert 'id="save"' not in page and 'name="min_interval"' not in page
+    sign_in(c)  # an owner, same page: the form
+    page = c.client.get("/settings?target=g/a").text
+    assert 'id="save"' in page and 'id="read_only"' not in page
+
+
+def test_a_refused_reduction_keeps_the_draft_and_offers_the_authorization_in_page_words(store: Store, clock: FixedClock) -> None:
+    c = console(store, clock)
+    add_automation(store, clock, "x")
+    floor(store, clock, "g", DAY / 2)
+    floor(store, clock, "g/a", DAY)
+    csrf = sign_in(c)
+    r = c.client.post("/settings", data={"target": "g/a", "revision": "1", "min_interval": "0", "note": "off for a week", "csrf": csrf})
+    assert r.status_code == 403
+    assert 'id="min_interval" placeholder="e.g. 24h, 45m; 0 disables"\n    value="0"' in r.text, "the typed value is kept"
+    assert 'value="off for a week"' in r.text
+    assert "I authorize this reduction" in r.text and "--allow-reduction" not in r.text
+    key = re.search(r'id="authorize_reduction" value="([^"]+)"', r.text)
+    assert key is not None and html.unescape(key.group(1)) == "g/a@1:floor 1d -> 0"
+    assert re.search(r'<li data-scope="g/a">g/a inherits 1d &rarr; 12h</li>', r.text), "the effective after, from the goal"
+    preview = c.client.get("/settings/preview", params={"target": "g/a", "revision": "0", "min_interval": "2d"}).json()
+    assert "refresh" in preview["error"]["message"] and "--revision" not in preview["error"]["message"]
+    data = {"target": "g/a", "revision": "1", "min_interval": "0", "csrf": csrf, "authorize_reduction": html.unescape(key.group(1))}
+    assert c.client.post("/settings", data=data).status_code == 200
 
 
 def test_a_concurrent_change_makes_save_a_conflict_that_asks_for_a_refresh(store: Store, clock: FixedClock) -> None:

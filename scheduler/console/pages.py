@@ -22,14 +22,14 @@ from admission.intervals import parse_interval
 from admission.tallies import Tallies
 
 from ..app import Floorgate
-from ..floors import parse_compute_text
+from ..floors import ReductionNotShown, parse_compute_text
 from ..notify import event_docs, webhook_doc
 from ..present import ago, change_doc, eligibility_doc, host_doc, readback_doc
 from ..present_floors import floor_change_doc, floor_view_doc
 from . import runs
 from .api import ask_doc, decide
 from .auth import SESSION_COOKIE, SESSION_TTL, AuthError, Gatekeeper, client_of, require_owner
-from .errors import error_doc
+from .errors import Surface, error_doc, fix_message
 from .timeline import timeline
 from .workers import Workers
 
@@ -229,7 +229,7 @@ class Pages:
                 min_interval=parse_interval(q.get("min_interval") or "", "min_interval"),
             )
         except Exception as exc:
-            status, doc = error_doc(exc)
+            status, doc = error_doc(exc, Surface.PAGE)
             return JSONResponse(doc, status_code=status)
         return JSONResponse(floor_change_doc(change))
 
@@ -239,7 +239,9 @@ class Pages:
         if refused is not None:
             return refused
         target = str(form.get("target") or "")
-        outcome: dict[str, Any] = {}
+        typed, note = str(form.get("min_interval") or ""), str(form.get("note") or "")
+        # A refused save keeps what the owner typed (and, for a reduction, offers its authorization).
+        outcome: dict[str, Any] = {"draft": {"min_interval": typed, "note": note}}
         status = 200
         try:
             require_owner(principal)
@@ -247,25 +249,24 @@ class Pages:
                 lambda: self.fg.floors.apply(
                     Scope.parse(target),
                     revision=_revision(form.get("revision")),
-                    min_interval=parse_interval(str(form.get("min_interval") or ""), "min_interval"),
+                    min_interval=parse_interval(typed, "min_interval"),
                     compute=parse_compute_text(str(form.get("compute") or "")),
                     principal=principal,
                     authorize_reduction=str(form.get("authorize_reduction")) if form.get("authorize_reduction") else None,
-                    note=str(form.get("note") or "") or None,
+                    note=note or None,
                 )
             )
             if applied.confirmed:
                 outcome = {"saved": f"saved {target} at revision {applied.rule.revision}; the readback shows it"}
             else:
-                status, outcome = 500, {"error": "the write returned but the readback does not show it; refresh and check"}
+                status, outcome["error"] = 500, "the write returned but the readback does not show it; refresh and check"
         except RevisionConflict as exc:
-            status = 409
-            outcome = {
-                "conflict": exc.current_revision,
-                "error": f"{target} changed since you read it (now revision {exc.current_revision}): refresh, then decide again",
-            }
+            status, outcome = 409, {"conflict": exc.current_revision, "error": fix_message(exc, Surface.PAGE)}
+        except ReductionNotShown as exc:
+            status, outcome["error"] = 403, fix_message(exc, Surface.PAGE)
+            outcome["draft"]["change"] = floor_change_doc(exc.change)
         except (ReductionNotAuthorized, InvalidInput, AuthError) as exc:
-            status, outcome = error_doc(exc)[0], {"error": str(exc)}
+            status, outcome["error"] = error_doc(exc, Surface.PAGE)[0], fix_message(exc, Surface.PAGE)
         values = await self.work(self._settings, target or None)
         return self.render(request, "settings.html", principal, status=status, **values, **outcome)
 
