@@ -169,6 +169,47 @@ def test_the_dashboard_shows_the_servers_exact_next_eligible_time(store: Store, 
     assert '<svg width="620"' in page and "Upcoming 24 h" in page
 
 
+def test_the_dashboard_strip_counts_manual_starts(store: Store, clock: FixedClock) -> None:
+    c = console(store, clock)
+    add_automation(store, clock, "x")
+    floor(store, clock, "g/a", DAY)  # a floored lane records its starts
+    admission = Admission(store, clock)
+    admission.reserve(goal="g", agent="a", automation="x", turn_id="m-1", trigger_time=T0, manual_reason="customer escalation")
+    admission.confirm("m-1")
+    sign_in(c)
+    page = c.client.get("/dashboard").text
+    assert 'aria-label="last 3 days of x: 0 fires, 1 starts (1 manual), 0 denials"' in page
+    assert "(manual: customer escalation)</title>" in page
+
+
+def test_upcoming_says_how_many_fires_it_does_not_list(store: Store, clock: FixedClock) -> None:
+    from helpers import host_running
+
+    c = console(store, clock)
+    host_running(store, clock)
+    add_automation(store, clock, "often", schedule="DTSTART:20261201T090000Z RRULE:FREQ=MINUTELY")
+    add_automation(store, clock, "daily")
+    sign_in(c)
+    page = c.client.get("/dashboard").text
+    listed = re.findall(r"<tr><td>[^<]+</td><td>(often|daily)</td>", page)
+    assert listed.count("often") == 48 and "daily" in listed
+    more = re.search(r'<li data-automation="often">([^<]*)<', page)
+    assert more is not None, "the fires past the 48 listed are counted, not silently dropped"
+    assert more.group(1).startswith("often: 48 fires listed (through 2026-12-01T09:47:00Z), 1393 more in the next 24 h")
+    assert 'data-automation="daily"' not in page  # every fire of it is listed
+
+
+def test_floored_lanes_without_an_automation_leave_out_agents_that_have_one(store: Store, clock: FixedClock) -> None:
+    c = console(store, clock)
+    add_automation(store, clock, "x")  # agent g/a has an automation
+    floor(store, clock, "g/a", DAY)
+    floor(store, clock, "g/b", DAY)  # agent g/b has none
+    sign_in(c)
+    page = c.client.get("/dashboard").text
+    lanes = page[page.index("Floored lanes without an automation") :]
+    assert "<td>g/b</td>" in lanes and "<td>g/a</td>" not in lanes
+
+
 def test_sessions_live_in_the_store_hashed_and_survive_a_restart_or_a_second_server(store: Store, clock: FixedClock) -> None:
     import hashlib
 

@@ -7,7 +7,6 @@ is a POST form carrying the session's CSRF token.
 
 from __future__ import annotations
 
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,23 +18,20 @@ from starlette.routing import Route
 from admission import InvalidInput, Principal, ReductionNotAuthorized, RevisionConflict, Scope
 from admission.clock import iso, read_clock
 from admission.intervals import parse_interval
-from admission.tallies import Tallies
 
 from ..app import Floorgate
 from ..floors import ReductionNotShown, parse_compute_text
 from ..notify import event_docs, webhook_doc
-from ..present import ago, change_doc, eligibility_doc, host_doc, readback_doc
+from ..present import change_doc
 from ..present_floors import floor_change_doc, floor_view_doc
 from . import runs
 from .api import ask_doc, decide
 from .auth import SESSION_COOKIE, SESSION_TTL, AuthError, Gatekeeper, client_of, require_owner
+from .dashboard import dashboard
 from .errors import Surface, error_doc, fix_message
-from .timeline import timeline
 from .workers import Workers
 
 TEMPLATES = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"), autoescape=select_autoescape(["html"]))
-UPCOMING = timedelta(hours=24)
-RECENT_EVENTS = 8  # on the dashboard; /events shows more
 RUN_WAIT = 5.0  # seconds a Run now form waits for the verdict before saying the turn is running
 
 
@@ -150,37 +146,7 @@ class Pages:
         return self.render(request, "dashboard.html", principal, status=status, run_message=message, run_failed=status != 200, **values)
 
     def _dashboard(self) -> dict[str, Any]:
-        fg = self.fg
-        view = fg.readback.overview()
-        now = view.now
-        tallies = Tallies(fg.store)
-        rows, upcoming = [], []
-        for rb in view.readbacks:
-            doc = readback_doc(rb)
-            e = rb.eligibility
-            doc["next_eligible_in"] = ago(e.next_eligible_at, now) if e is not None and e.next_eligible_at is not None else None
-            doc["next_fire_in"] = ago(rb.next_fire_at, now) if rb.next_fire_at is not None else None
-            ticks = tallies.marks(rb.automation_id, now - timedelta(days=3))
-            doc["timeline"] = timeline(ticks, now)
-            rows.append(doc)
-            if rb.plan is not None and not rb.no_timer_host and rb.drift is None and rb.state.value not in ("paused", "held"):
-                for fire in rb.fires(48, now):
-                    if fire.fire_at > now + UPCOMING:
-                        break
-                    upcoming.append(
-                        {"automation": rb.automation_id, "at": iso(fire.fire_at), "runs": fire.admitted, "runs_at": iso(fire.runs_at)}
-                    )
-        upcoming.sort(key=lambda u: str(u["at"]))
-        hosts = [host_doc(h, now) for h in view.hosts]
-        events = list(reversed(event_docs(fg.notify.events, RECENT_EVENTS)))
-        return {
-            "now": iso(now),
-            "rows": rows,
-            "upcoming": upcoming,
-            "hosts": hosts,
-            "lanes": [eligibility_doc(e) for e in view.lanes],
-            "events": events,
-        }
+        return dashboard(self.fg)
 
     # -- events ------------------------------------------------------------------------------
     async def events(self, request: Request) -> Response:
