@@ -130,8 +130,10 @@ def test_an_owner_sets_lowers_conflicts_approves_and_reads_the_same_next_eligibl
         assert lanes["y"]["eligibility"]["effective_floor"]["floor"] == "2d"  # the peer and the goal default are untouched
         assert lanes["x"]["eligibility"]["effective_floor"]["floor"] == "3d"
 
-        # The asks inbox: approve.
+        # Owner asks: the limit in context, then approve.
         page.goto(f"{base}/asks")
+        expect(page.locator("h1")).to_have_text("Owner asks")
+        expect(page.locator(f"#ask-{ask} .bound")).to_have_text("max_turns")
         page.click(f"#ask-{ask} .approve")
         expect(page.locator("#message")).to_contain_text(f"approved {ask}")
         page.screenshot(path=str(artifacts / "asks.png"), full_page=True)

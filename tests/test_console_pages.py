@@ -1,6 +1,6 @@
 """The console's pages on both backends: sign-in cookie and its limits, CSRF on every write form,
-the settings Save (preview -> apply -> readback; a stale revision asks for a refresh), the asks
-inbox and the dashboard's exact next-eligible time."""
+the settings Save (preview -> apply -> readback; a stale revision asks for a refresh),
+owner asks and the dashboard's exact next-eligible time."""
 
 from __future__ import annotations
 
@@ -208,6 +208,26 @@ def test_floored_lanes_without_an_automation_leave_out_agents_that_have_one(stor
     page = c.client.get("/dashboard").text
     lanes = page[page.index("Floored lanes without an automation") :]
     assert "<td>g/b</td>" in lanes and "<td>g/a</td>" not in lanes
+
+
+def test_owner_asks_show_the_limit_hit_what_was_used_and_what_approving_sets(store: Store, clock: FixedClock) -> None:
+    from admission import Policies, Scope, parse_compute
+
+    c = console(store, clock)
+    Policies(store, clock).configure(
+        Scope.parse("g/a"), min_interval=None, compute=parse_compute('{"max_turns": 3}'), expected_revision=0, owner_ref="o"
+    )
+    ask = pending_ask(store, clock)  # proposes max_turns +5
+    raw_sql(store, "UPDATE fg_missions SET turns = 3, extra_turns = 2")  # 3 used; an earlier approval gave 2 more
+    sign_in(c)
+    page = c.client.get("/asks").text
+    assert "<h1>Owner asks</h1>" in page and "Asks inbox" not in page
+    row = re.search(rf'<tr id="ask-{ask}">.*?</tr>', page, re.S)
+    assert row is not None
+    cells = dict(re.findall(r'<td class="(bound|used|limit|proposed)">([^<]*)</td>', row.group(0)))
+    assert cells == {"bound": "max_turns", "used": "3", "limit": "5", "proposed": "10 (+5)"}
+    [doc] = c.get("/api/asks").json()["asks"]  # the API shows the same
+    assert doc["limit"] == {"bound": "max_turns", "limit": 5, "used": 3, "extension": 5, "proposed_limit": 10}
 
 
 def test_sessions_live_in_the_store_hashed_and_survive_a_restart_or_a_second_server(store: Store, clock: FixedClock) -> None:

@@ -1,4 +1,4 @@
-"""The console's server-rendered pages: sign-in, dashboard, settings and the asks inbox.
+"""The console's server-rendered pages: sign-in, dashboard, settings and owner asks.
 
 Pages render the same documents as the API (``readback_doc``, ``floor_view_doc``...), so the page,
 the API and ``floorgate status --json`` show the same state and the same exact times. Every write
@@ -25,7 +25,7 @@ from ..notify import event_docs, webhook_doc
 from ..present import change_doc
 from ..present_floors import floor_change_doc, floor_view_doc
 from . import runs
-from .api import ask_doc, decide
+from .api import decide, pending_asks
 from .auth import SESSION_COOKIE, SESSION_TTL, AuthError, Gatekeeper, client_of, require_owner
 from .dashboard import dashboard
 from .errors import Surface, error_doc, fix_message
@@ -241,8 +241,8 @@ class Pages:
         principal = await self.signed_in(request)
         if principal is None:
             return RedirectResponse("/signin", status_code=303)
-        items = await self.work(self.fg.envelopes.pending)
-        return self.render(request, "asks.html", principal, asks=[ask_doc(a, m) for a, m in items], now=iso(read_clock(self.fg.clock)))
+        items = await self.work(pending_asks, self.fg)
+        return self.render(request, "asks.html", principal, asks=items, now=iso(read_clock(self.fg.clock)))
 
     async def asks_decide(self, request: Request) -> Response:
         form, principal, refused = await self._posted(request)
@@ -259,9 +259,9 @@ class Pages:
         except Exception as exc:
             status, doc = error_doc(exc)
             message = doc["error"]["message"]
-        items = await self.work(self.fg.envelopes.pending)
+        items = await self.work(pending_asks, self.fg)
         return self.render(
-            request, "asks.html", principal, status=status, asks=[ask_doc(a, m) for a, m in items], now=iso(read_clock(self.fg.clock)),
+            request, "asks.html", principal, status=status, asks=items, now=iso(read_clock(self.fg.clock)),
             message=message, failed=status != 200,
         )  # fmt: skip
 
