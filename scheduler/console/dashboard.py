@@ -50,7 +50,9 @@ def upcoming(rb: AutomationReadback, now: datetime) -> Upcoming:
     """The fires ``rb`` makes within ``UPCOMING`` of ``now`` (none while it cannot fire)."""
     if rb.plan is None or rb.no_timer_host or rb.drift is not None or rb.state.value in ("paused", "held"):
         return Upcoming([], 0, False)
-    fires = rb.fires(UPCOMING_SCAN, now)
+    fires = rb.fires(UPCOMING_ROWS + 1, now)
+    if len(fires) == UPCOMING_ROWS + 1 and fires[-1].fire_at <= now + UPCOMING:  # dense: count the rest of the day
+        fires = rb.fires(UPCOMING_SCAN, now)
     within = [f for f in fires if f.fire_at <= now + UPCOMING]
     rows = [
         {"automation": rb.automation_id, "at": iso(f.fire_at), "runs": f.admitted, "runs_at": iso(f.runs_at)}

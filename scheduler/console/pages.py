@@ -119,7 +119,7 @@ class Pages:
         principal = await self.signed_in(request)
         if principal is None:
             return RedirectResponse("/signin", status_code=303)
-        values = await self.work(self._dashboard)
+        values = await self.work(dashboard, self.fg)
         return self.render(request, "dashboard.html", principal, **values)
 
     async def run_now(self, request: Request) -> Response:
@@ -142,11 +142,8 @@ class Pages:
         except Exception as exc:
             status, error = error_doc(exc)
             message = error["error"]["message"]
-        values = await self.work(self._dashboard)
+        values = await self.work(dashboard, self.fg)
         return self.render(request, "dashboard.html", principal, status=status, run_message=message, run_failed=status != 200, **values)
-
-    def _dashboard(self) -> dict[str, Any]:
-        return dashboard(self.fg)
 
     # -- events ------------------------------------------------------------------------------
     async def events(self, request: Request) -> Response:
