@@ -10,7 +10,8 @@ store too, so every process applies one limit, with two thresholds over a 15 min
 - **the same token** (matched by its SHA-256 fingerprint) failing ``TOKEN_FAILURES`` times is
   refused unchecked (429) until its failures leave the window. A scraper or script still holding a
   revoked or mistyped token locks only that token: on loopback every local user shares one client
-  address, and one stale token must not lock out everyone else's good ones.
+  address, and one stale token must not lock out everyone else's good ones. A good token never
+  fails, so nobody can lock someone else's good token this way.
 - **many different wrong tokens** from one address (``CLIENT_FAILURES`` distinct fingerprints) is
   guessing: the address is refused unchecked, good tokens included (answering them would tell a
   guesser a hit from a miss). The repeats of one token count once here, and the threshold is well
