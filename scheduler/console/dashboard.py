@@ -9,7 +9,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from admission.clock import iso
+from admission.decisions import StartRecord
+from admission.scope import MAX_LIMIT
 from admission.tallies import Tallies
+from hosts.schedule import Schedule
 
 from ..app import Floorgate
 from ..notify import event_docs
@@ -19,9 +22,8 @@ from .timeline import DAYS, timeline
 
 UPCOMING = timedelta(hours=24)
 UPCOMING_ROWS = 48  # fires listed per automation; the rest of its 24 h are counted, not listed
-UPCOMING_SCAN = 2000  # fires counted per automation: an every-minute schedule's whole day (and a catch-up) fits
+UPCOMING_SCAN = 2000  # fires counted past the listed ones: an every-minute schedule's whole day fits
 RECENT_EVENTS = 8  # on the dashboard; /events shows more
-STARTS_SCAN = 2000  # start records read per automation for its strip (newest first)
 
 
 @dataclass(frozen=True)
@@ -50,15 +52,51 @@ def upcoming(rb: AutomationReadback, now: datetime) -> Upcoming:
     """The fires ``rb`` makes within ``UPCOMING`` of ``now`` (none while it cannot fire)."""
     if rb.plan is None or rb.no_timer_host or rb.drift is not None or rb.state.value in ("paused", "held"):
         return Upcoming([], 0, False)
-    fires = rb.fires(UPCOMING_ROWS + 1, now)
-    if len(fires) == UPCOMING_ROWS + 1 and fires[-1].fire_at <= now + UPCOMING:  # dense: count the rest of the day
-        fires = rb.fires(UPCOMING_SCAN, now)
-    within = [f for f in fires if f.fire_at <= now + UPCOMING]
+    horizon = now + UPCOMING
+    within = [f for f in rb.fires(UPCOMING_ROWS + 1, now) if f.fire_at <= horizon]
     rows = [
         {"automation": rb.automation_id, "at": iso(f.fire_at), "runs": f.admitted, "runs_at": iso(f.runs_at)}
         for f in within[:UPCOMING_ROWS]
     ]
-    return Upcoming(rows, len(within), len(within) == len(fires) == UPCOMING_SCAN)
+    if len(within) <= UPCOMING_ROWS:
+        return Upcoming(rows, len(rows), False)
+    more, capped = _count_until(rb.plan.schedule, within[UPCOMING_ROWS - 1].fire_at, horizon)
+    return Upcoming(rows, len(rows) + more, capped)
+
+
+def _count_until(schedule: Schedule, after: datetime, horizon: datetime) -> tuple[int, bool]:
+    """How many times ``schedule`` fires after ``after`` until ``horizon`` (counted, not simulated:
+    the listed rows say which run), and whether the count stopped at ``UPCOMING_SCAN``."""
+    total, batch = 0, 64
+    while total < UPCOMING_SCAN:
+        want = min(batch, UPCOMING_SCAN - total)
+        found = schedule.occurrences(want, after=after)
+        inside = sum(1 for at in found if at <= horizon)
+        total += inside
+        if inside < want:  # past the horizon, or the schedule ended
+            return total, False
+        after, batch = found[-1], batch * 4
+    return total, True
+
+
+class RecentStarts:
+    """The start records since a time, per automation, for the strips: one read of the newest
+    ``MAX_LIMIT`` starts of every automation; only when they do not reach back to ``since`` is each
+    automation read on its own."""
+
+    def __init__(self, fg: Floorgate, since: datetime) -> None:
+        self.fg, self.since = fg, since
+        newest = fg.admission.starts(limit=MAX_LIMIT)
+        self.complete = len(newest) < MAX_LIMIT or newest[-1].anchor_at < since
+        self.by_automation: dict[str | None, list[StartRecord]] = {}
+        for st in newest:
+            if st.anchor_at >= since:
+                self.by_automation.setdefault(st.automation_id, []).append(st)
+
+    def of(self, automation_id: str) -> list[StartRecord]:
+        if self.complete:
+            return self.by_automation.get(automation_id, [])
+        return [st for st in self.fg.admission.starts(automation=automation_id, limit=MAX_LIMIT) if st.anchor_at >= self.since]
 
 
 def dashboard(fg: Floorgate) -> dict[str, Any]:
@@ -68,13 +106,13 @@ def dashboard(fg: Floorgate) -> dict[str, Any]:
     tallies = Tallies(fg.store)
     since = now - timedelta(days=DAYS)
     rows, listed, notes = [], [], []
+    recent = RecentStarts(fg, since)
     for rb in view.readbacks:
         doc = readback_doc(rb)
         e = rb.eligibility
         doc["next_eligible_in"] = ago(e.next_eligible_at, now) if e is not None and e.next_eligible_at is not None else None
         doc["next_fire_in"] = ago(rb.next_fire_at, now) if rb.next_fire_at is not None else None
-        starts = fg.admission.starts(automation=rb.automation_id, limit=STARTS_SCAN) if rb.automation is not None else []
-        doc["timeline"] = timeline(tallies.marks(rb.automation_id, since), [s for s in starts if s.anchor_at >= since], now)
+        doc["timeline"] = timeline(tallies.marks(rb.automation_id, since), recent.of(rb.automation_id), now)
         rows.append(doc)
         ahead = upcoming(rb, now)
         listed += ahead.rows
