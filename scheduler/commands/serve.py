@@ -20,7 +20,7 @@ LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("serve", help="serve the owner console: JSON API, settings, dashboard, asks inbox, /metrics")
+    p = sub.add_parser("serve", help="serve the owner console: JSON API, settings, dashboard, owner asks, /metrics")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: loopback only)")
     p.add_argument("--port", type=int, default=8650, help="port (default 8650)")
     p.add_argument("--secure-cookies", action="store_true", help="mark the session cookie Secure (serve behind TLS)")
