@@ -15,6 +15,8 @@ from enum import StrEnum
 from admission import WakeState
 from hosts import Schedule
 
+from .wake import catch_up_due
+
 
 class FloorMeeting(StrEnum):
     """How a host meets a floor that has not elapsed when its timer fires."""
@@ -47,6 +49,7 @@ class PlanInputs:
     wake: WakeState | None = None  # backoff chain, for floorgate's own timer
     last_ticked: datetime | None = None
     catch_up: timedelta = timedelta(hours=1)
+    since: datetime | None = None  # the automation's last change: no catch-up fire from before it
 
 
 def simulate(inputs: PlanInputs, *, count: int, now: datetime) -> list[PreviewRow]:
@@ -161,4 +164,4 @@ def _catch_up_fire(inputs: PlanInputs, now: datetime) -> datetime | None:
     schedule = inputs.schedule
     first = schedule.next_after(now - inputs.catch_up - timedelta(microseconds=1))
     due = schedule.last_at_or_before(now) if first is not None and first <= now else None
-    return due if due is not None and (inputs.last_ticked is None or due > inputs.last_ticked) else None
+    return due if due is not None and catch_up_due(due, last_ticked=inputs.last_ticked, since=inputs.since) else None
