@@ -454,8 +454,8 @@ def _empty_file(path: Path) -> bool:
 
 def _no_store(where: str) -> NoStore:
     return NoStore(
-        f"no floorgate store at {where}: point at yours with --db URL or $FLOORGATE_DB "
-        "(a read never creates one; a write command such as 'policy set' does)"
+        f"no floorgate store at {where}: point at yours with --db URL or $FLOORGATE_DB, "
+        f"or create it with 'floorgate init --db {where}' (a read or a host never creates one)"
     )
 
 

@@ -218,6 +218,24 @@ def test_read_commands_never_create_a_store(tmp_path: Path, argv: list[str]) -> 
     assert list(tmp_path.iterdir()) == []  # nothing created
 
 
+def test_a_host_never_creates_the_store_it_runs(db_url: str, tmp_path: Path) -> None:
+    # `floorgate run --db /tmp/typo.db` used to create an empty store and run 0 timers, quietly.
+    argv = [sys.executable, "-m", "scheduler", "run", "--db", db_url, "--state-dir", str(tmp_path / "state")]
+    result = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=60, env={"PATH": os.environ["PATH"]})
+    line = one_line_error(result)
+    assert result.returncode == 1 and "no floorgate store at" in line and "floorgate init --db" in line, result.stderr
+    if "://" not in db_url:
+        assert list(tmp_path.iterdir()) == []  # no file created (not even the state directory)
+    else:
+        import psycopg
+
+        from conftest import _pg_schema_of, _psycopg_dsn
+
+        with psycopg.connect(_psycopg_dsn(db_url)) as conn:  # no table created in the empty schema
+            query = "SELECT count(*) FROM information_schema.tables WHERE table_schema = %s"
+            assert conn.execute(query, (_pg_schema_of(db_url),)).fetchone() == (0,)
+
+
 def test_a_hook_never_creates_a_store_it_blocks(tmp_path: Path) -> None:
     payload = json.dumps({"session_id": "s", "prompt": "p"})
     args = ["hook", "user-prompt-submit", "--goal", "g", "--agent", "a", "--automation", "x", "--wake", "automatic"]

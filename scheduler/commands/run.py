@@ -28,7 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--envelope-mode", choices=[m.value for m in EnvelopeMode], help="default $FLOORGATE_ENVELOPE_MODE, else enforce")
     p.add_argument("--log-level", choices=LOG_LEVELS, default="info", help="what the host logs on stderr (default info)")
     add_common(p)
-    p.set_defaults(handler=_run)
+    # A host never creates its store: a typo in --db would run zero timers on a new empty file.
+    p.set_defaults(handler=_run, reads_only=True)
 
 
 LOG_LEVELS = ["debug", "info", "warning", "error"]
