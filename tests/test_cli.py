@@ -113,6 +113,54 @@ def test_demo_runs_from_an_empty_directory(tmp_path) -> None:  # type: ignore[no
     assert (tmp_path / "floorgate-demo.db").exists()
 
 
+@pytest.mark.parametrize(
+    "kind",
+    [
+        pytest.param("automations", id="a-store-with-an-automation"),
+        pytest.param("owners", id="a-store-with-an-owner"),
+        pytest.param("floors", id="a-store-with-another-floor"),
+        pytest.param("text", id="a-text-file"),
+    ],
+)
+def test_demo_refuses_to_delete_a_file_that_is_not_a_demo_store(db: str, kind: str) -> None:
+    if kind == "automations":
+        assert cli("automation", "add", "x", "--goal", "g", "--agent", "a", "--schedule", "every 1h", "--", "true", db=db).returncode == 0
+    elif kind == "owners":
+        assert cli("owner", "add", "alice", "--role", "owner", db=db).returncode == 0
+    elif kind == "floors":
+        assert cli("policy", "set", "g/a", "--min-interval", "1h", "--revision", "0", "--owner-ref", "o", db=db).returncode == 0
+    else:
+        Path(db).write_text("my notes\n")
+    r = cli("demo", "--demo-db", db, cwd=Path(db).parent)
+    line = one_line_error(r)
+    assert r.returncode == 2 and line.startswith("floorgate: error: --demo-db:") and "another --demo-db" in line
+    kept = {
+        "automations": ["automation", "show", "x"],
+        "owners": ["owner", "list"],
+        "floors": ["policy", "show", "g/a"],
+    }
+    if kind == "text":
+        assert Path(db).read_text() == "my notes\n"
+    else:
+        shown = cli(*kept[kind], db=db)
+        assert shown.returncode == 0 and ("alice" in shown.stdout if kind == "owners" else True), shown.stderr
+
+
+def test_demo_refuses_db_it_would_ignore(tmp_path: Path) -> None:
+    for argv in (["demo", "--db", str(tmp_path / "mine.db")], ["--db", str(tmp_path / "mine.db"), "demo"]):
+        r = cli(*argv, cwd=tmp_path)
+        line = one_line_error(r)
+        assert r.returncode == 2 and "--db" in line and "--demo-db" in line
+    assert list(tmp_path.iterdir()) == []  # neither the named store nor the demo's file
+
+
+def test_demo_recreates_its_own_store_and_says_so(tmp_path: Path) -> None:
+    first = cli("demo", cwd=tmp_path)
+    assert first.returncode == 0 and "recreating" not in first.stdout
+    again = cli("demo", cwd=tmp_path)
+    assert again.returncode == 0 and "recreating the earlier demo's store" in again.stdout and "(exit 3)" in again.stdout
+
+
 def test_the_console_script_exits_with_the_command_code(tmp_path: Path) -> None:
     """The installed ``floorgate`` entry point as a real process: main() makes run()'s code the exit status."""
     script = shutil.which("floorgate", path=str(Path(sys.executable).parent))
