@@ -161,6 +161,19 @@ def test_demo_recreates_its_own_store_and_says_so(tmp_path: Path) -> None:
     assert again.returncode == 0 and "recreating the earlier demo's store" in again.stdout and "(exit 3)" in again.stdout
 
 
+def test_serve_on_a_port_in_use_is_one_line_and_exit_2(db: str, tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        argv = [sys.executable, "-m", "scheduler", "serve", "--db", db, "--port", str(port), "--deliver-every", "0"]
+        r = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert r.returncode == 2 and r.stdout == ""
+    assert one_line_error(r) == f"floorgate: error: --port: {port} is in use on 127.0.0.1; pick another"  # no 'console on' first
+
+
 def test_the_console_script_exits_with_the_command_code(tmp_path: Path) -> None:
     """The installed ``floorgate`` entry point as a real process: main() makes run()'s code the exit status."""
     script = shutil.which("floorgate", path=str(Path(sys.executable).parent))
