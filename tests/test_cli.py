@@ -297,6 +297,32 @@ def test_a_host_never_creates_the_store_it_runs(db_url: str, tmp_path: Path) -> 
             assert conn.execute(query, (_pg_schema_of(db_url),)).fetchone() == (0,)
 
 
+@pytest.mark.parametrize("poll", ["0", "0s", "PT0S"])
+def test_run_poll_of_zero_names_the_rule(db: str, poll: str) -> None:
+    r = cli("run", "--poll", poll, db=db)
+    assert r.returncode == 2 and f"--poll: {poll!r} is no time at all; give a duration above 0" in one_line_error(r)
+    assert "0 to disable" not in r.stderr
+
+
+@pytest.mark.parametrize("what", ["a-directory", "a-text-file"])
+@pytest.mark.parametrize(
+    "argv", [["status"], ["policy", "set", "g/a", "--min-interval", "1h", "--revision", "0", "--owner-ref", "o"]], ids=["read", "write"]
+)
+def test_db_that_is_no_store_file_names_db_and_the_fix(tmp_path: Path, what: str, argv: list[str]) -> None:
+    target = tmp_path / "notes.txt"
+    if what == "a-text-file":
+        target.write_text("my notes\n")
+    else:
+        target = tmp_path
+    r = cli(*argv, db=str(target), cwd=tmp_path)
+    line = one_line_error(r)
+    assert r.returncode == 2 and line.startswith("floorgate: error: db: ") and "--db" in line
+    assert ("is a directory" in line and "floorgate.db" in line) if what == "a-directory" else "is not a SQLite database" in line
+    if what == "a-text-file":
+        assert target.read_text() == "my notes\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["notes.txt"] if what == "a-text-file" else [])
+
+
 def test_a_hook_never_creates_a_store_it_blocks(tmp_path: Path) -> None:
     payload = json.dumps({"session_id": "s", "prompt": "p"})
     args = ["hook", "user-prompt-submit", "--goal", "g", "--agent", "a", "--automation", "x", "--wake", "automatic"]
