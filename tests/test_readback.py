@@ -133,8 +133,9 @@ def test_a_due_fire_inside_the_catch_up_window_runs_at_once() -> None:
 
 # -- readback over the store ------------------------------------------------------------------------
 def test_status_next_fire_uses_the_stored_catch_up(store) -> None:  # type: ignore[no-untyped-def]
-    clock = FixedClock(T0 + 20 * M)
+    clock = FixedClock(T0)
     add_automation(store, clock, schedule=EVERY_15M)
+    clock.set(T0 + 20 * M)  # the 09:15 fire was missed (no host then)
     host_running(store, clock)
     readback = Readback(store, clock)
     assert readback.automation("x").next_fire_at == clock.now()  # the 09:15 fire is due: catch-up
@@ -291,8 +292,9 @@ def test_settings_resolve_flags_over_environment() -> None:
 def test_a_running_host_replans_when_the_host_policy_changes(store, tmp_path) -> None:  # type: ignore[no-untyped-def]
     from scheduler.runtime import HostRuntime, RuntimeConfig
 
-    clock = FixedClock(T0 + 20 * M)
+    clock = FixedClock(T0)
     add_automation(store, clock, schedule=EVERY_15M)
+    clock.set(T0 + 20 * M)  # the 09:15 fire was missed (no host then)
     host = HostRuntime(store, RuntimeConfig(state_dir=tmp_path / "state"), clock=clock)
     host.heartbeat.beat()
     host.sync()
@@ -307,6 +309,7 @@ def test_run_refuses_a_flag_that_differs_from_the_stored_host_policy(tmp_path) -
     from cli import run_cli
 
     db = str(tmp_path / "fg.db")
+    assert run_cli("init", db=db).returncode == 0  # a host never creates its store
     result = run_cli("run", "--catch-up", "2h", db=db)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()
