@@ -90,13 +90,17 @@ def _coalesced(inputs: PlanInputs, count: int, now: datetime) -> list[PreviewRow
     at = sorted({max(p.astimezone(timezone.utc), now_utc): p for p in points}.items())  # wake -> the fire it stands for
     rows: list[PreviewRow] = []
     next_eligible = inputs.next_eligible_at
-    for i, (effective, fire) in enumerate(at[:count]):
+    for i, (effective, fire) in enumerate(at):
+        if len(rows) == count:
+            break
         following = at[i + 1][0] if i + 1 < len(at) else None
         waited = False
         if next_eligible is None or effective >= next_eligible:
             runs: datetime | None = effective
         elif following is None or following > next_eligible:
             runs, waited = next_eligible, True  # the last fire before the floor opens: it runs when it does
+        elif fire.astimezone(timezone.utc) < now_utc:
+            continue  # a missed fire coalesced into a later wake: nothing fires for it, it is no 'next fire'
         else:
             rows.append(PreviewRow(fire, False, None, next_eligible))  # coalesced into a later wake
             continue

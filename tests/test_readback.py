@@ -131,6 +131,18 @@ def test_a_due_fire_inside_the_catch_up_window_runs_at_once() -> None:
     assert simulate(none, count=1, now=now)[0].fire_at == T0 + 30 * M
 
 
+def test_a_missed_fire_coalesced_under_the_floor_is_not_listed_as_a_next_fire() -> None:
+    # 09:15 was missed; the floor opens at 10:10, after the 09:30 .. 10:00 fires: the host wakes
+    # once, at 10:10, for the 10:00 fire. Nothing fires for 09:15: listing it under "next fires"
+    # (at 09:20) showed a time already past.
+    now = T0 + 20 * M
+    plan = PlanInputs(schedule=Schedule.parse(EVERY_15M), meeting=FloorMeeting.COALESCE, floor=H, next_eligible_at=T0 + 70 * M, catch_up=H)
+    rows = simulate(plan, count=4, now=now)
+    assert [r.fire_at for r in rows] == [T0 + 30 * M, T0 + 45 * M, T0 + 60 * M, T0 + 75 * M]
+    assert [r.admitted for r in rows] == [False, False, True, False] and rows[2].runs_at == T0 + 70 * M
+    assert first_run_at(plan, now=now) == first_run(rows) == T0 + 70 * M
+
+
 # -- readback over the store ------------------------------------------------------------------------
 def test_status_next_fire_uses_the_stored_catch_up(store) -> None:  # type: ignore[no-untyped-def]
     clock = FixedClock(T0)
