@@ -40,7 +40,7 @@ def _demo(ctx: Context) -> int:
     db = Path(ctx.args.demo_db)
     refused = not_a_demo_store(db)
     if refused is not None:
-        raise InvalidInput("--demo-db", f"{db} {refused}; it is kept: pass another --demo-db PATH")
+        raise InvalidInput("--demo-db", f"{db} {refused}; it is kept: pass another --demo-db PATH (or delete it yourself)")
     recreated = db.exists()
     for suffix in ("", "-wal", "-shm"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
