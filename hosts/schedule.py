@@ -282,6 +282,10 @@ def _friendly(text: str, now: datetime | None) -> Schedule:
         return _every(timedelta(hours=1), None, "UTC", now)
     if low and low[0] == "every":
         return _parse_every(words[1:], now)
+    at = {"daily": 3, "weekdays": 3, "weekly": 5}.get(low[0]) if low else None
+    if at is not None and len(low) == at and low[at - 2] == "at":  # the zone left out
+        example = f"{text.strip()} UTC"
+        raise InvalidSchedule(f"schedule: {text!r} has no time zone; add a zone, e.g. '{example}' or '{text.strip()} Europe/Berlin'")
     if len(low) == 4 and low[0] in ("daily", "weekdays") and low[1] == "at":
         days = None if low[0] == "daily" else ("MO", "TU", "WE", "TH", "FR")
         return _at_time(words[2], words[3], days, now)

@@ -44,6 +44,7 @@ class Snapshot:
     inputs: PlanInputs
     last_ticked: datetime | None
     catch_up: timedelta
+    since: datetime | None  # the automation's last change: no catch-up fire from before it
 
     def plan(self, previous: datetime | None, now: datetime) -> datetime | None:
         """The next fire time (None: the schedule has ended and no backoff is due)."""
@@ -56,6 +57,7 @@ class Snapshot:
             # Catch-up is decided when arming; later fires follow the schedule from ``previous``.
             last_ticked=self.last_ticked if previous is None else None,
             catch_up=self.catch_up,
+            since=self.since,
         )
 
 
