@@ -139,6 +139,9 @@ def schedule_figures(count: int, rng: random.Random) -> dict[str, object]:
         except InvalidSchedule:
             refused += 1
             continue
+        if schedule.planning_problem() is not None:  # refused at save, as `automation add` does
+            refused += 1
+            continue
         try:
             assert Schedule.parse(schedule.canonical()).canonical() == schedule.canonical()
             schedule.occurrences(3, after=NOW)

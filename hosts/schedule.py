@@ -134,6 +134,17 @@ class Schedule(BaseModel):
         recur = self.recur if self.recur is not None else Recur(freq="DAILY", count=1)
         return Engine(self.dtstart, recur, self.zone, frozenset(self.exdates), self.is_date)
 
+    def planning_problem(self) -> str | None:
+        """Why a host could not plan this schedule in bounded time (None: it can). dateutil walks
+        a FREQ=SECONDLY rule with coarser BY parts second by second through every matching day:
+        tens of seconds per query, minutes at host start; the same fires are cheap as MINUTELY."""
+        r = self.recur
+        if r is None or r.freq != "SECONDLY":
+            return None
+        if any((r.bymonth, r.byweekno, r.byyearday, r.bymonthday, r.byday, r.byhour, r.byminute, r.bysetpos)):
+            return "FREQ=SECONDLY with BY parts above BYSECOND is too sparse to plan; write it as FREQ=MINUTELY with BYSECOND"
+        return None
+
     def canonical(self) -> str:
         """The normalized text; two schedules with equal canonical text are the same schedule."""
         lines = [_format_dtstart(self.dtstart, self.tzid, self.is_date)]

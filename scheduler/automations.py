@@ -167,15 +167,9 @@ class AutomationService:
         """Refuse a schedule that will never fire again; warn about one that fires more than once a minute."""
         now = read_clock(self.clock)
         schedule = Schedule.parse(spec.schedule)
-        r = schedule.recur
-        coarse = (r.bymonth, r.byweekno, r.byyearday, r.bymonthday, r.byday, r.byhour, r.byminute, r.bysetpos) if r else ()
-        if r is not None and r.freq == "SECONDLY" and any(coarse):
-            # dateutil walks such a rule second by second through every matching day (tens of
-            # seconds per query, minutes at host start); the same fires are cheap as MINUTELY.
-            raise InvalidInput(
-                "--schedule",
-                "FREQ=SECONDLY with BY parts above BYSECOND is too sparse to plan; write it as FREQ=MINUTELY with BYSECOND",
-            )
+        problem = schedule.planning_problem()
+        if problem is not None:
+            raise InvalidInput("--schedule", problem)
         coming = schedule.occurrences(3, after=now)
         if not coming:
             last = schedule.last_at_or_before(now)
