@@ -63,7 +63,7 @@ def test_an_accepted_schedule_round_trips_and_answers(text: str) -> None:
     for meeting in FloorMeeting:  # the preview of every kind of host
         simulate(Preview(schedule, meeting, timedelta(hours=1), eligible, wake=WakeState(automation_id="f")), count=5, now=NOW)
     inputs = PlanInputs(revision=1, wake=WakeState(automation_id="f"), next_eligible_at=eligible)
-    Snapshot("f", schedule, inputs, None, timedelta(minutes=5)).plan(None, NOW)  # what a host arms
+    Snapshot("f", schedule, inputs, None, timedelta(minutes=5), None).plan(None, NOW)  # what a host arms
 
 
 HOSTILE = st.one_of(
