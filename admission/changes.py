@@ -18,6 +18,8 @@ from . import _schema as s
 from .clock import to_us
 from .store import Store
 
+DAMAGED = -1  # what a value the feed cannot read becomes: never a revision, stamp or anchor written
+
 
 @dataclass(frozen=True)
 class Changes:
@@ -44,12 +46,12 @@ class ChangeFeed:
         stamp, anchor = type_coerce(w.c.updated_at_us, BigInteger), type_coerce(t.c.anchor_us, BigInteger)
         with self.store.read() as conn:
             revisions = {
-                str(aid): int(rev) for aid, rev in conn.execute(select(a.c.automation_id, a.c.revision).where(a.c.updated_at_us >= mark))
+                str(aid): _int(rev) for aid, rev in conn.execute(select(a.c.automation_id, a.c.revision).where(a.c.updated_at_us >= mark))
             }
             count = conn.execute(select(func.count()).select_from(a)).scalar_one()
-            woken = {str(aid): int(at) for aid, at in conn.execute(select(w.c.automation_id, stamp).where(stamp >= since))}
+            woken = {str(aid): _int(at) for aid, at in conn.execute(select(w.c.automation_id, stamp).where(stamp >= since))}
             latest = select(t.c.goal_id, t.c.agent_id, func.max(anchor)).where(anchor >= since).group_by(t.c.goal_id, t.c.agent_id)
-            started = {(str(goal), str(agent)): int(at) for goal, agent, at in conn.execute(latest)}
+            started = {(str(goal), str(agent)): _int(at) for goal, agent, at in conn.execute(latest)}
             rules = _rules(conn)
         return Changes(revisions=revisions, automations=int(count), woken=woken, started=started, rules=rules)
 
@@ -57,5 +59,12 @@ class ChangeFeed:
 def _rules(conn: Connection) -> frozenset[tuple[str, str, str, int]]:
     r = s.rules
     return frozenset(
-        (g, a, x, int(rev)) for g, a, x, rev in conn.execute(select(r.c.goal_id, r.c.agent_id, r.c.automation_id, r.c.revision))
+        (str(g), str(a), str(x), _int(rev))
+        for g, a, x, rev in conn.execute(select(r.c.goal_id, r.c.agent_id, r.c.automation_id, r.c.revision))
     )
+
+
+def _int(value: object) -> int:
+    """A stored integer as written, else ``DAMAGED``: the feed only says what to look at again, and
+    a damaged value is a change to look at (planning it decodes the row and holds what is damaged)."""
+    return value if type(value) is int else DAMAGED

@@ -363,20 +363,24 @@ class Events:
         if event_ids is not None:
             query = query.where(d.c.event_id.in_(event_ids))
         with self.store.read() as conn:
-            return [
-                Delivery(
-                    webhook_id=r.webhook_id,
-                    event_id=r.event_id,
-                    state=DeliveryState(r.state),
-                    attempts=r.attempts,
-                    last_status=r.last_status,
-                    last_error=r.last_error,
-                    last_attempt_at=r.last_attempt_at_us,
-                    next_attempt_at=r.next_attempt_at_us,
-                    delivered_at=r.delivered_at_us,
+            rows = conn.execute(query).all()
+        found: builtins.list[Delivery] = []
+        for r in rows:
+            with stored(f"delivery of event {r.event_id!r} to webhook {r.webhook_id!r}"):
+                found.append(
+                    Delivery(
+                        webhook_id=r.webhook_id,
+                        event_id=r.event_id,
+                        state=DeliveryState(r.state),
+                        attempts=r.attempts,
+                        last_status=r.last_status,
+                        last_error=r.last_error,
+                        last_attempt_at=r.last_attempt_at_us,
+                        next_attempt_at=r.next_attempt_at_us,
+                        delivered_at=r.delivered_at_us,
+                    )
                 )
-                for r in conn.execute(query)
-            ]
+        return found
 
     def retry_dead(self, webhook_id: str) -> int:
         """Make a webhook's dead deliveries due again now (attempts restart); returns how many."""
