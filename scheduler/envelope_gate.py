@@ -3,7 +3,9 @@
 - turn start (``precheck``, then ``open_turn`` inside the admitting transaction and ``gate_turn``
   once it committed): accounting latch, owner ask pending, model/backend allowlists, tokens
   already spent, mission wall clock, and max_turns (counted in one refusing statement);
-- the turn's deadline (``deadline_cap``): what is left of max_wall_seconds;
+- the turn's deadline (``deadline_cap``): what is left of max_wall_seconds, which bounds the run
+  time of the mission's turns (counted as each settles), never the calendar time it spent waiting
+  for its owner or between turns;
 - between turns (``after_turn``): usage the host reported (never a missing report as zero),
   reported models/backends, wall-clock exhaustion;
 - tool dispatch (``count_tool_call``): max_tool_calls, for the PreToolUse hook.
@@ -234,7 +236,7 @@ class EnvelopeGate:
             checks.append(("max_turns", None))
         if envelope.max_tokens and mission.usage_known and mission.tokens >= envelope.max_tokens + mission.extra_tokens:
             checks.append(("max_tokens", None))
-        if envelope.max_wall_seconds and self._wall_used(mission) >= envelope.max_wall_seconds + mission.extra_wall_seconds:
+        if envelope.max_wall_seconds and mission.wall_seconds >= envelope.max_wall_seconds + mission.extra_wall_seconds:
             checks.append(("max_wall_seconds", None))
         for kind, reason in checks:
             if self.mode == "observe":
@@ -255,11 +257,9 @@ class EnvelopeGate:
     def deadline_cap(self, mission: Mission, envelope: Envelope) -> timedelta | None:
         if not envelope.max_wall_seconds or self.mode != "enforce":
             return None
-        left = envelope.max_wall_seconds + mission.extra_wall_seconds - self._wall_used(mission)
+        left = envelope.max_wall_seconds + mission.extra_wall_seconds - mission.wall_seconds
         return timedelta(seconds=max(left, 0))
 
-    def _wall_used(self, mission: Mission) -> float:
-        return (read_clock(self.clock) - mission.started_at).total_seconds()
 
     # -- exhaustion ----------------------------------------------------------------------------
     def _exhausted(
@@ -270,8 +270,10 @@ class EnvelopeGate:
             self._observed(mission, reason, within)
             return TurnGate(mission, envelope)
         if envelope.on_exhausted == "pause_ask":
-            base = getattr(envelope, bound) or value
-            ask = self.approvals.ask(mission.mission_id, _lane(automation), bound, max(1, base // 2), within=within)
+            # The bound's own size again: enough for a turn to run as the owner sized it (a
+            # sliver such as +1 s only files the next ask at once).
+            step = getattr(envelope, bound) or value
+            ask = self.approvals.ask(mission.mission_id, _lane(automation), bound, max(1, step), within=within)
             text = f"{reason}; owner ask {ask.approval_id}"
             return TurnGate(self.missions.get(mission.mission_id, within=within), envelope, _stuck(text, bound))
         settled = self.missions.settle(mission.mission_id, MissionStatus.STUCK, reason, within=within)
@@ -306,9 +308,11 @@ class EnvelopeGate:
         verdict: Verdict,
         usage: Usage | None,
         *,
+        ran: timedelta = timedelta(0),
         within: Connection | None = None,
     ) -> Verdict:
-        """Account the turn's reported usage, check reported models, settle the mission.
+        """Count the turn's run time (``ran``) on the mission's wall clock, account its reported
+        usage, check reported models, settle the mission.
 
         ``within``: settle in the caller's transaction (with the turn's own settlement); the caller
         has called ``account`` before opening it, so no other connection writes while it is open.
@@ -317,6 +321,7 @@ class EnvelopeGate:
             return verdict
         if within is None:
             self.account(mission, turn_id, usage)
+        self.missions.add_wall(mission.mission_id, max(0, round(ran.total_seconds() * 1000)), within=within)
         envelope, _ = self.envelope(automation.spec.goal_id, automation.spec.agent_id, automation.automation_id)
         if usage is not None:
             if usage.unparseable:

@@ -564,6 +564,7 @@ def mission_doc(m: Any, envelope: Any = None) -> dict[str, Any]:
         "tool_calls": m.tool_calls,
         "tokens": m.tokens if m.usage_known else None,
         "usage_reported": m.usage_known,
+        "wall_seconds": m.wall_seconds,  # its turns' run time, what max_wall_seconds bounds
         "latch": m.latch,
         "problems": m.problems,
     }
@@ -582,6 +583,9 @@ def mission_doc(m: Any, envelope: Any = None) -> dict[str, Any]:
             "turns": left(envelope.max_turns, m.turns, m.extra_turns),
             "tool_calls": left(envelope.max_tool_calls, m.tool_calls, m.extra_tool_calls),
             "tokens": left(envelope.max_tokens, m.tokens, m.extra_tokens) if m.usage_known else None,
+            "wall_seconds": (
+                round(max(envelope.max_wall_seconds + m.extra_wall_seconds - m.wall_seconds, 0), 3) if envelope.max_wall_seconds else None
+            ),
         }
         if envelope.max_tokens and not m.usage_known:
             doc["left"]["tokens_note"] = "max_tokens is inert: the host has reported no usage"

@@ -114,9 +114,10 @@ def _show(ctx: Context) -> int:
             f"mission {mission.mission_id} of {mission.automation_id}: {mission.status}"
             + (f" ({mission.stop_reason})" if mission.stop_reason else "")
         ]
-        lines.append(
-            f"  turns {mission.turns}, tool calls {mission.tool_calls}, tokens {mission.tokens if mission.usage_known else 'not reported (max_tokens inert)'}"
-        )
+        tokens = mission.tokens if mission.usage_known else "not reported"
+        if not mission.usage_known and detail.envelope is not None and detail.envelope.max_tokens:
+            tokens = "not reported (max_tokens inert)"
+        lines.append(f"  turns {mission.turns}, tool calls {mission.tool_calls}, tokens {tokens}, wall {mission.wall_seconds:g}s")
         if "left" in doc:
             lines.append(
                 "  left: " + ", ".join(f"{k} {'unbounded' if v is None else v}" for k, v in doc["left"].items() if k != "tokens_note")

@@ -1,0 +1,68 @@
+"""max_wall_seconds with pause_ask: the mission's wall clock is its turns' run time, an approval
+grants a step a turn can run on, and the turn it authorizes consumes it (seed 000, 003)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+from admission import Approvals, FixedClock, Journal, Missions
+
+from conftest import T0, raw_sql
+from test_envelope import automation, envelope, run
+
+HOUR_US = 3_600_000_000
+
+
+def test_waiting_for_the_owner_is_not_running_and_the_approved_step_lets_the_turn_finish(store, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    clock = FixedClock(T0)
+    envelope(store, clock, '{"max_wall_seconds": 2, "on_exhausted": "pause_ask"}')
+    marker = tmp_path / "second-run"
+    script = f"import pathlib, sys, time; p = pathlib.Path({str(marker)!r}); sys.exit(0) if p.exists() else (p.touch(), time.sleep(30))"
+    auto = automation(store, clock, script, timeout=60)
+    first = run(store, clock, tmp_path, auto)
+    assert first.verdict.status == "stuck" and first.verdict.bound == "max_wall_seconds", first.verdict
+    (ask,) = Approvals(store, clock).pending()
+    assert ask.proposal == {"max_wall_seconds": 2}  # the bound's size again, not a sliver of it
+    assert Missions(store, clock).get(ask.mission_id).wall_seconds == 2  # killed at the cap: it ran all of it
+    clock.advance(timedelta(hours=5))  # the owner answers hours later
+    Approvals(store, clock).decide(ask.approval_id, True, scope_now="g/a/x")
+    second = run(store, clock, tmp_path, auto)
+    assert second.record is not None and Journal(store, clock).get(second.turn_id) is not None  # it launched
+    assert second.verdict.status == "succeeded", second.verdict
+    mission = Missions(store, clock).get(ask.mission_id)
+    assert mission.status == "succeeded" and mission.extra_wall_seconds == 2 and mission.wall_seconds == 2
+
+
+def fg(db: str, cwd: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    """The real ``floorgate`` as a process, as the walkthrough ran it."""
+    return subprocess.run(
+        [sys.executable, "-m", "scheduler", "--db", db, *argv], capture_output=True, text=True, cwd=cwd, timeout=120
+    )
+
+
+def test_turn_run_after_approving_a_wall_ask_launches_and_mission_show_reads_the_wall(store, db_url, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    clock = FixedClock(T0)
+    envelope(store, clock, '{"max_wall_seconds": 1, "on_exhausted": "pause_ask"}')
+    automation(store, clock, "import time; time.sleep(30)", timeout=60)
+    first = fg(db_url, tmp_path, "turn", "run", "x", "--manual-reason", "x", "--json")
+    assert "max_wall_seconds=1" in first.stdout, first.stdout + first.stderr
+    (ask,) = Approvals(store, clock).pending()
+    # The owner answers an hour after the mission opened: calendar time, not run time.
+    raw_sql(store, "UPDATE fg_missions SET started_at_us = started_at_us - :h", {"h": HOUR_US})
+    assert fg(db_url, tmp_path, "approve", ask.approval_id).returncode == 0
+    second = fg(db_url, tmp_path, "turn", "run", "x", "--manual-reason", "x", "--json")
+    doc = json.loads(second.stdout)
+    assert "max_wall_seconds=2" in second.stdout, second.stdout  # it ran the granted second, then asked again
+    shown = fg(db_url, tmp_path, "turn", "show", doc["turn_id"])
+    assert shown.returncode == 0 and "no journal record" not in shown.stdout + shown.stderr, shown.stdout + shown.stderr
+    mission = json.loads(fg(db_url, tmp_path, "mission", "show", ask.mission_id, "--json").stdout)
+    assert mission["wall_seconds"] >= 2 and mission["left"]["wall_seconds"] == 0, mission
+    (again,) = mission["pending_asks"]
+    assert again["proposal"] == {"max_wall_seconds": 1} and again["approval_id"] != ask.approval_id
+    text = fg(db_url, tmp_path, "mission", "show", ask.mission_id).stdout
+    assert "wall " in text and "left: " in text and "wall_seconds 0" in text, text
+    assert "max_tokens inert" not in text, text  # no max_tokens set: nothing is inert
