@@ -260,7 +260,6 @@ class EnvelopeGate:
         left = envelope.max_wall_seconds + mission.extra_wall_seconds - mission.wall_seconds
         return timedelta(seconds=max(left, 0))
 
-
     # -- exhaustion ----------------------------------------------------------------------------
     def _exhausted(
         self, automation: Automation, mission: Mission, envelope: Envelope, bound: str, value: int, within: Connection | None = None

@@ -9,10 +9,13 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
+from test_envelope import automation, envelope, run
+from test_executor import crashed, dead_owner
+
 from admission import Approvals, FixedClock, Journal, Missions
+from scheduler.recovery import recover
 
 from conftest import T0, raw_sql
-from test_envelope import automation, envelope, run
 
 HOUR_US = 3_600_000_000
 
@@ -37,11 +40,22 @@ def test_waiting_for_the_owner_is_not_running_and_the_approved_step_lets_the_tur
     assert mission.status == "succeeded" and mission.extra_wall_seconds == 2 and mission.wall_seconds == 2
 
 
+def test_a_lost_turn_counts_the_longest_it_can_have_run(store, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    clock = FixedClock(T0)
+    automation(store, clock)
+    mission = Missions(store, clock).open("x", "g", "a")
+    crashed(store, clock, "t-lost", dead_owner(), phase="launched")  # its deadline: 5 minutes after its start
+    raw_sql(store, "UPDATE fg_turns SET mission_id = :m WHERE turn_id = 't-lost'", {"m": mission.mission_id})
+    clock.advance(timedelta(minutes=2))
+    assert [r.turn_id for r in recover(store, clock).settled] == ["t-lost"]
+    assert Missions(store, clock).get(mission.mission_id).wall_seconds == 120  # unknown is never free
+    clock.advance(timedelta(hours=1))
+    assert recover(store, clock).settled == [] and Missions(store, clock).get(mission.mission_id).wall_seconds == 120
+
+
 def fg(db: str, cwd: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     """The real ``floorgate`` as a process, as the walkthrough ran it."""
-    return subprocess.run(
-        [sys.executable, "-m", "scheduler", "--db", db, *argv], capture_output=True, text=True, cwd=cwd, timeout=120
-    )
+    return subprocess.run([sys.executable, "-m", "scheduler", "--db", db, *argv], capture_output=True, text=True, cwd=cwd, timeout=120)
 
 
 def test_turn_run_after_approving_a_wall_ask_launches_and_mission_show_reads_the_wall(store, db_url, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -63,6 +77,8 @@ def test_turn_run_after_approving_a_wall_ask_launches_and_mission_show_reads_the
     assert mission["wall_seconds"] >= 2 and mission["left"]["wall_seconds"] == 0, mission
     (again,) = mission["pending_asks"]
     assert again["proposal"] == {"max_wall_seconds": 1} and again["approval_id"] != ask.approval_id
+    waiting = fg(db_url, tmp_path, "turn", "run", "x", "--manual-reason", "x").stdout
+    assert f"approve {again['approval_id']}" in waiting and "nothing launched or journaled" in waiting, waiting  # no phantom turn id
     text = fg(db_url, tmp_path, "mission", "show", ask.mission_id).stdout
     assert "wall " in text and "left: " in text and "wall_seconds 0" in text, text
     assert "max_tokens inert" not in text, text  # no max_tokens set: nothing is inert
