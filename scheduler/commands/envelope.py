@@ -79,7 +79,7 @@ def _list(ctx: Context) -> int:
         {"missions": [mission_doc(m) for m in items]},
         lambda: (
             table(
-                ["MISSION", "AUTOMATION", "STATUS", "TURNS", "TOOL_CALLS", "TOKENS", "LATCH", "STOP_REASON"],
+                ["MISSION", "AUTOMATION", "STATUS", "TURNS", "TOOL_CALLS", "TOKENS", "WALL_S", "LATCH", "STOP_REASON"],
                 [
                     (
                         m.mission_id,
@@ -88,6 +88,7 @@ def _list(ctx: Context) -> int:
                         m.turns,
                         m.tool_calls,
                         m.tokens if m.usage_known else "not reported",
+                        f"{m.wall_seconds:g}",
                         m.latch or "-",
                         m.stop_reason,
                     )
