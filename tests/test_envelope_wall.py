@@ -4,6 +4,7 @@ grants a step a turn can run on, and the turn it authorizes consumes it (seed 00
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from datetime import timedelta
@@ -68,6 +69,11 @@ def test_turn_run_after_approving_a_wall_ask_launches_and_mission_show_reads_the
     # The owner answers an hour after the mission opened: calendar time, not run time.
     raw_sql(store, "UPDATE fg_missions SET started_at_us = started_at_us - :h", {"h": HOUR_US})
     assert fg(db_url, tmp_path, "approve", ask.approval_id).returncode == 0
+    status = fg(db_url, tmp_path, "status").stdout
+    assert f"owner ask {ask.approval_id} (since approved: the mission is open again)" in status, status  # not a live ask
+    assert re.search(r"wall 1(\.\d+)?s/2s", status), status  # it ran its second (and the kill), of two granted
+    shown = json.loads(fg(db_url, tmp_path, "automation", "show", "x", "--json").stdout)
+    assert shown["last_turn_since"] == "since approved: the mission is open again" and 0 < shown["mission"]["left"]["wall_seconds"] <= 1
     second = fg(db_url, tmp_path, "turn", "run", "x", "--manual-reason", "x", "--json")
     doc = json.loads(second.stdout)
     assert "max_wall_seconds=2" in second.stdout, second.stdout  # it ran the granted second, then asked again
