@@ -12,7 +12,7 @@ Every method that writes takes ``within``: the caller's open write transaction (
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
@@ -212,10 +212,10 @@ class Missions:
                 record(conn, EventKind.MISSION_STUCK, mission_id, {"mission_id": mission_id, "reason": reason}, now)
             return self.get(mission_id, within=conn)
 
-    def add_wall(self, mission_id: str, ran_ms: int, *, within: Connection | None = None) -> Mission:
-        """Count one turn's run time (milliseconds, 0 or more) against the mission's wall clock."""
-        if type(ran_ms) is not int or ran_ms < 0:
-            raise ValueError(f"run time of mission {mission_id}: {ran_ms!r} ms")
+    def add_wall(self, mission_id: str, ran: timedelta, *, within: Connection | None = None) -> Mission:
+        """Count one turn's run time against the mission's wall clock (a clock stepped back
+        counts nothing, never a refund)."""
+        ran_ms = max(0, round(ran.total_seconds() * 1000))
         m = s.missions
         with self.store.write(lock_key=locks.mission(mission_id), within=within) as conn:
             conn.execute(update(m).where(m.c.mission_id == mission_id).values(wall_ms=m.c.wall_ms + ran_ms))

@@ -320,7 +320,7 @@ class EnvelopeGate:
             return verdict
         if within is None:
             self.account(mission, turn_id, usage)
-        self.missions.add_wall(mission.mission_id, max(0, round(ran.total_seconds() * 1000)), within=within)
+        self.missions.add_wall(mission.mission_id, ran, within=within)
         envelope, _ = self.envelope(automation.spec.goal_id, automation.spec.agent_id, automation.automation_id)
         if usage is not None:
             if usage.unparseable:

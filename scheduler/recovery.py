@@ -82,7 +82,7 @@ def settle_lost(store: Store, clock: Clock, record: TurnRecord, owner: str) -> T
     with store.unit() as unit:  # the verdict, the mission's wall clock and latch: one commit
         settled = Journal(store, clock).settle(record.turn_id, UNKNOWN, owner=owner, within=unit)
         if record.mission_id is not None:
-            Missions(store, clock).add_wall(record.mission_id, max(0, round(ran.total_seconds() * 1000)), within=unit)
+            Missions(store, clock).add_wall(record.mission_id, ran, within=unit)
         if latch and record.mission_id is not None:
             # What that turn spent was never reconciled: block new dispatch until an owner resolves it.
             why = f"turn {record.turn_id} ended with an unknown outcome; its usage was never reconciled"
