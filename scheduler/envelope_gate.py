@@ -19,6 +19,7 @@ with the problem reported loudly; it never becomes a phantom ceiling.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -43,6 +44,7 @@ from admission import (
     merge,
 )
 from admission.clock import Clock, SystemClock, read_clock
+from admission.envelope import CAPS
 from admission.journal import FailureCategory, TurnStatus
 from admission.missions import MissionStatus
 from admission.policies import applicable_rules
@@ -262,26 +264,36 @@ class EnvelopeGate:
 
     # -- exhaustion ----------------------------------------------------------------------------
     def _exhausted(
-        self, automation: Automation, mission: Mission, envelope: Envelope, bound: str, value: int, within: Connection | None = None
+        self,
+        automation: Automation,
+        mission: Mission,
+        envelope: Envelope,
+        bound: str,
+        value: int,
+        within: Connection | None = None,
+        step: int | None = None,
     ) -> TurnGate:
+        """Settle or ask. ``step``: the extension to propose (None: the bound's own size again,
+        enough for a turn to run as the owner sized it; a sliver such as +1 s only files the
+        next ask at once)."""
         reason = f"compute bound exhausted: {bound}={value}"
         if self.mode == "observe":
             self._observed(mission, reason, within)
             return TurnGate(mission, envelope)
         if envelope.on_exhausted == "pause_ask":
-            # The bound's own size again: enough for a turn to run as the owner sized it (a
-            # sliver such as +1 s only files the next ask at once).
-            step = getattr(envelope, bound) or value
-            ask = self.approvals.ask(mission.mission_id, _lane(automation), bound, max(1, step), within=within)
+            proposal = step if step is not None else getattr(envelope, bound) or value
+            ask = self.approvals.ask(mission.mission_id, _lane(automation), bound, max(1, proposal), within=within)
             text = f"{reason}; owner ask {ask.approval_id}"
             return TurnGate(self.missions.get(mission.mission_id, within=within), envelope, _stuck(text, bound))
         settled = self.missions.settle(mission.mission_id, MissionStatus.STUCK, reason, within=within)
         return TurnGate(settled, envelope, _stuck(reason, bound))
 
-    def exhaust(self, automation: Automation, mission: Mission, bound: str, value: int, *, within: Connection | None = None) -> Verdict:
+    def exhaust(
+        self, automation: Automation, mission: Mission, bound: str, value: int, *, within: Connection | None = None, step: int | None = None
+    ) -> Verdict:
         """Exhaustion found after a turn (wall clock, tokens): settle or ask, per on_exhausted."""
         envelope, _ = self.envelope(automation.spec.goal_id, automation.spec.agent_id, automation.automation_id)
-        gate = self._exhausted(automation, mission, envelope, bound, value, within)
+        gate = self._exhausted(automation, mission, envelope, bound, value, within, step)
         return gate.refusal or _stuck(f"compute bound exhausted: {bound}={value}", bound)
 
     def _observed(self, mission: Mission, what: str, within: Connection | None = None) -> None:
@@ -340,7 +352,7 @@ class EnvelopeGate:
         mission = self.missions.get(mission.mission_id, within=within)
         if verdict.bound == "max_wall_seconds":  # the executor killed the host at the mission's deadline
             left = envelope.max_wall_seconds + mission.extra_wall_seconds
-            return self.exhaust(automation, mission, "max_wall_seconds", left, within=within)
+            return self.exhaust(automation, mission, "max_wall_seconds", left, within=within, step=_wall_step(automation, envelope, ran))
         if verdict.status in ("succeeded", "failed") and mission.status in ("stuck", "awaiting_owner"):
             # A hook stopped the mission while the host ran (the PreToolUse hook refused the call
             # past max_tool_calls); the host then ends normally, but the turn is what stopped it.
@@ -387,6 +399,16 @@ class EnvelopeGate:
             return None
         gate = self._exhausted(automation, mission, envelope, "max_tool_calls", envelope.max_tool_calls + mission.extra_tool_calls)
         return (gate.refusal.stop_reason if gate.refusal else "compute bound exhausted: max_tool_calls") + "; this call is refused"
+
+
+def _wall_step(automation: Automation, envelope: Envelope, ran: timedelta) -> int:
+    """What to propose after max_wall_seconds cut a turn off after ``ran``: twice that (at least
+    the bound's size), so the next turn may run longer than the one that was cut off (the same
+    length would be cut off the same way), and never more than one turn may run (its timeout)."""
+    want = max(envelope.max_wall_seconds, 2 * round(ran.total_seconds()))
+    host = automation.spec.host
+    longest = math.ceil(host.timeout_seconds) if host is not None else CAPS["max_wall_seconds"]
+    return max(envelope.max_wall_seconds, min(want, longest, CAPS["max_wall_seconds"]))
 
 
 def _lane(automation: Automation) -> str:

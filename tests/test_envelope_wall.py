@@ -21,24 +21,31 @@ from conftest import T0, raw_sql
 HOUR_US = 3_600_000_000
 
 
-def test_waiting_for_the_owner_is_not_running_and_the_approved_step_lets_the_turn_finish(store, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_waiting_for_the_owner_is_not_running_and_each_approved_step_lets_a_longer_turn_run(store, tmp_path) -> None:  # type: ignore[no-untyped-def]
     clock = FixedClock(T0)
-    envelope(store, clock, '{"max_wall_seconds": 2, "on_exhausted": "pause_ask"}')
-    marker = tmp_path / "second-run"
-    script = f"import pathlib, sys, time; p = pathlib.Path({str(marker)!r}); sys.exit(0) if p.exists() else (p.touch(), time.sleep(30))"
-    auto = automation(store, clock, script, timeout=60)
-    first = run(store, clock, tmp_path, auto)
-    assert first.verdict.status == "stuck" and first.verdict.bound == "max_wall_seconds", first.verdict
-    (ask,) = Approvals(store, clock).pending()
-    assert ask.proposal == {"max_wall_seconds": 2}  # the bound's size again, not a sliver of it
-    assert Missions(store, clock).get(ask.mission_id).wall_seconds == 2  # killed at the cap: it ran all of it
-    clock.advance(timedelta(hours=5))  # the owner answers hours later
-    Approvals(store, clock).decide(ask.approval_id, True, scope_now="g/a/x")
-    second = run(store, clock, tmp_path, auto)
-    assert second.record is not None and Journal(store, clock).get(second.turn_id) is not None  # it launched
-    assert second.verdict.status == "succeeded", second.verdict
-    mission = Missions(store, clock).get(ask.mission_id)
-    assert mission.status == "succeeded" and mission.extra_wall_seconds == 2 and mission.wall_seconds == 2
+    envelope(store, clock, '{"max_wall_seconds": 1, "on_exhausted": "pause_ask"}')
+    runs = tmp_path / "runs"  # the third run finishes at once; the first two would sleep on
+    script = (
+        f"import pathlib, sys, time; p = pathlib.Path({str(runs)!r}); n = int(p.read_text()) if p.exists() else 0; "
+        "p.write_text(str(n + 1)); sys.exit(0) if n >= 2 else time.sleep(30)"
+    )
+    auto = automation(store, clock, script, timeout=3)
+    approvals, missions = Approvals(store, clock), Missions(store, clock)
+    proposals = []
+    for cut_at in (1, 3):  # cut off after 1 s, then after the 2 s the first approval granted
+        cut = run(store, clock, tmp_path, auto)
+        assert cut.record is not None and Journal(store, clock).get(cut.turn_id) is not None  # it launched
+        assert cut.verdict.status == "stuck" and cut.verdict.bound == "max_wall_seconds", cut.verdict
+        (ask,) = approvals.pending()
+        assert missions.get(ask.mission_id).wall_seconds == cut_at  # its turns' run time, to the cap
+        proposals.append(ask.proposal["max_wall_seconds"])
+        clock.advance(timedelta(hours=5))  # the owner answers hours later: waiting is not running
+        approvals.decide(ask.approval_id, True, scope_now="g/a/x")
+    assert proposals == [2, 3]  # twice what the cut-off turn ran, never past one turn's timeout (3 s)
+    done = run(store, clock, tmp_path, auto)
+    assert done.verdict.status == "succeeded", done.verdict
+    mission = missions.get(ask.mission_id)
+    assert mission.status == "succeeded" and mission.extra_wall_seconds == 5 and mission.wall_seconds == 3
 
 
 def test_a_lost_turn_counts_the_longest_it_can_have_run(store, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -71,18 +78,18 @@ def test_turn_run_after_approving_a_wall_ask_launches_and_mission_show_reads_the
     assert fg(db_url, tmp_path, "approve", ask.approval_id).returncode == 0
     status = fg(db_url, tmp_path, "status").stdout
     assert f"owner ask {ask.approval_id} (since approved: the mission is open again)" in status, status  # not a live ask
-    assert re.search(r"wall 1(\.\d+)?s/2s", status), status  # it ran its second (and the kill), of two granted
+    assert re.search(r"wall 1(\.\d+)?s/3s", status), status  # it ran its second (and the kill), of three granted
     shown = json.loads(fg(db_url, tmp_path, "automation", "show", "x", "--json").stdout)
-    assert shown["last_turn_since"] == "since approved: the mission is open again" and 0 < shown["mission"]["left"]["wall_seconds"] <= 1
+    assert shown["last_turn_since"] == "since approved: the mission is open again" and 1 < shown["mission"]["left"]["wall_seconds"] <= 2
     second = fg(db_url, tmp_path, "turn", "run", "x", "--manual-reason", "x", "--json")
     doc = json.loads(second.stdout)
-    assert "max_wall_seconds=2" in second.stdout, second.stdout  # it ran the granted second, then asked again
+    assert "max_wall_seconds=3" in second.stdout, second.stdout  # it ran the granted 2 s, then asked again
     shown = fg(db_url, tmp_path, "turn", "show", doc["turn_id"])
     assert shown.returncode == 0 and "no journal record" not in shown.stdout + shown.stderr, shown.stdout + shown.stderr
     mission = json.loads(fg(db_url, tmp_path, "mission", "show", ask.mission_id, "--json").stdout)
-    assert mission["wall_seconds"] >= 2 and mission["left"]["wall_seconds"] == 0, mission
+    assert mission["wall_seconds"] >= 3 and mission["left"]["wall_seconds"] == 0, mission
     (again,) = mission["pending_asks"]
-    assert again["proposal"] == {"max_wall_seconds": 1} and again["approval_id"] != ask.approval_id
+    assert again["proposal"] == {"max_wall_seconds": 4} and again["approval_id"] != ask.approval_id  # twice the 2 s it ran
     waiting = fg(db_url, tmp_path, "turn", "run", "x", "--manual-reason", "x").stdout
     assert f"approve {again['approval_id']}" in waiting and "nothing launched or journaled" in waiting, waiting  # no phantom turn id
     text = fg(db_url, tmp_path, "mission", "show", ask.mission_id).stdout
