@@ -10,12 +10,14 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from test_envelope import automation, envelope, run
 from test_executor import crashed, dead_owner
 
 from admission import Approvals, FixedClock, Journal, Missions
 from scheduler.recovery import recover
 
+from cli import run_cli
 from conftest import T0, raw_sql
 
 HOUR_US = 3_600_000_000
@@ -95,3 +97,20 @@ def test_turn_run_after_approving_a_wall_ask_launches_and_mission_show_reads_the
     text = fg(db_url, tmp_path, "mission", "show", ask.mission_id).stdout
     assert "wall " in text and "left: " in text and "wall_seconds 0" in text, text
     assert "max_tokens inert" not in text, text  # no max_tokens set: nothing is inert
+
+
+@pytest.mark.parametrize(
+    "block, inert",
+    [
+        pytest.param('{"max_tokens": 1000}', True, id="max-tokens-set-nothing-reported"),
+        pytest.param('{"max_wall_seconds": 60}', False, id="no-max-tokens-nothing-inert"),
+    ],
+)
+def test_mission_show_calls_max_tokens_inert_only_when_it_is_set(store, db_url, tmp_path, block: str, inert: bool) -> None:  # type: ignore[no-untyped-def]
+    clock = FixedClock(T0)
+    envelope(store, clock, block)
+    automation(store, clock)
+    mission = Missions(store, clock).open("x", "g", "a")
+    shown = run_cli("mission", "show", mission.mission_id, db=db_url, cwd=tmp_path)
+    assert shown.returncode == 0 and "tokens not reported" in shown.stdout, shown.stdout + shown.stderr
+    assert ("max_tokens inert" in shown.stdout) is inert, shown.stdout
