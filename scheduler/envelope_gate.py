@@ -405,10 +405,9 @@ def _wall_step(automation: Automation, envelope: Envelope, ran: timedelta) -> in
     """What to propose after max_wall_seconds cut a turn off after ``ran``: twice that (at least
     the bound's size), so the next turn may run longer than the one that was cut off (the same
     length would be cut off the same way), and never more than one turn may run (its timeout)."""
-    want = max(envelope.max_wall_seconds, 2 * round(ran.total_seconds()))
     host = automation.spec.host
     longest = math.ceil(host.timeout_seconds) if host is not None else CAPS["max_wall_seconds"]
-    return max(envelope.max_wall_seconds, min(want, longest, CAPS["max_wall_seconds"]))
+    return max(envelope.max_wall_seconds, min(2 * round(ran.total_seconds()), longest, CAPS["max_wall_seconds"]))
 
 
 def _lane(automation: Automation) -> str:
