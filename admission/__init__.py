@@ -39,7 +39,7 @@ from .intervals import format_interval, parse_interval
 from .journal import Journal, TurnRecord, Verdict
 from .missions import Mission, Missions
 from .policies import EffectiveFloor, Policies, Provenance, Rule, RuleChange
-from .principals import Principal, Principals, Role, Sessions, SignedIn
+from .principals import LockReason, Lockout, Principal, Principals, Role, Sessions, SignedIn
 from .scope import Scope, ScopeKind
 from .store import Store, open_store
 from .ticks import Tick, TickLog
@@ -75,6 +75,8 @@ __all__ = [
     "HostPolicy",
     "InvalidInput",
     "Journal",
+    "LockReason",
+    "Lockout",
     "MeterKind",
     "Mission",
     "Missions",

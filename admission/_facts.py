@@ -18,12 +18,16 @@ from .store import DriverTx
 
 _LANE = "goal_id = :g AND agent_id = :a AND automation_id = :x"
 # Fields are joined with " " and "/": neither can appear in an id, so the text splits exactly.
+# One rule's text; the facts aggregate it per lane, the bulk read (``read_facts_many``) per row.
+_RULE_TEXT = (
+    "COALESCE(agent_id, '?') || '/' || COALESCE(automation_id, '?') || '/' "
+    "|| COALESCE(CAST(min_interval_us AS TEXT), '?') || '/' || COALESCE(CAST(revision AS TEXT), '?')"
+)
 _FACT_COLUMNS = [
     # COALESCE: a NULL part must not drop its rule from the aggregate ("no rule" would admit);
     # '?' fails the rule decoder instead, and the state is unavailable.
     # A rule whose scope ids are NULL could be this agent's: it is read too, and fails the decoder.
-    "(SELECT {agg}(COALESCE(agent_id, '?') || '/' || COALESCE(automation_id, '?') || '/' "
-    "|| COALESCE(CAST(min_interval_us AS TEXT), '?') || '/' || COALESCE(CAST(revision AS TEXT), '?'), ' ')"
+    "(SELECT {agg}(" + _RULE_TEXT + ", ' ')"
     " FROM fg_rules WHERE goal_id = :g AND (agent_id IN ('', :a) OR agent_id IS NULL)"
     " AND (automation_id IN ('', :xr) OR automation_id IS NULL))",
     "(SELECT COALESCE(phase, '') || '/' || COALESCE(goal_id, '?') || '/' || COALESCE(agent_id, '?') || '/' "
@@ -47,10 +51,23 @@ _GUARD_COLUMNS = [
     " UNION ALL SELECT 1 FROM fg_starts WHERE goal_id = :g AND agent_id = :a AND automation_id IS NULL"
     " UNION ALL SELECT 1 FROM fg_starts WHERE " + _LANE + " AND trigger_us IS NULL LIMIT 1)",
 ]
+# SQLite only, on every store: a key column holds whatever a hand edit wrote, and a BLOB never
+# equals the text it is compared with, so a start or rule with a BLOB key would be skipped as NULL
+# ones are. BLOBs sort after all text, so each leg is an empty range of an index on a sound store.
+_BLOB_KEYS = (
+    "(SELECT 1 FROM fg_starts WHERE goal_id >= x''"
+    " UNION ALL SELECT 1 FROM fg_starts WHERE goal_id = :g AND agent_id >= x''"
+    " UNION ALL SELECT 1 FROM fg_starts WHERE goal_id = :g AND agent_id = :a AND automation_id >= x''"
+    " UNION ALL SELECT 1 FROM fg_rules WHERE goal_id >= x''"
+    " UNION ALL SELECT 1 FROM fg_rules WHERE goal_id = :g AND agent_id >= x''"
+    " UNION ALL SELECT 1 FROM fg_rules WHERE goal_id = :g AND agent_id IN ('', :a) AND automation_id >= x'' LIMIT 1)"
+)
 _FACTS = "SELECT " + ", ".join([*_FACT_COLUMNS, "NULL"])
 _GUARDED = "SELECT " + ", ".join(_FACT_COLUMNS + _GUARD_COLUMNS)
-FACTS_SQL = {"sqlite": _FACTS.format(agg="group_concat"), "postgresql": _FACTS.format(agg="string_agg")}
-GUARDED_FACTS_SQL = {"sqlite": _GUARDED.format(agg="group_concat"), "postgresql": _GUARDED.format(agg="string_agg")}
+_SQLITE_FACTS = "SELECT " + ", ".join([*_FACT_COLUMNS, _BLOB_KEYS])
+_SQLITE_GUARDED = "SELECT " + ", ".join([*_FACT_COLUMNS, f"COALESCE({_GUARD_COLUMNS[0]}, {_BLOB_KEYS})"])
+FACTS_SQL = {"sqlite": _SQLITE_FACTS.format(agg="group_concat"), "postgresql": _FACTS.format(agg="string_agg")}
+GUARDED_FACTS_SQL = {"sqlite": _SQLITE_GUARDED.format(agg="group_concat"), "postgresql": _GUARDED.format(agg="string_agg")}
 
 INSERT_START_SQL = (
     "INSERT INTO fg_starts (turn_id, goal_id, agent_id, automation_id, trigger_us, anchor_us, phase, kind, "
@@ -142,9 +159,15 @@ def read_facts(tx: DriverTx, goal: str, agent: str, automation: str | None, turn
 def decode_facts(row: tuple, goal: str, agent: str, automation: str | None, turn_id: str) -> Facts:  # type: ignore[type-arg]
     """The facts from their encoding in one row (this module's read, or PostgreSQL's ``fg_reserve``);
     any value floorgate would not have written raises ``StoreUnavailable`` (fail closed)."""
-    rules_text, turn_text, ag, ln, ln_tr, dup, damaged = row
+    fields = _start_facts(row[1:], goal, agent, turn_id)  # checked before the rules, as always
+    return Facts(_floor(row[0], goal, agent, automation), *fields)
+
+
+def _start_facts(row: tuple, goal: str, agent: str, turn_id: str) -> tuple:  # type: ignore[type-arg]
+    """The fields of ``Facts`` after the floor, decoded from the row's columns after the rules."""
+    turn_text, ag, ln, ln_tr, dup, damaged = row
     if damaged is not None:
-        raise StoreUnavailable(f"a start under {goal}/{agent} is missing its goal, agent, automation, trigger or anchor")
+        raise StoreUnavailable(f"a start or rule under {goal}/{agent} has a missing or damaged goal, agent, automation, trigger or anchor")
     phase: Phase | None = None
     t_lane = t_anchor = None
     if turn_text is not None:
@@ -161,13 +184,99 @@ def decode_facts(row: tuple, goal: str, agent: str, automation: str | None, turn
     for name, value in (("anchor", t_anchor), ("agent anchor", ag), ("lane anchor", ln), ("lane trigger", ln_tr)):
         if value is not None and (type(value) is not int or not 0 <= value < _MAX_US):
             raise StoreUnavailable(f"malformed {name} time for {goal}/{agent}: {value!r}")
-    return Facts(
-        floor=_floor(rules_text, goal, agent, automation),
-        turn_phase=phase,
-        turn_lane=t_lane,
-        turn_anchor_us=t_anchor,
-        agent_anchor_us=ag,
-        lane_anchor_us=ln,
-        lane_trigger_us=ln_tr,
-        duplicate_turn=dup,
-    )
+    return phase, t_lane, t_anchor, ag, ln, ln_tr, dup
+
+
+# -- the facts of many lanes (readback of every automation) -----------------------------------
+# The same values as ``read_facts`` with no turn and no trigger, for any number of lanes in a fixed
+# number of statements: every rule once, the latest anchors and trigger per agent and per lane by
+# GROUP BY. MAX equals the single read's ORDER BY ... DESC LIMIT 1 wherever no NULL is present, and
+# a NULL there is a damaged row the guard below reports (PostgreSQL sorts NULLs first).
+Lane = tuple[str, str, str | None]
+_MANY_RULES_SQL = "SELECT goal_id, agent_id, automation_id, " + _RULE_TEXT + " FROM fg_rules ORDER BY goal_id, agent_id, automation_id"
+_MANY_TURN_SQL = "SELECT " + _FACT_COLUMNS[1]
+_MANY_AGENTS_SQL = "SELECT goal_id, agent_id, MAX(anchor_us) FROM fg_starts GROUP BY goal_id, agent_id"
+# At most one start of a lane has a given trigger (ix_fg_starts_lane_trigger is unique), so MAX is it.
+_MANY_LANES_SQL = (
+    "SELECT goal_id, agent_id, automation_id, MAX(anchor_us), MAX(trigger_us),"
+    " MAX(CASE WHEN trigger_us = :tr THEN turn_id END) FROM fg_starts GROUP BY goal_id, agent_id, automation_id"
+)
+# ``_GUARD_COLUMNS`` for every lane at once: the rows it looks for, matched to lanes below.
+_MANY_GUARD_SQL = (
+    "SELECT goal_id, agent_id, automation_id, anchor_us IS NULL, trigger_us IS NULL FROM fg_starts"
+    " WHERE goal_id IS NULL OR agent_id IS NULL OR automation_id IS NULL OR anchor_us IS NULL OR trigger_us IS NULL"
+)
+
+# ``_BLOB_KEYS`` for every lane at once: a BLOB key reads as NULL here, so ``_damages`` matches it
+# to the lanes it could belong to, as the guard above does for NULL keys (SQLite only; one scan).
+_BLOB_AS_NULL = ", ".join(f"CASE WHEN typeof({c}) = 'blob' THEN NULL ELSE {c} END" for c in ("goal_id", "agent_id", "automation_id"))
+# A goal-wide rule ('' agent) applies to every agent of its goal: its agent reads as NULL too.
+_RULE_BLOB_AS_NULL = _BLOB_AS_NULL.replace("typeof(agent_id) = 'blob'", "typeof(agent_id) = 'blob' OR agent_id = ''")
+_MANY_BLOB_SQL = (
+    f"SELECT {_BLOB_AS_NULL}, 0, 0 FROM fg_starts"
+    " WHERE typeof(goal_id) = 'blob' OR typeof(agent_id) = 'blob' OR typeof(automation_id) = 'blob'"
+    f" UNION ALL SELECT {_RULE_BLOB_AS_NULL}, 0, 0 FROM fg_rules"
+    " WHERE typeof(goal_id) = 'blob' OR typeof(agent_id) = 'blob' OR typeof(automation_id) = 'blob'"
+)
+
+
+def read_facts_many(tx: DriverTx, lanes: list[Lane], turn_id: str, trigger_us: int) -> dict[Lane, Facts | StoreUnavailable]:
+    """``read_facts`` of every lane in ``lanes`` (one turn id and trigger for all), in four
+    statements (one more on a relaxed store, one more on SQLite) whatever their number. A lane whose rows are damaged maps
+    to its ``StoreUnavailable``, as ``read_facts`` of that lane alone would raise; the others stand."""
+    rules = tx.rows(_MANY_RULES_SQL, {})
+    turn_row = tx.row(_MANY_TURN_SQL, {"t": turn_id})
+    agent_anchor = {(g, a): v for g, a, v in tx.rows(_MANY_AGENTS_SQL, {})}
+    lane_facts = {(g, a, x): rest for g, a, x, *rest in tx.rows(_MANY_LANES_SQL, {"tr": trigger_us})}
+    damaged = tx.rows(_MANY_GUARD_SQL, {}) if tx.relaxed else []
+    if tx.dialect == "sqlite":
+        damaged += tx.rows(_MANY_BLOB_SQL, {})
+    turn_text = turn_row[0] if turn_row is not None else None
+    # The rules a lane's aggregate selects: agent_id IN ('', :a) and automation_id IN ('', :xr), or
+    # NULL (which fails the decoder); kept in the statement's order.
+    by_scope: dict[tuple[str, str, str], list[tuple[int, str]]] = {}
+    null_scoped: dict[str, list[tuple[int, str | None, str | None, str]]] = {}
+    for i, (g, a, x, text) in enumerate(rules):
+        if a is None or x is None:
+            null_scoped.setdefault(g, []).append((i, a, x, text))
+        else:
+            by_scope.setdefault((g, a, x), []).append((i, text))
+    out: dict[Lane, Facts | StoreUnavailable] = {}
+    memo: dict[tuple[str, str], RuleRef] = {}
+    for lane in lanes:
+        goal, agent, automation = lane
+        params = facts_params(goal, agent, automation, turn_id, trigger_us)
+        x, xr = params["x"], params["xr"]
+        found = [r for key in {(goal, "", ""), (goal, "", xr), (goal, agent, ""), (goal, agent, xr)} for r in by_scope.get(key, ())]
+        found += [
+            (i, text)
+            for i, a, r_x, text in null_scoped.get(goal, ())
+            if (a is None or a in ("", agent)) and (r_x is None or r_x in ("", xr))
+        ]
+        ln, ln_tr, dup = lane_facts.get((goal, agent, x), (None, None, None))
+        guard = 1 if any(_damages(row, goal, agent, x) for row in damaged) else None
+        try:
+            fields = _start_facts((turn_text, agent_anchor.get((goal, agent)), ln, ln_tr, dup, guard), goal, agent, turn_id)
+            # ``_floor`` of the lane's rules text, each rule decoded once for all lanes.
+            refs = [_memo_rule_ref(memo, text, goal, agent) for _, text in sorted(found)]
+            out[lane] = Facts(combine(goal, agent, automation, refs), *fields)
+        except StoreUnavailable as exc:
+            out[lane] = exc
+    return out
+
+
+def _memo_rule_ref(memo: dict[tuple[str, str], RuleRef], text: str, goal: str, agent: str) -> RuleRef:
+    ref = memo.get((goal, text))
+    if ref is None:
+        ref = memo[(goal, text)] = _rule_ref(text, goal, agent)  # the decoded value depends on goal and text only
+    return ref
+
+
+def _damages(row: tuple, goal: str, agent: str, lane: str) -> bool:  # type: ignore[type-arg]
+    """Whether a row the guard found is one ``_GUARD_COLUMNS`` would find for this lane."""
+    g, a, x, no_anchor, no_trigger = row
+    if g is None or (g == goal and a is None):
+        return True
+    if (g, a) != (goal, agent):
+        return False
+    return bool(no_anchor) or x is None or (x == lane and bool(no_trigger))

@@ -343,9 +343,12 @@ sessions = Table(
 signin_failures = Table(
     "fg_signin_failures",
     metadata,
-    # One row per failed console sign-in (or bad bearer token), per client address.
+    # One row per failed console sign-in (or bad bearer token), per client address, with the
+    # SHA-256 of the token that failed (NULL in rows written before migration 0015).
     Column("seq", Integer, primary_key=True, autoincrement=True),
     Column("client", String(128), nullable=False),
     Column("at_us", UtcMicros, nullable=False),
+    Column("token_sha256", String(64), nullable=True),
     Index("ix_fg_signin_failures_client", "client", "at_us"),
+    Index("ix_fg_signin_failures_token", "token_sha256", "at_us"),
 )

@@ -12,7 +12,8 @@ columns undecoded (``raw_columns``) and decodes row by row (``decode_row``) with
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from datetime import datetime
 from types import SimpleNamespace
 from typing import Any
@@ -34,6 +35,25 @@ def decode_us(value: object) -> datetime:
     if type(value) is not int or not 0 <= value < MAX_US:
         raise CorruptState(f"a stored time is malformed: {value!r}")
     return from_us(value)
+
+
+@contextmanager
+def stored(what: str) -> Iterator[None]:
+    """Decode stored rows into models: a value floorgate never writes (a NULL, a wrong type, an
+    unknown enum value, bad JSON) raises ``CorruptState`` naming ``what``, in one line; so a hand
+    edit fails closed at the store boundary instead of escaping as a validation error."""
+    try:
+        yield
+    except CorruptState:
+        raise
+    except (ValueError, TypeError, OverflowError, AttributeError, KeyError) as exc:  # pydantic's ValidationError is a ValueError
+        errors = getattr(exc, "errors", None)
+        if callable(errors):
+            first = errors()[0]
+            detail = f"{'.'.join(map(str, first.get('loc', ()))) or 'value'}: {first.get('msg')} ({first.get('input')!r})"
+        else:
+            detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise CorruptState(f"{what} is malformed in the store: {detail}") from None
 
 
 class UtcMicros(TypeDecorator[datetime]):

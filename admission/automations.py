@@ -275,10 +275,12 @@ class Automations:
             return conn.execute(select(a.c.automation_id).where(a.c.automation_id == automation_id)).first() is not None
 
     def revisions(self) -> dict[str, int]:
-        """automation id -> revision, for cheap change detection by a running host."""
+        """automation id -> revision, for cheap change detection by a running host. A row whose id
+        is not text (a hand edit; the key cannot be NULL where the schema holds) names nothing to
+        arm, so it is left out: nothing is planned for it."""
         a = s.automations
         with self.store.read() as conn:
-            return {row[0]: row[1] for row in conn.execute(select(a.c.automation_id, a.c.revision))}
+            return {row[0]: row[1] for row in conn.execute(select(a.c.automation_id, a.c.revision)) if isinstance(row[0], str)}
 
     def edit(self, automation_id: str, spec: AutomationSpec) -> Automation:
         _check_spec(spec)

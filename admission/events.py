@@ -37,8 +37,10 @@ from sqlalchemy import and_, delete, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from . import _schema as s
+from ._types import stored
 from .clock import Clock, SystemClock, iso, read_clock
 from .errors import InvalidInput, NotFound
+from .scope import check_limit
 from .store import Store
 
 SIGNATURE_HEADER = "X-Floorgate-Signature"
@@ -204,9 +206,14 @@ def record(conn: Connection, kind: EventKind, subject: str, data: dict[str, Any]
 
 
 def _event(row) -> Event:  # type: ignore[no-untyped-def]
-    return Event(
-        event_id=row.event_id, kind=EventKind(row.kind), subject=row.subject, data=json.loads(row.data_json), occurred_at=row.occurred_at_us
-    )
+    with stored(f"event {row.event_id!r}"):
+        return Event(
+            event_id=row.event_id,
+            kind=EventKind(row.kind),
+            subject=row.subject,
+            data=json.loads(row.data_json),
+            occurred_at=row.occurred_at_us,
+        )
 
 
 def parse_kinds(text: str | builtins.list[str] | tuple[str, ...]) -> tuple[EventKind, ...]:
@@ -245,7 +252,7 @@ class Events:
     def list(self, kind: EventKind | None = None, limit: int = 100) -> builtins.list[Event]:
         """The most recent events, oldest first."""
         e = s.events
-        query = select(e).order_by(e.c.seq.desc()).limit(limit)
+        query = select(e).order_by(e.c.seq.desc()).limit(check_limit(limit))
         if kind is not None:
             query = query.where(e.c.kind == EventKind(kind).value)
         with self.store.read() as conn:
@@ -321,22 +328,23 @@ class Events:
                     .order_by(d.c.last_attempt_at_us.desc())
                     .limit(1)
                 ).first()
-                found.append(
-                    Webhook(
-                        webhook_id=row.webhook_id,
-                        url=row.url,
-                        events=parse_kinds(row.events),
-                        created_at=row.created_at_us,
-                        format=WebhookFormat(row.format),
-                        pending=counts.get(DeliveryState.PENDING.value, 0),
-                        delivered=counts.get(DeliveryState.DELIVERED.value, 0),
-                        dead=counts.get(DeliveryState.DEAD.value, 0),
-                        failing=failing,
-                        last_status=last.last_status if last is not None else None,
-                        last_error=last.last_error if last is not None else None,
-                        last_attempt_at=last.last_attempt_at_us if last is not None else None,
+                with stored(f"webhook {row.webhook_id!r}"):
+                    found.append(
+                        Webhook(
+                            webhook_id=row.webhook_id,
+                            url=row.url,
+                            events=parse_kinds(row.events),
+                            created_at=row.created_at_us,
+                            format=WebhookFormat(row.format),
+                            pending=counts.get(DeliveryState.PENDING.value, 0),
+                            delivered=counts.get(DeliveryState.DELIVERED.value, 0),
+                            dead=counts.get(DeliveryState.DEAD.value, 0),
+                            failing=failing,
+                            last_status=last.last_status if last is not None else None,
+                            last_error=last.last_error if last is not None else None,
+                            last_attempt_at=last.last_attempt_at_us if last is not None else None,
+                        )
                     )
-                )
         return found
 
     def delivery_counts(self) -> dict[DeliveryState, int]:

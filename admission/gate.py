@@ -15,12 +15,12 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
-from sqlalchemy import BigInteger, and_, func, select, type_coerce
+from sqlalchemy import BigInteger, and_, func, or_, select, type_coerce
 from sqlalchemy.engine import Connection
 
 from . import _locks as locks
 from . import _schema as s
-from ._facts import CONFIRM_SQL, INSERT_START_SQL, RESERVE_SQL, Facts, StartRow, decode_facts, facts_params, read_facts
+from ._facts import CONFIRM_SQL, INSERT_START_SQL, RESERVE_SQL, Facts, StartRow, decode_facts, facts_params, read_facts, read_facts_many
 from ._types import MAX_US, decode_us, raw_columns
 from .clock import Clock, SystemClock, aware_utc, from_us, iso, read_clock, to_us
 from .decisions import Confirmation, Decision, Eligibility, Explained, Phase, Reason, StartKind, StartRecord
@@ -47,6 +47,8 @@ def start_from_row(row) -> StartRecord:  # type: ignore[no-untyped-def]
         phase_text = row.phase
         if not isinstance(row.manual_reason, (str, type(None))):
             raise ValueError("manual_reason must be text")
+        if not all(isinstance(v, str) for v in (row.turn_id, row.goal_id, row.agent_id, row.automation_id)):
+            raise ValueError("its ids must be text")
         # Every field is checked or converted above; skip pydantic's second pass.
         return StartRecord.model_construct(
             turn_id=row.turn_id,
@@ -238,18 +240,20 @@ class Admission:
         return _judged(goal, agent, automation, now, facts, last_start)
 
     def eligibility_many(self, lanes: list[tuple[str, str, str | None]]) -> dict[tuple[str, str, str | None], Eligibility]:
-        """``eligibility`` of many lanes (a readback of every automation): the facts of each lane in
-        one transaction, the last start of each agent in one query; the same decision as above."""
+        """``eligibility`` of many lanes (a readback of every automation): the facts of every lane
+        in a fixed number of statements (``read_facts_many``), the last start of each agent in one
+        query; the same decision as above."""
         now = read_clock(self.clock)
         out: dict[tuple[str, str, str | None], Eligibility] = {}
         facts_of: dict[tuple[str, str, str | None], Facts] = {}
         try:
             with self.store.driver(write=False) as tx:
-                for goal, agent, automation in lanes:
-                    try:
-                        facts_of[(goal, agent, automation)] = read_facts(tx, goal, agent, automation, _NO_TURN, _NO_TRIGGER)
-                    except StoreUnavailable as exc:  # this lane's rows are damaged; the others stand
-                        out[(goal, agent, automation)] = _unavailable(goal, agent, automation, now, exc)
+                read = read_facts_many(tx, lanes, _NO_TURN, _NO_TRIGGER)
+            for (goal, agent, automation), facts in read.items():
+                if isinstance(facts, StoreUnavailable):  # this lane's rows are damaged; the others stand
+                    out[(goal, agent, automation)] = _unavailable(goal, agent, automation, now, facts)
+                else:
+                    facts_of[(goal, agent, automation)] = facts
             agents = sorted({(g, a) for (g, a, _), f in facts_of.items() if f.agent_anchor_us is not None})
             last_starts, bad_agents = self._last_starts(agents)
         except StoreUnavailable as exc:
@@ -295,7 +299,7 @@ class Admission:
         """``next_eligible_at`` for many lanes in three queries (a host arming thousands of timers).
 
         The same floor arithmetic as ``eligibility``; a lane with no floor maps to None. A malformed
-        stored anchor raises ``ValueError`` naming its lane (``scheduler._plan.next_eligible_tolerant``
+        stored anchor or rule raises ``CorruptState`` naming its lane (``scheduler._plan.next_eligible_tolerant``
         then holds only that lane); admission still decides every tick on its own facts.
         """
         r, t = s.rules, s.starts
@@ -312,15 +316,28 @@ class Admission:
                     select(t.c.goal_id, t.c.agent_id, t.c.automation_id, anchor).group_by(t.c.goal_id, t.c.agent_id, t.c.automation_id)
                 )
             }
-        # The same decoder as admission's facts: a damaged rule raises (the caller holds its lanes).
-        by_key: dict[tuple[str, str, str], RuleRef] = {
-            (row.goal_id, row.agent_id, row.automation_id): rule_ref(
-                row.goal_id, row.agent_id, row.automation_id, row.min_interval_us, row.revision
-            )
-            for row in rules
-        }
+            damaged = list(conn.execute(_DAMAGED_STARTS)) if self.store.relaxed else []
+        # The same decoder as admission's facts; a damaged rule raises for the lanes it may apply to.
+        by_key: dict[tuple[str, str, str], RuleRef] = {}
+        bad_rules: list[tuple[object, object, object, StoreUnavailable]] = []
+        for row in rules:
+            try:
+                if not all(isinstance(v, str) for v in (row.goal_id, row.agent_id, row.automation_id)):
+                    raise StoreUnavailable(f"a rule's scope is malformed: {row.goal_id!r}/{row.agent_id!r}/{row.automation_id!r}")
+                by_key[(row.goal_id, row.agent_id, row.automation_id)] = rule_ref(
+                    row.goal_id, row.agent_id, row.automation_id, row.min_interval_us, row.revision
+                )
+            except StoreUnavailable as exc:
+                bad_rules.append((row.goal_id, row.agent_id, row.automation_id, exc))
         out: dict[tuple[str, str, str | None], datetime | None] = {}
         for goal, agent, automation in lanes:
+            lane = f"{goal}/{agent}/{automation or ''}"
+            for g, a, x, problem in bad_rules:  # a rule whose key is damaged could be any of the goal's
+                if _may_cover((g, a, x), goal, agent, automation or ""):
+                    raise CorruptState(f"lane {lane}: {problem}")
+            for g, a, x in damaged:  # a start missing its key or anchor (a rebuild without constraints)
+                if _may_cover((g, a, x), goal, agent, None):
+                    raise CorruptState(f"lane {lane}: a start of it is missing its goal, agent, automation or anchor")
             refs = [by_key[k] for k in ((goal, "", ""), (goal, agent, "")) if k in by_key]
             if automation and (goal, agent, automation) in by_key:
                 refs.append(by_key[(goal, agent, automation)])
@@ -328,7 +345,7 @@ class Admission:
             agent_us = agent_anchor.get((goal, agent))
             lane_us = lane_anchor.get((goal, agent, automation or ""))
             if not _time_ok(agent_us) or not _time_ok(lane_us):
-                raise ValueError(f"lane {goal}/{agent}/{automation or ''} has a malformed anchor: {agent_us!r}, {lane_us!r}")
+                raise CorruptState(f"lane {lane} has a malformed anchor: {agent_us!r}, {lane_us!r}")
             if not floor.rules:
                 out[(goal, agent, automation)] = None
                 continue
@@ -367,7 +384,8 @@ class Admission:
             for table in (s.rules, s.starts):
                 query = select(table.c.goal_id, table.c.agent_id, table.c.automation_id).distinct()
                 for goal, agent, automation in conn.execute(query):
-                    if agent:
+                    # A key that is not text (a hand edit) names no lane: readback of its rows fails elsewhere.
+                    if isinstance(goal, str) and isinstance(agent, str) and agent and isinstance(automation, (str, type(None))):
                         seen.add((goal, agent, automation or None))
         return sorted(seen, key=lambda k: (k[0], k[1], k[2] or ""))
 
@@ -377,6 +395,29 @@ class Admission:
         with self.store.read() as conn:
             row = conn.execute(select(*raw_columns(t)).where(t.c.turn_id == check_id(turn_id, "turn_id"))).first()
         return start_from_row(row) if row is not None else None
+
+
+# Only on a store whose NOT NULL constraints were dropped (``Store.relaxed``): such a row cannot
+# exist otherwise, and this is a scan.
+_DAMAGED_STARTS = select(s.starts.c.goal_id, s.starts.c.agent_id, s.starts.c.automation_id).where(
+    or_(
+        s.starts.c.goal_id.is_(None),
+        s.starts.c.agent_id.is_(None),
+        s.starts.c.automation_id.is_(None),
+        s.starts.c.anchor_us.is_(None),
+    )
+)
+
+
+def _may_cover(key: tuple[object, object, object], goal: str, agent: str, automation: str | None) -> bool:
+    """Whether a stored key (a part of it damaged: not text, NULL) could be ``goal/agent/automation``'s
+    (``automation`` None: any of the agent's); a damaged part could be anything, and "" is a wildcard."""
+
+    def could(part: object, value: str | None) -> bool:
+        return not isinstance(part, str) or value is None or part in ("", value)
+
+    g, a, x = key
+    return could(g, goal) and (not isinstance(g, str) or could(a, agent)) and could(x, automation)
 
 
 def _admit(tx: DriverTx, req: _Request, clock: Clock, journal: JournalEntry | None) -> tuple[_Verdict, datetime]:

@@ -16,6 +16,7 @@ from sqlalchemy import insert, select, update
 
 from . import _locks as locks
 from . import _schema as s
+from ._types import stored
 from .clock import Clock, SystemClock, read_clock
 from .errors import InvalidInput, RevisionConflict, StoreUnavailable
 from .policies import check_owner_ref
@@ -93,9 +94,10 @@ class HostPolicies:
             return StoredHostPolicy(policy=HostPolicy(), revision=0, owner_ref=None, updated_at=None)
         if type(row.revision) is not int:
             raise StoreUnavailable("the stored host policy has a malformed revision or time")
-        return StoredHostPolicy(
-            policy=_from_json(row.value_json), revision=row.revision, owner_ref=row.owner_ref, updated_at=row.updated_at_us
-        )
+        with stored("the stored host policy"):
+            return StoredHostPolicy(
+                policy=_from_json(row.value_json), revision=row.revision, owner_ref=row.owner_ref, updated_at=row.updated_at_us
+            )
 
     def set(self, policy: HostPolicy, *, expected_revision: int, owner_ref: str) -> StoredHostPolicy:
         """Write ``policy`` if the stored revision is ``expected_revision`` (else ``RevisionConflict``)."""

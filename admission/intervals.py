@@ -15,10 +15,26 @@ MAX_INTERVAL = timedelta(days=3660)
 _HINT = "use a whole number with units d/h/m/s (90s, 45m, 24h, 1d12h), ISO 8601 (PT24H), or 0 to disable"
 
 
+_DURATION_HINT = "give a duration above 0 with units d/h/m/s (30s, 10m, 2h) or ISO 8601 (PT10M)"
+
+
 def parse_interval(text: str, field: str = "min_interval") -> timedelta:
     """Parse an interval; anything else is rejected with a message naming ``field``."""
+    return _parse(text, field, _HINT)
+
+
+def parse_duration(text: str, field: str) -> timedelta:
+    """Parse a duration that cannot be 0 (a timeout, a poll period): ``parse_interval`` whose
+    messages give the rule of such a field, never "0 to disable"."""
+    value = _parse(text, field, _DURATION_HINT)
+    if not value:
+        raise InvalidInput(field, f"{text!r} is no time at all; {_DURATION_HINT}")
+    return value
+
+
+def _parse(text: str, field: str, hint: str) -> timedelta:
     if not isinstance(text, str):
-        raise InvalidInput(field, f"expected text, got {type(text).__name__}; {_HINT}")
+        raise InvalidInput(field, f"expected text, got {type(text).__name__}; {hint}")
     raw = text.strip()
     if raw == "0":
         return timedelta(0)
@@ -37,7 +53,7 @@ def parse_interval(text: str, field: str = "min_interval") -> timedelta:
     except OverflowError:
         raise InvalidInput(field, f"{text!r} is longer than the {format_interval(MAX_INTERVAL)} cap; check for a typo") from None
     if value is None:
-        raise InvalidInput(field, f"{text!r} is not an interval; {_HINT}")
+        raise InvalidInput(field, f"{text!r} is not an interval; {hint}")
     return check_interval(value, field)
 
 

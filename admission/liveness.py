@@ -18,6 +18,7 @@ from sqlalchemy import Connection, delete, insert, select, update
 
 from . import _locks as locks
 from . import _schema as s
+from ._types import stored
 from .errors import CorruptState
 from .store import Store
 
@@ -94,8 +95,8 @@ class HostBeats:
         for row in rows:
             if type(row.pid) is not int or type(row.poll_us) is not int or row.poll_us <= 0:
                 raise CorruptState(f"host {row.host_id!r} has a malformed heartbeat row")
-            out.append(
-                HostBeat(
+            with stored(f"host {row.host_id!r}"):
+                beat = HostBeat(
                     host_id=row.host_id,
                     hostname=row.hostname,
                     pid=row.pid,
@@ -105,7 +106,7 @@ class HostBeats:
                     poll=timedelta(microseconds=row.poll_us),
                     stopped_at=row.stopped_at_us,
                 )
-            )
+            out.append(beat)
         return out
 
 
@@ -141,12 +142,13 @@ class HookAnswers:
         t = s.hook_answers
         with self.store.read() as conn:
             rows = list(conn.execute(select(t)))
-        return {
-            row.automation_id: HookAnswer(
-                automation_id=row.automation_id, answered_at=row.answered_at_us, admitted=bool(row.admitted), answers=int(row.answers)
-            )
-            for row in rows
-        }
+        with stored("a hook answer"):
+            return {
+                row.automation_id: HookAnswer(
+                    automation_id=row.automation_id, answered_at=row.answered_at_us, admitted=bool(row.admitted), answers=int(row.answers)
+                )
+                for row in rows
+            }
 
     def get(self, automation_id: str) -> HookAnswer | None:
         """The last answer for ``automation_id``, or None when the hook never answered."""
@@ -157,7 +159,10 @@ class HookAnswers:
             return None
         if type(row.answers) is not int:
             raise CorruptState(f"the hook answers of automation {automation_id!r} are malformed")
-        return HookAnswer(automation_id=row.automation_id, answered_at=row.answered_at_us, admitted=bool(row.admitted), answers=row.answers)
+        with stored(f"the hook answers of automation {automation_id!r}"):
+            return HookAnswer(
+                automation_id=row.automation_id, answered_at=row.answered_at_us, admitted=bool(row.admitted), answers=row.answers
+            )
 
 
 class HookInstall(BaseModel):

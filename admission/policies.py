@@ -19,6 +19,7 @@ from sqlalchemy.engine import Connection
 
 from . import _locks as locks
 from . import _schema as s
+from ._types import stored
 from .clock import Clock, SystemClock, read_clock
 from .envelope import ComputeBlock, loosened, parse_compute
 from .errors import InvalidInput, ReductionNotAuthorized, RevisionConflict, StoreUnavailable
@@ -142,15 +143,16 @@ def rule_from_row(row) -> Rule:  # type: ignore[no-untyped-def]
     """Decode a rules row; malformed values raise ``StoreUnavailable`` (fail closed)."""
     ref = rule_ref(row.goal_id, row.agent_id, row.automation_id, row.min_interval_us, row.revision)
     compute, problem = read_compute(row.compute_json)
-    return Rule(
-        scope=_scope_of(row),
-        min_interval=ref.min_interval,
-        owner_ref=str(row.owner_ref),
-        revision=row.revision,
-        updated_at=row.updated_at_us,
-        compute=compute,
-        compute_problem=problem,
-    )
+    with stored(f"the rule at {ref.scope}"):
+        return Rule(
+            scope=_scope_of(row),
+            min_interval=ref.min_interval,
+            owner_ref=str(row.owner_ref),
+            revision=row.revision,
+            updated_at=row.updated_at_us,
+            compute=compute,
+            compute_problem=problem,
+        )
 
 
 def read_compute(text: str | None) -> tuple[ComputeBlock | None, str | None]:
@@ -394,20 +396,21 @@ class Policies:
                 query = query.where(h.c.automation_id == automation)
         with self.store.read() as conn:
             rows = conn.execute(query).all()
-        return [
-            RuleChange(
-                id=row.id,
-                scope=_scope_of(row),
-                before=timedelta(microseconds=row.before_us) if row.before_us is not None else None,
-                after=timedelta(microseconds=row.after_us),
-                revision=row.revision,
-                owner_ref=row.owner_ref,
-                changed_at=row.changed_at_us,
-                reduction_authorized=bool(row.reduction_authorized),
-                compute_before=_json_or_none(row.compute_before),
-                compute_after=_json_or_none(row.compute_after),
-                owner_kind=_provenance(row.owner_kind),
-                note=row.note,
-            )
-            for row in rows
-        ]
+        with stored(f"the rule history of {scope if scope is not None else 'every scope'}"):
+            return [
+                RuleChange(
+                    id=row.id,
+                    scope=_scope_of(row),
+                    before=timedelta(microseconds=row.before_us) if row.before_us is not None else None,
+                    after=timedelta(microseconds=row.after_us),
+                    revision=row.revision,
+                    owner_ref=row.owner_ref,
+                    changed_at=row.changed_at_us,
+                    reduction_authorized=bool(row.reduction_authorized),
+                    compute_before=_json_or_none(row.compute_before),
+                    compute_after=_json_or_none(row.compute_after),
+                    owner_kind=_provenance(row.owner_kind),
+                    note=row.note,
+                )
+                for row in rows
+            ]

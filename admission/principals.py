@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict
 from sqlalchemy import delete, func, insert, select, update
 
 from . import _schema as s
+from ._types import stored
 from .clock import Clock, SystemClock, read_clock
 from .errors import InvalidInput, NotFound
 from .policies import check_owner_ref
@@ -52,7 +53,8 @@ def _hash(secret: str) -> str:
 
 
 def _principal(row) -> Principal:  # type: ignore[no-untyped-def]
-    return Principal(name=row.name, role=Role(row.role), created_at=row.created_at_us, revoked_at=row.revoked_at_us)
+    with stored(f"principal {row.name!r}"):
+        return Principal(name=row.name, role=Role(row.role), created_at=row.created_at_us, revoked_at=row.revoked_at_us)
 
 
 class Principals:
@@ -185,17 +187,61 @@ class Sessions:
         with self.store.write(lock_key="sessions") as conn:
             conn.execute(delete(t).where(t.c.session_sha256 == _hash(session_id)))
 
-    def failures(self, client: str, window: timedelta) -> int:
-        """Failed sign-ins from ``client`` within the last ``window``."""
-        f = s.signin_failures
-        since = read_clock(self.clock) - window
-        with self.store.read() as conn:
-            return int(conn.execute(select(func.count()).where(f.c.client == client[:128], f.c.at_us > since)).scalar_one())
+    def lockout(self, client: str, token: str, *, window: timedelta, per_token: int, per_client: int) -> Lockout | None:
+        """Whether ``token`` from ``client`` is refused unchecked, and until when (None: check it).
 
-    def failed(self, client: str, window: timedelta) -> None:
-        """Count one failed sign-in from ``client`` (and forget every failure older than ``window``)."""
+        Two limits, each over the last ``window``: the same token (by its fingerprint, from any
+        address) failing ``per_token`` times locks that token only; ``per_client`` different wrong
+        tokens from one address lock the address (guessing), good tokens included, because
+        answering them would let a guesser tell a hit from a miss.
+        """
+        f = s.signin_failures
+        now = read_clock(self.clock)
+        since, key, fingerprint = now - window, client[:128], _fingerprint(token)
+        with self.store.read() as conn:
+            same = (
+                conn.execute(
+                    select(f.c.at_us).where(f.c.token_sha256 == fingerprint, f.c.at_us > since).order_by(f.c.at_us.desc())
+                    .offset(per_token - 1).limit(1)
+                ).scalar_one_or_none()
+            )  # fmt: skip
+            if same is not None:  # the per_token-th latest failure of this token leaves the window last
+                return Lockout(reason=LockReason.TOKEN, limit=per_token, until=same + window)
+            latest = func.max(f.c.at_us).label("latest")
+            distinct = conn.execute(
+                select(latest).where(f.c.client == key, f.c.at_us > since, f.c.token_sha256.is_not(None))
+                .group_by(f.c.token_sha256).order_by(latest.desc()).offset(per_client - 1).limit(1)
+            ).scalar_one_or_none()  # fmt: skip
+        if distinct is not None:
+            return Lockout(reason=LockReason.CLIENT, limit=per_client, until=distinct + window)
+        return None
+
+    def failed(self, client: str, token: str, window: timedelta) -> None:
+        """Count one failed sign-in of ``token`` (kept as a fingerprint) from ``client``, and forget
+        every failure older than ``window``."""
         f = s.signin_failures
         now = read_clock(self.clock)
         with self.store.write(lock_key=f"signin:{client[:128]}") as conn:
             conn.execute(delete(f).where(f.c.at_us <= now - window))  # nobody's failures outlive the window
-            conn.execute(insert(f).values(client=client[:128], at_us=now))
+            conn.execute(insert(f).values(client=client[:128], at_us=now, token_sha256=_fingerprint(token)))
+
+
+class LockReason(StrEnum):
+    """Why a sign-in is refused unchecked: this token kept failing, or this address tried many tokens."""
+
+    TOKEN = "token"
+    CLIENT = "client"
+
+
+class Lockout(BaseModel):
+    """A refused sign-in: which limit (``limit`` failures within the window) and when it lifts."""
+
+    model_config = ConfigDict(frozen=True)
+
+    reason: LockReason
+    limit: int
+    until: datetime
+
+
+def _fingerprint(token: str) -> str:
+    return _hash(token[:1000])

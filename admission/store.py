@@ -104,6 +104,11 @@ class DriverTx:
         count: int = self._cursor.rowcount
         return count
 
+    def rows(self, sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        """Every row of one statement (a bulk read)."""
+        self._cursor.execute(self._store.render(sql), params)
+        return list(self._cursor.fetchall())
+
 
 class _Autocommit(DriverTx):
     """``DriverTx`` for single autocommitted statements (``Store.autocommit``): each call runs one
@@ -406,6 +411,12 @@ def open_store(url: str | None = None, *, create: bool = True, initialize: bool 
         path = Path(database).expanduser().resolve()
         if not path.parent.is_dir():
             raise InvalidInput("db", f"directory {path.parent} does not exist; create it or choose another path")
+        if path.is_dir():
+            raise InvalidInput("db", f"{path} is a directory, not a store file: give --db a file path such as {path / 'floorgate.db'}")
+        if _foreign_file(path):
+            raise InvalidInput(
+                "db", f"{path} is not a SQLite database (nor a floorgate store): point --db at your store, or at a new path to create one"
+            )
         if not initialize and _empty_file(path):
             raise StoreUnavailable(
                 f"{path} is an empty file, not a floorgate store (a failed copy or restore?): restore it from a backup, "
@@ -439,6 +450,20 @@ def open_store(url: str | None = None, *, create: bool = True, initialize: bool 
     return store
 
 
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def _foreign_file(path: Path) -> bool:
+    """A non-empty file that does not begin with SQLite's header (a text file, a typo'd path):
+    connecting would fail with 'file is not a database', or worse, be taken for a new store."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(_SQLITE_HEADER))
+    except OSError:
+        return False  # absent or unreadable: connecting names the problem
+    return bool(head) and head != _SQLITE_HEADER
+
+
 def _empty_file(path: Path) -> bool:
     """A zero-byte file with no write-ahead log to recover from (SQLite would call it a new database)."""
     try:
@@ -454,8 +479,8 @@ def _empty_file(path: Path) -> bool:
 
 def _no_store(where: str) -> NoStore:
     return NoStore(
-        f"no floorgate store at {where}: point at yours with --db URL or $FLOORGATE_DB "
-        "(a read never creates one; a write command such as 'policy set' does)"
+        f"no floorgate store at {where}: point at yours with --db URL or $FLOORGATE_DB, "
+        f"or create it with 'floorgate init --db {where}' (a read or a host never creates one)"
     )
 
 

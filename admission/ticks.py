@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict
 from sqlalchemy import BigInteger, func, insert, select, type_coerce
 
 from . import _schema as s
-from ._types import decode_us
+from ._types import decode_us, stored
 from .errors import CorruptState
 from .store import Store
 
@@ -70,7 +70,7 @@ class TickLog:
     def recent(self, automation_id: str, limit: int = 20) -> list[Tick]:
         k = s.ticks
         query = select(k).where(k.c.automation_id == automation_id).order_by(k.c.id.desc()).limit(limit)
-        with self.store.read() as conn:
+        with self.store.read() as conn, stored(f"a tick of automation {automation_id!r}"):
             return [
                 Tick(
                     automation_id=row.automation_id,

@@ -16,6 +16,7 @@ from sqlalchemy import bindparam, insert, select, update
 
 from . import _locks as locks
 from . import _schema as s
+from ._types import stored
 from .errors import CorruptState, InvalidInput
 from .store import Store
 
@@ -42,24 +43,25 @@ class TimerBinding(BaseModel):
 
 
 def _binding(row) -> TimerBinding:  # type: ignore[no-untyped-def]
-    return TimerBinding(
-        automation_id=row.automation_id,
-        timer=row.timer,
-        desired=row.desired,
-        desired_raised=bool(row.desired_raised),
-        hold_reason=row.hold_reason,
-        desired_at=row.desired_at_us,
-        applied_at=row.applied_at_us,
-        apply_error=row.apply_error,
-        observed_state=row.observed_state,
-        observed=row.observed,
-        observed_at=row.observed_at_us,
-        ack_state=row.ack_state,
-        acked_at=row.acked_at_us,
-        acked_observed=row.acked_observed,
-        read_requested_at=row.read_requested_at_us,
-        host_user=row.host_user,
-    )
+    with stored(f"timer binding {row.automation_id!r}"):
+        return TimerBinding(
+            automation_id=row.automation_id,
+            timer=row.timer,
+            desired=row.desired,
+            desired_raised=bool(row.desired_raised),
+            hold_reason=row.hold_reason,
+            desired_at=row.desired_at_us,
+            applied_at=row.applied_at_us,
+            apply_error=row.apply_error,
+            observed_state=row.observed_state,
+            observed=row.observed,
+            observed_at=row.observed_at_us,
+            ack_state=row.ack_state,
+            acked_at=row.acked_at_us,
+            acked_observed=row.acked_observed,
+            read_requested_at=row.read_requested_at_us,
+            host_user=row.host_user,
+        )
 
 
 # Rows per transaction when a running host publishes its timers' readbacks.

@@ -122,6 +122,10 @@ class Engine:
         self._step = _grid_step(recur, is_date)
         # (an instant, the occurrences that follow it): what the last uncached ``next_after`` walked.
         self._window: tuple[datetime, tuple[datetime, ...]] | None = None
+        try:  # dateutil refuses a rule whose INTERVAL never meets its BY parts ("an empty set")
+            _build_rules(recur, self._period_start(dtstart), dtstart, self._until_walk, is_date)
+        except ValueError as exc:
+            raise UnsupportedSchedule(f"RRULE: this rule never fires ({exc}); check INTERVAL against the BY parts") from None
 
     # -- public --------------------------------------------------------------------------------
     def iterate(self, after: datetime | None = None) -> Iterator[datetime]:

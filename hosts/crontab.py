@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 from collections.abc import Callable
 from datetime import datetime
@@ -38,6 +39,8 @@ from .schedule import Schedule
 BEGIN = "# BEGIN floorgate (managed by floorgate; edits inside this block are overwritten)"
 END = "# END floorgate"
 FOREIGN = " [the line does not run floorgate]"
+CANNOT_RUN = " [the line cannot run: {program} is not an executable file]"
+_NOT_RUNNABLE = re.compile(r" \[the line (does not run floorgate|cannot run: .*)\]$")
 _LINE = re.compile(r"^(\S+\s+\S+\s+\S+\s+\S+\s+\S+)\s+(.*?)\s+# floorgate:(\S+)$")
 
 
@@ -65,6 +68,21 @@ def cron_daemon_running(proc: Path = Path("/proc")) -> bool:
         except OSError:
             continue  # the process ended while we looked
     return False
+
+
+def _program(command: str) -> str | None:
+    """The program a crontab command starts (None: not a plain command floorgate would write)."""
+    try:
+        words = shlex.split(command.replace("\\%", "%"))  # cron removes the backslash before a %
+    except ValueError:
+        return None
+    return words[0] if words and os.path.isabs(words[0]) else None
+
+
+def not_runnable(observation: Observation) -> str | None:
+    """Why the crontab line read back cannot launch floorgate's admitted turns (None: it can)."""
+    found = _NOT_RUNNABLE.search(observation.text or "") if observation.state == ObservationState.PRESENT else None
+    return found.group(0).strip(" []") if found else None
 
 
 class CrontabHost:
@@ -164,14 +182,18 @@ class CrontabHost:
             return Observation(state=ObservationState.ABSENT, text=None, read_at=now, detail="no floorgate line for it in the crontab")
         match = _LINE.match(line)
         fields = match.group(1) if match else line
-        foreign = "" if match and match.group(2) == self.command_for(automation_id) else FOREIGN
-        return Observation(state=ObservationState.PRESENT, text=f"CRON {fields} ({self.zone.key}){foreign}", read_at=now)
+        program = _program(match.group(2)) if match else None
+        if program is not None and not (os.path.isfile(program) and os.access(program, os.X_OK)):
+            mark = CANNOT_RUN.format(program=program)  # e.g. the interpreter it names was removed
+        else:
+            mark = "" if match and match.group(2) == self.command_for(automation_id) else FOREIGN
+        return Observation(state=ObservationState.PRESENT, text=f"CRON {fields} ({self.zone.key}){mark}", read_at=now)
 
     def matches(self, observation: Observation, schedule: Schedule, now: datetime) -> bool:
         if observation.state != ObservationState.PRESENT or not observation.text or not observation.text.startswith("CRON "):
             return False
-        if observation.text.endswith(FOREIGN):
-            return False  # fires would skip admission: not the schedule floorgate armed
+        if not_runnable(observation) is not None:
+            return False  # fires would skip admission, or fail: not the schedule floorgate armed
         fields = observation.text[5:].rsplit(" (", 1)[0].split()
         try:
             spec = parse_cron(fields)

@@ -121,6 +121,7 @@ class Schedule(BaseModel):
             check_supported(recur)
         exdates = tuple(sorted(_parse_exdates(exdate_lines, tzid, is_date)))
         schedule = cls(dtstart=dtstart, tzid=tzid, is_date=is_date, recur=recur, exdates=exdates)
+        schedule._engine  # noqa: B018 (built now: a rule the engine refuses is refused at parse, not at its first fire)
         return schedule
 
     # -- reading -------------------------------------------------------------------------------
@@ -132,6 +133,17 @@ class Schedule(BaseModel):
     def _engine(self) -> Engine:
         recur = self.recur if self.recur is not None else Recur(freq="DAILY", count=1)
         return Engine(self.dtstart, recur, self.zone, frozenset(self.exdates), self.is_date)
+
+    def planning_problem(self) -> str | None:
+        """Why a host could not plan this schedule in bounded time (None: it can). dateutil walks
+        a FREQ=SECONDLY rule with coarser BY parts second by second through every matching day:
+        tens of seconds per query, minutes at host start; the same fires are cheap as MINUTELY."""
+        r = self.recur
+        if r is None or r.freq != "SECONDLY":
+            return None
+        if any((r.bymonth, r.byweekno, r.byyearday, r.bymonthday, r.byday, r.byhour, r.byminute, r.bysetpos)):
+            return "FREQ=SECONDLY with BY parts above BYSECOND is too sparse to plan; write it as FREQ=MINUTELY with BYSECOND"
+        return None
 
     def canonical(self) -> str:
         """The normalized text; two schedules with equal canonical text are the same schedule."""
@@ -281,6 +293,10 @@ def _friendly(text: str, now: datetime | None) -> Schedule:
         return _every(timedelta(hours=1), None, "UTC", now)
     if low and low[0] == "every":
         return _parse_every(words[1:], now)
+    at = {"daily": 3, "weekdays": 3, "weekly": 5}.get(low[0]) if low else None
+    if at is not None and len(low) == at and low[at - 2] == "at":  # the zone left out
+        example = f"{text.strip()} UTC"
+        raise InvalidSchedule(f"schedule: {text!r} has no time zone; add a zone, e.g. '{example}' or '{text.strip()} Europe/Berlin'")
     if len(low) == 4 and low[0] in ("daily", "weekdays") and low[1] == "at":
         days = None if low[0] == "daily" else ("MO", "TU", "WE", "TH", "FR")
         return _at_time(words[2], words[3], days, now)

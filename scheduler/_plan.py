@@ -19,6 +19,7 @@ from pathlib import Path
 from apscheduler.triggers.base import BaseTrigger
 
 from admission import Admission, Automation, FloorgateError, HostPolicy, WakeState
+from admission.errors import CorruptState
 from hosts import Schedule
 from hosts.schedule import parse_canonical
 
@@ -43,6 +44,7 @@ class Snapshot:
     inputs: PlanInputs
     last_ticked: datetime | None
     catch_up: timedelta
+    since: datetime | None  # the automation's last change: no catch-up fire from before it
 
     def plan(self, previous: datetime | None, now: datetime) -> datetime | None:
         """The next fire time (None: the schedule has ended and no backoff is due)."""
@@ -55,6 +57,7 @@ class Snapshot:
             # Catch-up is decided when arming; later fires follow the schedule from ``previous``.
             last_ticked=self.last_ticked if previous is None else None,
             catch_up=self.catch_up,
+            since=self.since,
         )
 
 
@@ -119,6 +122,8 @@ def next_eligible_tolerant(
     near year 9999 overflows the arithmetic) instead of failing every lane."""
     try:
         return dict(admission.next_eligible_many(list(lanes))), {}  # type: ignore[arg-type]
+    except CorruptState:
+        pass  # some lane's rows are damaged: find which
     except FloorgateError:
         raise  # the store itself failed: the caller retries the whole read
     except (ValueError, TypeError, OverflowError):
@@ -128,6 +133,8 @@ def next_eligible_tolerant(
     for lane in lanes:  # only while some lane is corrupt; one query set per lane
         try:
             found[lane] = admission.next_eligible_many([lane])[lane]  # type: ignore[list-item,index]
+        except CorruptState as exc:
+            bad[lane] = str(exc)
         except FloorgateError:
             raise
         except (ValueError, TypeError, OverflowError) as exc:

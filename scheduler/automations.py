@@ -167,6 +167,9 @@ class AutomationService:
         """Refuse a schedule that will never fire again; warn about one that fires more than once a minute."""
         now = read_clock(self.clock)
         schedule = Schedule.parse(spec.schedule)
+        problem = schedule.planning_problem()
+        if problem is not None:
+            raise InvalidInput("--schedule", problem)
         coming = schedule.occurrences(3, after=now)
         if not coming:
             last = schedule.last_at_or_before(now)

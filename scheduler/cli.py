@@ -159,7 +159,7 @@ def run(argv: Sequence[str] | None = None, out=sys.stdout, err=sys.stderr) -> in
         if command is not None:
             args.command_argv = command
     except UsageError as exc:
-        err.write(f"floorgate: error: {exc}\n")
+        err.write(f"floorgate: error: {_one_line(exc)}\n")
         _json_error(out, "--json" in argv, "usage", str(exc))
         return EXIT_INVALID
     except SystemExit as exc:  # --help
@@ -171,23 +171,28 @@ def run(argv: Sequence[str] | None = None, out=sys.stdout, err=sys.stderr) -> in
     try:
         return int(args.handler(ctx))
     except RevisionConflict as exc:
-        err.write(f"floorgate: conflict: {exc}\n")
+        err.write(f"floorgate: conflict: {_one_line(exc)}\n")
         _json_error(out, ctx.json, "revision_conflict", str(exc), current_revision=exc.current_revision)
         return EXIT_CONFLICT
     except StoreUnavailable as exc:
-        err.write(f"floorgate: store unavailable: {exc}\n")
+        err.write(f"floorgate: store unavailable: {_one_line(exc)}\n")
         _json_error(out, ctx.json, "store_unavailable", str(exc))
         return EXIT_UNAVAILABLE
     except FloorgateError as exc:
         # Bad values, unknown ids and missing authorization are the caller's to fix.
         user_error = isinstance(exc, (InvalidInput, ReductionNotAuthorized, NotFound, ValueError, LookupError))
-        err.write(f"floorgate: error: {exc}\n")
+        err.write(f"floorgate: error: {_one_line(exc)}\n")
         kind = {InvalidInput: "invalid_input", ReductionNotAuthorized: "reduction_not_authorized", NotFound: "not_found"}
         name = next((v for k, v in kind.items() if isinstance(exc, k)), "invalid_input" if user_error else "error")
         _json_error(out, ctx.json, name, str(exc), field=getattr(exc, "field", None))
         return EXIT_INVALID if user_error else EXIT_UNAVAILABLE
     finally:
         ctx.close()
+
+
+def _one_line(exc: BaseException) -> str:
+    """An error message as one line: a value quoted in it may hold a newline or a NUL."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(exc))
 
 
 def _json_error(out, wanted: bool, kind: str, message: str, **extra: object) -> None:  # type: ignore[no-untyped-def]

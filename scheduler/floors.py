@@ -32,6 +32,7 @@ from admission import (
 from admission.clock import Clock
 from admission.envelope import loosened
 from admission.intervals import format_interval
+from admission.policies import RuleRef, combine
 
 from .envelope_gate import EnvelopeGate, EnvelopeMode
 
@@ -61,8 +62,19 @@ class FloorView:
 
 
 @dataclass(frozen=True)
+class EffectiveChange:
+    """What one agent (or automation) under a target would inherit: its effective floor now and
+    after the change (a disabled rule falls back to what the wider scopes set)."""
+
+    scope: Scope
+    before: EffectiveFloor
+    after: EffectiveFloor
+
+
+@dataclass(frozen=True)
 class FloorChange:
-    """A previewed change: stored before and after, at which revision, and whether it is a reduction."""
+    """A previewed change: stored before and after, at which revision, whether it is a reduction,
+    and the effective floor before -> after of the target and each agent below it."""
 
     scope: Scope
     revision: int
@@ -72,11 +84,21 @@ class FloorChange:
     compute_after: ComputeBlock | None
     reduction: bool
     reduction_what: list[str]
+    effective: tuple[EffectiveChange, ...] = ()
 
     @property
     def reduction_key(self) -> str | None:
         """What a caller passes back to authorize exactly this reduction (None: not a reduction)."""
         return f"{self.scope}@{self.revision}:{';'.join(self.reduction_what)}" if self.reduction else None
+
+
+class ReductionNotShown(ReductionNotAuthorized):
+    """A reduction applied without the key of the preview that showed it; ``change`` is that
+    preview, so each surface words its own fix (the API's ``authorize_reduction``, the page's tick box)."""
+
+    def __init__(self, change: FloorChange) -> None:
+        self.change = change
+        super().__init__(str(change.scope), "", "", what=f"{'; '.join(change.reduction_what)} on {change.scope}")
 
 
 @dataclass(frozen=True)
@@ -126,12 +148,12 @@ class FloorService:
     def read(self, scope: Scope) -> FloorView:
         """The stored rule at ``scope`` and what the target and the agents below it inherit."""
         rule = self.policies.get(scope)
+        return FloorView(scope=scope, rule=rule, below=[self._inherited(t) for t in self._below(scope)])
+
+    def _below(self, scope: Scope) -> list[Scope]:
         if scope.kind is ScopeKind.GOAL:
-            agents = self.goals().get(scope.goal_id, [])
-            targets = [Scope.agent(scope.goal_id, a) for a in agents]
-        else:
-            targets = [scope]
-        return FloorView(scope=scope, rule=rule, below=[self._inherited(t) for t in targets])
+            return [Scope.agent(scope.goal_id, a) for a in self.goals().get(scope.goal_id, [])]
+        return [scope]
 
     def preview(self, scope: Scope, *, revision: int, min_interval: timedelta | None, compute: ComputeBlock | None = None) -> FloorChange:
         """What saving would change at ``scope`` (writes nothing). ``RevisionConflict`` when the
@@ -156,7 +178,16 @@ class FloorService:
             looser = loosened(compute_before, compute) if problem is None else ["replacing an unreadable block"]
             what += [f"compute {x}" for x in looser]
             compute_after = None if compute.is_empty() else compute
-        return FloorChange(scope, revision, before, after, compute_before, compute_after, bool(what), what)
+        effective = tuple(self._effective_change(t, scope, after, revision + 1) for t in self._below(scope))
+        return FloorChange(scope, revision, before, after, compute_before, compute_after, bool(what), what, effective)
+
+    def _effective_change(self, target: Scope, changed: Scope, after: timedelta, revision: int) -> EffectiveChange:
+        """``target``'s effective floor now, and with the rule at ``changed`` set to ``after``."""
+        now = self.policies.effective(target.goal_id, target.agent_id or "", target.automation_id)
+        refs = [r for r in now.rules if r.scope != changed]
+        if after > timedelta(0):
+            refs.append(RuleRef(scope=changed, min_interval=after, revision=revision))
+        return EffectiveChange(target, now, combine(now.goal_id, now.agent_id, now.automation_id, refs))
 
     def apply(
         self,
@@ -176,7 +207,7 @@ class FloorService:
         change = self.preview(scope, revision=revision, min_interval=min_interval, compute=compute)
         allowed = change.reduction and authorize_reduction is not None and authorize_reduction == change.reduction_key
         if change.reduction and not allowed:
-            raise ReductionNotAuthorized(str(scope), "", "", what=f"{'; '.join(change.reduction_what)} on {scope}")
+            raise ReductionNotShown(change)
         rule = self.policies.configure(
             scope,
             min_interval=min_interval,

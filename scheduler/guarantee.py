@@ -36,12 +36,23 @@ class GuaranteeReadback:
 
 
 def guarantee_of(
-    automation: Automation, binding: TimerBinding | None, answer: HookAnswer | None, now: datetime, *, hook_problem: str | None = None
+    automation: Automation,
+    binding: TimerBinding | None,
+    answer: HookAnswer | None,
+    now: datetime,
+    *,
+    hook_problem: str | None = None,
+    launch_problem: str | None = None,
 ) -> GuaranteeReadback:
     """The guarantee for ``automation`` at ``now``, from its host's capabilities, the hook's last
-    answer and ``hook_problem``: why its agent app will not run the hook as installed (None: it will)."""
+    answer, ``hook_problem`` (why its agent app will not run the hook as installed; None: it will)
+    and ``launch_problem`` (why the line armed on the host cannot launch admitted turns: a line
+    that runs something else, or cannot run at all, is never ``enforced``)."""
     caps = capabilities(automation.spec.timer)
     answered = answer.answered_at if answer is not None else None
+    if launch_problem is not None:
+        why = f"{launch_problem}: no fire of it passes admission (fix the line, or 'floorgate automation apply' again)"
+        return GuaranteeReadback(Guarantee.SCHEDULE_ONLY, why, answered)
     if not caps.needs_hook_for_guarantee:
         return GuaranteeReadback(Guarantee.of(caps, hook_seen=False), "floorgate launches every turn after admission", answered)
     answering, why = _hook_answering(automation, binding, answer, now, hook_problem)

@@ -346,15 +346,15 @@ def ago(at: datetime, now: datetime) -> str:
 
 
 def when(at: datetime | None, now: datetime, zone: tzinfo = timezone.utc) -> str | None:
-    """``at`` for a table: the wall time in ``zone`` to the second, and how far it is from ``now``
-    ('2026-12-02 09:00:00 CET, in 20 h'). A time still to come is rounded up to the second: shown
-    as a second the floor has not yet opened at, it would invite a start that is denied."""
+    """``at`` for a table: the wall time in ``zone``, and how far it is from ``now``
+    ('2026-12-02 09:00:00 CET, in 20 h'). The exact instant, to the microsecond when it has one
+    (as ``iso`` renders it in JSON): rounded either way it would differ from the JSON, and a floor
+    shown opening a moment early would invite a start that is denied."""
     if at is None:
         return None
     shown = at.astimezone(zone)
-    if at > now and shown.microsecond:
-        shown += timedelta(microseconds=1_000_000 - shown.microsecond)
-    return f"{shown.replace(microsecond=0):%Y-%m-%d %H:%M:%S %Z}, {ago(at, now)}"
+    fraction = f".{shown.microsecond:06d}" if shown.microsecond else ""
+    return f"{shown:%Y-%m-%d %H:%M:%S}{fraction} {shown:%Z}, {ago(at, now)}"
 
 
 def _zone_of(rb: AutomationReadback) -> tzinfo:

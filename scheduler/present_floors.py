@@ -56,6 +56,7 @@ def floor_change_doc(c: FloorChange) -> dict[str, Any]:
         "reduction": c.reduction,
         "reduction_what": c.reduction_what,
         "reduction_key": c.reduction_key,
+        "effective": [{"scope": str(e.scope), "before": floor_doc(e.before), "after": floor_doc(e.after)} for e in c.effective],
     }
 
 

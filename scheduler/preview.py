@@ -15,6 +15,8 @@ from enum import StrEnum
 from admission import WakeState
 from hosts import Schedule
 
+from .wake import catch_up_due
+
 
 class FloorMeeting(StrEnum):
     """How a host meets a floor that has not elapsed when its timer fires."""
@@ -47,6 +49,7 @@ class PlanInputs:
     wake: WakeState | None = None  # backoff chain, for floorgate's own timer
     last_ticked: datetime | None = None
     catch_up: timedelta = timedelta(hours=1)
+    since: datetime | None = None  # the automation's last change: no catch-up fire from before it
 
 
 def simulate(inputs: PlanInputs, *, count: int, now: datetime) -> list[PreviewRow]:
@@ -87,13 +90,17 @@ def _coalesced(inputs: PlanInputs, count: int, now: datetime) -> list[PreviewRow
     at = sorted({max(p.astimezone(timezone.utc), now_utc): p for p in points}.items())  # wake -> the fire it stands for
     rows: list[PreviewRow] = []
     next_eligible = inputs.next_eligible_at
-    for i, (effective, fire) in enumerate(at[:count]):
+    for i, (effective, fire) in enumerate(at):
+        if len(rows) == count:
+            break
         following = at[i + 1][0] if i + 1 < len(at) else None
         waited = False
         if next_eligible is None or effective >= next_eligible:
             runs: datetime | None = effective
         elif following is None or following > next_eligible:
             runs, waited = next_eligible, True  # the last fire before the floor opens: it runs when it does
+        elif fire.astimezone(timezone.utc) < now_utc:
+            continue  # a missed fire coalesced into a later wake: nothing fires for it, it is no 'next fire'
         else:
             rows.append(PreviewRow(fire, False, None, next_eligible))  # coalesced into a later wake
             continue
@@ -161,4 +168,4 @@ def _catch_up_fire(inputs: PlanInputs, now: datetime) -> datetime | None:
     schedule = inputs.schedule
     first = schedule.next_after(now - inputs.catch_up - timedelta(microseconds=1))
     due = schedule.last_at_or_before(now) if first is not None and first <= now else None
-    return due if due is not None and (inputs.last_ticked is None or due > inputs.last_ticked) else None
+    return due if due is not None and catch_up_due(due, last_ticked=inputs.last_ticked, since=inputs.since) else None

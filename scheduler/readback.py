@@ -469,6 +469,7 @@ class Readback:
             wake=wake,
             last_ticked=last,
             catch_up=policy.catch_up,
+            since=automation.updated_at,
         )
 
     # -- dry runs ------------------------------------------------------------------------------
@@ -502,6 +503,7 @@ class Readback:
             next_eligible_at=eligibility.next_eligible_at,
             wait=wait,
             catch_up=self.host_policy().catch_up,
+            since=now,  # saved now, it would be created (or changed) now
         )
         return Preview(automation_id, schedule, floor, eligibility.status, simulate(plan, count=count, now=now), None)
 

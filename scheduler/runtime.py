@@ -295,7 +295,8 @@ class HostRuntime(Ticking):
             if automation_id in self._bad_ticks:
                 self._hold(automation_id, self._bad_ticks[automation_id])
                 continue
-            snapshot = Snapshot(automation_id, decoded.schedule, inputs, self._last_ticked(automation_id), self.policy.catch_up)  # type: ignore[arg-type]
+            since = decoded.automation.updated_at  # type: ignore[union-attr]
+            snapshot = Snapshot(automation_id, decoded.schedule, inputs, self._last_ticked(automation_id), self.policy.catch_up, since)  # type: ignore[arg-type]
             self._arm(decoded.automation, snapshot, seq, previous=None, now=now)  # type: ignore[arg-type]
 
     def _remember(self, automation_id: str, decoded: Decoded) -> None:
@@ -389,7 +390,14 @@ class HostRuntime(Ticking):
         trigger itself never reads)."""
         self._ticked_merge(self.ticklog.last_nominal(automation.automation_id))
         inputs = self._read_inputs(automation, automation.revision)
-        snapshot = Snapshot(automation.automation_id, schedule, inputs, self._last_ticked(automation.automation_id), self.policy.catch_up)
+        snapshot = Snapshot(
+            automation.automation_id,
+            schedule,
+            inputs,
+            self._last_ticked(automation.automation_id),
+            self.policy.catch_up,
+            automation.updated_at,
+        )
         return snapshot.plan(previous, now)
 
     def _hold(self, automation_id: str, reason: str, *, keep: bool = False) -> None:

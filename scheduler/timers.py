@@ -45,7 +45,7 @@ from admission.intervals import format_interval
 from admission.liveness import HookAnswer, HookAnswers, HostBeats
 from hosts import InvalidSchedule, Schedule
 from hosts.contract import Capabilities, Held, Observation, ObservationState, Reported, TimerHost, TimerKind
-from hosts.crontab import CrontabHost
+from hosts.crontab import CrontabHost, not_runnable
 from hosts.errors import HostUnavailable, UnsupportedSchedule
 from hosts.flooring import floor_compatible
 from hosts.registry import HostSetup, capabilities, timer_host
@@ -114,7 +114,26 @@ class TimerService:
         problem = (
             hook_problem(self.store, automation.automation_id) if capabilities(automation.spec.timer).needs_hook_for_guarantee else None
         )
-        return guarantee_of(automation, binding, answer, read_clock(self.clock) if now is None else now, hook_problem=problem)
+        return guarantee_of(
+            automation,
+            binding,
+            answer,
+            read_clock(self.clock) if now is None else now,
+            hook_problem=problem,
+            launch_problem=self._launch_problem(automation, binding),
+        )
+
+    def _launch_problem(self, automation: Automation, binding: TimerBinding | None) -> str | None:
+        """Why the timer line applied on a host floorgate reads back (a crontab) cannot launch
+        admitted turns now, read from the host itself: it runs something else, or its program is gone."""
+        caps = self.capabilities(automation)
+        if binding is None or binding.applied_at is None or not caps.can_read_back or caps.armed_by_runtime:
+            return None
+        try:
+            observation = self.read(automation)
+        except (HostUnavailable, OSError):
+            return None  # unreadable is not proof of a bad line; the drift readback says it
+        return not_runnable(observation) if observation is not None else None
 
     # -- hosts ----------------------------------------------------------------------------------
     def capabilities(self, automation: Automation) -> Capabilities:

@@ -46,13 +46,17 @@ def next_wake(
     next_eligible_at: datetime | None,
     last_ticked: datetime | None,
     catch_up: timedelta,
+    since: datetime | None,
 ) -> datetime | None:
     """The next time the timer should fire (None: the schedule has ended and no backoff is due).
 
     ``previous`` is the fire time the timer last used (None when it is being armed: at host start,
     after an edit, a poke or a restart). When arming, the latest due occurrence that was never
     ticked and is at most ``catch_up`` old fires once, at once: after any downtime, at most one
-    catch-up tick. The result is never earlier than ``next_eligible_at``.
+    catch-up tick. That occurrence is never earlier than ``since`` (the automation's last change:
+    its creation, an edit, a pause, a resume): a fire the automation did not exist, was paused or
+    had another schedule for is not a missed fire. The result is never earlier than
+    ``next_eligible_at``.
     """
     if previous is None and catch_up and next_eligible_at is not None and next_eligible_at > now:
         # The floor has not elapsed: a due catch-up fire would wait for it, so it can change the
@@ -65,7 +69,7 @@ def next_wake(
         # Only an occurrence inside the catch-up window can be due; usually there is none.
         first = schedule.next_after(now - catch_up - timedelta(microseconds=1)) if catch_up else None
         due = schedule.last_at_or_before(now) if first is not None and first <= now else None
-        if due is not None and (last_ticked is None or due > last_ticked):
+        if due is not None and catch_up_due(due, last_ticked=last_ticked, since=since):
             base: datetime | None = due
         else:
             base = first if first is not None and first > now else schedule.next_after(now)
@@ -78,6 +82,12 @@ def next_wake(
     if next_eligible_at is not None and wake_at < next_eligible_at:
         wake_at = next_eligible_at
     return wake_at
+
+
+def catch_up_due(occurrence: datetime, *, last_ticked: datetime | None, since: datetime | None) -> bool:
+    """Whether a missed ``occurrence`` inside the catch-up window may still fire: never ticked,
+    and not before the automation's last change ``since``."""
+    return (last_ticked is None or occurrence > last_ticked) and (since is None or occurrence >= since)
 
 
 def _backoff_wake(wake: WakeState, previous: datetime | None) -> datetime | None:

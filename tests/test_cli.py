@@ -113,6 +113,67 @@ def test_demo_runs_from_an_empty_directory(tmp_path) -> None:  # type: ignore[no
     assert (tmp_path / "floorgate-demo.db").exists()
 
 
+@pytest.mark.parametrize(
+    "kind",
+    [
+        pytest.param("automations", id="a-store-with-an-automation"),
+        pytest.param("owners", id="a-store-with-an-owner"),
+        pytest.param("floors", id="a-store-with-another-floor"),
+        pytest.param("text", id="a-text-file"),
+    ],
+)
+def test_demo_refuses_to_delete_a_file_that_is_not_a_demo_store(db: str, kind: str) -> None:
+    if kind == "automations":
+        assert cli("automation", "add", "x", "--goal", "g", "--agent", "a", "--schedule", "every 1h", "--", "true", db=db).returncode == 0
+    elif kind == "owners":
+        assert cli("owner", "add", "alice", "--role", "owner", db=db).returncode == 0
+    elif kind == "floors":
+        assert cli("policy", "set", "g/a", "--min-interval", "1h", "--revision", "0", "--owner-ref", "o", db=db).returncode == 0
+    else:
+        Path(db).write_text("my notes\n")
+    r = cli("demo", "--demo-db", db, cwd=Path(db).parent)
+    line = one_line_error(r)
+    assert r.returncode == 2 and line.startswith("floorgate: error: --demo-db:") and "another --demo-db" in line
+    kept = {
+        "automations": ["automation", "show", "x"],
+        "owners": ["owner", "list"],
+        "floors": ["policy", "show", "g/a"],
+    }
+    if kind == "text":
+        assert Path(db).read_text() == "my notes\n"
+    else:
+        shown = cli(*kept[kind], db=db)
+        assert shown.returncode == 0 and ("alice" in shown.stdout if kind == "owners" else True), shown.stderr
+
+
+def test_demo_refuses_db_it_would_ignore(tmp_path: Path) -> None:
+    for argv in (["demo", "--db", str(tmp_path / "mine.db")], ["--db", str(tmp_path / "mine.db"), "demo"]):
+        r = cli(*argv, cwd=tmp_path)
+        line = one_line_error(r)
+        assert r.returncode == 2 and "--db" in line and "--demo-db" in line
+    assert list(tmp_path.iterdir()) == []  # neither the named store nor the demo's file
+
+
+def test_demo_recreates_its_own_store_and_says_so(tmp_path: Path) -> None:
+    first = cli("demo", cwd=tmp_path)
+    assert first.returncode == 0 and "recreating" not in first.stdout
+    again = cli("demo", cwd=tmp_path)
+    assert again.returncode == 0 and "recreating the earlier demo's store" in again.stdout and "(exit 3)" in again.stdout
+
+
+def test_serve_on_a_port_in_use_is_one_line_and_exit_2(db: str, tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        argv = [sys.executable, "-m", "scheduler", "serve", "--db", db, "--port", str(port), "--deliver-every", "0"]
+        r = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert r.returncode == 2 and r.stdout == ""
+    assert one_line_error(r) == f"floorgate: error: --port: {port} is in use on 127.0.0.1; pick another"  # no 'console on' first
+
+
 def test_the_console_script_exits_with_the_command_code(tmp_path: Path) -> None:
     """The installed ``floorgate`` entry point as a real process: main() makes run()'s code the exit status."""
     script = shutil.which("floorgate", path=str(Path(sys.executable).parent))
@@ -216,6 +277,50 @@ def test_read_commands_never_create_a_store(tmp_path: Path, argv: list[str]) -> 
     result = run_cli(*argv, cwd=tmp_path, env={"PATH": os.environ["PATH"]})
     assert result.returncode == 1 and "no floorgate store at" in one_line_error(result) and "--db" in result.stderr
     assert list(tmp_path.iterdir()) == []  # nothing created
+
+
+def test_a_host_never_creates_the_store_it_runs(db_url: str, tmp_path: Path) -> None:
+    # `floorgate run --db /tmp/typo.db` used to create an empty store and run 0 timers, quietly.
+    argv = [sys.executable, "-m", "scheduler", "run", "--db", db_url, "--state-dir", str(tmp_path / "state")]
+    result = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=60, env={"PATH": os.environ["PATH"]})
+    line = one_line_error(result)
+    assert result.returncode == 1 and "no floorgate store at" in line and "floorgate init --db" in line, result.stderr
+    if "://" not in db_url:
+        assert list(tmp_path.iterdir()) == []  # no file created (not even the state directory)
+    else:
+        import psycopg
+
+        from conftest import _pg_schema_of, _psycopg_dsn
+
+        with psycopg.connect(_psycopg_dsn(db_url)) as conn:  # no table created in the empty schema
+            query = "SELECT count(*) FROM information_schema.tables WHERE table_schema = %s"
+            assert conn.execute(query, (_pg_schema_of(db_url),)).fetchone() == (0,)
+
+
+@pytest.mark.parametrize("poll", ["0", "0s", "PT0S"])
+def test_run_poll_of_zero_names_the_rule(db: str, poll: str) -> None:
+    r = cli("run", "--poll", poll, db=db)
+    assert r.returncode == 2 and f"--poll: {poll!r} is no time at all; give a duration above 0" in one_line_error(r)
+    assert "0 to disable" not in r.stderr
+
+
+@pytest.mark.parametrize("what", ["a-directory", "a-text-file"])
+@pytest.mark.parametrize(
+    "argv", [["status"], ["policy", "set", "g/a", "--min-interval", "1h", "--revision", "0", "--owner-ref", "o"]], ids=["read", "write"]
+)
+def test_db_that_is_no_store_file_names_db_and_the_fix(tmp_path: Path, what: str, argv: list[str]) -> None:
+    target = tmp_path / "notes.txt"
+    if what == "a-text-file":
+        target.write_text("my notes\n")
+    else:
+        target = tmp_path
+    r = cli(*argv, db=str(target), cwd=tmp_path)
+    line = one_line_error(r)
+    assert r.returncode == 2 and line.startswith("floorgate: error: db: ") and "--db" in line
+    assert ("is a directory" in line and "floorgate.db" in line) if what == "a-directory" else "is not a SQLite database" in line
+    if what == "a-text-file":
+        assert target.read_text() == "my notes\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["notes.txt"] if what == "a-text-file" else [])
 
 
 def test_a_hook_never_creates_a_store_it_blocks(tmp_path: Path) -> None:

@@ -88,7 +88,11 @@ def test_bad_schedules_and_commands_are_one_line_errors(db: str) -> None:
         (["--schedule", "DTSTART;TZID=Mars/Olympus:20261201T090000 RRULE:FREQ=DAILY"], "IANA"),
         (["--schedule", "DTSTART:20261201T090000Z RRULE:FREQ=DAILY;INTERVAL=0"], "INTERVAL"),
         (["--schedule", "sometimes"], "friendly form"),
-        (["--schedule", "every 1h", "--timeout", "0"], "--timeout"),
+        (["--schedule", "every 1h", "--timeout", "0"], "--timeout: '0' is no time at all; give a duration above 0"),
+        (["--schedule", "every 1h", "--timeout", "soon"], "--timeout: 'soon' is not an interval; give a duration above 0"),
+        (["--schedule", "daily at 09:00"], "has no time zone; add a zone, e.g. 'daily at 09:00 UTC' or 'daily at 09:00 Europe/Berlin'"),
+        (["--schedule", "weekdays at 08:30"], "add a zone, e.g. 'weekdays at 08:30 UTC'"),
+        (["--schedule", "weekly on MO at 07:00"], "add a zone, e.g. 'weekly on MO at 07:00 UTC'"),
     ]
     for options, needle in cases:
         r = cli("automation", "add", "x", "--goal", "g", "--agent", "a", *options, "--", "true", db=db)
@@ -98,11 +102,41 @@ def test_bad_schedules_and_commands_are_one_line_errors(db: str) -> None:
     assert json.loads(cli("automation", "list", "--json", db=db).stdout)["automations"] == []
 
 
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        pytest.param(["./does-not-exist.sh"], "does not exist in", id="relative-missing"),
+        pytest.param(["/no/such/program"], "does not exist", id="absolute-missing"),
+        pytest.param(["./notes.txt"], "is not executable", id="not-executable"),
+        pytest.param(["./"], "is not executable", id="a-directory"),
+    ],
+)
+def test_add_refuses_a_program_that_cannot_run_from_its_directory(tmp_path: Path, argv: list[str], needle: str) -> None:
+    (tmp_path / "notes.txt").write_text("not a program\n")
+    db = str(tmp_path / "fg.db")
+    result = cli("automation", "add", "x", "--goal", "g", "--agent", "a", "--schedule", "every 1h", "--", *argv, db=db, cwd=tmp_path)
+    line = one_line_error(result)
+    assert result.returncode == 2 and line.startswith("floorgate: error: argv: program") and needle in line
+    assert str(tmp_path) in line or argv[0].startswith("/")  # named relative to the directory the automation records
+    listed = cli("automation", "list", "--json", db=db)
+    assert listed.returncode == 1 or json.loads(listed.stdout)["automations"] == []  # nothing saved
+
+
+def test_a_bare_program_name_off_this_path_is_a_warning(tmp_path: Path) -> None:
+    db = str(tmp_path / "fg.db")
+    result = cli("automation", "add", "x", "--goal", "g", "--agent", "a", "--schedule", "every 1h", "--", "no-such-prog-zz", db=db)
+    assert result.returncode == 0 and "warning: argv: 'no-such-prog-zz' is not on this shell's PATH" in result.stderr
+
+
 def test_status_states_are_distinct(db: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
     assert cli("policy", "set", "g", "--min-interval", "1d", "--revision", "0", "--owner-ref", "o", db=db).returncode == 0
     add(db, "ready", "--schedule", "every 1h")
-    r = cli("automation", "add", "nohost", "--goal", "g", "--agent", "b", "--schedule", "every 1h", "--", "/no/such/cli", db=db)
+    gone = tmp_path / "gone-cli"  # a program that existed when it was added, removed since
+    gone.write_text("#!/bin/sh\n")
+    gone.chmod(0o755)
+    r = cli("automation", "add", "nohost", "--goal", "g", "--agent", "b", "--schedule", "every 1h", "--", str(gone), db=db)
     assert r.returncode == 0
+    gone.unlink()
     r = cli(
         "automation", "add", "waiting", "--goal", "g", "--agent", "c", "--schedule", "every 1h", "--", sys.executable, "-c", "pass", db=db
     )
@@ -113,10 +147,15 @@ def test_status_states_are_distinct(db: str, tmp_path) -> None:  # type: ignore[
     assert states == {"ready": "eligible", "nohost": "host_unavailable", "waiting": "interval_wait", "off": "paused"}
 
 
-@pytest.mark.parametrize("program", ["/nonexistent/prog", "no-such-program-on-path"], ids=["path", "on-path"])
+@pytest.mark.parametrize("program", ["removed-since", "no-such-program-on-path"], ids=["path", "on-path"])
 def test_turn_run_of_a_missing_program_names_it_and_its_log_says_so(tmp_path: Path, program: str) -> None:
     db = str(tmp_path / "fg.db")
+    if program == "removed-since":  # a path that existed at add (a missing one is refused there)
+        program = str(tmp_path / "prog")
+        Path(program).write_text("#!/bin/sh\n")
+        Path(program).chmod(0o755)
     assert cli("automation", "add", "x", "--goal", "g", "--agent", "a", "--schedule", "every 1h", "--", program, db=db).returncode == 0
+    Path(program).unlink(missing_ok=True)
     result = cli("turn", "run", "x", db=db)
     assert result.returncode == 5 and f"could not start {program!r}" in result.stdout
     log = next(line.split(": ", 1)[1] for line in result.stdout.splitlines() if line.startswith("log: "))
@@ -133,6 +172,12 @@ def test_turn_run_of_a_missing_program_names_it_and_its_log_says_so(tmp_path: Pa
         pytest.param("DTSTART:20201201T090000Z RRULE:FREQ=DAILY;COUNT=3", 2, "no fire after now", id="ended-by-count"),
         pytest.param("DTSTART:20201201T090000Z", 2, "no fire after now", id="one-shot-in-the-past"),
         pytest.param("DTSTART:20261201T090000Z RRULE:FREQ=SECONDLY;INTERVAL=10", 0, "more than once a minute", id="sub-minute-warned"),
+        pytest.param(
+            "DTSTART:20260910T090000Z RRULE:FREQ=SECONDLY;BYMINUTE=22,47,20;BYHOUR=11;BYMONTHDAY=-18,16,-29;BYMONTH=10",
+            2,
+            "write it as FREQ=MINUTELY with BYSECOND",
+            id="sparse-secondly-refused",  # 20 s per catch-up query before
+        ),
     ],
 )
 def test_schedules_are_vetted_at_save(tmp_path: Path, schedule: str, code: int, needle: str) -> None:

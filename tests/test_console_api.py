@@ -101,7 +101,38 @@ def test_a_stale_revision_is_a_typed_conflict_carrying_the_current_one(store: St
         assert r.status_code == 409, path
         error = r.json()["error"]
         assert error["kind"] == "revision_conflict" and error["current_revision"] == 1
+        assert "send revision 1" in error["message"] and "--revision" not in error["message"], "the API's field, not the CLI's flag"
     assert raw_sql(store, "SELECT revision, min_interval_us FROM fg_rules") == [(1, 86_400_000_000)]
+
+
+def test_a_refused_reduction_names_the_api_field_and_carries_the_preview_key(store: Store, clock: FixedClock) -> None:
+    c = console(store, clock)
+    floor(store, clock, "g/a", DAY)
+    refused = c.post("/api/policy/apply", {"scope": "g/a", "revision": 1, "min_interval": "12h"})
+    error = refused.json()["error"]
+    preview = c.post("/api/policy/preview", {"scope": "g/a", "revision": 1, "min_interval": "12h"}).json()
+    assert refused.status_code == 403 and error["kind"] == "reduction_not_authorized"
+    assert error["reduction_key"] == preview["reduction_key"] and error["revision"] == 1
+    assert "authorize_reduction" in error["message"] and "--allow-reduction" not in error["message"]
+
+
+def test_a_preview_shows_the_effective_floor_each_target_inherits_before_and_after(store: Store, clock: FixedClock) -> None:
+    c = console(store, clock)
+    add_automation(store, clock, "x")  # agent g/a
+    add_automation(store, clock, "y", agent="b")
+    floor(store, clock, "g", DAY / 2)
+    floor(store, clock, "g/a", DAY)
+
+    def effective(scope: str, interval: str, revision: int) -> dict[str, tuple[str, str]]:
+        doc = c.post("/api/policy/preview", {"scope": scope, "revision": revision, "min_interval": interval}).json()
+        return {e["scope"]: (e["before"]["floor"], e["after"]["floor"]) for e in doc["effective"]}
+
+    # Disabling the agent rule: it inherits the goal's 12h, not "0".
+    assert effective("g/a", "0", 1) == {"g/a": ("1d", "12h")}
+    # A goal change: every agent below, each with what it keeps of its own rule.
+    assert effective("g", "2d", 1) == {"g/a": ("1d", "2d"), "g/b": ("12h", "2d")}
+    assert effective("g", "0", 1) == {"g/a": ("1d", "1d"), "g/b": ("12h", "0")}
+    assert effective("g/a/x", "3d", 0) == {"g/a/x": ("1d", "3d")}
 
 
 @pytest.mark.parametrize(

@@ -76,7 +76,8 @@ def test_an_owner_sets_lowers_conflicts_approves_and_reads_the_same_next_eligibl
         # A daily floor at the goal, inherited by its agent.
         page.goto(f"{base}/settings?target=g")
         page.fill("#min_interval", "24h")
-        expect(page.locator("#change")).to_have_text("none \u2192 1d")
+        expect(page.locator("#change p")).to_have_text("Stored at g: none \u2192 1d")
+        expect(page.locator('#effective_change li[data-scope="g/a"]')).to_have_text("g/a inherits none \u2192 1d")
         page.click("#save")
         expect(page.locator("#saved")).to_contain_text("revision 1")
         expect(page.locator('tr[data-scope="g/a"] .effective')).to_have_text("1d")
@@ -84,7 +85,7 @@ def test_an_owner_sets_lowers_conflicts_approves_and_reads_the_same_next_eligibl
 
         # Lowered: the reduction is shown and authorized for exactly that, Save applies, readback shown.
         page.fill("#min_interval", "12h")
-        expect(page.locator("#change")).to_have_text("1d \u2192 12h (REDUCTION)")
+        expect(page.locator("#change p")).to_have_text("Stored at g: 1d \u2192 12h (REDUCTION)")
         expect(page.locator("#authorize")).to_be_visible()
         page.screenshot(path=str(artifacts / "settings-reduction.png"), full_page=True)
         page.check("#authorize_reduction")
@@ -113,7 +114,8 @@ def test_an_owner_sets_lowers_conflicts_approves_and_reads_the_same_next_eligibl
         expect(page.locator("#min_interval")).to_have_value("")  # the draft is gone
         expect(page.locator('tr[data-scope="g/a/x"] .effective')).to_have_text("2d")  # inherited from the goal
         page.fill("#min_interval", "3d")
-        expect(page.locator("#change")).to_have_text("none → 3d")
+        expect(page.locator("#change p")).to_have_text("Stored at g/a/x: none → 3d")
+        expect(page.locator('#effective_change li[data-scope="g/a/x"]')).to_have_text("g/a/x inherits 2d → 3d")
         expect(page.locator("#note")).to_be_hidden()  # in a closed disclosure
         page.click("#note_box summary")
         page.fill("#note", "x runs a heavy report")
@@ -128,8 +130,10 @@ def test_an_owner_sets_lowers_conflicts_approves_and_reads_the_same_next_eligibl
         assert lanes["y"]["eligibility"]["effective_floor"]["floor"] == "2d"  # the peer and the goal default are untouched
         assert lanes["x"]["eligibility"]["effective_floor"]["floor"] == "3d"
 
-        # The asks inbox: approve.
+        # Owner asks: the limit in context, then approve.
         page.goto(f"{base}/asks")
+        expect(page.locator("h1")).to_have_text("Owner asks")
+        expect(page.locator(f"#ask-{ask} .bound")).to_have_text("max_turns")
         page.click(f"#ask-{ask} .approve")
         expect(page.locator("#message")).to_contain_text(f"approved {ask}")
         page.screenshot(path=str(artifacts / "asks.png"), full_page=True)

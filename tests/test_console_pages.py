@@ -1,9 +1,10 @@
 """The console's pages on both backends: sign-in cookie and its limits, CSRF on every write form,
-the settings Save (preview -> apply -> readback; a stale revision asks for a refresh), the asks
-inbox and the dashboard's exact next-eligible time."""
+the settings Save (preview -> apply -> readback; a stale revision asks for a refresh),
+owner asks and the dashboard's exact next-eligible time."""
 
 from __future__ import annotations
 
+import html
 import re
 
 from admission import Admission, FixedClock, Store
@@ -24,13 +25,34 @@ def test_pages_need_a_session_and_sign_in_sets_an_http_only_same_site_cookie(sto
     assert c.client.get("/dashboard").status_code == 200
 
 
-def test_failed_sign_ins_are_rate_limited_even_for_a_good_token(store: Store, clock: FixedClock) -> None:
+def test_one_stale_token_failing_again_and_again_locks_only_itself(store: Store, clock: FixedClock) -> None:
     c = console(store, clock)
+    stale = c.owner
+    c.fg.principals.revoke("ops")  # a scraper keeps the revoked token
+    _, good = c.fg.principals.add("lead", "owner")
     for _ in range(5):
-        assert c.client.post("/signin", data={"token": "fgo_ops.guess"}).status_code == 401
+        assert c.get("/metrics", stale).status_code == 401
+    r = c.get("/metrics", stale)
+    assert r.status_code == 429 and "this token failed 5 times" in r.json()["error"]["message"]
+    assert 0 < int(r.headers["Retry-After"]) <= 900
+    assert c.get("/metrics", good).status_code == 200  # same address, another token: unaffected
+    assert c.get("/api/whoami", good).status_code == 200
+    assert c.client.post("/signin", data={"token": good}, follow_redirects=False).status_code == 303
+    assert c.client.post("/signin", data={"token": stale}).status_code == 429  # the page shares the limit
+    clock.advance(DAY)  # the window passed: the token is checked again (and still fails)
+    assert c.get("/metrics", stale).status_code == 401
+
+
+def test_many_different_wrong_tokens_from_one_address_lock_the_address_good_tokens_included(store: Store, clock: FixedClock) -> None:
+    c = console(store, clock)
+    for i in range(19):
+        assert c.client.post("/signin", data={"token": f"fgo_ops.guess{i}"}).status_code == 401
+    assert c.get("/api/whoami").status_code == 200  # 19 distinct misses (and 5 typos at the form) are not yet guessing
+    assert c.get("/api/whoami", "fgo_ops.guess19").status_code == 401  # a bearer token counts too
+    r = c.get("/api/whoami")
+    assert r.status_code == 429 and "20 different wrong tokens" in r.json()["error"]["message"]
     assert c.client.post("/signin", data={"token": c.owner}, follow_redirects=False).status_code == 429
-    assert c.get("/api/whoami").status_code == 429  # a bearer token is a sign-in too
-    clock.advance(DAY)  # the window passed
+    clock.advance(DAY)
     assert c.client.post("/signin", data={"token": c.owner}, follow_redirects=False).status_code == 303
 
 
@@ -74,6 +96,38 @@ def test_save_applies_and_reports_only_what_the_readback_shows(store: Store, clo
     assert raw_sql(store, "SELECT owner_ref, owner_kind FROM fg_rule_history ORDER BY id") == [("ops", "authenticated")] * 2
 
 
+def test_a_viewer_sees_settings_read_only_without_a_save_button(store: Store, clock: FixedClock) -> None:
+    c = console(store, clock)
+    floor(store, clock, "g/a", DAY)
+    sign_in(c, c.viewer)
+    page = c.client.get("/settings?target=g/a").text
+    assert 'id="read_only"' in page and 'class="effective">1d<' in page
+    assert 'id="save"' not in page and 'name="min_interval"' not in page
+    sign_in(c)  # an owner, same page: the form
+    page = c.client.get("/settings?target=g/a").text
+    assert 'id="save"' in page and 'id="read_only"' not in page
+
+
+def test_a_refused_reduction_keeps_the_draft_and_offers_the_authorization_in_page_words(store: Store, clock: FixedClock) -> None:
+    c = console(store, clock)
+    add_automation(store, clock, "x")
+    floor(store, clock, "g", DAY / 2)
+    floor(store, clock, "g/a", DAY)
+    csrf = sign_in(c)
+    r = c.client.post("/settings", data={"target": "g/a", "revision": "1", "min_interval": "0", "note": "off for a week", "csrf": csrf})
+    assert r.status_code == 403
+    assert 'id="min_interval" placeholder="e.g. 24h, 45m; 0 disables"\n    value="0"' in r.text, "the typed value is kept"
+    assert 'value="off for a week"' in r.text
+    assert "I authorize this reduction" in r.text and "--allow-reduction" not in r.text
+    key = re.search(r'id="authorize_reduction" value="([^"]+)"', r.text)
+    assert key is not None and html.unescape(key.group(1)) == "g/a@1:floor 1d -> 0"
+    assert re.search(r'<li data-scope="g/a">g/a inherits 1d &rarr; 12h</li>', r.text), "the effective after, from the goal"
+    preview = c.client.get("/settings/preview", params={"target": "g/a", "revision": "0", "min_interval": "2d"}).json()
+    assert "refresh" in preview["error"]["message"] and "--revision" not in preview["error"]["message"]
+    data = {"target": "g/a", "revision": "1", "min_interval": "0", "csrf": csrf, "authorize_reduction": html.unescape(key.group(1))}
+    assert c.client.post("/settings", data=data).status_code == 200
+
+
 def test_a_concurrent_change_makes_save_a_conflict_that_asks_for_a_refresh(store: Store, clock: FixedClock) -> None:
     from cli import run_cli
 
@@ -115,6 +169,67 @@ def test_the_dashboard_shows_the_servers_exact_next_eligible_time(store: Store, 
     assert '<svg width="620"' in page and "Upcoming 24 h" in page
 
 
+def test_the_dashboard_strip_counts_manual_starts(store: Store, clock: FixedClock) -> None:
+    c = console(store, clock)
+    add_automation(store, clock, "x")
+    floor(store, clock, "g/a", DAY)  # a floored lane records its starts
+    admission = Admission(store, clock)
+    admission.reserve(goal="g", agent="a", automation="x", turn_id="m-1", trigger_time=T0, manual_reason="customer escalation")
+    admission.confirm("m-1")
+    sign_in(c)
+    page = c.client.get("/dashboard").text
+    assert 'aria-label="last 3 days of x: 0 fires, 1 starts (1 manual), 0 denials"' in page
+    assert "(manual: customer escalation)</title>" in page
+
+
+def test_upcoming_says_how_many_fires_it_does_not_list(store: Store, clock: FixedClock) -> None:
+    from helpers import host_running
+
+    c = console(store, clock)
+    host_running(store, clock)
+    add_automation(store, clock, "often", schedule="DTSTART:20261201T090000Z RRULE:FREQ=MINUTELY")
+    add_automation(store, clock, "daily")
+    sign_in(c)
+    page = c.client.get("/dashboard").text
+    listed = re.findall(r"<tr><td>[^<]+</td><td>(often|daily)</td>", page)
+    assert listed.count("often") == 48 and "daily" in listed
+    more = re.search(r'<li data-automation="often">([^<]*)<', page)
+    assert more is not None, "the fires past the 48 listed are counted, not silently dropped"
+    assert more.group(1).startswith("often: 48 fires listed (through 2026-12-01T09:47:00Z), 1393 more in the next 24 h")
+    assert 'data-automation="daily"' not in page  # every fire of it is listed
+
+
+def test_floored_lanes_without_an_automation_leave_out_agents_that_have_one(store: Store, clock: FixedClock) -> None:
+    c = console(store, clock)
+    add_automation(store, clock, "x")  # agent g/a has an automation
+    floor(store, clock, "g/a", DAY)
+    floor(store, clock, "g/b", DAY)  # agent g/b has none
+    sign_in(c)
+    page = c.client.get("/dashboard").text
+    lanes = page[page.index("Floored lanes without an automation") :]
+    assert "<td>g/b</td>" in lanes and "<td>g/a</td>" not in lanes
+
+
+def test_owner_asks_show_the_limit_hit_what_was_used_and_what_approving_sets(store: Store, clock: FixedClock) -> None:
+    from admission import Policies, Scope, parse_compute
+
+    c = console(store, clock)
+    Policies(store, clock).configure(
+        Scope.parse("g/a"), min_interval=None, compute=parse_compute('{"max_turns": 3}'), expected_revision=0, owner_ref="o"
+    )
+    ask = pending_ask(store, clock)  # proposes max_turns +5
+    raw_sql(store, "UPDATE fg_missions SET turns = 3, extra_turns = 2")  # 3 used; an earlier approval gave 2 more
+    sign_in(c)
+    page = c.client.get("/asks").text
+    assert "<h1>Owner asks</h1>" in page and "Asks inbox" not in page
+    row = re.search(rf'<tr id="ask-{ask}">.*?</tr>', page, re.S)
+    assert row is not None
+    cells = dict(re.findall(r'<td class="(bound|used|limit|proposed)">([^<]*)</td>', row.group(0)))
+    assert cells == {"bound": "max_turns", "used": "3", "limit": "5", "proposed": "10 (+5)"}
+    [doc] = c.get("/api/asks").json()["asks"]  # the API shows the same
+    assert doc["limit"] == {"bound": "max_turns", "limit": 5, "used": 3, "extension": 5, "proposed_limit": 10}
+
+
 def test_sessions_live_in_the_store_hashed_and_survive_a_restart_or_a_second_server(store: Store, clock: FixedClock) -> None:
     import hashlib
 
@@ -151,8 +266,12 @@ def test_the_failed_sign_in_limit_is_shared_by_every_server_on_the_store(store: 
 
     c = console(store, clock)
     other = TestClient(create_app(Floorgate(store, clock=clock)))
-    for client in (c.client, other, c.client, other, c.client):  # five failures, split over two servers
+    for client in (c.client, other, c.client, other, c.client):  # five failures of one token, split over two servers
         assert client.post("/signin", data={"token": "fgo_ops.guess"}).status_code == 401
+    assert other.post("/signin", data={"token": "fgo_ops.guess"}).status_code == 429
+    assert c.client.post("/signin", data={"token": "fgo_ops.guess"}).status_code == 429
+    for i in range(19):  # and distinct guesses, split the same way
+        (c.client, other)[i % 2].post("/signin", data={"token": f"fgo_ops.other{i}"})
     assert other.post("/signin", data={"token": c.owner}, follow_redirects=False).status_code == 429
     assert c.client.post("/signin", data={"token": c.owner}, follow_redirects=False).status_code == 429
 
@@ -255,3 +374,17 @@ def test_run_now_from_the_dashboard_runs_a_manual_turn_for_an_owner_only(store: 
     assert 'action="/automations/x/run"' not in c.client.get("/dashboard").text
     r = c.client.post("/automations/x/run", data={"csrf": viewer_csrf, "reason": "r"})
     assert r.status_code == 403 and lines(marker) == 1
+
+
+def test_the_dashboard_shows_a_mission_s_wall_time_used_and_left(store: Store, clock: FixedClock) -> None:
+    from admission import Policies, Scope, parse_compute
+
+    c = console(store, clock)
+    Policies(store, clock).configure(
+        Scope.parse("g/a"), min_interval=None, compute=parse_compute('{"max_wall_seconds": 30}'), expected_revision=0, owner_ref="o"
+    )
+    pending_ask(store, clock)
+    raw_sql(store, "UPDATE fg_missions SET wall_ms = 12500")  # its turns ran 12.5 s
+    sign_in(c)
+    page = c.client.get("/dashboard").text
+    assert "wall 12.5s (left 17.5" in page, page

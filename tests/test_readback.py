@@ -131,10 +131,23 @@ def test_a_due_fire_inside_the_catch_up_window_runs_at_once() -> None:
     assert simulate(none, count=1, now=now)[0].fire_at == T0 + 30 * M
 
 
+def test_a_missed_fire_coalesced_under_the_floor_is_not_listed_as_a_next_fire() -> None:
+    # 09:15 was missed; the floor opens at 10:10, after the 09:30 .. 10:00 fires: the host wakes
+    # once, at 10:10, for the 10:00 fire. Nothing fires for 09:15: listing it under "next fires"
+    # (at 09:20) showed a time already past.
+    now = T0 + 20 * M
+    plan = PlanInputs(schedule=Schedule.parse(EVERY_15M), meeting=FloorMeeting.COALESCE, floor=H, next_eligible_at=T0 + 70 * M, catch_up=H)
+    rows = simulate(plan, count=4, now=now)
+    assert [r.fire_at for r in rows] == [T0 + 30 * M, T0 + 45 * M, T0 + 60 * M, T0 + 75 * M]
+    assert [r.admitted for r in rows] == [False, False, True, False] and rows[2].runs_at == T0 + 70 * M
+    assert first_run_at(plan, now=now) == first_run(rows) == T0 + 70 * M
+
+
 # -- readback over the store ------------------------------------------------------------------------
 def test_status_next_fire_uses_the_stored_catch_up(store) -> None:  # type: ignore[no-untyped-def]
-    clock = FixedClock(T0 + 20 * M)
+    clock = FixedClock(T0)
     add_automation(store, clock, schedule=EVERY_15M)
+    clock.set(T0 + 20 * M)  # the 09:15 fire was missed (no host then)
     host_running(store, clock)
     readback = Readback(store, clock)
     assert readback.automation("x").next_fire_at == clock.now()  # the 09:15 fire is due: catch-up
@@ -291,8 +304,9 @@ def test_settings_resolve_flags_over_environment() -> None:
 def test_a_running_host_replans_when_the_host_policy_changes(store, tmp_path) -> None:  # type: ignore[no-untyped-def]
     from scheduler.runtime import HostRuntime, RuntimeConfig
 
-    clock = FixedClock(T0 + 20 * M)
+    clock = FixedClock(T0)
     add_automation(store, clock, schedule=EVERY_15M)
+    clock.set(T0 + 20 * M)  # the 09:15 fire was missed (no host then)
     host = HostRuntime(store, RuntimeConfig(state_dir=tmp_path / "state"), clock=clock)
     host.heartbeat.beat()
     host.sync()
@@ -307,6 +321,7 @@ def test_run_refuses_a_flag_that_differs_from_the_stored_host_policy(tmp_path) -
     from cli import run_cli
 
     db = str(tmp_path / "fg.db")
+    assert run_cli("init", db=db).returncode == 0  # a host never creates its store
     result = run_cli("run", "--catch-up", "2h", db=db)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()
@@ -441,10 +456,11 @@ def test_status_tables_show_times_in_the_schedules_zone_and_how_far_away_while_j
     host_running(store, clock)
     view = Readback(store, clock).overview()
     text = status_text(view)
-    # The next fire is 09:00 Berlin; the floor opens at 07:30:00.25Z, shown rounded up to the second.
+    # The next fire is 09:00 Berlin; the floor opens at 07:30:00.25Z, shown exactly as JSON has it
+    # (rounded up, 07:30:01 differed from the JSON; truncated, it would open a moment early).
     row = next(line for line in text.splitlines() if line.startswith("x "))
-    assert "2026-12-01 09:00:00 CET, in 60 min" in row and "2026-12-01 08:30:01 CET, in 30 min" in row
+    assert "2026-12-01 09:00:00 CET, in 60 min" in row and "2026-12-01 08:30:00.250000 CET, in 30 min" in row
     lane = next(line for line in text.splitlines() if line.startswith("g/b "))
-    assert "t-2 (automatic) 2026-12-01 06:30:00 UTC, 30 min ago" in lane and "2026-12-01 07:30:01 UTC, in 30 min" in lane
+    assert "t-2 (automatic) 2026-12-01 06:30:00.250000 UTC, 30 min ago" in lane and "2026-12-01 07:30:00.250000 UTC, in 30 min" in lane
     doc = readback_doc(view.readbacks[0])
     assert doc["next_fire_at"] == "2026-12-01T08:00:00Z" and doc["eligibility"]["next_eligible_at"] == "2026-12-01T07:30:00.250000Z"

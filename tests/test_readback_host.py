@@ -35,9 +35,11 @@ def test_status_show_and_preview_agree_with_a_running_host(db_url: str, tmp_path
         # Every 4 s under a 6 s floor: the host waits for the floor and runs the fire due then
         # (the floor opens 2 s from either neighbouring fire: the nominal time is unambiguous).
         add_automation(store, clock, "floored", schedule="every 4s", agent="f")  # type: ignore[arg-type]
-        # A fire 10 minutes ago, never ticked, inside the 1 h catch-up window: it runs at once.
+        # A fire 10 minutes ago, never ticked, inside the 1 h catch-up window, of an automation
+        # added before it (no host was running then): it runs at once.
         past = (now - timedelta(minutes=10)).replace(microsecond=0)
-        add_automation(store, clock, "catchup", schedule=f"DTSTART:{past:%Y%m%dT%H%M%SZ} RRULE:FREQ=HOURLY", agent="c")  # type: ignore[arg-type]
+        earlier = FixedClock(now - timedelta(minutes=20))
+        add_automation(store, earlier, "catchup", schedule=f"DTSTART:{past:%Y%m%dT%H%M%SZ} RRULE:FREQ=HOURLY", agent="c")
         add_automation(store, clock, "paused", schedule="every 10s", agent="p")  # type: ignore[arg-type]
         add_automation(store, clock, "held", schedule="every 10s", agent="h")  # type: ignore[arg-type]
         repo = Automations(store, clock)  # type: ignore[arg-type]

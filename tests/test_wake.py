@@ -6,13 +6,14 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from admission import Admission, Automations, FixedClock, WakeState
+from admission import Admission, AutomationState, Automations, FixedClock, WakeState
 from hosts import Schedule
+from scheduler.readback import Readback
 from scheduler.runtime import HostRuntime, RuntimeConfig
 from scheduler.wake import BackoffPolicy, next_wake, nominal_time
 
 from conftest import DAY, T0
-from helpers import add_automation, floor
+from helpers import add_automation, floor, host_running
 
 DAILY_9 = "DTSTART:20261201T090000Z RRULE:FREQ=DAILY"
 EVERY_15M = "DTSTART:20261201T090000Z RRULE:FREQ=MINUTELY;INTERVAL=15"
@@ -42,11 +43,25 @@ def test_backoff_reset_never_wakes_before_the_floor() -> None:
     wake = BackoffPolicy().reset("x", failed_at)
     eligible = T0 + DAY
     chosen = next_wake(
-        schedule, previous=failed_at, now=failed_at, wake=wake, next_eligible_at=eligible, last_ticked=None, catch_up=timedelta(hours=1)
+        schedule,
+        previous=failed_at,
+        now=failed_at,
+        wake=wake,
+        next_eligible_at=eligible,
+        last_ticked=None,
+        catch_up=timedelta(hours=1),
+        since=None,
     )
     assert chosen == eligible
     without_floor = next_wake(
-        schedule, previous=failed_at, now=failed_at, wake=wake, next_eligible_at=None, last_ticked=None, catch_up=timedelta(hours=1)
+        schedule,
+        previous=failed_at,
+        now=failed_at,
+        wake=wake,
+        next_eligible_at=None,
+        last_ticked=None,
+        catch_up=timedelta(hours=1),
+        since=None,
     )
     assert without_floor == failed_at + timedelta(minutes=3)
 
@@ -122,6 +137,51 @@ def test_catch_up_window_bounds_how_old_a_missed_tick_may_be(store, tmp_path) ->
 
 
 @pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param("created", id="added-after-the-occurrence"),
+        pytest.param("resumed", id="resumed-after-a-paused-occurrence"),
+        pytest.param("rescheduled", id="schedule-changed-to-a-past-time"),
+    ],
+)
+def test_catch_up_never_fires_an_occurrence_from_before_the_last_change(store, tmp_path, change: str) -> None:
+    # 'automation add past --schedule "daily at 09:00 UTC"' at 09:10:42: the 09:00 fire is not a
+    # missed fire (the automation did not exist), nor is one missed while paused or on another schedule.
+    late = T0 + timedelta(minutes=10, seconds=42)
+    clock = FixedClock(late if change == "created" else T0 - timedelta(hours=2))
+    add_automation(store, clock, schedule=DAILY_9 if change != "rescheduled" else "DTSTART:20261201T120000Z RRULE:FREQ=DAILY")
+    automations = Automations(store, clock)
+    if change == "resumed":
+        automations.set_state("x", AutomationState.PAUSED, "holiday")
+        clock.set(late)
+        automations.set_state("x", AutomationState.ACTIVE, None)
+    elif change == "rescheduled":
+        clock.set(late)
+        current = automations.get("x")
+        automations.edit("x", current.spec.model_copy(update={"schedule": Schedule.parse(DAILY_9).canonical()}))
+    host = runtime(store, clock, tmp_path, catch_up=timedelta(hours=1))
+    automation = automations.get("x")
+    schedule = Schedule.parse(automation.spec.schedule)
+    assert host.plan(automation, schedule, None, clock.now()) == T0 + DAY  # tomorrow, not at once
+    host_running(store, clock)
+    readback = Readback(store, clock)
+    rb = readback.automation("x")
+    assert rb.next_fire_at == T0 + DAY  # status says what the host does
+    assert [r.fire_at for r in readback.preview("x", 1).rows] == [T0 + DAY]  # and so does preview
+
+
+def test_catch_up_still_fires_an_occurrence_missed_after_the_last_change(store, tmp_path) -> None:
+    clock = FixedClock(T0 - timedelta(hours=2))
+    add_automation(store, clock, schedule=DAILY_9)
+    clock.set(T0 + timedelta(minutes=10))  # the host was down at 09:00
+    host = runtime(store, clock, tmp_path, catch_up=timedelta(hours=1))
+    automation = Automations(store, clock).get("x")
+    assert host.plan(automation, Schedule.parse(automation.spec.schedule), None, clock.now()) == T0
+    host_running(store, clock)
+    assert Readback(store, clock).automation("x").next_fire_at == T0 + timedelta(minutes=10)  # at once
+
+
+@pytest.mark.parametrize(
     "rule, day, expected_local",
     [
         pytest.param(
@@ -156,6 +216,7 @@ def test_dst_days_fire_once(rule: str, day: datetime, expected_local: list[str])
             next_eligible_at=None,
             last_ticked=None,
             catch_up=timedelta(0),
+            since=None,
         )
         if nxt is None or nxt.astimezone(zone).date() != day.date():
             break
@@ -249,7 +310,7 @@ from helpers import CORRUPTIONS, corrupt  # noqa: E402
 
 def snapshot(schedule: str = EVERY_15M, *, floor_at=None, wake=None, last_ticked=None, catch_up=timedelta(hours=1)) -> Snapshot:  # type: ignore[no-untyped-def]
     inputs = PlanInputs(revision=1, wake=wake or WakeState(automation_id="x"), next_eligible_at=floor_at)
-    return Snapshot("x", Schedule.parse(schedule), inputs, last_ticked, catch_up)
+    return Snapshot("x", Schedule.parse(schedule), inputs, last_ticked, catch_up, None)
 
 
 def test_the_trigger_plans_from_its_snapshot_alone() -> None:
@@ -272,7 +333,7 @@ class _Exploding:
 
 def test_the_trigger_cannot_raise_into_apschedulers_main_loop() -> None:
     inputs = PlanInputs(revision=1, wake=WakeState(automation_id="x"), next_eligible_at=None)
-    trigger = WakeTrigger(Snapshot("x", _Exploding(), inputs, None, timedelta(hours=1)))  # type: ignore[arg-type]
+    trigger = WakeTrigger(Snapshot("x", _Exploding(), inputs, None, timedelta(hours=1), None))  # type: ignore[arg-type]
     assert trigger.get_next_fire_time(T0, T0) is None  # APScheduler drops the job; sync holds it
     assert isinstance(trigger.failure, OverflowError)
 
@@ -522,7 +583,14 @@ def test_arming_equals_the_plain_rule_and_skips_the_catch_up_search_inside_the_f
     original = Schedule.last_at_or_before
     monkeypatch.setattr(Schedule, "last_at_or_before", lambda self, at: searches.append(at) or original(self, at))
     got = next_wake(
-        schedule, previous=None, now=_ARM_NOW, wake=wake, next_eligible_at=eligible, last_ticked=ticked, catch_up=timedelta(hours=1)
+        schedule,
+        previous=None,
+        now=_ARM_NOW,
+        wake=wake,
+        next_eligible_at=eligible,
+        last_ticked=ticked,
+        catch_up=timedelta(hours=1),
+        since=None,
     )
     backoff_at = wake.backoff_wake_at
     assert got == _plain_next_wake(schedule, eligible, backoff_at, ticked, timedelta(hours=1))

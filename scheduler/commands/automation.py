@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 
 from pydantic import ValidationError
 
 from admission import AutomationSpec, CommandHost, InvalidInput, MeterKind, Overlap, TimerKind
-from admission.intervals import parse_interval
+from admission.intervals import parse_duration
 from hosts.registry import capabilities
 
 from ..automations import Changed
@@ -127,19 +128,46 @@ def _host(args: argparse.Namespace, base: CommandHost | None, timer: str) -> Com
     if argv:
         values["argv"] = tuple(argv)
     if args.timeout is not None:
-        values["timeout_seconds"] = parse_interval(args.timeout, "--timeout").total_seconds()
+        values["timeout_seconds"] = parse_duration(args.timeout, "--timeout").total_seconds()
     if args.cwd is not None:
         values["cwd"] = os.path.abspath(args.cwd)
     if args.env is not None:
         values["env_allow"] = tuple(args.env)
     try:
-        return CommandHost.model_validate(values)
+        host = CommandHost.model_validate(values)
     except ValidationError as exc:
         first = exc.errors()[0]
         field = {"timeout_seconds": "--timeout", "argv": "argv", "cwd": "--cwd", "env_allow": "--env"}.get(
             str(first["loc"][0]) if first["loc"] else "", "host"
         )
         raise InvalidInput(field, first["msg"]) from None
+    if argv or args.cwd is not None:
+        _check_program(host)
+    return host
+
+
+def _check_program(host: CommandHost) -> None:
+    """Refuse a program path that does not exist or cannot run from the automation's directory
+    (every fire would fail, each a paid attempt's worth of retries and alarms). A bare name is
+    looked up on the host's PATH when it runs, which may differ from this shell's: only a warning."""
+    program = host.argv[0]
+    if "/" not in program:
+        if shutil.which(program) is None:
+            sys.stderr.write(
+                f"floorgate: warning: argv: {program!r} is not on this shell's PATH; the timer host must find it on its own PATH "
+                "(give its full path to be sure)\n"
+            )
+        return
+    if host.cwd is None and not os.path.isabs(program):
+        return  # no recorded directory to resolve it from (an old spec): the host's own
+    path = os.path.join(host.cwd or "", program)
+    where = f" in {host.cwd} (the directory the automation runs in)" if not os.path.isabs(program) else ""
+    if not os.path.exists(path):
+        raise InvalidInput("argv", f"program {program!r} does not exist{where}; give its path from there, or --cwd DIR")
+    if os.path.isdir(path) or not os.access(path, os.X_OK):
+        raise InvalidInput(
+            "argv", f"program {program!r}{where} is not executable: chmod +x it, or run it through its interpreter (-- sh {program})"
+        )
 
 
 def _add(ctx: Context) -> int:

@@ -10,14 +10,22 @@ import shlex
 import sys
 from pathlib import Path
 
+from admission import FloorgateError, InvalidInput, Scope
+
 from ..cli import EXIT_OK, Context, add_common
 
 DEMO_DB = "floorgate-demo.db"
+_DEMO_SCOPE = Scope.parse("inbox/triage")
+_DEMO_LANE = ("inbox", "triage", "morning")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help=f"set a daily floor, admit, get denied with the exact next time (uses ./{DEMO_DB})")
-    p.add_argument("--demo-db", default=DEMO_DB, help=f"SQLite file to recreate for the demo (default ./{DEMO_DB})")
+    p.add_argument(
+        "--demo-db",
+        default=DEMO_DB,
+        help=f"SQLite file to recreate for the demo (default ./{DEMO_DB}); a file that is not an earlier demo's is refused",
+    )
     add_common(p)
     p.set_defaults(handler=_demo)
 
@@ -25,7 +33,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _demo(ctx: Context) -> int:
     from ..cli import run
 
+    if getattr(ctx.args, "db", None) is not None:
+        raise InvalidInput(
+            "--db", f"the demo never uses your store; it recreates its own SQLite file: pass --demo-db PATH (default ./{DEMO_DB})"
+        )
     db = Path(ctx.args.demo_db)
+    refused = not_a_demo_store(db)
+    if refused is not None:
+        raise InvalidInput("--demo-db", f"{db} {refused}; it is kept: pass another --demo-db PATH (or delete it yourself)")
+    recreated = db.exists()
     for suffix in ("", "-wal", "-shm"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
     steps = [
@@ -55,9 +71,11 @@ def _demo(ctx: Context) -> int:
             buffer, errors = io.StringIO(), io.StringIO()
             code = run(argv, out=buffer, err=errors)
             done.append({"say": say, "argv": ["floorgate", *argv], "exit": code, "output": json.loads(buffer.getvalue())})
-        ctx.emit({"db": os.path.abspath(db), "steps": done}, "")
+        ctx.emit({"db": os.path.abspath(db), "recreated": recreated, "steps": done}, "")
         return EXIT_OK
     out = sys.stdout
+    if recreated:
+        out.write(f"(recreating the earlier demo's store {os.path.abspath(db)})\n")
     for say, argv in steps:
         argv = [*argv, "--db", str(db)]
         out.write(f"\n# {say}\n$ floorgate {shlex.join(argv)}\n")
@@ -66,3 +84,33 @@ def _demo(ctx: Context) -> int:
         out.write(f"(exit {code})\n")
     out.write(f"\nThe demo database is {os.path.abspath(db)}; try `floorgate --db {db} policy history`.\n")
     return EXIT_OK
+
+
+def not_a_demo_store(path: Path) -> str | None:
+    """Why the demo must not delete ``path`` (None: nothing there, or only what an earlier demo
+    wrote: the inbox/triage floor, the morning starts, no automation or owner)."""
+    from ..app import Floorgate, Settings
+
+    if not path.exists():
+        return None
+    if path.is_dir():
+        return "is a directory"
+    try:
+        app = Floorgate.open(Settings(db=str(path)), create=False)
+    except FloorgateError:
+        return "is not a floorgate store"
+    try:
+        if app.automations.list()[0]:
+            return "is a floorgate store with automations, not the demo's"
+        if app.principals.list():
+            return "is a floorgate store with owners, not the demo's"
+        if any(rule.scope != _DEMO_SCOPE for rule in app.policies.list()):
+            return "is a floorgate store with floors the demo never sets"
+        starts = app.admission.starts(limit=3)
+        if len(starts) > 2 or any((r.goal_id, r.agent_id, r.automation_id) != _DEMO_LANE for r in starts):
+            return "is a floorgate store with starts the demo never makes"
+    except FloorgateError as exc:
+        return f"is a floorgate store the demo cannot read ({exc})"
+    finally:
+        app.close()
+    return None

@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 
 from admission import InvalidInput
 from admission.clock import iso
-from admission.intervals import format_interval, parse_interval
+from admission.intervals import format_interval, parse_duration, parse_interval
 
 from ..cli import EXIT_OK, Context, add_common
 from ..envelope_gate import EnvelopeMode
@@ -28,7 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--envelope-mode", choices=[m.value for m in EnvelopeMode], help="default $FLOORGATE_ENVELOPE_MODE, else enforce")
     p.add_argument("--log-level", choices=LOG_LEVELS, default="info", help="what the host logs on stderr (default info)")
     add_common(p)
-    p.set_defaults(handler=_run)
+    # A host never creates its store: a typo in --db would run zero timers on a new empty file.
+    p.set_defaults(handler=_run, reads_only=True)
 
 
 LOG_LEVELS = ["debug", "info", "warning", "error"]
@@ -51,9 +52,7 @@ def _say_what_is_armed(runtime: HostRuntime) -> None:
 
 def _run(ctx: Context) -> int:
     a = ctx.args
-    poll = parse_interval(a.poll, "--poll")
-    if not poll:
-        raise InvalidInput("--poll", "give a positive interval, e.g. 2s")
+    poll = parse_duration(a.poll, "--poll")
     stored = ctx.app.host_policy.get()
     for flag, name in (("--catch-up", "catch_up"), ("--backoff-initial", "backoff_initial"), ("--backoff-cap", "backoff_cap")):
         given = getattr(a, name)

@@ -7,7 +7,9 @@ owners. Several deliverers on one store are safe: each delivery is claimed befor
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
+import socket
 import sys
 import threading
 
@@ -20,7 +22,7 @@ LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("serve", help="serve the owner console: JSON API, settings, dashboard, asks inbox, /metrics")
+    p = sub.add_parser("serve", help="serve the owner console: JSON API, settings, dashboard, owner asks, /metrics")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: loopback only)")
     p.add_argument("--port", type=int, default=8650, help="port (default 8650)")
     p.add_argument("--secure-cookies", action="store_true", help="mark the session cookie Secure (serve behind TLS)")
@@ -38,7 +40,12 @@ def _serve(ctx: Context) -> int:
     if not 0 < a.port < 65536:
         raise InvalidInput("--port", "give 1..65535")
     every = parse_interval(a.deliver_every, "--deliver-every").total_seconds()
-    app = create_app(ctx.app, secure_cookies=a.secure_cookies)
+    sock = listen(a.host, a.port)  # before saying the console is up: a port in use is the caller's to fix
+    try:
+        app = create_app(ctx.app, secure_cookies=a.secure_cookies)
+    except BaseException:
+        sock.close()
+        raise
     if a.host not in LOOPBACK:
         sys.stderr.write(f"floorgate: warning: serving on {a.host}, not loopback: put TLS in front and pass --secure-cookies\n")
     sys.stderr.write(
@@ -48,10 +55,33 @@ def _serve(ctx: Context) -> int:
     if every > 0:
         threading.Thread(target=_deliver_loop, args=(ctx, every, stop), name="floorgate-notify", daemon=True).start()
     try:
-        uvicorn.run(app, host=a.host, port=a.port, log_level="warning")
+        uvicorn.Server(uvicorn.Config(app, host=a.host, port=a.port, log_level="warning")).run(sockets=[sock])
     finally:
         stop.set()
+        sock.close()
     return EXIT_OK
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host``:``port`` (as uvicorn binds one), or ``InvalidInput`` naming the
+    flag to change when the port is taken or the address is not this machine's."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise InvalidInput("--port", f"{port} is in use on {host}; pick another") from None
+        if exc.errno == errno.EACCES:
+            raise InvalidInput("--port", f"{port} on {host} needs privileges this process lacks; pick one above 1023") from None
+        raise InvalidInput("--host", f"cannot listen on {host}:{port} ({exc.strerror}); give an address of this machine") from None
+    except BaseException:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
 
 
 def _deliver_loop(ctx: Context, every: float, stop: threading.Event) -> None:

@@ -16,7 +16,7 @@ from .._version import floorgate_version
 from ..app import Floorgate
 from .api import routes as api_routes
 from .auth import SESSION_COOKIE, Gatekeeper
-from .errors import error_doc, json_error
+from .errors import error_response, json_error
 from .openapi import openapi
 from .pages import Pages
 from .runs import RUNNERS
@@ -42,8 +42,7 @@ def create_app(fg: Floorgate, *, secure_cookies: bool = False) -> Starlette:
             await work(gate.bearer, request)
             body = await work(render, fg)
         except Exception as exc:
-            status, doc = error_doc(exc)
-            return JSONResponse(doc, status_code=status)
+            return error_response(exc)
         return Response(body, media_type=CONTENT_TYPE)
 
     routes = [

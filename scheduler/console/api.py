@@ -41,7 +41,7 @@ from ..present import (
 from ..present_floors import floor_applied_doc, floor_change_doc, floor_view_doc
 from . import runs
 from .auth import Gatekeeper, require_owner
-from .errors import error_doc
+from .errors import error_response
 from .workers import Workers
 
 Body = dict[str, Any]
@@ -321,8 +321,36 @@ def _webhooks(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
     return {"webhooks": [webhook_doc(w) for w in fg.notify.events.webhooks()]}
 
 
-def ask_doc(ask: Any, mission: Any) -> dict[str, Any]:
-    """An owner ask with its stored proposal (the inbox and the API show the same)."""
+# bound -> (the mission's counter of it, its extension already granted); wall time is per turn, not counted
+_ASK_BOUNDS = {
+    "max_turns": ("turns", "extra_turns"),
+    "max_tool_calls": ("tool_calls", "extra_tool_calls"),
+    "max_tokens": ("tokens", "extra_tokens"),
+    "max_wall_seconds": (None, "extra_wall_seconds"),
+}
+
+
+def ask_limit_doc(ask: Any, mission: Any, envelope: Any) -> dict[str, Any]:
+    """Which limit an ask is about: the bound, the limit in force (the envelope's plus what was
+    granted before), how much the mission used, and the limit approving it would set (None: unknown)."""
+    counter, extra = _ASK_BOUNDS.get(ask.bound, (None, None))
+    extension = next((v for k, v in ask.proposal.items() if k == ask.bound and type(v) is int), None)
+    base = getattr(envelope, ask.bound, None) if envelope is not None else None
+    limit = base + getattr(mission, extra) if base and mission is not None and extra is not None else None
+    used = getattr(mission, counter) if mission is not None and counter is not None else None
+    if ask.bound == "max_tokens" and mission is not None and not mission.usage_known:
+        used = None  # no usage reported: unknown, not zero
+    return {
+        "bound": ask.bound,
+        "limit": limit,
+        "used": used,
+        "extension": extension,
+        "proposed_limit": limit + extension if limit is not None and extension is not None else None,
+    }
+
+
+def ask_doc(ask: Any, mission: Any, envelope: Any = None) -> dict[str, Any]:
+    """An owner ask with its stored proposal and the limit it is about (the page and the API show the same)."""
     return {
         "approval_id": ask.approval_id,
         "mission": ask.mission_id,
@@ -330,6 +358,7 @@ def ask_doc(ask: Any, mission: Any) -> dict[str, Any]:
         "scope": ask.scope,
         "bound": ask.bound,
         "proposal": ask.proposal,
+        "limit": ask_limit_doc(ask, mission, envelope),
         "state": ask.state,
         "created_at": iso(ask.created_at),
         "expires_at": iso(ask.expires_at),
@@ -339,8 +368,17 @@ def ask_doc(ask: Any, mission: Any) -> dict[str, Any]:
     }
 
 
+def pending_asks(fg: Floorgate) -> list[dict[str, Any]]:
+    """Every pending ask's document, with its mission's envelope (the page and the API list these)."""
+    out = []
+    for ask, mission in fg.envelopes.pending():
+        envelope = fg.envelopes.show(mission.mission_id).envelope if mission is not None else None
+        out.append(ask_doc(ask, mission, envelope))
+    return out
+
+
 def _asks(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
-    return {"asks": [ask_doc(a, m) for a, m in fg.envelopes.pending()]}
+    return {"asks": pending_asks(fg)}
 
 
 def decide(fg: Floorgate, p: Principal, approval_id: str, approve: bool) -> dict[str, Any]:
@@ -460,8 +498,7 @@ def routes(fg: Floorgate, gate: Gatekeeper, work: Workers) -> list[Route]:
                             raise InvalidInput("body", "send a JSON object")
                 doc = await work(ep.handler, fg, principal, request, body)
             except Exception as exc:
-                status, error = error_doc(exc)
-                return JSONResponse(error, status_code=status, headers={"Retry-After": "900"} if status == 429 else None)
+                return error_response(exc)
             if isinstance(doc, Accepted):
                 return JSONResponse(doc.doc, status_code=202)
             return JSONResponse(doc)

@@ -2,34 +2,51 @@
 
 Sessions live in the store (``admission.Sessions``: only a hash of the cookie is kept), so a
 restart keeps owners signed in and several ``floorgate serve`` processes on one store share them;
-each carries its own CSRF token, checked on every write form. Failed sign-ins (a bad bearer token
-counts as one) are counted per client address in the store too: past the limit, every process
-answers 429 until the window has passed.
+each carries its own CSRF token, checked on every write form.
+
+Failed sign-ins (a bad bearer token on the API or ``/metrics`` counts as one) are counted in the
+store too, so every process applies one limit, with two thresholds over a 15 min window:
+
+- **the same token** (matched by its SHA-256 fingerprint) failing ``TOKEN_FAILURES`` times is
+  refused unchecked (429) until its failures leave the window. A scraper or script still holding a
+  revoked or mistyped token locks only that token: on loopback every local user shares one client
+  address, and one stale token must not lock out everyone else's good ones. A good token never
+  fails, so nobody can lock someone else's good token this way.
+- **many different wrong tokens** from one address (``CLIENT_FAILURES`` distinct fingerprints) is
+  guessing: the address is refused unchecked, good tokens included (answering them would tell a
+  guesser a hit from a miss). The repeats of one token count once here, and the threshold is well
+  above what typos at the sign-in form reach.
+
+A lock is never cleared by hand: it lifts by itself when the window has passed (the 429 says when,
+and ``Retry-After`` carries the seconds); fix or replace the token meanwhile.
 """
 
 from __future__ import annotations
 
 import hmac
+import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from starlette.requests import Request
 
-from admission import Principal, Principals, Sessions
-from admission.clock import Clock
+from admission import LockReason, Lockout, Principal, Principals, Sessions
+from admission.clock import Clock, iso, read_clock
 
 SESSION_COOKIE = "floorgate_session"
 SESSION_TTL = timedelta(hours=12)
-MAX_FAILURES = 5
+TOKEN_FAILURES = 5  # the same wrong token, within the window: that token is locked
+CLIENT_FAILURES = 20  # different wrong tokens from one address, within the window: the address is locked
 FAILURE_WINDOW = timedelta(minutes=15)
 
 
 class AuthError(Exception):
     """Not signed in (401), not allowed (403), too many failed sign-ins (429) or a bad CSRF token (403)."""
 
-    def __init__(self, status: int, kind: str, message: str) -> None:
+    def __init__(self, status: int, kind: str, message: str, *, retry_after: int | None = None) -> None:
         self.status = status
         self.kind = kind
+        self.retry_after = retry_after  # seconds, for a 429's Retry-After header
         super().__init__(message)
 
 
@@ -46,11 +63,11 @@ class Session:
 class Gatekeeper:
     """Authenticates requests; sessions and the failed sign-in count live in the store."""
 
-    def __init__(self, principals: Principals, clock: Clock, *, limit: int = MAX_FAILURES, window: timedelta = FAILURE_WINDOW) -> None:
+    def __init__(self, principals: Principals, clock: Clock) -> None:
         self.principals = principals
         self.clock = clock
         self.sessions = Sessions(principals.store, clock)
-        self.limit, self.window = limit, window
+        self.window = FAILURE_WINDOW
 
     # -- sign-in -----------------------------------------------------------------------------
     def sign_in(self, token: str, client: str) -> Session:
@@ -64,13 +81,12 @@ class Gatekeeper:
             self.sessions.close(session_id)
 
     def _token(self, token: str, client: str) -> Principal:
-        if self.sessions.failures(client, self.window) >= self.limit:
-            raise AuthError(
-                429, "rate_limited", f"too many failed sign-ins from {client}; wait {int(self.window.total_seconds() // 60)} min"
-            )
+        lock = self.sessions.lockout(client, token, window=self.window, per_token=TOKEN_FAILURES, per_client=CLIENT_FAILURES)
+        if lock is not None:
+            raise _locked(lock, client, self.window, read_clock(self.clock))
         principal = self.principals.authenticate(token)
         if principal is None:
-            self.sessions.failed(client, self.window)
+            self.sessions.failed(client, token, self.window)
             raise AuthError(401, "unauthenticated", "the token is unknown, wrong or revoked")
         return principal
 
@@ -109,6 +125,22 @@ class Gatekeeper:
         if not isinstance(form_token, str) or not hmac.compare_digest(form_token.encode(), session.csrf.encode()):
             raise AuthError(403, "csrf_failed", "the form's CSRF token is missing or wrong; reload the page and try again")
         return session
+
+
+def _locked(lock: Lockout, client: str, window: timedelta, now: datetime) -> AuthError:
+    minutes = int(window.total_seconds() // 60)
+    wait = max(1, math.ceil((lock.until - now).total_seconds()))
+    if lock.reason is LockReason.TOKEN:
+        why = (
+            f"this token failed {lock.limit} times within {minutes} min and is refused until {iso(lock.until)}; "
+            "other tokens still work (a revoked or mistyped token: use a current one)"
+        )
+    else:
+        why = (
+            f"{lock.limit} different wrong tokens from {client} within {minutes} min: every sign-in from it is refused "
+            f"until {iso(lock.until)}"
+        )
+    return AuthError(429, "rate_limited", why, retry_after=wait)
 
 
 def require_owner(principal: Principal) -> Principal:

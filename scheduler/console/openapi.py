@@ -14,7 +14,7 @@ _ERRORS = {
     "404": "unknown id (not_found)",
     "409": "revision_conflict (with current_revision) or approval_rejected",
     "422": "invalid_input (with field)",
-    "429": "too many failed sign-ins (rate_limited)",
+    "429": "this token, or this address, failed too many sign-ins (rate_limited; Retry-After)",
     "503": "store_unavailable",
 }
 

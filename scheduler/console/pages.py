@@ -1,4 +1,4 @@
-"""The console's server-rendered pages: sign-in, dashboard, settings and the asks inbox.
+"""The console's server-rendered pages: sign-in, dashboard, settings and owner asks.
 
 Pages render the same documents as the API (``readback_doc``, ``floor_view_doc``...), so the page,
 the API and ``floorgate status --json`` show the same state and the same exact times. Every write
@@ -7,7 +7,6 @@ is a POST form carrying the session's CSRF token.
 
 from __future__ import annotations
 
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,23 +18,20 @@ from starlette.routing import Route
 from admission import InvalidInput, Principal, ReductionNotAuthorized, RevisionConflict, Scope
 from admission.clock import iso, read_clock
 from admission.intervals import parse_interval
-from admission.tallies import Tallies
 
 from ..app import Floorgate
-from ..floors import parse_compute_text
+from ..floors import ReductionNotShown, parse_compute_text
 from ..notify import event_docs, webhook_doc
-from ..present import ago, change_doc, eligibility_doc, host_doc, readback_doc
+from ..present import change_doc
 from ..present_floors import floor_change_doc, floor_view_doc
 from . import runs
-from .api import ask_doc, decide
+from .api import decide, pending_asks
 from .auth import SESSION_COOKIE, SESSION_TTL, AuthError, Gatekeeper, client_of, require_owner
-from .errors import error_doc
-from .timeline import timeline
+from .dashboard import dashboard
+from .errors import Surface, error_doc, fix_message
 from .workers import Workers
 
 TEMPLATES = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"), autoescape=select_autoescape(["html"]))
-UPCOMING = timedelta(hours=24)
-RECENT_EVENTS = 8  # on the dashboard; /events shows more
 RUN_WAIT = 5.0  # seconds a Run now form waits for the verdict before saying the turn is running
 
 
@@ -123,7 +119,7 @@ class Pages:
         principal = await self.signed_in(request)
         if principal is None:
             return RedirectResponse("/signin", status_code=303)
-        values = await self.work(self._dashboard)
+        values = await self.work(dashboard, self.fg)
         return self.render(request, "dashboard.html", principal, **values)
 
     async def run_now(self, request: Request) -> Response:
@@ -146,41 +142,8 @@ class Pages:
         except Exception as exc:
             status, error = error_doc(exc)
             message = error["error"]["message"]
-        values = await self.work(self._dashboard)
+        values = await self.work(dashboard, self.fg)
         return self.render(request, "dashboard.html", principal, status=status, run_message=message, run_failed=status != 200, **values)
-
-    def _dashboard(self) -> dict[str, Any]:
-        fg = self.fg
-        view = fg.readback.overview()
-        now = view.now
-        tallies = Tallies(fg.store)
-        rows, upcoming = [], []
-        for rb in view.readbacks:
-            doc = readback_doc(rb)
-            e = rb.eligibility
-            doc["next_eligible_in"] = ago(e.next_eligible_at, now) if e is not None and e.next_eligible_at is not None else None
-            doc["next_fire_in"] = ago(rb.next_fire_at, now) if rb.next_fire_at is not None else None
-            ticks = tallies.marks(rb.automation_id, now - timedelta(days=3))
-            doc["timeline"] = timeline(ticks, now)
-            rows.append(doc)
-            if rb.plan is not None and not rb.no_timer_host and rb.drift is None and rb.state.value not in ("paused", "held"):
-                for fire in rb.fires(48, now):
-                    if fire.fire_at > now + UPCOMING:
-                        break
-                    upcoming.append(
-                        {"automation": rb.automation_id, "at": iso(fire.fire_at), "runs": fire.admitted, "runs_at": iso(fire.runs_at)}
-                    )
-        upcoming.sort(key=lambda u: str(u["at"]))
-        hosts = [host_doc(h, now) for h in view.hosts]
-        events = list(reversed(event_docs(fg.notify.events, RECENT_EVENTS)))
-        return {
-            "now": iso(now),
-            "rows": rows,
-            "upcoming": upcoming,
-            "hosts": hosts,
-            "lanes": [eligibility_doc(e) for e in view.lanes],
-            "events": events,
-        }
 
     # -- events ------------------------------------------------------------------------------
     async def events(self, request: Request) -> Response:
@@ -229,7 +192,7 @@ class Pages:
                 min_interval=parse_interval(q.get("min_interval") or "", "min_interval"),
             )
         except Exception as exc:
-            status, doc = error_doc(exc)
+            status, doc = error_doc(exc, Surface.PAGE)
             return JSONResponse(doc, status_code=status)
         return JSONResponse(floor_change_doc(change))
 
@@ -239,7 +202,9 @@ class Pages:
         if refused is not None:
             return refused
         target = str(form.get("target") or "")
-        outcome: dict[str, Any] = {}
+        typed, note = str(form.get("min_interval") or ""), str(form.get("note") or "")
+        # A refused save keeps what the owner typed (and, for a reduction, offers its authorization).
+        outcome: dict[str, Any] = {"draft": {"min_interval": typed, "note": note}}
         status = 200
         try:
             require_owner(principal)
@@ -247,25 +212,24 @@ class Pages:
                 lambda: self.fg.floors.apply(
                     Scope.parse(target),
                     revision=_revision(form.get("revision")),
-                    min_interval=parse_interval(str(form.get("min_interval") or ""), "min_interval"),
+                    min_interval=parse_interval(typed, "min_interval"),
                     compute=parse_compute_text(str(form.get("compute") or "")),
                     principal=principal,
                     authorize_reduction=str(form.get("authorize_reduction")) if form.get("authorize_reduction") else None,
-                    note=str(form.get("note") or "") or None,
+                    note=note or None,
                 )
             )
             if applied.confirmed:
                 outcome = {"saved": f"saved {target} at revision {applied.rule.revision}; the readback shows it"}
             else:
-                status, outcome = 500, {"error": "the write returned but the readback does not show it; refresh and check"}
+                status, outcome["error"] = 500, "the write returned but the readback does not show it; refresh and check"
         except RevisionConflict as exc:
-            status = 409
-            outcome = {
-                "conflict": exc.current_revision,
-                "error": f"{target} changed since you read it (now revision {exc.current_revision}): refresh, then decide again",
-            }
+            status, outcome = 409, {"conflict": exc.current_revision, "error": fix_message(exc, Surface.PAGE)}
+        except ReductionNotShown as exc:
+            status, outcome["error"] = 403, fix_message(exc, Surface.PAGE)
+            outcome["draft"]["change"] = floor_change_doc(exc.change)
         except (ReductionNotAuthorized, InvalidInput, AuthError) as exc:
-            status, outcome = error_doc(exc)[0], {"error": str(exc)}
+            status, outcome["error"] = error_doc(exc, Surface.PAGE)[0], fix_message(exc, Surface.PAGE)
         values = await self.work(self._settings, target or None)
         return self.render(request, "settings.html", principal, status=status, **values, **outcome)
 
@@ -274,8 +238,8 @@ class Pages:
         principal = await self.signed_in(request)
         if principal is None:
             return RedirectResponse("/signin", status_code=303)
-        items = await self.work(self.fg.envelopes.pending)
-        return self.render(request, "asks.html", principal, asks=[ask_doc(a, m) for a, m in items], now=iso(read_clock(self.fg.clock)))
+        items = await self.work(pending_asks, self.fg)
+        return self.render(request, "asks.html", principal, asks=items, now=iso(read_clock(self.fg.clock)))
 
     async def asks_decide(self, request: Request) -> Response:
         form, principal, refused = await self._posted(request)
@@ -292,9 +256,9 @@ class Pages:
         except Exception as exc:
             status, doc = error_doc(exc)
             message = doc["error"]["message"]
-        items = await self.work(self.fg.envelopes.pending)
+        items = await self.work(pending_asks, self.fg)
         return self.render(
-            request, "asks.html", principal, status=status, asks=[ask_doc(a, m) for a, m in items], now=iso(read_clock(self.fg.clock)),
+            request, "asks.html", principal, status=status, asks=items, now=iso(read_clock(self.fg.clock)),
             message=message, failed=status != 200,
         )  # fmt: skip
 

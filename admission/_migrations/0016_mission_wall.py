@@ -1,15 +1,15 @@
 """A mission's wall clock is the run time of its turns, counted durably beside its other counters
 (not calendar time since it opened, which kept running while it waited for its owner).
 
-Revision ID: 0015
-Revises: 0014
+Revision ID: 0016
+Revises: 0015
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0015"
-down_revision = "0014"
+revision = "0016"
+down_revision = "0015"
 branch_labels = None
 depends_on = None
 

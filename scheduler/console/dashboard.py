@@ -1,0 +1,136 @@
+"""What the dashboard shows, from one overview read: each automation's readback and its last days
+(fires, starts of every kind, denials), the fires of the next 24 h, the floored lanes no
+automation stands for, live hosts and the latest events."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from admission.clock import iso
+from admission.decisions import StartRecord
+from admission.scope import MAX_LIMIT
+from admission.tallies import Tallies
+from hosts.schedule import Schedule
+
+from ..app import Floorgate
+from ..notify import event_docs
+from ..present import ago, eligibility_doc, host_doc, readback_doc
+from ..readback import AutomationReadback
+from .timeline import DAYS, timeline
+
+UPCOMING = timedelta(hours=24)
+UPCOMING_ROWS = 48  # fires listed per automation; the rest of its 24 h are counted, not listed
+UPCOMING_SCAN = 2000  # fires counted past the listed ones: an every-minute schedule's whole day fits
+RECENT_EVENTS = 8  # on the dashboard; /events shows more
+
+
+@dataclass(frozen=True)
+class Upcoming:
+    """One automation's fires in the next 24 h: the listed rows, and how many more there are."""
+
+    rows: list[dict[str, Any]]
+    total: int  # fires within the horizon that were counted
+    capped: bool  # the count stopped at ``UPCOMING_SCAN``: there are at least ``total``
+
+    def note(self, automation_id: str) -> dict[str, Any] | None:
+        """What the page says of the fires not listed (None: every fire is listed)."""
+        more = self.total - len(self.rows)
+        if more <= 0 and not self.capped:
+            return None
+        return {
+            "automation": automation_id,
+            "listed": len(self.rows),
+            "more": more,
+            "at_least": self.capped,
+            "listed_through": self.rows[-1]["at"] if self.rows else None,
+        }
+
+
+def upcoming(rb: AutomationReadback, now: datetime) -> Upcoming:
+    """The fires ``rb`` makes within ``UPCOMING`` of ``now`` (none while it cannot fire)."""
+    if rb.plan is None or rb.no_timer_host or rb.drift is not None or rb.state.value in ("paused", "held"):
+        return Upcoming([], 0, False)
+    horizon = now + UPCOMING
+    within = [f for f in rb.fires(UPCOMING_ROWS + 1, now) if f.fire_at <= horizon]
+    rows = [
+        {"automation": rb.automation_id, "at": iso(f.fire_at), "runs": f.admitted, "runs_at": iso(f.runs_at)}
+        for f in within[:UPCOMING_ROWS]
+    ]
+    if len(within) <= UPCOMING_ROWS:
+        return Upcoming(rows, len(rows), False)
+    more, capped = _count_until(rb.plan.schedule, within[UPCOMING_ROWS - 1].fire_at, horizon)
+    return Upcoming(rows, len(rows) + more, capped)
+
+
+def _count_until(schedule: Schedule, after: datetime, horizon: datetime) -> tuple[int, bool]:
+    """How many times ``schedule`` fires after ``after`` until ``horizon`` (counted, not simulated:
+    the listed rows say which run), and whether the count stopped at ``UPCOMING_SCAN``."""
+    total, batch = 0, 64
+    while total < UPCOMING_SCAN:
+        want = min(batch, UPCOMING_SCAN - total)
+        found = schedule.occurrences(want, after=after)
+        inside = sum(1 for at in found if at <= horizon)
+        total += inside
+        if inside < want:  # past the horizon, or the schedule ended
+            return total, False
+        after, batch = found[-1], batch * 4
+    return total, True
+
+
+class RecentStarts:
+    """The start records since a time, per automation, for the strips: one read of the newest
+    ``MAX_LIMIT`` starts of every automation; only when they do not reach back to ``since`` is each
+    automation read on its own."""
+
+    def __init__(self, fg: Floorgate, since: datetime) -> None:
+        self.fg, self.since = fg, since
+        newest = fg.admission.starts(limit=MAX_LIMIT)
+        self.complete = len(newest) < MAX_LIMIT or newest[-1].anchor_at < since
+        self.by_automation: dict[str | None, list[StartRecord]] = {}
+        for st in newest:
+            if st.anchor_at >= since:
+                self.by_automation.setdefault(st.automation_id, []).append(st)
+
+    def of(self, automation_id: str) -> list[StartRecord]:
+        if self.complete:
+            return self.by_automation.get(automation_id, [])
+        return [st for st in self.fg.admission.starts(automation=automation_id, limit=MAX_LIMIT) if st.anchor_at >= self.since]
+
+
+def dashboard(fg: Floorgate) -> dict[str, Any]:
+    """The dashboard's values (one overview read, then each automation's strip)."""
+    view = fg.readback.overview()
+    now = view.now
+    tallies = Tallies(fg.store)
+    since = now - timedelta(days=DAYS)
+    rows, listed, notes = [], [], []
+    recent = RecentStarts(fg, since)
+    for rb in view.readbacks:
+        doc = readback_doc(rb)
+        e = rb.eligibility
+        doc["next_eligible_in"] = ago(e.next_eligible_at, now) if e is not None and e.next_eligible_at is not None else None
+        doc["next_fire_in"] = ago(rb.next_fire_at, now) if rb.next_fire_at is not None else None
+        doc["timeline"] = timeline(tallies.marks(rb.automation_id, since), recent.of(rb.automation_id), now)
+        rows.append(doc)
+        ahead = upcoming(rb, now)
+        listed += ahead.rows
+        note = ahead.note(rb.automation_id)
+        if note is not None:
+            notes.append(note)
+    listed.sort(key=lambda u: str(u["at"]))
+    # An agent-wide lane (no automation) of an agent that has automations is shown by them:
+    # each automation's eligibility includes the agent's floor.
+    automated = {(rb.automation.spec.goal_id, rb.automation.spec.agent_id) for rb in view.readbacks if rb.automation is not None}
+    lanes = [e for e in view.lanes if e.automation_id is not None or (e.goal_id, e.agent_id) not in automated]
+    return {
+        "now": iso(now),
+        "rows": rows,
+        "upcoming": listed,
+        "upcoming_more": notes,
+        "upcoming_rows": UPCOMING_ROWS,
+        "hosts": [host_doc(h, now) for h in view.hosts],
+        "lanes": [eligibility_doc(e) for e in lanes],
+        "events": list(reversed(event_docs(fg.notify.events, RECENT_EVENTS))),
+    }
