@@ -200,6 +200,7 @@ missions = Table(
     Column("extra_tool_calls", Integer, nullable=False),
     Column("extra_tokens", BigInteger, nullable=False),
     Column("extra_wall_seconds", Integer, nullable=False),
+    Column("wall_ms", BigInteger, nullable=False, server_default=text("0")),  # its turns' run time
     Column("latch", Text, nullable=True),  # accounting latch reason; blocks dispatch in enforce
     Column("problems", Text, nullable=True),  # envelope problems reported in observe
     Index("ix_fg_missions_automation", "automation_id", "status"),

@@ -12,7 +12,7 @@ Every method that writes takes ``within``: the caller's open write transaction (
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
@@ -59,8 +59,14 @@ class Mission(BaseModel):
     extra_tool_calls: int
     extra_tokens: int
     extra_wall_seconds: int
+    wall_ms: int  # the run time of its turns, not calendar time since it opened
     latch: str | None
     problems: str | None
+
+    @property
+    def wall_seconds(self) -> float:
+        """Wall-clock seconds its turns have run (what max_wall_seconds bounds)."""
+        return self.wall_ms / 1000
 
     @property
     def usage_known(self) -> bool:
@@ -87,6 +93,7 @@ def _mission(row) -> Mission:  # type: ignore[no-untyped-def]
             extra_tool_calls=row.extra_tool_calls,
             extra_tokens=row.extra_tokens,
             extra_wall_seconds=row.extra_wall_seconds,
+            wall_ms=row.wall_ms,
             latch=row.latch,
             problems=row.problems,
         )
@@ -170,6 +177,7 @@ class Missions:
                         extra_tool_calls=0,
                         extra_tokens=0,
                         extra_wall_seconds=0,
+                        wall_ms=0,
                         latch=None,
                         problems=None,
                     )
@@ -204,6 +212,15 @@ class Missions:
             done = conn.execute(update(m).where(m.c.mission_id == mission_id, m.c.status.in_(("open", "awaiting_owner"))).values(**values))
             if done.rowcount == 1 and status == MissionStatus.STUCK:
                 record(conn, EventKind.MISSION_STUCK, mission_id, {"mission_id": mission_id, "reason": reason}, now)
+            return self.get(mission_id, within=conn)
+
+    def add_wall(self, mission_id: str, ran: timedelta, *, within: Connection | None = None) -> Mission:
+        """Count one turn's run time against the mission's wall clock (a clock stepped back
+        counts nothing, never a refund)."""
+        ran_ms = max(0, round(ran.total_seconds() * 1000))
+        m = s.missions
+        with self.store.write(lock_key=locks.mission(mission_id), within=within) as conn:
+            conn.execute(update(m).where(m.c.mission_id == mission_id).values(wall_ms=m.c.wall_ms + ran_ms))
             return self.get(mission_id, within=conn)
 
     def add_usage(self, mission_id: str, tokens: int) -> Mission:

@@ -3,7 +3,9 @@
 - turn start (``precheck``, then ``open_turn`` inside the admitting transaction and ``gate_turn``
   once it committed): accounting latch, owner ask pending, model/backend allowlists, tokens
   already spent, mission wall clock, and max_turns (counted in one refusing statement);
-- the turn's deadline (``deadline_cap``): what is left of max_wall_seconds;
+- the turn's deadline (``deadline_cap``): what is left of max_wall_seconds, which bounds the run
+  time of the mission's turns (counted as each settles), never the calendar time it spent waiting
+  for its owner or between turns;
 - between turns (``after_turn``): usage the host reported (never a missing report as zero),
   reported models/backends, wall-clock exhaustion;
 - tool dispatch (``count_tool_call``): max_tool_calls, for the PreToolUse hook.
@@ -17,6 +19,7 @@ with the problem reported loudly; it never becomes a phantom ceiling.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -41,6 +44,7 @@ from admission import (
     merge,
 )
 from admission.clock import Clock, SystemClock, read_clock
+from admission.envelope import CAPS
 from admission.journal import FailureCategory, TurnStatus
 from admission.missions import MissionStatus
 from admission.policies import applicable_rules
@@ -234,7 +238,7 @@ class EnvelopeGate:
             checks.append(("max_turns", None))
         if envelope.max_tokens and mission.usage_known and mission.tokens >= envelope.max_tokens + mission.extra_tokens:
             checks.append(("max_tokens", None))
-        if envelope.max_wall_seconds and self._wall_used(mission) >= envelope.max_wall_seconds + mission.extra_wall_seconds:
+        if envelope.max_wall_seconds and mission.wall_seconds >= envelope.max_wall_seconds + mission.extra_wall_seconds:
             checks.append(("max_wall_seconds", None))
         for kind, reason in checks:
             if self.mode == "observe":
@@ -255,32 +259,41 @@ class EnvelopeGate:
     def deadline_cap(self, mission: Mission, envelope: Envelope) -> timedelta | None:
         if not envelope.max_wall_seconds or self.mode != "enforce":
             return None
-        left = envelope.max_wall_seconds + mission.extra_wall_seconds - self._wall_used(mission)
+        left = envelope.max_wall_seconds + mission.extra_wall_seconds - mission.wall_seconds
         return timedelta(seconds=max(left, 0))
-
-    def _wall_used(self, mission: Mission) -> float:
-        return (read_clock(self.clock) - mission.started_at).total_seconds()
 
     # -- exhaustion ----------------------------------------------------------------------------
     def _exhausted(
-        self, automation: Automation, mission: Mission, envelope: Envelope, bound: str, value: int, within: Connection | None = None
+        self,
+        automation: Automation,
+        mission: Mission,
+        envelope: Envelope,
+        bound: str,
+        value: int,
+        within: Connection | None = None,
+        step: int | None = None,
     ) -> TurnGate:
+        """Settle or ask. ``step``: the extension to propose (None: the bound's own size again,
+        enough for a turn to run as the owner sized it; a sliver such as +1 s only files the
+        next ask at once)."""
         reason = f"compute bound exhausted: {bound}={value}"
         if self.mode == "observe":
             self._observed(mission, reason, within)
             return TurnGate(mission, envelope)
         if envelope.on_exhausted == "pause_ask":
-            base = getattr(envelope, bound) or value
-            ask = self.approvals.ask(mission.mission_id, _lane(automation), bound, max(1, base // 2), within=within)
+            proposal = step if step is not None else getattr(envelope, bound) or value
+            ask = self.approvals.ask(mission.mission_id, _lane(automation), bound, max(1, proposal), within=within)
             text = f"{reason}; owner ask {ask.approval_id}"
             return TurnGate(self.missions.get(mission.mission_id, within=within), envelope, _stuck(text, bound))
         settled = self.missions.settle(mission.mission_id, MissionStatus.STUCK, reason, within=within)
         return TurnGate(settled, envelope, _stuck(reason, bound))
 
-    def exhaust(self, automation: Automation, mission: Mission, bound: str, value: int, *, within: Connection | None = None) -> Verdict:
+    def exhaust(
+        self, automation: Automation, mission: Mission, bound: str, value: int, *, within: Connection | None = None, step: int | None = None
+    ) -> Verdict:
         """Exhaustion found after a turn (wall clock, tokens): settle or ask, per on_exhausted."""
         envelope, _ = self.envelope(automation.spec.goal_id, automation.spec.agent_id, automation.automation_id)
-        gate = self._exhausted(automation, mission, envelope, bound, value, within)
+        gate = self._exhausted(automation, mission, envelope, bound, value, within, step)
         return gate.refusal or _stuck(f"compute bound exhausted: {bound}={value}", bound)
 
     def _observed(self, mission: Mission, what: str, within: Connection | None = None) -> None:
@@ -306,9 +319,11 @@ class EnvelopeGate:
         verdict: Verdict,
         usage: Usage | None,
         *,
+        ran: timedelta = timedelta(0),
         within: Connection | None = None,
     ) -> Verdict:
-        """Account the turn's reported usage, check reported models, settle the mission.
+        """Count the turn's run time (``ran``) on the mission's wall clock, account its reported
+        usage, check reported models, settle the mission.
 
         ``within``: settle in the caller's transaction (with the turn's own settlement); the caller
         has called ``account`` before opening it, so no other connection writes while it is open.
@@ -317,6 +332,7 @@ class EnvelopeGate:
             return verdict
         if within is None:
             self.account(mission, turn_id, usage)
+        self.missions.add_wall(mission.mission_id, ran, within=within)
         envelope, _ = self.envelope(automation.spec.goal_id, automation.spec.agent_id, automation.automation_id)
         if usage is not None:
             if usage.unparseable:
@@ -336,7 +352,7 @@ class EnvelopeGate:
         mission = self.missions.get(mission.mission_id, within=within)
         if verdict.bound == "max_wall_seconds":  # the executor killed the host at the mission's deadline
             left = envelope.max_wall_seconds + mission.extra_wall_seconds
-            return self.exhaust(automation, mission, "max_wall_seconds", left, within=within)
+            return self.exhaust(automation, mission, "max_wall_seconds", left, within=within, step=_wall_step(automation, envelope, ran))
         if verdict.status in ("succeeded", "failed") and mission.status in ("stuck", "awaiting_owner"):
             # A hook stopped the mission while the host ran (the PreToolUse hook refused the call
             # past max_tool_calls); the host then ends normally, but the turn is what stopped it.
@@ -383,6 +399,15 @@ class EnvelopeGate:
             return None
         gate = self._exhausted(automation, mission, envelope, "max_tool_calls", envelope.max_tool_calls + mission.extra_tool_calls)
         return (gate.refusal.stop_reason if gate.refusal else "compute bound exhausted: max_tool_calls") + "; this call is refused"
+
+
+def _wall_step(automation: Automation, envelope: Envelope, ran: timedelta) -> int:
+    """What to propose after max_wall_seconds cut a turn off after ``ran``: twice that (at least
+    the bound's size), so the next turn may run longer than the one that was cut off (the same
+    length would be cut off the same way), and never more than one turn may run (its timeout)."""
+    host = automation.spec.host
+    longest = math.ceil(host.timeout_seconds) if host is not None else CAPS["max_wall_seconds"]
+    return max(envelope.max_wall_seconds, min(2 * round(ran.total_seconds()), longest, CAPS["max_wall_seconds"]))
 
 
 def _lane(automation: Automation) -> str:

@@ -364,15 +364,17 @@ class TurnExecutor:
         record = self.journal.confirm(turn_id, self.owner, lease_expires=now + self.lease, deadline=now + timeout)
         tapped: list[str] = []
         verdict, problem = self._launch(automation, record, log_path, timeout, tapped)
+        ran = read_clock(self.clock) - now
         if wall_capped and verdict.status == "timed_out":
             verdict = verdict.model_copy(update={"stop_reason": "compute bound exhausted: max_wall_seconds", "bound": "max_wall_seconds"})
+            ran = max(ran, timeout)  # killed at the cap: it ran all of what was left
         usage = None
         if gate.mission is not None:
             usage = read_usage(spec.meter, tapped)
             self.gate.account(gate.mission, turn_id, usage)  # its own commits: nothing else may write inside the unit
         with self.store.unit() as unit:  # the turn's verdict and its mission's settlement: one commit
             if gate.mission is not None:
-                verdict = self.gate.after_turn(automation, gate.mission, turn_id, verdict, usage, within=unit)
+                verdict = self.gate.after_turn(automation, gate.mission, turn_id, verdict, usage, ran=ran, within=unit)
             settled = self.journal.settle(turn_id, verdict, owner=self.owner, within=unit)
         self._hold_if_stuck(automation, verdict)
         return TurnOutcome(turn_id, settled.verdict or verdict, decision, settled, detail=problem)

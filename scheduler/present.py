@@ -19,7 +19,7 @@ from hosts import InvalidSchedule, Schedule
 from hosts.registry import capabilities
 
 if TYPE_CHECKING:
-    from admission import Automation, Tick, TimerBinding, TurnRecord, Verdict
+    from admission import Automation, Mission, Tick, TimerBinding, TurnRecord, Verdict
     from admission.liveness import HostBeat
 
     from .automations import Detail, Poked
@@ -237,6 +237,7 @@ def readback_doc(rb: AutomationReadback) -> dict[str, Any]:
         "next_eligible_at": iso(e.next_eligible_at) if e is not None else None,
         "eligibility": eligibility_doc(e) if e is not None else None,
         "last_turn": turn_doc(rb.last_turn) if rb.last_turn is not None else None,
+        "last_turn_since": settled_since(rb.last_turn, rb.mission) if rb.last_turn is not None else None,
         "timer": {
             **(binding_fields(rb.binding) if rb.binding is not None else {"timer": timer}),
             **guarantee_doc(rb.guarantee, rb.guarantee_why, rb.hook_answered_at),
@@ -265,10 +266,26 @@ def agreement_text(rb: AutomationReadback) -> str:
     return "not acked since the last change"
 
 
-def _outcome(t: TurnRecord | None) -> str | None:
+def _outcome(t: TurnRecord | None, mission: Mission | None = None) -> str | None:
     if t is None:
         return None
-    return f"{t.verdict.status} {t.verdict.stop_reason}" if t.verdict is not None else t.phase
+    if t.verdict is None:
+        return t.phase
+    note = settled_since(t, mission)
+    return f"{t.verdict.status} {t.verdict.stop_reason}" + (f" ({note})" if note else "")
+
+
+def settled_since(t: TurnRecord, mission: Mission | None) -> str | None:
+    """What the owner decided since ``t`` stopped its mission on an ask (None: nothing), so a
+    readback of that turn does not send the owner to an ask already decided."""
+    v = t.verdict
+    if v is None or v.status != "stuck" or mission is None or t.mission_id != mission.mission_id or "owner ask auth-" not in v.stop_reason:
+        return None
+    if mission.status == "open":
+        return "since approved: the mission is open again"
+    if mission.status == "stuck" and (mission.stop_reason or "").startswith("owner denied"):
+        return f"since denied: {mission.stop_reason}"
+    return None
 
 
 def _envelope_line(rb: AutomationReadback) -> str | None:
@@ -283,6 +300,8 @@ def _envelope_line(rb: AutomationReadback) -> str | None:
         + ", tokens "
         + (str(m.tokens) if m.usage_known else "not reported")
         + (f"/{env.max_tokens + m.extra_tokens}" if env.max_tokens else "")
+        + f", wall {m.wall_seconds:g}s"
+        + (f"/{env.max_wall_seconds + m.extra_wall_seconds}s" if env.max_wall_seconds else "")
         + (f" (latch: {m.latch})" if m.latch else "")
     )
 
@@ -376,7 +395,7 @@ def status_text(view: Overview) -> str:
                         "none (no host)" if rb.no_timer_host else when(rb.next_fire_at, view.now, zones[rb.automation_id]),
                         when(rb.eligibility.next_eligible_at, view.now, zones[rb.automation_id]) if rb.eligibility else None,
                         when(rb.last_turn.started_at, view.now, zones[rb.automation_id]) if rb.last_turn else None,
-                        _outcome(rb.last_turn),
+                        _outcome(rb.last_turn, rb.mission),
                         rb.automation.spec.timer if rb.automation else None,
                         agreement_text(rb),
                         rb.guarantee,
@@ -564,6 +583,7 @@ def mission_doc(m: Any, envelope: Any = None) -> dict[str, Any]:
         "tool_calls": m.tool_calls,
         "tokens": m.tokens if m.usage_known else None,
         "usage_reported": m.usage_known,
+        "wall_seconds": m.wall_seconds,  # its turns' run time, what max_wall_seconds bounds
         "latch": m.latch,
         "problems": m.problems,
     }
@@ -582,6 +602,9 @@ def mission_doc(m: Any, envelope: Any = None) -> dict[str, Any]:
             "turns": left(envelope.max_turns, m.turns, m.extra_turns),
             "tool_calls": left(envelope.max_tool_calls, m.tool_calls, m.extra_tool_calls),
             "tokens": left(envelope.max_tokens, m.tokens, m.extra_tokens) if m.usage_known else None,
+            "wall_seconds": (
+                round(max(envelope.max_wall_seconds + m.extra_wall_seconds - m.wall_seconds, 0), 3) if envelope.max_wall_seconds else None
+            ),
         }
         if envelope.max_tokens and not m.usage_known:
             doc["left"]["tokens_note"] = "max_tokens is inert: the host has reported no usage"

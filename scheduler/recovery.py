@@ -76,8 +76,13 @@ def settle_lost(store: Store, clock: Clock, record: TurnRecord, owner: str) -> T
     if record.child_pid is not None and record.phase == "launched" and _here(record) and group_alive(record.child_pid):
         kill_group(record.child_pid, grace=2.0)
     latch = record.mission_id is not None and _metered(store, record.automation_id)
-    with store.unit() as unit:  # the verdict and the mission's latch: one commit
+    # Its run time counts on the mission's wall clock as the longest it can have run (to its
+    # deadline or now): unknown is never free.
+    ran = min(read_clock(clock), record.deadline) - record.started_at
+    with store.unit() as unit:  # the verdict, the mission's wall clock and latch: one commit
         settled = Journal(store, clock).settle(record.turn_id, UNKNOWN, owner=owner, within=unit)
+        if record.mission_id is not None:
+            Missions(store, clock).add_wall(record.mission_id, ran, within=unit)
         if latch and record.mission_id is not None:
             # What that turn spent was never reconciled: block new dispatch until an owner resolves it.
             why = f"turn {record.turn_id} ended with an unknown outcome; its usage was never reconciled"

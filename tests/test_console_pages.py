@@ -374,3 +374,17 @@ def test_run_now_from_the_dashboard_runs_a_manual_turn_for_an_owner_only(store: 
     assert 'action="/automations/x/run"' not in c.client.get("/dashboard").text
     r = c.client.post("/automations/x/run", data={"csrf": viewer_csrf, "reason": "r"})
     assert r.status_code == 403 and lines(marker) == 1
+
+
+def test_the_dashboard_shows_a_mission_s_wall_time_used_and_left(store: Store, clock: FixedClock) -> None:
+    from admission import Policies, Scope, parse_compute
+
+    c = console(store, clock)
+    Policies(store, clock).configure(
+        Scope.parse("g/a"), min_interval=None, compute=parse_compute('{"max_wall_seconds": 30}'), expected_revision=0, owner_ref="o"
+    )
+    pending_ask(store, clock)
+    raw_sql(store, "UPDATE fg_missions SET wall_ms = 12500")  # its turns ran 12.5 s
+    sign_in(c)
+    page = c.client.get("/dashboard").text
+    assert "wall 12.5s (left 17.5" in page, page

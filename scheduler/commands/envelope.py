@@ -79,7 +79,7 @@ def _list(ctx: Context) -> int:
         {"missions": [mission_doc(m) for m in items]},
         lambda: (
             table(
-                ["MISSION", "AUTOMATION", "STATUS", "TURNS", "TOOL_CALLS", "TOKENS", "LATCH", "STOP_REASON"],
+                ["MISSION", "AUTOMATION", "STATUS", "TURNS", "TOOL_CALLS", "TOKENS", "WALL_S", "LATCH", "STOP_REASON"],
                 [
                     (
                         m.mission_id,
@@ -88,6 +88,7 @@ def _list(ctx: Context) -> int:
                         m.turns,
                         m.tool_calls,
                         m.tokens if m.usage_known else "not reported",
+                        f"{m.wall_seconds:g}",
                         m.latch or "-",
                         m.stop_reason,
                     )
@@ -114,9 +115,10 @@ def _show(ctx: Context) -> int:
             f"mission {mission.mission_id} of {mission.automation_id}: {mission.status}"
             + (f" ({mission.stop_reason})" if mission.stop_reason else "")
         ]
-        lines.append(
-            f"  turns {mission.turns}, tool calls {mission.tool_calls}, tokens {mission.tokens if mission.usage_known else 'not reported (max_tokens inert)'}"
-        )
+        tokens = mission.tokens if mission.usage_known else "not reported"
+        if not mission.usage_known and detail.envelope is not None and detail.envelope.max_tokens:
+            tokens = "not reported (max_tokens inert)"
+        lines.append(f"  turns {mission.turns}, tool calls {mission.tool_calls}, tokens {tokens}, wall {mission.wall_seconds:g}s")
         if "left" in doc:
             lines.append(
                 "  left: " + ", ".join(f"{k} {'unbounded' if v is None else v}" for k, v in doc["left"].items() if k != "tokens_note")

@@ -71,6 +71,8 @@ def _run(ctx: Context) -> int:
         text = f"turn {outcome.turn_id} was already settled: {v.status} ({v.stop_reason}); nothing run"
     elif outcome.detail and outcome.record is None:
         text = f"not run: {outcome.detail}"
+    elif outcome.decision is None and outcome.record is None:  # the envelope refused before admission
+        text = f"not run: {automation.automation_id} {v.status} ({v.stop_reason}); nothing launched or journaled"
     elif outcome.decision is not None and not outcome.decision.admitted:
         d = outcome.decision
         when = f"; eligible at {iso(d.next_eligible_at)}" if d.next_eligible_at else ""
