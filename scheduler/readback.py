@@ -508,11 +508,16 @@ class Readback:
         return Preview(automation_id, schedule, floor, eligibility.status, simulate(plan, count=count, now=now), None)
 
     def lanes(self, goal: str | None, agent: str | None, automation: str | None, covered: set[tuple[str, str, str]]) -> list[Eligibility]:
-        """Eligibility of the floored lanes no automation stands for (``status``'s second table)."""
+        """Eligibility of the floored lanes no automation stands for (``status``'s second table).
+        An agent-wide lane of an agent that has automations is left out of the listing (each of
+        them shows it: their eligibility includes the agent's floor), unless asked for by name."""
         if agent is not None and goal is not None:
             keys: list[tuple[str, str, str | None]] = [(goal, agent, automation)]
         else:
-            keys = [k for k in self.admission.lanes() if goal is None or k[0] == goal]
+            automated = {(g, a) for g, a, _ in covered}
+            keys = [
+                k for k in self.admission.lanes() if (goal is None or k[0] == goal) and not (k[2] is None and (k[0], k[1]) in automated)
+            ]
         wanted = [k for k in keys if k not in covered]
         if len(wanted) < 2:
             return [self.admission.eligibility(*k) for k in wanted]

@@ -208,6 +208,9 @@ def test_floored_lanes_without_an_automation_leave_out_agents_that_have_one(stor
     page = c.client.get("/dashboard").text
     lanes = page[page.index("Floored lanes without an automation") :]
     assert "<td>g/b</td>" in lanes and "<td>g/a</td>" not in lanes
+    # The same listing as status --json and the API (one readback under every surface).
+    listed = [(lane["goal"], lane["agent"], lane["automation"]) for lane in c.get("/api/status").json()["lanes"]]
+    assert listed == [("g", "b", None)]
 
 
 def test_owner_asks_show_the_limit_hit_what_was_used_and_what_approving_sets(store: Store, clock: FixedClock) -> None:

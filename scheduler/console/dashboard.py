@@ -120,10 +120,6 @@ def dashboard(fg: Floorgate) -> dict[str, Any]:
         if note is not None:
             notes.append(note)
     listed.sort(key=lambda u: str(u["at"]))
-    # An agent-wide lane (no automation) of an agent that has automations is shown by them:
-    # each automation's eligibility includes the agent's floor.
-    automated = {(rb.automation.spec.goal_id, rb.automation.spec.agent_id) for rb in view.readbacks if rb.automation is not None}
-    lanes = [e for e in view.lanes if e.automation_id is not None or (e.goal_id, e.agent_id) not in automated]
     return {
         "now": iso(now),
         "rows": rows,
@@ -131,6 +127,6 @@ def dashboard(fg: Floorgate) -> dict[str, Any]:
         "upcoming_more": notes,
         "upcoming_rows": UPCOMING_ROWS,
         "hosts": [host_doc(h, now) for h in view.hosts],
-        "lanes": [eligibility_doc(e) for e in lanes],
+        "lanes": [eligibility_doc(e) for e in view.lanes],
         "events": list(reversed(event_docs(fg.notify.events, RECENT_EVENTS))),
     }
