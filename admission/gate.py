@@ -608,10 +608,10 @@ def _judged(goal: str, agent: str, automation: str | None, now: datetime, facts:
         detail = "the clock reads earlier than the last start; waiting until it passes it"
     elif next_us is not None and now_us < next_us:
         reason, status = Reason.INTERVAL_WAIT, "interval_wait"
-        detail = f"floor {format_interval(floor.floor)} not yet elapsed since the last start"
+        detail = _waiting(floor)
     else:
         reason, status = Reason.ELIGIBLE, "eligible"
-        detail = f"floor {format_interval(floor.floor)} has elapsed"
+        detail = _elapsed(floor)
     return Eligibility(
         status=status,
         reason=reason,

@@ -64,8 +64,7 @@ def read_tick_facts(store: Store, automation_id: str, goal: str, agent: str) -> 
 
     A malformed wake state raises ``StoreUnavailable`` naming the automation (fail closed)."""
     params = {"a": check_id(automation_id, "automation"), "g": check_id(goal, "goal"), "ag": check_id(agent, "agent")}
-    with store.driver(write=False) as tx:
-        row = tx.row(_SQL, params)
+    row = store.autocommit.row(_SQL, params)
     if row is None:  # pragma: no cover - an aggregate always returns its row
         raise StoreUnavailable(f"the tick facts of automation {automation_id!r} could not be read")
     revision, step, wake_us, unsettled, missions, count, revisions, changed = row

@@ -22,6 +22,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import BaseModel, ConfigDict
 
 from admission.clock import SystemClock, aware_utc
+from admission.intervals import MAX_INTERVAL
 
 from ._engine import Engine, check_supported
 from ._rrule import WEEKDAYS, Recur, parse_recur, stamp
@@ -309,7 +310,7 @@ def _friendly(text: str, now: datetime | None) -> Schedule:
     raise InvalidSchedule(f"schedule: {text!r} is not a schedule floorgate understands; {_FRIENDLY_HINT}")
 
 
-_MAX_EVERY = timedelta(days=3660)  # the floor's own cap
+_MAX_EVERY = MAX_INTERVAL  # the floor's own cap
 
 
 def _parse_every(rest: list[str], now: datetime | None) -> Schedule:

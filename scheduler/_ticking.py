@@ -88,9 +88,7 @@ class Ticking:
     def _tick(self, automation_id: str) -> None:
         """What APScheduler runs: decide the tick here and hand an admitted turn to the turn pool.
         A tick can fail (recorded as an error tick) but never kills its timer."""
-        episode = self._tick_episodes.get(automation_id)
-        if episode is None:
-            episode = self._tick_episodes.setdefault(automation_id, Episode(f"ticks of {automation_id}", log))
+        episode = self._tick_episode(automation_id)
         try:
             decided = self._tick_once(automation_id)
             if not isinstance(decided, Tick):
@@ -161,9 +159,16 @@ class Ticking:
                 pending.automation_id,
             )
 
+    def _tick_episode(self, automation_id: str) -> Episode:
+        """The failure episode of an automation's ticks (decisions and their turns share one)."""
+        episode = self._tick_episodes.get(automation_id)
+        if episode is None:
+            episode = self._tick_episodes.setdefault(automation_id, Episode(f"ticks of {automation_id}", log))
+        return episode
+
     def _run_queued(self, pending: PendingTurn) -> None:
         """A turn worker's job: run the turn; a failure is recorded as an error tick."""
-        episode = self._tick_episodes.setdefault(pending.automation_id, Episode(f"ticks of {pending.automation_id}", log))
+        episode = self._tick_episode(pending.automation_id)
         try:
             self._run_pending(pending)
         except Exception as exc:

@@ -68,13 +68,16 @@ class TurnPool:
     def waiting(self) -> list[str]:
         """The turn ids admitted but not started yet, oldest first."""
         with self._cond:
-            return [turn_id for turn_id, _ in self._queue]
+            return self._waiting()
+
+    def _waiting(self) -> list[str]:  # the caller holds self._cond
+        return [turn_id for turn_id, _ in self._queue]
 
     def stop(self) -> list[str]:
         """Take no more turns, wait for the running ones, and return those never started."""
         with self._cond:
             self._stopped = True
-            left = [turn_id for turn_id, _ in self._queue]
+            left = self._waiting()
             self._queue.clear()
             self._cond.notify_all()
             self._halt.set()
@@ -111,8 +114,7 @@ class TurnPool:
 
     def _renew_loop(self) -> None:
         while not self._halt.wait(self._renew_every):
-            with self._cond:
-                waiting = [turn_id for turn_id, _ in self._queue]
+            waiting = self.waiting()
             if waiting:
                 try:
                     self._renew(waiting)

@@ -502,7 +502,7 @@ class TurnExecutor:
     ) -> tuple[Verdict, str]:
         """Run the host; the verdict, and why it could not start ('' when it did)."""
         host = automation.spec.host
-        if host is None:  # pragma: no cover - run() refuses external timers first
+        if host is None:  # pragma: no cover - begin() refuses external timers first
             raise InvalidInput("automation", "no command host")
         env = {k: os.environ[k] for k in (*_PASSED_ENV, *host.env_allow) if k in os.environ}
         env.update(

@@ -114,6 +114,7 @@ def test_a_sync_reads_what_changed_not_every_automation(store: Store, tmp_path) 
     # for a poll after two automations changed (their rows, their ticks, their lanes' facts).
     assert large == small, (small, large)
     assert small["idle"]["rows"] < 12 and small["two_changed"]["rows"] < 24, small
+    assert 0 < small["idle"]["statements"] < small["two_changed"]["statements"], small  # counted, and the change read more
 
 
 def test_a_poll_finds_the_readbacks_asked_for_and_only_until_they_are_published(store: Store) -> None:

@@ -84,7 +84,7 @@ def test_a_denied_tick_costs_one_read_beside_its_denial(store: Store, db_url: st
     # Once the host knows the automation and its rules, a denied tick is the tick's facts (one
     # statement) and the denial inside the managed turn's begin, which costs what a bare denial does.
     assert tick_cost == bare_cost + 1, (tick_cost, bare_cost)
-    assert tick_cost <= 2 * bare_cost, (tick_cost, bare_cost)
+    assert bare_cost >= 1, bare_cost  # the counter saw the denial's statement: the counts are not 0 == 0
 
 
 def test_a_denial_is_decided_while_every_turn_worker_runs_a_long_turn(store: Store, tmp_path: Path) -> None:

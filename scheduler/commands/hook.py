@@ -180,10 +180,10 @@ def _user_prompt_submit(args: argparse.Namespace) -> int:
         except FloorgateError as exc:
             return _block(f"floorgate: blocked (fail closed): {_why(exc)}")
         with _deadline(timeout, "prompt"):
-            return _admit_prompt(args)
+            return _admit_prompt(args, timeout)
 
 
-def _admit_prompt(args: argparse.Namespace) -> int:
+def _admit_prompt(args: argparse.Namespace, timeout: timedelta) -> int:
     try:
         payload = read_payload()
         if args.wake == "manual" and not (args.manual_reason and args.manual_reason.strip()):
@@ -195,7 +195,7 @@ def _admit_prompt(args: argparse.Namespace) -> int:
                 "--wait-eligible",
                 f"at most {format_interval(MAX_PROMPT_WAIT)} (the agent app kills a slow hook and lets the prompt through)",
             )
-        if wait >= deadline_of(parse_interval(args.hook_timeout, "--hook-timeout")):
+        if wait >= deadline_of(timeout):
             raise InvalidInput("--wait-eligible", "must end before the hook's own deadline: raise --hook-timeout (and the app's timeout)")
         app = _app(args)
         try:
