@@ -78,15 +78,22 @@ def raw_columns(table: Table) -> list[ColumnElement[Any]]:
     return [type_coerce(c, BigInteger).label(c.name) if isinstance(c.type, UtcMicros) else c for c in table.c]
 
 
+_TIME_COLUMNS: dict[Table, tuple[str, ...]] = {}
+
+
 def decode_row(table: Table, row: Any) -> SimpleNamespace:
     """One row read with ``raw_columns``, its times decoded as a strict read would; a malformed
     value raises ``CorruptState`` naming the column."""
+    times = _TIME_COLUMNS.get(table)
+    if times is None:  # a host scans 50,000 rows of one table: look its columns up once
+        times = _TIME_COLUMNS.setdefault(table, tuple(c.name for c in table.c if isinstance(c.type, UtcMicros)))
     values: Mapping[str, Any] = row._mapping
     out = dict(values)
-    for c in table.c:
-        if isinstance(c.type, UtcMicros) and out.get(c.name) is not None:
+    for name in times:
+        value = out.get(name)
+        if value is not None:
             try:
-                out[c.name] = decode_us(out[c.name])
+                out[name] = decode_us(value)
             except CorruptState as exc:
-                raise CorruptState(f"{c.name}: {exc}") from None
+                raise CorruptState(f"{name}: {exc}") from None
     return SimpleNamespace(**out)

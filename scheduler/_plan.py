@@ -10,8 +10,10 @@ admission-level bulk readers (``Automations.scan``, ``Automations.wake_scan``,
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -26,7 +28,7 @@ from hosts.schedule import parse_canonical
 from .wake import next_wake
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PlanInputs:
     """The facts a timer is armed from; when any of them changes, the timer is re-planned."""
 
@@ -35,7 +37,7 @@ class PlanInputs:
     next_eligible_at: datetime | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """Everything the trigger of one automation needs, read beforehand (never inside the trigger)."""
 
@@ -69,6 +71,8 @@ class WakeTrigger(BaseTrigger):
     job, and the runtime's sync holds the automation with that reason.
     """
 
+    __slots__ = ("failure", "snapshot")  # one per armed timer
+
     def __init__(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
         self.failure: Exception | None = None
@@ -92,7 +96,24 @@ class WakeTrigger(BaseTrigger):
             return f"floorgate[{self.snapshot.automation_id}]"
 
 
-@dataclass(frozen=True)
+class TickJob:
+    """What every timer runs: ``tick(automation_id)``, one object shared by all jobs.
+
+    Its signature is stated, so APScheduler's check of each new job's arguments reads it instead
+    of building it with ``inspect.signature`` (a third of arming 10,000 timers at host start).
+    """
+
+    __slots__ = ("tick",)
+    __signature__ = inspect.Signature([inspect.Parameter("automation_id", inspect.Parameter.POSITIONAL_OR_KEYWORD)])
+
+    def __init__(self, tick: Callable[[str], None]) -> None:
+        self.tick = tick
+
+    def __call__(self, automation_id: str) -> None:
+        self.tick(automation_id)
+
+
+@dataclass(frozen=True, slots=True)
 class Decoded:
     """One automation as of one revision: usable (with its parsed schedule), or why not."""
 
@@ -207,7 +228,7 @@ def misfire_grace(policy: HostPolicy) -> int:
     return max(1, int(policy.catch_up.total_seconds()))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Armed:
     """What a timer was last armed with. ``trigger`` None: nothing left to fire (schedule ended)."""
 

@@ -45,6 +45,7 @@ from admission import (
     TurnRecord,
     WakeState,
 )
+from admission.automations import idle_wake
 from admission.changes import ChangeFeed
 from admission.clock import Clock, SystemClock, read_clock
 from admission.intervals import format_interval
@@ -59,6 +60,7 @@ from ._plan import (
     PlanInputs,
     RuntimeConfig,
     Snapshot,
+    TickJob,
     WakeTrigger,
     decode,
     lane_of,
@@ -136,6 +138,7 @@ class HostRuntime(Ticking):
             )
         }
         self._tick_episodes: dict[str, Episode] = {}
+        self._job = TickJob(self._tick)
         self.scheduler = BackgroundScheduler(
             timezone=timezone.utc,
             executors={"default": ThreadPoolExecutor(max_workers=DECIDERS)},
@@ -267,9 +270,10 @@ class HostRuntime(Ticking):
             if problem is not None:
                 self._hold(automation_id, problem)
                 continue
+            wake = wakes.get(automation_id)
             inputs = PlanInputs(
                 revision=decoded.revision,
-                wake=wakes.get(automation_id, WakeState(automation_id=automation_id)),
+                wake=wake if wake is not None else idle_wake(automation_id),
                 next_eligible_at=eligible.get(lane_of(automation)),
             )
             armed = self._armed.get(automation_id)
@@ -333,7 +337,7 @@ class HostRuntime(Ticking):
             job = self.scheduler.get_job(automation_id) if self.scheduler.running or known else None
             if job is None:
                 self.scheduler.add_job(
-                    self._tick,
+                    self._job,
                     trigger=trigger,
                     args=(automation_id,),
                     id=automation_id,
@@ -341,6 +345,7 @@ class HostRuntime(Ticking):
                     max_instances=instances,
                     next_run_time=first,
                     misfire_grace_time=misfire_grace(self.policy),
+                    coalesce=True,  # the job default, given here: APScheduler fills in no default then
                 )
             else:
                 self.scheduler.modify_job(
