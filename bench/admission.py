@@ -36,6 +36,8 @@ from urllib.parse import quote
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _rows import record
+
 from admission import Admission, FixedClock, Policies, Scope, Store, open_store
 from admission._facts import FACTS_SQL, facts_params
 from admission.clock import to_us
@@ -268,6 +270,8 @@ def main() -> None:
         figures += pg_figures(args.pg, args.rounds, args.n)
     for f in figures:
         print(f.line())
+        med = statistics.median(f.ratios)
+        record(f.name, f"{med:.2f}x ({min(f.ratios):.2f}..{max(f.ratios):.2f})", f"<= {f.goal:g}x", med <= f.goal)
     if not args.pg:
         print("  PostgreSQL skipped: pass --pg URL or set FLOORGATE_TEST_PG_URL")
 

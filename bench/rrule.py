@@ -31,6 +31,7 @@ from zoneinfo import ZoneInfo
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _rows import record
 from dateutil import rrule as du
 
 from hosts import Schedule
@@ -157,6 +158,7 @@ def main() -> None:
         for kind in ("fires", "scattered"):
             b, o, median, low, high, old = case(label, zone, rule, kwargs, first, kind, args.rounds)
             met = "met" if median >= 10 else "NOT met"
+            record(f"next occurrence vs warm dateutil: {label}, {kind}", f"{median:.1f}x ({low:.1f}..{high:.1f})", ">= 10x", median >= 10)
             kept = f"{old:9.1f}x" if old is not None else "      n/a (over 300,000 cached)"
             print(
                 f"  {label:34s} {kind:9s} {b * 1e6:11.1f} us {o * 1e6:7.1f} us   {median:6.1f}x ({low:.1f}..{high:.1f}x)      {met:8s}{kept}"

@@ -1,8 +1,9 @@
 """Managed turns: one admitted unit is one host invocation, owned by one runner.
 
 begin: reserve, journal the attempt with this runner's claim, open the mission, count the turn and
-link the attempt to it (one commit) -> confirm (journal and start in one commit, once the attempt
-is durable) -> spawn (own process group) -> record the pid -> wait under the timeout in slices,
+link the attempt to it (one commit) -> spawn held (own process group; its program does not run
+yet) -> confirm with the pid (journal and start in one commit: the point of no return) -> release
+the program -> wait under the timeout in slices,
 renewing the claim's lease (kill the group at the deadline) -> settle the verdict and the mission
 (one commit). Every step after the claim is conditional on still owning it. ``begin`` is the
 decision (up to the committed reservation) and ``finish`` the rest, so a host decides a tick on one
@@ -52,7 +53,7 @@ from admission.clock import Clock, SystemClock, iso, read_clock
 from admission.journal import ClaimLost, JournalEntry, TurnOwned
 from admission.scope import check_id
 
-from ._process import kill_group, open_log, pump, spawn
+from ._process import kill_group, open_log, pump, spawn_held
 from .envelope_gate import EnvelopeGate, TurnGate, envelope_mode
 from .meters import read_usage
 from .recovery import DEFAULT_LEASE, host_identity, new_owner_id, orphaned, settle_lost
@@ -361,9 +362,8 @@ class TurnExecutor:
             os.close(open_log(log_path))  # the log must be writable (owner-only, no link) before anything can spawn
         except OSError as exc:
             raise LogUnwritable("state_dir", f"cannot write the turn log {log_path}: {exc.strerror or exc}") from exc
-        record = self.journal.confirm(turn_id, self.owner, lease_expires=now + self.lease, deadline=now + timeout)
         tapped: list[str] = []
-        verdict, problem = self._launch(automation, record, log_path, timeout, tapped)
+        verdict, problem = self._launch(automation, turn_id, log_path, now, timeout, tapped)
         ran = read_clock(self.clock) - now
         if wall_capped and verdict.status == "timed_out":
             verdict = verdict.model_copy(update={"stop_reason": "compute bound exhausted: max_wall_seconds", "bound": "max_wall_seconds"})
@@ -498,12 +498,18 @@ class TurnExecutor:
         )
 
     def _launch(
-        self, automation: Automation, record: TurnRecord, log_path: Path, timeout: timedelta, tapped: list[str]
+        self, automation: Automation, turn_id: str, log_path: Path, now: datetime, timeout: timedelta, tapped: list[str]
     ) -> tuple[Verdict, str]:
-        """Run the host; the verdict, and why it could not start ('' when it did)."""
+        """Spawn the host held, pass the point of no return with its pid (one commit: ``launch``),
+        then let it run until ``timeout`` after ``now``; the verdict, and why it could not start
+        ('' when it did)."""
         host = automation.spec.host
         if host is None:  # pragma: no cover - begin() refuses external timers first
             raise InvalidInput("automation", "no command host")
+        lease_expires, deadline = now + self.lease, now + timeout
+        record = self.journal.get(turn_id)  # its attempt and mission, for the host's environment
+        if record is None:  # pragma: no cover - the begin committed it under this runner's claim
+            raise ClaimLost(turn_id, self.owner, None, "launch")
         env = {k: os.environ[k] for k in (*_PASSED_ENV, *host.env_allow) if k in os.environ}
         env.update(
             FLOORGATE_TURN_ID=record.turn_id,
@@ -520,17 +526,26 @@ class TurnExecutor:
             env["FLOORGATE_DB"] = self.store.url
             env["FLOORGATE_ENVELOPE_MODE"] = self.gate.mode
         try:
-            proc = spawn(list(host.argv), cwd=host.cwd, env=env)
+            held = spawn_held(list(host.argv), cwd=host.cwd, env=env)
         except OSError as exc:
+            # Nothing ran, but the start is spent: confirmed, so the turn is never launched again.
+            self.journal.confirm(turn_id, self.owner, lease_expires=lease_expires, deadline=deadline)
             reason = {FileNotFoundError: "host_missing", PermissionError: "host_not_executable"}.get(type(exc), "spawn_error")
             problem = f"could not start {host.argv[0]!r}" + (f" in {host.cwd}" if host.cwd else "") + f": {exc.strerror or exc}"
             with contextlib.suppress(OSError), os.fdopen(open_log(log_path), "a", encoding="utf-8") as log:  # the log says so too
                 log.write(f"floorgate: {problem}\n")
             return Verdict(status="failed", stop_reason=reason, retryable=True, failure_category="infra"), problem
+        proc = held.proc
+        _pause("held")
         pumper = pump(proc.stdout, log_path, self.log_cap, tapped)  # type: ignore[arg-type]
         try:
-            self.journal.launched(record.turn_id, self.owner, proc.pid)
-            code = self._wait(proc, record.turn_id, timeout)
+            try:
+                self.journal.launch(turn_id, self.owner, lease_expires=lease_expires, deadline=deadline, child_pid=proc.pid)
+            except BaseException:
+                held.abandon()  # its program never runs: the turn stays journaled (resumable) or another's
+                raise
+            held.release()
+            code = self._wait(proc, turn_id, timeout)
             if code is None:
                 kill_group(proc.pid, wait=proc.wait)
                 proc.wait()

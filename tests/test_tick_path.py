@@ -61,7 +61,7 @@ def counted_store(db_url: str) -> Iterator[tuple[Store, Callable[[], int]]]:
         proxy.close()
 
 
-def test_a_denied_tick_costs_one_read_beside_its_denial(store: Store, db_url: str, tmp_path: Path) -> None:
+def test_a_denied_tick_costs_one_read_beside_its_denial(store: Store, db_url: str, tmp_path: Path, bench_row: Any) -> None:
     clock = FixedClock(T0)
     floor(store, clock, "g/a", timedelta(hours=1))
     add_automation(store, clock, schedule=EVERY_15M)
@@ -85,6 +85,12 @@ def test_a_denied_tick_costs_one_read_beside_its_denial(store: Store, db_url: st
     # statement) and the denial inside the managed turn's begin, which costs what a bare denial does.
     assert tick_cost == bare_cost + 1, (tick_cost, bare_cost)
     assert bare_cost >= 1, bare_cost  # the counter saw the denial's statement: the counts are not 0 == 0
+    bench_row(
+        f"denied tick: round trips vs the bare denial's ({store.dialect})",
+        f"{tick_cost} vs {bare_cost}",
+        "<= 2x",
+        tick_cost <= 2 * bare_cost,
+    )
 
 
 def test_a_denial_is_decided_while_every_turn_worker_runs_a_long_turn(store: Store, tmp_path: Path) -> None:
