@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import signal
 import subprocess
 import time
 import uuid
@@ -53,6 +52,7 @@ from admission.clock import Clock, SystemClock, iso, read_clock
 from admission.journal import ClaimLost, JournalEntry, TurnOwned
 from admission.scope import check_id
 
+from ._host_env import TIMED_OUT, exit_verdict, host_env, spawn_failed
 from ._process import kill_group, open_log, pump, spawn_held
 from .envelope_gate import EnvelopeGate, TurnGate, envelope_mode
 from .meters import read_usage
@@ -61,7 +61,6 @@ from .recovery import DEFAULT_LEASE, host_identity, new_owner_id, orphaned, sett
 __all__ = ["DEFAULT_LEASE", "Admitted", "TurnExecutor", "TurnOutcome", "host_identity", "new_turn_id"]
 
 DEFAULT_LOG_CAP = 1_000_000
-_PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ")
 # Tests only: "<step>:<path>" makes a runner stop at <step>, write its pid to <path>, and wait
 # until <path>.go exists (so a test can SIGKILL it there, or change the world and let it go on).
 PAUSE_ENV = "FLOORGATE_TEST_PAUSE"
@@ -510,31 +509,16 @@ class TurnExecutor:
         record = self.journal.get(turn_id)  # its attempt and mission, for the host's environment
         if record is None:  # pragma: no cover - the begin committed it under this runner's claim
             raise ClaimLost(turn_id, self.owner, None, "launch")
-        env = {k: os.environ[k] for k in (*_PASSED_ENV, *host.env_allow) if k in os.environ}
-        env.update(
-            FLOORGATE_TURN_ID=record.turn_id,
-            FLOORGATE_AUTOMATION=automation.automation_id,
-            FLOORGATE_GOAL=automation.spec.goal_id,
-            FLOORGATE_AGENT=automation.spec.agent_id,
-            FLOORGATE_ATTEMPT=str(record.attempt),
-        )
-        if automation.spec.model is not None:
-            env["FLOORGATE_MODEL"] = automation.spec.model
-        if record.mission_id is not None:
-            # Hooks the host runs (PreToolUse) find the mission and the store through these.
-            env["FLOORGATE_MISSION_ID"] = record.mission_id
-            env["FLOORGATE_DB"] = self.store.url
-            env["FLOORGATE_ENVELOPE_MODE"] = self.gate.mode
+        env = host_env(automation, record, runner_env=dict(os.environ), store_url=self.store.url, envelope_mode=self.gate.mode)
         try:
             held = spawn_held(list(host.argv), cwd=host.cwd, env=env)
         except OSError as exc:
             # Nothing ran, but the start is spent: confirmed, so the turn is never launched again.
             self.journal.confirm(turn_id, self.owner, lease_expires=lease_expires, deadline=deadline)
-            reason = {FileNotFoundError: "host_missing", PermissionError: "host_not_executable"}.get(type(exc), "spawn_error")
             problem = f"could not start {host.argv[0]!r}" + (f" in {host.cwd}" if host.cwd else "") + f": {exc.strerror or exc}"
             with contextlib.suppress(OSError), os.fdopen(open_log(log_path), "a", encoding="utf-8") as log:  # the log says so too
                 log.write(f"floorgate: {problem}\n")
-            return Verdict(status="failed", stop_reason=reason, retryable=True, failure_category="infra"), problem
+            return spawn_failed(exc), problem
         proc = held.proc
         _pause("held")
         pumper = pump(proc.stdout, log_path, self.log_cap, tapped)  # type: ignore[arg-type]
@@ -549,7 +533,7 @@ class TurnExecutor:
             if code is None:
                 kill_group(proc.pid, wait=proc.wait)
                 proc.wait()
-                return Verdict(status="timed_out", stop_reason="deadline_exceeded", retryable=False, failure_category="task"), ""
+                return TIMED_OUT, ""
         except BaseException:
             # Interrupted, or the claim was lost: stop the whole group; the caller settles or reports.
             kill_group(proc.pid, wait=proc.wait)
@@ -557,18 +541,7 @@ class TurnExecutor:
             raise
         finally:
             pumper.join(timeout=5)
-        if code == 0:
-            return Verdict(
-                status="succeeded", stop_reason="completed", retryable=False, failure_category="none", exit_code=0
-            ), pumper.problem or ""
-        if code < 0:
-            name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
-            return Verdict(
-                status="failed", stop_reason=f"killed_by_{name}", retryable=True, failure_category="infra", exit_code=code
-            ), pumper.problem or ""
-        return Verdict(
-            status="failed", stop_reason=f"exit_code_{code}", retryable=False, failure_category="task", exit_code=code
-        ), pumper.problem or ""
+        return exit_verdict(code), pumper.problem or ""
 
     def _wait(self, proc: subprocess.Popen[bytes], turn_id: str, timeout: timedelta) -> int | None:
         """Wait for the host until the deadline (None when it passes), renewing the lease in
