@@ -99,7 +99,7 @@ class StoreCollector(Collector):
             "Webhook deliveries by state (dead: given up after the last retry; alert on it)",
             labels=["state"],
         )
-        for state, n in fg.notify.events.delivery_counts().items():
+        for state, n in fg.notify.delivery_counts().items():
             deliveries.add_metric([state.value], n)
         yield deliveries
         yield GaugeMetricFamily("floorgate_hosts_alive", "Timer hosts alive now", value=sum(1 for h in view.hosts if h.alive(now)))
