@@ -27,17 +27,16 @@ from ..present import (
     automation_doc,
     binding_doc,
     change_doc,
-    detail_doc,
     eligibility_doc,
     host_doc,
     mission_doc,
-    preview_doc,
     readback_doc,
     rule_doc,
     start_doc,
     tick_doc,
     turn_doc,
 )
+from ..present_automation import detail_doc, preview_doc
 from ..present_floors import floor_applied_doc, floor_change_doc, floor_view_doc
 from . import runs
 from .auth import Gatekeeper, require_owner
