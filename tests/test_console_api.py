@@ -380,3 +380,25 @@ def test_a_bad_webhook_is_refused_naming_the_field_and_nothing_is_written(store:
     assert r.status_code == 422, r.text
     assert r.json()["error"]["field"] == field, r.json()
     assert raw_sql(store, "SELECT COUNT(*) FROM fg_webhooks") == [(0,)]
+
+
+def test_metrics_count_turns_in_flight_by_phase(store: Store, clock: FixedClock) -> None:
+    from test_executor import crashed
+
+    c = console(store, clock)
+    add_automation(store, clock, "x")
+    add_automation(store, clock, "y", agent="b")
+
+    def in_flight() -> dict[str, float]:
+        text = c.get("/metrics").text
+        return {
+            s.labels["phase"]: s.value
+            for f in text_string_to_metric_families(text)
+            for s in f.samples
+            if s.name == "floorgate_turns_in_flight"
+        }
+
+    assert in_flight() == {"journaled": 0.0, "confirmed": 0.0, "launched": 0.0}
+    crashed(store, clock, "t-waiting", "elsewhere:1:runner")  # admitted, its host not started yet
+    crashed(store, clock, "t-running", "elsewhere:1:runner", automation="y", agent="b", phase="launched")
+    assert in_flight() == {"journaled": 1.0, "confirmed": 0.0, "launched": 1.0}
