@@ -163,12 +163,14 @@ class Store:
     def _one(self, sql: str, params: dict[str, Any], *, fetch: bool) -> tuple[Any, ...] | int | None:
         raw = self._hot_connection()
         try:
-            cursor = raw.cursor()
-            try:
-                cursor.execute(self.render(sql), params)
-                result: tuple[Any, ...] | int | None = cursor.fetchone() if fetch else cursor.rowcount
-            finally:
-                cursor.close()
+            # One cursor per hot connection, kept: each statement reuses it rather than opening and
+            # closing one (a single-row read is reset once fetched, so the cursor holds no snapshot).
+            held = getattr(self._local, "cursor", None)
+            if held is None or held[0] is not raw:
+                held = self._local.cursor = (raw, raw.cursor())
+            cursor = held[1]
+            cursor.execute(self.render(sql), params)
+            result: tuple[Any, ...] | int | None = cursor.fetchone() if fetch else cursor.rowcount
         except self._dbapi_error as exc:
             self._drop_hot_connection()
             raise StoreUnavailable(f"store {self.safe_url} failed: {_first_line(exc)}") from exc
@@ -194,6 +196,7 @@ class Store:
     def _drop_hot_connection(self) -> None:
         raw = getattr(self._local, "raw", None)
         self._local.raw = None
+        self._local.cursor = None
         if raw is not None:
             with self._hot_lock:
                 if raw in self._hot:

@@ -316,3 +316,21 @@ def test_a_damaged_rule_denies_everywhere_and_is_never_read_as_no_rule(store, da
     with pytest.raises(StoreUnavailable):
         Policies(store, clock).list("g")
     assert raw_sql(store, "SELECT COUNT(*) FROM fg_starts") == [(0,)]
+
+
+def test_a_decision_is_the_value_its_constructor_builds(policies, admission, clock) -> None:  # type: ignore[no-untyped-def]
+    """The hot path fills a Decision's fields directly (gate._decision): that is sound only while
+    Decision is a frozen dataclass whose __init__ does nothing more than set its fields."""
+    import dataclasses
+
+    from admission import Decision
+
+    daily(policies)
+    for turn, when in (("t1", T0), ("t2", T0 + MS)):  # an admission and an interval denial
+        clock.set(when)
+        made = reserve(admission, clock, turn)
+        built = Decision(**{f.name: getattr(made, f.name) for f in dataclasses.fields(Decision)})
+        assert made == built and vars(made) == vars(built)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            made.admitted = True  # type: ignore[misc]
+    assert not hasattr(Decision, "__post_init__")
