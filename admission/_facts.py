@@ -120,7 +120,8 @@ class Facts(NamedTuple):  # a plain immutable value: one per decision, cheap to 
 
 def _rule_ref(text: str, goal: str, agent: str) -> RuleRef:
     parts = text.split("/")
-    if len(parts) != 4 or not parts[2].isdigit() or not parts[3].isdigit():
+    # isdigit() alone accepts superscripts (int() refuses them) and full-width digits (never written).
+    if len(parts) != 4 or not (parts[2].isascii() and parts[2].isdigit() and parts[3].isascii() and parts[3].isdigit()):
         raise StoreUnavailable(f"malformed rule under goal {goal!r}: {text!r}")
     rule_agent, rule_lane, us, rev = parts
     if "?" in (rule_agent, rule_lane):  # ids never contain "?": a NULL scope id
@@ -194,7 +195,7 @@ def _start_facts(row: tuple, goal: str, agent: str, turn_id: str) -> _StartFacts
     t_lane = t_anchor = None
     if turn_text is not None:
         parts = turn_text.split("/")
-        if len(parts) != 5 or not parts[4].isdigit() or "?" in parts[1:4]:
+        if len(parts) != 5 or not (parts[4].isascii() and parts[4].isdigit()) or "?" in parts[1:4]:
             raise StoreUnavailable(f"malformed start record {turn_id!r}")
         try:
             # A start stored without a phase is older or hand-edited data: an attempted start.

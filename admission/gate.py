@@ -168,22 +168,21 @@ class Admission:
         )
         if journal is not None and journal.turn_id != req.turn_id:
             raise InvalidInput("journal", f"the journal entry is for turn {journal.turn_id!r}, not {req.turn_id!r}")
-        lock_key = locks.agent(req.goal, req.agent)
         managed = journal is not None or on_admit is not None
         try:
             if self.store.dialect == "postgresql" and not managed:
                 # One round trip: it reads, locks only when it may admit, decides, inserts.
-                verdict, now = _reserve_pg(self.store.autocommit, req, self.clock, lock_key, lock_admitted=False)
+                verdict, now = _reserve_pg(self.store.autocommit, req, self.clock, locks.agent(req.goal, req.agent), lock_admitted=False)
                 return _decision(req, now, verdict)
             # A denial is decided from one plain read, taking no lock and writing nothing (the
             # clock read after it, so a start committed just before is never "in the future").
             # With a journal entry every admission writes (the journal row); without, only new starts.
-            writes = _ADMITTING if journal is None else _ADMITTED
-            facts = _read(self.store.autocommit, req)
+            facts = read_facts(self.store.autocommit, req.goal, req.agent, req.automation, req.turn_id, req.trigger_us)
             now = read_clock(self.clock)
             verdict = _evaluate(facts, req, to_us(now))
-            if verdict.reason not in writes:
+            if verdict.reason not in (_ADMITTING if journal is None else _ADMITTED):
                 return _decision(req, now, verdict)
+            lock_key = locks.agent(req.goal, req.agent)
             # Only an evaluation serialized per agent may admit.
             if not managed:
                 with self.store.driver(write=True, lock_key=lock_key) as tx:

@@ -222,6 +222,35 @@ def test_sqlite_text_in_a_time_column_fails_closed(tmp_path) -> None:
         assert reserve(admission, clock, "t2").reason is Reason.STATE_UNAVAILABLE
 
 
+@pytest.mark.parametrize(
+    "edit",
+    [
+        pytest.param("UPDATE fg_rules SET min_interval_us = '\u00b2'", id="superscript-floor"),
+        pytest.param(
+            "UPDATE fg_rules SET min_interval_us = '\uff18\uff16\uff14\uff10\uff10\uff10\uff10\uff10\uff10\uff10\uff10'",
+            id="fullwidth-floor",
+        ),
+        pytest.param("UPDATE fg_starts SET anchor_us = '\u00b2'", id="superscript-anchor"),
+    ],
+)
+def test_sqlite_digits_floorgate_never_writes_fail_closed(tmp_path, edit) -> None:  # type: ignore[no-untyped-def]
+    """Text that str.isdigit() accepts but floorgate never writes (a superscript, full-width
+    digits) in a number column is damaged state: a denial, never an exception or a floor."""
+    from admission import open_store
+
+    clock = FixedClock(T0)
+    with open_store(str(tmp_path / "x.db")) as store:
+        daily(Policies(store, clock))
+        admission = Admission(store, clock)
+        reserve(admission, clock, "t1")
+        raw_sql(store, edit)
+        clock.advance(3 * DAY)
+        for turn in ("t1", "t2"):  # the turn's own start, and a new turn
+            assert reserve(admission, clock, turn).reason is Reason.STATE_UNAVAILABLE
+        assert admission.eligibility("g", "a", "x").status == "unavailable"
+        assert admission.eligibility_many([("g", "a", "x")])[("g", "a", "x")].status == "unavailable"
+
+
 def test_eligibility_readback(policies, admission, clock) -> None:
     assert admission.eligibility("g", "a").reason is Reason.NO_RULE
     daily(policies)
