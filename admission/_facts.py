@@ -11,8 +11,9 @@ from collections import namedtuple
 from datetime import timedelta
 from typing import NamedTuple
 
-from .decisions import Phase
-from .errors import StoreUnavailable
+from ._types import decode_us
+from .decisions import Phase, StartKind, StartRecord
+from .errors import CorruptState, StoreUnavailable
 from .policies import EffectiveFloor, RuleRef, combine, rule_ref
 from .store import DriverTx
 
@@ -96,6 +97,35 @@ CONFIRM_SQL = (
     "UPDATE fg_starts SET phase = 'confirmed', confirmed_at_us = :now WHERE turn_id = :t AND phase = 'reserved' "
     "RETURNING " + ", ".join(START_COLUMNS)
 )
+
+
+def start_from_row(row) -> StartRecord:  # type: ignore[no-untyped-def]
+    """Decode a starts row as read undecoded (the hot path's RETURNING, or ``raw_columns``), with
+    the column type's own time decoder; malformed values raise ``CorruptState`` (fail closed)."""
+    try:
+        phase_text = row.phase
+        if not isinstance(row.manual_reason, (str, type(None))):
+            raise ValueError("manual_reason must be text")
+        if not all(isinstance(v, str) for v in (row.turn_id, row.goal_id, row.agent_id, row.automation_id)):
+            raise ValueError("its ids must be text")
+        # Every field is checked or converted above; skip pydantic's second pass.
+        return StartRecord.model_construct(
+            turn_id=row.turn_id,
+            goal_id=row.goal_id,
+            agent_id=row.agent_id,
+            automation_id=row.automation_id or None,
+            trigger_time=decode_us(row.trigger_us),
+            anchor_at=decode_us(row.anchor_us),
+            # A start without a phase is older or hand-edited data: read it as an attempted start.
+            phase=Phase(phase_text) if phase_text is not None else Phase.CONFIRMED,
+            phase_recorded=phase_text is not None,
+            kind=StartKind(row.kind),
+            manual_reason=row.manual_reason,
+            confirmed_at=decode_us(row.confirmed_at_us) if row.confirmed_at_us is not None else None,
+        )
+    except (CorruptState, ValueError, TypeError, OverflowError) as exc:
+        raise CorruptState(f"malformed start record {row.turn_id!r}: {exc}") from None
+
 
 # Times beyond year 9000 or floors beyond the policy cap are corrupt state, not values to add up.
 _MAX_US = 221_845_392_000_000_000

@@ -21,8 +21,19 @@ from sqlalchemy.engine import Connection
 
 from . import _locks as locks
 from . import _schema as s
-from ._facts import CONFIRM_SQL, INSERT_START_SQL, RESERVE_SQL, Facts, StartRow, decode_facts, facts_params, read_facts, read_facts_many
-from ._types import MAX_US, decode_us, raw_columns
+from ._facts import (
+    CONFIRM_SQL,
+    INSERT_START_SQL,
+    RESERVE_SQL,
+    Facts,
+    StartRow,
+    decode_facts,
+    facts_params,
+    read_facts,
+    read_facts_many,
+    start_from_row,
+)
+from ._types import MAX_US, raw_columns
 from .clock import Clock, SystemClock, aware_utc, from_us, iso, read_clock, to_us
 from .decisions import Confirmation, Decision, Eligibility, Explained, Phase, Reason, StartKind, StartRecord
 from .errors import CorruptState, InvalidInput, StoreUnavailable
@@ -41,34 +52,6 @@ _MAX_REASON = 500
 _US = timedelta(microseconds=1)
 _AUTOMATIC, _MANUAL = StartKind.AUTOMATIC, StartKind.MANUAL
 _new_decision = object.__new__
-
-
-def start_from_row(row) -> StartRecord:  # type: ignore[no-untyped-def]
-    """Decode a starts row as read undecoded (the hot path's RETURNING, or ``raw_columns``), with
-    the column type's own time decoder; malformed values raise ``CorruptState`` (fail closed)."""
-    try:
-        phase_text = row.phase
-        if not isinstance(row.manual_reason, (str, type(None))):
-            raise ValueError("manual_reason must be text")
-        if not all(isinstance(v, str) for v in (row.turn_id, row.goal_id, row.agent_id, row.automation_id)):
-            raise ValueError("its ids must be text")
-        # Every field is checked or converted above; skip pydantic's second pass.
-        return StartRecord.model_construct(
-            turn_id=row.turn_id,
-            goal_id=row.goal_id,
-            agent_id=row.agent_id,
-            automation_id=row.automation_id or None,
-            trigger_time=decode_us(row.trigger_us),
-            anchor_at=decode_us(row.anchor_us),
-            # A start without a phase is older or hand-edited data: read it as an attempted start.
-            phase=Phase(phase_text) if phase_text is not None else Phase.CONFIRMED,
-            phase_recorded=phase_text is not None,
-            kind=StartKind(row.kind),
-            manual_reason=row.manual_reason,
-            confirmed_at=decode_us(row.confirmed_at_us) if row.confirmed_at_us is not None else None,
-        )
-    except (CorruptState, ValueError, TypeError, OverflowError) as exc:
-        raise CorruptState(f"malformed start record {row.turn_id!r}: {exc}") from None
 
 
 class _Request(NamedTuple):  # a plain immutable value: one per decision, cheap to build
