@@ -2,11 +2,12 @@
 
 The decision is made twice when it may admit: first in a plain read (so a denial takes no lock
 and writes nothing), then again serialized per agent, where the start is inserted. Only that
-second evaluation can admit. On PostgreSQL both happen server-side in one call of ``fg_reserve``
-(migration 0013; one round trip, one commit when it admits), which returns the facts it decided
-on: ``_evaluate`` explains them here, the same function that decides on SQLite, and a call whose
-insert disagrees with it is reported ``state_unavailable`` (tests/test_admission_parity.py holds
-the two rules together). Managed turns (``journal`` / ``on_admit``) call it inside their unit.
+second evaluation can admit. On PostgreSQL both happen server-side in one statement
+(``RESERVE_SQL``, migration 0017: plain SQL for a denial, the locked ``fg_admit`` only when the
+facts may admit; one round trip, one commit when it admits), which returns the facts it decided
+on: ``_evaluate`` explains them here, the same function that decides on SQLite, and a statement
+whose insert disagrees with it is reported ``state_unavailable`` (tests/test_admission_parity.py
+holds the two rules together). Managed turns (``journal`` / ``on_admit``) run it inside their unit.
 """
 
 from __future__ import annotations
@@ -20,8 +21,19 @@ from sqlalchemy.engine import Connection
 
 from . import _locks as locks
 from . import _schema as s
-from ._facts import CONFIRM_SQL, INSERT_START_SQL, RESERVE_SQL, Facts, StartRow, decode_facts, facts_params, read_facts, read_facts_many
-from ._types import MAX_US, decode_us, raw_columns
+from ._facts import (
+    CONFIRM_SQL,
+    INSERT_START_SQL,
+    RESERVE_SQL,
+    Facts,
+    StartRow,
+    decode_facts,
+    facts_params,
+    read_facts,
+    read_facts_many,
+    start_from_row,
+)
+from ._types import MAX_US, raw_columns
 from .clock import Clock, SystemClock, aware_utc, from_us, iso, read_clock, to_us
 from .decisions import Confirmation, Decision, Eligibility, Explained, Phase, Reason, StartKind, StartRecord
 from .errors import CorruptState, InvalidInput, StoreUnavailable
@@ -38,34 +50,8 @@ _NO_TURN = "/"
 _NO_TRIGGER = -1
 _MAX_REASON = 500
 _US = timedelta(microseconds=1)
-
-
-def start_from_row(row) -> StartRecord:  # type: ignore[no-untyped-def]
-    """Decode a starts row as read undecoded (the hot path's RETURNING, or ``raw_columns``), with
-    the column type's own time decoder; malformed values raise ``CorruptState`` (fail closed)."""
-    try:
-        phase_text = row.phase
-        if not isinstance(row.manual_reason, (str, type(None))):
-            raise ValueError("manual_reason must be text")
-        if not all(isinstance(v, str) for v in (row.turn_id, row.goal_id, row.agent_id, row.automation_id)):
-            raise ValueError("its ids must be text")
-        # Every field is checked or converted above; skip pydantic's second pass.
-        return StartRecord.model_construct(
-            turn_id=row.turn_id,
-            goal_id=row.goal_id,
-            agent_id=row.agent_id,
-            automation_id=row.automation_id or None,
-            trigger_time=decode_us(row.trigger_us),
-            anchor_at=decode_us(row.anchor_us),
-            # A start without a phase is older or hand-edited data: read it as an attempted start.
-            phase=Phase(phase_text) if phase_text is not None else Phase.CONFIRMED,
-            phase_recorded=phase_text is not None,
-            kind=StartKind(row.kind),
-            manual_reason=row.manual_reason,
-            confirmed_at=decode_us(row.confirmed_at_us) if row.confirmed_at_us is not None else None,
-        )
-    except (CorruptState, ValueError, TypeError, OverflowError) as exc:
-        raise CorruptState(f"malformed start record {row.turn_id!r}: {exc}") from None
+_AUTOMATIC, _MANUAL = StartKind.AUTOMATIC, StartKind.MANUAL
+_new_decision = object.__new__
 
 
 class _Request(NamedTuple):  # a plain immutable value: one per decision, cheap to build
@@ -155,38 +141,37 @@ class Admission:
         """
         trigger = aware_utc(trigger_time, "trigger_time")
         req = _Request(
-            goal=check_id(goal, "goal"),
-            agent=check_id(agent, "agent"),
-            automation=check_id(automation, "automation") if automation is not None else None,
-            turn_id=check_id(turn_id, "turn_id"),
-            trigger_time=trigger,
-            trigger_us=_stored_time(trigger, "trigger_time"),
-            manual_reason=_check_manual_reason(manual_reason),
+            check_id(goal, "goal"),
+            check_id(agent, "agent"),
+            check_id(automation, "automation") if automation is not None else None,
+            check_id(turn_id, "turn_id"),
+            trigger,
+            _stored_us(trigger, "trigger_time"),
+            _check_manual_reason(manual_reason) if manual_reason is not None else None,
         )
         if journal is not None and journal.turn_id != req.turn_id:
             raise InvalidInput("journal", f"the journal entry is for turn {journal.turn_id!r}, not {req.turn_id!r}")
-        lock_key = locks.agent(req.goal, req.agent)
         managed = journal is not None or on_admit is not None
         try:
             if self.store.dialect == "postgresql" and not managed:
-                # One round trip: fg_reserve reads, locks only when it may admit, decides, inserts.
-                verdict, now = _reserve_pg(self.store.autocommit, req, self.clock, lock_key, lock_admitted=False)
+                # One round trip: it reads, locks only when it may admit, decides, inserts.
+                verdict, now = _reserve_pg(self.store.autocommit, req, self.clock, locks.agent(req.goal, req.agent), lock_admitted=False)
                 return _decision(req, now, verdict)
             # A denial is decided from one plain read, taking no lock and writing nothing (the
             # clock read after it, so a start committed just before is never "in the future").
             # With a journal entry every admission writes (the journal row); without, only new starts.
-            writes = _ADMITTING if journal is None else _ADMITTED
-            facts = _read(self.store.autocommit, req)
+            facts = read_facts(self.store.autocommit, req.goal, req.agent, req.automation, req.turn_id, req.trigger_us)
             now = read_clock(self.clock)
             verdict = _evaluate(facts, req, to_us(now))
-            if verdict.reason not in writes:
+            if verdict.reason not in (_ADMITTING if journal is None else _ADMITTED):
                 return _decision(req, now, verdict)
+            lock_key = locks.agent(req.goal, req.agent)
             # Only an evaluation serialized per agent may admit.
             if not managed:
                 with self.store.driver(write=True, lock_key=lock_key) as tx:
                     verdict, now = _admit(tx, req, self.clock, None)
             else:
-                # PostgreSQL: fg_reserve takes the lock inside the unit (so no separate lock statement).
+                # PostgreSQL: fg_admit takes the lock inside the unit (so no separate lock statement).
                 pg = self.store.dialect == "postgresql"
                 with self.store.write(None if pg else lock_key) as conn, self.store.driver(write=True, within=conn) as tx:
                     if pg:
@@ -349,7 +334,7 @@ class Admission:
             if not floor.rules:
                 out[(goal, agent, automation)] = None
                 continue
-            next_us = _next_eligible_us(floor, agent_us, lane_us if automation else None)
+            next_us = _next_eligible_us(floor.agent_floor // _US, floor.lane_floor // _US, agent_us, lane_us if automation else None)
             out[(goal, agent, automation)] = from_us(next_us) if next_us is not None else None
         return out
 
@@ -435,14 +420,14 @@ def _admit(tx: DriverTx, req: _Request, clock: Clock, journal: JournalEntry | No
 
 
 def _reserve_pg(tx: DriverTx, req: _Request, clock: Clock, lock_key: str, *, lock_admitted: bool) -> tuple[_Verdict, datetime]:
-    """The decision through PostgreSQL's ``fg_reserve``: one call, which inserts the start when it
-    admits; its facts are decoded and explained here by ``_evaluate``, the decision's one rule.
+    """The decision through PostgreSQL's ``RESERVE_SQL``: one statement, which inserts the start when
+    it admits; its facts are decoded and explained here by ``_evaluate``, the decision's one rule.
 
     The clock is read before the call, so a start another process committed while the call waited
     for the lock can be later than it: that denial (clock_rollback) is decided once more with a
     fresh reading when the clock has since passed that start (a second call, only in that race)."""
     params = facts_params(req.goal, req.agent, req.automation, req.turn_id, req.trigger_us)
-    params["kind"] = (StartKind.MANUAL if req.manual_reason is not None else StartKind.AUTOMATIC).value
+    params["kind"] = (_AUTOMATIC if req.manual_reason is None else _MANUAL).value
     params["reason"] = req.manual_reason
     params["lock"] = lock_id(lock_key)
     params["guarded"] = tx.relaxed
@@ -451,15 +436,19 @@ def _reserve_pg(tx: DriverTx, req: _Request, clock: Clock, lock_key: str, *, loc
     for retry in (True, False):
         params["now"] = now_us = to_us(now)
         row = tx.row(RESERVE_SQL, params)
-        if row is None:  # pragma: no cover - the function always returns one row
-            raise StoreUnavailable("fg_reserve returned no row")
+        if row is None:  # pragma: no cover - the statement always returns one row
+            raise StoreUnavailable("fg_facts returned no row")
+        if row[15] is not None:  # fg_admit ran: its locked read is the one decided on
+            row = row[8:]
+        elif row[7] == "insert":  # pragma: no cover - the gate calls fg_admit whenever it reads 'insert'
+            raise StoreUnavailable("fg_facts may admit but fg_admit did not run")
         facts = decode_facts(row[:7], req.goal, req.agent, req.automation, req.turn_id)
         verdict = _evaluate(facts, req, now_us)
         if (row[7] == "insert") != (verdict.reason in _ADMITTING):
             # Fail closed either way; an autocommitted start it made stays an unconfirmed reservation
             # (it holds the floor, never launches), which is what a crash before confirm leaves too.
             raise StoreUnavailable(
-                f"the store's fg_reserve decided {row[7]!r} where this floorgate decides {verdict.reason.value!r} (a mismatched migration?)"
+                f"the store's fg_facts decided {row[7]!r} where this floorgate decides {verdict.reason.value!r} (a mismatched migration?)"
             )
         if retry and verdict.reason is Reason.CLOCK_ROLLBACK and facts.agent_anchor_us is not None:
             later = read_clock(clock)
@@ -479,9 +468,9 @@ def _read(tx: DriverTx, req: _Request) -> Facts:
     return read_facts(tx, req.goal, req.agent, req.automation, req.turn_id, req.trigger_us)
 
 
-def _stored_time(value: datetime, field: str) -> int:
-    """``value`` in stored microseconds; a time the columns would refuse to read back is refused here."""
-    us = to_us(aware_utc(value, field))
+def _stored_us(value: datetime, field: str) -> int:
+    """``value`` (aware UTC) in stored microseconds; a time the columns would refuse to read back is refused here."""
+    us = to_us(value)
     if not 0 <= us < MAX_US:
         raise InvalidInput(field, f"{iso(value)} is outside the times floorgate stores (1970 to 9000)")
     return us
@@ -497,38 +486,39 @@ def _check_manual_reason(value: object) -> str | None:
     return value.strip()
 
 
-def _next_eligible_us(floor: EffectiveFloor, agent_anchor: int | None, lane_anchor: int | None) -> int | None:
-    candidates = []
-    if agent_anchor is not None and floor.agent_floor:
-        candidates.append(agent_anchor + floor.agent_floor // _US)
-    if lane_anchor is not None and floor.lane_floor:
-        candidates.append(lane_anchor + floor.lane_floor // _US)
-    return max(candidates) if candidates else None
+def _next_eligible_us(agent_floor_us: int, lane_floor_us: int, agent_anchor: int | None, lane_anchor: int | None) -> int | None:
+    """When the floors (in microseconds) next allow an automatic start: the later of each
+    anchor plus its floor; None when no floor counts from an anchor."""
+    agent_at = agent_anchor + agent_floor_us if agent_anchor is not None and agent_floor_us else None
+    if lane_anchor is None or not lane_floor_us:
+        return agent_at
+    lane_at = lane_anchor + lane_floor_us
+    return lane_at if agent_at is None or lane_at > agent_at else agent_at
 
 
 def _evaluate(f: Facts, req: _Request, now_us: int) -> _Verdict:
     if f.turn_phase is not None:
         same_lane = f.turn_lane == f"{req.goal}/{req.agent}/{req.lane}"
         if f.turn_phase is Phase.RESERVED and same_lane:
-            return _Verdict(Reason.RESUMED, f.floor, None, anchor_us=f.turn_anchor_us, detail=_RESUMING)
+            return _Verdict(Reason.RESUMED, f.floor, None, f.turn_anchor_us, _RESUMING)
         where = "" if same_lane else f" in lane {f.turn_lane}"
-        return _Verdict(Reason.TURN_ALREADY_STARTED, f.floor, None, detail=Explained(_already_started, (req.turn_id, f.turn_phase, where)))
+        return _Verdict(Reason.TURN_ALREADY_STARTED, f.floor, None, None, Explained(_already_started, (req.turn_id, f.turn_phase, where)))
     floor = f.floor
     if not floor.rules:
-        return _Verdict(Reason.NO_RULE, floor, None, detail=_NO_FLOOR)
-    next_us = _next_eligible_us(floor, f.agent_anchor_us, f.lane_anchor_us if req.automation else None)
+        return _Verdict(Reason.NO_RULE, floor, None, None, _NO_FLOOR)
+    next_us = _next_eligible_us(f.agent_floor_us, f.lane_floor_us, f.agent_anchor_us, f.lane_anchor_us if req.automation else None)
     if f.agent_anchor_us is not None and now_us < f.agent_anchor_us:
-        return _Verdict(Reason.CLOCK_ROLLBACK, floor, next_us, detail=_ROLLED_BACK)
+        return _Verdict(Reason.CLOCK_ROLLBACK, floor, next_us, None, _ROLLED_BACK)
     if f.duplicate_turn is not None:
-        return _Verdict(Reason.DUPLICATE_TRIGGER, floor, next_us, detail=Explained(_duplicate, (req.trigger_us, f.duplicate_turn)))
+        return _Verdict(Reason.DUPLICATE_TRIGGER, floor, next_us, None, Explained(_duplicate, (req.trigger_us, f.duplicate_turn)))
     if f.lane_trigger_us is not None and req.trigger_us < f.lane_trigger_us:
-        return _Verdict(Reason.STALE_TRIGGER, floor, next_us, detail=Explained(_stale, (f.lane_trigger_us,)))
+        return _Verdict(Reason.STALE_TRIGGER, floor, next_us, None, Explained(_stale, (f.lane_trigger_us,)))
     if next_us is not None and now_us < next_us:
         if req.manual_reason is None:
-            return _Verdict(Reason.INTERVAL_WAIT, floor, next_us, detail=Explained(_waiting, (floor,)))
-        return _Verdict(Reason.MANUAL, floor, next_us, anchor_us=now_us, detail=_BYPASSED)
+            return _Verdict(Reason.INTERVAL_WAIT, floor, next_us, None, Explained(_waiting, (floor,)))
+        return _Verdict(Reason.MANUAL, floor, next_us, now_us, _BYPASSED)
     reason = Reason.MANUAL if req.manual_reason is not None else Reason.ELIGIBLE
-    return _Verdict(reason, floor, next_us, anchor_us=now_us, detail=Explained(_elapsed, (floor,)))
+    return _Verdict(reason, floor, next_us, now_us, Explained(_elapsed, (floor,)))
 
 
 def _insert_start(tx: DriverTx, req: _Request, now_us: int) -> None:
@@ -550,26 +540,31 @@ def _insert_start(tx: DriverTx, req: _Request, now_us: int) -> None:
 def _decision(req: _Request, now: datetime, verdict: _Verdict) -> Decision:
     admitted = verdict.reason in _ADMITTED
     next_us = verdict.next_us
-    if admitted and verdict.floor is not None and verdict.anchor_us is not None:
+    anchor_us = verdict.anchor_us
+    if admitted and verdict.floor is not None and anchor_us is not None:
         # After an admission the next automatic start is one floor after this anchor.
         step = verdict.floor.agent_floor // _US
         lane_step = verdict.floor.lane_floor // _US if req.automation else 0
-        next_us = verdict.anchor_us + max(step, lane_step)
-    return Decision(
+        next_us = anchor_us + max(step, lane_step)
+    decision = _new_decision(Decision)
+    # Decision is a frozen dataclass with no __post_init__ (tests/test_admission.py holds both):
+    # its fields are set here at once, not one object.__setattr__ each as its __init__ does.
+    decision.__dict__.update(
         admitted=admitted,
         reason=verdict.reason,
         turn_id=req.turn_id,
         goal_id=req.goal,
         agent_id=req.agent,
         automation_id=req.automation,
-        kind=StartKind.MANUAL if req.manual_reason is not None else StartKind.AUTOMATIC,
+        kind=_AUTOMATIC if req.manual_reason is None else _MANUAL,
         trigger_time=req.trigger_time,
         decided_at=now,
-        anchor_at=from_us(verdict.anchor_us) if verdict.anchor_us is not None else None,
+        anchor_at=from_us(anchor_us) if anchor_us is not None else None,
         next_eligible_at=from_us(next_us) if next_us is not None else None,
         floor=verdict.floor,
         explained=verdict.detail,
     )
+    return decision
 
 
 def _unavailable(goal: str, agent: str, automation: str | None, now: datetime, exc: Exception) -> Eligibility:
@@ -602,7 +597,9 @@ def _judged(goal: str, agent: str, automation: str | None, now: datetime, facts:
             detail="no floor applies",
             **base,
         )
-    next_us = _next_eligible_us(floor, facts.agent_anchor_us, facts.lane_anchor_us if automation else None)
+    next_us = _next_eligible_us(
+        facts.agent_floor_us, facts.lane_floor_us, facts.agent_anchor_us, facts.lane_anchor_us if automation else None
+    )
     if facts.agent_anchor_us is not None and now_us < facts.agent_anchor_us:
         reason, status = Reason.CLOCK_ROLLBACK, "interval_wait"
         detail = "the clock reads earlier than the last start; waiting until it passes it"

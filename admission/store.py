@@ -76,7 +76,18 @@ def absolute_url(url: str | None) -> str:
 
 def lock_id(key: str) -> int:
     """A signed 64-bit advisory-lock id for ``key`` (collisions only over-serialize)."""
-    return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big", signed=True)
+    found = _LOCK_IDS.get(key)
+    if found is None:
+        found = int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big", signed=True)
+        if len(_LOCK_IDS) >= _LOCK_IDS_KEPT:
+            _LOCK_IDS.clear()
+        _LOCK_IDS[key] = found
+    return found
+
+
+# Every PostgreSQL decision hashes its agent's key: most meet a key hashed before.
+_LOCK_IDS: dict[str, int] = {}
+_LOCK_IDS_KEPT = 65_536
 
 
 _NAMED = re.compile(r"(?<![:\w]):(\w+)")
@@ -114,7 +125,7 @@ class _Autocommit(DriverTx):
     """``DriverTx`` for single autocommitted statements (``Store.autocommit``): each call runs one
     statement on this thread's hot connection, its own transaction, with no context to enter."""
 
-    def __init__(self, store: Store) -> None:  # no cursor of its own: each statement opens one
+    def __init__(self, store: Store) -> None:  # no cursor of its own: the store keeps one per hot connection
         self._store = store
         self.dialect = store.dialect
         self.relaxed = store.relaxed
@@ -163,12 +174,14 @@ class Store:
     def _one(self, sql: str, params: dict[str, Any], *, fetch: bool) -> tuple[Any, ...] | int | None:
         raw = self._hot_connection()
         try:
-            cursor = raw.cursor()
-            try:
-                cursor.execute(self.render(sql), params)
-                result: tuple[Any, ...] | int | None = cursor.fetchone() if fetch else cursor.rowcount
-            finally:
-                cursor.close()
+            # One cursor per hot connection, kept: each statement reuses it rather than opening and
+            # closing one (a single-row read is reset once fetched, so the cursor holds no snapshot).
+            held = getattr(self._local, "cursor", None)
+            if held is None or held[0] is not raw:
+                held = self._local.cursor = (raw, raw.cursor())
+            cursor = held[1]
+            cursor.execute(self.render(sql), params)
+            result: tuple[Any, ...] | int | None = cursor.fetchone() if fetch else cursor.rowcount
         except self._dbapi_error as exc:
             self._drop_hot_connection()
             raise StoreUnavailable(f"store {self.safe_url} failed: {_first_line(exc)}") from exc
@@ -194,6 +207,7 @@ class Store:
     def _drop_hot_connection(self) -> None:
         raw = getattr(self._local, "raw", None)
         self._local.raw = None
+        self._local.cursor = None
         if raw is not None:
             with self._hot_lock:
                 if raw in self._hot:

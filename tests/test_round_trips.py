@@ -127,14 +127,14 @@ def counted(store: Store) -> Iterator[dict[str, int]]:
 
 # (backend, operation) -> (round trips, durable commits). A denial is one plain read on both:
 # no lock, no transaction, nothing written. PostgreSQL decides an admission in one call of
-# fg_reserve (it reads, locks, reads again, decides and inserts server-side); SQLite, in process,
+# one statement (fg_facts reads and decides; fg_admit locks, reads again and inserts); SQLite, in process,
 # reads without the lock first, then decides again under BEGIN IMMEDIATE.
 EXPECTED = {
     ("sqlite", "admitted"): (5, 1),  # facts, BEGIN IMMEDIATE, facts, insert, COMMIT
     ("sqlite", "confirm"): (1, 1),  # one autocommitted UPDATE ... RETURNING
     ("sqlite", "denied"): (1, 0),
     ("sqlite", "eligibility"): (1, 0),
-    ("postgresql", "admitted"): (1, 1),  # SELECT ... FROM fg_reserve(...), autocommitted
+    ("postgresql", "admitted"): (1, 1),  # SELECT ... FROM fg_facts(...) ... fg_admit(...), autocommitted
     ("postgresql", "confirm"): (1, 1),
     ("postgresql", "denied"): (1, 0),
     ("postgresql", "eligibility"): (1, 0),
@@ -293,7 +293,7 @@ def _entry(turn: str) -> JournalEntry:
 # A managed turn's reservation: the start, its journal row and the caller's on_admit writes in one
 # unit. (backend, outcome) -> (round trips, commits), with an on_admit that writes nothing.
 MANAGED = {
-    # facts; BEGIN, fg_reserve (lock, facts, start), attempt count, journal row, COMMIT
+    # facts; BEGIN, fg_facts + fg_admit (lock, facts, start), attempt count, journal row, COMMIT
     ("postgresql", "admitted"): (6, 1),
     ("postgresql", "denied"): (1, 0),
     # facts; BEGIN IMMEDIATE, facts, start, attempt count, journal row, COMMIT
