@@ -174,7 +174,7 @@ class Schedule(BaseModel):
 
     def next_after(self, after: datetime) -> datetime | None:
         """The first occurrence strictly after the instant ``after`` (None when the rule has ended)."""
-        return self._engine.next_after(self._instant(after))
+        return self._engine.next_after(after)  # the engine checks ``after`` (once, and not when it is aware UTC)
 
     def last_at_or_before(self, at: datetime) -> datetime | None:
         """The latest occurrence at or before the instant ``at`` (None when none has happened)."""
