@@ -126,6 +126,7 @@ class Engine:
         # Instants are compared in UTC (one zone's aware datetimes compare by wall time), or naive.
         self._key_tz = _UTC if zone is not None else None
         self._end = _memo.END_AWARE if zone is not None else _memo.END_NAIVE
+        self._start = _memo.START_AWARE if zone is not None else _memo.START_NAIVE
         # Occurrences already computed (see _memo); replaced whole, read once per query.
         self._memo: Memo | None = None
         try:  # dateutil refuses a rule whose INTERVAL never meets its BY parts ("an empty set")
@@ -173,13 +174,21 @@ class Engine:
         while True:
             earliest = at - back
             probe: datetime | None = None if self._to_local(earliest) <= self.dtstart else earliest
-            found = None
-            for occurrence in self.iterate(probe):
-                if occurrence > at:
+            keys: list[datetime] = []
+            values: list[datetime] = []
+            ended = True
+            for key, value in self._pairs(probe):
+                keys.append(key)
+                values.append(value)
+                if key > at:
+                    ended = False
                     break
-                found = occurrence
-            if found is not None or probe is None:
-                return found
+            i = bisect_right(keys, at)
+            if i or probe is None:
+                if len(keys) <= _memo.CAP:  # what was walked is known: the next queries need not
+                    lo = probe if probe is not None else self._start
+                    self._memo = _memo.merge(memo, _memo.segment(lo, keys, values, ended, self._end), at)
+                return values[i - 1] if i else None
             back *= 4
 
     # -- the memo ------------------------------------------------------------------------------
@@ -219,32 +228,23 @@ class Engine:
 
     def _segment(self, start: datetime, at: datetime, want: int, reach: datetime | None) -> Memo:
         """The occurrences after ``start``, up to ``want`` of them after ``at`` (and one at or
-        past ``reach``), at most ``_memo.CAP``."""
+        past ``reach``), at most ``_memo.CAP``: by arithmetic while the zone keeps one offset,
+        then walking."""
         keys: list[datetime] = []
         values: list[datetime] = []
-        past = 0
-        for key, value in self._pairs_from(start):
-            keys.append(key)
-            values.append(value)
-            if key > at:
-                past += 1
-                if past >= want and (reach is None or key >= reach):
-                    break
-            if len(keys) >= _memo.CAP:
-                break
-        else:
-            return _memo.segment(start, keys, values, True, self._end)
-        return _memo.segment(start, keys, values, False, self._end)
-
-    def _pairs_from(self, start: datetime) -> Iterator[tuple[datetime, datetime]]:
-        """(key, value) of the occurrences after ``start``: by arithmetic while the zone keeps one
-        offset, then walking."""
-        last = start
-        if self._grid is not None:
-            for pair in self._grid.pairs(start):
-                yield pair
-                last = pair[0]
-        yield from self._pairs(last)
+        past, cap = 0, _memo.CAP
+        runs = (self._grid.pairs(start), None) if self._grid is not None else (None,)
+        for run in runs:
+            for key, value in run if run is not None else self._pairs(keys[-1] if keys else start):
+                keys.append(key)
+                values.append(value)
+                if key > at:
+                    past += 1
+                    if past >= want and (reach is None or key >= reach):
+                        return _memo.segment(start, keys, values, False, self._end)
+                if len(keys) >= cap:
+                    return _memo.segment(start, keys, values, False, self._end)
+        return _memo.segment(start, keys, values, True, self._end)
 
     # -- the grid: a rule with no BYxxx part is DTSTART plus whole steps of wall time ----------
     def _grid_last(self, at: datetime) -> tuple[bool, datetime | None]:

@@ -93,19 +93,24 @@ class Grid:
         span = self._span_at(start)
         if span is None:
             return
-        hi, anchor = span[1], span[2]
+        anchor = span[2]
         step, exdates, until, zone = self.step, self.exdates, self.until, self.zone
         k = 0 if start < anchor else (start - anchor) // step + 1
         try:
             key = anchor + k * step
             wall = self.dtstart + k * step
-            while key < hi:
-                if until is not None and key > until:
+            while True:
+                hi = span[1]
+                while key < hi:
+                    if until is not None and key > until:
+                        return
+                    if not exdates or wall not in exdates:
+                        yield key, (key if zone is None else key.astimezone(zone))
+                    key += step
+                    wall += step
+                span = self._next_span(span)
+                if span is None:
                     return
-                if not exdates or wall not in exdates:
-                    yield key, (key if zone is None else key.astimezone(zone))
-                key += step
-                wall += step
         except OverflowError:
             return
 
@@ -119,13 +124,23 @@ class Grid:
         k = 0 if after < span[2] else (after - span[2]) // step + 1
         try:
             key = span[2] + k * step
-            if key >= span[1] or (self.exdates and self.dtstart + k * step in self.exdates):
+            while key >= span[1]:
+                span = self._next_span(span)  # type: ignore[assignment]
+                if span is None:
+                    return UNSOLVED
+            if self.exdates and self.dtstart + k * step in self.exdates:
                 return UNSOLVED
         except OverflowError:
             return UNSOLVED
         if self.until is not None and key > self.until:
             return UNSOLVED
         return key if self.zone is None else key.astimezone(self.zone)
+
+    def _next_span(self, span: Span) -> Span | None:
+        """The span after ``span`` when it keeps its offset (``span`` ended where the search for a
+        change stopped, not at one); else None."""
+        following = self._span_at(span[1])
+        return following if following is not None and following[2] == span[2] else None
 
     def _span_at(self, instant: datetime) -> Span | None:
         span = self._span

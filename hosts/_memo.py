@@ -24,6 +24,8 @@ CHUNK_MAX = 64  # ... growing with the memo up to this, so a host's fires walk r
 
 END_AWARE = datetime.max.replace(tzinfo=timezone.utc)
 END_NAIVE = datetime.max  # noqa: DTZ901 (floating time is naive)
+START_AWARE = datetime.min.replace(tzinfo=timezone.utc)  # the lo of a walk from DTSTART
+START_NAIVE = datetime.min  # noqa: DTZ901
 
 Memo = tuple[Any, Any, tuple[Any, ...], tuple[Any, ...]]
 
@@ -71,17 +73,18 @@ def trim(memo: Memo, at: datetime) -> Memo:
 
 def near(memo: Memo, gap_seconds: float, budget: int) -> bool:
     """Whether a gap of ``gap_seconds`` beside ``memo`` likely holds at most ``budget``
-    occurrences (at the memo's own density): worth walking across to keep one interval."""
-    lo, _, keys, _ = memo
+    occurrences (at the density of the memo's own): worth walking across to keep one interval."""
+    keys = memo[2]
     n = len(keys)
-    return bool(n) and gap_seconds * n <= (keys[-1] - lo).total_seconds() * budget
+    return n > 1 and gap_seconds * (n - 1) <= (keys[-1] - keys[0]).total_seconds() * budget
 
 
 def budget(memo: Memo) -> int:
-    """How many occurrences a walk across a gap beside ``memo`` may add: a continuation's few, or
-    as many as the memo holds while it has room (so it doubles, and its work stays bounded)."""
+    """How many occurrences a walk across a gap beside ``memo`` may add: a continuation's few (the
+    next fire), or as many as the memo holds while it has room (so it doubles: a memo too small
+    for the queries' range does not walk its whole size at every miss)."""
     n = len(memo[2])
-    return max(CHUNK_MAX, min(n, CAP - n))
+    return max(CHUNK, min(n, CAP - n))
 
 
 def chunk(memo: Memo | None) -> int:
