@@ -171,6 +171,9 @@ class Engine:
         if change is not None and change[1] < timedelta(0):
             at = change[0] - _MICROSECOND  # inside a repeated hour's second pass: no occurrence is an instant there
         back = self._period_length()  # a first guess, widened below until an occurrence is found
+        if memo is not None and memo[2] and at < memo[2][0] and _memo.near(memo, (memo[2][0] - at).total_seconds(), _memo.budget(memo)):
+            known = memo[2]  # just before the memo (walking back in time): a chunk of it at once
+            back = max(back, (known[-1] - known[0]) / (len(known) - 1) * _memo.chunk(memo))
         while True:
             earliest = at - back
             probe: datetime | None = None if self._to_local(earliest) <= self.dtstart else earliest
@@ -213,7 +216,14 @@ class Engine:
                 if _memo.near(memo, (after - hi).total_seconds(), budget):
                     seg = self._segment(hi, after, _memo.chunk(memo), None)
             elif _memo.near(memo, (lo - after).total_seconds(), budget):
-                seg = self._segment(after, after, _memo.chunk(memo), lo)
+                # from a chunk before ``after`` (at the memo's density): a walk back in time
+                # (a preview scrolled back, a catch-up) then walks once per chunk too
+                keys, chunk = memo[2], _memo.chunk(memo)
+                try:
+                    start = after - (keys[-1] - keys[0]) / (len(keys) - 1) * chunk
+                except OverflowError:
+                    start = after
+                seg = self._segment(start, after, chunk, lo)
             if seg is not None:
                 self._memo = memo = _memo.merge(memo, seg, after)
                 if _memo.covers(memo, after):

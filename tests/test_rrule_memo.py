@@ -263,12 +263,20 @@ def test_a_hosts_fires_walk_once_per_chunk(rule: str, zone: str, monkeypatch: py
     schedule = Schedule.parse(f"DTSTART;TZID={zone}:20200101T000000\nRRULE:{rule}")
     walks = _walks(schedule, monkeypatch)
     at = datetime(2026, 3, 1, tzinfo=UTC)
-    fires = 2000
-    for _ in range(fires):
+    fired = []
+    for _ in range(2000):
         at = schedule.next_after(at)  # type: ignore[assignment]
+        fired.append(at)
     # The first walks are short (a memo starts small); then one walk per CHUNK_MAX fires.
-    assert len(walks) <= fires // CHUNK_MAX + 8, len(walks)
+    assert len(walks) <= len(fired) // CHUNK_MAX + 8, len(walks)
     assert len(schedule._engine._memo[2]) <= CAP  # type: ignore[index]
+    # Back in time too (a preview scrolled back), asking for the next or for the last occurrence.
+    for ask, shift in ((schedule.next_after, timedelta(seconds=-1)), (schedule.last_at_or_before, timedelta(0))):
+        schedule._engine._memo = None
+        walks.clear()
+        for occurrence in reversed(fired):
+            assert ask(occurrence + shift) == occurrence
+        assert len(walks) <= len(fired) // CHUNK_MAX + 8, (ask, len(walks))
 
 
 def test_a_grid_rule_is_answered_without_walking_where_the_offset_holds(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -282,6 +290,23 @@ def test_a_grid_rule_is_answered_without_walking_where_the_offset_holds(monkeypa
     for _ in range(2000):
         at = schedule.next_after(at)  # type: ignore[assignment]
     assert walks == []
+
+
+def test_a_walk_cut_at_the_bound_is_not_the_rules_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = "DTSTART:20260101T000000Z\nRRULE:FREQ=MINUTELY;BYSECOND=0"
+    engine = Schedule.parse(text)._engine
+    t0 = datetime(2026, 2, 1, tzinfo=UTC)
+    lo, hi, keys, values = engine._segment(t0, t0, CHUNK, t0 + timedelta(days=2))  # reach: farther than CAP minutes
+    assert len(keys) == len(values) == CAP and hi == keys[-1] == t0 + timedelta(minutes=CAP) and lo == t0
+    # A gap guessed short but longer than a memo holds: the walk across it stops at CAP, and
+    # the query is answered from a walk of its own.
+    schedule = Schedule.parse(text)
+    schedule.next_after(t0)
+    monkeypatch.setattr(_memo, "near", lambda memo, gap, budget: True)
+    far = t0 + timedelta(days=3, seconds=30)
+    assert schedule.next_after(far) == far.replace(second=0) + timedelta(minutes=1)
+    memo = schedule._engine._memo
+    assert memo is not None and memo[1] != _memo.END_AWARE and len(memo[2]) <= CAP
 
 
 def test_scattered_queries_keep_the_memo_within_its_bound() -> None:
