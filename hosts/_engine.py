@@ -7,6 +7,11 @@ gives the RFC 5545 reading where dateutil's differs (a mid-week DTSTART with WEE
 builds its set from the week start) and skips the walk from a DTSTART years ago (dateutil's
 ``after()`` walks every occurrence since DTSTART). COUNT rules are walked from DTSTART.
 
+Queries are answered from a per-engine memo of occurrences already computed (``_memo``: one
+interval known complete, bisected; a miss next to it walks across the gap, a chunk at a time), and
+a rule of FREQ and INTERVAL alone is computed by arithmetic on instants wherever the zone keeps
+one offset (``_grid``). Both give exactly the walk's occurrences (tests/test_rrule_memo.py).
+
 Readings the RFC leaves open (documented in README, tested against the shared corpus):
 - YEARLY with BYWEEKNO and no BYDAY: DTSTART's weekday in those weeks (not all seven days).
 - YEARLY with BYMONTHDAY and no BYMONTH (nor BYWEEKNO/BYYEARDAY): DTSTART's month only.
