@@ -17,10 +17,11 @@ from bisect import bisect_right
 from datetime import datetime, timezone
 from typing import Any
 
-# At most this many occurrences per schedule (two tuples of datetimes: about 57 KB when full).
-CAP = 512
+# At most this many occurrences per schedule (two tuples of datetimes, about 4 KB when full): a
+# long-running host keeps one memo per schedule, so 512 cost 350 MB over 10,000 schedules.
+CAP = 32
 CHUNK = 8  # occurrences computed past the asked instant on a miss of a small memo
-CHUNK_MAX = 64  # ... growing with the memo up to this, so a host's fires walk rarely
+CHUNK_MAX = 8  # ... growing with the memo up to this (a host walks once per 8 fires)
 
 END_AWARE = datetime.max.replace(tzinfo=timezone.utc)
 END_NAIVE = datetime.max  # noqa: DTZ901 (floating time is naive)

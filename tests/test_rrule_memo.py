@@ -91,9 +91,10 @@ def test_a_gap_is_walked_when_it_likely_holds_few_enough_occurrences() -> None:
     memo = _seg(0, [1, 2, 3, 4])  # one occurrence a minute
     assert _memo.budget(memo) == CHUNK  # a small memo walks a continuation's few
     assert _memo.near(memo, 60 * CHUNK, CHUNK) and not _memo.near(memo, 60 * (CHUNK + 1), CHUNK)
-    big = _seg(0, list(range(1, 201)))
-    assert _memo.budget(big) == 200  # while it has room, the memo may double
-    assert _memo.near(big, 60 * 200, 200) and not _memo.near(big, 60 * 201, 200)
+    half = CAP // 2
+    big = _seg(0, list(range(1, half + 1)))
+    assert _memo.budget(big) == half  # while it has room, the memo may double
+    assert _memo.near(big, 60 * half, half) and not _memo.near(big, 60 * (half + 1), half)
     assert _memo.budget(_seg(0, list(range(1, CAP + 1)))) == CHUNK  # full: only the next few
     assert _memo.chunk(None) == CHUNK and _memo.chunk(big) == CHUNK_MAX
 
