@@ -13,7 +13,7 @@ from collections import namedtuple
 
 from .decisions import Phase
 from .errors import StoreUnavailable
-from .policies import EffectiveFloor, RuleRef, combine, rule_ref
+from .policies import EffectiveFloor, Folded, RuleRef, combine, effective_floor, fold, rule_ref
 from .store import DriverTx
 
 _LANE = "goal_id = :g AND agent_id = :a AND automation_id = :x"
@@ -243,10 +243,10 @@ def read_facts_many(tx: DriverTx, lanes: list[Lane], turn_id: str, trigger_us: i
             by_scope.setdefault((g, a, x), []).append((i, text))
     out: dict[Lane, Facts | StoreUnavailable] = {}
     memo: dict[tuple[str, str], RuleRef] = {}
+    folds: dict[tuple[int, ...], Folded] = {}  # by the rules' identities (memo keeps them alive)
     for lane in lanes:
         goal, agent, automation = lane
-        params = facts_params(goal, agent, automation, turn_id, trigger_us)
-        x, xr = params["x"], params["xr"]
+        x, xr = automation or "", automation or _NO_LANE  # as ``facts_params``
         found = [r for key in {(goal, "", ""), (goal, "", xr), (goal, agent, ""), (goal, agent, xr)} for r in by_scope.get(key, ())]
         found += [
             (i, text)
@@ -259,7 +259,11 @@ def read_facts_many(tx: DriverTx, lanes: list[Lane], turn_id: str, trigger_us: i
             fields = _start_facts((turn_text, agent_anchor.get((goal, agent)), ln, ln_tr, dup, guard), goal, agent, turn_id)
             # ``_floor`` of the lane's rules text, each rule decoded once for all lanes.
             refs = [_memo_rule_ref(memo, text, goal, agent) for _, text in sorted(found)]
-            out[lane] = Facts(combine(goal, agent, automation, refs), *fields)
+            key = tuple(map(id, refs))
+            folded = folds.get(key)
+            if folded is None:
+                folded = folds[key] = fold(refs)
+            out[lane] = Facts(effective_floor(goal, agent, automation, folded), *fields)
         except StoreUnavailable as exc:
             out[lane] = exc
     return out

@@ -16,8 +16,9 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, TypeVar
 
+from pydantic import BaseModel
 from sqlalchemy import BigInteger, Table, type_coerce
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql.elements import ColumnElement
@@ -90,3 +91,26 @@ def decode_row(table: Table, row: Any) -> SimpleNamespace:
             except CorruptState as exc:
                 raise CorruptState(f"{c.name}: {exc}") from None
     return SimpleNamespace(**out)
+
+
+_FIELD_SETS: dict[frozenset[str], set[str]] = {}
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def shared_fields(model: _M) -> _M:
+    """``model`` with its set of explicitly set field names shared with every other model that set
+    the same names: a set of ten names is ~700 bytes, one per model, and a readback of fifty thousand
+    automations builds three models each. Only for frozen models: pydantic adds to that set only
+    when a field is assigned (which a frozen model refuses) and copies it in ``model_copy``."""
+    names = model.__pydantic_fields_set__
+    shared = _FIELD_SETS.setdefault(frozenset(names), names)
+    if shared is not names:
+        object.__setattr__(model, "__pydantic_fields_set__", shared)
+    return model
+
+
+def field_set(model: type[BaseModel]) -> set[str]:
+    """The shared set of every field name of ``model`` (``model_construct(_fields_set=...)`` of a
+    model whose every field is given)."""
+    names = set(model.model_fields)
+    return _FIELD_SETS.setdefault(frozenset(names), names)
