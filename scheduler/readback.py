@@ -43,7 +43,7 @@ from hosts import InvalidSchedule, Schedule
 from hosts.registry import capabilities, firing_problem
 from hosts.schedule import parse_canonical
 
-from .preview import FloorMeeting, PlanInputs, PreviewRow, first_run_at, simulate
+from .preview import FloorMeeting, PlanInputs, PreviewRow, ScheduleQueries, first_run_at, simulate
 from .recovery import orphaned
 from .timers import LAUNCH_WAIT, TimerService
 
@@ -183,6 +183,10 @@ class _Direct:
 
     def __init__(self, rb: Readback) -> None:
         self.rb = rb
+        self.queries = ScheduleQueries()
+
+    def text(self, detail: str) -> str:
+        return detail
 
     def eligibility(self, lane: tuple[str, str, str]) -> Eligibility:
         return self.rb.admission.eligibility(*lane)
@@ -245,6 +249,12 @@ class _Bulk:
         self.ticked, self.bad_ticks = rb.ticklog.last_nominal_scan()
         self.damaged_turns = bool(bad_unsettled)  # keyed by turn id: whose they are needs a read
         self.launchable: dict[tuple[str | None, str], str | None] = {}
+        self.queries = ScheduleQueries()  # automations sharing a schedule share its answers
+        self.texts: dict[str, str] = {}
+
+    def text(self, detail: str) -> str:
+        """One string object per distinct detail (ten thousand automations waiting for one floor say the same)."""
+        return self.texts.setdefault(detail, detail)
 
     def eligibility(self, lane: tuple[str, str, str]) -> Eligibility:
         return self.eligibilities[lane]  # type: ignore[index]
@@ -380,15 +390,10 @@ class Readback:
         promise = self.timers.guarantee(automation, binding, now, answers=src)
         drift = self.timers.drift(automation, binding)
         envelope, problem = src.envelope(lane)
-        base = AutomationReadback(
+        common = dict(
             automation_id=aid,
             automation=automation,
-            state=ReadbackState.UNAVAILABLE,
-            detail="",
-            hold=None,
             eligibility=eligibility,
-            next_fire_at=None,
-            plan=None,
             last_turn=last_turn,
             binding=binding,
             drift=drift,
@@ -398,22 +403,42 @@ class Readback:
             mission=mission,
             envelope=envelope,
         )
+
+        def readback(
+            state: ReadbackState,
+            detail: str,
+            hold: ReadbackHold | None = None,
+            *,
+            next_fire_at: datetime | None = None,
+            plan: PlanInputs | None = None,
+            no_timer_host: bool = False,
+        ) -> AutomationReadback:
+            # Built once, with its final values (not a base copied by ``replace``).
+            return AutomationReadback(
+                state=state,
+                detail=src.text(detail),
+                hold=hold,
+                next_fire_at=next_fire_at,
+                plan=plan,
+                no_timer_host=no_timer_host,
+                **common,  # type: ignore[arg-type]
+            )
+
         try:
             plan = self._plan(automation, eligibility, binding, policy, src)
-            next_fire = first_run_at(plan, now=now) if plan is not None else None
+            next_fire = first_run_at(plan, now=now, queries=src.queries) if plan is not None else None
         except (InvalidSchedule, StoreUnavailable, ValueError, TypeError, OverflowError) as exc:
             # The host cannot plan this automation either: it holds it, and so does every surface.
-            return replace(base, state=ReadbackState.HELD, hold=ReadbackHold.UNREADABLE, detail=f"unreadable state: {exc}")
+            return readback(ReadbackState.HELD, f"unreadable state: {exc}", ReadbackHold.UNREADABLE)
         if automation.state != AutomationState.ACTIVE:
             hold = ReadbackHold(automation.hold_kind.value) if automation.hold_kind is not None else None
             if automation.state == AutomationState.HELD and hold is None:
                 hold = ReadbackHold.TIMER
-            detail = automation.state_note or f"{automation.state.value} (no note)"
-            return replace(base, state=ReadbackState(automation.state.value), hold=hold, detail=detail)
+            return readback(ReadbackState(automation.state.value), automation.state_note or f"{automation.state.value} (no note)", hold)
         if mission is not None and mission.status == "awaiting_owner":
             asks = self.approvals.pending(mission.mission_id)
             ask = f"floorgate approve {asks[0].approval_id} (or deny)" if asks else "no pending ask (expired?)"
-            return replace(base, state=ReadbackState.AWAITING_OWNER, detail=f"mission {mission.mission_id} waits for its owner: {ask}")
+            return readback(ReadbackState.AWAITING_OWNER, f"mission {mission.mission_id} waits for its owner: {ask}")
         unsettled = src.unsettled(aid)  # an unreadable turn raises: held, above
         crashed = [r for r in unsettled if orphaned(r, now)]
         if plan is None and binding is not None and binding.hold_reason:
@@ -441,7 +466,7 @@ class Readback:
             detail = f"{detail}; ACCOUNTING LATCH on {mission.mission_id}: {mission.latch}"
         if problem is not None:
             detail = f"{detail}; ENVELOPE PROBLEM: {problem}"
-        return replace(base, state=state, detail=detail, next_fire_at=next_fire, plan=plan, no_timer_host=no_host)
+        return readback(state, detail, next_fire_at=next_fire, plan=plan, no_timer_host=no_host)
 
     def _plan(
         self, automation: Automation, eligibility: Eligibility, binding: TimerBinding | None, policy: HostPolicy, src: _Direct | _Bulk
