@@ -72,7 +72,7 @@ class ReadbackHold(StrEnum):
     UNREADABLE = "unreadable"  # its row, schedule, wake state or ticks cannot be decoded
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a status of fifty thousand holds fifty thousand
 class AutomationReadback:
     """What one automation will do next, and why. ``automation`` is None when its row is unreadable."""
 
@@ -153,14 +153,15 @@ class Preview:
 
 def floor_meeting(timer: str) -> tuple[FloorMeeting, timedelta]:
     """How the timer host meets a floor that has not elapsed, and how long a fire waits for it."""
-    from hosts.registry import capabilities
-
     caps = capabilities(timer)
     if caps.floor_aware:
-        return FloorMeeting.COALESCE, timedelta(0)  # its timer never wakes inside the floor
+        return _COALESCE  # its timer never wakes inside the floor
     if caps.launches_turns:
-        return FloorMeeting.WAIT, LAUNCH_WAIT  # its fire runs 'turn run --wait-eligible'
-    return FloorMeeting.DENY, timedelta(0)  # the app asks the hook, which denies inside the floor
+        return _WAIT  # its fire runs 'turn run --wait-eligible'
+    return _DENY  # the app asks the hook, which denies inside the floor
+
+
+_COALESCE, _WAIT, _DENY = (FloorMeeting.COALESCE, timedelta(0)), (FloorMeeting.WAIT, LAUNCH_WAIT), (FloorMeeting.DENY, timedelta(0))
 
 
 def host_problem(automation: Automation) -> str | None:
