@@ -361,8 +361,8 @@ class Readback:
             wanted = [a for a in found.values() if automation is None or a.automation_id == automation]
             sources: _Direct | _Bulk = _Bulk(self, wanted) if len(wanted) > 1 else _Direct(self)
             out = [self.of(a, ctx, sources) for a in wanted]
-        out += [_unreadable(aid, reason) for aid, reason in broken.items() if automation is None or aid == automation]
-        return sorted(out, key=lambda r: (r.automation.spec.goal_id if r.automation else "", r.automation_id))
+            out += [_unreadable(aid, reason) for aid, reason in broken.items() if automation is None or aid == automation]
+            return sorted(out, key=lambda r: (r.automation.spec.goal_id if r.automation else "", r.automation_id))
 
     def of(self, automation: Automation, ctx: ReadContext, sources: _Direct | _Bulk | None = None) -> AutomationReadback:
         """The readback of a loaded automation in ``ctx``; state of its own that cannot be read (a
