@@ -112,10 +112,3 @@ def shared_fields(model: _M) -> _M:
     if shared is not names:
         object.__setattr__(model, "__pydantic_fields_set__", shared)
     return model
-
-
-def field_set(model: type[BaseModel]) -> set[str]:
-    """The shared set of every field name of ``model`` (``model_construct(_fields_set=...)`` of a
-    model whose every field is given)."""
-    names = set(model.model_fields)
-    return _FIELD_SETS.setdefault(frozenset(names), names)

@@ -184,7 +184,7 @@ def combine(goal: str, agent: str, automation: str | None, rules: list[RuleRef])
     return effective_floor(goal, agent, automation, fold(rules))
 
 
-Folded = tuple[timedelta, timedelta, tuple[RuleRef, ...]]
+Folded = tuple[timedelta, timedelta, tuple[RuleRef, ...]]  # agent floor, lane floor, binding rules
 
 
 def fold(rules: Sequence[RuleRef]) -> Folded:

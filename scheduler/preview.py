@@ -132,9 +132,11 @@ class ScheduleQueries:
         self._answers: dict[tuple[int, bool, datetime], tuple[Schedule, datetime | None]] = {}
 
     def next_after(self, schedule: Schedule, after: datetime) -> datetime | None:
+        """``schedule.next_after(after)``."""
         return self._ask(schedule, True, after)
 
     def last_at_or_before(self, schedule: Schedule, at: datetime) -> datetime | None:
+        """``schedule.last_at_or_before(at)``."""
         return self._ask(schedule, False, at)
 
     def _ask(self, schedule: Schedule, following: bool, at: datetime) -> datetime | None:
