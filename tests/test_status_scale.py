@@ -94,3 +94,29 @@ def test_status_pauses_the_collector_and_leaves_it_as_it_found_it(store, monkeyp
         assert gc.isenabled() is enabled
     finally:
         (gc.enable if was else gc.disable)()
+
+
+class _Writes:
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+
+    def write(self, text: str) -> None:
+        self.parts.append(text)
+
+    def flush(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("size", [3, 20_000])
+def test_json_output_is_written_as_encoded_and_is_exactly_what_dumps_writes(size: int) -> None:
+    import argparse
+    import json
+
+    from scheduler.cli import Context
+
+    doc = {"automations": [{"automation": f"a{i}", "next": None, "n": i, "tags": ["x", 1.5]} for i in range(size)], "lanes": []}
+    out = _Writes()
+    Context(argparse.Namespace(json=True), out=out).emit(doc, "unused")
+    assert "".join(out.parts) == json.dumps(doc, indent=2, sort_keys=False) + "\n"
+    # A small document is one write; a big one is written in pieces, never held whole.
+    assert len(out.parts) == 1 if size == 3 else len(out.parts) > 2
