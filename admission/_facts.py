@@ -14,7 +14,7 @@ from typing import NamedTuple
 from ._types import decode_us
 from .decisions import Phase, StartKind, StartRecord
 from .errors import CorruptState, StoreUnavailable
-from .policies import EffectiveFloor, RuleRef, combine, rule_ref
+from .policies import EffectiveFloor, Folded, RuleRef, combine, effective_floor, fold, rule_ref
 from .store import DriverTx
 
 _LANE = "goal_id = :g AND agent_id = :a AND automation_id = :x"
@@ -303,10 +303,10 @@ def read_facts_many(tx: DriverTx, lanes: list[Lane], turn_id: str, trigger_us: i
             by_scope.setdefault((g, a, x), []).append((i, text))
     out: dict[Lane, Facts | StoreUnavailable] = {}
     memo: dict[tuple[str, str], RuleRef] = {}
+    folds: dict[tuple[int, ...], Folded] = {}  # by the rules' identities (memo keeps them alive)
     for lane in lanes:
         goal, agent, automation = lane
-        params = facts_params(goal, agent, automation, turn_id, trigger_us)
-        x, xr = params["x"], params["xr"]
+        x, xr = automation or "", automation or _NO_LANE  # as ``facts_params``
         found = [r for key in {(goal, "", ""), (goal, "", xr), (goal, agent, ""), (goal, agent, xr)} for r in by_scope.get(key, ())]
         found += [
             (i, text)
@@ -319,7 +319,11 @@ def read_facts_many(tx: DriverTx, lanes: list[Lane], turn_id: str, trigger_us: i
             fields = _start_facts((turn_text, agent_anchor.get((goal, agent)), ln, ln_tr, dup, guard), goal, agent, turn_id)
             # ``_floor`` of the lane's rules text, each rule decoded once for all lanes.
             refs = [_memo_rule_ref(memo, text, goal, agent) for _, text in sorted(found)]
-            floor, agent_us, lane_us = floor_us(combine(goal, agent, automation, refs))
+            key = tuple(map(id, refs))
+            folded = folds.get(key)
+            if folded is None:
+                folded = folds[key] = fold(refs)
+            floor, agent_us, lane_us = floor_us(effective_floor(goal, agent, automation, folded))
             out[lane] = Facts(floor, *fields, agent_us, lane_us)
         except StoreUnavailable as exc:
             out[lane] = exc

@@ -19,7 +19,7 @@ from sqlalchemy import Table, delete, insert, select, update
 
 from . import _locks as locks
 from . import _schema as s
-from ._types import decode_row, raw_columns
+from ._types import decode_row, raw_columns, shared_fields
 from .clock import Clock, SystemClock, read_clock
 from .errors import CorruptState, InvalidInput, NotFound, StoreUnavailable
 from .events import EventKind, record
@@ -149,6 +149,10 @@ def _host(text: str) -> CommandHost | None:
     return CommandHost.model_validate(doc) if doc is not None else None
 
 
+# Text columns many automations hold the same value in.
+_REPEATED = ("goal_id", "agent_id", "schedule", "model", "overlap", "state", "state_note", "timer", "backend", "meter", "hold_kind")
+
+
 def _row_to_automation(row) -> Automation:  # type: ignore[no-untyped-def]
     try:
         host = _host(row.host_spec)
@@ -163,9 +167,9 @@ def _row_to_automation(row) -> Automation:  # type: ignore[no-untyped-def]
             backend=row.backend,
             meter=row.meter,
         )
-        return Automation(
+        automation = Automation(
             automation_id=row.automation_id,
-            spec=spec,
+            spec=shared_fields(spec),
             state=row.state,
             state_note=row.state_note,
             revision=row.revision,
@@ -173,6 +177,7 @@ def _row_to_automation(row) -> Automation:  # type: ignore[no-untyped-def]
             updated_at=row.updated_at_us,
             hold_kind=row.hold_kind,
         )
+        return shared_fields(automation)
     except (ValidationError, ValueError, TypeError, OverflowError, RecursionError) as exc:
         raise StoreUnavailable(f"automation {row.automation_id!r} is malformed in the store: {_one_line(exc)}") from None
 
@@ -259,13 +264,18 @@ class Automations:
             query = query.where(a.c.agent_id == agent)
         found: dict[str, Automation] = {}
         bad: dict[str, str] = {}
+        texts: dict[str, str] = {}  # one string object per distinct goal, agent, schedule, state...
         with self.store.read() as conn:
-            rows = list(conn.execute(query))
-        for row in rows:
-            try:
-                found[row.automation_id] = _row_to_automation(_decoded(a, row, "automation"))
-            except StoreUnavailable as exc:
-                bad[str(row.automation_id)] = str(exc)
+            for row in conn.execute(query):  # decoded as fetched: the raw rows are never all held
+                try:
+                    decoded = _decoded(a, row, "automation")
+                    for name in _REPEATED:
+                        value = getattr(decoded, name)
+                        if type(value) is str:
+                            setattr(decoded, name, texts.setdefault(value, value))
+                    found[row.automation_id] = _row_to_automation(decoded)
+                except StoreUnavailable as exc:
+                    bad[str(row.automation_id)] = str(exc)
         return found, bad
 
     def exists(self, automation_id: str) -> bool:

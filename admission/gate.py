@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from functools import lru_cache
 from typing import NamedTuple
 
 from sqlalchemy import BigInteger, and_, func, or_, select, type_coerce
@@ -33,7 +34,7 @@ from ._facts import (
     read_facts_many,
     start_from_row,
 )
-from ._types import MAX_US, raw_columns
+from ._types import MAX_US, raw_columns, shared_fields
 from .clock import Clock, SystemClock, aware_utc, from_us, iso, read_clock, to_us
 from .decisions import Confirmation, Decision, Eligibility, Explained, Phase, Reason, StartKind, StartRecord
 from .errors import CorruptState, InvalidInput, StoreUnavailable
@@ -95,12 +96,14 @@ def _stale(lane_trigger_us: int) -> str:
     return f"trigger is older than this lane's last admitted trigger ({iso(from_us(lane_trigger_us))})"
 
 
-def _waiting(floor: EffectiveFloor) -> str:
-    return f"floor {format_interval(floor.floor)} not yet elapsed since the last start"
+@lru_cache(maxsize=256)  # one text per floor: ten thousand lanes under one floor share it
+def _waiting(floor: timedelta) -> str:
+    return f"floor {format_interval(floor)} not yet elapsed since the last start"
 
 
-def _elapsed(floor: EffectiveFloor) -> str:
-    return f"floor {format_interval(floor.floor)} has elapsed"
+@lru_cache(maxsize=256)
+def _elapsed(floor: timedelta) -> str:
+    return f"floor {format_interval(floor)} has elapsed"
 
 
 class Admission:
@@ -515,10 +518,10 @@ def _evaluate(f: Facts, req: _Request, now_us: int) -> _Verdict:
         return _Verdict(Reason.STALE_TRIGGER, floor, next_us, None, Explained(_stale, (f.lane_trigger_us,)))
     if next_us is not None and now_us < next_us:
         if req.manual_reason is None:
-            return _Verdict(Reason.INTERVAL_WAIT, floor, next_us, None, Explained(_waiting, (floor,)))
+            return _Verdict(Reason.INTERVAL_WAIT, floor, next_us, None, Explained(_waiting, (floor.floor,)))
         return _Verdict(Reason.MANUAL, floor, next_us, now_us, _BYPASSED)
     reason = Reason.MANUAL if req.manual_reason is not None else Reason.ELIGIBLE
-    return _Verdict(reason, floor, next_us, now_us, Explained(_elapsed, (floor,)))
+    return _Verdict(reason, floor, next_us, now_us, Explained(_elapsed, (floor.floor,)))
 
 
 def _insert_start(tx: DriverTx, req: _Request, now_us: int) -> None:
@@ -568,53 +571,50 @@ def _decision(req: _Request, now: datetime, verdict: _Verdict) -> Decision:
 
 
 def _unavailable(goal: str, agent: str, automation: str | None, now: datetime, exc: Exception) -> Eligibility:
-    return Eligibility(
-        status="unavailable",
-        reason=Reason.STATE_UNAVAILABLE,
-        floor=None,
-        last_start=None,
-        next_eligible_at=None,
-        detail=f"{exc}; not eligible (fail closed)",
-        goal_id=goal,
-        agent_id=agent,
-        automation_id=automation,
-        evaluated_at=now,
+    return shared_fields(
+        Eligibility(
+            status="unavailable",
+            reason=Reason.STATE_UNAVAILABLE,
+            floor=None,
+            last_start=None,
+            next_eligible_at=None,
+            detail=f"{exc}; not eligible (fail closed)",
+            goal_id=goal,
+            agent_id=agent,
+            automation_id=automation,
+            evaluated_at=now,
+        )
     )
 
 
 def _judged(goal: str, agent: str, automation: str | None, now: datetime, facts: Facts, last_start: StartRecord | None) -> Eligibility:
     """Whether the floor has elapsed for the lane, from its facts: the one decision readback makes."""
     now_us = to_us(now)
-    base = dict(goal_id=goal, agent_id=agent, automation_id=automation, evaluated_at=now)
     floor = facts.floor
+    next_us = None
     if not floor.rules:
-        return Eligibility(
-            status="eligible",
-            reason=Reason.NO_RULE,
-            floor=floor,
-            last_start=last_start,
-            next_eligible_at=None,
-            detail="no floor applies",
-            **base,
-        )
-    next_us = _next_eligible_us(
-        facts.agent_floor_us, facts.lane_floor_us, facts.agent_anchor_us, facts.lane_anchor_us if automation else None
-    )
-    if facts.agent_anchor_us is not None and now_us < facts.agent_anchor_us:
-        reason, status = Reason.CLOCK_ROLLBACK, "interval_wait"
-        detail = "the clock reads earlier than the last start; waiting until it passes it"
-    elif next_us is not None and now_us < next_us:
-        reason, status = Reason.INTERVAL_WAIT, "interval_wait"
-        detail = _waiting(floor)
+        reason, status, detail = Reason.NO_RULE, "eligible", "no floor applies"
     else:
-        reason, status = Reason.ELIGIBLE, "eligible"
-        detail = _elapsed(floor)
-    return Eligibility(
+        next_us = _next_eligible_us(
+            facts.agent_floor_us, facts.lane_floor_us, facts.agent_anchor_us, facts.lane_anchor_us if automation else None
+        )
+        if facts.agent_anchor_us is not None and now_us < facts.agent_anchor_us:
+            reason, status = Reason.CLOCK_ROLLBACK, "interval_wait"
+            detail = "the clock reads earlier than the last start; waiting until it passes it"
+        elif next_us is not None and now_us < next_us:
+            reason, status, detail = Reason.INTERVAL_WAIT, "interval_wait", _waiting(floor.floor)
+        else:
+            reason, status, detail = Reason.ELIGIBLE, "eligible", _elapsed(floor.floor)
+    eligibility = Eligibility(
         status=status,
         reason=reason,
+        goal_id=goal,
+        agent_id=agent,
+        automation_id=automation,
         floor=floor,
         last_start=last_start,
         next_eligible_at=from_us(next_us) if next_us is not None else None,
+        evaluated_at=now,
         detail=detail,
-        **base,
     )
+    return shared_fields(eligibility)

@@ -35,6 +35,8 @@ EXIT_INVALID = 2
 EXIT_DENIED = 3
 EXIT_CONFLICT = 4
 
+_ENCODER = json.JSONEncoder(indent=2, sort_keys=False)  # what ``json.dumps(doc, indent=2)`` encodes with
+
 
 class UsageError(Exception):
     """A command line argparse could not accept."""
@@ -133,7 +135,16 @@ class Context:
     def emit(self, doc: Any, text: str | Callable[[], str]) -> None:
         """Print ``doc`` as one JSON document with --json, else the readable ``text``."""
         if self.json:
-            self._out.write(json.dumps(doc, indent=2, sort_keys=False) + "\n")
+            # Written as encoded, in pieces of ~64k chunks (the bytes dumps would write): ``dumps``
+            # holds every chunk of the document and then the whole of it, ~100 MB more for a
+            # status of ten thousand automations.
+            chunks: list[str] = []
+            for chunk in _ENCODER.iterencode(doc):
+                chunks.append(chunk)
+                if len(chunks) == 65536:
+                    self._out.write("".join(chunks))
+                    chunks.clear()
+            self._out.write("".join(chunks) + "\n")
         else:
             self._out.write((text() if callable(text) else text) + "\n")
         self._out.flush()
