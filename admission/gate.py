@@ -153,16 +153,7 @@ class Admission:
         the reservation. An error it raises rolls the reservation back too (``StoreUnavailable``
         denies as ``state_unavailable``; anything else propagates).
         """
-        trigger = aware_utc(trigger_time, "trigger_time")
-        req = _Request(
-            goal=check_id(goal, "goal"),
-            agent=check_id(agent, "agent"),
-            automation=check_id(automation, "automation") if automation is not None else None,
-            turn_id=check_id(turn_id, "turn_id"),
-            trigger_time=trigger,
-            trigger_us=_stored_time(trigger, "trigger_time"),
-            manual_reason=_check_manual_reason(manual_reason),
-        )
+        req = _request(goal, agent, automation, turn_id, trigger_time, manual_reason)
         if journal is not None and journal.turn_id != req.turn_id:
             raise InvalidInput("journal", f"the journal entry is for turn {journal.turn_id!r}, not {req.turn_id!r}")
         lock_key = locks.agent(req.goal, req.agent)
@@ -172,15 +163,12 @@ class Admission:
                 # One round trip: fg_reserve reads, locks only when it may admit, decides, inserts.
                 verdict, now = _reserve_pg(self.store.autocommit, req, self.clock, lock_key, lock_admitted=False)
                 return _decision(req, now, verdict)
-            # A denial is decided from one plain read, taking no lock and writing nothing (the
-            # clock read after it, so a start committed just before is never "in the future").
+            # A denial is decided from one plain read (``_plain``), taking no lock and writing nothing
+            # (the clock read after it, so a start committed just before is never "in the future").
             # With a journal entry every admission writes (the journal row); without, only new starts.
-            writes = _ADMITTING if journal is None else _ADMITTED
-            facts = _read(self.store.autocommit, req)
-            now = read_clock(self.clock)
-            verdict = _evaluate(facts, req, to_us(now))
-            if verdict.reason not in writes:
-                return _decision(req, now, verdict)
+            denied = self._plain(req, _ADMITTING if journal is None else _ADMITTED)
+            if denied is not None:
+                return denied
             # Only an evaluation serialized per agent may admit.
             if not managed:
                 with self.store.driver(write=True, lock_key=lock_key) as tx:
@@ -201,6 +189,23 @@ class Admission:
             now = read_clock(self.clock)
             verdict = _Verdict(Reason.STATE_UNAVAILABLE, None, None, detail=f"{exc}; denied (fail closed)")
         return _decision(req, now, verdict)
+
+    def denial(self, *, goal: str, agent: str, automation: str | None, turn_id: str, trigger_time: datetime) -> Decision | None:
+        """The denial a journaled ``reserve`` of these arguments would return, decided from one plain
+        read taken now (no lock, nothing written); None when it may admit: then only ``reserve``
+        decides, serialized. A host decides its denials this way without waiting behind admissions."""
+        req = _request(goal, agent, automation, turn_id, trigger_time, None)
+        try:
+            return self._plain(req, _ADMITTED)
+        except StoreUnavailable as exc:
+            verdict = _Verdict(Reason.STATE_UNAVAILABLE, None, None, detail=f"{exc}; denied (fail closed)")
+            return _decision(req, read_clock(self.clock), verdict)
+
+    def _plain(self, req: _Request, writes: tuple[Reason, ...]) -> Decision | None:
+        facts = _read(self.store.autocommit, req)
+        now = read_clock(self.clock)
+        verdict = _evaluate(facts, req, to_us(now))
+        return None if verdict.reason in writes else _decision(req, now, verdict)
 
     # -- confirm ---------------------------------------------------------------------------
     def confirm(self, turn_id: str) -> Confirmation:
@@ -473,6 +478,19 @@ def _reserve_pg(tx: DriverTx, req: _Request, clock: Clock, lock_key: str, *, loc
 def _time_ok(value: object) -> bool:
     """Whether an undecoded stored time (or its absence) would pass the column's decoder."""
     return value is None or (type(value) is int and 0 <= value < MAX_US)
+
+
+def _request(goal: str, agent: str, automation: str | None, turn_id: str, trigger_time: datetime, manual_reason: str | None) -> _Request:
+    trigger = aware_utc(trigger_time, "trigger_time")
+    return _Request(
+        goal=check_id(goal, "goal"),
+        agent=check_id(agent, "agent"),
+        automation=check_id(automation, "automation") if automation is not None else None,
+        turn_id=check_id(turn_id, "turn_id"),
+        trigger_time=trigger,
+        trigger_us=_stored_time(trigger, "trigger_time"),
+        manual_reason=_check_manual_reason(manual_reason),
+    )
 
 
 def _read(tx: DriverTx, req: _Request) -> Facts:

@@ -1,28 +1,33 @@
 """The host's tick path: a tick is decided where it fires, and only an admitted turn needs a worker.
 
 ``HostRuntime._tick`` (what APScheduler runs on its own threads) reads the tick's inputs in one
-statement (``_tick_inputs``), applies the overlap rule, and asks the executor's ``begin`` (the
-envelope precheck and the reservation); a denial, a skip or a refusal is recorded there and then,
-and the timer is re-planned from the decision itself. An admitted reservation is handed to the
-``TurnPool``; its tick is recorded with the turn's verdict once the turn settles, and the timer is
-re-planned again after the wake state moved. ``tick`` does the same with the turn run in the
-calling thread (tests, benchmarks, readback).
+statement (``_tick_inputs``), applies the overlap rule, and decides the floor's denial from one
+plain read of admission's facts taken after the fire (``Admission.denial``: no lock, no write); a
+denial or a skip is recorded there and then, and the timer is re-planned from the decision itself.
+A tick that read may admit goes to an admitter thread, where the executor's ``begin`` (the envelope
+precheck and the serialized reservation) decides it again, so that a burst's denials never wait
+behind its admissions' commits. An admitted reservation is handed to the ``TurnPool``; its tick is
+recorded with the turn's verdict once the turn settles, and the timer is re-planned again after the
+wake state moved. ``tick`` does the same with everything in the calling thread (tests, benchmarks,
+readback).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
-from admission import Automations, Reason, Tick, TurnRecord, WakeState
+from admission import Automation, Automations, Decision, Reason, Tick, TurnRecord, WakeState
 from admission.clock import Clock, read_clock
 
 from ._plan import Armed, Episode, PlanInputs
-from ._tick_inputs import TickReader
+from ._tick_inputs import TickInputs, TickReader
 from ._turn_pool import TurnPool
+from .envelope_gate import TurnGate
 from .executor import Admitted, TurnExecutor, TurnOutcome, new_turn_id
 from .wake import BackoffPolicy, nominal_time
 
@@ -31,6 +36,16 @@ log = logging.getLogger("floorgate.run")
 # Decisions whose ``next_eligible_at`` is the lane's next eligible time as of that decision, so the
 # timer can be re-planned from it without reading the store again.
 _PLANNED_BY_DECISION = frozenset(Reason) - {Reason.STATE_UNAVAILABLE, Reason.TURN_ALREADY_STARTED}
+
+
+class _Admitting(NamedTuple):
+    """A claimed tick that the plain read did not deny: ``begin`` decides it."""
+
+    automation_id: str
+    nominal: datetime
+    fired_at: datetime
+    inputs: TickInputs
+    turn_id: str
 
 
 @dataclass(frozen=True)
@@ -52,6 +67,7 @@ class Ticking:
     executor: TurnExecutor
     tick_reader: TickReader
     turns: TurnPool
+    admitters: ThreadPoolExecutor
     _lock: threading.Lock
     _running: dict[str, int]
     _inflight: set[str]
@@ -80,28 +96,51 @@ class Ticking:
     def tick(self, automation_id: str) -> Tick:
         """One timer tick, its admitted turn run in this thread: skip on overlap, else a managed
         turn (which passes admission); the timer is re-planned after the decision and the turn."""
-        decided = self._tick_once(automation_id)
+        first = self._tick_once(automation_id)
+        decided = self._admit(first) if isinstance(first, _Admitting) else first
         if isinstance(decided, Tick):
             return decided
         return self._run_pending(decided)
 
     def _tick(self, automation_id: str) -> None:
-        """What APScheduler runs: decide the tick here and hand an admitted turn to the turn pool.
-        A tick can fail (recorded as an error tick) but never kills its timer."""
+        """What APScheduler runs: decide the tick here; a tick that may admit goes on to an admitter
+        (its reservation waits for the store's write lock there, never holding up the denials of
+        other ticks), and an admitted turn to the turn pool. A tick can fail (recorded as an error
+        tick) but never kills its timer."""
         episode = self._tick_episode(automation_id)
         try:
             decided = self._tick_once(automation_id)
+        except Exception as exc:
+            self._tick_failed(episode, automation_id, exc, None)
+            return
+        if isinstance(decided, _Admitting):
+            try:
+                self.admitters.submit(self._admit_queued, decided)
+            except RuntimeError:  # the admitters stopped (the host is stopping): decide it here
+                self._admit_queued(decided)
+            return
+        episode.ok()
+
+    def _admit_queued(self, admitting: _Admitting) -> None:
+        """An admitter's job: the reservation of a tick that may admit, and its hand-off."""
+        episode = self._tick_episode(admitting.automation_id)
+        try:
+            decided = self._admit(admitting)
             if not isinstance(decided, Tick):
                 self._hand_off(decided)
         except Exception as exc:
-            episode.failed(exc)
-            now = read_clock(self.clock)
-            self._record(automation_id, now, now, "error", type(exc).__name__)
+            self._tick_failed(episode, admitting.automation_id, exc, None)
         else:
             episode.ok()
 
-    def _tick_once(self, automation_id: str) -> Tick | PendingTurn:
-        """The decision of one tick: a recorded tick, or the admitted turn still to run."""
+    def _tick_failed(self, episode: Episode, automation_id: str, exc: Exception, turn_id: str | None) -> None:
+        episode.failed(exc)
+        now = read_clock(self.clock)
+        self._record(automation_id, now, now, "error", type(exc).__name__, turn_id)
+
+    def _tick_once(self, automation_id: str) -> Tick | _Admitting:
+        """The first half of a tick's decision: a recorded tick (skipped, or denied from one plain
+        read taken after the fire), or the claimed tick that may admit, for ``_admit``."""
         fired_at = read_clock(self.clock)
         inputs = self.tick_reader.read(automation_id)
         automation, wake = inputs.automation, inputs.wake
@@ -112,7 +151,27 @@ class Ticking:
         if automation.spec.overlap == "skip" and (self._is_running(automation_id) or (inputs.unsettled and self._unsettled(automation_id))):
             return self._record(automation_id, nominal, fired_at, "skipped", "overlap")
         turn_id = new_turn_id(automation_id)
-        self._claim(automation_id, turn_id)
+        early = self._denied_early(automation, turn_id, nominal, inputs.pre)
+        if early is not None:
+            return self._denied(automation_id, nominal, fired_at, wake, early.reason, early.next_eligible_at, turn_id)
+        self._claim(automation_id, turn_id)  # before this job ends: the overlap rule sees it from here on
+        return _Admitting(automation_id, nominal, fired_at, inputs, turn_id)
+
+    def _denied_early(self, automation: Automation, turn_id: str, nominal: datetime, pre: TurnGate | None) -> Decision | None:
+        """The floor's denial of a tick whose envelope precheck let it through (as ``begin`` would
+        have), from one plain read: nothing ``begin`` checks or writes for an admission (the log
+        directory, the lock) is needed for it. None: ``begin`` decides."""
+        if pre is None or pre.refusal is not None or automation.spec.host is None:
+            return None
+        spec = automation.spec
+        return self.executor.admission.denial(
+            goal=spec.goal_id, agent=spec.agent_id, automation=automation.automation_id, turn_id=turn_id, trigger_time=nominal
+        )
+
+    def _admit(self, admitting: _Admitting) -> Tick | PendingTurn:
+        """The second half: ``begin`` (the envelope precheck and the serialized reservation)."""
+        automation_id, nominal, fired_at, inputs, turn_id = admitting
+        automation, wake = inputs.automation, inputs.wake
         begun: TurnOutcome | Admitted | None = None
         try:
             begun = self.executor.begin(automation, nominal=nominal, turn_id=turn_id, minted=True, overlap_checked=True, pre=inputs.pre)

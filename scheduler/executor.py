@@ -19,10 +19,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import random
 import signal
 import subprocess
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -89,8 +89,14 @@ class TurnOutcome:
         return self.record is not None and self.record.child_pid is not None and not self.replayed
 
 
+# 48 random bits as before (uuid4's), without a getrandom call (a GIL release) on every tick; a
+# forked child reseeds so that two processes never draw the same ids.
+_IDS = random.Random()
+os.register_at_fork(after_in_child=_IDS.seed)
+
+
 def new_turn_id(automation_id: str) -> str:
-    return f"{automation_id[:100]}-{uuid.uuid4().hex[:12]}"
+    return f"{automation_id[:100]}-{_IDS.getrandbits(48):012x}"
 
 
 MISSION_HOLD = "mission "

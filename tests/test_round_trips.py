@@ -134,14 +134,18 @@ EXPECTED = {
     ("sqlite", "confirm"): (1, 1),  # one autocommitted UPDATE ... RETURNING
     ("sqlite", "denied"): (1, 0),
     ("sqlite", "eligibility"): (1, 0),
+    ("sqlite", "denial"): (1, 0),  # Admission.denial: the same plain read, on both backends
+    ("sqlite", "denial_open"): (1, 0),
     ("postgresql", "admitted"): (1, 1),  # SELECT ... FROM fg_reserve(...), autocommitted
     ("postgresql", "confirm"): (1, 1),
     ("postgresql", "denied"): (1, 0),
     ("postgresql", "eligibility"): (1, 0),
+    ("postgresql", "denial"): (1, 0),
+    ("postgresql", "denial_open"): (1, 0),
 }
 
 
-@pytest.mark.parametrize("operation", ["admitted", "confirm", "denied", "eligibility"])
+@pytest.mark.parametrize("operation", ["admitted", "confirm", "denied", "eligibility", "denial", "denial_open"])
 def test_round_trips_and_commits_per_decision(store: Store, operation: str) -> None:
     clock = FixedClock(T0)
     Policies(store, clock).configure(Scope.parse("g/a"), min_interval=timedelta(hours=1), expected_revision=0, owner_ref="o")
@@ -151,9 +155,12 @@ def test_round_trips_and_commits_per_decision(store: Store, operation: str) -> N
     def reserve(turn: str) -> Any:
         return admission.reserve(goal="g", agent="a", automation="x", turn_id=turn, trigger_time=clock.now())
 
-    if operation in ("confirm", "denied"):
+    def denial(turn: str) -> Any:
+        return admission.denial(goal="g", agent="a", automation="x", turn_id=turn, trigger_time=clock.now())
+
+    if operation in ("confirm", "denied", "denial"):
         assert reserve("t1").admitted
-    if operation == "denied":
+    if operation in ("denied", "denial"):
         clock.advance(timedelta(seconds=1))  # a new trigger inside the floor
     with counted(store) as counts:
         if operation == "admitted":
@@ -162,6 +169,11 @@ def test_round_trips_and_commits_per_decision(store: Store, operation: str) -> N
             assert admission.confirm("t1").status == "confirmed"
         elif operation == "denied":
             assert not reserve("t2").admitted
+        elif operation == "denial":
+            found = denial("t2")
+            assert found is not None and found.reason.value == "interval_wait" and not found.admitted
+        elif operation == "denial_open":
+            assert denial("t1") is None  # it may admit: only reserve decides that
         else:
             admission.eligibility("g", "a", "x")
     backend = "postgresql" if store.dialect == "postgresql" else "sqlite"

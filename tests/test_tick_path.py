@@ -9,6 +9,7 @@ adds a read to a denied tick shows up here as a failing count.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -20,6 +21,8 @@ from pg_proxy import CountingProxy
 from sqlalchemy import event
 
 from admission import Admission, Automations, FixedClock, Journal, Store, SystemClock, TickLog, open_store
+from admission import _locks as locks
+from admission.store import lock_id
 from scheduler import recovery
 from scheduler._turn_pool import TurnPool
 from scheduler.executor import DEFAULT_LEASE, TurnExecutor
@@ -130,6 +133,63 @@ def test_a_denial_is_decided_while_every_turn_worker_runs_a_long_turn(store: Sto
     recorded = TickLog(store).recent("floored", 50)
     assert [(t.decision, t.reason) for t in recorded] == [("denied", "interval_wait")] * 2, recorded
     assert [s.turn_id for s in admission.starts(automation="floored")] == ["earlier"]
+
+
+@contextmanager
+def writes_held(store: Store, db_url: str, goal: str, agent: str) -> Iterator[None]:
+    """Another connection holds what an admission of ``goal/agent`` must wait for: SQLite's write
+    lock (BEGIN IMMEDIATE), or on PostgreSQL the agent's advisory lock."""
+    if store.dialect == "sqlite":
+        con = sqlite3.connect(store.engine.url.database, isolation_level=None)
+        con.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        finally:
+            con.rollback()
+            con.close()
+        return
+    with store.engine.connect() as conn:
+        conn.exec_driver_sql(f"SELECT pg_advisory_lock({lock_id(locks.agent(goal, agent))})")
+        try:
+            yield
+        finally:
+            conn.exec_driver_sql(f"SELECT pg_advisory_unlock({lock_id(locks.agent(goal, agent))})")
+            conn.commit()
+
+
+def test_a_tick_that_may_admit_waits_for_the_write_lock_off_the_deciders(store: Store, db_url: str, tmp_path: Path) -> None:
+    """While an admission waits for the store's write lock, the timer's job that fired it has
+    returned (its reservation waits on an admitter), and a tick of another lane, inside its floor,
+    is denied from its plain read meanwhile; once the lock is free the first tick is admitted."""
+    clock = SystemClock()
+    add_automation(store, clock, automation_id="free", schedule="every 1s", agent="a1")  # type: ignore[arg-type]
+    add_automation(store, clock, automation_id="floored", schedule="every 1s", agent="a2")  # type: ignore[arg-type]
+    for agent in ("a1", "a2"):
+        floor(store, clock, f"g/{agent}", timedelta(days=1))  # type: ignore[arg-type]
+    admission = Admission(store, clock)
+    earlier = clock.now() - timedelta(minutes=1)
+    assert admission.reserve(goal="g", agent="a2", automation="floored", turn_id="earlier", trigger_time=earlier).admitted
+    admission.confirm("earlier")
+    host = HostRuntime(store, RuntimeConfig(state_dir=tmp_path / "state", flush_every=timedelta(hours=1)), clock=clock)
+
+    def buffered(automation_id: str) -> list[tuple[str, str]]:
+        with host._lock:
+            return [(t.decision, t.reason) for t in host._buffer if t.automation_id == automation_id]
+
+    try:
+        with writes_held(store, db_url, "g", "a1"):
+            job = threading.Thread(target=host._tick, args=("free",))  # what APScheduler's thread runs
+            job.start()
+            job.join(timeout=20)  # the lock is held far longer than this join would need
+            assert not job.is_alive(), "the timer's job waited for the write lock"
+            host._tick("floored")
+            assert buffered("floored") == [("denied", "interval_wait")]
+            assert admission.starts(automation="free") == [] and buffered("free") == []
+        wait_for(lambda: admission.starts(automation="free"), what="the admission once the lock is free")
+    finally:
+        host.stop()  # the admitted turn settles, and every tick is flushed
+    recorded = {a: [(t.decision, t.reason) for t in TickLog(store).recent(a)] for a in ("free", "floored")}
+    assert recorded == {"free": [("admitted", "succeeded")], "floored": [("denied", "interval_wait")]}, recorded
 
 
 def test_stop_settles_the_running_turn_and_leaves_waiting_ones_resumable(store: Store, tmp_path: Path) -> None:
