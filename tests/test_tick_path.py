@@ -17,6 +17,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pg_proxy import CountingProxy
 from sqlalchemy import event
 
@@ -88,6 +89,37 @@ def test_a_denied_tick_costs_one_read_beside_its_denial(store: Store, db_url: st
     # statement) and the denial inside the managed turn's begin, which costs what a bare denial does.
     assert tick_cost == bare_cost + 1, (tick_cost, bare_cost)
     assert bare_cost >= 1, bare_cost  # the counter saw the denial's statement: the counts are not 0 == 0
+
+
+def test_denied_ticks_commit_nothing_and_are_recorded_together_in_one_commit(store: Store, db_url: str, tmp_path: Path) -> None:
+    """A burst's denied ticks make no commit when they are decided; the tick log records them all
+    in one transaction (so a burst never serializes one durable commit per denial)."""
+    if "://" in db_url:
+        pytest.skip("counts SQLite's COMMIT statements, the fsyncs a burst would otherwise serialize")
+    clock = FixedClock(T0)
+    admission = Admission(store, clock)
+    ids = [f"x{i}" for i in range(5)]
+    for i, automation_id in enumerate(ids):
+        floor(store, clock, f"g/a{i}", timedelta(hours=1))
+        add_automation(store, clock, automation_id=automation_id, schedule=EVERY_15M, agent=f"a{i}")
+        assert admission.reserve(goal="g", agent=f"a{i}", automation=automation_id, turn_id=f"t{i}", trigger_time=clock.now()).admitted
+        admission.confirm(f"t{i}")
+    clock.advance(timedelta(minutes=15))
+    statements: list[str] = []
+    counted = open_store(db_url)
+    counted.engine.dispose()  # every connection from here on is made, and traced, below
+    event.listen(counted.engine, "connect", lambda conn, _record: conn.set_trace_callback(statements.append))
+    try:
+        host = HostRuntime(counted, RuntimeConfig(state_dir=tmp_path / "state", flush_every=timedelta(hours=1)), clock=clock)
+        decided = [host.tick(automation_id) for automation_id in ids]
+        assert [(t.decision, t.reason) for t in decided] == [("denied", "interval_wait")] * len(ids), decided
+        at_decision = sum(1 for sql in statements if sql.strip().upper().startswith("COMMIT"))
+        host.flush()
+        at_flush = sum(1 for sql in statements if sql.strip().upper().startswith("COMMIT")) - at_decision
+    finally:
+        counted.close()
+    assert (at_decision, at_flush) == (0, 1), statements
+    assert all([t.decision for t in TickLog(store).recent(a)] == ["denied"] for a in ids)
 
 
 def test_a_denial_is_decided_while_every_turn_worker_runs_a_long_turn(store: Store, tmp_path: Path) -> None:
