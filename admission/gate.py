@@ -136,6 +136,7 @@ class Admission:
         manual_reason: str | None = None,
         journal: JournalEntry | None = None,
         on_admit: Callable[[Connection], None] | None = None,
+        within: Connection | None = None,
     ) -> Decision:
         """Decide whether ``turn_id`` may start now; when admitted, the start is durably reserved.
 
@@ -151,7 +152,9 @@ class Admission:
         transaction's connection once the start (and journal row) are written, only when the turn
         is admitted; what it writes (with repositories' ``within=``) commits in the same commit as
         the reservation. An error it raises rolls the reservation back too (``StoreUnavailable``
-        denies as ``state_unavailable``; anything else propagates).
+        denies as ``state_unavailable``; anything else propagates). ``within``: admit in the caller's
+        open write transaction (a host's group of reservations, one commit), the lock taken there;
+        the caller then rolls back what a refused admission left (run each in a savepoint).
         """
         req = _request(goal, agent, automation, turn_id, trigger_time, manual_reason)
         if journal is not None and journal.turn_id != req.turn_id:
@@ -171,12 +174,12 @@ class Admission:
                 return denied
             # Only an evaluation serialized per agent may admit.
             if not managed:
-                with self.store.driver(write=True, lock_key=lock_key) as tx:
+                with self.store.driver(write=True, lock_key=lock_key, within=within) as tx:
                     verdict, now = _admit(tx, req, self.clock, None)
             else:
                 # PostgreSQL: fg_reserve takes the lock inside the unit (so no separate lock statement).
                 pg = self.store.dialect == "postgresql"
-                with self.store.write(None if pg else lock_key) as conn, self.store.driver(write=True, within=conn) as tx:
+                with self.store.write(None if pg else lock_key, within=within) as conn, self.store.driver(write=True, within=conn) as tx:
                     if pg:
                         verdict, now = _reserve_pg(tx, req, self.clock, lock_key, lock_admitted=True)
                         if journal is not None and verdict.reason in _ADMITTED:

@@ -16,12 +16,16 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import deque
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, NamedTuple
 
-from admission import Automation, Automations, Decision, Reason, Tick, TurnRecord, WakeState
+from sqlalchemy.engine import Connection
+
+from admission import Automation, Automations, Decision, Reason, Store, Tick, TurnRecord, WakeState
 from admission.clock import Clock, read_clock
 
 from ._plan import Armed, Episode, PlanInputs
@@ -36,6 +40,59 @@ log = logging.getLogger("floorgate.run")
 # Decisions whose ``next_eligible_at`` is the lane's next eligible time as of that decision, so the
 # timer can be re-planned from it without reading the store again.
 _PLANNED_BY_DECISION = frozenset(Reason) - {Reason.STATE_UNAVAILABLE, Reason.TURN_ALREADY_STARTED}
+
+
+def _groupable(admitting: _Admitting) -> bool:
+    """Whether its ``begin`` can write nothing outside the reservation's transaction (no backoff
+    to advance, no mission to read and hold): only then may it join a group."""
+    pre = admitting.inputs.pre
+    return pre is not None and pre.refusal is None and admitting.inputs.wake.backoff_step == 0
+
+
+class AdmitGroups:
+    """One thread that takes the queued ticks that may admit in groups (of at most ``most``)."""
+
+    def __init__(self, run: Callable[[list[_Admitting]], None], most: int = 64) -> None:
+        self._run = run
+        self._most = most
+        self._queue: deque[_Admitting] = deque()
+        self._cond = threading.Condition()
+        self._stopped = False
+        self._thread: threading.Thread | None = None
+
+    def submit(self, admitting: _Admitting) -> bool:
+        """Queue it; False once stopped (the caller decides it another way)."""
+        with self._cond:
+            if self._stopped:
+                return False
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._work, name="floorgate-admit-group", daemon=True)
+                self._thread.start()
+            self._queue.append(admitting)
+            self._cond.notify()
+        return True
+
+    def stop(self) -> None:
+        """Take no more; the queued ones are still decided before this returns."""
+        with self._cond:
+            self._stopped = True
+            self._cond.notify()
+            thread = self._thread
+        if thread is not None:
+            thread.join()
+
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._stopped:
+                    self._cond.wait()
+                if not self._queue:
+                    return
+                group = [self._queue.popleft() for _ in range(min(self._most, len(self._queue)))]
+            try:
+                self._run(group)
+            except BaseException:  # the job records its own failures; the thread never dies
+                log.exception("reserving a group of ticks failed")
 
 
 class _Admitting(NamedTuple):
@@ -68,6 +125,8 @@ class Ticking:
     tick_reader: TickReader
     turns: TurnPool
     admitters: ThreadPoolExecutor
+    groups: AdmitGroups | None
+    store: Store
     _lock: threading.Lock
     _running: dict[str, int]
     _inflight: set[str]
@@ -114,6 +173,8 @@ class Ticking:
             self._tick_failed(episode, automation_id, exc, None)
             return
         if isinstance(decided, _Admitting):
+            if self.groups is not None and _groupable(decided) and self.groups.submit(decided):
+                return
             try:
                 self.admitters.submit(self._admit_queued, decided)
             except RuntimeError:  # the admitters stopped (the host is stopping): decide it here
@@ -168,13 +229,57 @@ class Ticking:
             goal=spec.goal_id, agent=spec.agent_id, automation=automation.automation_id, turn_id=turn_id, trigger_time=nominal
         )
 
-    def _admit(self, admitting: _Admitting) -> Tick | PendingTurn:
+    def _admit_group(self, group: list[_Admitting]) -> None:
+        """SQLite: reserve a group of ticks in one write transaction, one durable commit for all,
+        each in its own savepoint (a refused or failed one leaves nothing); the admitted turns are
+        handed over once the commit is durable. A failed commit admitted none of them."""
+        if len(group) == 1:
+            self._admit_queued(group[0])
+            return
+        admitted: list[PendingTurn] = []
+        left = list(group)  # not decided yet: none of them holds a reservation
+        try:
+            with self.store.unit() as unit:
+                while left:
+                    pending = self._admit_within(unit, left[0])
+                    left.pop(0)
+                    if pending is not None:
+                        admitted.append(pending)
+        except Exception as exc:
+            lost = [(p.automation_id, p.admitted.turn_id) for p in admitted] + [(a.automation_id, a.turn_id) for a in left]
+            for automation_id, turn_id in lost:
+                self._release_claim(automation_id, turn_id)
+                self._tick_failed(self._tick_episode(automation_id), automation_id, exc, turn_id)
+                self._replan_after_tick(automation_id)  # an admitted one was re-planned as if it had started
+            return
+        for pending in admitted:
+            self._hand_off(pending)
+
+    def _admit_within(self, unit: Connection, admitting: _Admitting) -> PendingTurn | None:
+        episode = self._tick_episode(admitting.automation_id)
+        savepoint = unit.begin_nested()
+        try:
+            decided = self._admit(admitting, within=unit)
+        except Exception as exc:
+            savepoint.rollback()
+            self._tick_failed(episode, admitting.automation_id, exc, None)
+            return None
+        episode.ok()
+        if isinstance(decided, Tick):
+            savepoint.rollback()  # a denial wrote nothing; a refused admission's writes go
+            return None
+        savepoint.commit()
+        return decided
+
+    def _admit(self, admitting: _Admitting, within: Connection | None = None) -> Tick | PendingTurn:
         """The second half: ``begin`` (the envelope precheck and the serialized reservation)."""
         automation_id, nominal, fired_at, inputs, turn_id = admitting
         automation, wake = inputs.automation, inputs.wake
         begun: TurnOutcome | Admitted | None = None
         try:
-            begun = self.executor.begin(automation, nominal=nominal, turn_id=turn_id, minted=True, overlap_checked=True, pre=inputs.pre)
+            begun = self.executor.begin(
+                automation, nominal=nominal, turn_id=turn_id, minted=True, overlap_checked=True, pre=inputs.pre, within=within
+            )
         finally:
             if not isinstance(begun, Admitted):
                 self._release_claim(automation_id, turn_id)

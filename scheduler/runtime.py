@@ -70,7 +70,7 @@ from ._plan import (
 from ._heartbeat import Heartbeat
 from ._sync import SyncMarks
 from ._tick_inputs import TickReader
-from ._ticking import Ticking
+from ._ticking import AdmitGroups, Ticking
 from ._turn_pool import TurnPool
 from .executor import TurnExecutor, host_identity
 from .notify import NotifyService
@@ -104,6 +104,8 @@ class HostRuntime(Ticking):
         self.turns = TurnPool(config.workers, self._renew_waiting, self.executor.lease.total_seconds() / 3)
         # Ticks that may admit reserve here, so the deciders never wait for the store's write lock.
         self.admitters = FuturesPool(max_workers=DECIDERS, thread_name_prefix="floorgate-admit")
+        # SQLite has one writer: there they reserve in groups, one durable commit per group.
+        self.groups = AdmitGroups(self._admit_group) if store.dialect == "sqlite" else None
         self.host_policies = HostPolicies(store, self.clock)
         self.notifier = NotifyService(store, self.clock)
         self.policy = HostPolicy()  # replaced by the stored policy at every sync
@@ -183,7 +185,9 @@ class HostRuntime(Ticking):
             self._closing = True
         if self.scheduler.running:
             self.scheduler.shutdown(wait=True)  # the ticks being decided finish (and hand their turns over)
-        self.admitters.shutdown(wait=True)  # so do the reservations they passed on
+        if self.groups is not None:
+            self.groups.stop()  # so do the reservations they passed on
+        self.admitters.shutdown(wait=True)
         for turn_id in self.turns.stop():  # running turns settle; those never started stay resumable
             log.warning("turn %s was admitted but not started before the host stopped: left journaled, recovery resumes it", turn_id)
         for thread in self._threads:

@@ -21,7 +21,7 @@ import pytest
 from pg_proxy import CountingProxy
 from sqlalchemy import event
 
-from admission import Admission, Automations, FixedClock, Journal, Store, SystemClock, TickLog, open_store
+from admission import Admission, Automations, FixedClock, Journal, Store, StoreUnavailable, SystemClock, TickLog, open_store
 from admission import _locks as locks
 from admission.store import lock_id
 from scheduler import recovery
@@ -120,6 +120,71 @@ def test_denied_ticks_commit_nothing_and_are_recorded_together_in_one_commit(sto
         counted.close()
     assert (at_decision, at_flush) == (0, 1), statements
     assert all([t.decision for t in TickLog(store).recent(a)] == ["denied"] for a in ids)
+
+
+def _group_host(store: Store, tmp_path: Path, agents: list[str]) -> tuple[HostRuntime, list[Any]]:
+    """A host over automations x0.. on ``agents`` (floored, never started), and their ticks that
+    may admit, decided up to the reservation (what the admitters queue)."""
+    clock = SystemClock()
+    for agent in sorted(set(agents)):
+        floor(store, clock, f"g/{agent}", timedelta(hours=1))  # type: ignore[arg-type]
+    for i, agent in enumerate(agents):
+        add_automation(store, clock, automation_id=f"x{i}", schedule="every 1s", agent=agent)  # type: ignore[arg-type]
+    host = HostRuntime(store, RuntimeConfig(state_dir=tmp_path / "state", flush_every=timedelta(hours=1)), clock=clock)
+    queued = [host._tick_once(f"x{i}") for i in range(len(agents))]
+    assert all(type(q).__name__ == "_Admitting" for q in queued), queued
+    return host, queued
+
+
+def test_a_group_of_reservations_commits_once_and_admits_one_per_window(store: Store, db_url: str, tmp_path: Path) -> None:
+    """SQLite: the ticks queued for admission are reserved in one write transaction (one durable
+    commit for the group), and two ticks of one agent in the same group still give one start."""
+    if "://" in db_url:
+        pytest.skip("groups are SQLite's (one writer); PostgreSQL reserves each tick on its own")
+    host, queued = _group_host(store, tmp_path, ["a0", "a1", "a2", "a3", "a3"])
+    assert host.groups is not None
+    statements: list[str] = []
+    host.store.engine.dispose()  # connections from here on are traced
+    event.listen(host.store.engine, "connect", lambda conn, _record: conn.set_trace_callback(statements.append))
+    handed: list[str] = []
+    host._hand_off = lambda pending: handed.append(pending.automation_id)  # type: ignore[method-assign]
+    host._admit_group(queued)
+    commits = sum(1 for sql in statements if sql.strip().upper().startswith("COMMIT"))
+    assert commits == 1, [sql for sql in statements if sql.strip().upper().startswith(("BEGIN", "COMMIT"))]
+    assert sorted(handed) == ["x0", "x1", "x2", "x3"], handed  # x4 shares x3's agent: its floor denies it
+    with host._lock:
+        assert [(t.automation_id, t.decision) for t in host._buffer] == [("x4", "denied")]
+        assert host._running == {"x0": 1, "x1": 1, "x2": 1, "x3": 1, "x4": 0}  # claims held until the turns run
+    starts = Admission(store).starts(goal="g")
+    assert sorted(s.automation_id for s in starts) == ["x0", "x1", "x2", "x3"]  # type: ignore[type-var]
+    assert {r.turn_id for r in Journal(store).unsettled(None)} == {s.turn_id for s in starts}
+
+
+def test_a_group_whose_commit_fails_admits_none_of_its_ticks(store: Store, db_url: str, tmp_path: Path) -> None:
+    """A group's commit fails: no start and no journal row stay, no turn is handed over, every tick
+    of it is recorded as an error and its claim released."""
+    if "://" in db_url:
+        pytest.skip("groups are SQLite's")
+    host, queued = _group_host(store, tmp_path, ["a0", "a1", "a2"])
+    unit = host.store.unit
+
+    @contextmanager
+    def failing() -> Iterator[Any]:
+        with unit() as conn:
+            yield conn
+            raise StoreUnavailable("disk I/O error (injected at commit)")
+
+    host.store.unit = failing  # type: ignore[method-assign]
+    handed: list[str] = []
+    host._hand_off = lambda pending: handed.append(pending.automation_id)  # type: ignore[method-assign]
+    host._admit_group(queued)
+    assert handed == []
+    assert Admission(store).starts(goal="g") == [] and Journal(store).unsettled(None) == []
+    with host._lock:
+        assert sorted((t.automation_id, t.decision, t.reason) for t in host._buffer) == [
+            (f"x{i}", "error", "StoreUnavailable") for i in range(3)
+        ]
+        assert host._running == {"x0": 0, "x1": 0, "x2": 0} and host._inflight == set()
 
 
 def test_a_denial_is_decided_while_every_turn_worker_runs_a_long_turn(store: Store, tmp_path: Path) -> None:
