@@ -125,6 +125,7 @@ class Admission:
         manual_reason: str | None = None,
         journal: JournalEntry | None = None,
         on_admit: Callable[[Connection], None] | None = None,
+        within: Connection | None = None,
     ) -> Decision:
         """Decide whether ``turn_id`` may start now; when admitted, the start is durably reserved.
 
@@ -140,18 +141,11 @@ class Admission:
         transaction's connection once the start (and journal row) are written, only when the turn
         is admitted; what it writes (with repositories' ``within=``) commits in the same commit as
         the reservation. An error it raises rolls the reservation back too (``StoreUnavailable``
-        denies as ``state_unavailable``; anything else propagates).
+        denies as ``state_unavailable``; anything else propagates). ``within``: admit in the caller's
+        open write transaction (a host's group of reservations, one commit), the lock taken there;
+        the caller then rolls back what a refused admission left (run each in a savepoint).
         """
-        trigger = aware_utc(trigger_time, "trigger_time")
-        req = _Request(
-            check_id(goal, "goal"),
-            check_id(agent, "agent"),
-            check_id(automation, "automation") if automation is not None else None,
-            check_id(turn_id, "turn_id"),
-            trigger,
-            _stored_us(trigger, "trigger_time"),
-            _check_manual_reason(manual_reason) if manual_reason is not None else None,
-        )
+        req = _request(goal, agent, automation, turn_id, trigger_time, manual_reason)
         if journal is not None and journal.turn_id != req.turn_id:
             raise InvalidInput("journal", f"the journal entry is for turn {journal.turn_id!r}, not {req.turn_id!r}")
         managed = journal is not None or on_admit is not None
@@ -160,23 +154,21 @@ class Admission:
                 # One round trip: it reads, locks only when it may admit, decides, inserts.
                 verdict, now = _reserve_pg(self.store.autocommit, req, self.clock, locks.agent(req.goal, req.agent), lock_admitted=False)
                 return _decision(req, now, verdict)
-            # A denial is decided from one plain read, taking no lock and writing nothing (the
-            # clock read after it, so a start committed just before is never "in the future").
+            # A denial is decided from one plain read (``_plain``), taking no lock and writing nothing
+            # (the clock read after it, so a start committed just before is never "in the future").
             # With a journal entry every admission writes (the journal row); without, only new starts.
-            facts = read_facts(self.store.autocommit, req.goal, req.agent, req.automation, req.turn_id, req.trigger_us)
-            now = read_clock(self.clock)
-            verdict = _evaluate(facts, req, to_us(now))
-            if verdict.reason not in (_ADMITTING if journal is None else _ADMITTED):
-                return _decision(req, now, verdict)
+            denied = self._plain(req, _ADMITTING if journal is None else _ADMITTED)
+            if denied is not None:
+                return denied
             lock_key = locks.agent(req.goal, req.agent)
             # Only an evaluation serialized per agent may admit.
             if not managed:
-                with self.store.driver(write=True, lock_key=lock_key) as tx:
+                with self.store.driver(write=True, lock_key=lock_key, within=within) as tx:
                     verdict, now = _admit(tx, req, self.clock, None)
             else:
                 # PostgreSQL: fg_admit takes the lock inside the unit (so no separate lock statement).
                 pg = self.store.dialect == "postgresql"
-                with self.store.write(None if pg else lock_key) as conn, self.store.driver(write=True, within=conn) as tx:
+                with self.store.write(None if pg else lock_key, within=within) as conn, self.store.driver(write=True, within=conn) as tx:
                     if pg:
                         verdict, now = _reserve_pg(tx, req, self.clock, lock_key, lock_admitted=True)
                         if journal is not None and verdict.reason in _ADMITTED:
@@ -189,6 +181,23 @@ class Admission:
             now = read_clock(self.clock)
             verdict = _Verdict(Reason.STATE_UNAVAILABLE, None, None, detail=f"{exc}; denied (fail closed)")
         return _decision(req, now, verdict)
+
+    def denial(self, *, goal: str, agent: str, automation: str | None, turn_id: str, trigger_time: datetime) -> Decision | None:
+        """The denial a journaled ``reserve`` of these arguments would return, decided from one plain
+        read taken now (no lock, nothing written); None when it may admit: then only ``reserve``
+        decides, serialized. A host decides its denials this way without waiting behind admissions."""
+        req = _request(goal, agent, automation, turn_id, trigger_time, None)
+        try:
+            return self._plain(req, _ADMITTED)
+        except StoreUnavailable as exc:
+            verdict = _Verdict(Reason.STATE_UNAVAILABLE, None, None, None, f"{exc}; denied (fail closed)")
+            return _decision(req, read_clock(self.clock), verdict)
+
+    def _plain(self, req: _Request, writes: tuple[Reason, ...]) -> Decision | None:
+        facts = _read(self.store.autocommit, req)
+        now = read_clock(self.clock)
+        verdict = _evaluate(facts, req, to_us(now))
+        return None if verdict.reason in writes else _decision(req, now, verdict)
 
     # -- confirm ---------------------------------------------------------------------------
     def confirm(self, turn_id: str) -> Confirmation:
@@ -465,6 +474,19 @@ def _reserve_pg(tx: DriverTx, req: _Request, clock: Clock, lock_key: str, *, loc
 def _time_ok(value: object) -> bool:
     """Whether an undecoded stored time (or its absence) would pass the column's decoder."""
     return value is None or (type(value) is int and 0 <= value < MAX_US)
+
+
+def _request(goal: str, agent: str, automation: str | None, turn_id: str, trigger_time: datetime, manual_reason: str | None) -> _Request:
+    trigger = aware_utc(trigger_time, "trigger_time")
+    return _Request(
+        check_id(goal, "goal"),
+        check_id(agent, "agent"),
+        check_id(automation, "automation") if automation is not None else None,
+        check_id(turn_id, "turn_id"),
+        trigger,
+        _stored_us(trigger, "trigger_time"),
+        _check_manual_reason(manual_reason) if manual_reason is not None else None,
+    )
 
 
 def _read(tx: DriverTx, req: _Request) -> Facts:

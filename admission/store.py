@@ -153,6 +153,12 @@ class Store:
         # facts read also looks for the rows such a constraint would have refused. Set at open.
         self.relaxed = False
         self._auto: _Autocommit | None = None
+        # SQLite has one writer per file, and a writer that finds it busy sleeps in growing steps
+        # (up to 100 ms) before it looks again: in a burst, this process's own writers queue here
+        # instead and take the lock the moment it is free. Bounded like the busy timeout, after
+        # which a writer goes on to BEGIN IMMEDIATE as before (a re-entrant lock: a nested write
+        # on one thread is no new deadlock).
+        self._writers = threading.RLock()
 
     def render(self, sql: str) -> str:
         """``sql`` with ``:name`` parameters in this driver's paramstyle (cached)."""
@@ -233,6 +239,7 @@ class Store:
             return
         raw = self._hot_connection()
         cursor = None
+        queued = write and self.dialect == "sqlite" and self._writers.acquire(timeout=_BUSY_TIMEOUT_MS / 1000)
         try:
             cursor = raw.cursor()
             if write:
@@ -259,6 +266,8 @@ class Store:
             if cursor is not None:
                 with contextlib.suppress(Exception):  # pragma: no cover - the connection is gone
                     cursor.close()
+            if queued:
+                self._writers.release()
 
     def _joined_driver(self, conn: Connection, lock_key: str | None) -> Iterator[DriverTx]:
         self._lock(conn, lock_key)
@@ -310,12 +319,22 @@ class Store:
                 self._lock(within, lock_key)
                 yield within
             return
-        with self._translate(), self.engine.connect() as conn:
+        with self._translate(), self.engine.connect() as conn, self._queued():
             if self.dialect == "sqlite":
                 conn = conn.execution_options(fg_immediate=True)
             with conn.begin():
                 self._lock(conn, lock_key)
                 yield conn
+
+    @contextmanager
+    def _queued(self) -> Iterator[None]:
+        """Hold this process's SQLite writer queue (see ``_writers``) for one write transaction."""
+        queued = self.dialect == "sqlite" and self._writers.acquire(timeout=_BUSY_TIMEOUT_MS / 1000)
+        try:
+            yield
+        finally:
+            if queued:
+                self._writers.release()
 
     def unit(self) -> contextlib.AbstractContextManager[Connection]:
         """A unit of work: one write transaction that repositories join with ``within=`` (each

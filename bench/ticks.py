@@ -80,21 +80,19 @@ def _seed(url: str, n: int, turn_seconds: float) -> None:
 
 
 class _Decisions:
-    """When each tick was decided: an admission when ``Admission.reserve`` returned it (the
-    executor's), a denial when its tick was recorded (right after the decision, in either code)."""
+    """When each tick was decided: an admission when its committed reservation was handed to the
+    turn pool (``_hand_off``: a reservation made in a group transaction counts once it commits), a
+    denial when its tick was recorded (right after the decision, in either code)."""
 
     def __init__(self, host: Any) -> None:
         self.at: dict[str, tuple[float, bool]] = {}
         self.lock = threading.Lock()
         self.done = threading.Condition(self.lock)
-        admission = host.executor.admission
-        reserve, record = admission.reserve, host._record
+        hand_off, record = host._hand_off, host._record
 
-        def reserved(**kw: Any) -> Any:
-            decision = reserve(**kw)
-            if decision.admitted:
-                self._decided(kw["automation"], True)
-            return decision
+        def handed(pending: Any) -> Any:
+            self._decided(pending.automation_id, True)
+            return hand_off(pending)
 
         def recorded(automation_id: str, *a: Any, **kw: Any) -> Any:
             tick = record(automation_id, *a, **kw)
@@ -102,7 +100,7 @@ class _Decisions:
                 self._decided(automation_id, False)
             return tick
 
-        admission.reserve = reserved
+        host._hand_off = handed
         host._record = recorded
 
     def _decided(self, automation_id: str, admitted: bool) -> None:

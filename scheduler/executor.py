@@ -20,9 +20,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import random
 import subprocess
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -89,8 +89,14 @@ class TurnOutcome:
         return self.record is not None and self.record.child_pid is not None and not self.replayed
 
 
+# 48 random bits as before (uuid4's), without a getrandom call (a GIL release) on every tick; a
+# forked child reseeds so that two processes never draw the same ids.
+_IDS = random.Random()
+os.register_at_fork(after_in_child=_IDS.seed)
+
+
 def new_turn_id(automation_id: str) -> str:
-    return f"{automation_id[:100]}-{uuid.uuid4().hex[:12]}"
+    return f"{automation_id[:100]}-{_IDS.getrandbits(48):012x}"
 
 
 MISSION_HOLD = "mission "
@@ -221,13 +227,15 @@ class TurnExecutor:
         overlap_checked: bool = False,
         minted: bool = False,
         pre: TurnGate | None = None,
+        within: Connection | None = None,
     ) -> TurnOutcome | Admitted:
         """The decision half of ``run``: every refusal and denial as a finished ``TurnOutcome``,
         or the admitted reservation (committed with this runner's claim) for ``finish``.
 
         ``minted``: ``turn_id`` was just made by ``new_turn_id`` (nothing to replay or take over,
         so it is not looked up). ``pre``: the envelope's precheck, already judged by the caller
-        from facts it read (the stuck-mission hold included); else both are read here.
+        from facts it read (the stuck-mission hold included); else both are read here. ``within``:
+        reserve in the caller's open write transaction (the admitted turn is durable once it commits).
         """
         if automation.spec.host is None:
             raise InvalidInput(
@@ -254,7 +262,7 @@ class TurnExecutor:
                 busy = self._overlapping(automation, turn.turn_id)
                 if busy is not None:
                     return busy
-            return self._decide(automation, turn, manual_reason, nominal, wait_eligible, pre)
+            return self._decide(automation, turn, manual_reason, nominal, wait_eligible, pre, within)
 
         return self._settling(automation, turn, decide)
 
@@ -286,6 +294,7 @@ class TurnExecutor:
         nominal: datetime | None,
         wait_eligible: timedelta,
         pre: TurnGate | None,
+        within: Connection | None = None,
     ) -> TurnOutcome | Admitted:
         turn_id = turn.turn_id
         if automation.spec.host is None:  # pragma: no cover - begin() refuses external timers first
@@ -315,11 +324,11 @@ class TurnExecutor:
         begun: list[tuple[bool, Mission]] = []
         begin = self._begin(automation, turn, pre, begun)
         try:
-            decision = self._reserve(automation, turn_id, trigger, manual_reason, log_path, begin)
+            decision = self._reserve(automation, turn_id, trigger, manual_reason, log_path, begin, within)
             gap = decision.opens_within(wait_eligible)
             if gap is not None:
                 self.sleep(gap.total_seconds())
-                decision = self._reserve(automation, turn_id, trigger, manual_reason, log_path, begin)
+                decision = self._reserve(automation, turn_id, trigger, manual_reason, log_path, begin, within)
         except TurnOwned:
             return self._not_owner(turn_id)
         turn.decision = decision
@@ -467,7 +476,14 @@ class TurnExecutor:
         return begin
 
     def _reserve(
-        self, automation: Automation, turn_id: str, trigger: datetime, manual_reason: str | None, log_path: Path, begin: Begin | None
+        self,
+        automation: Automation,
+        turn_id: str,
+        trigger: datetime,
+        manual_reason: str | None,
+        log_path: Path,
+        begin: Begin | None,
+        within: Connection | None = None,
     ) -> Decision:
         spec = automation.spec
         now = read_clock(self.clock)
@@ -494,6 +510,7 @@ class TurnExecutor:
             manual_reason=manual_reason,
             journal=entry,
             on_admit=begin,
+            within=within,
         )
 
     def _launch(

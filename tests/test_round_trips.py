@@ -134,10 +134,14 @@ EXPECTED = {
     ("sqlite", "confirm"): (1, 1),  # one autocommitted UPDATE ... RETURNING
     ("sqlite", "denied"): (1, 0),
     ("sqlite", "eligibility"): (1, 0),
+    ("sqlite", "denial"): (1, 0),  # Admission.denial: the same plain read, on both backends
+    ("sqlite", "denial_open"): (1, 0),
     ("postgresql", "admitted"): (1, 1),  # SELECT ... FROM fg_facts(...) ... fg_admit(...), autocommitted
     ("postgresql", "confirm"): (1, 1),
     ("postgresql", "denied"): (1, 0),
     ("postgresql", "eligibility"): (1, 0),
+    ("postgresql", "denial"): (1, 0),
+    ("postgresql", "denial_open"): (1, 0),
 }
 
 
@@ -149,12 +153,12 @@ GOALS: dict[tuple[str, str], tuple[str, Callable[[dict[str, int]], bool]]] = {
     **{
         (b, op): ("1 round trip, 0 commits", lambda c: (c["round_trips"], c["commits"]) == (1, 0))
         for b in ("sqlite", "postgresql")
-        for op in ("denied", "eligibility")
+        for op in ("denied", "eligibility", "denial", "denial_open")
     },
 }
 
 
-@pytest.mark.parametrize("operation", ["admitted", "confirm", "denied", "eligibility"])
+@pytest.mark.parametrize("operation", ["admitted", "confirm", "denied", "eligibility", "denial", "denial_open"])
 def test_round_trips_and_commits_per_decision(store: Store, operation: str, bench_row: Any) -> None:
     clock = FixedClock(T0)
     Policies(store, clock).configure(Scope.parse("g/a"), min_interval=timedelta(hours=1), expected_revision=0, owner_ref="o")
@@ -164,9 +168,12 @@ def test_round_trips_and_commits_per_decision(store: Store, operation: str, benc
     def reserve(turn: str) -> Any:
         return admission.reserve(goal="g", agent="a", automation="x", turn_id=turn, trigger_time=clock.now())
 
-    if operation in ("confirm", "denied"):
+    def denial(turn: str) -> Any:
+        return admission.denial(goal="g", agent="a", automation="x", turn_id=turn, trigger_time=clock.now())
+
+    if operation in ("confirm", "denied", "denial"):
         assert reserve("t1").admitted
-    if operation == "denied":
+    if operation in ("denied", "denial"):
         clock.advance(timedelta(seconds=1))  # a new trigger inside the floor
     with counted(store) as counts:
         if operation == "admitted":
@@ -175,6 +182,11 @@ def test_round_trips_and_commits_per_decision(store: Store, operation: str, benc
             assert admission.confirm("t1").status == "confirmed"
         elif operation == "denied":
             assert not reserve("t2").admitted
+        elif operation == "denial":
+            found = denial("t2")
+            assert found is not None and found.reason.value == "interval_wait" and not found.admitted
+        elif operation == "denial_open":
+            assert denial("t1") is None  # it may admit: only reserve decides that
         else:
             admission.eligibility("g", "a", "x")
     backend = "postgresql" if store.dialect == "postgresql" else "sqlite"
