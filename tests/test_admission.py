@@ -348,7 +348,7 @@ def test_a_damaged_rule_denies_everywhere_and_is_never_read_as_no_rule(store, da
 
 
 def test_a_decision_is_the_value_its_constructor_builds(policies, admission, clock) -> None:  # type: ignore[no-untyped-def]
-    """The hot path fills a Decision's fields directly (gate._decision): that is sound only while
+    """The hot path fills a Decision's fields directly (_rule._decision): that is sound only while
     Decision is a frozen dataclass whose __init__ does nothing more than set its fields."""
     import dataclasses
 

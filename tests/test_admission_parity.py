@@ -3,7 +3,7 @@
 Each case builds the same state in a SQLite store and a PostgreSQL store, makes the same request
 at the same instant, and requires the two decisions to be equal in every field (admitted, reason,
 anchor, next eligible time, floor, detail) and the starts tables to be equal afterwards: SQLite
-decides with ``gate._evaluate`` alone, PostgreSQL with the function's insert rule, so a drift
+decides with ``_rule._evaluate`` alone, PostgreSQL with the function's insert rule, so a drift
 between the two shows here.
 """
 
