@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import signal
 
-from admission import Automation, TurnRecord, Verdict
+from admission import Automation, Decision, TurnRecord, Verdict
 
 PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ")  # of the runner's own; the rest only by env_allow
 
@@ -50,3 +50,13 @@ def exit_verdict(code: int) -> Verdict:
         name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
         return Verdict(status="failed", stop_reason=f"killed_by_{name}", retryable=True, failure_category="infra", exit_code=code)
     return Verdict(status="failed", stop_reason=f"exit_code_{code}", retryable=False, failure_category="task", exit_code=code)
+
+
+def denied_verdict(decision: Decision) -> Verdict:
+    """The verdict of a turn admission denied (nothing ran)."""
+    return Verdict(status="denied", stop_reason=f"admission_{decision.reason.value}", retryable=False, failure_category="policy")
+
+
+def settled_unknown() -> Verdict:
+    """The verdict of a turn whose host may have run but whose runner is gone."""
+    return Verdict(status="failed", stop_reason="unknown_outcome", retryable=True, failure_category="infra")

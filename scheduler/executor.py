@@ -52,8 +52,8 @@ from admission.clock import Clock, SystemClock, iso, read_clock
 from admission.journal import ClaimLost, JournalEntry, TurnOwned
 from admission.scope import check_id
 
-from ._host_env import TIMED_OUT, exit_verdict, host_env, spawn_failed
-from ._process import kill_group, open_log, pump, spawn_held
+from ._host_env import TIMED_OUT, denied_verdict, exit_verdict, host_env, settled_unknown, spawn_failed
+from ._process import kill_group, open_log, owner_only_dirs, pump, spawn_held
 from .envelope_gate import EnvelopeGate, TurnGate, envelope_mode
 from .meters import read_usage
 from .recovery import DEFAULT_LEASE, host_identity, new_owner_id, orphaned, settle_lost
@@ -118,10 +118,6 @@ def hold_for_stuck_mission(store: Store, automation: Automation, clock: Clock | 
             note=f"{MISSION_HOLD}{mission.mission_id} is stuck ({mission.stop_reason}); 'floorgate automation resume {automation_id}' starts a new one",
         )
     return automation
-
-
-def denied_verdict(decision: Decision) -> Verdict:
-    return Verdict(status="denied", stop_reason=f"admission_{decision.reason.value}", retryable=False, failure_category="policy")
 
 
 class LogUnwritable(InvalidInput):
@@ -437,7 +433,7 @@ class TurnExecutor:
         """Where the turn's log goes; the directory is made and checked before anything is reserved."""
         log_dir = self.state_dir / "logs" / automation_id
         try:
-            _owner_only_dirs(log_dir)
+            owner_only_dirs(log_dir)
         except (OSError, ValueError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             raise LogUnwritable(
@@ -576,10 +572,6 @@ class TurnExecutor:
             self._renew(turn_id)
 
 
-def settled_unknown() -> Verdict:
-    return Verdict(status="failed", stop_reason="unknown_outcome", retryable=True, failure_category="infra")
-
-
 def _failure(exc: BaseException) -> Verdict:
     """The verdict for a turn that failed after its reservation, naming the cause."""
     if isinstance(exc, LogUnwritable):
@@ -601,16 +593,3 @@ def _pause(step: str) -> None:
     deadline = time.monotonic() + 120
     while not go.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
-
-
-def _owner_only_dirs(path: Path) -> None:
-    """Make ``path`` and its missing parents owner-only (0700): turn logs hold agent output."""
-    missing = []
-    for parent in (path, *path.parents):
-        if parent.exists():
-            break
-        missing.append(parent)
-    for directory in reversed(missing):
-        directory.mkdir(mode=0o700, exist_ok=True)
-    if not path.is_dir():
-        raise NotADirectoryError(f"{path} is not a directory")
