@@ -7,13 +7,14 @@ value that is not what floorgate writes makes the state unavailable (fail closed
 
 from __future__ import annotations
 
+from collections import namedtuple
+from datetime import timedelta
 from typing import NamedTuple
 
-from collections import namedtuple
-
-from .decisions import Phase
-from .errors import StoreUnavailable
-from .policies import EffectiveFloor, RuleRef, combine, rule_ref
+from ._types import decode_us
+from .decisions import Phase, StartKind, StartRecord
+from .errors import CorruptState, StoreUnavailable
+from .policies import EffectiveFloor, Folded, RuleRef, combine, effective_floor, fold, rule_ref
 from .store import DriverTx
 
 _LANE = "goal_id = :g AND agent_id = :a AND automation_id = :x"
@@ -74,12 +75,19 @@ INSERT_START_SQL = (
     "manual_reason, confirmed_at_us) VALUES (:t, :g, :a, :x, :tr, :now, 'reserved', :kind, :reason, NULL)"
 )
 
-# PostgreSQL: the whole decision in one round trip (migration 0012). The facts come back in the
-# encoding above, with what the function did: 'insert' (it reserved the start), 'admit' or 'deny'.
+# PostgreSQL: the whole decision in one statement (migration 0017): ``fg_facts`` (inlined SQL) reads
+# the facts in the encoding above with what they decide: 'insert', 'admit' or 'deny'. Only when that
+# unlocked read may write does the gated lateral subquery call ``fg_admit``, which takes the agent's
+# lock, reads again and inserts when it still admits (OFFSET 0 keeps the subquery unflattened, so
+# its condition stays a one-time filter above the call, never a join filter after it). Its eight
+# columns are NULL when it did not run.
+_FG_ARGS = ":g, :a, :x, :xr, :t, CAST(:tr AS BIGINT), CAST(:now AS BIGINT)"
 RESERVE_SQL = (
-    "SELECT rules, turn, agent_anchor, lane_anchor, lane_trigger, duplicate, damaged, outcome FROM fg_reserve("
-    ":g, :a, :x, :xr, :t, CAST(:tr AS BIGINT), CAST(:now AS BIGINT), :kind, CAST(:reason AS TEXT), "
-    "CAST(:lock AS BIGINT), :guarded, :lock_admitted)"
+    "SELECT f.rules, f.turn, f.agent_anchor, f.lane_anchor, f.lane_trigger, f.duplicate, f.damaged, f.outcome,"
+    " r.rules, r.turn, r.agent_anchor, r.lane_anchor, r.lane_trigger, r.duplicate, r.damaged, r.outcome"
+    f" FROM fg_facts({_FG_ARGS}, CAST(:reason AS TEXT), :guarded) f"
+    f" LEFT JOIN LATERAL (SELECT * FROM fg_admit({_FG_ARGS}, :kind, CAST(:reason AS TEXT), CAST(:lock AS BIGINT), :guarded)"
+    " WHERE f.outcome = 'insert' OR (f.outcome = 'admit' AND CAST(:lock_admitted AS BOOLEAN)) OFFSET 0) r ON true"
 )
 
 START_COLUMNS = ("turn_id goal_id agent_id automation_id trigger_us anchor_us phase kind manual_reason confirmed_at_us").split()
@@ -89,6 +97,35 @@ CONFIRM_SQL = (
     "UPDATE fg_starts SET phase = 'confirmed', confirmed_at_us = :now WHERE turn_id = :t AND phase = 'reserved' "
     "RETURNING " + ", ".join(START_COLUMNS)
 )
+
+
+def start_from_row(row) -> StartRecord:  # type: ignore[no-untyped-def]
+    """Decode a starts row as read undecoded (the hot path's RETURNING, or ``raw_columns``), with
+    the column type's own time decoder; malformed values raise ``CorruptState`` (fail closed)."""
+    try:
+        phase_text = row.phase
+        if not isinstance(row.manual_reason, (str, type(None))):
+            raise ValueError("manual_reason must be text")
+        if not all(isinstance(v, str) for v in (row.turn_id, row.goal_id, row.agent_id, row.automation_id)):
+            raise ValueError("its ids must be text")
+        # Every field is checked or converted above; skip pydantic's second pass.
+        return StartRecord.model_construct(
+            turn_id=row.turn_id,
+            goal_id=row.goal_id,
+            agent_id=row.agent_id,
+            automation_id=row.automation_id or None,
+            trigger_time=decode_us(row.trigger_us),
+            anchor_at=decode_us(row.anchor_us),
+            # A start without a phase is older or hand-edited data: read it as an attempted start.
+            phase=Phase(phase_text) if phase_text is not None else Phase.CONFIRMED,
+            phase_recorded=phase_text is not None,
+            kind=StartKind(row.kind),
+            manual_reason=row.manual_reason,
+            confirmed_at=decode_us(row.confirmed_at_us) if row.confirmed_at_us is not None else None,
+        )
+    except (CorruptState, ValueError, TypeError, OverflowError) as exc:
+        raise CorruptState(f"malformed start record {row.turn_id!r}: {exc}") from None
+
 
 # Times beyond year 9000 or floors beyond the policy cap are corrupt state, not values to add up.
 _MAX_US = 221_845_392_000_000_000
@@ -106,11 +143,15 @@ class Facts(NamedTuple):  # a plain immutable value: one per decision, cheap to 
     lane_anchor_us: int | None
     lane_trigger_us: int | None
     duplicate_turn: str | None
+    # ``floor.agent_floor`` and ``floor.lane_floor`` in microseconds, computed once per floor.
+    agent_floor_us: int
+    lane_floor_us: int
 
 
 def _rule_ref(text: str, goal: str, agent: str) -> RuleRef:
     parts = text.split("/")
-    if len(parts) != 4 or not parts[2].isdigit() or not parts[3].isdigit():
+    # isdigit() alone accepts superscripts (int() refuses them) and full-width digits (never written).
+    if len(parts) != 4 or not (parts[2].isascii() and parts[2].isdigit() and parts[3].isascii() and parts[3].isdigit()):
         raise StoreUnavailable(f"malformed rule under goal {goal!r}: {text!r}")
     rule_agent, rule_lane, us, rev = parts
     if "?" in (rule_agent, rule_lane):  # ids never contain "?": a NULL scope id
@@ -118,18 +159,26 @@ def _rule_ref(text: str, goal: str, agent: str) -> RuleRef:
     return rule_ref(goal, rule_agent, rule_lane, int(us), int(rev))
 
 
+_US = timedelta(microseconds=1)
+
+
+def floor_us(floor: EffectiveFloor) -> tuple[EffectiveFloor, int, int]:
+    """``floor`` with its agent and lane floors in microseconds (the fields ``Facts`` ends with)."""
+    return floor, floor.agent_floor // _US, floor.lane_floor // _US
+
+
 # Decoded floors by lane and rules text (which carries every rule's floor and revision, so a
 # changed rule is a new key): most decisions meet the rules of their last one. Values are frozen.
-_FLOORS: dict[tuple[str, str, str | None, str | None], EffectiveFloor] = {}
+_FLOORS: dict[tuple[str, str, str | None, str | None], tuple[EffectiveFloor, int, int]] = {}
 _FLOORS_KEPT = 4096
 
 
-def _floor(rules_text: str | None, goal: str, agent: str, automation: str | None) -> EffectiveFloor:
+def _floor(rules_text: str | None, goal: str, agent: str, automation: str | None) -> tuple[EffectiveFloor, int, int]:
     key = (goal, agent, automation, rules_text)
     floor = _FLOORS.get(key)
     if floor is None:
         refs = [_rule_ref(part, goal, agent) for part in rules_text.split(" ")] if rules_text else []
-        floor = combine(goal, agent, automation, refs)  # a malformed rule raised above: never kept
+        floor = floor_us(combine(goal, agent, automation, refs))  # a malformed rule raised above: never kept
         if len(_FLOORS) >= _FLOORS_KEPT:
             _FLOORS.clear()
         _FLOORS[key] = floor
@@ -157,13 +206,17 @@ def read_facts(tx: DriverTx, goal: str, agent: str, automation: str | None, turn
 
 
 def decode_facts(row: tuple, goal: str, agent: str, automation: str | None, turn_id: str) -> Facts:  # type: ignore[type-arg]
-    """The facts from their encoding in one row (this module's read, or PostgreSQL's ``fg_reserve``);
+    """The facts from their encoding in one row (this module's read, or PostgreSQL's ``RESERVE_SQL``);
     any value floorgate would not have written raises ``StoreUnavailable`` (fail closed)."""
     fields = _start_facts(row[1:], goal, agent, turn_id)  # checked before the rules, as always
-    return Facts(_floor(row[0], goal, agent, automation), *fields)
+    floor, agent_us, lane_us = _floor(row[0], goal, agent, automation)
+    return Facts(floor, *fields, agent_us, lane_us)
 
 
-def _start_facts(row: tuple, goal: str, agent: str, turn_id: str) -> tuple:  # type: ignore[type-arg]
+_StartFacts = tuple[Phase | None, str | None, int | None, int | None, int | None, int | None, str | None]
+
+
+def _start_facts(row: tuple, goal: str, agent: str, turn_id: str) -> _StartFacts:  # type: ignore[type-arg]
     """The fields of ``Facts`` after the floor, decoded from the row's columns after the rules."""
     turn_text, ag, ln, ln_tr, dup, damaged = row
     if damaged is not None:
@@ -172,7 +225,7 @@ def _start_facts(row: tuple, goal: str, agent: str, turn_id: str) -> tuple:  # t
     t_lane = t_anchor = None
     if turn_text is not None:
         parts = turn_text.split("/")
-        if len(parts) != 5 or not parts[4].isdigit() or "?" in parts[1:4]:
+        if len(parts) != 5 or not (parts[4].isascii() and parts[4].isdigit()) or "?" in parts[1:4]:
             raise StoreUnavailable(f"malformed start record {turn_id!r}")
         try:
             # A start stored without a phase is older or hand-edited data: an attempted start.
@@ -181,9 +234,16 @@ def _start_facts(row: tuple, goal: str, agent: str, turn_id: str) -> tuple:  # t
             raise StoreUnavailable(f"start {turn_id!r} has an unknown phase {parts[0]!r}") from None
         t_lane = "/".join(parts[1:4])
         t_anchor = int(parts[4])
-    for name, value in (("anchor", t_anchor), ("agent anchor", ag), ("lane anchor", ln), ("lane trigger", ln_tr)):
-        if value is not None and (type(value) is not int or not 0 <= value < _MAX_US):
-            raise StoreUnavailable(f"malformed {name} time for {goal}/{agent}: {value!r}")
+    # One expression for the usual row (every decision pays for this check); the loop names the bad one.
+    if not (
+        (t_anchor is None or 0 <= t_anchor < _MAX_US)
+        and (ag is None or (type(ag) is int and 0 <= ag < _MAX_US))
+        and (ln is None or (type(ln) is int and 0 <= ln < _MAX_US))
+        and (ln_tr is None or (type(ln_tr) is int and 0 <= ln_tr < _MAX_US))
+    ):
+        for name, value in (("anchor", t_anchor), ("agent anchor", ag), ("lane anchor", ln), ("lane trigger", ln_tr)):
+            if value is not None and (type(value) is not int or not 0 <= value < _MAX_US):
+                raise StoreUnavailable(f"malformed {name} time for {goal}/{agent}: {value!r}")
     return phase, t_lane, t_anchor, ag, ln, ln_tr, dup
 
 
@@ -243,10 +303,10 @@ def read_facts_many(tx: DriverTx, lanes: list[Lane], turn_id: str, trigger_us: i
             by_scope.setdefault((g, a, x), []).append((i, text))
     out: dict[Lane, Facts | StoreUnavailable] = {}
     memo: dict[tuple[str, str], RuleRef] = {}
+    folds: dict[tuple[int, ...], Folded] = {}  # by the rules' identities (memo keeps them alive)
     for lane in lanes:
         goal, agent, automation = lane
-        params = facts_params(goal, agent, automation, turn_id, trigger_us)
-        x, xr = params["x"], params["xr"]
+        x, xr = automation or "", automation or _NO_LANE  # as ``facts_params``
         found = [r for key in {(goal, "", ""), (goal, "", xr), (goal, agent, ""), (goal, agent, xr)} for r in by_scope.get(key, ())]
         found += [
             (i, text)
@@ -259,7 +319,12 @@ def read_facts_many(tx: DriverTx, lanes: list[Lane], turn_id: str, trigger_us: i
             fields = _start_facts((turn_text, agent_anchor.get((goal, agent)), ln, ln_tr, dup, guard), goal, agent, turn_id)
             # ``_floor`` of the lane's rules text, each rule decoded once for all lanes.
             refs = [_memo_rule_ref(memo, text, goal, agent) for _, text in sorted(found)]
-            out[lane] = Facts(combine(goal, agent, automation, refs), *fields)
+            key = tuple(map(id, refs))
+            folded = folds.get(key)
+            if folded is None:
+                folded = folds[key] = fold(refs)
+            floor, agent_us, lane_us = floor_us(effective_floor(goal, agent, automation, folded))
+            out[lane] = Facts(floor, *fields, agent_us, lane_us)
         except StoreUnavailable as exc:
             out[lane] = exc
     return out

@@ -12,12 +12,14 @@ columns undecoded (``raw_columns``) and decodes row by row (``decode_row``) with
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
+from functools import cache
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, TypeVar
 
+from pydantic import BaseModel
 from sqlalchemy import BigInteger, Table, type_coerce
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql.elements import ColumnElement
@@ -78,22 +80,35 @@ def raw_columns(table: Table) -> list[ColumnElement[Any]]:
     return [type_coerce(c, BigInteger).label(c.name) if isinstance(c.type, UtcMicros) else c for c in table.c]
 
 
-_TIME_COLUMNS: dict[Table, tuple[str, ...]] = {}
-
-
 def decode_row(table: Table, row: Any) -> SimpleNamespace:
     """One row read with ``raw_columns``, its times decoded as a strict read would; a malformed
     value raises ``CorruptState`` naming the column."""
-    times = _TIME_COLUMNS.get(table)
-    if times is None:  # a host scans 50,000 rows of one table: look its columns up once
-        times = _TIME_COLUMNS.setdefault(table, tuple(c.name for c in table.c if isinstance(c.type, UtcMicros)))
-    values: Mapping[str, Any] = row._mapping
-    out = dict(values)
-    for name in times:
-        value = out.get(name)
-        if value is not None:
+    out = row._asdict()
+    for name in _time_columns(table):
+        if out.get(name) is not None:
             try:
-                out[name] = decode_us(value)
+                out[name] = decode_us(out[name])
             except CorruptState as exc:
                 raise CorruptState(f"{name}: {exc}") from None
     return SimpleNamespace(**out)
+
+
+@cache
+def _time_columns(table: Table) -> tuple[str, ...]:
+    return tuple(c.name for c in table.c if isinstance(c.type, UtcMicros))
+
+
+_FIELD_SETS: dict[frozenset[str], set[str]] = {}
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def shared_fields(model: _M) -> _M:
+    """``model`` with its set of explicitly set field names shared with every other model that set
+    the same names: a set of ten names is ~700 bytes, one per model, and a readback of fifty thousand
+    automations builds three models each. Only for frozen models: pydantic adds to that set only
+    when a field is assigned (which a frozen model refuses) and copies it in ``model_copy``."""
+    names = model.__pydantic_fields_set__
+    shared = _FIELD_SETS.setdefault(frozenset(names), names)
+    if shared is not names:
+        object.__setattr__(model, "__pydantic_fields_set__", shared)
+    return model

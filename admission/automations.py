@@ -8,19 +8,18 @@ done by the service that calls ``add`` or ``edit``.
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Collection
 from datetime import datetime, timedelta
 from enum import StrEnum
 from functools import lru_cache
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from sqlalchemy import Table, delete, insert, select, update
 
 from . import _locks as locks
 from . import _schema as s
-from ._types import decode_row, raw_columns
+from ._types import decode_row, raw_columns, shared_fields
 from .clock import Clock, SystemClock, read_clock
 from .errors import CorruptState, InvalidInput, NotFound, StoreUnavailable
 from .events import EventKind, record
@@ -150,43 +149,23 @@ def _host(text: str) -> CommandHost | None:
     return CommandHost.model_validate(doc) if doc is not None else None
 
 
-_M = TypeVar("_M", bound=BaseModel)
-_FIELDS_SETS: dict[tuple[type, frozenset[str]], set[str]] = {}
-_LAST_FIELDS_SET: dict[type, set[str]] = {}
-
-
-def _shared_fields_set(model: _M) -> _M:
-    """``model`` with the set of its explicitly given field names shared with every other model
-    of its class given the same names. pydantic keeps one such set per instance (728 bytes for a
-    stored automation's 8 fields); a host holds two for each of 50,000 automations. Frozen models
-    never change it in place (``model_copy`` copies it before adding to it)."""
-    names = model.__pydantic_fields_set__
-    shared = _LAST_FIELDS_SET.get(type(model))
-    if shared is None or shared != names:  # usually every row names the same fields: no frozenset built
-        shared = _FIELDS_SETS.setdefault((type(model), frozenset(names)), names)
-        _LAST_FIELDS_SET[type(model)] = shared
-    object.__setattr__(model, "__pydantic_fields_set__", shared)
-    return model
-
-
-def _shared(value: Any) -> Any:
-    """A stored text that many rows repeat (goal, agent, schedule), one object per distinct value."""
-    return sys.intern(value) if type(value) is str else value
+# Text columns many automations hold the same value in.
+_REPEATED = ("goal_id", "agent_id", "schedule", "model", "overlap", "state", "state_note", "timer", "backend", "meter", "hold_kind")
 
 
 def idle_wake(automation_id: str) -> WakeState:
     """The wake state of an automation that has no stored row: no backoff chain running (a host
     keeps one for each armed timer, so its field-name set is shared)."""
-    return _shared_fields_set(WakeState(automation_id=automation_id))
+    return shared_fields(WakeState(automation_id=automation_id))
 
 
 def _row_to_automation(row) -> Automation:  # type: ignore[no-untyped-def]
     try:
         host = _host(row.host_spec)
         spec = AutomationSpec(
-            goal_id=_shared(row.goal_id),
-            agent_id=_shared(row.agent_id),
-            schedule=_shared(row.schedule),
+            goal_id=row.goal_id,
+            agent_id=row.agent_id,
+            schedule=row.schedule,
             host=host,
             model=row.model,
             overlap=row.overlap,
@@ -194,18 +173,17 @@ def _row_to_automation(row) -> Automation:  # type: ignore[no-untyped-def]
             backend=row.backend,
             meter=row.meter,
         )
-        return _shared_fields_set(
-            Automation(
-                automation_id=row.automation_id,
-                spec=_shared_fields_set(spec),
-                state=row.state,
-                state_note=row.state_note,
-                revision=row.revision,
-                created_at=row.created_at_us,
-                updated_at=row.updated_at_us,
-                hold_kind=row.hold_kind,
-            )
+        automation = Automation(
+            automation_id=row.automation_id,
+            spec=shared_fields(spec),
+            state=row.state,
+            state_note=row.state_note,
+            revision=row.revision,
+            created_at=row.created_at_us,
+            updated_at=row.updated_at_us,
+            hold_kind=row.hold_kind,
         )
+        return shared_fields(automation)
     except (ValidationError, ValueError, TypeError, OverflowError, RecursionError) as exc:
         raise StoreUnavailable(f"automation {row.automation_id!r} is malformed in the store: {_one_line(exc)}") from None
 
@@ -292,13 +270,18 @@ class Automations:
             query = query.where(a.c.agent_id == agent)
         found: dict[str, Automation] = {}
         bad: dict[str, str] = {}
+        texts: dict[str, str] = {}  # one string object per distinct goal, agent, schedule, state...
         with self.store.read() as conn:
-            rows = list(conn.execute(query))
-        for row in rows:
-            try:
-                found[row.automation_id] = _row_to_automation(_decoded(a, row, "automation"))
-            except StoreUnavailable as exc:
-                bad[str(row.automation_id)] = str(exc)
+            for row in conn.execute(query):  # decoded as fetched: the raw rows are never all held
+                try:
+                    decoded = _decoded(a, row, "automation")
+                    for name in _REPEATED:
+                        value = getattr(decoded, name)
+                        if type(value) is str:
+                            setattr(decoded, name, texts.setdefault(value, value))
+                    found[row.automation_id] = _row_to_automation(decoded)
+                except StoreUnavailable as exc:
+                    bad[str(row.automation_id)] = str(exc)
         return found, bad
 
     def exists(self, automation_id: str) -> bool:
@@ -411,9 +394,7 @@ def _wake_from_row(row) -> WakeState:  # type: ignore[no-untyped-def]
     try:
         if type(row.backoff_step) is not int or row.backoff_step < 0:
             raise ValueError(f"backoff_step must be a non-negative integer, found {row.backoff_step!r}")
-        return _shared_fields_set(
-            WakeState(automation_id=row.automation_id, backoff_step=row.backoff_step, backoff_wake_at=row.backoff_wake_us)
-        )
+        return shared_fields(WakeState(automation_id=row.automation_id, backoff_step=row.backoff_step, backoff_wake_at=row.backoff_wake_us))
     except (ValidationError, ValueError, TypeError, OverflowError) as exc:
         raise StoreUnavailable(f"wake state of automation {row.automation_id!r} is malformed in the store: {_one_line(exc)}") from None
 

@@ -49,6 +49,8 @@ class FixedClock:
 
 def aware_utc(value: datetime, field: str) -> datetime:
     """Return ``value`` in UTC; a naive datetime is rejected, never guessed."""
+    if type(value) is datetime and value.tzinfo is UTC:  # already aware UTC (astimezone would return it)
+        return value
     if not isinstance(value, datetime):
         raise InvalidInput(field, f"expected a datetime, got {type(value).__name__}")
     if value.tzinfo is None or value.utcoffset() is None:
@@ -73,7 +75,7 @@ _LAST = datetime(9000, 1, 1, tzinfo=UTC)
 
 def from_us(value: int) -> datetime:
     """The aware UTC datetime for microseconds since the epoch."""
-    return _EPOCH + timedelta(microseconds=value)
+    return _EPOCH + timedelta(0, 0, value)  # positional: about a third cheaper than microseconds=
 
 
 def parse_instant(text: str, field: str) -> datetime:

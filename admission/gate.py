@@ -2,119 +2,61 @@
 
 The decision is made twice when it may admit: first in a plain read (so a denial takes no lock
 and writes nothing), then again serialized per agent, where the start is inserted. Only that
-second evaluation can admit. On PostgreSQL both happen server-side in one call of ``fg_reserve``
-(migration 0013; one round trip, one commit when it admits), which returns the facts it decided
-on: ``_evaluate`` explains them here, the same function that decides on SQLite, and a call whose
-insert disagrees with it is reported ``state_unavailable`` (tests/test_admission_parity.py holds
-the two rules together). Managed turns (``journal`` / ``on_admit``) call it inside their unit.
+second evaluation can admit. On PostgreSQL both happen server-side in one statement
+(``RESERVE_SQL``, migration 0017: plain SQL for a denial, the locked ``fg_admit`` only when the
+facts may admit; one round trip, one commit when it admits), which returns the facts it decided
+on: ``_rule._evaluate`` explains them, the same function that decides on SQLite, and a statement
+whose insert disagrees with it is reported ``state_unavailable`` (tests/test_admission_parity.py
+holds the two rules together). Managed turns (``journal`` / ``on_admit``) run it inside their unit.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, timedelta
-from typing import NamedTuple
+from datetime import datetime
 
 from sqlalchemy import BigInteger, and_, func, or_, select, type_coerce
 from sqlalchemy.engine import Connection
 
 from . import _locks as locks
 from . import _schema as s
-from ._facts import CONFIRM_SQL, INSERT_START_SQL, RESERVE_SQL, Facts, StartRow, decode_facts, facts_params, read_facts, read_facts_many
-from ._types import MAX_US, decode_us, raw_columns
-from .clock import Clock, SystemClock, aware_utc, from_us, iso, read_clock, to_us
-from .decisions import Confirmation, Decision, Eligibility, Explained, Phase, Reason, StartKind, StartRecord
+from ._facts import (
+    CONFIRM_SQL,
+    INSERT_START_SQL,
+    RESERVE_SQL,
+    Facts,
+    StartRow,
+    decode_facts,
+    facts_params,
+    read_facts,
+    read_facts_many,
+    start_from_row,
+)
+from ._rule import (
+    _ADMITTED,
+    _ADMITTING,
+    _AUTOMATIC,
+    _MANUAL,
+    _NO_TRIGGER,
+    _NO_TURN,
+    _US,
+    _Request,
+    _Verdict,
+    _decision,
+    _evaluate,
+    _judged,
+    _next_eligible_us,
+    _request,
+    _unavailable,
+)
+from ._types import MAX_US, raw_columns
+from .clock import Clock, SystemClock, from_us, read_clock, to_us
+from .decisions import Confirmation, Decision, Eligibility, Reason, StartKind, StartRecord
 from .errors import CorruptState, InvalidInput, StoreUnavailable
-from .intervals import format_interval
 from .journal import JournalEntry, write_entry
-from .policies import EffectiveFloor, RuleRef, combine, rule_ref
+from .policies import RuleRef, combine, rule_ref
 from .scope import check_id, check_limit
 from .store import DriverTx, Store, lock_id
-
-_ADMITTING = (Reason.ELIGIBLE, Reason.MANUAL)
-_ADMITTED = (*_ADMITTING, Reason.RESUMED, Reason.NO_RULE)
-# Readback has no turn or trigger: "/" is never a turn id and no trigger is negative.
-_NO_TURN = "/"
-_NO_TRIGGER = -1
-_MAX_REASON = 500
-_US = timedelta(microseconds=1)
-
-
-def start_from_row(row) -> StartRecord:  # type: ignore[no-untyped-def]
-    """Decode a starts row as read undecoded (the hot path's RETURNING, or ``raw_columns``), with
-    the column type's own time decoder; malformed values raise ``CorruptState`` (fail closed)."""
-    try:
-        phase_text = row.phase
-        if not isinstance(row.manual_reason, (str, type(None))):
-            raise ValueError("manual_reason must be text")
-        if not all(isinstance(v, str) for v in (row.turn_id, row.goal_id, row.agent_id, row.automation_id)):
-            raise ValueError("its ids must be text")
-        # Every field is checked or converted above; skip pydantic's second pass.
-        return StartRecord.model_construct(
-            turn_id=row.turn_id,
-            goal_id=row.goal_id,
-            agent_id=row.agent_id,
-            automation_id=row.automation_id or None,
-            trigger_time=decode_us(row.trigger_us),
-            anchor_at=decode_us(row.anchor_us),
-            # A start without a phase is older or hand-edited data: read it as an attempted start.
-            phase=Phase(phase_text) if phase_text is not None else Phase.CONFIRMED,
-            phase_recorded=phase_text is not None,
-            kind=StartKind(row.kind),
-            manual_reason=row.manual_reason,
-            confirmed_at=decode_us(row.confirmed_at_us) if row.confirmed_at_us is not None else None,
-        )
-    except (CorruptState, ValueError, TypeError, OverflowError) as exc:
-        raise CorruptState(f"malformed start record {row.turn_id!r}: {exc}") from None
-
-
-class _Request(NamedTuple):  # a plain immutable value: one per decision, cheap to build
-    goal: str
-    agent: str
-    automation: str | None
-    turn_id: str
-    trigger_time: datetime  # aware UTC
-    trigger_us: int
-    manual_reason: str | None
-
-    @property
-    def lane(self) -> str:
-        return self.automation or ""
-
-
-class _Verdict(NamedTuple):  # a plain immutable value: one per decision, cheap to build
-    reason: Reason
-    floor: EffectiveFloor | None
-    next_us: int | None
-    anchor_us: int | None = None
-    detail: Explained | str = ""
-
-
-# The details of decisions, rendered only when a caller reads ``Decision.detail``.
-_RESUMING = "resuming this turn's unconfirmed reservation; the anchor is unchanged"
-_NO_FLOOR = "no floor applies; admitted without cadence state"
-_ROLLED_BACK = "the clock reads earlier than the last start; denied until it passes it"
-_BYPASSED = "manual run bypassed the interval"
-
-
-def _already_started(turn_id: str, phase: Phase, where: str) -> str:
-    return f"turn {turn_id} already has a {phase.value} start{where}; it is never admitted again"
-
-
-def _duplicate(trigger_us: int, turn: str) -> str:
-    return f"this lane's trigger at {iso(from_us(trigger_us))} already started as turn {turn}"
-
-
-def _stale(lane_trigger_us: int) -> str:
-    return f"trigger is older than this lane's last admitted trigger ({iso(from_us(lane_trigger_us))})"
-
-
-def _waiting(floor: EffectiveFloor) -> str:
-    return f"floor {format_interval(floor.floor)} not yet elapsed since the last start"
-
-
-def _elapsed(floor: EffectiveFloor) -> str:
-    return f"floor {format_interval(floor.floor)} has elapsed"
 
 
 class Admission:
@@ -136,6 +78,7 @@ class Admission:
         manual_reason: str | None = None,
         journal: JournalEntry | None = None,
         on_admit: Callable[[Connection], None] | None = None,
+        within: Connection | None = None,
     ) -> Decision:
         """Decide whether ``turn_id`` may start now; when admitted, the start is durably reserved.
 
@@ -151,44 +94,34 @@ class Admission:
         transaction's connection once the start (and journal row) are written, only when the turn
         is admitted; what it writes (with repositories' ``within=``) commits in the same commit as
         the reservation. An error it raises rolls the reservation back too (``StoreUnavailable``
-        denies as ``state_unavailable``; anything else propagates).
+        denies as ``state_unavailable``; anything else propagates). ``within``: admit in the caller's
+        open write transaction (a host's group of reservations, one commit), the lock taken there;
+        the caller then rolls back what a refused admission left (run each in a savepoint).
         """
-        trigger = aware_utc(trigger_time, "trigger_time")
-        req = _Request(
-            goal=check_id(goal, "goal"),
-            agent=check_id(agent, "agent"),
-            automation=check_id(automation, "automation") if automation is not None else None,
-            turn_id=check_id(turn_id, "turn_id"),
-            trigger_time=trigger,
-            trigger_us=_stored_time(trigger, "trigger_time"),
-            manual_reason=_check_manual_reason(manual_reason),
-        )
+        req = _request(goal, agent, automation, turn_id, trigger_time, manual_reason)
         if journal is not None and journal.turn_id != req.turn_id:
             raise InvalidInput("journal", f"the journal entry is for turn {journal.turn_id!r}, not {req.turn_id!r}")
-        lock_key = locks.agent(req.goal, req.agent)
         managed = journal is not None or on_admit is not None
         try:
             if self.store.dialect == "postgresql" and not managed:
-                # One round trip: fg_reserve reads, locks only when it may admit, decides, inserts.
-                verdict, now = _reserve_pg(self.store.autocommit, req, self.clock, lock_key, lock_admitted=False)
+                # One round trip: it reads, locks only when it may admit, decides, inserts.
+                verdict, now = _reserve_pg(self.store.autocommit, req, self.clock, locks.agent(req.goal, req.agent), lock_admitted=False)
                 return _decision(req, now, verdict)
-            # A denial is decided from one plain read, taking no lock and writing nothing (the
-            # clock read after it, so a start committed just before is never "in the future").
+            # A denial is decided from one plain read (``_plain``), taking no lock and writing nothing
+            # (the clock read after it, so a start committed just before is never "in the future").
             # With a journal entry every admission writes (the journal row); without, only new starts.
-            writes = _ADMITTING if journal is None else _ADMITTED
-            facts = _read(self.store.autocommit, req)
-            now = read_clock(self.clock)
-            verdict = _evaluate(facts, req, to_us(now))
-            if verdict.reason not in writes:
-                return _decision(req, now, verdict)
+            denied = self._plain(req, _ADMITTING if journal is None else _ADMITTED)
+            if denied is not None:
+                return denied
+            lock_key = locks.agent(req.goal, req.agent)
             # Only an evaluation serialized per agent may admit.
             if not managed:
-                with self.store.driver(write=True, lock_key=lock_key) as tx:
+                with self.store.driver(write=True, lock_key=lock_key, within=within) as tx:
                     verdict, now = _admit(tx, req, self.clock, None)
             else:
-                # PostgreSQL: fg_reserve takes the lock inside the unit (so no separate lock statement).
+                # PostgreSQL: fg_admit takes the lock inside the unit (so no separate lock statement).
                 pg = self.store.dialect == "postgresql"
-                with self.store.write(None if pg else lock_key) as conn, self.store.driver(write=True, within=conn) as tx:
+                with self.store.write(None if pg else lock_key, within=within) as conn, self.store.driver(write=True, within=conn) as tx:
                     if pg:
                         verdict, now = _reserve_pg(tx, req, self.clock, lock_key, lock_admitted=True)
                         if journal is not None and verdict.reason in _ADMITTED:
@@ -201,6 +134,23 @@ class Admission:
             now = read_clock(self.clock)
             verdict = _Verdict(Reason.STATE_UNAVAILABLE, None, None, detail=f"{exc}; denied (fail closed)")
         return _decision(req, now, verdict)
+
+    def denial(self, *, goal: str, agent: str, automation: str | None, turn_id: str, trigger_time: datetime) -> Decision | None:
+        """The denial a journaled ``reserve`` of these arguments would return, decided from one plain
+        read taken now (no lock, nothing written); None when it may admit: then only ``reserve``
+        decides, serialized. A host decides its denials this way without waiting behind admissions."""
+        req = _request(goal, agent, automation, turn_id, trigger_time, None)
+        try:
+            return self._plain(req, _ADMITTED)
+        except StoreUnavailable as exc:
+            verdict = _Verdict(Reason.STATE_UNAVAILABLE, None, None, None, f"{exc}; denied (fail closed)")
+            return _decision(req, read_clock(self.clock), verdict)
+
+    def _plain(self, req: _Request, writes: tuple[Reason, ...]) -> Decision | None:
+        facts = _read(self.store.autocommit, req)
+        now = read_clock(self.clock)
+        verdict = _evaluate(facts, req, to_us(now))
+        return None if verdict.reason in writes else _decision(req, now, verdict)
 
     # -- confirm ---------------------------------------------------------------------------
     def confirm(self, turn_id: str) -> Confirmation:
@@ -349,7 +299,7 @@ class Admission:
             if not floor.rules:
                 out[(goal, agent, automation)] = None
                 continue
-            next_us = _next_eligible_us(floor, agent_us, lane_us if automation else None)
+            next_us = _next_eligible_us(floor.agent_floor // _US, floor.lane_floor // _US, agent_us, lane_us if automation else None)
             out[(goal, agent, automation)] = from_us(next_us) if next_us is not None else None
         return out
 
@@ -435,14 +385,14 @@ def _admit(tx: DriverTx, req: _Request, clock: Clock, journal: JournalEntry | No
 
 
 def _reserve_pg(tx: DriverTx, req: _Request, clock: Clock, lock_key: str, *, lock_admitted: bool) -> tuple[_Verdict, datetime]:
-    """The decision through PostgreSQL's ``fg_reserve``: one call, which inserts the start when it
-    admits; its facts are decoded and explained here by ``_evaluate``, the decision's one rule.
+    """The decision through PostgreSQL's ``RESERVE_SQL``: one statement, which inserts the start when
+    it admits; its facts are decoded and explained here by ``_evaluate``, the decision's one rule.
 
     The clock is read before the call, so a start another process committed while the call waited
     for the lock can be later than it: that denial (clock_rollback) is decided once more with a
     fresh reading when the clock has since passed that start (a second call, only in that race)."""
     params = facts_params(req.goal, req.agent, req.automation, req.turn_id, req.trigger_us)
-    params["kind"] = (StartKind.MANUAL if req.manual_reason is not None else StartKind.AUTOMATIC).value
+    params["kind"] = (_AUTOMATIC if req.manual_reason is None else _MANUAL).value
     params["reason"] = req.manual_reason
     params["lock"] = lock_id(lock_key)
     params["guarded"] = tx.relaxed
@@ -451,15 +401,19 @@ def _reserve_pg(tx: DriverTx, req: _Request, clock: Clock, lock_key: str, *, loc
     for retry in (True, False):
         params["now"] = now_us = to_us(now)
         row = tx.row(RESERVE_SQL, params)
-        if row is None:  # pragma: no cover - the function always returns one row
-            raise StoreUnavailable("fg_reserve returned no row")
+        if row is None:  # pragma: no cover - the statement always returns one row
+            raise StoreUnavailable("fg_facts returned no row")
+        if row[15] is not None:  # fg_admit ran: its locked read is the one decided on
+            row = row[8:]
+        elif row[7] == "insert":  # pragma: no cover - the gate calls fg_admit whenever it reads 'insert'
+            raise StoreUnavailable("fg_facts may admit but fg_admit did not run")
         facts = decode_facts(row[:7], req.goal, req.agent, req.automation, req.turn_id)
         verdict = _evaluate(facts, req, now_us)
         if (row[7] == "insert") != (verdict.reason in _ADMITTING):
             # Fail closed either way; an autocommitted start it made stays an unconfirmed reservation
             # (it holds the floor, never launches), which is what a crash before confirm leaves too.
             raise StoreUnavailable(
-                f"the store's fg_reserve decided {row[7]!r} where this floorgate decides {verdict.reason.value!r} (a mismatched migration?)"
+                f"the store's fg_facts decided {row[7]!r} where this floorgate decides {verdict.reason.value!r} (a mismatched migration?)"
             )
         if retry and verdict.reason is Reason.CLOCK_ROLLBACK and facts.agent_anchor_us is not None:
             later = read_clock(clock)
@@ -479,58 +433,6 @@ def _read(tx: DriverTx, req: _Request) -> Facts:
     return read_facts(tx, req.goal, req.agent, req.automation, req.turn_id, req.trigger_us)
 
 
-def _stored_time(value: datetime, field: str) -> int:
-    """``value`` in stored microseconds; a time the columns would refuse to read back is refused here."""
-    us = to_us(aware_utc(value, field))
-    if not 0 <= us < MAX_US:
-        raise InvalidInput(field, f"{iso(value)} is outside the times floorgate stores (1970 to 9000)")
-    return us
-
-
-def _check_manual_reason(value: object) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidInput("manual_reason", "a manual run needs a non-empty reason; omit it for automatic runs")
-    if len(value) > _MAX_REASON:
-        raise InvalidInput("manual_reason", f"keep the reason under {_MAX_REASON} characters")
-    return value.strip()
-
-
-def _next_eligible_us(floor: EffectiveFloor, agent_anchor: int | None, lane_anchor: int | None) -> int | None:
-    candidates = []
-    if agent_anchor is not None and floor.agent_floor:
-        candidates.append(agent_anchor + floor.agent_floor // _US)
-    if lane_anchor is not None and floor.lane_floor:
-        candidates.append(lane_anchor + floor.lane_floor // _US)
-    return max(candidates) if candidates else None
-
-
-def _evaluate(f: Facts, req: _Request, now_us: int) -> _Verdict:
-    if f.turn_phase is not None:
-        same_lane = f.turn_lane == f"{req.goal}/{req.agent}/{req.lane}"
-        if f.turn_phase is Phase.RESERVED and same_lane:
-            return _Verdict(Reason.RESUMED, f.floor, None, anchor_us=f.turn_anchor_us, detail=_RESUMING)
-        where = "" if same_lane else f" in lane {f.turn_lane}"
-        return _Verdict(Reason.TURN_ALREADY_STARTED, f.floor, None, detail=Explained(_already_started, (req.turn_id, f.turn_phase, where)))
-    floor = f.floor
-    if not floor.rules:
-        return _Verdict(Reason.NO_RULE, floor, None, detail=_NO_FLOOR)
-    next_us = _next_eligible_us(floor, f.agent_anchor_us, f.lane_anchor_us if req.automation else None)
-    if f.agent_anchor_us is not None and now_us < f.agent_anchor_us:
-        return _Verdict(Reason.CLOCK_ROLLBACK, floor, next_us, detail=_ROLLED_BACK)
-    if f.duplicate_turn is not None:
-        return _Verdict(Reason.DUPLICATE_TRIGGER, floor, next_us, detail=Explained(_duplicate, (req.trigger_us, f.duplicate_turn)))
-    if f.lane_trigger_us is not None and req.trigger_us < f.lane_trigger_us:
-        return _Verdict(Reason.STALE_TRIGGER, floor, next_us, detail=Explained(_stale, (f.lane_trigger_us,)))
-    if next_us is not None and now_us < next_us:
-        if req.manual_reason is None:
-            return _Verdict(Reason.INTERVAL_WAIT, floor, next_us, detail=Explained(_waiting, (floor,)))
-        return _Verdict(Reason.MANUAL, floor, next_us, anchor_us=now_us, detail=_BYPASSED)
-    reason = Reason.MANUAL if req.manual_reason is not None else Reason.ELIGIBLE
-    return _Verdict(reason, floor, next_us, anchor_us=now_us, detail=Explained(_elapsed, (floor,)))
-
-
 def _insert_start(tx: DriverTx, req: _Request, now_us: int) -> None:
     tx.execute(
         INSERT_START_SQL,
@@ -544,80 +446,4 @@ def _insert_start(tx: DriverTx, req: _Request, now_us: int) -> None:
             "kind": (StartKind.MANUAL if req.manual_reason is not None else StartKind.AUTOMATIC).value,
             "reason": req.manual_reason,
         },
-    )
-
-
-def _decision(req: _Request, now: datetime, verdict: _Verdict) -> Decision:
-    admitted = verdict.reason in _ADMITTED
-    next_us = verdict.next_us
-    if admitted and verdict.floor is not None and verdict.anchor_us is not None:
-        # After an admission the next automatic start is one floor after this anchor.
-        step = verdict.floor.agent_floor // _US
-        lane_step = verdict.floor.lane_floor // _US if req.automation else 0
-        next_us = verdict.anchor_us + max(step, lane_step)
-    return Decision(
-        admitted=admitted,
-        reason=verdict.reason,
-        turn_id=req.turn_id,
-        goal_id=req.goal,
-        agent_id=req.agent,
-        automation_id=req.automation,
-        kind=StartKind.MANUAL if req.manual_reason is not None else StartKind.AUTOMATIC,
-        trigger_time=req.trigger_time,
-        decided_at=now,
-        anchor_at=from_us(verdict.anchor_us) if verdict.anchor_us is not None else None,
-        next_eligible_at=from_us(next_us) if next_us is not None else None,
-        floor=verdict.floor,
-        explained=verdict.detail,
-    )
-
-
-def _unavailable(goal: str, agent: str, automation: str | None, now: datetime, exc: Exception) -> Eligibility:
-    return Eligibility(
-        status="unavailable",
-        reason=Reason.STATE_UNAVAILABLE,
-        floor=None,
-        last_start=None,
-        next_eligible_at=None,
-        detail=f"{exc}; not eligible (fail closed)",
-        goal_id=goal,
-        agent_id=agent,
-        automation_id=automation,
-        evaluated_at=now,
-    )
-
-
-def _judged(goal: str, agent: str, automation: str | None, now: datetime, facts: Facts, last_start: StartRecord | None) -> Eligibility:
-    """Whether the floor has elapsed for the lane, from its facts: the one decision readback makes."""
-    now_us = to_us(now)
-    base = dict(goal_id=goal, agent_id=agent, automation_id=automation, evaluated_at=now)
-    floor = facts.floor
-    if not floor.rules:
-        return Eligibility(
-            status="eligible",
-            reason=Reason.NO_RULE,
-            floor=floor,
-            last_start=last_start,
-            next_eligible_at=None,
-            detail="no floor applies",
-            **base,
-        )
-    next_us = _next_eligible_us(floor, facts.agent_anchor_us, facts.lane_anchor_us if automation else None)
-    if facts.agent_anchor_us is not None and now_us < facts.agent_anchor_us:
-        reason, status = Reason.CLOCK_ROLLBACK, "interval_wait"
-        detail = "the clock reads earlier than the last start; waiting until it passes it"
-    elif next_us is not None and now_us < next_us:
-        reason, status = Reason.INTERVAL_WAIT, "interval_wait"
-        detail = _waiting(floor)
-    else:
-        reason, status = Reason.ELIGIBLE, "eligible"
-        detail = _elapsed(floor)
-    return Eligibility(
-        status=status,
-        reason=reason,
-        floor=floor,
-        last_start=last_start,
-        next_eligible_at=from_us(next_us) if next_us is not None else None,
-        detail=detail,
-        **base,
     )

@@ -1,8 +1,9 @@
 """The turn journal: one record per host attempt, owned by one runner at a time.
 
-Phases: ``journaled`` (the attempt is durable; nothing spawned), ``confirmed`` (the start is
+Phases: ``journaled`` (the attempt is durable; nothing ran), ``confirmed`` (the start is
 confirmed in the same commit; from here the host may have spawned, so the turn is never launched
-again), ``launched`` (the host process exists and its pid is recorded), ``settled`` (the verdict
+again), ``launched`` (the host process exists and its pid is recorded; a host spawned held goes
+from ``journaled`` straight here, start confirmed in the same commit), ``settled`` (the verdict
 is written; settlement is final).
 
 A claim (``owner_id``, ``lease_expires_us``) says who runs the turn. The journal row is written
@@ -353,10 +354,22 @@ class Journal:
     ) -> TurnRecord:
         """Pass the point of no return in one commit: the journal row becomes ``confirmed`` (with
         its lease and deadline) and the turn's reserved start is confirmed. The mission link and
-        attempt were written at the turn's begin (``link``)."""
+        attempt were written at the turn's begin (``link``). For a turn that cannot spawn (its
+        program is missing): a spawned one passes with its pid (``launch``)."""
+        return self._pass(turn_id, owner, lease_expires, deadline, None)
+
+    def launch(self, turn_id: str, owner: str, *, lease_expires: datetime, deadline: datetime, child_pid: int) -> TurnRecord:
+        """``confirm`` and ``launched`` in one commit, for a host spawned held before its program
+        runs (it runs only once this has committed; if the runner dies first, it exits unrun): the
+        journal row goes from ``journaled`` to ``launched`` with the pid, the start is confirmed."""
+        return self._pass(turn_id, owner, lease_expires, deadline, child_pid)
+
+    def _pass(self, turn_id: str, owner: str, lease_expires: datetime, deadline: datetime, child_pid: int | None) -> TurnRecord:
         t = s.turns
         now = read_clock(self.clock)
         values: dict[str, object] = {"phase": "confirmed", "lease_expires_us": lease_expires, "deadline_us": deadline}
+        if child_pid is not None:
+            values.update(phase="launched", child_pid=child_pid)
         with self.store.write(lock_key=locks.turn(turn_id)) as conn:
             done = conn.execute(update(t).where(t.c.turn_id == turn_id, t.c.owner_id == owner, t.c.phase == "journaled").values(**values))
             if done.rowcount != 1:

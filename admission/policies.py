@@ -10,6 +10,7 @@ from __future__ import annotations
 import builtins
 import json
 import re
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
 
@@ -19,7 +20,7 @@ from sqlalchemy.engine import Connection
 
 from . import _locks as locks
 from . import _schema as s
-from ._types import stored
+from ._types import shared_fields, stored
 from .clock import Clock, SystemClock, read_clock
 from .envelope import ComputeBlock, loosened, parse_compute
 from .errors import InvalidInput, ReductionNotAuthorized, RevisionConflict, StoreUnavailable
@@ -180,6 +181,15 @@ def applicable_rules(conn: Connection, goal: str, agent: str, automation: str | 
 
 def combine(goal: str, agent: str, automation: str | None, rules: list[RuleRef]) -> EffectiveFloor:
     """Fold the applicable rules into agent and lane floors (maximum wins; narrower never weakens)."""
+    return effective_floor(goal, agent, automation, fold(rules))
+
+
+Folded = tuple[timedelta, timedelta, tuple[RuleRef, ...]]  # agent floor, lane floor, binding rules
+
+
+def fold(rules: Sequence[RuleRef]) -> Folded:
+    """``combine``'s arithmetic alone: the agent floor, the lane floor and the binding rules
+    (non-zero, broadest first), which lanes with the same rules share."""
     agent_floor = lane_floor = timedelta(0)
     for rule in rules:
         if rule.scope.kind is ScopeKind.AUTOMATION:
@@ -188,8 +198,14 @@ def combine(goal: str, agent: str, automation: str | None, rules: list[RuleRef])
             agent_floor = max(agent_floor, rule.min_interval)
     order = {ScopeKind.GOAL: 0, ScopeKind.AGENT: 1, ScopeKind.AUTOMATION: 2}
     active = tuple(sorted((r for r in rules if r.min_interval > timedelta(0)), key=lambda r: order[r.scope.kind]))
-    # Built from already-validated parts; this runs on every admission decision.
-    return EffectiveFloor.model_construct(
+    return agent_floor, lane_floor, active
+
+
+def effective_floor(goal: str, agent: str, automation: str | None, folded: Folded) -> EffectiveFloor:
+    """The lane's ``EffectiveFloor`` from ``fold`` of its rules."""
+    agent_floor, lane_floor, active = folded
+    # Validated (faster than model_construct in pydantic 2); the field-name set is shared.
+    floor = EffectiveFloor(
         goal_id=goal,
         agent_id=agent,
         automation_id=automation,
@@ -197,6 +213,7 @@ def combine(goal: str, agent: str, automation: str | None, rules: list[RuleRef])
         lane_floor=lane_floor,
         rules=active,
     )
+    return shared_fields(floor)
 
 
 def _json_or_none(text: str | None):  # type: ignore[no-untyped-def]

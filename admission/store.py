@@ -76,7 +76,18 @@ def absolute_url(url: str | None) -> str:
 
 def lock_id(key: str) -> int:
     """A signed 64-bit advisory-lock id for ``key`` (collisions only over-serialize)."""
-    return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big", signed=True)
+    found = _LOCK_IDS.get(key)
+    if found is None:
+        found = int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big", signed=True)
+        if len(_LOCK_IDS) >= _LOCK_IDS_KEPT:
+            _LOCK_IDS.clear()
+        _LOCK_IDS[key] = found
+    return found
+
+
+# Every PostgreSQL decision hashes its agent's key: most meet a key hashed before.
+_LOCK_IDS: dict[str, int] = {}
+_LOCK_IDS_KEPT = 65_536
 
 
 _NAMED = re.compile(r"(?<![:\w]):(\w+)")
@@ -114,7 +125,7 @@ class _Autocommit(DriverTx):
     """``DriverTx`` for single autocommitted statements (``Store.autocommit``): each call runs one
     statement on this thread's hot connection, its own transaction, with no context to enter."""
 
-    def __init__(self, store: Store) -> None:  # no cursor of its own: each statement opens one
+    def __init__(self, store: Store) -> None:  # no cursor of its own: the store keeps one per hot connection
         self._store = store
         self.dialect = store.dialect
         self.relaxed = store.relaxed
@@ -142,6 +153,12 @@ class Store:
         # facts read also looks for the rows such a constraint would have refused. Set at open.
         self.relaxed = False
         self._auto: _Autocommit | None = None
+        # SQLite has one writer per file, and a writer that finds it busy sleeps in growing steps
+        # (up to 100 ms) before it looks again: in a burst, this process's own writers queue here
+        # instead and take the lock the moment it is free. Bounded like the busy timeout, after
+        # which a writer goes on to BEGIN IMMEDIATE as before (a re-entrant lock: a nested write
+        # on one thread is no new deadlock).
+        self._writers = threading.RLock()
 
     def render(self, sql: str) -> str:
         """``sql`` with ``:name`` parameters in this driver's paramstyle (cached)."""
@@ -163,12 +180,14 @@ class Store:
     def _one(self, sql: str, params: dict[str, Any], *, fetch: bool) -> tuple[Any, ...] | int | None:
         raw = self._hot_connection()
         try:
-            cursor = raw.cursor()
-            try:
-                cursor.execute(self.render(sql), params)
-                result: tuple[Any, ...] | int | None = cursor.fetchone() if fetch else cursor.rowcount
-            finally:
-                cursor.close()
+            # One cursor per hot connection, kept: each statement reuses it rather than opening and
+            # closing one (a single-row read is reset once fetched, so the cursor holds no snapshot).
+            held = getattr(self._local, "cursor", None)
+            if held is None or held[0] is not raw:
+                held = self._local.cursor = (raw, raw.cursor())
+            cursor = held[1]
+            cursor.execute(self.render(sql), params)
+            result: tuple[Any, ...] | int | None = cursor.fetchone() if fetch else cursor.rowcount
         except self._dbapi_error as exc:
             self._drop_hot_connection()
             raise StoreUnavailable(f"store {self.safe_url} failed: {_first_line(exc)}") from exc
@@ -194,6 +213,7 @@ class Store:
     def _drop_hot_connection(self) -> None:
         raw = getattr(self._local, "raw", None)
         self._local.raw = None
+        self._local.cursor = None
         if raw is not None:
             with self._hot_lock:
                 if raw in self._hot:
@@ -219,6 +239,7 @@ class Store:
             return
         raw = self._hot_connection()
         cursor = None
+        queued = write and self.dialect == "sqlite" and self._writers.acquire(timeout=_BUSY_TIMEOUT_MS / 1000)
         try:
             cursor = raw.cursor()
             if write:
@@ -245,6 +266,8 @@ class Store:
             if cursor is not None:
                 with contextlib.suppress(Exception):  # pragma: no cover - the connection is gone
                     cursor.close()
+            if queued:
+                self._writers.release()
 
     def _joined_driver(self, conn: Connection, lock_key: str | None) -> Iterator[DriverTx]:
         self._lock(conn, lock_key)
@@ -296,12 +319,22 @@ class Store:
                 self._lock(within, lock_key)
                 yield within
             return
-        with self._translate(), self.engine.connect() as conn:
+        with self._translate(), self.engine.connect() as conn, self._queued():
             if self.dialect == "sqlite":
                 conn = conn.execution_options(fg_immediate=True)
             with conn.begin():
                 self._lock(conn, lock_key)
                 yield conn
+
+    @contextmanager
+    def _queued(self) -> Iterator[None]:
+        """Hold this process's SQLite writer queue (see ``_writers``) for one write transaction."""
+        queued = self.dialect == "sqlite" and self._writers.acquire(timeout=_BUSY_TIMEOUT_MS / 1000)
+        try:
+            yield
+        finally:
+            if queued:
+                self._writers.release()
 
     def unit(self) -> contextlib.AbstractContextManager[Connection]:
         """A unit of work: one write transaction that repositories join with ``within=`` (each

@@ -67,6 +67,13 @@ class Tallies:
         )
         return self._grouped(query)
 
+    def in_flight(self) -> dict[str, int]:
+        """phase -> turns not settled yet: ``journaled`` (admitted, its host not started: waiting
+        for a worker, or left by a crash), ``confirmed`` and ``launched`` (running). Every phase present."""
+        t = s.turns
+        found = self._grouped(select(t.c.phase, func.count()).where(t.c.phase != "settled").group_by(t.c.phase))
+        return {phase: found.get((phase,), 0) for phase in ("journaled", "confirmed", "launched")}
+
     def exhausted(self) -> dict[tuple[str, ...], int]:
         """(bound,) -> turns an envelope bound stopped."""
         t = s.turns

@@ -7,9 +7,12 @@ of the baseline and a block of floorgate back to back (the order alternating eac
 figure is the median of the per-round ratios, with their min-max spread; the disk's flush time
 drifts too much between blocks for anything else to mean much. Baselines:
 
-- PostgreSQL admitted: reserve + confirm against one bare autocommit INSERT (psycopg, same server).
+- PostgreSQL admitted: reserve + confirm against one bare autocommit INSERT (psycopg, same server);
+  reserve alone against the same INSERT (issue 12: one round trip and one durable commit to reserve).
 - PostgreSQL denial: against a ``SELECT 1`` round trip on the same server.
-- SQLite admitted: reserve + confirm against one bare durable INSERT (WAL, synchronous=FULL).
+- SQLite admitted: reserve + confirm against one bare durable INSERT (WAL, synchronous=FULL);
+  reserve alone against the same INSERT. The cycle is two durable commits by design (confirm must
+  survive a power loss), the reserve alone one.
 - SQLite denial: against the same statement (the facts read) through bare sqlite3.
 - History: the same decision on a store with 10^5 starts over 1,000 agents against one with 10^3
   starts of one agent. The issue asks that it stay flat and names no number: 1.5x is this
@@ -35,6 +38,8 @@ from pathlib import Path
 from urllib.parse import quote
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _rows import record
 
 from admission import Admission, FixedClock, Policies, Scope, Store, open_store
 from admission._facts import FACTS_SQL, facts_params
@@ -118,6 +123,15 @@ class Lane:
             raise SystemExit(f"bench bug: cycle {turn} denied: {d.reason}")
         self.admission.confirm(turn)
 
+    def reserve(self, _i: int) -> None:
+        """An admitted reserve alone (left unconfirmed: it holds the floor as a crash before confirm does)."""
+        self.clock.advance(HOUR)
+        self.turns += 1
+        turn = f"{self.agent}-r{self.turns}"
+        d = self.admission.reserve(goal="g", agent=self.agent, automation="x", turn_id=turn, trigger_time=self.clock.now())
+        if not d.admitted:
+            raise SystemExit(f"bench bug: reserve {turn} denied: {d.reason}")
+
     def deny(self, i: int) -> None:
         trigger = self.clock.now() + timedelta(microseconds=i + 1)
         d = self.admission.reserve(goal="g", agent=self.agent, automation="x", turn_id=f"{self.agent}-d{i}", trigger_time=trigger)
@@ -175,6 +189,7 @@ def sqlite_figures(tmp: str, rounds: int, n: int) -> list[Figure]:
     lane.cycle(0)
     out = [
         interleaved("SQLite admitted reserve+confirm vs bare durable INSERT", 2.0, timed(bare_insert), timed(lane.cycle), rounds, n, 2 * n),
+        interleaved("SQLite admitted reserve alone vs bare durable INSERT", 2.0, timed(bare_insert), timed(lane.reserve), rounds, n),
         interleaved(
             "SQLite denial vs its statement through bare sqlite3", 1.5, timed(bare_facts), timed(lane.deny), rounds, 20 * n, 40 * n
         ),
@@ -241,6 +256,9 @@ def pg_figures(base_url: str, rounds: int, n: int) -> list[Figure]:
             interleaved(
                 "PostgreSQL admitted reserve+confirm vs bare autocommit INSERT", 2.0, timed(bare_insert), timed(lane.cycle), rounds, n
             ),
+            interleaved(
+                "PostgreSQL admitted reserve alone vs bare autocommit INSERT", 2.0, timed(bare_insert), timed(lane.reserve), rounds, n
+            ),
             interleaved("PostgreSQL denial vs SELECT 1", 1.5, timed(select_1), timed(lane.deny), rounds, n * 5),
         ]
         out += history_figures(make, "PostgreSQL", rounds, n)
@@ -268,6 +286,8 @@ def main() -> None:
         figures += pg_figures(args.pg, args.rounds, args.n)
     for f in figures:
         print(f.line())
+        med = statistics.median(f.ratios)
+        record(f.name, f"{med:.2f}x ({min(f.ratios):.2f}..{max(f.ratios):.2f})", f"<= {f.goal:g}x", med <= f.goal)
     if not args.pg:
         print("  PostgreSQL skipped: pass --pg URL or set FLOORGATE_TEST_PG_URL")
 

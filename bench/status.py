@@ -81,6 +81,7 @@ def main() -> None:
         print(json.dumps(_child(*args.child)))
         return
     sys.path.append(str(Path(__file__).resolve().parent))
+    from _rows import record
     from host import seed  # the host benchmark's store: the same automations, agents and starts
 
     sizes = [int(x) for x in args.sizes.split(",")] + ([50_000] if args.big else [])
@@ -117,6 +118,12 @@ def main() -> None:
             f"share of the bulk one{growth}"
         )
         goal = "met" if took < 1 and statistics.median(rss) < 150 else "NOT met"
+        record(
+            f"floorgate status, {size:,} automations",
+            f"{spread(times, ' s')}, peak RSS {spread(rss, ' MB', digits=0)}{growth}",
+            "< 1 s and < 150 MB at 10,000; < 150 MB at 50,000; linear",
+            (took < 1 and statistics.median(rss) < 150) if size == 10_000 else (statistics.median(rss) < 150 if size >= 50_000 else None),
+        )
         if size == 10_000:
             print(f"         goal at 10,000 (< 1 s, < 150 MB): {goal}")
         previous = (size, took)

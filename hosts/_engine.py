@@ -7,6 +7,11 @@ gives the RFC 5545 reading where dateutil's differs (a mid-week DTSTART with WEE
 builds its set from the week start) and skips the walk from a DTSTART years ago (dateutil's
 ``after()`` walks every occurrence since DTSTART). COUNT rules are walked from DTSTART.
 
+Queries are answered from a per-engine memo of occurrences already computed (``_memo``: one
+interval known complete, bisected; a miss next to it walks across the gap, a chunk at a time), and
+a rule of FREQ and INTERVAL alone is computed by arithmetic on instants wherever the zone keeps
+one offset (``_grid``). Both give exactly the walk's occurrences (tests/test_rrule_memo.py).
+
 Readings the RFC leaves open (documented in README, tested against the shared corpus):
 - YEARLY with BYWEEKNO and no BYDAY: DTSTART's weekday in those weeks (not all seven days).
 - YEARLY with BYMONTHDAY and no BYMONTH (nor BYWEEKNO/BYYEARDAY): DTSTART's month only.
@@ -22,10 +27,9 @@ an instant already produced is never produced twice.
 
 from __future__ import annotations
 
-import bisect
 import heapq
-import itertools
 import math
+from bisect import bisect_right
 from collections.abc import Iterator
 from datetime import date, datetime, timedelta, timezone, tzinfo
 from functools import lru_cache
@@ -33,6 +37,13 @@ from typing import Any, Literal
 
 from dateutil import rrule as du
 
+from admission.clock import aware_utc
+
+from . import _memo
+from ._grid import REACH as _REACH
+from ._grid import UNSOLVED, Grid, grid_step, until_key
+from ._grid import offset_at as _offset
+from ._memo import Memo
 from ._rrule import Recur
 from .errors import UnsupportedSchedule
 
@@ -47,13 +58,8 @@ _FREQ: dict[str, Literal[0, 1, 2, 3, 4, 5, 6]] = {
 }
 _ORDER = ("YEARLY", "MONTHLY", "WEEKLY", "DAILY", "HOURLY", "MINUTELY", "SECONDLY")
 _WEEKDAY = (du.MO, du.TU, du.WE, du.TH, du.FR, du.SA, du.SU)
-# No zone has ever moved its clocks by more than a day at once (Samoa 2011 and Kwajalein 1993
-# jumped 24 h), nor changed its offset twice within this reach.
-_REACH = timedelta(hours=25)
 _MICROSECOND = timedelta(microseconds=1)
-_WINDOW = 8  # occurrences kept per schedule for the next queries (a few hundred bytes)
-_GRID = {"SECONDLY": timedelta(seconds=1), "MINUTELY": timedelta(minutes=1), "HOURLY": timedelta(hours=1), "DAILY": timedelta(days=1)}
-_GRID["WEEKLY"] = timedelta(weeks=1)
+_UTC = timezone.utc
 
 
 _NOMINAL_DAYS = {"YEARLY": 366, "MONTHLY": 31, "WEEKLY": 7, "DAILY": 1, "HOURLY": 1 / 24, "MINUTELY": 1 / 1440, "SECONDLY": 1 / 86400}
@@ -119,9 +125,15 @@ class Engine:
         self.exdates = exdates
         self.is_date = is_date
         self._until_walk = self._walk_until()
-        self._step = _grid_step(recur, is_date)
-        # (an instant, the occurrences that follow it): what the last uncached ``next_after`` walked.
-        self._window: tuple[datetime, tuple[datetime, ...]] | None = None
+        self._step = grid_step(recur, is_date)
+        until = until_key(recur.until, zone)
+        self._grid = Grid(dtstart, self._step, zone, exdates, until) if self._step is not None and until is not False else None  # type: ignore[arg-type]
+        # Instants are compared in UTC (one zone's aware datetimes compare by wall time), or naive.
+        self._key_tz = _UTC if zone is not None else None
+        self._end = _memo.END_AWARE if zone is not None else _memo.END_NAIVE
+        self._start = _memo.START_AWARE if zone is not None else _memo.START_NAIVE
+        # Occurrences already computed (see _memo); replaced whole, read once per query.
+        self._memo: Memo | None = None
         try:  # dateutil refuses a rule whose INTERVAL never meets its BY parts ("an empty set")
             _build_rules(recur, self._period_start(dtstart), dtstart, self._until_walk, is_date)
         except ValueError as exc:
@@ -131,50 +143,17 @@ class Engine:
     def iterate(self, after: datetime | None = None) -> Iterator[datetime]:
         """Occurrences in order, aware in the zone (naive when floating); strictly after the
         instant ``after`` when given."""
-        if after is None or self.recur.count is not None:
-            start = self._period_start(self.dtstart)
-            walk_from = None
-        else:
-            walk_from = max(self._walk_from(after), self.dtstart)
-            start = self._period_start(walk_from)
-        emitted = 0
-        last: datetime | None = None
-        for naive in self._naive(start, walk_from):
-            if naive < self.dtstart:
-                continue
-            if self.recur.until is not None and not self._before_until(naive):
-                return
-            emitted += 1
-            if self.recur.count is not None and emitted > self.recur.count:
-                return
-            if naive in self.exdates:
-                continue
-            instant = self._instant(naive)
-            if last is not None and instant <= last:
-                continue  # a DST gap shifted this onto (or before) an occurrence already produced
-            last = instant
-            if after is not None and instant <= after:
-                continue
-            yield instant
+        for _, value in self._pairs(after):
+            yield value
 
     def next_after(self, after: datetime) -> datetime | None:
-        """The first occurrence strictly after the instant ``after``; answered from the occurrences
-        the last walk produced when ``after`` lies among them (a host asks each timer's schedule
-        again at every fire, and one schedule serves many automations)."""
-        if after.tzinfo is not None:
-            after = after.astimezone(timezone.utc)  # one zone's datetimes compare by wall time, not instant
-        solved, found = self._grid_next(after)
-        if solved:
-            return found
-        window = self._window  # one read: another thread may replace it meanwhile
-        if window is not None and window[0] <= after < window[1][-1]:
-            values = window[1]
-            return values[bisect.bisect_right(values, after)]
-        values = tuple(itertools.islice(self.iterate(after), _WINDOW))
-        if not values:
-            return None
-        self._window = (after, values)
-        return values[0]
+        """The first occurrence strictly after the instant ``after`` (aware; naive when floating),
+        answered from the memo of occurrences already computed when it covers ``after`` (a host
+        asks each timer's schedule again at every fire, and one schedule serves many automations)."""
+        memo = self._memo
+        if memo is not None and after.__class__ is datetime and after.tzinfo is self._key_tz and memo[0] <= after < memo[1]:
+            return memo[3][bisect_right(memo[2], after)]  # type: ignore[no-any-return]
+        return self._next_missed(self._key(after))
 
     def last_at_or_before(self, at: datetime) -> datetime | None:
         """The latest occurrence at or before ``at`` (None if there is none)."""
@@ -186,46 +165,106 @@ class Engine:
                 found = occurrence
             return found
         if at.tzinfo is not None:
-            at = at.astimezone(timezone.utc)
+            at = at.astimezone(_UTC)
         solved, found = self._grid_last(at)
         if solved:
             return found
-        window = self._window
-        if window is not None and window[1][0] <= at < window[1][-1]:  # every occurrence in between is known
-            values = window[1]
-            return values[bisect.bisect_right(values, at) - 1]
+        memo = self._memo
+        if memo is not None and memo[2] and memo[2][0] <= at < memo[1]:  # every occurrence in between is known
+            return memo[3][bisect_right(memo[2], at) - 1]  # type: ignore[no-any-return]
         change = self._change(at)
         if change is not None and change[1] < timedelta(0):
             at = change[0] - _MICROSECOND  # inside a repeated hour's second pass: no occurrence is an instant there
         back = self._period_length()  # a first guess, widened below until an occurrence is found
+        if memo is not None and memo[2] and at < memo[2][0] and _memo.near(memo, (memo[2][0] - at).total_seconds(), _memo.budget(memo)):
+            known = memo[2]  # just before the memo (walking back in time): a chunk of it at once
+            back = max(back, (known[-1] - known[0]) / (len(known) - 1) * _memo.chunk(memo))
         while True:
             earliest = at - back
             probe: datetime | None = None if self._to_local(earliest) <= self.dtstart else earliest
-            found = None
-            for occurrence in self.iterate(probe):
-                if occurrence > at:
+            keys: list[datetime] = []
+            values: list[datetime] = []
+            ended = True
+            for key, value in self._pairs(probe):
+                keys.append(key)
+                values.append(value)
+                if key > at:
+                    ended = False
                     break
-                found = occurrence
-            if found is not None or probe is None:
-                return found
+            i = bisect_right(keys, at)
+            if i or probe is None:
+                if len(keys) <= _memo.CAP:  # what was walked is known: the next queries need not
+                    lo = probe if probe is not None else self._start
+                    self._memo = _memo.merge(memo, _memo.segment(lo, keys, values, ended, self._end), at)
+                return values[i - 1] if i else None
             back *= 4
 
-    # -- the grid: a rule with no BYxxx part is DTSTART plus whole steps of wall time ----------
-    def _grid_next(self, after: datetime) -> tuple[bool, datetime | None]:
-        """(True, the answer) by arithmetic where the zone keeps one offset from a day before
-        ``after`` to the answer (wall time and instants then map one to one); else (False, None)."""
-        step = self._step
-        if step is None:
-            return False, None
-        local = self._to_local(after)
-        steady, offset = self._steady(after)
-        if not steady:
-            return False, None
-        k = 0 if local < self.dtstart else (local - self.dtstart) // step + 1
-        return self._grid_point(k, after, offset, later=True)
+    # -- the memo ------------------------------------------------------------------------------
+    def _key(self, value: datetime) -> datetime:
+        if self.zone is None:
+            return value.replace(tzinfo=None) if value.tzinfo is not None else value
+        return aware_utc(value, "after")
 
+    def _next_missed(self, after: datetime) -> datetime | None:
+        """Answer a query the memo does not cover. Just past the memo (the next fire) or just
+        before it, walk across the gap so the memo stays one interval; farther away, answer a
+        rule of FREQ and INTERVAL alone by arithmetic, else walk from ``after`` into a new memo."""
+        memo = self._memo
+        if _memo.covers(memo, after):
+            assert memo is not None
+            return memo[3][bisect_right(memo[2], after)]  # type: ignore[no-any-return]
+        if memo is not None:
+            lo, hi, _, _ = memo
+            budget = _memo.budget(memo)
+            seg = None
+            if after >= hi:
+                if _memo.near(memo, (after - hi).total_seconds(), budget):
+                    seg = self._segment(hi, after, _memo.chunk(memo), None)
+            elif _memo.near(memo, (lo - after).total_seconds(), budget):
+                # from a chunk before ``after`` (at the memo's density): a walk back in time
+                # (a preview scrolled back, a catch-up) then walks once per chunk too
+                keys, chunk = memo[2], _memo.chunk(memo)
+                try:
+                    start = after - (keys[-1] - keys[0]) / (len(keys) - 1) * chunk
+                except OverflowError:
+                    start = after
+                seg = self._segment(start, after, chunk, lo)
+            if seg is not None:
+                self._memo = memo = _memo.merge(memo, seg, after)
+                if _memo.covers(memo, after):
+                    return memo[3][bisect_right(memo[2], after)]  # type: ignore[no-any-return]
+            elif self._grid is not None:
+                found = self._grid.next(after)
+                if found is not UNSOLVED:
+                    return found  # type: ignore[return-value]
+        memo = _memo.merge(memo, self._segment(after, after, _memo.CHUNK, None), after)
+        self._memo = memo
+        return memo[3][bisect_right(memo[2], after)]  # type: ignore[no-any-return]
+
+    def _segment(self, start: datetime, at: datetime, want: int, reach: datetime | None) -> Memo:
+        """The occurrences after ``start``, up to ``want`` of them after ``at`` (and one at or
+        past ``reach``), at most ``_memo.CAP``: by arithmetic while the zone keeps one offset,
+        then walking."""
+        keys: list[datetime] = []
+        values: list[datetime] = []
+        past, cap = 0, _memo.CAP
+        runs = (self._grid.pairs(start), None) if self._grid is not None else (None,)
+        for run in runs:
+            for key, value in run if run is not None else self._pairs(keys[-1] if keys else start):
+                keys.append(key)
+                values.append(value)
+                if key > at:
+                    past += 1
+                    if past >= want and (reach is None or key >= reach):
+                        return _memo.segment(start, keys, values, False, self._end)
+                if len(keys) >= cap:
+                    return _memo.segment(start, keys, values, False, self._end)
+        return _memo.segment(start, keys, values, True, self._end)
+
+    # -- the grid: a rule with no BYxxx part is DTSTART plus whole steps of wall time ----------
     def _grid_last(self, at: datetime) -> tuple[bool, datetime | None]:
-        """``_grid_next``'s arithmetic for the latest occurrence at or before ``at``."""
+        """(True, the latest occurrence at or before ``at``) by arithmetic where the zone keeps one
+        offset from a day before ``at`` to it; else (False, None)."""
         step = self._step
         if step is None:
             return False, None
@@ -263,6 +302,41 @@ class Engine:
         return _offset(instant - _REACH, zone) == offset, offset
 
     # -- internals -----------------------------------------------------------------------------
+    def _pairs(self, after: datetime | None) -> Iterator[tuple[datetime, datetime]]:
+        """(the instant in UTC, the occurrence) in order, walking from the FREQ period before
+        ``after`` (from DTSTART when None or for COUNT), strictly after ``after``."""
+        if after is None or self.recur.count is not None:
+            start = self._period_start(self.dtstart)
+            walk_from = None
+        else:
+            walk_from = max(self._walk_from(after), self.dtstart)
+            start = self._period_start(walk_from)
+        zone, dtstart, exdates, count = self.zone, self.dtstart, self.exdates, self.recur.count
+        bounded = self.recur.until is not None
+        emitted = 0
+        last: datetime | None = None
+        for naive in self._naive(start, walk_from):
+            if naive < dtstart:
+                continue
+            if bounded and not self._before_until(naive):
+                return
+            emitted += 1
+            if count is not None and emitted > count:
+                return
+            if naive in exdates:
+                continue
+            if zone is None:
+                key = value = naive
+            else:
+                key = naive.replace(tzinfo=zone).astimezone(_UTC)
+                value = key.astimezone(zone)
+            if last is not None and key <= last:
+                continue  # a DST gap shifted this onto (or before) an occurrence already produced
+            last = key
+            if after is not None and key <= after:
+                continue
+            yield key, value
+
     def _naive(self, start: datetime, walk_from: datetime | None) -> Iterator[datetime]:
         rules = _build_rules(self.recur, start, self.dtstart, self._until_walk, self.is_date)
         iters = [r.xafter(walk_from, inc=True) if walk_from is not None else iter(r) for r in rules]
@@ -326,11 +400,11 @@ class Engine:
         high = math.ceil(instant.timestamp())
         while high - low > 1:
             middle = (low + high) // 2
-            if _offset(datetime.fromtimestamp(middle, timezone.utc), zone) == offset:
+            if _offset(datetime.fromtimestamp(middle, _UTC), zone) == offset:
                 high = middle
             else:
                 low = middle
-        at = datetime.fromtimestamp(high, timezone.utc)
+        at = datetime.fromtimestamp(high, _UTC)
         return (at, jump) if instant < at + abs(jump) else None
 
     def _to_local(self, instant: datetime) -> datetime:
@@ -341,7 +415,7 @@ class Engine:
     def _instant(self, naive: datetime) -> datetime:
         if self.zone is None:
             return naive
-        return naive.replace(tzinfo=self.zone).astimezone(timezone.utc).astimezone(self.zone)
+        return naive.replace(tzinfo=self.zone).astimezone(_UTC).astimezone(self.zone)
 
     def _period_length(self) -> timedelta:
         unit = {
@@ -378,21 +452,6 @@ class Engine:
             }[r.freq]
         k = max(0, (local - base) // step)
         return base + k * step
-
-
-def _grid_step(recur: Recur, is_date: bool) -> timedelta | None:
-    """The wall-time step between occurrences of a rule that is only FREQ and INTERVAL (dateutil
-    derives every other part from DTSTART: the same time of day, weekday), else None."""
-    r = recur
-    if is_date or r.count is not None or r.freq not in _GRID:
-        return None
-    if r.bymonth or r.byweekno or r.byyearday or r.bymonthday or r.byday or r.byhour or r.byminute or r.bysecond or r.bysetpos:
-        return None
-    return _GRID[r.freq] * r.interval
-
-
-def _offset(instant: datetime, zone: tzinfo) -> timedelta:
-    return instant.astimezone(zone).utcoffset()  # type: ignore[return-value]
 
 
 def _truncate(d: datetime, freq: str) -> datetime:

@@ -75,8 +75,14 @@ def timer_kind(value: str) -> TimerKind:
 
 def capabilities(kind: str) -> Capabilities:
     """The declared capabilities of a kind's adapter (no host is contacted)."""
-    caps: Capabilities = TIMER_HOSTS[timer_kind(kind)].adapter.CAPABILITIES  # type: ignore[attr-defined]
+    caps = _CAPABILITIES.get(kind)
+    if caps is None:  # an unknown kind raises, and is never kept
+        caps = _CAPABILITIES[kind] = TIMER_HOSTS[timer_kind(kind)].adapter.CAPABILITIES  # type: ignore[attr-defined]
     return caps
+
+
+# By kind (a TimerKind equals and hashes as its text): status asks it several times per automation.
+_CAPABILITIES: dict[str, Capabilities] = {}
 
 
 def firing_problem(kind: str) -> str | None:

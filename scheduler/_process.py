@@ -30,17 +30,89 @@ def _die_with_parent() -> None:
 
 def spawn(argv: list[str], *, cwd: str | None, env: dict[str, str]) -> subprocess.Popen[bytes]:
     """Start ``argv`` as the leader of a new session (its own process group); output goes to a pipe."""
+    return _popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL)
+
+
+def _popen(argv: list[str], *, cwd: str | None, env: dict[str, str], stdin: int) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         argv,
         cwd=cwd,
         env=env,
-        stdin=subprocess.DEVNULL,
+        stdin=stdin,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,
         preexec_fn=_die_with_parent if _libc is not None else None,
         close_fds=True,
     )
+
+
+# The held child waits for one line on its stdin (a pipe from the runner), then execs the program
+# (same pid, same session) with stdin from /dev/null, as ``spawn`` gives it. End of file (the
+# runner died, or abandoned it) or any other line: it exits, its program unrun.
+_HOLD = 'IFS= read -r go && [ "$go" = go ] || exit 125; exec </dev/null; exec "$@"'
+HELD_EXIT = 125  # what a held child that was never released exits with
+
+
+class Held:
+    """A host process spawned but stopped before its program runs (see ``spawn_held``)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], go: int) -> None:
+        self.proc = proc
+        self._go: int | None = go
+
+    def release(self) -> None:
+        """Let the program run (once). A child already gone is left to ``wait`` to report."""
+        if self._go is None:
+            return
+        with contextlib.suppress(OSError):
+            os.write(self._go, b"go\n")
+        self.abandon()
+
+    def abandon(self) -> None:
+        """Close the pipe without releasing: the child exits with ``HELD_EXIT``, its program unrun."""
+        if self._go is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._go)
+            self._go = None
+
+
+def spawn_held(argv: list[str], *, cwd: str | None, env: dict[str, str]) -> Held:
+    """Spawn ``argv`` like ``spawn``, but held: its pid exists (so the runner can record it with
+    the turn's confirmation in one commit) and its program runs only after ``Held.release``.
+
+    The program is looked up first (``OSError`` as ``subprocess.Popen`` raises it: missing, not
+    executable), so a turn that cannot start is known before anything is spawned."""
+    _check_program(argv[0], cwd=cwd, env=env)
+    read_end, go = os.pipe()  # both close-on-exec: only the child's stdin (a copy of read_end) survives exec
+    try:
+        proc = _popen(["/bin/sh", "-c", _HOLD, "floorgate-held", *argv], cwd=cwd, env=env, stdin=read_end)
+    except BaseException:
+        os.close(go)
+        raise
+    finally:
+        os.close(read_end)
+    return Held(proc, go)
+
+
+def _check_program(program: str, *, cwd: str | None, env: dict[str, str]) -> None:
+    """Raise ``FileNotFoundError`` / ``PermissionError`` where exec would (PATH from ``env``)."""
+    base = cwd if cwd is not None else os.getcwd()
+    if "/" in program:
+        candidates = [os.path.join(base, program)]
+    else:
+        candidates = [os.path.join(base, d, program) for d in os.get_exec_path(env)]
+    denied = False
+    for path in candidates:
+        if os.path.isfile(path):
+            if os.access(path, os.X_OK):
+                return
+            denied = True
+        elif "/" in program and os.path.isdir(path):
+            denied = True
+    if denied:
+        raise PermissionError(13, "Permission denied", program)
+    raise FileNotFoundError(2, "No such file or directory", program)
 
 
 _USAGE_MARKERS = (b'"usage"', b"floorgate_usage", b'"tool_use"', b"item.started", b'"result"', b'"init"', b"turn.")
@@ -132,3 +204,16 @@ def group_alive(pgid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def owner_only_dirs(path: Path) -> None:
+    """Make ``path`` and its missing parents owner-only (0700): turn logs hold agent output."""
+    missing = []
+    for parent in (path, *path.parents):
+        if parent.exists():
+            break
+        missing.append(parent)
+    for directory in reversed(missing):
+        directory.mkdir(mode=0o700, exist_ok=True)
+    if not path.is_dir():
+        raise NotADirectoryError(f"{path} is not a directory")

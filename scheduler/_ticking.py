@@ -1,28 +1,37 @@
 """The host's tick path: a tick is decided where it fires, and only an admitted turn needs a worker.
 
 ``HostRuntime._tick`` (what APScheduler runs on its own threads) reads the tick's inputs in one
-statement (``_tick_inputs``), applies the overlap rule, and asks the executor's ``begin`` (the
-envelope precheck and the reservation); a denial, a skip or a refusal is recorded there and then,
-and the timer is re-planned from the decision itself. An admitted reservation is handed to the
-``TurnPool``; its tick is recorded with the turn's verdict once the turn settles, and the timer is
-re-planned again after the wake state moved. ``tick`` does the same with the turn run in the
-calling thread (tests, benchmarks, readback).
+statement (``_tick_inputs``), applies the overlap rule, and decides the floor's denial from one
+plain read of admission's facts taken after the fire (``Admission.denial``: no lock, no write); a
+denial or a skip is recorded there and then, and the timer is re-planned from the decision itself.
+A tick that read may admit goes to an admitter thread, where the executor's ``begin`` (the envelope
+precheck and the serialized reservation) decides it again, so that a burst's denials never wait
+behind its admissions' commits. An admitted reservation is handed to the ``TurnPool``; its tick is
+recorded with the turn's verdict once the turn settles, and the timer is re-planned again after the
+wake state moved. ``tick`` does the same with everything in the calling thread (tests, benchmarks,
+readback).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
-from admission import Automations, Reason, Tick, TurnRecord, WakeState
+from sqlalchemy.engine import Connection
+
+from admission import Automation, Automations, Decision, Reason, Store, Tick, TurnRecord, WakeState
 from admission.clock import Clock, read_clock
 
 from ._plan import Armed, Episode, PlanInputs
-from ._tick_inputs import TickReader
+from ._tick_inputs import TickInputs, TickReader
 from ._turn_pool import TurnPool
+from .envelope_gate import TurnGate
 from .executor import Admitted, TurnExecutor, TurnOutcome, new_turn_id
 from .wake import BackoffPolicy, nominal_time
 
@@ -31,6 +40,69 @@ log = logging.getLogger("floorgate.run")
 # Decisions whose ``next_eligible_at`` is the lane's next eligible time as of that decision, so the
 # timer can be re-planned from it without reading the store again.
 _PLANNED_BY_DECISION = frozenset(Reason) - {Reason.STATE_UNAVAILABLE, Reason.TURN_ALREADY_STARTED}
+
+
+def _groupable(admitting: _Admitting) -> bool:
+    """Whether its ``begin`` can write nothing outside the reservation's transaction (no backoff
+    to advance, no mission to read and hold): only then may it join a group."""
+    pre = admitting.inputs.pre
+    return pre is not None and pre.refusal is None and admitting.inputs.wake.backoff_step == 0
+
+
+class AdmitGroups:
+    """One thread that takes the queued ticks that may admit in groups (of at most ``most``)."""
+
+    def __init__(self, run: Callable[[list[_Admitting]], None], most: int = 64) -> None:
+        self._run = run
+        self._most = most
+        self._queue: deque[_Admitting] = deque()
+        self._cond = threading.Condition()
+        self._stopped = False
+        self._thread: threading.Thread | None = None
+
+    def submit(self, admitting: _Admitting) -> bool:
+        """Queue it; False once stopped (the caller decides it another way)."""
+        with self._cond:
+            if self._stopped:
+                return False
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._work, name="floorgate-admit-group", daemon=True)
+                self._thread.start()
+            self._queue.append(admitting)
+            self._cond.notify()
+        return True
+
+    def stop(self) -> None:
+        """Take no more; the queued ones are still decided before this returns."""
+        with self._cond:
+            self._stopped = True
+            self._cond.notify()
+            thread = self._thread
+        if thread is not None:
+            thread.join()
+
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._stopped:
+                    self._cond.wait()
+                if not self._queue:
+                    return
+                group = [self._queue.popleft() for _ in range(min(self._most, len(self._queue)))]
+            try:
+                self._run(group)
+            except BaseException:  # the job records its own failures; the thread never dies
+                log.exception("reserving a group of ticks failed")
+
+
+class _Admitting(NamedTuple):
+    """A claimed tick that the plain read did not deny: ``begin`` decides it."""
+
+    automation_id: str
+    nominal: datetime
+    fired_at: datetime
+    inputs: TickInputs
+    turn_id: str
 
 
 @dataclass(frozen=True)
@@ -52,6 +124,9 @@ class Ticking:
     executor: TurnExecutor
     tick_reader: TickReader
     turns: TurnPool
+    admitters: ThreadPoolExecutor
+    groups: AdmitGroups | None
+    store: Store
     _lock: threading.Lock
     _running: dict[str, int]
     _inflight: set[str]
@@ -80,28 +155,53 @@ class Ticking:
     def tick(self, automation_id: str) -> Tick:
         """One timer tick, its admitted turn run in this thread: skip on overlap, else a managed
         turn (which passes admission); the timer is re-planned after the decision and the turn."""
-        decided = self._tick_once(automation_id)
+        first = self._tick_once(automation_id)
+        decided = self._admit(first) if isinstance(first, _Admitting) else first
         if isinstance(decided, Tick):
             return decided
         return self._run_pending(decided)
 
     def _tick(self, automation_id: str) -> None:
-        """What APScheduler runs: decide the tick here and hand an admitted turn to the turn pool.
-        A tick can fail (recorded as an error tick) but never kills its timer."""
+        """What APScheduler runs: decide the tick here; a tick that may admit goes on to an admitter
+        (its reservation waits for the store's write lock there, never holding up the denials of
+        other ticks), and an admitted turn to the turn pool. A tick can fail (recorded as an error
+        tick) but never kills its timer."""
         episode = self._tick_episode(automation_id)
         try:
             decided = self._tick_once(automation_id)
+        except Exception as exc:
+            self._tick_failed(episode, automation_id, exc, None)
+            return
+        if isinstance(decided, _Admitting):
+            if self.groups is not None and _groupable(decided) and self.groups.submit(decided):
+                return
+            try:
+                self.admitters.submit(self._admit_queued, decided)
+            except RuntimeError:  # the admitters stopped (the host is stopping): decide it here
+                self._admit_queued(decided)
+            return
+        episode.ok()
+
+    def _admit_queued(self, admitting: _Admitting) -> None:
+        """An admitter's job: the reservation of a tick that may admit, and its hand-off."""
+        episode = self._tick_episode(admitting.automation_id)
+        try:
+            decided = self._admit(admitting)
             if not isinstance(decided, Tick):
                 self._hand_off(decided)
         except Exception as exc:
-            episode.failed(exc)
-            now = read_clock(self.clock)
-            self._record(automation_id, now, now, "error", type(exc).__name__)
+            self._tick_failed(episode, admitting.automation_id, exc, None)
         else:
             episode.ok()
 
-    def _tick_once(self, automation_id: str) -> Tick | PendingTurn:
-        """The decision of one tick: a recorded tick, or the admitted turn still to run."""
+    def _tick_failed(self, episode: Episode, automation_id: str, exc: Exception, turn_id: str | None) -> None:
+        episode.failed(exc)
+        now = read_clock(self.clock)
+        self._record(automation_id, now, now, "error", type(exc).__name__, turn_id)
+
+    def _tick_once(self, automation_id: str) -> Tick | _Admitting:
+        """The first half of a tick's decision: a recorded tick (skipped, or denied from one plain
+        read taken after the fire), or the claimed tick that may admit, for ``_admit``."""
         fired_at = read_clock(self.clock)
         inputs = self.tick_reader.read(automation_id)
         automation, wake = inputs.automation, inputs.wake
@@ -112,10 +212,74 @@ class Ticking:
         if automation.spec.overlap == "skip" and (self._is_running(automation_id) or (inputs.unsettled and self._unsettled(automation_id))):
             return self._record(automation_id, nominal, fired_at, "skipped", "overlap")
         turn_id = new_turn_id(automation_id)
-        self._claim(automation_id, turn_id)
+        early = self._denied_early(automation, turn_id, nominal, inputs.pre)
+        if early is not None:
+            return self._denied(automation_id, nominal, fired_at, wake, early.reason, early.next_eligible_at, turn_id)
+        self._claim(automation_id, turn_id)  # before this job ends: the overlap rule sees it from here on
+        return _Admitting(automation_id, nominal, fired_at, inputs, turn_id)
+
+    def _denied_early(self, automation: Automation, turn_id: str, nominal: datetime, pre: TurnGate | None) -> Decision | None:
+        """The floor's denial of a tick whose envelope precheck let it through (as ``begin`` would
+        have), from one plain read: nothing ``begin`` checks or writes for an admission (the log
+        directory, the lock) is needed for it. None: ``begin`` decides."""
+        if pre is None or pre.refusal is not None or automation.spec.host is None:
+            return None
+        spec = automation.spec
+        return self.executor.admission.denial(
+            goal=spec.goal_id, agent=spec.agent_id, automation=automation.automation_id, turn_id=turn_id, trigger_time=nominal
+        )
+
+    def _admit_group(self, group: list[_Admitting]) -> None:
+        """SQLite: reserve a group of ticks in one write transaction, one durable commit for all,
+        each in its own savepoint (a refused or failed one leaves nothing); the admitted turns are
+        handed over once the commit is durable. A failed commit admitted none of them."""
+        if len(group) == 1:
+            self._admit_queued(group[0])
+            return
+        admitted: list[PendingTurn] = []
+        left = list(group)  # not decided yet: none of them holds a reservation
+        try:
+            with self.store.unit() as unit:
+                while left:
+                    pending = self._admit_within(unit, left[0])
+                    left.pop(0)
+                    if pending is not None:
+                        admitted.append(pending)
+        except Exception as exc:
+            lost = [(p.automation_id, p.admitted.turn_id) for p in admitted] + [(a.automation_id, a.turn_id) for a in left]
+            for automation_id, turn_id in lost:
+                self._release_claim(automation_id, turn_id)
+                self._tick_failed(self._tick_episode(automation_id), automation_id, exc, turn_id)
+                self._replan_after_tick(automation_id)  # an admitted one was re-planned as if it had started
+            return
+        for pending in admitted:
+            self._hand_off(pending)
+
+    def _admit_within(self, unit: Connection, admitting: _Admitting) -> PendingTurn | None:
+        episode = self._tick_episode(admitting.automation_id)
+        savepoint = unit.begin_nested()
+        try:
+            decided = self._admit(admitting, within=unit)
+        except Exception as exc:
+            savepoint.rollback()
+            self._tick_failed(episode, admitting.automation_id, exc, None)
+            return None
+        episode.ok()
+        if isinstance(decided, Tick):
+            savepoint.rollback()  # a denial wrote nothing; a refused admission's writes go
+            return None
+        savepoint.commit()
+        return decided
+
+    def _admit(self, admitting: _Admitting, within: Connection | None = None) -> Tick | PendingTurn:
+        """The second half: ``begin`` (the envelope precheck and the serialized reservation)."""
+        automation_id, nominal, fired_at, inputs, turn_id = admitting
+        automation, wake = inputs.automation, inputs.wake
         begun: TurnOutcome | Admitted | None = None
         try:
-            begun = self.executor.begin(automation, nominal=nominal, turn_id=turn_id, minted=True, overlap_checked=True, pre=inputs.pre)
+            begun = self.executor.begin(
+                automation, nominal=nominal, turn_id=turn_id, minted=True, overlap_checked=True, pre=inputs.pre, within=within
+            )
         finally:
             if not isinstance(begun, Admitted):
                 self._release_claim(automation_id, turn_id)

@@ -7,8 +7,10 @@ A user error prints one line naming the field and the fix; never a traceback.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -33,6 +35,8 @@ EXIT_INVALID = 2
 EXIT_DENIED = 3
 EXIT_CONFLICT = 4
 
+_ENCODER = json.JSONEncoder(indent=2, sort_keys=False)  # what ``json.dumps(doc, indent=2)`` encodes with
+
 
 class UsageError(Exception):
     """A command line argparse could not accept."""
@@ -44,7 +48,55 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
+        choice = _INVALID_CHOICE.search(message)
+        if choice is not None:  # "invalid choice: 'stauts' (choose from ...)": name the nearest instead of all
+            value, choices = choice.group(2), re.findall(r"'([^']*)'", choice.group(3))
+            near = difflib.get_close_matches(value, choices, n=1)
+            hint = f"; did you mean {near[0]!r}?" if near else f"; choose from {', '.join(choices)}"
+            what = choice.group(1).lower()
+            message = f"{value!r} is not {'an' if what[:1] in 'aeiou' else 'a'} {what}{hint}"
+        elif (needs := _NEEDS_VALUE.search(message)) is not None:
+            message += f" (a value that starts with '-' is written {needs.group(1)}=VALUE)"
         raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+_NEEDS_VALUE = re.compile(r"argument (--[\w-]+)(?:/\S+)?: expected one argument")
+_INVALID_CHOICE = re.compile(r"argument (\S+): invalid choice: '([^']*)' \(choose from (.*)\)")
+
+
+def _leaf(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.ArgumentParser | None:
+    """The (sub)command parser ``argv`` names: its command words, past the options before them
+    (None when a word is not a command: argparse names the nearest one)."""
+    tokens = iter(argv)
+    for token in tokens:
+        if token.startswith("-"):  # an option of the parser so far (and its value, unless =VALUE)
+            action = next((a for a in parser._actions if token.split("=", 1)[0] in a.option_strings), None)
+            if action is not None and action.nargs != 0 and "=" not in token:
+                next(tokens, None)
+            continue
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs:
+            break
+        if token not in subs[0].choices:
+            return None
+        parser = subs[0].choices[token]
+    return parser
+
+
+def _check_options(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """An option the command does not have is named first (argparse would first report the
+    required options that the misspelt one was meant to be), with the nearest it does have."""
+    leaf = _leaf(parser, argv)
+    if leaf is None:
+        return
+    known = sorted(o for a in leaf._actions for o in a.option_strings if o.startswith("--"))
+    for token in argv:
+        name = token.split("=", 1)[0]
+        if name.startswith("--") and len(name) > 2 and name not in known:
+            longer = [o for o in known if o.startswith(name)]  # an abbreviation: never accepted
+            near = longer[:1] or difflib.get_close_matches(name, known, n=1)
+            hint = f"; did you mean {near[0]}?" if near else ""
+            raise UsageError(f"{leaf.prog} has no option {name}{hint} (see '{leaf.prog} --help')")
 
 
 class Context:
@@ -83,7 +135,16 @@ class Context:
     def emit(self, doc: Any, text: str | Callable[[], str]) -> None:
         """Print ``doc`` as one JSON document with --json, else the readable ``text``."""
         if self.json:
-            self._out.write(json.dumps(doc, indent=2, sort_keys=False) + "\n")
+            # Written as encoded, in pieces of ~64k chunks (the bytes dumps would write): ``dumps``
+            # holds every chunk of the document and then the whole of it, ~100 MB more for a
+            # status of ten thousand automations.
+            chunks: list[str] = []
+            for chunk in _ENCODER.iterencode(doc):
+                chunks.append(chunk)
+                if len(chunks) == 65536:
+                    self._out.write("".join(chunks))
+                    chunks.clear()
+            self._out.write("".join(chunks) + "\n")
         else:
             self._out.write((text() if callable(text) else text) + "\n")
         self._out.flush()
@@ -153,7 +214,9 @@ def run(argv: Sequence[str] | None = None, out=sys.stdout, err=sys.stderr) -> in
         split = argv.index("--")
         argv, command = argv[:split], argv[split + 1 :]
     try:
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        _check_options(parser, argv)
+        args = parser.parse_args(argv)
         if command is not None and not hasattr(args, "command_argv"):
             raise UsageError("this command takes no '-- COMMAND...'")
         if command is not None:

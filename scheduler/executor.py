@@ -1,8 +1,9 @@
 """Managed turns: one admitted unit is one host invocation, owned by one runner.
 
 begin: reserve, journal the attempt with this runner's claim, open the mission, count the turn and
-link the attempt to it (one commit) -> confirm (journal and start in one commit, once the attempt
-is durable) -> spawn (own process group) -> record the pid -> wait under the timeout in slices,
+link the attempt to it (one commit) -> spawn held (own process group; its program does not run
+yet) -> confirm with the pid (journal and start in one commit: the point of no return) -> release
+the program -> wait under the timeout in slices,
 renewing the claim's lease (kill the group at the deadline) -> settle the verdict and the mission
 (one commit). Every step after the claim is conditional on still owning it. ``begin`` is the
 decision (up to the committed reservation) and ``finish`` the rest, so a host decides a tick on one
@@ -19,10 +20,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import signal
+import random
 import subprocess
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -52,7 +52,8 @@ from admission.clock import Clock, SystemClock, iso, read_clock
 from admission.journal import ClaimLost, JournalEntry, TurnOwned
 from admission.scope import check_id
 
-from ._process import kill_group, open_log, pump, spawn
+from ._host_env import TIMED_OUT, denied_verdict, exit_verdict, host_env, settled_unknown, spawn_failed
+from ._process import kill_group, open_log, owner_only_dirs, pump, spawn_held
 from .envelope_gate import EnvelopeGate, TurnGate, envelope_mode
 from .meters import read_usage
 from .recovery import DEFAULT_LEASE, host_identity, new_owner_id, orphaned, settle_lost
@@ -60,7 +61,6 @@ from .recovery import DEFAULT_LEASE, host_identity, new_owner_id, orphaned, sett
 __all__ = ["DEFAULT_LEASE", "Admitted", "TurnExecutor", "TurnOutcome", "host_identity", "new_turn_id"]
 
 DEFAULT_LOG_CAP = 1_000_000
-_PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ")
 # Tests only: "<step>:<path>" makes a runner stop at <step>, write its pid to <path>, and wait
 # until <path>.go exists (so a test can SIGKILL it there, or change the world and let it go on).
 PAUSE_ENV = "FLOORGATE_TEST_PAUSE"
@@ -89,8 +89,14 @@ class TurnOutcome:
         return self.record is not None and self.record.child_pid is not None and not self.replayed
 
 
+# 48 random bits as before (uuid4's), without a getrandom call (a GIL release) on every tick; a
+# forked child reseeds so that two processes never draw the same ids.
+_IDS = random.Random()
+os.register_at_fork(after_in_child=_IDS.seed)
+
+
 def new_turn_id(automation_id: str) -> str:
-    return f"{automation_id[:100]}-{uuid.uuid4().hex[:12]}"
+    return f"{automation_id[:100]}-{_IDS.getrandbits(48):012x}"
 
 
 MISSION_HOLD = "mission "
@@ -112,10 +118,6 @@ def hold_for_stuck_mission(store: Store, automation: Automation, clock: Clock | 
             note=f"{MISSION_HOLD}{mission.mission_id} is stuck ({mission.stop_reason}); 'floorgate automation resume {automation_id}' starts a new one",
         )
     return automation
-
-
-def denied_verdict(decision: Decision) -> Verdict:
-    return Verdict(status="denied", stop_reason=f"admission_{decision.reason.value}", retryable=False, failure_category="policy")
 
 
 class LogUnwritable(InvalidInput):
@@ -221,13 +223,15 @@ class TurnExecutor:
         overlap_checked: bool = False,
         minted: bool = False,
         pre: TurnGate | None = None,
+        within: Connection | None = None,
     ) -> TurnOutcome | Admitted:
         """The decision half of ``run``: every refusal and denial as a finished ``TurnOutcome``,
         or the admitted reservation (committed with this runner's claim) for ``finish``.
 
         ``minted``: ``turn_id`` was just made by ``new_turn_id`` (nothing to replay or take over,
         so it is not looked up). ``pre``: the envelope's precheck, already judged by the caller
-        from facts it read (the stuck-mission hold included); else both are read here.
+        from facts it read (the stuck-mission hold included); else both are read here. ``within``:
+        reserve in the caller's open write transaction (the admitted turn is durable once it commits).
         """
         if automation.spec.host is None:
             raise InvalidInput(
@@ -254,7 +258,7 @@ class TurnExecutor:
                 busy = self._overlapping(automation, turn.turn_id)
                 if busy is not None:
                     return busy
-            return self._decide(automation, turn, manual_reason, nominal, wait_eligible, pre)
+            return self._decide(automation, turn, manual_reason, nominal, wait_eligible, pre, within)
 
         return self._settling(automation, turn, decide)
 
@@ -286,6 +290,7 @@ class TurnExecutor:
         nominal: datetime | None,
         wait_eligible: timedelta,
         pre: TurnGate | None,
+        within: Connection | None = None,
     ) -> TurnOutcome | Admitted:
         turn_id = turn.turn_id
         if automation.spec.host is None:  # pragma: no cover - begin() refuses external timers first
@@ -315,11 +320,11 @@ class TurnExecutor:
         begun: list[tuple[bool, Mission]] = []
         begin = self._begin(automation, turn, pre, begun)
         try:
-            decision = self._reserve(automation, turn_id, trigger, manual_reason, log_path, begin)
+            decision = self._reserve(automation, turn_id, trigger, manual_reason, log_path, begin, within)
             gap = decision.opens_within(wait_eligible)
             if gap is not None:
                 self.sleep(gap.total_seconds())
-                decision = self._reserve(automation, turn_id, trigger, manual_reason, log_path, begin)
+                decision = self._reserve(automation, turn_id, trigger, manual_reason, log_path, begin, within)
         except TurnOwned:
             return self._not_owner(turn_id)
         turn.decision = decision
@@ -361,9 +366,8 @@ class TurnExecutor:
             os.close(open_log(log_path))  # the log must be writable (owner-only, no link) before anything can spawn
         except OSError as exc:
             raise LogUnwritable("state_dir", f"cannot write the turn log {log_path}: {exc.strerror or exc}") from exc
-        record = self.journal.confirm(turn_id, self.owner, lease_expires=now + self.lease, deadline=now + timeout)
         tapped: list[str] = []
-        verdict, problem = self._launch(automation, record, log_path, timeout, tapped)
+        verdict, problem = self._launch(automation, turn_id, log_path, now, timeout, tapped)
         ran = read_clock(self.clock) - now
         if wall_capped and verdict.status == "timed_out":
             verdict = verdict.model_copy(update={"stop_reason": "compute bound exhausted: max_wall_seconds", "bound": "max_wall_seconds"})
@@ -429,7 +433,7 @@ class TurnExecutor:
         """Where the turn's log goes; the directory is made and checked before anything is reserved."""
         log_dir = self.state_dir / "logs" / automation_id
         try:
-            _owner_only_dirs(log_dir)
+            owner_only_dirs(log_dir)
         except (OSError, ValueError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             raise LogUnwritable(
@@ -468,7 +472,14 @@ class TurnExecutor:
         return begin
 
     def _reserve(
-        self, automation: Automation, turn_id: str, trigger: datetime, manual_reason: str | None, log_path: Path, begin: Begin | None
+        self,
+        automation: Automation,
+        turn_id: str,
+        trigger: datetime,
+        manual_reason: str | None,
+        log_path: Path,
+        begin: Begin | None,
+        within: Connection | None = None,
     ) -> Decision:
         spec = automation.spec
         now = read_clock(self.clock)
@@ -495,46 +506,47 @@ class TurnExecutor:
             manual_reason=manual_reason,
             journal=entry,
             on_admit=begin,
+            within=within,
         )
 
     def _launch(
-        self, automation: Automation, record: TurnRecord, log_path: Path, timeout: timedelta, tapped: list[str]
+        self, automation: Automation, turn_id: str, log_path: Path, now: datetime, timeout: timedelta, tapped: list[str]
     ) -> tuple[Verdict, str]:
-        """Run the host; the verdict, and why it could not start ('' when it did)."""
+        """Spawn the host held, pass the point of no return with its pid (one commit: ``launch``),
+        then let it run until ``timeout`` after ``now``; the verdict, and why it could not start
+        ('' when it did)."""
         host = automation.spec.host
         if host is None:  # pragma: no cover - begin() refuses external timers first
             raise InvalidInput("automation", "no command host")
-        env = {k: os.environ[k] for k in (*_PASSED_ENV, *host.env_allow) if k in os.environ}
-        env.update(
-            FLOORGATE_TURN_ID=record.turn_id,
-            FLOORGATE_AUTOMATION=automation.automation_id,
-            FLOORGATE_GOAL=automation.spec.goal_id,
-            FLOORGATE_AGENT=automation.spec.agent_id,
-            FLOORGATE_ATTEMPT=str(record.attempt),
-        )
-        if automation.spec.model is not None:
-            env["FLOORGATE_MODEL"] = automation.spec.model
-        if record.mission_id is not None:
-            # Hooks the host runs (PreToolUse) find the mission and the store through these.
-            env["FLOORGATE_MISSION_ID"] = record.mission_id
-            env["FLOORGATE_DB"] = self.store.url
-            env["FLOORGATE_ENVELOPE_MODE"] = self.gate.mode
+        lease_expires, deadline = now + self.lease, now + timeout
+        record = self.journal.get(turn_id)  # its attempt and mission, for the host's environment
+        if record is None:  # pragma: no cover - the begin committed it under this runner's claim
+            raise ClaimLost(turn_id, self.owner, None, "launch")
+        env = host_env(automation, record, runner_env=dict(os.environ), store_url=self.store.url, envelope_mode=self.gate.mode)
         try:
-            proc = spawn(list(host.argv), cwd=host.cwd, env=env)
+            held = spawn_held(list(host.argv), cwd=host.cwd, env=env)
         except OSError as exc:
-            reason = {FileNotFoundError: "host_missing", PermissionError: "host_not_executable"}.get(type(exc), "spawn_error")
+            # Nothing ran, but the start is spent: confirmed, so the turn is never launched again.
+            self.journal.confirm(turn_id, self.owner, lease_expires=lease_expires, deadline=deadline)
             problem = f"could not start {host.argv[0]!r}" + (f" in {host.cwd}" if host.cwd else "") + f": {exc.strerror or exc}"
             with contextlib.suppress(OSError), os.fdopen(open_log(log_path), "a", encoding="utf-8") as log:  # the log says so too
                 log.write(f"floorgate: {problem}\n")
-            return Verdict(status="failed", stop_reason=reason, retryable=True, failure_category="infra"), problem
+            return spawn_failed(exc), problem
+        proc = held.proc
+        _pause("held")
         pumper = pump(proc.stdout, log_path, self.log_cap, tapped)  # type: ignore[arg-type]
         try:
-            self.journal.launched(record.turn_id, self.owner, proc.pid)
-            code = self._wait(proc, record.turn_id, timeout)
+            try:
+                self.journal.launch(turn_id, self.owner, lease_expires=lease_expires, deadline=deadline, child_pid=proc.pid)
+            except BaseException:
+                held.abandon()  # its program never runs: the turn stays journaled (resumable) or another's
+                raise
+            held.release()
+            code = self._wait(proc, turn_id, timeout)
             if code is None:
                 kill_group(proc.pid, wait=proc.wait)
                 proc.wait()
-                return Verdict(status="timed_out", stop_reason="deadline_exceeded", retryable=False, failure_category="task"), ""
+                return TIMED_OUT, ""
         except BaseException:
             # Interrupted, or the claim was lost: stop the whole group; the caller settles or reports.
             kill_group(proc.pid, wait=proc.wait)
@@ -542,18 +554,7 @@ class TurnExecutor:
             raise
         finally:
             pumper.join(timeout=5)
-        if code == 0:
-            return Verdict(
-                status="succeeded", stop_reason="completed", retryable=False, failure_category="none", exit_code=0
-            ), pumper.problem or ""
-        if code < 0:
-            name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
-            return Verdict(
-                status="failed", stop_reason=f"killed_by_{name}", retryable=True, failure_category="infra", exit_code=code
-            ), pumper.problem or ""
-        return Verdict(
-            status="failed", stop_reason=f"exit_code_{code}", retryable=False, failure_category="task", exit_code=code
-        ), pumper.problem or ""
+        return exit_verdict(code), pumper.problem or ""
 
     def _wait(self, proc: subprocess.Popen[bytes], turn_id: str, timeout: timedelta) -> int | None:
         """Wait for the host until the deadline (None when it passes), renewing the lease in
@@ -569,10 +570,6 @@ class TurnExecutor:
             except subprocess.TimeoutExpired:
                 pass
             self._renew(turn_id)
-
-
-def settled_unknown() -> Verdict:
-    return Verdict(status="failed", stop_reason="unknown_outcome", retryable=True, failure_category="infra")
 
 
 def _failure(exc: BaseException) -> Verdict:
@@ -596,16 +593,3 @@ def _pause(step: str) -> None:
     deadline = time.monotonic() + 120
     while not go.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
-
-
-def _owner_only_dirs(path: Path) -> None:
-    """Make ``path`` and its missing parents owner-only (0700): turn logs hold agent output."""
-    missing = []
-    for parent in (path, *path.parents):
-        if parent.exists():
-            break
-        missing.append(parent)
-    for directory in reversed(missing):
-        directory.mkdir(mode=0o700, exist_ok=True)
-    if not path.is_dir():
-        raise NotADirectoryError(f"{path} is not a directory")

@@ -57,6 +57,14 @@ class StoreCollector(Collector):
         for (status, category), n in tallies.turns().items():
             turns.add_metric([status, category], n)
         yield turns
+        in_flight = GaugeMetricFamily(
+            "floorgate_turns_in_flight",
+            "Turns not settled yet: journaled = admitted, waiting for a turn worker (or left by a crash); launched = running",
+            labels=["phase"],
+        )
+        for phase, n in tallies.in_flight().items():
+            in_flight.add_metric([phase], n)
+        yield in_flight
 
         exhausted = CounterMetricFamily("floorgate_envelope_exhausted", "Turns an envelope bound stopped", labels=["bound"])
         for (bound,), n in tallies.exhausted().items():
@@ -99,7 +107,7 @@ class StoreCollector(Collector):
             "Webhook deliveries by state (dead: given up after the last retry; alert on it)",
             labels=["state"],
         )
-        for state, n in fg.notify.events.delivery_counts().items():
+        for state, n in fg.notify.delivery_counts().items():
             deliveries.add_metric([state.value], n)
         yield deliveries
         yield GaugeMetricFamily("floorgate_hosts_alive", "Timer hosts alive now", value=sum(1 for h in view.hosts if h.alive(now)))

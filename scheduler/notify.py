@@ -17,7 +17,19 @@ from pydantic import BaseModel, ConfigDict
 
 from admission import Store
 from admission.clock import Clock, iso, read_clock
-from admission.events import EVENT_ID_HEADER, EVENT_KIND_HEADER, SIGNATURE_HEADER, Delivery, Due, EventKind, Events, Webhook, signature
+from admission.events import (
+    EVENT_ID_HEADER,
+    EVENT_KIND_HEADER,
+    SIGNATURE_HEADER,
+    Delivery,
+    DeliveryState,
+    Due,
+    EventKind,
+    Events,
+    Webhook,
+    WebhookFormat,
+    signature,
+)
 from admission.liveness import HostBeats
 
 TIMEOUT_SECONDS = 5.0
@@ -102,6 +114,31 @@ class NotifyService:
         self.clock = clock
         self.events = Events(store, clock)
         self.post = post if post is not None else http_post
+
+    # -- subscriptions (every surface adds, lists, removes and retries through these) -----------
+    def add_webhook(self, url: str, events: str | list[str], fmt: WebhookFormat | str = WebhookFormat.JSON) -> tuple[Webhook, str]:
+        """Subscribe ``url`` to ``events``; the webhook and its signing secret (shown only now)."""
+        return self.events.add_webhook(url, events, fmt)
+
+    def webhooks(self) -> list[Webhook]:
+        """Every webhook with its delivery log summed up."""
+        return self.events.webhooks()
+
+    def remove_webhook(self, webhook_id: str) -> None:
+        """Unsubscribe a webhook (``NotFound`` naming it when there is none)."""
+        self.events.remove_webhook(webhook_id)
+
+    def retry_dead(self, webhook_id: str) -> int:
+        """Make a webhook's dead deliveries due again; how many."""
+        return self.events.retry_dead(webhook_id)
+
+    def recent(self, limit: int, kind: str | None = None) -> list[dict[str, object]]:
+        """The latest events with their deliveries (``event_docs``)."""
+        return event_docs(self.events, limit, kind)
+
+    def delivery_counts(self) -> dict[DeliveryState, int]:
+        """Deliveries in each state (every state present), for metrics."""
+        return self.events.delivery_counts()
 
     def note_lost_hosts(self) -> list[str]:
         """Record ``host_lost`` for each host whose heartbeat is stale and that never stopped

@@ -123,13 +123,50 @@ def first_run(rows: list[PreviewRow]) -> datetime | None:
     return next((r.runs_at for r in rows if r.admitted), None)
 
 
-def first_run_at(inputs: PlanInputs, *, now: datetime) -> datetime | None:
+class ScheduleQueries:
+    """A schedule's ``next_after`` and ``last_at_or_before``, each answer computed once: a readback
+    of many automations asks the same ones at the same instant of every automation that shares a
+    schedule (``parse_canonical`` gives them one object). A query that raises is never kept."""
+
+    def __init__(self) -> None:
+        self._answers: dict[tuple[int, bool, datetime], tuple[Schedule, datetime | None]] = {}
+
+    def next_after(self, schedule: Schedule, after: datetime) -> datetime | None:
+        """``schedule.next_after(after)``."""
+        return self._ask(schedule, True, after)
+
+    def last_at_or_before(self, schedule: Schedule, at: datetime) -> datetime | None:
+        """``schedule.last_at_or_before(at)``."""
+        return self._ask(schedule, False, at)
+
+    def _ask(self, schedule: Schedule, following: bool, at: datetime) -> datetime | None:
+        key = (id(schedule), following, at)
+        known = self._answers.get(key)
+        if known is not None and known[0] is schedule:  # the schedule is kept: its id is never reused
+            return known[1]
+        answer = schedule.next_after(at) if following else schedule.last_at_or_before(at)
+        self._answers[key] = (schedule, answer)
+        return answer
+
+
+class _Asked(ScheduleQueries):
+    """Every query asked of the schedule itself (one plan)."""
+
+    def _ask(self, schedule: Schedule, following: bool, at: datetime) -> datetime | None:
+        return schedule.next_after(at) if following else schedule.last_at_or_before(at)
+
+
+_ASKED = _Asked()
+
+
+def first_run_at(inputs: PlanInputs, *, now: datetime, queries: ScheduleQueries = _ASKED) -> datetime | None:
     """``first_run(simulate(inputs, ...))`` over every coming fire, from at most three schedule
     queries instead of one simulated row per fire (``status`` asks this of every automation).
 
     Under a floor that has not elapsed, the fires before it are denied or coalesced into one run
     at ``next_eligible_at``, so only the first fire at or after it matters; the catch-up fire is
-    looked for only when it could be the first run.
+    looked for only when it could be the first run. ``queries``: where a readback of many keeps
+    the schedules' answers.
     """
     schedule, next_eligible = inputs.schedule, inputs.next_eligible_at
     now_utc = now.astimezone(timezone.utc)
@@ -138,7 +175,7 @@ def first_run_at(inputs: PlanInputs, *, now: datetime) -> datetime | None:
         after = now
         if next_eligible is not None and next_eligible - wait > now_utc:
             after = next_eligible - wait - timedelta(microseconds=1)  # the first fire that may run
-        fire = schedule.next_after(after)
+        fire = queries.next_after(schedule, after)
         if fire is None:
             return None
         fire_utc = fire.astimezone(timezone.utc)
@@ -146,14 +183,14 @@ def first_run_at(inputs: PlanInputs, *, now: datetime) -> datetime | None:
     # floorgate's own timer: every wake (a fire, the catch-up fire, the backoff wake) at ``now`` or
     # later; the earliest runs, or, when it lies inside the floor, one run when the floor opens.
     wakes = []
-    following = schedule.next_after(now)
+    following = queries.next_after(schedule, now)
     if following is not None:
         wakes.append(max(following.astimezone(timezone.utc), now_utc))
     wake = inputs.wake
     if wake is not None and wake.backoff_step > 0 and wake.backoff_wake_at is not None:
         wakes.append(max(wake.backoff_wake_at.astimezone(timezone.utc), now_utc))
     inside = next_eligible is not None and any(w < next_eligible for w in wakes)
-    if not inside and _catch_up_fire(inputs, now) is not None:
+    if not inside and _catch_up_fire(inputs, now, queries) is not None:
         wakes.append(now_utc)
     if not wakes:
         return None
@@ -161,11 +198,11 @@ def first_run_at(inputs: PlanInputs, *, now: datetime) -> datetime | None:
     return earliest if next_eligible is None or earliest >= next_eligible else next_eligible
 
 
-def _catch_up_fire(inputs: PlanInputs, now: datetime) -> datetime | None:
+def _catch_up_fire(inputs: PlanInputs, now: datetime, queries: ScheduleQueries = _ASKED) -> datetime | None:
     """The missed occurrence that arming at ``now`` fires once, at once (None: there is none)."""
     if not inputs.catch_up:
         return None
     schedule = inputs.schedule
-    first = schedule.next_after(now - inputs.catch_up - timedelta(microseconds=1))
-    due = schedule.last_at_or_before(now) if first is not None and first <= now else None
+    first = queries.next_after(schedule, now - inputs.catch_up - timedelta(microseconds=1))
+    due = queries.last_at_or_before(schedule, now) if first is not None and first <= now else None
     return due if due is not None and catch_up_due(due, last_ticked=inputs.last_ticked, since=inputs.since) else None

@@ -23,6 +23,7 @@ import itertools
 import logging
 import threading
 from dataclasses import replace
+from concurrent.futures import ThreadPoolExecutor as FuturesPool
 from datetime import datetime, timezone
 
 from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED, EVENT_JOB_REMOVED, JobExecutionEvent, JobSubmissionEvent
@@ -71,7 +72,7 @@ from ._plan import (
 from ._heartbeat import Heartbeat
 from ._sync import SyncMarks
 from ._tick_inputs import TickReader
-from ._ticking import Ticking
+from ._ticking import AdmitGroups, Ticking
 from ._turn_pool import TurnPool
 from .executor import TurnExecutor, host_identity
 from .notify import NotifyService
@@ -103,6 +104,10 @@ class HostRuntime(Ticking):
         self.tick_reader = TickReader(store, self.automations, self.executor.gate, lambda: self._decoded)
         # Turns run here, never on APScheduler's threads, which only decide ticks.
         self.turns = TurnPool(config.workers, self._renew_waiting, self.executor.lease.total_seconds() / 3)
+        # Ticks that may admit reserve here, so the deciders never wait for the store's write lock.
+        self.admitters = FuturesPool(max_workers=DECIDERS, thread_name_prefix="floorgate-admit")
+        # SQLite has one writer: there they reserve in groups, one durable commit per group.
+        self.groups = AdmitGroups(self._admit_group) if store.dialect == "sqlite" else None
         self.host_policies = HostPolicies(store, self.clock)
         self.notifier = NotifyService(store, self.clock)
         self.policy = HostPolicy()  # replaced by the stored policy at every sync
@@ -118,6 +123,7 @@ class HostRuntime(Ticking):
         self._resuming: set[str] = set()
         self._inflight: set[str] = set()  # turn ids this process is running right now
         self._buffer: list[Tick] = []
+        self._buffered: dict[str, datetime] = {}  # automation id -> latest nominal time in _buffer
         self._dropped = 0
         self._seq = itertools.count(1)
         self._lock = threading.Lock()
@@ -182,6 +188,9 @@ class HostRuntime(Ticking):
             self._closing = True
         if self.scheduler.running:
             self.scheduler.shutdown(wait=True)  # the ticks being decided finish (and hand their turns over)
+        if self.groups is not None:
+            self.groups.stop()  # so do the reservations they passed on
+        self.admitters.shutdown(wait=True)
         for turn_id in self.turns.stop():  # running turns settle; those never started stay resumable
             log.warning("turn %s was admitted but not started before the host stopped: left journaled, recovery resumes it", turn_id)
         for thread in self._threads:
@@ -496,6 +505,9 @@ class HostRuntime(Ticking):
         )
         with self._lock:
             self._buffer.append(tick)
+            known = self._buffered.get(automation_id)
+            if known is None or nominal > known:
+                self._buffered[automation_id] = nominal
             if len(self._buffer) > MAX_BUFFERED_TICKS:
                 del self._buffer[0]
                 self._dropped += 1
@@ -507,6 +519,7 @@ class HostRuntime(Ticking):
         with self._lock:
             batch, self._buffer = self._buffer, []
             dropped, self._dropped = self._dropped, 0
+            self._buffered = {}
         if dropped:
             log.warning("dropped the %d oldest unrecorded ticks while the store was unavailable", dropped)
         if not batch:
@@ -516,6 +529,9 @@ class HostRuntime(Ticking):
         except BaseException:
             with self._lock:
                 self._buffer[:0] = batch
+                for t in batch:
+                    if t.automation_id not in self._buffered or t.nominal_at > self._buffered[t.automation_id]:
+                        self._buffered[t.automation_id] = t.nominal_at
             raise
         self._ticked_merge({t.automation_id: t.nominal_at for t in batch})
 
@@ -560,9 +576,9 @@ class HostRuntime(Ticking):
 
     def _last_ticked(self, automation_id: str) -> datetime | None:
         with self._lock:
-            pending = [t.nominal_at for t in self._buffer if t.automation_id == automation_id]
+            pending = self._buffered.get(automation_id)  # the latest unflushed (a scan per tick was quadratic in a burst)
             stored = self._ticked.get(automation_id)
-        candidates = ([stored] if stored is not None else []) + pending
+        candidates = [t for t in (stored, pending) if t is not None]
         return max(candidates) if candidates else None
 
     def _remove_job(self, automation_id: str) -> None:

@@ -222,6 +222,35 @@ def test_sqlite_text_in_a_time_column_fails_closed(tmp_path) -> None:
         assert reserve(admission, clock, "t2").reason is Reason.STATE_UNAVAILABLE
 
 
+@pytest.mark.parametrize(
+    "edit",
+    [
+        pytest.param("UPDATE fg_rules SET min_interval_us = '\u00b2'", id="superscript-floor"),
+        pytest.param(
+            "UPDATE fg_rules SET min_interval_us = '\uff18\uff16\uff14\uff10\uff10\uff10\uff10\uff10\uff10\uff10\uff10'",
+            id="fullwidth-floor",
+        ),
+        pytest.param("UPDATE fg_starts SET anchor_us = '\u00b2'", id="superscript-anchor"),
+    ],
+)
+def test_sqlite_digits_floorgate_never_writes_fail_closed(tmp_path, edit) -> None:  # type: ignore[no-untyped-def]
+    """Text that str.isdigit() accepts but floorgate never writes (a superscript, full-width
+    digits) in a number column is damaged state: a denial, never an exception or a floor."""
+    from admission import open_store
+
+    clock = FixedClock(T0)
+    with open_store(str(tmp_path / "x.db")) as store:
+        daily(Policies(store, clock))
+        admission = Admission(store, clock)
+        reserve(admission, clock, "t1")
+        raw_sql(store, edit)
+        clock.advance(3 * DAY)
+        for turn in ("t1", "t2"):  # the turn's own start, and a new turn
+            assert reserve(admission, clock, turn).reason is Reason.STATE_UNAVAILABLE
+        assert admission.eligibility("g", "a", "x").status == "unavailable"
+        assert admission.eligibility_many([("g", "a", "x")])[("g", "a", "x")].status == "unavailable"
+
+
 def test_eligibility_readback(policies, admission, clock) -> None:
     assert admission.eligibility("g", "a").reason is Reason.NO_RULE
     daily(policies)
@@ -316,3 +345,21 @@ def test_a_damaged_rule_denies_everywhere_and_is_never_read_as_no_rule(store, da
     with pytest.raises(StoreUnavailable):
         Policies(store, clock).list("g")
     assert raw_sql(store, "SELECT COUNT(*) FROM fg_starts") == [(0,)]
+
+
+def test_a_decision_is_the_value_its_constructor_builds(policies, admission, clock) -> None:  # type: ignore[no-untyped-def]
+    """The hot path fills a Decision's fields directly (_rule._decision): that is sound only while
+    Decision is a frozen dataclass whose __init__ does nothing more than set its fields."""
+    import dataclasses
+
+    from admission import Decision
+
+    daily(policies)
+    for turn, when in (("t1", T0), ("t2", T0 + MS)):  # an admission and an interval denial
+        clock.set(when)
+        made = reserve(admission, clock, turn)
+        built = Decision(**{f.name: getattr(made, f.name) for f in dataclasses.fields(Decision)})
+        assert made == built and vars(made) == vars(built)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            made.admitted = True  # type: ignore[misc]
+    assert not hasattr(Decision, "__post_init__")

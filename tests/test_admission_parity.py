@@ -1,9 +1,9 @@
-"""PostgreSQL's one-call decision (``fg_reserve``) and the in-process one decide alike.
+"""PostgreSQL's one-statement decision (``fg_facts`` / ``fg_admit``) and the in-process one decide alike.
 
 Each case builds the same state in a SQLite store and a PostgreSQL store, makes the same request
 at the same instant, and requires the two decisions to be equal in every field (admitted, reason,
 anchor, next eligible time, floor, detail) and the starts tables to be equal afterwards: SQLite
-decides with ``gate._evaluate`` alone, PostgreSQL with the function's insert rule, so a drift
+decides with ``_rule._evaluate`` alone, PostgreSQL with the function's insert rule, so a drift
 between the two shows here.
 """
 
@@ -259,16 +259,16 @@ def test_postgresql_and_sqlite_decide_alike(sqlite_store: Store, pg_store: Store
 def _migration_function() -> str:
     import importlib.util
 
-    (path,) = (Path(__file__).resolve().parents[1] / "admission" / "_migrations").glob("*_reserve_function.py")
+    (path,) = (Path(__file__).resolve().parents[1] / "admission" / "_migrations").glob("*_reserve_denial_path.py")
     spec = importlib.util.spec_from_file_location("fg_migration_reserve_function", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return str(module._FUNCTION)
+    return str(module._FACTS)
 
 
 def test_a_function_that_disagrees_with_this_floorgate_fails_closed(pg_store: Store) -> None:
-    """A store whose fg_reserve inserts where this floorgate's rule denies (a hand-edited or
+    """A store whose fg_facts inserts where this floorgate's rule denies (a hand-edited or
     mismatched function) answers state_unavailable, never the function's admission."""
     clock = FixedClock(T0)
     floor(pg_store, clock, "g/a", H)
@@ -281,4 +281,28 @@ def test_a_function_that_disagrees_with_this_floorgate_fails_closed(pg_store: St
     clock.advance(M)
     decision = admission.reserve(goal="g", agent="a", automation="x", turn_id="t2", trigger_time=T0 + M)
     assert (decision.admitted, decision.reason) == (False, Reason.STATE_UNAVAILABLE)
-    assert "fg_reserve decided 'insert'" in decision.detail
+    assert "fg_facts decided 'insert'" in decision.detail
+
+
+def test_a_denial_never_calls_the_locking_function(pg_store: Store) -> None:
+    """A denial is decided by fg_facts alone: fg_admit (the lock, the second read, the insert) runs
+    only when the unlocked read may admit. Here fg_admit fails whenever it is called."""
+    clock = FixedClock(T0)
+    floor(pg_store, clock, "g/a", H)
+    admission = Admission(pg_store, clock)
+    assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=T0).admitted
+    raw_sql(
+        pg_store,
+        "CREATE OR REPLACE FUNCTION fg_admit(p_g text, p_a text, p_x text, p_xr text, p_t text, p_tr bigint, p_now bigint,"
+        " p_kind text, p_reason text, p_lock bigint, p_guarded boolean, OUT rules text, OUT turn text, OUT agent_anchor bigint,"
+        " OUT lane_anchor bigint, OUT lane_trigger bigint, OUT duplicate text, OUT damaged integer, OUT outcome text)"
+        " LANGUAGE plpgsql VOLATILE AS $fn$ BEGIN RAISE EXCEPTION 'fg_admit called'; END $fn$",
+    )
+    for i in range(12):  # past psycopg's prepare threshold and PostgreSQL's switch to a generic plan
+        clock.advance(M)
+        denied = admission.reserve(goal="g", agent="a", automation="x", turn_id=f"d{i}", trigger_time=clock.now())
+        assert (denied.admitted, denied.reason) == (False, Reason.INTERVAL_WAIT)
+    clock.advance(H)
+    refused = admission.reserve(goal="g", agent="a", automation="x", turn_id="t2", trigger_time=clock.now())
+    assert (refused.admitted, refused.reason) == (False, Reason.STATE_UNAVAILABLE)
+    assert "fg_admit called" in refused.detail

@@ -213,7 +213,7 @@ def test_version_and_help_without_arguments() -> None:
 )
 def test_option_abbreviations_are_refused(db: str, argv: list[str], field: str) -> None:
     result = run_cli(*argv, db=db)
-    assert result.returncode == 2 and f"unrecognized arguments: {field}" in one_line_error(result)
+    assert result.returncode == 2 and f"has no option {field}; did you mean {field}" in one_line_error(result)
 
 
 @pytest.mark.parametrize(
@@ -329,3 +329,22 @@ def test_a_hook_never_creates_a_store_it_blocks(tmp_path: Path) -> None:
     result = run_cli(*args, "--db", str(tmp_path / "absent.db"), cwd=tmp_path, stdin=payload)
     assert result.returncode == 2 and "no floorgate store at" in result.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["stauts"], "'stauts' is not a command; did you mean 'status'?"),
+        (["policy", "sett", "g"], "'sett' is not an action; did you mean 'set'?"),
+        (
+            ["policy", "set", "g", "--revison", "1", "--min-interval", "1d"],
+            "floorgate policy set has no option --revison; did you mean --revision?",
+        ),
+        (["status", "--jsn"], "floorgate status has no option --jsn; did you mean --json?"),
+        (["policy", "set", "g", "--revision", "1", "--owner-ref", "o", "--min-interval", "-5m"], "written --min-interval=VALUE"),
+    ],
+    ids=["command-typo", "action-typo", "option-typo-before-required", "option-typo", "negative-looking-value"],
+)
+def test_a_typo_is_one_line_naming_the_nearest_right_word(db: str, argv: list[str], said: str) -> None:
+    r = cli(*argv, "--db", db)
+    assert r.returncode == 2 and said in one_line_error(r) and r.stdout == "", r

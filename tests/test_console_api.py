@@ -4,6 +4,7 @@ with ``floorgate status --json``, and /metrics from the store."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -24,13 +25,13 @@ DAY_S = 86400.0
 
 
 def _path(template: str) -> str:
-    ids = {"{automation}": "x", "{approval_id}": "auth-nope", "{turn_id}": "t-nope", "{mission_id}": "m-nope"}
+    ids = {"{automation}": "x", "{approval_id}": "auth-nope", "{turn_id}": "t-nope", "{mission_id}": "m-nope", "{webhook_id}": "wh-nope"}
     for name, value in ids.items():
         template = template.replace(name, value)
     return template
 
 
-_WRITTEN = ("fg_rules", "fg_starts", "fg_turns", "fg_timer_bindings", "fg_missions", "fg_approvals")
+_WRITTEN = ("fg_rules", "fg_starts", "fg_turns", "fg_timer_bindings", "fg_missions", "fg_approvals", "fg_webhooks", "fg_deliveries")
 
 
 @pytest.mark.parametrize("ep", ENDPOINTS, ids=lambda e: f"{e.method} {e.path}")
@@ -48,6 +49,7 @@ def test_every_write_refuses_a_viewer(store: Store, clock: FixedClock, ep) -> No
     floor(store, clock, "g/a", DAY)
     add_automation(store, clock, "x")
     body = {"scope": "g/a", "revision": 1, "min_interval": "2d", "reason": "r", "current_rrule": "RRULE:FREQ=DAILY"}
+    body |= {"url": "http://127.0.0.1:9/hook", "events": "ask_pending"}  # what adding a webhook needs
 
     def written() -> list[object]:
         return [raw_sql(store, f"SELECT * FROM {table}") for table in _WRITTEN]
@@ -335,3 +337,68 @@ def test_metrics_count_webhook_deliveries_by_state_dead_ones_included(store: Sto
     for _ in range(MAX_ATTEMPTS):
         events.record_attempt(hook.webhook_id, first.event.event_id, status=500, error=None)
     assert by_state() == {"pending": 1.0, "delivered": 0.0, "dead": 1.0}
+
+
+def test_an_owner_adds_lists_retries_and_removes_a_webhook_through_the_api(store: Store, clock: FixedClock) -> None:
+    c = console(store, clock)
+    body = {"url": "http://127.0.0.1:9/hook", "events": "ask_pending,automation_held", "format": "slack"}
+    refused = c.post("/api/webhooks", body, token=c.viewer)  # a webhook's URL can carry a credential: owners only
+    assert refused.status_code == 403 and raw_sql(store, "SELECT COUNT(*) FROM fg_webhooks") == [(0,)], refused.text
+    added = c.post("/api/webhooks", body)
+    assert added.status_code == 200, added.text
+    doc = added.json()
+    hook_id, secret = doc["webhook_id"], doc["secret"]
+    assert secret and doc["format"] == "slack" and doc["events"] == ["ask_pending", "automation_held"], doc
+    listed = c.get("/api/webhooks").json()["webhooks"]
+    assert [w["webhook_id"] for w in listed] == [hook_id]
+    assert secret not in c.get("/api/webhooks").text  # the secret is shown once, at add
+    # The CLI sees the same subscription (one service under both surfaces).
+    assert json.loads(run_cli("notify", "list", "--json", db=store.url).stdout)["webhooks"][0]["webhook_id"] == hook_id
+    retried = c.post(f"/api/webhooks/{hook_id}/retry")
+    assert retried.status_code == 200 and retried.json() == {"webhook_id": hook_id, "retried": 0}
+    removed = c.post(f"/api/webhooks/{hook_id}/remove")
+    assert removed.status_code == 200 and removed.json() == {"removed": hook_id}
+    assert c.get("/api/webhooks").json()["webhooks"] == []
+    again = c.post(f"/api/webhooks/{hook_id}/remove")
+    assert again.status_code == 404 and hook_id in again.json()["error"]["message"], again.text
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"events": "ask_pending"}, "url"),
+        ({"url": "ftp://example.invalid/x", "events": "ask_pending"}, "url"),
+        ({"url": "http://127.0.0.1:9/hook"}, "events"),
+        ({"url": "http://127.0.0.1:9/hook", "events": "no_such_kind"}, "events"),
+        ({"url": "http://127.0.0.1:9/hook", "events": "ask_pending", "format": "xml"}, "format"),
+    ],
+    ids=["no-url", "not-http", "no-events", "unknown-event", "unknown-format"],
+)
+def test_a_bad_webhook_is_refused_naming_the_field_and_nothing_is_written(store: Store, clock: FixedClock, body, field) -> None:  # type: ignore[no-untyped-def]
+    c = console(store, clock)
+    r = c.post("/api/webhooks", body)
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["field"] == field, r.json()
+    assert raw_sql(store, "SELECT COUNT(*) FROM fg_webhooks") == [(0,)]
+
+
+def test_metrics_count_turns_in_flight_by_phase(store: Store, clock: FixedClock) -> None:
+    from test_executor import crashed
+
+    c = console(store, clock)
+    add_automation(store, clock, "x")
+    add_automation(store, clock, "y", agent="b")
+
+    def in_flight() -> dict[str, float]:
+        text = c.get("/metrics").text
+        return {
+            s.labels["phase"]: s.value
+            for f in text_string_to_metric_families(text)
+            for s in f.samples
+            if s.name == "floorgate_turns_in_flight"
+        }
+
+    assert in_flight() == {"journaled": 0.0, "confirmed": 0.0, "launched": 0.0}
+    crashed(store, clock, "t-waiting", "elsewhere:1:runner")  # admitted, its host not started yet
+    crashed(store, clock, "t-running", "elsewhere:1:runner", automation="y", agent="b", phase="launched")
+    assert in_flight() == {"journaled": 1.0, "confirmed": 0.0, "launched": 1.0}

@@ -105,7 +105,7 @@ def _sync_counts(store: Store, tmp_path, size: int) -> dict[str, dict[str, int]]
     return out
 
 
-def test_a_sync_reads_what_changed_not_every_automation(store: Store, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_sync_reads_what_changed_not_every_automation(store: Store, tmp_path, bench_row) -> None:  # type: ignore[no-untyped-def]
     for size in SIZES:  # every floor first: the rules table reads the same for both sizes
         for a in range(AGENTS):
             floor(store, FixedClock(T0), f"g{size}/agent-{a}", timedelta(hours=1))
@@ -115,6 +115,15 @@ def test_a_sync_reads_what_changed_not_every_automation(store: Store, tmp_path) 
     assert large == small, (small, large)
     assert small["idle"]["rows"] < 12 and small["two_changed"]["rows"] < 24, small
     assert 0 < small["idle"]["statements"] < small["two_changed"]["statements"], small  # counted, and the change read more
+    bench_row(
+        f"sync statements (rows), {SIZES[0]} vs {SIZES[1]} automations: idle / 2 changed ({store.dialect})",
+        " vs ".join(
+            f"{c['idle']['statements']} ({c['idle']['rows']}) / {c['two_changed']['statements']} ({c['two_changed']['rows']})"
+            for c in (small, large)
+        ),
+        "the same for both sizes",
+        large == small,
+    )
 
 
 def test_a_poll_finds_the_readbacks_asked_for_and_only_until_they_are_published(store: Store) -> None:

@@ -9,6 +9,7 @@ adds a read to a denied tick shows up here as a failing count.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -16,10 +17,13 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pg_proxy import CountingProxy
 from sqlalchemy import event
 
-from admission import Admission, Automations, FixedClock, Journal, Store, SystemClock, TickLog, open_store
+from admission import Admission, Automations, FixedClock, Journal, Store, StoreUnavailable, SystemClock, TickLog, open_store
+from admission import _locks as locks
+from admission.store import lock_id
 from scheduler import recovery
 from scheduler._turn_pool import TurnPool
 from scheduler.executor import DEFAULT_LEASE, TurnExecutor
@@ -61,7 +65,7 @@ def counted_store(db_url: str) -> Iterator[tuple[Store, Callable[[], int]]]:
         proxy.close()
 
 
-def test_a_denied_tick_costs_one_read_beside_its_denial(store: Store, db_url: str, tmp_path: Path) -> None:
+def test_a_denied_tick_costs_one_read_beside_its_denial(store: Store, db_url: str, tmp_path: Path, bench_row: Any) -> None:
     clock = FixedClock(T0)
     floor(store, clock, "g/a", timedelta(hours=1))
     add_automation(store, clock, schedule=EVERY_15M)
@@ -85,6 +89,108 @@ def test_a_denied_tick_costs_one_read_beside_its_denial(store: Store, db_url: st
     # statement) and the denial inside the managed turn's begin, which costs what a bare denial does.
     assert tick_cost == bare_cost + 1, (tick_cost, bare_cost)
     assert bare_cost >= 1, bare_cost  # the counter saw the denial's statement: the counts are not 0 == 0
+    bench_row(
+        f"denied tick: round trips vs the bare denial's ({store.dialect})",
+        f"{tick_cost} vs {bare_cost}",
+        "<= 2x",
+        tick_cost <= 2 * bare_cost,
+    )
+
+
+def test_denied_ticks_commit_nothing_and_are_recorded_together_in_one_commit(store: Store, db_url: str, tmp_path: Path) -> None:
+    """A burst's denied ticks make no commit when they are decided; the tick log records them all
+    in one transaction (so a burst never serializes one durable commit per denial)."""
+    if "://" in db_url:
+        pytest.skip("counts SQLite's COMMIT statements, the fsyncs a burst would otherwise serialize")
+    clock = FixedClock(T0)
+    admission = Admission(store, clock)
+    ids = [f"x{i}" for i in range(5)]
+    for i, automation_id in enumerate(ids):
+        floor(store, clock, f"g/a{i}", timedelta(hours=1))
+        add_automation(store, clock, automation_id=automation_id, schedule=EVERY_15M, agent=f"a{i}")
+        assert admission.reserve(goal="g", agent=f"a{i}", automation=automation_id, turn_id=f"t{i}", trigger_time=clock.now()).admitted
+        admission.confirm(f"t{i}")
+    clock.advance(timedelta(minutes=15))
+    statements: list[str] = []
+    counted = open_store(db_url)
+    counted.engine.dispose()  # every connection from here on is made, and traced, below
+    event.listen(counted.engine, "connect", lambda conn, _record: conn.set_trace_callback(statements.append))
+    try:
+        host = HostRuntime(counted, RuntimeConfig(state_dir=tmp_path / "state", flush_every=timedelta(hours=1)), clock=clock)
+        decided = [host.tick(automation_id) for automation_id in ids]
+        assert [(t.decision, t.reason) for t in decided] == [("denied", "interval_wait")] * len(ids), decided
+        at_decision = sum(1 for sql in statements if sql.strip().upper().startswith("COMMIT"))
+        host.flush()
+        at_flush = sum(1 for sql in statements if sql.strip().upper().startswith("COMMIT")) - at_decision
+    finally:
+        counted.close()
+    assert (at_decision, at_flush) == (0, 1), statements
+    assert all([t.decision for t in TickLog(store).recent(a)] == ["denied"] for a in ids)
+
+
+def _group_host(store: Store, tmp_path: Path, agents: list[str]) -> tuple[HostRuntime, list[Any]]:
+    """A host over automations x0.. on ``agents`` (floored, never started), and their ticks that
+    may admit, decided up to the reservation (what the admitters queue)."""
+    clock = SystemClock()
+    for agent in sorted(set(agents)):
+        floor(store, clock, f"g/{agent}", timedelta(hours=1))  # type: ignore[arg-type]
+    for i, agent in enumerate(agents):
+        add_automation(store, clock, automation_id=f"x{i}", schedule="every 1s", agent=agent)  # type: ignore[arg-type]
+    host = HostRuntime(store, RuntimeConfig(state_dir=tmp_path / "state", flush_every=timedelta(hours=1)), clock=clock)
+    queued = [host._tick_once(f"x{i}") for i in range(len(agents))]
+    assert all(type(q).__name__ == "_Admitting" for q in queued), queued
+    return host, queued
+
+
+def test_a_group_of_reservations_commits_once_and_admits_one_per_window(store: Store, db_url: str, tmp_path: Path) -> None:
+    """SQLite: the ticks queued for admission are reserved in one write transaction (one durable
+    commit for the group), and two ticks of one agent in the same group still give one start."""
+    if "://" in db_url:
+        pytest.skip("groups are SQLite's (one writer); PostgreSQL reserves each tick on its own")
+    host, queued = _group_host(store, tmp_path, ["a0", "a1", "a2", "a3", "a3"])
+    assert host.groups is not None
+    statements: list[str] = []
+    host.store.engine.dispose()  # connections from here on are traced
+    event.listen(host.store.engine, "connect", lambda conn, _record: conn.set_trace_callback(statements.append))
+    handed: list[str] = []
+    host._hand_off = lambda pending: handed.append(pending.automation_id)  # type: ignore[method-assign]
+    host._admit_group(queued)
+    commits = sum(1 for sql in statements if sql.strip().upper().startswith("COMMIT"))
+    assert commits == 1, [sql for sql in statements if sql.strip().upper().startswith(("BEGIN", "COMMIT"))]
+    assert sorted(handed) == ["x0", "x1", "x2", "x3"], handed  # x4 shares x3's agent: its floor denies it
+    with host._lock:
+        assert [(t.automation_id, t.decision) for t in host._buffer] == [("x4", "denied")]
+        assert host._running == {"x0": 1, "x1": 1, "x2": 1, "x3": 1, "x4": 0}  # claims held until the turns run
+    starts = Admission(store).starts(goal="g")
+    assert sorted(s.automation_id for s in starts) == ["x0", "x1", "x2", "x3"]  # type: ignore[type-var]
+    assert {r.turn_id for r in Journal(store).unsettled(None)} == {s.turn_id for s in starts}
+
+
+def test_a_group_whose_commit_fails_admits_none_of_its_ticks(store: Store, db_url: str, tmp_path: Path) -> None:
+    """A group's commit fails: no start and no journal row stay, no turn is handed over, every tick
+    of it is recorded as an error and its claim released."""
+    if "://" in db_url:
+        pytest.skip("groups are SQLite's")
+    host, queued = _group_host(store, tmp_path, ["a0", "a1", "a2"])
+    unit = host.store.unit
+
+    @contextmanager
+    def failing() -> Iterator[Any]:
+        with unit() as conn:
+            yield conn
+            raise StoreUnavailable("disk I/O error (injected at commit)")
+
+    host.store.unit = failing  # type: ignore[method-assign]
+    handed: list[str] = []
+    host._hand_off = lambda pending: handed.append(pending.automation_id)  # type: ignore[method-assign]
+    host._admit_group(queued)
+    assert handed == []
+    assert Admission(store).starts(goal="g") == [] and Journal(store).unsettled(None) == []
+    with host._lock:
+        assert sorted((t.automation_id, t.decision, t.reason) for t in host._buffer) == [
+            (f"x{i}", "error", "StoreUnavailable") for i in range(3)
+        ]
+        assert host._running == {"x0": 0, "x1": 0, "x2": 0} and host._inflight == set()
 
 
 def test_a_denial_is_decided_while_every_turn_worker_runs_a_long_turn(store: Store, tmp_path: Path) -> None:
@@ -130,6 +236,63 @@ def test_a_denial_is_decided_while_every_turn_worker_runs_a_long_turn(store: Sto
     recorded = TickLog(store).recent("floored", 50)
     assert [(t.decision, t.reason) for t in recorded] == [("denied", "interval_wait")] * 2, recorded
     assert [s.turn_id for s in admission.starts(automation="floored")] == ["earlier"]
+
+
+@contextmanager
+def writes_held(store: Store, db_url: str, goal: str, agent: str) -> Iterator[None]:
+    """Another connection holds what an admission of ``goal/agent`` must wait for: SQLite's write
+    lock (BEGIN IMMEDIATE), or on PostgreSQL the agent's advisory lock."""
+    if store.dialect == "sqlite":
+        con = sqlite3.connect(store.engine.url.database, isolation_level=None)
+        con.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        finally:
+            con.rollback()
+            con.close()
+        return
+    with store.engine.connect() as conn:
+        conn.exec_driver_sql(f"SELECT pg_advisory_lock({lock_id(locks.agent(goal, agent))})")
+        try:
+            yield
+        finally:
+            conn.exec_driver_sql(f"SELECT pg_advisory_unlock({lock_id(locks.agent(goal, agent))})")
+            conn.commit()
+
+
+def test_a_tick_that_may_admit_waits_for_the_write_lock_off_the_deciders(store: Store, db_url: str, tmp_path: Path) -> None:
+    """While an admission waits for the store's write lock, the timer's job that fired it has
+    returned (its reservation waits on an admitter), and a tick of another lane, inside its floor,
+    is denied from its plain read meanwhile; once the lock is free the first tick is admitted."""
+    clock = SystemClock()
+    add_automation(store, clock, automation_id="free", schedule="every 1s", agent="a1")  # type: ignore[arg-type]
+    add_automation(store, clock, automation_id="floored", schedule="every 1s", agent="a2")  # type: ignore[arg-type]
+    for agent in ("a1", "a2"):
+        floor(store, clock, f"g/{agent}", timedelta(days=1))  # type: ignore[arg-type]
+    admission = Admission(store, clock)
+    earlier = clock.now() - timedelta(minutes=1)
+    assert admission.reserve(goal="g", agent="a2", automation="floored", turn_id="earlier", trigger_time=earlier).admitted
+    admission.confirm("earlier")
+    host = HostRuntime(store, RuntimeConfig(state_dir=tmp_path / "state", flush_every=timedelta(hours=1)), clock=clock)
+
+    def buffered(automation_id: str) -> list[tuple[str, str]]:
+        with host._lock:
+            return [(t.decision, t.reason) for t in host._buffer if t.automation_id == automation_id]
+
+    try:
+        with writes_held(store, db_url, "g", "a1"):
+            job = threading.Thread(target=host._tick, args=("free",))  # what APScheduler's thread runs
+            job.start()
+            job.join(timeout=20)  # the lock is held far longer than this join would need
+            assert not job.is_alive(), "the timer's job waited for the write lock"
+            host._tick("floored")
+            assert buffered("floored") == [("denied", "interval_wait")]
+            assert admission.starts(automation="free") == [] and buffered("free") == []
+        wait_for(lambda: admission.starts(automation="free"), what="the admission once the lock is free")
+    finally:
+        host.stop()  # the admitted turn settles, and every tick is flushed
+    recorded = {a: [(t.decision, t.reason) for t in TickLog(store).recent(a)] for a in ("free", "floored")}
+    assert recorded == {"free": [("admitted", "succeeded")], "floored": [("denied", "interval_wait")]}, recorded
 
 
 def test_stop_settles_the_running_turn_and_leaves_waiting_ones_resumable(store: Store, tmp_path: Path) -> None:

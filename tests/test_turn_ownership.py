@@ -145,6 +145,37 @@ def test_sigkill_between_reserve_and_launch_is_resumed_by_the_next_turn_run(db_u
     assert listed.returncode == 0 and "settled, succeeded (completed)" in listed.stdout, listed
 
 
+def held_hosts(marker: Path) -> list[int]:
+    """Pids of live held hosts (the ``floorgate-held`` shim) whose command line names ``marker``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"floorgate-held" in argv and any(str(marker).encode() in a for a in argv):
+            found.append(int(entry.name))
+    return found
+
+
+def test_sigkill_while_the_host_is_held_runs_nothing_and_leaves_the_turn_resumable(db_url: str, tmp_path: Path) -> None:
+    marks, pause = tmp_path / "marks", tmp_path / "paused"
+    setup(db_url, f"open({str(marks)!r}, 'a').write('launch\\n')")
+    runner = turn_run(db_url, tmp_path / "s0", "--turn", TURN, pause=f"held:{pause}")
+    wait_for(pause.exists, what="the runner to pause with its host spawned held")
+    assert held_hosts(marks), "the host process exists before the confirmation commits"
+    runner.send_signal(signal.SIGKILL)
+    runner.wait(timeout=30)
+    wait_for(lambda: not held_hosts(marks), what="the held host to exit unrun")
+    assert launches(marks) == 0  # its program never ran: nothing was paid for
+    with open_store(db_url) as store:
+        assert Admission(store).start(TURN).phase is Phase.RESERVED
+        assert Journal(store).get(TURN).phase == "journaled"  # resumable, never launched
+    code, out, err = finish(turn_run(db_url, tmp_path / "s1"))
+    assert code == 0 and f"resuming turn {TURN}" in out, (out, err)
+    assert launches(marks) == 1
+
+
 def test_two_recoverers_of_one_crashed_turn_run_it_at_most_once(db_url: str, tmp_path: Path) -> None:
     marks, release = tmp_path / "marks", tmp_path / "release"
     setup(db_url, waiting_host(marks, release))

@@ -93,26 +93,21 @@ def commits(store: Store) -> Iterator[Commits]:
 
 
 def _phases(ex: TurnExecutor, commits: Commits) -> dict[str, int]:
-    """Commit counts at the managed turn's steps: before confirm, after confirm, after the pid."""
+    """Commit counts at the managed turn's steps: before its point of no return, and after it."""
     marks: dict[str, int] = {}
-    confirm, launched = ex.journal.confirm, ex.journal.launched
+    launch = ex.journal.launch
 
-    def counted_confirm(*a: Any, **k: Any) -> Any:
+    def counted_launch(*a: Any, **k: Any) -> Any:
         marks["begin"] = commits.n
-        out = confirm(*a, **k)
-        marks["confirmed"] = commits.n
+        out = launch(*a, **k)
+        marks["launched"] = commits.n
         return out
 
-    def counted_launched(*a: Any, **k: Any) -> Any:
-        launched(*a, **k)
-        marks["launched"] = commits.n
-
-    ex.journal.confirm = counted_confirm  # type: ignore[method-assign]
-    ex.journal.launched = counted_launched  # type: ignore[method-assign]
+    ex.journal.launch = counted_launch  # type: ignore[method-assign]
     return marks
 
 
-def test_a_managed_turn_begins_in_one_commit_and_settles_in_one(store: Store, commits: Commits, tmp_path: Path) -> None:
+def test_a_managed_turn_begins_in_one_commit_and_settles_in_one(store: Store, commits: Commits, tmp_path: Path, bench_row: Any) -> None:
     clock = FixedClock(T0)
     automation = add_automation(store, clock)
     ex = TurnExecutor(store, state_dir=tmp_path / "state", clock=clock, mode="enforce")
@@ -122,9 +117,11 @@ def test_a_managed_turn_begins_in_one_commit_and_settles_in_one(store: Store, co
     assert outcome.verdict.status == "succeeded", outcome
     # begin: reservation + journal attempt + mission open + turn count + link, in one commit
     assert marks["begin"] - start == 1
-    assert marks["confirmed"] - marks["begin"] == 1  # the two-phase confirm, once the attempt is durable
-    assert marks["launched"] - marks["confirmed"] == 1  # the pid
+    # the two-phase confirm with the held host's pid, before its program runs
+    assert marks["launched"] - marks["begin"] == 1
     assert commits.n - marks["launched"] == 1  # the verdict and the mission's settlement together
+    assert commits.n - start == 3, "a managed turn costs three commits"
+    bench_row(f"managed turn: durable commits ({store.dialect})", f"{commits.n - start}", "<= 3", commits.n - start <= 3)
     record = Journal(store).get(outcome.turn_id)
     assert record is not None and record.mission_id is not None and record.attempt == 1
     mission = Missions(store).get(record.mission_id)
@@ -152,13 +149,14 @@ def test_a_runner_that_lost_its_claim_settles_neither_the_turn_nor_the_mission(s
     clock = FixedClock(T0)
     automation = add_automation(store, clock)
     ex = TurnExecutor(store, state_dir=tmp_path / "state", clock=clock, mode="enforce")
-    launched = ex.journal.launched
+    launch = ex.journal.launch
 
-    def then_taken_over(turn_id: str, owner: str, child_pid: int) -> None:
-        launched(turn_id, owner, child_pid)
+    def then_taken_over(turn_id: str, owner: str, **kw: Any) -> Any:
+        out = launch(turn_id, owner, **kw)
         raw_sql(store, "UPDATE fg_turns SET owner_id = 'elsewhere:1:recoverer' WHERE turn_id = :t", {"t": turn_id})
+        return out
 
-    ex.journal.launched = then_taken_over  # type: ignore[method-assign]
+    ex.journal.launch = then_taken_over  # type: ignore[method-assign]
     with pytest.raises(ClaimLost):
         ex.run(automation)
     assert raw_sql(store, "SELECT status FROM fg_missions") == [("open",)], "a runner whose turn settlement was refused settled the mission"

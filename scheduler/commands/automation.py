@@ -18,15 +18,10 @@ from ..cli import EXIT_OK, Context, add_common
 from ..present import (
     automation_doc,
     command_text,
-    detail_doc,
-    detail_text,
-    poke_doc,
-    poke_text,
-    preview_doc,
-    preview_text,
     readback_doc,
     table,
 )
+from ..present_automation import detail_doc, detail_text, poke_doc, poke_text, preview_doc, preview_text
 from .timers import add_crontab_user, add_timer_arg, register_actions
 
 DEFAULT_TIMER = TimerKind.APSCHEDULER.value

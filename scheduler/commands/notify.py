@@ -7,7 +7,7 @@ import argparse
 from admission.events import MAX_ATTEMPTS, EventKind, WebhookFormat
 
 from ..cli import EXIT_OK, Context, add_common
-from ..notify import event_docs, webhook_doc
+from ..notify import webhook_doc
 from ..present import table
 
 
@@ -51,7 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _add(ctx: Context) -> int:
-    webhook, secret = ctx.app.notify.events.add_webhook(ctx.args.url, ctx.args.events, ctx.args.format)
+    webhook, secret = ctx.app.notify.add_webhook(ctx.args.url, ctx.args.events, ctx.args.format)
     ctx.emit(
         {**webhook_doc(webhook), "secret": secret},
         f"added {webhook.webhook_id} -> {webhook.url} ({', '.join(k.value for k in webhook.events)}); "
@@ -61,7 +61,7 @@ def _add(ctx: Context) -> int:
 
 
 def _list(ctx: Context) -> int:
-    items = ctx.app.notify.events.webhooks()
+    items = ctx.app.notify.webhooks()
     ctx.emit(
         {"webhooks": [webhook_doc(w) for w in items]},
         lambda: (
@@ -90,13 +90,13 @@ def _list(ctx: Context) -> int:
 
 
 def _remove(ctx: Context) -> int:
-    ctx.app.notify.events.remove_webhook(ctx.args.webhook_id)
+    ctx.app.notify.remove_webhook(ctx.args.webhook_id)
     ctx.emit({"removed": ctx.args.webhook_id}, f"removed {ctx.args.webhook_id}")
     return EXIT_OK
 
 
 def _retry(ctx: Context) -> int:
-    count = ctx.app.notify.events.retry_dead(ctx.args.webhook_id)
+    count = ctx.app.notify.retry_dead(ctx.args.webhook_id)
     ctx.emit({"webhook_id": ctx.args.webhook_id, "retried": count}, f"{ctx.args.webhook_id}: {count} dead deliveries due again")
     return EXIT_OK
 
@@ -112,7 +112,7 @@ def _deliver(ctx: Context) -> int:
 
 
 def _events(ctx: Context) -> int:
-    docs = event_docs(ctx.app.notify.events, ctx.args.limit, ctx.args.kind)
+    docs = ctx.app.notify.recent(ctx.args.limit, ctx.args.kind)
 
     def deliveries(doc: dict[str, object]) -> str:
         states = [f"{d['state']}" + (f"({d['attempts']})" if d["attempts"] else "") for d in doc["deliveries"]]  # type: ignore[attr-defined]

@@ -22,22 +22,21 @@ from admission.intervals import parse_interval
 
 from ..app import Floorgate
 from ..floors import parse_compute_text
-from ..notify import event_docs, webhook_doc
+from ..notify import webhook_doc
 from ..present import (
     automation_doc,
     binding_doc,
     change_doc,
-    detail_doc,
     eligibility_doc,
     host_doc,
     mission_doc,
-    preview_doc,
     readback_doc,
     rule_doc,
     start_doc,
     tick_doc,
     turn_doc,
 )
+from ..present_automation import detail_doc, preview_doc
 from ..present_floors import floor_applied_doc, floor_change_doc, floor_view_doc
 from . import runs
 from .auth import Gatekeeper, require_owner
@@ -314,11 +313,27 @@ def _events(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
     kind = r.query_params.get("kind") or None
     if kind is not None:
         kind = parse_kinds(kind)[0].value
-    return {"events": event_docs(fg.notify.events, count_field(r, "limit", 50), kind)}
+    return {"events": fg.notify.recent(count_field(r, "limit", 50), kind)}
 
 
 def _webhooks(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
-    return {"webhooks": [webhook_doc(w) for w in fg.notify.events.webhooks()]}
+    return {"webhooks": [webhook_doc(w) for w in fg.notify.webhooks()]}
+
+
+def _webhook_add(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
+    url, events = text_field(b, "url"), text_field(b, "events")
+    fmt = text_field(b, "format", required=False) or "json"
+    webhook, secret = fg.notify.add_webhook(url, events, fmt)
+    return {**webhook_doc(webhook), "secret": secret}
+
+
+def _webhook_remove(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
+    fg.notify.remove_webhook(r.path_params["webhook_id"])
+    return {"removed": r.path_params["webhook_id"]}
+
+
+def _webhook_retry(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
+    return {"webhook_id": r.path_params["webhook_id"], "retried": fg.notify.retry_dead(r.path_params["webhook_id"])}
 
 
 # bound -> (the mission's counter of it, its extension already granted); wall time is per turn, not counted
@@ -466,6 +481,13 @@ ENDPOINTS = [
              query={"mission_id": "the mission's id (path)"}),
     Endpoint("GET", "/api/events", "Recent events and their webhook deliveries", _events, query={"kind": "optional", "limit": "at most"}),
     Endpoint("GET", "/api/webhooks", "Webhooks and their delivery log (owners only: a URL can be a credential)", _webhooks, role=Role.OWNER),
+    Endpoint("POST", "/api/webhooks", "Subscribe a URL to events; the answer carries its signing secret, shown only now", _webhook_add,
+             role=Role.OWNER, body={"url": ("string", True, "http(s) URL"), "events": ("string", True, "comma-separated event kinds"),
+                                    "format": ("string", False, "json (default) or slack")}),
+    Endpoint("POST", "/api/webhooks/{webhook_id}/remove", "Unsubscribe a webhook (its undelivered deliveries go with it)", _webhook_remove,
+             role=Role.OWNER, query={"webhook_id": "the webhook's id (path)"}),
+    Endpoint("POST", "/api/webhooks/{webhook_id}/retry", "Make a webhook's dead deliveries due again", _webhook_retry,
+             role=Role.OWNER, query={"webhook_id": "the webhook's id (path)"}),
     Endpoint("GET", "/api/asks", "Pending owner asks with their stored proposals", _asks),
     Endpoint("POST", "/api/asks/{approval_id}/approve", "Approve an ask (single-use), as the authenticated principal", _approve,
              role=Role.OWNER, query={"approval_id": "auth-<id> (path)"}),

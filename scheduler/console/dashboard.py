@@ -15,7 +15,6 @@ from admission.tallies import Tallies
 from hosts.schedule import Schedule
 
 from ..app import Floorgate
-from ..notify import event_docs
 from ..present import ago, eligibility_doc, host_doc, readback_doc
 from ..readback import AutomationReadback
 from .timeline import DAYS, timeline
@@ -128,5 +127,5 @@ def dashboard(fg: Floorgate) -> dict[str, Any]:
         "upcoming_rows": UPCOMING_ROWS,
         "hosts": [host_doc(h, now) for h in view.hosts],
         "lanes": [eligibility_doc(e) for e in view.lanes],
-        "events": list(reversed(event_docs(fg.notify.events, RECENT_EVENTS))),
+        "events": list(reversed(fg.notify.recent(RECENT_EVENTS))),
     }

@@ -21,7 +21,7 @@ from admission.intervals import parse_interval
 
 from ..app import Floorgate
 from ..floors import ReductionNotShown, parse_compute_text
-from ..notify import event_docs, webhook_doc
+from ..notify import webhook_doc
 from ..present import change_doc
 from ..present_floors import floor_change_doc, floor_view_doc
 from . import runs
@@ -150,7 +150,7 @@ class Pages:
         principal = await self.signed_in(request)
         if principal is None:
             return RedirectResponse("/signin", status_code=303)
-        events, hooks = await self.work(lambda: (event_docs(self.fg.notify.events, 200), self.fg.notify.events.webhooks()))
+        events, hooks = await self.work(lambda: (self.fg.notify.recent(200), self.fg.notify.webhooks()))
         return self.render(
             request, "events.html", principal, events=list(reversed(events)), webhooks=[webhook_doc(w) for w in hooks],
             show_urls=principal.can_write,

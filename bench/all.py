@@ -1,0 +1,141 @@
+"""Every figure of issue 12 in one run: each benchmark in turn, then one table of what they found.
+
+    .venv/bin/python bench/all.py [--pg postgresql://postgres@127.0.0.1/test] [--big] [--quick]
+
+One after another, on this machine, in this run:
+- the counts: round trips and commits per admission, denial, confirm, tick, managed turn and sync,
+  from the tests that assert them (their JUnit report carries each count; a failed test is a row
+  that says so);
+- ``bench/admission.py``, ``bench/ticks.py`` (the loop and the 1,000-tick burst), ``bench/host.py``
+  and ``bench/status.py`` (1k and 10k automations; ``--big`` adds 50k), ``bench/rrule.py``.
+Each prints its own details as it goes (baselines, per-operation times); every figure it reports
+is also recorded as a row (``bench/_rows.py``), and the table at the end lists them all: the
+median of interleaved per-round ratios or times with their spread (min..max), the goal, met or not.
+``--pg`` (default ``$FLOORGATE_TEST_PG_URL``) adds PostgreSQL to the counts, admission and ticks.
+``--quick`` runs fewer rounds (a smoke run of the whole table, a few minutes). Exit code 1 when a
+benchmark could not run; missed goals are figures, not failures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+COUNT_TESTS = [
+    "tests/test_round_trips.py::test_round_trips_and_commits_per_decision",
+    "tests/test_round_trips.py::test_round_trips_and_commits_of_a_managed_reservation",
+    "tests/test_tick_path.py::test_a_denied_tick_costs_one_read_beside_its_denial",
+    "tests/test_units_of_work.py::test_a_managed_turn_begins_in_one_commit_and_settles_in_one",
+    "tests/test_sync.py::test_a_sync_reads_what_changed_not_every_automation",
+]
+
+
+def _benchmarks(args: argparse.Namespace) -> list[tuple[str, list[str]]]:
+    pg = ["--pg", args.pg] if args.pg else []
+    sizes = ["--sizes", "1000,10000"] + (["--big"] if args.big else [])
+    if args.quick:
+        return [
+            ("admission", ["bench/admission.py", "--rounds", "5", "--n", "20", *pg]),
+            ("ticks", ["bench/ticks.py", "--rounds", "1", "--samples", "100", *pg]),
+            ("host", ["bench/host.py", "--sizes", "1000", "--rounds", "1", "--samples", "100"]),
+            ("status", ["bench/status.py", "--sizes", "1000", "--rounds", "1"]),
+            ("rrule", ["bench/rrule.py", "--rounds", "1"]),
+        ]
+    return [
+        ("admission", ["bench/admission.py", *pg]),
+        ("ticks", ["bench/ticks.py", "--rounds", "3", *pg]),
+        ("host", ["bench/host.py", *sizes]),
+        ("status", ["bench/status.py", *sizes]),
+        ("rrule", ["bench/rrule.py"]),
+    ]
+
+
+def _counts(pg: str | None, rows_path: Path, tmp: Path) -> bool:
+    """Run the counting tests; their rows go to ``rows_path``. True when every one passed."""
+    report = tmp / "counts.xml"
+    env = dict(os.environ, FLOORGATE_TEST_USER_TAG=os.environ.get("FLOORGATE_TEST_USER_TAG", "bench"))
+    if pg:
+        env["FLOORGATE_TEST_PG_URL"] = pg
+    else:
+        env.pop("FLOORGATE_TEST_PG_URL", None)
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-n",
+        "0",
+        "-p",
+        "no:cacheprovider",
+        "-o",
+        "junit_family=xunit1",
+        f"--junitxml={report}",
+        *COUNT_TESTS,
+    ]
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    print(done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr.strip()[-400:])
+    if not report.exists():
+        return False
+    with rows_path.open("a", encoding="utf-8") as out:
+        for case in ET.parse(report).getroot().iter("testcase"):
+            name = f"{case.get('classname', '')}::{case.get('name', '')}"
+            failed = case.find("failure") is not None or case.find("error") is not None
+            for prop in case.iter("property"):
+                if prop.get("name") == "bench_row":
+                    out.write(json.dumps(json.loads(prop.get("value", "{}"))) + "\n")
+            if failed:
+                row = {"measure": f"count test FAILED: {name}", "backend": "", "now": "-", "goal": "passes", "met": False}
+                out.write(json.dumps(row) + "\n")
+    return done.returncode == 0
+
+
+def _table(rows: list[dict[str, object]]) -> None:
+    width = min(100, max(len(str(r["measure"])) + len(str(r["backend"])) + 3 for r in rows))
+    print(f"\n{'measure':<{width}}  {'now: median (min..max)':<44} {'goal':<40} met?")
+    for r in rows:
+        label = str(r["measure"]) + (f" [{r['backend']}]" if r["backend"] else "")
+        met = {True: "yes", False: "NO", None: "-"}[r["met"]]  # type: ignore[index]
+        print(f"{label:<{width}}  {r['now']!s:<44} {r['goal']!s:<40} {met}")
+    judged = [r for r in rows if r["met"] is not None]
+    print(f"\n{sum(1 for r in judged if r['met'])} of {len(judged)} goals met; {len(rows)} rows")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pg", default=os.environ.get("FLOORGATE_TEST_PG_URL"), help="PostgreSQL URL (skipped when absent)")
+    parser.add_argument("--big", action="store_true", help="add 50,000 automations to host and status")
+    parser.add_argument("--quick", action="store_true", help="fewer rounds: a smoke run of the whole table")
+    args = parser.parse_args()
+    broken: list[str] = []
+    began = time.monotonic()
+    with tempfile.TemporaryDirectory(dir=ROOT) as tmp_dir:
+        tmp = Path(tmp_dir)
+        rows_path = tmp / "rows.jsonl"
+        rows_path.touch()
+        print("== counts (tests/: round trips and commits, asserted)", flush=True)
+        if not _counts(args.pg, rows_path, tmp):
+            broken.append("counts")
+        for name, cmd in _benchmarks(args):
+            print(f"\n== {' '.join(cmd)}", flush=True)
+            started = time.monotonic()
+            done = subprocess.run([sys.executable, *cmd], cwd=ROOT, env=dict(os.environ, FLOORGATE_BENCH_ROWS=str(rows_path)))
+            print(f"   ({time.monotonic() - started:.0f} s)", flush=True)
+            if done.returncode != 0:
+                broken.append(name)
+        rows = [json.loads(line) for line in rows_path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    _table(rows)
+    print(f"whole run {time.monotonic() - began:.0f} s" + (f"; could not run: {', '.join(broken)}" if broken else ""))
+    sys.exit(1 if broken else 0)
+
+
+if __name__ == "__main__":
+    main()
