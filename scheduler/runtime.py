@@ -72,6 +72,7 @@ from ._plan import (
 from ._heartbeat import Heartbeat
 from ._sync import SyncMarks
 from ._tick_inputs import TickReader
+from ._tick_log import TickRecords
 from ._ticking import AdmitGroups, Ticking
 from ._turn_pool import TurnPool
 from .executor import TurnExecutor, host_identity
@@ -82,11 +83,10 @@ __all__ = ["HostRuntime", "RuntimeConfig"]  # RuntimeConfig lives with the plann
 
 log = logging.getLogger("floorgate.run")
 
-MAX_BUFFERED_TICKS = 100_000  # while the store is down; beyond this the oldest ticks are dropped
 DECIDERS = 4  # APScheduler's threads: they decide ticks (a few statements each) and never run a turn
 
 
-class HostRuntime(Ticking):
+class HostRuntime(Ticking, TickRecords):
     """Keeps the timers of every active automation and runs their ticks."""
 
     def __init__(self, store: Store, config: RuntimeConfig, *, clock: Clock | None = None) -> None:
@@ -491,50 +491,6 @@ class HostRuntime(Ticking):
         # the tick log says so instead of leaving a silent gap.
         self._record(event.job_id, event.scheduled_run_time, read_clock(self.clock), "skipped", "missed")
 
-    def _record(
-        self, automation_id: str, nominal: datetime, actual: datetime, decision: str, reason: str, turn_id: str | None = None
-    ) -> Tick:
-        tick = Tick(
-            automation_id=automation_id,
-            nominal_at=nominal,
-            actual_at=actual,
-            decision=decision,  # type: ignore[arg-type]
-            reason=reason,
-            turn_id=turn_id,
-            host=self.host,
-        )
-        with self._lock:
-            self._buffer.append(tick)
-            known = self._buffered.get(automation_id)
-            if known is None or nominal > known:
-                self._buffered[automation_id] = nominal
-            if len(self._buffer) > MAX_BUFFERED_TICKS:
-                del self._buffer[0]
-                self._dropped += 1
-        log.info("tick %s (due %s): %s %s %s", automation_id, nominal.isoformat(), decision, reason, turn_id or "")
-        return tick
-
-    def flush(self) -> None:
-        """Write the buffered ticks in one transaction; on failure they stay buffered."""
-        with self._lock:
-            batch, self._buffer = self._buffer, []
-            dropped, self._dropped = self._dropped, 0
-            self._buffered = {}
-        if dropped:
-            log.warning("dropped the %d oldest unrecorded ticks while the store was unavailable", dropped)
-        if not batch:
-            return
-        try:
-            self.ticklog.append(batch)
-        except BaseException:
-            with self._lock:
-                self._buffer[:0] = batch
-                for t in batch:
-                    if t.automation_id not in self._buffered or t.nominal_at > self._buffered[t.automation_id]:
-                        self._buffered[t.automation_id] = t.nominal_at
-            raise
-        self._ticked_merge({t.automation_id: t.nominal_at for t in batch})
-
     # -- helpers -----------------------------------------------------------------------------
     def load_policy(self) -> bool:
         """Read the deployment's host policy from the store; True when it changed (and logged)."""
@@ -556,30 +512,6 @@ class HostRuntime(Ticking):
 
     def _save_wake(self, state: WakeState) -> None:
         self.automations.save_wake_state(state)
-
-    def _ticked_merge(self, latest: dict[str, datetime]) -> None:
-        with self._lock:
-            for automation_id, nominal in latest.items():
-                known = self._ticked.get(automation_id)
-                if known is None or nominal > known:
-                    self._ticked[automation_id] = nominal
-
-    def _refresh_ticked(self, automation_ids: list[str] | None = None) -> None:
-        found, bad = self.ticklog.last_nominal_scan(automation_ids)
-        self._ticked_merge(found)
-        if automation_ids is None:
-            self._bad_ticks = bad
-        else:
-            for automation_id in automation_ids:
-                self._bad_ticks.pop(automation_id, None)
-            self._bad_ticks.update(bad)
-
-    def _last_ticked(self, automation_id: str) -> datetime | None:
-        with self._lock:
-            pending = self._buffered.get(automation_id)  # the latest unflushed (a scan per tick was quadratic in a burst)
-            stored = self._ticked.get(automation_id)
-        candidates = [t for t in (stored, pending) if t is not None]
-        return max(candidates) if candidates else None
 
     def _remove_job(self, automation_id: str) -> None:
         if self._closing:
