@@ -12,7 +12,8 @@ Each prints its own details as it goes (baselines, per-operation times); every f
 is also recorded as a row (``bench/_rows.py``), and the table at the end lists them all: the
 median of interleaved per-round ratios or times with their spread (min..max), the goal, met or not.
 ``--pg`` (default ``$FLOORGATE_TEST_PG_URL``) adds PostgreSQL to the counts, admission and ticks.
-``--quick`` runs fewer rounds (a smoke run of the whole table, a few minutes). Exit code 1 when a
+``--quick`` runs fewer rounds (a smoke run of the whole table, a few minutes); ``--markdown`` prints
+the table as Markdown too. Exit code 1 when a
 benchmark could not run; missed goals are figures, not failures.
 """
 
@@ -98,6 +99,14 @@ def _counts(pg: str | None, rows_path: Path, tmp: Path) -> bool:
     return done.returncode == 0
 
 
+def _markdown(rows: list[dict[str, object]]) -> None:
+    print("\n| measure | now: median (min..max) | goal | met? |\n|---|---|---|---|")
+    for r in rows:
+        label = str(r["measure"]) + (f" [{r['backend']}]" if r["backend"] else "")
+        met = {True: "yes", False: "**no**", None: "-"}[r["met"]]  # type: ignore[index]
+        print(f"| {label} | {r['now']} | {r['goal']} | {met} |")
+
+
 def _table(rows: list[dict[str, object]]) -> None:
     width = min(100, max(len(str(r["measure"])) + len(str(r["backend"])) + 3 for r in rows))
     print(f"\n{'measure':<{width}}  {'now: median (min..max)':<44} {'goal':<40} met?")
@@ -114,6 +123,7 @@ def main() -> None:
     parser.add_argument("--pg", default=os.environ.get("FLOORGATE_TEST_PG_URL"), help="PostgreSQL URL (skipped when absent)")
     parser.add_argument("--big", action="store_true", help="add 50,000 automations to host and status")
     parser.add_argument("--quick", action="store_true", help="fewer rounds: a smoke run of the whole table")
+    parser.add_argument("--markdown", action="store_true", help="also print the table as Markdown (README's Benchmarks)")
     args = parser.parse_args()
     broken: list[str] = []
     began = time.monotonic()
@@ -133,6 +143,8 @@ def main() -> None:
                 broken.append(name)
         rows = [json.loads(line) for line in rows_path.read_text(encoding="utf-8").splitlines() if line.strip()]
     _table(rows)
+    if args.markdown:
+        _markdown(rows)
     print(f"whole run {time.monotonic() - began:.0f} s" + (f"; could not run: {', '.join(broken)}" if broken else ""))
     sys.exit(1 if broken else 0)
 
