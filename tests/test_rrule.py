@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from dateutil import rrule as du
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from admission.clock import iso
@@ -193,6 +193,7 @@ def rules(draw):  # type: ignore[no-untyped-def]
     start_days=st.integers(0, 4000),
     probe_minutes=st.integers(0, 3 * 365 * 24 * 60),
 )
+@example(rule="FREQ=YEARLY;INTERVAL=1;BYMONTH=2", zone="UTC", start_days=150, probe_minutes=0)  # February 30th: never
 def test_property_fast_next_equals_the_walk_and_increases(rule, zone, start_days, probe_minutes) -> None:  # type: ignore[no-untyped-def]
     start = datetime(2012, 1, 1, 7, 30) + timedelta(days=start_days)
     head = f"DTSTART:{start:%Y%m%dT%H%M%S}Z" if zone == "UTC" else f"DTSTART;TZID={zone}:{start:%Y%m%dT%H%M%S}"
@@ -207,6 +208,9 @@ def test_property_fast_next_equals_the_walk_and_increases(rule, zone, start_days
                 break
     assert fast == walked
     assert all(a < b for a, b in pairwise(fast))
+    if not walked:  # e.g. YEARLY;BYMONTH=2 from a DTSTART on the 30th: never an occurrence
+        assert schedule.next_after(probe) is None
+        return
     assert schedule.next_after(probe) == walked[0]  # FREQ and INTERVAL alone: by arithmetic
     assert schedule.last_at_or_before(walked[0]) == walked[0]
     assert schedule.last_at_or_before(walked[1] - timedelta(seconds=1)) == walked[0]
