@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -30,69 +31,86 @@ def _die_with_parent() -> None:
 
 def spawn(argv: list[str], *, cwd: str | None, env: dict[str, str]) -> subprocess.Popen[bytes]:
     """Start ``argv`` as the leader of a new session (its own process group); output goes to a pipe."""
-    return _popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL)
+    return _popen(argv, cwd=cwd, env=env, preexec=_die_with_parent if _libc is not None else None)
 
 
-def _popen(argv: list[str], *, cwd: str | None, env: dict[str, str], stdin: int) -> subprocess.Popen[bytes]:
+def _popen(argv: list[str], *, cwd: str | None, env: dict[str, str], preexec: Callable[[], None] | None) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         argv,
         cwd=cwd,
         env=env,
-        stdin=stdin,
+        stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,
-        preexec_fn=_die_with_parent if _libc is not None else None,
+        preexec_fn=preexec,
         close_fds=True,
     )
 
 
-# The held child waits for one line on its stdin (a pipe from the runner), then execs the program
-# (same pid, same session) with stdin from /dev/null, as ``spawn`` gives it. End of file (the
-# runner died, or abandoned it) or any other line: it exits, its program unrun.
-_HOLD = 'IFS= read -r go && [ "$go" = go ] || exit 125; exec </dev/null; exec "$@"'
-HELD_EXIT = 125  # what a held child that was never released exits with
+HELD_EXIT = 125  # what a held child that was never released exits with (its program never ran)
 
 
-class Held:
-    """A host process spawned but stopped before its program runs (see ``spawn_held``)."""
+def spawn_held(argv: list[str], *, cwd: str | None, env: dict[str, str], confirm: Callable[[int], object]) -> subprocess.Popen[bytes]:
+    """``spawn``, held between fork and exec until ``confirm(pid)`` has returned: the runner
+    records the pid with the turn's confirmation in one commit before the program can run. No
+    shell in between: the environment, argv and exec errors are ``spawn``'s.
 
-    def __init__(self, proc: subprocess.Popen[bytes], go: int) -> None:
-        self.proc = proc
-        self._go: int | None = go
-
-    def release(self) -> None:
-        """Let the program run (once). A child already gone is left to ``wait`` to report."""
-        if self._go is None:
-            return
-        with contextlib.suppress(OSError):
-            os.write(self._go, b"go\n")
-        self.abandon()
-
-    def abandon(self) -> None:
-        """Close the pipe without releasing: the child exits with ``HELD_EXIT``, its program unrun."""
-        if self._go is not None:
-            with contextlib.suppress(OSError):
-                os.close(self._go)
-            self._go = None
-
-
-def spawn_held(argv: list[str], *, cwd: str | None, env: dict[str, str]) -> Held:
-    """Spawn ``argv`` like ``spawn``, but held: its pid exists (so the runner can record it with
-    the turn's confirmation in one commit) and its program runs only after ``Held.release``.
-
-    The program is looked up first (``OSError`` as ``subprocess.Popen`` raises it: missing, not
-    executable), so a turn that cannot start is known before anything is spawned."""
+    ``confirm`` runs on a thread of its own while this one forks (the forking thread stays the
+    child's parent, so PDEATHSIG keeps meaning "the runner died"). If it raises, the child exits
+    with ``HELD_EXIT`` without exec'ing and the error is raised here. The program is looked up
+    first (``OSError`` as ``subprocess.Popen`` raises it); an exec error after confirmation is
+    raised as ``Popen`` raises it. A child whose runner dies before confirming never execs."""
     _check_program(argv[0], cwd=cwd, env=env)
-    read_end, go = os.pipe()  # both close-on-exec: only the child's stdin (a copy of read_end) survives exec
+    pid_read, pid_write = os.pipe()
+    go_read, go_write = os.pipe()
+
+    def hold() -> None:  # in the child, between fork and exec (fds not yet closed)
+        _die_with_parent()
+        os.close(go_write)  # else its own copy would keep the pipe open: no end of file when refused
+        os.write(pid_write, b"%d\n" % os.getpid())
+        if os.read(go_read, 3) != b"go\n":
+            os._exit(HELD_EXIT)
+
+    refused: list[BaseException] = []
+
+    def confirmer() -> None:
+        try:
+            pid = _read_pid(pid_read)
+            if pid is not None:  # else the fork failed: Popen raises it
+                confirm(pid)
+                os.write(go_write, b"go\n")
+        except BaseException as exc:
+            refused.append(exc)
+        finally:
+            os.close(go_write)
+
+    thread = threading.Thread(target=confirmer, name="floorgate-confirm", daemon=True)
+    thread.start()
     try:
-        proc = _popen(["/bin/sh", "-c", _HOLD, "floorgate-held", *argv], cwd=cwd, env=env, stdin=read_end)
-    except BaseException:
-        os.close(go)
-        raise
+        proc = _popen(argv, cwd=cwd, env=env, preexec=hold)
     finally:
-        os.close(read_end)
-    return Held(proc, go)
+        os.close(pid_write)  # the confirmer reads end of file if no child was forked
+        thread.join()
+        os.close(pid_read)
+        os.close(go_read)
+    if refused:
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+        raise refused[0]
+    return proc
+
+
+def _read_pid(fd: int) -> int | None:
+    """The held child's pid, or None at end of file (no child was forked)."""
+    got = b""
+    while not got.endswith(b"\n"):
+        chunk = os.read(fd, 32)
+        if not chunk:
+            return None
+        got += chunk
+    return int(got)
 
 
 def _check_program(program: str, *, cwd: str | None, env: dict[str, str]) -> None:

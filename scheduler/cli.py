@@ -64,9 +64,10 @@ _NEEDS_VALUE = re.compile(r"argument (--[\w-]+)(?:/\S+)?: expected one argument"
 _INVALID_CHOICE = re.compile(r"argument (\S+): invalid choice: '([^']*)' \(choose from (.*)\)")
 
 
-def _leaf(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.ArgumentParser | None:
-    """The (sub)command parser ``argv`` names: its command words, past the options before them
-    (None when a word is not a command: argparse names the nearest one)."""
+def _path(parser: argparse.ArgumentParser, argv: list[str]) -> list[argparse.ArgumentParser] | None:
+    """The parsers ``argv`` goes through: the root and each (sub)command its words name, past the
+    options before them (None when a word is not a command: argparse names the nearest one)."""
+    path = [parser]
     tokens = iter(argv)
     for token in tokens:
         if token.startswith("-"):  # an option of the parser so far (and its value, unless =VALUE)
@@ -80,19 +81,28 @@ def _leaf(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Argument
         if token not in subs[0].choices:
             return None
         parser = subs[0].choices[token]
-    return parser
+        path.append(parser)
+    return path
 
 
 def _check_options(parser: argparse.ArgumentParser, argv: list[str]) -> None:
     """An option the command does not have is named first (argparse would first report the
-    required options that the misspelt one was meant to be), with the nearest it does have."""
-    leaf = _leaf(parser, argv)
-    if leaf is None:
+    required options that the misspelt one was meant to be), with the nearest it does have.
+    An option's value is never taken for an option, even one that starts with '--'."""
+    path = _path(parser, argv)
+    if path is None:
         return
-    known = sorted(o for a in leaf._actions for o in a.option_strings if o.startswith("--"))
-    for token in argv:
+    leaf = path[-1]
+    actions = {o: a for p in path for a in p._actions for o in a.option_strings}
+    known = sorted(o for o in actions if o.startswith("--"))
+    tokens = iter(argv)
+    for token in tokens:
         name = token.split("=", 1)[0]
-        if name.startswith("--") and len(name) > 2 and name not in known:
+        if name in actions:
+            if actions[name].nargs != 0 and "=" not in token:
+                next(tokens, None)  # its value, whatever it looks like
+            continue
+        if name.startswith("--") and len(name) > 2 and " " not in token:
             longer = [o for o in known if o.startswith(name)]  # an abbreviation: never accepted
             near = longer[:1] or difflib.get_close_matches(name, known, n=1)
             hint = f"; did you mean {near[0]}?" if near else ""

@@ -1,9 +1,9 @@
 """Managed turns: one admitted unit is one host invocation, owned by one runner.
 
 begin: reserve, journal the attempt with this runner's claim, open the mission, count the turn and
-link the attempt to it (one commit) -> spawn held (own process group; its program does not run
-yet) -> confirm with the pid (journal and start in one commit: the point of no return) -> release
-the program -> wait under the timeout in slices,
+link the attempt to it (one commit) -> fork held (own process group; not exec'd yet) -> confirm
+with the pid (journal and start in one commit: the point of no return) -> exec the program ->
+wait under the timeout in slices,
 renewing the claim's lease (kill the group at the deadline) -> settle the verdict and the mission
 (one commit). Every step after the claim is conditional on still owning it. ``begin`` is the
 decision (up to the committed reservation) and ``finish`` the rest, so a host decides a tick on one
@@ -523,25 +523,26 @@ class TurnExecutor:
         if record is None:  # pragma: no cover - the begin committed it under this runner's claim
             raise ClaimLost(turn_id, self.owner, None, "launch")
         env = host_env(automation, record, runner_env=dict(os.environ), store_url=self.store.url, envelope_mode=self.gate.mode)
+        launched: list[int] = []
+
+        def confirm(pid: int) -> None:  # the point of no return: the host has not run yet
+            _pause("held")
+            self.journal.launch(turn_id, self.owner, lease_expires=lease_expires, deadline=deadline, child_pid=pid)
+            launched.append(pid)
+
         try:
-            held = spawn_held(list(host.argv), cwd=host.cwd, env=env)
+            proc = spawn_held(list(host.argv), cwd=host.cwd, env=env, confirm=confirm)
         except OSError as exc:
-            # Nothing ran, but the start is spent: confirmed, so the turn is never launched again.
-            self.journal.confirm(turn_id, self.owner, lease_expires=lease_expires, deadline=deadline)
+            # Nothing ran, but the start is spent: confirmed (with the held child's pid when exec
+            # failed after it), so the turn is never launched again.
+            if not launched:
+                self.journal.confirm(turn_id, self.owner, lease_expires=lease_expires, deadline=deadline)
             problem = f"could not start {host.argv[0]!r}" + (f" in {host.cwd}" if host.cwd else "") + f": {exc.strerror or exc}"
             with contextlib.suppress(OSError), os.fdopen(open_log(log_path), "a", encoding="utf-8") as log:  # the log says so too
                 log.write(f"floorgate: {problem}\n")
             return spawn_failed(exc), problem
-        proc = held.proc
-        _pause("held")
         pumper = pump(proc.stdout, log_path, self.log_cap, tapped)  # type: ignore[arg-type]
         try:
-            try:
-                self.journal.launch(turn_id, self.owner, lease_expires=lease_expires, deadline=deadline, child_pid=proc.pid)
-            except BaseException:
-                held.abandon()  # its program never runs: the turn stays journaled (resumable) or another's
-                raise
-            held.release()
             code = self._wait(proc, turn_id, timeout)
             if code is None:
                 kill_group(proc.pid, wait=proc.wait)

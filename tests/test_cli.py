@@ -348,3 +348,10 @@ def test_a_hook_never_creates_a_store_it_blocks(tmp_path: Path) -> None:
 def test_a_typo_is_one_line_naming_the_nearest_right_word(db: str, argv: list[str], said: str) -> None:
     r = cli(*argv, "--db", db)
     assert r.returncode == 2 and said in one_line_error(r) and r.stdout == "", r
+
+
+def test_a_value_that_starts_with_dashes_is_a_value_not_a_typo(db: str) -> None:
+    r = cli("admit", "--goal", "g", "--agent", "a", "--manual-reason", "--urgent fix", "--json", "--db", db)
+    assert r.returncode == 0 and json.loads(r.stdout)["admitted"] is True, r
+    version = cli("--version", "status")
+    assert version.returncode == 0 and version.stdout.startswith("floorgate "), version

@@ -1,5 +1,5 @@
-"""A host spawned held: its pid exists before its program runs, and the program runs only once
-released (so the turn's confirmation and its pid commit together, before anything can cost)."""
+"""A host spawned held: forked, its pid known, but its program exec'd only once the runner has
+recorded that pid with the turn's confirmation (so nothing can cost before the point of no return)."""
 
 from __future__ import annotations
 
@@ -10,35 +10,44 @@ from pathlib import Path
 
 import pytest
 
-from scheduler._process import HELD_EXIT, spawn_held
+from scheduler._process import spawn_held
 
 
 def _writer(marker: Path) -> list[str]:
-    # Records its stdin (as the program sees it) and its argv[0]-independent pid.
-    code = f"import os, sys; open({str(marker)!r}, 'a').write(repr(sys.stdin.read()) + ' ' + str(os.getpid()) + '\\n')"
+    # Records its stdin (as the program sees it), its pid and its environment's names.
+    code = (
+        f"import os, sys; open({str(marker)!r}, 'a').write("
+        "repr(sys.stdin.read()) + ' ' + str(os.getpid()) + ' ' + ','.join(sorted(os.environ)) + '\\n')"
+    )
     return [sys.executable, "-c", code]
 
 
-def test_a_released_host_runs_its_program_once_in_the_held_pid_with_stdin_from_dev_null(tmp_path: Path) -> None:
+def test_the_program_runs_only_after_the_confirmation_in_the_held_pid_with_its_own_environment(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
-    held = spawn_held(_writer(marker), cwd=None, env=dict(os.environ))
-    assert not marker.exists()  # spawned, not run
-    held.release()
-    held.release()  # a second release is a no-op
-    assert held.proc.wait(timeout=30) == 0
-    assert marker.read_text().splitlines() == [f"'' {held.proc.pid}"]  # the same pid: exec, not a grandchild
+    seen: list[tuple[int, bool]] = []
+    env = {"PATH": os.environ["PATH"], "FLOORGATE_TURN_ID": "t-1"}
+    proc = spawn_held(_writer(marker), cwd=None, env=env, confirm=lambda pid: seen.append((pid, marker.exists())))
+    assert proc.wait(timeout=30) == 0
+    assert seen == [(proc.pid, False)]  # confirmed with the pid, before the program had run
+    stdin, pid, names = marker.read_text().split()
+    assert (stdin, int(pid)) == ("''", proc.pid)  # stdin from /dev/null; exec'd in the held pid
+    # No shell's PWD or SHLVL added (LC_CTYPE is Python's own locale coercion, PEP 538).
+    assert set(names.split(",")) - {"LC_CTYPE"} == set(env), names
 
 
-def test_an_abandoned_host_exits_without_running_its_program(tmp_path: Path) -> None:
+def test_a_refused_confirmation_leaves_the_program_unrun_and_is_raised(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
-    held = spawn_held(_writer(marker), cwd=None, env=dict(os.environ))
-    held.abandon()
-    assert held.proc.wait(timeout=30) == HELD_EXIT
+
+    def refuse(pid: int) -> None:
+        raise RuntimeError(f"the claim on {pid} was lost")
+
+    with pytest.raises(RuntimeError, match="the claim on"):
+        spawn_held(_writer(marker), cwd=None, env=dict(os.environ), confirm=refuse)
     assert not marker.exists()
 
 
 @pytest.mark.parametrize("kind", ["missing", "not-executable", "a-directory", "not-on-path"])
-def test_a_program_that_cannot_run_is_refused_before_anything_is_spawned(tmp_path: Path, kind: str) -> None:
+def test_a_program_that_cannot_run_is_refused_before_anything_is_confirmed(tmp_path: Path, kind: str) -> None:
     program = tmp_path / "tool"
     if kind == "not-executable":
         program.write_text("#!/bin/sh\n")
@@ -47,8 +56,20 @@ def test_a_program_that_cannot_run_is_refused_before_anything_is_spawned(tmp_pat
         program.mkdir()
     argv = ["floorgate-no-such-tool"] if kind == "not-on-path" else [str(program)]
     expected = FileNotFoundError if kind in ("missing", "not-on-path") else PermissionError
+    confirmed: list[int] = []
     with pytest.raises(expected):
-        spawn_held(argv, cwd=None, env={"PATH": str(tmp_path)})
+        spawn_held(argv, cwd=None, env={"PATH": str(tmp_path)}, confirm=confirmed.append)
+    assert confirmed == []
+
+
+def test_an_exec_error_after_the_confirmation_is_raised_as_popen_raises_it(tmp_path: Path) -> None:
+    script = tmp_path / "no-shebang"  # executable, but no interpreter line: exec refuses it
+    script.write_text("echo ran\n")
+    script.chmod(0o700)
+    confirmed: list[int] = []
+    with pytest.raises(OSError):
+        spawn_held([str(script)], cwd=None, env={"PATH": str(tmp_path)}, confirm=confirmed.append)
+    assert len(confirmed) == 1  # it was confirmed (the start is spent), and nothing ran
 
 
 def test_a_bare_name_is_found_on_the_environments_path_like_exec_does(tmp_path: Path) -> None:
@@ -57,7 +78,6 @@ def test_a_bare_name_is_found_on_the_environments_path_like_exec_does(tmp_path: 
     tool.parent.mkdir()
     tool.write_text(f"#!/bin/sh\necho ran > {marker}\n")
     tool.chmod(0o700)
-    held = spawn_held(["tool"], cwd=None, env={"PATH": str(tool.parent)})
-    held.release()
-    assert held.proc.wait(timeout=30) == 0
+    proc = spawn_held(["tool"], cwd=None, env={"PATH": str(tool.parent)}, confirm=lambda pid: None)
+    assert proc.wait(timeout=30) == 0
     assert marker.read_text() == "ran\n"

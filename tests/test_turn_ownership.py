@@ -145,15 +145,16 @@ def test_sigkill_between_reserve_and_launch_is_resumed_by_the_next_turn_run(db_u
     assert listed.returncode == 0 and "settled, succeeded (completed)" in listed.stdout, listed
 
 
-def held_hosts(marker: Path) -> list[int]:
-    """Pids of live held hosts (the ``floorgate-held`` shim) whose command line names ``marker``."""
+def children_of(pid: int) -> list[int]:
+    """Live processes whose parent is ``pid`` (a runner's held host, forked and not yet exec'd)."""
     found = []
     for entry in Path("/proc").iterdir():
         try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            status = (entry / "status").read_text()
         except OSError:
             continue
-        if b"floorgate-held" in argv and any(str(marker).encode() in a for a in argv):
+        fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+        if fields.get("PPid", "").strip() == str(pid) and not fields.get("State", "").startswith("Z"):
             found.append(int(entry.name))
     return found
 
@@ -163,10 +164,11 @@ def test_sigkill_while_the_host_is_held_runs_nothing_and_leaves_the_turn_resumab
     setup(db_url, f"open({str(marks)!r}, 'a').write('launch\\n')")
     runner = turn_run(db_url, tmp_path / "s0", "--turn", TURN, pause=f"held:{pause}")
     wait_for(pause.exists, what="the runner to pause with its host spawned held")
-    assert held_hosts(marks), "the host process exists before the confirmation commits"
+    held = children_of(runner.pid)
+    assert held, "the host process exists before the confirmation commits"
     runner.send_signal(signal.SIGKILL)
     runner.wait(timeout=30)
-    wait_for(lambda: not held_hosts(marks), what="the held host to exit unrun")
+    wait_for(lambda: not any(Path(f"/proc/{pid}").exists() for pid in held), what="the held host to die unrun")
     assert launches(marks) == 0  # its program never ran: nothing was paid for
     with open_store(db_url) as store:
         assert Admission(store).start(TURN).phase is Phase.RESERVED
