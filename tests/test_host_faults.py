@@ -149,9 +149,11 @@ def test_a_running_host_recovers_a_crashed_turn_run_and_ticks_again(db_url: str,
         with open_store(db_url) as store:
             journal = Journal(store)
             crashed = wait_for(
-                lambda: next((r for r in journal.unsettled("x") if r.child_pid and r.kind == "manual"), None), what="the manual turn"
+                lambda: next((r for r in journal.unsettled("x") if r.child_pid and r.kind == "manual"), None),
+                timeout=40,  # a new process on a loaded CI machine (two test workers beside the host)
+                what="the manual turn",
             )
-            wait_for(child.exists, what="the manual turn's command")
+            wait_for(child.exists, timeout=40, what="the manual turn's command")
             runner.send_signal(signal.SIGKILL)
             runner.wait(timeout=30)
             killed_at = lines(marker)
