@@ -392,18 +392,6 @@ class Journal:
             if done.rowcount != 1:
                 self._refuse(conn, turn_id, owner, "mission link", "journaled")
 
-    def launched(self, turn_id: str, owner: str, child_pid: int) -> None:
-        """Record the host's pid (only by the owner, only once, only after ``confirm``)."""
-        t = s.turns
-        with self.store.write(lock_key=locks.turn(turn_id)) as conn:
-            done = conn.execute(
-                update(t)
-                .where(t.c.turn_id == turn_id, t.c.owner_id == owner, t.c.phase == "confirmed")
-                .values(phase="launched", child_pid=child_pid)
-            )
-            if done.rowcount != 1:
-                self._refuse(conn, turn_id, owner, "launch", "confirmed")
-
     def renew(self, turn_id: str, owner: str, lease_expires: datetime) -> None:
         """Extend the owner's lease; ``ClaimLost`` when another runner took the turn over."""
         t = s.turns

@@ -168,10 +168,10 @@ def crashed(
     )
     assert decision.admitted, decision
     journal = Journal(store, clock)
-    if phase in ("confirmed", "launched"):
+    if phase == "confirmed":
         journal.confirm(turn_id, owner, lease_expires=now + lease, deadline=now + timedelta(minutes=5))
-    if phase == "launched":
-        journal.launched(turn_id, owner, 2**22 + 12345)  # no such process
+    if phase == "launched":  # confirmed with a pid that does not exist
+        journal.launch(turn_id, owner, lease_expires=now + lease, deadline=now + timedelta(minutes=5), child_pid=2**22 + 12345)
     return journal.get(turn_id)
 
 

@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_rrule import _walked
 
 from admission.errors import InvalidInput
 from hosts import Schedule, _memo
@@ -237,21 +238,6 @@ def test_exdates_and_a_grid_rule() -> None:
 
 
 # -- bounded, walking rarely, shared by threads -------------------------------------------------
-def _walks(schedule: Schedule, monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    engine = schedule._engine
-    naive = engine._naive
-    counts: list[int] = []
-
-    def counting(start, walk_from):  # type: ignore[no-untyped-def]
-        counts.append(0)
-        for value in naive(start, walk_from):
-            counts[-1] += 1
-            yield value
-
-    monkeypatch.setattr(engine, "_naive", counting)
-    return counts
-
-
 @pytest.mark.parametrize(
     "rule, zone",
     [
@@ -262,7 +248,7 @@ def _walks(schedule: Schedule, monkeypatch: pytest.MonkeyPatch) -> list[int]:
 )
 def test_a_hosts_fires_walk_once_per_chunk(rule: str, zone: str, monkeypatch: pytest.MonkeyPatch) -> None:
     schedule = Schedule.parse(f"DTSTART;TZID={zone}:20200101T000000\nRRULE:{rule}")
-    walks = _walks(schedule, monkeypatch)
+    walks = _walked(schedule, monkeypatch)
     at = datetime(2026, 3, 1, tzinfo=UTC)
     fired = []
     for _ in range(2000):
@@ -282,7 +268,7 @@ def test_a_hosts_fires_walk_once_per_chunk(rule: str, zone: str, monkeypatch: py
 
 def test_a_grid_rule_is_answered_without_walking_where_the_offset_holds(monkeypatch: pytest.MonkeyPatch) -> None:
     schedule = Schedule.parse("DTSTART;TZID=Europe/Berlin:20200101T000000\nRRULE:FREQ=MINUTELY;INTERVAL=15")
-    walks = _walks(schedule, monkeypatch)
+    walks = _walked(schedule, monkeypatch)
     rng = random.Random(3)
     base = datetime(2026, 5, 1, tzinfo=UTC)  # months from any change
     for _ in range(2000):
@@ -329,7 +315,7 @@ def test_the_memo_answers_queries_over_a_week_it_has_seen(monkeypatch: pytest.Mo
     for t in probes:
         schedule.next_after(t)
         schedule.last_at_or_before(t)
-    walks = _walks(schedule, monkeypatch)
+    walks = _walked(schedule, monkeypatch)
     for t in probes:
         schedule.next_after(t)
         schedule.last_at_or_before(t)
