@@ -299,7 +299,9 @@ class HookInstaller:
 
     def status(self, path: Path, *, project: Path | None = None) -> HookStatus:
         """The floorgate hooks ``path`` holds (read without following a planted link)."""
-        before, doc = _read(path, self._anchor(path, project_dir(project)))
+        # Not project_dir(): readback asks about a project that may be gone since (user settings stay).
+        where = project.expanduser().absolute() if project is not None else project_dir(None)
+        before, doc = _read(path, self._anchor(path, where))
         return HookStatus(path, before is not None, self.client.installed(doc, path))
 
     def runs(self, status: HookStatus, project: Path) -> list[tuple[InstalledHook, str | None]]:

@@ -24,7 +24,10 @@ LANE = ("--goal", "g", "--agent", "a", "--automation", "x", "--wake", "automatic
     [
         ("postgresql://fg:s3cret@db.example/fg", "postgresql://fg:***@db.example/fg"),
         ("postgresql+psycopg://fg:p%40ss@db.example:5432/fg", "postgresql+psycopg://fg:***@db.example:5432/fg"),
-        ("postgresql://db.example/fg?user=fg&password=s3cret&sslmode=require", "postgresql://db.example/fg?user=fg&password=***&sslmode=require"),
+        (
+            "postgresql://db.example/fg?user=fg&password=s3cret&sslmode=require",
+            "postgresql://db.example/fg?user=fg&password=***&sslmode=require",
+        ),
         ("postgresql://fg@db.example/fg", "postgresql://fg@db.example/fg"),
         ("sqlite:////srv/a:b@c.db", "sqlite:////srv/a:b@c.db"),
         ("postgresql://fg:s3cret@[not a url", "postgresql://fg:***@[not a url"),
