@@ -240,6 +240,24 @@ def test_a_directory_another_user_may_write_to_is_refused(world: World) -> None:
     assert not world.settings("claude").with_name("settings.json.floorgate-backup").exists()
 
 
+def test_a_group_writable_directory_is_refused_unless_the_group_is_its_owners_alone(shared: Path) -> None:
+    other_user()
+    import grp
+    import pwd
+
+    world = make_world(shared)
+    claude = world.project / ".claude"
+    claude.chmod(0o770)
+    mine = pwd.getpwuid(os.geteuid())
+    if any(m != mine.pw_name for m in grp.getgrgid(mine.pw_gid).gr_mem):
+        pytest.skip("this user's primary group has other members")
+    os.chown(claude, -1, mine.pw_gid)  # a user private group (umask 002 setups): only its owner writes
+    assert world.install("claude").returncode == 0
+    os.chown(claude, -1, grp.getgrnam(OTHER).gr_gid)  # fgother's group: fgother may plant names in it
+    refused = world.install("claude", "--wait-eligible", "10s")
+    assert refused.returncode == 2 and "writable by its group" in refused.stderr, refused.stderr
+
+
 def test_a_directory_another_user_owns_is_refused(shared: Path) -> None:
     other_user()
     world = make_world(shared)
