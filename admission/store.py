@@ -60,6 +60,16 @@ def resolve_url(url: str | None) -> str:
     return url
 
 
+_URL_PASSWORD = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://[^:/@?#]*):(.*)@")
+_QUERY_PASSWORD = re.compile(r"([?&]password=)[^&#]*", re.IGNORECASE)
+
+
+def redact_url(url: str) -> str:
+    """``url`` fit to print: a password in it (``user:pw@``, or ``?password=``) becomes ``***``.
+    Works on text that is not a valid URL too (an error may quote what the user typed)."""
+    return _QUERY_PASSWORD.sub(r"\1***", _URL_PASSWORD.sub(r"\1:***@", url))
+
+
 def absolute_url(url: str | None) -> str:
     """``resolve_url``, with a SQLite path made absolute against the working directory: the form
     to hand to another process (a hook, a crontab line) that may run anywhere."""
@@ -67,7 +77,7 @@ def absolute_url(url: str | None) -> str:
     try:
         parsed = make_url(resolved)
     except ArgumentError:
-        raise InvalidInput("db", f"{url!r} is not a database URL; use a file path or postgresql://host/db") from None
+        raise InvalidInput("db", f"{redact_url(str(url))!r} is not a database URL; use a file path or postgresql://host/db") from None
     if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
         path = Path(parsed.database).expanduser().resolve()
         return parsed.set(database=str(path)).render_as_string(hide_password=False)
@@ -287,7 +297,7 @@ class Store:
 
     @property
     def safe_url(self) -> str:
-        return make_url(self.url).render_as_string(hide_password=True)
+        return redact_url(self.url)
 
     @contextmanager
     def read(self, *, within: Connection | None = None) -> Iterator[Connection]:
@@ -434,7 +444,7 @@ def open_store(url: str | None = None, *, create: bool = True, initialize: bool 
     try:
         parsed = make_url(resolved)
     except ArgumentError:
-        raise InvalidInput("db", f"{url!r} is not a database URL; use a file path or postgresql://host/db") from None
+        raise InvalidInput("db", f"{redact_url(str(url))!r} is not a database URL; use a file path or postgresql://host/db") from None
     backend = parsed.get_backend_name()
     new_file: Path | None = None
     if backend == "sqlite":

@@ -222,16 +222,3 @@ def group_alive(pgid: int) -> bool:
     except PermissionError:
         return True
     return True
-
-
-def owner_only_dirs(path: Path) -> None:
-    """Make ``path`` and its missing parents owner-only (0700): turn logs hold agent output."""
-    missing = []
-    for parent in (path, *path.parents):
-        if parent.exists():
-            break
-        missing.append(parent)
-    for directory in reversed(missing):
-        directory.mkdir(mode=0o700, exist_ok=True)
-    if not path.is_dir():
-        raise NotADirectoryError(f"{path} is not a directory")

@@ -53,7 +53,8 @@ from admission.journal import ClaimLost, JournalEntry, TurnOwned
 from admission.scope import check_id
 
 from ._host_env import TIMED_OUT, denied_verdict, exit_verdict, host_env, settled_unknown, spawn_failed
-from ._process import kill_group, open_log, owner_only_dirs, pump, spawn_held
+from ._process import kill_group, open_log, pump, spawn_held
+from ._safe_files import UnsafePath, private_dir
 from .envelope_gate import EnvelopeGate, TurnGate, envelope_mode
 from .meters import read_usage
 from .recovery import DEFAULT_LEASE, host_identity, new_owner_id, orphaned, settle_lost
@@ -433,7 +434,11 @@ class TurnExecutor:
         """Where the turn's log goes; the directory is made and checked before anything is reserved."""
         log_dir = self.state_dir / "logs" / automation_id
         try:
-            owner_only_dirs(log_dir)
+            # Owner-only, and no link below the state directory: one planted in a shared state
+            # directory must not redirect (or expose) a turn's output.
+            private_dir(self.state_dir, ("logs", automation_id), "state_dir")
+        except UnsafePath as exc:
+            raise LogUnwritable("state_dir", f"{str(exc).removeprefix('state_dir: ')}; choose another --state-dir") from None
         except (OSError, ValueError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             raise LogUnwritable(

@@ -12,6 +12,7 @@ hook only when its owner trusts it, which it reads from ``$CODEX_HOME/config.tom
 
 from __future__ import annotations
 
+import re
 import shlex
 from pathlib import Path
 from typing import Any, ClassVar
@@ -42,6 +43,19 @@ def parse_command(command: str) -> tuple[str, dict[str, Any]] | None:
             lane = {_LANE_FLAGS[t]: rest[j + 1] for j, t in enumerate(rest[:-1]) if t in _LANE_FLAGS}
             return tokens[i + 1], {"floorgate": head[0] if head else None, "db": db, "lane": lane}
     return None
+
+
+def as_installed(command: str, event: str, timeout: object) -> bool:
+    """Whether ``command`` (floorgate's ``event``) and its ``timeout`` are exactly what install
+    writes: the guarded argv with nothing added, and the timeout its ``--hook-timeout`` names."""
+    tokens = shlex.split(command)
+    argv = tokens[: tokens.index("||")] if "||" in tokens else tokens
+    if command != guarded(argv, "prompt" if event == PROMPT_EVENT else "tool call"):
+        return False
+    flags = [argv[i + 1] for i, t in enumerate(argv[:-1]) if t == "--hook-timeout"]
+    return (
+        len(flags) == 1 and re.fullmatch(r"[1-9][0-9]*s", flags[0]) is not None and type(timeout) is int and timeout == int(flags[0][:-1])
+    )
 
 
 class JsonHooks:
@@ -108,7 +122,7 @@ class JsonHooks:
                     if parsed is None:
                         continue
                     command = entry["command"]
-                    _, named = parsed
+                    ours, named = parsed
                     found.append(
                         InstalledHook(
                             event=event,
@@ -118,6 +132,7 @@ class JsonHooks:
                             db=named["db"],
                             lane=named["lane"],
                             guarded="|| {" in command and "exit 2" in command,
+                            as_installed=as_installed(command, ours, entry.get("timeout")),
                         )
                     )
         return found

@@ -10,6 +10,9 @@ the prompt hook's own wait, so the app does not kill a hook that is waiting for 
 Installing merges into the settings file: other keys and other hooks stay; floorgate's previous
 entries are replaced, so installing twice leaves one; the previous file is kept beside it as
 ``<name>.floorgate-backup`` before anything is written, and the new one is written atomically.
+Every read and write goes through ``_safe_files``: nothing below the project (or the app's own
+directory) is followed as a symbolic link, a backup is never more readable than 0600, and a
+directory another user owns or may write to is refused.
 An app is one ``HookClient`` (where its settings live, how its hook entries look, whether it will
 run them and what its owner must do first: a Codex hook runs only once its owner trusts it).
 Each install is recorded in the store (``HookInstalls``) so readback can ask the client, later,
@@ -24,7 +27,6 @@ import os
 import shlex
 import socket
 import sys
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -36,9 +38,9 @@ from admission import FloorgateError, InvalidInput, Store
 from admission.intervals import format_interval
 from admission.liveness import HookInstall, HookInstalls
 from admission.scope import check_id
-from admission.store import absolute_url
+from admission.store import absolute_url, redact_url
 
-from . import _toml_edit
+from . import _safe_files, _toml_edit
 
 BACKUP_SUFFIX = ".floorgate-backup"
 PROMPT_EVENT = "user-prompt-submit"
@@ -159,6 +161,17 @@ class InstalledHook:
     db: str | None
     lane: dict[str, str] = field(default_factory=dict)  # goal, agent, automation, wake, ...
     guarded: bool = False  # any failure is turned into a block
+    as_installed: bool = False  # command and timeout exactly what 'hook install' writes
+
+    def modified(self) -> str | None:
+        """Why this hook cannot be counted on to block (None: it is as installed). An edit such as
+        ``|| true`` or ``exit 0;`` still names floorgate but lets every prompt through."""
+        if self.as_installed:
+            return None
+        return (
+            "its command or timeout was changed from what 'floorgate hook install' writes, so it does not enforce "
+            "(an edit like '|| true' lets every prompt through); run 'floorgate hook install' again to restore it"
+        )
 
     def problems(self) -> list[str]:
         """What would make this hook block every prompt (or, unguarded, let them all through)."""
@@ -172,7 +185,7 @@ class InstalledHook:
     def notes(self) -> list[str]:
         """What is worth knowing but not broken."""
         if self.db is not None and self.db.startswith("sqlite:///") and not Path(self.db.removeprefix("sqlite:///")).exists():
-            return [f"{self.event}: store {self.db} does not exist yet (it is created on first use)"]
+            return [f"{self.event}: store {redact_url(self.db)} does not exist yet (it is created on first use)"]
         return []
 
 
@@ -262,40 +275,55 @@ class HookInstaller:
     def install(self, path: Path, plan: HookPlan, *, trust: bool = False, project: Path | None = None) -> Installed:
         """Merge the plan's hooks into ``path``; with ``trust`` (the owner consents) also do the
         owner's steps. Everything is checked before anything is written."""
-        before, doc = _read(path)
+        where = project_dir(project)
+        anchor = self._anchor(path, where)
+        before, doc = _read(path, anchor)
         after = self.client.install(doc, plan, path)
-        steps = self.client.owner_steps(after, path, project_dir(project)) if self.client.owner_trust else None
+        steps = self.client.owner_steps(after, path, where) if self.client.owner_trust else None
         grant = self._grant_text(steps) if trust and steps is not None else None
-        written = _write(path, before, after)
-        granted = _write_text(steps.file, grant[0], grant[1]) if steps is not None and grant is not None else None
+        written = _write(path, anchor, before, after)
+        granted = None
+        if steps is not None and grant is not None:
+            granted = _write_text(steps.file, steps.file.parent, grant[0], grant[1], field="--trust")
         return Installed(written, steps, granted)
 
-    def uninstall(self, path: Path) -> Written:
-        before, doc = _read(path)
+    def uninstall(self, path: Path, *, project: Path | None = None) -> Written:
+        """Remove floorgate's entries from ``path`` (the rest stays; the previous file is kept)."""
+        anchor = self._anchor(path, project_dir(project))
+        before, doc = _read(path, anchor)
         if before is None:
             return Written(path, False, None)
         after, removed = self.client.uninstall(doc, path)
-        written = _write(path, before, after)
+        written = _write(path, anchor, before, after)
         return Written(written.path, written.changed, written.backup, removed)
 
-    def status(self, path: Path) -> HookStatus:
-        before, doc = _read(path)
+    def status(self, path: Path, *, project: Path | None = None) -> HookStatus:
+        """The floorgate hooks ``path`` holds (read without following a planted link)."""
+        # Not project_dir(): readback asks about a project that may be gone since (user settings stay).
+        where = project.expanduser().absolute() if project is not None else project_dir(None)
+        before, doc = _read(path, self._anchor(path, where))
         return HookStatus(path, before is not None, self.client.installed(doc, path))
 
     def runs(self, status: HookStatus, project: Path) -> list[tuple[InstalledHook, str | None]]:
-        """Each hook found, and why the app will not run it now (None: it will)."""
-        return [(h, self.client.will_run(h, status.path, project)) for h in status.hooks]
+        """Each hook found, and why it does not enforce now (None: the app runs it as installed)."""
+        return [(h, h.modified() or self.client.will_run(h, status.path, project)) for h in status.hooks]
 
     def owner_steps(self, path: Path, project: Path) -> OwnerSteps | None:
         """What the owner must still do for the app to run the hooks in ``path`` as they are."""
-        _, doc = _read(path)
+        _, doc = _read(path, self._anchor(path, project))
         return self.client.owner_steps(doc, path, project) if self.client.owner_trust else None
+
+    def _anchor(self, path: Path, project: Path) -> Path:
+        """Below which directory no link is followed: the project for its own settings (a
+        repository chooses what its ``.claude`` or ``.codex`` is), else the app's own directory."""
+        return project if path.absolute() == self.client.settings_file(Target.PROJECT, project).absolute() else path.parent
 
     def _grant_text(self, steps: OwnerSteps) -> tuple[str | None, str]:
         try:
-            before: str | None = steps.file.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            before = None
+            found = _safe_files.read(steps.file.parent, steps.file, "--trust")
+            before = found.data.decode("utf-8") if found is not None else None
+        except UnicodeDecodeError:
+            raise InvalidInput("--trust", f"{steps.file} is not UTF-8 text; fix it first") from None
         except OSError as exc:
             raise InvalidInput("--trust", f"cannot read {steps.file}: {exc.strerror or exc}") from None
         return before, _toml_edit.merged(before or "", steps.tables, str(steps.file))
@@ -321,7 +349,7 @@ class HookInstaller:
             return None  # its files are on the host it was installed on
         path, project = Path(install.settings_file), Path(install.project_dir)
         try:
-            status = self.status(path)
+            status = self.status(path, project=project)
         except InvalidInput as exc:
             return str(exc)
         prompts = [h for h in status.hooks if h.lane.get("automation") == install.automation_id]
@@ -353,12 +381,15 @@ def hook_problem(store: Store, automation_id: str, env: Mapping[str, str] | None
     return None if why is None else f"the {svc.client.title} hook in {install.settings_file} will not run: {why}"
 
 
-def _read(path: Path) -> tuple[str | None, dict[str, Any]]:
+def _read(path: Path, anchor: Path) -> tuple[str | None, dict[str, Any]]:
     """The file's text (None when absent) and its JSON object; anything else is refused."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None, {}
+        found = _safe_files.read(anchor, path, "settings")
+        if found is None:
+            return None, {}
+        text = found.data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidInput("settings", f"{path} is not UTF-8 text: fix or move it first") from None
     except OSError as exc:
         raise InvalidInput("settings", f"cannot read {path}: {exc.strerror or exc}") from None
     try:
@@ -370,35 +401,26 @@ def _read(path: Path) -> tuple[str | None, dict[str, Any]]:
     return text, doc
 
 
-def _write(path: Path, before: str | None, doc: dict[str, Any]) -> Written:
+def _write(path: Path, anchor: Path, before: str | None, doc: dict[str, Any]) -> Written:
     if before is not None:
         try:
             if json.loads(before) == doc:
                 return Written(path, False, None)
         except json.JSONDecodeError:
             pass
-    return _write_text(path, before, json.dumps(doc, indent=2) + "\n")
+    return _write_text(path, anchor, before, json.dumps(doc, indent=2) + "\n")
 
 
-def _write_text(path: Path, before: str | None, text: str) -> Written:
-    """Write ``text`` to ``path`` atomically, the previous content kept beside it first."""
+def _write_text(path: Path, anchor: Path, before: str | None, text: str, *, field: str = "settings") -> Written:
+    """Write ``text`` to ``path`` atomically, the previous content kept beside it first (see
+    ``_safe_files.replace``: no link followed, modes kept, backups at most 0600)."""
     if text == before:
         return Written(path, False, None)
-    backup = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if before is not None:
-            backup = path.with_name(path.name + BACKUP_SUFFIX)
-            backup.write_text(before, encoding="utf-8")
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o7777)
-        os.replace(tmp, path)
+        done = _safe_files.replace(anchor, path, text.encode("utf-8"), field, backup_suffix=BACKUP_SUFFIX)
     except OSError as exc:
-        raise InvalidInput("settings", f"cannot write {path}: {exc.strerror or exc}") from None
-    return Written(path, True, backup)
+        raise InvalidInput(field, f"cannot write {path}: {exc.strerror or exc}") from None
+    return Written(path, True, done.backup)
 
 
 CLIENTS = ("claude", "codex")

@@ -43,6 +43,7 @@ from admission.clock import Clock, SystemClock, iso, read_clock
 from admission.events import EventKind, Events
 from admission.intervals import format_interval
 from admission.liveness import HookAnswer, HookAnswers, HostBeats
+from admission.store import redact_url
 from hosts import InvalidSchedule, Schedule
 from hosts.contract import Capabilities, Held, Observation, ObservationState, Reported, TimerHost, TimerKind
 from hosts.crontab import CrontabHost, not_runnable
@@ -185,7 +186,8 @@ class TimerService:
             argv += ["--state-dir", str(self.state_dir.resolve())]
         for field, value in (("--db", url), ("--state-dir", argv[-1]), ("python", sys.executable)):
             if "\n" in value or "\r" in value:
-                raise InvalidInput(field, f"{value!r} contains a line break, which would end the crontab line; choose a path without one")
+                shown = redact_url(value) if field == "--db" else value
+                raise InvalidInput(field, f"{shown!r} contains a line break, which would end the crontab line; choose a path without one")
         # cron turns an unescaped % in the command into a newline (stdin), cutting the command off;
         # cron itself removes the backslash, so the shell sees the % (inside quotes, or not).
         return (shlex.join(argv) + " >/dev/null 2>&1").replace("%", "\\%")

@@ -24,6 +24,7 @@ from pathlib import Path
 from admission import FloorgateError, InvalidInput
 from admission.clock import iso
 from admission.intervals import format_interval, parse_interval
+from admission.store import redact_url
 
 from ..cli import EXIT_OK, EXIT_UNAVAILABLE, Context, add_common
 
@@ -331,7 +332,7 @@ def _install(ctx: Context) -> int:
     lane = f"{spec.goal}/{spec.agent}/{spec.automation}"
     text = (
         f"{'installed' if done.changed else 'already installed, nothing changed:'} floorgate hooks in {path}: "
-        f"UserPromptSubmit admits {lane} ({spec.wake.value}) in {spec.db}, waiting up to {format_interval(spec.wait)} "
+        f"UserPromptSubmit admits {lane} ({spec.wake.value}) in {redact_url(spec.db)}, waiting up to {format_interval(spec.wait)} "
         f"(hook timeout {spec.prompt_timeout_seconds}s); PreToolUse counts tool calls of managed turns; "
         f"any failure to run {spec.floorgate[0]} blocks"
     )
@@ -345,7 +346,7 @@ def _install(ctx: Context) -> int:
             f"\n{svc.client.title} will NOT run them yet: {steps.why}. As its owner, add to {steps.file}:\n{steps.text.rstrip()}\n"
             "(or run this install again with --trust to have floorgate add it)"
         )
-    status = svc.status(path)
+    status = svc.status(path, project=project)
     why_not = [why for _, why in svc.runs(status, project) if why is not None]
     text += f"\n{svc.client.title} runs them now" if not why_not else f"\nnot running yet: {why_not[0]}"
     ctx.emit(
@@ -353,7 +354,7 @@ def _install(ctx: Context) -> int:
             "path": str(path),
             "changed": done.changed,
             "backup": str(done.backup) if done.backup else None,
-            "db": spec.db,
+            "db": redact_url(spec.db),
             "owner_steps": {"file": str(steps.file), "toml": steps.text} if steps is not None and granted is None else None,
             "trusted_in": str(steps.file) if steps is not None and granted is not None else None,
             "runs": not why_not,
@@ -365,8 +366,8 @@ def _install(ctx: Context) -> int:
 
 
 def _uninstall(ctx: Context) -> int:
-    svc, path, _ = _target(ctx)
-    done = svc.uninstall(path)
+    svc, path, project = _target(ctx)
+    done = svc.uninstall(path, project=project)
     text = f"removed {done.removed} floorgate hook(s) from {path}" if done.changed else f"no floorgate hooks in {path}; nothing changed"
     if done.backup is not None:
         text += f"\nprevious settings kept in {done.backup}"
@@ -378,15 +379,21 @@ def _uninstall(ctx: Context) -> int:
 
 def _status(ctx: Context) -> int:
     svc, path, project = _target(ctx)
-    st = svc.status(path)
+    st = svc.status(path, project=project)
     runs = svc.runs(st, project)
     lines = [f"{path}: {'no floorgate hooks' if not st.hooks else f'{len(st.hooks)} floorgate hook(s)'}"]
     for h, why in runs:
         lane = h.lane
         named = f" for {lane.get('goal')}/{lane.get('agent')}/{lane.get('automation')} ({lane.get('wake')})" if lane.get("goal") else ""
-        lines.append(f"  {h.event}{named}: store {h.db or '$FLOORGATE_DB'}, runs {h.floorgate}, timeout {h.timeout}")
+        store = redact_url(h.db) if h.db is not None else "$FLOORGATE_DB"
+        lines.append(f"  {h.event}{named}: store {store}, runs {h.floorgate}, timeout {h.timeout}")
         lines += [f"  problem: {p}" for p in h.problems()] + [f"  note: {n}" for n in h.notes()]
-        lines.append(f"  {svc.client.title} runs it now" if why is None else f"  problem: {svc.client.title} will not run it: {why}")
+        if why is None:
+            lines.append(f"  {svc.client.title} runs it now")
+        elif h.modified() is not None:
+            lines.append(f"  problem: modified, does not enforce: {why}")
+        else:
+            lines.append(f"  problem: {svc.client.title} will not run it: {why}")
     doc = {
         "path": str(path),
         "exists": st.exists,
@@ -396,7 +403,8 @@ def _status(ctx: Context) -> int:
             {
                 "event": h.event,
                 "floorgate": h.floorgate,
-                "db": h.db,
+                "db": redact_url(h.db) if h.db is not None else None,
+                "modified": h.modified() is not None,
                 "lane": h.lane,
                 "timeout": h.timeout,
                 "problems": h.problems(),
