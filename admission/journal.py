@@ -386,7 +386,7 @@ class Journal:
         journal row goes from ``journaled`` to ``launched`` with the pid, the start is confirmed.
         ``child_boot_id`` and ``child_start_ticks`` say which process that pid is (recovery
         signals it only while both still match); None when they could not be read."""
-        identity = {"child_pid": child_pid, "child_boot_id": child_boot_id, "child_start_ticks": child_start_ticks}
+        identity: dict[str, object] = {"child_pid": child_pid, "child_boot_id": child_boot_id, "child_start_ticks": child_start_ticks}
         return self._pass(turn_id, owner, lease_expires, deadline, identity)
 
     def _pass(self, turn_id: str, owner: str, lease_expires: datetime, deadline: datetime, child: dict[str, object] | None) -> TurnRecord:

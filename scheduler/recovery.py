@@ -160,7 +160,13 @@ def settle_lost(store: Store, clock: Clock, record: TurnRecord, owner: str, *, r
     if check is Signal.KILL and record.child_pid is not None:
         kill_group(record.child_pid, grace=2.0)
     elif check not in (Signal.NO_CHILD, Signal.GONE):
-        log.warning("turn %s of %s: its recorded process %s was not signalled: %s", record.turn_id, record.automation_id, record.child_pid, check.value)
+        log.warning(
+            "turn %s of %s: its recorded process %s was not signalled: %s",
+            record.turn_id,
+            record.automation_id,
+            record.child_pid,
+            check.value,
+        )
     latch = record.mission_id is not None and _metered(store, record.automation_id)
     # Its run time counts on the mission's wall clock as the longest it can have run (to its
     # deadline or now): unknown is never free.
