@@ -149,6 +149,10 @@ turns = Table(
     # step after the claim is an UPDATE conditional on owning it.
     Column("owner_id", String(160), nullable=True),
     Column("lease_expires_us", UtcMicros, nullable=True),
+    # Who child_pid was: the boot it was spawned in and its start time (clock ticks since boot), so
+    # recovery never signals a process that merely reuses the number (migration 0018).
+    Column("child_boot_id", String(64), nullable=True),
+    Column("child_start_ticks", BigInteger, nullable=True),
     Index("ix_fg_turns_automation", "automation_id", "started_at_us"),
     Index("ix_fg_turns_phase", "phase"),
 )

@@ -135,6 +135,16 @@ class TurnRecord(BaseModel):
     mission_id: str | None = None
     owner_id: str | None = None
     lease_expires: datetime | None = None
+    child_boot_id: str | None = None  # the boot child_pid was spawned in (None: not recorded)
+    child_start_ticks: int | None = None  # its start time, clock ticks since that boot
+
+
+@dataclass(frozen=True)
+class Settled:
+    """A settlement and whether this call wrote it (``won``) or found the turn already settled."""
+
+    record: TurnRecord
+    won: bool
 
 
 @dataclass(frozen=True)
@@ -269,6 +279,8 @@ def _decode(row) -> TurnRecord:  # type: ignore[no-untyped-def]
         mission_id=row.mission_id,
         owner_id=row.owner_id,
         lease_expires=row.lease_expires_us,
+        child_boot_id=row.child_boot_id,
+        child_start_ticks=row.child_start_ticks,
     )
 
 
@@ -358,18 +370,31 @@ class Journal:
         program is missing): a spawned one passes with its pid (``launch``)."""
         return self._pass(turn_id, owner, lease_expires, deadline, None)
 
-    def launch(self, turn_id: str, owner: str, *, lease_expires: datetime, deadline: datetime, child_pid: int) -> TurnRecord:
+    def launch(
+        self,
+        turn_id: str,
+        owner: str,
+        *,
+        lease_expires: datetime,
+        deadline: datetime,
+        child_pid: int,
+        child_boot_id: str | None = None,
+        child_start_ticks: int | None = None,
+    ) -> TurnRecord:
         """``confirm`` and ``launched`` in one commit, for a host spawned held before its program
         runs (it runs only once this has committed; if the runner dies first, it exits unrun): the
-        journal row goes from ``journaled`` to ``launched`` with the pid, the start is confirmed."""
-        return self._pass(turn_id, owner, lease_expires, deadline, child_pid)
+        journal row goes from ``journaled`` to ``launched`` with the pid, the start is confirmed.
+        ``child_boot_id`` and ``child_start_ticks`` say which process that pid is (recovery
+        signals it only while both still match); None when they could not be read."""
+        identity: dict[str, object] = {"child_pid": child_pid, "child_boot_id": child_boot_id, "child_start_ticks": child_start_ticks}
+        return self._pass(turn_id, owner, lease_expires, deadline, identity)
 
-    def _pass(self, turn_id: str, owner: str, lease_expires: datetime, deadline: datetime, child_pid: int | None) -> TurnRecord:
+    def _pass(self, turn_id: str, owner: str, lease_expires: datetime, deadline: datetime, child: dict[str, object] | None) -> TurnRecord:
         t = s.turns
         now = read_clock(self.clock)
         values: dict[str, object] = {"phase": "confirmed", "lease_expires_us": lease_expires, "deadline_us": deadline}
-        if child_pid is not None:
-            values.update(phase="launched", child_pid=child_pid)
+        if child is not None:
+            values.update(phase="launched", **child)
         with self.store.write(lock_key=locks.turn(turn_id)) as conn:
             done = conn.execute(update(t).where(t.c.turn_id == turn_id, t.c.owner_id == owner, t.c.phase == "journaled").values(**values))
             if done.rowcount != 1:
@@ -426,6 +451,12 @@ class Journal:
         is final). A start still reserved for this turn is confirmed in the same commit (never
         refunded), so a settled turn never leaves a reservation behind. ``within``: in the caller's
         transaction (with the mission's settlement); ``ClaimLost`` then rolls all of it back."""
+        return self.settle_first(turn_id, verdict, owner=owner, within=within).record
+
+    def settle_first(self, turn_id: str, verdict: Verdict, *, owner: str, within: Connection | None = None) -> Settled:
+        """``settle``, saying whether this call wrote the verdict: the UPDATE matches only a row
+        still unsettled (one statement), so of two racing settlements exactly one has ``won``, and
+        only that one may charge what the settlement costs (wall time, a latch)."""
         t = s.turns
         now = read_clock(self.clock)
         with self.store.write(lock_key=locks.turn(turn_id), within=within) as conn:
@@ -450,7 +481,7 @@ class Journal:
                 raise ClaimLost(turn_id, owner, row.owner_id, "settlement")
             st = s.starts
             conn.execute(update(st).where(st.c.turn_id == turn_id, st.c.phase == "reserved").values(phase="confirmed", confirmed_at_us=now))
-        return _record(row)
+        return Settled(_record(row), won=done.rowcount == 1)
 
     def take_over(self, record: TurnRecord, owner: str, lease_expires: datetime, *, runner_host: str, runner_pid: int) -> TurnRecord | None:
         """Claim an orphaned turn: one compare-and-set on the claim as ``record`` saw it. Returns

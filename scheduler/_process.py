@@ -201,8 +201,48 @@ def pump(stream: IO[bytes], log_path: Path, cap: int, tapped: list[str] | None =
     return thread
 
 
+# Linux's hard limit on pids (PID_MAX_LIMIT, 2**22): a recorded pid outside 2..this is damage, and
+# is never handed to kill(2) (0 and -1 there mean "my own group" and "every process I may signal").
+PID_LIMIT = 4_194_304
+_BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+
+
+def valid_pid(pid: int) -> bool:
+    """Whether ``pid`` can name a process other than init (never 0, negative, 1 or out of range)."""
+    return type(pid) is int and 1 < pid <= PID_LIMIT
+
+
+def boot_id() -> str | None:
+    """This boot's id (changes at every reboot), or None where /proc cannot tell."""
+    try:
+        text = _BOOT_ID.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return text or None
+
+
+def start_ticks(pid: int) -> int | None:
+    """When process ``pid`` started, in clock ticks since boot (/proc/<pid>/stat field 22); None
+    when it is not there, /proc cannot be read, or ``pid`` is not a valid pid."""
+    if not valid_pid(pid):
+        return None
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    # Field 2 (the command name) is in parentheses and may itself hold spaces and ')'.
+    fields = stat.rpartition(b")")[2].split()
+    try:
+        return int(fields[19])  # fields[0] is field 3 (state): field 22 is fields[19]
+    except (IndexError, ValueError):
+        return None
+
+
 def kill_group(pgid: int, grace: float = 2.0, wait=None) -> None:  # type: ignore[no-untyped-def]
     """SIGTERM the process group, then SIGKILL what is left after ``grace`` seconds."""
+    if not valid_pid(pgid):  # kill(2) would read 0 as our own group and -1 as every process
+        raise ValueError(f"refusing to signal process group {pgid!r}: not a valid process id")
     try:
         os.killpg(pgid, signal.SIGTERM)
     except ProcessLookupError:
@@ -215,6 +255,9 @@ def kill_group(pgid: int, grace: float = 2.0, wait=None) -> None:  # type: ignor
 
 
 def group_alive(pgid: int) -> bool:
+    """Whether process group ``pgid`` has a member (False for an invalid pid: never probed)."""
+    if not valid_pid(pgid):
+        return False
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:

@@ -53,7 +53,7 @@ from admission.journal import ClaimLost, JournalEntry, TurnOwned
 from admission.scope import check_id
 
 from ._host_env import TIMED_OUT, denied_verdict, exit_verdict, host_env, settled_unknown, spawn_failed
-from ._process import kill_group, open_log, pump, spawn_held
+from ._process import boot_id, kill_group, open_log, pump, spawn_held, start_ticks
 from ._safe_files import UnsafePath, private_dir
 from .envelope_gate import EnvelopeGate, TurnGate, envelope_mode
 from .meters import read_usage
@@ -250,7 +250,7 @@ class TurnExecutor:
                     return self._not_owner(turn_id)
                 if claimed.phase != "journaled":
                     # It passed confirm under a runner now gone: it may have spawned, never rerun.
-                    settled = settle_lost(self.store, self.clock, claimed, self.owner)
+                    settled = settle_lost(self.store, self.clock, claimed, self.owner, ran_on=existing.runner_host).record
                     return TurnOutcome(turn_id, settled.verdict or settled_unknown(), None, settled)
         turn = _Attempt(turn_id if turn_id is not None else new_turn_id(automation.automation_id), owns_row=claimed is not None)
 
@@ -532,7 +532,17 @@ class TurnExecutor:
 
         def confirm(pid: int) -> None:  # the point of no return: the host has not run yet
             _pause("held")
-            self.journal.launch(turn_id, self.owner, lease_expires=lease_expires, deadline=deadline, child_pid=pid)
+            # Who the pid is (its boot, its start time), read while it is our unreaped child: recovery
+            # signals a group only while both still match.
+            self.journal.launch(
+                turn_id,
+                self.owner,
+                lease_expires=lease_expires,
+                deadline=deadline,
+                child_pid=pid,
+                child_boot_id=boot_id(),
+                child_start_ticks=start_ticks(pid),
+            )
             launched.append(pid)
 
         try:

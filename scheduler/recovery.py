@@ -7,8 +7,10 @@ Orphaned is judged from the claim, never from the journal alone: the claim's lea
 - An orphaned ``journaled`` attempt never spawned anything: it is resumable by its turn id (the
   runner that resumes it takes the claim over in one compare-and-set; the anchor is unmoved).
 - An orphaned ``confirmed`` or ``launched`` attempt may have spawned: the recoverer takes the
-  claim over, kills its process group if it is still alive here, and settles it as an infra
-  failure of unknown outcome. Never rerun, never refunded.
+  claim over, kills its process group only when that group is provably the turn's (see
+  ``may_signal``: the turn's original runner is this machine, and the pid's boot and start time
+  still match what was recorded at launch), and settles it as an infra failure of unknown
+  outcome. Never rerun, never refunded. Anything less than proof signals nothing.
 - A reservation with no journal row (written by an older floorgate, which journaled after
   reserving) whose lane belongs to an automation with a command host and that is older than the
   grace (the lease) is settled as ``orphaned_reservation`` and its start confirmed. A reservation
@@ -17,16 +19,20 @@ Orphaned is judged from the claim, never from the journal alone: the claim's lea
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import StrEnum
 
 from admission import Automations, Journal, Missions, NotFound, Store, StoreUnavailable, TurnRecord, Verdict
 from admission.clock import Clock, SystemClock, read_clock
 
-from ._process import group_alive, kill_group
+from ._process import boot_id, kill_group, start_ticks, valid_pid
+
+log = logging.getLogger("floorgate.recovery")
 
 DEFAULT_LEASE = timedelta(seconds=30)
 UNKNOWN = Verdict(status="failed", stop_reason="unknown_outcome", retryable=True, failure_category="infra")
@@ -71,27 +77,109 @@ def orphaned(record: TurnRecord, now: datetime) -> bool:
     return owner_gone_here(record.owner_id)
 
 
-def settle_lost(store: Store, clock: Clock, record: TurnRecord, owner: str) -> TurnRecord:
-    """Settle a turn ``owner`` has taken over that may have spawned: unknown outcome."""
-    if record.child_pid is not None and record.phase == "launched" and _here(record) and group_alive(record.child_pid):
+class Signal(StrEnum):
+    """Whether recovery may signal a lost turn's process group, and if not, why not."""
+
+    KILL = "kill"
+    NO_CHILD = "no child was recorded"
+    INVALID_PID = "the recorded pid is not a valid process id"
+    OTHER_HOST = "the turn ran on another machine"
+    NO_IDENTITY = "the child's boot and start time were not recorded"
+    BOOT_UNKNOWN = "this machine's boot id cannot be read"
+    OTHER_BOOT = "the child was spawned before a reboot (or under another kernel)"
+    GONE = "no process has that pid now (or /proc cannot be read)"
+    REUSED = "that pid now belongs to another process"
+
+
+def may_signal(
+    *,
+    phase: str,
+    child_pid: int | None,
+    ran_on: str,
+    child_boot_id: str | None,
+    child_start_ticks: int | None,
+    this_host: str,
+    this_boot_id: str | None,
+    live_start_ticks: int | None,
+) -> Signal:
+    """Decide, from facts alone, whether a lost turn's process group is provably its own.
+
+    ``ran_on``: the turn's runner as it stood before this recoverer took it over (``host:pid``);
+    ``live_start_ticks``: the start time /proc reports now for ``child_pid`` (None: no such
+    process, or unreadable). Only ``Signal.KILL`` signals; every doubt settles without a kill."""
+    if phase != "launched" or child_pid is None:
+        return Signal.NO_CHILD
+    if not valid_pid(child_pid):
+        return Signal.INVALID_PID
+    if ran_on.rpartition(":")[0] != this_host:
+        return Signal.OTHER_HOST
+    if child_boot_id is None or child_start_ticks is None:
+        return Signal.NO_IDENTITY
+    if this_boot_id is None:
+        return Signal.BOOT_UNKNOWN
+    if child_boot_id != this_boot_id:
+        return Signal.OTHER_BOOT
+    if live_start_ticks is None:
+        return Signal.GONE
+    if live_start_ticks != child_start_ticks:
+        return Signal.REUSED
+    return Signal.KILL
+
+
+def signal_check(record: TurnRecord, ran_on: str) -> Signal:
+    """``may_signal`` with this machine's facts read now (/proc is read only for a valid pid)."""
+    pid = record.child_pid
+    return may_signal(
+        phase=record.phase,
+        child_pid=pid,
+        ran_on=ran_on,
+        child_boot_id=record.child_boot_id,
+        child_start_ticks=record.child_start_ticks,
+        this_host=socket.gethostname(),
+        this_boot_id=boot_id(),
+        live_start_ticks=start_ticks(pid) if pid is not None and valid_pid(pid) else None,
+    )
+
+
+@dataclass(frozen=True)
+class Lost:
+    """A lost turn's settlement: the record, whether this call wrote it (``won``: only then were
+    wall time and the latch charged), and what was decided about its process group."""
+
+    record: TurnRecord
+    won: bool
+    signal: Signal
+
+
+def settle_lost(store: Store, clock: Clock, record: TurnRecord, owner: str, *, ran_on: str) -> Lost:
+    """Settle a turn ``owner`` holds that may have spawned: unknown outcome. ``ran_on``: its runner
+    before ``owner`` took it over (``take_over`` rewrites ``runner_host``); its process group is
+    killed only when ``may_signal`` proves it is the turn's. The settlement is a compare-and-set:
+    a turn settled meanwhile is left as it is, and nothing is charged again."""
+    check = signal_check(record, ran_on)
+    if check is Signal.KILL and record.child_pid is not None:
         kill_group(record.child_pid, grace=2.0)
+    elif check not in (Signal.NO_CHILD, Signal.GONE):
+        log.warning(
+            "turn %s of %s: its recorded process %s was not signalled: %s",
+            record.turn_id,
+            record.automation_id,
+            record.child_pid,
+            check.value,
+        )
     latch = record.mission_id is not None and _metered(store, record.automation_id)
     # Its run time counts on the mission's wall clock as the longest it can have run (to its
     # deadline or now): unknown is never free.
     ran = min(read_clock(clock), record.deadline) - record.started_at
     with store.unit() as unit:  # the verdict, the mission's wall clock and latch: one commit
-        settled = Journal(store, clock).settle(record.turn_id, UNKNOWN, owner=owner, within=unit)
-        if record.mission_id is not None:
+        settled = Journal(store, clock).settle_first(record.turn_id, UNKNOWN, owner=owner, within=unit)
+        if settled.won and record.mission_id is not None:
             Missions(store, clock).add_wall(record.mission_id, ran, within=unit)
-        if latch and record.mission_id is not None:
-            # What that turn spent was never reconciled: block new dispatch until an owner resolves it.
-            why = f"turn {record.turn_id} ended with an unknown outcome; its usage was never reconciled"
-            Missions(store, clock).set_latch(record.mission_id, why, within=unit)
-    return settled
-
-
-def _here(record: TurnRecord) -> bool:
-    return record.runner_host.rpartition(":")[0] == socket.gethostname()
+            if latch:
+                # What that turn spent was never reconciled: block new dispatch until an owner resolves it.
+                why = f"turn {record.turn_id} ended with an unknown outcome; its usage was never reconciled"
+                Missions(store, clock).set_latch(record.mission_id, why, within=unit)
+    return Lost(settled.record, settled.won, check)
 
 
 def _metered(store: Store, automation_id: str) -> bool:
@@ -150,8 +238,8 @@ def recover(
             continue  # another recoverer won the claim
         if record.phase == "journaled":
             settled.append(journal.settle(record.turn_id, REMOVED, owner=me))
-        else:
-            settled.append(settle_lost(store, clock, taken, me))
+        else:  # the runner before the takeover: take_over rewrote it to this one
+            settled.append(settle_lost(store, clock, taken, me, ran_on=record.runner_host).record)
     for start in journal.orphan_starts(now - grace):
         if automation_ids is not None and start.automation_id not in automation_ids:
             continue

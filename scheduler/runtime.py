@@ -472,10 +472,14 @@ class HostRuntime(Ticking, TickRecords):
         with self._lock:
             abandoned = [r for r in records if r.owner_id == mine and r.turn_id not in self._inflight]
         for record in abandoned:
-            recovery.settle_lost(self.store, self.clock, record, mine)
-            log.warning(
-                "turn %s of %s settled as unknown outcome: its settlement was lost to a store error", record.turn_id, record.automation_id
-            )
+            # A compare-and-set: a turn settled since the read above (its executor finished in
+            # between) is left as it is, charged nothing more, and not reported lost.
+            if recovery.settle_lost(self.store, self.clock, record, mine, ran_on=record.runner_host).won:
+                log.warning(
+                    "turn %s of %s settled as unknown outcome: its settlement was lost to a store error",
+                    record.turn_id,
+                    record.automation_id,
+                )
         return [r for r in records if r not in abandoned]
 
     def _renew_waiting(self, turn_ids: list[str]) -> None:
