@@ -184,6 +184,9 @@ def _connect(host: str, port: int, ranges: AddressRanges, clock: _Deadline) -> s
         except TimeoutError:
             sock.close()
             raise _Failed(DeliveryFailure.TIMEOUT) from None
+        except ConnectionResetError:  # accepted, then reset before connect() looked: a receiver that hangs up
+            sock.close()
+            raise _Failed(DeliveryFailure.BAD_RESPONSE) from None
         except OSError:
             sock.close()
         except BaseException:
