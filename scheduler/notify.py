@@ -13,7 +13,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from pydantic import BaseModel, ConfigDict
 
@@ -43,8 +43,8 @@ log = logging.getLogger("floorgate.notify")
 
 # (url, body, headers) -> the attempt's outcome.
 Post = Callable[[str, bytes, dict[str, str]], Outcome]
-# Deliveries of one round in flight at once: a receiver that holds its connection to the deadline
-# holds one of these, not the round.
+# Webhooks delivered to at once in a round (each one's deliveries in order): a receiver that holds
+# its connections to the deadline holds one of these, not the round.
 WORKERS = 4
 
 
@@ -168,27 +168,33 @@ class NotifyService:
         return found
 
     def deliver(self, limit: int = 100) -> DeliveryReport:
-        """Note lost hosts, then deliver every due event once (at most ``limit``), ``WORKERS`` at a
-        time; each attempt is logged on its own, whatever it raised, and a failed one is retried
-        after its backoff. A claimed delivery that could not start while its claim still covers a
-        whole attempt is left, unattempted, for a round after the claim lapses."""
+        """Note lost hosts, then deliver every due event once (at most ``limit``): each webhook's
+        in event order, up to ``WORKERS`` webhooks at a time. Each attempt is logged on its own,
+        whatever it raised, and a failed one is retried after its backoff. A claimed delivery that
+        could not start while its claim still covers a whole attempt is left, unattempted, for a
+        round after the claim lapses."""
         delivered = failed = 0
         lost = self.note_lost_hosts()
         due = self.events.claim_due(limit)
         # Monotonic, not the store's clock: the claim is measured against real elapsed time here.
         lease_ends = time.monotonic() + CLAIM_LEASE.total_seconds()
+        by_webhook: dict[str, list[Due]] = {}
+        for item in due:
+            by_webhook.setdefault(item.webhook_id, []).append(item)
         with ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="floorgate-webhook") as pool:
-            sends = [(item, pool.submit(self._send, item, lease_ends)) for item in due]
-            for item, sent in sends:
-                outcome = sent.result()
-                if outcome is None:
-                    continue
-                self.events.record_attempt(item.webhook_id, item.event.event_id, status=outcome.status, error=outcome.error)
-                if outcome.failure is None:
-                    delivered += 1
-                else:
-                    failed += 1
+            rounds = [pool.submit(self._send_all, items, lease_ends) for items in by_webhook.values()]
+            for done in as_completed(rounds):
+                for item, outcome in done.result():
+                    self.events.record_attempt(item.webhook_id, item.event.event_id, status=outcome.status, error=outcome.error)
+                    if outcome.failure is None:
+                        delivered += 1
+                    else:
+                        failed += 1
         return DeliveryReport(attempted=delivered + failed, delivered=delivered, failed=failed, hosts_lost=len(lost))
+
+    def _send_all(self, items: list[Due], lease_ends: float) -> list[tuple[Due, Outcome]]:
+        sent = [(item, self._send(item, lease_ends)) for item in items]
+        return [(item, outcome) for item, outcome in sent if outcome is not None]
 
     def _send(self, item: Due, lease_ends: float) -> Outcome | None:
         if time.monotonic() + self.deadline > lease_ends:

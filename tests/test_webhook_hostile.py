@@ -25,7 +25,7 @@ from scheduler.notify import NotifyService
 from cli import run_cli
 from console_kit import console
 
-DEADLINE = 0.5  # seconds per attempt, injected so the hostile receivers cost little (a healthy answer takes milliseconds)
+DEADLINE = 0.3  # seconds per attempt, injected so the hostile receivers cost little (a healthy answer takes milliseconds)
 TRICKLE = 0.1  # seconds between two bytes: well under a per-read timeout; the whole answer takes 3.8 s, far past DEADLINE
 OK = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
 
