@@ -256,8 +256,8 @@ def test_any_exception_of_one_delivery_is_that_deliverys_failure_counted_and_dea
 
 @pytest.mark.parametrize(
     ("what", "expected"),
-    [("closed", "connect_failed"), ("banner", "bad_response"), ("silent", "timeout"), ("http", "http_status_503")],
-    ids=["closed-port", "open-port-non-http", "open-port-silent", "http-server"],
+    [("closed", "connect_failed"), ("banner", "bad_response"), ("silent", "timeout"), ("http", "http_status_503"), ("tls", "tls_error")],
+    ids=["closed-port", "open-port-non-http", "open-port-silent", "http-server", "https-to-non-tls"],
 )
 def test_the_recorded_error_is_a_category_not_the_sockets_text(
     store: Store, clock: FixedClock, servers: Callable[[Behaviour], Server], what: str, expected: str
@@ -272,7 +272,8 @@ def test_the_recorded_error_is_a_category_not_the_sockets_text(
             conn.sendall(b"SSH-2.0-OpenSSH_9.6\r\n")
             read_request(conn, server)
 
-        url = servers({"banner": banner, "silent": never_answers, "http": answers(503)}[what]).url
+        url = servers({"banner": banner, "tls": banner, "silent": never_answers, "http": answers(503)}[what]).url
+        url = url.replace("http://", "https://") if what == "tls" else url
     notify = NotifyService(store, clock, deadline=DEADLINE)
     notify.add_webhook(url, "ask_pending")
     ask(store, clock, 1)
