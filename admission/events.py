@@ -25,7 +25,9 @@ from __future__ import annotations
 import builtins
 import hashlib
 import hmac
+import ipaddress
 import json
+import re
 import secrets
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -79,6 +81,32 @@ class DeliveryState(StrEnum):
     PENDING = "pending"  # not yet delivered: never tried, or the last attempt failed (see attempts)
     DELIVERED = "delivered"  # the receiver answered 2xx
     DEAD = "dead"  # MAX_ATTEMPTS attempts failed: no more retries; kept in the log and counted
+
+
+class DeliveryFailure(StrEnum):
+    """Why an attempt failed, as recorded in the delivery log: a category, never the socket's own
+    error text (which would tell a closed port, an open one and an HTTP server apart)."""
+
+    INVALID_URL = "invalid_url"  # the stored URL is not one ``check_url`` accepts
+    ADDRESS_DENIED = "address_denied"  # every resolved address is outside the deployment's allowed ranges
+    CONNECT_FAILED = "connect_failed"  # no name resolution or no connection
+    TIMEOUT = "timeout"  # the whole attempt (connect, send, response head) outlived its deadline
+    TLS_ERROR = "tls_error"  # the TLS handshake or the certificate failed
+    BAD_RESPONSE = "bad_response"  # closed early, a malformed status line, or an oversized head
+    REDIRECT_REFUSED = "redirect_refused"  # a 3xx: never followed (the error names the Location)
+    HTTP_STATUS = "http_status"  # any other non-2xx answer (recorded as ``http_status_<code>``)
+    INTERNAL_ERROR = "internal_error"  # the deliverer itself failed on this delivery
+
+
+def failure_text(failure: DeliveryFailure, status: int | None = None, location: str | None = None) -> str:
+    """The recorded error: the category (``http_status_503`` for a status), and for a redirect the
+    Location it pointed at, reduced to printable ASCII and truncated."""
+    if failure is DeliveryFailure.HTTP_STATUS and status is not None:
+        return f"{failure.value}_{status}"
+    if failure is DeliveryFailure.REDIRECT_REFUSED:
+        shown = "".join(c for c in location or "" if "!" <= c <= "~")
+        return f"{failure.value} (Location: {shown[:200] + ('...' if len(shown) > 200 else '') if shown else 'none'})"
+    return failure.value
 
 
 class Event(BaseModel):
@@ -232,12 +260,38 @@ def parse_kinds(text: str | builtins.list[str] | tuple[str, ...]) -> tuple[Event
     return tuple(kinds)
 
 
+_HOST_NAME = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,62})(?:\.[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,62}))*\.?")
+
+
 def check_url(url: object) -> str:
-    if not isinstance(url, str) or len(url) > 2000:
-        raise InvalidInput("url", "give an http:// or https:// URL")
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc or any(c.isspace() for c in url):
+    """``url`` if it is a webhook URL floorgate will POST to, else ``InvalidInput`` naming ``url``:
+    http or https, a host name or IP address, a port in 1..65535 if given, no user info, printable
+    ASCII without spaces."""
+    if not isinstance(url, str) or not url or len(url) > 2000:
+        raise InvalidInput("url", "give an http:// or https:// URL of at most 2000 characters")
+    if not url.isascii() or any(not " " < c < "\x7f" for c in url):
+        raise InvalidInput("url", f"{url!r} has a space, a control or a non-ASCII character; percent-encode it (punycode for a host)")
+    try:
+        parts = urlsplit(url)
+        hostname, port = parts.hostname, parts.port
+    except ValueError:
+        what = "a malformed [IPv6] host" if "[" in url else "a port that is not a number in 1..65535"
+        raise InvalidInput("url", f"{url!r} has {what}") from None
+    if parts.scheme not in ("http", "https"):
         raise InvalidInput("url", f"{url!r} is not an http:// or https:// URL")
+    if "@" in parts.netloc:
+        raise InvalidInput("url", f"{url!r} carries user info (user:password@); give the receiver's URL without it")
+    if not hostname:
+        raise InvalidInput("url", f"{url!r} names no host")
+    if parts.netloc.startswith("["):
+        try:
+            ipaddress.IPv6Address(hostname)
+        except ValueError:
+            raise InvalidInput("url", f"{url!r} has a malformed [IPv6] host") from None
+    elif not _HOST_NAME.fullmatch(hostname) or len(hostname) > 253:
+        raise InvalidInput("url", f"{url!r} has a malformed host name")
+    if port is not None and not 1 <= port <= 65535:
+        raise InvalidInput("url", f"{url!r} has a port that is not a number in 1..65535")
     return url
 
 
@@ -448,7 +502,10 @@ class Events:
                 return None
             attempts = row.attempts + 1
             values: dict[str, Any] = dict(
-                attempts=attempts, last_status=status, last_error=None if ok else (error or f"HTTP {status}")[:500], last_attempt_at_us=now
+                attempts=attempts,
+                last_status=status,
+                last_error=None if ok else (error or failure_text(DeliveryFailure.HTTP_STATUS, status))[:500],
+                last_attempt_at_us=now,
             )
             if ok:
                 values.update(state=DeliveryState.DELIVERED.value, delivered_at_us=now)

@@ -25,6 +25,7 @@ from admission.errors import CorruptState
 from hosts import Schedule
 from hosts.schedule import parse_canonical
 
+from ._webhook_http import AddressRanges
 from .wake import next_wake
 
 
@@ -220,6 +221,7 @@ class RuntimeConfig:
     flush_every: timedelta = timedelta(seconds=1)
     recover_every: int = 5
     envelope_mode: str | None = None  # None: enforce (the executor passes the mode on to hosted hooks)
+    webhook_ranges: AddressRanges | None = None  # an AddressRanges the notify loop delivers within; None: any address
 
 
 def misfire_grace(policy: HostPolicy) -> int:

@@ -11,6 +11,7 @@ import os
 from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
@@ -20,9 +21,14 @@ from admission.clock import Clock, SystemClock
 from .automations import AutomationService
 from .readback import Readback
 
+if TYPE_CHECKING:
+    from ._webhook_http import AddressRanges
+
 ENV_STATE_DIR = "FLOORGATE_STATE_DIR"
 ENV_ENVELOPE_MODE = "FLOORGATE_ENVELOPE_MODE"
 ENV_CRONTAB_USER = "FLOORGATE_CRONTAB_USER"
+ENV_WEBHOOK_ALLOW = "FLOORGATE_WEBHOOK_ALLOW"
+ENV_WEBHOOK_DENY = "FLOORGATE_WEBHOOK_DENY"
 
 
 class Settings(BaseModel):
@@ -34,6 +40,8 @@ class Settings(BaseModel):
     state_dir: Path = Path("floorgate-state")
     envelope_mode: str | None = None  # None: enforce
     crontab_user: str | None = None
+    webhook_allow: str | None = None  # comma-separated CIDRs (or "internal") webhooks may reach; None: any
+    webhook_deny: str | None = None  # comma-separated CIDRs (or "internal") webhooks never reach
 
     @classmethod
     def resolve(cls, environ: Mapping[str, str] | None = None, **flags: object) -> Settings:
@@ -50,7 +58,16 @@ class Settings(BaseModel):
             state_dir=Path(str(state)) if state is not None else Path("floorgate-state"),
             envelope_mode=pick("envelope_mode", ENV_ENVELOPE_MODE),  # type: ignore[arg-type]
             crontab_user=pick("crontab_user", ENV_CRONTAB_USER),  # type: ignore[arg-type]
+            webhook_allow=pick("webhook_allow", ENV_WEBHOOK_ALLOW),  # type: ignore[arg-type]
+            webhook_deny=pick("webhook_deny", ENV_WEBHOOK_DENY),  # type: ignore[arg-type]
         )
+
+    def webhook_ranges(self) -> AddressRanges:
+        """The addresses webhooks may be delivered to (``InvalidInput`` naming the variable when a
+        range does not parse); parsed when a deliverer starts, so nothing else depends on it."""
+        from ._webhook_http import AddressRanges
+
+        return AddressRanges.parse(self.webhook_allow, self.webhook_deny)
 
 
 class Floorgate:
@@ -131,7 +148,7 @@ class Floorgate:
         """Webhook subscriptions, the event outbox and delivering it."""
         from .notify import NotifyService
 
-        return NotifyService(self.store, self.clock)
+        return NotifyService(self.store, self.clock, ranges=self.settings.webhook_ranges())
 
     def executor(self, *, host: str | None = None):  # type: ignore[no-untyped-def]
         """A managed-turn executor with these settings' state directory and envelope mode."""

@@ -9,19 +9,23 @@ live deliverer (another host, or the console) reports the one that died."""
 
 from __future__ import annotations
 
-import urllib.error
-import urllib.request
+import functools
+import logging
+import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from pydantic import BaseModel, ConfigDict
 
 from admission import Store
 from admission.clock import Clock, iso, read_clock
 from admission.events import (
+    CLAIM_LEASE,
     EVENT_ID_HEADER,
     EVENT_KIND_HEADER,
     SIGNATURE_HEADER,
     Delivery,
+    DeliveryFailure,
     DeliveryState,
     Due,
     EventKind,
@@ -32,19 +36,16 @@ from admission.events import (
 )
 from admission.liveness import HostBeats
 
-TIMEOUT_SECONDS = 5.0
-# (url, body, headers) -> HTTP status; raises OSError when there is no answer.
-Post = Callable[[str, bytes, dict[str, str]], int]
+from ._webhook_http import DEFAULT_DEADLINE_SECONDS, AddressRanges, Outcome
+from ._webhook_http import post as http_post
 
+log = logging.getLogger("floorgate.notify")
 
-def http_post(url: str, body: bytes, headers: dict[str, str]) -> int:
-    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
-    try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS) as response:
-            status: int = response.status
-            return status
-    except urllib.error.HTTPError as exc:
-        return exc.code
+# (url, body, headers) -> the attempt's outcome.
+Post = Callable[[str, bytes, dict[str, str]], Outcome]
+# Webhooks delivered to at once in a round (each one's deliveries in order): a receiver that holds
+# its connections to the deadline holds one of these, not the round.
+WORKERS = 4
 
 
 def webhook_doc(w: Webhook) -> dict[str, object]:
@@ -109,11 +110,23 @@ class DeliveryReport(BaseModel):
 class NotifyService:
     """Webhook subscriptions, the event outbox, and delivering it."""
 
-    def __init__(self, store: Store, clock: Clock, post: Post | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock,
+        post: Post | None = None,
+        *,
+        deadline: float = DEFAULT_DEADLINE_SECONDS,
+        ranges: AddressRanges | None = None,
+    ) -> None:
+        """``deadline``: seconds one attempt may take in all (connect, send, the answer's head);
+        ``ranges``: the addresses deliveries may go to (default: any). ``post`` replaces the HTTP
+        client (the deadline and ranges are then its own)."""
         self.store = store
         self.clock = clock
         self.events = Events(store, clock)
-        self.post = post if post is not None else http_post
+        self.deadline = deadline
+        self.post: Post = post if post is not None else functools.partial(http_post, deadline=deadline, ranges=ranges)
 
     # -- subscriptions (every surface adds, lists, removes and retries through these) -----------
     def add_webhook(self, url: str, events: str | list[str], fmt: WebhookFormat | str = WebhookFormat.JSON) -> tuple[Webhook, str]:
@@ -155,30 +168,50 @@ class NotifyService:
         return found
 
     def deliver(self, limit: int = 100) -> DeliveryReport:
-        """Note lost hosts, then deliver every due event once (at most ``limit``); failures are
-        logged and retried later."""
+        """Note lost hosts, then deliver every due event once (at most ``limit``): each webhook's
+        in event order, up to ``WORKERS`` webhooks at a time. Each attempt is logged on its own,
+        whatever it raised, and a failed one is retried after its backoff. A claimed delivery that
+        could not start while its claim still covers a whole attempt is left, unattempted, for a
+        round after the claim lapses."""
         delivered = failed = 0
         lost = self.note_lost_hosts()
         due = self.events.claim_due(limit)
+        # Monotonic, not the store's clock: the claim is measured against real elapsed time here.
+        lease_ends = time.monotonic() + CLAIM_LEASE.total_seconds()
+        by_webhook: dict[str, list[Due]] = {}
         for item in due:
-            status, error = self._send(item)
-            self.events.record_attempt(item.webhook_id, item.event.event_id, status=status, error=error)
-            if status is not None and 200 <= status < 300 and error is None:
-                delivered += 1
-            else:
-                failed += 1
-        return DeliveryReport(attempted=len(due), delivered=delivered, failed=failed, hosts_lost=len(lost))
+            by_webhook.setdefault(item.webhook_id, []).append(item)
+        with ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="floorgate-webhook") as pool:
+            rounds = [pool.submit(self._send_all, items, lease_ends) for items in by_webhook.values()]
+            for done in as_completed(rounds):
+                for item, outcome in done.result():
+                    self.events.record_attempt(item.webhook_id, item.event.event_id, status=outcome.status, error=outcome.error)
+                    if outcome.failure is None:
+                        delivered += 1
+                    else:
+                        failed += 1
+        return DeliveryReport(attempted=delivered + failed, delivered=delivered, failed=failed, hosts_lost=len(lost))
 
-    def _send(self, item: Due) -> tuple[int | None, str | None]:
-        body = item.event.payload(item.format)
-        headers = {
-            "Content-Type": "application/json",
-            "User-Agent": "floorgate-webhook",
-            EVENT_ID_HEADER: item.event.event_id,
-            EVENT_KIND_HEADER: item.event.kind.value,
-            SIGNATURE_HEADER: signature(item.secret, body),
-        }
+    def _send_all(self, items: list[Due], lease_ends: float) -> list[tuple[Due, Outcome]]:
+        sent = [(item, self._send(item, lease_ends)) for item in items]
+        return [(item, outcome) for item, outcome in sent if outcome is not None]
+
+    def _send(self, item: Due, lease_ends: float) -> Outcome | None:
+        if time.monotonic() + self.deadline > lease_ends:
+            return None  # another deliverer may claim it once the lease lapses
         try:
-            return self.post(item.url, body, headers), None
-        except (OSError, ValueError) as exc:
-            return None, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:500]
+            body = item.event.payload(item.format)
+            headers = {
+                "Content-Type": "application/json",
+                "User-Agent": "floorgate-webhook",
+                EVENT_ID_HEADER: item.event.event_id,
+                EVENT_KIND_HEADER: item.event.kind.value,
+                SIGNATURE_HEADER: signature(item.secret, body),
+            }
+            outcome = self.post(item.url, body, headers)
+            if outcome.failure is None and (outcome.status is None or not 200 <= outcome.status < 300):
+                return Outcome(outcome.status, DeliveryFailure.BAD_RESPONSE)
+            return outcome
+        except Exception:  # this delivery's failure, never the round's
+            log.exception("delivering %s to webhook %s failed", item.event.event_id, item.webhook_id)
+            return Outcome(None, DeliveryFailure.INTERNAL_ERROR)

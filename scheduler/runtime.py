@@ -109,7 +109,7 @@ class HostRuntime(Ticking, TickRecords):
         # SQLite has one writer: there they reserve in groups, one durable commit per group.
         self.groups = AdmitGroups(self._admit_group) if store.dialect == "sqlite" else None
         self.host_policies = HostPolicies(store, self.clock)
-        self.notifier = NotifyService(store, self.clock)
+        self.notifier = NotifyService(store, self.clock, ranges=config.webhook_ranges)
         self.policy = HostPolicy()  # replaced by the stored policy at every sync
         self.changes = ChangeFeed(store)
         self._marks = SyncMarks(self.changes)

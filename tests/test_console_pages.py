@@ -339,7 +339,7 @@ def test_the_events_page_shows_each_event_with_its_deliveries_dead_ones_included
     sign_in(c)
     page = c.client.get("/events").text
     row = re.search(rf'<tr class="event kind-ask_pending" data-id="{due.event.event_id}">.*?</tr>', page, re.S)
-    assert row is not None and f"dead after {MAX_ATTEMPTS} attempts (HTTP 500)" in row.group(0)
+    assert row is not None and f"dead after {MAX_ATTEMPTS} attempts (http_status_500)" in row.group(0)
     hooks = re.search(r'<table id="webhooks">.*?</table>', page, re.S)
     assert hooks is not None and "secret-path" in hooks.group(0) and '<td class="reduction">1</td>' in hooks.group(0)
     dashboard = c.client.get("/dashboard").text

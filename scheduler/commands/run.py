@@ -70,7 +70,13 @@ def _run(ctx: Context) -> int:
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
     logging.getLogger("alembic").setLevel(logging.WARNING)
     settings = ctx.app.settings
-    config = RuntimeConfig(state_dir=settings.state_dir, poll=poll, workers=a.workers, envelope_mode=settings.envelope_mode)
+    config = RuntimeConfig(
+        state_dir=settings.state_dir,
+        poll=poll,
+        workers=a.workers,
+        envelope_mode=settings.envelope_mode,
+        webhook_ranges=settings.webhook_ranges(),
+    )
     runtime = HostRuntime(ctx.store, config)
 
     def stop(signum, _frame):  # type: ignore[no-untyped-def]

@@ -40,6 +40,7 @@ def _serve(ctx: Context) -> int:
     if not 0 < a.port < 65536:
         raise InvalidInput("--port", "give 1..65535")
     every = parse_interval(a.deliver_every, "--deliver-every").total_seconds()
+    ctx.app.notify  # noqa: B018 -- its address ranges parse now, or the console does not start
     sock = listen(a.host, a.port)  # before saying the console is up: a port in use is the caller's to fix
     try:
         app = create_app(ctx.app, secure_cookies=a.secure_cookies)
