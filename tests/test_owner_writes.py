@@ -88,10 +88,10 @@ def _history(store: Store) -> list[tuple[str, str, str]]:
 
 
 @pytest.mark.parametrize("command", sorted(OWNER_WRITES))
-def test_every_owner_write_is_refused_without_a_credential_once_an_owner_exists(
+def test_every_owner_write_is_refused_without_a_credential_once_an_owner_exists_and_passes_with_one(
     store: Store, clock, tmp_path: Path, home: Path, command: str
 ) -> None:  # type: ignore[no-untyped-def]
-    _setup(store, clock)
+    tokens = _setup(store, clock)
     before = _history(store)
     r = cli(*OWNER_WRITES[command], db=store.url, cwd=tmp_path, env=_env(home))
     assert r.returncode == 3, r.stderr
@@ -99,13 +99,9 @@ def test_every_owner_write_is_refused_without_a_credential_once_an_owner_exists(
     assert line.startswith(REFUSED) and f"'{command}' is an owner write" in line and "FLOORGATE_TOKEN" in line
     assert _history(store) == before
     assert json.loads(cli("automation", "show", "x", "--json", db=store.url).stdout)["state"] == "eligible"
-
-
-@pytest.mark.parametrize("command", sorted(OWNER_WRITES))
-def test_every_owner_write_passes_the_gate_with_an_owner_token(store: Store, clock, tmp_path: Path, home: Path, command: str) -> None:  # type: ignore[no-untyped-def]
-    tokens = _setup(store, clock)
-    r = cli(*OWNER_WRITES[command], db=store.url, cwd=tmp_path, env=_env(home, FLOORGATE_TOKEN=tokens["alice"]))
-    assert not r.stderr.startswith(REFUSED), r.stderr  # past the gate: the command's own answer (ok, or e.g. not found)
+    # With the owner's token the same command passes the gate: its own answer (ok, or e.g. not found).
+    signed = cli(*OWNER_WRITES[command], db=store.url, cwd=tmp_path, env=_env(home, FLOORGATE_TOKEN=tokens["alice"]))
+    assert not signed.stderr.startswith(REFUSED), signed.stderr
 
 
 def _file(path: Path, text: str, mode: int) -> Path:
@@ -254,7 +250,11 @@ def test_an_owner_credential_cannot_be_passed_to_a_turn(store: Store, clock, tmp
     )  # fmt: skip
     assert r.returncode == 2 and f"{name} is an owner credential" in one_line_error(r)
     assert json.loads(cli("automation", "list", "--json", db=store.url).stdout)["automations"] == []
-    # An automation stored before this check (or written around it) still never passes it on.
+
+
+@pytest.mark.parametrize("name", ["FLOORGATE_TOKEN", "FLOORGATE_TOKEN_FILE"])
+def test_a_turn_host_never_gets_an_owner_credential_even_when_its_automation_allows_it(clock, name: str) -> None:  # type: ignore[no-untyped-def]
+    # An automation stored before the --env check (or written around it) still never passes it on.
     spec = AutomationSpec(
         goal_id="g",
         agent_id="a",
@@ -272,7 +272,7 @@ def test_an_owner_credential_cannot_be_passed_to_a_turn(store: Store, clock, tmp
     )
     record = TurnRecord.model_construct(turn_id="t-1", attempt=1, mission_id=None)
     env = host_env(
-        automation, record, runner_env={name: "fgo_alice.secret", "KEEP": "1", "PATH": "/bin"}, store_url=store.url, envelope_mode="enforce"
+        automation, record, runner_env={name: "fgo_alice.secret", "KEEP": "1", "PATH": "/bin"}, store_url="x.db", envelope_mode="enforce"
     )
     assert name not in env and env["KEEP"] == "1"
 
