@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from enum import StrEnum
 from pathlib import Path
 
@@ -73,7 +73,7 @@ def read_token_file(path: Path) -> str:
         raise OwnerWriteRefused(f"token file {path} does not hold a token (not ASCII text)") from None
 
 
-def credential(environ: dict[str, str] | os._Environ[str], token_file: str | None) -> str | None:
+def credential(environ: Mapping[str, str], token_file: str | None) -> str | None:
     """The presented owner token: ``--token-file``, else ``$FLOORGATE_TOKEN``, else
     ``$FLOORGATE_TOKEN_FILE``, else the default token file when it exists (None: none presented)."""
     if token_file is not None:
@@ -127,7 +127,9 @@ class OwnerGate:
         if principal.role is not Role.OWNER:
             raise OwnerWriteRefused(f"principal {principal.name!r} is a {principal.role.value}; '{command}' needs an owner's token")
         if owner_ref is not None and owner_ref != principal.name:
-            raise OwnerWriteRefused(f"--owner-ref {owner_ref!r} is not the token's principal {principal.name!r}; omit --owner-ref (the token says who you are)")
+            raise OwnerWriteRefused(
+                f"--owner-ref {owner_ref!r} is not the token's principal {principal.name!r}; omit --owner-ref (the token says who you are)"
+            )
         return principal
 
     def refuse_in_turn(self, turn_id: str, command: str) -> None:
