@@ -6,6 +6,8 @@ import signal
 
 from admission import Automation, Decision, TurnRecord, Verdict
 
+from .owner_gate import CREDENTIAL_ENV
+
 PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ")  # of the runner's own; the rest only by env_allow
 
 
@@ -15,7 +17,7 @@ def host_env(
     """The host's environment: the passed and allowed variables of the runner's, and the turn's ids."""
     host = automation.spec.host
     allowed = (*PASSED_ENV, *(host.env_allow if host is not None else ()))
-    env = {k: runner_env[k] for k in allowed if k in runner_env}
+    env = {k: runner_env[k] for k in allowed if k in runner_env and k not in CREDENTIAL_ENV}  # an owner's token, never
     env.update(
         FLOORGATE_TURN_ID=record.turn_id,
         FLOORGATE_AUTOMATION=automation.automation_id,

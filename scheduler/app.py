@@ -19,6 +19,7 @@ from admission import Admission, HostPolicies, Journal, Policies, Principals, St
 from admission.clock import Clock, SystemClock
 
 from .automations import AutomationService
+from .owner_gate import OwnerGate
 from .readback import Readback
 
 if TYPE_CHECKING:
@@ -100,6 +101,11 @@ class Floorgate:
     def principals(self) -> Principals:
         """Who may sign in to the owner console, and with which role."""
         return Principals(self.store, self.clock)
+
+    @cached_property
+    def owner_gate(self) -> OwnerGate:
+        """Whether an owner write from the CLI may run, and as whom (``owner_gate``)."""
+        return OwnerGate(self.store, self.clock)
 
     @cached_property
     def floors(self):  # type: ignore[no-untyped-def]

@@ -28,6 +28,7 @@ from admission.clock import Clock, iso, read_clock
 from admission.intervals import format_interval
 from hosts import Schedule
 
+from .owner_gate import CREDENTIAL_ENV
 from .readback import AutomationReadback, Preview, Readback
 from .wake import BackoffPolicy
 
@@ -164,7 +165,11 @@ class AutomationService:
         return Changed(rb.automation or automation, binding, rb, warnings)
 
     def _vet(self, spec: AutomationSpec) -> tuple[str, ...]:
-        """Refuse a schedule that will never fire again; warn about one that fires more than once a minute."""
+        """Refuse a schedule that will never fire again, and an owner credential in the host's
+        environment; warn about a schedule that fires more than once a minute."""
+        for name in spec.host.env_allow if spec.host is not None else ():
+            if name in CREDENTIAL_ENV:
+                raise InvalidInput("--env", f"{name} is an owner credential and a managed turn never receives it; drop --env {name}")
         now = read_clock(self.clock)
         schedule = Schedule.parse(spec.schedule)
         problem = schedule.planning_problem()

@@ -1,7 +1,11 @@
 """The ``floorgate`` command line: argument wiring, output and exit codes.
 
-Exit codes: 0 ok or admitted, 1 store unavailable, 2 invalid input, 3 denied, 4 revision conflict.
+Exit codes: 0 ok or admitted, 1 store unavailable, 2 invalid input, 3 denied (an admission, or an
+owner write refused: no owner credential, or from inside a managed turn), 4 revision conflict.
 A user error prints one line naming the field and the fix; never a traceback.
+
+Every command declares its ``Access`` (``set_defaults(access=...)``); ``run`` checks an owner write
+in one place, before its handler runs (``owner_gate``).
 """
 
 from __future__ import annotations
@@ -25,8 +29,13 @@ from admission import (
     StoreUnavailable,
     open_store,
 )
+from admission.policies import Provenance
+
+from .owner_gate import ENV_TURN_ID, Access, OwnerWriteRefused, credential
 
 if TYPE_CHECKING:
+    from admission import Principal
+
     from .app import Floorgate
 
 EXIT_OK = 0
@@ -118,6 +127,17 @@ class Context:
         self._store: Store | None = None
         self._app: Floorgate | None = None
         self._out = out
+        self.principal: Principal | None = None  # the owner whose token authorized this write, if any
+
+    def owner(self) -> tuple[str, Provenance]:
+        """Who an owner write is recorded as: the token's principal (authenticated), else the
+        ``--owner-ref`` the caller asserted (a store without owners)."""
+        if self.principal is not None:
+            return self.principal.name, Provenance.AUTHENTICATED
+        owner_ref = getattr(self.args, "owner_ref", None)
+        if owner_ref is None:
+            raise InvalidInput("--owner-ref", "give who asked, e.g. --owner-ref alice (a short non-sensitive id)")
+        return str(owner_ref), Provenance.ASSERTED
 
     @property
     def store(self) -> Store:
@@ -189,7 +209,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="floorgate",
         description="Durable interval admission for scheduled AI agents.",
-        epilog="exit codes: 0 ok/admitted, 1 store unavailable, 2 invalid input, 3 denied, 4 revision conflict, "
+        epilog="exit codes: 0 ok/admitted, 1 store unavailable, 2 invalid input, 3 denied (or an owner write refused), "
+        "4 revision conflict, "
         "5 a managed turn failed, timed out or got stuck",
     )
     add_common(parser, top=True)
@@ -210,7 +231,38 @@ def build_parser() -> argparse.ArgumentParser:
     owner.register(sub)
     notify.register(sub)
     serve.register(sub)
+    for words, leaf in leaf_parsers(parser):
+        leaf.set_defaults(command_name=" ".join(words))
+        if leaf.get_default("access") is Access.OWNER:
+            leaf.add_argument(
+                "--token-file",
+                metavar="PATH",
+                help="owner token file (private, not a symlink; default: $FLOORGATE_TOKEN, $FLOORGATE_TOKEN_FILE, "
+                "~/.config/floorgate/token); needed once the store has owners",
+            )
     return parser
+
+
+def leaf_parsers(parser: argparse.ArgumentParser, words: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+    """Every command that runs a handler, with the words that name it (``("policy", "set")``)."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        return [(words, parser)]
+    return [leaf for name, sub in subs[0].choices.items() for leaf in leaf_parsers(sub, (*words, name))]
+
+
+def _authorize(ctx: Context) -> None:
+    """Gate an owner write (see ``owner_gate``); a command that does not declare its access is one."""
+    args = ctx.args
+    if getattr(args, "access", Access.OWNER) is not Access.OWNER:
+        return
+    token_file = getattr(args, "token_file", None)
+    ctx.principal = ctx.app.owner_gate.authorize(
+        str(getattr(args, "command_name", args.command)),
+        turn_id=os.environ.get(ENV_TURN_ID),
+        token=lambda: credential(os.environ, token_file),
+        owner_ref=getattr(args, "owner_ref", None),
+    )
 
 
 def run(argv: Sequence[str] | None = None, out=sys.stdout, err=sys.stderr) -> int:  # type: ignore[no-untyped-def]
@@ -242,7 +294,12 @@ def run(argv: Sequence[str] | None = None, out=sys.stdout, err=sys.stderr) -> in
         return int(args.handler(args))
     ctx = Context(args, out)
     try:
+        _authorize(ctx)
         return int(args.handler(ctx))
+    except OwnerWriteRefused as exc:
+        err.write(f"floorgate: refused: {_one_line(exc)}\n")
+        _json_error(out, ctx.json, "owner_write_refused", str(exc))
+        return EXIT_DENIED
     except RevisionConflict as exc:
         err.write(f"floorgate: conflict: {_one_line(exc)}\n")
         _json_error(out, ctx.json, "revision_conflict", str(exc), current_revision=exc.current_revision)

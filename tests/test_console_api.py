@@ -5,6 +5,7 @@ with ``floorgate status --json``, and /metrics from the store."""
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import pytest
@@ -90,9 +91,15 @@ def test_a_goal_floor_is_inherited_lowered_only_with_the_shown_reduction_and_rec
     [latest, first] = c.get("/api/policy/history?scope=g").json()["history"]
     assert (latest["owner_ref"], latest["owner_kind"], latest["reduction_authorized"]) == ("ops", "authenticated", True)
     assert first["owner_kind"] == "authenticated"
-    # The CLI's writes stay caller-asserted.
-    assert run_cli("policy", "set", "g", "--min-interval", "2d", "--revision", "2", "--owner-ref", "alice", db=store.url).returncode == 0
-    assert c.get("/api/policy/history?scope=g").json()["history"][0]["owner_kind"] == "asserted"
+    # This store has owners: the CLI writes only with an owner's token, recorded as that owner, authenticated.
+    unsigned = run_cli(
+        "policy", "set", "g", "--min-interval", "2d", "--revision", "2", "--owner-ref", "alice", db=store.url, env=_no_token()
+    )
+    assert unsigned.returncode == 3
+    signed = run_cli("policy", "set", "g", "--min-interval", "2d", "--revision", "2", db=store.url, env=_no_token(FLOORGATE_TOKEN=c.owner))
+    assert signed.returncode == 0, signed.stderr
+    latest = c.get("/api/policy/history?scope=g").json()["history"][0]
+    assert (latest["owner_ref"], latest["owner_kind"]) == ("ops", "authenticated")
 
 
 def test_a_stale_revision_is_a_typed_conflict_carrying_the_current_one(store: Store, clock: FixedClock) -> None:
@@ -284,8 +291,9 @@ def test_owner_add_prints_the_token_once_and_stores_only_its_hash(store: Store) 
     assert "ops-lead" in listed and token not in listed
     c = console(store)
     assert c.get("/api/whoami", token=token).json()["name"] == "ops-lead"
-    assert run_cli("owner", "add", "ops-lead", db=store.url).returncode == 2  # one principal per name
-    assert run_cli("owner", "revoke", "ops-lead", db=store.url).returncode == 0
+    signed = _no_token(FLOORGATE_TOKEN=c.owner)  # the store has owners now: owner writes carry a token
+    assert run_cli("owner", "add", "ops-lead", db=store.url, env=signed).returncode == 2  # one principal per name
+    assert run_cli("owner", "revoke", "ops-lead", db=store.url, env=signed).returncode == 0
     assert c.get("/api/whoami", token=token).status_code == 401
 
 
@@ -402,3 +410,9 @@ def test_metrics_count_turns_in_flight_by_phase(store: Store, clock: FixedClock)
     crashed(store, clock, "t-waiting", "elsewhere:1:runner")  # admitted, its host not started yet
     crashed(store, clock, "t-running", "elsewhere:1:runner", automation="y", agent="b", phase="launched")
     assert in_flight() == {"journaled": 1.0, "confirmed": 0.0, "launched": 1.0}
+
+
+def _no_token(**extra: str) -> dict[str, str]:
+    """This environment without any owner credential of the caller's (plus ``extra``)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLOORGATE_TOKEN")}
+    return {**env, "HOME": "/nonexistent", **extra}

@@ -94,7 +94,9 @@ def test_an_owner_sets_lowers_conflicts_approves_and_reads_the_same_next_eligibl
         expect(page.locator('tr[data-scope="g/a"] .effective')).to_have_text("12h")
 
         # A change from the CLI meanwhile: the page's Save is a conflict asking for a refresh.
-        changed = run_cli("policy", "set", "g", "--min-interval", "2d", "--revision", "2", "--owner-ref", "alice", db=db)
+        changed = run_cli(
+            "policy", "set", "g", "--min-interval", "2d", "--revision", "2", db=db, env={**os.environ, "FLOORGATE_TOKEN": token}
+        )
         assert changed.returncode == 0, changed.stderr
         page.fill("#min_interval", "36h")
         page.click("#save")

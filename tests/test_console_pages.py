@@ -5,6 +5,7 @@ owner asks and the dashboard's exact next-eligible time."""
 from __future__ import annotations
 
 import html
+import os
 import re
 
 from admission import Admission, FixedClock, Store
@@ -134,7 +135,8 @@ def test_a_concurrent_change_makes_save_a_conflict_that_asks_for_a_refresh(store
     c = console(store, clock)
     floor(store, clock, "g/a", DAY)
     csrf = sign_in(c)
-    assert run_cli("policy", "set", "g/a", "--min-interval", "2d", "--revision", "1", "--owner-ref", "alice", db=store.url).returncode == 0
+    signed = {**os.environ, "FLOORGATE_TOKEN": c.owner}  # this store has owners: a CLI write carries a token
+    assert run_cli("policy", "set", "g/a", "--min-interval", "2d", "--revision", "1", db=store.url, env=signed).returncode == 0
     r = c.client.post("/settings", data={"target": "g/a", "revision": "1", "min_interval": "3d", "csrf": csrf})
     assert r.status_code == 409 and 'id="refresh"' in r.text and "now revision 2" in r.text
     assert 'id="edit"' not in r.text, "no form to resubmit: the owner refreshes first"

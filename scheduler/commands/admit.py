@@ -9,6 +9,7 @@ from admission import NotFound, Reason
 from admission.clock import SystemClock, iso, parse_instant, read_clock
 
 from ..cli import EXIT_DENIED, EXIT_OK, Context, add_common, add_lane
+from ..owner_gate import Access
 from ..present import confirmation_doc, decision_doc, start_doc, table
 
 
@@ -19,12 +20,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--trigger-time", help="nominal tick time, ISO 8601 with offset (default: now)")
     p.add_argument("--manual-reason", help="explicit manual run: bypasses only the interval, recorded with the start")
     add_common(p)
-    p.set_defaults(handler=_admit)
+    p.set_defaults(handler=_admit, access=Access.OPERATE)
 
     p = sub.add_parser("confirm", help="confirm a reservation once the host attempt is durable (phase two)")
     p.add_argument("turn", help="turn id returned by admit")
     add_common(p)
-    p.set_defaults(handler=_confirm)
+    p.set_defaults(handler=_confirm, access=Access.OPERATE)
 
     p = sub.add_parser("starts", help="start records, newest first")
     p.add_argument("--goal")
@@ -32,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--automation")
     p.add_argument("--limit", type=int, default=50)
     add_common(p)
-    p.set_defaults(handler=_starts, reads_only=True)
+    p.set_defaults(handler=_starts, reads_only=True, access=Access.READ)
 
 
 def _admit(ctx: Context) -> int:

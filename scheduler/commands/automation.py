@@ -15,6 +15,7 @@ from hosts.registry import capabilities
 
 from ..automations import Changed
 from ..cli import EXIT_OK, Context, add_common
+from ..owner_gate import Access
 from ..present import (
     automation_doc,
     command_text,
@@ -56,25 +57,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--agent", required=True)
     _host_args(p, required=True)
     add_common(p)
-    p.set_defaults(handler=_add)
+    p.set_defaults(handler=_add, access=Access.OWNER)
 
     p = asub.add_parser("edit", help="change an automation's schedule, command or settings")
     p.add_argument("automation")
     _host_args(p, required=False)
     add_common(p)
-    p.set_defaults(handler=_edit)
+    p.set_defaults(handler=_edit, access=Access.OWNER)
 
     p = asub.add_parser("list", help="every automation")
     p.add_argument("--goal")
     add_common(p)
-    p.set_defaults(handler=_list, reads_only=True)
+    p.set_defaults(handler=_list, reads_only=True, access=Access.READ)
 
     p = asub.add_parser("show", help="one automation: spec, state, next fires, recent ticks and turns")
     p.add_argument("automation")
     p.add_argument("--next", type=int, default=5, dest="count")
     p.add_argument("--ticks", type=int, default=10)
     add_common(p)
-    p.set_defaults(handler=_show, reads_only=True)
+    p.set_defaults(handler=_show, reads_only=True, access=Access.READ)
 
     for name, helptext in (
         ("pause", "stop ticking (owner)"),
@@ -87,7 +88,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         if name == "pause":
             p.add_argument("--note", help="why (shown in status)")
         add_common(p)
-        p.set_defaults(handler={"pause": _pause, "resume": _resume, "remove": _remove}[name])
+        p.set_defaults(handler={"pause": _pause, "resume": _resume, "remove": _remove}[name], access=Access.OWNER)
 
     p = asub.add_parser("preview", help="next fire times and whether today's floors admit each (writes nothing)")
     p.add_argument("automation", help="a saved automation, or the id to preview with --goal/--agent/--schedule")
@@ -97,14 +98,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--schedule")
     add_timer_arg(p)
     add_common(p)
-    p.set_defaults(handler=_preview, reads_only=True)
+    p.set_defaults(handler=_preview, reads_only=True, access=Access.READ)
 
     register_actions(asub)
 
     p = asub.add_parser("poke", help="new work arrived: reset the wake cadence to the short backoff (never before the floor)")
     p.add_argument("automation")
     add_common(p)
-    p.set_defaults(handler=_poke)
+    p.set_defaults(handler=_poke, access=Access.OPERATE)  # never before the floor
 
 
 def _argv(args: argparse.Namespace) -> list[str]:

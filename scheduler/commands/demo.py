@@ -13,6 +13,7 @@ from pathlib import Path
 from admission import FloorgateError, InvalidInput, Scope
 
 from ..cli import EXIT_OK, Context, add_common
+from ..owner_gate import Access
 
 DEMO_DB = "floorgate-demo.db"
 _DEMO_SCOPE = Scope.parse("inbox/triage")
@@ -27,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help=f"SQLite file to recreate for the demo (default ./{DEMO_DB}); a file that is not an earlier demo's is refused",
     )
     add_common(p)
-    p.set_defaults(handler=_demo)
+    p.set_defaults(handler=_demo, access=Access.OPERATE)  # its own store; its steps are gated as typed
 
 
 def _demo(ctx: Context) -> int:

@@ -7,8 +7,10 @@ import json
 
 from admission import ApprovalRejected
 from admission.clock import iso
+from admission.policies import Provenance
 
 from ..cli import EXIT_DENIED, EXIT_OK, Context, add_common
+from ..owner_gate import Access
 from ..present import mission_doc, table
 
 
@@ -20,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         p = sub.add_parser(name, help=helptext)
         p.add_argument("approval_id", help="auth-<id> exactly as floorgate printed it")
         add_common(p)
-        p.set_defaults(handler=_decide, approve=name == "approve")
+        p.set_defaults(handler=_decide, approve=name == "approve", access=Access.OWNER)
 
     p = sub.add_parser("reconcile", help="resolve a mission's accounting: reconcile or release requests, clear the latch")
     p.add_argument("mission")
@@ -29,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--release", action="store_true", help="the request never dispatched: give back its reservation")
     p.add_argument("--clear-latch", action="store_true", help="clear the latch once no request is left unreconciled")
     add_common(p)
-    p.set_defaults(handler=_reconcile)
+    p.set_defaults(handler=_reconcile, access=Access.OWNER)
 
     top = sub.add_parser("mission", help="missions: counters and what is left of the envelope")
     msub = top.add_subparsers(dest="mission_command", metavar="ACTION", parser_class=type(top))
@@ -37,17 +39,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = msub.add_parser("list", help="recent missions")
     p.add_argument("--automation")
     add_common(p)
-    p.set_defaults(handler=_list, reads_only=True)
+    p.set_defaults(handler=_list, reads_only=True, access=Access.READ)
     p = msub.add_parser("show", help="one mission, its envelope and pending asks")
     p.add_argument("mission")
     add_common(p)
-    p.set_defaults(handler=_show, reads_only=True)
+    p.set_defaults(handler=_show, reads_only=True, access=Access.READ)
 
 
 def _decide(ctx: Context) -> int:
     approval_id = ctx.args.approval_id
     try:
-        done = ctx.app.envelopes.decide(approval_id, ctx.args.approve)
+        if ctx.principal is not None:  # a CLI owner token vouches for who decided, as a console session does
+            done = ctx.app.envelopes.decide(
+                approval_id, ctx.args.approve, decided_by=ctx.principal.name, provenance=Provenance.AUTHENTICATED
+            )
+        else:
+            done = ctx.app.envelopes.decide(approval_id, ctx.args.approve)
     except ApprovalRejected as exc:
         ctx.emit({"approval_id": approval_id, "accepted": False, "reason": str(exc)}, f"rejected: {exc}")
         return EXIT_DENIED

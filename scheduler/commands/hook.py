@@ -27,6 +27,7 @@ from admission.intervals import format_interval, parse_interval
 from admission.store import redact_url
 
 from ..cli import EXIT_OK, EXIT_UNAVAILABLE, Context, add_common
+from ..owner_gate import Access
 
 EXIT_ALLOW = 0
 EXIT_BLOCK = 2  # what Claude Code and Codex read as "block this prompt"
@@ -64,7 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     _add_hook_timeout(p)
     add_common(p)  # --db means the same before and after the subcommand
-    p.set_defaults(handler=_user_prompt_submit, raw_handler=True)
+    p.set_defaults(handler=_user_prompt_submit, raw_handler=True, access=Access.OPERATE)
 
     _register_install(hsub)
 
@@ -72,7 +73,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--mission", help="mission id (default $FLOORGATE_MISSION_ID, set for the host by 'floorgate turn run')")
     _add_hook_timeout(p)
     add_common(p)
-    p.set_defaults(handler=_pre_tool_use, raw_handler=True)
+    p.set_defaults(handler=_pre_tool_use, raw_handler=True, access=Access.OPERATE)
 
 
 def _add_hook_timeout(p: argparse.ArgumentParser) -> None:
@@ -285,15 +286,15 @@ def _register_install(hsub: argparse._SubParsersAction) -> None:
         help="Codex: you, its owner, trust these hooks: record that in $CODEX_HOME/config.toml (merged, backed up) "
         "instead of printing what to add",
     )
-    p.set_defaults(handler=_install)
+    p.set_defaults(handler=_install, access=Access.OPERATE)  # the agent app's files, not the store
     p = hsub.add_parser("uninstall", help="remove floorgate's hooks from the agent app's settings (others stay)")
     where(p)
-    p.set_defaults(handler=_uninstall)
+    p.set_defaults(handler=_uninstall, access=Access.OPERATE)
     p = hsub.add_parser(
         "status", help="whether floorgate's hooks are installed, for which lane and store, and whether the app runs them; exit 1 if not"
     )
     where(p)
-    p.set_defaults(handler=_status, reads_only=True)
+    p.set_defaults(handler=_status, reads_only=True, access=Access.READ)
 
 
 def _target(ctx: Context):  # type: ignore[no-untyped-def]

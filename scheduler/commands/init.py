@@ -7,6 +7,7 @@ import argparse
 from admission import open_store
 
 from ..cli import EXIT_OK, Context, add_common
+from ..owner_gate import Access
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -15,7 +16,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="create the store at --db (an existing empty file is initialized: nothing there survives); an existing store is kept",
     )
     add_common(p)
-    p.set_defaults(handler=_init)
+    p.set_defaults(handler=_init, access=Access.OPERATE)
 
 
 def _init(ctx: Context) -> int:

@@ -8,6 +8,7 @@ from admission.events import MAX_ATTEMPTS, EventKind, WebhookFormat
 
 from ..cli import EXIT_OK, Context, add_common
 from ..notify import webhook_doc
+from ..owner_gate import Access
 from ..present import table
 
 
@@ -26,28 +27,28 @@ def register(sub: argparse._SubParsersAction) -> None:
         help='json: the signed event document (default); slack: {"text": ...} for a Slack-compatible incoming webhook',
     )
     add_common(p)
-    p.set_defaults(handler=_add)
+    p.set_defaults(handler=_add, access=Access.OWNER)
     p = nsub.add_parser(
         "list", help=f"every webhook with its delivery log (pending, delivered, failing, dead after {MAX_ATTEMPTS} failed attempts)"
     )
     add_common(p)
-    p.set_defaults(handler=_list, reads_only=True)
+    p.set_defaults(handler=_list, reads_only=True, access=Access.READ)
     p = nsub.add_parser("remove", help="unsubscribe a webhook (its undelivered events go with it)")
     p.add_argument("webhook_id")
     add_common(p)
-    p.set_defaults(handler=_remove)
+    p.set_defaults(handler=_remove, access=Access.OWNER)
     p = nsub.add_parser("retry", help="make a webhook's dead deliveries due again (after fixing its receiver)")
     p.add_argument("webhook_id")
     add_common(p)
-    p.set_defaults(handler=_retry)
+    p.set_defaults(handler=_retry, access=Access.OPERATE)  # re-sends to receivers an owner added
     p = nsub.add_parser("deliver", help="deliver the due events once (a running 'floorgate run' or 'floorgate serve' does this on its own)")
     add_common(p)
-    p.set_defaults(handler=_deliver)
+    p.set_defaults(handler=_deliver, access=Access.OPERATE)
     p = nsub.add_parser("events", help="the most recent events in the outbox")
     p.add_argument("--kind", choices=[k.value for k in EventKind])
     p.add_argument("--limit", type=int, default=50)
     add_common(p)
-    p.set_defaults(handler=_events, reads_only=True)
+    p.set_defaults(handler=_events, reads_only=True, access=Access.READ)
 
 
 def _add(ctx: Context) -> int:

@@ -8,6 +8,7 @@ from admission import Principal, Role
 from admission.clock import iso
 
 from ..cli import EXIT_OK, Context, add_common
+from ..owner_gate import ENV_TOKEN, Access, default_token_file
 from ..present import table
 
 
@@ -19,14 +20,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("name", help="short non-sensitive id, recorded as owner_ref of its writes (e.g. ops-lead)")
     p.add_argument("--role", choices=[r.value for r in Role], default=Role.OWNER.value)
     add_common(p)
-    p.set_defaults(handler=_add)
+    p.set_defaults(handler=_add, access=Access.OWNER)
     p = osub.add_parser("list", help="every principal and its role")
     add_common(p)
-    p.set_defaults(handler=_list, reads_only=True)
+    p.set_defaults(handler=_list, reads_only=True, access=Access.READ)
     p = osub.add_parser("revoke", help="revoke a principal's token")
     p.add_argument("name")
     add_common(p)
-    p.set_defaults(handler=_revoke)
+    p.set_defaults(handler=_revoke, access=Access.OWNER)
 
 
 def principal_doc(p: Principal) -> dict[str, object]:
@@ -34,11 +35,19 @@ def principal_doc(p: Principal) -> dict[str, object]:
 
 
 def _add(ctx: Context) -> int:
+    first = not ctx.app.owner_gate.has_owners()
     principal, token = ctx.app.principals.add(ctx.args.name, ctx.args.role)
-    ctx.emit(
-        {**principal_doc(principal), "token": token},
-        f"added {principal.name} ({principal.role.value}); its token, shown only now:\n{token}",
-    )
+    doc: dict[str, object] = {**principal_doc(principal), "token": token}
+    text = f"added {principal.name} ({principal.role.value}); its token, shown only now:\n{token}"
+    if first and principal.can_write:
+        hint = (
+            "this store has an owner now: every owner write from the CLI (policy set, approve, automation add, ...) "
+            f"needs an owner token: export {ENV_TOKEN}=<token>, or save it in {default_token_file()} (chmod 600) "
+            "or a file passed with --token-file; a managed turn never gets it"
+        )
+        doc["cli_writes"] = hint
+        text += f"\n{hint}"
+    ctx.emit(doc, text)
     return EXIT_OK
 
 

@@ -11,6 +11,7 @@ from admission.clock import iso
 from admission.intervals import format_interval, parse_interval
 
 from ..cli import EXIT_OK, Context, add_common
+from ..owner_gate import Access
 from ..present import change_doc, floor_doc, rule_doc, table
 
 
@@ -60,22 +61,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--compute-file", help="read the compute block from this JSON file")
     p.add_argument("--revision", required=True, type=int, help="the revision you read (0 when no rule exists)")
-    p.add_argument("--owner-ref", required=True, help="short non-sensitive id of who asked (e.g. alice)")
+    p.add_argument("--owner-ref", help="short non-sensitive id of who asked (e.g. alice); with an owner token, its principal")
     p.add_argument("--allow-reduction", action="store_true", help="authorize lowering or disabling the floor")
     p.add_argument("--note", help="why, kept with the write in policy history (one line)")
     add_common(p)
-    p.set_defaults(handler=_set)
+    p.set_defaults(handler=_set, access=Access.OWNER)
 
     p = psub.add_parser("show", help="rules as stored and the effective floor")
     _scope_args(p)
     add_common(p)
-    p.set_defaults(handler=_show, reads_only=True)
+    p.set_defaults(handler=_show, reads_only=True, access=Access.READ)
 
     p = psub.add_parser("history", help="provenance of every policy write, newest first")
     _scope_args(p)
     p.add_argument("--limit", type=int, default=100)
     add_common(p)
-    p.set_defaults(handler=_history, reads_only=True)
+    p.set_defaults(handler=_history, reads_only=True, access=Access.READ)
 
 
 def _set(ctx: Context) -> int:
@@ -97,11 +98,13 @@ def _set(ctx: Context) -> int:
         compute = parse_compute(text, "--compute-file")
     if interval is None and compute is None:
         raise InvalidInput("--min-interval", "give --min-interval and/or --compute (or --compute-file)")
+    owner_ref, provenance = ctx.owner()
     rule = ctx.app.policies.configure(
         scope,
         min_interval=interval,
         expected_revision=args.revision,
-        owner_ref=args.owner_ref,
+        owner_ref=owner_ref,
+        provenance=provenance,
         allow_reduction=args.allow_reduction,
         compute=compute,
         note=args.note,

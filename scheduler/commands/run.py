@@ -14,6 +14,7 @@ from admission.intervals import format_interval, parse_duration, parse_interval
 
 from ..cli import EXIT_OK, Context, add_common
 from ..envelope_gate import EnvelopeMode
+from ..owner_gate import Access
 from ..runtime import HostRuntime, RuntimeConfig
 
 
@@ -29,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--log-level", choices=LOG_LEVELS, default="info", help="what the host logs on stderr (default info)")
     add_common(p)
     # A host never creates its store: a typo in --db would run zero timers on a new empty file.
-    p.set_defaults(handler=_run, reads_only=True)
+    p.set_defaults(handler=_run, reads_only=True, access=Access.OPERATE)
 
 
 LOG_LEVELS = ["debug", "info", "warning", "error"]

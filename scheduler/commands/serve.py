@@ -17,6 +17,7 @@ from admission import InvalidInput
 from admission.intervals import parse_interval
 
 from ..cli import EXIT_OK, Context, add_common
+from ..owner_gate import Access
 
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
@@ -28,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--secure-cookies", action="store_true", help="mark the session cookie Secure (serve behind TLS)")
     p.add_argument("--deliver-every", default="15s", help="deliver due events (webhooks) this often, e.g. 15s; 0 turns it off")
     add_common(p)
-    p.set_defaults(handler=_serve, reads_only=True)
+    p.set_defaults(handler=_serve, reads_only=True, access=Access.OPERATE)  # signs its own owners in
 
 
 def _serve(ctx: Context) -> int:

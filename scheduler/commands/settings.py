@@ -11,6 +11,7 @@ from admission.clock import iso
 from admission.intervals import format_interval, parse_interval
 
 from ..cli import EXIT_OK, Context, add_common
+from ..owner_gate import Access
 
 _FIELDS = (("catch_up", "--catch-up"), ("backoff_initial", "--backoff-initial"), ("backoff_cap", "--backoff-cap"))
 
@@ -21,15 +22,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     ssub.required = True
     p = ssub.add_parser("show", help="the host policy and its revision")
     add_common(p)
-    p.set_defaults(handler=_show, reads_only=True)
+    p.set_defaults(handler=_show, reads_only=True, access=Access.READ)
     p = ssub.add_parser("set", help="change the host policy (exact-revision compare-and-set); running hosts pick it up")
     p.add_argument("--catch-up", help="a missed fire at most this old fires once after downtime (0 disables; default 1h)")
     p.add_argument("--backoff-initial", help="first wake after a failure or poke (default 3m)")
     p.add_argument("--backoff-cap", help="longest backoff wake (default 60m)")
     p.add_argument("--revision", required=True, type=int, help="the revision you read with 'settings show' (0: defaults)")
-    p.add_argument("--owner-ref", required=True, help="short non-sensitive id of who asked (e.g. alice)")
+    p.add_argument("--owner-ref", help="short non-sensitive id of who asked (e.g. alice); with an owner token, its principal")
     add_common(p)
-    p.set_defaults(handler=_set)
+    p.set_defaults(handler=_set, access=Access.OWNER)
 
 
 def policy_doc(stored: StoredHostPolicy) -> dict:  # type: ignore[type-arg]
@@ -79,6 +80,6 @@ def _set(ctx: Context) -> int:
         message = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
         flag = next((f for n, f in _FIELDS if message.startswith(n)), "--backoff-initial")
         raise InvalidInput(flag, message.split(" ", 1)[1] if " " in message else message) from None
-    stored = ctx.app.host_policy.set(policy, expected_revision=a.revision, owner_ref=a.owner_ref)
+    stored = ctx.app.host_policy.set(policy, expected_revision=a.revision, owner_ref=ctx.owner()[0])
     ctx.emit(policy_doc(stored), policy_text(stored))
     return EXIT_OK

@@ -7,6 +7,7 @@ import argparse
 from admission import InvalidInput
 
 from ..cli import EXIT_OK, Context, add_common
+from ..owner_gate import Access
 from ..present import eligibility_doc, host_doc, readback_doc, status_text
 
 
@@ -16,7 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--agent")
     p.add_argument("--automation")
     add_common(p)
-    p.set_defaults(handler=_status, reads_only=True)
+    p.set_defaults(handler=_status, reads_only=True, access=Access.READ)
 
 
 def _status(ctx: Context) -> int:

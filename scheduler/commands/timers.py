@@ -9,6 +9,7 @@ from admission.intervals import parse_interval
 from hosts import TimerKind
 
 from ..cli import EXIT_DENIED, EXIT_OK, EXIT_UNAVAILABLE, Context, add_common
+from ..owner_gate import Access
 from ..present import binding_doc
 from ..timers import TimerService
 
@@ -52,7 +53,7 @@ def register_actions(asub: argparse._SubParsersAction) -> None:
                 "--wait", default="10s", help="apscheduler timers: how long to wait for the running host's readback (default 10s)"
             )
         add_common(p)
-        p.set_defaults(handler=handler, reads_only=name == "diff")
+        p.set_defaults(handler=handler, reads_only=name == "diff", access=Access.READ if name == "diff" else Access.OPERATE)
 
 
 def _read_kwargs(ctx: Context) -> dict:  # type: ignore[type-arg]

@@ -11,6 +11,7 @@ from admission.intervals import parse_interval
 
 from ..cli import EXIT_DENIED, EXIT_OK, Context, add_common
 from ..envelope_gate import EnvelopeMode
+from ..owner_gate import Access
 from ..present import decision_doc, turn_doc, verdict_doc
 from ..recovery import recover
 
@@ -34,11 +35,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--envelope-mode", choices=[m.value for m in EnvelopeMode], help="default $FLOORGATE_ENVELOPE_MODE, else enforce")
     add_common(p)
-    p.set_defaults(handler=_run)
+    p.set_defaults(handler=_run, access=Access.OPERATE)
     p = tsub.add_parser("show", help="one turn's journal record and verdict")
     p.add_argument("turn")
     add_common(p)
-    p.set_defaults(handler=_show, reads_only=True)
+    p.set_defaults(handler=_show, reads_only=True, access=Access.READ)
 
 
 def _run(ctx: Context) -> int:
