@@ -208,13 +208,19 @@ def test_another_runner_s_token_and_an_ended_turn_s_token_are_refused(live: Live
     "answer",
     [pytest.param(b"garbage\n", id="not-json"), pytest.param(b'{"allow": "yes", "reason": ""}\n', id="allow-not-bool"), pytest.param(b"", id="closed")],
 )
-def test_a_malformed_answer_blocks(answer: bytes, tmp_path: Path) -> None:
+def test_a_malformed_answer_blocks(answer: bytes, store: Store, tmp_path: Path) -> None:
+    """Even with the store's URL at hand (an owner's --env FLOORGATE_DB), the credential decides."""
+    clock = FixedClock(T0)
+    envelope(store, clock, '{"max_tool_calls": 5}')
+    automation(store, clock)
+    mission = Missions(store, clock).open("x", "g", "a")
     path = tmp_path / "fake.sock"
     server = _fake_broker(path, answer)
-    env = {SOCKET_ENV: str(path), TOKEN_ENV: "t", "FLOORGATE_MISSION_ID": "m"}
+    env = {SOCKET_ENV: str(path), TOKEN_ENV: "t", "FLOORGATE_MISSION_ID": mission.mission_id, "FLOORGATE_DB": store.url}
     refused = tool_call(env)
     server.join(timeout=10)
     assert refused.returncode == 2 and "refused (fail closed)" in refused.stderr, refused.stderr
+    assert Missions(store, clock).get(mission.mission_id).tool_calls == 0
 
 
 @pytest.mark.parametrize(
