@@ -9,7 +9,9 @@ for the token's turn (its mission, its automation) and nothing else: a request n
 turn, and a mission it names must be the turn's own. Every failure answers a denial, and a
 hook that gets no answer blocks on its own. Connections are served on their own threads (never
 under a lock of the scheduler's), at most ``MAX_CONNECTIONS`` at a time, each read bounded by
-``READ_SECONDS``; the peer must be of this OS user (SO_PEERCRED).
+``READ_SECONDS``. The peer (SO_PEERCRED) must be of this OS user and, on Linux, a process of the
+turn itself (its host or a descendant): a token read from another process's environment does
+not work from outside that turn.
 """
 
 from __future__ import annotations
@@ -106,16 +108,16 @@ class TurnBroker:
         self._finalizer()
 
     # -- serving ---------------------------------------------------------------------------------
-    def _serve(self, conn: socket.socket) -> None:
+    def _serve(self, conn: socket.socket, peer: int | None) -> None:
         with conn:
             try:
                 conn.settimeout(READ_SECONDS)
-                answer = self._handle(read_line(conn))
+                answer = self._handle(read_line(conn), peer)
                 conn.sendall(encode({"allow": answer.allow, "reason": answer.reason[:MAX_REASON]}))
             except (OSError, ValueError) as exc:
                 log.warning("turn broker: a request failed: %s", exc)  # the hook gets no answer and blocks
 
-    def _handle(self, line: bytes) -> Answer:
+    def _handle(self, line: bytes, peer: int | None) -> Answer:
         try:
             request = json.loads(line)
         except (ValueError, RecursionError):
@@ -138,17 +140,19 @@ class TurnBroker:
             if value is not None and (not isinstance(value, str) or len(value) > MAX_FIELD):
                 return Answer(False, f"field {name} must be an id of at most {MAX_FIELD} characters")
         try:
-            return self._perform(kind, turn_id, fields)
+            return self._perform(kind, turn_id, fields, peer)
         except FloorgateError as exc:
             return Answer(False, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
         except Exception as exc:  # fail closed: an internal failure is a denial, logged
             log.exception("turn broker: %s for turn %s failed", kind.value, turn_id)
             return Answer(False, f"internal error {type(exc).__name__}")
 
-    def _perform(self, op: Op, turn_id: str, fields: dict[str, object]) -> Answer:
+    def _perform(self, op: Op, turn_id: str, fields: dict[str, object], peer: int | None) -> Answer:
         record = Journal(self.store, self.clock).get(turn_id)
         if record is None or not _running(record):
             return Answer(False, f"turn {turn_id} is not running")
+        if peer is not None and (record.child_pid is None or not _descends_from(peer, record.child_pid)):
+            return Answer(False, f"process {peer} is not one of turn {turn_id}'s (its credential works only inside the turn)")
         if op is Op.ADMIT_PROMPT:
             automation = fields["automation"]
             if automation != record.automation_id:
@@ -196,12 +200,32 @@ def _running(record: TurnRecord) -> bool:
     return record.verdict is None and record.phase in ("confirmed", "launched")
 
 
-def _peer_is_us(conn: socket.socket) -> bool:
+def _peer(conn: socket.socket) -> tuple[bool, int | None]:
+    """Whether the peer is of this OS user, and its pid (None where it cannot be known: not
+    Linux, where the 0700 directory alone keeps other users out)."""
     option = getattr(socket, "SO_PEERCRED", None)
-    if option is None:  # not Linux: the 0700 directory alone keeps other users out
-        return True
-    _pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i")))
-    return uid == os.geteuid()
+    if option is None or not os.path.isdir("/proc/self"):
+        return True, None
+    pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i")))
+    return uid == os.geteuid(), pid
+
+
+MAX_DEPTH = 64  # an agent's hook runs a few processes below its host
+
+
+def _descends_from(pid: int, ancestor: int) -> bool:
+    """Whether ``pid`` is ``ancestor`` or below it (its parents read from /proc)."""
+    for _ in range(MAX_DEPTH):
+        if pid == ancestor:
+            return True
+        if pid <= 1:
+            return False
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            pid = int(stat.rpartition(")")[2].split()[1])  # the parent: the field after the state
+        except (OSError, ValueError, IndexError):
+            return False
+    return False
 
 
 def _accept_loop(listener: socket.socket, ref: weakref.ReferenceType[TurnBroker]) -> None:
@@ -214,13 +238,17 @@ def _accept_loop(listener: socket.socket, ref: weakref.ReferenceType[TurnBroker]
         if broker is None:
             conn.close()
             return
-        if not _peer_is_us(conn) or not broker._slots.acquire(blocking=False):
+        try:
+            ours, pid = _peer(conn)
+        except OSError:
+            ours, pid = False, None
+        if not ours or not broker._slots.acquire(blocking=False):
             conn.close()  # the hook gets no answer and blocks
             continue
 
-        def serve(broker: TurnBroker = broker, conn: socket.socket = conn) -> None:
+        def serve(broker: TurnBroker = broker, conn: socket.socket = conn, pid: int | None = pid) -> None:
             try:
-                broker._serve(conn)
+                broker._serve(conn, pid)
             finally:
                 broker._slots.release()
 
@@ -233,4 +261,3 @@ def _shut(listener: socket.socket, directory: Path) -> None:
         listener.shutdown(socket.SHUT_RDWR)
     listener.close()
     shutil.rmtree(directory, ignore_errors=True)
-

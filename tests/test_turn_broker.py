@@ -20,19 +20,26 @@ from typing import Any
 
 import pytest
 
-from admission import Automations, FixedClock, Missions, Store, open_store
+from admission import Automations, CommandHost, FixedClock, Missions, Policies, Scope, Store, open_store, parse_compute
 from scheduler.executor import TurnExecutor, TurnOutcome
 from scheduler.turn_broker import RunnerBroker
 from scheduler.turn_wire import SOCKET_ENV, TOKEN_ENV
 
 from cli import run_cli
 from conftest import T0
-from helpers import command, wait_for
-from test_envelope import automation, envelope
+from helpers import add_automation, command, wait_for
 
 SECRET = "s3cret-Pw-4turns"
 PAYLOAD = json.dumps({"session_id": "s", "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {}})
 PROMPT = json.dumps({"session_id": "s", "hook_event_name": "UserPromptSubmit", "prompt": "go"})
+
+
+def envelope(store: Store, clock: FixedClock, text: str) -> None:
+    Policies(store, clock).configure(Scope.parse("g/a"), compute=parse_compute(text), expected_revision=0, owner_ref="o")
+
+
+def automation(store: Store, clock: FixedClock, script: str = "pass", *, timeout: float = 30.0) -> Any:
+    return add_automation(store, clock, script=script, timeout=timeout)
 
 
 def with_password(url: str) -> str:
@@ -103,20 +110,59 @@ def test_turn_run_counts_a_script_host_s_tool_calls_through_the_broker(db_url: s
 
 
 # -- what blocks ------------------------------------------------------------------------------------
+# The host of a live turn: it writes its environment, then runs each hook request the test drops
+# into its directory (as an agent app runs its hooks: a child of the host) until ``go`` appears.
+SERVE_HOOKS = """
+import json, os, subprocess, sys, time
+d = sys.argv[1]
+with open(d + '/env.json.tmp', 'w') as f:
+    json.dump(dict(os.environ), f)
+os.replace(d + '/env.json.tmp', d + '/env.json')
+n, t = 0, time.monotonic()
+while not os.path.exists(d + '/go') and time.monotonic() - t < 90:
+    req = f'{d}/req-{n}.json'
+    if not os.path.exists(req):
+        time.sleep(0.05)
+        continue
+    r = json.load(open(req))
+    p = subprocess.run(r['argv'], input=r['stdin'], env=r['env'], text=True, capture_output=True)
+    with open(req + '.out.tmp', 'w') as f:
+        json.dump({'returncode': p.returncode, 'stderr': p.stderr}, f)
+    os.replace(req + '.out.tmp', f'{d}/res-{n}.json')
+    n += 1
+"""
+
+
+@dataclass(frozen=True)
+class Said:
+    returncode: int
+    stderr: str
+
+
 @dataclass
 class LiveTurn:
-    """A managed turn held running (its host waits for ``go``), and the environment it got."""
+    """A managed turn held running (its host runs the hooks it is handed until ``release``)."""
 
     store: Store
     env: dict[str, str]
     executor: TurnExecutor
-    go: Path
+    directory: Path
     mission_id: str
     done: list[TurnOutcome]
     thread: threading.Thread
+    asked: int = 0
+
+    def hook(self, env: dict[str, str], *args: str, stdin: str = PAYLOAD) -> Said:
+        """``floorgate hook ARGS`` run by the turn's host with ``env`` (and PATH) as its environment."""
+        n, self.asked = self.asked, self.asked + 1
+        request = {"argv": [sys.executable, "-m", "scheduler", "hook", *args], "env": {"PATH": os.environ["PATH"], **env}, "stdin": stdin}
+        (self.directory / f"req-{n}.json.tmp").write_text(json.dumps(request))
+        os.replace(self.directory / f"req-{n}.json.tmp", self.directory / f"req-{n}.json")
+        done = self.directory / f"res-{n}.json"
+        return Said(**wait_for(lambda: done.exists() and json.loads(done.read_text()), 90, f"hook request {n}"))
 
     def release(self) -> TurnOutcome:
-        self.go.write_text("go")
+        (self.directory / "go").write_text("go")
         self.thread.join(timeout=60)
         return self.done[0]
 
@@ -124,16 +170,19 @@ class LiveTurn:
 @pytest.fixture
 def live(store: Store, tmp_path: Path) -> Iterator[LiveTurn]:
     clock = FixedClock(T0)
-    seen, go = tmp_path / "env.json", tmp_path / "go"
-    waits = f"import os, time; t = time.monotonic()\nwhile not os.path.exists({str(go)!r}) and time.monotonic() - t < 60: time.sleep(0.05)"
+    directory = tmp_path / "turn"
+    directory.mkdir()
     envelope(store, clock, '{"max_tool_calls": 5}')
-    auto = automation(store, clock, f"{dump_env(seen)}\n{waits}", timeout=90)
+    auto = automation(store, clock, timeout=120)
+    host = CommandHost(argv=(sys.executable, "-c", SERVE_HOOKS, str(directory)), timeout_seconds=120)
+    auto = Automations(store, clock).edit("x", auto.spec.model_copy(update={"host": host}))
     executor = TurnExecutor(store, state_dir=tmp_path / "state", clock=clock)
     done: list[TurnOutcome] = []
     thread = threading.Thread(target=lambda: done.append(executor.run(auto)), daemon=True)
     thread.start()
+    seen = directory / "env.json"
     env = wait_for(lambda: seen.exists() and json.loads(seen.read_text()), 60, "the host's environment")
-    turn = LiveTurn(store, env, executor, go, env["FLOORGATE_MISSION_ID"], done, thread)
+    turn = LiveTurn(store, env, executor, directory, env["FLOORGATE_MISSION_ID"], done, thread)
     try:
         yield turn
     finally:
@@ -143,7 +192,7 @@ def live(store: Store, tmp_path: Path) -> Iterator[LiveTurn]:
 
 
 def tool_call(env: dict[str, str], *args: str) -> Any:
-    """``floorgate hook pre-tool-use`` as the host's hook runs it (its environment, no --db)."""
+    """``floorgate hook pre-tool-use`` run by this test process: not a process of any turn."""
     return run_cli("hook", "pre-tool-use", *args, env={"PATH": os.environ["PATH"], **env}, stdin=PAYLOAD)
 
 
@@ -179,19 +228,21 @@ BLOCKS = [
 
 @pytest.mark.parametrize(("env_of", "why"), BLOCKS)
 def test_a_tool_call_without_a_valid_turn_credential_is_refused(live: LiveTurn, tmp_path: Path, env_of: Any, why: str) -> None:
-    refused = tool_call(env_of(live, tmp_path))
+    refused = live.hook(env_of(live, tmp_path), "pre-tool-use")
     assert refused.returncode == 2 and why in refused.stderr, refused.stderr
     assert counted(live) == 0
-    allowed = tool_call(live.env)  # the turn's own credential still counts
+    allowed = live.hook(live.env, "pre-tool-use")  # the turn's own credential still counts
     assert allowed.returncode == 0, allowed.stderr
     assert counted(live) == 1
 
 
-def test_another_runner_s_token_and_an_ended_turn_s_token_are_refused(live: LiveTurn, store: Store) -> None:
+def test_a_token_works_only_inside_its_turn_and_only_while_it_runs(live: LiveTurn, store: Store) -> None:
+    outside = tool_call(live.env)  # the turn's valid credential, read by a process outside the turn
+    assert outside.returncode == 2 and "not one of turn" in outside.stderr, outside.stderr
     other = RunnerBroker(store, FixedClock(T0), "enforce")
     try:
         with other.turn(live.env["FLOORGATE_TURN_ID"]) as foreign:  # a valid token of another runner's broker
-            refused = tool_call({**live.env, TOKEN_ENV: foreign.token})
+            refused = live.hook({**live.env, TOKEN_ENV: foreign.token}, "pre-tool-use")
             assert refused.returncode == 2 and "not valid" in refused.stderr, refused.stderr
     finally:
         other.close()
@@ -206,7 +257,11 @@ def test_another_runner_s_token_and_an_ended_turn_s_token_are_refused(live: Live
 
 @pytest.mark.parametrize(
     "answer",
-    [pytest.param(b"garbage\n", id="not-json"), pytest.param(b'{"allow": "yes", "reason": ""}\n', id="allow-not-bool"), pytest.param(b"", id="closed")],
+    [
+        pytest.param(b"garbage\n", id="not-json"),
+        pytest.param(b'{"allow": "yes", "reason": ""}\n', id="allow-not-bool"),
+        pytest.param(b"", id="closed"),
+    ],
 )
 def test_a_malformed_answer_blocks(answer: bytes, store: Store, tmp_path: Path) -> None:
     """Even with the store's URL at hand (an owner's --env FLOORGATE_DB), the credential decides."""
@@ -228,5 +283,5 @@ def test_a_malformed_answer_blocks(answer: bytes, store: Store, tmp_path: Path) 
 )
 def test_the_prompt_hook_admits_only_the_turn_s_own_wake(live: LiveTurn, automation_id: str, code: int) -> None:
     argv = ("hook", "user-prompt-submit", "--goal", "g", "--agent", "a", "--automation", automation_id, "--wake", "automatic")
-    said = run_cli(*argv, env={"PATH": os.environ["PATH"], **live.env}, stdin=PROMPT)
+    said = live.hook(live.env, *argv[1:], stdin=PROMPT)
     assert said.returncode == code, said.stderr
