@@ -518,7 +518,14 @@ class TurnExecutor:
         )
 
     def _launch(
-        self, automation: Automation, turn_id: str, log_path: Path, now: datetime, timeout: timedelta, tapped: list[str], cred: TurnCredential
+        self,
+        automation: Automation,
+        turn_id: str,
+        log_path: Path,
+        now: datetime,
+        timeout: timedelta,
+        tapped: list[str],
+        cred: TurnCredential,
     ) -> tuple[Verdict, str]:
         """Spawn the host held, pass the point of no return with its pid (one commit: ``launch``),
         then let it run until ``timeout`` after ``now``; the verdict, and why it could not start
