@@ -7,14 +7,21 @@ import signal
 from admission import Automation, Decision, TurnRecord, Verdict
 
 from .owner_gate import CREDENTIAL_ENV
+from .turn_wire import TurnCredential
 
 PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ")  # of the runner's own; the rest only by env_allow
 
 
 def host_env(
-    automation: Automation, record: TurnRecord, *, runner_env: dict[str, str], store_url: str, envelope_mode: str
+    automation: Automation,
+    record: TurnRecord,
+    *,
+    runner_env: dict[str, str],
+    credential: TurnCredential | None,
+    envelope_mode: str,
 ) -> dict[str, str]:
-    """The host's environment: the passed and allowed variables of the runner's, and the turn's ids."""
+    """The host's environment: the passed and allowed variables of the runner's, the turn's ids,
+    and its credential: the hooks reach the store through the runner's broker, never by its URL."""
     host = automation.spec.host
     allowed = (*PASSED_ENV, *(host.env_allow if host is not None else ()))
     env = {k: runner_env[k] for k in allowed if k in runner_env and k not in CREDENTIAL_ENV}  # an owner's token, never
@@ -27,10 +34,10 @@ def host_env(
     )
     if automation.spec.model is not None:
         env["FLOORGATE_MODEL"] = automation.spec.model
+    if credential is not None:
+        env.update(credential.env())  # what the hooks the host runs (PreToolUse, UserPromptSubmit) send their requests with
     if record.mission_id is not None:
-        # Hooks the host runs (PreToolUse) find the mission and the store through these.
         env["FLOORGATE_MISSION_ID"] = record.mission_id
-        env["FLOORGATE_DB"] = store_url
         env["FLOORGATE_ENVELOPE_MODE"] = envelope_mode
     return env
 

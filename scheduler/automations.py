@@ -169,7 +169,10 @@ class AutomationService:
         environment; warn about a schedule that fires more than once a minute."""
         for name in spec.host.env_allow if spec.host is not None else ():
             if name in CREDENTIAL_ENV:
-                raise InvalidInput("--env", f"{name} is an owner credential and a managed turn never receives it; drop --env {name}")
+                raise InvalidInput(
+                    "--env",
+                    f"{name} is a credential (an owner token or the store URL) and a managed turn never receives it; drop --env {name}",
+                )
         now = read_clock(self.clock)
         schedule = Schedule.parse(spec.schedule)
         problem = schedule.planning_problem()

@@ -58,6 +58,8 @@ from ._safe_files import UnsafePath, private_dir
 from .envelope_gate import EnvelopeGate, TurnGate, envelope_mode
 from .meters import read_usage
 from .recovery import DEFAULT_LEASE, host_identity, new_owner_id, orphaned, settle_lost
+from .turn_broker import RunnerBroker
+from .turn_wire import TurnCredential
 
 __all__ = ["DEFAULT_LEASE", "Admitted", "TurnExecutor", "TurnOutcome", "host_identity", "new_turn_id"]
 
@@ -182,6 +184,11 @@ class TurnExecutor:
         self.gate = EnvelopeGate(store, clock=self.clock, mode=envelope_mode(mode))
         self.sleep = sleep
         self.lease = lease
+        self.broker = RunnerBroker(store, self.clock, self.gate.mode)  # the launched turns' hooks reach the store through it
+
+    def close(self) -> None:
+        """Stop the turn broker (the hooks of any turn still running here then block)."""
+        self.broker.close()
 
     def run(
         self,
@@ -368,7 +375,8 @@ class TurnExecutor:
         except OSError as exc:
             raise LogUnwritable("state_dir", f"cannot write the turn log {log_path}: {exc.strerror or exc}") from exc
         tapped: list[str] = []
-        verdict, problem = self._launch(automation, turn_id, log_path, now, timeout, tapped)
+        with self.broker.turn(turn_id) as credential:
+            verdict, problem = self._launch(automation, turn_id, log_path, now, timeout, tapped, credential)
         ran = read_clock(self.clock) - now
         if wall_capped and verdict.status == "timed_out":
             verdict = verdict.model_copy(update={"stop_reason": "compute bound exhausted: max_wall_seconds", "bound": "max_wall_seconds"})
@@ -515,7 +523,14 @@ class TurnExecutor:
         )
 
     def _launch(
-        self, automation: Automation, turn_id: str, log_path: Path, now: datetime, timeout: timedelta, tapped: list[str]
+        self,
+        automation: Automation,
+        turn_id: str,
+        log_path: Path,
+        now: datetime,
+        timeout: timedelta,
+        tapped: list[str],
+        cred: TurnCredential,
     ) -> tuple[Verdict, str]:
         """Spawn the host held, pass the point of no return with its pid (one commit: ``launch``),
         then let it run until ``timeout`` after ``now``; the verdict, and why it could not start
@@ -527,7 +542,7 @@ class TurnExecutor:
         record = self.journal.get(turn_id)  # its attempt and mission, for the host's environment
         if record is None:  # pragma: no cover - the begin committed it under this runner's claim
             raise ClaimLost(turn_id, self.owner, None, "launch")
-        env = host_env(automation, record, runner_env=dict(os.environ), store_url=self.store.url, envelope_mode=self.gate.mode)
+        env = host_env(automation, record, runner_env=dict(os.environ), credential=cred, envelope_mode=self.gate.mode)
         launched: list[int] = []
 
         def confirm(pid: int) -> None:  # the point of no return: the host has not run yet

@@ -85,7 +85,7 @@ class HookPlan:
         return [*argv, "--wait-eligible", format_interval(self.wait), "--hook-timeout", f"{self.prompt_timeout_seconds}s"]
 
     def tool_argv(self) -> list[str]:
-        # No --db: inside a managed turn the mission's store is $FLOORGATE_DB, set by 'turn run'.
+        # No --db: inside a managed turn it asks the runner's broker ($FLOORGATE_TURN_SOCKET, set by 'turn run').
         return [*self.floorgate, "hook", TOOL_EVENT, "--hook-timeout", f"{TOOL_HOOK_TIMEOUT_SECONDS}s"]
 
     @property

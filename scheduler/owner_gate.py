@@ -19,12 +19,14 @@ from pathlib import Path
 from admission import FloorgateError, Principal, Principals, Role, Store
 from admission.clock import Clock, read_clock
 from admission.events import EventKind, record
+from admission.store import ENV_URL as STORE_URL_ENV
 
 ENV_TOKEN = "FLOORGATE_TOKEN"
 ENV_TOKEN_FILE = "FLOORGATE_TOKEN_FILE"
 ENV_TURN_ID = "FLOORGATE_TURN_ID"
-# Never passed to a managed turn's host, whatever its env_allow says.
-CREDENTIAL_ENV = (ENV_TOKEN, ENV_TOKEN_FILE)
+# Never passed to a managed turn's host, whatever its env_allow says: an owner's token, and the
+# store's URL (its hooks reach the store through the runner's turn broker, scoped to the turn).
+CREDENTIAL_ENV = (ENV_TOKEN, ENV_TOKEN_FILE, STORE_URL_ENV)
 _MAX_TOKEN_FILE = 4096
 
 

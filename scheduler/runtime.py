@@ -195,6 +195,7 @@ class HostRuntime(Ticking, TickRecords):
             log.warning("turn %s was admitted but not started before the host stopped: left journaled, recovery resumes it", turn_id)
         for thread in self._threads:
             thread.join(timeout=10)
+        self.executor.close()  # its turn broker: no turn runs here any more
         self._guarded("flush", self.flush)
         self._guarded("beat", self.heartbeat.stopped)
 

@@ -131,7 +131,7 @@ def test_the_prompt_of_a_managed_turn_is_that_turn_s_wake(store: Store, clock: F
 
     from helpers import add_automation
 
-    floor(store, clock, "g/a", timedelta(hours=24))
+    floor(store, clock, "g/a", timedelta(days=3650))  # the CLI below reads the real clock, far past the fixed one
     hook = [sys.executable, "-m", "scheduler", "--db", store.url, "hook", "user-prompt-submit", "--goal", "g", "--agent", "a"]
     hook += ["--automation", "x", "--wake", "automatic"]
     host = f"import subprocess, sys; sys.exit(subprocess.run({hook!r}, input={json.dumps(CLAUDE_PAYLOAD)!r}, text=True).returncode)"

@@ -242,17 +242,17 @@ def test_a_store_without_owners_takes_asserted_writes_as_before_and_the_first_ow
     assert second.returncode == 0 and "FLOORGATE_TOKEN" not in second.stdout  # said once, for the first owner
 
 
-@pytest.mark.parametrize("name", ["FLOORGATE_TOKEN", "FLOORGATE_TOKEN_FILE"])
+@pytest.mark.parametrize("name", ["FLOORGATE_TOKEN", "FLOORGATE_TOKEN_FILE", "FLOORGATE_DB"])
 def test_an_owner_credential_cannot_be_passed_to_a_turn(store: Store, clock, tmp_path: Path, home: Path, name: str) -> None:  # type: ignore[no-untyped-def]
     r = cli(
         "automation", "add", "leaky", "--goal", "g", "--agent", "a", "--schedule", "every 1h", "--env", name, "--", "true",
         db=store.url, cwd=tmp_path, env=_env(home),
     )  # fmt: skip
-    assert r.returncode == 2 and f"{name} is an owner credential" in one_line_error(r)
+    assert r.returncode == 2 and f"{name} is a credential" in one_line_error(r)
     assert json.loads(cli("automation", "list", "--json", db=store.url).stdout)["automations"] == []
 
 
-@pytest.mark.parametrize("name", ["FLOORGATE_TOKEN", "FLOORGATE_TOKEN_FILE"])
+@pytest.mark.parametrize("name", ["FLOORGATE_TOKEN", "FLOORGATE_TOKEN_FILE", "FLOORGATE_DB"])
 def test_a_turn_host_never_gets_an_owner_credential_even_when_its_automation_allows_it(clock, name: str) -> None:  # type: ignore[no-untyped-def]
     # An automation stored before the --env check (or written around it) still never passes it on.
     spec = AutomationSpec(
@@ -272,7 +272,7 @@ def test_a_turn_host_never_gets_an_owner_credential_even_when_its_automation_all
     )
     record = TurnRecord.model_construct(turn_id="t-1", attempt=1, mission_id=None)
     env = host_env(
-        automation, record, runner_env={name: "fgo_alice.secret", "KEEP": "1", "PATH": "/bin"}, store_url="x.db", envelope_mode="enforce"
+        automation, record, runner_env={name: "fgo_alice.secret", "KEEP": "1", "PATH": "/bin"}, credential=None, envelope_mode="enforce"
     )
     assert name not in env and env["KEEP"] == "1"
 

@@ -28,6 +28,7 @@ from admission.store import redact_url
 
 from ..cli import EXIT_OK, EXIT_UNAVAILABLE, Context, add_common
 from ..owner_gate import Access
+from ..turn_wire import Op, ask, credential_from
 
 EXIT_ALLOW = 0
 EXIT_BLOCK = 2  # what Claude Code and Codex read as "block this prompt"
@@ -199,6 +200,10 @@ def _admit_prompt(args: argparse.Namespace, timeout: timedelta) -> int:
             )
         if wait >= deadline_of(timeout):
             raise InvalidInput("--wait-eligible", "must end before the hook's own deadline: raise --hook-timeout (and the app's timeout)")
+        credential = credential_from(os.environ)
+        if credential is not None:  # a managed turn: its runner answers, for that turn only
+            said = ask(credential, Op.ADMIT_PROMPT, {"automation": args.automation}, timeout=deadline_of(timeout).total_seconds())
+            return EXIT_ALLOW if said.allow else _block(f"floorgate: {args.goal}/{args.agent}/{args.automation} blocked: {said.reason}")
         app = _app(args)
         try:
             answer = app.hooks.admit_prompt(
@@ -235,20 +240,25 @@ def _pre_tool_use(args: argparse.Namespace) -> int:
         except FloorgateError as exc:
             return _block(f"floorgate: tool call refused (fail closed): {_why(exc)}")
         with _deadline(timeout, "tool call"):
-            return _count_tool_call(args)
+            return _count_tool_call(args, timeout)
 
 
-def _count_tool_call(args: argparse.Namespace) -> int:
+def _count_tool_call(args: argparse.Namespace, timeout: timedelta) -> int:
     try:
         payload = read_payload()
         mission_id = args.mission or os.environ.get("FLOORGATE_MISSION_ID")
-        if not mission_id:
+        credential = credential_from(os.environ)
+        if credential is not None:  # a managed turn: its runner counts, against that turn's mission only
+            said = ask(credential, Op.COUNT_TOOL_CALL, {"mission": mission_id}, timeout=deadline_of(timeout).total_seconds())
+            refusal = None if said.allow else said.reason
+        elif not mission_id:
             return EXIT_ALLOW  # not inside a floorgate mission: nothing to bound
-        app = _app(args)
-        try:
-            refusal = app.hooks.count_tool_call(mission_id)
-        finally:
-            app.close()
+        else:
+            app = _app(args)
+            try:
+                refusal = app.hooks.count_tool_call(mission_id)
+            finally:
+                app.close()
     except BaseException as exc:  # refuse on every failure, its own and an interruption included
         return _block(f"floorgate: tool call refused (fail closed): {_why(exc)}")
     if refusal is None:

@@ -57,7 +57,10 @@ def _run(ctx: Context) -> int:
     if turn_id is None and recovered.resumable:
         turn_id = recovered.resumable[0].turn_id  # its reservation holds this window: run it
         lines.append(f"resuming turn {turn_id}: its runner is gone and it never launched")
-    outcome = executor.run(automation, turn_id=turn_id, manual_reason=a.manual_reason, wait_eligible=wait)
+    try:
+        outcome = executor.run(automation, turn_id=turn_id, manual_reason=a.manual_reason, wait_eligible=wait)
+    finally:
+        executor.close()  # its turn broker: the turn has ended
     v = outcome.verdict
     doc = {
         "turn_id": outcome.turn_id,

@@ -52,7 +52,11 @@ def prepare(fg: Floorgate, automation_id: str, reason: str | None) -> tuple[Any,
 
 def run(fg: Floorgate, automation: Any, reason: str, principal: Principal, turn_id: str) -> TurnOutcome:
     """The manual turn itself (on a runner thread), recorded as asked by ``principal``."""
-    return fg.executor().run(automation, turn_id=turn_id, manual_reason=f"{reason} (by {principal.name}, authenticated)")
+    executor = fg.executor()
+    try:
+        return executor.run(automation, turn_id=turn_id, manual_reason=f"{reason} (by {principal.name}, authenticated)")
+    finally:
+        executor.close()  # its turn broker: the turn has ended
 
 
 def run_now(

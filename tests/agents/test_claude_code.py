@@ -148,7 +148,7 @@ def managed(world: World, compute: str, *host_args: str) -> None:
 
 
 def turn(world: World) -> subprocess.CompletedProcess[str]:
-    """``floorgate turn run x`` as its own process (the host's hooks find it through FLOORGATE_DB)."""
+    """``floorgate turn run x`` as its own process (the host's hooks reach it through its turn broker)."""
     return subprocess.run(
         [str(FLOORGATE), "--db", "floorgate.db", "turn", "run", "x"],
         cwd=world.root,
