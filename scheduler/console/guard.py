@@ -94,9 +94,11 @@ class ConsoleGuard:
             await send(message)
 
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        refused = self._refusal(scope, headers)
+        refused = self._oversized(headers)
+        if refused is None:  # read (within the cap) even a body about to be refused: an unread one resets the answer
+            body, refused = await self._read_body(receive)
         if refused is None:
-            body, refused = await self._read_body(receive, headers)
+            refused = self._refusal(scope, headers)
         if refused is not None:
             status, kind, text = refused
             await _answer(secured, status, kind, text)
@@ -108,12 +110,15 @@ class ConsoleGuard:
             return 400, "bad_host", "this console is not served under that Host name; use the address floorgate serve printed"
         if scope["method"] not in SAFE_METHODS and cross_site(headers):
             return 403, "cross_site", "a request from another site is refused; open the console's own page and submit it there"
+        return None
+
+    def _oversized(self, headers: dict[str, str]) -> tuple[int, str, str] | None:
         length = headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > self.max_body):
             return 413, "body_too_large", f"the request body is over {self.max_body} bytes"
         return None
 
-    async def _read_body(self, receive: Receive, headers: dict[str, str]) -> tuple[bytes, tuple[int, str, str] | None]:
+    async def _read_body(self, receive: Receive) -> tuple[bytes, tuple[int, str, str] | None]:
         chunks: list[bytes] = []
         size = 0
         try:
