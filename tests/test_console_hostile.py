@@ -209,7 +209,7 @@ def test_an_oversized_body_is_413_before_it_is_read(served: Served) -> None:
         pytest.param("/api/missions?limit=1000001", "limit", id="limit-over-max"),
         pytest.param("/api/starts?limit=%EF%BC%91", "limit", id="fullwidth-digit"),
         pytest.param("/api/starts?limit=1001", "limit", id="just-over-max"),
-        pytest.param("/api/automations/x/ticks?limit=5000", "limit", id="ticks-limit"),
+        pytest.param("/api/events?limit=5000", "limit", id="events-limit"),
     ],
 )
 def test_an_out_of_range_count_is_422_naming_it(served: Served, path: str, field: str) -> None:
