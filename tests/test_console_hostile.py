@@ -260,3 +260,19 @@ def test_slow_headers_idle_connections_and_a_big_body_leave_the_console_answerin
         for s in held:
             s.close()
     assert served.log.stat().st_size < 8 * 1024, served.log.read_text()[-2000:]
+
+
+def test_a_flood_of_accept_errors_is_logged_once_a_second_with_a_count(caplog: pytest.LogCaptureFixture) -> None:
+    from scheduler.console.server import ThrottledLoopErrors
+
+    now = [100.0]
+    handler = ThrottledLoopErrors(clock=lambda: now[0])
+    context = {"message": "socket.accept() out of system resource", "exception": OSError(24, "Too many open files")}
+    with caplog.at_level("ERROR", logger="floorgate.serve"):
+        for _second in range(3):
+            for _ in range(1000):
+                handler(None, context)  # type: ignore[arg-type]
+            now[0] += 1.0
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 3 and "Too many open files" in lines[0]
+    assert lines[1].endswith("(999 more like it not logged)") and "Traceback" not in "".join(lines)

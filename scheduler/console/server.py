@@ -18,7 +18,7 @@ import logging
 import socket
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import uvicorn
@@ -87,14 +87,14 @@ class ThrottledLoopErrors:
     """An event loop exception handler logging each kind of message at most once a second (one line,
     no traceback), with how many were left out: a flood of accept errors stays a trickle."""
 
-    def __init__(self, every: float = 1.0) -> None:
-        self.every = every
+    def __init__(self, every: float = 1.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.every, self.clock = every, clock
         self._last: dict[str, float] = {}
         self._dropped: dict[str, int] = {}
 
     def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         message = str(context.get("message", "event loop error"))
-        now = time.monotonic()
+        now = self.clock()
         if now - self._last.get(message, -self.every) < self.every:
             self._dropped[message] = self._dropped.get(message, 0) + 1
             return
