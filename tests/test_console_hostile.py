@@ -276,3 +276,9 @@ def test_a_flood_of_accept_errors_is_logged_once_a_second_with_a_count(caplog: p
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 3 and "Too many open files" in lines[0]
     assert lines[1].endswith("(999 more like it not logged)") and "Traceback" not in "".join(lines)
+
+
+def test_the_consoles_own_form_is_not_cross_site_though_its_origin_is_null(served: Served) -> None:
+    """Under Referrer-Policy: no-referrer a browser posts the page's own form with Origin: null."""
+    with served.client() as c:
+        assert _signin(c, served.owner, Origin="null", **{"Sec-Fetch-Site": "same-origin"}).status_code == 303

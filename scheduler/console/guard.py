@@ -62,10 +62,12 @@ def _has_port(name: str) -> bool:
 
 def cross_site(headers: dict[str, str]) -> bool:
     """Whether a browser says another origin sent this request (``Sec-Fetch-Site``, else ``Origin``
-    against ``Host``). A request without either (curl, scripts) is not a browser's cross-site one."""
+    against ``Host``). A request without either (curl, scripts) is not a browser's cross-site one.
+    ``Sec-Fetch-Site`` decides when present: under ``Referrer-Policy: no-referrer`` a browser sends
+    ``Origin: null`` even for the console's own forms."""
     site = headers.get("sec-fetch-site")
-    if site is not None and site not in ("same-origin", "none"):
-        return True
+    if site is not None:
+        return site not in ("same-origin", "none")
     origin = headers.get("origin")
     if origin is None:
         return False
