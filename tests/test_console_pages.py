@@ -43,7 +43,9 @@ def test_one_stale_token_failing_again_and_again_locks_only_itself(store: Store,
     assert c.get("/metrics", stale).status_code == 401
 
 
-def test_many_different_wrong_tokens_from_one_address_lock_the_address_good_tokens_included(store: Store, clock: FixedClock) -> None:
+def test_many_different_wrong_tokens_for_one_name_from_one_address_lock_that_name_good_token_included(
+    store: Store, clock: FixedClock
+) -> None:
     c = console(store, clock)
     for i in range(19):
         assert post_signin(c.client, f"fgo_ops.guess{i}").status_code == 401
