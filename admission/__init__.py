@@ -39,7 +39,7 @@ from .intervals import format_interval, parse_interval
 from .journal import Journal, TurnRecord, Verdict
 from .missions import Mission, Missions
 from .policies import EffectiveFloor, Policies, Provenance, Rule, RuleChange
-from .principals import LockReason, Lockout, Principal, Principals, Role, Sessions, SignedIn
+from .principals import LockReason, Lockout, Principal, Principals, Role, Sessions, SignedIn, token_fingerprint, token_name
 from .scope import Scope, ScopeKind
 from .store import Store, open_store
 from .ticks import Tick, TickLog
@@ -119,4 +119,6 @@ __all__ = [
     "open_store",
     "parse_compute",
     "parse_interval",
+    "token_fingerprint",
+    "token_name",
 ]

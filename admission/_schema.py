@@ -344,15 +344,14 @@ sessions = Table(
     Index("ix_fg_sessions_expires", "expires_at_us"),
 )
 
-signin_failures = Table(
-    "fg_signin_failures",
+signin_locks = Table(
+    "fg_signin_locks",
     metadata,
-    # One row per failed console sign-in (or bad bearer token), per client address, with the
-    # SHA-256 of the token that failed (NULL in rows written before migration 0015).
-    Column("seq", Integer, primary_key=True, autoincrement=True),
-    Column("client", String(128), nullable=False),
-    Column("at_us", UtcMicros, nullable=False),
-    Column("token_sha256", String(64), nullable=True),
-    Index("ix_fg_signin_failures_client", "client", "at_us"),
-    Index("ix_fg_signin_failures_token", "token_sha256", "at_us"),
+    # An engaged sign-in lock (failures are counted in each console process's memory; only a lock
+    # is written): ``token:<sha256>`` for one token, ``client:<address>|<name>`` for guessing.
+    Column("lock_key", String(200), primary_key=True),
+    Column("reason", String(16), nullable=False),  # LockReason
+    Column("failures", Integer, nullable=False),
+    Column("until_us", UtcMicros, nullable=False),
+    Index("ix_fg_signin_locks_until", "until_us"),
 )

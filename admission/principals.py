@@ -10,11 +10,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import delete, insert, select, update
 
 from . import _schema as s
 from ._types import stored
@@ -143,8 +144,8 @@ class Sessions:
     """Console sessions and failed sign-ins, in the store: a restart keeps everyone signed in, and
     several ``floorgate serve`` processes on one store share sessions and one rate limit.
 
-    Only a session id's SHA-256 hash is stored (the cookie is the id); failed sign-ins are rows per
-    client address, counted within a window and pruned as new ones arrive.
+    Only a session id's SHA-256 hash is stored (the cookie is the id). Failed sign-ins are counted
+    by each console process in memory; only a lock, once a limit is reached, is a row here.
     """
 
     def __init__(self, store: Store, clock: Clock | None = None) -> None:
@@ -187,43 +188,26 @@ class Sessions:
         with self.store.write(lock_key="sessions") as conn:
             conn.execute(delete(t).where(t.c.session_sha256 == _hash(session_id)))
 
-    def lockout(self, client: str, token: str, *, window: timedelta, per_token: int, per_client: int) -> Lockout | None:
-        """Whether ``token`` from ``client`` is refused unchecked, and until when (None: check it).
-
-        Two limits, each over the last ``window``: the same token (by its fingerprint, from any
-        address) failing ``per_token`` times locks that token only; ``per_client`` different wrong
-        tokens from one address lock the address (guessing), good tokens included, because
-        answering them would let a guesser tell a hit from a miss.
-        """
-        f = s.signin_failures
+    def locked(self, keys: Sequence[str]) -> Lockout | None:
+        """The engaged lock among ``keys`` that lifts last, or None (nothing refuses them now)."""
+        t = s.signin_locks
         now = read_clock(self.clock)
-        since, key, fingerprint = now - window, client[:128], _fingerprint(token)
         with self.store.read() as conn:
-            same = (
-                conn.execute(
-                    select(f.c.at_us).where(f.c.token_sha256 == fingerprint, f.c.at_us > since).order_by(f.c.at_us.desc())
-                    .offset(per_token - 1).limit(1)
-                ).scalar_one_or_none()
-            )  # fmt: skip
-            if same is not None:  # the per_token-th latest failure of this token leaves the window last
-                return Lockout(reason=LockReason.TOKEN, limit=per_token, until=same + window)
-            latest = func.max(f.c.at_us).label("latest")
-            distinct = conn.execute(
-                select(latest).where(f.c.client == key, f.c.at_us > since, f.c.token_sha256.is_not(None))
-                .group_by(f.c.token_sha256).order_by(latest.desc()).offset(per_client - 1).limit(1)
-            ).scalar_one_or_none()  # fmt: skip
-        if distinct is not None:
-            return Lockout(reason=LockReason.CLIENT, limit=per_client, until=distinct + window)
-        return None
+            row = conn.execute(
+                select(t).where(t.c.lock_key.in_([k[:200] for k in keys]), t.c.until_us > now).order_by(t.c.until_us.desc()).limit(1)
+            ).first()
+        if row is None:
+            return None
+        with stored(f"sign-in lock {row.lock_key!r}"):
+            return Lockout(reason=LockReason(row.reason), limit=row.failures, until=row.until_us)
 
-    def failed(self, client: str, token: str, window: timedelta) -> None:
-        """Count one failed sign-in of ``token`` (kept as a fingerprint) from ``client``, and forget
-        every failure older than ``window``."""
-        f = s.signin_failures
+    def lock(self, key: str, lockout: Lockout) -> None:
+        """Engage ``lockout`` on ``key`` for every process on the store (expired locks are swept)."""
+        t = s.signin_locks
         now = read_clock(self.clock)
-        with self.store.write(lock_key=f"signin:{client[:128]}") as conn:
-            conn.execute(delete(f).where(f.c.at_us <= now - window))  # nobody's failures outlive the window
-            conn.execute(insert(f).values(client=client[:128], at_us=now, token_sha256=_fingerprint(token)))
+        with self.store.write(lock_key="signin-locks") as conn:
+            conn.execute(delete(t).where((t.c.until_us <= now) | (t.c.lock_key == key[:200])))
+            conn.execute(insert(t).values(lock_key=key[:200], reason=lockout.reason.value, failures=lockout.limit, until_us=lockout.until))
 
 
 class LockReason(StrEnum):
@@ -243,5 +227,14 @@ class Lockout(BaseModel):
     until: datetime
 
 
-def _fingerprint(token: str) -> str:
+def token_fingerprint(token: str) -> str:
+    """The SHA-256 of a presented token (its first 1000 characters): how a failed one is remembered."""
     return _hash(token[:1000])
+
+
+def token_name(token: str) -> str:
+    """The principal name a token claims (``fgo_<name>.<secret>``), or "" for a malformed one."""
+    if not token.startswith(TOKEN_PREFIX):
+        return ""
+    name, dot, _ = token[len(TOKEN_PREFIX) :].partition(".")
+    return name[:64] if dot else ""

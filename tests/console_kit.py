@@ -44,11 +44,20 @@ def pending_ask(store: Store, clock: FixedClock, automation_id: str = "x") -> st
     return Approvals(store, clock).ask(mission.mission_id, f"g/a/{automation_id}", "max_turns", 5).approval_id
 
 
+def post_signin(client: TestClient, token: str, **kwargs: object):  # type: ignore[no-untyped-def]
+    """POST the sign-in form as a browser does: read the form first (its CSRF token and cookie)."""
+    import re
+
+    found = re.search(r'name="signin_csrf" value="([^"]+)"', client.get("/signin").text)
+    assert found is not None
+    return client.post("/signin", data={"token": token, "signin_csrf": found.group(1)}, **kwargs)  # type: ignore[arg-type]
+
+
 def sign_in(c: Console, token: str | None = None) -> str:
     """Sign the client in; returns the CSRF token the pages carry."""
     import re
 
-    r = c.client.post("/signin", data={"token": token or c.owner}, follow_redirects=False)
+    r = post_signin(c.client, token or c.owner, follow_redirects=False)
     assert r.status_code == 303, r.text
     page = c.client.get("/settings").text
     found = re.search(r'name="csrf" value="([^"]+)"', page)

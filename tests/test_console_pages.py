@@ -11,7 +11,7 @@ import re
 from admission import Admission, FixedClock, Store
 
 from conftest import DAY, T0, raw_sql
-from console_kit import console, pending_ask, sign_in
+from console_kit import console, pending_ask, post_signin, sign_in
 from helpers import add_automation, floor, wait_for
 
 
@@ -20,7 +20,7 @@ def test_pages_need_a_session_and_sign_in_sets_an_http_only_same_site_cookie(sto
     for path in ("/dashboard", "/settings", "/asks"):
         r = c.client.get(path, follow_redirects=False)
         assert r.status_code == 303 and r.headers["location"] == "/signin", path
-    r = c.client.post("/signin", data={"token": c.owner}, follow_redirects=False)
+    r = post_signin(c.client, c.owner, follow_redirects=False)
     cookie = r.headers["set-cookie"]
     assert "HttpOnly" in cookie and "SameSite=strict" in cookie
     assert c.client.get("/dashboard").status_code == 200
@@ -38,23 +38,25 @@ def test_one_stale_token_failing_again_and_again_locks_only_itself(store: Store,
     assert 0 < int(r.headers["Retry-After"]) <= 900
     assert c.get("/metrics", good).status_code == 200  # same address, another token: unaffected
     assert c.get("/api/whoami", good).status_code == 200
-    assert c.client.post("/signin", data={"token": good}, follow_redirects=False).status_code == 303
-    assert c.client.post("/signin", data={"token": stale}).status_code == 429  # the page shares the limit
+    assert post_signin(c.client, good, follow_redirects=False).status_code == 303
+    assert post_signin(c.client, stale).status_code == 429  # the page shares the limit
     clock.advance(DAY)  # the window passed: the token is checked again (and still fails)
     assert c.get("/metrics", stale).status_code == 401
 
 
-def test_many_different_wrong_tokens_from_one_address_lock_the_address_good_tokens_included(store: Store, clock: FixedClock) -> None:
+def test_many_different_wrong_tokens_for_one_name_from_one_address_lock_that_name_good_token_included(
+    store: Store, clock: FixedClock
+) -> None:
     c = console(store, clock)
     for i in range(19):
-        assert c.client.post("/signin", data={"token": f"fgo_ops.guess{i}"}).status_code == 401
+        assert post_signin(c.client, f"fgo_ops.guess{i}").status_code == 401
     assert c.get("/api/whoami").status_code == 200  # 19 distinct misses (and 5 typos at the form) are not yet guessing
     assert c.get("/api/whoami", "fgo_ops.guess19").status_code == 401  # a bearer token counts too
     r = c.get("/api/whoami")
     assert r.status_code == 429 and "20 different wrong tokens" in r.json()["error"]["message"]
-    assert c.client.post("/signin", data={"token": c.owner}, follow_redirects=False).status_code == 429
+    assert post_signin(c.client, c.owner, follow_redirects=False).status_code == 429
     clock.advance(DAY)
-    assert c.client.post("/signin", data={"token": c.owner}, follow_redirects=False).status_code == 303
+    assert post_signin(c.client, c.owner, follow_redirects=False).status_code == 303
 
 
 def test_every_write_form_needs_the_session_csrf_token(store: Store, clock: FixedClock) -> None:
@@ -263,7 +265,7 @@ def test_revoking_a_principal_signs_its_sessions_out_everywhere(store: Store, cl
     assert c.client.get("/dashboard", follow_redirects=False).status_code == 303
 
 
-def test_the_failed_sign_in_limit_is_shared_by_every_server_on_the_store(store: Store, clock: FixedClock) -> None:
+def test_an_engaged_sign_in_lock_is_shared_by_every_server_on_the_store(store: Store, clock: FixedClock) -> None:
     from starlette.testclient import TestClient
 
     from scheduler.app import Floorgate
@@ -271,14 +273,16 @@ def test_the_failed_sign_in_limit_is_shared_by_every_server_on_the_store(store: 
 
     c = console(store, clock)
     other = TestClient(create_app(Floorgate(store, clock=clock)))
-    for client in (c.client, other, c.client, other, c.client):  # five failures of one token, split over two servers
-        assert client.post("/signin", data={"token": "fgo_ops.guess"}).status_code == 401
-    assert other.post("/signin", data={"token": "fgo_ops.guess"}).status_code == 429
-    assert c.client.post("/signin", data={"token": "fgo_ops.guess"}).status_code == 429
-    for i in range(19):  # and distinct guesses, split the same way
-        (c.client, other)[i % 2].post("/signin", data={"token": f"fgo_ops.other{i}"})
-    assert other.post("/signin", data={"token": c.owner}, follow_redirects=False).status_code == 429
-    assert c.client.post("/signin", data={"token": c.owner}, follow_redirects=False).status_code == 429
+    for _ in range(5):  # failures are counted where they happen: a wrong token is no store write
+        assert post_signin(c.client, "fgo_ops.guess").status_code == 401
+    assert raw_sql(store, "SELECT COUNT(*) FROM fg_signin_locks") == [(1,)]  # the lock, once engaged, is
+    assert post_signin(other, "fgo_ops.guess").status_code == 429  # honoured by every server
+    restarted = TestClient(create_app(Floorgate(store, clock=clock)))
+    assert post_signin(restarted, "fgo_ops.guess").status_code == 429
+    for i in range(20):
+        post_signin(other, f"fgo_ops.other{i}")
+    assert post_signin(c.client, c.owner, follow_redirects=False).status_code == 429
+    assert post_signin(restarted, c.owner, follow_redirects=False).status_code == 429
 
 
 def test_the_target_selector_lists_goal_agents_and_their_automations_and_an_automation_override_leaves_peers(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import ipaddress
 import logging
 import socket
 import sys
@@ -27,24 +28,53 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: loopback only)")
     p.add_argument("--port", type=int, default=8650, help="port (default 8650)")
     p.add_argument("--secure-cookies", action="store_true", help="mark the session cookie Secure (serve behind TLS)")
+    p.add_argument(
+        "--trusted-proxy",
+        action="append",
+        default=[],
+        metavar="ADDR",
+        help="believe X-Forwarded-For only from this proxy address (repeatable; default: from nobody)",
+    )
+    p.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also answer this Host name (NAME or NAME:PORT, repeatable), e.g. the name a proxy serves it under",
+    )
+    p.add_argument("--header-timeout", default="10s", help="close a connection whose request headers take longer (default 10s)")
+    p.add_argument("--max-connections", type=int, default=256, help="open connections at once (default 256)")
     p.add_argument("--deliver-every", default="15s", help="deliver due events (webhooks) this often, e.g. 15s; 0 turns it off")
     add_common(p)
     p.set_defaults(handler=_serve, reads_only=True, access=Access.OPERATE)  # signs its own owners in
 
 
 def _serve(ctx: Context) -> int:
-    import uvicorn
-
     from ..console import create_app
+    from ..console.guard import served_hosts
+    from ..console.server import console_server
 
     a = ctx.args
     if not 0 < a.port < 65536:
         raise InvalidInput("--port", "give 1..65535")
     every = parse_interval(a.deliver_every, "--deliver-every").total_seconds()
+    header_timeout = parse_interval(a.header_timeout, "--header-timeout").total_seconds()
+    if header_timeout <= 0:
+        raise InvalidInput("--header-timeout", "give a positive interval, e.g. 10s")
+    if not 1 <= a.max_connections <= 100_000:
+        raise InvalidInput("--max-connections", "give 1..100000")
+    for proxy in a.trusted_proxy:
+        try:
+            ipaddress.ip_address(proxy)
+        except ValueError:
+            raise InvalidInput("--trusted-proxy", f"{proxy!r} is not an IP address; give the proxy's address") from None
+    for name in a.allowed_host:
+        if not name.strip() or any(c in name for c in "/ \t@"):
+            raise InvalidInput("--allowed-host", f"{name!r} is not a host name; give NAME or NAME:PORT")
     ctx.app.notify  # noqa: B018 -- its address ranges parse now, or the console does not start
     sock = listen(a.host, a.port)  # before saying the console is up: a port in use is the caller's to fix
     try:
-        app = create_app(ctx.app, secure_cookies=a.secure_cookies)
+        app = create_app(ctx.app, secure_cookies=a.secure_cookies, allowed_hosts=served_hosts(a.host, a.port, a.allowed_host))
     except BaseException:
         sock.close()
         raise
@@ -57,7 +87,10 @@ def _serve(ctx: Context) -> int:
     if every > 0:
         threading.Thread(target=_deliver_loop, args=(ctx, every, stop), name="floorgate-notify", daemon=True).start()
     try:
-        uvicorn.Server(uvicorn.Config(app, host=a.host, port=a.port, log_level="warning")).run(sockets=[sock])
+        console_server(
+            app, host=a.host, port=a.port, trusted_proxies=a.trusted_proxy, header_timeout=header_timeout,
+            max_connections=a.max_connections,
+        ).run(sockets=[sock])  # fmt: skip
     finally:
         stop.set()
         sock.close()

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -17,6 +18,7 @@ from ..app import Floorgate
 from .api import routes as api_routes
 from .auth import SESSION_COOKIE, Gatekeeper
 from .errors import error_response, json_error
+from .guard import MAX_BODY, ConsoleGuard
 from .openapi import openapi
 from .pages import Pages
 from .runs import RUNNERS
@@ -25,8 +27,12 @@ from .workers import Workers
 __all__ = ["SESSION_COOKIE", "create_app"]
 
 
-def create_app(fg: Floorgate, *, secure_cookies: bool = False) -> Starlette:
-    """The console over ``fg`` (``secure_cookies``: mark the session cookie Secure, behind TLS)."""
+def create_app(
+    fg: Floorgate, *, secure_cookies: bool = False, allowed_hosts: frozenset[str] | None = None, max_body: int = MAX_BODY
+) -> Starlette:
+    """The console over ``fg`` (``secure_cookies``: mark the session cookie Secure, behind TLS),
+    behind its ``ConsoleGuard``: only ``allowed_hosts`` as Host (None: any, for an embedded
+    console; ``serve`` always names them), bodies up to ``max_body`` bytes."""
     from ..metrics import CONTENT_TYPE, render
 
     gate = Gatekeeper(fg.principals, fg.clock)
@@ -51,7 +57,8 @@ def create_app(fg: Floorgate, *, secure_cookies: bool = False) -> Starlette:
         *api_routes(fg, gate, work),
         *Pages(fg, gate, work, runners, secure_cookies=secure_cookies).routes(),
     ]
-    app = Starlette(routes=routes, exception_handlers={Exception: json_error})
+    guard = Middleware(ConsoleGuard, allowed_hosts=allowed_hosts, max_body=max_body)
+    app = Starlette(routes=routes, exception_handlers={Exception: json_error}, middleware=[guard])
     app.state.floorgate = fg
     app.state.gate = gate
     app.state.workers = work

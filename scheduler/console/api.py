@@ -5,6 +5,7 @@ approvals need the ``owner`` role, and record the principal as authenticated."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -44,6 +45,10 @@ from .errors import error_response
 from .workers import Workers
 
 Body = dict[str, Any]
+MAX_COUNT = 1000  # the most items a list endpoint returns (``limit``, ``next``, ``ticks``)
+MAX_DEPTH = 16  # JSON nesting a body may have (the deepest the API reads is a compute block)
+_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BRACKETS = re.compile(r"[\[\]{}]")
 MAX_WAIT = timedelta(minutes=1)  # the longest a request waits for a host's readback or a turn's verdict
 
 
@@ -122,12 +127,33 @@ def bool_field(body: Body, name: str) -> bool:
 
 
 def count_field(request: Request, name: str, default: int) -> int:
+    """A count from the query string: a whole number from 0 to ``MAX_COUNT``."""
     raw = request.query_params.get(name)
     if raw is None:
         return default
-    if not raw.isdigit():
-        raise InvalidInput(name, "must be a whole number")
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 9 or int(raw) > MAX_COUNT:
+        raise InvalidInput(name, f"must be a whole number from 0 to {MAX_COUNT}")
     return int(raw)
+
+
+def json_body(raw: bytes) -> Body:
+    """A request body as a JSON object, refused (422) when it is not one or nests deeper than ``MAX_DEPTH``."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidInput("body", "is not UTF-8 JSON; send a JSON object") from None
+    depth = 0
+    for bracket in _BRACKETS.finditer(_STRINGS.sub("", text)):
+        depth += 1 if bracket.group() in "[{" else -1
+        if depth > MAX_DEPTH:
+            raise InvalidInput("body", f"nests deeper than {MAX_DEPTH} levels; send a flat JSON object")
+    try:
+        body = json.loads(text)
+    except (ValueError, RecursionError):
+        raise InvalidInput("body", "is not JSON; send a JSON object") from None
+    if not isinstance(body, dict):
+        raise InvalidInput("body", "send a JSON object")
+    return body
 
 
 # -- handlers ------------------------------------------------------------------------------------
@@ -512,12 +538,7 @@ def routes(fg: Floorgate, gate: Gatekeeper, work: Workers) -> list[Route]:
                 if ep.method == "POST":
                     raw = await request.body()
                     if raw.strip():
-                        try:
-                            body = json.loads(raw)
-                        except ValueError:
-                            raise InvalidInput("body", "is not JSON; send a JSON object") from None
-                        if not isinstance(body, dict):
-                            raise InvalidInput("body", "send a JSON object")
+                        body = json_body(raw)
                 doc = await work(ep.handler, fg, principal, request, body)
             except Exception as exc:
                 return error_response(exc)

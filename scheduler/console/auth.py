@@ -4,19 +4,22 @@ Sessions live in the store (``admission.Sessions``: only a hash of the cookie is
 restart keeps owners signed in and several ``floorgate serve`` processes on one store share them;
 each carries its own CSRF token, checked on every write form.
 
-Failed sign-ins (a bad bearer token on the API or ``/metrics`` counts as one) are counted in the
-store too, so every process applies one limit, with two thresholds over a 15 min window:
+Failed sign-ins (a bad bearer token on the API or ``/metrics`` counts as one) are counted in this
+process's memory (a wrong token is never a store write); when a limit is reached the lock is
+written to the store, so every process on it, and a restarted one, refuses the locked sign-ins.
+Two thresholds over a 15 min window:
 
 - **the same token** (matched by its SHA-256 fingerprint) failing ``TOKEN_FAILURES`` times is
-  refused unchecked (429) until its failures leave the window. A scraper or script still holding a
-  revoked or mistyped token locks only that token: on loopback every local user shares one client
-  address, and one stale token must not lock out everyone else's good ones. A good token never
-  fails, so nobody can lock someone else's good token this way.
-- **many different wrong tokens** from one address (``CLIENT_FAILURES`` distinct fingerprints) is
-  guessing: the address is refused unchecked, good tokens included (answering them would tell a
-  guesser a hit from a miss). The repeats of one token count once here, and the threshold is well
-  above what typos at the sign-in form reach.
+  refused unchecked (429) until the lock lifts. A scraper or script still holding a revoked or
+  mistyped token locks only that token. A good token never fails, so nobody can lock someone
+  else's good token this way.
+- **many different wrong tokens for one principal name** (the ``<name>`` of ``fgo_<name>.<secret>``)
+  from one address (``CLIENT_FAILURES`` distinct fingerprints) is guessing: that name is refused
+  from that address, its good token included (answering it would tell a guesser a hit from a
+  miss). Other principals, and the same one from other addresses, are unaffected: on loopback
+  every local user shares one address, and one guesser must not lock everybody out.
 
+A cross-site request never gets this far (``guard``), so a web page cannot spend anyone's failures.
 A lock is never cleared by hand: it lifts by itself when the window has passed (the 429 says when,
 and ``Retry-After`` carries the seconds); fix or replace the token meanwhile.
 """
@@ -25,19 +28,22 @@ from __future__ import annotations
 
 import hmac
 import math
+import threading
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from starlette.requests import Request
 
-from admission import LockReason, Lockout, Principal, Principals, Sessions
+from admission import LockReason, Lockout, Principal, Principals, Sessions, token_fingerprint, token_name
 from admission.clock import Clock, iso, read_clock
 
 SESSION_COOKIE = "floorgate_session"
 SESSION_TTL = timedelta(hours=12)
 TOKEN_FAILURES = 5  # the same wrong token, within the window: that token is locked
-CLIENT_FAILURES = 20  # different wrong tokens from one address, within the window: the address is locked
+CLIENT_FAILURES = 20  # different wrong tokens for one name from one address, within the window: locked
 FAILURE_WINDOW = timedelta(minutes=15)
+MAX_TRACKED = 10_000  # tokens and (address, name) pairs remembered; the oldest are forgotten first
 
 
 class AuthError(Exception):
@@ -68,6 +74,7 @@ class Gatekeeper:
         self.clock = clock
         self.sessions = Sessions(principals.store, clock)
         self.window = FAILURE_WINDOW
+        self.failures = Failures(self.window, TOKEN_FAILURES, CLIENT_FAILURES)
 
     # -- sign-in -----------------------------------------------------------------------------
     def sign_in(self, token: str, client: str) -> Session:
@@ -81,12 +88,15 @@ class Gatekeeper:
             self.sessions.close(session_id)
 
     def _token(self, token: str, client: str) -> Principal:
-        lock = self.sessions.lockout(client, token, window=self.window, per_token=TOKEN_FAILURES, per_client=CLIENT_FAILURES)
+        keys = lock_keys(client, token)
+        lock = self.sessions.locked(keys)
         if lock is not None:
-            raise _locked(lock, client, self.window, read_clock(self.clock))
+            raise _locked(lock, client, token, self.window, read_clock(self.clock))
         principal = self.principals.authenticate(token)
         if principal is None:
-            self.sessions.failed(client, token, self.window)
+            engaged = self.failures.failed(keys, read_clock(self.clock))
+            if engaged is not None:
+                self.sessions.lock(*engaged)
             raise AuthError(401, "unauthenticated", "the token is unknown, wrong or revoked")
         return principal
 
@@ -127,7 +137,47 @@ class Gatekeeper:
         return session
 
 
-def _locked(lock: Lockout, client: str, window: timedelta, now: datetime) -> AuthError:
+def lock_keys(client: str, token: str) -> tuple[str, str]:
+    """The two locks a sign-in of ``token`` from ``client`` answers to: the token's, and its
+    principal name's from that address."""
+    return f"token:{token_fingerprint(token)}", f"client:{client[:128]}|{token_name(token)}"
+
+
+class Failures:
+    """Failed sign-ins counted in memory (thread-safe, at most ``MAX_TRACKED`` keys of each kind):
+    ``failed`` answers the lock to write when a limit is reached."""
+
+    def __init__(self, window: timedelta, per_token: int, per_client: int) -> None:
+        self.window, self.per_token, self.per_client = window, per_token, per_client
+        self._mutex = threading.Lock()
+        self._tokens: OrderedDict[str, deque[datetime]] = OrderedDict()  # token key -> failure times
+        self._guesses: OrderedDict[str, dict[str, datetime]] = OrderedDict()  # client key -> token key -> latest
+
+    def failed(self, keys: tuple[str, str], now: datetime) -> tuple[str, Lockout] | None:
+        """Count one failure of (token key, client key) at ``now``: the (key, lock) a limit engages, if one does."""
+        token_key, client_key = keys
+        since = now - self.window
+        with self._mutex:
+            times = deque((t for t in self._tokens.pop(token_key, ()) if t > since), maxlen=self.per_token)
+            times.append(now)
+            self._tokens[token_key] = times
+            seen = {k: t for k, t in self._guesses.pop(client_key, {}).items() if t > since}
+            seen[token_key] = now
+            self._guesses[client_key] = seen
+            for table in (self._tokens, self._guesses):
+                while len(table) > MAX_TRACKED:
+                    table.popitem(last=False)
+            if len(times) >= self.per_token:
+                del self._tokens[token_key]
+                return token_key, Lockout(reason=LockReason.TOKEN, limit=self.per_token, until=times[0] + self.window)
+            if len(seen) >= self.per_client:
+                del self._guesses[client_key]
+                until = sorted(seen.values())[-self.per_client] + self.window
+                return client_key, Lockout(reason=LockReason.CLIENT, limit=self.per_client, until=until)
+        return None
+
+
+def _locked(lock: Lockout, client: str, token: str, window: timedelta, now: datetime) -> AuthError:
     minutes = int(window.total_seconds() // 60)
     wait = max(1, math.ceil((lock.until - now).total_seconds()))
     if lock.reason is LockReason.TOKEN:
@@ -136,9 +186,10 @@ def _locked(lock: Lockout, client: str, window: timedelta, now: datetime) -> Aut
             "other tokens still work (a revoked or mistyped token: use a current one)"
         )
     else:
+        name = token_name(token) or "(malformed tokens)"
         why = (
-            f"{lock.limit} different wrong tokens from {client} within {minutes} min: every sign-in from it is refused "
-            f"until {iso(lock.until)}"
+            f"{lock.limit} different wrong tokens for {name} from {client} within {minutes} min: sign-ins as {name} from it "
+            f"are refused until {iso(lock.until)}; other principals still sign in"
         )
     return AuthError(429, "rate_limited", why, retry_after=wait)
 

@@ -7,6 +7,8 @@ is a POST form carrying the session's CSRF token.
 
 from __future__ import annotations
 
+import hmac
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +34,7 @@ from .errors import Surface, error_doc, fix_message
 from .workers import Workers
 
 TEMPLATES = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"), autoescape=select_autoescape(["html"]))
+SIGNIN_COOKIE = "floorgate_signin"  # the sign-in form's CSRF token (double submit), scoped to /signin
 RUN_WAIT = 5.0  # seconds a Run now form waits for the verdict before saying the turn is running
 
 
@@ -71,14 +74,27 @@ class Pages:
         return RedirectResponse("/dashboard", status_code=303)
 
     async def signin_form(self, request: Request) -> Response:
-        return self.render(request, "signin.html", None)
+        return self.signin_page(request)
+
+    def signin_page(self, request: Request, status: int = 200, error: str | None = None) -> Response:
+        """The sign-in form, carrying a sign-in CSRF token that matches its cookie (double submit):
+        a form posted from anywhere but this page, which alone can read the token, is refused."""
+        token = request.cookies.get(SIGNIN_COOKIE, "")
+        if not (20 <= len(token) <= 100 and token.replace("-", "").replace("_", "").isalnum()):
+            token = secrets.token_urlsafe(32)
+        response = self.render(request, "signin.html", None, status=status, error=error, signin_csrf=token)
+        response.set_cookie(SIGNIN_COOKIE, token, path="/signin", httponly=True, samesite="strict", secure=self.secure)
+        return response
 
     async def signin(self, request: Request) -> Response:
         form = await request.form()
+        cookie, posted = request.cookies.get(SIGNIN_COOKIE, ""), form.get("signin_csrf")
+        if not cookie or not isinstance(posted, str) or not hmac.compare_digest(posted.encode(), cookie.encode()):
+            return self.signin_page(request, 403, "the sign-in form expired or came from elsewhere; sign in on this page again")
         try:
             session = await self.work(self.gate.sign_in, str(form.get("token") or ""), client_of(request))
         except AuthError as exc:
-            return self.render(request, "signin.html", None, status=exc.status, error=str(exc))
+            return self.signin_page(request, exc.status, str(exc))
         response = RedirectResponse("/dashboard", status_code=303)
         response.set_cookie(
             SESSION_COOKIE,
@@ -97,7 +113,7 @@ class Pages:
         try:
             self.gate.check_csrf(request, form.get("csrf"))
         except AuthError as exc:
-            return form, None, self.render(request, "signin.html", None, status=exc.status, error=str(exc))
+            return form, None, self.signin_page(request, exc.status, str(exc))
         principal = await self.signed_in(request)
         if principal is None:
             return form, None, RedirectResponse("/signin", status_code=303)
@@ -108,7 +124,7 @@ class Pages:
         try:
             session = self.gate.check_csrf(request, form.get("csrf"))
         except AuthError as exc:
-            return self.render(request, "signin.html", None, status=exc.status, error=str(exc))
+            return self.signin_page(request, exc.status, str(exc))
         self.gate.sign_out(session.session_id)
         response = RedirectResponse("/signin", status_code=303)
         response.delete_cookie(SESSION_COOKIE)
