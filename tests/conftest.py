@@ -171,6 +171,14 @@ def clock() -> FixedClock:
 
 
 @pytest.fixture
+def wall_clock() -> FixedClock:
+    """A fixed clock set to the system's time when the test starts, whole seconds: for a test whose
+    ``floorgate`` subprocesses read the system clock while the test's own services read this one
+    (a clock fixed at T0 drifts a day behind them each day after T0)."""
+    return FixedClock(datetime.now(timezone.utc).replace(microsecond=0))
+
+
+@pytest.fixture
 def policies(store: Store, clock: FixedClock) -> Policies:
     return Policies(store, clock)
 

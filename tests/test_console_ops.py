@@ -15,7 +15,7 @@ from admission import Admission, FixedClock, Policies, Scope, Store
 from admission.envelope import parse_compute
 
 from cli import run_cli
-from conftest import DAY, T0, raw_sql
+from conftest import DAY, raw_sql
 from console_kit import console, pending_ask
 from helpers import add_automation, floor, lines, marker_script, wait_for
 
@@ -24,12 +24,15 @@ def _started(store: Store, clock: FixedClock) -> None:
     """g/a/x ran just now: its 1 d floor keeps every automatic start out until tomorrow."""
     floor(store, clock, "g/a", DAY)
     admission = Admission(store, clock)
-    admission.reserve(goal="g", agent="a", automation="x", turn_id="t-0", trigger_time=T0)
+    admission.reserve(goal="g", agent="a", automation="x", turn_id="t-0", trigger_time=clock.now())
     admission.confirm("t-0")
     clock.advance(timedelta(hours=1))
 
 
-def test_run_now_bypasses_only_the_interval_and_records_the_authenticated_reason(store: Store, clock: FixedClock, tmp_path: Path) -> None:
+def test_run_now_bypasses_only_the_interval_and_records_the_authenticated_reason(
+    store: Store, wall_clock: FixedClock, tmp_path: Path
+) -> None:
+    clock = wall_clock  # 'turn run' below is a process on the system clock
     marker = tmp_path / "launches"
     add_automation(store, clock, "x", script=marker_script(marker))
     _started(store, clock)
@@ -103,7 +106,8 @@ def test_run_now_refuses_an_external_timer_and_an_unknown_automation(store: Stor
     assert c.get("/api/turns/nope").json()["error"]["kind"] == "not_found"
 
 
-def test_timer_desired_observed_diff_and_ack_match_the_cli(store: Store, clock: FixedClock) -> None:
+def test_timer_desired_observed_diff_and_ack_match_the_cli(store: Store, wall_clock: FixedClock) -> None:
+    clock = wall_clock  # 'automation apply' below records its time from the system clock
     add(store, clock, "ext", "DTSTART:20261101T000500Z RRULE:FREQ=DAILY", "external")
     c = console(store, clock)
     assert c.get("/api/automations/ext/timer").json()["binding"] is None
