@@ -39,7 +39,7 @@ from dateutil import rrule as du
 
 from admission.clock import aware_utc
 
-from . import _memo
+from . import _fires, _memo
 from ._grid import REACH as _REACH
 from ._grid import UNSOLVED, Grid, grid_step, until_key
 from ._grid import offset_at as _offset
@@ -138,6 +138,28 @@ class Engine:
             _build_rules(recur, self._period_start(dtstart), dtstart, self._until_walk, is_date)
         except ValueError as exc:
             raise UnsupportedSchedule(f"RRULE: this rule never fires ({exc}); check INTERVAL against the BY parts") from None
+        if self._step is None:  # FREQ and INTERVAL alone fire at DTSTART itself
+            self._check_fires()
+
+    def _check_fires(self) -> None:
+        """Refuse a rule with no occurrence within ``_fires.FIRST_FIRE_YEARS`` of DTSTART (unless
+        its UNTIL ends it sooner): dateutil would look for one up to year 9999 at every query."""
+        end = _fires.horizon(self.dtstart)
+        until = self._until_walk
+        if until is not None and until <= end:
+            return  # the walk ends at UNTIL: no occurrence is a finite, cheap answer
+        day = _fires.first_day(self.recur, self.dtstart, end.date())
+        if day is not None:
+            walk_from = max(datetime(day.year, day.month, day.day), self.dtstart)
+            for naive in self._naive(self._period_start(walk_from), walk_from):
+                if naive >= self.dtstart:
+                    if naive <= end:
+                        return
+                    break
+        raise UnsupportedSchedule(
+            f"RRULE: this rule never fires within {_fires.FIRST_FIRE_YEARS} years of DTSTART; check the BY parts against each "
+            "other (e.g. BYMONTH=2 with BYMONTHDAY=30) or move DTSTART closer to its first fire"
+        )
 
     # -- public --------------------------------------------------------------------------------
     def iterate(self, after: datetime | None = None) -> Iterator[datetime]:
@@ -180,8 +202,11 @@ class Engine:
             known = memo[2]  # just before the memo (walking back in time): a chunk of it at once
             back = max(back, (known[-1] - known[0]) / (len(known) - 1) * _memo.chunk(memo))
         while True:
-            earliest = at - back
-            probe: datetime | None = None if self._to_local(earliest) <= self.dtstart else earliest
+            try:
+                earliest = at - back
+                probe: datetime | None = None if self._to_local(earliest) <= self.dtstart else earliest
+            except OverflowError:
+                probe = None  # back past datetime's first year: from DTSTART, where the walk begins anyway
             keys: list[datetime] = []
             values: list[datetime] = []
             ended = True
@@ -356,10 +381,15 @@ class Engine:
         if isinstance(until, datetime):
             if until.tzinfo is not None and self.zone is not None:
                 # Inside a repeated hour, a later wall time of the first pass is an instant before UNTIL.
-                change = self._change(until)
-                repeat = -change[1] if change is not None and change[1] < timedelta(0) else timedelta(0)
-                return until.astimezone(self.zone).replace(tzinfo=None) + repeat
+                try:
+                    change = self._change(until)
+                    repeat = -change[1] if change is not None and change[1] < timedelta(0) else timedelta(0)
+                    return until.astimezone(self.zone).replace(tzinfo=None) + repeat
+                except OverflowError:
+                    return None  # an UNTIL at datetime's end: the walk ends there anyway; _before_until still applies
             return until.replace(tzinfo=None)
+        if until.year == datetime.max.year and until.month == 12 and until.day == 31:
+            return None  # UNTIL=99991231, "forever": the day after it is past datetime's range
         return datetime(until.year, until.month, until.day) + timedelta(days=1)
 
     def _before_until(self, naive: datetime) -> bool:

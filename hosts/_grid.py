@@ -86,10 +86,15 @@ class Grid:
         self.exdates = exdates
         self.until = until
         self._span: Span | None = None  # the last steady span found; replaced whole
+        # No occurrence is an instant before this: a wall time at or after DTSTART is one at most a
+        # zone's offset (under REACH) earlier. A query from before it is asked from here, so that
+        # a DTSTART decades ahead costs one span, not one per ~17 days up to it.
+        self._earliest = dtstart - 2 * REACH if zone is None else dtstart.replace(tzinfo=_UTC) - 2 * REACH
 
     def pairs(self, start: datetime) -> Iterator[tuple[datetime, datetime]]:
         """(instant in UTC, occurrence) after ``start``, in order, as far as the offset ``start``
         has holds; nothing when ``start`` lies just after a change."""
+        start = max(start, self._earliest)
         span = self._span_at(start)
         if span is None:
             return
@@ -117,6 +122,7 @@ class Grid:
     def next(self, after: datetime) -> object:
         """The first occurrence after ``after`` (``pairs``'s first), or UNSOLVED where only the
         walk knows (just after an offset change, an EXDATE, past UNTIL)."""
+        after = max(after, self._earliest)
         span = self._span_at(after)
         if span is None:
             return UNSOLVED
