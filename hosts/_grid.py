@@ -41,7 +41,11 @@ def grid_step(recur: Recur, is_date: bool) -> timedelta | None:
         return None
     if r.bymonth or r.byweekno or r.byyearday or r.bymonthday or r.byday or r.byhour or r.byminute or r.bysecond or r.bysetpos:
         return None
-    return _STEP[r.freq] * r.interval
+    step = _STEP[r.freq] * r.interval
+    # A step longer than the span a steady offset is looked for in would be found by stepping
+    # through every span between two fires (a 100-year step: half a million offset lookups); the
+    # walk finds it in one period.
+    return step if step <= _SPAN_STEPS * REACH else None
 
 
 def until_key(until: datetime | date | None, zone: tzinfo | None) -> datetime | bool | None:
