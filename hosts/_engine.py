@@ -132,6 +132,13 @@ class Engine:
         self._key_tz = _UTC if zone is not None else None
         self._end = _memo.END_AWARE if zone is not None else _memo.END_NAIVE
         self._start = _memo.START_AWARE if zone is not None else _memo.START_NAIVE
+        # No occurrence is an instant before this (DTSTART less more than any zone's offset): a
+        # query from before it is asked from here, and never reaches datetime's first year.
+        self._earliest = dtstart - 2 * _REACH if zone is None else dtstart.replace(tzinfo=_UTC) - 2 * _REACH
+        # A walk past the asked instant stops after a chunk of occurrences, or after the time a
+        # chunk of FREQ periods spans: a sparse rule (a 29 February that is a Monday) walked 240
+        # years of days for eight fires.
+        self._chunk_span = timedelta(days=_NOMINAL_DAYS[recur.freq] * recur.interval * _memo.CHUNK)
         # Occurrences already computed (see _memo); replaced whole, read once per query.
         self._memo: Memo | None = None
         try:  # dateutil refuses a rule whose INTERVAL never meets its BY parts ("an empty set")
@@ -165,6 +172,8 @@ class Engine:
     def iterate(self, after: datetime | None = None) -> Iterator[datetime]:
         """Occurrences in order, aware in the zone (naive when floating); strictly after the
         instant ``after`` when given."""
+        if after is not None and after < self._earliest:
+            after = None  # every occurrence is later: from DTSTART
         for _, value in self._pairs(after):
             yield value
 
@@ -175,7 +184,7 @@ class Engine:
         memo = self._memo
         if memo is not None and after.__class__ is datetime and after.tzinfo is self._key_tz and memo[0] <= after < memo[1]:
             return memo[3][bisect_right(memo[2], after)]  # type: ignore[no-any-return]
-        return self._next_missed(self._key(after))
+        return self._next_missed(max(self._key(after), self._earliest))
 
     def last_at_or_before(self, at: datetime) -> datetime | None:
         """The latest occurrence at or before ``at`` (None if there is none)."""
@@ -188,6 +197,8 @@ class Engine:
             return found
         if at.tzinfo is not None:
             at = at.astimezone(_UTC)
+        if at < self._earliest:
+            return None
         solved, found = self._grid_last(at)
         if solved:
             return found
@@ -280,7 +291,7 @@ class Engine:
                 values.append(value)
                 if key > at:
                     past += 1
-                    if past >= want and (reach is None or key >= reach):
+                    if (past >= want or key - at > self._chunk_span) and (reach is None or key >= reach):
                         return _memo.segment(start, keys, values, False, self._end)
                 if len(keys) >= cap:
                     return _memo.segment(start, keys, values, False, self._end)

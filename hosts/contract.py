@@ -41,8 +41,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from itertools import zip_longest
 from enum import StrEnum
+from itertools import zip_longest
 from typing import ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict

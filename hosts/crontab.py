@@ -151,7 +151,9 @@ class CrontabHost:
             if begins is not None and cron < begins:
                 raise UnsupportedSchedule(f"crontab: cron has no start date; this schedule begins at {begins.isoformat()}")
         at = (cron if cron is not None else wanted).isoformat()  # type: ignore[union-attr]
-        raise UnsupportedSchedule(f"crontab: cron in {self.zone.key} would not fire at exactly the schedule's instants (first difference near {at})")
+        raise UnsupportedSchedule(
+            f"crontab: cron in {self.zone.key} would not fire at exactly the schedule's instants (first difference near {at})"
+        )
 
     def apply(self, automation_id: str, schedule: Schedule, now: datetime) -> Applied:
         form = self.express(schedule, now)

@@ -178,10 +178,13 @@ class Schedule(BaseModel):
         out: list[datetime] = []
         if count == 0:
             return out
-        for occurrence in self._engine.iterate(self._instant_arg(after)):
-            out.append(occurrence)
-            if len(out) == count:
-                break
+        try:
+            for occurrence in self._engine.iterate(self._instant_arg(after)):
+                out.append(occurrence)
+                if len(out) == count:
+                    break
+        except OverflowError:
+            raise _out_of_range() from None
         return out
 
     def next_after(self, after: datetime) -> datetime | None:
@@ -192,11 +195,17 @@ class Schedule(BaseModel):
         # through is a fifth of a query answered from the memo. The engine checks ``after``.
         if memo is not None and after.__class__ is datetime and after.tzinfo is engine._key_tz and memo[0] <= after < memo[1]:
             return memo[3][bisect_right(memo[2], after)]  # type: ignore[no-any-return]
-        return engine.next_after(after)
+        try:
+            return engine.next_after(after)
+        except OverflowError:
+            raise _out_of_range() from None
 
     def last_at_or_before(self, at: datetime) -> datetime | None:
         """The latest occurrence at or before the instant ``at`` (None when none has happened)."""
-        return self._engine.last_at_or_before(self._instant(at))
+        try:
+            return self._engine.last_at_or_before(self._instant(at))
+        except OverflowError:
+            raise _out_of_range() from None
 
     def _instant_arg(self, value: datetime | None) -> datetime | None:
         return None if value is None else self._instant(value)
@@ -205,6 +214,12 @@ class Schedule(BaseModel):
         if self.tzid is None:
             return value.replace(tzinfo=None) if value.tzinfo is not None else value
         return aware_utc(value, "after")
+
+
+def _out_of_range() -> UnsupportedSchedule:
+    return UnsupportedSchedule(
+        "schedule: the answer lies past the years 1..9999 a date can have; ask about a time within the schedule's years"
+    )
 
 
 @lru_cache(maxsize=16384)
