@@ -8,6 +8,8 @@ import os
 import time
 from datetime import timedelta
 
+_own = False  # whether this process was started to run floorgate (``mark_own``)
+
 # The fallback when /proc cannot say: the first moment floorgate's code runs (this module is
 # imported first by the scheduler package), which still misses the interpreter's own start-up.
 _IMPORTED = time.monotonic()
@@ -31,3 +33,16 @@ def process_age(stat: str | None = None, since_boot: float | None = None, ticks_
     except (OSError, ValueError, IndexError, AttributeError):
         return timedelta(seconds=time.monotonic() - _IMPORTED)
     return timedelta(seconds=max(0.0, since_boot - started))
+
+
+def mark_own() -> None:
+    """Record that this process was started to run floorgate's CLI (its entry point calls this)."""
+    global _own
+    _own = True
+
+
+def hook_age() -> timedelta:
+    """What an agent app's clock for this hook has run before the hook could arm its deadline:
+    the process's age when the process is floorgate's own; nothing when a command runs inside
+    another program (a test runner, a library user), whose age is not the hook's."""
+    return process_age() if _own else timedelta(0)

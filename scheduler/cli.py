@@ -26,6 +26,8 @@ from admission import (
     open_store,
 )
 
+from ._proc_start import mark_own
+
 if TYPE_CHECKING:
     from .app import Floorgate
 
@@ -280,6 +282,7 @@ def _json_error(out, wanted: bool, kind: str, message: str, **extra: object) -> 
 def main() -> None:
     """Console entry point. A reader that closes the pipe early (``floorgate status | head -1``)
     ends the output, quietly: what the command did is done."""
+    mark_own()  # a hook's deadline counts from this process's start
     try:
         code = run()
         sys.stdout.flush()

@@ -136,3 +136,11 @@ def test_the_hook_deadline_subtracts_the_time_since_the_process_started(timeout:
         if child.poll() is None:
             child.kill()
             child.wait()
+
+
+def test_a_command_run_inside_another_program_does_not_count_that_program_s_age() -> None:
+    # A test runner or library calling the CLI's run(): its age is not the hook's (only floorgate's
+    # own process, through its entry point, is).
+    script = "from scheduler._proc_start import hook_age, mark_own, process_age\nprint(hook_age().total_seconds())\nmark_own()\nprint(hook_age().total_seconds() > 0)"
+    ran = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert ran.stdout.split() == ["0.0", "True"], ran.stderr

@@ -25,7 +25,7 @@ from admission import FloorgateError, InvalidInput
 from admission.clock import iso
 from admission.intervals import format_interval, parse_interval
 
-from .._proc_start import process_age
+from .._proc_start import hook_age
 from ..cli import EXIT_OK, EXIT_UNAVAILABLE, Context, add_common
 
 EXIT_ALLOW = 0
@@ -93,7 +93,7 @@ def _hook_timeout(args: argparse.Namespace) -> timedelta:
 
 
 @contextlib.contextmanager
-def _deadline(timeout: timedelta, what: str, age: Callable[[], timedelta] = process_age) -> Iterator[None]:
+def _deadline(timeout: timedelta, what: str, age: Callable[[], timedelta] = hook_age) -> Iterator[None]:
     """Block (exit 2, a line on stderr) when no answer is ready just before the app's timeout:
     a store that never answers (an unreachable PostgreSQL host) must not outlive the hook's
     timeout, which lets the prompt through. The app's clock started with this process, so its
