@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
@@ -26,7 +27,10 @@ class CronSpec:
     def fires(self, zone: ZoneInfo, start: datetime, end: datetime) -> list[datetime]:
         """UTC instants in (start, end] at which cron (in ``zone``) fires. A local fire time that
         falls in a DST gap or fold raises ``UnsupportedSchedule``: cron would skip or repeat it."""
-        out = []
+        return list(self.iter_fires(zone, start, end))
+
+    def iter_fires(self, zone: ZoneInfo, start: datetime, end: datetime) -> Iterator[datetime]:
+        """``fires``, one at a time (a comparison can stop at its first difference)."""
         day = start.astimezone(zone).date() - timedelta(days=1)
         last = end.astimezone(zone).date() + timedelta(days=1)
         while day <= last:
@@ -36,9 +40,8 @@ class CronSpec:
                         local = datetime(day.year, day.month, day.day, hour, minute)
                         instant = _exact_instant(local, zone)
                         if start < instant <= end:
-                            out.append(instant)
+                            yield instant
             day += timedelta(days=1)
-        return out
 
     def _day_matches(self, day: date) -> bool:
         dom = day.day in self.days

@@ -39,7 +39,7 @@ from dateutil import rrule as du
 
 from admission.clock import aware_utc
 
-from . import _memo
+from . import _fires, _memo
 from ._grid import REACH as _REACH
 from ._grid import UNSOLVED, Grid, grid_step, until_key
 from ._grid import offset_at as _offset
@@ -132,17 +132,48 @@ class Engine:
         self._key_tz = _UTC if zone is not None else None
         self._end = _memo.END_AWARE if zone is not None else _memo.END_NAIVE
         self._start = _memo.START_AWARE if zone is not None else _memo.START_NAIVE
+        # No occurrence is an instant before this (DTSTART less more than any zone's offset): a
+        # query from before it is asked from here, and never reaches datetime's first year.
+        self._earliest = dtstart - 2 * _REACH if zone is None else dtstart.replace(tzinfo=_UTC) - 2 * _REACH
+        # A walk past the asked instant stops after a chunk of occurrences, or after the time a
+        # chunk of FREQ periods spans: a sparse rule (a 29 February that is a Monday) walked 240
+        # years of days for eight fires.
+        self._chunk_span = timedelta(days=_NOMINAL_DAYS[recur.freq] * recur.interval * _memo.CHUNK)
         # Occurrences already computed (see _memo); replaced whole, read once per query.
         self._memo: Memo | None = None
         try:  # dateutil refuses a rule whose INTERVAL never meets its BY parts ("an empty set")
             _build_rules(recur, self._period_start(dtstart), dtstart, self._until_walk, is_date)
         except ValueError as exc:
             raise UnsupportedSchedule(f"RRULE: this rule never fires ({exc}); check INTERVAL against the BY parts") from None
+        if self._step is None:  # FREQ and INTERVAL alone fire at DTSTART itself
+            self._check_fires()
+
+    def _check_fires(self) -> None:
+        """Refuse a rule with no occurrence within ``_fires.FIRST_FIRE_YEARS`` of DTSTART (unless
+        its UNTIL ends it sooner): dateutil would look for one up to year 9999 at every query."""
+        end = _fires.horizon(self.dtstart)
+        until = self._until_walk
+        if until is not None and until <= end:
+            return  # the walk ends at UNTIL: no occurrence is a finite, cheap answer
+        day = _fires.first_day(self.recur, self.dtstart, end.date())
+        if day is not None:
+            walk_from = max(datetime(day.year, day.month, day.day), self.dtstart)
+            for naive in self._naive(self._period_start(walk_from), walk_from):
+                if naive >= self.dtstart:
+                    if naive <= end:
+                        return
+                    break
+        raise UnsupportedSchedule(
+            f"RRULE: this rule never fires within {_fires.FIRST_FIRE_YEARS} years of DTSTART; check the BY parts against each "
+            "other (e.g. BYMONTH=2 with BYMONTHDAY=30) or move DTSTART closer to its first fire"
+        )
 
     # -- public --------------------------------------------------------------------------------
     def iterate(self, after: datetime | None = None) -> Iterator[datetime]:
         """Occurrences in order, aware in the zone (naive when floating); strictly after the
         instant ``after`` when given."""
+        if after is not None and after < self._earliest:
+            after = None  # every occurrence is later: from DTSTART
         for _, value in self._pairs(after):
             yield value
 
@@ -153,7 +184,7 @@ class Engine:
         memo = self._memo
         if memo is not None and after.__class__ is datetime and after.tzinfo is self._key_tz and memo[0] <= after < memo[1]:
             return memo[3][bisect_right(memo[2], after)]  # type: ignore[no-any-return]
-        return self._next_missed(self._key(after))
+        return self._next_missed(max(self._key(after), self._earliest))
 
     def last_at_or_before(self, at: datetime) -> datetime | None:
         """The latest occurrence at or before ``at`` (None if there is none)."""
@@ -166,6 +197,8 @@ class Engine:
             return found
         if at.tzinfo is not None:
             at = at.astimezone(_UTC)
+        if at < self._earliest:
+            return None
         solved, found = self._grid_last(at)
         if solved:
             return found
@@ -180,8 +213,11 @@ class Engine:
             known = memo[2]  # just before the memo (walking back in time): a chunk of it at once
             back = max(back, (known[-1] - known[0]) / (len(known) - 1) * _memo.chunk(memo))
         while True:
-            earliest = at - back
-            probe: datetime | None = None if self._to_local(earliest) <= self.dtstart else earliest
+            try:
+                earliest = at - back
+                probe: datetime | None = None if self._to_local(earliest) <= self.dtstart else earliest
+            except OverflowError:
+                probe = None  # back past datetime's first year: from DTSTART, where the walk begins anyway
             keys: list[datetime] = []
             values: list[datetime] = []
             ended = True
@@ -255,7 +291,7 @@ class Engine:
                 values.append(value)
                 if key > at:
                     past += 1
-                    if past >= want and (reach is None or key >= reach):
+                    if (past >= want or key - at > self._chunk_span) and (reach is None or key >= reach):
                         return _memo.segment(start, keys, values, False, self._end)
                 if len(keys) >= cap:
                     return _memo.segment(start, keys, values, False, self._end)
@@ -356,10 +392,15 @@ class Engine:
         if isinstance(until, datetime):
             if until.tzinfo is not None and self.zone is not None:
                 # Inside a repeated hour, a later wall time of the first pass is an instant before UNTIL.
-                change = self._change(until)
-                repeat = -change[1] if change is not None and change[1] < timedelta(0) else timedelta(0)
-                return until.astimezone(self.zone).replace(tzinfo=None) + repeat
+                try:
+                    change = self._change(until)
+                    repeat = -change[1] if change is not None and change[1] < timedelta(0) else timedelta(0)
+                    return until.astimezone(self.zone).replace(tzinfo=None) + repeat
+                except OverflowError:
+                    return None  # an UNTIL at datetime's end: the walk ends there anyway; _before_until still applies
             return until.replace(tzinfo=None)
+        if until.year == datetime.max.year and until.month == 12 and until.day == 31:
+            return None  # UNTIL=99991231, "forever": the day after it is past datetime's range
         return datetime(until.year, until.month, until.day) + timedelta(days=1)
 
     def _before_until(self, naive: datetime) -> bool:

@@ -41,7 +41,11 @@ def grid_step(recur: Recur, is_date: bool) -> timedelta | None:
         return None
     if r.bymonth or r.byweekno or r.byyearday or r.bymonthday or r.byday or r.byhour or r.byminute or r.bysecond or r.bysetpos:
         return None
-    return _STEP[r.freq] * r.interval
+    step = _STEP[r.freq] * r.interval
+    # A step longer than the span a steady offset is looked for in would be found by stepping
+    # through every span between two fires (a 100-year step: half a million offset lookups); the
+    # walk finds it in one period.
+    return step if step <= _SPAN_STEPS * REACH else None
 
 
 def until_key(until: datetime | date | None, zone: tzinfo | None) -> datetime | bool | None:
@@ -86,10 +90,15 @@ class Grid:
         self.exdates = exdates
         self.until = until
         self._span: Span | None = None  # the last steady span found; replaced whole
+        # No occurrence is an instant before this: a wall time at or after DTSTART is one at most a
+        # zone's offset (under REACH) earlier. A query from before it is asked from here, so that
+        # a DTSTART decades ahead costs one span, not one per ~17 days up to it.
+        self._earliest = dtstart - 2 * REACH if zone is None else dtstart.replace(tzinfo=_UTC) - 2 * REACH
 
     def pairs(self, start: datetime) -> Iterator[tuple[datetime, datetime]]:
         """(instant in UTC, occurrence) after ``start``, in order, as far as the offset ``start``
         has holds; nothing when ``start`` lies just after a change."""
+        start = max(start, self._earliest)
         span = self._span_at(start)
         if span is None:
             return
@@ -117,6 +126,7 @@ class Grid:
     def next(self, after: datetime) -> object:
         """The first occurrence after ``after`` (``pairs``'s first), or UNSOLVED where only the
         walk knows (just after an offset change, an EXDATE, past UNTIL)."""
+        after = max(after, self._earliest)
         span = self._span_at(after)
         if span is None:
             return UNSOLVED

@@ -38,9 +38,11 @@ floorgate acknowledges a schedule only on an observation read after the apply.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from enum import StrEnum
+from itertools import zip_longest
 from typing import ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict
@@ -201,9 +203,21 @@ def same_instants(a: Schedule, b: Schedule, now: datetime, horizon: timedelta = 
 
 def occurrences_until(schedule: Schedule, now: datetime, end: datetime) -> list[datetime]:
     """Occurrences strictly after ``now`` and at or before ``end``, as UTC instants."""
-    out = []
+    return list(iter_occurrences_until(schedule, now, end))
+
+
+def iter_occurrences_until(schedule: Schedule, now: datetime, end: datetime) -> Iterator[datetime]:
+    """``occurrences_until``, one at a time."""
     for occurrence in schedule._engine.iterate(now):
         if occurrence > end:
-            break
-        out.append(occurrence.astimezone(timezone.utc))
-    return out
+            return
+        yield occurrence.astimezone(timezone.utc)
+
+
+def first_difference(a: Iterable[datetime], b: Iterable[datetime]) -> tuple[datetime | None, datetime | None] | None:
+    """The first pair of instants where ``a`` and ``b`` differ (None for a side that ended), or
+    None when they are equal: a horizon check stops there instead of listing 400 days of fires."""
+    for x, y in zip_longest(a, b):
+        if x != y:
+            return x, y
+    return None

@@ -30,7 +30,8 @@ from .contract import (
     ObservationState,
     Reported,
     TimerKind,
-    occurrences_until,
+    first_difference,
+    iter_occurrences_until,
     refuse_report,
 )
 from .errors import HostUnavailable, UnsupportedSchedule
@@ -139,17 +140,20 @@ class CrontabHost:
         fields = render_cron(schedule)
         spec = parse_cron(fields.split())
         end = now + HORIZON
-        cron = spec.fires(self.zone, now, end)
-        wanted = occurrences_until(schedule, now, end)
-        if cron != wanted and wanted and cron and cron[0] < wanted[0] and wanted == [t for t in cron if t >= wanted[0]]:
-            raise UnsupportedSchedule(f"crontab: cron has no start date; this schedule begins at {wanted[0].isoformat()}")
-        if cron != wanted:
-            first = next((i for i, (a, b) in enumerate(zip(cron, wanted, strict=False)) if a != b), min(len(cron), len(wanted)))
-            at = (cron[first] if first < len(cron) else wanted[first]).isoformat() if max(len(cron), len(wanted)) > first else "?"
-            raise UnsupportedSchedule(
-                f"crontab: cron in {self.zone.key} would not fire at exactly the schedule's instants (first difference near {at})"
-            )
-        return fields
+        # Compared one fire at a time up to the first difference: listing both over the horizon
+        # cost seconds for a per-minute line whose schedule starts years ahead.
+        difference = first_difference(spec.iter_fires(self.zone, now, end), iter_occurrences_until(schedule, now, end))
+        if difference is None:
+            return fields
+        cron, wanted = difference
+        if cron is not None and schedule.last_at_or_before(now) is None:
+            begins = wanted if wanted is not None else schedule.next_after(now)
+            if begins is not None and cron < begins:
+                raise UnsupportedSchedule(f"crontab: cron has no start date; this schedule begins at {begins.isoformat()}")
+        at = (cron if cron is not None else wanted).isoformat()  # type: ignore[union-attr]
+        raise UnsupportedSchedule(
+            f"crontab: cron in {self.zone.key} would not fire at exactly the schedule's instants (first difference near {at})"
+        )
 
     def apply(self, automation_id: str, schedule: Schedule, now: datetime) -> Applied:
         form = self.express(schedule, now)
@@ -198,7 +202,7 @@ class CrontabHost:
         try:
             spec = parse_cron(fields)
             end = now + HORIZON
-            return spec.fires(self.zone, now, end) == occurrences_until(schedule, now, end)
+            return first_difference(spec.iter_fires(self.zone, now, end), iter_occurrences_until(schedule, now, end)) is None
         except (ValueError, UnsupportedSchedule):
             return False
 

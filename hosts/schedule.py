@@ -27,13 +27,24 @@ from admission.intervals import MAX_INTERVAL
 
 from ._engine import Engine, check_supported
 from ._rrule import WEEKDAYS, Recur, parse_recur, stamp
-from .errors import InvalidSchedule
+from .errors import InvalidSchedule, UnsupportedSchedule
 
 _DT = re.compile(r"(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})(Z?)")
 _D = re.compile(r"(\d{4})(\d{2})(\d{2})")
 _TIME = re.compile(r"([01]?\d|2[0-3]):([0-5]\d)")
 _EVERY = re.compile(r"(\d+)\s*(s|m|h|d)", re.I)
 _MAX_OCCURRENCES = 10_000
+# DTSTART's years: a plan decades away is a typo, and near datetime's ends (years 1 and 9999) the
+# arithmetic on instants overflows.
+FIRST_YEAR = 1900
+LAST_YEAR = 2200
+
+
+def _check_year(value: datetime, field: str) -> None:
+    if not FIRST_YEAR <= value.year <= LAST_YEAR:
+        raise UnsupportedSchedule(
+            f"{field}: year {value.year} is outside {FIRST_YEAR}..{LAST_YEAR}, the years floorgate plans in; give a start in that range"
+        )
 
 
 def _zone(name: str, field: str = "TZID") -> ZoneInfo:
@@ -167,10 +178,13 @@ class Schedule(BaseModel):
         out: list[datetime] = []
         if count == 0:
             return out
-        for occurrence in self._engine.iterate(self._instant_arg(after)):
-            out.append(occurrence)
-            if len(out) == count:
-                break
+        try:
+            for occurrence in self._engine.iterate(self._instant_arg(after)):
+                out.append(occurrence)
+                if len(out) == count:
+                    break
+        except OverflowError:
+            raise _out_of_range() from None
         return out
 
     def next_after(self, after: datetime) -> datetime | None:
@@ -181,11 +195,17 @@ class Schedule(BaseModel):
         # through is a fifth of a query answered from the memo. The engine checks ``after``.
         if memo is not None and after.__class__ is datetime and after.tzinfo is engine._key_tz and memo[0] <= after < memo[1]:
             return memo[3][bisect_right(memo[2], after)]  # type: ignore[no-any-return]
-        return engine.next_after(after)
+        try:
+            return engine.next_after(after)
+        except OverflowError:
+            raise _out_of_range() from None
 
     def last_at_or_before(self, at: datetime) -> datetime | None:
         """The latest occurrence at or before the instant ``at`` (None when none has happened)."""
-        return self._engine.last_at_or_before(self._instant(at))
+        try:
+            return self._engine.last_at_or_before(self._instant(at))
+        except OverflowError:
+            raise _out_of_range() from None
 
     def _instant_arg(self, value: datetime | None) -> datetime | None:
         return None if value is None else self._instant(value)
@@ -194,6 +214,12 @@ class Schedule(BaseModel):
         if self.tzid is None:
             return value.replace(tzinfo=None) if value.tzinfo is not None else value
         return aware_utc(value, "after")
+
+
+def _out_of_range() -> UnsupportedSchedule:
+    return UnsupportedSchedule(
+        "schedule: the answer lies past the years 1..9999 a date can have; ask about a time within the schedule's years"
+    )
 
 
 @lru_cache(maxsize=16384)
@@ -225,8 +251,10 @@ def _parse_dtstart(params: list[str], value: str) -> tuple[datetime, str | None,
             day = date(*(int(g) for g in m.groups()))
         except ValueError as exc:
             raise InvalidSchedule(f"DTSTART: {value!r} is not a real date ({exc})") from None
+        _check_year(datetime(day.year, day.month, day.day), "DTSTART")
         return datetime(day.year, day.month, day.day), None, True
     naive, is_utc = _parse_dt(value, "DTSTART")
+    _check_year(naive, "DTSTART")
     if is_utc:
         if tzid is not None:
             raise InvalidSchedule("DTSTART: a UTC time (ending in Z) MUST NOT carry a TZID")
@@ -364,7 +392,11 @@ def _every(step: timedelta, start: str | None, zone_name: str, now: datetime | N
             parsed = datetime.fromisoformat(start)
         except ValueError:
             raise InvalidSchedule(f"schedule: from {start!r} is not a local time like 2026-12-01T08:00") from None
-        naive = parsed.astimezone(zone).replace(tzinfo=None) if parsed.tzinfo else parsed
+        try:
+            naive = parsed.astimezone(zone).replace(tzinfo=None) if parsed.tzinfo else parsed
+        except OverflowError:
+            naive = parsed.replace(tzinfo=None)  # at datetime's ends: refused just below
+        _check_year(naive, "schedule: from")
     seconds = int(step.total_seconds())
     for freq, size in (("DAILY", 86400), ("HOURLY", 3600), ("MINUTELY", 60), ("SECONDLY", 1)):
         if seconds % size == 0:

@@ -33,6 +33,8 @@ from admission.policies import Provenance
 
 from .owner_gate import ENV_TURN_ID, Access, OwnerWriteRefused, credential
 
+from ._proc_start import mark_own
+
 if TYPE_CHECKING:
     from admission import Principal
 
@@ -337,6 +339,7 @@ def _json_error(out, wanted: bool, kind: str, message: str, **extra: object) -> 
 def main() -> None:
     """Console entry point. A reader that closes the pipe early (``floorgate status | head -1``)
     ends the output, quietly: what the command did is done."""
+    mark_own()  # a hook's deadline counts from this process's start
     try:
         code = run()
         sys.stdout.flush()

@@ -17,7 +17,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -26,6 +26,7 @@ from admission.clock import iso
 from admission.intervals import format_interval, parse_interval
 from admission.store import redact_url
 
+from .._proc_start import hook_age
 from ..cli import EXIT_OK, EXIT_UNAVAILABLE, Context, add_common
 from ..owner_gate import Access
 from ..turn_wire import Op, ask, credential_from
@@ -95,10 +96,11 @@ def _hook_timeout(args: argparse.Namespace) -> timedelta:
 
 
 @contextlib.contextmanager
-def _deadline(timeout: timedelta, what: str) -> Iterator[None]:
+def _deadline(timeout: timedelta, what: str, age: Callable[[], timedelta] = hook_age) -> Iterator[None]:
     """Block (exit 2, a line on stderr) when no answer is ready just before the app's timeout:
     a store that never answers (an unreachable PostgreSQL host) must not outlive the hook's
-    timeout, which lets the prompt through."""
+    timeout, which lets the prompt through. The app's clock started with this process, so its
+    ``age`` (start-up, imports) is spent already."""
     after = deadline_of(timeout)
 
     def expire() -> None:
@@ -111,7 +113,7 @@ def _deadline(timeout: timedelta, what: str) -> Iterator[None]:
         )
         os._exit(EXIT_BLOCK)
 
-    timer = threading.Timer(after.total_seconds(), expire)
+    timer = threading.Timer(max(0.0, (after - age()).total_seconds()), expire)
     timer.daemon = True
     timer.start()
     try:
