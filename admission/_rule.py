@@ -18,7 +18,7 @@ from .decisions import Decision, Eligibility, Explained, Phase, Reason, StartKin
 from .errors import InvalidInput
 from .intervals import format_interval
 from .policies import EffectiveFloor
-from .scope import check_id
+from .scope import check_id, check_text
 
 _ADMITTING = (Reason.ELIGIBLE, Reason.MANUAL)
 _ADMITTED = (*_ADMITTING, Reason.RESUMED, Reason.NO_RULE)
@@ -110,7 +110,7 @@ def _check_manual_reason(value: object) -> str | None:
         raise InvalidInput("manual_reason", "a manual run needs a non-empty reason; omit it for automatic runs")
     if len(value) > _MAX_REASON:
         raise InvalidInput("manual_reason", f"keep the reason under {_MAX_REASON} characters")
-    return value.strip()
+    return check_text(value.strip(), "manual_reason", max_len=_MAX_REASON)
 
 
 def _next_eligible_us(agent_floor_us: int, lane_floor_us: int, agent_anchor: int | None, lane_anchor: int | None) -> int | None:

@@ -23,6 +23,7 @@ from .clock import Clock, SystemClock, iso, read_clock
 from .errors import FloorgateError, InvalidInput
 from .events import EventKind, record
 from .policies import Provenance, check_owner_ref
+from .scope import check_key
 from .store import Store
 
 DEFAULT_TTL = timedelta(hours=24)
@@ -139,6 +140,7 @@ class Approvals:
         """Consume the approval once. ``scope_now`` is the mission's lane as configured now; a
         different one (the automation moved) is a mismatch. ``decided_by`` (with its
         ``provenance``) is recorded with the decision."""
+        check_key(approval_id, "approval_id", max_len=64)
         if decided_by is not None:
             check_owner_ref(decided_by)
         if not isinstance(approval_id, str) or not approval_id.startswith("auth-") or len(approval_id) > 64:
@@ -202,6 +204,7 @@ class Approvals:
         return self.get(approval_id)
 
     def get(self, approval_id: str) -> Approval:
+        check_key(approval_id, "approval_id", max_len=64)
         a = s.approvals
         with self.store.read() as conn:
             row = conn.execute(select(a).where(a.c.approval_id == approval_id)).first()

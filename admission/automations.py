@@ -24,8 +24,10 @@ from .clock import Clock, SystemClock, read_clock
 from .errors import CorruptState, InvalidInput, NotFound, StoreUnavailable
 from .events import EventKind, record
 from .liveness import HookInstalls
-from .scope import check_id
+from .scope import check_id, check_text
 from .store import Store
+
+PAUSE_NOTE_MAX = 1000  # characters of a pause note (the console adds who paused it)
 
 
 class AutomationState(StrEnum):
@@ -312,6 +314,8 @@ class Automations:
             raise InvalidInput("state", "one of " + ", ".join(s.value for s in AutomationState)) from None
         if (state is AutomationState.HELD) != (hold_kind is not None):
             raise InvalidInput("hold_kind", "a held automation needs a hold kind, and only a held one has one")
+        if state is AutomationState.PAUSED and note is not None:
+            check_text(note, "note", max_len=PAUSE_NOTE_MAX)  # the owner's own words, shown by status
         kind = hold_kind.value if hold_kind is not None else None
         held = {"automation_id": automation_id, "hold_kind": kind, "note": note} if kind is not None else None
         return self._update(automation_id, {"state": state.value, "state_note": note, "hold_kind": kind}, held=held)

@@ -54,7 +54,7 @@ from .clock import Clock, SystemClock, from_us, read_clock, to_us
 from .decisions import Confirmation, Decision, Eligibility, Reason, StartKind, StartRecord
 from .errors import CorruptState, InvalidInput, StoreUnavailable
 from .journal import JournalEntry, write_entry
-from .policies import RuleRef, combine, rule_ref
+from .policies import RuleRef, combine, may_cover, rule_ref
 from .scope import check_id, check_limit
 from .store import DriverTx, Store, lock_id
 
@@ -359,15 +359,7 @@ _DAMAGED_STARTS = select(s.starts.c.goal_id, s.starts.c.agent_id, s.starts.c.aut
 )
 
 
-def _may_cover(key: tuple[object, object, object], goal: str, agent: str, automation: str | None) -> bool:
-    """Whether a stored key (a part of it damaged: not text, NULL) could be ``goal/agent/automation``'s
-    (``automation`` None: any of the agent's); a damaged part could be anything, and "" is a wildcard."""
-
-    def could(part: object, value: str | None) -> bool:
-        return not isinstance(part, str) or value is None or part in ("", value)
-
-    g, a, x = key
-    return could(g, goal) and (not isinstance(g, str) or could(a, agent)) and could(x, automation)
+_may_cover = may_cover
 
 
 def _admit(tx: DriverTx, req: _Request, clock: Clock, journal: JournalEntry | None) -> tuple[_Verdict, datetime]:

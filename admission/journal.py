@@ -30,6 +30,7 @@ from . import _schema as s
 from ._types import decode_row, raw_columns
 from .clock import Clock, SystemClock, from_us, iso, read_clock, to_us
 from .errors import CorruptState, FloorgateError, InvalidInput, NotFound, StoreUnavailable
+from .scope import check_key
 from .store import DriverTx, Store
 
 
@@ -591,6 +592,7 @@ class Journal:
 
     # -- reads -----------------------------------------------------------------------------------
     def get(self, turn_id: str, *, within: Connection | None = None) -> TurnRecord | None:
+        check_key(turn_id, "turn_id")
         t = s.turns
         try:
             with self.store.read(within=within) as conn:

@@ -25,6 +25,7 @@ from ._types import stored
 from .clock import Clock, SystemClock, read_clock
 from .errors import NotFound
 from .events import EventKind, record
+from .scope import check_key
 from .store import Store
 
 
@@ -105,6 +106,7 @@ class Missions:
         self.clock = clock if clock is not None else SystemClock()
 
     def get(self, mission_id: str, *, within: Connection | None = None) -> Mission:
+        check_key(mission_id, "mission_id")
         m = s.missions
         with self.store.read(within=within) as conn:
             row = conn.execute(select(m).where(m.c.mission_id == mission_id)).first()
@@ -114,6 +116,7 @@ class Missions:
 
     def current(self, automation_id: str) -> Mission | None:
         """The automation's unsettled mission (open or awaiting its owner), if any."""
+        check_key(automation_id, "automation")
         m = s.missions
         with self.store.read() as conn:
             row = conn.execute(

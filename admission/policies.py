@@ -13,6 +13,7 @@ import re
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import and_, insert, or_, select, update
@@ -20,10 +21,10 @@ from sqlalchemy.engine import Connection
 
 from . import _locks as locks
 from . import _schema as s
-from ._types import shared_fields, stored
+from ._types import decode_row, raw_columns, shared_fields, stored
 from .clock import Clock, SystemClock, read_clock
 from .envelope import ComputeBlock, loosened, parse_compute
-from .errors import InvalidInput, ReductionNotAuthorized, RevisionConflict, StoreUnavailable
+from .errors import CorruptState, InvalidInput, ReductionNotAuthorized, RevisionConflict, StoreUnavailable
 from .events import EventKind, record
 from .intervals import check_interval, format_interval
 from .scope import Scope, ScopeKind, check_id, check_limit
@@ -131,12 +132,13 @@ MAX_STORED_FLOOR = timedelta(days=3660)
 def rule_ref(goal_id: str, agent_key: str, automation_key: str, min_interval_us: object, revision: object) -> RuleRef:
     """The one decoder of a stored rule (admission's facts, the host's bulk planner and policy
     readback all use it): a NULL, non-integer, negative or over-cap floor, or a revision below 1,
-    raises ``StoreUnavailable``, so a damaged rule denies and is never read as "no rule"."""
+    raises ``CorruptState`` (a ``StoreUnavailable``), so a damaged rule denies and is never read as
+    "no rule"."""
     scope = Scope.model_construct(goal_id=goal_id, agent_id=agent_key or None, automation_id=automation_key or None)
     if type(min_interval_us) is not int or not 0 <= min_interval_us <= MAX_STORED_FLOOR // timedelta(microseconds=1):
-        raise StoreUnavailable(f"malformed rule at {scope}: min_interval {min_interval_us!r}")
+        raise CorruptState(f"malformed rule at {scope}: min_interval {min_interval_us!r}")
     if type(revision) is not int or revision < 1:
-        raise StoreUnavailable(f"malformed rule at {scope}: revision {revision!r}")
+        raise CorruptState(f"malformed rule at {scope}: revision {revision!r}")
     return RuleRef.model_construct(scope=scope, min_interval=timedelta(microseconds=min_interval_us), revision=revision)
 
 
@@ -154,6 +156,31 @@ def rule_from_row(row) -> Rule:  # type: ignore[no-untyped-def]
             compute=compute,
             compute_problem=problem,
         )
+
+
+class DamagedRule(NamedTuple):
+    """A stored rule row that cannot be decoded: its key as stored (a part may be NULL or not
+    text) and why. It holds only the lanes it may cover (``may_cover``)."""
+
+    goal_id: object
+    agent_id: object
+    automation_id: object
+    problem: CorruptState
+
+    def may_cover(self, goal: str, agent: str, automation: str | None) -> bool:
+        """Whether this row could be one of the rules of lane ``goal/agent/automation``."""
+        return may_cover((self.goal_id, self.agent_id, self.automation_id), goal, agent, automation)
+
+
+def may_cover(key: tuple[object, object, object], goal: str, agent: str, automation: str | None) -> bool:
+    """Whether a stored key (a part of it damaged: not text, NULL) could be ``goal/agent/automation``'s
+    (``automation`` None: any of the agent's); a damaged part could be anything, and "" is a wildcard."""
+
+    def could(part: object, value: str | None) -> bool:
+        return not isinstance(part, str) or value is None or part in ("", value)
+
+    g, a, x = key
+    return could(g, goal) and (not isinstance(g, str) or could(a, agent)) and could(x, automation)
 
 
 def read_compute(text: str | None) -> tuple[ComputeBlock | None, str | None]:
@@ -398,6 +425,22 @@ class Policies:
             query = query.where(r.c.goal_id == check_id(goal, "goal"))
         with self.store.read() as conn:
             return [rule_from_row(row) for row in conn.execute(query)]
+
+    def scan(self) -> tuple[builtins.list[Rule], builtins.list[DamagedRule]]:
+        """Every stored rule that decodes, and every row that does not (one read): a damaged row
+        fails closed only the lanes it may cover, never every lane of the store."""
+        r = s.rules
+        good: builtins.list[Rule] = []
+        bad: builtins.list[DamagedRule] = []
+        with self.store.read() as conn:  # times undecoded: one malformed time must not fail the read
+            rows = conn.execute(select(*raw_columns(r)).order_by(r.c.goal_id, r.c.agent_id, r.c.automation_id)).all()
+        for row in rows:
+            try:
+                with stored(f"the rule at {row.goal_id!r}/{row.agent_id!r}/{row.automation_id!r}"):
+                    good.append(rule_from_row(decode_row(r, row)))
+            except CorruptState as exc:
+                bad.append(DamagedRule(row.goal_id, row.agent_id, row.automation_id, exc))
+        return good, bad
 
     def history(self, scope: Scope | None = None, limit: int = 100) -> builtins.list[RuleChange]:
         """Provenance records, newest first; under ``scope`` (and its narrower scopes) if given."""

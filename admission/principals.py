@@ -22,6 +22,7 @@ from ._types import stored
 from .clock import Clock, SystemClock, read_clock
 from .errors import InvalidInput, NotFound
 from .policies import check_owner_ref
+from .scope import check_key
 from .store import Store
 
 TOKEN_PREFIX = "fgo_"
@@ -85,6 +86,7 @@ class Principals:
 
     def revoke(self, name: str) -> Principal:
         """Revoke a principal's token and sign its console sessions out: it authenticates nothing from now on."""
+        check_key(name, "name", max_len=64)
         p = s.principals
         with self.store.write(lock_key=f"principal:{name}") as conn:
             done = conn.execute(update(p).where(p.c.name == name, p.c.revoked_at_us.is_(None)).values(revoked_at_us=read_clock(self.clock)))
@@ -94,6 +96,7 @@ class Principals:
         return self.get(name)
 
     def get(self, name: str) -> Principal:
+        check_key(name, "name", max_len=64)
         p = s.principals
         with self.store.read() as conn:
             row = conn.execute(select(p).where(p.c.name == name)).first()

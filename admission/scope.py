@@ -39,6 +39,40 @@ def check_id(value: object, field: str) -> str:
     return value
 
 
+def _unprintable(value: str) -> int | None:
+    """The position of the first character a terminal would not print as itself (a NUL, any other
+    C0 or C1 control such as ESC or CSI that starts an escape sequence, DEL, a line or paragraph
+    separator, a bidi override), or None."""
+    if value.isprintable():
+        return None
+    return next(i for i, c in enumerate(value) if not c.isprintable())
+
+
+def check_text(value: object, field: str, *, max_len: int) -> str:
+    """Free text an owner wrote (a pause note, a manual reason): one line of at most ``max_len``
+    printable characters. A control character would reach a terminal that shows it (``status``)
+    as an escape sequence, and PostgreSQL refuses a NUL: both are refused here, naming the field."""
+    if not isinstance(value, str):
+        raise InvalidInput(field, "must be text")
+    at = _unprintable(value)
+    if at is not None:
+        raise InvalidInput(
+            field, f"contains the control character {value[at]!r} at position {at}; give one line of printable text (no escape sequences)"
+        )
+    if len(value) > max_len:
+        raise InvalidInput(field, f"keep it under {max_len} characters")
+    return value
+
+
+def check_key(value: object, field: str, max_len: int = 128) -> str:
+    """An id floorgate minted (a turn, mission or approval id, a principal's name) as a caller
+    passes it back: 1..``max_len`` printable characters, else ``InvalidInput`` naming ``field``
+    (a NUL would otherwise fail the PostgreSQL read as if the store were down)."""
+    if not isinstance(value, str) or not value or len(value) > max_len or _unprintable(value) is not None:
+        raise InvalidInput(field, f"{value!r} is not a valid {field}; give it exactly as floorgate printed it")
+    return value
+
+
 MAX_LIMIT = 10_000
 
 

@@ -83,5 +83,18 @@ def read_tick_facts(store: Store, automation_id: str, goal: str, agent: str) -> 
         wake=wake,
         unsettled=bool(unsettled),
         missions_pending=bool(missions),
-        rules=(int(count), int(revisions), int(changed)),
+        rules=_fingerprint(count, revisions, changed),
     )
+
+
+# A fingerprint no lane's rules ever have: the caller judges the rules again at each tick.
+UNREADABLE_RULES = (-1, -1, -1)
+
+
+def _fingerprint(count: object, revisions: object, changed: object) -> tuple[int, int, int]:
+    """The rules' fingerprint; a value a hand edit left unreadable (a time of the wrong type) gives
+    ``UNREADABLE_RULES``, and the rules' own decoder then fails this lane closed (only this one)."""
+    try:
+        return int(count), int(revisions), int(changed)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return UNREADABLE_RULES

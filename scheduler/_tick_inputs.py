@@ -16,12 +16,13 @@ from dataclasses import dataclass
 
 from admission import Automation, Automations, NotFound, Store, WakeState
 from admission.clock import to_us
+from admission.errors import CorruptState
 from admission.tick_facts import TickFacts, read_tick_facts
 from hosts import Schedule
 from hosts.schedule import parse_canonical
 
 from ._plan import Decoded, lane_of
-from .envelope_gate import EnvelopeGate, TurnGate, merged
+from .envelope_gate import UNREADABLE_RULES, EnvelopeGate, TurnGate, merged
 
 PRIME_EVERY = 1.0  # seconds between two bulk judgements of every automation's precheck
 
@@ -79,8 +80,10 @@ class TickReader:
             if known.rules == facts.rules and known.pre is not None:
                 return known.pre
         pre = self.gate.precheck(known.automation)
-        if pre.mission is not None:
-            return pre  # a mission opened meanwhile: judged from it this time, never kept
+        if pre.mission is not None or pre.refusal is UNREADABLE_RULES:
+            # A mission opened meanwhile, or a damaged rule (repaired in place, the fingerprint
+            # may not change): judged this time, never kept.
+            return pre
         with self._lock:
             current = self._known.get(known.automation.automation_id)
             if current is not None and current.automation.revision == known.automation.revision:
@@ -104,6 +107,8 @@ class TickReader:
         primed = {}
         for automation, schedule in usable:
             found = rules[lane_of(automation)]
+            if isinstance(found, CorruptState):
+                continue  # a damaged rule may be this lane's: its ticks judge it themselves (and deny)
             fingerprint = (len(found), sum(r.revision for r in found), max((to_us(r.updated_at) for r in found), default=0))
             pre = self.gate.judge(automation, None, *merged(found))
             primed[automation.automation_id] = _Known(automation, schedule, fingerprint, pre)

@@ -178,7 +178,9 @@ class Context:
                     chunks.clear()
             self._out.write("".join(chunks) + "\n")
         else:
-            self._out.write((text() if callable(text) else text) + "\n")
+            from .present import terminal_safe  # here: the hooks' start-up never imports the renderers
+
+            self._out.write(terminal_safe(text() if callable(text) else text) + "\n")
         self._out.flush()
 
     def close(self) -> None:

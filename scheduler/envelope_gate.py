@@ -45,6 +45,7 @@ from admission import (
 )
 from admission.clock import Clock, SystemClock, read_clock
 from admission.envelope import CAPS
+from admission.errors import CorruptState
 from admission.journal import FailureCategory, TurnStatus
 from admission.missions import MissionStatus
 from admission.policies import applicable_rules
@@ -88,6 +89,12 @@ class TurnGate:
 _BOUND_IN_REASON = re.compile(r"compute bound exhausted: (max_\w+)=")
 
 
+# What admission itself answers for a lane whose stored rules it cannot decode.
+UNREADABLE_RULES = Verdict(
+    status=TurnStatus.DENIED, stop_reason="admission_state_unavailable", retryable=True, failure_category=FailureCategory.INFRA
+)
+
+
 def _stuck(reason: str, bound: str | None = None) -> Verdict:
     return Verdict(status=TurnStatus.STUCK, stop_reason=reason, retryable=False, failure_category=FailureCategory.POLICY, bound=bound)
 
@@ -110,7 +117,7 @@ class EnvelopeGate:
 
     def envelopes(self, lanes: list[tuple[str, str, str]]) -> dict[tuple[str, str, str], tuple[Envelope, str | None]]:
         """``envelope`` for many lanes from one read of the rules (a readback of every automation);
-        a rule row that cannot be decoded makes each lane read its own rules instead."""
+        a lane a damaged rule row may cover reads its own rules instead (and fails as ``envelope``)."""
         try:
             found = self.lane_rules(lanes)
         except StoreUnavailable:
@@ -118,6 +125,9 @@ class EnvelopeGate:
         shared: dict[tuple[tuple[str, int], ...], tuple[Envelope, str | None]] = {}  # lanes with the same rules share one
         out = {}
         for lane, rules in found.items():
+            if isinstance(rules, CorruptState):
+                out[lane] = self.envelope(*lane)
+                continue
             key = tuple((str(r.scope), r.revision) for r in rules)
             if key not in shared:
                 shared[key] = merged(rules)
@@ -126,25 +136,39 @@ class EnvelopeGate:
 
     # -- turn start ----------------------------------------------------------------------------
     def precheck(self, automation: Automation) -> TurnGate:
-        """Read-only checks before admission (so a floor denial writes nothing here either)."""
+        """Read-only checks before admission (so a floor denial writes nothing here either). A rule
+        row of the lane that cannot be decoded denies the turn ``state_unavailable``, as admission
+        does (retryable: it holds nothing once the row is repaired)."""
         if self.mode == "disabled":
             return TurnGate(None, None)
         spec = automation.spec
         mission = self.missions.current(automation.automation_id)
-        envelope, problem = self.envelope(spec.goal_id, spec.agent_id, automation.automation_id)
+        try:
+            envelope, problem = self.envelope(spec.goal_id, spec.agent_id, automation.automation_id)
+        except CorruptState as exc:
+            return self.unreadable(automation, mission, exc)
         return self.judge(automation, mission, envelope, problem)
 
-    def lane_rules(self, lanes: list[tuple[str, str, str]]) -> dict[tuple[str, str, str], list[Rule]]:
-        """The stored rules of each lane (goal, agent, automation), from one read of every rule."""
-        by_scope = {
-            (r.scope.goal_id, r.scope.agent_id or "", r.scope.automation_id or ""): r for r in Policies(self.store, self.clock).list()
-        }
-        return {
-            (goal, agent, automation): [
-                by_scope[k] for k in ((goal, "", ""), (goal, agent, ""), (goal, agent, automation)) if k in by_scope
-            ]
-            for goal, agent, automation in lanes
-        }
+    def unreadable(self, automation: Automation, mission: Mission | None, problem: CorruptState) -> TurnGate:
+        """The precheck of a lane whose stored rules cannot be decoded: denied, nothing written."""
+        log.error("%s: its rules cannot be read, denied state_unavailable: %s", automation.automation_id, problem)
+        return TurnGate(mission, None, UNREADABLE_RULES)
+
+    def lane_rules(self, lanes: list[tuple[str, str, str]]) -> dict[tuple[str, str, str], list[Rule] | CorruptState]:
+        """The stored rules of each lane (goal, agent, automation), from one read of every rule; a
+        lane that a rule row which cannot be decoded may cover maps to that row's problem (only
+        those lanes: a damaged rule of another goal or agent leaves this lane's rules standing)."""
+        rules, damaged = Policies(self.store, self.clock).scan()
+        by_scope = {(r.scope.goal_id, r.scope.agent_id or "", r.scope.automation_id or ""): r for r in rules}
+        out: dict[tuple[str, str, str], list[Rule] | CorruptState] = {}
+        for goal, agent, automation in lanes:
+            bad = next((d for d in damaged if d.may_cover(goal, agent, automation)), None)
+            if bad is not None:
+                out[(goal, agent, automation)] = bad.problem
+                continue
+            keys = ((goal, "", ""), (goal, agent, ""), (goal, agent, automation))
+            out[(goal, agent, automation)] = [by_scope[k] for k in keys if k in by_scope]
+        return out
 
     def judge(self, automation: Automation, mission: Mission | None, envelope: Envelope, problem: str | None) -> TurnGate:
         """``precheck`` from facts already read: the automation's unsettled mission (None: none)

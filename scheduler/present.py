@@ -26,6 +26,18 @@ if TYPE_CHECKING:
     from .readback import AutomationReadback, Overview
 
 
+def terminal_safe(text: str, *, lines: bool = True) -> str:
+    """``text`` as a terminal may show it: each character that is not printable (a NUL, ESC or CSI
+    starting an escape sequence, any other C0 or C1 control) as its Python escape (``\\x1b``). A
+    stored value (a pause note written before notes were checked, a hand edit) never reaches the
+    terminal raw. ``lines``: keep line breaks and tabs (a whole rendering); False escapes them too
+    (one stored value inside a line)."""
+    if text.isprintable():
+        return text
+    keep = "\n\t" if lines else ""
+    return "".join(c if c.isprintable() or c in keep else repr(c)[1:-1] for c in text)
+
+
 def seconds_of(value: timedelta | None) -> float | None:
     if value is None:
         return None
@@ -403,7 +415,11 @@ def status_text(view: Overview) -> str:
                 ],
             )
         )
-        parts += [f"  {rb.automation_id}: {rb.detail}" for rb in readbacks if rb.state.value != "eligible" or rb.no_timer_host]
+        parts += [
+            f"  {rb.automation_id}: {terminal_safe(rb.detail, lines=False)}"
+            for rb in readbacks
+            if rb.state.value != "eligible" or rb.no_timer_host
+        ]
         parts += [
             f"  {rb.automation_id}: DRIFT: {rb.drift}; re-apply with 'floorgate automation apply {rb.automation_id}'"
             for rb in readbacks

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from admission.clock import iso
 from admission.intervals import format_interval
 
-from .present import automation_doc, command_text, readback_doc, seconds_of, table, tick_doc, turn_doc, turn_outcome
+from .present import automation_doc, command_text, readback_doc, seconds_of, table, terminal_safe, tick_doc, turn_doc, turn_outcome
 
 if TYPE_CHECKING:
     from .automations import Detail, Poked
@@ -48,7 +48,7 @@ def detail_doc(d: Detail) -> dict[str, Any]:
 
 def detail_text(d: Detail) -> str:
     rb = d.readback
-    head = [f"automation {rb.automation_id}", f"  state:          {rb.state.value} ({rb.detail})"]
+    head = [f"automation {rb.automation_id}", f"  state:          {rb.state.value} ({terminal_safe(rb.detail, lines=False)})"]
     a = rb.automation
     if a is None:
         return "\n".join(head)
@@ -105,6 +105,6 @@ def poke_doc(p: Poked) -> dict[str, Any]:
 def poke_text(p: Poked) -> str:
     nxt = p.readback.next_fire_at
     if nxt is None:
-        return f"poked {p.automation_id}: backoff reset, but nothing fires now ({p.readback.detail})"
+        return f"poked {p.automation_id}: backoff reset, but nothing fires now ({terminal_safe(p.readback.detail, lines=False)})"
     why = "" if p.wake.backoff_wake_at is not None and nxt <= p.wake.backoff_wake_at else " (the floor or the schedule comes first)"
     return f"poked {p.automation_id}: next turn at {iso(nxt)}{why}"
