@@ -31,9 +31,8 @@ from admission import (
 )
 from admission.policies import Provenance
 
-from .owner_gate import ENV_TURN_ID, Access, OwnerWriteRefused, credential
-
 from ._proc_start import mark_own
+from .owner_gate import ENV_TURN_ID, Access, OwnerWriteRefused, credential
 
 if TYPE_CHECKING:
     from admission import Principal
