@@ -18,158 +18,38 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, field_validator
 from sqlalchemy import BigInteger, and_, func, insert, literal, select, text, type_coerce, update
 from sqlalchemy.engine import Connection
 
 from . import _locks as locks
 from . import _schema as s
+from ._turns import REASON_MAX, ClaimLost, FailureCategory, JournalEntry, Settled, TurnOwned, TurnRecord, TurnStatus, Verdict, clip_words
 from ._types import decode_row, raw_columns
-from .clock import Clock, SystemClock, from_us, iso, read_clock, to_us
-from .errors import CorruptState, FloorgateError, InvalidInput, NotFound, StoreUnavailable
+from .clock import Clock, SystemClock, from_us, read_clock, to_us
+from .errors import CorruptState, InvalidInput, NotFound, StoreUnavailable
 from .scope import check_key
 from .store import DriverTx, Store
 
+# The turn journal's values live in _turns; these names are the journal's public surface too.
+__all__ = [
+    "REASON_MAX",
+    "ClaimLost",
+    "FailureCategory",
+    "Journal",
+    "JournalEntry",
+    "OrphanStart",
+    "Settled",
+    "TurnOwned",
+    "TurnRecord",
+    "TurnStatus",
+    "Verdict",
+    "clip_words",
+    "write_entry",
+]
 
-class TurnStatus(StrEnum):
-    """How a turn ended."""
-
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    TIMED_OUT = "timed_out"
-    DENIED = "denied"
-    STUCK = "stuck"
-
-
-class FailureCategory(StrEnum):
-    """Whose failure it was: retryable infrastructure, the task itself, a policy, or none."""
-
-    INFRA = "infra"
-    TASK = "task"
-    POLICY = "policy"
-    NONE = "none"
-
-
-Status = TurnStatus
-Category = FailureCategory
-TurnPhase = Literal["journaled", "confirmed", "launched", "settled"]
-UNSETTLED: tuple[TurnPhase, ...] = ("journaled", "confirmed", "launched")
-
-
-class TurnOwned(FloorgateError):
-    """Another runner holds the claim on this turn; nothing was written."""
-
-    def __init__(self, turn_id: str, owner_id: str | None, lease_expires: datetime | None, phase: str) -> None:
-        self.turn_id = turn_id
-        self.owner_id = owner_id
-        self.lease_expires = lease_expires
-        self.phase = phase
-        super().__init__(f"turn {turn_id} is {phase} and owned by {owner_id or '(no owner)'} (lease until {iso(lease_expires) or '?'})")
-
-
-class ClaimLost(FloorgateError, RuntimeError):
-    """This runner no longer owns the turn (its lease expired and another runner took it over)."""
-
-    def __init__(self, turn_id: str, me: str, owner_id: str | None, step: str) -> None:
-        self.turn_id = turn_id
-        self.owner_id = owner_id
-        super().__init__(f"turn {turn_id}: {step} refused, the claim of {me} was lost; it is now owned by {owner_id or '(no owner)'}")
-
-
-# A stop reason carries a suggested command (`floorgate approve auth-...`): kept whole, and a
-# runaway one is shortened at a word boundary, never mid-word.
-REASON_MAX = 1000
 RENEW_CHUNK = 500  # turn ids per lease-renewal statement
-
-
-def clip_words(text: str, limit: int) -> str:
-    """``text`` if it fits in ``limit`` characters, else cut at the last space before it, with '…'."""
-    if len(text) <= limit:
-        return text
-    head = text[: limit - 1]
-    cut = head.rfind(" ")
-    return (head[:cut] if cut > 0 else head).rstrip() + "…"
-
-
-class Verdict(BaseModel):
-    """How a turn ended (seed 003): retryable infra failures are told apart from task failures."""
-
-    model_config = ConfigDict(frozen=True)
-
-    status: TurnStatus
-    stop_reason: str
-    retryable: bool
-    failure_category: FailureCategory
-    exit_code: int | None = None
-    bound: str | None = None  # the compute-envelope bound that stopped it (e.g. max_turns), if one did
-
-    @field_validator("stop_reason")
-    @classmethod
-    def _whole_words(cls, value: str) -> str:
-        return clip_words(value, REASON_MAX)
-
-
-class TurnRecord(BaseModel):
-    """One journaled attempt, as stored."""
-
-    model_config = ConfigDict(frozen=True)
-
-    turn_id: str
-    automation_id: str
-    goal_id: str
-    agent_id: str
-    attempt: int
-    kind: str
-    manual_reason: str | None
-    runner_host: str
-    runner_pid: int
-    child_pid: int | None
-    started_at: datetime
-    deadline: datetime
-    phase: TurnPhase
-    verdict: Verdict | None
-    settled_at: datetime | None
-    log_path: str | None
-    mission_id: str | None = None
-    owner_id: str | None = None
-    lease_expires: datetime | None = None
-    child_boot_id: str | None = None  # the boot child_pid was spawned in (None: not recorded)
-    child_start_ticks: int | None = None  # its start time, clock ticks since that boot
-
-
-@dataclass(frozen=True)
-class Settled:
-    """A settlement and whether this call wrote it (``won``) or found the turn already settled."""
-
-    record: TurnRecord
-    won: bool
-
-
-@dataclass(frozen=True)
-class JournalEntry:
-    """The journal row a reservation writes in its own transaction (see ``Admission.reserve``).
-
-    ``attempt`` None numbers the attempt after the automation's journaled ones.
-    """
-
-    turn_id: str
-    automation_id: str
-    goal_id: str
-    agent_id: str
-    kind: str
-    manual_reason: str | None
-    runner_host: str
-    runner_pid: int
-    owner_id: str
-    lease_expires: datetime
-    deadline: datetime
-    log_path: str | None
-    attempt: int | None = None
-    mission_id: str | None = None
-
 
 _COUNT_SQL = "SELECT COUNT(*) FROM fg_turns WHERE automation_id = :x"
 _INSERT_SQL = (
