@@ -239,6 +239,29 @@ def start_ticks(pid: int) -> int | None:
         return None
 
 
+def group_starts(pgid: int) -> tuple[int, ...] | None:
+    """The start times (clock ticks since boot) of the live members of process group ``pgid``,
+    read from /proc; None when /proc cannot be listed or ``pgid`` is not a valid pid."""
+    if not valid_pid(pgid):
+        return None
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return None
+    starts = []
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                fields = f.read().rpartition(b")")[2].split()
+            if int(fields[2]) == pgid:  # fields[2] is field 5 (pgrp)
+                starts.append(int(fields[19]))
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile, or not ours to read: it is not counted
+    return tuple(starts)
+
+
 def kill_group(pgid: int, grace: float = 2.0, wait=None) -> None:  # type: ignore[no-untyped-def]
     """SIGTERM the process group, then SIGKILL what is left after ``grace`` seconds."""
     if not valid_pid(pgid):  # kill(2) would read 0 as our own group and -1 as every process

@@ -30,7 +30,7 @@ from enum import StrEnum
 from admission import Automations, Journal, Missions, NotFound, Store, StoreUnavailable, TurnRecord, Verdict
 from admission.clock import Clock, SystemClock, read_clock
 
-from ._process import boot_id, kill_group, start_ticks, valid_pid
+from ._process import boot_id, group_starts, kill_group, start_ticks, valid_pid
 
 log = logging.getLogger("floorgate.recovery")
 
@@ -89,6 +89,8 @@ class Signal(StrEnum):
     OTHER_BOOT = "the child was spawned before a reboot (or under another kernel)"
     GONE = "no process has that pid now (or /proc cannot be read)"
     REUSED = "that pid now belongs to another process"
+    KILL_LEFT_BEHIND = "kill what the turn left in its group"
+    FOREIGN_GROUP = "its group holds a process older than the turn's child"
 
 
 def may_signal(
@@ -101,12 +103,20 @@ def may_signal(
     this_host: str,
     this_boot_id: str | None,
     live_start_ticks: int | None,
+    group_starts: tuple[int, ...] | None = None,
 ) -> Signal:
     """Decide, from facts alone, whether a lost turn's process group is provably its own.
 
     ``ran_on``: the turn's runner as it stood before this recoverer took it over (``host:pid``);
     ``live_start_ticks``: the start time /proc reports now for ``child_pid`` (None: no such
-    process, or unreadable). Only ``Signal.KILL`` signals; every doubt settles without a kill."""
+    process, or unreadable); ``group_starts``: the start times of the live members of the group
+    ``child_pid`` led (None: unreadable). Only ``KILL`` and ``KILL_LEFT_BEHIND`` signal; every
+    doubt settles without a kill.
+
+    A group whose leader is gone is still the turn's when it was spawned here in this boot: Linux
+    never hands out a pid while a live process group still uses it as its id, so the number cannot
+    have been reused unless the turn's whole group died first; a member older than the turn's
+    child proves it is another group (the agent a host script started is never older)."""
     if phase != "launched" or child_pid is None:
         return Signal.NO_CHILD
     if not valid_pid(child_pid):
@@ -119,11 +129,13 @@ def may_signal(
         return Signal.BOOT_UNKNOWN
     if child_boot_id != this_boot_id:
         return Signal.OTHER_BOOT
-    if live_start_ticks is None:
+    if live_start_ticks is not None:
+        return Signal.KILL if live_start_ticks == child_start_ticks else Signal.REUSED
+    if not group_starts:
         return Signal.GONE
-    if live_start_ticks != child_start_ticks:
-        return Signal.REUSED
-    return Signal.KILL
+    if min(group_starts) < child_start_ticks:
+        return Signal.FOREIGN_GROUP
+    return Signal.KILL_LEFT_BEHIND
 
 
 def signal_check(record: TurnRecord, ran_on: str) -> Signal:
@@ -137,7 +149,8 @@ def signal_check(record: TurnRecord, ran_on: str) -> Signal:
         child_start_ticks=record.child_start_ticks,
         this_host=socket.gethostname(),
         this_boot_id=boot_id(),
-        live_start_ticks=start_ticks(pid) if pid is not None and valid_pid(pid) else None,
+        live_start_ticks=(live := start_ticks(pid) if pid is not None and valid_pid(pid) else None),
+        group_starts=group_starts(pid) if pid is not None and live is None else None,
     )
 
 
@@ -157,7 +170,14 @@ def settle_lost(store: Store, clock: Clock, record: TurnRecord, owner: str, *, r
     killed only when ``may_signal`` proves it is the turn's. The settlement is a compare-and-set:
     a turn settled meanwhile is left as it is, and nothing is charged again."""
     check = signal_check(record, ran_on)
-    if check is Signal.KILL and record.child_pid is not None:
+    if check in (Signal.KILL, Signal.KILL_LEFT_BEHIND) and record.child_pid is not None:
+        if check is Signal.KILL_LEFT_BEHIND:
+            log.warning(
+                "turn %s of %s: its host process %s was gone; killing what it left in its group",
+                record.turn_id,
+                record.automation_id,
+                record.child_pid,
+            )
         kill_group(record.child_pid, grace=2.0)
     elif check not in (Signal.NO_CHILD, Signal.GONE):
         log.warning(

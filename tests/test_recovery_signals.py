@@ -7,8 +7,10 @@ executor resuming a turn id."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -46,6 +48,7 @@ def _facts(**changed: object) -> dict[str, object]:
         "this_host": HERE,
         "this_boot_id": BOOT,
         "live_start_ticks": 5000,
+        "group_starts": None,
     }
     facts.update(changed)
     return facts
@@ -67,6 +70,11 @@ DECISIONS = [
     ("boot-id-unreadable-now", _facts(this_boot_id=None), Signal.BOOT_UNKNOWN),
     ("spawned-before-a-reboot", _facts(this_boot_id="another-boot"), Signal.OTHER_BOOT),
     ("process-gone-or-proc-unreadable", _facts(live_start_ticks=None), Signal.GONE),
+    ("leader-gone-group-empty", _facts(live_start_ticks=None, group_starts=()), Signal.GONE),
+    ("leader-gone-its-agent-left-behind", _facts(live_start_ticks=None, group_starts=(5000, 5400)), Signal.KILL_LEFT_BEHIND),
+    ("leader-gone-group-holds-an-older-process", _facts(live_start_ticks=None, group_starts=(4999, 5400)), Signal.FOREIGN_GROUP),
+    ("leader-gone-another-machine", _facts(ran_on="elsewhere:99", live_start_ticks=None, group_starts=(5400,)), Signal.OTHER_HOST),
+    ("leader-gone-before-a-reboot", _facts(this_boot_id="another-boot", live_start_ticks=None, group_starts=(5400,)), Signal.OTHER_BOOT),
     ("pid-reused-by-a-later-process", _facts(live_start_ticks=5001), Signal.REUSED),
     ("pid-reused-by-an-earlier-start", _facts(live_start_ticks=4999), Signal.REUSED),
 ]
@@ -204,6 +212,55 @@ def test_our_own_orphaned_child_is_still_terminated(db_url: str, tmp_path: Path,
     recover_with(recoverer, db_url, tmp_path)
     assert settled_verdict(db_url) == "unknown_outcome"
     assert victim.wait(timeout=30) < 0  # ended by a signal
+
+
+def _gone(pid: int) -> bool:
+    """Whether ``pid`` has ended (a zombie waiting for its reaper counts as ended)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rpartition(b")")[2].split()[0] == b"Z"
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("older", [False, True], ids=["its-agent-left-behind-is-killed", "a-group-older-than-the-turn-is-spared"])
+def test_a_group_whose_host_process_died_is_killed_only_when_nothing_in_it_predates_the_turn(
+    db_url: str, tmp_path: Path, older: bool
+) -> None:
+    """The runner died, PDEATHSIG ended the host script, its agent (a child in its group) lives on."""
+    leader = subprocess.Popen(
+        ["sh", "-c", "sleep 120 & echo $!; read go"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True
+    )
+    assert leader.stdout is not None and leader.stdin is not None
+    agent = int(leader.stdout.readline())
+    started = start_ticks(leader.pid)
+    assert started is not None
+    leader.stdin.write(b"go\n")
+    leader.stdin.close()
+    leader.wait(timeout=30)  # reaped: its pid now names only the group its agent still holds
+    try:
+        assert os.getpgid(agent) == leader.pid
+        owner = dead_owner()
+        with open_store(db_url) as store:
+            clock = SystemClock()
+            add_automation(store, clock, script="pass")  # type: ignore[arg-type]
+            crashed(store, clock, TURN, owner, lease=timedelta(seconds=-1))
+            now = read_clock(clock)
+            recorded = started + 1_000_000 if older else started  # older: the group predates the child recorded
+            Journal(store, clock).launch(
+                TURN, owner, lease_expires=now - timedelta(seconds=1), deadline=now + timedelta(minutes=5),
+                child_pid=leader.pid, child_boot_id=boot_id(), child_start_ticks=recorded,
+            )  # fmt: skip
+        output = recover_with("turn-run", db_url, tmp_path)
+        assert settled_verdict(db_url) == "unknown_outcome"
+        if older:
+            assert not _gone(agent) and "its group holds a process older than the turn's child" in output, output[-2000:]
+        else:
+            wait_for(lambda: _gone(agent), timeout=30, what="the agent the lost turn left behind to end")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(agent, signal.SIGKILL)
 
 
 @pytest.mark.parametrize("pid", [-1, 0, 2**31 - 1], ids=["minus-one", "zero", "absurdly-large"])
