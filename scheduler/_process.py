@@ -239,6 +239,23 @@ def start_ticks(pid: int) -> int | None:
         return None
 
 
+_PR_SET_DUMPABLE = 4
+
+
+def seal_from_children() -> bool:
+    """Make this process non-dumpable (Linux): its /proc entries (``environ``, ``mem``) become
+    root's and ptrace is refused, so a turn's host of the same OS user cannot read the runner's
+    environment (an owner's token, the store's URL and password) through ``/proc/$PPID``. A
+    child's exec restores its own dumpability. False where it cannot be done (not Linux)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
 def group_starts(pgid: int) -> tuple[int, ...] | None:
     """The start times (clock ticks since boot) of the live members of process group ``pgid``,
     read from /proc; None when /proc cannot be listed or ``pgid`` is not a valid pid."""

@@ -34,6 +34,7 @@ from pathlib import Path
 from admission import FloorgateError, Journal, Store, TurnRecord
 from admission.clock import Clock
 
+from ._process import seal_from_children
 from .hooks import HookService
 from .turn_wire import MAX_FIELD, MAX_REASON, Answer, Op, TurnCredential, encode, read_line
 
@@ -184,6 +185,7 @@ class RunnerBroker:
         """The credential of ``turn_id``, valid while the block runs."""
         with self._lock:
             if self._broker is None:
+                seal_from_children()  # before any host runs: none can read this process's environment
                 self._broker = TurnBroker(*self._args)
             broker = self._broker
         return broker.turn(turn_id)
