@@ -46,8 +46,12 @@ _GUARD_COLUMNS = [
     # A start missing a key or time the decision counts from (a hand rebuild without constraints)
     # would be skipped by the reads above, so the floor would not count it: any such row that could
     # be this agent's makes the state unavailable. Each leg is an empty range of an index.
+    # A start without an agent cannot be attributed: it holds every agent's lane of its automation
+    # (and the whole goal when its automation or anchor is missing too); ``_NULL_AGENT_ANCHOR``
+    # counts it as every agent's possible last start for the goal's other lanes.
     "(SELECT 1 FROM fg_starts WHERE goal_id IS NULL"
     " UNION ALL SELECT 1 FROM fg_starts WHERE goal_id = :g AND agent_id IS NULL"
+    " AND (automation_id IS NULL OR automation_id = :x OR anchor_us IS NULL)"
     " UNION ALL SELECT 1 FROM fg_starts WHERE goal_id = :g AND agent_id = :a AND anchor_us IS NULL"
     " UNION ALL SELECT 1 FROM fg_starts WHERE goal_id = :g AND agent_id = :a AND automation_id IS NULL"
     " UNION ALL SELECT 1 FROM fg_starts WHERE " + _LANE + " AND trigger_us IS NULL LIMIT 1)",
@@ -63,10 +67,17 @@ _BLOB_KEYS = (
     " UNION ALL SELECT 1 FROM fg_rules WHERE goal_id = :g AND agent_id >= x''"
     " UNION ALL SELECT 1 FROM fg_rules WHERE goal_id = :g AND agent_id IN ('', :a) AND automation_id >= x'' LIMIT 1)"
 )
+# The agent's latest anchor on a relaxed store: a start without an agent (not held by the guard
+# above) could be this agent's last start, so a goal or agent floor counts from it too.
+_NULL_AGENT_ANCHOR = (
+    "(SELECT MAX(u.v) FROM (SELECT " + _FACT_COLUMNS[2] + " AS v"
+    " UNION ALL SELECT anchor_us FROM fg_starts WHERE goal_id = :g AND agent_id IS NULL) AS u)"
+)
+_GUARDED_COLUMNS = [*_FACT_COLUMNS[:2], _NULL_AGENT_ANCHOR, *_FACT_COLUMNS[3:]]
 _FACTS = "SELECT " + ", ".join([*_FACT_COLUMNS, "NULL"])
-_GUARDED = "SELECT " + ", ".join(_FACT_COLUMNS + _GUARD_COLUMNS)
+_GUARDED = "SELECT " + ", ".join(_GUARDED_COLUMNS + _GUARD_COLUMNS)
 _SQLITE_FACTS = "SELECT " + ", ".join([*_FACT_COLUMNS, _BLOB_KEYS])
-_SQLITE_GUARDED = "SELECT " + ", ".join([*_FACT_COLUMNS, f"COALESCE({_GUARD_COLUMNS[0]}, {_BLOB_KEYS})"])
+_SQLITE_GUARDED = "SELECT " + ", ".join([*_GUARDED_COLUMNS, f"COALESCE({_GUARD_COLUMNS[0]}, {_BLOB_KEYS})"])
 FACTS_SQL = {"sqlite": _SQLITE_FACTS.format(agg="group_concat"), "postgresql": _FACTS.format(agg="string_agg")}
 GUARDED_FACTS_SQL = {"sqlite": _SQLITE_GUARDED.format(agg="group_concat"), "postgresql": _GUARDED.format(agg="string_agg")}
 
@@ -272,10 +283,12 @@ _MANY_GUARD_SQL = (
 _BLOB_AS_NULL = ", ".join(f"CASE WHEN typeof({c}) = 'blob' THEN NULL ELSE {c} END" for c in ("goal_id", "agent_id", "automation_id"))
 # A goal-wide rule ('' agent) applies to every agent of its goal: its agent reads as NULL too.
 _RULE_BLOB_AS_NULL = _BLOB_AS_NULL.replace("typeof(agent_id) = 'blob'", "typeof(agent_id) = 'blob' OR agent_id = ''")
+# Its anchor reads as missing: a BLOB agent holds every lane of its goal (``_BLOB_KEYS``), which is
+# what ``_damages`` makes of a NULL agent whose anchor is missing.
 _MANY_BLOB_SQL = (
-    f"SELECT {_BLOB_AS_NULL}, 0, 0 FROM fg_starts"
+    f"SELECT {_BLOB_AS_NULL}, 1, 0 FROM fg_starts"
     " WHERE typeof(goal_id) = 'blob' OR typeof(agent_id) = 'blob' OR typeof(automation_id) = 'blob'"
-    f" UNION ALL SELECT {_RULE_BLOB_AS_NULL}, 0, 0 FROM fg_rules"
+    f" UNION ALL SELECT {_RULE_BLOB_AS_NULL}, 1, 0 FROM fg_rules"
     " WHERE typeof(goal_id) = 'blob' OR typeof(agent_id) = 'blob' OR typeof(automation_id) = 'blob'"
 )
 
@@ -315,8 +328,11 @@ def read_facts_many(tx: DriverTx, lanes: list[Lane], turn_id: str, trigger_us: i
         ]
         ln, ln_tr, dup = lane_facts.get((goal, agent, x), (None, None, None))
         guard = 1 if any(_damages(row, goal, agent, x) for row in damaged) else None
+        ag = agent_anchor.get((goal, agent))
+        if tx.relaxed:  # ``_NULL_AGENT_ANCHOR``: the goal's starts without an agent group under None
+            ag = stored_max(ag, agent_anchor.get((goal, None)))
         try:
-            fields = _start_facts((turn_text, agent_anchor.get((goal, agent)), ln, ln_tr, dup, guard), goal, agent, turn_id)
+            fields = _start_facts((turn_text, ag, ln, ln_tr, dup, guard), goal, agent, turn_id)
             # ``_floor`` of the lane's rules text, each rule decoded once for all lanes.
             refs = [_memo_rule_ref(memo, text, goal, agent) for _, text in sorted(found)]
             key = tuple(map(id, refs))
@@ -340,8 +356,26 @@ def _memo_rule_ref(memo: dict[tuple[str, str], RuleRef], text: str, goal: str, a
 def _damages(row: tuple, goal: str, agent: str, lane: str) -> bool:  # type: ignore[type-arg]
     """Whether a row the guard found is one ``_GUARD_COLUMNS`` would find for this lane."""
     g, a, x, no_anchor, no_trigger = row
-    if g is None or (g == goal and a is None):
+    if g is None:
         return True
+    if g == goal and a is None:  # any agent's: its automation's lanes, or the goal's when it cannot count
+        return x is None or x == lane or bool(no_anchor)
     if (g, a) != (goal, agent):
         return False
     return bool(no_anchor) or x is None or (x == lane and bool(no_trigger))
+
+
+def _sqlite_rank(value: object) -> int:
+    return 0 if isinstance(value, (int, float)) else 1 if isinstance(value, str) else 2
+
+
+def stored_max(a: object, b: object) -> object:
+    """SQL's MAX of two stored values (NULL ignored), in SQLite's order across types (numbers, then
+    text, then BLOBs), so a value a hand edit wrote wins as it does in the statement and fails the
+    decoder there (PostgreSQL's columns hold only numbers)."""
+    if a is None or b is None:
+        return b if a is None else a
+    ra, rb = _sqlite_rank(a), _sqlite_rank(b)
+    if ra != rb:
+        return a if ra > rb else b
+    return max(a, b)  # type: ignore[call-overload]

@@ -31,6 +31,7 @@ from ._facts import (
     read_facts,
     read_facts_many,
     start_from_row,
+    stored_max,
 )
 from ._rule import (
     _ADMITTED,
@@ -285,14 +286,16 @@ class Admission:
             for g, a, x, problem in bad_rules:  # a rule whose key is damaged could be any of the goal's
                 if _may_cover((g, a, x), goal, agent, automation or ""):
                     raise CorruptState(f"lane {lane}: {problem}")
-            for g, a, x in damaged:  # a start missing its key or anchor (a rebuild without constraints)
-                if _may_cover((g, a, x), goal, agent, None):
+            for g, a, x, no_anchor in damaged:  # a start missing its key or anchor (a rebuild without constraints)
+                if _start_may_cover(g, a, x, no_anchor, goal, agent, automation):
                     raise CorruptState(f"lane {lane}: a start of it is missing its goal, agent, automation or anchor")
             refs = [by_key[k] for k in ((goal, "", ""), (goal, agent, "")) if k in by_key]
             if automation and (goal, agent, automation) in by_key:
                 refs.append(by_key[(goal, agent, automation)])
             floor = combine(goal, agent, automation, refs)
             agent_us = agent_anchor.get((goal, agent))
+            if self.store.relaxed:  # a start without an agent could be any agent's last (as ``read_facts``)
+                agent_us = stored_max(agent_us, agent_anchor.get((goal, None)))
             lane_us = lane_anchor.get((goal, agent, automation or ""))
             if not _time_ok(agent_us) or not _time_ok(lane_us):
                 raise CorruptState(f"lane {lane} has a malformed anchor: {agent_us!r}, {lane_us!r}")
@@ -349,7 +352,9 @@ class Admission:
 
 # Only on a store whose NOT NULL constraints were dropped (``Store.relaxed``): such a row cannot
 # exist otherwise, and this is a scan.
-_DAMAGED_STARTS = select(s.starts.c.goal_id, s.starts.c.agent_id, s.starts.c.automation_id).where(
+_DAMAGED_STARTS = select(
+    s.starts.c.goal_id, s.starts.c.agent_id, s.starts.c.automation_id, s.starts.c.anchor_us.is_(None).label("no_anchor")
+).where(
     or_(
         s.starts.c.goal_id.is_(None),
         s.starts.c.agent_id.is_(None),
@@ -360,6 +365,15 @@ _DAMAGED_STARTS = select(s.starts.c.goal_id, s.starts.c.agent_id, s.starts.c.aut
 
 
 _may_cover = may_cover
+
+
+def _start_may_cover(g: object, a: object, x: object, no_anchor: object, goal: str, agent: str, automation: str | None) -> bool:
+    """Whether a damaged start holds lane ``goal/agent/automation`` (``_facts._GUARD_COLUMNS``): one
+    without an agent holds its automation's lanes of every agent, or the whole goal when its
+    automation or anchor is missing too; any other could be any of its agent's starts."""
+    if isinstance(g, str) and a is None and isinstance(x, str) and not no_anchor:
+        return g == goal and x == (automation or "")
+    return _may_cover((g, a, x), goal, agent, None)
 
 
 def _admit(tx: DriverTx, req: _Request, clock: Clock, journal: JournalEntry | None) -> tuple[_Verdict, datetime]:

@@ -53,6 +53,7 @@ class Case:
     trigger: timedelta | None = None  # default: ``now``
     manual_reason: str | None = None
     request: dict[str, object] = field(default_factory=dict)
+    expect: Reason | None = None  # the reason both must give, where the case is about it
 
 
 CASES = [
@@ -182,6 +183,38 @@ CASES = [
         edits=("UPDATE fg_starts SET trigger_us = NULL",),
         now=2 * H,
     ),
+    # A start without an agent holds every agent's lane of its automation; on the goal's other lanes
+    # it is a possible last start of every agent (the goal floor counts from it).
+    *(
+        Case(
+            f"rebuilt store, start without agent, {name}",
+            floors=(("g", H),),
+            priors=(Prior("p1", timedelta(0), automation=prior_lane),),
+            relaxed=(("fg_starts", "agent_id"), *more),
+            edits=(f"UPDATE fg_starts SET agent_id = NULL{also} WHERE turn_id = 'p1'",),
+            now=now,
+            automation=lane,
+            expect=expect,
+        )
+        for name, prior_lane, lane, now, more, also, expect in [
+            ("in the lane's automation", "x", "x", 2 * H, (), "", Reason.STATE_UNAVAILABLE),
+            ("another automation inside the goal floor", "y", "x", M, (), "", Reason.INTERVAL_WAIT),
+            ("another automation, agent-wide request", "y", None, M, (), "", Reason.INTERVAL_WAIT),
+            ("another automation after the goal floor", "y", "x", H, (), "", Reason.ELIGIBLE),
+            ("another automation in the future", "y", "x", -M, (), "", Reason.CLOCK_ROLLBACK),
+            ("nor automation", "y", "x", 2 * H, (("fg_starts", "automation_id"),), ", automation_id = NULL", Reason.STATE_UNAVAILABLE),
+            ("nor anchor", "y", "x", 2 * H, (("fg_starts", "anchor_us"),), ", anchor_us = NULL", Reason.STATE_UNAVAILABLE),
+        ]
+    ),
+    Case(
+        "rebuilt store, start without agent, no rule for the lane",
+        floors=(("g/a/y", H),),
+        priors=(Prior("p1", timedelta(0), automation="y"),),
+        relaxed=(("fg_starts", "agent_id"),),
+        edits=("UPDATE fg_starts SET agent_id = NULL WHERE turn_id = 'p1'",),
+        now=M,
+        expect=Reason.NO_RULE,
+    ),
 ]
 
 
@@ -254,12 +287,16 @@ def test_postgresql_and_sqlite_decide_alike(sqlite_store: Store, pg_store: Store
             s.close()
     assert pg == lite
     assert pg_starts == lite_starts
+    if case.expect is not None:
+        assert lite.reason is case.expect  # type: ignore[attr-defined]
 
 
 def _migration_function() -> str:
     import importlib.util
 
-    (path,) = (Path(__file__).resolve().parents[1] / "admission" / "_migrations").glob("*_reserve_denial_path.py")
+    # The newest migration that defines fg_facts: the function a migrated store runs.
+    migrations = sorted((Path(__file__).resolve().parents[1] / "admission" / "_migrations").glob("0*.py"))
+    path = [p for p in migrations if "FUNCTION fg_facts(" in p.read_text()][-1]
     spec = importlib.util.spec_from_file_location("fg_migration_reserve_function", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -155,6 +155,25 @@ CASES = [
         _relaxed("fg_starts", "agent_id", "UPDATE fg_starts SET agent_id = NULL WHERE turn_id = 'c-w'"),
         _lanes(("h", "c", "w")),
     ),
+    # A start without an agent holds every agent's lane of its automation; the goal's other lanes
+    # count its anchor as their agent's possible last start.
+    Case(
+        "a NULL agent in one automation of a goal",
+        _relaxed("fg_starts", "agent_id", "UPDATE fg_starts SET agent_id = NULL WHERE turn_id = 'b-z'"),
+        _lanes(("g", "b", "z")),
+    ),
+    Case(
+        "a NULL agent of an agent-wide start",
+        _relaxed("fg_starts", "agent_id", "UPDATE fg_starts SET agent_id = NULL WHERE turn_id = 'a-all'"),
+        _lanes(("g", "a", None)),
+    ),
+    Case(
+        "a NULL agent of a start in the goal's future",  # every other lane of g waits for the clock
+        _relaxed(
+            "fg_starts", "agent_id", "UPDATE fg_starts SET agent_id = NULL, anchor_us = anchor_us + 36000000000 WHERE turn_id = 'a-y'"
+        ),
+        _lanes(("g", "a", "y"), ("g", "b", "y")),
+    ),
     Case("a NULL goal", _relaxed("fg_starts", "goal_id", "UPDATE fg_starts SET goal_id = NULL WHERE turn_id = 'c-w'"), frozenset(LANES)),
     Case("an intact relaxed store", _relaxed("fg_starts", "trigger_us")),
     # SQLite keeps a BLOB where text belongs; it never equals an id, so it reads like a NULL key.
