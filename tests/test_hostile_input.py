@@ -9,7 +9,7 @@ import pytest
 from hostile import assert_one_line, dump
 
 from admission import FixedClock, Store
-from hosts import Schedule
+from hosts import Schedule, UnsupportedSchedule
 
 from cli import run_cli
 from conftest import T0
@@ -78,13 +78,22 @@ def test_hostile_input_is_refused_in_one_line_and_writes_nothing(store: Store, a
     assert dump(store) == before
 
 
-def test_preview_near_year_9999_finishes(store: Store) -> None:
+def test_preview_near_the_last_plannable_year_finishes(store: Store) -> None:
+    clock = FixedClock(T0)
+    floor(store, clock, "g/a", timedelta(hours=1))
+    schedule = "DTSTART:21991231T230000Z RRULE:FREQ=HOURLY"
+    result = run_cli("automation", "preview", "p", "--goal", "g", "--agent", "a", "--schedule", schedule, db=store.url)
+    assert result.returncode == 0, result
+    assert "2199-12-31" in result.stdout
+
+
+def test_preview_of_a_start_beyond_the_plannable_years_is_one_line(store: Store) -> None:
     clock = FixedClock(T0)
     floor(store, clock, "g/a", timedelta(hours=1))
     schedule = "DTSTART:89991231T230000Z RRULE:FREQ=HOURLY"
     result = run_cli("automation", "preview", "p", "--goal", "g", "--agent", "a", "--schedule", schedule, db=store.url)
-    assert result.returncode == 0, result
-    assert "8999-12-31" in result.stdout
+    assert_one_line(result)
+    assert result.returncode == 2 and "DTSTART" in result.stderr and "1900..2200" in result.stderr, result
 
 
 @pytest.mark.parametrize(
@@ -96,7 +105,20 @@ def test_preview_near_year_9999_finishes(store: Store) -> None:
         "DTSTART;TZID=Europe/Berlin:09990101T090000 RRULE:FREQ=WEEKLY EXDATE;TZID=Europe/Berlin:09990108T090000",
     ],
 )
-def test_a_year_below_1000_round_trips_through_its_canonical_text(text: str) -> None:
+def test_a_year_before_1900_is_refused_naming_dtstart(text: str) -> None:
+    with pytest.raises(UnsupportedSchedule, match=r"DTSTART: year \d+ is outside 1900\.\.2200"):
+        Schedule.parse(text, allow_floating=True)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "DTSTART:19000101T000000Z RRULE:FREQ=DAILY",
+        "DTSTART;VALUE=DATE:19000101 RRULE:FREQ=YEARLY",
+        "DTSTART;TZID=Europe/Berlin:19000101T090000 RRULE:FREQ=WEEKLY EXDATE;TZID=Europe/Berlin:19000108T090000",
+    ],
+)
+def test_the_first_plannable_year_round_trips_through_its_canonical_text(text: str) -> None:
     schedule = Schedule.parse(text, allow_floating=True)
     assert Schedule.parse(schedule.canonical(), allow_floating=True).canonical() == schedule.canonical()
 
