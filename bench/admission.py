@@ -41,9 +41,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _rows import record
 
-from admission import Admission, FixedClock, Policies, Scope, Store, open_store
-from admission._facts import FACTS_SQL, facts_params
-from admission.clock import to_us
+from floorgate.admission import Admission, FixedClock, Policies, Scope, Store, open_store
+from floorgate.admission._facts import FACTS_SQL, facts_params
+from floorgate.admission.clock import to_us
 
 T0 = datetime(2026, 12, 1, tzinfo=timezone.utc)
 HOUR = timedelta(hours=1)

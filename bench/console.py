@@ -29,9 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from host import seed
 
-from admission import open_store
-from scheduler.app import Floorgate, Settings
-from scheduler.console.api import _eligibility, _status
+from floorgate.admission import open_store
+from floorgate.scheduler.app import Floorgate, Settings
+from floorgate.scheduler.console.api import _eligibility, _status
 
 
 def free_port() -> int:
@@ -63,7 +63,7 @@ def main() -> None:
         _, token = fg.principals.add("bench", "viewer")
         port = free_port()
         serve = subprocess.Popen(
-            [sys.executable, "-m", "scheduler", "--db", url, "serve", "--port", str(port), "--deliver-every", "0"],
+            [sys.executable, "-m", "floorgate", "--db", url, "serve", "--port", str(port), "--deliver-every", "0"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -91,7 +91,7 @@ def main() -> None:
                     time.sleep(0.1)
 
             def cli_status() -> None:
-                subprocess.run([sys.executable, "-m", "scheduler", "--db", url, "status", "--json"], check=True, capture_output=True)
+                subprocess.run([sys.executable, "-m", "floorgate", "--db", url, "status", "--json"], check=True, capture_output=True)
 
             class Req:
                 def __init__(self, params: dict[str, str]) -> None:

@@ -44,12 +44,12 @@ from apscheduler.triggers.interval import IntervalTrigger
 from apscheduler.util import datetime_to_utc_timestamp
 from sqlalchemy import event, insert
 
-from admission import Admission, Automations, CommandHost, Policies, Scope, open_store
-from admission import _schema as tables
-from admission.timers import TimerBindings
-from hosts import Schedule
-from scheduler._sync import FULL_SYNC_EVERY
-from scheduler.runtime import HostRuntime, RuntimeConfig
+from floorgate.admission import Admission, Automations, CommandHost, Policies, Scope, open_store
+from floorgate.admission import _schema as tables
+from floorgate.admission.timers import TimerBindings
+from floorgate.hosts import Schedule
+from floorgate.scheduler._sync import FULL_SYNC_EVERY
+from floorgate.scheduler.runtime import HostRuntime, RuntimeConfig
 
 SCHEDULES = [
     "DTSTART;TZID=Europe/Berlin:20201201T000000 RRULE:FREQ=MINUTELY;INTERVAL=15",

@@ -33,9 +33,9 @@ from sqlalchemy import text  # noqa: E402
 from test_corrupt_state import WHERE, _damages, _relax, _restore, _seed  # noqa: E402
 from test_hostile_fuzz import FREQS, NOW, SLOTS  # noqa: E402
 
-from admission import Admission, FixedClock, WakeState, open_store  # noqa: E402
-from hosts import InvalidSchedule, Schedule  # noqa: E402
-from scheduler.preview import FloorMeeting, PlanInputs, simulate  # noqa: E402
+from floorgate.admission import Admission, FixedClock, WakeState, open_store  # noqa: E402
+from floorgate.hosts import InvalidSchedule, Schedule  # noqa: E402
+from floorgate.scheduler.preview import FloorMeeting, PlanInputs, simulate  # noqa: E402
 
 from cli import run_cli  # noqa: E402
 from conftest import T0  # noqa: E402

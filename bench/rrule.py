@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _rows import record
 from dateutil import rrule as du
 
-from hosts import Schedule
+from floorgate.hosts import Schedule
 
 # label, zone, RRULE, dateutil arguments, first probe (UTC)
 CASES: list[tuple[str, str, str, dict[str, object], datetime]] = [

@@ -34,9 +34,9 @@ def _child(kind: str, url: str) -> dict[str, float]:
     """One measurement in this (fresh) process."""
     from sqlalchemy import select
 
-    from admission import _schema as tables
-    from admission import open_store
-    from scheduler.app import Floorgate, Settings
+    from floorgate.admission import _schema as tables
+    from floorgate.admission import open_store
+    from floorgate.scheduler.app import Floorgate, Settings
 
     with open_store(url) as store:
         app = Floorgate(store, settings=Settings())

@@ -48,9 +48,9 @@ def _pct(values: list[float], p: float) -> float:
 def _seed(url: str, n: int, turn_seconds: float) -> None:
     from sqlalchemy import insert
 
-    from admission import CommandHost, Policies, Scope, open_store
-    from admission import _schema as tables
-    from hosts import Schedule
+    from floorgate.admission import CommandHost, Policies, Scope, open_store
+    from floorgate.admission import _schema as tables
+    from floorgate.hosts import Schedule
 
     now = datetime.now(timezone.utc)
     # Fires are set on each job; the schedule's own (yearly) are never inside the catch-up window.
@@ -114,8 +114,8 @@ class _Decisions:
 
 
 def _host(url: str, state: Path, workers: int) -> Any:
-    from admission import open_store
-    from scheduler.runtime import HostRuntime, RuntimeConfig
+    from floorgate.admission import open_store
+    from floorgate.scheduler.runtime import HostRuntime, RuntimeConfig
 
     store = open_store(url)
     # A poll far away: the other host's starts stay unknown to this host's timers (they fire anyway).
@@ -127,7 +127,7 @@ def _host(url: str, state: Path, workers: int) -> Any:
 
 def _others_start(url: str, automations: list[str]) -> None:
     """Another host starts these lanes now: inside their floors from here on."""
-    from admission import Admission, open_store
+    from floorgate.admission import Admission, open_store
 
     earlier = datetime.now(timezone.utc) - timedelta(minutes=1)
     with open_store(url) as store:

@@ -37,7 +37,7 @@ from typing import Any, Literal
 
 from dateutil import rrule as du
 
-from admission.clock import aware_utc
+from floorgate.admission.clock import aware_utc
 
 from . import _fires, _memo
 from ._grid import REACH as _REACH

@@ -47,7 +47,7 @@ from typing import ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from admission.automations import TimerKind  # the closed set lives with the stored spec
+from floorgate.admission.automations import TimerKind  # the closed set lives with the stored spec
 
 from .schedule import Schedule
 

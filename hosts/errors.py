@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from admission import FloorgateError
+from floorgate.admission import FloorgateError
 
 
 class HostError(FloorgateError):

@@ -22,8 +22,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict
 
-from admission.clock import SystemClock, aware_utc
-from admission.intervals import MAX_INTERVAL
+from floorgate.admission.clock import SystemClock, aware_utc
+from floorgate.admission.intervals import MAX_INTERVAL
 
 from ._engine import Engine, check_supported
 from ._rrule import WEEKDAYS, Recur, parse_recur, stamp

@@ -1,4 +1,4 @@
-"""``python -m scheduler`` runs the floorgate CLI."""
+"""``python -m floorgate.scheduler`` runs the floorgate CLI too (``python -m floorgate`` is the usual form)."""
 
 from .cli import main
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import uuid
 from datetime import timedelta
 
-from admission import Store
-from admission.clock import Clock, read_clock
-from admission.liveness import HostBeat, HostBeats
+from floorgate.admission import Store
+from floorgate.admission.clock import Clock, read_clock
+from floorgate.admission.liveness import HostBeat, HostBeats
 
 from ._version import floorgate_version
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import signal
 
-from admission import Automation, Decision, TurnRecord, Verdict
+from floorgate.admission import Automation, Decision, TurnRecord, Verdict
 
 from .owner_gate import CREDENTIAL_ENV
 from .turn_wire import TurnCredential

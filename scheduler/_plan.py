@@ -20,10 +20,10 @@ from pathlib import Path
 
 from apscheduler.triggers.base import BaseTrigger
 
-from admission import Admission, Automation, FloorgateError, HostPolicy, WakeState
-from admission.errors import CorruptState
-from hosts import Schedule
-from hosts.schedule import parse_canonical
+from floorgate.admission import Admission, Automation, FloorgateError, HostPolicy, WakeState
+from floorgate.admission.errors import CorruptState
+from floorgate.hosts import Schedule
+from floorgate.hosts.schedule import parse_canonical
 
 from ._webhook_http import AddressRanges
 from .wake import next_wake

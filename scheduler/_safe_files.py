@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from admission import InvalidInput
+from floorgate.admission import InvalidInput
 
 PRIVATE_DIR = 0o700
 PRIVATE_FILE = 0o600

@@ -12,8 +12,8 @@ import threading
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 
-from admission.changes import ChangeFeed, Changes
-from admission.clock import to_us
+from floorgate.admission.changes import ChangeFeed, Changes
+from floorgate.admission.clock import to_us
 
 from ._plan import Decoded, lane_of
 

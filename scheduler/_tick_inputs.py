@@ -14,12 +14,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from admission import Automation, Automations, NotFound, Store, WakeState
-from admission.clock import to_us
-from admission.errors import CorruptState
-from admission.tick_facts import TickFacts, read_tick_facts
-from hosts import Schedule
-from hosts.schedule import parse_canonical
+from floorgate.admission import Automation, Automations, NotFound, Store, WakeState
+from floorgate.admission.clock import to_us
+from floorgate.admission.errors import CorruptState
+from floorgate.admission.tick_facts import TickFacts, read_tick_facts
+from floorgate.hosts import Schedule
+from floorgate.hosts.schedule import parse_canonical
 
 from ._plan import Decoded, lane_of
 from .envelope_gate import UNREADABLE_RULES, EnvelopeGate, TurnGate, merged

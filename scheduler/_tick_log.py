@@ -8,7 +8,7 @@ import logging
 import threading
 from datetime import datetime
 
-from admission import Tick, TickLog
+from floorgate.admission import Tick, TickLog
 
 log = logging.getLogger("floorgate.run")
 

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from sqlalchemy.engine import Connection
 
-from admission import Automation, Automations, Decision, Reason, Store, Tick, TurnRecord, WakeState
-from admission.clock import Clock, read_clock
+from floorgate.admission import Automation, Automations, Decision, Reason, Store, Tick, TurnRecord, WakeState
+from floorgate.admission.clock import Clock, read_clock
 
 from ._plan import Armed, Episode, PlanInputs
 from ._tick_inputs import TickInputs, TickReader

@@ -15,7 +15,7 @@ import re
 import tomllib
 from typing import Any
 
-from admission import InvalidInput
+from floorgate.admission import InvalidInput
 
 Tables = dict[tuple[str, ...], dict[str, str]]  # table path -> string keys to set in it
 

@@ -20,8 +20,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from admission import InvalidInput
-from admission.events import DeliveryFailure, check_url, failure_text
+from floorgate.admission import InvalidInput
+from floorgate.admission.events import DeliveryFailure, check_url, failure_text
 
 DEFAULT_DEADLINE_SECONDS = 10.0
 MAX_HEAD_BYTES = 16 * 1024  # status line and headers; the body of the answer is never read

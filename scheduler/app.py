@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
-from admission import Admission, HostPolicies, Journal, Policies, Principals, Store, open_store
-from admission.clock import Clock, SystemClock
+from floorgate.admission import Admission, HostPolicies, Journal, Policies, Principals, Store, open_store
+from floorgate.admission.clock import Clock, SystemClock
 
 from .automations import AutomationService
 from .owner_gate import OwnerGate

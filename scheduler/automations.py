@@ -10,7 +10,7 @@ import itertools
 from dataclasses import dataclass, replace
 from datetime import timedelta
 
-from admission import (
+from floorgate.admission import (
     Automation,
     AutomationSpec,
     AutomationState,
@@ -24,9 +24,9 @@ from admission import (
     TurnRecord,
     WakeState,
 )
-from admission.clock import Clock, iso, read_clock
-from admission.intervals import format_interval
-from hosts import Schedule
+from floorgate.admission.clock import Clock, iso, read_clock
+from floorgate.admission.intervals import format_interval
+from floorgate.hosts import Schedule
 
 from .owner_gate import CREDENTIAL_ENV
 from .readback import AutomationReadback, Preview, Readback

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from admission import (
+from floorgate.admission import (
     FloorgateError,
     InvalidInput,
     NotFound,
@@ -29,13 +29,13 @@ from admission import (
     StoreUnavailable,
     open_store,
 )
-from admission.policies import Provenance
+from floorgate.admission.policies import Provenance
 
 from ._proc_start import mark_own
 from .owner_gate import ENV_TURN_ID, Access, OwnerWriteRefused, credential
 
 if TYPE_CHECKING:
-    from admission import Principal
+    from floorgate.admission import Principal
 
     from .app import Floorgate
 

@@ -28,7 +28,7 @@ from enum import StrEnum
 
 from sqlalchemy.engine import Connection
 
-from admission import (
+from floorgate.admission import (
     Accounting,
     Approvals,
     Automation,
@@ -43,12 +43,12 @@ from admission import (
     Verdict,
     merge,
 )
-from admission.clock import Clock, SystemClock, read_clock
-from admission.envelope import CAPS
-from admission.errors import CorruptState
-from admission.journal import FailureCategory, TurnStatus
-from admission.missions import MissionStatus
-from admission.policies import applicable_rules
+from floorgate.admission.clock import Clock, SystemClock, read_clock
+from floorgate.admission.envelope import CAPS
+from floorgate.admission.errors import CorruptState
+from floorgate.admission.journal import FailureCategory, TurnStatus
+from floorgate.admission.missions import MissionStatus
+from floorgate.admission.policies import applicable_rules
 
 from .meters import Usage
 

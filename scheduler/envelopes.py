@@ -5,8 +5,20 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 
-from admission import Accounting, Approval, Approvals, Automations, Envelope, InvalidInput, Mission, Missions, NotFound, Provenance, Store
-from admission.clock import Clock
+from floorgate.admission import (
+    Accounting,
+    Approval,
+    Approvals,
+    Automations,
+    Envelope,
+    InvalidInput,
+    Mission,
+    Missions,
+    NotFound,
+    Provenance,
+    Store,
+)
+from floorgate.admission.clock import Clock
 
 from .envelope_gate import EnvelopeGate, EnvelopeMode
 from .executor import hold_for_stuck_mission

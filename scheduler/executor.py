@@ -31,7 +31,7 @@ from typing import TypeVar
 
 from sqlalchemy.engine import Connection
 
-from admission import (
+from floorgate.admission import (
     Admission,
     Automation,
     AutomationState,
@@ -48,9 +48,9 @@ from admission import (
     TurnRecord,
     Verdict,
 )
-from admission.clock import Clock, SystemClock, iso, read_clock
-from admission.journal import ClaimLost, JournalEntry, TurnOwned
-from admission.scope import check_id
+from floorgate.admission.clock import Clock, SystemClock, iso, read_clock
+from floorgate.admission.journal import ClaimLost, JournalEntry, TurnOwned
+from floorgate.admission.scope import check_id
 
 from ._host_env import TIMED_OUT, denied_verdict, exit_verdict, host_env, settled_unknown, spawn_failed
 from ._process import boot_id, kill_group, open_log, pump, spawn_held, start_ticks

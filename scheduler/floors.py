@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from admission import (
+from floorgate.admission import (
     Admission,
     Automations,
     ComputeBlock,
@@ -29,10 +29,10 @@ from admission import (
     Store,
     parse_compute,
 )
-from admission.clock import Clock
-from admission.envelope import loosened
-from admission.intervals import format_interval
-from admission.policies import RuleRef, combine
+from floorgate.admission.clock import Clock
+from floorgate.admission.envelope import loosened
+from floorgate.admission.intervals import format_interval
+from floorgate.admission.policies import RuleRef, combine
 
 from .envelope_gate import EnvelopeGate, EnvelopeMode
 

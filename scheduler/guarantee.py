@@ -14,13 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from admission import Automation, TimerBinding
-from admission.clock import iso
-from admission.liveness import HookAnswer
-from hosts import InvalidSchedule
-from hosts.contract import Guarantee
-from hosts.registry import capabilities
-from hosts.schedule import parse_canonical
+from floorgate.admission import Automation, TimerBinding
+from floorgate.admission.clock import iso
+from floorgate.admission.liveness import HookAnswer
+from floorgate.hosts import InvalidSchedule
+from floorgate.hosts.contract import Guarantee
+from floorgate.hosts.registry import capabilities
+from floorgate.hosts.schedule import parse_canonical
 
 # How far a hook's answer may be from the fire it answers (the app's clock, a slow start).
 HOOK_GRACE = timedelta(minutes=5)

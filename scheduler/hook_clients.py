@@ -17,7 +17,7 @@ import shlex
 from pathlib import Path
 from typing import Any, ClassVar
 
-from admission import InvalidInput
+from floorgate.admission import InvalidInput
 
 from ._codex_trust import codex_hook_trust
 from .hook_install import PROMPT_EVENT, TOOL_EVENT, TOOL_HOOK_TIMEOUT_SECONDS, HookPlan, InstalledHook, OwnerSteps, Target, guarded

@@ -34,11 +34,11 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Protocol
 
-from admission import FloorgateError, InvalidInput, Store
-from admission.intervals import format_interval
-from admission.liveness import HookInstall, HookInstalls
-from admission.scope import check_id
-from admission.store import absolute_url, redact_url
+from floorgate.admission import FloorgateError, InvalidInput, Store
+from floorgate.admission.intervals import format_interval
+from floorgate.admission.liveness import HookInstall, HookInstalls
+from floorgate.admission.scope import check_id
+from floorgate.admission.store import absolute_url, redact_url
 
 from . import _safe_files, _toml_edit
 
@@ -130,7 +130,7 @@ def plan(
 
 def _floorgate_argv(explicit: str | None) -> tuple[str, ...]:
     """The absolute command that runs floorgate: the given path, else this installation's console
-    script, else this interpreter with ``-m scheduler``."""
+    script, else this interpreter with ``-m floorgate``."""
     if explicit is not None:
         path = Path(explicit).expanduser().absolute()
         if not (path.is_file() and os.access(path, os.X_OK)):
@@ -140,7 +140,7 @@ def _floorgate_argv(explicit: str | None) -> tuple[str, ...]:
     script = python.parent / "floorgate"
     if script.is_file() and os.access(script, os.X_OK):
         return (str(script),)
-    return (str(python), "-m", "scheduler")
+    return (str(python), "-m", "floorgate")
 
 
 def guarded(argv: list[str], what: str) -> str:

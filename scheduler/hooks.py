@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
-from admission import Admission, Automations, Decision, FloorgateError, Journal, Missions, NotFound, Store
-from admission.clock import Clock, read_clock
-from admission.liveness import HookAnswers
+from floorgate.admission import Admission, Automations, Decision, FloorgateError, Journal, Missions, NotFound, Store
+from floorgate.admission.clock import Clock, read_clock
+from floorgate.admission.liveness import HookAnswers
 
 from .envelope_gate import EnvelopeGate, envelope_mode
 from .readback import AutomationReadback, Readback

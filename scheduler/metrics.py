@@ -11,8 +11,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
 from prometheus_client.registry import Collector
 
-from admission.clock import read_clock
-from admission.tallies import Tallies
+from floorgate.admission.clock import read_clock
+from floorgate.admission.tallies import Tallies
 
 from ._version import floorgate_version
 from .app import Floorgate

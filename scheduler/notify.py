@@ -17,9 +17,9 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from pydantic import BaseModel, ConfigDict
 
-from admission import Store
-from admission.clock import Clock, iso, read_clock
-from admission.events import (
+from floorgate.admission import Store
+from floorgate.admission.clock import Clock, iso, read_clock
+from floorgate.admission.events import (
     CLAIM_LEASE,
     EVENT_ID_HEADER,
     EVENT_KIND_HEADER,
@@ -34,7 +34,7 @@ from admission.events import (
     WebhookFormat,
     signature,
 )
-from admission.liveness import HostBeats
+from floorgate.admission.liveness import HostBeats
 
 from ._webhook_http import DEFAULT_DEADLINE_SECONDS, AddressRanges, Outcome
 from ._webhook_http import post as http_post

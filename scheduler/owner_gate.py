@@ -16,10 +16,10 @@ from collections.abc import Callable, Mapping
 from enum import StrEnum
 from pathlib import Path
 
-from admission import FloorgateError, Principal, Principals, Role, Store
-from admission.clock import Clock, read_clock
-from admission.events import EventKind, record
-from admission.store import ENV_URL as STORE_URL_ENV
+from floorgate.admission import FloorgateError, Principal, Principals, Role, Store
+from floorgate.admission.clock import Clock, read_clock
+from floorgate.admission.events import EventKind, record
+from floorgate.admission.store import ENV_URL as STORE_URL_ENV
 
 ENV_TOKEN = "FLOORGATE_TOKEN"
 ENV_TOKEN_FILE = "FLOORGATE_TOKEN_FILE"

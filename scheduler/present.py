@@ -12,15 +12,15 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta, timezone, tzinfo
 from typing import TYPE_CHECKING, Any
 
-from admission import Confirmation, Decision, EffectiveFloor, Eligibility, Rule, RuleChange, StartRecord
-from admission.clock import iso
-from admission.intervals import format_interval
-from hosts import InvalidSchedule, Schedule
-from hosts.registry import capabilities
+from floorgate.admission import Confirmation, Decision, EffectiveFloor, Eligibility, Rule, RuleChange, StartRecord
+from floorgate.admission.clock import iso
+from floorgate.admission.intervals import format_interval
+from floorgate.hosts import InvalidSchedule, Schedule
+from floorgate.hosts.registry import capabilities
 
 if TYPE_CHECKING:
-    from admission import Automation, Mission, Tick, TimerBinding, TurnRecord, Verdict
-    from admission.liveness import HostBeat
+    from floorgate.admission import Automation, Mission, Tick, TimerBinding, TurnRecord, Verdict
+    from floorgate.admission.liveness import HostBeat
 
     from .guarantee import GuaranteeReadback
     from .readback import AutomationReadback, Overview

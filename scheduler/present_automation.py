@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from admission.clock import iso
-from admission.intervals import format_interval
+from floorgate.admission.clock import iso
+from floorgate.admission.intervals import format_interval
 
 from .present import automation_doc, command_text, readback_doc, seconds_of, table, terminal_safe, tick_doc, turn_doc, turn_outcome
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from admission import Envelope
-from admission.intervals import format_interval
+from floorgate.admission import Envelope
+from floorgate.admission.intervals import format_interval
 
 from .floors import FloorApplied, FloorChange, FloorView, Inherited
 from .present import floor_doc, rule_doc

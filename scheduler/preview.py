@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from enum import StrEnum
 
-from admission import WakeState
-from hosts import Schedule
+from floorgate.admission import WakeState
+from floorgate.hosts import Schedule
 
 from .wake import catch_up_due
 

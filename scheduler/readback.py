@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from admission import (
+from floorgate.admission import (
     Admission,
     Approvals,
     Automation,
@@ -39,12 +39,12 @@ from admission import (
     TurnRecord,
     WakeState,
 )
-from admission.clock import Clock, SystemClock, iso, read_clock
-from admission.errors import CorruptState
-from admission.liveness import HookAnswer, HookAnswers, HostBeat, HostBeats
-from hosts import InvalidSchedule, Schedule
-from hosts.registry import capabilities, firing_problem
-from hosts.schedule import parse_canonical
+from floorgate.admission.clock import Clock, SystemClock, iso, read_clock
+from floorgate.admission.errors import CorruptState
+from floorgate.admission.liveness import HookAnswer, HookAnswers, HostBeat, HostBeats
+from floorgate.hosts import InvalidSchedule, Schedule
+from floorgate.hosts.registry import capabilities, firing_problem
+from floorgate.hosts.schedule import parse_canonical
 
 from .preview import FloorMeeting, PlanInputs, PreviewRow, ScheduleQueries, first_run_at, simulate
 from .recovery import orphaned

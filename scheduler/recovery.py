@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from admission import Automations, Journal, Missions, NotFound, Store, StoreUnavailable, TurnRecord, Verdict
-from admission.clock import Clock, SystemClock, read_clock
+from floorgate.admission import Automations, Journal, Missions, NotFound, Store, StoreUnavailable, TurnRecord, Verdict
+from floorgate.admission.clock import Clock, SystemClock, read_clock
 
 from ._process import boot_id, group_starts, kill_group, start_ticks, valid_pid
 

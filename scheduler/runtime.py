@@ -31,7 +31,7 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from admission import (
+from floorgate.admission import (
     Admission,
     Automation,
     Automations,
@@ -46,12 +46,12 @@ from admission import (
     TurnRecord,
     WakeState,
 )
-from admission.automations import idle_wake
-from admission.changes import ChangeFeed
-from admission.clock import Clock, SystemClock, read_clock
-from admission.intervals import format_interval
-from hosts import Schedule
-from hosts.apscheduler_timer import ApschedulerTimer
+from floorgate.admission.automations import idle_wake
+from floorgate.admission.changes import ChangeFeed
+from floorgate.admission.clock import Clock, SystemClock, read_clock
+from floorgate.admission.intervals import format_interval
+from floorgate.hosts import Schedule
+from floorgate.hosts.apscheduler_timer import ApschedulerTimer
 
 from . import recovery
 from ._plan import (

@@ -27,7 +27,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Protocol, cast
 
-from admission import (
+from floorgate.admission import (
     Admission,
     Automation,
     AutomationState,
@@ -39,17 +39,17 @@ from admission import (
     TimerBinding,
     TimerBindings,
 )
-from admission.clock import Clock, SystemClock, iso, read_clock
-from admission.events import EventKind, Events
-from admission.intervals import format_interval
-from admission.liveness import HookAnswer, HookAnswers, HostBeats
-from admission.store import redact_url
-from hosts import InvalidSchedule, Schedule
-from hosts.contract import Capabilities, Held, Observation, ObservationState, Reported, TimerHost, TimerKind
-from hosts.crontab import CrontabHost, not_runnable
-from hosts.errors import HostUnavailable, UnsupportedSchedule
-from hosts.flooring import floor_compatible
-from hosts.registry import HostSetup, capabilities, timer_host
+from floorgate.admission.clock import Clock, SystemClock, iso, read_clock
+from floorgate.admission.events import EventKind, Events
+from floorgate.admission.intervals import format_interval
+from floorgate.admission.liveness import HookAnswer, HookAnswers, HostBeats
+from floorgate.admission.store import redact_url
+from floorgate.hosts import InvalidSchedule, Schedule
+from floorgate.hosts.contract import Capabilities, Held, Observation, ObservationState, Reported, TimerHost, TimerKind
+from floorgate.hosts.crontab import CrontabHost, not_runnable
+from floorgate.hosts.errors import HostUnavailable, UnsupportedSchedule
+from floorgate.hosts.flooring import floor_compatible
+from floorgate.hosts.registry import HostSetup, capabilities, timer_host
 
 from .guarantee import GuaranteeReadback, guarantee_of
 
@@ -173,7 +173,7 @@ class TimerService:
         argv = [
             sys.executable,
             "-m",
-            "scheduler",
+            "floorgate",
             "--db",
             url,
             "turn",
@@ -254,7 +254,7 @@ class TimerService:
         if user is None or os.geteuid() != 0:
             return
         probe = subprocess.run(
-            ["runuser", "-u", user, "--", sys.executable, "-c", "import scheduler"], capture_output=True, timeout=60, cwd="/"
+            ["runuser", "-u", user, "--", sys.executable, "-c", "import floorgate.scheduler.cli"], capture_output=True, timeout=60, cwd="/"
         )
         if probe.returncode != 0:
             raise HostUnavailable(

@@ -31,8 +31,8 @@ import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
-from admission import FloorgateError, Journal, Store, TurnRecord
-from admission.clock import Clock
+from floorgate.admission import FloorgateError, Journal, Store, TurnRecord
+from floorgate.admission.clock import Clock
 
 from ._process import seal_from_children
 from .hooks import HookService

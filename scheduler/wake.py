@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from admission import WakeState
-from hosts import Schedule
+from floorgate.admission import WakeState
+from floorgate.hosts import Schedule
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
 
-from admission import Admission, FixedClock, Policies, Store, open_store
+from floorgate.admission import Admission, FixedClock, Policies, Store, open_store
 
 PG_URL = os.environ.get("FLOORGATE_TEST_PG_URL")
 PG_REQUIRED = os.environ.get("FLOORGATE_TEST_PG_REQUIRED") == "1"
@@ -240,7 +240,7 @@ def codex_cli() -> Path:
 @pytest.fixture
 def cron_running(tmp_path: Path):  # type: ignore[no-untyped-def]
     """The machine looks like it runs a cron daemon for the test (see ``helpers.fake_cron_daemon``)."""
-    from hosts.crontab import cron_daemon_running
+    from floorgate.hosts.crontab import cron_daemon_running
 
     from helpers import fake_cron_daemon, wait_for
 

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 from starlette.testclient import TestClient
 
-from admission import Approvals, FixedClock, Missions, Store
-from scheduler.app import Floorgate
-from scheduler.console import create_app
+from floorgate.admission import Approvals, FixedClock, Missions, Store
+from floorgate.scheduler.app import Floorgate
+from floorgate.scheduler.console import create_app
 
 from helpers import add_automation
 

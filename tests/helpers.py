@@ -9,8 +9,8 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-from admission import AutomationSpec, Automations, CommandHost, FixedClock, Policies, Scope, Store
-from hosts import Schedule
+from floorgate.admission import AutomationSpec, Automations, CommandHost, FixedClock, Policies, Scope, Store
+from floorgate.hosts import Schedule
 
 
 def command(script: str, timeout: float = 30.0) -> CommandHost:
@@ -85,7 +85,7 @@ def start_host(db_url: str, state: Path, *extra: str) -> subprocess.Popen[str]:
     never blocks on a full pipe)."""
     log = open(state.parent / f"{state.name}.log", "w")  # noqa: SIM115 (the host process writes it until stopped)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "scheduler", "run", "--db", db_url, "--state-dir", str(state), "--poll", "1s", *extra],
+        [sys.executable, "-m", "floorgate", "run", "--db", db_url, "--state-dir", str(state), "--poll", "1s", *extra],
         stdout=subprocess.PIPE,
         stderr=log,
         text=True,
@@ -132,7 +132,7 @@ def lines(path: Path) -> int:
 def host_running(store: Store, clock: FixedClock) -> None:
     """Record a live `floorgate run` heartbeat at the clock's time (poll 1 day: it stays alive for
     the test), so readbacks of floorgate's own timer show the fires a running host makes."""
-    from scheduler._heartbeat import Heartbeat
+    from floorgate.scheduler._heartbeat import Heartbeat
 
     Heartbeat(store, clock, "test-host:1", timedelta(days=1)).beat()
 

@@ -7,8 +7,8 @@ from typing import Any
 
 from sqlalchemy import text
 
-from admission import Store
-from admission._schema import metadata
+from floorgate.admission import Store
+from floorgate.admission._schema import metadata
 
 DOCUMENTED_EXITS = range(6)  # scheduler/cli.py: 0 ok .. 5 a managed turn failed
 

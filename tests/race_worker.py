@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from admission import Admission, FixedClock, open_store
+from floorgate.admission import Admission, FixedClock, open_store
 
 from conftest import T0
 

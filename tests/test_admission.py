@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from admission import Admission, FixedClock, InvalidInput, Policies, Reason, Scope, StartKind
+from floorgate.admission import Admission, FixedClock, InvalidInput, Policies, Reason, Scope, StartKind
 
 from conftest import DAY, MS, T0, raw_sql
 
@@ -57,7 +57,7 @@ def test_denial_writes_nothing(policies, admission, clock, store) -> None:
 
 
 def test_sqlite_denial_appends_nothing_to_the_wal(tmp_path) -> None:
-    from admission import open_store
+    from floorgate.admission import open_store
 
     path = tmp_path / "wal.db"
     clock = FixedClock(T0)
@@ -210,7 +210,7 @@ def test_malformed_state_denies_and_reads_unavailable(policies, admission, clock
 
 
 def test_sqlite_text_in_a_time_column_fails_closed(tmp_path) -> None:
-    from admission import open_store
+    from floorgate.admission import open_store
 
     clock = FixedClock(T0)
     with open_store(str(tmp_path / "x.db")) as store:
@@ -236,7 +236,7 @@ def test_sqlite_text_in_a_time_column_fails_closed(tmp_path) -> None:
 def test_sqlite_digits_floorgate_never_writes_fail_closed(tmp_path, edit) -> None:  # type: ignore[no-untyped-def]
     """Text that str.isdigit() accepts but floorgate never writes (a superscript, full-width
     digits) in a number column is damaged state: a denial, never an exception or a floor."""
-    from admission import open_store
+    from floorgate.admission import open_store
 
     clock = FixedClock(T0)
     with open_store(str(tmp_path / "x.db")) as store:
@@ -274,7 +274,7 @@ def test_naive_times_are_rejected(admission) -> None:
 
 
 def test_restart_keeps_the_floor(db_url: str) -> None:
-    from admission import open_store
+    from floorgate.admission import open_store
 
     clock = FixedClock(T0)
     with open_store(db_url) as store:
@@ -295,7 +295,7 @@ def test_restart_keeps_the_floor(db_url: str) -> None:
     )
 )
 def test_property_automatic_starts_are_at_least_a_floor_apart(tmp_path_factory, steps) -> None:
-    from admission import open_store
+    from floorgate.admission import open_store
 
     floor = timedelta(minutes=90)
     clock = FixedClock(T0)
@@ -326,7 +326,7 @@ DAMAGED_RULES = [
 @pytest.mark.parametrize("damage", DAMAGED_RULES, ids=[d[0] for d in DAMAGED_RULES])
 def test_a_damaged_rule_denies_everywhere_and_is_never_read_as_no_rule(store, damage) -> None:  # type: ignore[no-untyped-def]
     """A hand rebuild without constraints: the rule row keeps its place but holds garbage."""
-    from admission import StoreUnavailable
+    from floorgate.admission import StoreUnavailable
 
     from conftest import raw_sql
 
@@ -352,7 +352,7 @@ def test_a_decision_is_the_value_its_constructor_builds(policies, admission, clo
     Decision is a frozen dataclass whose __init__ does nothing more than set its fields."""
     import dataclasses
 
-    from admission import Decision
+    from floorgate.admission import Decision
 
     daily(policies)
     for turn, when in (("t1", T0), ("t2", T0 + MS)):  # an admission and an interval denial

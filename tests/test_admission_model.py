@@ -22,10 +22,10 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from admission import Admission, FixedClock, Policies, Reason, Scope, Store
-from admission import _locks as locks
-from admission.clock import from_us, to_us
-from admission.store import lock_id
+from floorgate.admission import Admission, FixedClock, Policies, Reason, Scope, Store
+from floorgate.admission import _locks as locks
+from floorgate.admission.clock import from_us, to_us
+from floorgate.admission.store import lock_id
 
 from conftest import T0, _psycopg_dsn
 

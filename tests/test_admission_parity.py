@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from test_hostile_state import relax
 
-from admission import Admission, FixedClock, Reason, Store, open_store
+from floorgate.admission import Admission, FixedClock, Reason, Store, open_store
 
 from conftest import T0, _pg_or_skip, _pg_schema_url, _psycopg_dsn, _replay, raw_sql
 from helpers import floor

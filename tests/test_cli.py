@@ -107,7 +107,7 @@ def test_newer_schema_is_a_one_line_store_error(db: str) -> None:
 
 def test_demo_runs_from_an_empty_directory(tmp_path) -> None:  # type: ignore[no-untyped-def]
     # A real process: the demo's nested run() calls write to the process's own stdout.
-    r = subprocess.run([sys.executable, "-m", "scheduler", "demo"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    r = subprocess.run([sys.executable, "-m", "floorgate", "demo"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "(exit 3)" in r.stdout and "eligible at" in r.stdout
     assert (tmp_path / "floorgate-demo.db").exists()
@@ -168,7 +168,7 @@ def test_serve_on_a_port_in_use_is_one_line_and_exit_2(db: str, tmp_path: Path) 
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         port = taken.getsockname()[1]
-        argv = [sys.executable, "-m", "scheduler", "serve", "--db", db, "--port", str(port), "--deliver-every", "0"]
+        argv = [sys.executable, "-m", "floorgate", "serve", "--db", db, "--port", str(port), "--deliver-every", "0"]
         r = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert r.returncode == 2 and r.stdout == ""
     assert one_line_error(r) == f"floorgate: error: --port: {port} is in use on 127.0.0.1; pick another"  # no 'console on' first
@@ -193,7 +193,7 @@ def test_the_console_script_exits_with_the_command_code(tmp_path: Path) -> None:
 
 
 def test_version_and_help_without_arguments() -> None:
-    from scheduler._version import floorgate_version
+    from floorgate.scheduler._version import floorgate_version
 
     version = run_cli("--version")
     assert version.returncode == 0 and version.stdout.strip() == f"floorgate {floorgate_version()}" != "floorgate unknown"
@@ -246,7 +246,7 @@ def test_huge_intervals_are_one_line(db: str) -> None:
 
 
 def test_a_closed_output_pipe_is_not_a_traceback(tmp_path: Path) -> None:
-    shell = f"{shlex.quote(sys.executable)} -m scheduler demo | head -1"
+    shell = f"{shlex.quote(sys.executable)} -m floorgate demo | head -1"
     done = subprocess.run(["bash", "-o", "pipefail", "-c", shell], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
     assert done.returncode == 0, done.stderr
@@ -281,7 +281,7 @@ def test_read_commands_never_create_a_store(tmp_path: Path, argv: list[str]) -> 
 
 def test_a_host_never_creates_the_store_it_runs(db_url: str, tmp_path: Path) -> None:
     # `floorgate run --db /tmp/typo.db` used to create an empty store and run 0 timers, quietly.
-    argv = [sys.executable, "-m", "scheduler", "run", "--db", db_url, "--state-dir", str(tmp_path / "state")]
+    argv = [sys.executable, "-m", "floorgate", "run", "--db", db_url, "--state-dir", str(tmp_path / "state")]
     result = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=60, env={"PATH": os.environ["PATH"]})
     line = one_line_error(result)
     assert result.returncode == 1 and "no floorgate store at" in line and "floorgate init --db" in line, result.stderr

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from scheduler._codex_trust import codex_hook_hash, codex_hook_trust, owner_trust_toml
+from floorgate.scheduler._codex_trust import codex_hook_hash, codex_hook_trust, owner_trust_toml
 
 
 def test_the_hash_is_the_one_codex_0171_accepted() -> None:

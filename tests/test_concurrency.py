@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from itertools import pairwise
 
-from admission import Admission, FixedClock, Policies, Scope, open_store
+from floorgate.admission import Admission, FixedClock, Policies, Scope, open_store
 
 from conftest import T0, raw_sql
 from race_worker import race
@@ -61,7 +61,7 @@ def test_threads_racing_get_exactly_one_admission(store) -> None:
 
 
 def _cli(*args: str, db: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "scheduler", *args, "--db", db], capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "floorgate", *args, "--db", db], capture_output=True, text=True, timeout=120)
 
 
 def test_a_new_process_after_a_restart_is_still_denied(db_url: str) -> None:

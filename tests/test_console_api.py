@@ -12,10 +12,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
 
-from admission import Admission, FixedClock, Role, Scope, Store
-from scheduler.app import Floorgate
-from scheduler.console import create_app
-from scheduler.console.api import ENDPOINTS
+from floorgate.admission import Admission, FixedClock, Role, Scope, Store
+from floorgate.scheduler.app import Floorgate
+from floorgate.scheduler.console import create_app
+from floorgate.scheduler.console.api import ENDPOINTS
 
 from cli import run_cli
 from conftest import DAY, T0, raw_sql
@@ -214,7 +214,7 @@ def test_an_ask_is_decided_once_by_the_authenticated_principal(store: Store, clo
 
 
 def test_the_api_status_is_the_cli_status(store: Store) -> None:
-    from admission import Policies, Scope, SystemClock
+    from floorgate.admission import Policies, Scope, SystemClock
 
     system = SystemClock()
     Policies(store, system).configure(Scope.parse("g/a"), min_interval=DAY, expected_revision=0, owner_ref="owner")
@@ -313,7 +313,7 @@ def test_an_apply_is_confirmed_only_when_the_readback_shows_the_written_revision
 def test_many_requests_hold_a_bounded_number_of_store_connections(store: Store, clock: FixedClock) -> None:
     # Each TestClient request runs on a new event loop; the store's per-thread connections must
     # not grow with them (they did with the loop's own thread pool, until the pool ran dry).
-    from scheduler.console.workers import THREADS
+    from floorgate.scheduler.console.workers import THREADS
 
     c = console(store, clock)
     floor(store, clock, "g/a", DAY)
@@ -323,7 +323,7 @@ def test_many_requests_hold_a_bounded_number_of_store_connections(store: Store, 
 
 
 def test_metrics_count_webhook_deliveries_by_state_dead_ones_included(store: Store, clock: FixedClock) -> None:
-    from admission.events import MAX_ATTEMPTS
+    from floorgate.admission.events import MAX_ATTEMPTS
 
     c = console(store, clock)
     events = c.fg.notify.events

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from admission import Admission, FixedClock, SystemClock, open_store
-from scheduler.app import Floorgate
-from scheduler.console import create_app
+from floorgate.admission import Admission, FixedClock, SystemClock, open_store
+from floorgate.scheduler.app import Floorgate
+from floorgate.scheduler.console import create_app
 
 from cli import run_cli
 from console_kit import pending_ask

@@ -16,8 +16,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from admission import open_store
-from scheduler.app import Floorgate
+from floorgate.admission import open_store
+from floorgate.scheduler.app import Floorgate
 
 from helpers import wait_for
 
@@ -48,7 +48,7 @@ def _serve(sqlite_db: str, tmp_path: Path, *flags: str) -> Iterator[Served]:
         _, lead = fg.principals.add("lead", "owner")
     port = _free_port()
     log = tmp_path / "serve.log"
-    argv = [sys.executable, "-m", "scheduler", "--db", sqlite_db, "serve", "--port", str(port), "--deliver-every", "0", *flags]
+    argv = [sys.executable, "-m", "floorgate", "--db", sqlite_db, "serve", "--port", str(port), "--deliver-every", "0", *flags]
     with log.open("wb") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=tmp_path)
     served = Served(f"http://127.0.0.1:{port}", port, proc.pid, owner, lead, log)
@@ -263,7 +263,7 @@ def test_slow_headers_idle_connections_and_a_big_body_leave_the_console_answerin
 
 
 def test_a_flood_of_accept_errors_is_logged_once_a_second_with_a_count(caplog: pytest.LogCaptureFixture) -> None:
-    from scheduler.console.server import ThrottledLoopErrors
+    from floorgate.scheduler.console.server import ThrottledLoopErrors
 
     now = [100.0]
     handler = ThrottledLoopErrors(clock=lambda: now[0])

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from test_timers import add
 
-from admission import Admission, FixedClock, Policies, Scope, Store
-from admission.envelope import parse_compute
+from floorgate.admission import Admission, FixedClock, Policies, Scope, Store
+from floorgate.admission.envelope import parse_compute
 
 from cli import run_cli
 from conftest import DAY, raw_sql

@@ -8,7 +8,7 @@ import html
 import os
 import re
 
-from admission import Admission, FixedClock, Store
+from floorgate.admission import Admission, FixedClock, Store
 
 from conftest import DAY, T0, raw_sql
 from console_kit import console, pending_ask, post_signin, sign_in
@@ -218,7 +218,7 @@ def test_floored_lanes_without_an_automation_leave_out_agents_that_have_one(stor
 
 
 def test_owner_asks_show_the_limit_hit_what_was_used_and_what_approving_sets(store: Store, clock: FixedClock) -> None:
-    from admission import Policies, Scope, parse_compute
+    from floorgate.admission import Policies, Scope, parse_compute
 
     c = console(store, clock)
     Policies(store, clock).configure(
@@ -242,8 +242,8 @@ def test_sessions_live_in_the_store_hashed_and_survive_a_restart_or_a_second_ser
 
     from starlette.testclient import TestClient
 
-    from scheduler.app import Floorgate
-    from scheduler.console import SESSION_COOKIE, create_app
+    from floorgate.scheduler.app import Floorgate
+    from floorgate.scheduler.console import SESSION_COOKIE, create_app
 
     c = console(store, clock)
     sign_in(c)
@@ -268,8 +268,8 @@ def test_revoking_a_principal_signs_its_sessions_out_everywhere(store: Store, cl
 def test_an_engaged_sign_in_lock_is_shared_by_every_server_on_the_store(store: Store, clock: FixedClock) -> None:
     from starlette.testclient import TestClient
 
-    from scheduler.app import Floorgate
-    from scheduler.console import create_app
+    from floorgate.scheduler.app import Floorgate
+    from floorgate.scheduler.console import create_app
 
     c = console(store, clock)
     other = TestClient(create_app(Floorgate(store, clock=clock)))
@@ -333,7 +333,7 @@ def test_the_optional_note_goes_into_the_writes_provenance_and_its_event(store: 
 
 
 def test_the_events_page_shows_each_event_with_its_deliveries_dead_ones_included(store: Store, clock: FixedClock) -> None:
-    from admission.events import MAX_ATTEMPTS
+    from floorgate.admission.events import MAX_ATTEMPTS
 
     c = console(store, clock)
     hook, _ = c.fg.notify.events.add_webhook("http://127.0.0.1:9/secret-path", "ask_pending")
@@ -386,7 +386,7 @@ def test_run_now_from_the_dashboard_runs_a_manual_turn_for_an_owner_only(store: 
 
 
 def test_the_dashboard_shows_a_mission_s_wall_time_used_and_left(store: Store, clock: FixedClock) -> None:
-    from admission import Policies, Scope, parse_compute
+    from floorgate.admission import Policies, Scope, parse_compute
 
     c = console(store, clock)
     Policies(store, clock).configure(

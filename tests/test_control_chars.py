@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from admission import Admission, Approvals, Automations, FixedClock, InvalidInput, Journal, Missions, Principals, Store
+from floorgate.admission import Admission, Approvals, Automations, FixedClock, InvalidInput, Journal, Missions, Principals, Store
 
 from cli import run_cli
 from conftest import T0, raw_sql

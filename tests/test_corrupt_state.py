@@ -29,7 +29,7 @@ import pytest
 from hostile import DOCUMENTED_EXITS, dump
 from sqlalchemy import BigInteger, Boolean, Integer, text
 
-from admission import (
+from floorgate.admission import (
     Admission,
     Approvals,
     Automations,
@@ -47,11 +47,11 @@ from admission import (
     WakeState,
     open_store,
 )
-from admission._schema import metadata
-from admission._types import UtcMicros
-from admission.liveness import HookAnswers
-from admission.ticks import Tick, TickLog
-from scheduler.runtime import HostRuntime, RuntimeConfig
+from floorgate.admission._schema import metadata
+from floorgate.admission._types import UtcMicros
+from floorgate.admission.liveness import HookAnswers
+from floorgate.admission.ticks import Tick, TickLog
+from floorgate.scheduler.runtime import HostRuntime, RuntimeConfig
 
 from cli import run_cli
 from conftest import T0, _pg_or_skip, _pg_schema_url, _psycopg_dsn
@@ -436,7 +436,7 @@ def test_a_damaged_database_file_never_admits_and_no_command_tracebacks(seeded_f
             assert result.returncode != 0, (argv, result)  # damaged state never admits
     # A real process, as an operator runs it.
     proc = subprocess.run(
-        [sys.executable, "-m", "scheduler", "--db", str(path), "admit", "--goal", "g", "--agent", "bad", "--turn", "proc-t"],
+        [sys.executable, "-m", "floorgate", "--db", str(path), "admit", "--goal", "g", "--agent", "bad", "--turn", "proc-t"],
         capture_output=True,
         text=True,
         cwd=tmp_path,

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from admission import Admission, Automations, FixedClock, Journal, Policies, Scope, Store, WakeState
-from admission.errors import CorruptState
-from admission.ticks import Tick, TickLog
-from scheduler._plan import next_eligible_tolerant
+from floorgate.admission import Admission, Automations, FixedClock, Journal, Policies, Scope, Store, WakeState
+from floorgate.admission.errors import CorruptState
+from floorgate.admission.ticks import Tick, TickLog
+from floorgate.scheduler._plan import next_eligible_tolerant
 
 from conftest import T0, raw_sql
 from helpers import add_automation, floor

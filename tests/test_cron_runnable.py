@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from test_timers import EVERY_15, TEST_USER_CAN_RUN, add, cron_user, crontab_text  # noqa: F401 (cron_user is a fixture)
 
-from admission import FixedClock, Store
-from scheduler.readback import Readback
-from scheduler.timers import TimerService
+from floorgate.admission import FixedClock, Store
+from floorgate.scheduler.readback import Readback
+from floorgate.scheduler.timers import TimerService
 
 from conftest import T0
 

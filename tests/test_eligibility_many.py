@@ -19,10 +19,10 @@ from sqlalchemy import text
 from test_hostile_state import relax
 from test_round_trips import on_the_wire
 
-from admission import Admission, FixedClock, Policies, Scope, Store
-from admission._facts import read_facts, read_facts_many
-from admission.errors import StoreUnavailable
-from admission.gate import _NO_TRIGGER, _NO_TURN
+from floorgate.admission import Admission, FixedClock, Policies, Scope, Store
+from floorgate.admission._facts import read_facts, read_facts_many
+from floorgate.admission.errors import StoreUnavailable
+from floorgate.admission.gate import _NO_TRIGGER, _NO_TURN
 
 from conftest import T0, raw_sql
 from helpers import floor

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from admission import (
+from floorgate.admission import (
     Accounting,
     ApprovalRejected,
     Approvals,
@@ -29,10 +29,10 @@ from admission import (
     open_store,
     parse_compute,
 )
-from hosts import Schedule
-from scheduler.envelope_gate import EnvelopeGate
-from scheduler.executor import TurnExecutor
-from scheduler.meters import claude_stream_json, codex_json, floorgate_jsonl
+from floorgate.hosts import Schedule
+from floorgate.scheduler.envelope_gate import EnvelopeGate
+from floorgate.scheduler.executor import TurnExecutor
+from floorgate.scheduler.meters import claude_stream_json, codex_json, floorgate_jsonl
 
 from conftest import T0, raw_sql
 from helpers import command
@@ -157,7 +157,7 @@ def test_exhausted_mission_settles_stuck_naming_the_bound_and_survives_restart(d
         assert stuck.record is None  # nothing launched
         mission = Missions(store, clock).recent("x", 1)[0]
         assert mission.status == "stuck" and mission.stop_reason == "compute bound exhausted: max_turns=2"
-        from admission import Admission
+        from floorgate.admission import Admission
 
         assert len(Admission(store, clock).starts()) == 2  # refused before admission: no floor slot spent
 
@@ -169,7 +169,7 @@ def test_max_wall_seconds_kills_at_the_mission_deadline(store, tmp_path) -> None
     outcome = run(store, clock, tmp_path, auto)
     assert outcome.verdict.status == "stuck" and "max_wall_seconds=1" in outcome.verdict.stop_reason
     assert Missions(store, clock).recent("x", 1)[0].status == "stuck"
-    from admission import Journal
+    from floorgate.admission import Journal
 
     stored = Journal(store, clock).get(outcome.turn_id)
     assert stored is not None and stored.verdict is not None and stored.verdict.bound == "max_wall_seconds"  # in its column
@@ -184,7 +184,7 @@ def test_max_tokens_counts_reported_usage_and_is_inert_without_reports(store, tm
     mission = Missions(store, clock).current("x")
     assert not mission.usage_known and mission.tokens == 0
     gate = EnvelopeGate(store, clock=clock)
-    from scheduler.present import mission_doc
+    from floorgate.scheduler.present import mission_doc
 
     assert mission_doc(mission, gate.envelope("g", "a", "x")[0])["left"]["tokens_note"].startswith("max_tokens is inert")
     line = json.dumps({"floorgate_usage": 1, "request_id": "r1", "input_tokens": 900, "output_tokens": 200, "model": "m"})
@@ -384,7 +384,7 @@ def test_pre_tool_use_refuses_the_call_that_crosses_the_bound(db_url: str) -> No
 
     def call() -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "scheduler", "hook", "pre-tool-use", "--db", db_url, "--mission", mission.mission_id],
+            [sys.executable, "-m", "floorgate", "hook", "pre-tool-use", "--db", db_url, "--mission", mission.mission_id],
             input=payload,
             capture_output=True,
             text=True,
@@ -406,7 +406,7 @@ def test_a_host_in_another_directory_counts_tool_calls_in_the_runner_s_store(tmp
     the PreToolUse hook it runs must still find the mission in that same store."""
     import shutil
 
-    from admission import CommandHost
+    from floorgate.admission import CommandHost
 
     runner_dir = tmp_path / "runner"
     runner_dir.mkdir()
@@ -415,7 +415,7 @@ def test_a_host_in_another_directory_counts_tool_calls_in_the_runner_s_store(tmp
     host_dir.mkdir()
     monkeypatch.chdir(runner_dir)
     clock = FixedClock(T0)
-    hook = f"import subprocess, sys; sys.exit(subprocess.run([{sys.executable!r}, '-m', 'scheduler', 'hook', 'pre-tool-use'], input='{{}}', text=True).returncode)"
+    hook = f"import subprocess, sys; sys.exit(subprocess.run([{sys.executable!r}, '-m', 'floorgate', 'hook', 'pre-tool-use'], input='{{}}', text=True).returncode)"
     with open_store("sqlite:///floorgate.db") as store:
         envelope(store, clock, '{"max_tool_calls": 5}')
         auto = automation(store, clock)

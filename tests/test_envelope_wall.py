@@ -14,8 +14,8 @@ import pytest
 from test_envelope import automation, envelope, run
 from test_executor import crashed, dead_owner
 
-from admission import Approvals, FixedClock, Journal, Missions
-from scheduler.recovery import recover
+from floorgate.admission import Approvals, FixedClock, Journal, Missions
+from floorgate.scheduler.recovery import recover
 
 from cli import run_cli
 from conftest import T0, raw_sql
@@ -65,7 +65,7 @@ def test_a_lost_turn_counts_the_longest_it_can_have_run(store, tmp_path) -> None
 
 def fg(db: str, cwd: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     """The real ``floorgate`` as a process, as the walkthrough ran it."""
-    return subprocess.run([sys.executable, "-m", "scheduler", "--db", db, *argv], capture_output=True, text=True, cwd=cwd, timeout=120)
+    return subprocess.run([sys.executable, "-m", "floorgate", "--db", db, *argv], capture_output=True, text=True, cwd=cwd, timeout=120)
 
 
 def test_turn_run_after_approving_a_wall_ask_launches_and_mission_show_reads_the_wall(store, db_url, tmp_path) -> None:  # type: ignore[no-untyped-def]

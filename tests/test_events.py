@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from admission import Approvals, Automations, FixedClock, Missions, Policies, RevisionConflict, Scope, Store
-from admission.automations import AutomationState, HoldKind
-from admission.events import EVENT_ID_HEADER, SIGNATURE_HEADER, EventKind, Events, signature, verify
-from admission.missions import MissionStatus
-from scheduler.notify import NotifyService
+from floorgate.admission import Approvals, Automations, FixedClock, Missions, Policies, RevisionConflict, Scope, Store
+from floorgate.admission.automations import AutomationState, HoldKind
+from floorgate.admission.events import EVENT_ID_HEADER, SIGNATURE_HEADER, EventKind, Events, signature, verify
+from floorgate.admission.missions import MissionStatus
+from floorgate.scheduler.notify import NotifyService
 
 from cli import run_cli
 from conftest import raw_sql
@@ -228,7 +228,7 @@ def test_notify_commands_add_list_deliver_and_remove(store: Store, clock: FixedC
 
 
 def test_a_running_host_delivers_events_on_its_own(store: Store, clock: FixedClock, receiver: Receiver, tmp_path: Path) -> None:
-    from scheduler.runtime import HostRuntime, RuntimeConfig
+    from floorgate.scheduler.runtime import HostRuntime, RuntimeConfig
 
     _, secret = Events(store, clock).add_webhook(receiver.url, "floor_changed")
     Policies(store, clock).configure(Scope.parse("g"), min_interval=timedelta(hours=1), expected_revision=0, owner_ref="o")
@@ -247,7 +247,7 @@ def test_a_running_host_delivers_events_on_its_own(store: Store, clock: FixedClo
 
 # -- observed events: host_lost, timer_drift ---------------------------------------------------
 def _beat(store: Store, clock: FixedClock, host_id: str = "host-1") -> None:
-    from admission.liveness import HostBeat, HostBeats
+    from floorgate.admission.liveness import HostBeat, HostBeats
 
     now = clock.now()
     HostBeats(store).started(
@@ -258,7 +258,7 @@ def _beat(store: Store, clock: FixedClock, host_id: str = "host-1") -> None:
 
 
 def test_a_stale_heartbeat_is_one_signed_host_lost_event_per_loss(store: Store, clock: FixedClock, receiver: Receiver) -> None:
-    from admission.liveness import HostBeats
+    from floorgate.admission.liveness import HostBeats
 
     notify = NotifyService(store, clock)
     _, secret = notify.events.add_webhook(receiver.url, "host_lost")
@@ -288,7 +288,7 @@ def test_an_owner_reported_timer_that_differs_is_one_timer_drift_event_per_episo
 ) -> None:
     from test_timers import add
 
-    from scheduler.timers import TimerService
+    from floorgate.scheduler.timers import TimerService
 
     notify = NotifyService(store, clock)
     _, secret = notify.events.add_webhook(receiver.url, "timer_drift")
@@ -329,7 +329,7 @@ def test_a_slack_webhook_gets_a_signed_text_message(store: Store, clock: FixedCl
 
 
 def test_a_delivery_failing_max_attempts_is_dead_listed_and_can_be_retried(store: Store, clock: FixedClock, receiver: Receiver) -> None:
-    from admission.events import MAX_ATTEMPTS, backoff
+    from floorgate.admission.events import MAX_ATTEMPTS, backoff
 
     notify = NotifyService(store, clock)
     webhook, _ = notify.events.add_webhook(receiver.url, "ask_pending")
@@ -375,9 +375,9 @@ def test_floorgate_serve_delivers_on_its_own_so_the_last_host_dying_is_reported(
     import sys
     import urllib.request
 
-    from admission import SystemClock, open_store
-    from admission.liveness import HostBeat, HostBeats
-    from scheduler.app import Floorgate
+    from floorgate.admission import SystemClock, open_store
+    from floorgate.admission.liveness import HostBeat, HostBeats
+    from floorgate.scheduler.app import Floorgate
 
     from helpers import wait_for
 
@@ -401,7 +401,7 @@ def test_floorgate_serve_delivers_on_its_own_so_the_last_host_dying_is_reported(
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    argv = [sys.executable, "-m", "scheduler", "--db", sqlite_db, "serve", "--port", str(port), "--deliver-every", "1s"]
+    argv = [sys.executable, "-m", "floorgate", "--db", sqlite_db, "serve", "--port", str(port), "--deliver-every", "1s"]
     with open(tmp_path / "serve.log", "w") as log:
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log)
     try:
@@ -425,8 +425,8 @@ def test_racing_observers_record_one_host_lost_between_them(store: Store, clock:
     code = (
         "import sys\n"
         "from datetime import datetime, timedelta, timezone\n"
-        "from admission import FixedClock, open_store\n"
-        "from scheduler.notify import NotifyService\n"
+        "from floorgate.admission import FixedClock, open_store\n"
+        "from floorgate.scheduler.notify import NotifyService\n"
         "clock = FixedClock(datetime.fromisoformat(sys.argv[2]))\n"
         "with open_store(sys.argv[1]) as store:\n"
         "    print(len(NotifyService(store, clock).note_lost_hosts()))\n"

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from admission import Admission, Automations, FixedClock, Journal, Phase
-from admission.journal import JournalEntry
-from scheduler.executor import TurnExecutor
-from scheduler.recovery import Recovered, recover
+from floorgate.admission import Admission, Automations, FixedClock, Journal, Phase
+from floorgate.admission.journal import JournalEntry
+from floorgate.scheduler.executor import TurnExecutor
+from floorgate.scheduler.recovery import Recovered, recover
 
 from conftest import DAY, T0, raw_sql
 from helpers import add_automation, floor, marker_script
@@ -240,13 +240,13 @@ def test_a_fire_just_before_the_floor_waits_for_it_instead_of_losing_the_period(
     ],
 )
 def test_reasons_are_shortened_only_at_word_boundaries(text: str, limit: int, expected: str) -> None:
-    from admission.journal import clip_words
+    from floorgate.admission.journal import clip_words
 
     assert clip_words(text, limit) == expected and len(clip_words(text, limit)) <= limit
 
 
 def test_a_stop_reason_with_its_command_is_stored_whole(store) -> None:  # type: ignore[no-untyped-def]
-    from admission import Journal, Verdict
+    from floorgate.admission import Journal, Verdict
 
     clock = FixedClock(T0)
     crashed(store, clock, "t-long", "me:1:a")

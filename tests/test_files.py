@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from admission import FixedClock, open_store
-from scheduler._process import pump
-from scheduler.executor import TurnExecutor
+from floorgate.admission import FixedClock, open_store
+from floorgate.scheduler._process import pump
+from floorgate.scheduler.executor import TurnExecutor
 
 from cli import run_cli
 from conftest import T0
@@ -29,7 +29,7 @@ def test_a_new_store_state_dir_and_logs_are_owner_only(tmp_path: Path) -> None:
     with open_store(str(db)) as store:
         clock = FixedClock(T0)
         add_automation(store, clock, schedule="DTSTART:20261201T090000Z RRULE:FREQ=HOURLY", script="print('secret output')")
-        from admission import Automations
+        from floorgate.admission import Automations
 
         outcome = TurnExecutor(store, state_dir=tmp_path / "state", clock=clock).run(Automations(store, clock).get("x"))
     assert outcome.verdict.status == "succeeded"
@@ -48,7 +48,7 @@ def test_a_symlink_planted_as_a_turn_log_is_refused(tmp_path: Path) -> None:
     with open_store(str(db)) as store:
         clock = FixedClock(T0)
         add_automation(store, clock, schedule="DTSTART:20261201T090000Z RRULE:FREQ=HOURLY", script="print('redirected?')")
-        from admission import Automations
+        from floorgate.admission import Automations
 
         ex = TurnExecutor(store, state_dir=tmp_path / "state", clock=clock)
         turn = "x-planted"

@@ -12,7 +12,7 @@ from datetime import timedelta
 
 import pytest
 
-from scheduler._proc_start import process_age
+from floorgate.scheduler._proc_start import process_age
 
 LANE = ("--goal", "g", "--agent", "a", "--automation", "x", "--wake", "automatic")
 
@@ -53,7 +53,7 @@ def silent_postgres() -> Iterator[str]:
     ],
 )
 def test_a_store_that_never_answers_is_a_block_before_the_app_timeout(silent_postgres: str, event: str, extra: tuple[str, ...]) -> None:
-    hook = [sys.executable, "-m", "scheduler", "--db", silent_postgres, "hook", event, *extra, "--hook-timeout", "4s"]
+    hook = [sys.executable, "-m", "floorgate", "--db", silent_postgres, "hook", event, *extra, "--hook-timeout", "4s"]
     # The subprocess timeout only keeps a broken test from hanging: without the deadline this hangs.
     ran = subprocess.run(hook, input='{"session_id": "s", "tool_name": "Bash"}', capture_output=True, text=True, timeout=60)
     assert ran.returncode == 2, ran.stderr
@@ -62,13 +62,13 @@ def test_a_store_that_never_answers_is_a_block_before_the_app_timeout(silent_pos
 
 @pytest.mark.parametrize("value", ["soon", "1s"])
 def test_an_unusable_hook_timeout_blocks_and_names_the_flag(value: str) -> None:
-    hook = [sys.executable, "-m", "scheduler", "--db", "/nonexistent/fg.db", "hook", "user-prompt-submit", *LANE, "--hook-timeout", value]
+    hook = [sys.executable, "-m", "floorgate", "--db", "/nonexistent/fg.db", "hook", "user-prompt-submit", *LANE, "--hook-timeout", value]
     ran = subprocess.run(hook, input="{}", capture_output=True, text=True, timeout=60)
     assert ran.returncode == 2 and "--hook-timeout" in ran.stderr and ran.stderr.count("\n") == 1, ran.stderr
 
 
 def test_a_wait_that_outlasts_the_deadline_is_refused() -> None:
-    hook = [sys.executable, "-m", "scheduler", "--db", "/nonexistent/fg.db", "hook", "user-prompt-submit", *LANE]
+    hook = [sys.executable, "-m", "floorgate", "--db", "/nonexistent/fg.db", "hook", "user-prompt-submit", *LANE]
     ran = subprocess.run([*hook, "--wait-eligible", "20s", "--hook-timeout", "20s"], input="{}", capture_output=True, text=True, timeout=60)
     assert ran.returncode == 2 and "--wait-eligible: must end before the hook's own deadline" in ran.stderr, ran.stderr
 
@@ -112,8 +112,8 @@ def test_the_hook_deadline_subtracts_the_time_since_the_process_started(timeout:
     # writes, so only the deadline ends it: at once when the age has used up the deadline.
     script = (
         "import sys\n"
-        "from admission.intervals import parse_interval\n"
-        "from scheduler.commands.hook import _deadline\n"
+        "from floorgate.admission.intervals import parse_interval\n"
+        "from floorgate.scheduler.commands.hook import _deadline\n"
         f"with _deadline(parse_interval({timeout!r}, 't'), 'prompt', age=lambda: parse_interval({age!r}, 'a')):\n"
         "    print('armed', flush=True)\n"
         "    sys.stdin.readline()\n"
@@ -141,6 +141,6 @@ def test_the_hook_deadline_subtracts_the_time_since_the_process_started(timeout:
 def test_a_command_run_inside_another_program_does_not_count_that_program_s_age() -> None:
     # A test runner or library calling the CLI's run(): its age is not the hook's (only floorgate's
     # own process, through its entry point, is).
-    script = "from scheduler._proc_start import hook_age, mark_own, process_age\nprint(hook_age().total_seconds())\nmark_own()\nprint(hook_age().total_seconds() > 0)"
+    script = "from floorgate.scheduler._proc_start import hook_age, mark_own, process_age\nprint(hook_age().total_seconds())\nmark_own()\nprint(hook_age().total_seconds() > 0)"
     ran = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert ran.stdout.split() == ["0.0", "True"], ran.stderr

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from admission import Automations, FixedClock, open_store
-from admission.clock import SystemClock, read_clock
-from admission.liveness import HookAnswers, HookInstalls
-from scheduler._codex_trust import codex_hook_trust
-from scheduler.timers import TimerService
+from floorgate.admission import Automations, FixedClock, open_store
+from floorgate.admission.clock import SystemClock, read_clock
+from floorgate.admission.liveness import HookAnswers, HookInstalls
+from floorgate.scheduler._codex_trust import codex_hook_trust
+from floorgate.scheduler.timers import TimerService
 
 from cli import run_cli
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from admission.store import redact_url
-from scheduler.hook_install import HookPlan, Wake, guarded
+from floorgate.admission.store import redact_url
+from floorgate.scheduler.hook_install import HookPlan, Wake, guarded
 
 from cli import run_cli
 

@@ -10,8 +10,8 @@ from itertools import pairwise
 
 import pytest
 
-from admission import Admission, FixedClock, Store, open_store
-from scheduler.hooks import HookService
+from floorgate.admission import Admission, FixedClock, Store, open_store
+from floorgate.scheduler.hooks import HookService
 
 from cli import run_cli
 from conftest import T0
@@ -94,14 +94,14 @@ def _terminate(_seconds: float) -> None:
 
 @pytest.mark.parametrize("stop", [_interrupt, _terminate], ids=["SIGINT", "SIGTERM"])
 def test_a_hook_interrupted_while_waiting_for_its_floor_blocks(sqlite_db: str, monkeypatch, stop) -> None:  # type: ignore[no-untyped-def]
-    import scheduler.hooks
+    import floorgate.scheduler.hooks
 
     with open_store(sqlite_db) as store:
         floor(store, FixedClock(T0), "g/a", timedelta(seconds=10))
     lane = ("--goal", "g", "--agent", "a", "--automation", "x", "--wake", "automatic")
     payload = json.dumps(CLAUDE_PAYLOAD)
     assert run_cli("hook", "user-prompt-submit", *lane, db=sqlite_db, stdin=payload).returncode == 0
-    monkeypatch.setattr(scheduler.hooks.time, "sleep", stop)
+    monkeypatch.setattr(floorgate.scheduler.hooks.time, "sleep", stop)
 
     def escaped(signum: int, _frame: object) -> None:
         raise Escaped
@@ -126,17 +126,17 @@ def test_the_prompt_of_a_managed_turn_is_that_turn_s_wake(store: Store, clock: F
     must not ask again and find the floor that start just took."""
     import sys
 
-    from admission import CommandHost
-    from scheduler.executor import TurnExecutor
+    from floorgate.admission import CommandHost
+    from floorgate.scheduler.executor import TurnExecutor
 
     from helpers import add_automation
 
     floor(store, clock, "g/a", timedelta(days=3650))  # the CLI below reads the real clock, far past the fixed one
-    hook = [sys.executable, "-m", "scheduler", "--db", store.url, "hook", "user-prompt-submit", "--goal", "g", "--agent", "a"]
+    hook = [sys.executable, "-m", "floorgate", "--db", store.url, "hook", "user-prompt-submit", "--goal", "g", "--agent", "a"]
     hook += ["--automation", "x", "--wake", "automatic"]
     host = f"import subprocess, sys; sys.exit(subprocess.run({hook!r}, input={json.dumps(CLAUDE_PAYLOAD)!r}, text=True).returncode)"
     auto = add_automation(store, clock)
-    from admission import Automations
+    from floorgate.admission import Automations
 
     auto = Automations(store, clock).edit(
         "x", auto.spec.model_copy(update={"host": CommandHost(argv=(sys.executable, "-c", host), timeout_seconds=60)})

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from admission import AutomationSpec, Automations, CommandHost, Journal, Policies, Scope, SystemClock, TurnRecord, open_store
+from floorgate.admission import AutomationSpec, Automations, CommandHost, Journal, Policies, Scope, SystemClock, TurnRecord, open_store
 
 from conftest import PG_URL, _psycopg_dsn, raw_sql
 from helpers import CORRUPTIONS, add_automation, corrupt, floor, lines, marker_script, start_host, stop, wait_for
@@ -119,7 +119,7 @@ def test_a_running_host_recovers_a_crashed_turn_run_and_ticks_again(db_url: str,
         schedule="every 1s",
         host=CommandHost(argv=(sys.executable, "-c", script), env_allow=("FG_TEST_SLEEP",), timeout_seconds=120),
     )
-    from hosts import Schedule
+    from floorgate.hosts import Schedule
 
     with open_store(db_url) as store:
         Automations(store, clock).add("x", spec.model_copy(update={"schedule": Schedule.parse("every 1s").canonical()}))
@@ -127,7 +127,7 @@ def test_a_running_host_recovers_a_crashed_turn_run_and_ticks_again(db_url: str,
     runner = None
     try:
         wait_for(lambda: lines(marker) >= 1, timeout=20, what="the host's first turn")
-        manual = [sys.executable, "-m", "scheduler", "turn", "run", "x", "--db", db_url, "--state-dir", str(tmp_path / "manual")]
+        manual = [sys.executable, "-m", "floorgate", "turn", "run", "x", "--db", db_url, "--state-dir", str(tmp_path / "manual")]
         manual += ["--manual-reason", "crash test"]
         with open_store(db_url) as store:
             journal = Journal(store)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from admission import Admission, Journal, SystemClock, open_store
+from floorgate.admission import Admission, Journal, SystemClock, open_store
 
 from conftest import raw_sql
 from helpers import add_automation, floor, start_host, stop, wait_for
@@ -107,7 +107,7 @@ def test_changes_are_picked_up_without_a_restart(db_url: str, tmp_path: Path) ->
     clock = SystemClock()
     with open_store(db_url) as store:
         add_automation(store, clock, automation_id="late", schedule="every 1s", script="pass")  # type: ignore[arg-type]
-        from admission import Automations
+        from floorgate.admission import Automations
 
         Automations(store).set_state("late", "paused", "not yet")
     host = start_host(db_url, tmp_path / "state")

@@ -7,9 +7,9 @@ from __future__ import annotations
 import inspect
 from datetime import timedelta
 
-from admission import Automations, FixedClock, Store
-from scheduler.runtime import HostRuntime, RuntimeConfig
-from scheduler.wake import BackoffPolicy
+from floorgate.admission import Automations, FixedClock, Store
+from floorgate.scheduler.runtime import HostRuntime, RuntimeConfig
+from floorgate.scheduler.wake import BackoffPolicy
 
 from conftest import T0
 from helpers import add_automation, floor

@@ -19,11 +19,11 @@ from hostile import DOCUMENTED_EXITS, assert_one_line, dump
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from admission import Admission, FixedClock, Store, WakeState
-from hosts import InvalidSchedule, Schedule
-from scheduler._plan import PlanInputs, Snapshot
-from scheduler.preview import FloorMeeting, simulate
-from scheduler.preview import PlanInputs as Preview
+from floorgate.admission import Admission, FixedClock, Store, WakeState
+from floorgate.hosts import InvalidSchedule, Schedule
+from floorgate.scheduler._plan import PlanInputs, Snapshot
+from floorgate.scheduler.preview import FloorMeeting, simulate
+from floorgate.scheduler.preview import PlanInputs as Preview
 
 from cli import run_cli
 from helpers import add_automation, floor

@@ -8,8 +8,8 @@ from datetime import timedelta
 import pytest
 from hostile import assert_one_line, dump
 
-from admission import FixedClock, Store
-from hosts import Schedule, UnsupportedSchedule
+from floorgate.admission import FixedClock, Store
+from floorgate.hosts import Schedule, UnsupportedSchedule
 
 from cli import run_cli
 from conftest import T0
@@ -138,8 +138,8 @@ def test_a_percent_in_a_path_is_escaped_for_cron_and_a_newline_is_refused(store:
     import re
     from pathlib import Path
 
-    from admission import InvalidInput
-    from scheduler.timers import TimerService
+    from floorgate.admission import InvalidInput
+    from floorgate.scheduler.timers import TimerService
 
     svc = TimerService(store)
     svc.state_dir = Path(tmp_path / "pct%41dir")

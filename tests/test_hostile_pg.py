@@ -12,10 +12,10 @@ import psycopg
 import pytest
 from pg_proxy import Proxy
 
-from admission import Admission, FixedClock, Store, open_store
-from admission.decisions import Reason
-from admission.errors import StoreUnavailable
-from admission.store import lock_id
+from floorgate.admission import Admission, FixedClock, Store, open_store
+from floorgate.admission.decisions import Reason
+from floorgate.admission.errors import StoreUnavailable
+from floorgate.admission.store import lock_id
 
 from conftest import T0, _pg_or_skip, _pg_schema_url, _psycopg_dsn
 from helpers import floor

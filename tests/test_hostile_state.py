@@ -10,9 +10,9 @@ from datetime import timedelta
 
 import pytest
 
-from admission import Admission, FixedClock, Store, open_store
-from admission.decisions import Reason
-from admission.errors import StoreUnavailable
+from floorgate.admission import Admission, FixedClock, Store, open_store
+from floorgate.admission.decisions import Reason
+from floorgate.admission.errors import StoreUnavailable
 
 from cli import run_cli
 from conftest import T0, raw_sql

@@ -2,7 +2,7 @@ from datetime import timedelta
 
 import pytest
 
-from admission import InvalidInput, Scope, format_interval, parse_interval
+from floorgate.admission import InvalidInput, Scope, format_interval, parse_interval
 
 
 @pytest.mark.parametrize(

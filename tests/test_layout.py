@@ -3,6 +3,8 @@
 ``admission/`` imports no other package of ours; ``hosts/`` imports only ``admission`` among ours;
 ``scheduler/`` is the composition root and may import both. Every import counts: module level,
 inside functions, under ``TYPE_CHECKING``, and ``importlib.import_module("...")`` with a literal name.
+The folders are installed as ``floorgate.admission``, ``floorgate.hosts`` and ``floorgate.scheduler``:
+a bare ``import scheduler`` would load whatever other distribution owns that name, so it breaks the rule too.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ ALLOWED = {"admission": set(), "hosts": {"admission"}, "scheduler": {"admission"
 
 
 def module_name(path: Path, root: Path) -> str:
-    parts = list(path.relative_to(root).with_suffix("").parts)
+    parts = ["floorgate", *path.relative_to(root).with_suffix("").parts]
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -60,9 +62,13 @@ def violations(root: Path = ROOT) -> list[str]:
     for package, allowed in ALLOWED.items():
         for path in sorted((root / package).rglob("*.py")):
             for line, name in imported_modules(path, root):
-                top = name.split(".")[0]
-                if top in OURS and top != package and top not in allowed:
-                    out.append(f"{path.relative_to(root)}:{line}: {package}/ imports {name}")
+                parts = name.split(".")
+                if parts[0] in OURS:
+                    out.append(f"{path.relative_to(root)}:{line}: {package}/ imports {name} outside the floorgate namespace")
+                elif parts[0] == "floorgate" and len(parts) > 1:
+                    top = parts[1]
+                    if top in OURS and top != package and top not in allowed:
+                        out.append(f"{path.relative_to(root)}:{line}: {package}/ imports {name}")
     return out
 
 
@@ -80,14 +86,16 @@ def test_the_walk_sees_every_package() -> None:
 @pytest.mark.parametrize(
     ("package", "source", "breaks"),
     [
-        ("admission", "from hosts import Schedule\n", True),
-        ("admission", "def f():\n    import scheduler.cli\n", True),
-        ("admission", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from hosts.schedule import Schedule\n", True),
-        ("admission", "import importlib\nimportlib.import_module('scheduler.runtime')\n", True),
-        ("hosts", "from scheduler.executor import TurnExecutor\n", True),
-        ("hosts", "from admission import Store\nfrom . import errors\nfrom ..hosts import schedule\n", False),
+        ("admission", "from floorgate.hosts import Schedule\n", True),
+        ("admission", "def f():\n    import floorgate.scheduler.cli\n", True),
+        ("admission", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from floorgate.hosts.schedule import Schedule\n", True),
+        ("admission", "import importlib\nimportlib.import_module('floorgate.scheduler.runtime')\n", True),
+        ("hosts", "from floorgate.scheduler.executor import TurnExecutor\n", True),
+        ("hosts", "from floorgate.admission import Store\nfrom . import errors\nfrom ..hosts import schedule\n", False),
         ("admission", "from . import errors\nfrom .store import Store\nimport sqlalchemy\n", False),
-        ("scheduler", "from admission import Store\nfrom hosts import Schedule\n", False),
+        ("scheduler", "from floorgate.admission import Store\nfrom floorgate.hosts import Schedule\n", False),
+        ("scheduler", "from admission import Store\n", True),
+        ("hosts", "import scheduler\n", True),
     ],
 )
 def test_a_forbidden_import_is_found(tmp_path: Path, package: str, source: str, breaks: bool) -> None:

@@ -12,9 +12,9 @@ from datetime import timedelta
 
 import pytest
 
-from admission import FixedClock
-from admission.liveness import HostBeat, HostBeats
-from scheduler.readback import Readback
+from floorgate.admission import FixedClock
+from floorgate.admission.liveness import HostBeat, HostBeats
+from floorgate.scheduler.readback import Readback
 
 from cli import run_cli
 from conftest import T0

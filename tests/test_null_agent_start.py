@@ -16,9 +16,9 @@ from datetime import timedelta
 import pytest
 from test_hostile_state import relax
 
-from admission import Admission, FixedClock, Reason, Store
-from admission.clock import to_us
-from admission.errors import CorruptState
+from floorgate.admission import Admission, FixedClock, Reason, Store
+from floorgate.admission.clock import to_us
+from floorgate.admission.errors import CorruptState
 
 from conftest import T0, raw_sql
 from helpers import floor

@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from admission import Approvals, Automation, AutomationState, Principals, Store, SystemClock
-from admission.automations import AutomationSpec, CommandHost
-from admission.events import EventKind, Events
-from admission.journal import TurnRecord
-from scheduler._host_env import host_env
-from scheduler.cli import build_parser, leaf_parsers
-from scheduler.owner_gate import Access
+from floorgate.admission import Approvals, Automation, AutomationState, Principals, Store, SystemClock
+from floorgate.admission.automations import AutomationSpec, CommandHost
+from floorgate.admission.events import EventKind, Events
+from floorgate.admission.journal import TurnRecord
+from floorgate.scheduler._host_env import host_env
+from floorgate.scheduler.cli import build_parser, leaf_parsers
+from floorgate.scheduler.owner_gate import Access
 
 from console_kit import pending_ask
 from helpers import add_automation, floor

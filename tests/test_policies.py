@@ -4,7 +4,7 @@ from datetime import timedelta
 
 import pytest
 
-from admission import Policies, ReductionNotAuthorized, RevisionConflict, Scope
+from floorgate.admission import Policies, ReductionNotAuthorized, RevisionConflict, Scope
 
 from conftest import DAY, raw_sql
 
@@ -100,7 +100,7 @@ def test_effective_floor_is_the_maximum_applicable_rule(policies, rules, automat
 
 
 def test_history_survives_reopen(db_url: str, clock) -> None:
-    from admission import open_store
+    from floorgate.admission import open_store
 
     with open_store(db_url) as store:
         Policies(store, clock).configure(Scope.goal("g"), min_interval=DAY, expected_revision=0, owner_ref="alice")

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from admission import (
+from floorgate.admission import (
     AutomationState,
     Automations,
     FixedClock,
@@ -18,10 +18,10 @@ from admission import (
     TickLog,
     WakeState,
 )
-from hosts import Schedule
-from scheduler.app import Floorgate, Settings
-from scheduler.preview import FloorMeeting, PlanInputs, first_run, first_run_at, simulate
-from scheduler.readback import Readback, ReadbackHold, ReadbackState
+from floorgate.hosts import Schedule
+from floorgate.scheduler.app import Floorgate, Settings
+from floorgate.scheduler.preview import FloorMeeting, PlanInputs, first_run, first_run_at, simulate
+from floorgate.scheduler.readback import Readback, ReadbackHold, ReadbackState
 
 from conftest import T0, raw_sql
 from helpers import add_automation, floor, host_running
@@ -162,7 +162,7 @@ def test_the_crontab_readback_fires_what_the_crontab_holds(store, cron_running) 
     readback = Readback(store, clock)
     unapplied = readback.automation("x")
     assert unapplied.next_fire_at is None and "nothing armed" in unapplied.detail
-    from admission import TimerBindings
+    from floorgate.admission import TimerBindings
 
     TimerBindings(store).set_desired("x", "crontab", Schedule.parse(HOURLY_AT_49).canonical(), False, None, clock.now())
     rb = readback.automation("x")
@@ -171,8 +171,8 @@ def test_the_crontab_readback_fires_what_the_crontab_holds(store, cron_running) 
 
 
 def test_a_crontab_line_with_no_cron_daemon_fires_nothing_and_says_so(store, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from admission import TimerBindings
-    from hosts.crontab import CrontabHost
+    from floorgate.admission import TimerBindings
+    from floorgate.hosts.crontab import CrontabHost
 
     # Whether a daemon runs is the machine's (tested on its own below); here: none runs.
     monkeypatch.setattr(CrontabHost, "firing_problem", classmethod(lambda cls: "no cron daemon is running on this machine"))
@@ -194,7 +194,7 @@ def test_a_crontab_line_with_no_cron_daemon_fires_nothing_and_says_so(store, mon
     ],
 )
 def test_the_cron_daemon_is_found_by_process_name(tmp_path, names, running) -> None:  # type: ignore[no-untyped-def]
-    from hosts.crontab import cron_daemon_running
+    from floorgate.hosts.crontab import cron_daemon_running
 
     for pid, name in enumerate(names, start=1):
         (tmp_path / str(pid)).mkdir()
@@ -261,7 +261,7 @@ def test_host_policy_is_compare_and_set(store) -> None:  # type: ignore[no-untyp
         policies.set(HostPolicy(), expected_revision=0, owner_ref="bob")
     assert conflict.value.current_revision == 1 and policies.get().policy.catch_up == 2 * H
     raw_sql(store, 'UPDATE fg_settings SET value_json = \'{"catch_up": "soon"}\'')
-    from admission import StoreUnavailable
+    from floorgate.admission import StoreUnavailable
 
     with pytest.raises(StoreUnavailable, match="host policy"):
         policies.get()
@@ -272,7 +272,7 @@ def test_remove_takes_the_wake_state_and_binding_in_one_commit(store) -> None:  
     add_automation(store, clock)
     app = Floorgate(store, clock=clock, settings=Settings())
     app.automations.poke("x")
-    from admission import TimerBindings
+    from floorgate.admission import TimerBindings
 
     TimerBindings(store).set_desired("x", "apscheduler", Schedule.parse(EVERY_15M).canonical(), False, None, clock.now())
     app.automations.remove("x")
@@ -285,7 +285,7 @@ def test_poke_reports_the_wake_the_host_will_make(store) -> None:  # type: ignor
     floor(store, clock, "g/a", 10 * M)
     add_automation(store, clock, schedule="DTSTART:20261201T090000Z RRULE:FREQ=DAILY")
     TickLog(store).append([Tick(automation_id="x", nominal_at=T0, actual_at=T0, decision="admitted", reason="succeeded", host="h")])
-    from admission import Admission
+    from floorgate.admission import Admission
 
     assert Admission(store, clock).reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=T0).admitted
     host_running(store, clock)
@@ -302,7 +302,7 @@ def test_settings_resolve_flags_over_environment() -> None:
 
 
 def test_a_running_host_replans_when_the_host_policy_changes(store, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from scheduler.runtime import HostRuntime, RuntimeConfig
+    from floorgate.scheduler.runtime import HostRuntime, RuntimeConfig
 
     clock = FixedClock(T0)
     add_automation(store, clock, schedule=EVERY_15M)
@@ -343,8 +343,8 @@ def test_an_unreadable_turn_holds_its_automation_in_the_readback(store) -> None:
 
 
 def test_a_malformed_stored_time_is_corrupt_state_and_holds_only_its_automation(store) -> None:  # type: ignore[no-untyped-def]
-    from admission import TimerBindings
-    from admission.errors import CorruptState
+    from floorgate.admission import TimerBindings
+    from floorgate.admission.errors import CorruptState
 
     clock = FixedClock(T0)
     add_automation(store, clock, "bad", schedule=EVERY_15M)
@@ -413,7 +413,7 @@ def test_automation_list_shows_an_unreadable_row(store, tmp_path) -> None:  # ty
 def test_the_bulk_readback_of_many_equals_each_automations_own(store, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """``status`` reads each table once for all automations; what it shows must be exactly what
     each automation's own readback shows (turns, missions, wake state, ticks, a damaged row)."""
-    from scheduler.executor import TurnExecutor
+    from floorgate.scheduler.executor import TurnExecutor
 
     clock = FixedClock(T0 + 20 * M)
     floor(store, clock, "g/a", 10 * M)
@@ -440,8 +440,8 @@ def test_the_bulk_readback_of_many_equals_each_automations_own(store, tmp_path) 
 
 
 def test_status_tables_show_times_in_the_schedules_zone_and_how_far_away_while_json_stays_utc(store) -> None:
-    from admission import Admission
-    from scheduler.present import readback_doc, status_text
+    from floorgate.admission import Admission
+    from floorgate.scheduler.present import readback_doc, status_text
 
     start = T0 - 150 * M + timedelta(microseconds=250_000)  # 06:30:00.25Z
     clock = FixedClock(start)

@@ -21,13 +21,13 @@ from pathlib import Path
 import pytest
 from test_executor import crashed, dead_owner
 
-from admission import AutomationSpec, Automations, FixedClock, Journal, Missions, Store, SystemClock, Verdict, open_store
-from admission.clock import read_clock
-from hosts import Schedule
-from scheduler._process import PID_LIMIT, boot_id, start_ticks
-from scheduler.executor import TurnExecutor
-from scheduler.recovery import Signal, may_signal, settle_lost
-from scheduler.runtime import HostRuntime, RuntimeConfig
+from floorgate.admission import AutomationSpec, Automations, FixedClock, Journal, Missions, Store, SystemClock, Verdict, open_store
+from floorgate.admission.clock import read_clock
+from floorgate.hosts import Schedule
+from floorgate.scheduler._process import PID_LIMIT, boot_id, start_ticks
+from floorgate.scheduler.executor import TurnExecutor
+from floorgate.scheduler.recovery import Signal, may_signal, settle_lost
+from floorgate.scheduler.runtime import HostRuntime, RuntimeConfig
 
 from conftest import T0, raw_sql
 from helpers import add_automation, command, start_host, stop, wait_for
@@ -151,7 +151,7 @@ def recover_with(recoverer: str, db_url: str, tmp_path: Path) -> str:
     """Let ``recoverer`` find the lost turn; its output (the CLI's stdout and stderr, or the host's log)."""
     if recoverer == "turn-run":
         done = subprocess.run(
-            [sys.executable, "-m", "scheduler", "turn", "run", "x", "--db", db_url, "--state-dir", str(tmp_path / "s")],
+            [sys.executable, "-m", "floorgate", "turn", "run", "x", "--db", db_url, "--state-dir", str(tmp_path / "s")],
             capture_output=True,
             text=True,
             timeout=120,

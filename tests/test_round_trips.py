@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from admission import Admission, FixedClock, Policies, Reason, Scope, Store, open_store
-from admission.journal import JournalEntry
+from floorgate.admission import Admission, FixedClock, Policies, Reason, Scope, Store, open_store
+from floorgate.admission.journal import JournalEntry
 
 from conftest import T0
 

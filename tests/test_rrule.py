@@ -14,9 +14,9 @@ from dateutil import rrule as du
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from admission.clock import iso
-from hosts import InvalidSchedule, Schedule, UnsupportedSchedule
-from hosts._memo import CHUNK
+from floorgate.admission.clock import iso
+from floorgate.hosts import InvalidSchedule, Schedule, UnsupportedSchedule
+from floorgate.hosts._memo import CHUNK
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "rrule_corpus"
@@ -250,8 +250,8 @@ def test_canonical_form_is_stable_and_compares_by_meaning() -> None:
 
 @pytest.mark.parametrize("case", jsonl(FIXTURES / "floor_compat.jsonl"), ids=lambda c: c["id"])
 def test_floor_compatible_schedules(case: dict) -> None:  # type: ignore[type-arg]
-    from admission import parse_interval
-    from hosts.flooring import floor_compatible
+    from floorgate.admission import parse_interval
+    from floorgate.hosts.flooring import floor_compatible
 
     now = datetime(2026, 11, 29, tzinfo=timezone.utc)
     desired = floor_compatible(Schedule.parse(case["schedule"]), parse_interval(case["floor"]), now)

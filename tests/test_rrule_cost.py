@@ -15,11 +15,11 @@ import pytest
 from dateutil import rrule as du
 from test_rrule import _walked
 
-from admission import Store
-from hosts import Schedule, UnsupportedSchedule, _cron, _engine, _fires, _grid
-from hosts._rrule import parse_recur
-from hosts.contract import Held
-from hosts.crontab import CrontabHost
+from floorgate.admission import Store
+from floorgate.hosts import Schedule, UnsupportedSchedule, _cron, _engine, _fires, _grid
+from floorgate.hosts._rrule import parse_recur
+from floorgate.hosts.contract import Held
+from floorgate.hosts.crontab import CrontabHost
 
 from test_cli import cli, one_line_error
 

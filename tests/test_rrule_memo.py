@@ -17,10 +17,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_rrule import _walked
 
-from admission.errors import InvalidInput
-from hosts import Schedule, _memo
-from hosts._grid import offset_at
-from hosts._memo import CAP, CHUNK, CHUNK_MAX
+from floorgate.admission.errors import InvalidInput
+from floorgate.hosts import Schedule, _memo
+from floorgate.hosts._grid import offset_at
+from floorgate.hosts._memo import CAP, CHUNK, CHUNK_MAX
 
 UTC = timezone.utc
 

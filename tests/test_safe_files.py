@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from admission import Automations, FixedClock, Store
-from scheduler.executor import LogUnwritable, TurnExecutor
+from floorgate.admission import Automations, FixedClock, Store
+from floorgate.scheduler.executor import LogUnwritable, TurnExecutor
 
 from cli import run_cli
 from helpers import add_automation

@@ -15,9 +15,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import Column, Integer, MetaData, String, Table
 
-from admission import Store, open_store
-from admission import _schema as schema
-from admission.store import _VERSION_TABLE
+from floorgate.admission import Store, open_store
+from floorgate.admission import _schema as schema
+from floorgate.admission.store import _VERSION_TABLE
 
 
 def _ours(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:
@@ -66,7 +66,7 @@ def test_the_template_store_is_the_migrated_schema(store: Store) -> None:
 def head() -> str | None:
     from alembic.script import ScriptDirectory
 
-    from admission.store import _MIGRATIONS
+    from floorgate.admission.store import _MIGRATIONS
 
     return ScriptDirectory(str(_MIGRATIONS), version_locations=[str(_MIGRATIONS)]).get_current_head()
 

@@ -9,9 +9,9 @@ from datetime import timedelta
 import pytest
 from pydantic import ValidationError
 
-from admission import FixedClock
-from hosts import Schedule
-from scheduler.readback import Readback
+from floorgate.admission import FixedClock
+from floorgate.hosts import Schedule
+from floorgate.scheduler.readback import Readback
 
 from conftest import T0
 from helpers import add_automation, floor, host_running
@@ -112,7 +112,7 @@ def test_json_output_is_written_as_encoded_and_is_exactly_what_dumps_writes(size
     import argparse
     import json
 
-    from scheduler.cli import Context
+    from floorgate.scheduler.cli import Context
 
     doc = {"automations": [{"automation": f"a{i}", "next": None, "n": i, "tags": ["x", 1.5]} for i in range(size)], "lanes": []}
     out = _Writes()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from admission import Admission, FixedClock, InvalidInput, Reason, SchemaTooNew, StoreUnavailable, open_store
-from admission.store import resolve_url
+from floorgate.admission import Admission, FixedClock, InvalidInput, Reason, SchemaTooNew, StoreUnavailable, open_store
+from floorgate.admission.store import resolve_url
 
 from conftest import T0, raw_sql
 
@@ -27,7 +27,7 @@ def test_a_newer_schema_is_refused_and_not_written(db_url: str) -> None:
         open_store(db_url)
     from sqlalchemy import create_engine, text
 
-    from admission.store import resolve_url as ru
+    from floorgate.admission.store import resolve_url as ru
 
     engine = create_engine(ru(db_url))
     with engine.connect() as conn:

@@ -10,9 +10,9 @@ from typing import Any
 
 from sqlalchemy import event
 
-from admission import Admission, Automations, FixedClock, Store, Tick, TickLog, TimerBindings
-from hosts import Schedule
-from scheduler.runtime import HostRuntime, RuntimeConfig
+from floorgate.admission import Admission, Automations, FixedClock, Store, Tick, TickLog, TimerBindings
+from floorgate.hosts import Schedule
+from floorgate.scheduler.runtime import HostRuntime, RuntimeConfig
 
 from conftest import T0
 from helpers import add_automation, floor

@@ -15,9 +15,9 @@ from zoneinfo import ZoneInfo
 import pytest
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from admission import AutomationSpec
-from hosts import Schedule, UnsupportedSchedule
-from hosts.contract import (
+from floorgate.admission import AutomationSpec
+from floorgate.hosts import Schedule, UnsupportedSchedule
+from floorgate.hosts.contract import (
     Applied,
     Capabilities,
     Expressed,
@@ -30,7 +30,7 @@ from hosts.contract import (
     TimerHost,
     TimerKind,
 )
-from hosts.registry import TIMER_HOSTS, HostSetup, UnknownTimerKind, capabilities, timer_host, timer_kind
+from floorgate.hosts.registry import TIMER_HOSTS, HostSetup, UnknownTimerKind, capabilities, timer_host, timer_kind
 
 from conftest import T0, worker_suffix
 
@@ -226,7 +226,7 @@ def test_apscheduler_apply_arms_a_live_job_and_reapply_keeps_its_next_fire() -> 
         host.apply("q", schedule, T0)
         assert scheduler.get_job("q") is job or scheduler.get_job("q").next_run_time == job.next_run_time
         without_job = timer_host(TimerKind.APSCHEDULER, HostSetup(scheduler=scheduler))
-        from hosts import HostUnavailable
+        from floorgate.hosts import HostUnavailable
 
         with pytest.raises(HostUnavailable, match="floorgate run"):
             without_job.apply("r", schedule, T0)

@@ -14,13 +14,13 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from admission import AutomationSpec, Automations, FixedClock, InvalidInput, TimerBindings, open_store
-from admission.liveness import HookAnswers
-from hosts import Schedule
-from hosts.contract import Held
-from hosts.crontab import CrontabHost
-from hosts.errors import UnsupportedSchedule
-from scheduler.timers import TimerService
+from floorgate.admission import AutomationSpec, Automations, FixedClock, InvalidInput, TimerBindings, open_store
+from floorgate.admission.liveness import HookAnswers
+from floorgate.hosts import Schedule
+from floorgate.hosts.contract import Held
+from floorgate.hosts.crontab import CrontabHost
+from floorgate.hosts.errors import UnsupportedSchedule
+from floorgate.scheduler.timers import TimerService
 
 from conftest import T0, worker_suffix
 from helpers import command, floor
@@ -214,8 +214,8 @@ def test_guarantee_readback(store, tmp_path) -> None:
     ],
 )
 def test_the_pre_model_hook_is_claimed_only_while_it_answers_the_apps_fires(store, answered_after, expected) -> None:
-    from admission.liveness import HookAnswer
-    from scheduler.guarantee import guarantee_of
+    from floorgate.admission.liveness import HookAnswer
+    from floorgate.scheduler.guarantee import guarantee_of
 
     clock = FixedClock(T0)
     ext = add(store, clock, "ext", EVERY_15, "external", agent="b")  # fires :05, :20, :35, :50
@@ -231,7 +231,7 @@ def test_the_pre_model_hook_is_claimed_only_while_it_answers_the_apps_fires(stor
 def run_hook(db: str, payload, *args: str) -> subprocess.CompletedProcess[str]:  # type: ignore[no-untyped-def]
     stdin = payload if isinstance(payload, str) else json.dumps(payload)
     return subprocess.run(
-        [sys.executable, "-m", "scheduler", "hook", "user-prompt-submit", "--db", db, *args],
+        [sys.executable, "-m", "floorgate", "hook", "user-prompt-submit", "--db", db, *args],
         input=stdin,
         capture_output=True,
         text=True,
@@ -249,10 +249,10 @@ def test_hook_admits_then_blocks_with_the_exact_next_time(db_url: str) -> None:
     second = run_hook(db_url, payload, *lane)
     assert second.returncode == 2
     with open_store(db_url) as store:
-        from admission import Admission
+        from floorgate.admission import Admission
 
         anchor = Admission(store).starts()[0].anchor_at
-    from admission.clock import iso
+    from floorgate.admission.clock import iso
 
     assert f"before {iso(anchor + timedelta(hours=6))}" in second.stderr and "interval_wait" in second.stderr
     assert "go" not in second.stderr  # the prompt is not echoed or stored
@@ -298,7 +298,7 @@ def test_running_host_answers_an_apscheduler_ack(db_url: str, tmp_path: Path) ->
         svc = TimerService(store)
         assert not svc.ack(Automations(store).get("own"), wait=0.5).accepted  # nobody is running
     host = subprocess.Popen(
-        [sys.executable, "-m", "scheduler", "run", "--db", db_url, "--state-dir", str(tmp_path / "s"), "--poll", "1s"],
+        [sys.executable, "-m", "floorgate", "run", "--db", db_url, "--state-dir", str(tmp_path / "s"), "--poll", "1s"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -346,7 +346,7 @@ def test_hook_db_means_the_same_before_and_after_the_subcommand(db_url: str, tmp
     def hook() -> subprocess.CompletedProcess[str]:
         # Run in the agent's project: a hook that ignored --db would open ./floorgate.db there.
         return subprocess.run(
-            [sys.executable, "-m", "scheduler", *argv], input=payload, capture_output=True, text=True, timeout=60, cwd=project
+            [sys.executable, "-m", "floorgate", *argv], input=payload, capture_output=True, text=True, timeout=60, cwd=project
         )
 
     assert hook().returncode == 0
@@ -403,7 +403,7 @@ def test_a_non_ascii_session_is_admitted_and_a_denied_prompt_writes_nothing(db_u
 def test_an_apply_after_a_failed_one_goes_to_the_account_it_was_meant_for(store, cron_user) -> None:
     """A failed apply for another user's crontab must not make the next plain apply write the
     caller's own crontab."""
-    from hosts.errors import HostUnavailable
+    from floorgate.hosts.errors import HostUnavailable
 
     def cannot_run(user: str | None) -> None:
         raise HostUnavailable(f"crontab: user {user} cannot run floorgate")

@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from admission import Automations, CommandHost, FixedClock, Missions, Policies, Scope, Store, open_store, parse_compute
-from scheduler.executor import TurnExecutor, TurnOutcome
-from scheduler.turn_broker import RunnerBroker
-from scheduler.turn_wire import SOCKET_ENV, TOKEN_ENV
+from floorgate.admission import Automations, CommandHost, FixedClock, Missions, Policies, Scope, Store, open_store, parse_compute
+from floorgate.scheduler.executor import TurnExecutor, TurnOutcome
+from floorgate.scheduler.turn_broker import RunnerBroker
+from floorgate.scheduler.turn_wire import SOCKET_ENV, TOKEN_ENV
 
 from cli import run_cli
 from conftest import T0
@@ -80,7 +80,7 @@ def test_turn_run_counts_a_script_host_s_tool_calls_through_the_broker(db_url: s
     url = with_password(db_url)
     clock = FixedClock(T0)
     codes, seen = tmp_path / "codes.json", tmp_path / "env.json"
-    hook = [sys.executable, "-m", "scheduler", "hook", "pre-tool-use"]
+    hook = [sys.executable, "-m", "floorgate", "hook", "pre-tool-use"]
     script = (
         f"import json, os, subprocess; open({str(seen)!r}, 'w').write(json.dumps(dict(os.environ))); "
         f"codes = [subprocess.run({hook!r}, input={PAYLOAD!r}, text=True, capture_output=True).returncode for _ in range(4)]; "
@@ -94,7 +94,7 @@ def test_turn_run_counts_a_script_host_s_tool_calls_through_the_broker(db_url: s
     Automations(store, clock).edit("x", spec)
     env = {k: v for k, v in os.environ.items() if k != "FLOORGATE_DB"}
     ran = subprocess.run(
-        [sys.executable, "-m", "scheduler", "--db", url, "turn", "run", "x", "--state-dir", str(tmp_path / "state")],
+        [sys.executable, "-m", "floorgate", "--db", url, "turn", "run", "x", "--state-dir", str(tmp_path / "state")],
         env=env,
         cwd=tmp_path,
         capture_output=True,
@@ -155,7 +155,7 @@ class LiveTurn:
     def hook(self, env: dict[str, str], *args: str, stdin: str = PAYLOAD) -> Said:
         """``floorgate hook ARGS`` run by the turn's host with ``env`` (and PATH) as its environment."""
         n, self.asked = self.asked, self.asked + 1
-        request = {"argv": [sys.executable, "-m", "scheduler", "hook", *args], "env": {"PATH": os.environ["PATH"], **env}, "stdin": stdin}
+        request = {"argv": [sys.executable, "-m", "floorgate", "hook", *args], "env": {"PATH": os.environ["PATH"], **env}, "stdin": stdin}
         (self.directory / f"req-{n}.json.tmp").write_text(json.dumps(request))
         os.replace(self.directory / f"req-{n}.json.tmp", self.directory / f"req-{n}.json")
         done = self.directory / f"res-{n}.json"

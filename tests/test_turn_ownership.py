@@ -18,11 +18,11 @@ from pathlib import Path
 from sqlalchemy import event
 from test_executor import crashed
 
-from admission import Admission, FixedClock, Journal, Phase, SystemClock, open_store
-from admission.journal import ClaimLost
-from scheduler import cli
-from scheduler.executor import PAUSE_ENV, TurnExecutor
-from scheduler.recovery import Recovered, orphaned, recover
+from floorgate.admission import Admission, FixedClock, Journal, Phase, SystemClock, open_store
+from floorgate.admission.journal import ClaimLost
+from floorgate.scheduler import cli
+from floorgate.scheduler.executor import PAUSE_ENV, TurnExecutor
+from floorgate.scheduler.recovery import Recovered, orphaned, recover
 
 from conftest import T0, raw_sql
 from helpers import add_automation, floor, wait_for
@@ -44,7 +44,7 @@ def turn_run(db_url: str, state: Path, *extra: str, pause: str | None = None) ->
     if pause is not None:
         env[PAUSE_ENV] = pause
     return subprocess.Popen(
-        [sys.executable, "-m", "scheduler", "turn", "run", "x", "--db", db_url, "--state-dir", str(state), *extra],
+        [sys.executable, "-m", "floorgate", "turn", "run", "x", "--db", db_url, "--state-dir", str(state), *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -141,7 +141,7 @@ def test_sigkill_between_reserve_and_launch_is_resumed_by_the_next_turn_run(db_u
         start = Admission(store).start(TURN)
         assert start.phase is Phase.CONFIRMED and start.anchor_at == anchor  # resumed, the anchor unmoved
         assert raw_sql(store, "SELECT COUNT(*) FROM fg_starts WHERE phase = 'reserved'") == [(0,)]
-    listed = subprocess.run([sys.executable, "-m", "scheduler", "turn", "show", TURN, "--db", db_url], capture_output=True, text=True)
+    listed = subprocess.run([sys.executable, "-m", "floorgate", "turn", "show", TURN, "--db", db_url], capture_output=True, text=True)
     assert listed.returncode == 0 and "settled, succeeded (completed)" in listed.stdout, listed
 
 
@@ -232,7 +232,7 @@ def test_a_state_dir_failing_after_the_reservation_settles_the_turn(db_url: str,
         record = Journal(store).get(TURN)
         assert record.verdict.stop_reason == "log_unwritable" and record.verdict.retryable
         assert Admission(store).start(TURN).phase is Phase.CONFIRMED  # settled, never left reserved
-    listed = subprocess.run([sys.executable, "-m", "scheduler", "starts", "--db", db_url, "--json"], capture_output=True, text=True)
+    listed = subprocess.run([sys.executable, "-m", "floorgate", "starts", "--db", db_url, "--json"], capture_output=True, text=True)
     assert [s["phase"] for s in json.loads(listed.stdout)["starts"]] == ["confirmed"], listed
 
 
@@ -375,7 +375,7 @@ def test_the_migration_claims_older_turns_and_never_reruns_one_that_may_have_spa
     from alembic.runtime.environment import EnvironmentContext
     from alembic.script import ScriptDirectory
 
-    from admission import store as store_module
+    from floorgate.admission import store as store_module
 
     clock = FixedClock(T0)
     with open_store(db_url) as store:

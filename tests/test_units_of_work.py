@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from sqlalchemy import event
 
-from admission import (
+from floorgate.admission import (
     Automations,
     FixedClock,
     Journal,
@@ -29,10 +29,10 @@ from admission import (
     WakeState,
     parse_compute,
 )
-from admission.journal import ClaimLost
-from admission.store import DriverTx
-from admission.timers import TimerBindings
-from scheduler.executor import TurnExecutor
+from floorgate.admission.journal import ClaimLost
+from floorgate.admission.store import DriverTx
+from floorgate.admission.timers import TimerBindings
+from floorgate.scheduler.executor import TurnExecutor
 
 from conftest import T0, raw_sql
 from helpers import add_automation, floor
@@ -194,7 +194,7 @@ def test_a_turn_resumed_after_its_begin_committed_is_counted_once(store: Store, 
     def no_settlement(*_a: Any, **_k: Any) -> Any:
         raise _Killed
 
-    monkeypatch.setattr("scheduler.executor._pause", killed)
+    monkeypatch.setattr("floorgate.scheduler.executor._pause", killed)
     first.journal.settle = no_settlement  # type: ignore[method-assign]
     with pytest.raises(_Killed):
         first.run(automation, turn_id="x-resume")
@@ -249,7 +249,7 @@ def test_repositories_join_the_callers_transaction_and_roll_back_with_it(store: 
 
 def test_a_host_publishes_its_timers_in_short_chunks(store, commits) -> None:  # type: ignore[no-untyped-def]
     """10,000 readbacks must not be one long write transaction that admissions wait behind."""
-    from admission.timers import PUBLISH_CHUNK
+    from floorgate.admission.timers import PUBLISH_CHUNK
 
     now = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
     rows = [(f"a{i:04d}", "apscheduler", "DTSTART:20261201T090000Z RRULE:FREQ=HOURLY", None, now) for i in range(2 * PUBLISH_CHUNK + 50)]

@@ -6,11 +6,11 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from admission import Admission, AutomationState, Automations, FixedClock, WakeState
-from hosts import Schedule
-from scheduler.readback import Readback
-from scheduler.runtime import HostRuntime, RuntimeConfig
-from scheduler.wake import BackoffPolicy, next_wake, nominal_time
+from floorgate.admission import Admission, AutomationState, Automations, FixedClock, WakeState
+from floorgate.hosts import Schedule
+from floorgate.scheduler.readback import Readback
+from floorgate.scheduler.runtime import HostRuntime, RuntimeConfig
+from floorgate.scheduler.wake import BackoffPolicy, next_wake, nominal_time
 
 from conftest import DAY, T0
 from helpers import add_automation, floor, host_running
@@ -21,7 +21,7 @@ EVERY_15M = "DTSTART:20261201T090000Z RRULE:FREQ=MINUTELY;INTERVAL=15"
 
 def runtime(store, clock, tmp_path, catch_up=timedelta(hours=1)) -> HostRuntime:  # type: ignore[no-untyped-def]
     """A host over ``store`` whose deployment's host policy has this catch-up window."""
-    from admission import HostPolicies, HostPolicy
+    from floorgate.admission import HostPolicies, HostPolicy
 
     policies = HostPolicies(store, clock)
     stored = policies.get()
@@ -244,7 +244,7 @@ def test_a_tick_while_a_turn_runs_is_skipped_and_counted(store, tmp_path) -> Non
     import os
     import socket
 
-    from admission import Journal
+    from floorgate.admission import Journal
 
     clock = FixedClock(T0)
     add_automation(store, clock)
@@ -276,14 +276,14 @@ def test_paused_automation_ticks_are_skipped_and_recorded(store, tmp_path) -> No
     tick = host.tick("x")
     assert tick.decision == "skipped" and tick.reason == "paused"
     host.flush()
-    from admission import TickLog
+    from floorgate.admission import TickLog
 
     assert TickLog(store).counters("x") == {"skipped": {"paused": 1}}
 
 
 def test_preview_counts_the_floor_in_elapsed_time_across_dst(store) -> None:
 
-    from scheduler.readback import Readback
+    from floorgate.scheduler.readback import Readback
 
     clock = FixedClock(datetime(2027, 3, 25, tzinfo=timezone.utc))
     floor(store, clock, "g/a", timedelta(hours=24))
@@ -303,7 +303,7 @@ def test_preview_counts_the_floor_in_elapsed_time_across_dst(store) -> None:
 
 # -- the pure trigger and the runtime's fault handling (in-process) -------------------------------
 
-from scheduler._plan import Episode, PlanInputs, Snapshot, WakeTrigger  # noqa: E402
+from floorgate.scheduler._plan import Episode, PlanInputs, Snapshot, WakeTrigger  # noqa: E402
 
 from helpers import CORRUPTIONS, corrupt  # noqa: E402
 
@@ -340,7 +340,7 @@ def test_the_trigger_cannot_raise_into_apschedulers_main_loop() -> None:
 
 def _break(store) -> list[str]:  # type: ignore[no-untyped-def]
     """Make every store access raise, and record that it was attempted."""
-    from admission import StoreUnavailable
+    from floorgate.admission import StoreUnavailable
 
     calls: list[str] = []
 
@@ -392,7 +392,7 @@ def test_a_tick_that_cannot_read_the_store_records_an_error_and_stays_armed(stor
 def test_store_failures_are_logged_once_per_episode(caplog) -> None:
     import logging
 
-    from admission import StoreUnavailable
+    from floorgate.admission import StoreUnavailable
 
     episode = Episode("sync with the store", logging.getLogger("floorgate.test"))
     with caplog.at_level(logging.INFO, logger="floorgate.test"):
@@ -408,7 +408,7 @@ def test_store_failures_are_logged_once_per_episode(caplog) -> None:
 
 @pytest.mark.parametrize("direction", ["lower", "raise"])
 def test_sync_replans_when_the_floor_changes(store, tmp_path, direction: str) -> None:
-    from admission import Policies, Scope
+    from floorgate.admission import Policies, Scope
 
     clock = FixedClock(T0)
     floor(store, clock, "g/a", timedelta(hours=1))
@@ -425,7 +425,7 @@ def test_sync_replans_when_the_floor_changes(store, tmp_path, direction: str) ->
 
 
 def test_sync_replans_when_another_host_starts_the_lane(store, tmp_path) -> None:
-    from admission import Admission
+    from floorgate.admission import Admission
 
     clock = FixedClock(T0)
     floor(store, clock, "g/a", timedelta(hours=1))
@@ -473,7 +473,7 @@ def test_a_held_automation_is_armed_again_once_its_row_reads(store, tmp_path) ->
 
 
 def test_a_turn_this_host_abandoned_after_a_store_error_is_settled_not_an_overlap_forever(store, tmp_path) -> None:
-    from admission import Journal
+    from floorgate.admission import Journal
 
     clock = FixedClock(T0)
     add_automation(store, clock, schedule=EVERY_15M)
@@ -528,7 +528,7 @@ def test_a_trigger_that_fails_in_apschedulers_loop_holds_its_automation_and_the_
 def test_a_fire_apscheduler_drops_as_missed_is_recorded_as_a_skipped_tick(store, tmp_path) -> None:
     from apscheduler.events import EVENT_JOB_MISSED, JobExecutionEvent
 
-    from admission import TickLog
+    from floorgate.admission import TickLog
 
     clock = FixedClock(T0 + timedelta(hours=3))
     add_automation(store, clock)

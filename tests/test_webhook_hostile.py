@@ -17,10 +17,10 @@ from datetime import timedelta
 
 import pytest
 
-from admission import Approvals, FixedClock, Store
-from admission.events import MAX_ATTEMPTS, Events, backoff
-from scheduler._webhook_http import AddressRanges, Outcome
-from scheduler.notify import NotifyService
+from floorgate.admission import Approvals, FixedClock, Store
+from floorgate.admission.events import MAX_ATTEMPTS, Events, backoff
+from floorgate.scheduler._webhook_http import AddressRanges, Outcome
+from floorgate.scheduler.notify import NotifyService
 
 from cli import run_cli
 from console_kit import console
@@ -347,7 +347,7 @@ def test_an_ipv4_mapped_address_is_judged_as_the_ipv4_one_and_a_bad_range_is_ref
 
 
 def test_a_claimed_delivery_is_not_started_when_its_claim_would_lapse_during_the_attempt(store: Store, clock: FixedClock) -> None:
-    from admission.events import CLAIM_LEASE
+    from floorgate.admission.events import CLAIM_LEASE
 
     calls: list[str] = []
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import uuid
 
-from admission import NotFound, Reason
-from admission.clock import SystemClock, iso, parse_instant, read_clock
+from floorgate.admission import NotFound, Reason
+from floorgate.admission.clock import SystemClock, iso, parse_instant, read_clock
 
 from ..cli import EXIT_DENIED, EXIT_OK, Context, add_common, add_lane
 from ..owner_gate import Access

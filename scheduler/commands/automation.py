@@ -9,9 +9,9 @@ import sys
 
 from pydantic import ValidationError
 
-from admission import AutomationSpec, CommandHost, InvalidInput, MeterKind, Overlap, TimerKind
-from admission.intervals import parse_duration
-from hosts.registry import capabilities
+from floorgate.admission import AutomationSpec, CommandHost, InvalidInput, MeterKind, Overlap, TimerKind
+from floorgate.admission.intervals import parse_duration
+from floorgate.hosts.registry import capabilities
 
 from ..automations import Changed
 from ..cli import EXIT_OK, Context, add_common

@@ -10,7 +10,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from admission import FloorgateError, InvalidInput, Scope
+from floorgate.admission import FloorgateError, InvalidInput, Scope
 
 from ..cli import EXIT_OK, Context, add_common
 from ..owner_gate import Access

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from admission import ApprovalRejected
-from admission.clock import iso
-from admission.policies import Provenance
+from floorgate.admission import ApprovalRejected
+from floorgate.admission.clock import iso
+from floorgate.admission.policies import Provenance
 
 from ..cli import EXIT_DENIED, EXIT_OK, Context, add_common
 from ..owner_gate import Access

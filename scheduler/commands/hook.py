@@ -21,10 +21,10 @@ from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 
-from admission import FloorgateError, InvalidInput
-from admission.clock import iso
-from admission.intervals import format_interval, parse_interval
-from admission.store import redact_url
+from floorgate.admission import FloorgateError, InvalidInput
+from floorgate.admission.clock import iso
+from floorgate.admission.intervals import format_interval, parse_interval
+from floorgate.admission.store import redact_url
 
 from .._proc_start import hook_age
 from ..cli import EXIT_OK, EXIT_UNAVAILABLE, Context, add_common
@@ -319,7 +319,7 @@ def _target(ctx: Context):  # type: ignore[no-untyped-def]
 
 
 def _install(ctx: Context) -> int:
-    from admission.clock import SystemClock, read_clock
+    from floorgate.admission.clock import SystemClock, read_clock
 
     from ..hook_install import plan
 

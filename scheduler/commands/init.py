@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from admission import open_store
+from floorgate.admission import open_store
 
 from ..cli import EXIT_OK, Context, add_common
 from ..owner_gate import Access

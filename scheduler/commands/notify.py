@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from admission.events import MAX_ATTEMPTS, EventKind, WebhookFormat
+from floorgate.admission.events import MAX_ATTEMPTS, EventKind, WebhookFormat
 
 from ..cli import EXIT_OK, Context, add_common
 from ..notify import webhook_doc

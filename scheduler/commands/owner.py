@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from admission import Principal, Role
-from admission.clock import iso
+from floorgate.admission import Principal, Role
+from floorgate.admission.clock import iso
 
 from ..cli import EXIT_OK, Context, add_common
 from ..owner_gate import ENV_TOKEN, Access, default_token_file

@@ -6,9 +6,9 @@ import argparse
 import json
 from pathlib import Path
 
-from admission import InvalidInput, Scope, parse_compute
-from admission.clock import iso
-from admission.intervals import format_interval, parse_interval
+from floorgate.admission import InvalidInput, Scope, parse_compute
+from floorgate.admission.clock import iso
+from floorgate.admission.intervals import format_interval, parse_interval
 
 from ..cli import EXIT_OK, Context, add_common
 from ..owner_gate import Access

@@ -8,9 +8,9 @@ import signal
 import sys
 from datetime import datetime, timezone
 
-from admission import InvalidInput
-from admission.clock import iso
-from admission.intervals import format_interval, parse_duration, parse_interval
+from floorgate.admission import InvalidInput
+from floorgate.admission.clock import iso
+from floorgate.admission.intervals import format_interval, parse_duration, parse_interval
 
 from ..cli import EXIT_OK, Context, add_common
 from ..envelope_gate import EnvelopeMode

@@ -14,8 +14,8 @@ import socket
 import sys
 import threading
 
-from admission import InvalidInput
-from admission.intervals import parse_interval
+from floorgate.admission import InvalidInput
+from floorgate.admission.intervals import parse_interval
 
 from ..cli import EXIT_OK, Context, add_common
 from ..owner_gate import Access

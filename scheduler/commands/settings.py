@@ -6,9 +6,9 @@ import argparse
 
 from pydantic import ValidationError
 
-from admission import HostPolicy, InvalidInput, StoredHostPolicy
-from admission.clock import iso
-from admission.intervals import format_interval, parse_interval
+from floorgate.admission import HostPolicy, InvalidInput, StoredHostPolicy
+from floorgate.admission.clock import iso
+from floorgate.admission.intervals import format_interval, parse_interval
 
 from ..cli import EXIT_OK, Context, add_common
 from ..owner_gate import Access

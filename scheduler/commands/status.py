@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from admission import InvalidInput
+from floorgate.admission import InvalidInput
 
 from ..cli import EXIT_OK, Context, add_common
 from ..owner_gate import Access

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from admission.clock import iso
-from admission.intervals import parse_interval
-from hosts import TimerKind
+from floorgate.admission.clock import iso
+from floorgate.admission.intervals import parse_interval
+from floorgate.hosts import TimerKind
 
 from ..cli import EXIT_DENIED, EXIT_OK, EXIT_UNAVAILABLE, Context, add_common
 from ..owner_gate import Access

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import os
 
-from admission import InvalidInput, NotFound
-from admission.clock import iso
-from admission.intervals import parse_interval
+from floorgate.admission import InvalidInput, NotFound
+from floorgate.admission.clock import iso
+from floorgate.admission.intervals import parse_interval
 
 from ..cli import EXIT_DENIED, EXIT_OK, Context, add_common
 from ..envelope_gate import EnvelopeMode

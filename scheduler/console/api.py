@@ -16,10 +16,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from admission import InvalidInput, NotFound, Principal, Provenance, Role, Scope
-from admission.clock import iso, read_clock
-from admission.events import parse_kinds
-from admission.intervals import parse_interval
+from floorgate.admission import InvalidInput, NotFound, Principal, Provenance, Role, Scope
+from floorgate.admission.clock import iso, read_clock
+from floorgate.admission.events import parse_kinds
+from floorgate.admission.intervals import parse_interval
 
 from ..app import Floorgate
 from ..floors import parse_compute_text

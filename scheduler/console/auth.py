@@ -35,8 +35,8 @@ from datetime import datetime, timedelta
 
 from starlette.requests import Request
 
-from admission import LockReason, Lockout, Principal, Principals, Sessions, token_fingerprint, token_name
-from admission.clock import Clock, iso, read_clock
+from floorgate.admission import LockReason, Lockout, Principal, Principals, Sessions, token_fingerprint, token_name
+from floorgate.admission.clock import Clock, iso, read_clock
 
 SESSION_COOKIE = "floorgate_session"
 SESSION_TTL = timedelta(hours=12)

@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from admission.clock import iso
-from admission.decisions import StartRecord
-from admission.scope import MAX_LIMIT
-from admission.tallies import Tallies
-from hosts.schedule import Schedule
+from floorgate.admission.clock import iso
+from floorgate.admission.decisions import StartRecord
+from floorgate.admission.scope import MAX_LIMIT
+from floorgate.admission.tallies import Tallies
+from floorgate.hosts.schedule import Schedule
 
 from ..app import Floorgate
 from ..present import ago, eligibility_doc, host_doc, readback_doc

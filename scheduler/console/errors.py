@@ -15,7 +15,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from admission import ApprovalRejected, InvalidInput, NotFound, ReductionNotAuthorized, RevisionConflict, StoreUnavailable
+from floorgate.admission import ApprovalRejected, InvalidInput, NotFound, ReductionNotAuthorized, RevisionConflict, StoreUnavailable
 
 from ..floors import ReductionNotShown
 from .auth import AuthError

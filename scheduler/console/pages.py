@@ -17,9 +17,9 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from admission import InvalidInput, Principal, ReductionNotAuthorized, RevisionConflict, Scope
-from admission.clock import iso, read_clock
-from admission.intervals import parse_interval
+from floorgate.admission import InvalidInput, Principal, ReductionNotAuthorized, RevisionConflict, Scope
+from floorgate.admission.clock import iso, read_clock
+from floorgate.admission.intervals import parse_interval
 
 from ..app import Floorgate
 from ..floors import ReductionNotShown, parse_compute_text

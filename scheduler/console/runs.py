@@ -17,7 +17,7 @@ from concurrent.futures import TimeoutError as StillRunning
 from dataclasses import dataclass
 from typing import Any
 
-from admission import InvalidInput, Principal
+from floorgate.admission import InvalidInput, Principal
 
 from ..app import Floorgate
 from ..executor import TurnOutcome, new_turn_id

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from admission.decisions import StartKind, StartRecord
-from admission.tallies import TickMark
+from floorgate.admission.decisions import StartKind, StartRecord
+from floorgate.admission.tallies import TickMark
 
 WIDTH = 600
 DAYS = 3

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from anthropic_standin import AnthropicStandIn, Reply, bash, text
 
-from admission import Admission, Missions, open_store
-from admission.clock import iso
+from floorgate.admission import Admission, Missions, open_store
+from floorgate.admission.clock import iso
 
 from agents_harness import claude_cli, claude_env, claude_print_argv, events, run_claude
 from cli import run_cli

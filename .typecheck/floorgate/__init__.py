@@ -1,0 +1,1 @@
+../../scheduler/_root/__init__.py

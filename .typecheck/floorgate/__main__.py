@@ -1,0 +1,1 @@
+../../scheduler/_root/__main__.py

@@ -1,0 +1,5 @@
+"""``python -m floorgate`` runs the floorgate CLI (crontab lines use it)."""
+
+from floorgate.scheduler.cli import main
+
+main()
