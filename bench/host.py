@@ -48,8 +48,8 @@ from floorgate.admission import Admission, Automations, CommandHost, Policies, S
 from floorgate.admission import _schema as tables
 from floorgate.admission.timers import TimerBindings
 from floorgate.hosts import Schedule
-from floorgate.scheduler._sync import FULL_SYNC_EVERY
-from floorgate.scheduler.runtime import HostRuntime, RuntimeConfig
+from floorgate.scheduler.runtime._sync import FULL_SYNC_EVERY
+from floorgate.scheduler.runtime.host import HostRuntime, RuntimeConfig
 
 SCHEDULES = [
     "DTSTART;TZID=Europe/Berlin:20201201T000000 RRULE:FREQ=MINUTELY;INTERVAL=15",

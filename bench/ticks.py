@@ -115,7 +115,7 @@ class _Decisions:
 
 def _host(url: str, state: Path, workers: int) -> Any:
     from floorgate.admission import open_store
-    from floorgate.scheduler.runtime import HostRuntime, RuntimeConfig
+    from floorgate.scheduler.runtime.host import HostRuntime, RuntimeConfig
 
     store = open_store(url)
     # A poll far away: the other host's starts stay unknown to this host's timers (they fire anyway).

@@ -51,7 +51,7 @@ from floorgate.admission._schema import metadata
 from floorgate.admission._types import UtcMicros
 from floorgate.admission.liveness import HookAnswers
 from floorgate.admission.ticks import Tick, TickLog
-from floorgate.scheduler.runtime import HostRuntime, RuntimeConfig
+from floorgate.scheduler.runtime.host import HostRuntime, RuntimeConfig
 
 from cli import run_cli
 from conftest import T0, _pg_or_skip, _pg_schema_url, _psycopg_dsn

@@ -18,8 +18,8 @@ import pytest
 from test_hostile_state import relax
 
 from floorgate.admission import Admission, FixedClock, Store, SystemClock, open_store
-from floorgate.scheduler.envelope_gate import EnvelopeGate
-from floorgate.scheduler.runtime import HostRuntime, RuntimeConfig
+from floorgate.scheduler.app.envelope_gate import EnvelopeGate
+from floorgate.scheduler.runtime.host import HostRuntime, RuntimeConfig
 
 from conftest import T0, raw_sql
 from helpers import add_automation, floor, marker_script, start_host, stop, wait_for

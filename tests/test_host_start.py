@@ -8,8 +8,8 @@ import inspect
 from datetime import timedelta
 
 from floorgate.admission import Automations, FixedClock, Store
-from floorgate.scheduler.runtime import HostRuntime, RuntimeConfig
-from floorgate.scheduler.wake import BackoffPolicy
+from floorgate.scheduler.app.wake import BackoffPolicy
+from floorgate.scheduler.runtime.host import HostRuntime, RuntimeConfig
 
 from conftest import T0
 from helpers import add_automation, floor

@@ -24,10 +24,10 @@ from test_executor import crashed, dead_owner
 from floorgate.admission import AutomationSpec, Automations, FixedClock, Journal, Missions, Store, SystemClock, Verdict, open_store
 from floorgate.admission.clock import read_clock
 from floorgate.hosts import Schedule
-from floorgate.scheduler._process import PID_LIMIT, boot_id, start_ticks
-from floorgate.scheduler.executor import TurnExecutor
-from floorgate.scheduler.recovery import Signal, may_signal, settle_lost
-from floorgate.scheduler.runtime import HostRuntime, RuntimeConfig
+from floorgate.scheduler.runtime._process import PID_LIMIT, boot_id, start_ticks
+from floorgate.scheduler.runtime.executor import TurnExecutor
+from floorgate.scheduler.runtime.host import HostRuntime, RuntimeConfig
+from floorgate.scheduler.runtime.recovery import Signal, may_signal, settle_lost
 
 from conftest import T0, raw_sql
 from helpers import add_automation, command, start_host, stop, wait_for

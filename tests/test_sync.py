@@ -12,7 +12,7 @@ from sqlalchemy import event
 
 from floorgate.admission import Admission, Automations, FixedClock, Store, Tick, TickLog, TimerBindings
 from floorgate.hosts import Schedule
-from floorgate.scheduler.runtime import HostRuntime, RuntimeConfig
+from floorgate.scheduler.runtime.host import HostRuntime, RuntimeConfig
 
 from conftest import T0
 from helpers import add_automation, floor

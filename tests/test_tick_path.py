@@ -24,10 +24,10 @@ from sqlalchemy import event
 from floorgate.admission import Admission, Automations, FixedClock, Journal, Store, StoreUnavailable, SystemClock, TickLog, open_store
 from floorgate.admission import _locks as locks
 from floorgate.admission.store import lock_id
-from floorgate.scheduler import recovery
-from floorgate.scheduler._turn_pool import TurnPool
-from floorgate.scheduler.executor import DEFAULT_LEASE, TurnExecutor
-from floorgate.scheduler.runtime import HostRuntime, RuntimeConfig
+from floorgate.scheduler.runtime import recovery
+from floorgate.scheduler.runtime._turn_pool import TurnPool
+from floorgate.scheduler.runtime.executor import DEFAULT_LEASE, TurnExecutor
+from floorgate.scheduler.runtime.host import HostRuntime, RuntimeConfig
 
 from conftest import T0, _pg_schema_of, raw_sql
 from helpers import add_automation, floor, wait_for

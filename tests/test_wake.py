@@ -8,9 +8,9 @@ import pytest
 
 from floorgate.admission import Admission, AutomationState, Automations, FixedClock, WakeState
 from floorgate.hosts import Schedule
-from floorgate.scheduler.readback import Readback
-from floorgate.scheduler.runtime import HostRuntime, RuntimeConfig
-from floorgate.scheduler.wake import BackoffPolicy, next_wake, nominal_time
+from floorgate.scheduler.app.readback import Readback
+from floorgate.scheduler.app.wake import BackoffPolicy, next_wake, nominal_time
+from floorgate.scheduler.runtime.host import HostRuntime, RuntimeConfig
 
 from conftest import DAY, T0
 from helpers import add_automation, floor, host_running
@@ -283,7 +283,7 @@ def test_paused_automation_ticks_are_skipped_and_recorded(store, tmp_path) -> No
 
 def test_preview_counts_the_floor_in_elapsed_time_across_dst(store) -> None:
 
-    from floorgate.scheduler.readback import Readback
+    from floorgate.scheduler.app.readback import Readback
 
     clock = FixedClock(datetime(2027, 3, 25, tzinfo=timezone.utc))
     floor(store, clock, "g/a", timedelta(hours=24))
@@ -303,7 +303,7 @@ def test_preview_counts_the_floor_in_elapsed_time_across_dst(store) -> None:
 
 # -- the pure trigger and the runtime's fault handling (in-process) -------------------------------
 
-from floorgate.scheduler._plan import Episode, PlanInputs, Snapshot, WakeTrigger  # noqa: E402
+from floorgate.scheduler.runtime._plan import Episode, PlanInputs, Snapshot, WakeTrigger  # noqa: E402
 
 from helpers import CORRUPTIONS, corrupt  # noqa: E402
 
