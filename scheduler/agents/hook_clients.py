@@ -12,15 +12,28 @@ hook only when its owner trusts it, which it reads from ``$CODEX_HOME/config.tom
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from floorgate.admission import InvalidInput
+from floorgate.admission import FloorgateError, InvalidInput, Store
+from floorgate.admission.liveness import HookInstalls
 
 from ._codex_trust import codex_hook_trust
-from .hook_install import PROMPT_EVENT, TOOL_EVENT, TOOL_HOOK_TIMEOUT_SECONDS, HookPlan, InstalledHook, OwnerSteps, Target, guarded
+from .hook_install import (
+    PROMPT_EVENT,
+    TOOL_EVENT,
+    TOOL_HOOK_TIMEOUT_SECONDS,
+    HookInstaller,
+    HookPlan,
+    InstalledHook,
+    OwnerSteps,
+    Target,
+    guarded,
+)
 
 _LANE_FLAGS = {"--goal": "goal", "--agent": "agent", "--automation": "automation", "--wake": "wake", "--manual-reason": "manual_reason"}
 _LANE_FLAGS["--wait-eligible"] = "wait_eligible"
@@ -223,3 +236,32 @@ def _groups(groups: object, event: str, path: Path) -> list[dict[str, Any]]:
     if not isinstance(groups, list) or not all(isinstance(g, dict) and isinstance(g.get("hooks", []), list) for g in groups):
         raise InvalidInput("settings", f'{path}: "hooks.{event}" is not a list of {{"hooks": [...]}} objects; fix it first')
     return groups
+
+
+CLIENTS = ("claude", "codex")
+
+
+def installer(client: str, *, env: Mapping[str, str] | None = None, app_home: Path | None = None) -> HookInstaller:
+    """The installer for the named agent app; ``env`` (default: this process's) says where the
+    app keeps its configuration, unless ``app_home`` names it."""
+    env = os.environ if env is None else env
+    home = Path(env.get("HOME") or Path.home()).absolute()
+    if client == "claude":
+        return HookInstaller(ClaudeCode(home))
+    if client == "codex":
+        return HookInstaller(Codex(app_home or Path(env.get("CODEX_HOME") or home / ".codex").absolute()))
+    raise InvalidInput("client", f"{client!r} is not supported; use one of: {', '.join(CLIENTS)}")
+
+
+def hook_problem(store: Store, automation_id: str, env: Mapping[str, str] | None = None) -> str | None:
+    """Why the agent app will not run the automation's recorded prompt hook now, as one line that
+    names the app (None: no install recorded, or the app runs it)."""
+    try:
+        install = HookInstalls(store).get(automation_id)
+        if install is None:
+            return None
+        svc = installer(install.client, env=env, app_home=Path(install.app_home) if install.app_home else None)
+    except FloorgateError as exc:
+        return f"its hook install record cannot be used ({exc})"
+    why = svc.why_not_running(install)
+    return None if why is None else f"the {svc.client.title} hook in {install.settings_file} will not run: {why}"

@@ -27,14 +27,13 @@ import os
 import shlex
 import socket
 import sys
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
 from pathlib import Path
 from typing import Any, Protocol
 
-from floorgate.admission import FloorgateError, InvalidInput, Store
+from floorgate.admission import InvalidInput, Store
 from floorgate.admission.intervals import format_interval
 from floorgate.admission.liveness import HookInstall, HookInstalls
 from floorgate.admission.scope import check_id
@@ -367,20 +366,6 @@ def project_dir(project: Path | None) -> Path:
     return where
 
 
-def hook_problem(store: Store, automation_id: str, env: Mapping[str, str] | None = None) -> str | None:
-    """Why the agent app will not run the automation's recorded prompt hook now, as one line that
-    names the app (None: no install recorded, or the app runs it)."""
-    try:
-        install = HookInstalls(store).get(automation_id)
-        if install is None:
-            return None
-        svc = installer(install.client, env=env, app_home=Path(install.app_home) if install.app_home else None)
-    except FloorgateError as exc:
-        return f"its hook install record cannot be used ({exc})"
-    why = svc.why_not_running(install)
-    return None if why is None else f"the {svc.client.title} hook in {install.settings_file} will not run: {why}"
-
-
 def _read(path: Path, anchor: Path) -> tuple[str | None, dict[str, Any]]:
     """The file's text (None when absent) and its JSON object; anything else is refused."""
     try:
@@ -421,20 +406,3 @@ def _write_text(path: Path, anchor: Path, before: str | None, text: str, *, fiel
     except OSError as exc:
         raise InvalidInput(field, f"cannot write {path}: {exc.strerror or exc}") from None
     return Written(path, True, done.backup)
-
-
-CLIENTS = ("claude", "codex")
-
-
-def installer(client: str, *, env: Mapping[str, str] | None = None, app_home: Path | None = None) -> HookInstaller:
-    """The installer for the named agent app; ``env`` (default: this process's) says where the
-    app keeps its configuration, unless ``app_home`` names it."""
-    from .hook_clients import ClaudeCode, Codex
-
-    env = os.environ if env is None else env
-    home = Path(env.get("HOME") or Path.home()).absolute()
-    if client == "claude":
-        return HookInstaller(ClaudeCode(home))
-    if client == "codex":
-        return HookInstaller(Codex(app_home or Path(env.get("CODEX_HOME") or home / ".codex").absolute()))
-    raise InvalidInput("client", f"{client!r} is not supported; use one of: {', '.join(CLIENTS)}")

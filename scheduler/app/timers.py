@@ -108,7 +108,7 @@ class TimerService:
         """What floorgate can honestly promise for ``automation`` at ``now`` (default: the clock's),
         from the hook's answers and whether its agent app will run the hook as installed
         (``answers``: where a readback of many already read the hook answers)."""
-        from ..agents.hook_install import hook_problem
+        from ..agents.hook_clients import hook_problem
 
         aid = automation.automation_id
         answer = answers.answer(aid) if answers is not None else HookAnswers(self.store).get(aid)

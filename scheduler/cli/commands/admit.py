@@ -10,7 +10,7 @@ from floorgate.admission.clock import SystemClock, iso, parse_instant, read_cloc
 
 from ...app.owner_gate import Access
 from ...views.present import confirmation_doc, decision_doc, start_doc, table
-from ..main import EXIT_DENIED, EXIT_OK, Context, add_common, add_lane
+from ..context import EXIT_DENIED, EXIT_OK, Context, add_common, add_lane
 
 
 def register(sub: argparse._SubParsersAction) -> None:

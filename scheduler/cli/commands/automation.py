@@ -22,7 +22,7 @@ from ...views.present import (
     table,
 )
 from ...views.present_automation import detail_doc, detail_text, poke_doc, poke_text, preview_doc, preview_text
-from ..main import EXIT_OK, Context, add_common
+from ..context import EXIT_OK, Context, add_common
 from .timers import add_crontab_user, add_timer_arg, register_actions
 
 DEFAULT_TIMER = TimerKind.APSCHEDULER.value

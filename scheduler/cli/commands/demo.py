@@ -13,7 +13,7 @@ from pathlib import Path
 from floorgate.admission import FloorgateError, InvalidInput, Scope
 
 from ...app.owner_gate import Access
-from ..main import EXIT_OK, Context, add_common
+from ..context import EXIT_OK, Context, add_common
 
 DEMO_DB = "floorgate-demo.db"
 _DEMO_SCOPE = Scope.parse("inbox/triage")
@@ -32,8 +32,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _demo(ctx: Context) -> int:
-    from ..main import run
-
     if getattr(ctx.args, "db", None) is not None:
         raise InvalidInput(
             "--db", f"the demo never uses your store; it recreates its own SQLite file: pass --demo-db PATH (default ./{DEMO_DB})"
@@ -70,7 +68,7 @@ def _demo(ctx: Context) -> int:
         for say, argv in steps:
             argv = [*argv, "--db", str(db), "--json"]
             buffer, errors = io.StringIO(), io.StringIO()
-            code = run(argv, out=buffer, err=errors)
+            code = ctx.run(argv, out=buffer, err=errors)
             done.append({"say": say, "argv": ["floorgate", *argv], "exit": code, "output": json.loads(buffer.getvalue())})
         ctx.emit({"db": os.path.abspath(db), "recreated": recreated, "steps": done}, "")
         return EXIT_OK
@@ -81,7 +79,7 @@ def _demo(ctx: Context) -> int:
         argv = [*argv, "--db", str(db)]
         out.write(f"\n# {say}\n$ floorgate {shlex.join(argv)}\n")
         out.flush()
-        code = run(argv)
+        code = ctx.run(argv)
         out.write(f"(exit {code})\n")
     out.write(f"\nThe demo database is {os.path.abspath(db)}; try `floorgate --db {db} policy history`.\n")
     return EXIT_OK

@@ -11,7 +11,7 @@ from floorgate.admission.policies import Provenance
 
 from ...app.owner_gate import Access
 from ...views.present import mission_doc, table
-from ..main import EXIT_DENIED, EXIT_OK, Context, add_common
+from ..context import EXIT_DENIED, EXIT_OK, Context, add_common
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -29,7 +29,7 @@ from floorgate.admission.store import redact_url
 from ...app.owner_gate import Access
 from ...runtime._proc_start import hook_age
 from ...runtime.turn_wire import Op, ask, credential_from
-from ..main import EXIT_OK, EXIT_UNAVAILABLE, Context, add_common
+from ..context import EXIT_OK, EXIT_UNAVAILABLE, Context, add_common
 
 EXIT_ALLOW = 0
 EXIT_BLOCK = 2  # what Claude Code and Codex read as "block this prompt"
@@ -310,7 +310,8 @@ def _register_install(hsub: argparse._SubParsersAction) -> None:
 
 
 def _target(ctx: Context):  # type: ignore[no-untyped-def]
-    from ...agents.hook_install import Target, installer, project_dir
+    from ...agents.hook_clients import installer
+    from ...agents.hook_install import Target, project_dir
 
     a = ctx.args
     svc = installer(a.client)

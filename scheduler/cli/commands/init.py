@@ -7,7 +7,7 @@ import argparse
 from floorgate.admission import open_store
 
 from ...app.owner_gate import Access
-from ..main import EXIT_OK, Context, add_common
+from ..context import EXIT_OK, Context, add_common
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -9,7 +9,7 @@ from floorgate.admission.events import MAX_ATTEMPTS, EventKind, WebhookFormat
 from ...app.notify import webhook_doc
 from ...app.owner_gate import Access
 from ...views.present import table
-from ..main import EXIT_OK, Context, add_common
+from ..context import EXIT_OK, Context, add_common
 
 
 def register(sub: argparse._SubParsersAction) -> None:

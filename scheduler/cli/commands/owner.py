@@ -9,7 +9,7 @@ from floorgate.admission.clock import iso
 
 from ...app.owner_gate import ENV_TOKEN, Access, default_token_file
 from ...views.present import table
-from ..main import EXIT_OK, Context, add_common
+from ..context import EXIT_OK, Context, add_common
 
 
 def register(sub: argparse._SubParsersAction) -> None:

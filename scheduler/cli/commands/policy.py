@@ -12,7 +12,7 @@ from floorgate.admission.intervals import format_interval, parse_interval
 
 from ...app.owner_gate import Access
 from ...views.present import change_doc, floor_doc, rule_doc, table
-from ..main import EXIT_OK, Context, add_common
+from ..context import EXIT_OK, Context, add_common
 
 
 def _scope_args(p: argparse.ArgumentParser) -> None:

@@ -15,7 +15,7 @@ from floorgate.admission.intervals import format_interval, parse_duration, parse
 from ...app.envelope_gate import EnvelopeMode
 from ...app.owner_gate import Access
 from ...runtime.host import HostRuntime, RuntimeConfig
-from ..main import EXIT_OK, Context, add_common
+from ..context import EXIT_OK, Context, add_common
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -18,7 +18,7 @@ from floorgate.admission import InvalidInput
 from floorgate.admission.intervals import parse_interval
 
 from ...app.owner_gate import Access
-from ..main import EXIT_OK, Context, add_common
+from ..context import EXIT_OK, Context, add_common
 
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 

@@ -11,7 +11,7 @@ from floorgate.admission.clock import iso
 from floorgate.admission.intervals import format_interval, parse_interval
 
 from ...app.owner_gate import Access
-from ..main import EXIT_OK, Context, add_common
+from ..context import EXIT_OK, Context, add_common
 
 _FIELDS = (("catch_up", "--catch-up"), ("backoff_initial", "--backoff-initial"), ("backoff_cap", "--backoff-cap"))
 

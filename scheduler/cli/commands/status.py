@@ -8,7 +8,7 @@ from floorgate.admission import InvalidInput
 
 from ...app.owner_gate import Access
 from ...views.present import eligibility_doc, host_doc, readback_doc, status_text
-from ..main import EXIT_OK, Context, add_common
+from ..context import EXIT_OK, Context, add_common
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -11,7 +11,7 @@ from floorgate.hosts import TimerKind
 from ...app.owner_gate import Access
 from ...app.timers import TimerService
 from ...views.present import binding_doc
-from ..main import EXIT_DENIED, EXIT_OK, EXIT_UNAVAILABLE, Context, add_common
+from ..context import EXIT_DENIED, EXIT_OK, EXIT_UNAVAILABLE, Context, add_common
 
 
 def service(ctx: Context) -> TimerService:

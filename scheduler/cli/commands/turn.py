@@ -13,7 +13,7 @@ from ...app.envelope_gate import EnvelopeMode
 from ...app.owner_gate import Access
 from ...runtime.recovery import recover
 from ...views.present import decision_doc, turn_doc, verdict_doc
-from ..main import EXIT_DENIED, EXIT_OK, Context, add_common
+from ..context import EXIT_DENIED, EXIT_OK, Context, add_common
 
 EXIT_FAILED = 5
 
