@@ -20,8 +20,8 @@ from floorgate.admission import (
 )
 from floorgate.admission.clock import Clock
 
-from ..runtime.executor import hold_for_stuck_mission
 from .envelope_gate import EnvelopeGate, EnvelopeMode
+from .mission_hold import hold_for_stuck_mission
 
 
 @dataclass(frozen=True)

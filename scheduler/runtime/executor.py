@@ -20,11 +20,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import random
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TypeVar
@@ -34,14 +32,10 @@ from sqlalchemy.engine import Connection
 from floorgate.admission import (
     Admission,
     Automation,
-    AutomationState,
-    Automations,
     Decision,
-    HoldKind,
     InvalidInput,
     Journal,
     Mission,
-    Missions,
     Overlap,
     Store,
     StoreUnavailable,
@@ -55,13 +49,15 @@ from floorgate.admission.scope import check_id
 from ..agents._safe_files import UnsafePath, private_dir
 from ..app.envelope_gate import EnvelopeGate, TurnGate, envelope_mode
 from ..app.meters import read_usage
+from ..app.mission_hold import hold_for_stuck_mission
 from ._host_env import TIMED_OUT, denied_verdict, exit_verdict, host_env, settled_unknown, spawn_failed
 from ._process import boot_id, kill_group, open_log, pump, spawn_held, start_ticks
 from .recovery import DEFAULT_LEASE, host_identity, new_owner_id, orphaned, settle_lost
 from .turn_broker import RunnerBroker
+from .turn_outcome import Admitted, Attempt, LogUnwritable, TurnOutcome, failure_verdict, new_turn_id
 from .turn_wire import TurnCredential
 
-__all__ = ["DEFAULT_LEASE", "Admitted", "TurnExecutor", "TurnOutcome", "host_identity", "new_turn_id"]
+__all__ = ["DEFAULT_LEASE", "Admitted", "LogUnwritable", "TurnExecutor", "TurnOutcome", "host_identity", "new_turn_id"]
 
 DEFAULT_LOG_CAP = 1_000_000
 # Tests only: "<step>:<path>" makes a runner stop at <step>, write its pid to <path>, and wait
@@ -70,87 +66,6 @@ PAUSE_ENV = "FLOORGATE_TEST_PAUSE"
 log = logging.getLogger("floorgate.turns")
 Begin = Callable[[Connection], None]
 _T = TypeVar("_T")
-
-
-@dataclass(frozen=True)
-class TurnOutcome:
-    """What ``run`` did: the admission decision (None on replay) and the verdict.
-
-    ``owner`` is set when another live runner owns the turn and nothing was run or written.
-    """
-
-    turn_id: str
-    verdict: Verdict
-    decision: Decision | None
-    record: TurnRecord | None
-    replayed: bool = False
-    detail: str = ""
-    owner: str | None = None
-
-    @property
-    def launched(self) -> bool:
-        return self.record is not None and self.record.child_pid is not None and not self.replayed
-
-
-# 48 random bits as before (uuid4's), without a getrandom call (a GIL release) on every tick; a
-# forked child reseeds so that two processes never draw the same ids.
-_IDS = random.Random()
-os.register_at_fork(after_in_child=_IDS.seed)
-
-
-def new_turn_id(automation_id: str) -> str:
-    return f"{automation_id[:100]}-{_IDS.getrandbits(48):012x}"
-
-
-MISSION_HOLD = "mission "
-
-
-def hold_for_stuck_mission(store: Store, automation: Automation, clock: Clock | None = None) -> Automation:
-    """Hold ``automation`` if its latest mission got stuck after the owner last touched it (a
-    resume after a stuck mission starts a new one); returns the automation as it now stands."""
-    automation_id = automation.automation_id
-    recent = Missions(store, clock).recent(automation_id, 1)
-    if not recent or recent[0].status != "stuck" or automation.state != "active":
-        return automation
-    mission = recent[0]
-    if mission.settled_at is not None and mission.settled_at >= automation.updated_at:
-        return Automations(store, clock).set_state(
-            automation_id,
-            AutomationState.HELD,
-            hold_kind=HoldKind.MISSION_STUCK,
-            note=f"{MISSION_HOLD}{mission.mission_id} is stuck ({mission.stop_reason}); 'floorgate automation resume {automation_id}' starts a new one",
-        )
-    return automation
-
-
-class LogUnwritable(InvalidInput):
-    """The state directory cannot hold this turn's log."""
-
-
-@dataclass
-class _Attempt:
-    """Per-run state (the executor is shared by a host's worker threads)."""
-
-    turn_id: str
-    owns_row: bool  # this runner holds the claim on a journal row that it must settle
-    decision: Decision | None = None
-
-
-@dataclass(frozen=True)
-class Admitted:
-    """A reservation ``TurnExecutor.begin`` admitted and journaled under this runner's claim; not
-    launched yet. Hand it to ``finish`` (it stays resumable by its turn id if never finished)."""
-
-    automation: Automation
-    turn: _Attempt
-    decision: Decision
-    pre: TurnGate
-    begun: tuple[tuple[bool, Mission], ...]
-    log_path: Path
-
-    @property
-    def turn_id(self) -> str:
-        return self.turn.turn_id
 
 
 class TurnExecutor:
@@ -259,7 +174,7 @@ class TurnExecutor:
                     # It passed confirm under a runner now gone: it may have spawned, never rerun.
                     settled = settle_lost(self.store, self.clock, claimed, self.owner, ran_on=existing.runner_host).record
                     return TurnOutcome(turn_id, settled.verdict or settled_unknown(), None, settled)
-        turn = _Attempt(turn_id if turn_id is not None else new_turn_id(automation.automation_id), owns_row=claimed is not None)
+        turn = Attempt(turn_id if turn_id is not None else new_turn_id(automation.automation_id), owns_row=claimed is not None)
 
         def decide() -> TurnOutcome | Admitted:
             if not overlap_checked and not turn.owns_row and manual_reason is None:
@@ -274,7 +189,7 @@ class TurnExecutor:
         """The execution half of ``run``: gate, confirm, launch, wait and settle an admitted turn."""
         return self._settling(admitted.automation, admitted.turn, lambda: self._execute(admitted))
 
-    def _settling(self, automation: Automation, turn: _Attempt, step: Callable[[], _T]) -> _T | TurnOutcome:
+    def _settling(self, automation: Automation, turn: Attempt, step: Callable[[], _T]) -> _T | TurnOutcome:
         """Run ``step``; once a reservation is made, every failure settles the turn."""
         try:
             return step()
@@ -283,7 +198,7 @@ class TurnExecutor:
         except BaseException as exc:
             if not turn.owns_row:
                 raise
-            verdict = _failure(exc)
+            verdict = failure_verdict(exc)
             log.error("turn %s of %s failed before its verdict: %s: %s", turn.turn_id, automation.automation_id, type(exc).__name__, exc)
             settled = self.journal.settle(turn.turn_id, verdict, owner=self.owner)
             if not isinstance(exc, Exception):
@@ -293,7 +208,7 @@ class TurnExecutor:
     def _decide(
         self,
         automation: Automation,
-        turn: _Attempt,
+        turn: Attempt,
         manual_reason: str | None,
         nominal: datetime | None,
         wait_eligible: timedelta,
@@ -410,7 +325,7 @@ class TurnExecutor:
         detail = f"turn {turn_id} is {phase} and owned by live runner {owner} (lease until {lease}); nothing run or written"
         return TurnOutcome(turn_id, verdict, None, None, detail=detail, owner=owner or "")
 
-    def _settle_claimed(self, turn: _Attempt, verdict: Verdict) -> None:
+    def _settle_claimed(self, turn: Attempt, verdict: Verdict) -> None:
         """A taken-over turn refused before admission admits it again is settled, not left open."""
         if turn.owns_row:
             self.journal.settle(turn.turn_id, verdict, owner=self.owner)
@@ -462,7 +377,7 @@ class TurnExecutor:
         if verdict.status == "stuck":
             hold_for_stuck_mission(self.store, automation, self.clock)
 
-    def _begin(self, automation: Automation, turn: _Attempt, pre: TurnGate, begun: list[tuple[bool, Mission]]) -> Begin | None:
+    def _begin(self, automation: Automation, turn: Attempt, pre: TurnGate, begun: list[tuple[bool, Mission]]) -> Begin | None:
         """The envelope's part of the turn's begin, run inside the admitting transaction: open the
         mission, count the turn, link the attempt to it. ``begun`` receives (counted, mission)."""
         if self.gate.mode == "disabled":
@@ -601,17 +516,6 @@ class TurnExecutor:
             except subprocess.TimeoutExpired:
                 pass
             self._renew(turn_id)
-
-
-def _failure(exc: BaseException) -> Verdict:
-    """The verdict for a turn that failed after its reservation, naming the cause."""
-    if isinstance(exc, LogUnwritable):
-        reason = "log_unwritable"
-    elif not isinstance(exc, Exception):
-        reason = "interrupted"
-    else:
-        reason = f"runner_error_{type(exc).__name__}"
-    return Verdict(status="failed", stop_reason=reason, retryable=True, failure_category="infra")
 
 
 def _pause(step: str) -> None:
