@@ -22,8 +22,14 @@ from .automations import AutomationService
 from .owner_gate import OwnerGate
 from .readback import Readback
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # built on first use: a hook's start-up never imports what it does not call
+    from ..agents.hooks import HookService
     from ..runtime._webhook_http import AddressRanges
+    from ..runtime.executor import TurnExecutor
+    from .envelopes import EnvelopeService
+    from .floors import FloorService
+    from .notify import NotifyService
+    from .timers import TimerService
 
 ENV_STATE_DIR = "FLOORGATE_STATE_DIR"
 ENV_ENVELOPE_MODE = "FLOORGATE_ENVELOPE_MODE"
@@ -108,7 +114,7 @@ class Floorgate:
         return OwnerGate(self.store, self.clock)
 
     @cached_property
-    def floors(self):  # type: ignore[no-untyped-def]
+    def floors(self) -> FloorService:
         """Floor settings at one target: read with inheritance, preview, apply, read back."""
         from .floors import FloorService
 
@@ -123,7 +129,7 @@ class Floorgate:
         return Readback(self.store, self.clock, self.timers)  # status compares cron lines as apply writes them
 
     @cached_property
-    def timers(self):  # type: ignore[no-untyped-def]
+    def timers(self) -> TimerService:
         from .timers import TimerService
 
         return TimerService(self.store, clock=self.clock, crontab_user=self.settings.crontab_user, state_dir=self.settings.state_dir)
@@ -133,7 +139,7 @@ class Floorgate:
         return AutomationService(self.store, self.clock, self.timers, self.readback)
 
     @cached_property
-    def envelopes(self):  # type: ignore[no-untyped-def]
+    def envelopes(self) -> EnvelopeService:
         from .envelopes import EnvelopeService
 
         return EnvelopeService(self.store, self.clock)
@@ -144,19 +150,19 @@ class Floorgate:
         return Journal(self.store, self.clock)
 
     @cached_property
-    def hooks(self):  # type: ignore[no-untyped-def]
+    def hooks(self) -> HookService:
         from ..agents.hooks import HookService
 
         return HookService(self.store, self.clock, self.settings.envelope_mode)
 
     @cached_property
-    def notify(self):  # type: ignore[no-untyped-def]
+    def notify(self) -> NotifyService:
         """Webhook subscriptions, the event outbox and delivering it."""
         from .notify import NotifyService
 
         return NotifyService(self.store, self.clock, ranges=self.settings.webhook_ranges())
 
-    def executor(self, *, host: str | None = None):  # type: ignore[no-untyped-def]
+    def executor(self, *, host: str | None = None) -> TurnExecutor:
         """A managed-turn executor with these settings' state directory and envelope mode."""
         from ..runtime.executor import TurnExecutor
 

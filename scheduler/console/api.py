@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal, overload
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -74,7 +74,12 @@ class Endpoint:
 
 
 # -- parsing -------------------------------------------------------------------------------------
+@overload
+def text_field(body: Body, name: str, *, required: Literal[True] = True) -> str: ...
+@overload
+def text_field(body: Body, name: str, *, required: bool) -> str | None: ...
 def text_field(body: Body, name: str, *, required: bool = True) -> str | None:
+    """The string ``name`` of the body (None when absent and not ``required``)."""
     value = body.get(name)
     if value is None:
         if required:
