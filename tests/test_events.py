@@ -228,11 +228,12 @@ def test_notify_commands_add_list_deliver_and_remove(store: Store, clock: FixedC
 
 
 def test_a_running_host_delivers_events_on_its_own(store: Store, clock: FixedClock, receiver: Receiver, tmp_path: Path) -> None:
-    from floorgate.scheduler.runtime.host import HostRuntime, RuntimeConfig
+    from floorgate.scheduler.app.root import Floorgate
+    from floorgate.scheduler.runtime.host import RuntimeConfig
 
     _, secret = Events(store, clock).add_webhook(receiver.url, "floor_changed")
     Policies(store, clock).configure(Scope.parse("g"), min_interval=timedelta(hours=1), expected_revision=0, owner_ref="o")
-    host = HostRuntime(store, RuntimeConfig(state_dir=tmp_path / "state", poll=timedelta(milliseconds=100)), clock=clock)
+    host = Floorgate(store, clock=clock).host_runtime(RuntimeConfig(state_dir=tmp_path / "state", poll=timedelta(milliseconds=100)))
     host.start()
     try:
         deadline = time.monotonic() + 15

@@ -302,12 +302,12 @@ def test_settings_resolve_flags_over_environment() -> None:
 
 
 def test_a_running_host_replans_when_the_host_policy_changes(store, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from floorgate.scheduler.runtime.host import HostRuntime, RuntimeConfig
+    from floorgate.scheduler.runtime.host import RuntimeConfig
 
     clock = FixedClock(T0)
     add_automation(store, clock, schedule=EVERY_15M)
     clock.set(T0 + 20 * M)  # the 09:15 fire was missed (no host then)
-    host = HostRuntime(store, RuntimeConfig(state_dir=tmp_path / "state"), clock=clock)
+    host = Floorgate(store, clock=clock).host_runtime(RuntimeConfig(state_dir=tmp_path / "state"))
     host.heartbeat.beat()
     host.sync()
     assert host.scheduler.get_job("x").next_run_time == T0 + 15 * M  # the 09:15 fire is due: it fires at once

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
-from floorgate.admission import Admission, HostPolicies, Journal, Policies, Principals, Store, open_store
+from floorgate.admission import Admission, Automations, HostPolicies, Journal, Policies, Principals, Store, open_store
 from floorgate.admission.clock import Clock, SystemClock
 
 from .automations import AutomationService
@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # built on first use: a hook's start-up never imports what it
     from ..agents.hooks import HookService
     from ..runtime._webhook_http import AddressRanges
     from ..runtime.executor import TurnExecutor
+    from ..runtime.host import HostRuntime, RuntimeConfig
     from .envelopes import EnvelopeService
     from .floors import FloorService
     from .notify import NotifyService
@@ -167,3 +168,32 @@ class Floorgate:
         from ..runtime.executor import TurnExecutor
 
         return TurnExecutor(self.store, state_dir=self.settings.state_dir, clock=self.clock, host=host, mode=self.settings.envelope_mode)
+
+    def host_runtime(self, config: RuntimeConfig) -> HostRuntime:
+        """The host runtime ``floorgate run`` starts, with its collaborators built here over this
+        store and clock (``config`` says its state directory, envelope mode and webhook ranges)."""
+        from floorgate.admission import TickLog, TimerBindings
+        from floorgate.admission.changes import ChangeFeed
+
+        from ..runtime._heartbeat import Heartbeat
+        from ..runtime.executor import TurnExecutor, host_identity
+        from ..runtime.host import HostParts, HostRuntime
+        from .notify import NotifyService
+
+        store, clock, host = self.store, self.clock, host_identity()
+        parts = HostParts(
+            store=store,
+            clock=clock,
+            host=host,
+            heartbeat=Heartbeat(store, clock, host, config.poll),
+            automations=Automations(store, clock),
+            admission=Admission(store, clock),
+            journal=Journal(store, clock),
+            ticklog=TickLog(store),
+            timers=TimerBindings(store),
+            executor=TurnExecutor(store, state_dir=config.state_dir, clock=clock, host=host, mode=config.envelope_mode),
+            host_policies=HostPolicies(store, clock),
+            notifier=NotifyService(store, clock, ranges=config.webhook_ranges),
+            changes=ChangeFeed(store),
+        )
+        return HostRuntime(parts, config)

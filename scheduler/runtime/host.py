@@ -22,7 +22,7 @@ import functools
 import itertools
 import logging
 import threading
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from concurrent.futures import ThreadPoolExecutor as FuturesPool
 from datetime import datetime, timezone
 
@@ -48,7 +48,7 @@ from floorgate.admission import (
 )
 from floorgate.admission.automations import idle_wake
 from floorgate.admission.changes import ChangeFeed
-from floorgate.admission.clock import Clock, SystemClock, read_clock
+from floorgate.admission.clock import Clock, read_clock
 from floorgate.admission.intervals import format_interval
 from floorgate.hosts import Schedule
 from floorgate.hosts.apscheduler_timer import ApschedulerTimer
@@ -75,32 +75,54 @@ from ._tick_inputs import TickReader
 from ._tick_log import TickRecords
 from ._ticking import AdmitGroups, Ticking
 from ._turn_pool import TurnPool
-from .executor import TurnExecutor, host_identity
+from .executor import TurnExecutor
 from ..app.notify import NotifyService
 from ..app.wake import BackoffPolicy
 
-__all__ = ["HostRuntime", "RuntimeConfig"]  # RuntimeConfig lives with the planning values
+__all__ = ["HostParts", "HostRuntime", "RuntimeConfig"]  # RuntimeConfig lives with the planning values
 
 log = logging.getLogger("floorgate.run")
 
 DECIDERS = 4  # APScheduler's threads: they decide ticks (a few statements each) and never run a turn
 
 
+@dataclass(frozen=True)
+class HostParts:
+    """What a host runtime works with, built by the composition root (``Floorgate.host_runtime``):
+    the store, the clock, this host's identity and the repositories and services over them."""
+
+    store: Store
+    clock: Clock
+    host: str
+    heartbeat: Heartbeat
+    automations: Automations
+    admission: Admission
+    journal: Journal
+    ticklog: TickLog
+    timers: TimerBindings
+    executor: TurnExecutor
+    host_policies: HostPolicies
+    notifier: NotifyService
+    changes: ChangeFeed
+
+
 class HostRuntime(Ticking, TickRecords):
     """Keeps the timers of every active automation and runs their ticks."""
 
-    def __init__(self, store: Store, config: RuntimeConfig, *, clock: Clock | None = None) -> None:
+    def __init__(self, parts: HostParts, config: RuntimeConfig) -> None:
+        """Build it with ``Floorgate.host_runtime(config)``: the composition root makes ``parts``."""
+        store = parts.store
         self.store = store
         self.config = config
-        self.clock = clock if clock is not None else SystemClock()
-        self.host = host_identity()
-        self.heartbeat = Heartbeat(store, self.clock, self.host, config.poll)
-        self.automations = Automations(store, self.clock)
-        self.admission = Admission(store, self.clock)
-        self.journal = Journal(store, self.clock)
-        self.ticklog = TickLog(store)
-        self.timers = TimerBindings(store)
-        self.executor = TurnExecutor(store, state_dir=config.state_dir, clock=self.clock, host=self.host, mode=config.envelope_mode)
+        self.clock = parts.clock
+        self.host = parts.host
+        self.heartbeat = parts.heartbeat
+        self.automations = parts.automations
+        self.admission = parts.admission
+        self.journal = parts.journal
+        self.ticklog = parts.ticklog
+        self.timers = parts.timers
+        self.executor = parts.executor
         self.tick_reader = TickReader(store, self.automations, self.executor.gate, lambda: self._decoded)
         # Turns run here, never on APScheduler's threads, which only decide ticks.
         self.turns = TurnPool(config.workers, self._renew_waiting, self.executor.lease.total_seconds() / 3)
@@ -108,10 +130,10 @@ class HostRuntime(Ticking, TickRecords):
         self.admitters = FuturesPool(max_workers=DECIDERS, thread_name_prefix="floorgate-admit")
         # SQLite has one writer: there they reserve in groups, one durable commit per group.
         self.groups = AdmitGroups(self._admit_group) if store.dialect == "sqlite" else None
-        self.host_policies = HostPolicies(store, self.clock)
-        self.notifier = NotifyService(store, self.clock, ranges=config.webhook_ranges)
+        self.host_policies = parts.host_policies
+        self.notifier = parts.notifier
         self.policy = HostPolicy()  # replaced by the stored policy at every sync
-        self.changes = ChangeFeed(store)
+        self.changes = parts.changes
         self._marks = SyncMarks(self.changes)
         self._decoded: dict[str, Decoded] = {}
         self._armed: dict[str, Armed] = {}

@@ -78,7 +78,7 @@ def _run(ctx: Context) -> int:
         envelope_mode=settings.envelope_mode,
         webhook_ranges=settings.webhook_ranges(),
     )
-    runtime = HostRuntime(ctx.store, config)
+    runtime = ctx.app.host_runtime(config)
 
     def stop(signum, _frame):  # type: ignore[no-untyped-def]
         logging.getLogger("floorgate.run").info("%s received: stopping (running turns settle first)", signal.Signals(signum).name)
