@@ -61,12 +61,11 @@ class EnvelopeMode(StrEnum):
     ENFORCE = "enforce"
 
 
-Mode = EnvelopeMode
 ENV_MODE = "FLOORGATE_ENVELOPE_MODE"
 log = logging.getLogger("floorgate.envelope")
 
 
-def envelope_mode(value: str | None = None) -> Mode:
+def envelope_mode(value: str | None = None) -> EnvelopeMode:
     """The mode: the argument, else $FLOORGATE_ENVELOPE_MODE, else enforce."""
     chosen = value if value is not None else os.environ.get(ENV_MODE) or EnvelopeMode.ENFORCE.value
     try:
@@ -100,10 +99,10 @@ def _stuck(reason: str, bound: str | None = None) -> Verdict:
 
 
 class EnvelopeGate:
-    def __init__(self, store: Store, *, clock: Clock | None = None, mode: Mode | None = None) -> None:
+    def __init__(self, store: Store, *, clock: Clock | None = None, mode: EnvelopeMode | None = None) -> None:
         self.store = store
         self.clock = clock if clock is not None else SystemClock()
-        self.mode: Mode = mode if mode is not None else envelope_mode()
+        self.mode: EnvelopeMode = mode if mode is not None else envelope_mode()
         self.missions = Missions(store, self.clock)
         self.approvals = Approvals(store, self.clock)
         self.accounting = Accounting(store, self.clock)
@@ -192,15 +191,6 @@ class EnvelopeGate:
             if allow is not None:
                 return TurnGate(None, envelope, _stuck(allow))
         return TurnGate(mission, envelope)
-
-    def begin_turn(self, automation: Automation, pre: TurnGate) -> TurnGate:
-        """After admission admitted the turn: ``open_turn`` in a transaction of its own, then
-        ``gate_turn`` (the managed turn does ``open_turn`` inside its admission instead)."""
-        if self.mode == "disabled":
-            return pre
-        with self.store.unit() as unit:
-            counted, mission = self.open_turn(automation, pre, within=unit)
-        return self.gate_turn(automation, pre, mission, counted)
 
     def open_turn(self, automation: Automation, pre: TurnGate, *, within: Connection) -> tuple[bool, Mission]:
         """In the caller's transaction: open the mission if needed and count the turn (one
