@@ -46,7 +46,7 @@ from floorgate.admission import (
 from floorgate.admission.clock import Clock, SystemClock, read_clock
 from floorgate.admission.envelope import CAPS
 from floorgate.admission.errors import CorruptState
-from floorgate.admission.journal import FailureCategory, TurnStatus
+from floorgate.admission.journal import FailureCategory
 from floorgate.admission.missions import MissionStatus
 from floorgate.admission.policies import applicable_rules
 
@@ -89,13 +89,11 @@ _BOUND_IN_REASON = re.compile(r"compute bound exhausted: (max_\w+)=")
 
 
 # What admission itself answers for a lane whose stored rules it cannot decode.
-UNREADABLE_RULES = Verdict(
-    status=TurnStatus.DENIED, stop_reason="admission_state_unavailable", retryable=True, failure_category=FailureCategory.INFRA
-)
+UNREADABLE_RULES = Verdict.denied("admission_state_unavailable", retryable=True, category=FailureCategory.INFRA)
 
 
 def _stuck(reason: str, bound: str | None = None) -> Verdict:
-    return Verdict(status=TurnStatus.STUCK, stop_reason=reason, retryable=False, failure_category=FailureCategory.POLICY, bound=bound)
+    return Verdict.stuck(reason, bound)
 
 
 class EnvelopeGate:

@@ -45,27 +45,27 @@ def host_env(
 def spawn_failed(exc: OSError) -> Verdict:
     """The verdict of a host that could not be started (nothing ran; the start is spent)."""
     reason = {FileNotFoundError: "host_missing", PermissionError: "host_not_executable"}.get(type(exc), "spawn_error")
-    return Verdict(status="failed", stop_reason=reason, retryable=True, failure_category="infra")
+    return Verdict.infra_failure(reason)
 
 
-TIMED_OUT = Verdict(status="timed_out", stop_reason="deadline_exceeded", retryable=False, failure_category="task")
+TIMED_OUT = Verdict.timed_out()
 
 
 def exit_verdict(code: int) -> Verdict:
     """The verdict of a host that ended with ``code`` (negative: killed by that signal)."""
     if code == 0:
-        return Verdict(status="succeeded", stop_reason="completed", retryable=False, failure_category="none", exit_code=0)
+        return Verdict.succeeded()
     if code < 0:
         name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
-        return Verdict(status="failed", stop_reason=f"killed_by_{name}", retryable=True, failure_category="infra", exit_code=code)
-    return Verdict(status="failed", stop_reason=f"exit_code_{code}", retryable=False, failure_category="task", exit_code=code)
+        return Verdict.infra_failure(f"killed_by_{name}", exit_code=code)
+    return Verdict.task_failure(f"exit_code_{code}", exit_code=code)
 
 
 def denied_verdict(decision: Decision) -> Verdict:
     """The verdict of a turn admission denied (nothing ran)."""
-    return Verdict(status="denied", stop_reason=f"admission_{decision.reason.value}", retryable=False, failure_category="policy")
+    return Verdict.denied(f"admission_{decision.reason.value}")
 
 
 def settled_unknown() -> Verdict:
     """The verdict of a turn whose host may have run but whose runner is gone."""
-    return Verdict(status="failed", stop_reason="unknown_outcome", retryable=True, failure_category="infra")
+    return Verdict.infra_failure("unknown_outcome")

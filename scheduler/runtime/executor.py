@@ -222,7 +222,7 @@ class TurnExecutor:
             automation = hold_for_stuck_mission(self.store, automation, self.clock)
         if automation.state != "active" and manual_reason is None:
             note = f": {automation.state_note}" if automation.state_note else ""
-            verdict = Verdict(status="denied", stop_reason=f"automation_{automation.state}", retryable=False, failure_category="policy")
+            verdict = Verdict.denied(f"automation_{automation.state}")
             hint = "" if "automation resume" in note else f"; 'floorgate automation resume {automation.automation_id}'"
             self._settle_claimed(turn, verdict)
             return TurnOutcome(
@@ -321,7 +321,7 @@ class TurnExecutor:
         owner = current.owner_id if current is not None else None
         lease = iso(current.lease_expires) if current is not None else None
         phase = current.phase if current is not None else "unknown"
-        verdict = Verdict(status="denied", stop_reason="turn_owned", retryable=True, failure_category="policy")
+        verdict = Verdict.denied("turn_owned", retryable=True)
         detail = f"turn {turn_id} is {phase} and owned by live runner {owner} (lease until {lease}); nothing run or written"
         return TurnOutcome(turn_id, verdict, None, None, detail=detail, owner=owner or "")
 
@@ -347,7 +347,7 @@ class TurnExecutor:
         live = [r for r in self.journal.unsettled(automation.automation_id) if not orphaned(r, now)]
         if not live:
             return None
-        verdict = Verdict(status="denied", stop_reason="overlap", retryable=False, failure_category="policy")
+        verdict = Verdict.denied("overlap")
         running = live[0]
         return TurnOutcome(
             turn_id, verdict, None, None, detail=f"turn {running.turn_id} is still running ({running.owner_id}); overlap skip"

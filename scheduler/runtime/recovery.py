@@ -35,9 +35,9 @@ from ._process import boot_id, group_starts, kill_group, start_ticks, valid_pid
 log = logging.getLogger("floorgate.recovery")
 
 DEFAULT_LEASE = timedelta(seconds=30)
-UNKNOWN = Verdict(status="failed", stop_reason="unknown_outcome", retryable=True, failure_category="infra")
-ORPHANED_RESERVATION = Verdict(status="failed", stop_reason="orphaned_reservation", retryable=True, failure_category="infra")
-REMOVED = Verdict(status="denied", stop_reason="automation_removed", retryable=False, failure_category="policy")
+UNKNOWN = Verdict.infra_failure("unknown_outcome")
+ORPHANED_RESERVATION = Verdict.infra_failure("orphaned_reservation")
+REMOVED = Verdict.denied("automation_removed")
 
 
 def host_identity() -> str:

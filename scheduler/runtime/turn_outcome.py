@@ -85,4 +85,4 @@ def failure_verdict(exc: BaseException) -> Verdict:
         reason = "interrupted"
     else:
         reason = f"runner_error_{type(exc).__name__}"
-    return Verdict(status="failed", stop_reason=reason, retryable=True, failure_category="infra")
+    return Verdict.infra_failure(reason)
