@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from starlette.testclient import TestClient
 
 from floorgate.admission import Approvals, FixedClock, Missions, Store
-from floorgate.scheduler.app import Floorgate
+from floorgate.scheduler.app.root import Floorgate
 from floorgate.scheduler.console import create_app
 
 from helpers import add_automation

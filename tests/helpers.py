@@ -132,7 +132,7 @@ def lines(path: Path) -> int:
 def host_running(store: Store, clock: FixedClock) -> None:
     """Record a live `floorgate run` heartbeat at the clock's time (poll 1 day: it stays alive for
     the test), so readbacks of floorgate's own timer show the fires a running host makes."""
-    from floorgate.scheduler._heartbeat import Heartbeat
+    from floorgate.scheduler.runtime._heartbeat import Heartbeat
 
     Heartbeat(store, clock, "test-host:1", timedelta(days=1)).beat()
 

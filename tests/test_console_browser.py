@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from floorgate.admission import Admission, FixedClock, SystemClock, open_store
-from floorgate.scheduler.app import Floorgate
+from floorgate.scheduler.app.root import Floorgate
 from floorgate.scheduler.console import create_app
 
 from cli import run_cli

@@ -242,7 +242,7 @@ def test_sessions_live_in_the_store_hashed_and_survive_a_restart_or_a_second_ser
 
     from starlette.testclient import TestClient
 
-    from floorgate.scheduler.app import Floorgate
+    from floorgate.scheduler.app.root import Floorgate
     from floorgate.scheduler.console import SESSION_COOKIE, create_app
 
     c = console(store, clock)
@@ -268,7 +268,7 @@ def test_revoking_a_principal_signs_its_sessions_out_everywhere(store: Store, cl
 def test_an_engaged_sign_in_lock_is_shared_by_every_server_on_the_store(store: Store, clock: FixedClock) -> None:
     from starlette.testclient import TestClient
 
-    from floorgate.scheduler.app import Floorgate
+    from floorgate.scheduler.app.root import Floorgate
     from floorgate.scheduler.console import create_app
 
     c = console(store, clock)

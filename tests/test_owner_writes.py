@@ -22,9 +22,9 @@ from floorgate.admission import Approvals, Automation, AutomationState, Principa
 from floorgate.admission.automations import AutomationSpec, CommandHost
 from floorgate.admission.events import EventKind, Events
 from floorgate.admission.journal import TurnRecord
-from floorgate.scheduler._host_env import host_env
-from floorgate.scheduler.cli import build_parser, leaf_parsers
-from floorgate.scheduler.owner_gate import Access
+from floorgate.scheduler.app.owner_gate import Access
+from floorgate.scheduler.cli.main import build_parser, leaf_parsers
+from floorgate.scheduler.runtime._host_env import host_env
 
 from console_kit import pending_ask
 from helpers import add_automation, floor

@@ -19,9 +19,9 @@ from floorgate.admission import (
     WakeState,
 )
 from floorgate.hosts import Schedule
-from floorgate.scheduler.app import Floorgate, Settings
-from floorgate.scheduler.preview import FloorMeeting, PlanInputs, first_run, first_run_at, simulate
-from floorgate.scheduler.readback import Readback, ReadbackHold, ReadbackState
+from floorgate.scheduler.app.preview import FloorMeeting, PlanInputs, first_run, first_run_at, simulate
+from floorgate.scheduler.app.readback import Readback, ReadbackHold, ReadbackState
+from floorgate.scheduler.app.root import Floorgate, Settings
 
 from conftest import T0, raw_sql
 from helpers import add_automation, floor, host_running
@@ -302,12 +302,12 @@ def test_settings_resolve_flags_over_environment() -> None:
 
 
 def test_a_running_host_replans_when_the_host_policy_changes(store, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from floorgate.scheduler.runtime import HostRuntime, RuntimeConfig
+    from floorgate.scheduler.runtime.host import RuntimeConfig
 
     clock = FixedClock(T0)
     add_automation(store, clock, schedule=EVERY_15M)
     clock.set(T0 + 20 * M)  # the 09:15 fire was missed (no host then)
-    host = HostRuntime(store, RuntimeConfig(state_dir=tmp_path / "state"), clock=clock)
+    host = Floorgate(store, clock=clock).host_runtime(RuntimeConfig(state_dir=tmp_path / "state"))
     host.heartbeat.beat()
     host.sync()
     assert host.scheduler.get_job("x").next_run_time == T0 + 15 * M  # the 09:15 fire is due: it fires at once
@@ -413,7 +413,7 @@ def test_automation_list_shows_an_unreadable_row(store, tmp_path) -> None:  # ty
 def test_the_bulk_readback_of_many_equals_each_automations_own(store, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """``status`` reads each table once for all automations; what it shows must be exactly what
     each automation's own readback shows (turns, missions, wake state, ticks, a damaged row)."""
-    from floorgate.scheduler.executor import TurnExecutor
+    from floorgate.scheduler.runtime.executor import TurnExecutor
 
     clock = FixedClock(T0 + 20 * M)
     floor(store, clock, "g/a", 10 * M)
@@ -441,7 +441,7 @@ def test_the_bulk_readback_of_many_equals_each_automations_own(store, tmp_path) 
 
 def test_status_tables_show_times_in_the_schedules_zone_and_how_far_away_while_json_stays_utc(store) -> None:
     from floorgate.admission import Admission
-    from floorgate.scheduler.present import readback_doc, status_text
+    from floorgate.scheduler.views.present import readback_doc, status_text
 
     start = T0 - 150 * M + timedelta(microseconds=250_000)  # 06:30:00.25Z
     clock = FixedClock(start)

@@ -14,7 +14,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from .._version import floorgate_version
-from ..app import Floorgate
+from ..app.root import Floorgate
 from .api import routes as api_routes
 from .auth import SESSION_COOKIE, Gatekeeper
 from .errors import error_response, json_error
@@ -33,7 +33,7 @@ def create_app(
     """The console over ``fg`` (``secure_cookies``: mark the session cookie Secure, behind TLS),
     behind its ``ConsoleGuard``: only ``allowed_hosts`` as Host (None: any, for an embedded
     console; ``serve`` always names them), bodies up to ``max_body`` bytes."""
-    from ..metrics import CONTENT_TYPE, render
+    from .metrics import CONTENT_TYPE, render
 
     gate = Gatekeeper(fg.principals, fg.clock)
     work = Workers()

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal, overload
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -21,10 +21,10 @@ from floorgate.admission.clock import iso, read_clock
 from floorgate.admission.events import parse_kinds
 from floorgate.admission.intervals import parse_interval
 
-from ..app import Floorgate
-from ..floors import parse_compute_text
-from ..notify import webhook_doc
-from ..present import (
+from ..app.floors import parse_compute_text
+from ..app.notify import webhook_doc
+from ..app.root import Floorgate
+from ..views.present import (
     automation_doc,
     binding_doc,
     change_doc,
@@ -37,8 +37,8 @@ from ..present import (
     tick_doc,
     turn_doc,
 )
-from ..present_automation import detail_doc, preview_doc
-from ..present_floors import floor_applied_doc, floor_change_doc, floor_view_doc
+from ..views.present_automation import detail_doc, preview_doc
+from ..views.present_floors import floor_applied_doc, floor_change_doc, floor_view_doc
 from . import runs
 from .auth import Gatekeeper, require_owner
 from .errors import error_response
@@ -74,7 +74,12 @@ class Endpoint:
 
 
 # -- parsing -------------------------------------------------------------------------------------
+@overload
+def text_field(body: Body, name: str, *, required: Literal[True] = True) -> str: ...
+@overload
+def text_field(body: Body, name: str, *, required: bool) -> str | None: ...
 def text_field(body: Body, name: str, *, required: bool = True) -> str | None:
+    """The string ``name`` of the body (None when absent and not ``required``)."""
     value = body.get(name)
     if value is None:
         if required:

@@ -14,9 +14,9 @@ from floorgate.admission.scope import MAX_LIMIT
 from floorgate.admission.tallies import Tallies
 from floorgate.hosts.schedule import Schedule
 
-from ..app import Floorgate
-from ..present import ago, eligibility_doc, host_doc, readback_doc
-from ..readback import AutomationReadback
+from ..app.readback import AutomationReadback
+from ..app.root import Floorgate
+from ..views.present import ago, eligibility_doc, host_doc, readback_doc
 from .timeline import DAYS, timeline
 
 UPCOMING = timedelta(hours=24)

@@ -17,7 +17,7 @@ from starlette.responses import JSONResponse
 
 from floorgate.admission import ApprovalRejected, InvalidInput, NotFound, ReductionNotAuthorized, RevisionConflict, StoreUnavailable
 
-from ..floors import ReductionNotShown
+from ..app.floors import ReductionNotShown
 from .auth import AuthError
 
 log = logging.getLogger("floorgate.console")

@@ -21,11 +21,11 @@ from floorgate.admission import InvalidInput, Principal, ReductionNotAuthorized,
 from floorgate.admission.clock import iso, read_clock
 from floorgate.admission.intervals import parse_interval
 
-from ..app import Floorgate
-from ..floors import ReductionNotShown, parse_compute_text
-from ..notify import webhook_doc
-from ..present import change_doc
-from ..present_floors import floor_change_doc, floor_view_doc
+from ..app.floors import ReductionNotShown, parse_compute_text
+from ..app.notify import webhook_doc
+from ..app.root import Floorgate
+from ..views.present import change_doc
+from ..views.present_floors import floor_change_doc, floor_view_doc
 from . import runs
 from .api import decide, pending_asks
 from .auth import SESSION_COOKIE, SESSION_TTL, AuthError, Gatekeeper, client_of, require_owner
