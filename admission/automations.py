@@ -390,7 +390,7 @@ class Automations:
         with self.store.write(lock_key=locks.automation(state.automation_id)) as conn:
             done = conn.execute(update(w).where(w.c.automation_id == state.automation_id).values(**values))
             if done.rowcount == 0:
-                conn.execute(insert(w).values(automation_id=state.automation_id, last_nominal_us=None, **values))
+                conn.execute(insert(w).values(automation_id=state.automation_id, **values))
 
 
 def _wake_from_row(row) -> WakeState:  # type: ignore[no-untyped-def]

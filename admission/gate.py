@@ -45,7 +45,7 @@ from ._rule import (
     _Verdict,
     _decision,
     _evaluate,
-    _judged,
+    _eligibility,
     _next_eligible_us,
     _request,
     _unavailable,
@@ -188,7 +188,7 @@ class Admission:
             last_start = self._last_start(goal, agent) if facts.agent_anchor_us is not None else None
         except StoreUnavailable as exc:
             return _unavailable(goal, agent, automation, now, exc)
-        return _judged(goal, agent, automation, now, facts, last_start)
+        return _eligibility(goal, agent, automation, now, facts, last_start)
 
     def eligibility_many(self, lanes: list[tuple[str, str, str | None]]) -> dict[tuple[str, str, str | None], Eligibility]:
         """``eligibility`` of many lanes (a readback of every automation): the facts of every lane
@@ -213,7 +213,7 @@ class Admission:
             if (goal, agent) in bad_agents:
                 out[(goal, agent, automation)] = _unavailable(goal, agent, automation, now, bad_agents[(goal, agent)])
             else:
-                out[(goal, agent, automation)] = _judged(goal, agent, automation, now, facts, last_starts.get((goal, agent)))
+                out[(goal, agent, automation)] = _eligibility(goal, agent, automation, now, facts, last_starts.get((goal, agent)))
         return out
 
     def _last_starts(
