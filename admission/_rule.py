@@ -11,18 +11,20 @@ from datetime import datetime, timedelta
 
 from ._types import shared_fields
 from .clock import aware_utc, from_us, iso, to_us
+from .decide.checks import CHECKS, Outcome
 from .decide.checks import Request as _Request
 from .decide.checks import Verdict as _Verdict
 from .decide.checks import evaluate as _evaluate
 from .decide.checks import judge
 from .decide.facts import Facts
-from .decide.floors import MAX_US, next_eligible_us
+from .decide.floors import MAX_US, after_start_us, next_eligible_us
 from .decisions import Decision, Eligibility, Reason, StartKind, StartRecord
 from .errors import InvalidInput
 from .scope import check_id, check_text
 
-_ADMITTING = (Reason.ELIGIBLE, Reason.MANUAL)
-_ADMITTED = (*_ADMITTING, Reason.RESUMED, Reason.NO_RULE)
+# The reasons that insert a start, and all that admit: read from the table's outcomes.
+_ADMITTING = tuple(dict.fromkeys(c.reason for c in CHECKS if c.outcome is Outcome.INSERT))
+_ADMITTED = (*_ADMITTING, *dict.fromkeys(c.reason for c in CHECKS if c.outcome is Outcome.ADMIT))
 # Readback has no turn or trigger: "/" is never a turn id and no trigger is negative.
 _NO_TURN = "/"
 _NO_TRIGGER = -1
@@ -72,9 +74,8 @@ def _decision(req: _Request, now: datetime, verdict: _Verdict) -> Decision:
     anchor_us = verdict.anchor_us
     if admitted and verdict.floor is not None and anchor_us is not None:
         # After an admission the next automatic start is one floor after this anchor.
-        step = verdict.floor.agent_floor // _US
-        lane_step = verdict.floor.lane_floor // _US if req.automation else 0
-        next_us = anchor_us + max(step, lane_step)
+        floor = verdict.floor
+        next_us = after_start_us(anchor_us, floor.agent_floor // _US, floor.lane_floor // _US if req.automation else 0)
     decision = _new_decision(Decision)
     # Decision is a frozen dataclass with no __post_init__ (tests/test_admission.py holds both):
     # its fields are set here at once, not one object.__setattr__ each as its __init__ does.

@@ -109,6 +109,12 @@ def next_eligible_us(agent_floor_us: int, lane_floor_us: int, agent_anchor: int 
     return lane_at if agent_at is None or lane_at > agent_at else agent_at
 
 
+def after_start_us(anchor_us: int, agent_floor_us: int, lane_floor_us: int) -> int:
+    """The next automatic start a start at ``anchor_us`` allows: one floor (the larger of the
+    agent's and, for a request naming its automation, the lane's) after it."""
+    return anchor_us + (agent_floor_us if agent_floor_us > lane_floor_us else lane_floor_us)
+
+
 def next_eligible_at(anchor: datetime, floor: timedelta) -> datetime:
     """One floor after a start at ``anchor`` (the next automatic start it allows); past the last
     representable instant, that instant (nothing after it runs)."""

@@ -45,9 +45,10 @@ def _bounds() -> str:
     return "\n               OR ".join(legs)
 
 
-def _case() -> str:
-    whens = [f"WHEN {c.sql} THEN '{c.outcome.value}'  -- {c.id}" for c in CHECKS]
-    return "\n             ".join(whens)
+def case_whens() -> str:
+    """The table of checks as the WHEN branches of one CASE over ``f.<fact>`` and ``p_<param>``:
+    each row's SQL, in order, giving its outcome (one line each, its id as a comment)."""
+    return "\n             ".join(f"WHEN {c.sql} THEN '{c.outcome.value}'  -- {c.id}" for c in CHECKS)
 
 
 @cache
@@ -65,7 +66,7 @@ LANGUAGE sql STABLE AS $fn$
            CASE
              WHEN f.damaged IS NOT NULL OR COALESCE(f.bad_rule, false) THEN 'deny'  -- damaged
              WHEN {_bounds()} THEN 'deny'  -- out of bounds
-             {_case()}
+             {case_whens()}
            END
       FROM (
         SELECT ru.rules, ru.bad_rule, ru.active_rules, ru.agent_floor, ru.lane_floor,
