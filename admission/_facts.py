@@ -8,8 +8,6 @@ value that is not what floorgate writes makes the state unavailable (fail closed
 from __future__ import annotations
 
 from collections import namedtuple
-from datetime import timedelta
-from typing import NamedTuple
 
 from ._types import decode_us
 from .decide.facts import FACT, FACTS, RULE_TEXT, TIMED, Facts
@@ -24,7 +22,7 @@ _RULE_TEXT = RULE_TEXT
 # The hot statement's columns, in ``FACTS``' order: the plain store's, and a relaxed store's.
 _FACT_COLUMNS = [f.sql for f in FACTS if f.name != "damaged"]
 _GUARDED_COLUMNS = [f.guarded or f.sql for f in FACTS if f.name != "damaged"]
-_GUARD_COLUMNS = [FACT["damaged"].guarded]
+_GUARD_COLUMNS = [FACT["damaged"].guarded or "NULL"]
 # SQLite only, on every store: a key column holds whatever a hand edit wrote, and a BLOB never
 # equals the text it is compared with, so a start or rule with a BLOB key would be skipped as NULL
 # ones are. BLOBs sort after all text, so each leg is an empty range of an index on a sound store.
@@ -58,7 +56,7 @@ _FG_ARGS = ":g, :a, :x, :xr, :t, CAST(:tr AS BIGINT), CAST(:now AS BIGINT)"
 RESERVE_SQL = (
     "SELECT "
     + ", ".join(f"{side}.{name}" for side in "fr" for name in [*(f.name for f in FACTS), "outcome"])
-    +     f" FROM fg_facts({_FG_ARGS}, CAST(:reason AS TEXT), :guarded) f"
+    + f" FROM fg_facts({_FG_ARGS}, CAST(:reason AS TEXT), :guarded) f"
     f" LEFT JOIN LATERAL (SELECT * FROM fg_admit({_FG_ARGS}, :kind, CAST(:reason AS TEXT), CAST(:lock AS BIGINT), :guarded)"
     " WHERE f.outcome = 'insert' OR (f.outcome = 'admit' AND CAST(:lock_admitted AS BOOLEAN)) OFFSET 0) r ON true"
 )
@@ -161,7 +159,7 @@ def decode_facts(row: tuple, goal: str, agent: str, automation: str | None, turn
     return Facts(floor, *fields, agent_us, lane_us)
 
 
-_AG_BOUND, _LN_BOUND, _TR_BOUND = (f.bound for f in TIMED)
+_AG_BOUND, _LN_BOUND, _TR_BOUND = (f.bound or 0 for f in TIMED)
 _StartFacts = tuple[Phase | None, str | None, int | None, int | None, int | None, int | None, str | None]
 
 
@@ -191,7 +189,9 @@ def _start_facts(row: tuple, goal: str, agent: str, turn_id: str) -> _StartFacts
         and (ln is None or (type(ln) is int and 0 <= ln < _LN_BOUND))
         and (ln_tr is None or (type(ln_tr) is int and 0 <= ln_tr < _TR_BOUND))
     ):
-        named = [("anchor", t_anchor, MAX_US)] + [(f.name.replace("_", " "), v, f.bound) for f, v in zip(TIMED, (ag, ln, ln_tr), strict=True)]
+        named = [("anchor", t_anchor, MAX_US)] + [
+            (f.name.replace("_", " "), v, f.bound) for f, v in zip(TIMED, (ag, ln, ln_tr), strict=True)
+        ]
         for name, value, bound in named:
             if value is not None and (type(value) is not int or not 0 <= value < (bound or 0)):
                 raise StoreUnavailable(f"malformed {name} time for {goal}/{agent}: {value!r}")

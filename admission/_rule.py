@@ -11,13 +11,11 @@ from datetime import datetime, timedelta
 
 from ._types import shared_fields
 from .clock import aware_utc, from_us, iso, to_us
-from .decide.checks import CHECKS, Outcome
+from .decide.checks import CHECKS, Outcome, judge
 from .decide.checks import Request as _Request
 from .decide.checks import Verdict as _Verdict
-from .decide.checks import evaluate as _evaluate
-from .decide.checks import judge
 from .decide.facts import Facts
-from .decide.floors import MAX_US, after_start_us, next_eligible_us
+from .decide.floors import MAX_US, after_start_us
 from .decisions import Decision, Eligibility, Reason, StartKind, StartRecord
 from .errors import InvalidInput
 from .scope import check_id, check_text
@@ -63,9 +61,6 @@ def _check_manual_reason(value: object) -> str | None:
     if len(value) > _MAX_REASON:
         raise InvalidInput("manual_reason", f"keep the reason under {_MAX_REASON} characters")
     return check_text(value.strip(), "manual_reason", max_len=_MAX_REASON)
-
-
-_next_eligible_us = next_eligible_us
 
 
 def _decision(req: _Request, now: datetime, verdict: _Verdict) -> Decision:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import builtins
 import json
 import re
-from collections.abc import Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import NamedTuple
@@ -21,7 +20,7 @@ from sqlalchemy.engine import Connection
 
 from . import _locks as locks
 from . import _schema as s
-from ._types import decode_row, raw_columns, shared_fields, stored
+from ._types import decode_row, raw_columns, stored
 from .clock import Clock, SystemClock, read_clock
 from .decide.floors import MAX_STORED_FLOOR as MAX_STORED_FLOOR
 from .decide.floors import EffectiveFloor as EffectiveFloor
@@ -34,7 +33,7 @@ from .envelope import ComputeBlock, loosened, parse_compute
 from .errors import CorruptState, InvalidInput, ReductionNotAuthorized, RevisionConflict, StoreUnavailable
 from .events import EventKind, record
 from .intervals import check_interval, format_interval
-from .scope import Scope, ScopeKind, check_id, check_limit
+from .scope import Scope, check_id, check_limit
 from .store import Store
 
 _OWNER_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,63}")
@@ -65,8 +64,6 @@ class Rule(BaseModel):
         return self.min_interval > timedelta(0)
 
 
-
-
 class RuleChange(BaseModel):
     """Provenance of one policy write."""
 
@@ -86,8 +83,6 @@ class RuleChange(BaseModel):
     note: str | None = None  # the owner's note on the write
 
 
-
-
 def check_owner_ref(value: object) -> str:
     if not isinstance(value, str) or not _OWNER_REF.fullmatch(value):
         raise InvalidInput("owner_ref", f"{value!r} is not a short identifier; use 1-64 letters, digits or ._:@- (no secrets)")
@@ -103,8 +98,6 @@ def _checked_us(value: object, what: str) -> int:
     if type(value) is not int or value < 0:
         raise StoreUnavailable(f"malformed {what} in the store: {value!r}")
     return value
-
-
 
 
 def rule_ref(goal_id: str, agent_key: str, automation_key: str, min_interval_us: object, revision: object) -> RuleRef:

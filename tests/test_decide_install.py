@@ -124,7 +124,9 @@ def test_an_unchanged_function_text_is_not_installed_again(db_url: str) -> None:
     store.close()
     store = open_store(db_url)
     try:
-        found = raw_sql(store, "SELECT prosrc FROM pg_proc WHERE proname = 'fg_facts' AND pronamespace = CAST(current_schema() AS regnamespace)")
+        found = raw_sql(
+            store, "SELECT prosrc FROM pg_proc WHERE proname = 'fg_facts' AND pronamespace = CAST(current_schema() AS regnamespace)"
+        )
         assert len(found) == 1 and "THEN 'insert'  -- interval_wait" in found[0][0]
     finally:
         store.close()

@@ -77,7 +77,9 @@ def cases(draw: st.DrawFn) -> tuple[Facts, Request, int, dict[str, object]]:
     if agent_floor or draw(st.booleans()):  # an inactive (zero) rule is no rule
         refs.append(RuleRef(scope=Scope(goal_id="g", agent_id="a"), min_interval=timedelta(microseconds=agent_floor), revision=1))
     if lane_floor:
-        refs.append(RuleRef(scope=Scope(goal_id="g", agent_id="a", automation_id="x"), min_interval=timedelta(microseconds=lane_floor), revision=1))
+        refs.append(
+            RuleRef(scope=Scope(goal_id="g", agent_id="a", automation_id="x"), min_interval=timedelta(microseconds=lane_floor), revision=1)
+        )
     floor = combine("g", "a", automation, refs)
     turn = draw(st.none() | st.tuples(st.sampled_from(["reserved", "confirmed", ""]), st.sampled_from(["x", "", "y"]), st.integers(0, 40)))
     ag, ln, ln_tr = draw(_times), draw(_times), draw(_times)

@@ -75,9 +75,7 @@ RULE_TEXT = (
 )
 # The rules that may apply to a lane: agent_id IN ('', :a) and automation_id IN ('', :xr). A rule
 # whose scope ids are NULL could be this agent's: it is read too, and fails the decoder.
-RULES_WHERE = (
-    "goal_id = :g AND (agent_id IN ('', :a) OR agent_id IS NULL) AND (automation_id IN ('', :xr) OR automation_id IS NULL)"
-)
+RULES_WHERE = "goal_id = :g AND (agent_id IN ('', :a) OR agent_id IS NULL) AND (automation_id IN ('', :xr) OR automation_id IS NULL)"
 TURN_TEXT = (
     "COALESCE(phase, '') || '/' || COALESCE(goal_id, '?') || '/' || COALESCE(agent_id, '?') || '/' "
     "|| COALESCE(automation_id, '?') || '/' || COALESCE(CAST(anchor_us AS TEXT), '?')"
@@ -103,9 +101,15 @@ FACTS = (
         ),
         bound=MAX_US,
     ),
-    Fact("lane_anchor", "ln", "(SELECT anchor_us FROM fg_starts WHERE " + _LANE + " ORDER BY anchor_us DESC LIMIT 1)", "bigint", bound=MAX_US),
     Fact(
-        "lane_trigger", "ln_tr", "(SELECT trigger_us FROM fg_starts WHERE " + _LANE + " ORDER BY trigger_us DESC LIMIT 1)", "bigint", bound=MAX_US
+        "lane_anchor", "ln", "(SELECT anchor_us FROM fg_starts WHERE " + _LANE + " ORDER BY anchor_us DESC LIMIT 1)", "bigint", bound=MAX_US
+    ),
+    Fact(
+        "lane_trigger",
+        "ln_tr",
+        "(SELECT trigger_us FROM fg_starts WHERE " + _LANE + " ORDER BY trigger_us DESC LIMIT 1)",
+        "bigint",
+        bound=MAX_US,
     ),
     Fact("duplicate", "dup", "(SELECT turn_id FROM fg_starts WHERE " + _LANE + " AND trigger_us = :tr)", "text"),
     # Only on a store whose NOT NULL constraints were dropped (a hand rebuild; the planners cannot use

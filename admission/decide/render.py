@@ -18,7 +18,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from .checks import CHECKS
-from .facts import FACTS, PARAMS, RULE_TEXT, RULES_WHERE, TURN_TEXT, server_sql
+from .facts import FACTS, PARAMS, RULES_WHERE, RULE_TEXT, TURN_TEXT, server_sql
 from .floors import MAX_FLOOR_US, MAX_US
 
 _ARGS = ", ".join(f"p_{p.name} {p.pg_type}" for p in PARAMS)
@@ -139,9 +139,6 @@ def install(conn: Connection) -> None:
     conn.exec_driver_sql(facts_function())
     conn.exec_driver_sql(admit_function())
     conn.execute(
-        text(
-            "INSERT INTO fg_installed (name, hash) VALUES ('decision', :h)"
-            " ON CONFLICT (name) DO UPDATE SET hash = excluded.hash"
-        ),
+        text("INSERT INTO fg_installed (name, hash) VALUES ('decision', :h) ON CONFLICT (name) DO UPDATE SET hash = excluded.hash"),
         {"h": functions_hash()},
     )
