@@ -205,7 +205,7 @@ def _start_facts(row: tuple, goal: str, agent: str, turn_id: str) -> _StartFacts
 # a NULL there is a damaged row the guard below reports (PostgreSQL sorts NULLs first).
 Lane = tuple[str, str, str | None]
 _MANY_RULES_SQL = "SELECT goal_id, agent_id, automation_id, " + _RULE_TEXT + " FROM fg_rules ORDER BY goal_id, agent_id, automation_id"
-_MANY_TURN_SQL = "SELECT " + _FACT_COLUMNS[1]
+_MANY_TURN_SQL = "SELECT " + FACT["turn"].sql
 _MANY_AGENTS_SQL = "SELECT goal_id, agent_id, MAX(anchor_us) FROM fg_starts GROUP BY goal_id, agent_id"
 # At most one start of a lane has a given trigger (ix_fg_starts_lane_trigger is unique), so MAX is it.
 _MANY_LANES_SQL = (

@@ -81,7 +81,8 @@ def cases(draw: st.DrawFn) -> tuple[Facts, Request, int, dict[str, object]]:
             RuleRef(scope=Scope(goal_id="g", agent_id="a", automation_id="x"), min_interval=timedelta(microseconds=lane_floor), revision=1)
         )
     floor = combine("g", "a", automation, refs)
-    turn = draw(st.none() | st.tuples(st.sampled_from(["reserved", "confirmed", ""]), st.sampled_from(["x", "", "y"]), st.integers(0, 40)))
+    phases, agents, lanes = st.sampled_from(["reserved", "confirmed", ""]), st.sampled_from(["a", "b"]), st.sampled_from(["x", "", "y"])
+    turn = draw(st.none() | st.tuples(phases, lanes, st.integers(0, 40), agents))
     ag, ln, ln_tr = draw(_times), draw(_times), draw(_times)
     dup = draw(st.none() | st.just("t0"))
     now, trigger = draw(st.integers(0, 40)), draw(st.integers(0, 40))
@@ -90,7 +91,7 @@ def cases(draw: st.DrawFn) -> tuple[Facts, Request, int, dict[str, object]]:
     facts = Facts(
         floor,
         phase,
-        None if turn is None else f"g/a/{turn[1]}",
+        None if turn is None else f"g/{turn[3]}/{turn[1]}",
         None if turn is None else turn[2],
         ag,
         ln,
@@ -101,10 +102,10 @@ def cases(draw: st.DrawFn) -> tuple[Facts, Request, int, dict[str, object]]:
     )
     req = Request("g", "a", automation, "t1", from_us(trigger), trigger, manual)
     values: dict[str, object] = {
-        "f_turn": None if turn is None else f"{turn[0]}/g/a/{turn[1]}/{turn[2]}",
+        "f_turn": None if turn is None else f"{turn[0]}/g/{turn[3]}/{turn[1]}/{turn[2]}",
         "f_t_phase": None if turn is None else turn[0],
         "f_t_goal": None if turn is None else "g",
-        "f_t_agent": None if turn is None else "a",
+        "f_t_agent": None if turn is None else turn[3],
         "f_t_lane": None if turn is None else turn[1],
         "f_ag": ag,
         "f_ln": ln,

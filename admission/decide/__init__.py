@@ -26,9 +26,10 @@ How to add a check (for example a cap on starts per window):
 
 Nothing else changes by hand: ``tests/test_decide_table.py`` holds every row's Python and SQL
 forms together on generated facts, on SQLite and PostgreSQL, and the store installs the new
-function text at its next open. A new check touches 2 files (``checks.py`` and its test
-expectations come from the table), 4 with a new fact (``facts.py``, ``_facts.py``'s decoder,
-``decisions.py`` for a new reason).
+function text at its next open (no migration). Files a new check touches: ``checks.py`` alone
+over existing facts (plus ``decisions.py`` for a new ``Reason``); with a new fact, also
+``facts.py`` (its declaration and ``Facts`` field), ``admission/_facts.py`` (its decoding, and
+the bulk readback of many lanes) and the table test's generator of facts: five at most.
 """
 
 from __future__ import annotations
