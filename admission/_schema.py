@@ -98,9 +98,16 @@ wake_state = Table(
     Column("automation_id", String(128), primary_key=True),
     Column("backoff_step", Integer, nullable=False),  # 0: no backoff chain running
     Column("backoff_wake_us", UtcMicros, nullable=True),
-    Column("last_nominal_us", UtcMicros, nullable=True),  # unused: the tick log records what ticked
     Column("updated_at_us", UtcMicros, nullable=False),
     Index("ix_fg_wake_state_updated", "updated_at_us"),
+)
+
+# The hash of the PostgreSQL decision functions installed after the migrations (decide.render).
+installed = Table(
+    "fg_installed",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("hash", String(64), nullable=False),
 )
 
 ticks = Table(

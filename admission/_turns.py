@@ -35,8 +35,6 @@ class FailureCategory(StrEnum):
     NONE = "none"
 
 
-Status = TurnStatus
-Category = FailureCategory
 TurnPhase = Literal["journaled", "confirmed", "launched", "settled"]
 UNSETTLED: tuple[TurnPhase, ...] = ("journaled", "confirmed", "launched")
 

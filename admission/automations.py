@@ -45,9 +45,6 @@ class HoldKind(StrEnum):
     MISSION_STUCK = "mission_stuck"  # the latest mission hit an envelope bound or an owner's deny
 
 
-State = AutomationState
-
-
 class Overlap(StrEnum):
     """While a turn runs: skip further ticks, or allow them to start turns too."""
 
@@ -72,8 +69,6 @@ class MeterKind(StrEnum):
     JSONL = "jsonl"
 
 
-Timer = TimerKind
-Meter = MeterKind
 MAX_TIMEOUT = timedelta(days=7)
 
 
@@ -359,14 +354,8 @@ class Automations:
             return idle_wake(automation_id)
         return _wake_from_row(row)
 
-    def wake_states(self) -> dict[str, WakeState]:
-        """Every stored wake state, by automation id (one query, for a host's sync loop)."""
-        w = s.wake_state
-        with self.store.read() as conn:
-            return {row.automation_id: _wake_from_row(row) for row in conn.execute(select(w))}
-
     def wake_scan(self, automation_ids: Collection[str] | None = None) -> tuple[dict[str, WakeState], dict[str, str]]:
-        """Like ``wake_states`` (of every automation, or those named), but a malformed row is
+        """Every stored wake state (of every automation, or those named), by automation id; a malformed row is
         reported as ``{automation_id: reason}`` instead of failing the whole read."""
         w = s.wake_state
         found: dict[str, WakeState] = {}
@@ -390,7 +379,7 @@ class Automations:
         with self.store.write(lock_key=locks.automation(state.automation_id)) as conn:
             done = conn.execute(update(w).where(w.c.automation_id == state.automation_id).values(**values))
             if done.rowcount == 0:
-                conn.execute(insert(w).values(automation_id=state.automation_id, last_nominal_us=None, **values))
+                conn.execute(insert(w).values(automation_id=state.automation_id, **values))
 
 
 def _wake_from_row(row) -> WakeState:  # type: ignore[no-untyped-def]

@@ -423,8 +423,8 @@ def test_the_bulk_readback_of_many_equals_each_automations_own(store, tmp_path) 
     TurnExecutor(store, state_dir=tmp_path / "s", clock=clock).run(Automations(store, clock).get("ran"))
     TickLog(store).append([Tick(automation_id="ran", nominal_at=T0, actual_at=T0, decision="admitted", reason="succeeded", host="h")])
     Floorgate(store, clock=clock, settings=Settings()).automations.poke("poked")
-    raw_sql(store, "INSERT INTO fg_wake_state (automation_id, backoff_step, backoff_wake_us, last_nominal_us, updated_at_us) "
-            "VALUES ('damaged', 1, -5, NULL, 0)")  # fmt: skip
+    raw_sql(store, "INSERT INTO fg_wake_state (automation_id, backoff_step, backoff_wake_us, updated_at_us) "
+            "VALUES ('damaged', 1, -5, 0)")  # fmt: skip
     raw_sql(
         store,
         "INSERT INTO fg_turns (turn_id, automation_id, goal_id, agent_id, attempt, kind, runner_host, runner_pid, "

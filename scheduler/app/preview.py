@@ -13,6 +13,7 @@ from datetime import datetime, timedelta, timezone
 from enum import StrEnum
 
 from floorgate.admission import WakeState
+from floorgate.admission.decide import next_eligible_at
 from floorgate.hosts import Schedule
 
 from .wake import catch_up_due
@@ -70,7 +71,7 @@ def simulate(inputs: PlanInputs, *, count: int, now: datetime) -> list[PreviewRo
             continue
         rows.append(PreviewRow(fire, True, runs, None, waited_for_floor=runs > fire_utc))
         if inputs.floor:
-            next_eligible = _plus(runs, inputs.floor)
+            next_eligible = next_eligible_at(runs, inputs.floor)
     return rows
 
 
@@ -106,16 +107,8 @@ def _coalesced(inputs: PlanInputs, count: int, now: datetime) -> list[PreviewRow
             continue
         rows.append(PreviewRow(fire, True, runs, None, waited_for_floor=waited))
         if inputs.floor and runs is not None:
-            next_eligible = _plus(runs, inputs.floor)
+            next_eligible = next_eligible_at(runs, inputs.floor)
     return rows
-
-
-def _plus(at: datetime, floor: timedelta) -> datetime:
-    """``at + floor``; past the last representable instant, that instant (nothing after it runs)."""
-    try:
-        return at + floor
-    except OverflowError:
-        return datetime.max.replace(tzinfo=timezone.utc)
 
 
 def first_run(rows: list[PreviewRow]) -> datetime | None:
