@@ -286,6 +286,7 @@ principals = Table(
     Column("token_sha256", String(64), nullable=False),
     Column("created_at_us", UtcMicros, nullable=False),
     Column("revoked_at_us", UtcMicros, nullable=True),
+    Column("zone", String(64), nullable=True),  # IANA zone the console shows times in; NULL: UTC
 )
 
 events = Table(

@@ -100,9 +100,10 @@ class AutomationService:
         self.repo.set_state(automation_id, AutomationState.PAUSED, note)
         return self.readback.automation(automation_id)
 
-    def resume(self, automation_id: str) -> AutomationReadback:
-        """Tick again; a stuck mission's hold ends here (the next turn starts a new mission)."""
-        self.repo.set_state(automation_id, AutomationState.ACTIVE, None)
+    def resume(self, automation_id: str, note: str | None = None) -> AutomationReadback:
+        """Tick again (any hold is released); a stuck mission's hold ends here (the next turn
+        starts a new mission). ``note`` says who resumed it and why."""
+        self.repo.set_state(automation_id, AutomationState.ACTIVE, note)
         return self.readback.automation(automation_id)
 
     def remove(self, automation_id: str) -> None:
