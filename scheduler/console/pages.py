@@ -236,7 +236,7 @@ class Pages:
             return refused
         target = str(form.get("target") or "")
         typed, note = str(form.get("min_interval") or ""), str(form.get("note") or "")
-        draft = {
+        draft: dict[str, Any] = {
             "form": "settings",
             "target": target,
             "min_interval": typed[:100],
