@@ -356,16 +356,25 @@ def ago(at: datetime, now: datetime) -> str:
     return f"{words} ago" if seconds >= 0 else f"in {words}"
 
 
+def ceil_second(at: datetime) -> datetime:
+    """``at`` rounded up to the whole second (unchanged when it is one)."""
+    return at if at.microsecond == 0 else at.replace(microsecond=0) + timedelta(seconds=1)
+
+
+def second(at: datetime) -> str:
+    """``at`` in a sentence: UTC to the second, rounded up ('2026-12-02 09:00:01 UTC'); ``--json`` has the exact instant."""
+    return f"{ceil_second(at).astimezone(timezone.utc):%Y-%m-%d %H:%M:%S} UTC"
+
+
 def when(at: datetime | None, now: datetime, zone: tzinfo = timezone.utc) -> str | None:
-    """``at`` for a table: the wall time in ``zone``, and how far it is from ``now``
-    ('2026-12-02 09:00:00 CET, in 20 h'). The exact instant, to the microsecond when it has one
-    (as ``iso`` renders it in JSON): rounded either way it would differ from the JSON, and a floor
-    shown opening a moment early would invite a start that is denied."""
+    """``at`` for a table: the wall time in ``zone`` to the second, and how far it is from ``now``
+    ('2026-12-02 09:00:00 CET, in 20 h'). Rounded *up* to the whole second: a floor shown opening
+    a moment early would invite a start that is denied (``--json`` keeps the exact instant)."""
     if at is None:
         return None
-    shown = at.astimezone(zone)
-    fraction = f".{shown.microsecond:06d}" if shown.microsecond else ""
-    return f"{shown:%Y-%m-%d %H:%M:%S}{fraction} {shown:%Z}, {ago(at, now)}"
+    up = ceil_second(at)
+    shown = up.astimezone(zone)
+    return f"{shown:%Y-%m-%d %H:%M:%S} {shown:%Z}, {ago(up, now)}"
 
 
 def _zone_of(rb: AutomationReadback) -> tzinfo:

@@ -12,7 +12,7 @@ from floorgate.admission.intervals import parse_interval
 from ..cli import EXIT_DENIED, EXIT_OK, Context, add_common
 from ..envelope_gate import EnvelopeMode
 from ..owner_gate import Access
-from ..present import decision_doc, turn_doc, verdict_doc
+from ..present import decision_doc, second, turn_doc, verdict_doc
 from ..recovery import recover
 
 EXIT_FAILED = 5
@@ -79,7 +79,7 @@ def _run(ctx: Context) -> int:
         text = f"not run: {automation.automation_id} {v.status} ({v.stop_reason}); nothing launched or journaled"
     elif outcome.decision is not None and not outcome.decision.admitted:
         d = outcome.decision
-        when = f"; eligible at {iso(d.next_eligible_at)}" if d.next_eligible_at else ""
+        when = f"; eligible at {second(d.next_eligible_at)}" if d.next_eligible_at else ""
         text = f"denied {automation.automation_id}: {d.reason.value}{when}; nothing launched\n{d.detail}"
     else:
         log = outcome.record.log_path if outcome.record else None

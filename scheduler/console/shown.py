@@ -8,11 +8,12 @@ closed, so nobody starts a run the page invites and the store denies.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone, tzinfo
+from datetime import datetime, timezone, tzinfo
 from zoneinfo import ZoneInfo
 
-from ..present import ago
+from ..present import ago, ceil_second
 
 # Offered in the zone picker (any IANA name may be typed; these are the common ones).
 COMMON_ZONES = (
@@ -32,9 +33,7 @@ COMMON_ZONES = (
 )
 
 
-def ceil_second(at: datetime) -> datetime:
-    """``at`` rounded up to the whole second (unchanged when it is one)."""
-    return at if at.microsecond == 0 else at.replace(microsecond=0) + timedelta(seconds=1)
+_ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,6})?(?:Z|[+-]\d\d:\d\d)")
 
 
 def _instant(value: datetime | str | None) -> datetime | None:
@@ -75,3 +74,7 @@ class Shown:
         """How far from now: 'in 14 min', '3 h ago'."""
         at = _instant(value)
         return missing if at is None else ago(ceil_second(at), self.now)
+
+    def text(self, value: str | None) -> str:
+        """A sentence from the readback with every exact instant in it shown as ``at`` shows it."""
+        return "" if not value else _ISO.sub(lambda m: self.at(m.group(0).replace("Z", "+00:00")), value)
