@@ -179,6 +179,8 @@ def automation_doc(a: Automation) -> dict[str, Any]:
         "timer": spec.timer,
         "model": spec.model,
         "overlap": spec.overlap,
+        "external_id": spec.external_id,
+        "labels": dict(spec.labels),
         "state": a.state,
         "state_note": a.state_note,
         "revision": a.revision,
