@@ -15,7 +15,15 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from floorgate.admission import ApprovalRejected, AutomationConflict, InvalidInput, NotFound, ReductionNotAuthorized, RevisionConflict, StoreUnavailable
+from floorgate.admission import (
+    ApprovalRejected,
+    AutomationConflict,
+    InvalidInput,
+    NotFound,
+    ReductionNotAuthorized,
+    RevisionConflict,
+    StoreUnavailable,
+)
 
 from ..floors import ReductionNotShown
 from .auth import AuthError
