@@ -111,7 +111,8 @@ def spec_from_doc(doc: Mapping[str, Any], service: AutomationService, *, base_di
     except InvalidInput as exc:
         raise _renamed(exc, "schedule") from None
     except ValueError as exc:
-        raise InvalidInput("schedule", str(exc)) from None
+        message = str(exc)
+        raise InvalidInput("schedule", message.removeprefix("schedule: ")) from None
     argv = _strings(doc, "command")
     host: CommandHost | None = None
     if argv is None:
