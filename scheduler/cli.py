@@ -207,7 +207,24 @@ def add_lane(parser: argparse.ArgumentParser, *, agent_required: bool = True) ->
 
 def build_parser() -> argparse.ArgumentParser:
     from ._version import floorgate_version
-    from .commands import admit, automation, demo, envelope, fleet, hook, init, notify, owner, policy, run, serve, settings, status, turn
+    from .commands import (
+        admit,
+        automation,
+        demo,
+        doctor,
+        envelope,
+        fleet,
+        hook,
+        init,
+        notify,
+        owner,
+        policy,
+        run,
+        serve,
+        settings,
+        status,
+        turn,
+    )
 
     parser = _Parser(
         prog="floorgate",
@@ -235,6 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     notify.register(sub)
     serve.register(sub)
     fleet.register(sub)
+    doctor.register(sub)
     for words, leaf in leaf_parsers(parser):
         leaf.set_defaults(command_name=" ".join(words))
         if leaf.get_default("access") is Access.OWNER:
