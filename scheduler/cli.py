@@ -207,24 +207,7 @@ def add_lane(parser: argparse.ArgumentParser, *, agent_required: bool = True) ->
 
 def build_parser() -> argparse.ArgumentParser:
     from ._version import floorgate_version
-    from .commands import (
-        admit,
-        automation,
-        demo,
-        doctor,
-        envelope,
-        fleet,
-        hook,
-        init,
-        notify,
-        owner,
-        policy,
-        run,
-        serve,
-        settings,
-        status,
-        turn,
-    )
+    from .commands import admit, automation, demo, envelope, hook, init, notify, owner, policy, run, serve, settings, status, turn
 
     parser = _Parser(
         prog="floorgate",
@@ -251,8 +234,11 @@ def build_parser() -> argparse.ArgumentParser:
     owner.register(sub)
     notify.register(sub)
     serve.register(sub)
+    from .commands import doctor, fleet, service
+
     fleet.register(sub)
     doctor.register(sub)
+    service.register(sub)
     for words, leaf in leaf_parsers(parser):
         leaf.set_defaults(command_name=" ".join(words))
         if leaf.get_default("access") is Access.OWNER:
