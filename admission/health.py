@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import text
 
 from .clock import UTC
+from .errors import StoreUnavailable
 from .store import _MIGRATIONS, _VERSION_TABLE, Store
 
 
@@ -41,5 +42,7 @@ def store_health(store: Store) -> StoreHealth:
         else:
             seconds = conn.execute(text("SELECT (julianday('now') - 2440587.5) * 86400.0")).scalar()
             lock_timeout = None
+    if seconds is None:
+        raise StoreUnavailable(f"store {store.safe_url} did not say what time it is")
     server_now = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(seconds=float(seconds))
     return StoreHealth(str(revision) if revision is not None else None, head, server_now, str(lock_timeout) if lock_timeout else None)

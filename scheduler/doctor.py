@@ -133,7 +133,7 @@ class Doctor:
                 Check(
                     "lock_timeout",
                     Status.FAIL if off else Status.OK,
-                    f"lock_timeout {'is off' if off else health.lock_timeout + ' in force'}",
+                    f"lock_timeout {'is off' if off else f'{health.lock_timeout} in force'}",
                     "floorgate sets it per session; a pooler in transaction mode drops it: connect directly or in session mode",
                 )
             )

@@ -120,6 +120,15 @@ class Section(Protocol):
         ...
 
 
+def _call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Callable[[Writer], None]:
+    """A step's write that needs nothing of the writer: ``fn(*args, **kwargs)``."""
+
+    def write(_writer: Writer) -> None:
+        fn(*args, **kwargs)
+
+    return write
+
+
 def _changes(before: dict[str, Any], after: dict[str, Any]) -> tuple[str, ...]:
     return tuple(f"{k}: {before.get(k)!r} -> {after.get(k)!r}" for k in sorted(set(before) | set(after)) if before.get(k) != after.get(k))
 
@@ -164,7 +173,7 @@ class AutomationSection:
                 continue
             stored = current.get(aid)
             if stored is None:
-                steps.append(Step(self.kind, aid, Action.CREATE, t.line, write=lambda w, a=aid, s=spec: service.add(a, s)))
+                steps.append(Step(self.kind, aid, Action.CREATE, t.line, write=_call(service.add, aid, spec)))
             elif stored.spec == spec:
                 steps.append(Step(self.kind, aid, Action.UNCHANGED, t.line))
             else:
@@ -176,13 +185,13 @@ class AutomationSection:
                         Action.CHANGE,
                         t.line,
                         _changes(spec_doc(stored.spec), spec_doc(spec)),
-                        write=lambda w, a=aid, s=spec, r=rev: service.edit(a, s, expected_revision=r),
+                        write=_call(service.edit, aid, spec, expected_revision=rev),
                     )
                 )
         if prune:
             for aid, stored in current.items():
                 if aid not in seen:
-                    steps.append(Step(self.kind, aid, Action.REMOVE, None, write=lambda w, a=aid, r=stored.revision: self._remove(a, r)))
+                    steps.append(Step(self.kind, aid, Action.REMOVE, None, write=_call(self._remove, aid, stored.revision)))
         return steps, problems
 
     def _remove(self, automation_id: str, revision: int) -> None:
@@ -358,9 +367,7 @@ class WebhookSection:
         if prune:
             for url, w in current.items():
                 if url not in seen:
-                    steps.append(
-                        Step(self.kind, url, Action.REMOVE, None, write=lambda _w, i=w.webhook_id: self.fg.notify.remove_webhook(i))
-                    )
+                    steps.append(Step(self.kind, url, Action.REMOVE, None, write=_call(self.fg.notify.remove_webhook, w.webhook_id)))
         return steps, problems
 
     def _adder(self, url: str, kinds: list[str], fmt: str) -> Callable[[Writer], None]:
