@@ -124,6 +124,8 @@ def spec_from_doc(doc: Mapping[str, Any], service: AutomationService, *, base_di
             if base_dir is None:
                 raise InvalidInput("cwd", "give an absolute directory")
             cwd = os.path.normpath(os.path.join(base_dir, cwd))
+        if cwd is None and "/" in argv[0] and not os.path.isabs(argv[0]):
+            raise InvalidInput("cwd", f"the program {argv[0]!r} is relative: give the absolute directory it runs in (cwd)")
         timeout = _text(doc, "timeout")
         seconds = parse_duration(timeout, "timeout").total_seconds() if timeout is not None else DEFAULT_TIMEOUT_SECONDS
         values = {"argv": argv, "cwd": cwd, "env_allow": _strings(doc, "env") or (), "timeout_seconds": seconds}

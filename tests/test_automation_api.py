@@ -66,6 +66,7 @@ def test_put_creates_then_is_idempotent_then_changes_at_the_exact_revision(store
         pytest.param({"schedule": "DTSTART:20200101T090000Z RRULE:FREQ=DAILY;COUNT=1"}, "schedule", id="never-fires-again"),
         pytest.param({"command": "/bin/true"}, "command", id="command-not-a-list"),
         pytest.param({"command": ["/no/such/program"]}, "command", id="program-missing"),
+        pytest.param({"command": ["./triage.sh"]}, "cwd", id="relative-program-without-cwd"),
         pytest.param({"goal": None}, "goal", id="goal-missing"),
         pytest.param({"agent": "bad agent"}, "agent", id="agent-not-an-id"),
         pytest.param({"timeout": "forever"}, "timeout", id="bad-timeout"),
