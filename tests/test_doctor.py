@@ -117,3 +117,29 @@ def test_doctor_with_no_store_says_so_in_one_failing_check(tmp_path: Path) -> No
     r = run_cli("doctor", db=str(tmp_path / "missing.db"), cwd=tmp_path)
     assert r.returncode == 1 and r.stdout.startswith("fail store: unreachable: no floorgate store") and "Traceback" not in r.stderr
     assert not (tmp_path / "missing.db").exists()
+
+
+def test_doctor_reports_each_webhooks_last_delivery(store: Store, tmp_path: Path) -> None:
+    from floorgate.admission import Approvals
+    from floorgate.admission.events import DeliveryFailure
+    from floorgate.scheduler._webhook_http import Outcome
+    from floorgate.scheduler.notify import NotifyService
+
+    clock = FixedClock(read_clock(SystemClock()))
+
+    def post(url: str, body: bytes, headers: dict[str, str]) -> Outcome:
+        return Outcome(503, DeliveryFailure.HTTP_STATUS) if "broken" in url else Outcome(204)
+
+    notify = NotifyService(store, clock, post=post)
+    fine = notify.add_webhook("http://127.0.0.1:9/fine", "ask_pending")[0].webhook_id
+    broken = notify.add_webhook("http://127.0.0.1:9/broken", "ask_pending")[0].webhook_id
+    fg = Floorgate(store, clock=clock, settings=Settings(state_dir=tmp_path / "state"))
+    checks = _by_name(Doctor(fg, proc=tmp_path).run())
+    assert checks[f"webhook {fine}"].status is Status.OK and "no delivery attempted yet" in checks[f"webhook {fine}"].detail  # type: ignore[attr-defined]
+    Approvals(store, clock).ask("m-1", "g/a/x", "max_turns", 2)  # an ask_pending event
+    notify.deliver()
+    checks = _by_name(Doctor(fg, proc=tmp_path).run())
+    ok, failing = checks[f"webhook {fine}"], checks[f"webhook {broken}"]
+    assert ok.status is Status.OK and "(status 204)" in ok.detail, ok  # type: ignore[attr-defined]
+    assert failing.status is Status.WARN and "1 deliveries failing" in failing.detail and "(status 503)" in failing.detail, failing  # type: ignore[attr-defined]
+    assert f"floorgate notify retry {broken}" in failing.fix  # type: ignore[attr-defined]
