@@ -179,6 +179,8 @@ def automation_doc(a: Automation) -> dict[str, Any]:
         "timer": spec.timer,
         "model": spec.model,
         "overlap": spec.overlap,
+        "external_id": spec.external_id,
+        "labels": dict(spec.labels),
         "state": a.state,
         "state_note": a.state_note,
         "revision": a.revision,
@@ -334,11 +336,13 @@ def host_doc(h: HostBeat, now: datetime) -> dict[str, Any]:
 def hosts_text(hosts: Sequence[HostBeat], now: datetime) -> str:
     """One line on the timer hosts: which are alive, or that none is (nothing on floorgate's timer fires)."""
     alive = [h for h in hosts if h.alive(now)]
+    # A host whose beats stopped without a clean stop was lost (killed, its machine gone): named.
+    lost = "".join(f"; host {h.host_id} lost {ago(h.beat_at, now)}" for h in hosts if h.stopped_at is None and not h.alive(now))
     if alive:
-        return "hosts: " + ", ".join(f"{h.host_id} alive (v{h.version}, beat {ago(h.beat_at, now)})" for h in alive)
+        return "hosts: " + ", ".join(f"{h.host_id} alive (v{h.version}, beat {ago(h.beat_at, now)})" for h in alive) + lost
     last = max(hosts, key=lambda h: h.beat_at, default=None)
     seen = f" (last: {last.host_id}, {'stopped' if last.stopped_at else 'silent'} since {when(last.beat_at, now)})" if last else ""
-    return f"hosts: none running{seen}: apscheduler timers fire only while 'floorgate run' runs"
+    return f"hosts: none running{seen}: apscheduler timers fire only while 'floorgate run' runs{lost}"
 
 
 def ago(at: datetime, now: datetime) -> str:
