@@ -1,15 +1,15 @@
 """A console principal's display zone (an IANA name, or NULL for UTC): the console shows times in
 the zone its owner picked, remembered per principal rather than per browser.
 
-Revision ID: 0021
-Revises: 0020
+Revision ID: 0022
+Revises: 0021
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0021"
-down_revision = "0020"
+revision = "0022"
+down_revision = "0021"
 branch_labels = None
 depends_on = None
 
