@@ -235,6 +235,26 @@ def test_an_owner_acts_from_the_console_at_desktop_and_phone_width(served, artif
         page.click("#zoom-hour")
         expect(page).to_have_url(f"{base}/dashboard?zoom=hour")
 
+        # Create one from the form: the live preview shows the next fires and what the 1 h floor admits.
+        page.goto(f"{base}/dashboard")
+        page.click("#new-automation")
+        page.fill("#f-automation", "digest")
+        page.fill("#f-goal", "g")
+        page.fill("#f-agent", "a")
+        page.fill("#f-schedule", "every 30m")
+        expect(page.locator("#preview-summary")).to_contain_text("fires would run (floor 3600 s)")
+        expect(page.locator("#preview-fires tr")).to_have_count(8)
+        page.fill("#f-command", "/bin/true")
+        page.screenshot(path=str(artifacts / "act-new-automation.png"), full_page=True)
+        page.click("#save")
+        expect(page).to_have_url(f"{base}/automations/digest")
+        expect(page.locator("#flash")).to_contain_text("created digest")
+        page.click("#edit")
+        page.fill("#f-schedule", "every 2h")
+        expect(page.locator("#preview-summary")).to_contain_text("8 of the next 8 fires would run")
+        page.click("#save")
+        expect(page.locator("#flash")).to_contain_text("saved digest at revision 2")
+
         # A phone's width: the table stays usable (secondary columns hidden, nothing cut off).
         page.set_viewport_size({"width": 390, "height": 844})
         page.goto(f"{base}/dashboard")
@@ -244,7 +264,7 @@ def test_an_owner_acts_from_the_console_at_desktop_and_phone_width(served, artif
         page.screenshot(path=str(artifacts / "act-dashboard-phone.png"), full_page=True)
         browser.close()
     names = {p.name for p in artifacts.iterdir()}
-    assert {"act-dashboard-desktop.png", "act-turn.png", "act-dashboard-phone.png"} <= names
+    assert {"act-dashboard-desktop.png", "act-turn.png", "act-new-automation.png", "act-dashboard-phone.png"} <= names
 
 
 def raw_count(store, automation_id: str) -> int:  # type: ignore[no-untyped-def]

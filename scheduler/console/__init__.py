@@ -18,6 +18,7 @@ from ..app import Floorgate
 from .api import routes as api_routes
 from .auth import SESSION_COOKIE, Gatekeeper
 from .errors import error_response, json_error
+from .forms import AutomationForms
 from .guard import MAX_BODY, ConsoleGuard
 from .lanes import LanePages
 from .openapi import openapi
@@ -58,7 +59,7 @@ def create_app(
         *api_routes(fg, gate, work),
     ]
     pages = Pages(fg, gate, work, runners, secure_cookies=secure_cookies)
-    routes += [*pages.routes(), *LanePages(pages).routes()]
+    routes += [*pages.routes(), *AutomationForms(pages).routes(), *LanePages(pages).routes()]
     guard = Middleware(ConsoleGuard, allowed_hosts=allowed_hosts, max_body=max_body)
     app = Starlette(routes=routes, exception_handlers={Exception: json_error}, middleware=[guard])
     app.state.floorgate = fg

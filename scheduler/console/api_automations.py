@@ -47,23 +47,29 @@ def _revision(body: dict[str, Any]) -> int | None:
 def put(fg: Floorgate, p: Principal, r: Request, b: dict[str, Any]) -> Any:
     """Create the automation, or change it at exactly the revision sent; unchanged writes nothing."""
     aid = check_id(r.path_params["automation"], "automation")
-    revision = _revision(b)
-    spec = spec_from_doc({k: v for k, v in b.items() if k != "revision"}, fg.automations)
+    result, doc = save(fg, aid, {k: v for k, v in b.items() if k != "revision"}, _revision(b))
+    return Created(doc) if result == "created" else doc
+
+
+def save(fg: Floorgate, aid: str, body: dict[str, Any], revision: int | None) -> tuple[str, dict[str, Any]]:
+    """Create ``aid`` from the document ``body``, or change it at exactly ``revision``: (created,
+    changed or unchanged; the automation's document). The API's PUT and the console's forms."""
+    spec = spec_from_doc(body, fg.automations)
     service = fg.automations
     if not service.repo.exists(aid):
         if revision not in (None, 0):
             raise InvalidInput("revision", f"automation {aid!r} does not exist; send revision 0 (or none) to create it")
         done = service.add(aid, spec)
-        return Created({**automation_doc(done.automation), "result": "created", "readback": readback_doc(done.readback)})
+        return "created", {**automation_doc(done.automation), "result": "created", "readback": readback_doc(done.readback)}
     current = service.get(aid)
     if current.spec == spec:
-        return {**automation_doc(current), "result": "unchanged"}
+        return "unchanged", {**automation_doc(current), "result": "unchanged"}
     if revision is None:
         raise InvalidInput("revision", f"automation {aid!r} exists at revision {current.revision}; send that revision to change it")
     if revision != current.revision:
         raise AutomationConflict(aid, revision, current.revision)
     done = service.edit(aid, spec, expected_revision=revision)
-    return {**automation_doc(done.automation), "result": "changed", "readback": readback_doc(done.readback)}
+    return "changed", {**automation_doc(done.automation), "result": "changed", "readback": readback_doc(done.readback)}
 
 
 def delete(fg: Floorgate, p: Principal, r: Request, b: dict[str, Any]) -> Any:
