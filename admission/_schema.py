@@ -89,6 +89,8 @@ automations = Table(
     Column("created_at_us", UtcMicros, nullable=False),
     Column("updated_at_us", UtcMicros, nullable=False),
     Column("hold_kind", String(16), nullable=True),  # HoldKind while held, else NULL
+    Column("external_id", String(128), nullable=True),  # the caller's own id for it (fleets)
+    Column("labels", Text, nullable=True),  # JSON object of label -> value (fleets), NULL: none
     Index("ix_fg_automations_updated", "updated_at_us"),  # a host's sync: what changed since its last poll
 )
 
@@ -293,6 +295,7 @@ principals = Table(
     Column("token_sha256", String(64), nullable=False),
     Column("created_at_us", UtcMicros, nullable=False),
     Column("revoked_at_us", UtcMicros, nullable=True),
+    Column("zone", String(64), nullable=True),  # IANA zone the console shows times in; NULL: UTC
 )
 
 events = Table(

@@ -46,6 +46,9 @@ OWNER_WRITES: dict[str, tuple[str, ...]] = {
     "owner revoke": ("owner", "revoke", "alice"),
     "notify add": ("notify", "add", "http://127.0.0.1:9/hook", "--events", "ask_pending"),
     "notify remove": ("notify", "remove", "wh-nope"),
+    "apply": ("apply", "-f", "fleet.toml"),
+    "service install": ("service", "install", "--user", "--unit-dir", "units"),
+    "service uninstall": ("service", "uninstall", "--user", "--unit-dir", "units"),
 }
 REFUSED = "floorgate: refused: "
 

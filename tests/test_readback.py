@@ -459,8 +459,9 @@ def test_status_tables_show_times_in_the_schedules_zone_and_how_far_away_while_j
     # The next fire is 09:00 Berlin; the floor opens at 07:30:00.25Z, shown exactly as JSON has it
     # (rounded up, 07:30:01 differed from the JSON; truncated, it would open a moment early).
     row = next(line for line in text.splitlines() if line.startswith("x "))
-    assert "2026-12-01 09:00:00 CET, in 60 min" in row and "2026-12-01 08:30:00.250000 CET, in 30 min" in row
+    # To the second, rounded up (the floor opens at 07:30:00.25Z: shown as :01, never a moment early).
+    assert "2026-12-01 09:00:00 CET, in 60 min" in row and "2026-12-01 08:30:01 CET, in 30 min" in row
     lane = next(line for line in text.splitlines() if line.startswith("g/b "))
-    assert "t-2 (automatic) 2026-12-01 06:30:00.250000 UTC, 30 min ago" in lane and "2026-12-01 07:30:00.250000 UTC, in 30 min" in lane
+    assert "t-2 (automatic) 2026-12-01 06:30:01 UTC, 30 min ago" in lane and "2026-12-01 07:30:01 UTC, in 30 min" in lane
     doc = readback_doc(view.readbacks[0])
     assert doc["next_fire_at"] == "2026-12-01T08:00:00Z" and doc["eligibility"]["next_eligible_at"] == "2026-12-01T07:30:00.250000Z"

@@ -12,6 +12,7 @@ from datetime import timedelta
 
 from floorgate.admission import (
     Automation,
+    AutomationConflict,
     AutomationSpec,
     AutomationState,
     Automations,
@@ -24,6 +25,7 @@ from floorgate.admission import (
     TurnRecord,
     WakeState,
 )
+from floorgate.admission.automations import check_spec
 from floorgate.admission.clock import Clock, iso, read_clock
 from floorgate.admission.intervals import format_interval
 from floorgate.hosts import Schedule
@@ -88,21 +90,30 @@ class AutomationService:
         automation = self.repo.add(automation_id, spec)
         return self._applied(automation, warnings)
 
-    def edit(self, automation_id: str, spec: AutomationSpec) -> Changed:
-        """Change an automation and re-arm its timer (a line left on another host is removed first)."""
+    def edit(self, automation_id: str, spec: AutomationSpec, *, expected_revision: int | None = None) -> Changed:
+        """Change an automation and re-arm its timer (a line left on another host is removed first);
+        with ``expected_revision``, only while it is still at exactly that revision."""
         current = self.repo.get(automation_id)
         warnings = self._vet(spec)
+        if expected_revision is not None and current.revision != expected_revision:
+            raise AutomationConflict(automation_id, expected_revision, current.revision)
         if current.spec.timer != spec.timer:
             self.timers.remove_from_host(current)
-        return self._applied(self.repo.edit(automation_id, spec), warnings)
+        return self._applied(self.repo.edit(automation_id, spec, expected_revision=expected_revision), warnings)
+
+    def check(self, spec: AutomationSpec) -> tuple[str, ...]:
+        """What ``add`` and ``edit`` refuse (``InvalidInput`` naming the field) or warn about, without writing."""
+        check_spec(spec)
+        return self._vet(spec)
 
     def pause(self, automation_id: str, note: str | None) -> AutomationReadback:
         self.repo.set_state(automation_id, AutomationState.PAUSED, note)
         return self.readback.automation(automation_id)
 
-    def resume(self, automation_id: str) -> AutomationReadback:
-        """Tick again; a stuck mission's hold ends here (the next turn starts a new mission)."""
-        self.repo.set_state(automation_id, AutomationState.ACTIVE, None)
+    def resume(self, automation_id: str, note: str | None = None) -> AutomationReadback:
+        """Tick again (any hold is released); a stuck mission's hold ends here (the next turn
+        starts a new mission). ``note`` says who resumed it and why."""
+        self.repo.set_state(automation_id, AutomationState.ACTIVE, note)
         return self.readback.automation(automation_id)
 
     def remove(self, automation_id: str) -> None:

@@ -141,6 +141,11 @@ def build_parser() -> argparse.ArgumentParser:
     owner.register(sub)
     notify.register(sub)
     serve.register(sub)
+    from .commands import doctor, fleet, service
+
+    fleet.register(sub)
+    doctor.register(sub)
+    service.register(sub)
     for words, leaf in leaf_parsers(parser):
         leaf.set_defaults(command_name=" ".join(words))
         if leaf.get_default("access") is Access.OWNER:

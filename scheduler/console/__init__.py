@@ -18,7 +18,9 @@ from ..app.root import Floorgate
 from .api import routes as api_routes
 from .auth import SESSION_COOKIE, Gatekeeper
 from .errors import error_response, json_error
+from .forms import AutomationForms
 from .guard import MAX_BODY, ConsoleGuard
+from .lanes import LanePages
 from .openapi import openapi
 from .pages import Pages
 from .runs import RUNNERS
@@ -55,8 +57,9 @@ def create_app(
         Route("/api/openapi.json", schema_route, methods=["GET"]),
         Route("/metrics", metrics_route, methods=["GET"]),
         *api_routes(fg, gate, work),
-        *Pages(fg, gate, work, runners, secure_cookies=secure_cookies).routes(),
     ]
+    pages = Pages(fg, gate, work, runners, secure_cookies=secure_cookies)
+    routes += [*pages.routes(), *AutomationForms(pages).routes(), *LanePages(pages).routes()]
     guard = Middleware(ConsoleGuard, allowed_hosts=allowed_hosts, max_body=max_body)
     app = Starlette(routes=routes, exception_handlers={Exception: json_error}, middleware=[guard])
     app.state.floorgate = fg

@@ -39,7 +39,7 @@ from ..views.present import (
 )
 from ..views.present_automation import detail_doc, preview_doc
 from ..views.present_floors import floor_applied_doc, floor_change_doc, floor_view_doc
-from . import runs
+from . import api_automations, runs
 from .auth import Gatekeeper, require_owner
 from .errors import error_response
 from .workers import Workers
@@ -488,6 +488,11 @@ ENDPOINTS = [
     Endpoint("GET", "/api/automations", "Every automation (and unreadable rows)", _automations, query={"goal": "narrow to a goal"}),
     Endpoint("GET", "/api/automations/{automation}", "One automation: readback, next fires, ticks, turns", _automation,
              query={**_AID, "next": "fires to show", "ticks": "ticks to show"}),
+    Endpoint("PUT", "/api/automations/{automation}", "Create an automation, or change it at exactly the revision sent (idempotent)",
+             api_automations.put, role=Role.OWNER, query=_AID, body=api_automations.BODY,
+             responses={"201": "created"}),
+    Endpoint("DELETE", "/api/automations/{automation}", "Remove an automation (its starts and turns are kept)", api_automations.delete,
+             role=Role.OWNER, query=_AID),
     Endpoint("GET", "/api/automations/{automation}/preview", "Next host fires and which run", _automation_preview,
              query={**_AID, "next": "fires to show"}),
     Endpoint("POST", "/api/automations/{automation}/pause", "Pause an automation with a note", _pause, role=Role.OWNER, query=_AID,
@@ -540,7 +545,7 @@ def routes(fg: Floorgate, gate: Gatekeeper, work: Workers) -> list[Route]:
                 if ep.role is Role.OWNER:
                     require_owner(principal)
                 body: Body = {}
-                if ep.method == "POST":
+                if ep.method in ("POST", "PUT"):
                     raw = await request.body()
                     if raw.strip():
                         body = json_body(raw)
@@ -549,6 +554,8 @@ def routes(fg: Floorgate, gate: Gatekeeper, work: Workers) -> list[Route]:
                 return error_response(exc)
             if isinstance(doc, Accepted):
                 return JSONResponse(doc.doc, status_code=202)
+            if isinstance(doc, api_automations.Created):
+                return JSONResponse(doc.doc, status_code=201)
             return JSONResponse(doc)
 
         return endpoint

@@ -179,6 +179,8 @@ def automation_doc(a: Automation) -> dict[str, Any]:
         "timer": spec.timer,
         "model": spec.model,
         "overlap": spec.overlap,
+        "external_id": spec.external_id,
+        "labels": dict(spec.labels),
         "state": a.state,
         "state_note": a.state_note,
         "revision": a.revision,
@@ -334,11 +336,13 @@ def host_doc(h: HostBeat, now: datetime) -> dict[str, Any]:
 def hosts_text(hosts: Sequence[HostBeat], now: datetime) -> str:
     """One line on the timer hosts: which are alive, or that none is (nothing on floorgate's timer fires)."""
     alive = [h for h in hosts if h.alive(now)]
+    # A host whose beats stopped without a clean stop was lost (killed, its machine gone): named.
+    lost = "".join(f"; host {h.host_id} lost {ago(h.beat_at, now)}" for h in hosts if h.stopped_at is None and not h.alive(now))
     if alive:
-        return "hosts: " + ", ".join(f"{h.host_id} alive (v{h.version}, beat {ago(h.beat_at, now)})" for h in alive)
+        return "hosts: " + ", ".join(f"{h.host_id} alive (v{h.version}, beat {ago(h.beat_at, now)})" for h in alive) + lost
     last = max(hosts, key=lambda h: h.beat_at, default=None)
     seen = f" (last: {last.host_id}, {'stopped' if last.stopped_at else 'silent'} since {when(last.beat_at, now)})" if last else ""
-    return f"hosts: none running{seen}: apscheduler timers fire only while 'floorgate run' runs"
+    return f"hosts: none running{seen}: apscheduler timers fire only while 'floorgate run' runs{lost}"
 
 
 def ago(at: datetime, now: datetime) -> str:
@@ -356,16 +360,25 @@ def ago(at: datetime, now: datetime) -> str:
     return f"{words} ago" if seconds >= 0 else f"in {words}"
 
 
+def ceil_second(at: datetime) -> datetime:
+    """``at`` rounded up to the whole second (unchanged when it is one)."""
+    return at if at.microsecond == 0 else at.replace(microsecond=0) + timedelta(seconds=1)
+
+
+def second(at: datetime) -> str:
+    """``at`` in a sentence: UTC to the second, rounded up ('2026-12-02 09:00:01 UTC'); ``--json`` has the exact instant."""
+    return f"{ceil_second(at).astimezone(timezone.utc):%Y-%m-%d %H:%M:%S} UTC"
+
+
 def when(at: datetime | None, now: datetime, zone: tzinfo = timezone.utc) -> str | None:
-    """``at`` for a table: the wall time in ``zone``, and how far it is from ``now``
-    ('2026-12-02 09:00:00 CET, in 20 h'). The exact instant, to the microsecond when it has one
-    (as ``iso`` renders it in JSON): rounded either way it would differ from the JSON, and a floor
-    shown opening a moment early would invite a start that is denied."""
+    """``at`` for a table: the wall time in ``zone`` to the second, and how far it is from ``now``
+    ('2026-12-02 09:00:00 CET, in 20 h'). Rounded *up* to the whole second: a floor shown opening
+    a moment early would invite a start that is denied (``--json`` keeps the exact instant)."""
     if at is None:
         return None
-    shown = at.astimezone(zone)
-    fraction = f".{shown.microsecond:06d}" if shown.microsecond else ""
-    return f"{shown:%Y-%m-%d %H:%M:%S}{fraction} {shown:%Z}, {ago(at, now)}"
+    up = ceil_second(at)
+    shown = up.astimezone(zone)
+    return f"{shown:%Y-%m-%d %H:%M:%S} {shown:%Z}, {ago(up, now)}"
 
 
 def _zone_of(rb: AutomationReadback) -> tzinfo:

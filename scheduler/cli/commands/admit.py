@@ -9,7 +9,7 @@ from floorgate.admission import NotFound, Reason
 from floorgate.admission.clock import SystemClock, iso, parse_instant, read_clock
 
 from ...app.owner_gate import Access
-from ...views.present import confirmation_doc, decision_doc, start_doc, table
+from ...views.present import confirmation_doc, decision_doc, second, start_doc, table
 from ..context import EXIT_DENIED, EXIT_OK, Context, add_common, add_lane
 
 
@@ -50,7 +50,7 @@ def _admit(ctx: Context) -> int:
     )
     lane = "/".join(p for p in (decision.goal_id, decision.agent_id, decision.automation_id) if p)
     if decision.admitted:
-        nxt = f"; next automatic start from {iso(decision.next_eligible_at)}" if decision.next_eligible_at else ""
+        nxt = f"; next automatic start from {second(decision.next_eligible_at)}" if decision.next_eligible_at else ""
         then = (
             "no floor applies: nothing to confirm"
             if decision.reason is Reason.NO_RULE
@@ -58,7 +58,7 @@ def _admit(ctx: Context) -> int:
         )
         text = f"admitted {lane} turn {decision.turn_id} ({decision.reason.value}){nxt}\n{then}"
     else:
-        when = f"; eligible at {iso(decision.next_eligible_at)}" if decision.next_eligible_at else ""
+        when = f"; eligible at {second(decision.next_eligible_at)}" if decision.next_eligible_at else ""
         text = f"denied {lane} turn {decision.turn_id}: {decision.reason.value}{when}\n{decision.detail}"
     ctx.emit(decision_doc(decision), text)
     return EXIT_OK if decision.admitted else EXIT_DENIED

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 
 from pydantic import ValidationError
@@ -13,6 +12,7 @@ from floorgate.admission import AutomationSpec, CommandHost, InvalidInput, Meter
 from floorgate.admission.intervals import parse_duration
 from floorgate.hosts.registry import capabilities
 
+from ...app.automation_spec import check_program
 from ...app.automations import Changed
 from ...app.owner_gate import Access
 from ...views.present import (
@@ -138,32 +138,8 @@ def _host(args: argparse.Namespace, base: CommandHost | None, timer: str) -> Com
         )
         raise InvalidInput(field, first["msg"]) from None
     if argv or args.cwd is not None:
-        _check_program(host)
+        check_program(host)
     return host
-
-
-def _check_program(host: CommandHost) -> None:
-    """Refuse a program path that does not exist or cannot run from the automation's directory
-    (every fire would fail, each a paid attempt's worth of retries and alarms). A bare name is
-    looked up on the host's PATH when it runs, which may differ from this shell's: only a warning."""
-    program = host.argv[0]
-    if "/" not in program:
-        if shutil.which(program) is None:
-            sys.stderr.write(
-                f"floorgate: warning: argv: {program!r} is not on this shell's PATH; the timer host must find it on its own PATH "
-                "(give its full path to be sure)\n"
-            )
-        return
-    if host.cwd is None and not os.path.isabs(program):
-        return  # no recorded directory to resolve it from (an old spec): the host's own
-    path = os.path.join(host.cwd or "", program)
-    where = f" in {host.cwd} (the directory the automation runs in)" if not os.path.isabs(program) else ""
-    if not os.path.exists(path):
-        raise InvalidInput("argv", f"program {program!r} does not exist{where}; give its path from there, or --cwd DIR")
-    if os.path.isdir(path) or not os.access(path, os.X_OK):
-        raise InvalidInput(
-            "argv", f"program {program!r}{where} is not executable: chmod +x it, or run it through its interpreter (-- sh {program})"
-        )
 
 
 def _add(ctx: Context) -> int:
@@ -220,6 +196,8 @@ def _edit(ctx: Context) -> int:
         timer=timer,
         backend=a.backend if a.backend is not None else current.spec.backend,
         meter=a.meter or current.spec.meter,
+        external_id=current.spec.external_id,
+        labels=current.spec.labels,
     )
     done = service.edit(a.automation, spec)
     _warn(done.warnings)

@@ -12,7 +12,7 @@ from floorgate.admission.intervals import parse_interval
 from ...app.envelope_gate import EnvelopeMode
 from ...app.owner_gate import Access
 from ...runtime.recovery import recover
-from ...views.present import decision_doc, turn_doc, verdict_doc
+from ...views.present import decision_doc, second, turn_doc, verdict_doc
 from ..context import EXIT_DENIED, EXIT_OK, Context, add_common
 
 EXIT_FAILED = 5
@@ -79,7 +79,7 @@ def _run(ctx: Context) -> int:
         text = f"not run: {automation.automation_id} {v.status} ({v.stop_reason}); nothing launched or journaled"
     elif outcome.decision is not None and not outcome.decision.admitted:
         d = outcome.decision
-        when = f"; eligible at {iso(d.next_eligible_at)}" if d.next_eligible_at else ""
+        when = f"; eligible at {second(d.next_eligible_at)}" if d.next_eligible_at else ""
         text = f"denied {automation.automation_id}: {d.reason.value}{when}; nothing launched\n{d.detail}"
     else:
         log = outcome.record.log_path if outcome.record else None
