@@ -67,7 +67,9 @@ def check_program(host: CommandHost) -> None:
         )
 
 
-def _text(doc: Mapping[str, Any], name: str, *, required: bool = False) -> str | None:
+def doc_text(doc: Mapping[str, Any], name: str, *, required: bool = False) -> str | None:
+    """The string ``name`` of a document (None when absent and not ``required``); anything else
+    is one ``InvalidInput`` naming the field. The API's bodies read their strings with it too."""
     value = doc.get(name)
     if value is None:
         if required:
@@ -88,7 +90,7 @@ def _strings(doc: Mapping[str, Any], name: str) -> tuple[str, ...] | None:
 
 
 def _choice(doc: Mapping[str, Any], name: str, kind: type, default: str) -> str:
-    value = _text(doc, name)
+    value = doc_text(doc, name)
     if value is None:
         return default
     choices = [m.value for m in kind]  # type: ignore[attr-defined]
@@ -104,7 +106,7 @@ def spec_from_doc(doc: Mapping[str, Any], service: AutomationService, *, base_di
     if unknown:
         raise InvalidInput(unknown[0], f"is not a field of an automation; use {', '.join(FIELDS)}")
     timer = _choice(doc, "timer", TimerKind, TimerKind.APSCHEDULER.value)
-    schedule_text = _text(doc, "schedule", required=True) or ""
+    schedule_text = doc_text(doc, "schedule", required=True) or ""
     try:
         schedule = service.parse_schedule(schedule_text)
     except InvalidInput as exc:
@@ -118,14 +120,14 @@ def spec_from_doc(doc: Mapping[str, Any], service: AutomationService, *, base_di
         if capabilities(timer).launches_turns:
             raise InvalidInput("command", 'give the program and its arguments, e.g. command = ["./triage.sh", "--inbox"]')
     else:
-        cwd = _text(doc, "cwd")
+        cwd = doc_text(doc, "cwd")
         if cwd is not None and not os.path.isabs(cwd):
             if base_dir is None:
                 raise InvalidInput("cwd", "give an absolute directory")
             cwd = os.path.normpath(os.path.join(base_dir, cwd))
         if cwd is None and "/" in argv[0] and not os.path.isabs(argv[0]):
             raise InvalidInput("cwd", f"the program {argv[0]!r} is relative: give the absolute directory it runs in (cwd)")
-        timeout = _text(doc, "timeout")
+        timeout = doc_text(doc, "timeout")
         seconds = parse_duration(timeout, "timeout").total_seconds() if timeout is not None else DEFAULT_TIMEOUT_SECONDS
         values = {"argv": argv, "cwd": cwd, "env_allow": _strings(doc, "env") or (), "timeout_seconds": seconds}
         try:
@@ -141,16 +143,16 @@ def spec_from_doc(doc: Mapping[str, Any], service: AutomationService, *, base_di
     labels = doc.get("labels")
     try:
         spec = AutomationSpec(
-            goal_id=_text(doc, "goal", required=True),
-            agent_id=_text(doc, "agent", required=True),
+            goal_id=doc_text(doc, "goal", required=True),
+            agent_id=doc_text(doc, "agent", required=True),
             schedule=schedule,
             host=host,
-            model=_text(doc, "model"),
+            model=doc_text(doc, "model"),
             overlap=_choice(doc, "overlap", Overlap, Overlap.SKIP.value),
             timer=timer,
-            backend=_text(doc, "backend"),
+            backend=doc_text(doc, "backend"),
             meter=_choice(doc, "meter", MeterKind, MeterKind.NONE.value),
-            external_id=_text(doc, "external_id"),
+            external_id=doc_text(doc, "external_id"),
             labels=check_labels(labels) if labels is not None else (),
         )
     except ValidationError as exc:

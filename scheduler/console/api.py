@@ -21,6 +21,7 @@ from floorgate.admission.clock import iso, read_clock
 from floorgate.admission.events import parse_kinds
 from floorgate.admission.intervals import parse_interval
 
+from ..app.automation_spec import doc_text
 from ..app.floors import parse_compute_text
 from ..app.notify import webhook_doc
 from ..app.root import Floorgate
@@ -80,14 +81,7 @@ def text_field(body: Body, name: str, *, required: Literal[True] = True) -> str:
 def text_field(body: Body, name: str, *, required: bool) -> str | None: ...
 def text_field(body: Body, name: str, *, required: bool = True) -> str | None:
     """The string ``name`` of the body (None when absent and not ``required``)."""
-    value = body.get(name)
-    if value is None:
-        if required:
-            raise InvalidInput(name, "is required")
-        return None
-    if not isinstance(value, str):
-        raise InvalidInput(name, "must be a string")
-    return value
+    return doc_text(body, name, required=required)
 
 
 def int_field(body: Body, name: str) -> int:
