@@ -106,6 +106,8 @@ def test_apply_makes_the_store_match_rerunning_changes_nothing_and_export_round_
     rule = fg.policies.list()[0]
     assert rule.min_interval == 2 * DAY and rule.compute is not None and rule.compute.doc() == {"max_turns": 40}
     assert [w.url for w in fg.notify.webhooks()] == ["http://127.0.0.1:9/hook"]
+    shown = run_cli("automation", "show", "nightly", db=db_url, cwd=tmp_path)
+    assert "fleet:          external id fleet-1; labels team=search" in shown.stdout, shown.stdout
 
     after = dump(store)
     again = run_cli("apply", "-f", "fleet.toml", "--prune", "--owner-ref", "alice", "--json", db=db_url, cwd=tmp_path)

@@ -61,6 +61,11 @@ def detail_text(d: Detail) -> str:
         f"  command:        {command_text(spec)}"
         + (f"  (timeout {spec.host.timeout_seconds:g}s, overlap {spec.overlap})" if spec.host else ""),
         f"  timer:          {spec.timer} ({rb.guarantee}: {rb.guarantee_why})",
+        *(
+            [f"  fleet:          external id {spec.external_id or '-'}; labels {_labels(spec.labels)}"]
+            if spec.external_id or spec.labels
+            else []
+        ),
         f"  floor:          {format_interval(floor.floor) if floor else '-'}",
         f"  next eligible:  {(iso(rb.eligibility.next_eligible_at) if rb.eligibility else None) or '-'}",
         f"  next turn:      {iso(rb.next_fire_at) or '-'}",
@@ -73,6 +78,10 @@ def detail_text(d: Detail) -> str:
         "  counters: " + (", ".join(f"{k}/{r}={n}" for k, rs in sorted(d.counters.items()) for r, n in sorted(rs.items())) or "none"),
     ]
     return "\n".join(lines)
+
+
+def _labels(labels: tuple[tuple[str, str], ...]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in labels) or "-"
 
 
 def preview_doc(p: Preview) -> dict[str, Any]:
