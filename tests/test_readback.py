@@ -20,7 +20,7 @@ from floorgate.admission import (
 )
 from floorgate.hosts import Schedule
 from floorgate.scheduler.app.preview import FloorMeeting, PlanInputs, first_run, first_run_at, simulate
-from floorgate.scheduler.app.readback import Readback, ReadbackHold, ReadbackState
+from floorgate.scheduler.app.readback import Readback, ReadbackState
 from floorgate.scheduler.app.root import Floorgate, Settings
 
 from conftest import T0, raw_sql
@@ -213,7 +213,7 @@ def test_paused_and_held_automations_fire_nothing_and_say_why(store) -> None:  #
     app = Floorgate(store, clock=clock, settings=Settings())
     paused, held = app.readback.automation("p"), app.readback.automation("h")
     assert (paused.state, paused.next_fire_at, paused.hold) == (ReadbackState.PAUSED, None, None)
-    assert (held.state, held.next_fire_at, held.hold) == (ReadbackState.HELD, None, ReadbackHold.MISSION_STUCK)
+    assert (held.state, held.next_fire_at, held.hold) == (ReadbackState.HELD, None, HoldKind.MISSION_STUCK)
     preview = app.automations.preview("h", count=3)
     assert preview.rows == [] and preview.blocked is not None and "stuck" in preview.blocked
 
@@ -246,7 +246,7 @@ def test_one_unreadable_automation_is_held_and_hides_nothing(store, damage: str)
     raw_sql(store, damage)
     listed = {rb.automation_id: rb for rb in Readback(store, clock).many()}
     assert set(listed) == {"bad", "good"}
-    assert listed["bad"].state is ReadbackState.HELD and listed["bad"].hold is ReadbackHold.UNREADABLE
+    assert listed["bad"].state is ReadbackState.HELD and listed["bad"].unreadable and listed["bad"].hold is None
     assert listed["bad"].next_fire_at is None and "unreadable" in listed["bad"].detail
     assert listed["good"].state is ReadbackState.ELIGIBLE and listed["good"].next_fire_at is not None
 
@@ -356,7 +356,7 @@ def test_a_malformed_stored_time_is_corrupt_state_and_holds_only_its_automation(
         TimerBindings(store).get("bad")
     assert set(TimerBindings(store).all()) == {"good"}  # one damaged row hides no other
     listed = {rb.automation_id: rb for rb in Readback(store, clock).many()}
-    assert listed["bad"].state is ReadbackState.HELD and listed["bad"].hold is ReadbackHold.UNREADABLE
+    assert listed["bad"].state is ReadbackState.HELD and listed["bad"].unreadable and listed["bad"].hold is None
     assert listed["good"].state is ReadbackState.ELIGIBLE
 
 
@@ -436,7 +436,7 @@ def test_the_bulk_readback_of_many_equals_each_automations_own(store, tmp_path) 
     assert set(many) == {"ran", "never", "damaged", "poked", "badturn"}
     for name, rb in many.items():
         assert rb == readback.automation(name), name
-    assert many["damaged"].hold is ReadbackHold.UNREADABLE and many["ran"].last_turn is not None
+    assert many["damaged"].unreadable and many["ran"].last_turn is not None
 
 
 def test_status_tables_show_times_in_the_schedules_zone_and_how_far_away_while_json_stays_utc(store) -> None:

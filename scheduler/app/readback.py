@@ -64,14 +64,6 @@ class ReadbackState(StrEnum):
     UNAVAILABLE = "unavailable"
 
 
-class ReadbackHold(StrEnum):
-    """Why an automation does not tick: a stored hold, or state floorgate cannot read."""
-
-    TIMER = HoldKind.TIMER.value
-    MISSION_STUCK = HoldKind.MISSION_STUCK.value
-    UNREADABLE = "unreadable"  # its row, schedule, wake state or ticks cannot be decoded
-
-
 @dataclass(frozen=True, slots=True)  # slots: a status of fifty thousand holds fifty thousand
 class AutomationReadback:
     """What one automation will do next, and why. ``automation`` is None when its row is unreadable."""
@@ -80,7 +72,7 @@ class AutomationReadback:
     automation: Automation | None
     state: ReadbackState
     detail: str
-    hold: ReadbackHold | None
+    hold: HoldKind | None  # why a held automation does not tick, as stored (see ``unreadable``)
     eligibility: Eligibility | None
     next_fire_at: datetime | None  # when its next turn starts, as its timer host will fire it
     plan: PlanInputs | None  # what next fires are computed from (None: nothing will fire)
@@ -93,6 +85,7 @@ class AutomationReadback:
     drift: str | None = None  # how the host's live timer differs from the applied one, read just now
     mission: Mission | None = None
     envelope: Envelope | None = None
+    unreadable: bool = False  # held because its row, schedule, wake state or ticks cannot be decoded
 
     def fires(self, count: int, now: datetime) -> list[PreviewRow]:
         """The next ``count`` host fires and which of them run (none while it cannot fire)."""
@@ -412,8 +405,9 @@ class Readback:
         def readback(
             state: ReadbackState,
             detail: str,
-            hold: ReadbackHold | None = None,
+            hold: HoldKind | None = None,
             *,
+            unreadable: bool = False,
             next_fire_at: datetime | None = None,
             plan: PlanInputs | None = None,
             no_timer_host: bool = False,
@@ -423,6 +417,7 @@ class Readback:
                 state=state,
                 detail=src.text(detail),
                 hold=hold,
+                unreadable=unreadable,
                 next_fire_at=next_fire_at,
                 plan=plan,
                 no_timer_host=no_timer_host,
@@ -434,11 +429,11 @@ class Readback:
             next_fire = first_run_at(plan, now=now, queries=src.queries) if plan is not None else None
         except (InvalidSchedule, StoreUnavailable, ValueError, TypeError, OverflowError) as exc:
             # The host cannot plan this automation either: it holds it, and so does every surface.
-            return readback(ReadbackState.HELD, f"unreadable state: {exc}", ReadbackHold.UNREADABLE)
+            return readback(ReadbackState.HELD, f"unreadable state: {exc}", unreadable=True)
         if automation.state != AutomationState.ACTIVE:
-            hold = ReadbackHold(automation.hold_kind.value) if automation.hold_kind is not None else None
+            hold = automation.hold_kind
             if automation.state == AutomationState.HELD and hold is None:
-                hold = ReadbackHold.TIMER
+                hold = HoldKind.TIMER
             return readback(ReadbackState(automation.state.value), automation.state_note or f"{automation.state.value} (no note)", hold)
         if mission is not None and mission.status == "awaiting_owner":
             asks = self.approvals.pending(mission.mission_id)
@@ -582,7 +577,8 @@ def _unreadable(automation_id: str, reason: str) -> AutomationReadback:
         automation=None,
         state=ReadbackState.HELD,
         detail=f"unreadable state: {reason}",
-        hold=ReadbackHold.UNREADABLE,
+        hold=None,
+        unreadable=True,
         eligibility=None,
         next_fire_at=None,
         plan=None,

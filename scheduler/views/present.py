@@ -242,7 +242,7 @@ def readback_doc(rb: AutomationReadback) -> dict[str, Any]:
         "goal": a.spec.goal_id if a is not None else None,
         "agent": a.spec.agent_id if a is not None else None,
         "state": rb.state.value,
-        "hold": rb.hold.value if rb.hold is not None else None,
+        "hold": "unreadable" if rb.unreadable else rb.hold.value if rb.hold is not None else None,
         "detail": rb.detail,
         "next_fire_at": iso(rb.next_fire_at),
         "no_timer_host": rb.no_timer_host,
