@@ -18,12 +18,15 @@ from pydantic import BaseModel, ConfigDict
 from floorgate.admission import Admission, HostPolicies, Journal, Policies, Principals, Store, open_store
 from floorgate.admission.clock import Clock, SystemClock
 
-from .automations import AutomationService
 from .owner_gate import OwnerGate
-from .readback import Readback
 
 if TYPE_CHECKING:
     from ._webhook_http import AddressRanges
+    from .automations import AutomationService
+    from .readback import Readback
+
+# Each service's module loads when the service is first used: a hook composes two services, and
+# must not pay for importing the host adapters, the previews and the recovery every read needs.
 
 ENV_STATE_DIR = "FLOORGATE_STATE_DIR"
 ENV_ENVELOPE_MODE = "FLOORGATE_ENVELOPE_MODE"
@@ -120,6 +123,8 @@ class Floorgate:
 
     @cached_property
     def readback(self) -> Readback:
+        from .readback import Readback
+
         return Readback(self.store, self.clock, self.timers)  # status compares cron lines as apply writes them
 
     @cached_property
@@ -130,6 +135,8 @@ class Floorgate:
 
     @cached_property
     def automations(self) -> AutomationService:
+        from .automations import AutomationService
+
         return AutomationService(self.store, self.clock, self.timers, self.readback)
 
     @cached_property

@@ -19,23 +19,23 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from floorgate.admission import (
+# Only the light modules here: every command's start pays for what this file imports (a command's
+# own module, its services and the store load when it runs; see ``build_parser``).
+from floorgate.admission.errors import (
     FloorgateError,
     InvalidInput,
     NotFound,
     ReductionNotAuthorized,
     RevisionConflict,
-    Store,
     StoreUnavailable,
-    open_store,
 )
-from floorgate.admission.policies import Provenance
 
 from ._proc_start import mark_own
 from .owner_gate import ENV_TURN_ID, Access, OwnerWriteRefused, credential
 
 if TYPE_CHECKING:
-    from floorgate.admission import Principal
+    from floorgate.admission import Principal, Store
+    from floorgate.admission.policies import Provenance
 
     from .app import Floorgate
 
@@ -133,6 +133,8 @@ class Context:
     def owner(self) -> tuple[str, Provenance]:
         """Who an owner write is recorded as: the token's principal (authenticated), else the
         ``--owner-ref`` the caller asserted (a store without owners)."""
+        from floorgate.admission.policies import Provenance
+
         if self.principal is not None:
             return self.principal.name, Provenance.AUTHENTICATED
         owner_ref = getattr(self.args, "owner_ref", None)
@@ -143,6 +145,8 @@ class Context:
     @property
     def store(self) -> Store:
         if self._store is None:
+            from floorgate.admission import open_store
+
             # A read command never creates a store (in the wrong directory it says there is none).
             self._store = open_store(getattr(self.args, "db", None), create=not getattr(self.args, "reads_only", False))
         return self._store
@@ -205,9 +209,70 @@ def add_lane(parser: argparse.ArgumentParser, *, agent_required: bool = True) ->
     parser.add_argument("--automation", help="automation id within the agent (omit for agent-wide)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from ._version import floorgate_version
-    from .commands import admit, automation, demo, envelope, hook, init, notify, owner, policy, run, serve, settings, status, turn
+class _Version(argparse.Action):
+    """``--version``: the installed version, looked up only when asked (reading the distribution's
+    metadata costs more than the rest of a command's start)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest=dest, default=argparse.SUPPRESS, nargs=0, **kwargs)
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: str | None = None
+    ) -> None:
+        from ._version import floorgate_version
+
+        sys.stdout.write(f"floorgate {floorgate_version()}\n")
+        parser.exit()
+
+
+# Each command word and the module of commands/ that registers it, in --help's order.
+COMMANDS: dict[str, str] = {
+    "init": "init",
+    "policy": "policy",
+    "admit": "admit",
+    "confirm": "admit",
+    "starts": "admit",
+    "status": "status",
+    "automation": "automation",
+    "turn": "turn",
+    "run": "run",
+    "settings": "settings",
+    "hook": "hook",
+    "approve": "envelope",
+    "deny": "envelope",
+    "reconcile": "envelope",
+    "mission": "envelope",
+    "demo": "demo",
+    "owner": "owner",
+    "notify": "notify",
+    "serve": "serve",
+}
+_ROOT_VALUED = ("--db",)  # the root's options that take a value
+
+
+def _named_modules(argv: Sequence[str] | None) -> list[str]:
+    """The command modules a command line needs: only its command's (none for --version), so a
+    hook or a read does not import every command's services; all of them for anything else
+    (--help, a misspelt command: argparse lists them or names the nearest)."""
+    every = list(dict.fromkeys(COMMANDS.values()))
+    if argv is None:
+        return every
+    tokens = iter(argv)
+    for token in tokens:
+        if token in ("-h", "--help"):
+            return every
+        if token == "--version":
+            return []
+        if token in _ROOT_VALUED:
+            next(tokens, None)
+        elif not token.startswith("-"):
+            return [COMMANDS[token]] if token in COMMANDS else every
+    return every
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The command line's parser; with ``argv``, only the parts that command line can reach."""
+    import importlib
 
     parser = _Parser(
         prog="floorgate",
@@ -217,23 +282,11 @@ def build_parser() -> argparse.ArgumentParser:
         "5 a managed turn failed, timed out or got stuck",
     )
     add_common(parser, top=True)
-    parser.add_argument("--version", action="version", version=f"floorgate {floorgate_version()}")
+    parser.add_argument("--version", action=_Version, help="show floorgate's version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    init.register(sub)
-    policy.register(sub)
-    admit.register(sub)
-    status.register(sub)
-    automation.register(sub)
-    turn.register(sub)
-    run.register(sub)
-    settings.register(sub)
-    hook.register(sub)
-    envelope.register(sub)
-    demo.register(sub)
-    owner.register(sub)
-    notify.register(sub)
-    serve.register(sub)
+    for module in _named_modules(argv):
+        importlib.import_module(f".commands.{module}", __package__).register(sub)
     for words, leaf in leaf_parsers(parser):
         leaf.set_defaults(command_name=" ".join(words))
         if leaf.get_default("access") is Access.OWNER:
@@ -279,7 +332,7 @@ def run(argv: Sequence[str] | None = None, out=sys.stdout, err=sys.stderr) -> in
         split = argv.index("--")
         argv, command = argv[:split], argv[split + 1 :]
     try:
-        parser = build_parser()
+        parser = build_parser(argv)
         _check_options(parser, argv)
         args = parser.parse_args(argv)
         if command is not None and not hasattr(args, "command_argv"):
