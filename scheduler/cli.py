@@ -16,7 +16,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 # Only the light modules here: every command's start pays for what this file imports (a command's
@@ -167,8 +167,9 @@ class Context:
             self._app = Floorgate(self.store, settings=settings)
         return self._app
 
-    def emit(self, doc: Any, text: str | Callable[[], str]) -> None:
-        """Print ``doc`` as one JSON document with --json, else the readable ``text``."""
+    def emit(self, doc: Any, text: str | Callable[[], str | Iterable[str]]) -> None:
+        """Print ``doc`` as one JSON document with --json, else the readable ``text`` (or its
+        lines, written as they come)."""
         if self.json:
             # Written as encoded, in pieces of ~64k chunks (the bytes dumps would write): ``dumps``
             # holds every chunk of the document and then the whole of it, ~100 MB more for a
@@ -183,7 +184,9 @@ class Context:
         else:
             from .present import terminal_safe  # here: the hooks' start-up never imports the renderers
 
-            self._out.write(terminal_safe(text() if callable(text) else text) + "\n")
+            rendered = text() if callable(text) else text
+            for line in [rendered] if isinstance(rendered, str) else rendered:
+                self._out.write(terminal_safe(line) + "\n")
         self._out.flush()
 
     def close(self) -> None:
