@@ -6,6 +6,7 @@ Each case runs one real command line in a fresh interpreter and lists the module
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -17,7 +18,7 @@ import pytest
 from floorgate.admission import Admission, Store
 from floorgate.admission.store import ENV_URL, head_revision
 from floorgate.scheduler import owner_gate
-from floorgate.scheduler.cli import COMMANDS, build_parser
+from floorgate.scheduler.cli import COMMANDS, _named_modules, build_parser, run
 
 from helpers import add_automation, floor
 
@@ -127,6 +128,33 @@ def test_the_command_table_names_every_command_in_help_order() -> None:
     parser = build_parser()  # every command module
     sub = next(a for a in parser._actions if hasattr(a, "choices") and isinstance(a.choices, dict))
     assert list(sub.choices) == list(COMMANDS)
+
+
+EVERY = list(dict.fromkeys(COMMANDS.values()))
+
+
+@pytest.mark.parametrize(
+    ("argv", "modules"),
+    [
+        (["--version"], []),
+        (["--db", "status", "hook", "pre-tool-use"], ["hook"]),  # --db's value is not the command
+        (["--db=x.db", "--json", "status"], ["status"]),
+        (["starts", "--goal", "g"], ["admit"]),
+        (["status", "--help"], ["status"]),
+        (["--help"], EVERY),
+        (["stauts"], EVERY),  # a misspelt command: argparse names the nearest of them all
+        ([], EVERY),
+    ],
+    ids=["version", "db-value", "db-equals", "second-word", "command-help", "help", "misspelt", "empty"],
+)
+def test_a_command_line_builds_only_its_commands_parser(argv: list[str], modules: list[str]) -> None:
+    assert _named_modules(argv) == modules
+
+
+def test_a_misspelt_command_still_names_the_nearest() -> None:
+    err = io.StringIO()
+    assert run(["stauts"], out=io.StringIO(), err=err) == 2
+    assert "did you mean 'status'?" in err.getvalue()
 
 
 def test_the_store_url_variable_is_named_once() -> None:
