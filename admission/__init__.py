@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from .approvals import Approval, ApprovalRejected, Approvals
     from .automations import (
         Automation,
+        AutomationConflict,
         AutomationSpec,
         AutomationState,
         Automations,
@@ -62,6 +63,7 @@ _WHERE = {
     "ApprovalRejected": "approvals",
     "Approvals": "approvals",
     "Automation": "automations",
+    "AutomationConflict": "automations",
     "AutomationSpec": "automations",
     "AutomationState": "automations",
     "Automations": "automations",
@@ -155,6 +157,7 @@ __all__ = [
     "ApprovalRejected",
     "Approvals",
     "Automation",
+    "AutomationConflict",
     "AutomationSpec",
     "AutomationState",
     "Automations",

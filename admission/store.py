@@ -564,7 +564,8 @@ def head_revision(folder: Path = _MIGRATIONS) -> str | None:
 
 
 def _at_head(store: Store) -> bool:
-    """Whether the store's recorded revision is the head, read with one plain SELECT (no Alembic).
+    """Whether the store's recorded revision is the head, read with one plain SELECT (no Alembic),
+    and on PostgreSQL whether its decision functions are this floorgate's rendering (by hash).
     False whenever that cannot be told (no version table yet, a fresh file): Alembic decides."""
     head = head_revision()
     if head is None:
@@ -572,9 +573,15 @@ def _at_head(store: Store) -> bool:
     try:
         with store.read() as conn:
             rows = conn.execute(text(f"SELECT version_num FROM {_VERSION_TABLE}")).fetchall()
+            if [r[0] for r in rows] != [head]:
+                return False
+            if store.dialect == "postgresql":
+                from .decide import render  # the decision's modules import this one
+
+                return render.installed_hash(conn) == render.functions_hash()
+            return True
     except (SQLAlchemyError, FloorgateError):
         return False  # Alembic's own read names the problem
-    return [r[0] for r in rows] == [head]
 
 
 def _migrate(store: Store, *, create: bool = True) -> None:
@@ -584,6 +591,8 @@ def _migrate(store: Store, *, create: bool = True) -> None:
     from alembic.runtime.environment import EnvironmentContext
     from alembic.runtime.migration import MigrationContext
     from alembic.script import ScriptDirectory
+
+    from .decide import render  # the decision's modules import this one
 
     script = ScriptDirectory(str(_MIGRATIONS), version_locations=[str(_MIGRATIONS)])
     head = script.get_current_head()
@@ -603,9 +612,12 @@ def _migrate(store: Store, *, create: bool = True) -> None:
                 )
         return rev
 
+    pg = store.dialect == "postgresql"
     with store.read() as conn:
         found = current(conn)
-        if found == head:
+        # PostgreSQL's decision functions are installed after the migrations whenever their
+        # rendered text changed (decide.render): a repeatable step, keyed by the text's hash.
+        if found == head and (not pg or render.installed_hash(conn) == render.functions_hash()):
             return
         if found is None and not create:
             raise _no_store(store.safe_url)
@@ -617,6 +629,8 @@ def _migrate(store: Store, *, create: bool = True) -> None:
             conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATION_LOCK})
         rev = current(conn)
         if rev == head:
+            if pg:
+                render.install(conn)
             return
         cfg = Config()
         cfg.set_main_option("script_location", str(_MIGRATIONS))
@@ -627,6 +641,8 @@ def _migrate(store: Store, *, create: bool = True) -> None:
         with EnvironmentContext(cfg, script, fn=upgrade, destination_rev=head) as env:
             env.configure(connection=conn, version_table=_VERSION_TABLE, transactional_ddl=True)
             env.run_migrations()
+        if pg:
+            render.install(conn)
 
 
 # The columns admission's facts read that the schema declares NOT NULL.

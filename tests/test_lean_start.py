@@ -17,22 +17,29 @@ import pytest
 
 from floorgate.admission import Admission, Store
 from floorgate.admission.store import ENV_URL, head_revision
-from floorgate.scheduler import owner_gate
-from floorgate.scheduler.cli import COMMANDS, _named_modules, build_parser, run
+from floorgate.scheduler.app import owner_gate
+from floorgate.scheduler.cli.main import COMMANDS, _named_modules, build_parser, run
 
 from helpers import add_automation, floor
 
 # The owner console's stack, the migration tool and the host runtime: no hook or read needs them.
 CONSOLE = ("starlette", "uvicorn", "jinja2", "prometheus_client", "multipart", "python_multipart", "floorgate.scheduler.console")
-NEVER = (*CONSOLE, "alembic", "mako", "floorgate.scheduler.runtime", "floorgate.scheduler.executor", "floorgate.scheduler.commands.run")
+NEVER = (
+    *CONSOLE,
+    "alembic",
+    "mako",
+    "floorgate.scheduler.runtime.host",
+    "floorgate.scheduler.runtime.executor",
+    "floorgate.scheduler.cli.commands.run",
+)
 # An admission never renders a readback: no schedules' host adapters, previews or recovery.
-ADMIT_NEVER = (*NEVER, "apscheduler", "floorgate.scheduler.readback", "floorgate.hosts.registry", "floorgate.scheduler.present")
+ADMIT_NEVER = (*NEVER, "apscheduler", "floorgate.scheduler.app.readback", "floorgate.hosts.registry", "floorgate.scheduler.views.present")
 # --version reads no store and parses no command.
-VERSION_NEVER = (*NEVER, "sqlalchemy", "pydantic", "psycopg", "floorgate.admission.store", "floorgate.scheduler.commands")
+VERSION_NEVER = (*NEVER, "sqlalchemy", "pydantic", "psycopg", "floorgate.admission.store", "floorgate.scheduler.cli.commands")
 
 _RUN = """
 import json, sys
-from floorgate.scheduler.cli import run
+from floorgate.scheduler.cli.main import run
 code = run(sys.argv[2:])
 with open(sys.argv[1], "w") as f:
     json.dump({"code": code, "modules": sorted(sys.modules)}, f)
@@ -61,7 +68,7 @@ def _hook(db: str) -> list[str]:
 
 def test_version_imports_no_store_no_command_and_no_console(tmp_path: Path) -> None:
     code, modules = _imports(tmp_path, ["--version"])
-    assert code == 0 and "floorgate.scheduler.cli" in modules
+    assert code == 0 and "floorgate.scheduler.cli.main" in modules
     assert _loaded(modules, VERSION_NEVER) == []
 
 
@@ -78,7 +85,7 @@ def test_the_prompt_hook_imports_only_what_its_answer_uses(store: Store, db_url:
     assert "floorgate.admission.gate" in modules  # it did decide
     assert _loaded(modules, NEVER if denied else ADMIT_NEVER) == []
     # Only the hook's own command module: no other command's services.
-    assert {m for m in modules if m.startswith("floorgate.scheduler.commands.")} == {"floorgate.scheduler.commands.hook"}
+    assert {m for m in modules if m.startswith("floorgate.scheduler.cli.commands.")} == {"floorgate.scheduler.cli.commands.hook"}
 
 
 def test_the_tool_hook_outside_a_mission_imports_no_store(tmp_path: Path) -> None:
@@ -100,12 +107,55 @@ def test_a_store_behind_the_head_is_still_migrated(tmp_path: Path) -> None:
     from floorgate.admission import open_store
 
     db = tmp_path / "old.db"
-    with open_store(str(db)) as store, store.write() as conn:
-        conn.execute(text("UPDATE fg_alembic_version SET version_num = '0019'"))
+    with open_store(str(db)) as store:
+        before = _downgrade_one(store)
+        with store.read() as conn:
+            assert conn.execute(text("SELECT version_num FROM fg_alembic_version")).scalar() == before
     code, modules = _imports(tmp_path, ["status", "--db", str(db)])
     assert code == 0 and "alembic" in modules
     with open_store(str(db)) as store, store.read() as conn:
+        assert before != head_revision()
         assert conn.execute(text("SELECT version_num FROM fg_alembic_version")).scalar() == head_revision()
+
+
+def _downgrade_one(store: Store) -> str:
+    """Undo the head migration (its ``downgrade``, as Alembic runs it): a store really one behind."""
+    from alembic.config import Config
+    from alembic.runtime.environment import EnvironmentContext
+    from alembic.script import ScriptDirectory
+
+    from floorgate.admission.store import _MIGRATIONS
+
+    script = ScriptDirectory(str(_MIGRATIONS), version_locations=[str(_MIGRATIONS)])
+    head = script.get_revision(script.get_current_head())
+    before = str(head.down_revision)
+    cfg = Config()
+    cfg.set_main_option("script_location", str(_MIGRATIONS))
+    with store.write(lock_key=None) as conn:
+
+        def downgrade(rev, _context):  # type: ignore[no-untyped-def]
+            return script._downgrade_revs(before, rev)
+
+        with EnvironmentContext(cfg, script, fn=downgrade, destination_rev=before) as env:
+            env.configure(connection=conn, version_table="fg_alembic_version", transactional_ddl=True)
+            env.run_migrations()
+    return before
+
+
+def test_a_postgresql_store_at_the_head_with_stale_decision_functions_reinstalls_them(store: Store, db_url: str) -> None:
+    """At the head, the fast check still compares the installed decision functions' hash with
+    this floorgate's rendering: a stale text is installed again at open, as without the check."""
+    if store.dialect != "postgresql":
+        pytest.skip("the rendered decision functions are PostgreSQL's")
+    from sqlalchemy import text
+
+    from floorgate.admission import open_store
+    from floorgate.admission.decide import render
+
+    with store.write() as conn:
+        conn.execute(text("UPDATE fg_installed SET hash = 'stale' WHERE name = 'decision'"))
+    with open_store(db_url) as reopened, reopened.read() as conn:
+        assert render.installed_hash(conn) == render.functions_hash()
 
 
 def test_the_head_read_from_the_migration_files_is_alembics() -> None:
@@ -113,6 +163,8 @@ def test_the_head_read_from_the_migration_files_is_alembics() -> None:
 
     from floorgate.admission.store import _MIGRATIONS
 
+    newest = max(f.name for f in _MIGRATIONS.glob("[0-9]*.py"))
+    assert head_revision() == newest.split("_", 1)[0]  # the newest migration file, found among them all
     assert head_revision() == ScriptDirectory(str(_MIGRATIONS), version_locations=[str(_MIGRATIONS)]).get_current_head()
 
 
