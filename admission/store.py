@@ -539,7 +539,54 @@ def _require_existing(resolved: str) -> None:
             raise _no_store(str(path))
 
 
+_REVISION_LINE = re.compile(r"^(down_revision|revision)\s*(?::[^=]*)?=\s*(?:\"([^\"]*)\"|'([^']*)'|None)", re.MULTILINE)
+
+
+def head_revision(folder: Path = _MIGRATIONS) -> str | None:
+    """The schema head as Alembic would name it, read from the migration files' ``revision`` and
+    ``down_revision`` lines without importing Alembic (a store at the head never needs it).
+    None when the files do not name exactly one head: the caller then asks Alembic."""
+    revisions: set[str] = set()
+    parents: set[str] = set()
+    try:
+        files = [f for f in folder.iterdir() if f.suffix == ".py" and not f.name.startswith("_")]
+        for f in files:
+            found = {m.group(1): m.group(2) or m.group(3) for m in _REVISION_LINE.finditer(f.read_text(encoding="utf-8"))}
+            if "revision" not in found or found["revision"] is None:
+                return None
+            revisions.add(found["revision"])
+            if found.get("down_revision"):
+                parents.add(str(found["down_revision"]))
+    except (OSError, UnicodeDecodeError):
+        return None
+    heads = revisions - parents
+    return heads.pop() if len(heads) == 1 else None
+
+
+def _at_head(store: Store) -> bool:
+    """Whether the store's recorded revision is the head, read with one plain SELECT (no Alembic),
+    and on PostgreSQL whether its decision functions are this floorgate's rendering (by hash).
+    False whenever that cannot be told (no version table yet, a fresh file): Alembic decides."""
+    head = head_revision()
+    if head is None:
+        return False
+    try:
+        with store.read() as conn:
+            rows = conn.execute(text(f"SELECT version_num FROM {_VERSION_TABLE}")).fetchall()
+            if [r[0] for r in rows] != [head]:
+                return False
+            if store.dialect == "postgresql":
+                from .decide import render  # the decision's modules import this one
+
+                return render.installed_hash(conn) == render.functions_hash()
+            return True
+    except (SQLAlchemyError, FloorgateError):
+        return False  # Alembic's own read names the problem
+
+
 def _migrate(store: Store, *, create: bool = True) -> None:
+    if _at_head(store):
+        return
     from alembic.config import Config
     from alembic.runtime.environment import EnvironmentContext
     from alembic.runtime.migration import MigrationContext

@@ -7,7 +7,8 @@ One after another, on this machine, in this run:
   from the tests that assert them (their JUnit report carries each count; a failed test is a row
   that says so);
 - ``bench/admission.py``, ``bench/ticks.py`` (the loop and the 1,000-tick burst), ``bench/host.py``
-  and ``bench/status.py`` (1k and 10k automations; ``--big`` adds 50k), ``bench/rrule.py``.
+  and ``bench/status.py`` (1k and 10k automations; ``--big`` adds 50k), ``bench/rrule.py``,
+  ``bench/start.py`` (the hook's answer, the read commands' start and ``status`` as processes).
 Each prints its own details as it goes (baselines, per-operation times); every figure it reports
 is also recorded as a row (``bench/_rows.py``), and the table at the end lists them all: the
 median of interleaved per-round ratios or times with their spread (min..max), the goal, met or not.
@@ -50,6 +51,7 @@ def _benchmarks(args: argparse.Namespace) -> list[tuple[str, list[str]]]:
             ("host", ["bench/host.py", "--sizes", "1000", "--rounds", "1", "--samples", "100"]),
             ("status", ["bench/status.py", "--sizes", "1000", "--rounds", "1"]),
             ("rrule", ["bench/rrule.py", "--rounds", "1"]),
+            ("start", ["bench/start.py", "--quick", *pg]),
         ]
     return [
         ("admission", ["bench/admission.py", *pg]),
@@ -57,6 +59,7 @@ def _benchmarks(args: argparse.Namespace) -> list[tuple[str, list[str]]]:
         ("host", ["bench/host.py", *sizes]),
         ("status", ["bench/status.py", *sizes]),
         ("rrule", ["bench/rrule.py"]),
+        ("start", ["bench/start.py", *pg]),
     ]
 
 

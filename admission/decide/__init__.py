@@ -34,15 +34,34 @@ the bulk readback of many lanes) and the table test's generator of facts: five a
 
 from __future__ import annotations
 
-from .checks import CHECKS as CHECKS
-from .checks import Check as Check
-from .checks import Outcome as Outcome
-from .facts import FACTS as FACTS
-from .facts import Fact as Fact
-from .facts import Facts as Facts
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .floors import MAX_FLOOR_US as MAX_FLOOR_US
 from .floors import MAX_US as MAX_US
 from .floors import after_start_us as after_start_us
 from .floors import combine as combine
 from .floors import next_eligible_at as next_eligible_at
 from .floors import next_eligible_us as next_eligible_us
+
+if TYPE_CHECKING:
+    from .checks import CHECKS as CHECKS
+    from .checks import Check as Check
+    from .checks import Outcome as Outcome
+    from .facts import FACTS as FACTS
+    from .facts import Fact as Fact
+    from .facts import Facts as Facts
+
+# The table and the facts load on first use (PEP 562): ``decisions`` imports ``floors`` from here
+# while ``checks`` and ``facts`` import ``decisions``, so loading them eagerly would make the
+# package's import order matter (``floorgate.admission`` itself loads its modules on first use).
+_WHERE = {"CHECKS": "checks", "Check": "checks", "Outcome": "checks", "FACTS": "facts", "Fact": "facts", "Facts": "facts"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value

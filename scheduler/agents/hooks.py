@@ -12,13 +12,14 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from floorgate.admission import Admission, Automations, Decision, FloorgateError, Journal, Missions, NotFound, Store
 from floorgate.admission.clock import Clock, read_clock
 from floorgate.admission.liveness import HookAnswers
 
-from ..app.envelope_gate import EnvelopeGate, envelope_mode
-from ..app.readback import AutomationReadback, Readback
+if TYPE_CHECKING:
+    from ..app.readback import AutomationReadback
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,8 @@ class HookService:
             self.sleep(gap.total_seconds())
             decision = reserve()
         if not decision.admitted:
+            from ..app.readback import Readback  # a denial's readback only: an admission never loads it
+
             recorded = self._answered(automation, False)
             try:
                 readback: AutomationReadback | None = Readback(self.store, self.clock).automation(automation)
@@ -120,6 +123,8 @@ class HookService:
 
     def count_tool_call(self, mission_id: str) -> str | None:
         """Count one tool call of the mission; the refusal text when the call must not run."""
+        from ..app.envelope_gate import EnvelopeGate, envelope_mode
+
         mission = Missions(self.store, self.clock).get(mission_id)
         automation = Automations(self.store, self.clock).get(mission.automation_id)
         return EnvelopeGate(self.store, clock=self.clock, mode=envelope_mode(self.envelope_mode)).count_tool_call(automation, mission)

@@ -15,11 +15,17 @@ import stat
 from collections.abc import Callable, Mapping
 from enum import StrEnum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from floorgate.admission import FloorgateError, Principal, Principals, Role, Store
 from floorgate.admission.clock import Clock, read_clock
-from floorgate.admission.events import EventKind, record
-from floorgate.admission.store import ENV_URL as STORE_URL_ENV
+from floorgate.admission.errors import FloorgateError
+
+if TYPE_CHECKING:
+    from floorgate.admission import Principal, Store
+
+# What $FLOORGATE_DB is called (admission.store's ENV_URL; a test holds them equal): named here so
+# that every command's start does not import the store (SQLAlchemy) to read one constant.
+STORE_URL_ENV = "FLOORGATE_DB"
 
 ENV_TOKEN = "FLOORGATE_TOKEN"
 ENV_TOKEN_FILE = "FLOORGATE_TOKEN_FILE"
@@ -98,6 +104,8 @@ class OwnerGate:
     """Checks an owner write against the store's owners (and records refusals from managed turns)."""
 
     def __init__(self, store: Store, clock: Clock) -> None:
+        from floorgate.admission import Principals
+
         self.store = store
         self.clock = clock
         self.principals = Principals(store, clock)
@@ -126,6 +134,8 @@ class OwnerGate:
         principal = self.principals.authenticate(presented)
         if principal is None:
             raise OwnerWriteRefused("the owner token is not a live token (unknown, wrong or revoked); see 'floorgate owner list'")
+        from floorgate.admission import Role
+
         if principal.role is not Role.OWNER:
             raise OwnerWriteRefused(f"principal {principal.name!r} is a {principal.role.value}; '{command}' needs an owner's token")
         if owner_ref is not None and owner_ref != principal.name:
@@ -136,6 +146,8 @@ class OwnerGate:
 
     def refuse_in_turn(self, turn_id: str, command: str) -> None:
         """Record that a managed turn tried an owner write, then refuse it."""
+        from floorgate.admission.events import EventKind, record
+
         turn = _printable(turn_id, 200)
         with self.store.write(lock_key="events:owner_write_refused") as conn:
             event_id = record(conn, EventKind.OWNER_WRITE_REFUSED, turn, {"turn_id": turn, "command": command}, read_clock(self.clock))

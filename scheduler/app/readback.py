@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import os
 import shutil
+from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -131,6 +132,23 @@ class Overview:
     lanes: list[Eligibility]
     hosts: tuple[HostBeat, ...]
 
+    @property
+    def own_timers(self) -> bool:
+        """Whether any automation fires on a timer a floorgate host arms (status then lists the hosts)."""
+        return any(rb.automation is not None and capabilities(rb.automation.spec.timer).armed_by_runtime for rb in self.readbacks)
+
+
+@dataclass(frozen=True)
+class OverviewStream:
+    """``Overview`` as ``status`` renders it, read as it is rendered: ``readbacks`` yields each
+    automation's readback once, in the overview's order, and holds none of them afterwards."""
+
+    now: datetime
+    readbacks: Iterator[AutomationReadback]
+    lanes: list[Eligibility]
+    hosts: tuple[HostBeat, ...]
+    own_timers: bool
+
 
 @dataclass(frozen=True)
 class Preview:
@@ -219,8 +237,15 @@ class _Direct:
         return host_problem(automation)
 
 
+# Lanes whose eligibility a readback of many reads at once: the eligibilities of fifty thousand
+# lanes held together take ~70 MB, and each read also scans the lanes' facts in full (a few ms per
+# ten thousand), so larger parts would cost memory and smaller ones repeated scans.
+_ELIGIBILITY_PART = 10_000
+
+
 class _Bulk:
-    """The same reads for every automation at once: each table read once per readback of many.
+    """The same reads for every automation at once: each table read once per readback of many
+    (eligibility: once per ``_ELIGIBILITY_PART`` lanes, in the order ``automations`` are read back).
     A row that cannot be decoded holds only its automation, as the direct read would."""
 
     def __init__(self, rb: Readback, automations: list[Automation]) -> None:
@@ -228,7 +253,9 @@ class _Bulk:
 
         self.direct = _Direct(rb)  # a damaged row is read again on its own: the same error, word for word
         lanes = [(a.spec.goal_id, a.spec.agent_id, a.automation_id) for a in automations]
-        self.eligibilities = rb.admission.eligibility_many(lanes)  # type: ignore[arg-type]
+        self._admission = rb.admission
+        self._lanes, self._read = lanes, 0  # the lanes, and how many of them have been read
+        self.eligibilities: dict[tuple[str, str, str], Eligibility] = {}
         self.envelopes = EnvelopeGate(rb.store, clock=rb.clock, mode=EnvelopeMode.OBSERVE).envelopes(lanes)
         self.turns, self.bad_turns = rb.journal.latest_scan()
         self.bindings = rb.bindings.all()
@@ -254,7 +281,13 @@ class _Bulk:
         return self.texts.setdefault(detail, detail)
 
     def eligibility(self, lane: tuple[str, str, str]) -> Eligibility:
-        return self.eligibilities[lane]  # type: ignore[index]
+        found = self.eligibilities.pop(lane, None)  # each lane is read back once: let it go
+        while found is None and self._read < len(self._lanes):
+            part = self._lanes[self._read : self._read + _ELIGIBILITY_PART]
+            self._read += len(part)
+            self.eligibilities.update(self._admission.eligibility_many(part))  # type: ignore[arg-type]
+            found = self.eligibilities.pop(lane, None)
+        return found if found is not None else self.direct.eligibility(lane)
 
     def envelope(self, lane: tuple[str, str, str]) -> tuple[Envelope, str | None]:
         return self.envelopes[lane]
@@ -336,12 +369,18 @@ class Readback:
     def overview(self, goal: str | None = None, agent: str | None = None, automation: str | None = None) -> Overview:
         """What ``status`` shows: every automation's readback, the floored lanes no automation
         stands for, and the timer hosts, from one shared context."""
+        view = self.overview_stream(goal, agent, automation)
+        return Overview(now=view.now, readbacks=list(view.readbacks), lanes=view.lanes, hosts=view.hosts)
+
+    def overview_stream(self, goal: str | None = None, agent: str | None = None, automation: str | None = None) -> OverviewStream:
+        """``overview`` for a renderer that writes each readback as it comes: the same readbacks,
+        in the same order, from one context; memory holds the automations not yet read back."""
         ctx = self.context()
-        readbacks = self.many(goal, agent, automation, ctx=ctx)
-        covered = {
-            (rb.automation.spec.goal_id, rb.automation.spec.agent_id, rb.automation_id) for rb in readbacks if rb.automation is not None
-        }
-        return Overview(now=ctx.now, readbacks=readbacks, lanes=self.lanes(goal, agent, automation, covered), hosts=ctx.hosts)
+        wanted, broken = self._scanned(goal, agent, automation)
+        covered = {(a.spec.goal_id, a.spec.agent_id, a.automation_id) for a in wanted}
+        own = any(capabilities(a.spec.timer).armed_by_runtime for a in wanted)
+        lanes = self.lanes(goal, agent, automation, covered)
+        return OverviewStream(now=ctx.now, readbacks=self._streamed(wanted, broken, ctx), lanes=lanes, hosts=ctx.hosts, own_timers=own)
 
     def many(
         self, goal: str | None = None, agent: str | None = None, automation: str | None = None, *, ctx: ReadContext | None = None
@@ -349,13 +388,30 @@ class Readback:
         """Readbacks of every automation (narrowed to a goal, agent or one id); an unreadable
         row is reported held, never hidden, and never hides the others."""
         ctx = ctx if ctx is not None else self.context()
+        return list(self._streamed(*self._scanned(goal, agent, automation), ctx))
+
+    def _scanned(self, goal: str | None, agent: str | None, automation: str | None) -> tuple[list[Automation], dict[str, str]]:
         with _collector_paused():
             found, broken = self.automations.scan(goal=goal, agent=agent)
-            wanted = [a for a in found.values() if automation is None or a.automation_id == automation]
+        wanted = [a for a in found.values() if automation is None or a.automation_id == automation]
+        return wanted, {aid: reason for aid, reason in broken.items() if automation is None or aid == automation}
+
+    def _streamed(self, wanted: list[Automation], broken: dict[str, str], ctx: ReadContext) -> Iterator[AutomationReadback]:
+        """Each readback in order (goal, then id; an unreadable row, whose goal is unknown, first),
+        made as it is asked for; an automation is let go once read back."""
+        with _collector_paused():
+            # (goal, id) is unique: the third item is never compared.
+            order: list[tuple[str, str, Automation | str]] = [(a.spec.goal_id, a.automation_id, a) for a in wanted]
+            order += [("", aid, reason) for aid, reason in broken.items()]
+            order.sort(key=lambda item: (item[0], item[1]))
+            wanted.sort(key=lambda a: (a.spec.goal_id, a.automation_id))  # the order the bulk reads are asked in
             sources: _Direct | _Bulk = _Bulk(self, wanted) if len(wanted) > 1 else _Direct(self)
-            out = [self.of(a, ctx, sources) for a in wanted]
-            out += [_unreadable(aid, reason) for aid, reason in broken.items() if automation is None or aid == automation]
-            return sorted(out, key=lambda r: (r.automation.spec.goal_id if r.automation else "", r.automation_id))
+            wanted.clear()
+            pending = deque(order)
+            del order
+            while pending:
+                _, aid, item = pending.popleft()
+                yield self.of(item, ctx, sources) if not isinstance(item, str) else _unreadable(aid, item)
 
     def of(self, automation: Automation, ctx: ReadContext, sources: _Direct | _Bulk | None = None) -> AutomationReadback:
         """The readback of a loaded automation in ``ctx``; state of its own that cannot be read (a

@@ -18,19 +18,22 @@ from pydantic import BaseModel, ConfigDict
 from floorgate.admission import Admission, Automations, HostPolicies, Journal, Policies, Principals, Store, open_store
 from floorgate.admission.clock import Clock, SystemClock
 
-from .automations import AutomationService
 from .owner_gate import OwnerGate
-from .readback import Readback
 
 if TYPE_CHECKING:  # built on first use: a hook's start-up never imports what it does not call
     from ..agents.hooks import HookService
     from ..runtime._webhook_http import AddressRanges
     from ..runtime.executor import TurnExecutor
     from ..runtime.host import HostRuntime, RuntimeConfig
+    from .automations import AutomationService
     from .envelopes import EnvelopeService
     from .floors import FloorService
     from .notify import NotifyService
+    from .readback import Readback
     from .timers import TimerService
+
+# Each service's module loads when the service is first used: a hook composes two services, and
+# must not pay for importing the host adapters, the previews and the recovery every read needs.
 
 ENV_STATE_DIR = "FLOORGATE_STATE_DIR"
 ENV_ENVELOPE_MODE = "FLOORGATE_ENVELOPE_MODE"
@@ -127,6 +130,8 @@ class Floorgate:
 
     @cached_property
     def readback(self) -> Readback:
+        from .readback import Readback
+
         return Readback(self.store, self.clock, self.timers)  # status compares cron lines as apply writes them
 
     @cached_property
@@ -137,6 +142,8 @@ class Floorgate:
 
     @cached_property
     def automations(self) -> AutomationService:
+        from .automations import AutomationService
+
         return AutomationService(self.store, self.clock, self.timers, self.readback)
 
     @cached_property

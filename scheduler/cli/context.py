@@ -9,14 +9,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from floorgate.admission import InvalidInput, Store, open_store
-from floorgate.admission.policies import Provenance
+# Only the light modules here: every command's start pays for what this file imports.
+from floorgate.admission.errors import InvalidInput
 
 if TYPE_CHECKING:
-    from floorgate.admission import Principal
+    from floorgate.admission import Principal, Store
+    from floorgate.admission.policies import Provenance
 
     from ..app.root import Floorgate
 
@@ -60,6 +61,8 @@ class Context:
     def owner(self) -> tuple[str, Provenance]:
         """Who an owner write is recorded as: the token's principal (authenticated), else the
         ``--owner-ref`` the caller asserted (a store without owners)."""
+        from floorgate.admission.policies import Provenance
+
         if self.principal is not None:
             return self.principal.name, Provenance.AUTHENTICATED
         owner_ref = getattr(self.args, "owner_ref", None)
@@ -70,6 +73,8 @@ class Context:
     @property
     def store(self) -> Store:
         if self._store is None:
+            from floorgate.admission import open_store
+
             # A read command never creates a store (in the wrong directory it says there is none).
             self._store = open_store(getattr(self.args, "db", None), create=not getattr(self.args, "reads_only", False))
         return self._store
@@ -90,8 +95,9 @@ class Context:
             self._app = Floorgate(self.store, settings=settings)
         return self._app
 
-    def emit(self, doc: Any, text: str | Callable[[], str]) -> None:
-        """Print ``doc`` as one JSON document with --json, else the readable ``text``."""
+    def emit(self, doc: Any, text: str | Callable[[], str | Iterable[str]]) -> None:
+        """Print ``doc`` as one JSON document with --json, else the readable ``text`` (or its
+        lines, written as they come)."""
         if self.json:
             # Written as encoded, in pieces of ~64k chunks (the bytes dumps would write): ``dumps``
             # holds every chunk of the document and then the whole of it, ~100 MB more for a
@@ -106,7 +112,9 @@ class Context:
         else:
             from ..views.present import terminal_safe  # here: the hooks' start-up never imports the renderers
 
-            self._out.write(terminal_safe(text() if callable(text) else text) + "\n")
+            rendered = text() if callable(text) else text
+            for line in [rendered] if isinstance(rendered, str) else rendered:
+                self._out.write(terminal_safe(line) + "\n")
         self._out.flush()
 
     def close(self) -> None:

@@ -17,9 +17,11 @@ import os
 import re
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from floorgate.admission import (
+# Only the light modules here: every command's start pays for what this file imports (a command's
+# own module, its services and the store load when it runs; see ``build_parser``).
+from floorgate.admission.errors import (
     FloorgateError,
     InvalidInput,
     NotFound,
@@ -40,9 +42,6 @@ from .context import (
     UsageError,
     add_common,
 )
-
-if TYPE_CHECKING:
-    pass
 
 
 class _Parser(argparse.ArgumentParser):
@@ -112,9 +111,74 @@ def _check_options(parser: argparse.ArgumentParser, argv: list[str]) -> None:
             raise UsageError(f"{leaf.prog} has no option {name}{hint} (see '{leaf.prog} --help')")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from .._version import floorgate_version
-    from .commands import admit, automation, demo, envelope, hook, init, notify, owner, policy, run, serve, settings, status, turn
+class _Version(argparse.Action):
+    """``--version``: the installed version, looked up only when asked (reading the distribution's
+    metadata costs more than the rest of a command's start)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest=dest, default=argparse.SUPPRESS, nargs=0, **kwargs)
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: str | None = None
+    ) -> None:
+        from .._version import floorgate_version
+
+        sys.stdout.write(f"floorgate {floorgate_version()}\n")
+        parser.exit()
+
+
+# Each command word and the module of commands/ that registers it, in --help's order.
+COMMANDS: dict[str, str] = {
+    "init": "init",
+    "policy": "policy",
+    "admit": "admit",
+    "confirm": "admit",
+    "starts": "admit",
+    "status": "status",
+    "automation": "automation",
+    "turn": "turn",
+    "run": "run",
+    "settings": "settings",
+    "hook": "hook",
+    "approve": "envelope",
+    "deny": "envelope",
+    "reconcile": "envelope",
+    "mission": "envelope",
+    "demo": "demo",
+    "owner": "owner",
+    "notify": "notify",
+    "serve": "serve",
+    "apply": "fleet",
+    "export": "fleet",
+    "doctor": "doctor",
+    "service": "service",
+}
+_ROOT_VALUED = ("--db",)  # the root's options that take a value
+
+
+def _named_modules(argv: Sequence[str] | None) -> list[str]:
+    """The command modules a command line needs: only its command's (none for --version), so a
+    hook or a read does not import every command's services; all of them for anything else
+    (--help, a misspelt command: argparse lists them or names the nearest)."""
+    every = list(dict.fromkeys(COMMANDS.values()))
+    if argv is None:
+        return every
+    tokens = iter(argv)
+    for token in tokens:
+        if token in ("-h", "--help"):
+            return every
+        if token == "--version":
+            return []
+        if token in _ROOT_VALUED:
+            next(tokens, None)
+        elif not token.startswith("-"):
+            return [COMMANDS[token]] if token in COMMANDS else every
+    return every
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The command line's parser; with ``argv``, only the parts that command line can reach."""
+    import importlib
 
     parser = _Parser(
         prog="floorgate",
@@ -124,28 +188,11 @@ def build_parser() -> argparse.ArgumentParser:
         "5 a managed turn failed, timed out or got stuck",
     )
     add_common(parser, top=True)
-    parser.add_argument("--version", action="version", version=f"floorgate {floorgate_version()}")
+    parser.add_argument("--version", action=_Version, help="show floorgate's version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    init.register(sub)
-    policy.register(sub)
-    admit.register(sub)
-    status.register(sub)
-    automation.register(sub)
-    turn.register(sub)
-    run.register(sub)
-    settings.register(sub)
-    hook.register(sub)
-    envelope.register(sub)
-    demo.register(sub)
-    owner.register(sub)
-    notify.register(sub)
-    serve.register(sub)
-    from .commands import doctor, fleet, service
-
-    fleet.register(sub)
-    doctor.register(sub)
-    service.register(sub)
+    for module in _named_modules(argv):
+        importlib.import_module(f".commands.{module}", __package__).register(sub)
     for words, leaf in leaf_parsers(parser):
         leaf.set_defaults(command_name=" ".join(words))
         if leaf.get_default("access") is Access.OWNER:
@@ -191,7 +238,7 @@ def run(argv: Sequence[str] | None = None, out=sys.stdout, err=sys.stderr) -> in
         split = argv.index("--")
         argv, command = argv[:split], argv[split + 1 :]
     try:
-        parser = build_parser()
+        parser = build_parser(argv)
         _check_options(parser, argv)
         args = parser.parse_args(argv)
         if command is not None and not hasattr(args, "command_argv"):

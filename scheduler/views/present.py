@@ -8,7 +8,7 @@ in its schedule's zone with how far it is from the readback's own clock reading 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timedelta, timezone, tzinfo
 from typing import TYPE_CHECKING, Any
 
@@ -16,14 +16,13 @@ from floorgate.admission import Confirmation, Decision, EffectiveFloor, Eligibil
 from floorgate.admission.clock import iso
 from floorgate.admission.intervals import format_interval
 from floorgate.hosts import InvalidSchedule, Schedule
-from floorgate.hosts.registry import capabilities
 
 if TYPE_CHECKING:
     from floorgate.admission import Automation, Mission, Tick, TimerBinding, TurnRecord, Verdict
     from floorgate.admission.liveness import HostBeat
 
     from ..app.guarantee import GuaranteeReadback
-    from ..app.readback import AutomationReadback, Overview
+    from ..app.readback import AutomationReadback, Overview, OverviewStream
 
 
 def terminal_safe(text: str, *, lines: bool = True) -> str:
@@ -161,11 +160,51 @@ def command_text(spec: Any) -> str:
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
     """A plain aligned text table; None shows as '-'."""
-    cells = [[("-" if v is None else str(v)) for v in row] for row in rows]
+    return "\n".join(table_lines(headers, [_cells(None, row) for row in rows]))
+
+
+class _Streamed(list):  # type: ignore[type-arg]
+    """A JSON array written as its items are produced (see ``streamed``)."""
+
+    def __init__(self, items: Iterable[Any]) -> None:
+        super().__init__()
+        self._items = iter(items)
+        self._first: Any = _UNREAD  # read when the encoder asks whether the array is empty
+
+    def __bool__(self) -> bool:
+        if self._first is _UNREAD:
+            self._first = next(self._items, _END)
+        return self._first is not _END
+
+    def __iter__(self) -> Iterator[Any]:
+        if self:
+            first, self._first = self._first, _END
+            yield first
+            yield from self._items
+
+
+_UNREAD, _END = object(), object()
+
+
+def streamed(items: Iterable[Any]) -> list[Any]:
+    """``items`` as a JSON array the CLI's encoder (indented: the pure-Python one, which walks a
+    list with ``not`` and ``for``) writes one item at a time, holding none after it is encoded.
+    It can be walked once."""
+    return _Streamed(items)
+
+
+def _cells(texts: dict[str, str] | None, row: Iterable[object]) -> list[str]:
+    """A row's cells as text (None as '-'); with ``texts``, equal cells are one string."""
+    cells = [("-" if v is None else str(v)) for v in row]
+    return cells if texts is None else [texts.setdefault(c, c) for c in cells]
+
+
+def table_lines(headers: Sequence[str], cells: list[list[str]]) -> Iterator[str]:
+    """``table`` of rows already rendered as cells (``_cells``), one line at a time."""
     widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=False)).rstrip()]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=False)).rstrip() for row in cells]
-    return "\n".join(lines)
+    yield "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=False)).rstrip()
+    for row in cells:
+        yield "  ".join(v.ljust(w) for v, w in zip(row, widths, strict=False)).rstrip()
 
 
 def automation_doc(a: Automation) -> dict[str, Any]:
@@ -391,83 +430,101 @@ def _zone_of(rb: AutomationReadback) -> tzinfo:
         return timezone.utc
 
 
-def status_text(view: Overview) -> str:
+def status_text(view: Overview | OverviewStream) -> str:
     """``floorgate status`` as tables: hosts, automations, then floored lanes no automation stands for."""
-    readbacks, lanes = view.readbacks, view.lanes
-    parts = [hosts_text(view.hosts, view.now)] if view.hosts or any(_on_own_timer(rb) for rb in readbacks) else []
-    zones = {rb.automation_id: _zone_of(rb) for rb in readbacks}
-    if readbacks:
-        parts.append(
-            table(
-                [
-                    "AUTOMATION",
-                    "LANE",
-                    "STATE",
-                    "NEXT_FIRE",
-                    "NEXT_ELIGIBLE_AT",
-                    "LAST_TURN",
-                    "OUTCOME",
-                    "TIMER",
-                    "DESIRED=OBSERVED",
-                    "GUARANTEE",
-                ],
-                [
-                    (
-                        rb.automation_id,
-                        f"{rb.automation.spec.goal_id}/{rb.automation.spec.agent_id}" if rb.automation else None,
-                        rb.state.value,
-                        "none (no host)" if rb.no_timer_host else when(rb.next_fire_at, view.now, zones[rb.automation_id]),
-                        when(rb.eligibility.next_eligible_at, view.now, zones[rb.automation_id]) if rb.eligibility else None,
-                        when(rb.last_turn.started_at, view.now, zones[rb.automation_id]) if rb.last_turn else None,
-                        turn_outcome(rb.last_turn, rb.mission),
-                        rb.automation.spec.timer if rb.automation else None,
-                        agreement_text(rb),
-                        rb.guarantee,
-                    )
-                    for rb in readbacks
-                ],
+    return "\n".join(status_lines(view))
+
+
+_STATUS_HEADERS = (
+    "AUTOMATION",
+    "LANE",
+    "STATE",
+    "NEXT_FIRE",
+    "NEXT_ELIGIBLE_AT",
+    "LAST_TURN",
+    "OUTCOME",
+    "TIMER",
+    "DESIRED=OBSERVED",
+    "GUARANTEE",
+)
+
+
+def status_lines(view: Overview | OverviewStream) -> Iterator[str]:
+    """``status_text`` line by line, reading ``view.readbacks`` once: each readback is reduced to
+    its table cells and notes as it comes, so a status of many automations never holds them all
+    (nor the whole text: the table's widths need only the cells)."""
+    rows: list[list[str]] = []
+    texts: dict[str, str] = {}  # one string per distinct cell: many automations share a lane, a floor's opening...
+    details: list[str] = []
+    drifts: list[str] = []
+    envelopes: list[str] = []
+    failures: list[str] = []
+    zones: dict[str, tzinfo] = {}
+    for rb in view.readbacks:
+        schedule = rb.automation.spec.schedule if rb.automation is not None else ""
+        zone = zones.get(schedule)
+        if zone is None:
+            zone = zones[schedule] = _zone_of(rb)
+        rows.append(
+            _cells(
+                texts,
+                (
+                    rb.automation_id,
+                    f"{rb.automation.spec.goal_id}/{rb.automation.spec.agent_id}" if rb.automation else None,
+                    rb.state.value,
+                    "none (no host)" if rb.no_timer_host else when(rb.next_fire_at, view.now, zone),
+                    when(rb.eligibility.next_eligible_at, view.now, zone) if rb.eligibility else None,
+                    when(rb.last_turn.started_at, view.now, zone) if rb.last_turn else None,
+                    turn_outcome(rb.last_turn, rb.mission),
+                    rb.automation.spec.timer if rb.automation else None,
+                    agreement_text(rb),
+                    rb.guarantee,
+                ),
             )
         )
-        parts += [
-            f"  {rb.automation_id}: {terminal_safe(rb.detail, lines=False)}"
-            for rb in readbacks
-            if rb.state.value != "eligible" or rb.no_timer_host
-        ]
-        parts += [
-            f"  {rb.automation_id}: DRIFT: {rb.drift}; re-apply with 'floorgate automation apply {rb.automation_id}'"
-            for rb in readbacks
-            if rb.drift is not None
-        ]
-        parts += [line for rb in readbacks if (line := _envelope_line(rb)) is not None]
-        parts += [
-            f"  {rb.automation_id}: apply failed: {rb.binding.apply_error}"
-            for rb in readbacks
-            if rb.binding is not None and rb.binding.apply_error
-        ]
+        if rb.state.value != "eligible" or rb.no_timer_host:
+            details.append(f"  {rb.automation_id}: {terminal_safe(rb.detail, lines=False)}")
+        if rb.drift is not None:
+            drifts.append(f"  {rb.automation_id}: DRIFT: {rb.drift}; re-apply with 'floorgate automation apply {rb.automation_id}'")
+        if (line := _envelope_line(rb)) is not None:
+            envelopes.append(line)
+        if rb.binding is not None and rb.binding.apply_error:
+            failures.append(f"  {rb.automation_id}: apply failed: {rb.binding.apply_error}")
+    lanes = view.lanes
+    if not rows and not lanes:
+        yield "no automations and no floored lanes"
+        return
+    # The parts, a blank line between each: the hosts, the table, each note, the lanes' table.
+    parts: list[Iterable[str]] = [[hosts_text(view.hosts, view.now)]] if view.hosts or view.own_timers else []
+    if rows:
+        parts.append(table_lines(_STATUS_HEADERS, rows))
+        parts += [[note] for notes in (details, drifts, envelopes, failures) for note in notes]
     if lanes:
         parts.append(
-            table(
+            table_lines(
                 ["LANE", "STATUS", "REASON", "FLOOR", "LAST_START", "NEXT_ELIGIBLE_AT"],
                 [
-                    (
-                        "/".join(p for p in (e.goal_id, e.agent_id, e.automation_id) if p),
-                        e.status,
-                        e.reason.value,
-                        format_interval(e.floor.floor) if e.floor else None,
-                        f"{e.last_start.turn_id} ({e.last_start.kind.value}) {when(e.last_start.anchor_at, view.now)}"
-                        if e.last_start
-                        else None,
-                        when(e.next_eligible_at, view.now),
+                    _cells(
+                        None,
+                        (
+                            "/".join(p for p in (e.goal_id, e.agent_id, e.automation_id) if p),
+                            e.status,
+                            e.reason.value,
+                            format_interval(e.floor.floor) if e.floor else None,
+                            f"{e.last_start.turn_id} ({e.last_start.kind.value}) {when(e.last_start.anchor_at, view.now)}"
+                            if e.last_start
+                            else None,
+                            when(e.next_eligible_at, view.now),
+                        ),
                     )
                     for e in lanes
                 ],
             )
         )
-    return "\n\n".join(parts) if readbacks or lanes else "no automations and no floored lanes"
-
-
-def _on_own_timer(rb: AutomationReadback) -> bool:
-    return rb.automation is not None and capabilities(rb.automation.spec.timer).armed_by_runtime
+    for i, part in enumerate(parts):
+        if i:
+            yield ""
+        yield from part
 
 
 def guarantee_doc(guarantee: str, why: str, hook_answered_at: datetime | None) -> dict[str, Any]:

@@ -24,7 +24,6 @@ from pathlib import Path
 from floorgate.admission import FloorgateError, InvalidInput
 from floorgate.admission.clock import iso
 from floorgate.admission.intervals import format_interval, parse_interval
-from floorgate.admission.store import redact_url
 
 from ...app.owner_gate import Access
 from ...runtime._proc_start import hook_age
@@ -321,6 +320,7 @@ def _target(ctx: Context):  # type: ignore[no-untyped-def]
 
 def _install(ctx: Context) -> int:
     from floorgate.admission.clock import SystemClock, read_clock
+    from floorgate.admission.store import redact_url
 
     from ...agents.hook_install import plan
 
@@ -392,6 +392,8 @@ def _uninstall(ctx: Context) -> int:
 
 
 def _status(ctx: Context) -> int:
+    from floorgate.admission.store import redact_url  # here: a hook's answer never imports the store's driver layer
+
     svc, path, project = _target(ctx)
     st = svc.status(path, project=project)
     runs = svc.runs(st, project)

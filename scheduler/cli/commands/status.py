@@ -7,7 +7,7 @@ import argparse
 from floorgate.admission import InvalidInput
 
 from ...app.owner_gate import Access
-from ...views.present import eligibility_doc, host_doc, readback_doc, status_text
+from ...views.present import eligibility_doc, host_doc, readback_doc, status_lines, streamed
 from ..context import EXIT_OK, Context, add_common
 
 
@@ -26,13 +26,14 @@ def _status(ctx: Context) -> int:
         raise InvalidInput("--goal", "--agent needs --goal")
     if a.automation is not None and a.agent is None:
         raise InvalidInput("--agent", "--automation needs --agent")
-    view = ctx.app.readback.overview(a.goal, a.agent, a.automation)
+    # Rendered as read: one readback at a time, into the JSON encoder or the table's cells.
+    view = ctx.app.readback.overview_stream(a.goal, a.agent, a.automation)
     ctx.emit(
         {
             "hosts": [host_doc(h, view.now) for h in view.hosts],
-            "automations": [readback_doc(rb) for rb in view.readbacks],
+            "automations": streamed(readback_doc(rb) for rb in view.readbacks),
             "lanes": [eligibility_doc(e) for e in view.lanes],
         },
-        lambda: status_text(view),
+        lambda: status_lines(view),
     )
     return EXIT_OK
