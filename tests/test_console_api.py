@@ -231,6 +231,29 @@ def test_the_api_status_is_the_cli_status(store: Store) -> None:
     assert api["automations"][0]["next_eligible_at"] is not None
 
 
+def test_the_api_status_walks_pages_in_status_order_and_filters_by_state_and_goal(store: Store, clock: FixedClock) -> None:
+    c = console(store, clock)
+    for aid, goal in (("b1", "b"), ("a2", "a"), ("a1", "a"), ("b2", "b"), ("a3", "a")):
+        add_automation(store, clock, aid, goal=goal)
+    assert c.post("/api/automations/a3/pause", {"note": "vacation"}).status_code == 200
+    walked, after, pages = [], None, 0
+    while True:
+        page = c.get("/api/status?limit=2" + (f"&after={after}" if after else "")).json()
+        pages += 1
+        assert len(page["automations"]) <= 2
+        walked += [a["automation"] for a in page["automations"]]
+        after = page["next"]
+        if after is None:
+            break
+    assert (walked, pages) == (["a1", "a2", "a3", "b1", "b2"], 3)
+    assert [a["automation"] for a in c.get("/api/status").json()["automations"]] == walked  # one page when it fits
+    paused = c.get("/api/status?state=paused").json()
+    assert [a["automation"] for a in paused["automations"]] == ["a3"] and paused["next"] is None
+    assert [a["automation"] for a in c.get("/api/status?goal=b&limit=1&after=b/b1").json()["automations"]] == ["b2"]
+    bad = c.get("/api/status?state=sleepy")
+    assert bad.status_code == 422 and bad.json()["error"]["field"] == "state"
+
+
 def test_metrics_parse_come_from_the_store_and_change_after_an_admission(store: Store, clock: FixedClock) -> None:
     c = console(store, clock)
     floor(store, clock, "g/a", DAY)
