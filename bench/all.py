@@ -9,7 +9,7 @@ One after another, on this machine, in this run:
 - ``bench/admission.py``; ``bench/ticks.py`` (a tick through APScheduler's loop); ``bench/burst.py``
   (a real ``floorgate run`` deciding 1,000 ticks due at once, against a standalone APScheduler 3);
   ``bench/host.py`` and ``bench/status.py`` (10k automations; ``--full`` adds 1k, ``--big`` 50k);
-  ``bench/start.py`` (``floorgate run``'s whole-process start against APScheduler 4's);
+  ``bench/host_start.py`` (``floorgate run``'s whole-process start against APScheduler 4's);
   ``bench/scrape.py`` (``/metrics`` and ``/api/status`` at 10k); ``bench/rrule.py``.
 Each prints its own details as it goes (baselines, per-operation times); every figure it reports
 is also recorded as a row (``bench/_rows.py``), and the table at the end lists them all: the
@@ -54,7 +54,7 @@ def _benchmarks(args: argparse.Namespace) -> list[tuple[str, list[str]]]:
             ("ticks", ["bench/ticks.py", "--rounds", "1", "--samples", "100", *pg]),
             ("burst", ["bench/burst.py", "--rounds", "1", "--cases", "floor"]),
             ("host", ["bench/host.py", "--sizes", "1000", "--rounds", "1", "--samples", "100"]),
-            ("start", ["bench/start.py", "--size", "1000", "--rounds", "1"]),
+            ("host start", ["bench/host_start.py", "--size", "1000", "--rounds", "1"]),
             ("status", ["bench/status.py", "--sizes", "1000", "--rounds", "1"]),
             ("scrape", ["bench/scrape.py", "--automations", "1000", "--rounds", "1"]),
             ("rrule", ["bench/rrule.py", "--rounds", "1"]),
@@ -66,7 +66,7 @@ def _benchmarks(args: argparse.Namespace) -> list[tuple[str, list[str]]]:
             ("ticks", ["bench/ticks.py", "--rounds", "3", *pg]),
             ("burst", ["bench/burst.py", "--rounds", "3", *pg]),
             ("host", ["bench/host.py", *sizes]),
-            ("start", ["bench/start.py", "--rounds", "5"]),
+            ("host start", ["bench/host_start.py", "--rounds", "5"]),
             ("status", ["bench/status.py", *sizes]),
             ("scrape", ["bench/scrape.py", "--rounds", "5"]),
             ("rrule", ["bench/rrule.py"]),
@@ -77,7 +77,7 @@ def _benchmarks(args: argparse.Namespace) -> list[tuple[str, list[str]]]:
         ("ticks", ["bench/ticks.py", "--rounds", "1", "--samples", "200", *pg]),
         ("burst", ["bench/burst.py", "--rounds", "1", *pg]),
         ("host", ["bench/host.py", *sizes, "--rounds", "2", "--samples", "100"]),
-        ("start", ["bench/start.py", "--rounds", "2"]),
+        ("host start", ["bench/host_start.py", "--rounds", "2"]),
         ("status", ["bench/status.py", *sizes, "--rounds", "2"]),
         ("scrape", ["bench/scrape.py", "--rounds", "3", "--skip", "metrics ?lanes=all"]),
         ("rrule", ["bench/rrule.py", "--rounds", "2"]),

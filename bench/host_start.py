@@ -1,7 +1,7 @@
 """Host start as a whole process: ``floorgate run`` at 10,000 automations against APScheduler 4
 resuming 10,000 stored schedules, each a fresh process.
 
-    .venv/bin/python bench/start.py [--size 10000] [--rounds 3]
+    .venv/bin/python bench/host_start.py [--size 10000] [--rounds 3]
 
 floorgate: the host benchmark's store (``bench/host.py``'s seed: automations over agents, a daily
 floor, schedules of four kinds); ``floorgate run`` is timed from exec until it logs its armed
