@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -17,6 +18,7 @@ from floorgate.admission.missions import Missions
 from floorgate.scheduler.app import Floorgate
 from floorgate.scheduler.console import create_app
 from floorgate.scheduler.console.api import ENDPOINTS
+from floorgate.scheduler.readback import Readback
 
 from cli import run_cli
 from conftest import DAY, T0, raw_sql
@@ -246,6 +248,19 @@ def test_the_api_status_walks_pages_in_status_order_and_filters_by_state_and_goa
         if after is None:
             break
     assert (walked, pages) == (["a1", "a2", "a3", "b1", "b2"], 3)
+    made: list[str] = []
+    of = Readback.of
+
+    def counted(self: Readback, automation: Any, *a: Any, **kw: Any) -> Any:
+        made.append(automation.automation_id)
+        return of(self, automation, *a, **kw)
+
+    Readback.of = counted  # type: ignore[method-assign]
+    try:
+        assert len(c.get("/api/status?limit=2").json()["automations"]) == 2
+    finally:
+        Readback.of = of  # type: ignore[method-assign]
+    assert made == ["a1", "a2"], "a page computes only its own readbacks"
     assert [a["automation"] for a in c.get("/api/status").json()["automations"]] == walked  # one page when it fits
     paused = c.get("/api/status?state=paused").json()
     assert [a["automation"] for a in paused["automations"]] == ["a3"] and paused["next"] is None
