@@ -43,7 +43,8 @@ from apscheduler.triggers.interval import IntervalTrigger
 def job(automation_id):
     return automation_id
 mode, path = sys.argv[1], sys.argv[2]
-store = SQLAlchemyDataStore(f"sqlite:///{path}")
+from sqlalchemy import create_engine
+store = SQLAlchemyDataStore(create_engine(f"sqlite:///{path}", connect_args={"timeout": 60}))
 with Scheduler(store) as scheduler:
     if mode == "seed":
         trigger = IntervalTrigger(minutes=15, start_time=datetime(2020, 12, 1, tzinfo=timezone.utc))
