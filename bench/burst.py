@@ -15,6 +15,8 @@ read again, the start inserted; a turn ``true`` on 8 workers, then its confirm).
 per decision with the same format; the time of a decision is its line's time stamp.
 Reported: the last decision after T (s), and the process CPU seconds from T to its last decision;
 ratios floorgate / baseline per round (median and spread). Goal: last decision <= 2x the baseline.
+For digging: ``BURST_KEEP=FILE`` keeps the last process's log, ``BURST_PROFILE=FILE`` samples the
+burst with py-spy (when installed) into FILE.
 """
 
 from __future__ import annotations
