@@ -31,7 +31,7 @@ from console import free_port
 from host import seed
 
 from floorgate.admission import open_store
-from floorgate.scheduler.app import Floorgate, Settings
+from floorgate.scheduler.app.root import Floorgate, Settings
 
 PATHS = {
     "whoami": "/api/whoami",

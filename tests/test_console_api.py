@@ -15,10 +15,10 @@ from starlette.testclient import TestClient
 
 from floorgate.admission import Admission, FixedClock, Role, Scope, Store
 from floorgate.admission.missions import Missions
-from floorgate.scheduler.app import Floorgate
+from floorgate.scheduler.app.readback import Readback
+from floorgate.scheduler.app.root import Floorgate
 from floorgate.scheduler.console import create_app
 from floorgate.scheduler.console.api import ENDPOINTS
-from floorgate.scheduler.readback import Readback
 
 from cli import run_cli
 from conftest import DAY, T0, raw_sql
