@@ -17,6 +17,7 @@ import hashlib
 import os
 import re
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -147,6 +148,54 @@ class _Autocommit(DriverTx):
         return self._store._one(sql, params, fetch=False)  # type: ignore[return-value]
 
 
+class WriterQueue:
+    """This process's SQLite writers, one at a time (re-entrant on a thread); a thread inside
+    ``first()`` takes it before any other thread waiting without that mark."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._owner: int | None = None
+        self._depth = 0
+        self._urgent = 0  # marked threads waiting
+        self._marked = threading.local()
+
+    @contextmanager
+    def first(self) -> Iterator[None]:
+        self._marked.on = getattr(self._marked, "on", 0) + 1
+        try:
+            yield
+        finally:
+            self._marked.on -= 1
+
+    def acquire(self, timeout: float) -> bool:
+        """Take it within ``timeout`` seconds; False when that passed (the caller goes on unqueued)."""
+        me = threading.get_ident()
+        urgent = getattr(self._marked, "on", 0) > 0
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            if self._owner == me:
+                self._depth += 1
+                return True
+            self._urgent += urgent
+            try:
+                while self._owner is not None or (not urgent and self._urgent):
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return False
+                    self._cond.wait(left)
+                self._owner, self._depth = me, 1
+                return True
+            finally:
+                self._urgent -= urgent
+
+    def release(self) -> None:
+        with self._cond:
+            self._depth -= 1
+            if self._depth == 0:
+                self._owner = None
+                self._cond.notify_all()
+
+
 class Store:
     """An open floorgate database. Share one per process; it is safe across threads."""
 
@@ -168,7 +217,8 @@ class Store:
         # instead and take the lock the moment it is free. Bounded like the busy timeout, after
         # which a writer goes on to BEGIN IMMEDIATE as before (a re-entrant lock: a nested write
         # on one thread is no new deadlock).
-        self._writers = threading.RLock()
+        # Writers in a ``first()`` block (a host's admissions) go before the others waiting.
+        self._writers = WriterQueue()
 
     def render(self, sql: str) -> str:
         """``sql`` with ``:name`` parameters in this driver's paramstyle (cached)."""
@@ -249,7 +299,7 @@ class Store:
             return
         raw = self._hot_connection()
         cursor = None
-        queued = write and self.dialect == "sqlite" and self._writers.acquire(timeout=_BUSY_TIMEOUT_MS / 1000)
+        queued = write and self.dialect == "sqlite" and self._writers.acquire(_BUSY_TIMEOUT_MS / 1000)
         try:
             cursor = raw.cursor()
             if write:
@@ -339,12 +389,19 @@ class Store:
     @contextmanager
     def _queued(self) -> Iterator[None]:
         """Hold this process's SQLite writer queue (see ``_writers``) for one write transaction."""
-        queued = self.dialect == "sqlite" and self._writers.acquire(timeout=_BUSY_TIMEOUT_MS / 1000)
+        queued = self.dialect == "sqlite" and self._writers.acquire(_BUSY_TIMEOUT_MS / 1000)
         try:
             yield
         finally:
             if queued:
                 self._writers.release()
+
+    @contextmanager
+    def first(self) -> Iterator[None]:
+        """This thread's write transactions in the block go before this process's other writers
+        waiting for SQLite's write lock (a host's admissions before its turns' bookkeeping)."""
+        with self._writers.first():
+            yield
 
     def unit(self) -> contextlib.AbstractContextManager[Connection]:
         """A unit of work: one write transaction that repositories join with ``within=`` (each

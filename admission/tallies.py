@@ -63,6 +63,11 @@ class Tallies:
                 out[label] = out.get(label, 0) + int(count)
         return out
 
+    def automations(self) -> dict[tuple[str, ...], int]:
+        """(state,) -> automations in that stored state."""
+        a = s.automations
+        return self._grouped(select(a.c.state, func.count()).group_by(a.c.state))
+
     def ticks(self) -> dict[tuple[str, ...], int]:
         """(decision, reason) -> ticks recorded by timer hosts."""
         k = s.ticks

@@ -123,6 +123,7 @@ def main() -> None:
             f"{spread(times, ' s')}, peak RSS {spread(rss, ' MB', digits=0)}{growth}",
             "< 1 s and < 150 MB at 10,000; < 150 MB at 50,000; linear",
             (took < 1 and statistics.median(rss) < 150) if size == 10_000 else (statistics.median(rss) < 150 if size >= 50_000 else None),
+            backend="sqlite",
         )
         if size == 10_000:
             print(f"         goal at 10,000 (< 1 s, < 150 MB): {goal}")

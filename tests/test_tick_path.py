@@ -385,3 +385,39 @@ def test_renewing_waiting_turns_extends_only_this_runners_journaled_claims(store
     leases = {t: journal.get(t).lease_expires for t in turn_ids}  # type: ignore[union-attr]
     assert leases[turn_ids[0]] == leases[turn_ids[1]] == later
     assert leases[turn_ids[2]] != later
+
+
+def test_ticks_of_one_agent_wait_for_its_first_decision_and_are_denied_from_a_read_after_it(store: Store, tmp_path: Path) -> None:
+    """Five lanes of one agent under an agent floor fire at once: one of them goes on to a
+    reservation, the other four wait for it and are then denied from one plain read each (one
+    ``begin`` in all, not five); another agent's tick is never held by them."""
+    clock = SystemClock()
+    floor(store, clock, "g/a", timedelta(hours=1))  # type: ignore[arg-type]
+    for i in range(5):
+        add_automation(store, clock, automation_id=f"x{i}", schedule="every 1s", agent="a")  # type: ignore[arg-type]
+    add_automation(store, clock, automation_id="other", schedule="every 1s", agent="b")  # type: ignore[arg-type]
+    host = Floorgate(store, clock=clock).host_runtime(RuntimeConfig(state_dir=tmp_path / "state", flush_every=timedelta(hours=1)))
+    dispatched: list[Any] = []
+    host._dispatch = dispatched.append  # type: ignore[method-assign]
+    begun: list[str] = []
+    begin = host.executor.begin
+
+    def counted_begin(automation: Any, **kw: Any) -> Any:
+        begun.append(automation.automation_id)
+        return begin(automation, **kw)
+
+    host.executor.begin = counted_begin  # type: ignore[method-assign]
+    handed: list[str] = []
+    host._hand_off = lambda pending: handed.append(pending.automation_id)  # type: ignore[method-assign]
+    for automation_id in ["x0", "x1", "x2", "other", "x3", "x4"]:
+        host._tick(automation_id)
+    assert [d.automation_id for d in dispatched] == ["x0", "other"]
+    host._admit_queued(dispatched[0])
+    assert (begun, handed) == (["x0"], ["x0"])
+    with host._lock:
+        assert sorted((t.automation_id, t.decision, t.reason) for t in host._buffer) == [
+            (f"x{i}", "denied", "interval_wait") for i in range(1, 5)
+        ]
+        assert host._running == {"x0": 1, "x1": 0, "x2": 0, "x3": 0, "x4": 0, "other": 1}  # the waiters' claims released
+    assert [d.automation_id for d in dispatched] == ["x0", "other"]  # no sibling went on to a reservation
+    assert [s.automation_id for s in Admission(store).starts(goal="g")] == ["x0"]

@@ -48,7 +48,8 @@ def create_app(
     async def metrics_route(request: Request) -> Response:
         try:
             await work(gate.bearer, request)
-            body = await work(render, fg)
+            every_lane = request.query_params.get("lanes") == "all"  # opt-in: every lane's series
+            body = await work(render, fg, every_lane)
         except Exception as exc:
             return error_response(exc)
         return Response(body, media_type=CONTENT_TYPE)

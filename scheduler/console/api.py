@@ -24,7 +24,9 @@ from floorgate.admission.intervals import parse_interval
 from ..app.automation_spec import doc_text
 from ..app.floors import parse_compute_text
 from ..app.notify import webhook_doc
+from ..app.readback import ReadbackState
 from ..app.root import Floorgate
+from ..app.status_page import StatusPage, status_page
 from ..views.present import (
     automation_doc,
     binding_doc,
@@ -160,13 +162,30 @@ def _whoami(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
     return {"name": p.name, "role": p.role.value}
 
 
+STATUS_PAGE = 200  # automations per /api/status page unless ?limit= says otherwise
+
+
 def _status(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
     q = r.query_params
-    view = fg.readback.overview(q.get("goal"), q.get("agent"), q.get("automation"))
+    if q.get("automation") is not None:  # one automation: no page to walk
+        view = fg.readback.overview(q.get("goal"), q.get("agent"), q.get("automation"))
+        found = StatusPage(view.now, view.readbacks, view.lanes, view.hosts, None)
+    else:
+        limit = count_field(r, "limit", STATUS_PAGE)
+        if limit == 0:
+            raise InvalidInput("limit", "must be at least 1")
+        state = q.get("state")
+        if state is not None and state not in set(ReadbackState):
+            raise InvalidInput("state", f"must be one of {', '.join(s.value for s in ReadbackState)}")
+        after = q.get("after")
+        found = status_page(
+            fg.readback, q.get("goal"), q.get("agent"), after=after, limit=limit, state=None if state is None else ReadbackState(state)
+        )
     return {
-        "hosts": [host_doc(h, view.now) for h in view.hosts],
-        "automations": [readback_doc(rb) for rb in view.readbacks],
-        "lanes": [eligibility_doc(e) for e in view.lanes],
+        "hosts": [host_doc(h, found.now) for h in found.hosts],
+        "automations": [readback_doc(rb) for rb in found.readbacks],
+        "lanes": [eligibility_doc(e) for e in found.lanes],
+        "next": found.next,  # the cursor of the next page (?after=), None on the last
     }
 
 
@@ -466,8 +485,10 @@ _READ_BODY = {
 }
 ENDPOINTS = [
     Endpoint("GET", "/api/whoami", "The authenticated principal and its role", _whoami),
-    Endpoint("GET", "/api/status", "Every automation's readback, lanes and hosts (as floorgate status --json)", _status,
-             query={"goal": "narrow to a goal", "agent": "narrow to an agent", "automation": "narrow to one automation"}),
+    Endpoint("GET", "/api/status", "Automations' readbacks a page at a time (?limit=, ?after=next, ?state=, ?goal=), lanes and hosts", _status,
+             query={"goal": "narrow to a goal", "agent": "narrow to an agent", "automation": "narrow to one automation",
+                    "state": "only automations in this state", "limit": "automations per page (default 200)",
+                    "after": "the previous page's next cursor"}),
     Endpoint("GET", "/api/policies", "Every stored rule (floor and compute block)", _rules, query={"goal": "narrow to a goal"}),
     Endpoint("GET", "/api/policy", "A target's stored rule, revision and effective inheritance", _policy, query={"scope": "the target"}),
     Endpoint("POST", "/api/policy/preview", "Preview a change at an exact revision: before/after and whether it reduces", _policy_preview,

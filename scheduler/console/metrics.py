@@ -1,6 +1,11 @@
 """``/metrics``: Prometheus text computed from the store at each scrape, so every host serving the
 console reports the same numbers. Labels are bounded (goal, agent, automation, decision, reason,
-status, bound); never a turn or mission id."""
+status, bound); never a turn or mission id.
+
+Cardinality is bounded as Prometheus practice asks: by default totals (automations by state,
+decisions by reason, turns by status) and per-lane series only for a lane in trouble (its mission's
+accounting latch set); ``every_lane`` (``/metrics?lanes=all``) adds every lane's next eligible
+time, last start, launch skew, latch and timer drift, from a full readback (heavy at 10,000)."""
 
 from __future__ import annotations
 
@@ -23,14 +28,18 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 class StoreCollector(Collector):
     """Reads tallies and readbacks from the store on every ``collect``."""
 
-    def __init__(self, fg: Floorgate) -> None:
+    def __init__(self, fg: Floorgate, every_lane: bool = False) -> None:
         self.fg = fg
+        self.every_lane = every_lane
 
     def collect(self) -> Iterator[Any]:
         fg = self.fg
         tallies = Tallies(fg.store)
-        view = fg.readback.overview()
         now = read_clock(fg.clock)
+        automations = GaugeMetricFamily("floorgate_automations", "Automations by stored state", labels=["state"])
+        for (state,), n in sorted(tallies.automations().items()):
+            automations.add_metric([state], n)
+        yield automations
 
         admissions = CounterMetricFamily(
             "floorgate_admissions",
@@ -71,6 +80,39 @@ class StoreCollector(Collector):
             exhausted.add_metric([bound], n)
         yield exhausted
 
+        if self.every_lane:
+            yield from self._every_lane(tallies)
+        else:
+            yield from self._in_trouble()
+
+        yield GaugeMetricFamily("floorgate_asks_pending", "Owner asks waiting for a decision", value=tallies.pending_asks())
+        deliveries = GaugeMetricFamily(
+            "floorgate_webhook_deliveries",
+            "Webhook deliveries by state (dead: given up after the last retry; alert on it)",
+            labels=["state"],
+        )
+        for state, n in fg.notify.delivery_counts().items():
+            deliveries.add_metric([state.value], n)
+        yield deliveries
+        alive = sum(1 for h in fg.readback.hosts() if h.alive(now))
+        yield GaugeMetricFamily("floorgate_hosts_alive", "Timer hosts alive now", value=alive)
+        info = InfoMetricFamily("floorgate_build", "floorgate's version")
+        info.add_metric([], {"version": floorgate_version()})
+        yield info
+
+    def _in_trouble(self) -> Iterator[Any]:
+        """Per-lane series only for lanes in trouble (a set latch), and their total."""
+        lane = ["goal", "agent", "automation"]
+        latch = GaugeMetricFamily("floorgate_accounting_latch_active", "1 while the current mission's accounting latch is set", labels=lane)
+        latched = [m for m in self.fg.readback.missions.latest_many().values() if m.latch]
+        for m in sorted(latched, key=lambda m: (m.goal_id, m.agent_id, m.automation_id)):
+            latch.add_metric([m.goal_id, m.agent_id, m.automation_id], 1.0)
+        yield latch
+        yield GaugeMetricFamily("floorgate_accounting_latches_active", "Lanes whose mission's accounting latch is set", value=len(latched))
+
+    def _every_lane(self, tallies: Tallies) -> Iterator[Any]:
+        """Every lane's series (opt-in): next eligible time, last start, launch skew, latch, drift."""
+        view = self.fg.readback.overview()
         lane = ["goal", "agent", "automation"]
         next_eligible = GaugeMetricFamily(
             "floorgate_next_eligible_timestamp_seconds", "When the lane may start next (Unix time)", labels=lane
@@ -101,23 +143,9 @@ class StoreCollector(Collector):
                 last_start.add_metric(labels, e.last_start.anchor_at.timestamp())
         yield from (next_eligible, last_start, skew, latch, drift)
 
-        yield GaugeMetricFamily("floorgate_asks_pending", "Owner asks waiting for a decision", value=tallies.pending_asks())
-        deliveries = GaugeMetricFamily(
-            "floorgate_webhook_deliveries",
-            "Webhook deliveries by state (dead: given up after the last retry; alert on it)",
-            labels=["state"],
-        )
-        for state, n in fg.notify.delivery_counts().items():
-            deliveries.add_metric([state.value], n)
-        yield deliveries
-        yield GaugeMetricFamily("floorgate_hosts_alive", "Timer hosts alive now", value=sum(1 for h in view.hosts if h.alive(now)))
-        info = InfoMetricFamily("floorgate_build", "floorgate's version")
-        info.add_metric([], {"version": floorgate_version()})
-        yield info
 
-
-def render(fg: Floorgate) -> bytes:
-    """The metrics exposition, read from the store now."""
+def render(fg: Floorgate, every_lane: bool = False) -> bytes:
+    """The metrics exposition, read from the store now (``every_lane``: every lane's series too)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(StoreCollector(fg))
+    registry.register(StoreCollector(fg, every_lane))
     return generate_latest(registry)

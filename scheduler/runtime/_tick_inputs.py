@@ -69,6 +69,11 @@ class TickReader:
             raise NotFound(f"automation {automation_id!r} does not exist (see 'floorgate automation list')")
         return TickInputs(known.automation, known.schedule, facts.wake, facts.unsettled, self._precheck(known, facts))
 
+    def prime(self) -> None:
+        """Judge every decoded automation's precheck now (a host does it once its timers are
+        armed, on its sync thread: otherwise a burst's first tick would, on a deciding thread)."""
+        self._prime()
+
     def _precheck(self, known: _Known, facts: TickFacts) -> TurnGate | None:
         if facts.missions_pending:
             return None

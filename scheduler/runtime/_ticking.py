@@ -19,6 +19,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, NamedTuple
@@ -52,8 +53,9 @@ def _groupable(admitting: _Admitting) -> bool:
 class AdmitGroups:
     """One thread that takes the queued ticks that may admit in groups (of at most ``most``)."""
 
-    def __init__(self, run: Callable[[list[_Admitting]], None], most: int = 64) -> None:
+    def __init__(self, run: Callable[[list[_Admitting]], None], first: Callable[[], AbstractContextManager[None]], most: int = 512) -> None:
         self._run = run
+        self._first = first  # the store's: a group's reservations go before the turns' writes
         self._most = most
         self._queue: deque[_Admitting] = deque()
         self._cond = threading.Condition()
@@ -90,9 +92,60 @@ class AdmitGroups:
                     return
                 group = [self._queue.popleft() for _ in range(min(self._most, len(self._queue)))]
             try:
-                self._run(group)
+                with self._first():
+                    self._run(group)
             except BaseException:  # the job records its own failures; the thread never dies
                 log.exception("reserving a group of ticks failed")
+
+
+class Siblings:
+    """The ticks that may admit, one agent at a time: while one tick of an agent is being decided
+    (its reservation queued or running), its siblings on the same agent wait here; once that
+    decision is committed they are read again (one plain read each), and those the read now denies
+    are denied without taking the write lock. A burst of ten lanes under an agent floor then makes
+    one serialized decision per agent, not ten."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waiting: dict[tuple[str, str], list[_Admitting]] = {}  # present: one of the agent's is in flight
+
+    def lead_or_wait(self, admitting: _Admitting) -> bool:
+        """True: no other tick of its agent is in flight, this one leads (decide it now); False:
+        it waits for the leader's decision (``done`` hands it back)."""
+        key = _agent_of(admitting)
+        with self._lock:
+            waiting = self._waiting.get(key)
+            if waiting is None:
+                self._waiting[key] = []
+                return True
+            waiting.append(admitting)
+            return False
+
+    def take(self, key: tuple[str, str]) -> list[_Admitting]:
+        """The leader of ``key`` was decided: the ticks that waited for it (the agent stays in
+        flight until ``settle`` finds no more waiting)."""
+        with self._lock:
+            waiting = self._waiting.get(key, [])
+            self._waiting[key] = []
+            return waiting
+
+    def lead(self, key: tuple[str, str], rest: list[_Admitting]) -> None:
+        """A waiter leads now; ``rest`` wait for it (ahead of any that came meanwhile)."""
+        with self._lock:
+            self._waiting.setdefault(key, [])[:0] = rest
+
+    def settle(self, key: tuple[str, str]) -> bool:
+        """No decision of ``key`` in flight any more, unless some tick came meanwhile (False: take again)."""
+        with self._lock:
+            if self._waiting.get(key):
+                return False
+            self._waiting.pop(key, None)
+            return True
+
+
+def _agent_of(admitting: _Admitting) -> tuple[str, str]:
+    spec = admitting.inputs.automation.spec
+    return (spec.goal_id, spec.agent_id or "")
 
 
 class _Admitting(NamedTuple):
@@ -126,6 +179,7 @@ class Ticking:
     turns: TurnPool
     admitters: ThreadPoolExecutor
     groups: AdmitGroups | None
+    siblings: Siblings
     store: Store
     _lock: threading.Lock
     _running: dict[str, int]
@@ -173,26 +227,65 @@ class Ticking:
             self._tick_failed(episode, automation_id, exc, None)
             return
         if isinstance(decided, _Admitting):
-            if self.groups is not None and _groupable(decided) and self.groups.submit(decided):
-                return
-            try:
-                self.admitters.submit(self._admit_queued, decided)
-            except RuntimeError:  # the admitters stopped (the host is stopping): decide it here
-                self._admit_queued(decided)
+            if self.siblings.lead_or_wait(decided):
+                self._dispatch(decided)
             return
         episode.ok()
+
+    def _dispatch(self, decided: _Admitting) -> None:
+        if self.groups is not None and _groupable(decided) and self.groups.submit(decided):
+            return
+        try:
+            self.admitters.submit(self._admit_queued, decided)
+        except RuntimeError:  # the admitters stopped (the host is stopping): decide it here
+            self._admit_queued(decided)
+
+    def _led(self, key: tuple[str, str]) -> None:
+        """The leader of ``key`` was decided (and its reservation committed, or nothing written):
+        each waiting sibling is read again; a denial is recorded here, the first that may still
+        admit leads next (the others wait for it)."""
+        while True:
+            waiting = self.siblings.take(key)
+            for i, admitting in enumerate(waiting):
+                if self._denied_sibling(admitting):
+                    continue
+                self.siblings.lead(key, waiting[i + 1 :])
+                self._dispatch(admitting)
+                return
+            if self.siblings.settle(key):
+                return
+
+    def _denied_sibling(self, admitting: _Admitting) -> bool:
+        """Deny a waiting sibling from a plain read taken now (after its leader's commit); False
+        when that read may admit."""
+        automation_id, nominal, fired_at, inputs, turn_id = admitting
+        episode = self._tick_episode(automation_id)
+        try:
+            early = self._denied_early(inputs.automation, turn_id, nominal, inputs.pre)
+            if early is None:
+                return False
+            self._release_claim(automation_id, turn_id)
+            self._denied(automation_id, nominal, fired_at, inputs.wake, early.reason, early.next_eligible_at, turn_id)
+        except Exception as exc:
+            self._tick_failed(episode, automation_id, exc, None)
+            return True
+        episode.ok()
+        return True
 
     def _admit_queued(self, admitting: _Admitting) -> None:
         """An admitter's job: the reservation of a tick that may admit, and its hand-off."""
         episode = self._tick_episode(admitting.automation_id)
         try:
-            decided = self._admit(admitting)
+            with self.store.first():  # before the turns' bookkeeping waiting for SQLite's writer
+                decided = self._admit(admitting)
             if not isinstance(decided, Tick):
                 self._hand_off(decided)
         except Exception as exc:
             self._tick_failed(episode, admitting.automation_id, exc, None)
         else:
             episode.ok()
+        finally:
+            self._led(_agent_of(admitting))
 
     def _tick_failed(self, episode: Episode, automation_id: str, exc: Exception, turn_id: str | None) -> None:
         episode.failed(exc)
@@ -236,6 +329,13 @@ class Ticking:
         if len(group) == 1:
             self._admit_queued(group[0])
             return
+        try:
+            self._reserve_group(group)
+        finally:
+            for key in dict.fromkeys(_agent_of(a) for a in group):
+                self._led(key)
+
+    def _reserve_group(self, group: list[_Admitting]) -> None:
         admitted: list[PendingTurn] = []
         left = list(group)  # not decided yet: none of them holds a reservation
         try:
@@ -315,6 +415,7 @@ class Ticking:
 
     def _hand_off(self, pending: PendingTurn) -> None:
         """Queue the admitted turn for a turn worker; a stopped pool leaves it to recovery."""
+        log.debug("decided %s (due %s): admitted %s", pending.automation_id, pending.nominal.isoformat(), pending.admitted.turn_id)
         if not self.turns.submit(pending.admitted.turn_id, lambda: self._run_queued(pending)):
             self._release_claim(pending.automation_id, pending.admitted.turn_id)
             log.warning(

@@ -73,7 +73,7 @@ from ._heartbeat import Heartbeat
 from ._sync import SyncMarks
 from ._tick_inputs import TickReader
 from ._tick_log import TickRecords
-from ._ticking import AdmitGroups, Ticking
+from ._ticking import AdmitGroups, Siblings, Ticking
 from ._turn_pool import TurnPool
 from .executor import TurnExecutor
 from ..app.notify import NotifyService
@@ -129,7 +129,8 @@ class HostRuntime(Ticking, TickRecords):
         # Ticks that may admit reserve here, so the deciders never wait for the store's write lock.
         self.admitters = FuturesPool(max_workers=DECIDERS, thread_name_prefix="floorgate-admit")
         # SQLite has one writer: there they reserve in groups, one durable commit per group.
-        self.groups = AdmitGroups(self._admit_group) if store.dialect == "sqlite" else None
+        self.groups = AdmitGroups(self._admit_group, store.first) if store.dialect == "sqlite" else None
+        self.siblings = Siblings()  # one decision in flight per agent; its siblings are read again after it
         self.host_policies = parts.host_policies
         self.notifier = parts.notifier
         self.policy = HostPolicy()  # replaced by the stored policy at every sync
@@ -163,6 +164,7 @@ class HostRuntime(Ticking, TickRecords):
                 ("replan", "re-planning a timer after its tick"),
                 ("beat", "recording this host's heartbeat"),
                 ("notify", "delivering events to webhooks"),
+                ("prime", "judging every automation's envelope precheck"),
             )
         }
         self._tick_episodes: dict[str, Episode] = {}
@@ -563,6 +565,7 @@ class HostRuntime(Ticking, TickRecords):
         self._unpublished -= wanted
 
     def _sync_loop(self) -> None:
+        self._guarded("prime", self.tick_reader.prime)
         while not self._stop.wait(self.config.poll.total_seconds()):
             self._guarded("beat", self.heartbeat.beat)
             if self._guarded("sync", self.sync):
