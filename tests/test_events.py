@@ -329,7 +329,9 @@ def test_a_slack_webhook_gets_a_signed_text_message(store: Store, clock: FixedCl
     assert bad.returncode == 2 and "--format" in bad.stderr
 
 
-def test_a_delivery_failing_max_attempts_is_dead_listed_and_can_be_retried(store: Store, wall_clock: FixedClock, receiver: Receiver) -> None:
+def test_a_delivery_failing_max_attempts_is_dead_listed_and_can_be_retried(
+    store: Store, wall_clock: FixedClock, receiver: Receiver
+) -> None:
     from floorgate.admission.events import MAX_ATTEMPTS, backoff
 
     # `notify retry` below runs as a process on the system clock: the test's clock starts there too
