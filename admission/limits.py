@@ -67,7 +67,7 @@ class Limits(BaseModel):
             "max_starts": self.max_starts,
             "starts_window": self.starts_window.text() if self.starts_window is not None else None,
             "budget_tokens": self.budget_tokens,
-            "budget_usd": format(self.budget_usd, "f") if self.budget_usd is not None else None,
+            "budget_usd": format(self.budget_usd.normalize(), "f") if self.budget_usd is not None else None,
             "budget_window": self.budget_window.text() if self.budget_window is not None else None,
             "estimate_tokens": self.estimate_tokens,
             "across_agents": self.across_agents,

@@ -115,6 +115,20 @@ class Floorgate:
         return FloorService(self.store, self.clock)
 
     @cached_property
+    def usage(self):  # type: ignore[no-untyped-def]
+        """The per-turn usage ledger budgets count (``admission.usage``)."""
+        from floorgate.admission.usage import Usage
+
+        return Usage(self.store, self.clock)
+
+    @cached_property
+    def prices(self):  # type: ignore[no-untyped-def]
+        """Owner-set prices per million tokens, by model (``admission.usage``)."""
+        from floorgate.admission.usage import Prices
+
+        return Prices(self.store, self.clock)
+
+    @cached_property
     def host_policy(self) -> HostPolicies:
         return HostPolicies(self.store, self.clock)
 

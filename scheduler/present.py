@@ -132,6 +132,7 @@ def rule_doc(r: Rule) -> dict[str, Any]:
         "updated_at": iso(r.updated_at),
         "compute": r.compute.doc() if r.compute is not None else None,
         "compute_problem": r.compute_problem,
+        "limits": r.limits.doc(),
     }
 
 
@@ -149,6 +150,8 @@ def change_doc(c: RuleChange) -> dict[str, Any]:
         "compute_before": c.compute_before,
         "compute_after": c.compute_after,
         "note": c.note,
+        "limits_before": c.limits_before,
+        "limits_after": c.limits_after,
     }
 
 
