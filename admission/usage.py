@@ -21,12 +21,12 @@ from enum import StrEnum
 from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import and_, insert, select, update
+from sqlalchemy import BigInteger, and_, insert, or_, select, type_coerce, update
 from sqlalchemy.engine import Connection
 
 from . import _schema as s
 from ._types import decode_us
-from .clock import Clock, SystemClock, read_clock, to_us
+from .clock import Clock, SystemClock, read_clock
 from .errors import CorruptState, InvalidInput, NotFound, ReductionNotAuthorized, RevisionConflict
 from .limits import Series
 from .policies import check_owner_ref
@@ -168,7 +168,8 @@ def cost_micros(tokens: int, price_micros_per_mtok: int) -> int:
 def series_rows(conn: Connection, series: Series, since: datetime) -> builtins.list[Any]:
     """The raw usage rows of ``series`` at or after ``since`` (one indexed statement)."""
     u = s.usage
-    where = [u.c.goal_id == series.goal_id, u.c.at_us >= to_us(since)]
+    # A time below the epoch is damage the range would skip: read it too, so it fails the read.
+    where = [u.c.goal_id == series.goal_id, or_(u.c.at_us >= since, type_coerce(u.c.at_us, BigInteger) < 0)]
     if series.agent_id is not None:
         where.append(u.c.agent_id == series.agent_id)
     if series.automation_id is not None:
@@ -183,7 +184,7 @@ def window_usage(conn: Connection, series: Series, window: Window, now: datetime
     if prices is None:
         prices = read_prices(conn)
     start = window.start(now)
-    entries = tuple(e for e in (entry_from_row(r) for r in series_rows(conn, series, start)) if window.holds(e.at, now))
+    entries = tuple(e for e in (entry_from_row(r) for r in series_rows(conn, series, start)) if window.counts(e.at, now))
     settled_t = held_t = settled_usd = held_usd = 0
     unpriced: set[str | None] = set()
     usd_of: list[int | None] = []

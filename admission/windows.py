@@ -103,6 +103,11 @@ class Window(BaseModel):
             return at > now - self._length()
         return at >= self.period_start(now)
 
+    def counts(self, at: datetime, now: datetime) -> bool:
+        """Whether a limit counts something that happened at ``at`` at ``now``: it is held, or it
+        is later than ``now`` (a clock set back never frees what was already counted)."""
+        return at > now or self.holds(at, now)
+
     def leaves_at(self, at: datetime, now: datetime) -> datetime:
         """When something that happened at ``at`` (and is held at ``now``) stops counting."""
         _aware(at)
@@ -308,7 +313,7 @@ def check_max_starts(value: object, field: str = "--max-starts") -> int:
 def count_frees_at(starts: Iterable[datetime], limit: int, window: Window, now: datetime) -> datetime | None:
     """For a count limit of ``limit`` starts per ``window``: None when one more start fits at
     ``now``, else the exact instant it will (the oldest start that must leave, leaves)."""
-    held = sorted(t for t in starts if window.holds(t, now))
+    held = sorted(t for t in starts if window.counts(t, now))
     if len(held) < limit:
         return None
     if not window.rolling:
@@ -321,7 +326,7 @@ def amount_frees_at(entries: Sequence[tuple[datetime, int]], budget: int, need: 
     """For a budget of ``budget`` units per ``window`` and entries ``(at, amount)``: None when
     ``need`` more fit at ``now``; else when enough ages out that they do (a calendar window: the
     next period start), or ``NEVER`` when ``need`` alone is larger than the budget."""
-    held = sorted((at, amount) for at, amount in entries if window.holds(at, now))
+    held = sorted((at, amount) for at, amount in entries if window.counts(at, now))
     total = sum(amount for _, amount in held)
     if total + need <= budget:
         return None
