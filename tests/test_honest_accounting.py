@@ -1,0 +1,67 @@
+"""Honest accounting around the envelope: an overshoot that succeeds is recorded and emitted; a
+turn is not launched with almost no wall budget left; each host records its envelope mode."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+
+from floorgate.admission import AutomationSpec, Automations, EventKind, Events, FixedClock, Missions, Policies, Scope, Store, parse_compute
+from floorgate.hosts import Schedule
+from floorgate.scheduler.executor import TurnExecutor
+
+from helpers import command
+
+
+def _automation(store: Store, clock: FixedClock, script: str, meter: str = "none"):  # type: ignore[no-untyped-def]
+    spec = AutomationSpec(
+        goal_id="g",
+        agent_id="a",
+        schedule=Schedule.parse("DTSTART:20261201T090000Z RRULE:FREQ=DAILY").canonical(),
+        host=command(script, 30.0),
+        meter=meter,
+    )
+    return Automations(store, clock).add("x", spec)
+
+
+def _envelope(store: Store, clock: FixedClock, text: str) -> None:
+    Policies(store, clock).configure(Scope.parse("g/a"), compute=parse_compute(text), expected_revision=0, owner_ref="o")
+
+
+def _run(store: Store, clock: FixedClock, tmp_path: Path, auto, **kw):  # type: ignore[no-untyped-def]
+    return TurnExecutor(store, state_dir=tmp_path / "state", clock=clock, mode="enforce").run(auto, **kw)
+
+
+def test_a_successful_turn_over_max_tokens_stays_a_success_and_says_so(store: Store, tmp_path: Path, clock: FixedClock) -> None:
+    _envelope(store, clock, '{"max_tokens": 100}')
+    line = json.dumps({"floorgate_usage": 1, "request_id": "r1", "input_tokens": 400, "output_tokens": 100, "model": "m"})
+    auto = _automation(store, clock, f"print({line!r})", meter="jsonl")
+    outcome = _run(store, clock, tmp_path, auto)
+    assert outcome.verdict.status == "succeeded"
+    [event] = Events(store).list(EventKind.BOUND_OVERSHOT)
+    assert event.data["bound"] == "max_tokens" and (event.data["limit"], event.data["used"], event.data["over"]) == (100, 500, 400)
+    assert event.data["turn_id"] == outcome.turn_id
+    mission = Missions(store, clock).recent("x", 1)[0]
+    assert mission.status == "succeeded" and mission.problems is not None and "overshot max_tokens=100" in mission.problems
+
+
+def test_within_the_bound_nothing_is_emitted(store: Store, tmp_path: Path, clock: FixedClock) -> None:
+    _envelope(store, clock, '{"max_tokens": 1000}')
+    line = json.dumps({"floorgate_usage": 1, "request_id": "r1", "input_tokens": 400, "output_tokens": 100, "model": "m"})
+    assert _run(store, clock, tmp_path, _automation(store, clock, f"print({line!r})", meter="jsonl")).verdict.status == "succeeded"
+    assert Events(store).list(EventKind.BOUND_OVERSHOT) == []
+
+
+def test_no_turn_is_launched_with_less_than_a_second_of_wall_budget(store: Store, tmp_path: Path, clock: FixedClock) -> None:
+    _envelope(store, clock, '{"max_wall_seconds": 5}')
+    marks = tmp_path / "marks"
+    auto = _automation(store, clock, f"open({str(marks)!r}, 'a').write('x'); import sys; sys.exit(1)")
+    assert _run(store, clock, tmp_path, auto).verdict.status == "failed"  # the mission stays open
+    missions = Missions(store, clock)
+    mission = missions.current("x")
+    missions.add_wall(mission.mission_id, timedelta(milliseconds=4_800 - mission.wall_ms))  # 0.2 s left
+    marks.unlink()
+    refused = _run(store, clock, tmp_path, auto)
+    assert refused.verdict.status == "stuck" and refused.verdict.bound == "max_wall_seconds", refused.verdict
+    assert not marks.exists()  # the host never ran
