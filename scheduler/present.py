@@ -331,6 +331,7 @@ def host_doc(h: HostBeat, now: datetime) -> dict[str, Any]:
         "started_at": iso(h.started_at),
         "beat_at": iso(h.beat_at),
         "stopped_at": iso(h.stopped_at),
+        "envelope_mode": h.envelope_mode,
     }
 
 
@@ -338,7 +339,9 @@ def hosts_text(hosts: Sequence[HostBeat], now: datetime) -> str:
     """One line on the timer hosts: which are alive, or that none is (nothing on floorgate's timer fires)."""
     alive = [h for h in hosts if h.alive(now)]
     if alive:
-        return "hosts: " + ", ".join(f"{h.host_id} alive (v{h.version}, beat {ago(h.beat_at, now)})" for h in alive)
+        return "hosts: " + ", ".join(
+            f"{h.host_id} alive (v{h.version}, envelopes {h.envelope_mode or 'not recorded'}, beat {ago(h.beat_at, now)})" for h in alive
+        )
     last = max(hosts, key=lambda h: h.beat_at, default=None)
     seen = f" (last: {last.host_id}, {'stopped' if last.stopped_at else 'silent'} since {when(last.beat_at, now)})" if last else ""
     return f"hosts: none running{seen}: apscheduler timers fire only while 'floorgate run' runs"

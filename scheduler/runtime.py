@@ -94,13 +94,13 @@ class HostRuntime(Ticking, TickRecords):
         self.config = config
         self.clock = clock if clock is not None else SystemClock()
         self.host = host_identity()
-        self.heartbeat = Heartbeat(store, self.clock, self.host, config.poll)
         self.automations = Automations(store, self.clock)
         self.admission = Admission(store, self.clock)
         self.journal = Journal(store, self.clock)
         self.ticklog = TickLog(store)
         self.timers = TimerBindings(store)
         self.executor = TurnExecutor(store, state_dir=config.state_dir, clock=self.clock, host=self.host, mode=config.envelope_mode)
+        self.heartbeat = Heartbeat(store, self.clock, self.host, config.poll, self.executor.gate.mode.value)
         self.tick_reader = TickReader(store, self.automations, self.executor.gate, lambda: self._decoded)
         # Turns run here, never on APScheduler's threads, which only decide ticks.
         self.turns = TurnPool(config.workers, self._renew_waiting, self.executor.lease.total_seconds() / 3)

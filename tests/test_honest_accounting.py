@@ -7,9 +7,16 @@ import json
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
+from sqlalchemy import text
+
 from floorgate.admission import AutomationSpec, Automations, EventKind, Events, FixedClock, Missions, Policies, Scope, Store, parse_compute
+from floorgate.admission.errors import CorruptState
+from floorgate.admission.liveness import HostBeats
 from floorgate.hosts import Schedule
 from floorgate.scheduler.executor import TurnExecutor
+from floorgate.scheduler.present import host_doc, hosts_text
+from floorgate.scheduler.runtime import HostRuntime, RuntimeConfig
 
 from helpers import command
 
@@ -65,3 +72,21 @@ def test_no_turn_is_launched_with_less_than_a_second_of_wall_budget(store: Store
     refused = _run(store, clock, tmp_path, auto)
     assert refused.verdict.status == "stuck" and refused.verdict.bound == "max_wall_seconds", refused.verdict
     assert not marks.exists()  # the host never ran
+
+
+@pytest.mark.parametrize("mode", ["observe", "enforce", "disabled"])
+def test_each_host_records_its_envelope_mode_and_readback_shows_it(store: Store, tmp_path: Path, clock: FixedClock, mode: str) -> None:
+    host = HostRuntime(store, RuntimeConfig(state_dir=tmp_path / "state", envelope_mode=mode), clock=clock)
+    host.heartbeat.beat()
+    [beat] = HostBeats(store).all()
+    assert beat.envelope_mode == mode
+    assert host_doc(beat, clock.now())["envelope_mode"] == mode
+    assert f"envelopes {mode}" in hosts_text([beat], clock.now())
+
+
+def test_a_damaged_envelope_mode_is_not_read_as_any_mode(store: Store, tmp_path: Path, clock: FixedClock) -> None:
+    HostRuntime(store, RuntimeConfig(state_dir=tmp_path / "state", envelope_mode="observe"), clock=clock).heartbeat.beat()
+    with store.engine.begin() as conn:
+        conn.execute(text("UPDATE fg_hosts SET envelope_mode = 'enforcing'"))
+    with pytest.raises(CorruptState):
+        HostBeats(store).all()
