@@ -15,8 +15,12 @@ from datetime import timedelta
 
 from floorgate.admission import Admission, Automations, Decision, FloorgateError, Journal, Missions, NotFound, Store
 from floorgate.admission.clock import Clock, read_clock
+from floorgate.admission.limits import owner_estimate
 from floorgate.admission.liveness import HookAnswers
+from floorgate.admission.policies import Policies
+from floorgate.admission.usage import Usage, UsageEntry, lane_estimate
 
+from .app_usage import claude_turn_usage, digest
 from .envelope_gate import EnvelopeGate, envelope_mode
 from .readback import AutomationReadback, Readback
 
@@ -117,6 +121,42 @@ class HookService:
         except FloorgateError:
             return False
         return True
+
+    def record_turn_usage(
+        self, *, goal: str, agent: str, automation: str, session_id: object, transcript: object
+    ) -> tuple[UsageEntry, bool, str | None]:
+        """Record the usage of the app turn that just ended (its end-of-turn hook): settle the
+        estimate its prompt's admission held in this session, else write the turn; once per turn
+        (the same turn again is a no-op). Unreadable usage is recorded unknown, holding the lane's
+        estimate. Returns (entry, changed, problem)."""
+        turn = claude_turn_usage(session_id, transcript)
+        estimate = 0
+        if turn.tokens is None:
+            envelope, _ = EnvelopeGate(self.store, clock=self.clock, mode=envelope_mode(self.envelope_mode)).envelope(
+                goal, agent, automation
+            )
+            rules = [
+                r
+                for r in Policies(self.store, self.clock).list(goal)
+                if r.scope.agent_id in (None, agent) and r.scope.automation_id in (None, automation)
+            ]
+            with self.store.read() as conn:
+                found = lane_estimate(
+                    conn, goal, agent, automation, read_clock(self.clock),
+                    envelope_max_tokens=envelope.max_tokens, owner_estimate=owner_estimate(r.limits for r in rules),
+                )  # fmt: skip
+            estimate = found if found is not None else 0
+        entry, changed = Usage(self.store, self.clock).report(
+            turn.key,
+            goal=goal,
+            agent=agent,
+            automation=automation,
+            tokens=turn.tokens,
+            model=turn.model,
+            turn_prefix=f"hook-{digest(session_id)}-",
+            estimate_tokens=estimate,
+        )
+        return entry, changed, turn.problem
 
     def count_tool_call(self, mission_id: str) -> str | None:
         """Count one tool call of the mission; the refusal text when the call must not run."""
