@@ -94,3 +94,11 @@ def test_prices_are_set_shown_and_lowering_needs_authorization(sqlite_db: str) -
     shown = json.loads(run_cli("policy", "prices", "--json", db=sqlite_db).stdout)["prices"]
     assert [(p["model"], p["usd_per_mtok"], p["revision"]) for p in shown] == [("claude-sonnet-4-5", "6.500000", 1)]
     assert "$6.50" in run_cli("policy", "prices", db=sqlite_db).stdout
+
+
+def test_one_window_a_write(sqlite_db: str) -> None:
+    result = run_cli(
+        "policy", "set", "inbox", "--max-starts", "3", "--per", "1h", "--budget-usd", "2", "--per", "1d",
+        "--revision", "0", "--owner-ref", "alice", db=sqlite_db,
+    )  # fmt: skip
+    assert result.returncode == 2 and "one --per a write" in result.stderr and history(sqlite_db) == []

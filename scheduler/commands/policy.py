@@ -100,7 +100,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _limit_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-starts", metavar="N", help="at most N starts per --per window (automatic and manual); 0 removes it")
     p.add_argument(
-        "--per", metavar="WINDOW", help="the window of --max-starts/--budget-*: 1d, 12h, day@Europe/Berlin, week@Zone, month@Zone"
+        "--per",
+        metavar="WINDOW",
+        action="append",
+        help="the window of --max-starts/--budget-*: 1d, 12h, day@Europe/Berlin, week@Zone, month@Zone",
     )
     p.add_argument("--budget-tokens", metavar="N", help="tokens per --per window (2M, 500k, 120000); 0 removes it")
     p.add_argument("--budget-usd", metavar="X", help="US dollars per --per window (at most 6 decimals); 0 removes it")
@@ -112,6 +115,8 @@ def _limit_args(p: argparse.ArgumentParser) -> None:
 
 def limits_change(args: argparse.Namespace) -> LimitsChange | None:
     """The limit flags as one change (None: none given); bad input raises ``InvalidInput``."""
+    if args.per is not None and len(args.per) > 1:
+        raise InvalidInput("--per", "give one --per a write; a count and a budget with different windows are two writes")
     count: int | None = None
     if args.max_starts is not None:
         count = 0 if args.max_starts.strip() == "0" else check_max_starts(args.max_starts)
@@ -122,7 +127,7 @@ def limits_change(args: argparse.Namespace) -> LimitsChange | None:
         estimate_tokens=parse_tokens(args.estimate_tokens, "--estimate-tokens", allow_zero=True)
         if args.estimate_tokens is not None
         else None,
-        per=parse_window(args.per, "--per") if args.per is not None else None,
+        per=parse_window(args.per[0], "--per") if args.per else None,
         across_agents=None if args.across is None else args.across == "agents",
     )
     return None if change.is_empty() else change
