@@ -122,6 +122,13 @@ class Floorgate:
         return Usage(self.store, self.clock)
 
     @cached_property
+    def budgets(self):  # type: ignore[no-untyped-def]
+        """Where a lane's counts and budgets stand (``budget_readback``)."""
+        from .budget_readback import BudgetReadback
+
+        return BudgetReadback(self.store, self.clock)
+
+    @cached_property
     def prices(self):  # type: ignore[no-untyped-def]
         """Owner-set prices per million tokens, by model (``admission.usage``)."""
         from floorgate.admission.usage import Prices

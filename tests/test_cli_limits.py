@@ -39,7 +39,11 @@ def test_limit_flags_round_trip_through_policy_show(sqlite_db: str) -> None:
     }
     text = run_cli("policy", "show", "inbox/triage", db=sqlite_db).stdout
     assert "3 starts per day@Europe/Berlin, 2M tokens and $20.00 per day@Europe/Berlin, across agents" in text
-    assert "limits binding inbox/triage:" in text
+    assert "limit 500k tokens per 1d at inbox/triage: used 0 tokens, held 0 tokens, left 500000 tokens" in text
+    usd = next(x for x in shown["limits"] if x["kind"] == "usd")
+    assert usd["exhausted"] and "policy price" in usd["problem"]  # the lane has no model priced: fail closed, said so
+    tokens = next(x for x in shown["limits"] if x["kind"] == "tokens" and x["scope"] == "inbox/triage")
+    assert (tokens["used"], tokens["held"], tokens["left"], tokens["next_start_needs"], tokens["exhausted"]) == (0, 0, 500_000, 40_000, False)
 
 
 BAD = [

@@ -8,11 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from floorgate.admission import InvalidInput, Scope, parse_compute
+from floorgate.admission.budgets import LimitState
 from floorgate.admission.clock import iso
 from floorgate.admission.intervals import format_interval, parse_interval
-from floorgate.admission.limits import BoundLimit, LimitsChange, bound_limits
+from floorgate.admission.limits import LimitKind, LimitsChange
 from floorgate.admission.usage import Price
-from floorgate.admission.windows import check_max_starts, format_usd, micros_to_usd, parse_tokens, parse_usd, parse_window
+from floorgate.admission.windows import NEVER, check_max_starts, format_usd, micros_to_usd, parse_tokens, parse_usd, parse_window
 
 from ..cli import EXIT_OK, Context, add_common
 from ..owner_gate import Access
@@ -190,11 +191,16 @@ def _show(ctx: Context) -> int:
     effective = None
     if scope is not None and scope.agent_id is not None:
         effective = policies.effective(scope.goal_id, scope.agent_id, scope.automation_id)
-    bound = []
+    lane = None
     if scope is not None and scope.agent_id is not None:
-        applicable = [r for r in rules if r.scope.automation_id in (None, scope.automation_id)]
-        bound = bound_limits([(r.scope, r.revision, r.limits) for r in applicable], scope.agent_id)
-    doc = {"rules": [rule_doc(r) for r in rules], "effective": floor_doc(effective), "limits": [bound_doc(b) for b in bound]}
+        lane = ctx.app.budgets.lane(scope.goal_id, scope.agent_id, scope.automation_id)
+    states = lane.states if lane is not None else []
+    doc = {
+        "rules": [rule_doc(r) for r in rules],
+        "effective": floor_doc(effective),
+        "limits": [state_doc(x) for x in states],
+        "estimate_tokens": lane.estimate_tokens if lane is not None else None,
+    }
 
     def text() -> str:
         out = (
@@ -218,8 +224,8 @@ def _show(ctx: Context) -> int:
             if rules
             else "no rules"
         )
-        if bound:
-            out += f"\nlimits binding {scope}: " + "; ".join(b.describe() for b in bound)
+        for x in states:
+            out += f"\nlimit {x.limit.describe()}: {state_text(x)}"
         if effective is not None:
             made_by = ", ".join(f"{r.scope} {format_interval(r.min_interval)} r{r.revision}" for r in effective.rules)
             out += f"\neffective floor for {scope}: {format_interval(effective.floor)}" + (
@@ -231,18 +237,42 @@ def _show(ctx: Context) -> int:
     return EXIT_OK
 
 
-def bound_doc(b: BoundLimit) -> dict[str, Any]:
-    """One limit binding a lane, as JSON (amount: starts, tokens, or USD as a decimal string)."""
-    amount: object = format(micros_to_usd(b.amount).normalize(), "f") if b.kind.value == "usd" else b.amount
+def _amount(state: LimitState, value: int | None) -> object:
+    if value is None or state.limit.kind is not LimitKind.USD:
+        return value
+    return format(micros_to_usd(value).normalize(), "f")
+
+
+def state_doc(x: LimitState) -> dict[str, Any]:
+    """One limit binding a lane and where it stands, as JSON (USD amounts as decimal strings)."""
+    b = x.limit
     return {
         "kind": b.kind.value,
-        "amount": amount,
+        "amount": _amount(x, b.amount),
         "window": b.window.text(),
         "scope": str(b.scope),
         "revision": b.revision,
         "across_agents": b.series.agent_id is None,
+        "used": _amount(x, x.used),
+        "held": _amount(x, x.held),
+        "left": _amount(x, x.left),
+        "next_start_needs": _amount(x, x.need),
+        "exhausted": x.blocked,
+        "frees_at": iso(x.frees_at) if x.frees_at is not None and x.frees_at != NEVER else None,
+        "problem": x.problem,
         "text": b.describe(),
     }
+
+
+def state_text(x: LimitState) -> str:
+    doc = state_doc(x)
+    unit = {"starts": "", "tokens": " tokens", "usd": " USD"}[x.limit.kind.value]
+    out = f"used {doc['used']}{unit}, held {doc['held']}{unit}, left {doc['left']}{unit}"
+    if x.problem is not None:
+        return f"{out}; cannot admit: {x.problem}"
+    if x.blocked:
+        return f"{out}; exhausted until {doc['frees_at'] or 'the owner raises it'}"
+    return out
 
 
 def _history(ctx: Context) -> int:
