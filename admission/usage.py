@@ -52,6 +52,7 @@ class UsageSource(StrEnum):
     """What wrote the row."""
 
     ADMISSION = "admission"  # held at admission, settled by a managed turn's meter
+    METER = "meter"  # a managed turn's meter, for a turn admission held nothing for
     HOOK = "hook"  # reported by an agent app's end-of-turn hook
 
 
@@ -259,6 +260,54 @@ def hold(
         )
     )
     return True
+
+
+def settle_turn(
+    conn: Connection,
+    turn_id: str,
+    *,
+    goal: str,
+    agent: str,
+    automation: str,
+    at: datetime,
+    tokens: int | None,
+    usd_micros: int | None,
+    model: str | None,
+    now: datetime,
+) -> None:
+    """At a managed turn's settlement, on the settlement's connection: reconcile the estimate its
+    admission held to what its meter reported (once: a turn already reconciled is left as it is),
+    or record the turn when nothing was held (so the lane's largest recent turn is known).
+    ``tokens`` and ``usd_micros`` None: the meter read nothing usable, the turn is ``unknown`` and
+    its estimate stays held."""
+    if tokens is not None:
+        _tokens(tokens, "tokens")
+    _usd(usd_micros, "usd_micros")
+    unknown = tokens is None and usd_micros is None
+    state = UsageState.UNKNOWN if unknown else UsageState.SETTLED
+    u = s.usage
+    row = conn.execute(select(u.c.state).where(u.c.turn_id == turn_id)).first()
+    if row is not None and row.state != UsageState.HELD.value:
+        return
+    values: dict[str, Any] = dict(state=state.value, tokens=tokens, usd_micros=usd_micros, settled_at_us=now)
+    if model is not None:
+        values["model"] = model
+    if row is not None:
+        conn.execute(update(u).where(u.c.turn_id == turn_id, u.c.state == UsageState.HELD.value).values(**values))
+        return
+    conn.execute(
+        insert(u).values(
+            turn_id=turn_id,
+            goal_id=goal,
+            agent_id=agent,
+            automation_id=automation,
+            at_us=at,
+            estimate_tokens=0,
+            source=UsageSource.METER.value,
+            report_key=None,
+            **{"model": None, **values},
+        )
+    )
 
 
 def _tokens(value: object, field: str) -> int:

@@ -51,12 +51,13 @@ from floorgate.admission import (
 from floorgate.admission.clock import Clock, SystemClock, iso, read_clock
 from floorgate.admission.journal import ClaimLost, JournalEntry, TurnOwned
 from floorgate.admission.scope import check_id
+from floorgate.admission.usage import settle_turn
 
 from ._host_env import TIMED_OUT, denied_verdict, exit_verdict, host_env, settled_unknown, spawn_failed
 from ._process import boot_id, kill_group, open_log, pump, spawn_held, start_ticks
 from ._safe_files import UnsafePath, private_dir
 from .envelope_gate import EnvelopeGate, TurnGate, envelope_mode
-from .meters import read_usage
+from .meters import metered, read_usage
 from .recovery import DEFAULT_LEASE, host_identity, new_owner_id, orphaned, settle_lost
 from .turn_broker import RunnerBroker
 from .turn_wire import TurnCredential
@@ -389,6 +390,8 @@ class TurnExecutor:
             if gate.mission is not None:
                 verdict = self.gate.after_turn(automation, gate.mission, turn_id, verdict, usage, ran=ran, within=unit)
             settled = self.journal.settle(turn_id, verdict, owner=self.owner, within=unit)
+            if usage is not None:  # budgets count it: reconcile the held estimate, in the same commit
+                settle_turn(unit, turn_id, **metered(automation, usage, now), now=read_clock(self.clock))
         self._hold_if_stuck(automation, verdict)
         return TurnOutcome(turn_id, settled.verdict or verdict, decision, settled, detail=problem)
 

@@ -43,7 +43,13 @@ def test_limit_flags_round_trip_through_policy_show(sqlite_db: str) -> None:
     usd = next(x for x in shown["limits"] if x["kind"] == "usd")
     assert usd["exhausted"] and "policy price" in usd["problem"]  # the lane has no model priced: fail closed, said so
     tokens = next(x for x in shown["limits"] if x["kind"] == "tokens" and x["scope"] == "inbox/triage")
-    assert (tokens["used"], tokens["held"], tokens["left"], tokens["next_start_needs"], tokens["exhausted"]) == (0, 0, 500_000, 40_000, False)
+    assert (tokens["used"], tokens["held"], tokens["left"], tokens["next_start_needs"], tokens["exhausted"]) == (
+        0,
+        0,
+        500_000,
+        40_000,
+        False,
+    )
 
 
 BAD = [

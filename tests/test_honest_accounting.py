@@ -90,3 +90,35 @@ def test_a_damaged_envelope_mode_is_not_read_as_any_mode(store: Store, tmp_path:
         conn.execute(text("UPDATE fg_hosts SET envelope_mode = 'enforcing'"))
     with pytest.raises(CorruptState):
         HostBeats(store).all()
+
+
+def test_a_managed_turns_metered_usage_lands_in_the_budget_ledger(store: Store, tmp_path: Path, clock: FixedClock) -> None:
+    from floorgate.admission.usage import Usage, UsageState
+
+    line = json.dumps({"floorgate_usage": 1, "request_id": "r1", "input_tokens": 400, "output_tokens": 100, "model": "m"})
+    outcome = _run(store, clock, tmp_path, _automation(store, clock, f"print({line!r})", meter="jsonl"))
+    entry = Usage(store, clock).get(outcome.turn_id)
+    assert entry is not None and (entry.state, entry.tokens, entry.model, entry.source.value) == (UsageState.SETTLED, 500, "m", "meter")
+
+
+def test_a_turn_whose_usage_cannot_be_read_is_unknown_and_keeps_its_hold(store: Store, tmp_path: Path, clock: FixedClock) -> None:
+    from floorgate.admission.usage import Usage, UsageState, settle_turn
+
+    usage = Usage(store, clock)
+    usage.hold("t-held", "g", "a", "x", 7000, "m")
+    with store.unit() as conn:
+        settle_turn(
+            conn, "t-held", goal="g", agent="a", automation="x", at=clock.now(), tokens=None, usd_micros=None, model=None, now=clock.now()
+        )
+    entry = usage.get("t-held")
+    assert entry is not None and entry.state is UsageState.UNKNOWN and entry.counted_tokens == 7000
+    with store.unit() as conn:  # reconciled once: a later settlement leaves it
+        settle_turn(
+            conn, "t-held", goal="g", agent="a", automation="x", at=clock.now(), tokens=5, usd_micros=None, model=None, now=clock.now()
+        )
+    again = usage.get("t-held")
+    assert again is not None and again.state is UsageState.UNKNOWN
+    auto = _automation(store, clock, 'print(\'{"floorgate_usage": 1, "request_id": \')', meter="jsonl")  # a broken meter line
+    outcome = _run(store, clock, tmp_path, auto)
+    broken = usage.get(outcome.turn_id)
+    assert broken is not None and broken.state is UsageState.UNKNOWN and broken.tokens is None
