@@ -6,7 +6,6 @@ speak their host's protocol (exit code, stderr); every failure blocks, and that 
 
 from __future__ import annotations
 
-import hashlib
 import time
 import uuid
 from collections.abc import Callable
@@ -44,8 +43,7 @@ class PromptAnswer:
 
 def hook_turn_id(session_id: object) -> str:
     """A turn id for one prompt: the session's digest (any payload value is safe) and a nonce."""
-    digest = hashlib.sha256(str(session_id).encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    return f"hook-{digest}-{uuid.uuid4().hex[:12]}"
+    return f"hook-{digest(session_id)}-{uuid.uuid4().hex[:12]}"  # the Stop hook settles it by this prefix
 
 
 class HookService:
