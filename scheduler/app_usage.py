@@ -40,27 +40,47 @@ def digest(value: object) -> str:
     return hashlib.sha256(str(value).encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def _prompt(entry: dict[str, Any]) -> bool:
-    if entry.get("type") != "user" or entry.get("isMeta") or entry.get("isSidechain"):
-        return False
-    content = (entry.get("message") or {}).get("content") if isinstance(entry.get("message"), dict) else None
-    if isinstance(content, str):
-        return True
-    return isinstance(content, list) and any(isinstance(c, dict) and c.get("type") == "text" for c in content)
-
-
-def claude_turn_usage(session_id: object, transcript: object) -> TurnUsage:
-    """The last turn of a Claude Code transcript (``transcript``: its path from the hook payload)."""
+def codex_turn_usage(session_id: object, turn_id: object, transcript: object, model: object) -> TurnUsage:
+    """Codex's turn ``turn_id`` from its rollout transcript: the ``token_usage_record`` lines of
+    that turn, input + output tokens of each response once (cached input is part of input, as the
+    ``codex-json`` meter counts them)."""
     session = digest(session_id)
+    if not isinstance(turn_id, str) or not turn_id:
+        return TurnUsage(f"stop-{session}-unknown", None, None, "the hook payload names no turn_id")
+    key = f"stop-{session}-{digest(turn_id)}"
+    name = model[:128] if isinstance(model, str) and model else None
+    entries, bad, problem = _read_jsonl(transcript)
+    if problem is not None:
+        return TurnUsage(key, None, name, problem)
+    per_response: dict[str, int] = {}
+    for entry in entries:
+        payload = entry.get("payload")
+        if entry.get("type") != "token_usage_record" or not isinstance(payload, dict) or payload.get("turn_id") != turn_id:
+            continue
+        usage = payload.get("usage")
+        values = [usage.get(k) for k in ("input_tokens", "output_tokens")] if isinstance(usage, dict) else [None]
+        if any(type(v) is not int or v < 0 for v in values):
+            return TurnUsage(key, None, name, "a response's usage in the transcript is malformed")
+        given = payload.get("response_id")
+        per_response[given if isinstance(given, str) else f"line-{len(per_response)}"] = sum(values)  # type: ignore[arg-type]
+    if bad:
+        return TurnUsage(key, None, name, f"{bad} transcript line(s) could not be parsed")
+    if not per_response:
+        return TurnUsage(key, None, name, "the turn reported no usage")
+    return TurnUsage(key, sum(per_response.values()), name)
+
+
+def _read_jsonl(transcript: object) -> tuple[list[dict[str, Any]], int, str | None]:
+    """The transcript's JSON objects, how many lines did not parse, or why it cannot be read."""
     if not isinstance(transcript, str) or not transcript:
-        return TurnUsage(f"stop-{session}-unknown", None, None, "the hook payload names no transcript_path")
+        return [], 0, "the hook payload names no transcript_path"
     try:
         with open(transcript, "rb") as f:
             raw = f.read(MAX_TRANSCRIPT_BYTES + 1)
     except OSError as exc:
-        return TurnUsage(f"stop-{session}-unknown", None, None, f"cannot read the transcript: {exc.strerror or exc}")
+        return [], 0, f"cannot read the transcript: {exc.strerror or exc}"
     if len(raw) > MAX_TRANSCRIPT_BYTES:
-        return TurnUsage(f"stop-{session}-unknown", None, None, "the transcript is larger than floorgate reads")
+        return [], 0, "the transcript is larger than floorgate reads"
     entries: list[dict[str, Any]] = []
     bad = 0
     for line in raw.splitlines():
@@ -73,6 +93,24 @@ def claude_turn_usage(session_id: object, transcript: object) -> TurnUsage:
             continue
         if isinstance(entry, dict):
             entries.append(entry)
+    return entries, bad, None
+
+
+def _prompt(entry: dict[str, Any]) -> bool:
+    if entry.get("type") != "user" or entry.get("isMeta") or entry.get("isSidechain"):
+        return False
+    content = (entry.get("message") or {}).get("content") if isinstance(entry.get("message"), dict) else None
+    if isinstance(content, str):
+        return True
+    return isinstance(content, list) and any(isinstance(c, dict) and c.get("type") == "text" for c in content)
+
+
+def claude_turn_usage(session_id: object, transcript: object) -> TurnUsage:
+    """The last turn of a Claude Code transcript (``transcript``: its path from the hook payload)."""
+    session = digest(session_id)
+    entries, bad, problem = _read_jsonl(transcript)
+    if problem is not None:
+        return TurnUsage(f"stop-{session}-unknown", None, None, problem)
     starts = [i for i, e in enumerate(entries) if _prompt(e)]
     if not starts:
         return TurnUsage(f"stop-{session}-unknown", None, None, "no prompt found in the transcript")

@@ -76,7 +76,8 @@ class JsonHooks:
     name: str
     title: str
     owner_trust: bool = False
-    events: ClassVar[dict[str, str]] = {PROMPT_EVENT: "UserPromptSubmit", TOOL_EVENT: "PreToolUse"}
+    # The Stop hook records the ended turn's usage from the transcript (budgets count it).
+    events: ClassVar[dict[str, str]] = {PROMPT_EVENT: "UserPromptSubmit", TOOL_EVENT: "PreToolUse", STOP_EVENT: "Stop"}
     tool_group: ClassVar[dict[str, str]] = {}  # what else a tool hook's group says (its matcher)
     app_home: Path | None
 
@@ -86,7 +87,7 @@ class JsonHooks:
         _hooks(doc, path)
         prompt = {"type": "command", "command": guarded(plan.prompt_argv(), "prompt"), "timeout": plan.prompt_timeout_seconds}
         tool = {"type": "command", "command": guarded(plan.tool_argv(), "tool call"), "timeout": TOOL_HOOK_TIMEOUT_SECONDS}
-        stop = {"type": "command", "command": stop_guarded(plan.stop_argv()), "timeout": TOOL_HOOK_TIMEOUT_SECONDS}
+        stop = {"type": "command", "command": stop_guarded(plan.stop_argv(self.name)), "timeout": TOOL_HOOK_TIMEOUT_SECONDS}
         wanted = [(PROMPT_EVENT, prompt, {}), (TOOL_EVENT, tool, self.tool_group)]
         if STOP_EVENT in self.events:
             wanted.append((STOP_EVENT, stop, {}))
@@ -168,8 +169,6 @@ class ClaudeCode(JsonHooks):
     name = "claude"
     title = "Claude Code"
     tool_group: ClassVar[dict[str, str]] = {"matcher": "*"}
-    # Its Stop hook records the turn's usage from the transcript (budgets count it).
-    events: ClassVar[dict[str, str]] = {PROMPT_EVENT: "UserPromptSubmit", TOOL_EVENT: "PreToolUse", STOP_EVENT: "Stop"}
 
     def __init__(self, home: Path) -> None:
         self.home = home

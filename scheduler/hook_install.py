@@ -89,9 +89,9 @@ class HookPlan:
         # No --db: inside a managed turn it asks the runner's broker ($FLOORGATE_TURN_SOCKET, set by 'turn run').
         return [*self.floorgate, "hook", TOOL_EVENT, "--hook-timeout", f"{TOOL_HOOK_TIMEOUT_SECONDS}s"]
 
-    def stop_argv(self) -> list[str]:
+    def stop_argv(self, app: str) -> list[str]:
         argv = [*self.floorgate, "--db", self.db, "hook", STOP_EVENT, "--goal", self.goal, "--agent", self.agent]
-        return [*argv, "--automation", self.automation, "--hook-timeout", f"{TOOL_HOOK_TIMEOUT_SECONDS}s"]
+        return [*argv, "--automation", self.automation, "--app", app, "--hook-timeout", f"{TOOL_HOOK_TIMEOUT_SECONDS}s"]
 
     @property
     def prompt_timeout_seconds(self) -> int:
@@ -363,7 +363,9 @@ class HookInstaller:
             status = self.status(path, project=project)
         except InvalidInput as exc:
             return str(exc)
-        prompts = [h for h in status.hooks if h.lane.get("automation") == install.automation_id]
+        prompt_event = getattr(self.client, "events", {}).get(PROMPT_EVENT, "UserPromptSubmit")
+        # The prompt hook alone guards the wake: the end-of-turn hook names the lane too, but never blocks.
+        prompts = [h for h in status.hooks if h.event == prompt_event and h.lane.get("automation") == install.automation_id]
         if not prompts:
             return f"{path} no longer holds floorgate's prompt hook for {install.automation_id} (see 'floorgate hook status {self.client.name}')"
         reasons = [why for h, why in self.runs(HookStatus(path, True, prompts), project)]

@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from floorgate.admission import Admission, Automations, Decision, FloorgateError, Journal, Missions, NotFound, Store
 from floorgate.admission.clock import Clock, read_clock
@@ -19,7 +20,7 @@ from floorgate.admission.liveness import HookAnswers
 from floorgate.admission.policies import Policies
 from floorgate.admission.usage import Usage, UsageEntry, lane_estimate
 
-from .app_usage import claude_turn_usage, digest
+from .app_usage import claude_turn_usage, codex_turn_usage, digest
 from .envelope_gate import EnvelopeGate, envelope_mode
 from .readback import AutomationReadback, Readback
 
@@ -121,13 +122,17 @@ class HookService:
         return True
 
     def record_turn_usage(
-        self, *, goal: str, agent: str, automation: str, session_id: object, transcript: object
+        self, *, goal: str, agent: str, automation: str, payload: dict[str, Any], app: str = "claude"
     ) -> tuple[UsageEntry, bool, str | None]:
         """Record the usage of the app turn that just ended (its end-of-turn hook): settle the
         estimate its prompt's admission held in this session, else write the turn; once per turn
         (the same turn again is a no-op). Unreadable usage is recorded unknown, holding the lane's
         estimate. Returns (entry, changed, problem)."""
-        turn = claude_turn_usage(session_id, transcript)
+        session_id = payload.get("session_id")
+        if app == "codex":
+            turn = codex_turn_usage(session_id, payload.get("turn_id"), payload.get("transcript_path"), payload.get("model"))
+        else:
+            turn = claude_turn_usage(session_id, payload.get("transcript_path"))
         estimate = 0
         if turn.tokens is None:
             envelope, _ = EnvelopeGate(self.store, clock=self.clock, mode=envelope_mode(self.envelope_mode)).envelope(

@@ -117,3 +117,21 @@ def test_hook_stop_never_exits_2(tmp_path: Path) -> None:
     assert result.returncode == 1 and "turn usage not recorded" in result.stderr
     garbage = _stop(str(bad), "not an object")  # type: ignore[arg-type]
     assert garbage.returncode == 1
+
+
+def _record(turn: str, response: str, inp: int, out: int) -> dict:  # type: ignore[type-arg]
+    usage = {"input_tokens": inp, "cached_input_tokens": 0, "output_tokens": out}
+    return {"type": "token_usage_record", "payload": {"turn_id": turn, "response_id": response, "usage": usage}}
+
+
+def test_codex_turn_counts_its_own_responses_once(tmp_path: Path) -> None:
+    from floorgate.scheduler.app_usage import codex_turn_usage
+
+    path = tmp_path / "rollout.jsonl"
+    lines = [_record("t0", "r0", 999, 9), _record("t1", "r1", 1200, 80), _record("t1", "r1", 1200, 80), _record("t1", "r2", 1400, 30)]
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    turn = codex_turn_usage("s", "t1", str(path), "gpt-standin")
+    assert (turn.tokens, turn.model, turn.problem) == (2710, "gpt-standin", None)
+    assert turn.key != codex_turn_usage("s", "t0", str(path), "m").key
+    missing = codex_turn_usage("s", None, str(path), "m")
+    assert missing.tokens is None and missing.problem is not None and "turn_id" in missing.problem

@@ -53,7 +53,7 @@ def test_install_merges_keeps_a_backup_and_is_idempotent(tmp_path: Path, project
     assert {k: v for k, v in doc.items() if k != "hooks"} == {"model": THEIRS["model"], "permissions": THEIRS["permissions"]}
     assert doc["hooks"]["Stop"][: len(THEIRS["hooks"]["Stop"])] == THEIRS["hooks"]["Stop"]  # theirs kept, ours after
     [stop] = ours(doc, "Stop")
-    assert stop["command"].endswith("hook stop --goal g --agent a --automation x --hook-timeout 30s || exit 1")  # never exit 2
+    assert stop["command"].endswith("hook stop --goal g --agent a --automation x --app claude --hook-timeout 30s || exit 1")  # never exit 2
     assert THEIRS["hooks"]["UserPromptSubmit"][0] in doc["hooks"]["UserPromptSubmit"]  # the app's own prompt hook stays
     [prompt] = ours(doc, "UserPromptSubmit")
     [tool] = ours(doc, "PreToolUse")

@@ -75,6 +75,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--goal", required=True)
     p.add_argument("--agent", required=True)
     p.add_argument("--automation", required=True)
+    p.add_argument("--app", choices=["claude", "codex"], default="claude", help="whose transcript the payload names")
     _add_hook_timeout(p)
     add_common(p)
     p.set_defaults(handler=_stop, raw_handler=True, access=Access.OPERATE)
@@ -256,11 +257,7 @@ def _stop(args: argparse.Namespace) -> int:
         app = _app(args)
         try:
             _entry, _changed, problem = app.hooks.record_turn_usage(
-                goal=args.goal,
-                agent=args.agent,
-                automation=args.automation,
-                session_id=payload.get("session_id"),
-                transcript=payload.get("transcript_path"),
+                goal=args.goal, agent=args.agent, automation=args.automation, payload=payload, app=args.app
             )
         finally:
             app.close()
