@@ -9,6 +9,7 @@ from .accounting import Accounting, Dispatch
 from .approvals import Approval, ApprovalRejected, Approvals
 from .automations import (
     Automation,
+    AutomationConflict,
     AutomationSpec,
     AutomationState,
     Automations,
@@ -53,6 +54,7 @@ __all__ = [
     "ApprovalRejected",
     "Approvals",
     "Automation",
+    "AutomationConflict",
     "AutomationSpec",
     "AutomationState",
     "Automations",

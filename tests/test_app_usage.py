@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from floorgate.scheduler.app_usage import claude_turn_usage
+from floorgate.scheduler.agents.app_usage import claude_turn_usage
 
 
 def prompt(uuid: str, content: object = "triage") -> dict:  # type: ignore[type-arg]
@@ -125,7 +125,7 @@ def _record(turn: str, response: str, inp: int, out: int) -> dict:  # type: igno
 
 
 def test_codex_turn_counts_its_own_responses_once(tmp_path: Path) -> None:
-    from floorgate.scheduler.app_usage import codex_turn_usage
+    from floorgate.scheduler.agents.app_usage import codex_turn_usage
 
     path = tmp_path / "rollout.jsonl"
     lines = [_record("t0", "r0", 999, 9), _record("t1", "r1", 1200, 80), _record("t1", "r1", 1200, 80), _record("t1", "r2", 1400, 30)]

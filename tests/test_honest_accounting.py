@@ -14,9 +14,10 @@ from floorgate.admission import AutomationSpec, Automations, EventKind, Events, 
 from floorgate.admission.errors import CorruptState
 from floorgate.admission.liveness import HostBeats
 from floorgate.hosts import Schedule
-from floorgate.scheduler.executor import TurnExecutor
-from floorgate.scheduler.present import host_doc, hosts_text
-from floorgate.scheduler.runtime import HostRuntime, RuntimeConfig
+from floorgate.scheduler.app.root import Floorgate
+from floorgate.scheduler.runtime.executor import TurnExecutor
+from floorgate.scheduler.runtime.host import RuntimeConfig
+from floorgate.scheduler.views.present import host_doc, hosts_text
 
 from helpers import command
 
@@ -76,7 +77,7 @@ def test_no_turn_is_launched_with_less_than_a_second_of_wall_budget(store: Store
 
 @pytest.mark.parametrize("mode", ["observe", "enforce", "disabled"])
 def test_each_host_records_its_envelope_mode_and_readback_shows_it(store: Store, tmp_path: Path, clock: FixedClock, mode: str) -> None:
-    host = HostRuntime(store, RuntimeConfig(state_dir=tmp_path / "state", envelope_mode=mode), clock=clock)
+    host = Floorgate(store, clock=clock).host_runtime(RuntimeConfig(state_dir=tmp_path / "state", envelope_mode=mode))
     host.heartbeat.beat()
     [beat] = HostBeats(store).all()
     assert beat.envelope_mode == mode
@@ -85,7 +86,7 @@ def test_each_host_records_its_envelope_mode_and_readback_shows_it(store: Store,
 
 
 def test_a_damaged_envelope_mode_is_not_read_as_any_mode(store: Store, tmp_path: Path, clock: FixedClock) -> None:
-    HostRuntime(store, RuntimeConfig(state_dir=tmp_path / "state", envelope_mode="observe"), clock=clock).heartbeat.beat()
+    Floorgate(store, clock=clock).host_runtime(RuntimeConfig(state_dir=tmp_path / "state", envelope_mode="observe")).heartbeat.beat()
     with store.engine.begin() as conn:
         conn.execute(text("UPDATE fg_hosts SET envelope_mode = 'enforcing'"))
     with pytest.raises(CorruptState):
