@@ -69,6 +69,10 @@ class EventKind(StrEnum):
     TIMER_DRIFT = "timer_drift"  # a host's live timer was read back different from the applied one
     HOST_LOST = "host_lost"  # a timer host's heartbeat went stale without a clean stop
     OWNER_WRITE_REFUSED = "owner_write_refused"  # a managed turn tried an owner write (floor, ask, ...): refused
+    # Written by the admission that crossed them, in its transaction, at most once per window and scope:
+    BUDGET_THRESHOLD = "budget_threshold"  # a budget's use (settled + held) crossed an owner-set percentage
+    BUDGET_EXHAUSTED = "budget_exhausted"  # a count or budget denied a start: the window is spent
+    BOUND_OVERSHOT = "bound_overshot"  # a turn succeeded but its reported usage went over an envelope bound
 
 
 class WebhookFormat(StrEnum):

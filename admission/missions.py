@@ -234,6 +234,14 @@ class Missions:
             if reason is not None and before is not None and before.latch != reason:
                 record(conn, EventKind.LATCH_SET, mission_id, {"mission_id": mission_id, "reason": reason}, read_clock(self.clock))
 
+    def report_overshoot(self, mission_id: str, problem: str, data: dict[str, object], *, within: Connection | None = None) -> None:
+        """Record that a turn which succeeded went past a bound: the problem on the mission and a
+        ``bound_overshot`` event, in one unit (or the caller's)."""
+        m = s.missions
+        with self.store.write(lock_key=locks.mission(mission_id), within=within) as conn:
+            conn.execute(update(m).where(m.c.mission_id == mission_id).values(problems=problem[:2000]))
+            record(conn, EventKind.BOUND_OVERSHOT, mission_id, {"mission_id": mission_id, **data}, read_clock(self.clock))
+
     def report_problem(self, mission_id: str, problem: str, *, within: Connection | None = None) -> None:
         m = s.missions
         with self.store.write(lock_key=locks.mission(mission_id), within=within) as conn:

@@ -33,6 +33,8 @@ from .envelope import ComputeBlock, loosened, parse_compute
 from .errors import CorruptState, InvalidInput, ReductionNotAuthorized, RevisionConflict, StoreUnavailable
 from .events import EventKind, record
 from .intervals import check_interval, format_interval
+from .limits import Limits, LimitsChange, limits_from_columns, limits_json
+from .limits import loosened as limits_loosened
 from .scope import Scope, check_id, check_limit
 from .store import Store
 
@@ -58,6 +60,7 @@ class Rule(BaseModel):
     updated_at: datetime
     compute: ComputeBlock | None = None
     compute_problem: str | None = None  # the stored block is malformed (hand-edited or corrupted)
+    limits: Limits = Limits()  # starts per window, budgets, estimate, across agents (admission.limits)
 
     @property
     def active(self) -> bool:
@@ -81,6 +84,8 @@ class RuleChange(BaseModel):
     compute_after: dict | None = None  # type: ignore[type-arg]
     owner_kind: Provenance = Provenance.ASSERTED
     note: str | None = None  # the owner's note on the write
+    limits_before: dict | None = None  # type: ignore[type-arg]
+    limits_after: dict | None = None  # type: ignore[type-arg]
 
 
 def check_owner_ref(value: object) -> str:
@@ -117,6 +122,7 @@ def rule_from_row(row) -> Rule:  # type: ignore[no-untyped-def]
     """Decode a rules row; malformed values raise ``StoreUnavailable`` (fail closed)."""
     ref = rule_ref(row.goal_id, row.agent_id, row.automation_id, row.min_interval_us, row.revision)
     compute, problem = read_compute(row.compute_json)
+    limits = limits_from_columns(row, str(ref.scope))
     with stored(f"the rule at {ref.scope}"):
         return Rule(
             scope=_scope_of(row),
@@ -126,6 +132,7 @@ def rule_from_row(row) -> Rule:  # type: ignore[no-untyped-def]
             updated_at=row.updated_at_us,
             compute=compute,
             compute_problem=problem,
+            limits=limits,
         )
 
 
@@ -224,6 +231,7 @@ class Policies:
         compute: ComputeBlock | None = None,
         provenance: Provenance = Provenance.ASSERTED,
         note: str | None = None,
+        limits: LimitsChange | None = None,
     ) -> Rule:
         """Set the floor and/or the compute block at ``scope`` if its stored revision is
         ``expected_revision`` (0: none yet). What is not given is kept.
@@ -233,12 +241,19 @@ class Policies:
         bound, without ``allow_reduction``. ``min_interval`` 0 disables only this scope's floor;
         an empty ``ComputeBlock()`` removes its compute block; start records are kept.
         ``provenance`` says who vouches for ``owner_ref`` (recorded with the write), ``note`` why
-        (optional, recorded with it).
+        (optional, recorded with it). ``limits`` changes the scope's limits across runs (a count
+        or budget per window, the estimate, across agents; 0 removes one): any loosening of them
+        (``admission.limits.loosened``) also needs ``allow_reduction``.
         """
         if not isinstance(scope, Scope):
             raise InvalidInput("scope", "pass a Scope (Scope.goal/agent/automation)")
-        if min_interval is None and compute is None:
-            raise InvalidInput("min_interval", "give a floor (--min-interval) and/or a compute block (--compute)")
+        if limits is not None and (not isinstance(limits, LimitsChange) or limits.is_empty()):
+            raise InvalidInput("limits", "pass a LimitsChange that changes something (see admission.limits)")
+        if min_interval is None and compute is None and limits is None:
+            raise InvalidInput(
+                "min_interval",
+                "give a floor (--min-interval), a compute block (--compute) and/or a limit (--max-starts, --budget-tokens, ...)",
+            )
         if min_interval is not None:
             check_interval(min_interval)
         if compute is not None and not isinstance(compute, ComputeBlock):
@@ -255,7 +270,8 @@ class Policies:
         r = s.rules
         key = and_(r.c.goal_id == goal, r.c.agent_id == agent, r.c.automation_id == automation)
         with self.store.write(lock_key=locks.policy(goal, agent, automation)) as conn:
-            row = conn.execute(select(r.c.min_interval_us, r.c.revision, r.c.compute_json).where(key)).first()
+            limit_columns = [r.c[name] for name in Limits().columns()]
+            row = conn.execute(select(r.c.min_interval_us, r.c.revision, r.c.compute_json, *limit_columns).where(key)).first()
             current_rev = row.revision if row is not None else 0
             before_us = _checked_us(row.min_interval_us, f"min_interval for {scope}") if row is not None else None
             if current_rev != expected_revision:
@@ -277,9 +293,20 @@ class Policies:
                         str(scope), "", "", what=f"loosening the compute envelope on {scope} ({', '.join(looser)})"
                     )
                 compute_after_text = None if compute.is_empty() else json.dumps(compute.doc(), sort_keys=True)
+            # A damaged stored limit reads as CorruptState: it must be repaired, never silently replaced.
+            limits_before = limits_from_columns(row, str(scope)) if row is not None else Limits()
+            limits_after = limits.apply(limits_before, scope) if limits is not None else limits_before
+            looser_limits = limits_loosened(limits_before, limits_after)
+            if looser_limits and not allow_reduction:
+                raise ReductionNotAuthorized(str(scope), "", "", what=f"loosening the limits on {scope} ({', '.join(looser_limits)})")
             new_rev = current_rev + 1
             values = dict(
-                min_interval_us=after_us, owner_ref=owner_ref, revision=new_rev, updated_at_us=now, compute_json=compute_after_text
+                min_interval_us=after_us,
+                owner_ref=owner_ref,
+                revision=new_rev,
+                updated_at_us=now,
+                compute_json=compute_after_text,
+                **limits_after.columns(),
             )
             if row is None:
                 conn.execute(insert(r).values(goal_id=goal, agent_id=agent, automation_id=automation, **values))
@@ -302,6 +329,8 @@ class Policies:
                     compute_after=compute_after_text,
                     owner_kind=provenance.value,
                     note=note,
+                    limits_before=limits_json(limits_before),
+                    limits_after=limits_json(limits_after),
                 )
             )
             record(
@@ -313,6 +342,7 @@ class Policies:
                     "before_us": before_us,
                     "after_us": after_us,
                     "compute_changed": compute_after_text != compute_before_text,
+                    "limits_changed": limits_after != limits_before,
                     "revision": new_rev,
                     "owner_ref": owner_ref,
                     "owner_kind": provenance.value,
@@ -330,6 +360,7 @@ class Policies:
             updated_at=now,
             compute=compute_now,
             compute_problem=problem_now,
+            limits=limits_after,
         )
 
     def get(self, scope: Scope) -> Rule | None:
@@ -405,6 +436,8 @@ class Policies:
                     compute_after=_json_or_none(row.compute_after),
                     owner_kind=_provenance(row.owner_kind),
                     note=row.note,
+                    limits_before=_json_or_none(row.limits_before),
+                    limits_after=_json_or_none(row.limits_after),
                 )
                 for row in rows
             ]

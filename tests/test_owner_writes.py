@@ -33,6 +33,7 @@ from test_cli import cli, one_line_error
 # Every owner write, with arguments that parse (the gate runs before the handler looks at them).
 OWNER_WRITES: dict[str, tuple[str, ...]] = {
     "policy set": ("policy", "set", "g/a", "--min-interval", "0", "--revision", "1", "--allow-reduction"),
+    "policy price": ("policy", "price", "some-model", "--usd-per-mtok", "3", "--revision", "0"),
     "settings set": ("settings", "set", "--catch-up", "0", "--revision", "0"),
     "automation add": ("automation", "add", "y", "--goal", "g", "--agent", "b", "--schedule", "every 1h", "--", "true"),
     "automation edit": ("automation", "edit", "x", "--schedule", "every 2h"),

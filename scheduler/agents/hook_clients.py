@@ -25,6 +25,7 @@ from floorgate.admission.liveness import HookInstalls
 from ._codex_trust import codex_hook_trust
 from .hook_install import (
     PROMPT_EVENT,
+    STOP_EVENT,
     TOOL_EVENT,
     TOOL_HOOK_TIMEOUT_SECONDS,
     HookInstaller,
@@ -33,6 +34,7 @@ from .hook_install import (
     OwnerSteps,
     Target,
     guarded,
+    stop_guarded,
 )
 
 _LANE_FLAGS = {"--goal": "goal", "--agent": "agent", "--automation": "automation", "--wake": "wake", "--manual-reason": "manual_reason"}
@@ -48,7 +50,7 @@ def parse_command(command: str) -> tuple[str, dict[str, Any]] | None:
     if "||" in tokens:
         tokens = tokens[: tokens.index("||")]
     for i in range(len(tokens) - 1):
-        if tokens[i] == "hook" and tokens[i + 1] in (PROMPT_EVENT, TOOL_EVENT):
+        if tokens[i] == "hook" and tokens[i + 1] in (PROMPT_EVENT, TOOL_EVENT, STOP_EVENT):
             head, rest = tokens[:i], tokens[i + 2 :]
             db = head[head.index("--db") + 1] if "--db" in head[:-1] else None
             if "--db" in rest[:-1]:
@@ -63,7 +65,8 @@ def as_installed(command: str, event: str, timeout: object) -> bool:
     writes: the guarded argv with nothing added, and the timeout its ``--hook-timeout`` names."""
     tokens = shlex.split(command)
     argv = tokens[: tokens.index("||")] if "||" in tokens else tokens
-    if command != guarded(argv, "prompt" if event == PROMPT_EVENT else "tool call"):
+    written = stop_guarded(argv) if event == STOP_EVENT else guarded(argv, "prompt" if event == PROMPT_EVENT else "tool call")
+    if command != written:
         return False
     flags = [argv[i + 1] for i, t in enumerate(argv[:-1]) if t == "--hook-timeout"]
     return (
@@ -77,7 +80,8 @@ class JsonHooks:
     name: str
     title: str
     owner_trust: bool = False
-    events: ClassVar[dict[str, str]] = {PROMPT_EVENT: "UserPromptSubmit", TOOL_EVENT: "PreToolUse"}
+    # The Stop hook records the ended turn's usage from the transcript (budgets count it).
+    events: ClassVar[dict[str, str]] = {PROMPT_EVENT: "UserPromptSubmit", TOOL_EVENT: "PreToolUse", STOP_EVENT: "Stop"}
     tool_group: ClassVar[dict[str, str]] = {}  # what else a tool hook's group says (its matcher)
     app_home: Path | None
 
@@ -87,7 +91,11 @@ class JsonHooks:
         _hooks(doc, path)
         prompt = {"type": "command", "command": guarded(plan.prompt_argv(), "prompt"), "timeout": plan.prompt_timeout_seconds}
         tool = {"type": "command", "command": guarded(plan.tool_argv(), "tool call"), "timeout": TOOL_HOOK_TIMEOUT_SECONDS}
-        for event, entry, group in ((PROMPT_EVENT, prompt, {}), (TOOL_EVENT, tool, self.tool_group)):
+        stop = {"type": "command", "command": stop_guarded(plan.stop_argv(self.name)), "timeout": TOOL_HOOK_TIMEOUT_SECONDS}
+        wanted = [(PROMPT_EVENT, prompt, {}), (TOOL_EVENT, tool, self.tool_group)]
+        if STOP_EVENT in self.events:
+            wanted.append((STOP_EVENT, stop, {}))
+        for event, entry, group in wanted:
             name = self.events[event]
             groups = _groups(hooks.setdefault(name, []), name, path)
             # Replaced where it stands: moving it would shift the others' positions, which a Codex
@@ -136,6 +144,7 @@ class JsonHooks:
                         continue
                     command = entry["command"]
                     ours, named = parsed
+                    installed_as = as_installed(command, ours, entry.get("timeout"))
                     found.append(
                         InstalledHook(
                             event=event,
@@ -144,8 +153,9 @@ class JsonHooks:
                             floorgate=named["floorgate"],
                             db=named["db"],
                             lane=named["lane"],
-                            guarded="|| {" in command and "exit 2" in command,
-                            as_installed=as_installed(command, ours, entry.get("timeout")),
+                            # The end-of-turn hook never blocks: it is "guarded" when any failure exits 1.
+                            guarded=installed_as if ours == STOP_EVENT else ("|| {" in command and "exit 2" in command),
+                            as_installed=installed_as,
                         )
                     )
         return found

@@ -44,6 +44,7 @@ from . import _safe_files, _toml_edit
 BACKUP_SUFFIX = ".floorgate-backup"
 PROMPT_EVENT = "user-prompt-submit"
 TOOL_EVENT = "pre-tool-use"
+STOP_EVENT = "stop"  # the app's end of turn: records the turn's usage, never blocks
 # Above the wait: opening the store, the admission itself and an interpreter start.
 TIMEOUT_MARGIN = timedelta(seconds=30)
 TOOL_HOOK_TIMEOUT_SECONDS = 30
@@ -86,6 +87,10 @@ class HookPlan:
     def tool_argv(self) -> list[str]:
         # No --db: inside a managed turn it asks the runner's broker ($FLOORGATE_TURN_SOCKET, set by 'turn run').
         return [*self.floorgate, "hook", TOOL_EVENT, "--hook-timeout", f"{TOOL_HOOK_TIMEOUT_SECONDS}s"]
+
+    def stop_argv(self, app: str) -> list[str]:
+        argv = [*self.floorgate, "--db", self.db, "hook", STOP_EVENT, "--goal", self.goal, "--agent", self.agent]
+        return [*argv, "--automation", self.automation, "--app", app, "--hook-timeout", f"{TOOL_HOOK_TIMEOUT_SECONDS}s"]
 
     @property
     def prompt_timeout_seconds(self) -> int:
@@ -147,6 +152,12 @@ def guarded(argv: list[str], what: str) -> str:
     crash, a signal) turned into 2 with a line on stderr."""
     message = f"floorgate: {what} blocked (fail closed): the floorgate hook exited $rc; check it with 'floorgate hook status'"
     return f'{shlex.join(argv)} || {{ rc=$?; [ "$rc" -eq 2 ] || echo "{message}" >&2; exit 2; }}'
+
+
+def stop_guarded(argv: list[str]) -> str:
+    """The end-of-turn command: ``argv``, and any failure turned into exit 1. A Stop hook that
+    exits 2 makes the app go on with another model call: recording usage must never do that."""
+    return f"{shlex.join(argv)} || exit 1"
 
 
 @dataclass(frozen=True)
@@ -351,7 +362,9 @@ class HookInstaller:
             status = self.status(path, project=project)
         except InvalidInput as exc:
             return str(exc)
-        prompts = [h for h in status.hooks if h.lane.get("automation") == install.automation_id]
+        prompt_event = getattr(self.client, "events", {}).get(PROMPT_EVENT, "UserPromptSubmit")
+        # The prompt hook alone guards the wake: the end-of-turn hook names the lane too, but never blocks.
+        prompts = [h for h in status.hooks if h.event == prompt_event and h.lane.get("automation") == install.automation_id]
         if not prompts:
             return f"{path} no longer holds floorgate's prompt hook for {install.automation_id} (see 'floorgate hook status {self.client.name}')"
         reasons = [why for h, why in self.runs(HookStatus(path, True, prompts), project)]

@@ -6,17 +6,21 @@ speak their host's protocol (exit code, stderr); every failure blocks, and that 
 
 from __future__ import annotations
 
-import hashlib
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from floorgate.admission import Admission, Automations, Decision, FloorgateError, Journal, Missions, NotFound, Store
 from floorgate.admission.clock import Clock, read_clock
+from floorgate.admission.limits import owner_estimate
 from floorgate.admission.liveness import HookAnswers
+from floorgate.admission.policies import Policies
+from floorgate.admission.usage import Usage, UsageEntry, lane_estimate
+
+from .app_usage import claude_turn_usage, codex_turn_usage, digest
 
 if TYPE_CHECKING:
     from ..app.readback import AutomationReadback
@@ -41,8 +45,7 @@ class PromptAnswer:
 
 def hook_turn_id(session_id: object) -> str:
     """A turn id for one prompt: the session's digest (any payload value is safe) and a nonce."""
-    digest = hashlib.sha256(str(session_id).encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    return f"hook-{digest}-{uuid.uuid4().hex[:12]}"
+    return f"hook-{digest(session_id)}-{uuid.uuid4().hex[:12]}"  # the Stop hook settles it by this prefix
 
 
 class HookService:
@@ -120,6 +123,48 @@ class HookService:
         except FloorgateError:
             return False
         return True
+
+    def record_turn_usage(
+        self, *, goal: str, agent: str, automation: str, payload: dict[str, Any], app: str = "claude"
+    ) -> tuple[UsageEntry, bool, str | None]:
+        """Record the usage of the app turn that just ended (its end-of-turn hook): settle the
+        estimate its prompt's admission held in this session, else write the turn; once per turn
+        (the same turn again is a no-op). Unreadable usage is recorded unknown, holding the lane's
+        estimate. Returns (entry, changed, problem)."""
+        session_id = payload.get("session_id")
+        if app == "codex":
+            turn = codex_turn_usage(session_id, payload.get("turn_id"), payload.get("transcript_path"), payload.get("model"))
+        else:
+            turn = claude_turn_usage(session_id, payload.get("transcript_path"))
+        estimate = 0
+        if turn.tokens is None:
+            from ..app.envelope_gate import EnvelopeGate, envelope_mode  # unreadable usage only
+
+            envelope, _ = EnvelopeGate(self.store, clock=self.clock, mode=envelope_mode(self.envelope_mode)).envelope(
+                goal, agent, automation
+            )
+            rules = [
+                r
+                for r in Policies(self.store, self.clock).list(goal)
+                if r.scope.agent_id in (None, agent) and r.scope.automation_id in (None, automation)
+            ]
+            with self.store.read() as conn:
+                found = lane_estimate(
+                    conn, goal, agent, automation, read_clock(self.clock),
+                    envelope_max_tokens=envelope.max_tokens, owner_estimate=owner_estimate(r.limits for r in rules),
+                )  # fmt: skip
+            estimate = found if found is not None else 0
+        entry, changed = Usage(self.store, self.clock).report(
+            turn.key,
+            goal=goal,
+            agent=agent,
+            automation=automation,
+            tokens=turn.tokens,
+            model=turn.model,
+            turn_prefix=f"hook-{digest(session_id)}-",
+            estimate_tokens=estimate,
+        )
+        return entry, changed, turn.problem
 
     def count_tool_call(self, mission_id: str) -> str | None:
         """Count one tool call of the mission; the refusal text when the call must not run."""

@@ -85,6 +85,8 @@ class TurnGate:
     problem: str | None = None
 
 
+# The least run time worth launching a turn for under max_wall_seconds.
+MIN_WALL_LEFT = timedelta(seconds=1)
 _BOUND_IN_REASON = re.compile(r"compute bound exhausted: (max_\w+)=")
 
 
@@ -250,7 +252,12 @@ class EnvelopeGate:
             checks.append(("max_turns", None))
         if envelope.max_tokens and mission.usage_known and mission.tokens >= envelope.max_tokens + mission.extra_tokens:
             checks.append(("max_tokens", None))
-        if envelope.max_wall_seconds and mission.wall_seconds >= envelope.max_wall_seconds + mission.extra_wall_seconds:
+        # A turn needs time to do anything: with less than MIN_WALL_LEFT of max_wall_seconds left it
+        # would only be killed at once (seed 001: check every budget before asking for another round).
+        if (
+            envelope.max_wall_seconds
+            and mission.wall_seconds + MIN_WALL_LEFT.total_seconds() > envelope.max_wall_seconds + mission.extra_wall_seconds
+        ):
             checks.append(("max_wall_seconds", None))
         for kind, reason in checks:
             if self.mode == "observe":
@@ -370,8 +377,22 @@ class EnvelopeGate:
             # past max_tool_calls); the host then ends normally, but the turn is what stopped it.
             return self._stuck_during_turn(mission)
         if verdict.status == "succeeded" and mission.status == "open":
+            self._overshot(mission, envelope, turn_id, within)
             self.missions.settle(mission.mission_id, MissionStatus.SUCCEEDED, "completed", within=within)
         return verdict
+
+    def _overshot(self, mission: Mission, envelope: Envelope, turn_id: str, within: Connection | None) -> None:
+        """A turn that succeeded past a bound stays a success (seed 001: never turn a finished
+        result into a budget error), but the overshoot is recorded on the mission and emitted as a
+        ``bound_overshot`` event, never silent: tokens are counted only once the host reports them."""
+        limit = envelope.max_tokens + mission.extra_tokens
+        if not envelope.max_tokens or not mission.usage_known or mission.tokens <= limit:
+            return
+        over = mission.tokens - limit
+        text = f"overshot max_tokens={limit}: the host reported {mission.tokens} tokens ({over} over) in a turn that succeeded"
+        log.warning("mission %s turn %s: %s", mission.mission_id, turn_id, text)
+        data: dict[str, object] = {"turn_id": turn_id, "bound": "max_tokens", "limit": limit, "used": mission.tokens, "over": over}
+        self.missions.report_overshoot(mission.mission_id, text, data, within=within)
 
     def _stuck_during_turn(self, mission: Mission) -> Verdict:
         reason = mission.stop_reason or f"mission {mission.mission_id} is {mission.status}"

@@ -24,8 +24,11 @@ and lines that look like usage but cannot be parsed are counted in ``unparseable
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -179,3 +182,24 @@ def read_usage(meter: str, lines: Iterable[str]) -> Usage | None:
     """Parse with the named meter; None for ``none`` (the host reports nothing we can read)."""
     parse = METERS.get(meter)
     return parse(lines) if parse is not None else None
+
+
+def metered(automation: Any, usage: Usage, started: datetime) -> dict[str, Any]:
+    """A managed turn's usage as the budget ledger records it (``admission.usage.settle_turn``):
+    the tokens of its reported requests (None when it reported none or a record did not parse:
+    unknown), the cost it reported in whole micro-dollars rounded up, the model it reported (else
+    the automation's)."""
+    spec = automation.spec
+    known = usage.reported and not usage.unparseable
+    cost = usage.total_cost_usd
+    usd = math.ceil(cost * 1_000_000) if known and cost is not None and math.isfinite(cost) and cost >= 0 else None
+    model = sorted(usage.models)[0][:128] if len(usage.models) == 1 else spec.model
+    return {
+        "goal": spec.goal_id,
+        "agent": spec.agent_id,
+        "automation": automation.automation_id,
+        "at": started,
+        "tokens": usage.tokens if known else None,
+        "usd_micros": usd,
+        "model": model,
+    }

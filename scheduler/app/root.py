@@ -125,6 +125,27 @@ class Floorgate:
         return FloorService(self.store, self.clock)
 
     @cached_property
+    def usage(self):  # type: ignore[no-untyped-def]
+        """The per-turn usage ledger budgets count (``admission.usage``)."""
+        from floorgate.admission.usage import Usage
+
+        return Usage(self.store, self.clock)
+
+    @cached_property
+    def budgets(self):  # type: ignore[no-untyped-def]
+        """Where a lane's counts and budgets stand (``budget_readback``)."""
+        from .budget_readback import BudgetReadback
+
+        return BudgetReadback(self.store, self.clock)
+
+    @cached_property
+    def prices(self):  # type: ignore[no-untyped-def]
+        """Owner-set prices per million tokens, by model (``admission.usage``)."""
+        from floorgate.admission.usage import Prices
+
+        return Prices(self.store, self.clock)
+
+    @cached_property
     def host_policy(self) -> HostPolicies:
         return HostPolicies(self.store, self.clock)
 
@@ -188,17 +209,19 @@ class Floorgate:
         from .notify import NotifyService
 
         store, clock, host = self.store, self.clock, host_identity()
+        executor = TurnExecutor(store, state_dir=config.state_dir, clock=clock, host=host, mode=config.envelope_mode)
         parts = HostParts(
             store=store,
             clock=clock,
             host=host,
-            heartbeat=Heartbeat(store, clock, host, config.poll),
+            # The beat records the envelope mode its turns run with (readback never mistakes observe for enforce).
+            heartbeat=Heartbeat(store, clock, host, config.poll, executor.gate.mode.value),
             automations=Automations(store, clock),
             admission=Admission(store, clock),
             journal=Journal(store, clock),
             ticklog=TickLog(store),
             timers=TimerBindings(store),
-            executor=TurnExecutor(store, state_dir=config.state_dir, clock=clock, host=host, mode=config.envelope_mode),
+            executor=executor,
             host_policies=HostPolicies(store, clock),
             notifier=NotifyService(store, clock, ranges=config.webhook_ranges),
             changes=ChangeFeed(store),

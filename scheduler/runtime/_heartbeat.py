@@ -15,12 +15,13 @@ from .._version import floorgate_version
 class Heartbeat:
     """One ``floorgate run`` process's liveness record (``host_id``: ``hostname:pid:nonce``)."""
 
-    def __init__(self, store: Store, clock: Clock, host: str, poll: timedelta) -> None:
+    def __init__(self, store: Store, clock: Clock, host: str, poll: timedelta, envelope_mode: str | None = None) -> None:
         self.beats = HostBeats(store)
         self.clock = clock
         self.host = host
         self.host_id = f"{host}:{uuid.uuid4().hex[:8]}"
         self.poll = poll
+        self.envelope_mode = envelope_mode  # recorded with the beat, so readback never mistakes observe for enforce
         self._registered = False
 
     def beat(self) -> None:
@@ -40,6 +41,7 @@ class Heartbeat:
                 beat_at=now,
                 poll=self.poll,
                 stopped_at=None,
+                envelope_mode=self.envelope_mode,
             )
         )
         self._registered = True

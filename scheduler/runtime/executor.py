@@ -45,10 +45,11 @@ from floorgate.admission import (
 from floorgate.admission.clock import Clock, SystemClock, iso, read_clock
 from floorgate.admission.journal import ClaimLost, JournalEntry, TurnOwned
 from floorgate.admission.scope import check_id
+from floorgate.admission.usage import settle_turn
 
 from ..agents._safe_files import UnsafePath, private_dir
 from ..app.envelope_gate import EnvelopeGate, TurnGate, envelope_mode
-from ..app.meters import read_usage
+from ..app.meters import metered, read_usage
 from ..app.mission_hold import hold_for_stuck_mission
 from ._host_env import TIMED_OUT, denied_verdict, exit_verdict, host_env, settled_unknown, spawn_failed
 from ._process import boot_id, kill_group, open_log, pump, spawn_held, start_ticks
@@ -304,6 +305,8 @@ class TurnExecutor:
             if gate.mission is not None:
                 verdict = self.gate.after_turn(automation, gate.mission, turn_id, verdict, usage, ran=ran, within=unit)
             settled = self.journal.settle(turn_id, verdict, owner=self.owner, within=unit)
+            if usage is not None:  # budgets count it: reconcile the held estimate, in the same commit
+                settle_turn(unit, turn_id, **metered(automation, usage, now), now=read_clock(self.clock))
         self._hold_if_stuck(automation, verdict)
         return TurnOutcome(turn_id, settled.verdict or verdict, decision, settled, detail=problem)
 

@@ -131,6 +131,7 @@ def rule_doc(r: Rule) -> dict[str, Any]:
         "updated_at": iso(r.updated_at),
         "compute": r.compute.doc() if r.compute is not None else None,
         "compute_problem": r.compute_problem,
+        "limits": r.limits.doc(),
     }
 
 
@@ -148,6 +149,8 @@ def change_doc(c: RuleChange) -> dict[str, Any]:
         "compute_before": c.compute_before,
         "compute_after": c.compute_after,
         "note": c.note,
+        "limits_before": c.limits_before,
+        "limits_after": c.limits_after,
     }
 
 
@@ -369,6 +372,7 @@ def host_doc(h: HostBeat, now: datetime) -> dict[str, Any]:
         "started_at": iso(h.started_at),
         "beat_at": iso(h.beat_at),
         "stopped_at": iso(h.stopped_at),
+        "envelope_mode": h.envelope_mode,
     }
 
 
@@ -378,7 +382,14 @@ def hosts_text(hosts: Sequence[HostBeat], now: datetime) -> str:
     # A host whose beats stopped without a clean stop was lost (killed, its machine gone): named.
     lost = "".join(f"; host {h.host_id} lost {ago(h.beat_at, now)}" for h in hosts if h.stopped_at is None and not h.alive(now))
     if alive:
-        return "hosts: " + ", ".join(f"{h.host_id} alive (v{h.version}, beat {ago(h.beat_at, now)})" for h in alive) + lost
+        return (
+            "hosts: "
+            + ", ".join(
+                f"{h.host_id} alive (v{h.version}, envelopes {h.envelope_mode or 'not recorded'}, beat {ago(h.beat_at, now)})"
+                for h in alive
+            )
+            + lost
+        )
     last = max(hosts, key=lambda h: h.beat_at, default=None)
     seen = f" (last: {last.host_id}, {'stopped' if last.stopped_at else 'silent'} since {when(last.beat_at, now)})" if last else ""
     return f"hosts: none running{seen}: apscheduler timers fire only while 'floorgate run' runs{lost}"

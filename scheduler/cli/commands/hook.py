@@ -70,6 +70,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     _register_install(hsub)
 
+    p = hsub.add_parser("stop", help="record the usage of the app turn that just ended (Claude Code's Stop hook); never blocks")
+    p.add_argument("--goal", required=True)
+    p.add_argument("--agent", required=True)
+    p.add_argument("--automation", required=True)
+    p.add_argument("--app", choices=["claude", "codex"], default="claude", help="whose transcript the payload names")
+    _add_hook_timeout(p)
+    add_common(p)
+    p.set_defaults(handler=_stop, raw_handler=True, access=Access.OPERATE)
+
     p = hsub.add_parser("pre-tool-use", help="count a tool call against the mission's max_tool_calls; exit 0 allow, 2 refuse")
     p.add_argument("--mission", help="mission id (default $FLOORGATE_MISSION_ID, set for the host by 'floorgate turn run')")
     _add_hook_timeout(p)
@@ -232,6 +241,31 @@ def _admit_prompt(args: argparse.Namespace, timeout: timedelta) -> int:
         f"floorgate: {args.goal}/{args.agent}/{args.automation} may not wake the model before {when} "
         f"({decision.reason.value}: {decision.detail}){then}"
     )
+
+
+EXIT_NOT_RECORDED = 1  # any exit but 2: the app ends the turn as it would (exit 2 would make it go on)
+
+
+def _stop(args: argparse.Namespace) -> int:
+    """Record the ended turn's usage for the lane (idempotent). Inside a managed turn its meter
+    records it, so this does nothing. A failure says so on stderr and exits 1, never 2."""
+    try:
+        payload = read_payload()
+        if os.environ.get("FLOORGATE_TURN_ID") or credential_from(os.environ) is not None:
+            return EXIT_OK
+        app = _app(args)
+        try:
+            _entry, _changed, problem = app.hooks.record_turn_usage(
+                goal=args.goal, agent=args.agent, automation=args.automation, payload=payload, app=args.app
+            )
+        finally:
+            app.close()
+    except BaseException as exc:  # the estimate its admission held stays held: conservative
+        sys.stderr.write(f"floorgate: turn usage not recorded: {_why(exc)}\n")
+        return EXIT_NOT_RECORDED
+    if problem is not None:
+        sys.stderr.write(f"floorgate: turn usage unknown ({problem}); its estimate stays held\n")
+    return EXIT_OK
 
 
 def _pre_tool_use(args: argparse.Namespace) -> int:

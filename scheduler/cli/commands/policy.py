@@ -5,10 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from floorgate.admission import InvalidInput, Scope, parse_compute
+from floorgate.admission.budgets import LimitState
 from floorgate.admission.clock import iso
 from floorgate.admission.intervals import format_interval, parse_interval
+from floorgate.admission.limits import LimitKind, LimitsChange
+from floorgate.admission.usage import Price
+from floorgate.admission.windows import NEVER, check_max_starts, format_usd, micros_to_usd, parse_tokens, parse_usd, parse_window
 
 from ...app.owner_gate import Access
 from ...views.present import change_doc, floor_doc, rule_doc, table
@@ -64,8 +69,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--owner-ref", help="short non-sensitive id of who asked (e.g. alice); with an owner token, its principal")
     p.add_argument("--allow-reduction", action="store_true", help="authorize lowering or disabling the floor")
     p.add_argument("--note", help="why, kept with the write in policy history (one line)")
+    _limit_args(p)
     add_common(p)
     p.set_defaults(handler=_set, access=Access.OWNER)
+
+    p = psub.add_parser("price", help="set the price per million tokens of a model (for usage whose cost is not reported)")
+    p.add_argument("model")
+    p.add_argument("--usd-per-mtok", required=True, help="US dollars per million tokens (at most 6 decimals); 0 removes the price")
+    p.add_argument("--revision", required=True, type=int, help="the revision you read in 'policy prices' (0 when none is set)")
+    p.add_argument("--owner-ref", help="short non-sensitive id of who asked; with an owner token, its principal")
+    p.add_argument("--allow-reduction", action="store_true", help="authorize lowering or removing a price")
+    add_common(p)
+    p.set_defaults(handler=_price, access=Access.OWNER)
+
+    p = psub.add_parser("prices", help="the owner-set prices per million tokens, by model")
+    add_common(p)
+    p.set_defaults(handler=_prices, reads_only=True, access=Access.READ)
 
     p = psub.add_parser("show", help="rules as stored and the effective floor")
     _scope_args(p)
@@ -79,9 +98,46 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_history, reads_only=True, access=Access.READ)
 
 
+def _limit_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-starts", metavar="N", help="at most N starts per --per window (automatic and manual); 0 removes it")
+    p.add_argument(
+        "--per",
+        metavar="WINDOW",
+        action="append",
+        help="the window of --max-starts/--budget-*: 1d, 12h, day@Europe/Berlin, week@Zone, month@Zone",
+    )
+    p.add_argument("--budget-tokens", metavar="N", help="tokens per --per window (2M, 500k, 120000); 0 removes it")
+    p.add_argument("--budget-usd", metavar="X", help="US dollars per --per window (at most 6 decimals); 0 removes it")
+    p.add_argument("--estimate-tokens", metavar="N", help="tokens a turn holds at admission when nothing better is known; 0 removes it")
+    p.add_argument(
+        "--across", choices=["agents", "none"], help="goal rules: 'agents' makes the goal's limits one series for all its agents"
+    )
+
+
+def limits_change(args: argparse.Namespace) -> LimitsChange | None:
+    """The limit flags as one change (None: none given); bad input raises ``InvalidInput``."""
+    if args.per is not None and len(args.per) > 1:
+        raise InvalidInput("--per", "give one --per a write; a count and a budget with different windows are two writes")
+    count: int | None = None
+    if args.max_starts is not None:
+        count = 0 if args.max_starts.strip() == "0" else check_max_starts(args.max_starts)
+    change = LimitsChange(
+        max_starts=count,
+        budget_tokens=parse_tokens(args.budget_tokens, "--budget-tokens", allow_zero=True) if args.budget_tokens is not None else None,
+        budget_usd=parse_usd(args.budget_usd, "--budget-usd", allow_zero=True) if args.budget_usd is not None else None,
+        estimate_tokens=parse_tokens(args.estimate_tokens, "--estimate-tokens", allow_zero=True)
+        if args.estimate_tokens is not None
+        else None,
+        per=parse_window(args.per[0], "--per") if args.per else None,
+        across_agents=None if args.across is None else args.across == "agents",
+    )
+    return None if change.is_empty() else change
+
+
 def _set(ctx: Context) -> int:
     args = ctx.args
     scope = require_scope(args)
+    limits = limits_change(args)
     interval = parse_interval(args.min_interval, "--min-interval") if args.min_interval is not None else None
     if args.compute is not None and args.compute_file is not None:
         raise InvalidInput("--compute", "give --compute or --compute-file, not both")
@@ -96,8 +152,10 @@ def _set(ctx: Context) -> int:
         except (ValueError, UnicodeDecodeError) as exc:  # a NUL in the path; a file that is not UTF-8 text
             raise InvalidInput("--compute-file", f"cannot read {args.compute_file!r}: {exc}") from None
         compute = parse_compute(text, "--compute-file")
-    if interval is None and compute is None:
-        raise InvalidInput("--min-interval", "give --min-interval and/or --compute (or --compute-file)")
+    if interval is None and compute is None and limits is None:
+        raise InvalidInput(
+            "--min-interval", "give --min-interval, --compute (or --compute-file) and/or a limit (--max-starts, --budget-tokens, ...)"
+        )
     owner_ref, provenance = ctx.owner()
     rule = ctx.app.policies.configure(
         scope,
@@ -108,10 +166,12 @@ def _set(ctx: Context) -> int:
         allow_reduction=args.allow_reduction,
         compute=compute,
         note=args.note,
+        limits=limits,
     )
     state = f"floor {format_interval(rule.min_interval)}" if rule.active else "no floor"
     envelope = f", compute {json.dumps(rule.compute.doc())}" if rule.compute is not None else ""
-    ctx.emit(rule_doc(rule), f"{scope}: {state}{envelope}, revision {rule.revision} (by {rule.owner_ref})")
+    bounds = f", limits {rule.limits.summary()}" if not rule.limits.is_empty() else ""
+    ctx.emit(rule_doc(rule), f"{scope}: {state}{envelope}{bounds}, revision {rule.revision} (by {rule.owner_ref})")
     return EXIT_OK
 
 
@@ -131,12 +191,21 @@ def _show(ctx: Context) -> int:
     effective = None
     if scope is not None and scope.agent_id is not None:
         effective = policies.effective(scope.goal_id, scope.agent_id, scope.automation_id)
-    doc = {"rules": [rule_doc(r) for r in rules], "effective": floor_doc(effective)}
+    lane = None
+    if scope is not None and scope.agent_id is not None:
+        lane = ctx.app.budgets.lane(scope.goal_id, scope.agent_id, scope.automation_id)
+    states = lane.states if lane is not None else []
+    doc = {
+        "rules": [rule_doc(r) for r in rules],
+        "effective": floor_doc(effective),
+        "limits": [state_doc(x) for x in states],
+        "estimate_tokens": lane.estimate_tokens if lane is not None else None,
+    }
 
     def text() -> str:
         out = (
             table(
-                ["SCOPE", "MIN_INTERVAL", "COMPUTE", "REVISION", "OWNER", "UPDATED"],
+                ["SCOPE", "MIN_INTERVAL", "COMPUTE", "LIMITS", "REVISION", "OWNER", "UPDATED"],
                 [
                     (
                         str(r.scope),
@@ -144,6 +213,7 @@ def _show(ctx: Context) -> int:
                         json.dumps(r.compute.doc())
                         if r.compute is not None
                         else ("MALFORMED: " + r.compute_problem if r.compute_problem else None),
+                        r.limits.summary() if not r.limits.is_empty() else None,
                         r.revision,
                         r.owner_ref,
                         iso(r.updated_at),
@@ -154,6 +224,8 @@ def _show(ctx: Context) -> int:
             if rules
             else "no rules"
         )
+        for x in states:
+            out += f"\nlimit {x.limit.describe()}: {state_text(x)}"
         if effective is not None:
             made_by = ", ".join(f"{r.scope} {format_interval(r.min_interval)} r{r.revision}" for r in effective.rules)
             out += f"\neffective floor for {scope}: {format_interval(effective.floor)}" + (
@@ -165,6 +237,44 @@ def _show(ctx: Context) -> int:
     return EXIT_OK
 
 
+def _amount(state: LimitState, value: int | None) -> object:
+    if value is None or state.limit.kind is not LimitKind.USD:
+        return value
+    return format(micros_to_usd(value).normalize(), "f")
+
+
+def state_doc(x: LimitState) -> dict[str, Any]:
+    """One limit binding a lane and where it stands, as JSON (USD amounts as decimal strings)."""
+    b = x.limit
+    return {
+        "kind": b.kind.value,
+        "amount": _amount(x, b.amount),
+        "window": b.window.text(),
+        "scope": str(b.scope),
+        "revision": b.revision,
+        "across_agents": b.series.agent_id is None,
+        "used": _amount(x, x.used),
+        "held": _amount(x, x.held),
+        "left": _amount(x, x.left),
+        "next_start_needs": _amount(x, x.need),
+        "exhausted": x.blocked,
+        "frees_at": iso(x.frees_at) if x.frees_at is not None and x.frees_at != NEVER else None,
+        "problem": x.problem,
+        "text": b.describe(),
+    }
+
+
+def state_text(x: LimitState) -> str:
+    doc = state_doc(x)
+    unit = {"starts": "", "tokens": " tokens", "usd": " USD"}[x.limit.kind.value]
+    out = f"used {doc['used']}{unit}, held {doc['held']}{unit}, left {doc['left']}{unit}"
+    if x.problem is not None:
+        return f"{out}; cannot admit: {x.problem}"
+    if x.blocked:
+        return f"{out}; exhausted until {doc['frees_at'] or 'the owner raises it'}"
+    return out
+
+
 def _history(ctx: Context) -> int:
     args = ctx.args
     scope = scope_from(args, required=False)
@@ -173,7 +283,19 @@ def _history(ctx: Context) -> int:
         {"history": [change_doc(c) for c in changes]},
         lambda: (
             table(
-                ["ID", "SCOPE", "BEFORE", "AFTER", "COMPUTE_BEFORE", "COMPUTE_AFTER", "REVISION", "OWNER", "CHANGED_AT", "REDUCTION_AUTH"],
+                [
+                    "ID",
+                    "SCOPE",
+                    "BEFORE",
+                    "AFTER",
+                    "COMPUTE_BEFORE",
+                    "COMPUTE_AFTER",
+                    "LIMITS_AFTER",
+                    "REVISION",
+                    "OWNER",
+                    "CHANGED_AT",
+                    "REDUCTION_AUTH",
+                ],
                 [
                     (
                         c.id,
@@ -182,6 +304,9 @@ def _history(ctx: Context) -> int:
                         format_interval(c.after),
                         json.dumps(c.compute_before) if c.compute_before is not None else None,
                         json.dumps(c.compute_after) if c.compute_after is not None else None,
+                        json.dumps({k: v for k, v in c.limits_after.items() if v not in (None, False)})
+                        if c.limits_after is not None
+                        else None,
                         c.revision,
                         c.owner_ref,
                         iso(c.changed_at),
@@ -192,6 +317,58 @@ def _history(ctx: Context) -> int:
             )
             if changes
             else "no policy writes"
+        ),
+    )
+    return EXIT_OK
+
+
+def _price(ctx: Context) -> int:
+    args = ctx.args
+    amount = parse_usd(args.usd_per_mtok, "--usd-per-mtok", allow_zero=True)
+    owner_ref, _ = ctx.owner()
+    price = ctx.app.prices.set(
+        args.model, amount or None, expected_revision=args.revision, owner_ref=owner_ref, allow_reduction=args.allow_reduction
+    )
+    shown = (
+        f"{format_usd(micros_to_usd(price.usd_per_mtok_micros))} per million tokens"
+        if price.usd_per_mtok_micros is not None
+        else "no price"
+    )
+    ctx.emit(price_doc(price), f"{price.model}: {shown}, revision {price.revision} (by {price.owner_ref})")
+    return EXIT_OK
+
+
+def price_doc(price: Price) -> dict[str, Any]:
+    micros = price.usd_per_mtok_micros
+    return {
+        "model": price.model,
+        "usd_per_mtok": format(micros_to_usd(micros), "f") if micros is not None else None,
+        "revision": price.revision,
+        "owner_ref": price.owner_ref,
+        "updated_at": iso(price.updated_at),
+    }
+
+
+def _prices(ctx: Context) -> int:
+    prices = ctx.app.prices.list()
+    ctx.emit(
+        {"prices": [price_doc(p) for p in prices]},
+        lambda: (
+            table(
+                ["MODEL", "USD_PER_MTOK", "REVISION", "OWNER", "UPDATED"],
+                [
+                    (
+                        p.model,
+                        format_usd(micros_to_usd(p.usd_per_mtok_micros)) if p.usd_per_mtok_micros is not None else "none",
+                        p.revision,
+                        p.owner_ref,
+                        iso(p.updated_at),
+                    )
+                    for p in prices
+                ],
+            )
+            if prices
+            else "no prices set (usage whose cost is not reported cannot count against a USD budget)"
         ),
     )
     return EXIT_OK
