@@ -18,6 +18,7 @@ from .automations import (
     Overlap,
     TimerKind,
     WakeState,
+    WhenDenied,
 )
 from .clock import UTC, Clock, FixedClock, SystemClock
 from .decisions import Confirmation, Decision, Eligibility, Phase, Reason, StartKind, StartRecord
@@ -113,6 +114,7 @@ __all__ = [
     "TurnRecord",
     "Verdict",
     "WakeState",
+    "WhenDenied",
     "Webhook",
     "format_interval",
     "merge",

@@ -89,6 +89,7 @@ automations = Table(
     Column("created_at_us", UtcMicros, nullable=False),
     Column("updated_at_us", UtcMicros, nullable=False),
     Column("hold_kind", String(16), nullable=True),  # HoldKind while held, else NULL
+    Column("when_denied", String(8), nullable=False, server_default="wait"),  # WhenDenied
     Index("ix_fg_automations_updated", "updated_at_us"),  # a host's sync: what changed since its last poll
 )
 

@@ -55,6 +55,15 @@ class Overlap(StrEnum):
     ALLOW = "allow"
 
 
+class WhenDenied(StrEnum):
+    """What a scheduled fire does when a floor denies it: ``wait`` for the floor's end (one wake
+    then; the lane may run off its schedule's time of day), or ``skip`` to the next scheduled fire
+    the floors admit (the time of day is kept; a fire is skipped instead)."""
+
+    WAIT = "wait"
+    SKIP = "skip"
+
+
 class TimerKind(StrEnum):
     """Who keeps an automation's timer (the hosts package maps each to its adapter)."""
 
@@ -110,6 +119,7 @@ class AutomationSpec(BaseModel):
     timer: TimerKind = TimerKind.APSCHEDULER
     backend: str | None = None  # the model backend/provider the host is configured for
     meter: MeterKind = MeterKind.NONE  # how to read the usage the host prints
+    when_denied: WhenDenied = WhenDenied.WAIT  # a scheduled fire inside a floor: wait for it, or skip
 
     @model_validator(mode="after")
     def _host_needed(self) -> AutomationSpec:
@@ -152,7 +162,7 @@ def _host(text: str) -> CommandHost | None:
 
 
 # Text columns many automations hold the same value in.
-_REPEATED = ("goal_id", "agent_id", "schedule", "model", "overlap", "state", "state_note", "timer", "backend", "meter", "hold_kind")
+_REPEATED = ("goal_id", "agent_id", "schedule", "model", "overlap", "state", "state_note", "timer", "backend", "meter", "hold_kind", "when_denied")
 
 
 def idle_wake(automation_id: str) -> WakeState:
@@ -174,6 +184,7 @@ def _row_to_automation(row) -> Automation:  # type: ignore[no-untyped-def]
             timer=row.timer,
             backend=row.backend,
             meter=row.meter,
+            when_denied=row.when_denied,
         )
         automation = Automation(
             automation_id=row.automation_id,
@@ -422,4 +433,5 @@ def _spec_columns(spec: AutomationSpec) -> dict:  # type: ignore[type-arg]
         timer=spec.timer,
         backend=spec.backend,
         meter=spec.meter,
+        when_denied=spec.when_denied,
     )

@@ -500,6 +500,7 @@ class Readback:
             last_ticked=last,
             catch_up=policy.catch_up,
             since=automation.updated_at,
+            when_denied=spec.when_denied,
         )
 
     # -- dry runs ------------------------------------------------------------------------------

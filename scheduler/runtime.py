@@ -310,7 +310,8 @@ class HostRuntime(Ticking, TickRecords):
                 self._hold(automation_id, self._bad_ticks[automation_id])
                 continue
             since = decoded.automation.updated_at  # type: ignore[union-attr]
-            snapshot = Snapshot(automation_id, decoded.schedule, inputs, self._last_ticked(automation_id), self.policy.catch_up, since)  # type: ignore[arg-type]
+            when_denied = decoded.automation.spec.when_denied  # type: ignore[union-attr]
+            snapshot = Snapshot(automation_id, decoded.schedule, inputs, self._last_ticked(automation_id), self.policy.catch_up, since, when_denied)  # type: ignore[arg-type]
             self._arm(decoded.automation, snapshot, seq, previous=None, now=now)  # type: ignore[arg-type]
 
     def _remember(self, automation_id: str, decoded: Decoded) -> None:
@@ -412,6 +413,7 @@ class HostRuntime(Ticking, TickRecords):
             self._last_ticked(automation.automation_id),
             self.policy.catch_up,
             automation.updated_at,
+            automation.spec.when_denied,
         )
         return snapshot.plan(previous, now)
 

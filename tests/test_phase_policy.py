@@ -1,0 +1,85 @@
+"""Phase policy on a fake clock: after a manual start off the schedule's time, ``wait`` drifts back
+to the time of day under a floor a little shorter than the period, and ``skip`` keeps it under a
+floor equal to the period (one fire skipped). The host's planner (wake.py, through a real runtime
+over the store) and ``automation preview`` (preview.py) agree fire by fire."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from floorgate.admission import Admission, Automations, FixedClock, WhenDenied
+from floorgate.hosts import Schedule
+from floorgate.scheduler.readback import Readback
+
+from helpers import add_automation, floor
+from test_wake import runtime
+
+DAY0_NOON = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
+DAILY_9 = "DTSTART:20261201T090000Z RRULE:FREQ=DAILY"
+
+
+def _at(day: int, hour: int, minute: int = 0) -> datetime:
+    return datetime(2026, 12, 1 + day, hour, minute, tzinfo=timezone.utc)
+
+
+def _set_policy(store, clock, when_denied: WhenDenied) -> None:  # type: ignore[no-untyped-def]
+    automations = Automations(store, clock)
+    current = automations.get("x")
+    automations.edit("x", current.spec.model_copy(update={"when_denied": when_denied}))
+
+
+def _lane(store, tmp_path, interval: timedelta, when_denied: WhenDenied, days: int):  # type: ignore[no-untyped-def]
+    """Run the host's own timer for ``days`` days after a manual start at noon: (what preview
+    said at noon, the times the host's turns started)."""
+    clock = FixedClock(DAY0_NOON - timedelta(hours=4))
+    floor(store, clock, "g/a", interval)
+    add_automation(store, clock, schedule=DAILY_9, script="pass")
+    _set_policy(store, clock, when_denied)
+    host = runtime(store, clock, tmp_path, catch_up=timedelta(0))
+    clock.set(DAY0_NOON)
+    automation = Automations(store, clock).get("x")
+    manual = host.executor.run(automation, manual_reason="by hand at noon")
+    assert manual.verdict.status == "succeeded"
+    previewed = [r.runs_at for r in Readback(store, clock).preview("x", 8).rows if r.admitted]
+    schedule = Schedule.parse(automation.spec.schedule)
+    previous = None
+    end = DAY0_NOON + timedelta(days=days)
+    while True:
+        automation = Automations(store, clock).get("x")
+        wake_at = host.plan(automation, schedule, previous, clock.now())
+        assert wake_at is not None
+        if wake_at > end:
+            break
+        clock.set(wake_at)
+        assert host.tick("x").decision == "admitted"  # the timer never fires into a denial
+        previous = wake_at
+    started = [s.anchor_at for s in Admission(store, clock).starts() if s.manual_reason is None]
+    return previewed, sorted(started)
+
+
+def test_wait_under_a_floor_shorter_than_the_period_is_back_at_nine_within_three_days(store, tmp_path) -> None:
+    previewed, started = _lane(store, tmp_path, timedelta(hours=23), WhenDenied.WAIT, days=5)
+    assert started == [_at(1, 11), _at(2, 10), _at(3, 9), _at(4, 9), _at(5, 9)]
+    assert previewed[: len(started)] == started
+
+
+def test_skip_under_a_floor_equal_to_the_period_keeps_nine_and_skips_one_day(store, tmp_path) -> None:
+    previewed, started = _lane(store, tmp_path, timedelta(hours=24), WhenDenied.SKIP, days=5)
+    assert started == [_at(2, 9), _at(3, 9), _at(4, 9), _at(5, 9)]  # day 1's 09:00 is skipped
+    assert previewed[: len(started)] == started
+
+
+def test_wait_under_a_floor_equal_to_the_period_runs_at_noon_for_good(store, tmp_path) -> None:
+    """The defect the phase policy answers: 'wait' under a floor equal to the period never returns."""
+    _, started = _lane(store, tmp_path, timedelta(hours=24), WhenDenied.WAIT, days=4)
+    assert started == [_at(1, 12), _at(2, 12), _at(3, 12), _at(4, 12)]
+
+
+@pytest.mark.parametrize("when_denied", list(WhenDenied), ids=lambda w: w.value)
+def test_the_policy_is_stored_and_read_back(store, when_denied: WhenDenied) -> None:
+    clock = FixedClock(DAY0_NOON)
+    add_automation(store, clock, schedule=DAILY_9)
+    _set_policy(store, clock, when_denied)
+    assert Automations(store, clock).get("x").spec.when_denied is when_denied
