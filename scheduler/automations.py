@@ -23,10 +23,13 @@ from floorgate.admission import (
     TimerBinding,
     TurnRecord,
     WakeState,
+    WhenDenied,
 )
 from floorgate.admission.clock import Clock, iso, read_clock
 from floorgate.admission.intervals import format_interval
 from floorgate.hosts import Schedule
+from floorgate.hosts.flooring import min_gap
+from floorgate.hosts.registry import capabilities
 
 from .owner_gate import CREDENTIAL_ENV
 from .readback import AutomationReadback, Preview, Readback
@@ -84,14 +87,14 @@ class AutomationService:
 
     def add(self, automation_id: str, spec: AutomationSpec) -> Changed:
         """Store a new automation and arm its timer at once (held when its host cannot express it)."""
-        warnings = self._vet(spec)
+        warnings = self._vet(spec) + self._phase_warning(automation_id, spec)
         automation = self.repo.add(automation_id, spec)
         return self._applied(automation, warnings)
 
     def edit(self, automation_id: str, spec: AutomationSpec) -> Changed:
         """Change an automation and re-arm its timer (a line left on another host is removed first)."""
         current = self.repo.get(automation_id)
-        warnings = self._vet(spec)
+        warnings = self._vet(spec) + self._phase_warning(automation_id, spec)
         if current.spec.timer != spec.timer:
             self.timers.remove_from_host(current)
         return self._applied(self.repo.edit(automation_id, spec), warnings)
@@ -163,6 +166,23 @@ class AutomationService:
         binding = self.timers.apply(automation)
         rb = self.readback.automation(automation.automation_id)
         return Changed(rb.automation or automation, binding, rb, warnings)
+
+    def _phase_warning(self, automation_id: str, spec: AutomationSpec) -> tuple[str, ...]:
+        """Under ``wait`` on a timer that meets the floor by waiting for it (floorgate's own), a
+        binding floor at least the schedule's shortest gap lets one late or manual start move
+        every later run off the schedule's time of day: say so, and what keeps it."""
+        if spec.when_denied is not WhenDenied.WAIT or not capabilities(spec.timer).floor_aware:
+            return ()
+        effective = self.readback.admission.eligibility(spec.goal_id, spec.agent_id, automation_id).floor
+        gap = min_gap(Schedule.parse(spec.schedule), read_clock(self.clock))
+        if effective is None or not effective.floor or gap is None or effective.floor < gap[0]:
+            return ()
+        shorter = format_interval(gap[0] - max(gap[0] / 24, timedelta(seconds=1)))
+        return (
+            f"the floor ({format_interval(effective.floor)}) is at least this schedule's shortest gap ({format_interval(gap[0])}): "
+            f"one late or manual start moves every later run off the schedule's time of day; to keep it, set the floor a little "
+            f"shorter (e.g. {shorter}) or pass --when-denied skip",
+        )
 
     def _vet(self, spec: AutomationSpec) -> tuple[str, ...]:
         """Refuse a schedule that will never fire again, and an owner credential in the host's

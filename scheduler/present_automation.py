@@ -82,6 +82,7 @@ def preview_doc(p: Preview) -> dict[str, Any]:
         "floor_seconds": seconds_of(p.floor) or 0,
         "lane_status": p.lane_status,
         "blocked": p.blocked,
+        "off_phase": p.off_phase,
         "fires": [fire_doc(r) for r in p.rows],
     }
 
@@ -92,7 +93,8 @@ def preview_text(p: Preview) -> str:
     if p.blocked is not None:
         return f"{schedule}   floor {floor}: nothing fires: {p.blocked}"
     runs = sum(r.admitted for r in p.rows)
-    return f"{schedule}   floor {floor}: {runs} of {len(p.rows)} fires would run\n" + table(
+    phase = f"OFF PHASE: {p.off_phase}\n" if p.off_phase else ""
+    return f"{schedule}   floor {floor}: {runs} of {len(p.rows)} fires would run\n{phase}" + table(
         ["LOCAL", "UTC", "WOULD_RUN", "ELIGIBLE_AT"],
         [(r.fire_at.isoformat(), iso(r.fire_at), _fire_run(r), iso(r.eligible_at)) for r in p.rows],
     )

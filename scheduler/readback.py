@@ -46,7 +46,8 @@ from floorgate.hosts import InvalidSchedule, Schedule
 from floorgate.hosts.registry import capabilities, firing_problem
 from floorgate.hosts.schedule import parse_canonical
 
-from .preview import FloorMeeting, PlanInputs, PreviewRow, ScheduleQueries, first_run_at, simulate
+from .phase import off_phase
+from .preview import FloorMeeting, PlanInputs, PreviewRow, ScheduleQueries, first_run, first_run_at, simulate
 from .recovery import orphaned
 from .timers import LAUNCH_WAIT, TimerService
 
@@ -149,6 +150,7 @@ class Preview:
     lane_status: str
     rows: list[PreviewRow]
     blocked: str | None  # why nothing fires (paused, held, awaiting the owner, unreadable)
+    off_phase: str | None = None  # 'runs at 23:57 instead of 23:40 since the manual start of ...'
 
 
 def floor_meeting(timer: str) -> tuple[FloorMeeting, timedelta]:
@@ -459,6 +461,8 @@ class Readback:
             state, detail, next_fire = ReadbackState.UNAVAILABLE, eligibility.detail, None
         else:
             state, detail = ReadbackState(eligibility.status), eligibility.detail
+        if state in (ReadbackState.ELIGIBLE, ReadbackState.INTERVAL_WAIT) and (moved := off_phase(plan, next_fire, eligibility.last_start)):
+            detail = f"{detail}; {moved}"
         down = ctx.not_firing(spec.timer) if next_fire is not None else None
         no_host = down is not None
         if down is not None:  # no `floorgate run` is alive, or the host's daemon is not running
@@ -517,7 +521,9 @@ class Readback:
         ):
             blocked = rb.detail
         rows = [] if blocked is not None else rb.fires(count, now)
-        return Preview(automation_id, rb.plan.schedule if rb.plan else None, floor, status, rows, blocked)
+        last = rb.eligibility.last_start if rb.eligibility is not None else None
+        moved = off_phase(rb.plan, first_run(rows), last) if blocked is None else None
+        return Preview(automation_id, rb.plan.schedule if rb.plan else None, floor, status, rows, blocked, moved)
 
     def preview_schedule(self, *, goal: str, agent: str, automation_id: str, schedule: Schedule, timer: str, count: int) -> Preview:
         """What an unsaved schedule would do on ``timer`` under today's floors (writes nothing)."""

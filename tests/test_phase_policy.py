@@ -83,3 +83,64 @@ def test_the_policy_is_stored_and_read_back(store, when_denied: WhenDenied) -> N
     add_automation(store, clock, schedule=DAILY_9)
     _set_policy(store, clock, when_denied)
     assert Automations(store, clock).get("x").spec.when_denied is when_denied
+
+
+# -- the CLI: the option, the save warning, the off-phase readback --------------------------------
+
+
+def _cli_lane(db: str, floor_text: str, *options: str):  # type: ignore[no-untyped-def]
+    import sys
+
+    from test_cli import cli
+
+    assert cli("policy", "set", "g/a", "--min-interval", floor_text, "--revision", "0", "--owner-ref", "o", db=db).returncode == 0
+    return cli(
+        "automation", "add", "nightly", "--goal", "g", "--agent", "a", "--schedule", "daily at 23:40 UTC", *options,
+        "--", sys.executable, "-c", "pass", db=db,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("floor_text", "options", "warned"),
+    [
+        ("24h", (), True),
+        ("25h", ("--when-denied", "wait"), True),
+        ("23h", (), False),
+        ("24h", ("--when-denied", "skip"), False),
+    ],
+    ids=["floor-equals-period", "floor-above-period", "floor-a-little-shorter", "skip"],
+)
+def test_saving_warns_in_one_line_when_the_floor_would_move_the_time_of_day(sqlite_db: str, floor_text, options, warned) -> None:  # type: ignore[no-untyped-def]
+    added = _cli_lane(sqlite_db, floor_text, *options)
+    assert added.returncode == 0, added.stderr
+    warnings = [line for line in added.stderr.splitlines() if "time of day" in line]
+    if warned:
+        assert len(warnings) == 1 and "e.g. 23h" in warnings[0] and "--when-denied skip" in warnings[0]
+    else:
+        assert warnings == []
+
+
+@pytest.mark.parametrize("bad", ["sometimes", "", "WAIT"])
+def test_a_bad_when_denied_is_one_line_exit_2_and_nothing_saved(sqlite_db: str, bad: str) -> None:
+    from test_cli import cli, one_line_error
+
+    added = _cli_lane(sqlite_db, "1h", "--when-denied", bad)
+    assert added.returncode == 2 and "--when-denied" in one_line_error(added)
+    assert cli("automation", "show", "nightly", db=sqlite_db).returncode == 2  # nothing half written
+
+
+def test_status_and_preview_say_since_which_start_a_lane_runs_off_its_phase(sqlite_db: str) -> None:
+    import json
+
+    from test_cli import cli
+
+    assert _cli_lane(sqlite_db, "24h").returncode == 0
+    ran = cli("turn", "run", "nightly", "--manual-reason", "by hand", "--json", db=sqlite_db)
+    assert ran.returncode == 0, ran.stderr
+    preview = json.loads(cli("automation", "preview", "nightly", "--json", db=sqlite_db).stdout)
+    detail = json.loads(cli("status", "--json", db=sqlite_db).stdout)["automations"][0]["detail"]
+    for said in (preview["off_phase"], detail):
+        assert "instead of 23:40 since the manual start of " in said
+    assert cli("automation", "edit", "nightly", "--when-denied", "skip", db=sqlite_db).returncode == 0
+    preview = json.loads(cli("automation", "preview", "nightly", "--json", db=sqlite_db).stdout)
+    assert preview["off_phase"] is None and [f["admitted"] for f in preview["fires"][:2]] == [False, True]

@@ -9,7 +9,7 @@ import sys
 
 from pydantic import ValidationError
 
-from floorgate.admission import AutomationSpec, CommandHost, InvalidInput, MeterKind, Overlap, TimerKind
+from floorgate.admission import AutomationSpec, CommandHost, InvalidInput, MeterKind, Overlap, TimerKind, WhenDenied
 from floorgate.admission.intervals import parse_duration
 from floorgate.hosts.registry import capabilities
 
@@ -37,6 +37,11 @@ def _host_args(p: argparse.ArgumentParser, *, required: bool) -> None:
     p.add_argument("--backend", help="model backend/provider the host uses (checked against backend_allowlist)")
     p.add_argument("--meter", choices=[m.value for m in MeterKind], help="how to read the usage the host prints (default none)")
     p.add_argument("--overlap", choices=[o.value for o in Overlap], help="while a turn runs, skip further ticks (default) or allow them")
+    p.add_argument(
+        "--when-denied",
+        choices=[w.value for w in WhenDenied],
+        help="a scheduled fire inside a floor: wait for the floor's end (default), or skip to the next fire the floors admit",
+    )
     add_timer_arg(p)
     add_crontab_user(p)
     p.set_defaults(command_argv=None)  # filled from "-- PROGRAM ARGS..." by the CLI
@@ -180,6 +185,7 @@ def _add(ctx: Context) -> int:
         timer=timer,
         backend=a.backend,
         meter=a.meter or "none",
+        when_denied=a.when_denied or WhenDenied.WAIT,
     )
     done = service.add(a.automation, spec)
     held = f"\nHELD: {done.binding.hold_reason}" if done.binding is not None and done.binding.hold_reason else ""
@@ -220,6 +226,7 @@ def _edit(ctx: Context) -> int:
         timer=timer,
         backend=a.backend if a.backend is not None else current.spec.backend,
         meter=a.meter or current.spec.meter,
+        when_denied=a.when_denied or current.spec.when_denied,
     )
     done = service.edit(a.automation, spec)
     _warn(done.warnings)
