@@ -119,6 +119,13 @@ class Floorgate:
         return HostPolicies(self.store, self.clock)
 
     @cached_property
+    def pruning(self):  # type: ignore[no-untyped-def]
+        """``floorgate prune``: the store's retention batches and the turn logs of what they delete."""
+        from .retention import PruneService
+
+        return PruneService(self.store, self.clock, self.settings.state_dir)
+
+    @cached_property
     def readback(self) -> Readback:
         return Readback(self.store, self.clock, self.timers)  # status compares cron lines as apply writes them
 

@@ -70,6 +70,7 @@ from ._plan import (
     next_eligible_tolerant,
 )
 from ._heartbeat import Heartbeat
+from .retention import HostPruner, PruneService
 from ._sync import SyncMarks
 from ._tick_inputs import TickReader
 from ._tick_log import TickRecords
@@ -95,6 +96,7 @@ class HostRuntime(Ticking, TickRecords):
         self.clock = clock if clock is not None else SystemClock()
         self.host = host_identity()
         self.heartbeat = Heartbeat(store, self.clock, self.host, config.poll)
+        self.pruner = HostPruner(PruneService(store, self.clock, config.state_dir), self.clock)
         self.automations = Automations(store, self.clock)
         self.admission = Admission(store, self.clock)
         self.journal = Journal(store, self.clock)
@@ -141,6 +143,7 @@ class HostRuntime(Ticking, TickRecords):
                 ("replan", "re-planning a timer after its tick"),
                 ("beat", "recording this host's heartbeat"),
                 ("notify", "delivering events to webhooks"),
+                ("prune", "pruning what is older than the retention"),
             )
         }
         self._tick_episodes: dict[str, Episode] = {}
@@ -561,3 +564,4 @@ class HostRuntime(Ticking, TickRecords):
         interval = self.config.poll.total_seconds() * max(1, self.config.recover_every)
         while not self._stop.wait(interval):
             self._guarded("recover", self.recover)
+            self._guarded("prune", lambda: self.pruner.step(self.policy.retention))  # its own short transactions
