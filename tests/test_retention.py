@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select, update
 
-from floorgate.admission import Admission, Automations, FixedClock
+from floorgate.admission import Admission, Automations, FixedClock, Journal
 from floorgate.admission import _schema as s
 from floorgate.admission.events import EventKind, Events
 from floorgate.admission.retention import Kept, Retention
@@ -103,15 +103,24 @@ def test_prune_keeps_what_floors_missions_and_readbacks_need(store, tmp_path) ->
 
 def test_the_latest_tick_and_the_latest_starts_turn_stay_however_old(store, tmp_path) -> None:
     clock, _host = _history(store, tmp_path, days=5, every=1)
-    clock.advance(timedelta(days=400))  # everything is far older than the limit
     admission = Admission(store, clock)
     last = admission.eligibility("g", "a", "x").last_start
+    # A later turn that never started (refused before admission, e.g. by its envelope): the
+    # automation's latest turn, but not its lane's latest start.
+    clock.set(last.anchor_at + timedelta(hours=1))
+    Journal(store, clock).begin(
+        turn_id="x-refused", automation_id="x", goal_id="g", agent_id="a", attempt=1, kind="automatic", manual_reason=None,
+        runner_host="h", runner_pid=1, deadline=clock.now() + timedelta(minutes=1), log_path=None,
+    )  # fmt: skip
+    with store.write() as conn:
+        conn.execute(update(s.turns).where(s.turns.c.turn_id == "x-refused").values(phase="settled", status="denied", settled_at_us=clock.now()))
+    clock.advance(timedelta(days=400))  # everything is far older than the limit
     PruneService(store, clock, tmp_path / "state").prune(DAYS_90, dry_run=False)
     with store.read() as conn:
         ticks = list(conn.execute(select(s.ticks.c.nominal_us)))
-        turns = [r.turn_id for r in conn.execute(select(s.turns.c.turn_id))]
+        turns = {r.turn_id for r in conn.execute(select(s.turns.c.turn_id))}
     assert [tk.nominal_us for tk in ticks] == [T_OLD + timedelta(days=4)]  # catch-up still knows the last tick
-    assert turns == [last.turn_id]
+    assert turns == {last.turn_id, "x-refused"}  # the latest start's turn, and the latest turn
     assert len(admission.starts()) == 5
 
 
