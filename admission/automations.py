@@ -162,7 +162,20 @@ def _host(text: str) -> CommandHost | None:
 
 
 # Text columns many automations hold the same value in.
-_REPEATED = ("goal_id", "agent_id", "schedule", "model", "overlap", "state", "state_note", "timer", "backend", "meter", "hold_kind", "when_denied")
+_REPEATED = (
+    "goal_id",
+    "agent_id",
+    "schedule",
+    "model",
+    "overlap",
+    "state",
+    "state_note",
+    "timer",
+    "backend",
+    "meter",
+    "hold_kind",
+    "when_denied",
+)
 
 
 def idle_wake(automation_id: str) -> WakeState:

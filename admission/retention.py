@@ -94,7 +94,10 @@ class Retention:
     def prunable(self, cutoff: datetime) -> dict[Kept, int]:
         """How many records of each kind a prune at ``cutoff`` would delete (writes nothing)."""
         with self.store.read() as conn:
-            return {kind: int(conn.execute(select(func.count()).select_from(_candidates(kind, cutoff).subquery())).scalar_one()) for kind in Kept}
+            return {
+                kind: int(conn.execute(select(func.count()).select_from(_candidates(kind, cutoff).subquery())).scalar_one())
+                for kind in Kept
+            }
 
     def prunable_logs(self, cutoff: datetime) -> list[str]:
         """The log paths of the turns a prune at ``cutoff`` would delete."""

@@ -178,11 +178,12 @@ class AutomationService:
         if effective is None or not effective.floor or gap is None or effective.floor < gap[0]:
             return ()
         shorter = format_interval(gap[0] - max(gap[0] / 24, timedelta(seconds=1)))
-        return (
+        warning = (
             f"the floor ({format_interval(effective.floor)}) is at least this schedule's shortest gap ({format_interval(gap[0])}): "
             f"one late or manual start moves every later run off the schedule's time of day; to keep it, set the floor a little "
-            f"shorter (e.g. {shorter}) or pass --when-denied skip",
+            f"shorter (e.g. {shorter}) or pass --when-denied skip"
         )
+        return (warning,)
 
     def _vet(self, spec: AutomationSpec) -> tuple[str, ...]:
         """Refuse a schedule that will never fire again, and an owner credential in the host's

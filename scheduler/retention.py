@@ -91,7 +91,9 @@ class PruneService:
                     break
             if not complete:
                 break
-        return PruneReport(cutoff, False, before, self.footprint() if sizes else _NOTHING, deleted, removed_files, removed_bytes, batches, complete)
+        return PruneReport(
+            cutoff, False, before, self.footprint() if sizes else _NOTHING, deleted, removed_files, removed_bytes, batches, complete
+        )
 
     def footprint(self) -> Footprint:
         """Row counts now, and the turn logs' files and bytes (links are not followed or counted)."""
@@ -145,7 +147,6 @@ class PruneService:
                 return st.st_size
         except (OSError, UnsafePath):
             return None
-
 
 
 class HostPruner:

@@ -314,7 +314,9 @@ class HostRuntime(Ticking, TickRecords):
                 continue
             since = decoded.automation.updated_at  # type: ignore[union-attr]
             when_denied = decoded.automation.spec.when_denied  # type: ignore[union-attr]
-            snapshot = Snapshot(automation_id, decoded.schedule, inputs, self._last_ticked(automation_id), self.policy.catch_up, since, when_denied)  # type: ignore[arg-type]
+            snapshot = Snapshot(
+                automation_id, decoded.schedule, inputs, self._last_ticked(automation_id), self.policy.catch_up, since, when_denied
+            )  # type: ignore[arg-type]
             self._arm(decoded.automation, snapshot, seq, previous=None, now=now)  # type: ignore[arg-type]
 
     def _remember(self, automation_id: str, decoded: Decoded) -> None:

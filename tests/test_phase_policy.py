@@ -8,13 +8,13 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from test_wake import runtime
 
 from floorgate.admission import Admission, Automations, FixedClock, WhenDenied
 from floorgate.hosts import Schedule
 from floorgate.scheduler.readback import Readback
 
 from helpers import add_automation, floor
-from test_wake import runtime
 
 DAY0_NOON = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
 DAILY_9 = "DTSTART:20261201T090000Z RRULE:FREQ=DAILY"

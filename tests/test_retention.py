@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select, update
+from test_wake import runtime
 
 from floorgate.admission import Admission, Automations, FixedClock, Journal
 from floorgate.admission import _schema as s
@@ -23,7 +24,6 @@ from floorgate.admission.retention import Kept, Retention
 from floorgate.scheduler.retention import HostPruner, PruneService
 
 from helpers import add_automation, floor, wait_for
-from test_wake import runtime
 
 T_OLD = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
 DAYS_90 = timedelta(days=90)
@@ -52,7 +52,7 @@ def _history(store, tmp_path: Path, *, days: int = 120, lanes: tuple[str, ...] =
 
 
 def test_prune_keeps_what_floors_missions_and_readbacks_need(store, tmp_path) -> None:
-    clock, host = _history(store, tmp_path, lanes=("x", "y"))
+    clock, _host = _history(store, tmp_path, lanes=("x", "y"))
     admission = Admission(store, clock)
     starts_before = admission.starts()
     eligibility_before = {n: admission.eligibility("g", "a", n).next_eligible_at for n in ("x", "y")}
@@ -61,7 +61,9 @@ def test_prune_keeps_what_floors_missions_and_readbacks_need(store, tmp_path) ->
     # A live mission holds its turns whatever their age: give one old turn of y an open mission.
     t, m = s.turns, s.missions
     with store.read() as conn:
-        kept_by_mission = conn.execute(select(t.c.turn_id, t.c.mission_id).where(t.c.automation_id == "y").order_by(t.c.started_at_us)).first()
+        kept_by_mission = conn.execute(
+            select(t.c.turn_id, t.c.mission_id).where(t.c.automation_id == "y").order_by(t.c.started_at_us)
+        ).first()
     if kept_by_mission.mission_id is not None:
         with store.write() as conn:
             conn.execute(update(m).where(m.c.mission_id == kept_by_mission.mission_id).values(status="open"))
@@ -113,7 +115,9 @@ def test_the_latest_tick_and_the_latest_starts_turn_stay_however_old(store, tmp_
         runner_host="h", runner_pid=1, deadline=clock.now() + timedelta(minutes=1), log_path=None,
     )  # fmt: skip
     with store.write() as conn:
-        conn.execute(update(s.turns).where(s.turns.c.turn_id == "x-refused").values(phase="settled", status="denied", settled_at_us=clock.now()))
+        conn.execute(
+            update(s.turns).where(s.turns.c.turn_id == "x-refused").values(phase="settled", status="denied", settled_at_us=clock.now())
+        )
     clock.advance(timedelta(days=400))  # everything is far older than the limit
     PruneService(store, clock, tmp_path / "state").prune(DAYS_90, dry_run=False)
     with store.read() as conn:
@@ -204,10 +208,14 @@ def test_bad_prune_input_is_one_line_exit_2_and_deletes_nothing(sqlite_db: str, 
     from test_cli import cli, one_line_error
 
     _cli_history(sqlite_db, tmp_path)
-    before = json.loads(cli("prune", "--older-than", "1d", "--dry-run", "--json", "--state-dir", str(tmp_path / "state"), db=sqlite_db).stdout)
+    before = json.loads(
+        cli("prune", "--older-than", "1d", "--dry-run", "--json", "--state-dir", str(tmp_path / "state"), db=sqlite_db).stdout
+    )
     r = cli("prune", *argv, "--state-dir", str(tmp_path / "state"), db=sqlite_db)
     assert r.returncode == 2 and field in one_line_error(r)
-    after = json.loads(cli("prune", "--older-than", "1d", "--dry-run", "--json", "--state-dir", str(tmp_path / "state"), db=sqlite_db).stdout)
+    after = json.loads(
+        cli("prune", "--older-than", "1d", "--dry-run", "--json", "--state-dir", str(tmp_path / "state"), db=sqlite_db).stdout
+    )
     assert after["before"] == before["before"]
 
 
@@ -219,7 +227,9 @@ def test_prune_prints_sizes_before_and_after(sqlite_db: str, tmp_path) -> None:
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["before"]["turns"] > doc["after"]["turns"] >= 1 and doc["before"]["starts"] == doc["after"]["starts"] == 15
-    assert doc["before"]["log_bytes"] > doc["after"]["log_bytes"] and doc["deleted"]["turns"] == doc["before"]["turns"] - doc["after"]["turns"]
+    assert (
+        doc["before"]["log_bytes"] > doc["after"]["log_bytes"] and doc["deleted"]["turns"] == doc["before"]["turns"] - doc["after"]["turns"]
+    )
     text = cli("prune", "--older-than", "90d", "--dry-run", "--state-dir", str(tmp_path / "state"), db=sqlite_db).stdout
     assert "would delete 0 ticks, 0 turns" in text and "log_bytes" in text
 

@@ -16,7 +16,12 @@ from ..cli import EXIT_OK, Context, add_common
 from ..owner_gate import Access
 from ..retention import Footprint, PruneReport
 
-_FIELDS = (("catch_up", "--catch-up"), ("backoff_initial", "--backoff-initial"), ("backoff_cap", "--backoff-cap"), ("retention", "--retention"))
+_FIELDS = (
+    ("catch_up", "--catch-up"),
+    ("backoff_initial", "--backoff-initial"),
+    ("backoff_cap", "--backoff-cap"),
+    ("retention", "--retention"),
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,7 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--catch-up", help="a missed fire at most this old fires once after downtime (0 disables; default 1h)")
     p.add_argument("--backoff-initial", help="first wake after a failure or poke (default 3m)")
     p.add_argument("--backoff-cap", help="longest backoff wake (default 60m)")
-    p.add_argument("--retention", help="running hosts prune what is older than this in small batches, e.g. 90d (0: keep everything, the default)")
+    p.add_argument(
+        "--retention", help="running hosts prune what is older than this in small batches, e.g. 90d (0: keep everything, the default)"
+    )
     p.add_argument("--revision", required=True, type=int, help="the revision you read with 'settings show' (0: defaults)")
     p.add_argument("--owner-ref", help="short non-sensitive id of who asked (e.g. alice); with an owner token, its principal")
     add_common(p)
