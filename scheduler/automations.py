@@ -26,6 +26,7 @@ from floorgate.admission import (
     WhenDenied,
 )
 from floorgate.admission.clock import Clock, iso, read_clock
+from floorgate.admission.events import EventKind, Events
 from floorgate.admission.intervals import format_interval
 from floorgate.hosts import Schedule
 from floorgate.hosts.flooring import min_gap
@@ -108,12 +109,20 @@ class AutomationService:
         self.repo.set_state(automation_id, AutomationState.ACTIVE, None)
         return self.readback.automation(automation_id)
 
-    def remove(self, automation_id: str) -> None:
+    def remove(self, automation_id: str) -> str | None:
         """Take the line off its timer host, then delete the automation, its wake state and
-        binding in one commit (its starts and turns are kept)."""
+        binding in one commit (its starts and turns are kept). The automation always goes: when
+        the host cannot confirm removing an armed timer, a ``timer_orphaned`` event records it
+        and the answer says what to delete by hand (a left line finds no automation: it runs nothing)."""
         automation = self.repo.get(automation_id)
-        self.timers.remove_from_host(automation)
+        binding = self.timers.bindings.get(automation_id)
+        leftover = self.timers.remove_or_describe(automation)
         self.repo.remove(automation_id)
+        if leftover is not None:
+            data = {"automation_id": automation_id, "timer": automation.spec.timer.value, "delete_by_hand": leftover}
+            applied = iso(binding.applied_at) if binding is not None else "-"
+            Events(self.store, self.clock).note(EventKind.TIMER_ORPHANED, automation_id, data, key=f"timer_orphaned:{automation_id}:{applied}")
+        return leftover
 
     def poke(self, automation_id: str) -> Poked:
         """New work arrived: reset the wake cadence to the short backoff (never before the floor)."""

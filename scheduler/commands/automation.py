@@ -277,8 +277,12 @@ def _changed_doc(rb) -> dict:  # type: ignore[no-untyped-def,type-arg]
 
 
 def _remove(ctx: Context) -> int:
-    ctx.app.automations.remove(ctx.args.automation)
-    ctx.emit({"removed": ctx.args.automation}, f"removed {ctx.args.automation} (its start records are kept)")
+    leftover = ctx.app.automations.remove(ctx.args.automation)
+    by_hand = f"\nORPHANED TIMER: {leftover}" if leftover is not None else ""
+    ctx.emit(
+        {"removed": ctx.args.automation, "delete_by_hand": leftover},
+        f"removed {ctx.args.automation} (its start records are kept){by_hand}",
+    )
     return EXIT_OK
 
 
