@@ -121,7 +121,9 @@ class AutomationService:
         if leftover is not None:
             data = {"automation_id": automation_id, "timer": automation.spec.timer.value, "delete_by_hand": leftover}
             applied = iso(binding.applied_at) if binding is not None else "-"
-            Events(self.store, self.clock).note(EventKind.TIMER_ORPHANED, automation_id, data, key=f"timer_orphaned:{automation_id}:{applied}")
+            Events(self.store, self.clock).note(
+                EventKind.TIMER_ORPHANED, automation_id, data, key=f"timer_orphaned:{automation_id}:{applied}"
+            )
         return leftover
 
     def poke(self, automation_id: str) -> Poked:

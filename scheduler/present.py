@@ -120,6 +120,15 @@ def eligibility_doc(e: Eligibility) -> dict[str, Any]:
     }
 
 
+def eligibility_state_doc(e: Eligibility | None) -> dict[str, Any] | None:
+    """A scope's eligibility state and exact next eligible time: the one readback every settings
+    surface shows (``policy show``, ``GET /api/policy``, the settings page; ``/metrics`` exports
+    the same two as gauges)."""
+    if e is None:
+        return None
+    return {"status": e.status, "next_eligible_at": iso(e.next_eligible_at), "detail": e.detail}
+
+
 def rule_doc(r: Rule) -> dict[str, Any]:
     return {
         "scope": str(r.scope),

@@ -179,7 +179,9 @@ class TimerService:
                 return None  # never armed: nothing can be left on the host
             host = self.host(automation)
             manual = getattr(host, "manual_removal", None)
-            what = manual(automation.automation_id) if manual is not None else f"remove the timer of {automation.automation_id} from its host"
+            what = (
+                manual(automation.automation_id) if manual is not None else f"remove the timer of {automation.automation_id} from its host"
+            )
             return f"{what} (floorgate could not: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
 
     def _cron_command(self, automation_id: str) -> str:
@@ -438,9 +440,7 @@ class TimerService:
         observation = self._live(automation, binding, now)  # what the host holds now, as status reads it
         if observation is None:  # the running host (or the owner) publishes it: the last published
             state = ObservationState(binding.observed_state) if binding.observed_state is not None else None
-            observation = (
-                Observation(state=state, text=binding.observed, read_at=binding.observed_at or now) if state is not None else None
-            )
+            observation = Observation(state=state, text=binding.observed, read_at=binding.observed_at or now) if state is not None else None
         out.update(
             desired=binding.desired,
             observed=observation.text if observation is not None else None,

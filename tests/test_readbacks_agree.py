@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import timezone
 from pathlib import Path
 
 import pytest
+from test_readme import FAKE_CRONTAB
 
 from floorgate.admission import open_store
 from floorgate.admission.events import EventKind, Events
 
 from test_cli import cli
-from test_readme import FAKE_CRONTAB
 
 EVERY_15 = "DTSTART:20261101T000500Z RRULE:FREQ=MINUTELY;INTERVAL=15"
 
@@ -105,3 +106,41 @@ def test_a_never_armed_automation_is_never_enforced_and_removes_cleanly(sqlite_d
     assert status["timer"]["guarantee"] == "not armed" and "nothing was ever armed" in status["timer"]["guarantee_why"]
     removed = cli("automation", "remove", "q", db=sqlite_db, env=bare)
     assert removed.returncode == 0 and "ORPHANED" not in removed.stdout  # nothing was armed: nothing to delete
+
+
+# -- the settings view: one eligibility readback on every surface -------------------------------
+
+
+@pytest.mark.parametrize("target", ["g/a/x", "g/a"], ids=["automation", "agent"])
+def test_the_settings_view_shows_state_and_next_eligible_time_the_same_on_every_surface(store, wall_clock, tmp_path, target: str) -> None:  # type: ignore[no-untyped-def]
+    import re
+    from datetime import datetime, timedelta
+
+    from floorgate.scheduler.app import Floorgate, Settings
+
+    from console_kit import console, sign_in
+    from helpers import add_automation, floor
+
+    floor(store, wall_clock, "g/a", timedelta(days=1))
+    add_automation(store, wall_clock, "x", script="pass")
+    fg = Floorgate(store, clock=wall_clock, settings=Settings(state_dir=tmp_path / "state"))
+    assert fg.executor().run(fg.automations.get("x"), manual_reason="parity").verdict.status == "succeeded"
+    wall_clock.set(max(wall_clock.now(), datetime.now(timezone.utc)))  # the CLI below reads the system clock
+
+    shown = json.loads(cli("policy", "show", target, "--json", db=store.url).stdout)["eligibility"]
+    assert shown["status"] == "interval_wait" and shown["next_eligible_at"] is not None
+    text = cli("policy", "show", target, db=store.url).stdout
+    assert f"state: interval_wait, next eligible at {shown['next_eligible_at']}" in text
+    c = console(store, wall_clock)
+    assert c.get(f"/api/policy?scope={target}").json()["inherited"][0]["eligibility"] == shown
+    sign_in(c)
+    page = c.client.get(f"/settings?target={target}").text
+    row = re.search(rf'<tr data-scope="{re.escape(target)}">(.*?)</tr>', page, re.S)
+    assert row is not None
+    assert f">{shown['status']}</td>" in row.group(1)
+    assert f'<td class="next_eligible_at">{shown["next_eligible_at"]}</td>' in row.group(1)
+    metrics = c.get("/metrics").text
+    stamp = re.search(r'floorgate_next_eligible_timestamp_seconds\{[^}]*automation="x"[^}]*\} (\S+)', metrics)
+    assert stamp is not None
+    assert datetime.fromisoformat(shown["next_eligible_at"].replace("Z", "+00:00")).timestamp() == float(stamp.group(1))
+    assert re.search(r'floorgate_eligibility\{[^}]*automation="x"[^}]*status="interval_wait"[^}]*\} 1\.0', metrics)

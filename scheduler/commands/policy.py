@@ -12,7 +12,7 @@ from floorgate.admission.intervals import format_interval, parse_interval
 
 from ..cli import EXIT_OK, Context, add_common
 from ..owner_gate import Access
-from ..present import change_doc, floor_doc, rule_doc, table
+from ..present import change_doc, eligibility_state_doc, floor_doc, rule_doc, table
 
 
 def _scope_args(p: argparse.ArgumentParser) -> None:
@@ -128,10 +128,11 @@ def _show(ctx: Context) -> int:
             if r.scope.agent_id in (None, scope.agent_id)
             and (scope.automation_id is None or r.scope.automation_id in (None, scope.automation_id))
         ]
-    effective = None
+    effective = eligibility = None
     if scope is not None and scope.agent_id is not None:
-        effective = policies.effective(scope.goal_id, scope.agent_id, scope.automation_id)
-    doc = {"rules": [rule_doc(r) for r in rules], "effective": floor_doc(effective)}
+        inherited = ctx.app.floors.read(scope).below[0]  # the settings view's readback: floor and eligibility
+        effective, eligibility = inherited.floor, inherited.eligibility
+    doc = {"rules": [rule_doc(r) for r in rules], "effective": floor_doc(effective), "eligibility": eligibility_state_doc(eligibility)}
 
     def text() -> str:
         out = (
@@ -159,6 +160,8 @@ def _show(ctx: Context) -> int:
             out += f"\neffective floor for {scope}: {format_interval(effective.floor)}" + (
                 f" (from {made_by})" if made_by else " (no rule applies)"
             )
+        if eligibility is not None:
+            out += f"\nstate: {eligibility.status}, next eligible at {iso(eligibility.next_eligible_at) or 'now'} ({eligibility.detail})"
         return out
 
     ctx.emit(doc, text)

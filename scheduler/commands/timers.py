@@ -73,7 +73,9 @@ def _text(binding_doc_: dict) -> str:  # type: ignore[type-arg]
         f"  observed:  {d['observed_state'] or 'never read'} {(d['observed'] or '').replace(chr(10), ' ')} (read {d['observed_at'] or '-'})"
     )
     if d["ack_state"] == "superseded":
-        lines.append(f"  ack:       superseded: the ACK of {d['acked_at']} no longer holds (the host read back something else at {d['observed_at']})")
+        lines.append(
+            f"  ack:       superseded: the ACK of {d['acked_at']} no longer holds (the host read back something else at {d['observed_at']})"
+        )
     else:
         lines.append(f"  ack:       {d['ack_state']}" + (f" at {d['acked_at']}" if d["acked_at"] else ""))
     return "\n".join(lines)
