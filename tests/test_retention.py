@@ -276,3 +276,26 @@ def test_a_prune_killed_by_sigkill_leaves_a_consistent_store(db_url: str, store,
     assert orphans == 0 and latest == {"x", "y", "z"}
     PruneService(store, clock, tmp_path / "state").prune(DAYS_90, dry_run=False)  # the next prune finishes the job
     assert retention.prunable(clock.now() - DAYS_90) == dict.fromkeys(Kept, 0)
+
+
+def test_a_running_host_prunes_by_its_host_policy(db_url: str, store, tmp_path) -> None:
+    """A real ``floorgate run`` on the system clock: history from January is far older than 90 days."""
+    from floorgate.admission import HostPolicies, HostPolicy
+
+    from helpers import start_host, stop
+
+    clock, _host = _history(store, tmp_path, days=60, every=5)
+    before = Retention(store).prunable(datetime.now(timezone.utc) - DAYS_90)
+    assert before[Kept.TURNS] == 11 and before[Kept.TICKS] == 11
+    policies = HostPolicies(store, clock)
+    policies.set(HostPolicy(catch_up=timedelta(0), retention=DAYS_90), expected_revision=policies.get().revision, owner_ref="test")
+    logs = tmp_path / "state" / "logs"
+    assert len([p for p in logs.rglob("*") if p.is_file()]) == 12
+    proc = start_host(db_url, tmp_path / "state")
+    try:
+        wait_for(lambda: Retention(store).prunable(datetime.now(timezone.utc) - DAYS_90) == dict.fromkeys(Kept, 0), what="the host pruned")
+    finally:
+        code, log = stop(proc)
+    assert code == 0, log
+    assert _count(store, s.turns) == 1 and len(Admission(store, clock).starts()) == 12
+    assert len([p for p in logs.rglob("*") if p.is_file()]) == 1
