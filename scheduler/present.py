@@ -188,6 +188,7 @@ def automation_doc(a: Automation) -> dict[str, Any]:
         "timer": spec.timer,
         "model": spec.model,
         "overlap": spec.overlap,
+        "when_denied": spec.when_denied,
         "state": a.state,
         "state_note": a.state_note,
         "revision": a.revision,

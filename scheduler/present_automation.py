@@ -61,7 +61,7 @@ def detail_text(d: Detail) -> str:
         f"  command:        {command_text(spec)}"
         + (f"  (timeout {spec.host.timeout_seconds:g}s, overlap {spec.overlap})" if spec.host else ""),
         f"  timer:          {spec.timer} ({rb.guarantee}: {rb.guarantee_why})",
-        f"  floor:          {format_interval(floor.floor) if floor else '-'}",
+        f"  floor:          {format_interval(floor.floor) if floor else '-'} (a fire inside it: {spec.when_denied})",
         f"  next eligible:  {(iso(rb.eligibility.next_eligible_at) if rb.eligibility else None) or '-'}",
         f"  next turn:      {iso(rb.next_fire_at) or '-'}",
         "  next fires (as the timer host fires them):",
