@@ -104,8 +104,19 @@ def test_a_never_armed_automation_is_never_enforced_and_removes_cleanly(sqlite_d
     assert added.returncode == 0 and "NOT ARMED" in added.stdout
     status = json.loads(cli("status", "--json", db=sqlite_db, env=bare).stdout)["automations"][0]
     assert status["timer"]["guarantee"] == "not armed" and "nothing was ever armed" in status["timer"]["guarantee_why"]
+    assert _add(sqlite_db, bare, "q2").returncode == 0
     removed = cli("automation", "remove", "q", db=sqlite_db, env=bare)
     assert removed.returncode == 0 and "ORPHANED" not in removed.stdout  # nothing was armed: nothing to delete
+    from console_kit import console, sign_in
+
+    store = open_store(sqlite_db)  # the dashboard says it too (signing in makes this store owner-gated)
+    try:
+        c = console(store)
+        sign_in(c)
+        page = c.client.get("/dashboard").text
+    finally:
+        store.close()
+    assert "<tr><th>guarantee</th><td>not armed</td>" in page and "<td>enforced</td>" not in page
 
 
 # -- the settings view: one eligibility readback on every surface -------------------------------
