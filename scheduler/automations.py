@@ -160,14 +160,16 @@ class AutomationService:
         _limit("--next", count, MAX_PREVIEW)
         return self.readback.preview(automation_id, count)
 
-    def preview_new(self, automation_id: str, *, goal: str, agent: str, schedule: str, timer: str, count: int) -> Preview:
+    def preview_new(
+        self, automation_id: str, *, goal: str, agent: str, schedule: str, timer: str, count: int, when_denied: WhenDenied = WhenDenied.WAIT
+    ) -> Preview:
         """What an unsaved schedule would do under today's floors (writes nothing)."""
         _limit("--next", count, MAX_PREVIEW)
         parsed = Schedule.parse(schedule, now=read_clock(self.clock))
         # What the timer host would arm: raised to fit the floor, or held (exactly as 'add' does).
         armed, _raised, hold = self.timers.desired_form(parsed, timer, goal=goal, agent=agent, automation_id=automation_id)
         preview = self.readback.preview_schedule(
-            goal=goal, agent=agent, automation_id=automation_id, schedule=armed or parsed, timer=timer, count=count
+            goal=goal, agent=agent, automation_id=automation_id, schedule=armed or parsed, timer=timer, count=count, when_denied=when_denied
         )
         if hold is not None:
             return replace(preview, rows=[], blocked=f"held: {hold}")

@@ -38,6 +38,7 @@ from floorgate.admission import (
     TimerBindings,
     TurnRecord,
     WakeState,
+    WhenDenied,
 )
 from floorgate.admission.clock import Clock, SystemClock, iso, read_clock
 from floorgate.admission.errors import CorruptState
@@ -525,7 +526,17 @@ class Readback:
         moved = off_phase(rb.plan, first_run(rows), last) if blocked is None else None
         return Preview(automation_id, rb.plan.schedule if rb.plan else None, floor, status, rows, blocked, moved)
 
-    def preview_schedule(self, *, goal: str, agent: str, automation_id: str, schedule: Schedule, timer: str, count: int) -> Preview:
+    def preview_schedule(
+        self,
+        *,
+        goal: str,
+        agent: str,
+        automation_id: str,
+        schedule: Schedule,
+        timer: str,
+        count: int,
+        when_denied: WhenDenied = WhenDenied.WAIT,
+    ) -> Preview:
         """What an unsaved schedule would do on ``timer`` under today's floors (writes nothing)."""
         now = read_clock(self.clock)
         eligibility = self.admission.eligibility(goal, agent, automation_id)
@@ -541,6 +552,7 @@ class Readback:
             wait=wait,
             catch_up=self.host_policy().catch_up,
             since=now,  # saved now, it would be created (or changed) now
+            when_denied=when_denied,
         )
         return Preview(automation_id, schedule, floor, eligibility.status, simulate(plan, count=count, now=now), None)
 

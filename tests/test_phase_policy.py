@@ -144,3 +144,25 @@ def test_status_and_preview_say_since_which_start_a_lane_runs_off_its_phase(sqli
     assert cli("automation", "edit", "nightly", "--when-denied", "skip", db=sqlite_db).returncode == 0
     preview = json.loads(cli("automation", "preview", "nightly", "--json", db=sqlite_db).stdout)
     assert preview["off_phase"] is None and [f["admitted"] for f in preview["fires"][:2]] == [False, True]
+
+
+def test_preview_of_an_unsaved_schedule_takes_the_phase_policy(sqlite_db: str) -> None:
+    import json
+
+    from test_cli import cli, one_line_error
+
+    assert _cli_lane(sqlite_db, "24h").returncode == 0
+    assert cli("turn", "run", "nightly", "--manual-reason", "by hand", db=sqlite_db).returncode == 0  # the agent's floor runs
+
+    def runs(*options: str) -> list[bool]:
+        r = cli(
+            "automation", "preview", "other", "--goal", "g", "--agent", "a", "--schedule", "daily at 23:40 UTC", *options,
+            "--next", "2", "--json", db=sqlite_db,
+        )  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        return [f["waited_for_floor"] for f in json.loads(r.stdout)["fires"] if f["admitted"]]
+
+    assert runs() == [True, True]  # wait: every run at the floor's end, off the 23:40 phase
+    assert runs("--when-denied", "skip") == [False]  # skip: one fire skipped, the next at 23:40
+    saved = cli("automation", "preview", "nightly", "--when-denied", "skip", db=sqlite_db)
+    assert saved.returncode == 2 and "--when-denied" in one_line_error(saved)

@@ -101,6 +101,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--goal")
     p.add_argument("--agent")
     p.add_argument("--schedule")
+    p.add_argument("--when-denied", choices=[w.value for w in WhenDenied], help="preview an unsaved schedule under this phase policy")
     add_timer_arg(p)
     add_common(p)
     p.set_defaults(handler=_preview, reads_only=True, access=Access.READ)
@@ -293,13 +294,19 @@ def _preview(ctx: Context) -> int:
         if a.goal is None or a.agent is None:
             raise InvalidInput("--goal", "previewing an unsaved schedule needs --goal and --agent")
         result = service.preview_new(
-            a.automation, goal=a.goal, agent=a.agent, schedule=a.schedule, timer=a.timer or DEFAULT_TIMER, count=a.count
+            a.automation,
+            goal=a.goal,
+            agent=a.agent,
+            schedule=a.schedule,
+            timer=a.timer or DEFAULT_TIMER,
+            count=a.count,
+            when_denied=WhenDenied(a.when_denied or WhenDenied.WAIT),
         )
     else:
-        if a.goal is not None or a.agent is not None or a.timer is not None:
+        if a.goal is not None or a.agent is not None or a.timer is not None or a.when_denied is not None:
             raise InvalidInput(
                 "--schedule",
-                "--goal, --agent and --timer preview an unsaved schedule; give --schedule too, or only the saved automation's id",
+                "--goal, --agent, --timer and --when-denied preview an unsaved schedule; give --schedule too, or only the saved automation's id",
             )
         result = service.preview(a.automation, count=a.count)
     ctx.emit(preview_doc(result), lambda: preview_text(result))
