@@ -31,6 +31,7 @@ from floorgate.admission import (
     Journal,
     Mission,
     Missions,
+    StartRecord,
     Store,
     StoreUnavailable,
     TickLog,
@@ -462,7 +463,9 @@ class Readback:
             state, detail, next_fire = ReadbackState.UNAVAILABLE, eligibility.detail, None
         else:
             state, detail = ReadbackState(eligibility.status), eligibility.detail
-        if state in (ReadbackState.ELIGIBLE, ReadbackState.INTERVAL_WAIT) and (moved := off_phase(plan, next_fire, eligibility.last_start)):
+        if state in (ReadbackState.ELIGIBLE, ReadbackState.INTERVAL_WAIT) and (
+            moved := off_phase(plan, next_fire, eligibility.last_start, self._lane_starts)
+        ):
             detail = f"{detail}; {moved}"
         down = ctx.not_firing(spec.timer) if next_fire is not None else None
         no_host = down is not None
@@ -477,6 +480,10 @@ class Readback:
         if problem is not None:
             detail = f"{detail}; ENVELOPE PROBLEM: {problem}"
         return readback(state, detail, next_fire_at=next_fire, plan=plan, no_timer_host=no_host)
+
+    def _lane_starts(self, start: StartRecord) -> list[StartRecord]:
+        """The recent starts of ``start``'s lane, newest first (what moved a lane off its phase)."""
+        return self.admission.starts(start.goal_id, start.agent_id, start.automation_id, limit=50)
 
     def _plan(
         self, automation: Automation, eligibility: Eligibility, binding: TimerBinding | None, policy: HostPolicy, src: _Direct | _Bulk
@@ -523,7 +530,7 @@ class Readback:
             blocked = rb.detail
         rows = [] if blocked is not None else rb.fires(count, now)
         last = rb.eligibility.last_start if rb.eligibility is not None else None
-        moved = off_phase(rb.plan, first_run(rows), last) if blocked is None else None
+        moved = off_phase(rb.plan, first_run(rows), last, self._lane_starts) if blocked is None else None
         return Preview(automation_id, rb.plan.schedule if rb.plan else None, floor, status, rows, blocked, moved)
 
     def preview_schedule(

@@ -166,3 +166,12 @@ def test_preview_of_an_unsaved_schedule_takes_the_phase_policy(sqlite_db: str) -
     assert runs("--when-denied", "skip") == [False]  # skip: one fire skipped, the next at 23:40
     saved = cli("automation", "preview", "nightly", "--when-denied", "skip", db=sqlite_db)
     assert saved.returncode == 2 and "--when-denied" in one_line_error(saved)
+
+
+def test_the_readback_names_the_start_that_moved_the_phase_not_its_latest_consequence(store, tmp_path) -> None:
+    _, started = _lane(store, tmp_path, timedelta(hours=24), WhenDenied.WAIT, days=2)
+    assert started == [_at(1, 12), _at(2, 12)]  # automatic, each waiting for the floor the manual start set
+    readback = Readback(store, FixedClock(_at(2, 13)))
+    moved = "runs at 12:00 instead of 09:00 since the manual start of 2026-12-01T12:00:00Z"
+    assert moved in readback.automation("x").detail
+    assert readback.preview("x", 3).off_phase == moved
