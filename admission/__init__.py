@@ -9,6 +9,7 @@ from .accounting import Accounting, Dispatch
 from .approvals import Approval, ApprovalRejected, Approvals
 from .automations import (
     Automation,
+    AutomationConflict,
     AutomationSpec,
     AutomationState,
     Automations,
@@ -54,6 +55,7 @@ __all__ = [
     "ApprovalRejected",
     "Approvals",
     "Automation",
+    "AutomationConflict",
     "AutomationSpec",
     "AutomationState",
     "Automations",

@@ -89,6 +89,8 @@ automations = Table(
     Column("created_at_us", UtcMicros, nullable=False),
     Column("updated_at_us", UtcMicros, nullable=False),
     Column("hold_kind", String(16), nullable=True),  # HoldKind while held, else NULL
+    Column("external_id", String(128), nullable=True),  # the caller's own id for it (fleets)
+    Column("labels", Text, nullable=True),  # JSON object of label -> value (fleets), NULL: none
     Column("when_denied", String(8), nullable=False, server_default="wait"),  # WhenDenied
     Index("ix_fg_automations_updated", "updated_at_us"),  # a host's sync: what changed since its last poll
 )
@@ -99,9 +101,16 @@ wake_state = Table(
     Column("automation_id", String(128), primary_key=True),
     Column("backoff_step", Integer, nullable=False),  # 0: no backoff chain running
     Column("backoff_wake_us", UtcMicros, nullable=True),
-    Column("last_nominal_us", UtcMicros, nullable=True),  # unused: the tick log records what ticked
     Column("updated_at_us", UtcMicros, nullable=False),
     Index("ix_fg_wake_state_updated", "updated_at_us"),
+)
+
+# The hash of the PostgreSQL decision functions installed after the migrations (decide.render).
+installed = Table(
+    "fg_installed",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("hash", String(64), nullable=False),
 )
 
 ticks = Table(
@@ -287,6 +296,7 @@ principals = Table(
     Column("token_sha256", String(64), nullable=False),
     Column("created_at_us", UtcMicros, nullable=False),
     Column("revoked_at_us", UtcMicros, nullable=True),
+    Column("zone", String(64), nullable=True),  # IANA zone the console shows times in; NULL: UTC
 )
 
 events = Table(

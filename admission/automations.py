@@ -21,13 +21,15 @@ from . import _locks as locks
 from . import _schema as s
 from ._types import decode_row, raw_columns, shared_fields
 from .clock import Clock, SystemClock, read_clock
-from .errors import CorruptState, InvalidInput, NotFound, StoreUnavailable
+from .errors import CorruptState, FloorgateError, InvalidInput, NotFound, RevisionConflict, StoreUnavailable
 from .events import EventKind, record
 from .liveness import HookInstalls
 from .scope import check_id, check_text
 from .store import Store
 
 PAUSE_NOTE_MAX = 1000  # characters of a pause note (the console adds who paused it)
+MAX_LABELS = 32  # labels one automation may carry
+LABEL_VALUE_MAX = 128  # characters of a label's value
 
 
 class AutomationState(StrEnum):
@@ -43,9 +45,6 @@ class HoldKind(StrEnum):
 
     TIMER = "timer"  # the timer host cannot express a floor-compatible schedule
     MISSION_STUCK = "mission_stuck"  # the latest mission hit an envelope bound or an owner's deny
-
-
-State = AutomationState
 
 
 class Overlap(StrEnum):
@@ -81,8 +80,6 @@ class MeterKind(StrEnum):
     JSONL = "jsonl"
 
 
-Timer = TimerKind
-Meter = MeterKind
 MAX_TIMEOUT = timedelta(days=7)
 
 
@@ -119,6 +116,8 @@ class AutomationSpec(BaseModel):
     timer: TimerKind = TimerKind.APSCHEDULER
     backend: str | None = None  # the model backend/provider the host is configured for
     meter: MeterKind = MeterKind.NONE  # how to read the usage the host prints
+    external_id: str | None = None  # the caller's own id for it (a fleet's deduplication key)
+    labels: tuple[tuple[str, str], ...] = ()  # (name, value) pairs, sorted by name (fleets select by these)
     when_denied: WhenDenied = WhenDenied.WAIT  # a scheduled fire inside a floor: wait for it, or skip
 
     @model_validator(mode="after")
@@ -126,6 +125,20 @@ class AutomationSpec(BaseModel):
         if self.host is None and self.timer is not TimerKind.EXTERNAL:
             raise ValueError(f"a {self.timer.value} timer needs a command host (-- PROGRAM ARGS...)")
         return self
+
+
+class AutomationConflict(RevisionConflict):
+    """An exact-revision edit of an automation lost: its stored revision is not the one passed."""
+
+    def __init__(self, automation_id: str, expected: int, current: int) -> None:
+        self.scope = automation_id
+        self.expected_revision = expected
+        self.current_revision = current
+        FloorgateError.__init__(
+            self,
+            f"revision conflict on automation {automation_id}: you passed revision {expected}, the store holds "
+            f"revision {current}; re-read it and pass revision {current}",
+        )
 
 
 class Automation(BaseModel):
@@ -163,19 +176,9 @@ def _host(text: str) -> CommandHost | None:
 
 # Text columns many automations hold the same value in.
 _REPEATED = (
-    "goal_id",
-    "agent_id",
-    "schedule",
-    "model",
-    "overlap",
-    "state",
-    "state_note",
-    "timer",
-    "backend",
-    "meter",
-    "hold_kind",
+    "goal_id", "agent_id", "schedule", "model", "overlap", "state", "state_note", "timer", "backend", "meter", "hold_kind", "labels",
     "when_denied",
-)
+)  # fmt: skip
 
 
 def idle_wake(automation_id: str) -> WakeState:
@@ -197,6 +200,8 @@ def _row_to_automation(row) -> Automation:  # type: ignore[no-untyped-def]
             timer=row.timer,
             backend=row.backend,
             meter=row.meter,
+            external_id=row.external_id,
+            labels=_labels_from(row.labels),
             when_denied=row.when_denied,
         )
         automation = Automation(
@@ -219,9 +224,42 @@ def _one_line(exc: Exception) -> str:
     return " ".join(line.strip() for line in lines[:3]) if lines else type(exc).__name__
 
 
-def _check_spec(spec: AutomationSpec) -> None:
+def _labels_from(text: str | None) -> tuple[tuple[str, str], ...]:
+    if text is None:
+        return ()
+    doc = json.loads(text)
+    if not isinstance(doc, dict) or not all(isinstance(v, str) for v in doc.values()):
+        raise ValueError("labels must be a JSON object of strings")
+    return tuple(sorted(doc.items()))
+
+
+def check_labels(labels: object, field: str = "labels") -> tuple[tuple[str, str], ...]:
+    """Labels as stored: (name, value) pairs sorted by name; names are ids, values short printable text."""
+    items = list(labels.items()) if isinstance(labels, dict) else labels
+    if not isinstance(items, (list, tuple)) or not all(isinstance(p, (list, tuple)) and len(p) == 2 for p in items):
+        raise InvalidInput(field, 'give an object of name -> value, e.g. {"team": "search"}')
+    if len(items) > MAX_LABELS:
+        raise InvalidInput(field, f"give at most {MAX_LABELS} labels")
+    out: dict[str, str] = {}
+    for name, value in items:
+        check_id(name, f"{field}.{name}" if isinstance(name, str) else field)
+        if not isinstance(value, str):
+            raise InvalidInput(f"{field}.{name}", "a label's value must be a string")
+        check_text(value, f"{field}.{name}", max_len=LABEL_VALUE_MAX)
+        if name in out:
+            raise InvalidInput(f"{field}.{name}", "is given twice")
+        out[name] = value
+    return tuple(sorted(out.items()))
+
+
+def check_spec(spec: AutomationSpec) -> None:
+    """Refuse a spec the store cannot hold as given (ids, labels, name lengths), naming the field."""
     check_id(spec.goal_id, "goal")
     check_id(spec.agent_id, "agent")
+    if spec.external_id is not None:
+        check_id(spec.external_id, "external_id")
+    if check_labels(spec.labels) != spec.labels:
+        raise InvalidInput("labels", "pass labels sorted by name (check_labels)")
     if spec.model is not None and not spec.model.strip():
         raise InvalidInput("model", "give a model name or omit it")
     # The columns hold 128 characters: PostgreSQL would refuse a longer value as a store error, and
@@ -240,7 +278,7 @@ class Automations:
 
     def add(self, automation_id: str, spec: AutomationSpec) -> Automation:
         check_id(automation_id, "automation")
-        _check_spec(spec)
+        check_spec(spec)
         now = read_clock(self.clock)
         a = s.automations
         with self.store.write(lock_key=locks.automation(automation_id)) as conn:
@@ -324,9 +362,13 @@ class Automations:
         with self.store.read() as conn:
             return {row[0]: row[1] for row in conn.execute(select(a.c.automation_id, a.c.revision)) if isinstance(row[0], str)}
 
-    def edit(self, automation_id: str, spec: AutomationSpec) -> Automation:
-        _check_spec(spec)
-        return self._update(automation_id, _spec_columns(spec))
+    def edit(self, automation_id: str, spec: AutomationSpec, *, expected_revision: int | None = None) -> Automation:
+        """Change an automation's spec; with ``expected_revision``, only while the stored revision is
+        exactly that (``AutomationConflict``, nothing written, when it is not)."""
+        check_spec(spec)
+        if expected_revision is not None and (type(expected_revision) is not int or expected_revision < 1):
+            raise InvalidInput("revision", "pass the revision you read (a whole number from 1)")
+        return self._update(automation_id, _spec_columns(spec), expected_revision=expected_revision)
 
     def set_state(
         self, automation_id: str, state: AutomationState | str, note: str | None, hold_kind: HoldKind | None = None
@@ -357,15 +399,26 @@ class Automations:
             conn.execute(delete(h).where(h.c.automation_id == automation_id))
             HookInstalls(self.store).forget(automation_id, conn)
 
-    def _update(self, automation_id: str, values: dict, *, held: dict | None = None) -> Automation:  # type: ignore[type-arg]
+    def _update(
+        self,
+        automation_id: str,
+        values: dict,  # type: ignore[type-arg]
+        *,
+        held: dict | None = None,  # type: ignore[type-arg]
+        expected_revision: int | None = None,
+    ) -> Automation:
         check_id(automation_id, "automation")
         a = s.automations
         now = read_clock(self.clock)
         with self.store.write(lock_key=locks.automation(automation_id)) as conn:
-            done = conn.execute(
-                update(a).where(a.c.automation_id == automation_id).values(**values, revision=a.c.revision + 1, updated_at_us=now)
-            )
+            query = update(a).where(a.c.automation_id == automation_id)
+            if expected_revision is not None:
+                query = query.where(a.c.revision == expected_revision)
+            done = conn.execute(query.values(**values, revision=a.c.revision + 1, updated_at_us=now))
             if done.rowcount != 1:
+                current = conn.execute(select(a.c.revision).where(a.c.automation_id == automation_id)).scalar()
+                if current is not None and expected_revision is not None:
+                    raise AutomationConflict(automation_id, expected_revision, int(current))
                 raise NotFound(f"automation {automation_id!r} does not exist (see 'floorgate automation list')")
             if held is not None:
                 record(conn, EventKind.AUTOMATION_HELD, automation_id, held, now)
@@ -383,14 +436,8 @@ class Automations:
             return idle_wake(automation_id)
         return _wake_from_row(row)
 
-    def wake_states(self) -> dict[str, WakeState]:
-        """Every stored wake state, by automation id (one query, for a host's sync loop)."""
-        w = s.wake_state
-        with self.store.read() as conn:
-            return {row.automation_id: _wake_from_row(row) for row in conn.execute(select(w))}
-
     def wake_scan(self, automation_ids: Collection[str] | None = None) -> tuple[dict[str, WakeState], dict[str, str]]:
-        """Like ``wake_states`` (of every automation, or those named), but a malformed row is
+        """Every stored wake state (of every automation, or those named), by automation id; a malformed row is
         reported as ``{automation_id: reason}`` instead of failing the whole read."""
         w = s.wake_state
         found: dict[str, WakeState] = {}
@@ -414,7 +461,7 @@ class Automations:
         with self.store.write(lock_key=locks.automation(state.automation_id)) as conn:
             done = conn.execute(update(w).where(w.c.automation_id == state.automation_id).values(**values))
             if done.rowcount == 0:
-                conn.execute(insert(w).values(automation_id=state.automation_id, last_nominal_us=None, **values))
+                conn.execute(insert(w).values(automation_id=state.automation_id, **values))
 
 
 def _wake_from_row(row) -> WakeState:  # type: ignore[no-untyped-def]
@@ -446,5 +493,7 @@ def _spec_columns(spec: AutomationSpec) -> dict:  # type: ignore[type-arg]
         timer=spec.timer,
         backend=spec.backend,
         meter=spec.meter,
+        external_id=spec.external_id,
+        labels=json.dumps(dict(spec.labels), sort_keys=True) if spec.labels else None,
         when_denied=spec.when_denied,
     )

@@ -10,7 +10,6 @@ from __future__ import annotations
 import builtins
 import json
 import re
-from collections.abc import Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import NamedTuple
@@ -21,13 +20,20 @@ from sqlalchemy.engine import Connection
 
 from . import _locks as locks
 from . import _schema as s
-from ._types import decode_row, raw_columns, shared_fields, stored
+from ._types import decode_row, raw_columns, stored
 from .clock import Clock, SystemClock, read_clock
+from .decide.floors import MAX_STORED_FLOOR as MAX_STORED_FLOOR
+from .decide.floors import EffectiveFloor as EffectiveFloor
+from .decide.floors import Folded as Folded
+from .decide.floors import RuleRef as RuleRef
+from .decide.floors import combine as combine
+from .decide.floors import effective_floor as effective_floor
+from .decide.floors import fold as fold
 from .envelope import ComputeBlock, loosened, parse_compute
 from .errors import CorruptState, InvalidInput, ReductionNotAuthorized, RevisionConflict, StoreUnavailable
 from .events import EventKind, record
 from .intervals import check_interval, format_interval
-from .scope import Scope, ScopeKind, check_id, check_limit
+from .scope import Scope, check_id, check_limit
 from .store import Store
 
 _OWNER_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,63}")
@@ -58,16 +64,6 @@ class Rule(BaseModel):
         return self.min_interval > timedelta(0)
 
 
-class RuleRef(BaseModel):
-    """A rule as it contributes to an effective floor: where, how long, at which revision."""
-
-    model_config = ConfigDict(frozen=True)
-
-    scope: Scope
-    min_interval: timedelta
-    revision: int
-
-
 class RuleChange(BaseModel):
     """Provenance of one policy write."""
 
@@ -87,27 +83,6 @@ class RuleChange(BaseModel):
     note: str | None = None  # the owner's note on the write
 
 
-class EffectiveFloor(BaseModel):
-    """The binding floor for an agent or one of its automations, and the rules that made it.
-
-    ``agent_floor`` applies to all starts of the agent (the maximum of its goal and agent rules);
-    ``lane_floor`` applies to the named automation's own starts. ``floor`` is the larger.
-    """
-
-    model_config = ConfigDict(frozen=True)
-
-    goal_id: str
-    agent_id: str
-    automation_id: str | None
-    agent_floor: timedelta
-    lane_floor: timedelta
-    rules: tuple[RuleRef, ...]
-
-    @property
-    def floor(self) -> timedelta:
-        return max(self.agent_floor, self.lane_floor)
-
-
 def check_owner_ref(value: object) -> str:
     if not isinstance(value, str) or not _OWNER_REF.fullmatch(value):
         raise InvalidInput("owner_ref", f"{value!r} is not a short identifier; use 1-64 letters, digits or ._:@- (no secrets)")
@@ -123,10 +98,6 @@ def _checked_us(value: object, what: str) -> int:
     if type(value) is not int or value < 0:
         raise StoreUnavailable(f"malformed {what} in the store: {value!r}")
     return value
-
-
-# A floor beyond the policy cap is corrupt state, not a value to add up.
-MAX_STORED_FLOOR = timedelta(days=3660)
 
 
 def rule_ref(goal_id: str, agent_key: str, automation_key: str, min_interval_us: object, revision: object) -> RuleRef:
@@ -204,43 +175,6 @@ def applicable_rules(conn: Connection, goal: str, agent: str, automation: str | 
         wanted.append(and_(r.c.agent_id == agent, r.c.automation_id == automation))
     rows = conn.execute(select(r).where(r.c.goal_id == goal, or_(*wanted))).all()
     return [rule_from_row(row) for row in rows]
-
-
-def combine(goal: str, agent: str, automation: str | None, rules: list[RuleRef]) -> EffectiveFloor:
-    """Fold the applicable rules into agent and lane floors (maximum wins; narrower never weakens)."""
-    return effective_floor(goal, agent, automation, fold(rules))
-
-
-Folded = tuple[timedelta, timedelta, tuple[RuleRef, ...]]  # agent floor, lane floor, binding rules
-
-
-def fold(rules: Sequence[RuleRef]) -> Folded:
-    """``combine``'s arithmetic alone: the agent floor, the lane floor and the binding rules
-    (non-zero, broadest first), which lanes with the same rules share."""
-    agent_floor = lane_floor = timedelta(0)
-    for rule in rules:
-        if rule.scope.kind is ScopeKind.AUTOMATION:
-            lane_floor = max(lane_floor, rule.min_interval)
-        else:
-            agent_floor = max(agent_floor, rule.min_interval)
-    order = {ScopeKind.GOAL: 0, ScopeKind.AGENT: 1, ScopeKind.AUTOMATION: 2}
-    active = tuple(sorted((r for r in rules if r.min_interval > timedelta(0)), key=lambda r: order[r.scope.kind]))
-    return agent_floor, lane_floor, active
-
-
-def effective_floor(goal: str, agent: str, automation: str | None, folded: Folded) -> EffectiveFloor:
-    """The lane's ``EffectiveFloor`` from ``fold`` of its rules."""
-    agent_floor, lane_floor, active = folded
-    # Validated (faster than model_construct in pydantic 2); the field-name set is shared.
-    floor = EffectiveFloor(
-        goal_id=goal,
-        agent_id=agent,
-        automation_id=automation,
-        agent_floor=agent_floor,
-        lane_floor=lane_floor,
-        rules=active,
-    )
-    return shared_fields(floor)
 
 
 def _json_or_none(text: str | None):  # type: ignore[no-untyped-def]

@@ -545,6 +545,8 @@ def _migrate(store: Store, *, create: bool = True) -> None:
     from alembic.runtime.migration import MigrationContext
     from alembic.script import ScriptDirectory
 
+    from .decide import render  # the decision's modules import this one
+
     script = ScriptDirectory(str(_MIGRATIONS), version_locations=[str(_MIGRATIONS)])
     head = script.get_current_head()
 
@@ -563,9 +565,12 @@ def _migrate(store: Store, *, create: bool = True) -> None:
                 )
         return rev
 
+    pg = store.dialect == "postgresql"
     with store.read() as conn:
         found = current(conn)
-        if found == head:
+        # PostgreSQL's decision functions are installed after the migrations whenever their
+        # rendered text changed (decide.render): a repeatable step, keyed by the text's hash.
+        if found == head and (not pg or render.installed_hash(conn) == render.functions_hash()):
             return
         if found is None and not create:
             raise _no_store(store.safe_url)
@@ -577,6 +582,8 @@ def _migrate(store: Store, *, create: bool = True) -> None:
             conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATION_LOCK})
         rev = current(conn)
         if rev == head:
+            if pg:
+                render.install(conn)
             return
         cfg = Config()
         cfg.set_main_option("script_location", str(_MIGRATIONS))
@@ -587,6 +594,8 @@ def _migrate(store: Store, *, create: bool = True) -> None:
         with EnvironmentContext(cfg, script, fn=upgrade, destination_rev=head) as env:
             env.configure(connection=conn, version_table=_VERSION_TABLE, transactional_ddl=True)
             env.run_migrations()
+        if pg:
+            render.install(conn)
 
 
 # The columns admission's facts read that the schema declares NOT NULL.

@@ -48,8 +48,9 @@ from floorgate.admission import Admission, Automations, CommandHost, Policies, S
 from floorgate.admission import _schema as tables
 from floorgate.admission.timers import TimerBindings
 from floorgate.hosts import Schedule
-from floorgate.scheduler._sync import FULL_SYNC_EVERY
-from floorgate.scheduler.runtime import HostRuntime, RuntimeConfig
+from floorgate.scheduler.app.root import Floorgate
+from floorgate.scheduler.runtime._sync import FULL_SYNC_EVERY
+from floorgate.scheduler.runtime.host import HostRuntime, RuntimeConfig
 
 SCHEDULES = [
     "DTSTART;TZID=Europe/Berlin:20201201T000000 RRULE:FREQ=MINUTELY;INTERVAL=15",
@@ -154,7 +155,7 @@ def host_start(url: str, state: Path) -> tuple[float, HostRuntime, float]:
     """floorgate's host start with the deployment's default host policy (one hour of catch-up):
     wall and CPU seconds (on a loaded machine the wall time is mostly waiting for a core)."""
     store = open_store(url)
-    runtime = HostRuntime(store, RuntimeConfig(state_dir=state))
+    runtime = Floorgate(store).host_runtime(RuntimeConfig(state_dir=state))
     start, cpu = time.perf_counter(), time.process_time()
     runtime.start()
     elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu

@@ -36,7 +36,7 @@ def _child(kind: str, url: str) -> dict[str, float]:
 
     from floorgate.admission import _schema as tables
     from floorgate.admission import open_store
-    from floorgate.scheduler.app import Floorgate, Settings
+    from floorgate.scheduler.app.root import Floorgate, Settings
 
     with open_store(url) as store:
         app = Floorgate(store, settings=Settings())

@@ -115,12 +115,13 @@ class _Decisions:
 
 def _host(url: str, state: Path, workers: int) -> Any:
     from floorgate.admission import open_store
-    from floorgate.scheduler.runtime import HostRuntime, RuntimeConfig
+    from floorgate.scheduler.app.root import Floorgate
+    from floorgate.scheduler.runtime.host import RuntimeConfig
 
     store = open_store(url)
     # A poll far away: the other host's starts stay unknown to this host's timers (they fire anyway).
     config = RuntimeConfig(state_dir=state, poll=timedelta(hours=1), workers=workers, flush_every=timedelta(hours=1))
-    host = HostRuntime(store, config)
+    host = Floorgate(store).host_runtime(config)
     host.start()
     return host
 

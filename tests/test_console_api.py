@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
 
 from floorgate.admission import Admission, FixedClock, Role, Scope, Store
-from floorgate.scheduler.app import Floorgate
+from floorgate.scheduler.app.root import Floorgate
 from floorgate.scheduler.console import create_app
 from floorgate.scheduler.console.api import ENDPOINTS
 

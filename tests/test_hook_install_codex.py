@@ -17,8 +17,8 @@ import pytest
 from floorgate.admission import Automations, FixedClock, open_store
 from floorgate.admission.clock import SystemClock, read_clock
 from floorgate.admission.liveness import HookAnswers, HookInstalls
-from floorgate.scheduler._codex_trust import codex_hook_trust
-from floorgate.scheduler.timers import TimerService
+from floorgate.scheduler.agents._codex_trust import codex_hook_trust
+from floorgate.scheduler.app.timers import TimerService
 
 from cli import run_cli
 

@@ -22,9 +22,9 @@ from floorgate.admission import Approvals, Automation, AutomationState, Principa
 from floorgate.admission.automations import AutomationSpec, CommandHost
 from floorgate.admission.events import EventKind, Events
 from floorgate.admission.journal import TurnRecord
-from floorgate.scheduler._host_env import host_env
-from floorgate.scheduler.cli import build_parser, leaf_parsers
-from floorgate.scheduler.owner_gate import Access
+from floorgate.scheduler.app.owner_gate import Access
+from floorgate.scheduler.cli.main import build_parser, leaf_parsers
+from floorgate.scheduler.runtime._host_env import host_env
 
 from console_kit import pending_ask
 from helpers import add_automation, floor
@@ -46,6 +46,9 @@ OWNER_WRITES: dict[str, tuple[str, ...]] = {
     "owner revoke": ("owner", "revoke", "alice"),
     "notify add": ("notify", "add", "http://127.0.0.1:9/hook", "--events", "ask_pending"),
     "notify remove": ("notify", "remove", "wh-nope"),
+    "apply": ("apply", "-f", "fleet.toml"),
+    "service install": ("service", "install", "--user", "--unit-dir", "units"),
+    "service uninstall": ("service", "uninstall", "--user", "--unit-dir", "units"),
 }
 REFUSED = "floorgate: refused: "
 

@@ -12,7 +12,7 @@ from test_wake import runtime
 
 from floorgate.admission import Admission, Automations, FixedClock, WhenDenied
 from floorgate.hosts import Schedule
-from floorgate.scheduler.readback import Readback
+from floorgate.scheduler.app.readback import Readback
 
 from helpers import add_automation, floor
 

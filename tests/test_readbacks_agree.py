@@ -109,11 +109,11 @@ def test_a_never_armed_automation_is_never_enforced_and_removes_cleanly(sqlite_d
     assert removed.returncode == 0 and "ORPHANED" not in removed.stdout  # nothing was armed: nothing to delete
     from console_kit import console, sign_in
 
-    store = open_store(sqlite_db)  # the dashboard says it too (signing in makes this store owner-gated)
+    store = open_store(sqlite_db)  # the automation's page says it too (signing in makes this store owner-gated)
     try:
         c = console(store)
         sign_in(c)
-        page = c.client.get("/dashboard").text
+        page = c.client.get("/automations/q2").text
     finally:
         store.close()
     assert "<tr><th>guarantee</th><td>not armed</td>" in page and "<td>enforced</td>" not in page
@@ -127,7 +127,7 @@ def test_the_settings_view_shows_state_and_next_eligible_time_the_same_on_every_
     import re
     from datetime import datetime, timedelta
 
-    from floorgate.scheduler.app import Floorgate, Settings
+    from floorgate.scheduler.app.root import Floorgate, Settings
 
     from console_kit import console, sign_in
     from helpers import add_automation, floor

@@ -21,7 +21,7 @@ from floorgate.admission import Admission, Automations, FixedClock, Journal
 from floorgate.admission import _schema as s
 from floorgate.admission.events import EventKind, Events
 from floorgate.admission.retention import Kept, Retention
-from floorgate.scheduler.retention import HostPruner, PruneService
+from floorgate.scheduler.app.retention import HostPruner, PruneService
 
 from helpers import add_automation, floor, wait_for
 
@@ -250,7 +250,7 @@ def test_a_prune_killed_by_sigkill_leaves_a_consistent_store(db_url: str, store,
     script = (
         "import sys; from datetime import timedelta; from pathlib import Path;"
         "from floorgate.admission import FixedClock, open_store;"
-        "from floorgate.scheduler.retention import PruneService;"
+        "from floorgate.scheduler.app.retention import PruneService;"
         "from test_retention import T_OLD;"
         "store = open_store(sys.argv[1]);"
         "PruneService(store, FixedClock(T_OLD + timedelta(days=200)), Path(sys.argv[2])).prune(timedelta(days=90), dry_run=False, batch=1)"

@@ -240,8 +240,8 @@ KIND_SWITCH = re.compile(
     r"""(==|!=|\bin\b)\s*\(?\s*["'](apscheduler|crontab|external)["']|["'](apscheduler|crontab|external)["']\s*(==|!=)"""
 )
 CAPABILITY_CALLERS = [
-    "scheduler/timers.py",
-    "scheduler/commands/timers.py",
+    "scheduler/app/timers.py",
+    "scheduler/cli/commands/timers.py",
     "hosts/contract.py",
     "hosts/registry.py",
     "hosts/apscheduler_timer.py",

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal, overload
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -21,10 +21,11 @@ from floorgate.admission.clock import iso, read_clock
 from floorgate.admission.events import parse_kinds
 from floorgate.admission.intervals import parse_interval
 
-from ..app import Floorgate
-from ..floors import parse_compute_text
-from ..notify import webhook_doc
-from ..present import (
+from ..app.automation_spec import doc_text
+from ..app.floors import parse_compute_text
+from ..app.notify import webhook_doc
+from ..app.root import Floorgate
+from ..views.present import (
     automation_doc,
     binding_doc,
     change_doc,
@@ -37,9 +38,9 @@ from ..present import (
     tick_doc,
     turn_doc,
 )
-from ..present_automation import detail_doc, preview_doc
-from ..present_floors import floor_applied_doc, floor_change_doc, floor_view_doc
-from . import runs
+from ..views.present_automation import detail_doc, preview_doc
+from ..views.present_floors import floor_applied_doc, floor_change_doc, floor_view_doc
+from . import api_automations, runs
 from .auth import Gatekeeper, require_owner
 from .errors import error_response
 from .workers import Workers
@@ -74,15 +75,13 @@ class Endpoint:
 
 
 # -- parsing -------------------------------------------------------------------------------------
+@overload
+def text_field(body: Body, name: str, *, required: Literal[True] = True) -> str: ...
+@overload
+def text_field(body: Body, name: str, *, required: bool) -> str | None: ...
 def text_field(body: Body, name: str, *, required: bool = True) -> str | None:
-    value = body.get(name)
-    if value is None:
-        if required:
-            raise InvalidInput(name, "is required")
-        return None
-    if not isinstance(value, str):
-        raise InvalidInput(name, "must be a string")
-    return value
+    """The string ``name`` of the body (None when absent and not ``required``)."""
+    return doc_text(body, name, required=required)
 
 
 def int_field(body: Body, name: str) -> int:
@@ -483,6 +482,11 @@ ENDPOINTS = [
     Endpoint("GET", "/api/automations", "Every automation (and unreadable rows)", _automations, query={"goal": "narrow to a goal"}),
     Endpoint("GET", "/api/automations/{automation}", "One automation: readback, next fires, ticks, turns", _automation,
              query={**_AID, "next": "fires to show", "ticks": "ticks to show"}),
+    Endpoint("PUT", "/api/automations/{automation}", "Create an automation, or change it at exactly the revision sent (idempotent)",
+             api_automations.put, role=Role.OWNER, query=_AID, body=api_automations.BODY,
+             responses={"201": "created"}),
+    Endpoint("DELETE", "/api/automations/{automation}", "Remove an automation (its starts and turns are kept)", api_automations.delete,
+             role=Role.OWNER, query=_AID),
     Endpoint("GET", "/api/automations/{automation}/preview", "Next host fires and which run", _automation_preview,
              query={**_AID, "next": "fires to show"}),
     Endpoint("POST", "/api/automations/{automation}/pause", "Pause an automation with a note", _pause, role=Role.OWNER, query=_AID,
@@ -535,7 +539,7 @@ def routes(fg: Floorgate, gate: Gatekeeper, work: Workers) -> list[Route]:
                 if ep.role is Role.OWNER:
                     require_owner(principal)
                 body: Body = {}
-                if ep.method == "POST":
+                if ep.method in ("POST", "PUT"):
                     raw = await request.body()
                     if raw.strip():
                         body = json_body(raw)
@@ -544,6 +548,8 @@ def routes(fg: Floorgate, gate: Gatekeeper, work: Workers) -> list[Route]:
                 return error_response(exc)
             if isinstance(doc, Accepted):
                 return JSONResponse(doc.doc, status_code=202)
+            if isinstance(doc, api_automations.Created):
+                return JSONResponse(doc.doc, status_code=201)
             return JSONResponse(doc)
 
         return endpoint

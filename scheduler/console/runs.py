@@ -19,10 +19,10 @@ from typing import Any
 
 from floorgate.admission import InvalidInput, Principal
 
-from ..app import Floorgate
-from ..executor import TurnOutcome, new_turn_id
-from ..present import decision_doc, turn_doc, verdict_doc
-from ..recovery import recover
+from ..app.root import Floorgate
+from ..runtime.executor import TurnOutcome, new_turn_id
+from ..runtime.recovery import recover
+from ..views.present import decision_doc, turn_doc, verdict_doc
 from .workers import Workers
 
 RUNNERS = 2

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from openai_standin import API_KEY_ENV, PROVIDER, Reply, Server, StandIn, shell_call, text_reply
 
-from floorgate.scheduler._codex_trust import codex_hook_trust, owner_trust_toml
+from floorgate.scheduler.agents._codex_trust import codex_hook_trust, owner_trust_toml
 
 pytestmark = pytest.mark.slow
 
