@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         Overlap,
         TimerKind,
         WakeState,
+        WhenDenied,
     )
     from .clock import UTC, Clock, FixedClock, SystemClock
     from .decisions import Confirmation, Decision, Eligibility, Phase, Reason, StartKind, StartRecord
@@ -73,6 +74,7 @@ _WHERE = {
     "Overlap": "automations",
     "TimerKind": "automations",
     "WakeState": "automations",
+    "WhenDenied": "automations",
     "Clock": "clock",
     "FixedClock": "clock",
     "SystemClock": "clock",
@@ -219,6 +221,7 @@ __all__ = [
     "Verdict",
     "WakeState",
     "Webhook",
+    "WhenDenied",
     "format_interval",
     "merge",
     "open_store",

@@ -101,6 +101,7 @@ automations = Table(
     Column("hold_kind", String(16), nullable=True),  # HoldKind while held, else NULL
     Column("external_id", String(128), nullable=True),  # the caller's own id for it (fleets)
     Column("labels", Text, nullable=True),  # JSON object of label -> value (fleets), NULL: none
+    Column("when_denied", String(8), nullable=False, server_default="wait"),  # WhenDenied
     Index("ix_fg_automations_updated", "updated_at_us"),  # a host's sync: what changed since its last poll
 )
 

@@ -54,6 +54,15 @@ class Overlap(StrEnum):
     ALLOW = "allow"
 
 
+class WhenDenied(StrEnum):
+    """What a scheduled fire does when a floor denies it: ``wait`` for the floor's end (one wake
+    then; the lane may run off its schedule's time of day), or ``skip`` to the next scheduled fire
+    the floors admit (the time of day is kept; a fire is skipped instead)."""
+
+    WAIT = "wait"
+    SKIP = "skip"
+
+
 class TimerKind(StrEnum):
     """Who keeps an automation's timer (the hosts package maps each to its adapter)."""
 
@@ -109,6 +118,7 @@ class AutomationSpec(BaseModel):
     meter: MeterKind = MeterKind.NONE  # how to read the usage the host prints
     external_id: str | None = None  # the caller's own id for it (a fleet's deduplication key)
     labels: tuple[tuple[str, str], ...] = ()  # (name, value) pairs, sorted by name (fleets select by these)
+    when_denied: WhenDenied = WhenDenied.WAIT  # a scheduled fire inside a floor: wait for it, or skip
 
     @model_validator(mode="after")
     def _host_needed(self) -> AutomationSpec:
@@ -167,6 +177,7 @@ def _host(text: str) -> CommandHost | None:
 # Text columns many automations hold the same value in.
 _REPEATED = (
     "goal_id", "agent_id", "schedule", "model", "overlap", "state", "state_note", "timer", "backend", "meter", "hold_kind", "labels",
+    "when_denied",
 )  # fmt: skip
 
 
@@ -191,6 +202,7 @@ def _row_to_automation(row) -> Automation:  # type: ignore[no-untyped-def]
             meter=row.meter,
             external_id=row.external_id,
             labels=_labels_from(row.labels),
+            when_denied=row.when_denied,
         )
         automation = Automation(
             automation_id=row.automation_id,
@@ -483,4 +495,5 @@ def _spec_columns(spec: AutomationSpec) -> dict:  # type: ignore[type-arg]
         meter=spec.meter,
         external_id=spec.external_id,
         labels=json.dumps(dict(spec.labels), sort_keys=True) if spec.labels else None,
+        when_denied=spec.when_denied,
     )

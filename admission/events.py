@@ -67,6 +67,7 @@ class EventKind(StrEnum):
     MISSION_STUCK = "mission_stuck"  # a mission settled stuck (an envelope bound, a denied ask, a failure)
     LATCH_SET = "latch_set"  # a mission's accounting latch was set: new dispatch is blocked in enforce
     TIMER_DRIFT = "timer_drift"  # a host's live timer was read back different from the applied one
+    TIMER_ORPHANED = "timer_orphaned"  # an automation was removed but its host could not confirm removing its timer
     HOST_LOST = "host_lost"  # a timer host's heartbeat went stale without a clean stop
     OWNER_WRITE_REFUSED = "owner_write_refused"  # a managed turn tried an owner write (floor, ask, ...): refused
     # Written by the admission that crossed them, in its transaction, at most once per window and scope:

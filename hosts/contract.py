@@ -61,6 +61,7 @@ class Guarantee(StrEnum):
     ENFORCED = "enforced"  # floorgate launches every turn after admission
     PRE_MODEL_HOOK = "pre-model hook"  # the app wakes the model, a hook seen answering guards it
     SCHEDULE_ONLY = "schedule-only"  # only the armed schedule stands between fires
+    NOT_ARMED = "not armed"  # nothing was ever armed on its host (the apply failed): nothing fires
 
     @classmethod
     def of(cls, capabilities: Capabilities, *, hook_seen: bool) -> Guarantee:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from floorgate.admission import AutomationConflict, FixedClock, Provenance, Store
+from floorgate.admission import AutomationConflict, FixedClock, Provenance, Store, WhenDenied
 from floorgate.admission import _schema as schema
 from floorgate.admission.events import Events
 from floorgate.scheduler.app.fleet import Action, FleetService, Writer
@@ -39,6 +39,7 @@ agent = "b"
 schedule = "DTSTART:20261201T090000Z RRULE:FREQ=HOURLY"
 command = ["{PY}", "-c", "pass"]
 timeout = "2m"
+when_denied = "skip"
 
 [[floor]]
 scope = "g/a"
@@ -83,7 +84,7 @@ def test_dry_run_prints_the_diff_and_writes_nothing(store: Store, db_url: str, t
         ("webhook", "http://127.0.0.1:9/old"): "remove",
     }
     assert any(c.startswith("labels:") for c in steps[("automation", "nightly")]["changes"])
-    assert steps[("floor", "g/a")]["line"] == 19
+    assert steps[("floor", "g/a")]["line"] == 20
     assert dump(store) == before
     text = run_cli("apply", "-f", str(tmp_path / "fleet.toml"), "--dry-run", db=db_url, cwd=tmp_path)
     assert "+ automation hourly (create)" in text.stdout and "dry run: nothing written" in text.stdout
@@ -103,6 +104,7 @@ def test_apply_makes_the_store_match_rerunning_changes_nothing_and_export_round_
     assert sorted(found) == ["hourly", "nightly"]
     assert found["nightly"].spec.labels == (("team", "search"),) and found["nightly"].spec.external_id == "fleet-1"
     assert found["hourly"].spec.host is not None and found["hourly"].spec.host.timeout_seconds == 120
+    assert found["hourly"].spec.when_denied is WhenDenied.SKIP and found["nightly"].spec.when_denied is WhenDenied.WAIT
     rule = fg.policies.list()[0]
     assert rule.min_interval == 2 * DAY and rule.compute is not None and rule.compute.doc() == {"max_turns": 40}
     assert [w.url for w in fg.notify.webhooks()] == ["http://127.0.0.1:9/hook"]
@@ -144,7 +146,7 @@ def test_one_bad_object_applies_nothing_and_every_problem_names_its_line(
     r = run_cli("apply", "-f", "bad.toml", "--owner-ref", "alice", db=db_url, cwd=tmp_path)
     assert r.returncode == 2
     errors = r.stderr.strip().splitlines()
-    assert [e.split(": ")[2] for e in errors] == ["bad.toml:11", "bad.toml:19", "bad.toml:28"], r.stderr
+    assert [e.split(": ")[2] for e in errors] == ["bad.toml:11", "bad.toml:20", "bad.toml:29"], r.stderr
     assert "automation hourly: schedule:" in errors[0] and "floor g/a: min_interval" in errors[1] and "webhook ftp://x: url" in errors[2]
     assert dump(store) == before
 

@@ -71,7 +71,7 @@ def test_an_unknown_kind_is_refused_by_name() -> None:
 
 
 def test_guarantee_is_computed_from_capabilities_and_reads_as_before() -> None:
-    assert [g.value for g in Guarantee] == ["enforced", "pre-model hook", "schedule-only"]
+    assert [g.value for g in Guarantee] == ["enforced", "pre-model hook", "schedule-only", "not armed"]
     for kind in TimerKind:
         caps = capabilities(kind)
         for hook in (False, True):

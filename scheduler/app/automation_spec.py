@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from floorgate.admission import AutomationSpec, CommandHost, InvalidInput, MeterKind, Overlap, TimerKind
+from floorgate.admission import AutomationSpec, CommandHost, InvalidInput, MeterKind, Overlap, TimerKind, WhenDenied
 from floorgate.admission.automations import check_labels
 from floorgate.admission.intervals import format_interval, parse_duration
 from floorgate.hosts.registry import capabilities
@@ -35,6 +35,7 @@ FIELDS: dict[str, str] = {
     "timeout": "how long a turn may run, e.g. 10m (default 10m)",
     "timer": "apscheduler (default), crontab or external",
     "overlap": "skip (default) or allow",
+    "when_denied": "wait (default: a fire a floor denies waits for the floor's end) or skip (to the next fire the floors admit)",
     "meter": "none (default), claude-stream-json, codex-json or jsonl",
     "model": "the model the host is configured to use",
     "backend": "the model backend the host uses",
@@ -152,6 +153,7 @@ def spec_from_doc(doc: Mapping[str, Any], service: AutomationService, *, base_di
             timer=timer,
             backend=doc_text(doc, "backend"),
             meter=_choice(doc, "meter", MeterKind, MeterKind.NONE.value),
+            when_denied=_choice(doc, "when_denied", WhenDenied, WhenDenied.WAIT.value),
             external_id=doc_text(doc, "external_id"),
             labels=check_labels(labels) if labels is not None else (),
         )
@@ -190,6 +192,7 @@ def spec_doc(spec: AutomationSpec) -> dict[str, Any]:
         ("timer", spec.timer.value, TimerKind.APSCHEDULER.value),
         ("overlap", spec.overlap.value, Overlap.SKIP.value),
         ("meter", spec.meter.value, MeterKind.NONE.value),
+        ("when_denied", spec.when_denied.value, WhenDenied.WAIT.value),
     ):
         if value != default:
             doc[name] = value

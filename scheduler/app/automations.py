@@ -24,11 +24,15 @@ from floorgate.admission import (
     TimerBinding,
     TurnRecord,
     WakeState,
+    WhenDenied,
 )
 from floorgate.admission.automations import check_spec
 from floorgate.admission.clock import Clock, iso, read_clock
+from floorgate.admission.events import EventKind, Events
 from floorgate.admission.intervals import format_interval
 from floorgate.hosts import Schedule
+from floorgate.hosts.flooring import min_gap
+from floorgate.hosts.registry import capabilities
 
 from .owner_gate import CREDENTIAL_ENV
 from .readback import AutomationReadback, Preview, Readback
@@ -86,7 +90,7 @@ class AutomationService:
 
     def add(self, automation_id: str, spec: AutomationSpec) -> Changed:
         """Store a new automation and arm its timer at once (held when its host cannot express it)."""
-        warnings = self._vet(spec)
+        warnings = self._vet(spec) + self._phase_warning(automation_id, spec)
         automation = self.repo.add(automation_id, spec)
         return self._applied(automation, warnings)
 
@@ -94,9 +98,9 @@ class AutomationService:
         """Change an automation and re-arm its timer (a line left on another host is removed first);
         with ``expected_revision``, only while it is still at exactly that revision."""
         current = self.repo.get(automation_id)
-        warnings = self._vet(spec)
         if expected_revision is not None and current.revision != expected_revision:
             raise AutomationConflict(automation_id, expected_revision, current.revision)
+        warnings = self._vet(spec) + self._phase_warning(automation_id, spec)
         if current.spec.timer != spec.timer:
             self.timers.remove_from_host(current)
         return self._applied(self.repo.edit(automation_id, spec, expected_revision=expected_revision), warnings)
@@ -116,12 +120,22 @@ class AutomationService:
         self.repo.set_state(automation_id, AutomationState.ACTIVE, note)
         return self.readback.automation(automation_id)
 
-    def remove(self, automation_id: str) -> None:
+    def remove(self, automation_id: str) -> str | None:
         """Take the line off its timer host, then delete the automation, its wake state and
-        binding in one commit (its starts and turns are kept)."""
+        binding in one commit (its starts and turns are kept). The automation always goes: when
+        the host cannot confirm removing an armed timer, a ``timer_orphaned`` event records it
+        and the answer says what to delete by hand (a left line finds no automation: it runs nothing)."""
         automation = self.repo.get(automation_id)
-        self.timers.remove_from_host(automation)
+        binding = self.timers.bindings.get(automation_id)
+        leftover = self.timers.remove_or_describe(automation)
         self.repo.remove(automation_id)
+        if leftover is not None:
+            data = {"automation_id": automation_id, "timer": automation.spec.timer.value, "delete_by_hand": leftover}
+            applied = iso(binding.applied_at) if binding is not None else "-"
+            Events(self.store, self.clock).note(
+                EventKind.TIMER_ORPHANED, automation_id, data, key=f"timer_orphaned:{automation_id}:{applied}"
+            )
+        return leftover
 
     def poke(self, automation_id: str) -> Poked:
         """New work arrived: reset the wake cadence to the short backoff (never before the floor)."""
@@ -157,14 +171,16 @@ class AutomationService:
         _limit("--next", count, MAX_PREVIEW)
         return self.readback.preview(automation_id, count)
 
-    def preview_new(self, automation_id: str, *, goal: str, agent: str, schedule: str, timer: str, count: int) -> Preview:
+    def preview_new(
+        self, automation_id: str, *, goal: str, agent: str, schedule: str, timer: str, count: int, when_denied: WhenDenied = WhenDenied.WAIT
+    ) -> Preview:
         """What an unsaved schedule would do under today's floors (writes nothing)."""
         _limit("--next", count, MAX_PREVIEW)
         parsed = Schedule.parse(schedule, now=read_clock(self.clock))
         # What the timer host would arm: raised to fit the floor, or held (exactly as 'add' does).
         armed, _raised, hold = self.timers.desired_form(parsed, timer, goal=goal, agent=agent, automation_id=automation_id)
         preview = self.readback.preview_schedule(
-            goal=goal, agent=agent, automation_id=automation_id, schedule=armed or parsed, timer=timer, count=count
+            goal=goal, agent=agent, automation_id=automation_id, schedule=armed or parsed, timer=timer, count=count, when_denied=when_denied
         )
         if hold is not None:
             return replace(preview, rows=[], blocked=f"held: {hold}")
@@ -174,6 +190,24 @@ class AutomationService:
         binding = self.timers.apply(automation)
         rb = self.readback.automation(automation.automation_id)
         return Changed(rb.automation or automation, binding, rb, warnings)
+
+    def _phase_warning(self, automation_id: str, spec: AutomationSpec) -> tuple[str, ...]:
+        """Under ``wait`` on a timer that meets the floor by waiting for it (floorgate's own), a
+        binding floor at least the schedule's shortest gap lets one late or manual start move
+        every later run off the schedule's time of day: say so, and what keeps it."""
+        if spec.when_denied is not WhenDenied.WAIT or not capabilities(spec.timer).floor_aware:
+            return ()
+        effective = self.readback.admission.eligibility(spec.goal_id, spec.agent_id, automation_id).floor
+        gap = min_gap(Schedule.parse(spec.schedule), read_clock(self.clock))
+        if effective is None or not effective.floor or gap is None or effective.floor < gap[0]:
+            return ()
+        shorter = format_interval(gap[0] - max(gap[0] / 24, timedelta(seconds=1)))
+        warning = (
+            f"the floor ({format_interval(effective.floor)}) is at least this schedule's shortest gap ({format_interval(gap[0])}): "
+            f"one late or manual start moves every later run off the schedule's time of day; to keep it, set the floor a little "
+            f"shorter (e.g. {shorter}) or pass --when-denied skip"
+        )
+        return (warning,)
 
     def _vet(self, spec: AutomationSpec) -> tuple[str, ...]:
         """Refuse a schedule that will never fire again, and an owner credential in the host's

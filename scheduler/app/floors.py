@@ -16,6 +16,7 @@ from floorgate.admission import (
     Automations,
     ComputeBlock,
     EffectiveFloor,
+    Eligibility,
     Envelope,
     InvalidInput,
     Policies,
@@ -45,6 +46,7 @@ class Inherited:
     floor: EffectiveFloor
     envelope: Envelope
     envelope_problem: str | None
+    eligibility: Eligibility | None = None  # its state and exact next eligible time (as status reads them)
 
 
 @dataclass(frozen=True)
@@ -226,7 +228,8 @@ class FloorService:
         envelope, problem = EnvelopeGate(self.store, clock=self.clock, mode=EnvelopeMode.OBSERVE).envelope(
             scope.goal_id, agent, scope.automation_id
         )
-        return Inherited(scope, floor, envelope, problem)
+        eligibility = self.admission.eligibility(scope.goal_id, agent, scope.automation_id) if scope.agent_id is not None else None
+        return Inherited(scope, floor, envelope, problem, eligibility)
 
 
 def parse_compute_text(text: str | None) -> ComputeBlock | None:

@@ -50,6 +50,11 @@ def guarantee_of(
     that runs something else, or cannot run at all, is never ``enforced``)."""
     caps = capabilities(automation.spec.timer)
     answered = answer.answered_at if answer is not None else None
+    if caps.launches_turns and not caps.armed_by_runtime and (binding is None or binding.applied_at is None):
+        # A line never written to its host launches nothing: no promise about its fires, green or not.
+        failed = f": {binding.apply_error}" if binding is not None and binding.apply_error else ""
+        why = f"nothing was ever armed on its {automation.spec.timer.value} host{failed} ('floorgate automation apply {automation.automation_id}')"
+        return GuaranteeReadback(Guarantee.NOT_ARMED, why, answered)
     if launch_problem is not None:
         why = f"{launch_problem}: no fire of it passes admission (fix the line, or 'floorgate automation apply' again)"
         return GuaranteeReadback(Guarantee.SCHEDULE_ONLY, why, answered)

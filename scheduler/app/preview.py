@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from enum import StrEnum
 
-from floorgate.admission import WakeState
+from floorgate.admission import WakeState, WhenDenied
 from floorgate.admission.decide import next_eligible_at
 from floorgate.hosts import Schedule
 
-from .wake import catch_up_due
+from .wake import catch_up_due, first_fire_admitted
 
 
 class FloorMeeting(StrEnum):
@@ -51,6 +51,7 @@ class PlanInputs:
     last_ticked: datetime | None = None
     catch_up: timedelta = timedelta(hours=1)
     since: datetime | None = None  # the automation's last change: no catch-up fire from before it
+    when_denied: WhenDenied = WhenDenied.WAIT  # COALESCE: a fire inside the floor waits for it, or is skipped
 
 
 def simulate(inputs: PlanInputs, *, count: int, now: datetime) -> list[PreviewRow]:
@@ -84,8 +85,10 @@ def _coalesced(inputs: PlanInputs, count: int, now: datetime) -> list[PreviewRow
     if due is not None:
         points.append(due)  # one catch-up fire, at once
     wake = inputs.wake
+    backoff = None
     if wake is not None and wake.backoff_step > 0 and wake.backoff_wake_at is not None:
-        points.append(wake.backoff_wake_at)
+        points.append(backoff := wake.backoff_wake_at)
+    skips = inputs.when_denied is WhenDenied.SKIP
     # Elapsed time is UTC arithmetic: in one ZoneInfo, Python adds and compares wall-clock times.
     now_utc = now.astimezone(timezone.utc)
     at = sorted({max(p.astimezone(timezone.utc), now_utc): p for p in points}.items())  # wake -> the fire it stands for
@@ -98,6 +101,10 @@ def _coalesced(inputs: PlanInputs, count: int, now: datetime) -> list[PreviewRow
         waited = False
         if next_eligible is None or effective >= next_eligible:
             runs: datetime | None = effective
+        elif skips and fire is not backoff:
+            if fire.astimezone(timezone.utc) >= now_utc:
+                rows.append(PreviewRow(fire, False, None, next_eligible))  # skipped: the next admitted fire runs
+            continue
         elif following is None or following > next_eligible:
             runs, waited = next_eligible, True  # the last fire before the floor opens: it runs when it does
         elif fire.astimezone(timezone.utc) < now_utc:
@@ -174,16 +181,18 @@ def first_run_at(inputs: PlanInputs, *, now: datetime, queries: ScheduleQueries 
         fire_utc = fire.astimezone(timezone.utc)
         return fire_utc if next_eligible is None or fire_utc >= next_eligible else next_eligible
     # floorgate's own timer: every wake (a fire, the catch-up fire, the backoff wake) at ``now`` or
-    # later; the earliest runs, or, when it lies inside the floor, one run when the floor opens.
+    # later; the earliest runs, or, when it lies inside the floor, one run when the floor opens
+    # (under ``skip``, the first fire the floor admits).
     wakes = []
-    following = queries.next_after(schedule, now)
+    skips = inputs.when_denied is WhenDenied.SKIP and next_eligible is not None and next_eligible > now_utc
+    following = first_fire_admitted(schedule, next_eligible) if skips and next_eligible else queries.next_after(schedule, now)
     if following is not None:
         wakes.append(max(following.astimezone(timezone.utc), now_utc))
     wake = inputs.wake
     if wake is not None and wake.backoff_step > 0 and wake.backoff_wake_at is not None:
         wakes.append(max(wake.backoff_wake_at.astimezone(timezone.utc), now_utc))
     inside = next_eligible is not None and any(w < next_eligible for w in wakes)
-    if not inside and _catch_up_fire(inputs, now, queries) is not None:
+    if not inside and not skips and _catch_up_fire(inputs, now, queries) is not None:
         wakes.append(now_utc)
     if not wakes:
         return None

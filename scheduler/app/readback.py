@@ -32,6 +32,7 @@ from floorgate.admission import (
     Journal,
     Mission,
     Missions,
+    StartRecord,
     Store,
     StoreUnavailable,
     TickLog,
@@ -39,6 +40,7 @@ from floorgate.admission import (
     TimerBindings,
     TurnRecord,
     WakeState,
+    WhenDenied,
 )
 from floorgate.admission.clock import Clock, SystemClock, iso, read_clock
 from floorgate.admission.errors import CorruptState
@@ -48,7 +50,8 @@ from floorgate.hosts.registry import capabilities, firing_problem
 from floorgate.hosts.schedule import parse_canonical
 
 from ..runtime.recovery import orphaned
-from .preview import FloorMeeting, PlanInputs, PreviewRow, ScheduleQueries, first_run_at, simulate
+from .phase import off_phase
+from .preview import FloorMeeting, PlanInputs, PreviewRow, ScheduleQueries, first_run, first_run_at, simulate
 from .timers import LAUNCH_WAIT, TimerService
 
 
@@ -160,6 +163,7 @@ class Preview:
     lane_status: str
     rows: list[PreviewRow]
     blocked: str | None  # why nothing fires (paused, held, awaiting the owner, unreadable)
+    off_phase: str | None = None  # 'runs at 23:57 instead of 23:40 since the manual start of ...'
 
 
 def floor_meeting(timer: str) -> tuple[FloorMeeting, timedelta]:
@@ -510,6 +514,10 @@ class Readback:
             state, detail, next_fire = ReadbackState.UNAVAILABLE, eligibility.detail, None
         else:
             state, detail = ReadbackState(eligibility.status), eligibility.detail
+        if state in (ReadbackState.ELIGIBLE, ReadbackState.INTERVAL_WAIT) and (
+            moved := off_phase(plan, next_fire, eligibility.last_start, self._lane_starts)
+        ):
+            detail = f"{detail}; {moved}"
         down = ctx.not_firing(spec.timer) if next_fire is not None else None
         no_host = down is not None
         if down is not None:  # no `floorgate run` is alive, or the host's daemon is not running
@@ -523,6 +531,10 @@ class Readback:
         if problem is not None:
             detail = f"{detail}; ENVELOPE PROBLEM: {problem}"
         return readback(state, detail, next_fire_at=next_fire, plan=plan, no_timer_host=no_host)
+
+    def _lane_starts(self, start: StartRecord) -> list[StartRecord]:
+        """The recent starts of ``start``'s lane, newest first (what moved a lane off its phase)."""
+        return self.admission.starts(start.goal_id, start.agent_id, start.automation_id, limit=50)
 
     def _plan(
         self, automation: Automation, eligibility: Eligibility, binding: TimerBinding | None, policy: HostPolicy, src: _Direct | _Bulk
@@ -551,6 +563,7 @@ class Readback:
             last_ticked=last,
             catch_up=policy.catch_up,
             since=automation.updated_at,
+            when_denied=spec.when_denied,
         )
 
     # -- dry runs ------------------------------------------------------------------------------
@@ -567,9 +580,21 @@ class Readback:
         ):
             blocked = rb.detail
         rows = [] if blocked is not None else rb.fires(count, now)
-        return Preview(automation_id, rb.plan.schedule if rb.plan else None, floor, status, rows, blocked)
+        last = rb.eligibility.last_start if rb.eligibility is not None else None
+        moved = off_phase(rb.plan, first_run(rows), last, self._lane_starts) if blocked is None else None
+        return Preview(automation_id, rb.plan.schedule if rb.plan else None, floor, status, rows, blocked, moved)
 
-    def preview_schedule(self, *, goal: str, agent: str, automation_id: str, schedule: Schedule, timer: str, count: int) -> Preview:
+    def preview_schedule(
+        self,
+        *,
+        goal: str,
+        agent: str,
+        automation_id: str,
+        schedule: Schedule,
+        timer: str,
+        count: int,
+        when_denied: WhenDenied = WhenDenied.WAIT,
+    ) -> Preview:
         """What an unsaved schedule would do on ``timer`` under today's floors (writes nothing)."""
         now = read_clock(self.clock)
         eligibility = self.admission.eligibility(goal, agent, automation_id)
@@ -585,6 +610,7 @@ class Readback:
             wait=wait,
             catch_up=self.host_policy().catch_up,
             since=now,  # saved now, it would be created (or changed) now
+            when_denied=when_denied,
         )
         return Preview(automation_id, schedule, floor, eligibility.status, simulate(plan, count=count, now=now), None)
 

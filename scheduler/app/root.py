@@ -150,6 +150,13 @@ class Floorgate:
         return HostPolicies(self.store, self.clock)
 
     @cached_property
+    def pruning(self):  # type: ignore[no-untyped-def]
+        """``floorgate prune``: the store's retention batches and the turn logs of what they delete."""
+        from .retention import PruneService
+
+        return PruneService(self.store, self.clock, self.settings.state_dir)
+
+    @cached_property
     def readback(self) -> Readback:
         from .readback import Readback
 
@@ -207,6 +214,7 @@ class Floorgate:
         from ..runtime.executor import TurnExecutor, host_identity
         from ..runtime.host import HostParts, HostRuntime
         from .notify import NotifyService
+        from .retention import HostPruner, PruneService
 
         store, clock, host = self.store, self.clock, host_identity()
         executor = TurnExecutor(store, state_dir=config.state_dir, clock=clock, host=host, mode=config.envelope_mode)
@@ -225,5 +233,6 @@ class Floorgate:
             host_policies=HostPolicies(store, clock),
             notifier=NotifyService(store, clock, ranges=config.webhook_ranges),
             changes=ChangeFeed(store),
+            pruner=HostPruner(PruneService(store, clock, config.state_dir), clock),
         )
         return HostRuntime(parts, config)

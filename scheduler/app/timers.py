@@ -167,6 +167,23 @@ class TimerService:
         if not self.capabilities(automation).armed_by_runtime:
             self.host(automation).remove(automation.automation_id)
 
+    def remove_or_describe(self, automation: Automation) -> str | None:
+        """``remove_from_host``; when the host cannot confirm it (no ``crontab`` command, an
+        account gone), what to delete by hand, or None when nothing was ever armed there."""
+        try:
+            self.remove_from_host(automation)
+            return None
+        except (HostUnavailable, OSError) as exc:
+            binding = self.bindings.get(automation.automation_id)
+            if binding is None or binding.applied_at is None:
+                return None  # never armed: nothing can be left on the host
+            host = self.host(automation)
+            manual = getattr(host, "manual_removal", None)
+            what = (
+                manual(automation.automation_id) if manual is not None else f"remove the timer of {automation.automation_id} from its host"
+            )
+            return f"{what} (floorgate could not: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
+
     def _cron_command(self, automation_id: str) -> str:
         url = self.store.url  # absolute (open_store resolves a relative SQLite path)
         # cron fires on the minute; a start a moment before a floor equal to the period waits for it.
@@ -398,22 +415,50 @@ class TimerService:
     def _matches(self, automation: Automation, observation: Observation, desired: Schedule) -> bool:
         return self.host(automation).matches(observation, desired, read_clock(self.clock))
 
+    def _reads_itself(self, automation: Automation) -> bool:
+        """Whether floorgate reads this host's live timer itself (a crontab), rather than being
+        told (an owner's report, or a running ``floorgate run`` publishing its own)."""
+        caps = self.capabilities(automation)
+        return caps.can_read_back and not caps.armed_by_runtime
+
+    def _live(self, automation: Automation, binding: TimerBinding, now: datetime) -> Observation | None:
+        """The host's timer read now, as ``drift`` (and so ``status``) reads it; None for a host
+        floorgate does not read itself, or with nothing applied."""
+        if not self._reads_itself(automation) or binding.desired is None or binding.applied_at is None:
+            return None
+        try:
+            return self.read(automation)
+        except (HostUnavailable, OSError) as exc:
+            return Observation(state=ObservationState.UNAVAILABLE, text=None, read_at=now, detail=f"the host cannot be read: {exc}")
+
     def diff(self, automation: Automation) -> dict:  # type: ignore[type-arg]
-        """Desired versus last observed, compared by meaning, with the first differing fires."""
+        """Desired versus observed, compared by meaning, with the first differing fires. The
+        observation is the host's live timer where floorgate reads it itself (as ``status``
+        does), else the last one published or reported."""
         binding = self.bindings.get(automation.automation_id)
         now = read_clock(self.clock)
         out: dict = {"automation": automation.automation_id, "desired": None, "observed": None, "match": False}  # type: ignore[type-arg]
         if binding is None:
             return out
-        out.update(desired=binding.desired, observed=binding.observed, observed_state=binding.observed_state)
-        if binding.desired is None or binding.observed_state != "present" or not binding.observed:
+        observation = self._live(automation, binding, now)  # what the host holds now, as status reads it
+        if observation is None:  # the running host (or the owner) publishes it: the last published
+            state = ObservationState(binding.observed_state) if binding.observed_state is not None else None
+            observation = Observation(state=state, text=binding.observed, read_at=binding.observed_at or now) if state is not None else None
+        out.update(
+            desired=binding.desired,
+            observed=observation.text if observation is not None else None,
+            observed_state=observation.state.value if observation is not None else None,
+            observed_at=iso(observation.read_at) if observation is not None else None,
+            observed_detail=observation.detail if observation is not None and observation.detail else None,
+            read_live=self._reads_itself(automation),
+        )
+        if binding.desired is None or observation is None or observation.state != ObservationState.PRESENT or not observation.text:
             return out
         desired = Schedule.parse(binding.desired)
-        observation = Observation(state=ObservationState.PRESENT, text=binding.observed, read_at=binding.observed_at or now)
         out["match"] = self._matches(automation, observation, desired)
         out["desired_next"] = [o.isoformat() for o in desired.occurrences(5, after=now)]
         try:
-            observed_schedule = Schedule.parse(binding.observed)
+            observed_schedule = Schedule.parse(observation.text)
             out["observed_next"] = [o.isoformat() for o in observed_schedule.occurrences(5, after=now)]
         except InvalidSchedule:
             out["observed_next"] = None  # a cron line: compared by instants above

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from floorgate.admission import WakeState
+from floorgate.admission import WakeState, WhenDenied
 from floorgate.hosts import Schedule
 
 
@@ -47,6 +47,7 @@ def next_wake(
     last_ticked: datetime | None,
     catch_up: timedelta,
     since: datetime | None,
+    when_denied: WhenDenied = WhenDenied.WAIT,
 ) -> datetime | None:
     """The next time the timer should fire (None: the schedule has ended and no backoff is due).
 
@@ -56,8 +57,15 @@ def next_wake(
     catch-up tick. That occurrence is never earlier than ``since`` (the automation's last change:
     its creation, an edit, a pause, a resume): a fire the automation did not exist, was paused or
     had another schedule for is not a missed fire. The result is never earlier than
-    ``next_eligible_at``.
+    ``next_eligible_at``: under ``WhenDenied.WAIT`` a wake inside the floor moves to its end;
+    under ``WhenDenied.SKIP`` a scheduled fire inside the floor is skipped for the first
+    occurrence at or after its end (``first_fire_admitted``), so the time of day is kept.
     """
+    if when_denied is WhenDenied.SKIP and next_eligible_at is not None and next_eligible_at > now:
+        # Every scheduled fire before the floor's end (a missed one too) would be denied: skipped.
+        # A backoff wake is no scheduled fire: it still waits for the floor.
+        skipped = [t for t in (first_fire_admitted(schedule, next_eligible_at), _backoff_wake(wake, previous)) if t is not None]
+        return max(min(skipped), next_eligible_at) if skipped else None
     if previous is None and catch_up and next_eligible_at is not None and next_eligible_at > now:
         # The floor has not elapsed: a due catch-up fire would wait for it, so it can change the
         # answer only when nothing else comes before the floor opens. Most timers at a host's
@@ -82,6 +90,14 @@ def next_wake(
     if next_eligible_at is not None and wake_at < next_eligible_at:
         wake_at = next_eligible_at
     return wake_at
+
+
+_TICK = timedelta(microseconds=1)
+
+
+def first_fire_admitted(schedule: Schedule, next_eligible_at: datetime) -> datetime | None:
+    """The first scheduled fire at or after ``next_eligible_at`` (the one ``skip`` runs)."""
+    return schedule.next_after(next_eligible_at - _TICK)
 
 
 def catch_up_due(occurrence: datetime, *, last_ticked: datetime | None, since: datetime | None) -> bool:

@@ -72,7 +72,8 @@ def save(fg: Floorgate, aid: str, body: dict[str, Any], revision: int | None) ->
 
 
 def delete(fg: Floorgate, p: Principal, r: Request, b: dict[str, Any]) -> Any:
-    """Remove the automation (its timer line first; its starts and turns are kept)."""
+    """Remove the automation (its timer line first; its starts and turns are kept). It always goes:
+    ``delete_by_hand`` names an armed line the host could not confirm removing (else null)."""
     aid = check_id(r.path_params["automation"], "automation")
-    fg.automations.remove(aid)
-    return {"removed": aid}
+    leftover = fg.automations.remove(aid)
+    return {"removed": aid, "delete_by_hand": leftover}

@@ -121,6 +121,11 @@ class StoreCollector(Collector):
         skew = GaugeMetricFamily("floorgate_launch_skew_seconds", "Latest admitted tick: nominal fire to start", labels=lane)
         latch = GaugeMetricFamily("floorgate_accounting_latch_active", "1 while the current mission's accounting latch is set", labels=lane)
         drift = GaugeMetricFamily("floorgate_timer_drift", "1 while the host's live timer differs from the applied one", labels=lane)
+        eligibility = GaugeMetricFamily(
+            "floorgate_eligibility",
+            "1 for the lane's eligibility state (eligible, interval_wait, unavailable), as 'policy show' reads it",
+            labels=[*lane, "status"],
+        )
         marks = tallies.last_admitted(rb.automation_id for rb in view.readbacks)
         for rb in view.readbacks:
             a, e = rb.automation, rb.eligibility
@@ -129,6 +134,8 @@ class StoreCollector(Collector):
             labels = [a.spec.goal_id, a.spec.agent_id, rb.automation_id]
             if e is not None and e.next_eligible_at is not None:
                 next_eligible.add_metric(labels, e.next_eligible_at.timestamp())
+            if e is not None:
+                eligibility.add_metric([*labels, e.status], 1.0)
             if e is not None and e.last_start is not None:
                 last_start.add_metric(labels, e.last_start.anchor_at.timestamp())
             if (mark := marks.get(rb.automation_id)) is not None:
@@ -139,9 +146,10 @@ class StoreCollector(Collector):
             labels = [e.goal_id, e.agent_id, e.automation_id or ""]
             if e.next_eligible_at is not None:
                 next_eligible.add_metric(labels, e.next_eligible_at.timestamp())
+            eligibility.add_metric([*labels, e.status], 1.0)
             if e.last_start is not None:
                 last_start.add_metric(labels, e.last_start.anchor_at.timestamp())
-        yield from (next_eligible, last_start, skew, latch, drift)
+        yield from (next_eligible, eligibility, last_start, skew, latch, drift)
 
 
 def render(fg: Floorgate, every_lane: bool = False) -> bytes:

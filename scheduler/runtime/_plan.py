@@ -20,7 +20,7 @@ from pathlib import Path
 
 from apscheduler.triggers.base import BaseTrigger
 
-from floorgate.admission import Admission, Automation, FloorgateError, HostPolicy, WakeState
+from floorgate.admission import Admission, Automation, FloorgateError, HostPolicy, WakeState, WhenDenied
 from floorgate.admission.errors import CorruptState
 from floorgate.hosts import Schedule
 from floorgate.hosts.schedule import parse_canonical
@@ -48,6 +48,7 @@ class Snapshot:
     last_ticked: datetime | None
     catch_up: timedelta
     since: datetime | None  # the automation's last change: no catch-up fire from before it
+    when_denied: WhenDenied = WhenDenied.WAIT  # a scheduled fire inside the floor: wait for it, or skip
 
     def plan(self, previous: datetime | None, now: datetime) -> datetime | None:
         """The next fire time (None: the schedule has ended and no backoff is due)."""
@@ -61,6 +62,7 @@ class Snapshot:
             last_ticked=self.last_ticked if previous is None else None,
             catch_up=self.catch_up,
             since=self.since,
+            when_denied=self.when_denied,
         )
 
 

@@ -77,6 +77,7 @@ from ._ticking import AdmitGroups, Siblings, Ticking
 from ._turn_pool import TurnPool
 from .executor import TurnExecutor
 from ..app.notify import NotifyService
+from ..app.retention import HostPruner
 from ..app.wake import BackoffPolicy
 
 __all__ = ["HostParts", "HostRuntime", "RuntimeConfig"]  # RuntimeConfig lives with the planning values
@@ -104,6 +105,7 @@ class HostParts:
     host_policies: HostPolicies
     notifier: NotifyService
     changes: ChangeFeed
+    pruner: HostPruner  # the retention pass of the host policy's ``retention``
 
 
 class HostRuntime(Ticking, TickRecords):
@@ -117,6 +119,7 @@ class HostRuntime(Ticking, TickRecords):
         self.clock = parts.clock
         self.host = parts.host
         self.heartbeat = parts.heartbeat
+        self.pruner = parts.pruner
         self.automations = parts.automations
         self.admission = parts.admission
         self.journal = parts.journal
@@ -164,7 +167,7 @@ class HostRuntime(Ticking, TickRecords):
                 ("replan", "re-planning a timer after its tick"),
                 ("beat", "recording this host's heartbeat"),
                 ("notify", "delivering events to webhooks"),
-                ("prime", "judging every automation's envelope precheck"),
+                ("prune", "pruning what is older than the retention"),
             )
         }
         self._tick_episodes: dict[str, Episode] = {}
@@ -334,7 +337,10 @@ class HostRuntime(Ticking, TickRecords):
                 self._hold(automation_id, self._bad_ticks[automation_id])
                 continue
             since = decoded.automation.updated_at  # type: ignore[union-attr]
-            snapshot = Snapshot(automation_id, decoded.schedule, inputs, self._last_ticked(automation_id), self.policy.catch_up, since)  # type: ignore[arg-type]
+            when_denied = decoded.automation.spec.when_denied  # type: ignore[union-attr]
+            snapshot = Snapshot(
+                automation_id, decoded.schedule, inputs, self._last_ticked(automation_id), self.policy.catch_up, since, when_denied
+            )  # type: ignore[arg-type]
             self._arm(decoded.automation, snapshot, seq, previous=None, now=now)  # type: ignore[arg-type]
 
     def _remember(self, automation_id: str, decoded: Decoded) -> None:
@@ -436,6 +442,7 @@ class HostRuntime(Ticking, TickRecords):
             self._last_ticked(automation.automation_id),
             self.policy.catch_up,
             automation.updated_at,
+            automation.spec.when_denied,
         )
         return snapshot.plan(previous, now)
 
@@ -584,3 +591,4 @@ class HostRuntime(Ticking, TickRecords):
         interval = self.config.poll.total_seconds() * max(1, self.config.recover_every)
         while not self._stop.wait(interval):
             self._guarded("recover", self.recover)
+            self._guarded("prune", lambda: self.pruner.step(self.policy.retention))  # its own short transactions

@@ -119,6 +119,15 @@ def eligibility_doc(e: Eligibility) -> dict[str, Any]:
     }
 
 
+def eligibility_state_doc(e: Eligibility | None) -> dict[str, Any] | None:
+    """A scope's eligibility state and exact next eligible time: the one readback every settings
+    surface shows (``policy show``, ``GET /api/policy``, the settings page; ``/metrics`` exports
+    the same two as gauges)."""
+    if e is None:
+        return None
+    return {"status": e.status, "next_eligible_at": iso(e.next_eligible_at), "detail": e.detail}
+
+
 def rule_doc(r: Rule) -> dict[str, Any]:
     return {
         "scope": str(r.scope),
@@ -223,6 +232,7 @@ def automation_doc(a: Automation) -> dict[str, Any]:
         "overlap": spec.overlap,
         "external_id": spec.external_id,
         "labels": dict(spec.labels),
+        "when_denied": spec.when_denied,
         "state": a.state,
         "state_note": a.state_note,
         "revision": a.revision,
@@ -301,6 +311,16 @@ def readback_doc(rb: AutomationReadback) -> dict[str, Any]:
     }
 
 
+def ack_status(b: TimerBinding) -> str:
+    """The binding's ACK as every surface shows it: ``acked``, ``none``, or ``superseded`` when a
+    readback after the ACK found the host holding something other than what was acknowledged."""
+    if b.ack_state != "acked":
+        return "none"
+    if b.observed_state != "present" or b.observed != b.acked_observed:
+        return "superseded"
+    return "acked"
+
+
 def agreement_text(rb: AutomationReadback) -> str:
     """Whether the host armed what floorgate desired, in a few words."""
     b = rb.binding
@@ -312,6 +332,8 @@ def agreement_text(rb: AutomationReadback) -> str:
         return "NO (its timer host is not running)"
     if b.desired is None:
         return "held"
+    if ack_status(b) == "superseded":
+        return f"NO (the ACK of {iso(b.acked_at)} is superseded: the host read back something else at {iso(b.observed_at)})"
     if b.ack_state == "acked" and b.observed_state == "present":
         return f"yes (acked {iso(b.acked_at)})"
     if b.observed_state in (None, "unavailable"):
@@ -562,7 +584,7 @@ def binding_fields(b: TimerBinding) -> dict[str, Any]:
         "observed_state": b.observed_state,
         "observed": b.observed,
         "observed_at": iso(b.observed_at),
-        "ack_state": b.ack_state,
+        "ack_state": ack_status(b),  # acked, none, or superseded by a later, different readback
         "acked_at": iso(b.acked_at),
     }
 

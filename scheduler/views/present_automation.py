@@ -66,7 +66,7 @@ def detail_text(d: Detail) -> str:
             if spec.external_id or spec.labels
             else []
         ),
-        f"  floor:          {format_interval(floor.floor) if floor else '-'}",
+        f"  floor:          {format_interval(floor.floor) if floor else '-'} (a fire inside it: {spec.when_denied})",
         f"  next eligible:  {(iso(rb.eligibility.next_eligible_at) if rb.eligibility else None) or '-'}",
         f"  next turn:      {iso(rb.next_fire_at) or '-'}",
         "  next fires (as the timer host fires them):",
@@ -91,6 +91,7 @@ def preview_doc(p: Preview) -> dict[str, Any]:
         "floor_seconds": seconds_of(p.floor) or 0,
         "lane_status": p.lane_status,
         "blocked": p.blocked,
+        "off_phase": p.off_phase,
         "fires": [fire_doc(r) for r in p.rows],
     }
 
@@ -101,7 +102,8 @@ def preview_text(p: Preview) -> str:
     if p.blocked is not None:
         return f"{schedule}   floor {floor}: nothing fires: {p.blocked}"
     runs = sum(r.admitted for r in p.rows)
-    return f"{schedule}   floor {floor}: {runs} of {len(p.rows)} fires would run\n" + table(
+    phase = f"OFF PHASE: {p.off_phase}\n" if p.off_phase else ""
+    return f"{schedule}   floor {floor}: {runs} of {len(p.rows)} fires would run\n{phase}" + table(
         ["LOCAL", "UTC", "WOULD_RUN", "ELIGIBLE_AT"],
         [(r.fire_at.isoformat(), iso(r.fire_at), _fire_run(r), iso(r.eligible_at)) for r in p.rows],
     )

@@ -8,7 +8,7 @@ from floorgate.admission import Envelope
 from floorgate.admission.intervals import format_interval
 
 from ..app.floors import FloorApplied, FloorChange, FloorView, Inherited
-from .present import floor_doc, rule_doc
+from .present import eligibility_state_doc, floor_doc, rule_doc
 
 
 def envelope_doc(e: Envelope, problem: str | None = None) -> dict[str, Any]:
@@ -28,7 +28,12 @@ def envelope_doc(e: Envelope, problem: str | None = None) -> dict[str, Any]:
 
 
 def inherited_doc(i: Inherited) -> dict[str, Any]:
-    return {"scope": str(i.scope), "effective_floor": floor_doc(i.floor), "envelope": envelope_doc(i.envelope, i.envelope_problem)}
+    return {
+        "scope": str(i.scope),
+        "effective_floor": floor_doc(i.floor),
+        "envelope": envelope_doc(i.envelope, i.envelope_problem),
+        "eligibility": eligibility_state_doc(i.eligibility),
+    }
 
 
 def floor_view_doc(v: FloorView) -> dict[str, Any]:

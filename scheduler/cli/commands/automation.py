@@ -8,7 +8,7 @@ import sys
 
 from pydantic import ValidationError
 
-from floorgate.admission import AutomationSpec, CommandHost, InvalidInput, MeterKind, Overlap, TimerKind
+from floorgate.admission import AutomationSpec, CommandHost, InvalidInput, MeterKind, Overlap, TimerKind, WhenDenied
 from floorgate.admission.intervals import parse_duration
 from floorgate.hosts.registry import capabilities
 
@@ -37,6 +37,11 @@ def _host_args(p: argparse.ArgumentParser, *, required: bool) -> None:
     p.add_argument("--backend", help="model backend/provider the host uses (checked against backend_allowlist)")
     p.add_argument("--meter", choices=[m.value for m in MeterKind], help="how to read the usage the host prints (default none)")
     p.add_argument("--overlap", choices=[o.value for o in Overlap], help="while a turn runs, skip further ticks (default) or allow them")
+    p.add_argument(
+        "--when-denied",
+        choices=[w.value for w in WhenDenied],
+        help="a scheduled fire inside a floor: wait for the floor's end (default), or skip to the next fire the floors admit",
+    )
     add_timer_arg(p)
     add_crontab_user(p)
     p.set_defaults(command_argv=None)  # filled from "-- PROGRAM ARGS..." by the CLI
@@ -96,6 +101,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--goal")
     p.add_argument("--agent")
     p.add_argument("--schedule")
+    p.add_argument("--when-denied", choices=[w.value for w in WhenDenied], help="preview an unsaved schedule under this phase policy")
     add_timer_arg(p)
     add_common(p)
     p.set_defaults(handler=_preview, reads_only=True, access=Access.READ)
@@ -156,6 +162,7 @@ def _add(ctx: Context) -> int:
         timer=timer,
         backend=a.backend,
         meter=a.meter or "none",
+        when_denied=a.when_denied or WhenDenied.WAIT,
     )
     done = service.add(a.automation, spec)
     held = f"\nHELD: {done.binding.hold_reason}" if done.binding is not None and done.binding.hold_reason else ""
@@ -198,6 +205,7 @@ def _edit(ctx: Context) -> int:
         meter=a.meter or current.spec.meter,
         external_id=current.spec.external_id,
         labels=current.spec.labels,
+        when_denied=a.when_denied or current.spec.when_denied,
     )
     done = service.edit(a.automation, spec)
     _warn(done.warnings)
@@ -248,8 +256,12 @@ def _changed_doc(rb) -> dict:  # type: ignore[no-untyped-def,type-arg]
 
 
 def _remove(ctx: Context) -> int:
-    ctx.app.automations.remove(ctx.args.automation)
-    ctx.emit({"removed": ctx.args.automation}, f"removed {ctx.args.automation} (its start records are kept)")
+    leftover = ctx.app.automations.remove(ctx.args.automation)
+    by_hand = f"\nORPHANED TIMER: {leftover}" if leftover is not None else ""
+    ctx.emit(
+        {"removed": ctx.args.automation, "delete_by_hand": leftover},
+        f"removed {ctx.args.automation} (its start records are kept){by_hand}",
+    )
     return EXIT_OK
 
 
@@ -260,13 +272,19 @@ def _preview(ctx: Context) -> int:
         if a.goal is None or a.agent is None:
             raise InvalidInput("--goal", "previewing an unsaved schedule needs --goal and --agent")
         result = service.preview_new(
-            a.automation, goal=a.goal, agent=a.agent, schedule=a.schedule, timer=a.timer or DEFAULT_TIMER, count=a.count
+            a.automation,
+            goal=a.goal,
+            agent=a.agent,
+            schedule=a.schedule,
+            timer=a.timer or DEFAULT_TIMER,
+            count=a.count,
+            when_denied=WhenDenied(a.when_denied or WhenDenied.WAIT),
         )
     else:
-        if a.goal is not None or a.agent is not None or a.timer is not None:
+        if a.goal is not None or a.agent is not None or a.timer is not None or a.when_denied is not None:
             raise InvalidInput(
                 "--schedule",
-                "--goal, --agent and --timer preview an unsaved schedule; give --schedule too, or only the saved automation's id",
+                "--goal, --agent, --timer and --when-denied preview an unsaved schedule; give --schedule too, or only the saved automation's id",
             )
         result = service.preview(a.automation, count=a.count)
     ctx.emit(preview_doc(result), lambda: preview_text(result))

@@ -16,7 +16,7 @@ from floorgate.admission.usage import Price
 from floorgate.admission.windows import NEVER, check_max_starts, format_usd, micros_to_usd, parse_tokens, parse_usd, parse_window
 
 from ...app.owner_gate import Access
-from ...views.present import change_doc, floor_doc, rule_doc, table
+from ...views.present import change_doc, eligibility_state_doc, floor_doc, rule_doc, table
 from ..context import EXIT_OK, Context, add_common
 
 
@@ -188,9 +188,10 @@ def _show(ctx: Context) -> int:
             if r.scope.agent_id in (None, scope.agent_id)
             and (scope.automation_id is None or r.scope.automation_id in (None, scope.automation_id))
         ]
-    effective = None
+    effective = eligibility = None
     if scope is not None and scope.agent_id is not None:
-        effective = policies.effective(scope.goal_id, scope.agent_id, scope.automation_id)
+        inherited = ctx.app.floors.read(scope).below[0]  # the settings view's readback: floor and eligibility
+        effective, eligibility = inherited.floor, inherited.eligibility
     lane = None
     if scope is not None and scope.agent_id is not None:
         lane = ctx.app.budgets.lane(scope.goal_id, scope.agent_id, scope.automation_id)
@@ -198,6 +199,7 @@ def _show(ctx: Context) -> int:
     doc = {
         "rules": [rule_doc(r) for r in rules],
         "effective": floor_doc(effective),
+        "eligibility": eligibility_state_doc(eligibility),
         "limits": [state_doc(x) for x in states],
         "estimate_tokens": lane.estimate_tokens if lane is not None else None,
     }
@@ -231,6 +233,8 @@ def _show(ctx: Context) -> int:
             out += f"\neffective floor for {scope}: {format_interval(effective.floor)}" + (
                 f" (from {made_by})" if made_by else " (no rule applies)"
             )
+        if eligibility is not None:
+            out += f"\nstate: {eligibility.status}, next eligible at {iso(eligibility.next_eligible_at) or 'now'} ({eligibility.detail})"
         return out
 
     ctx.emit(doc, text)

@@ -72,7 +72,12 @@ def _text(binding_doc_: dict) -> str:  # type: ignore[type-arg]
     lines.append(
         f"  observed:  {d['observed_state'] or 'never read'} {(d['observed'] or '').replace(chr(10), ' ')} (read {d['observed_at'] or '-'})"
     )
-    lines.append(f"  ack:       {d['ack_state']}" + (f" at {d['acked_at']}" if d["acked_at"] else ""))
+    if d["ack_state"] == "superseded":
+        lines.append(
+            f"  ack:       superseded: the ACK of {d['acked_at']} no longer holds (the host read back something else at {d['observed_at']})"
+        )
+    else:
+        lines.append(f"  ack:       {d['ack_state']}" + (f" at {d['acked_at']}" if d["acked_at"] else ""))
     return "\n".join(lines)
 
 
@@ -143,7 +148,9 @@ def _diff(ctx: Context) -> int:
     def text() -> str:
         lines = [f"{doc['automation']}: {'desired and observed match' if doc['match'] else 'desired and observed DIFFER'}"]
         lines.append(f"  desired:  {(doc.get('desired') or 'none').replace(chr(10), ' ')}")
-        lines.append(f"  observed: {(doc.get('observed') or doc.get('observed_state') or 'none').replace(chr(10), ' ')}")
+        where = " (read now from the host)" if doc.get("read_live") else ""
+        detail = f": {doc['observed_detail']}" if doc.get("observed_detail") else ""
+        lines.append(f"  observed: {(doc.get('observed') or doc.get('observed_state') or 'none').replace(chr(10), ' ')}{detail}{where}")
         for key in ("desired_next", "observed_next"):
             if doc.get(key):
                 lines.append(f"  {key.replace('_', ' ')}: {', '.join(doc[key])}")
