@@ -514,8 +514,12 @@ class Readback:
             state, detail, next_fire = ReadbackState.UNAVAILABLE, eligibility.detail, None
         else:
             state, detail = ReadbackState(eligibility.status), eligibility.detail
+        # One automation's readback names the start that moved its lane (a read of the lane's
+        # starts); an overview names the lane's last start: a read per lane would make status
+        # quadratic in practice (every lane waiting for a floor is off its phase).
+        history = self._lane_starts if isinstance(src, _Direct) else None
         if state in (ReadbackState.ELIGIBLE, ReadbackState.INTERVAL_WAIT) and (
-            moved := off_phase(plan, next_fire, eligibility.last_start, self._lane_starts)
+            moved := off_phase(plan, next_fire, eligibility.last_start, history)
         ):
             detail = f"{detail}; {moved}"
         down = ctx.not_firing(spec.timer) if next_fire is not None else None
