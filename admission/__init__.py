@@ -12,6 +12,7 @@ from .automations import (
     AutomationSpec,
     AutomationState,
     Automations,
+    CatchUp,
     CommandHost,
     HoldKind,
     MeterKind,
@@ -33,6 +34,7 @@ from .errors import (
     StoreUnavailable,
 )
 from .events import Event, EventKind, Events, Webhook
+from .failures import FailureStreaks, failure_wait
 from .gate import Admission
 from .host_policy import HostPolicies, HostPolicy, StoredHostPolicy
 from .intervals import format_interval, parse_interval
@@ -56,6 +58,7 @@ __all__ = [
     "AutomationSpec",
     "AutomationState",
     "Automations",
+    "CatchUp",
     "Clock",
     "CommandHost",
     "ComputeBlock",
@@ -68,6 +71,7 @@ __all__ = [
     "Event",
     "EventKind",
     "Events",
+    "FailureStreaks",
     "FixedClock",
     "FloorgateError",
     "HoldKind",
@@ -114,6 +118,7 @@ __all__ = [
     "Verdict",
     "WakeState",
     "Webhook",
+    "failure_wait",
     "format_interval",
     "merge",
     "open_store",

@@ -89,6 +89,9 @@ automations = Table(
     Column("created_at_us", UtcMicros, nullable=False),
     Column("updated_at_us", UtcMicros, nullable=False),
     Column("hold_kind", String(16), nullable=True),  # HoldKind while held, else NULL
+    Column("hold_after", Integer, nullable=True),  # consecutive failures that hold it (0: never; NULL: the default)
+    Column("catch_up", String(16), nullable=True),  # CatchUp (NULL: the deployment's host policy)
+    Column("catch_up_window_us", BigInteger, nullable=True),  # NULL: the deployment's catch-up window
     Index("ix_fg_automations_updated", "updated_at_us"),  # a host's sync: what changed since its last poll
 )
 
@@ -99,6 +102,9 @@ wake_state = Table(
     Column("backoff_step", Integer, nullable=False),  # 0: no backoff chain running
     Column("backoff_wake_us", UtcMicros, nullable=True),
     Column("last_nominal_us", UtcMicros, nullable=True),  # unused: the tick log records what ticked
+    Column("failures", Integer, nullable=False, server_default="0"),  # consecutive failed turns (0: none)
+    Column("failed_at_us", UtcMicros, nullable=True),  # when the latest of them settled
+    Column("failing_until_us", UtcMicros, nullable=True),  # the earliest automatic start the streak allows
     Column("updated_at_us", UtcMicros, nullable=False),
     Index("ix_fg_wake_state_updated", "updated_at_us"),
 )

@@ -69,6 +69,9 @@ class EventKind(StrEnum):
     TIMER_DRIFT = "timer_drift"  # a host's live timer was read back different from the applied one
     HOST_LOST = "host_lost"  # a timer host's heartbeat went stale without a clean stop
     OWNER_WRITE_REFUSED = "owner_write_refused"  # a managed turn tried an owner write (floor, ask, ...): refused
+    TURN_FAILED = "turn_failed"  # a managed turn settled failed (its task or the infrastructure)
+    TURN_TIMED_OUT = "turn_timed_out"  # a managed turn was stopped at its timeout
+    AUTOMATION_FAILING = "automation_failing"  # a second consecutive turn failed: its starts slow down (once per streak)
 
 
 class WebhookFormat(StrEnum):

@@ -15,6 +15,7 @@ from floorgate.admission import (
     AutomationSpec,
     AutomationState,
     Automations,
+    FailureStreaks,
     InvalidInput,
     Journal,
     Store,
@@ -101,7 +102,9 @@ class AutomationService:
         return self.readback.automation(automation_id)
 
     def resume(self, automation_id: str) -> AutomationReadback:
-        """Tick again; a stuck mission's hold ends here (the next turn starts a new mission)."""
+        """Tick again; a stuck mission's hold ends here (the next turn starts a new mission), and so
+        does a failure streak (the next failure is a first one again)."""
+        FailureStreaks(self.store, self.clock).clear(self.repo.get(automation_id).automation_id)
         self.repo.set_state(automation_id, AutomationState.ACTIVE, None)
         return self.readback.automation(automation_id)
 

@@ -24,7 +24,7 @@ import random
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TypeVar
@@ -37,6 +37,7 @@ from floorgate.admission import (
     AutomationState,
     Automations,
     Decision,
+    FailureStreaks,
     HoldKind,
     InvalidInput,
     Journal,
@@ -47,6 +48,8 @@ from floorgate.admission import (
     StoreUnavailable,
     TurnRecord,
     Verdict,
+    WakeState,
+    failure_wait,
 )
 from floorgate.admission.clock import Clock, SystemClock, iso, read_clock
 from floorgate.admission.journal import ClaimLost, JournalEntry, TurnOwned
@@ -103,6 +106,7 @@ def new_turn_id(automation_id: str) -> str:
 
 
 MISSION_HOLD = "mission "
+FAILING_REASON = "failing"  # the stop reason of an automatic start refused by its failure streak's wait
 
 
 def hold_for_stuck_mission(store: Store, automation: Automation, clock: Clock | None = None) -> Automation:
@@ -177,6 +181,8 @@ class TurnExecutor:
         self.clock = clock if clock is not None else SystemClock()
         self.admission = Admission(store, self.clock)
         self.journal = Journal(store, self.clock)
+        self.streaks = FailureStreaks(store, self.clock)
+        self.automations = Automations(store, self.clock)
         self.state_dir = Path(state_dir)
         self.host = host if host is not None else host_identity()
         self.owner = new_owner_id()
@@ -232,6 +238,7 @@ class TurnExecutor:
         minted: bool = False,
         pre: TurnGate | None = None,
         within: Connection | None = None,
+        wake: WakeState | None = None,
     ) -> TurnOutcome | Admitted:
         """The decision half of ``run``: every refusal and denial as a finished ``TurnOutcome``,
         or the admitted reservation (committed with this runner's claim) for ``finish``.
@@ -240,6 +247,8 @@ class TurnExecutor:
         so it is not looked up). ``pre``: the envelope's precheck, already judged by the caller
         from facts it read (the stuck-mission hold included); else both are read here. ``within``:
         reserve in the caller's open write transaction (the admitted turn is durable once it commits).
+        ``wake``: the automation's wake state as the caller read it (else read here for an
+        automatic start: its failure streak's wait refuses a start before it).
         """
         if automation.spec.host is None:
             raise InvalidInput(
@@ -266,6 +275,11 @@ class TurnExecutor:
                 busy = self._overlapping(automation, turn.turn_id)
                 if busy is not None:
                     return busy
+            if manual_reason is None:
+                waiting = self._failing(automation, wake)
+                if waiting is not None:
+                    self._settle_claimed(turn, waiting.verdict)
+                    return replace(waiting, turn_id=turn.turn_id)
             return self._decide(automation, turn, manual_reason, nominal, wait_eligible, pre, within)
 
         return self._settling(automation, turn, decide)
@@ -285,7 +299,11 @@ class TurnExecutor:
                 raise
             verdict = _failure(exc)
             log.error("turn %s of %s failed before its verdict: %s: %s", turn.turn_id, automation.automation_id, type(exc).__name__, exc)
-            settled = self.journal.settle(turn.turn_id, verdict, owner=self.owner)
+            with self.store.unit() as unit:  # an infra failure counts in the failure streak too
+                first = self.journal.settle_first(turn.turn_id, verdict, owner=self.owner, within=unit)
+                settled = first.record
+                if first.won:
+                    self.streaks.note(automation, turn.turn_id, settled.verdict or verdict, within=unit)
             if not isinstance(exc, Exception):
                 raise  # interrupted (Ctrl-C, shutdown): settled, and the interruption goes on
             return TurnOutcome(turn.turn_id, settled.verdict or verdict, turn.decision, settled, detail=f"{type(exc).__name__}: {exc}")
@@ -388,7 +406,10 @@ class TurnExecutor:
         with self.store.unit() as unit:  # the turn's verdict and its mission's settlement: one commit
             if gate.mission is not None:
                 verdict = self.gate.after_turn(automation, gate.mission, turn_id, verdict, usage, ran=ran, within=unit)
-            settled = self.journal.settle(turn_id, verdict, owner=self.owner, within=unit)
+            first = self.journal.settle_first(turn_id, verdict, owner=self.owner, within=unit)
+            settled = first.record
+            if first.won:  # the streak moves once per verdict
+                self.streaks.note(automation, turn_id, settled.verdict or verdict, within=unit)
         self._hold_if_stuck(automation, verdict)
         return TurnOutcome(turn_id, settled.verdict or verdict, decision, settled, detail=problem)
 
@@ -409,6 +430,18 @@ class TurnExecutor:
         verdict = Verdict(status="denied", stop_reason="turn_owned", retryable=True, failure_category="policy")
         detail = f"turn {turn_id} is {phase} and owned by live runner {owner} (lease until {lease}); nothing run or written"
         return TurnOutcome(turn_id, verdict, None, None, detail=detail, owner=owner or "")
+
+    def _failing(self, automation: Automation, wake: WakeState | None) -> TurnOutcome | None:
+        """An automatic start before its failure streak's wait is refused (nothing runs, nothing
+        is reserved); a manual run is the owner's explicit intent and is not slowed."""
+        if wake is None:
+            wake = self.automations.wake_state(automation.automation_id)
+        until = failure_wait(wake)
+        if until is None or read_clock(self.clock) >= until:
+            return None
+        verdict = Verdict(status="denied", stop_reason=FAILING_REASON, retryable=True, failure_category="policy")
+        detail = f"{automation.automation_id} is failing ({wake.failures} consecutive failures): no automatic start before {iso(until)}"
+        return TurnOutcome("", verdict, None, None, detail=detail)
 
     def _settle_claimed(self, turn: _Attempt, verdict: Verdict) -> None:
         """A taken-over turn refused before admission admits it again is settled, not left open."""

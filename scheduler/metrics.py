@@ -79,6 +79,11 @@ class StoreCollector(Collector):
         skew = GaugeMetricFamily("floorgate_launch_skew_seconds", "Latest admitted tick: nominal fire to start", labels=lane)
         latch = GaugeMetricFamily("floorgate_accounting_latch_active", "1 while the current mission's accounting latch is set", labels=lane)
         drift = GaugeMetricFamily("floorgate_timer_drift", "1 while the host's live timer differs from the applied one", labels=lane)
+        failing = GaugeMetricFamily(
+            "floorgate_automation_consecutive_failures",
+            "Consecutive failed turns of the automation (0: its latest turn succeeded); alert above 1",
+            labels=[*lane, "state"],
+        )
         marks = tallies.last_admitted(rb.automation_id for rb in view.readbacks)
         for rb in view.readbacks:
             a, e = rb.automation, rb.eligibility
@@ -93,13 +98,14 @@ class StoreCollector(Collector):
                 skew.add_metric(labels, (mark.actual_at - mark.nominal_at).total_seconds())
             latch.add_metric(labels, 1.0 if rb.mission is not None and rb.mission.latch else 0.0)
             drift.add_metric(labels, 1.0 if rb.drift is not None else 0.0)
+            failing.add_metric([*labels, rb.state.value], float(rb.failures))
         for e in view.lanes:  # floored lanes no automation stands for
             labels = [e.goal_id, e.agent_id, e.automation_id or ""]
             if e.next_eligible_at is not None:
                 next_eligible.add_metric(labels, e.next_eligible_at.timestamp())
             if e.last_start is not None:
                 last_start.add_metric(labels, e.last_start.anchor_at.timestamp())
-        yield from (next_eligible, last_start, skew, latch, drift)
+        yield from (next_eligible, last_start, skew, latch, drift, failing)
 
         yield GaugeMetricFamily("floorgate_asks_pending", "Owner asks waiting for a decision", value=tallies.pending_asks())
         deliveries = GaugeMetricFamily(

@@ -38,6 +38,7 @@ from floorgate.admission import (
     TimerBindings,
     TurnRecord,
     WakeState,
+    failure_wait,
 )
 from floorgate.admission.clock import Clock, SystemClock, iso, read_clock
 from floorgate.admission.errors import CorruptState
@@ -58,6 +59,7 @@ class ReadbackState(StrEnum):
     INTERVAL_WAIT = "interval_wait"
     PAUSED = "paused"
     HELD = "held"
+    FAILING = "failing"  # its latest turns failed: automatic starts slow down (never shown as eligible)
     RUNNING = "running"
     HOST_UNAVAILABLE = "host_unavailable"
     AWAITING_OWNER = "awaiting_owner"
@@ -69,6 +71,7 @@ class ReadbackHold(StrEnum):
 
     TIMER = HoldKind.TIMER.value
     MISSION_STUCK = HoldKind.MISSION_STUCK.value
+    FAILING = HoldKind.FAILING.value
     UNREADABLE = "unreadable"  # its row, schedule, wake state or ticks cannot be decoded
 
 
@@ -93,6 +96,8 @@ class AutomationReadback:
     drift: str | None = None  # how the host's live timer differs from the applied one, read just now
     mission: Mission | None = None
     envelope: Envelope | None = None
+    failures: int = 0  # consecutive failed turns (the failure streak; 0: none)
+    failing_until: datetime | None = None  # no automatic start before this (the streak's slowdown)
 
     def fires(self, count: int, now: datetime) -> list[PreviewRow]:
         """The next ``count`` host fires and which of them run (none while it cannot fire)."""
@@ -395,7 +400,12 @@ class Readback:
         promise = self.timers.guarantee(automation, binding, now, answers=src)
         drift = self.timers.drift(automation, binding)
         envelope, problem = src.envelope(lane)
+        streak = src.wake(aid)
+        failures = streak.failures if streak is not None else 0
+        failing_until = failure_wait(streak) if streak is not None else None
         common = dict(
+            failures=failures,
+            failing_until=failing_until,
             automation_id=aid,
             automation=automation,
             eligibility=eligibility,
@@ -457,6 +467,10 @@ class Readback:
             state, detail = ReadbackState.HOST_UNAVAILABLE, problem_text
         elif eligibility.status == "unavailable":
             state, detail, next_fire = ReadbackState.UNAVAILABLE, eligibility.detail, None
+        elif failures:
+            state, detail = ReadbackState.FAILING, _failing_detail(automation, failures, failing_until, src.last_turn(aid), now)
+            if failing_until is not None and next_fire is not None and next_fire < failing_until:
+                next_fire = failing_until
         else:
             state, detail = ReadbackState(eligibility.status), eligibility.detail
         down = ctx.not_firing(spec.timer) if next_fire is not None else None
@@ -571,9 +585,25 @@ def _collector_paused() -> Iterator[None]:
 
 
 def _chain(wake: WakeState | None) -> WakeState | None:
-    """The wake state a plan needs: only a running backoff chain (None plans as no backoff, and
-    ten thousand automations without one share it)."""
-    return wake if wake is not None and wake.backoff_step > 0 else None
+    """The wake state a plan needs: only a running backoff chain or failure streak (None plans as
+    no backoff, and ten thousand automations without one share it)."""
+    return wake if wake is not None and (wake.backoff_step > 0 or wake.failures > 0) else None
+
+
+def _failing_detail(automation: Automation, failures: int, until: datetime | None, last: TurnRecord | None, now: datetime) -> str:
+    """Why a failing automation waits: the streak, the latest failure, and when it may start."""
+    turns = "turn" if failures == 1 else "consecutive turns"
+    verdict = last.verdict if last is not None else None
+    why = f" (latest: {verdict.status}, {verdict.stop_reason})" if verdict is not None and verdict.status != "succeeded" else ""
+    hold = automation.spec.holds_after
+    held = f"; held after {hold}" if hold else ""
+    if until is not None and until > now:
+        wait = f"no automatic start before {iso(until)}"
+    elif failures == 1:
+        wait = "one early retry, then starts slow down"
+    else:
+        wait = "its next start may run"
+    return f"failing: {failures} {turns} failed{why}; {wait}{held}"
 
 
 def _unreadable(automation_id: str, reason: str) -> AutomationReadback:

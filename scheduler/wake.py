@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from floorgate.admission import WakeState
+from floorgate.admission import WakeState, failure_wait
 from floorgate.hosts import Schedule
 
 
@@ -56,7 +56,7 @@ def next_wake(
     catch-up tick. That occurrence is never earlier than ``since`` (the automation's last change:
     its creation, an edit, a pause, a resume): a fire the automation did not exist, was paused or
     had another schedule for is not a missed fire. The result is never earlier than
-    ``next_eligible_at``.
+    ``next_eligible_at``, nor than the failure streak's wait (``failure_wait``).
     """
     if previous is None and catch_up and next_eligible_at is not None and next_eligible_at > now:
         # The floor has not elapsed: a due catch-up fire would wait for it, so it can change the
@@ -64,7 +64,8 @@ def next_wake(
         # start are in that state: one schedule query each, no catch-up search.
         soonest = [t for t in (schedule.next_after(now), _backoff_wake(wake, None)) if t is not None]
         if soonest and min(soonest) <= next_eligible_at:
-            return next_eligible_at
+            failing = failure_wait(wake)
+            return failing if failing is not None and failing > next_eligible_at else next_eligible_at
     if previous is None:
         # Only an occurrence inside the catch-up window can be due; usually there is none.
         first = schedule.next_after(now - catch_up - timedelta(microseconds=1)) if catch_up else None
@@ -81,6 +82,9 @@ def next_wake(
     wake_at = min(candidates)
     if next_eligible_at is not None and wake_at < next_eligible_at:
         wake_at = next_eligible_at
+    failing = failure_wait(wake)  # a failure streak slows every automatic start, scheduled ones too
+    if failing is not None and wake_at < failing:
+        wake_at = failing
     return wake_at
 
 

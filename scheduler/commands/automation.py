@@ -9,8 +9,9 @@ import sys
 
 from pydantic import ValidationError
 
-from floorgate.admission import AutomationSpec, CommandHost, InvalidInput, MeterKind, Overlap, TimerKind
-from floorgate.admission.intervals import parse_duration
+from floorgate.admission import AutomationSpec, CatchUp, CommandHost, InvalidInput, MeterKind, Overlap, TimerKind
+from floorgate.admission.automations import DEFAULT_HOLD_AFTER, MAX_CATCH_UP_WINDOW, MAX_HOLD_AFTER
+from floorgate.admission.intervals import parse_duration, parse_interval
 from floorgate.hosts.registry import capabilities
 
 from ..automations import Changed
@@ -37,6 +38,9 @@ def _host_args(p: argparse.ArgumentParser, *, required: bool) -> None:
     p.add_argument("--backend", help="model backend/provider the host uses (checked against backend_allowlist)")
     p.add_argument("--meter", choices=[m.value for m in MeterKind], help="how to read the usage the host prints (default none)")
     p.add_argument("--overlap", choices=[o.value for o in Overlap], help="while a turn runs, skip further ticks (default) or allow them")
+    p.add_argument("--hold-after", metavar="N", help=f"hold after N consecutive failed turns (default {DEFAULT_HOLD_AFTER}; 0: never)")
+    p.add_argument("--catch-up", choices=[c.value for c in CatchUp], help="after downtime: skip missed fires, or run the latest (default: the deployment's)")
+    p.add_argument("--catch-up-window", metavar="DURATION", help="how old a missed fire may be to catch up, 0..7d (default: the deployment's)")
     add_timer_arg(p)
     add_crontab_user(p)
     p.set_defaults(command_argv=None)  # filled from "-- PROGRAM ARGS..." by the CLI
@@ -180,6 +184,7 @@ def _add(ctx: Context) -> int:
         timer=timer,
         backend=a.backend,
         meter=a.meter or "none",
+        **_policy_fields(a, None),
     )
     done = service.add(a.automation, spec)
     held = f"\nHELD: {done.binding.hold_reason}" if done.binding is not None and done.binding.hold_reason else ""
@@ -189,6 +194,24 @@ def _add(ctx: Context) -> int:
         f"added {done.automation.automation_id} ({spec.goal_id}/{spec.agent_id}, {timer} timer)\n{spec.schedule}{held}{_not_armed(done)}",
     )
     return EXIT_OK
+
+
+def _policy_fields(a: argparse.Namespace, current: AutomationSpec | None) -> dict:  # type: ignore[type-arg]
+    """``--hold-after``, ``--catch-up`` and ``--catch-up-window``, each checked on its own (one
+    line naming the flag); an omitted one keeps the current value (on add: the default)."""
+    hold_after = current.hold_after if current is not None else None
+    if a.hold_after is not None:
+        text = a.hold_after.strip()
+        if not text.isascii() or not text.isdigit() or int(text) > MAX_HOLD_AFTER:
+            raise InvalidInput("--hold-after", f"{a.hold_after!r} is not a whole number 0..{MAX_HOLD_AFTER} (0: never hold)")
+        hold_after = int(text)
+    window = current.catch_up_window if current is not None else None
+    if a.catch_up_window is not None:
+        window = parse_interval(a.catch_up_window, "--catch-up-window")
+        if window > MAX_CATCH_UP_WINDOW:
+            raise InvalidInput("--catch-up-window", f"{a.catch_up_window!r} is longer than 7d; give 0..7d")
+    catch_up = CatchUp(a.catch_up) if a.catch_up is not None else (current.catch_up if current is not None else None)
+    return {"hold_after": hold_after, "catch_up": catch_up, "catch_up_window": window}
 
 
 def _not_armed(done: Changed) -> str:
@@ -220,6 +243,7 @@ def _edit(ctx: Context) -> int:
         timer=timer,
         backend=a.backend if a.backend is not None else current.spec.backend,
         meter=a.meter or current.spec.meter,
+        **_policy_fields(a, current.spec),
     )
     done = service.edit(a.automation, spec)
     _warn(done.warnings)
