@@ -130,4 +130,8 @@ class FailureStreaks:
         """End the streak (the owner resumed the automation: the next failure is a first one again)."""
         w = s.wake_state
         with self.store.write(lock_key=locks.automation(automation_id), within=within) as conn:
-            conn.execute(update(w).where(w.c.automation_id == automation_id, w.c.failures > 0).values(failures=0, failed_at_us=None, failing_until_us=None))
+            conn.execute(
+                update(w)
+                .where(w.c.automation_id == automation_id, w.c.failures > 0)
+                .values(failures=0, failed_at_us=None, failing_until_us=None)
+            )

@@ -81,7 +81,12 @@ def read_tick_facts(store: Store, automation_id: str, goal: str, agent: str) -> 
             raise StoreUnavailable(f"wake state of automation {automation_id!r} is malformed in the store: {exc}") from None
         wake = _wake_from_row(
             SimpleNamespace(
-                automation_id=automation_id, backoff_step=step, backoff_wake_us=wake_at, failures=failures, failed_at_us=failed_at, failing_until_us=until
+                automation_id=automation_id,
+                backoff_step=step,
+                backoff_wake_us=wake_at,
+                failures=failures,
+                failed_at_us=failed_at,
+                failing_until_us=until,
             )
         )
     if revision is not None and type(revision) is not int:

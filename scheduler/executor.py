@@ -49,7 +49,6 @@ from floorgate.admission import (
     TurnRecord,
     Verdict,
     WakeState,
-    failure_wait,
 )
 from floorgate.admission.clock import Clock, SystemClock, iso, read_clock
 from floorgate.admission.journal import ClaimLost, JournalEntry, TurnOwned
@@ -61,6 +60,7 @@ from ._safe_files import UnsafePath, private_dir
 from .envelope_gate import EnvelopeGate, TurnGate, envelope_mode
 from .meters import read_usage
 from .recovery import DEFAULT_LEASE, host_identity, new_owner_id, orphaned, settle_lost
+from .start_refusals import failing_refusal, state_refusal
 from .turn_broker import RunnerBroker
 from .turn_wire import TurnCredential
 
@@ -106,7 +106,6 @@ def new_turn_id(automation_id: str) -> str:
 
 
 MISSION_HOLD = "mission "
-FAILING_REASON = "failing"  # the stop reason of an automatic start refused by its failure streak's wait
 
 
 def hold_for_stuck_mission(store: Store, automation: Automation, clock: Clock | None = None) -> Automation:
@@ -323,18 +322,10 @@ class TurnExecutor:
             raise InvalidInput("automation", "no command host")
         if pre is None:
             automation = hold_for_stuck_mission(self.store, automation, self.clock)
-        if automation.state != "active" and manual_reason is None:
-            note = f": {automation.state_note}" if automation.state_note else ""
-            verdict = Verdict(status="denied", stop_reason=f"automation_{automation.state}", retryable=False, failure_category="policy")
-            hint = "" if "automation resume" in note else f"; 'floorgate automation resume {automation.automation_id}'"
-            self._settle_claimed(turn, verdict)
-            return TurnOutcome(
-                turn_id,
-                verdict,
-                None,
-                None,
-                detail=f"{automation.automation_id} is {automation.state}{note}{hint} (or pass --manual-reason)",
-            )
+        refused = state_refusal(automation, manual=manual_reason is not None)  # manual runs too: only the interval is bypassed
+        if refused is not None:
+            self._settle_claimed(turn, refused[0])
+            return TurnOutcome(turn_id, refused[0], None, None, detail=refused[1])
         if pre is None:
             pre = self.gate.precheck(automation)
         if pre.refusal is not None:
@@ -432,16 +423,9 @@ class TurnExecutor:
         return TurnOutcome(turn_id, verdict, None, None, detail=detail, owner=owner or "")
 
     def _failing(self, automation: Automation, wake: WakeState | None) -> TurnOutcome | None:
-        """An automatic start before its failure streak's wait is refused (nothing runs, nothing
-        is reserved); a manual run is the owner's explicit intent and is not slowed."""
-        if wake is None:
-            wake = self.automations.wake_state(automation.automation_id)
-        until = failure_wait(wake)
-        if until is None or read_clock(self.clock) >= until:
-            return None
-        verdict = Verdict(status="denied", stop_reason=FAILING_REASON, retryable=True, failure_category="policy")
-        detail = f"{automation.automation_id} is failing ({wake.failures} consecutive failures): no automatic start before {iso(until)}"
-        return TurnOutcome("", verdict, None, None, detail=detail)
+        """An automatic start before its failure streak's wait is refused (nothing reserved)."""
+        refused = failing_refusal(automation, wake or self.automations.wake_state(automation.automation_id), read_clock(self.clock))
+        return TurnOutcome("", refused[0], None, None, detail=refused[1]) if refused is not None else None
 
     def _settle_claimed(self, turn: _Attempt, verdict: Verdict) -> None:
         """A taken-over turn refused before admission admits it again is settled, not left open."""

@@ -39,8 +39,14 @@ def _host_args(p: argparse.ArgumentParser, *, required: bool) -> None:
     p.add_argument("--meter", choices=[m.value for m in MeterKind], help="how to read the usage the host prints (default none)")
     p.add_argument("--overlap", choices=[o.value for o in Overlap], help="while a turn runs, skip further ticks (default) or allow them")
     p.add_argument("--hold-after", metavar="N", help=f"hold after N consecutive failed turns (default {DEFAULT_HOLD_AFTER}; 0: never)")
-    p.add_argument("--catch-up", choices=[c.value for c in CatchUp], help="after downtime: skip missed fires, or run the latest (default: the deployment's)")
-    p.add_argument("--catch-up-window", metavar="DURATION", help="how old a missed fire may be to catch up, 0..7d (default: the deployment's)")
+    p.add_argument(
+        "--catch-up",
+        choices=[c.value for c in CatchUp],
+        help="after downtime: skip missed fires, or run the latest (default: the deployment's)",
+    )
+    p.add_argument(
+        "--catch-up-window", metavar="DURATION", help="how old a missed fire may be to catch up, 0..7d (default: the deployment's)"
+    )
     add_timer_arg(p)
     add_crontab_user(p)
     p.set_defaults(command_argv=None)  # filled from "-- PROGRAM ARGS..." by the CLI
