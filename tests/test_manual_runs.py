@@ -23,7 +23,7 @@ def test_a_manual_run_continues_the_stuck_mission_never_a_fresh_one(store, tmp_p
     clock = FixedClock(T0)
     marks = tmp_path / "marks"
     envelope(store, clock, '{"max_turns": 2}')
-    auto = automation(store, clock, f"open({str(marks)!r}, 'a').write('x\\n'); import sys; sys.exit(1)")
+    automation(store, clock, f"open({str(marks)!r}, 'a').write('x\\n'); import sys; sys.exit(1)")
     outcomes = []
     for _ in range(4):  # the owner keeps pressing "Run now"
         clock.advance(timedelta(minutes=1))
