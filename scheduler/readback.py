@@ -50,6 +50,7 @@ from floorgate.hosts.schedule import parse_canonical
 from .preview import FloorMeeting, PlanInputs, PreviewRow, ScheduleQueries, first_run_at, simulate
 from .recovery import orphaned
 from .timers import LAUNCH_WAIT, TimerService
+from .wake import catch_up_window
 
 
 class ReadbackState(StrEnum):
@@ -512,7 +513,7 @@ class Readback:
             wait=wait,
             wake=wake,
             last_ticked=last,
-            catch_up=policy.catch_up,
+            catch_up=catch_up_window(spec, policy),
             since=automation.updated_at,
         )
 

@@ -77,7 +77,7 @@ from ._ticking import AdmitGroups, Ticking
 from ._turn_pool import TurnPool
 from .executor import TurnExecutor, host_identity
 from .notify import NotifyService
-from .wake import BackoffPolicy
+from .wake import BackoffPolicy, catch_up_window
 
 __all__ = ["HostRuntime", "RuntimeConfig"]  # RuntimeConfig lives with the planning values
 
@@ -310,7 +310,8 @@ class HostRuntime(Ticking, TickRecords):
                 self._hold(automation_id, self._bad_ticks[automation_id])
                 continue
             since = decoded.automation.updated_at  # type: ignore[union-attr]
-            snapshot = Snapshot(automation_id, decoded.schedule, inputs, self._last_ticked(automation_id), self.policy.catch_up, since)  # type: ignore[arg-type]
+            window = catch_up_window(decoded.automation.spec, self.policy)  # type: ignore[union-attr]
+            snapshot = Snapshot(automation_id, decoded.schedule, inputs, self._last_ticked(automation_id), window, since)  # type: ignore[arg-type]
             self._arm(decoded.automation, snapshot, seq, previous=None, now=now)  # type: ignore[arg-type]
 
     def _remember(self, automation_id: str, decoded: Decoded) -> None:
@@ -410,7 +411,7 @@ class HostRuntime(Ticking, TickRecords):
             schedule,
             inputs,
             self._last_ticked(automation.automation_id),
-            self.policy.catch_up,
+            catch_up_window(automation.spec, self.policy),
             automation.updated_at,
         )
         return snapshot.plan(previous, now)
@@ -492,8 +493,8 @@ class HostRuntime(Ticking, TickRecords):
         self._record(event.job_id, when, read_clock(self.clock), "skipped", "overlap")
 
     def _on_missed(self, event: JobExecutionEvent) -> None:
-        # APScheduler drops a fire it could not start within the catch-up window (misfire grace):
-        # the tick log says so instead of leaving a silent gap.
+        # APScheduler drops a fire it could not start within the staleness limit (misfire grace,
+        # ``STALE_AFTER``): the tick log says so instead of leaving a silent gap.
         self._record(event.job_id, event.scheduled_run_time, read_clock(self.clock), "skipped", "missed")
 
     # -- helpers -----------------------------------------------------------------------------

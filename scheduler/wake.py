@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from floorgate.admission import WakeState, failure_wait
+from floorgate.admission import AutomationSpec, CatchUp, HostPolicy, WakeState, failure_wait
 from floorgate.hosts import Schedule
 
 
@@ -86,6 +86,18 @@ def next_wake(
     if failing is not None and wake_at < failing:
         wake_at = failing
     return wake_at
+
+
+def catch_up_window(spec: AutomationSpec, policy: HostPolicy) -> timedelta:
+    """How old a fire missed while no host ran may be to fire once at the next host start: the
+    automation's own setting over the deployment's (``skip``: none; ``latest`` without a window of
+    its own or the deployment's: the default window)."""
+    if spec.catch_up is CatchUp.SKIP:
+        return timedelta(0)
+    window = spec.catch_up_window if spec.catch_up_window is not None else policy.catch_up
+    if spec.catch_up is CatchUp.LATEST and not window:
+        return HostPolicy().catch_up
+    return window
 
 
 def catch_up_due(occurrence: datetime, *, last_ticked: datetime | None, since: datetime | None) -> bool:

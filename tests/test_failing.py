@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+
 from floorgate.admission import AutomationSpec, Automations, Events, FixedClock, HostPolicies
 from floorgate.scheduler.readback import Readback
 from floorgate.scheduler.runtime import HostRuntime, RuntimeConfig
@@ -119,3 +121,65 @@ def test_the_wait_doubles_to_the_backoff_cap(store, tmp_path) -> None:
         clock.set(wake.failing_until or clock.now() + MINUTE)
     assert waits == [None, 2 * MINUTE, 3 * MINUTE, 3 * MINUTE, 3 * MINUTE]
     assert Automations(store, clock).get("x").state.value == "active"
+
+
+# -- missed runs: live lateness is not a missed fire; per-automation catch-up ---------------------
+def test_a_fire_a_running_host_starts_seconds_late_runs_even_with_catch_up_zero(store, tmp_path) -> None:
+    import logging
+    from datetime import datetime, timezone
+
+    from apscheduler.events import EVENT_JOB_MISSED
+    from apscheduler.executors.base import run_job
+
+    clock = FixedClock(T0)
+    _add(store, clock, "pass")
+    stored = HostPolicies(store, clock).get()
+    from floorgate.admission import HostPolicy
+
+    HostPolicies(store, clock).set(HostPolicy(catch_up=timedelta(0)), expected_revision=stored.revision, owner_ref="owner")
+    host = _host(store, clock, tmp_path)
+    host.scheduler.start(paused=True)
+    try:
+        host.sync()
+        job = host.scheduler.get_job("x")
+        ran: list[str] = []
+        job._modify(func=ran.append)  # the armed job, with its grace; its tick itself is not under test
+        # What APScheduler's executor does with a fire a busy host reaches 5 s after its time.
+        late = datetime.now(timezone.utc) - timedelta(seconds=5)
+        events = run_job(job, "default", [late], logging.getLogger("test").name)
+    finally:
+        host.scheduler.shutdown(wait=False)
+    assert [e.code for e in events if e.code == EVENT_JOB_MISSED] == [] and ran == ["x"]
+
+
+@pytest.mark.parametrize(
+    ("own", "window", "expected"),
+    [
+        pytest.param(None, None, timedelta(hours=2), id="the-deployment's"),
+        pytest.param("skip", None, timedelta(0), id="skip"),
+        pytest.param("latest", timedelta(minutes=10), timedelta(minutes=10), id="latest-own-window"),
+        pytest.param(None, timedelta(minutes=5), timedelta(minutes=5), id="own-window"),
+    ],
+)
+def test_an_automation_s_catch_up_overrides_the_deployment_s(store, tmp_path, own, window, expected) -> None:
+    from floorgate.admission import CatchUp, HostPolicy
+
+    clock = FixedClock(T0 + timedelta(minutes=30) + timedelta(seconds=1))
+    HostPolicies(store, clock).set(HostPolicy(catch_up=timedelta(hours=2)), expected_revision=0, owner_ref="owner")
+    spec = AutomationSpec(
+        goal_id="g",
+        agent_id="a",
+        schedule="DTSTART:20261201T090000Z\nRRULE:FREQ=HOURLY",
+        host=command("pass"),
+        catch_up=CatchUp(own) if own else None,
+        catch_up_window=window,
+    )
+    Automations(store, FixedClock(T0 - timedelta(days=1))).add("x", spec)  # the 09:00 fire was missed while no host ran
+    host = _host(store, clock, tmp_path)
+    host.sync()
+    automation = Automations(store, clock).get("x")
+    from floorgate.hosts import Schedule
+
+    planned = host.plan(automation, Schedule.parse(automation.spec.schedule), None, clock.now())
+    due = T0 if expected > clock.now() - T0 else T0 + timedelta(hours=1)
+    assert planned == due

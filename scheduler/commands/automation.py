@@ -217,6 +217,8 @@ def _policy_fields(a: argparse.Namespace, current: AutomationSpec | None) -> dic
         if window > MAX_CATCH_UP_WINDOW:
             raise InvalidInput("--catch-up-window", f"{a.catch_up_window!r} is longer than 7d; give 0..7d")
     catch_up = CatchUp(a.catch_up) if a.catch_up is not None else (current.catch_up if current is not None else None)
+    if catch_up is CatchUp.LATEST and window is not None and not window:
+        raise InvalidInput("--catch-up-window", "catch-up latest needs a window above 0 (or --catch-up skip)")
     return {"hold_after": hold_after, "catch_up": catch_up, "catch_up_window": window}
 
 
