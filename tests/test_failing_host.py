@@ -3,6 +3,7 @@ events reach a real HTTP receiver, signed."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -44,7 +45,7 @@ def test_a_failing_command_slows_down_holds_after_n_and_alerts_a_real_receiver(d
     assert code == 0, log[-3000:]
     launched = [float(line) for line in stamps.read_text().split()]
     assert len(launched) == 4, launched  # held after the fourth failure of a command due every second
-    gaps = [b - a for a, b in zip(launched, launched[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(launched)]
     # After the second failure each start waits initial x 2^(k-1): 2 s, then 4 s (the cap).
     assert gaps[1] >= 2.0 and gaps[2] >= 4.0, gaps
     kinds = sorted(d["kind"] for d in receiver.docs())
