@@ -42,7 +42,8 @@ def failure_delay(failures: int, initial: timedelta, cap: timedelta) -> timedelt
     (its early retry is the backoff's)."""
     if failures < 2:
         return None
-    return min(initial * (2 ** min(failures - 1, 30)), cap)
+    wait: timedelta = initial * (2 ** min(failures - 1, 30))
+    return min(wait, cap)
 
 
 def failure_wait(wake: WakeState) -> datetime | None:

@@ -156,6 +156,13 @@ class Floorgate:
 
         return NotifyService(self.store, self.clock, ranges=self.settings.webhook_ranges())
 
+    @cached_property
+    def backfill(self):  # type: ignore[no-untyped-def]
+        """Backfills: a past range's fires, each an automatic start through admission."""
+        from .backfill import BackfillService
+
+        return BackfillService(self.store, self.clock, self.executor)
+
     def executor(self, *, host: str | None = None):  # type: ignore[no-untyped-def]
         """A managed-turn executor with these settings' state directory and envelope mode."""
         from .executor import TurnExecutor

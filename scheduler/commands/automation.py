@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from floorgate.admission import AutomationSpec, CatchUp, CommandHost, InvalidInput, MeterKind, Overlap, TimerKind
 from floorgate.admission.automations import DEFAULT_HOLD_AFTER, MAX_CATCH_UP_WINDOW, MAX_HOLD_AFTER
+from floorgate.admission.clock import parse_instant
 from floorgate.admission.intervals import parse_duration, parse_interval
 from floorgate.hosts.registry import capabilities
 
@@ -23,7 +24,7 @@ from ..present import (
     readback_doc,
     table,
 )
-from ..present_automation import detail_doc, detail_text, poke_doc, poke_text, preview_doc, preview_text
+from ..present_automation import backfill_doc, backfill_text, detail_doc, detail_text, poke_doc, poke_text, preview_doc, preview_text
 from .timers import add_crontab_user, add_timer_arg, register_actions
 
 DEFAULT_TIMER = TimerKind.APSCHEDULER.value
@@ -111,6 +112,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_preview, reads_only=True, access=Access.READ)
 
     register_actions(asub)
+
+    p = asub.add_parser(
+        "backfill",
+        help="run the fires of a past range one after another, each passing admission (--dry-run: say which, write nothing)",
+        usage="floorgate automation backfill AUTOMATION --from T1 --to T2 [--dry-run]",
+    )
+    p.add_argument("automation")
+    p.add_argument("--from", dest="start", required=True, metavar="T1", help="ISO 8601 time with an offset, e.g. 2026-12-01T00:00:00Z")
+    p.add_argument("--to", dest="end", required=True, metavar="T2", help="ISO 8601 time with an offset, not in the future")
+    p.add_argument("--dry-run", action="store_true", help="print which fires the limits would admit; write nothing")
+    add_common(p)
+    p.set_defaults(handler=_backfill, access=Access.OPERATE)  # every fire passes admission: it cannot loosen a limit
 
     p = asub.add_parser("poke", help="new work arrived: reset the wake cadence to the short backoff (never before the floor)")
     p.add_argument("automation")
@@ -330,4 +343,12 @@ def _preview(ctx: Context) -> int:
 def _poke(ctx: Context) -> int:
     poked = ctx.app.automations.poke(ctx.args.automation)
     ctx.emit(poke_doc(poked), poke_text(poked))
+    return EXIT_OK
+
+
+def _backfill(ctx: Context) -> int:
+    a = ctx.args
+    start, end = parse_instant(a.start, "--from"), parse_instant(a.end, "--to")
+    report = ctx.app.backfill.run(a.automation, start, end, dry_run=a.dry_run)
+    ctx.emit(backfill_doc(report), lambda: backfill_text(report))
     return EXIT_OK
