@@ -62,6 +62,10 @@ def detail_text(d: Detail) -> str:
         f"  command:        {command_text(spec)}"
         + (f"  (timeout {spec.host.timeout_seconds:g}s, overlap {spec.overlap})" if spec.host else ""),
         f"  timer:          {spec.timer} ({rb.guarantee}: {rb.guarantee_why})",
+        f"  on failure:     hold after {spec.holds_after or 'never'}; {rb.failures} consecutive failed"
+        + (f", no automatic start before {iso(rb.failing_until)}" if rb.failing_until is not None else ""),
+        f"  catch-up:       {spec.catch_up.value if spec.catch_up else 'the deployment'}"
+        + (f" within {format_interval(spec.catch_up_window)}" if spec.catch_up_window is not None else ""),
         f"  floor:          {format_interval(floor.floor) if floor else '-'}",
         f"  next eligible:  {(iso(rb.eligibility.next_eligible_at) if rb.eligibility else None) or '-'}",
         f"  next turn:      {iso(rb.next_fire_at) or '-'}",

@@ -505,11 +505,16 @@ class Readback:
         if schedule is None:
             return None
         floor = eligibility.floor.floor if eligibility.floor is not None else None
+        streak = src.wake(automation.automation_id) if wake is None else wake
+        failing = failure_wait(streak) if streak is not None else None  # every timer's automatic starts wait for it
+        opens = eligibility.next_eligible_at
+        if failing is not None and (opens is None or failing > opens):
+            opens = failing
         return PlanInputs(
             schedule=schedule,
             meeting=meeting,
             floor=floor if floor else None,
-            next_eligible_at=eligibility.next_eligible_at,
+            next_eligible_at=opens,
             wait=wait,
             wake=wake,
             last_ticked=last,
