@@ -122,10 +122,20 @@ class FailureStreaks:
         self.store = store
         self.clock = clock if clock is not None else SystemClock()
 
-    def note(self, automation: Automation, turn_id: str, verdict: Verdict, *, within: Connection | None = None) -> int:
-        """``note_settled`` under the automation's lock, in ``within`` when given (the verdict's unit)."""
-        with self.store.write(lock_key=locks.automation(automation.automation_id), within=within) as conn:
+    def note(
+        self, automation: Automation, turn_id: str, verdict: Verdict, *, within: Connection | None = None, locked: bool = False
+    ) -> int:
+        """``note_settled`` under the automation's lock, in ``within`` when given (the verdict's unit);
+        ``locked``: ``within`` holds that lock already (``lock``)."""
+        key = None if locked and within is not None else locks.automation(automation.automation_id)
+        with self.store.write(lock_key=key, within=within) as conn:
             return note_settled(conn, automation, turn_id, verdict, read_clock(self.clock))
+
+    def lock(self, automation_id: str, *, within: Connection) -> None:
+        """Take the automation's lock in ``within`` before anything else of a settlement: its
+        begin takes it before the mission's and the turn's, so a settlement must too (PostgreSQL)."""
+        with self.store.write(lock_key=locks.automation(automation_id), within=within):
+            pass
 
     def clear(self, automation_id: str, *, within: Connection | None = None) -> None:
         """End the streak (the owner resumed the automation: the next failure is a first one again)."""

@@ -299,10 +299,11 @@ class TurnExecutor:
             verdict = _failure(exc)
             log.error("turn %s of %s failed before its verdict: %s: %s", turn.turn_id, automation.automation_id, type(exc).__name__, exc)
             with self.store.unit() as unit:  # an infra failure counts in the failure streak too
+                self.streaks.lock(automation.automation_id, within=unit)
                 first = self.journal.settle_first(turn.turn_id, verdict, owner=self.owner, within=unit)
                 settled = first.record
                 if first.won:
-                    self.streaks.note(automation, turn.turn_id, settled.verdict or verdict, within=unit)
+                    self.streaks.note(automation, turn.turn_id, settled.verdict or verdict, within=unit, locked=True)
             if not isinstance(exc, Exception):
                 raise  # interrupted (Ctrl-C, shutdown): settled, and the interruption goes on
             return TurnOutcome(turn.turn_id, settled.verdict or verdict, turn.decision, settled, detail=f"{type(exc).__name__}: {exc}")
@@ -395,12 +396,13 @@ class TurnExecutor:
             usage = read_usage(spec.meter, tapped)
             self.gate.account(gate.mission, turn_id, usage)  # its own commits: nothing else may write inside the unit
         with self.store.unit() as unit:  # the turn's verdict and its mission's settlement: one commit
+            self.streaks.lock(automation.automation_id, within=unit)  # the lock order of a begin
             if gate.mission is not None:
                 verdict = self.gate.after_turn(automation, gate.mission, turn_id, verdict, usage, ran=ran, within=unit)
             first = self.journal.settle_first(turn_id, verdict, owner=self.owner, within=unit)
             settled = first.record
             if first.won:  # the streak moves once per verdict
-                self.streaks.note(automation, turn_id, settled.verdict or verdict, within=unit)
+                self.streaks.note(automation, turn_id, settled.verdict or verdict, within=unit, locked=True)
         self._hold_if_stuck(automation, verdict)
         return TurnOutcome(turn_id, settled.verdict or verdict, decision, settled, detail=problem)
 

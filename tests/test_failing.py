@@ -55,6 +55,11 @@ def test_a_failing_command_slows_down_then_is_held_until_resumed(store, tmp_path
         assert (rb.state.value, rb.failures, rb.failing_until) == ("failing", 2, until)
         assert "no automatic start before" in rb.detail and rb.next_fire_at == until
         assert next(r.runs_at for r in rb.fires(10, clock.now()) if r.admitted) == until  # preview and show agree
+        from floorgate.scheduler.app import Floorgate
+        from floorgate.scheduler.metrics import render
+
+        metrics = render(Floorgate(store, clock=clock)).decode()
+        assert 'floorgate_automation_consecutive_failures{agent="a",automation="x",goal="g",state="failing"} 2.0' in metrics
         clock.advance(MINUTE)
         refused = host.tick("x")  # a scheduled fire a minute later is refused, nothing launched
         assert (refused.decision, refused.reason) == ("denied", "failing")
