@@ -189,3 +189,18 @@ def test_an_automation_s_catch_up_overrides_the_deployment_s(store, tmp_path, ow
     planned = host.plan(automation, Schedule.parse(automation.spec.schedule), None, clock.now())
     due = T0 if expected > clock.now() - T0 else T0 + timedelta(hours=1)
     assert planned == due
+
+
+def test_a_timed_out_turn_is_a_failure_with_its_own_event(store, tmp_path) -> None:
+    from floorgate.scheduler.executor import TurnExecutor
+
+    clock = FixedClock(T0)
+    spec = AutomationSpec(goal_id="g", agent_id="a", schedule=EVERY_MINUTE, host=command("import time; time.sleep(60)", timeout=0.5))
+    automation = Automations(store, clock).add("x", spec)
+    executor = TurnExecutor(store, state_dir=tmp_path / "state", clock=clock)
+    try:
+        assert executor.run(automation).verdict.status == "timed_out"
+    finally:
+        executor.close()
+    assert _kinds(store) == ["turn_timed_out"]
+    assert Automations(store, clock).wake_state("x").failures == 1
