@@ -18,14 +18,14 @@ def _clear(automation: Automation) -> str:
     """How the owner clears the state that stops ``automation``."""
     aid = automation.automation_id
     if automation.state == AutomationState.PAUSED:
-        return f"resume it: 'floorgate automation resume {aid}'"
+        return f"resume it with 'floorgate automation resume {aid}'"
     kind = automation.hold_kind
     if kind is HoldKind.MISSION_STUCK:
         return (
             f"decide the mission first (see 'floorgate automation show {aid}'), then release the hold: 'floorgate automation resume {aid}'"
         )
     if kind is HoldKind.FAILING:
-        return f"fix the cause, then release the hold: 'floorgate automation resume {aid}'"
+        return f"fix the cause, then release the hold with 'floorgate automation resume {aid}'"
     return f"release the hold: change the schedule or floor its timer host cannot express, then 'floorgate automation apply {aid}'"
 
 
@@ -36,9 +36,11 @@ def state_refusal(automation: Automation, *, manual: bool) -> tuple[Verdict, str
         return None
     state = automation.state.value
     kind = f" ({automation.hold_kind.value})" if automation.hold_kind is not None else ""
-    note = f": {automation.state_note}" if automation.state_note else ""
+    note = automation.state_note or ""
+    # A hold's note may say how to clear it already: then the line says it once.
+    note = f": {note}" if note and "floorgate automation" not in note else (f": {note.split(';')[0]}" if note else "")
     verdict = Verdict(status="denied", stop_reason=f"automation_{state}", retryable=False, failure_category="policy")
-    lead = "a manual run bypasses only the interval, and " if manual else ""
+    lead = "a manual run bypasses only the interval, not this: " if manual else ""
     detail = f"{automation.automation_id} is {state}{kind}{note}; {lead}{_clear(automation)}"
     return verdict, " ".join(detail.split())
 

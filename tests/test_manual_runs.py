@@ -40,9 +40,9 @@ def test_a_manual_run_continues_the_stuck_mission_never_a_fresh_one(store, tmp_p
 @pytest.mark.parametrize(
     ("state", "kind", "clear"),
     [
-        pytest.param("paused", None, "resume it: 'floorgate automation resume x'", id="paused"),
+        pytest.param("paused", None, "resume it with 'floorgate automation resume x'", id="paused"),
         pytest.param("held", HoldKind.TIMER, "'floorgate automation apply x'", id="held-timer"),
-        pytest.param("held", HoldKind.FAILING, "release the hold: 'floorgate automation resume x'", id="held-failing"),
+        pytest.param("held", HoldKind.FAILING, "release the hold with 'floorgate automation resume x'", id="held-failing"),
         pytest.param("held", HoldKind.MISSION_STUCK, "decide the mission first", id="held-stuck"),
     ],
 )
@@ -66,5 +66,5 @@ def test_turn_run_of_a_paused_automation_says_so_in_one_line(sqlite_db, tmp_path
     done = run_cli("turn", "run", "x", "--manual-reason", "owner asked", "--db", sqlite_db)
     assert done.returncode == 3, done.stdout + done.stderr
     assert done.stdout.strip().splitlines() == [
-        "not run: x is paused; a manual run bypasses only the interval, and resume it: 'floorgate automation resume x'"
+        "not run: x is paused; a manual run bypasses only the interval, not this: resume it with 'floorgate automation resume x'"
     ]
