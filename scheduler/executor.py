@@ -274,7 +274,7 @@ class TurnExecutor:
                 busy = self._overlapping(automation, turn.turn_id)
                 if busy is not None:
                     return busy
-            if manual_reason is None:
+            if manual_reason is None and not turn.owns_row:  # a resumed reservation was admitted already
                 waiting = self._failing(automation, wake)
                 if waiting is not None:
                     self._settle_claimed(turn, waiting.verdict)
