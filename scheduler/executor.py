@@ -300,10 +300,9 @@ class TurnExecutor:
             log.error("turn %s of %s failed before its verdict: %s: %s", turn.turn_id, automation.automation_id, type(exc).__name__, exc)
             with self.store.unit() as unit:  # an infra failure counts in the failure streak too
                 self.streaks.lock(automation.automation_id, within=unit)
-                first = self.journal.settle_first(turn.turn_id, verdict, owner=self.owner, within=unit)
-                settled = first.record
-                if first.won:
-                    self.streaks.note(automation, turn.turn_id, settled.verdict or verdict, within=unit, locked=True)
+                settled = self.journal.settle(turn.turn_id, verdict, owner=self.owner, within=unit)
+                if settled.verdict == verdict:  # this settlement wrote it: the streak moves once per verdict
+                    self.streaks.note(automation, turn.turn_id, verdict, within=unit, locked=True)
             if not isinstance(exc, Exception):
                 raise  # interrupted (Ctrl-C, shutdown): settled, and the interruption goes on
             return TurnOutcome(turn.turn_id, settled.verdict or verdict, turn.decision, settled, detail=f"{type(exc).__name__}: {exc}")
@@ -399,10 +398,9 @@ class TurnExecutor:
             self.streaks.lock(automation.automation_id, within=unit)  # the lock order of a begin
             if gate.mission is not None:
                 verdict = self.gate.after_turn(automation, gate.mission, turn_id, verdict, usage, ran=ran, within=unit)
-            first = self.journal.settle_first(turn_id, verdict, owner=self.owner, within=unit)
-            settled = first.record
-            if first.won:  # the streak moves once per verdict
-                self.streaks.note(automation, turn_id, settled.verdict or verdict, within=unit, locked=True)
+            settled = self.journal.settle(turn_id, verdict, owner=self.owner, within=unit)
+            if settled.verdict == verdict:  # this settlement wrote it: the streak moves once per verdict
+                self.streaks.note(automation, turn_id, verdict, within=unit, locked=True)
         self._hold_if_stuck(automation, verdict)
         return TurnOutcome(turn_id, settled.verdict or verdict, decision, settled, detail=problem)
 
