@@ -8,54 +8,21 @@ value that is not what floorgate writes makes the state unavailable (fail closed
 from __future__ import annotations
 
 from collections import namedtuple
-from datetime import timedelta
-from typing import NamedTuple
 
 from ._types import decode_us
+from .decide.facts import FACT, FACTS, RULE_TEXT, TIMED, Facts
+from .decide.floors import MAX_US, EffectiveFloor, Folded, RuleRef, combine, effective_floor, floor_us, fold
 from .decisions import Phase, StartKind, StartRecord
 from .errors import CorruptState, StoreUnavailable
-from .policies import EffectiveFloor, Folded, RuleRef, combine, effective_floor, fold, rule_ref
+from .policies import rule_ref
 from .store import DriverTx
 
 _LANE = "goal_id = :g AND agent_id = :a AND automation_id = :x"
-# Fields are joined with " " and "/": neither can appear in an id, so the text splits exactly.
-# One rule's text; the facts aggregate it per lane, the bulk read (``read_facts_many``) per row.
-_RULE_TEXT = (
-    "COALESCE(agent_id, '?') || '/' || COALESCE(automation_id, '?') || '/' "
-    "|| COALESCE(CAST(min_interval_us AS TEXT), '?') || '/' || COALESCE(CAST(revision AS TEXT), '?')"
-)
-_FACT_COLUMNS = [
-    # COALESCE: a NULL part must not drop its rule from the aggregate ("no rule" would admit);
-    # '?' fails the rule decoder instead, and the state is unavailable.
-    # A rule whose scope ids are NULL could be this agent's: it is read too, and fails the decoder.
-    "(SELECT {agg}(" + _RULE_TEXT + ", ' ')"
-    " FROM fg_rules WHERE goal_id = :g AND (agent_id IN ('', :a) OR agent_id IS NULL)"
-    " AND (automation_id IN ('', :xr) OR automation_id IS NULL))",
-    "(SELECT COALESCE(phase, '') || '/' || COALESCE(goal_id, '?') || '/' || COALESCE(agent_id, '?') || '/' "
-    "|| COALESCE(automation_id, '?') || '/' || COALESCE(CAST(anchor_us AS TEXT), '?')"
-    " FROM fg_starts WHERE turn_id = :t)",
-    # ORDER BY ... LIMIT 1 rather than MAX so every planner walks the matching index backwards.
-    "(SELECT anchor_us FROM fg_starts WHERE goal_id = :g AND agent_id = :a ORDER BY anchor_us DESC LIMIT 1)",
-    "(SELECT anchor_us FROM fg_starts WHERE " + _LANE + " ORDER BY anchor_us DESC LIMIT 1)",
-    "(SELECT trigger_us FROM fg_starts WHERE " + _LANE + " ORDER BY trigger_us DESC LIMIT 1)",
-    "(SELECT turn_id FROM fg_starts WHERE " + _LANE + " AND trigger_us = :tr)",
-]
-# Only for a store whose NOT NULL constraints were dropped (``Store.relaxed``, checked at open; the
-# planners cannot use an index for IS NULL on a NOT NULL column, and such a row cannot exist there).
-_GUARD_COLUMNS = [
-    # A start missing a key or time the decision counts from (a hand rebuild without constraints)
-    # would be skipped by the reads above, so the floor would not count it: any such row that could
-    # be this agent's makes the state unavailable. Each leg is an empty range of an index.
-    # A start without an agent cannot be attributed: it holds every agent's lane of its automation
-    # (and the whole goal when its automation or anchor is missing too); ``_NULL_AGENT_ANCHOR``
-    # counts it as every agent's possible last start for the goal's other lanes.
-    "(SELECT 1 FROM fg_starts WHERE goal_id IS NULL"
-    " UNION ALL SELECT 1 FROM fg_starts WHERE goal_id = :g AND agent_id IS NULL"
-    " AND (automation_id IS NULL OR automation_id = :x OR anchor_us IS NULL)"
-    " UNION ALL SELECT 1 FROM fg_starts WHERE goal_id = :g AND agent_id = :a AND anchor_us IS NULL"
-    " UNION ALL SELECT 1 FROM fg_starts WHERE goal_id = :g AND agent_id = :a AND automation_id IS NULL"
-    " UNION ALL SELECT 1 FROM fg_starts WHERE " + _LANE + " AND trigger_us IS NULL LIMIT 1)",
-]
+_RULE_TEXT = RULE_TEXT
+# The hot statement's columns, in ``FACTS``' order: the plain store's, and a relaxed store's.
+_FACT_COLUMNS = [f.sql for f in FACTS if f.name != "damaged"]
+_GUARDED_COLUMNS = [f.guarded or f.sql for f in FACTS if f.name != "damaged"]
+_GUARD_COLUMNS = [FACT["damaged"].guarded or "NULL"]
 # SQLite only, on every store: a key column holds whatever a hand edit wrote, and a BLOB never
 # equals the text it is compared with, so a start or rule with a BLOB key would be skipped as NULL
 # ones are. BLOBs sort after all text, so each leg is an empty range of an index on a sound store.
@@ -67,13 +34,6 @@ _BLOB_KEYS = (
     " UNION ALL SELECT 1 FROM fg_rules WHERE goal_id = :g AND agent_id >= x''"
     " UNION ALL SELECT 1 FROM fg_rules WHERE goal_id = :g AND agent_id IN ('', :a) AND automation_id >= x'' LIMIT 1)"
 )
-# The agent's latest anchor on a relaxed store: a start without an agent (not held by the guard
-# above) could be this agent's last start, so a goal or agent floor counts from it too.
-_NULL_AGENT_ANCHOR = (
-    "(SELECT MAX(u.v) FROM (SELECT " + _FACT_COLUMNS[2] + " AS v"
-    " UNION ALL SELECT anchor_us FROM fg_starts WHERE goal_id = :g AND agent_id IS NULL) AS u)"
-)
-_GUARDED_COLUMNS = [*_FACT_COLUMNS[:2], _NULL_AGENT_ANCHOR, *_FACT_COLUMNS[3:]]
 _FACTS = "SELECT " + ", ".join([*_FACT_COLUMNS, "NULL"])
 _GUARDED = "SELECT " + ", ".join(_GUARDED_COLUMNS + _GUARD_COLUMNS)
 _SQLITE_FACTS = "SELECT " + ", ".join([*_FACT_COLUMNS, _BLOB_KEYS])
@@ -94,9 +54,9 @@ INSERT_START_SQL = (
 # columns are NULL when it did not run.
 _FG_ARGS = ":g, :a, :x, :xr, :t, CAST(:tr AS BIGINT), CAST(:now AS BIGINT)"
 RESERVE_SQL = (
-    "SELECT f.rules, f.turn, f.agent_anchor, f.lane_anchor, f.lane_trigger, f.duplicate, f.damaged, f.outcome,"
-    " r.rules, r.turn, r.agent_anchor, r.lane_anchor, r.lane_trigger, r.duplicate, r.damaged, r.outcome"
-    f" FROM fg_facts({_FG_ARGS}, CAST(:reason AS TEXT), :guarded) f"
+    "SELECT "
+    + ", ".join(f"{side}.{name}" for side in "fr" for name in [*(f.name for f in FACTS), "outcome"])
+    + f" FROM fg_facts({_FG_ARGS}, CAST(:reason AS TEXT), :guarded) f"
     f" LEFT JOIN LATERAL (SELECT * FROM fg_admit({_FG_ARGS}, :kind, CAST(:reason AS TEXT), CAST(:lock AS BIGINT), :guarded)"
     " WHERE f.outcome = 'insert' OR (f.outcome = 'admit' AND CAST(:lock_admitted AS BOOLEAN)) OFFSET 0) r ON true"
 )
@@ -138,25 +98,8 @@ def start_from_row(row) -> StartRecord:  # type: ignore[no-untyped-def]
         raise CorruptState(f"malformed start record {row.turn_id!r}: {exc}") from None
 
 
-# Times beyond year 9000 or floors beyond the policy cap are corrupt state, not values to add up.
-_MAX_US = 221_845_392_000_000_000
-
 # Ids never contain "/", so this placeholder matches no automation rule when no automation is named.
 _NO_LANE = "/"
-
-
-class Facts(NamedTuple):  # a plain immutable value: one per decision, cheap to build
-    floor: EffectiveFloor
-    turn_phase: Phase | None  # None: this turn id has no start
-    turn_lane: str | None
-    turn_anchor_us: int | None
-    agent_anchor_us: int | None
-    lane_anchor_us: int | None
-    lane_trigger_us: int | None
-    duplicate_turn: str | None
-    # ``floor.agent_floor`` and ``floor.lane_floor`` in microseconds, computed once per floor.
-    agent_floor_us: int
-    lane_floor_us: int
 
 
 def _rule_ref(text: str, goal: str, agent: str) -> RuleRef:
@@ -168,14 +111,6 @@ def _rule_ref(text: str, goal: str, agent: str) -> RuleRef:
     if "?" in (rule_agent, rule_lane):  # ids never contain "?": a NULL scope id
         raise StoreUnavailable(f"malformed rule under goal {goal!r}: {text!r}")
     return rule_ref(goal, rule_agent, rule_lane, int(us), int(rev))
-
-
-_US = timedelta(microseconds=1)
-
-
-def floor_us(floor: EffectiveFloor) -> tuple[EffectiveFloor, int, int]:
-    """``floor`` with its agent and lane floors in microseconds (the fields ``Facts`` ends with)."""
-    return floor, floor.agent_floor // _US, floor.lane_floor // _US
 
 
 # Decoded floors by lane and rules text (which carries every rule's floor and revision, so a
@@ -224,6 +159,7 @@ def decode_facts(row: tuple, goal: str, agent: str, automation: str | None, turn
     return Facts(floor, *fields, agent_us, lane_us)
 
 
+_AG_BOUND, _LN_BOUND, _TR_BOUND = (f.bound or 0 for f in TIMED)
 _StartFacts = tuple[Phase | None, str | None, int | None, int | None, int | None, int | None, str | None]
 
 
@@ -246,14 +182,18 @@ def _start_facts(row: tuple, goal: str, agent: str, turn_id: str) -> _StartFacts
         t_lane = "/".join(parts[1:4])
         t_anchor = int(parts[4])
     # One expression for the usual row (every decision pays for this check); the loop names the bad one.
+    # The bounds are the time facts' (``TIMED``: agent anchor, lane anchor, lane trigger, all MAX_US).
     if not (
-        (t_anchor is None or 0 <= t_anchor < _MAX_US)
-        and (ag is None or (type(ag) is int and 0 <= ag < _MAX_US))
-        and (ln is None or (type(ln) is int and 0 <= ln < _MAX_US))
-        and (ln_tr is None or (type(ln_tr) is int and 0 <= ln_tr < _MAX_US))
+        (t_anchor is None or 0 <= t_anchor < MAX_US)
+        and (ag is None or (type(ag) is int and 0 <= ag < _AG_BOUND))
+        and (ln is None or (type(ln) is int and 0 <= ln < _LN_BOUND))
+        and (ln_tr is None or (type(ln_tr) is int and 0 <= ln_tr < _TR_BOUND))
     ):
-        for name, value in (("anchor", t_anchor), ("agent anchor", ag), ("lane anchor", ln), ("lane trigger", ln_tr)):
-            if value is not None and (type(value) is not int or not 0 <= value < _MAX_US):
+        named = [("anchor", t_anchor, MAX_US)] + [
+            (f.name.replace("_", " "), v, f.bound) for f, v in zip(TIMED, (ag, ln, ln_tr), strict=True)
+        ]
+        for name, value, bound in named:
+            if value is not None and (type(value) is not int or not 0 <= value < (bound or 0)):
                 raise StoreUnavailable(f"malformed {name} time for {goal}/{agent}: {value!r}")
     return phase, t_lane, t_anchor, ag, ln, ln_tr, dup
 
@@ -265,7 +205,7 @@ def _start_facts(row: tuple, goal: str, agent: str, turn_id: str) -> _StartFacts
 # a NULL there is a damaged row the guard below reports (PostgreSQL sorts NULLs first).
 Lane = tuple[str, str, str | None]
 _MANY_RULES_SQL = "SELECT goal_id, agent_id, automation_id, " + _RULE_TEXT + " FROM fg_rules ORDER BY goal_id, agent_id, automation_id"
-_MANY_TURN_SQL = "SELECT " + _FACT_COLUMNS[1]
+_MANY_TURN_SQL = "SELECT " + FACT["turn"].sql
 _MANY_AGENTS_SQL = "SELECT goal_id, agent_id, MAX(anchor_us) FROM fg_starts GROUP BY goal_id, agent_id"
 # At most one start of a lane has a given trigger (ix_fg_starts_lane_trigger is unique), so MAX is it.
 _MANY_LANES_SQL = (

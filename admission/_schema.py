@@ -7,7 +7,7 @@ key; ids can never be empty, so the empty string is unambiguous.
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Boolean, Column, Index, Integer, MetaData, String, Table, Text, text
+from sqlalchemy import BigInteger, Boolean, Column, Index, Integer, MetaData, String, Table, Text, false, text
 
 from ._types import UtcMicros
 
@@ -25,6 +25,14 @@ rules = Table(
     Column("revision", Integer, nullable=False),
     Column("updated_at_us", UtcMicros, nullable=False),
     Column("compute_json", Text, nullable=True),  # the scope's compute block, as written
+    # Limits across runs (admission.limits): NULL where the scope sets none.
+    Column("max_starts", Integer, nullable=True),
+    Column("starts_window", String(80), nullable=True),  # admission.windows text: 1d, day@Europe/Berlin
+    Column("budget_tokens", BigInteger, nullable=True),
+    Column("budget_usd_micros", BigInteger, nullable=True),
+    Column("budget_window", String(80), nullable=True),
+    Column("estimate_tokens", BigInteger, nullable=True),
+    Column("across_agents", Boolean, nullable=False, server_default=false()),  # goal rules: one series for all agents
 )
 
 rule_history = Table(
@@ -44,6 +52,8 @@ rule_history = Table(
     Column("compute_after", Text, nullable=True),
     Column("owner_kind", String(16), nullable=False, server_default="asserted"),  # Provenance: asserted, authenticated
     Column("note", Text, nullable=True),  # the owner's note on the write, if any
+    Column("limits_before", Text, nullable=True),  # the limits (JSON) before and after the write
+    Column("limits_after", Text, nullable=True),
     Index("ix_fg_rule_history_scope", "goal_id", "agent_id", "automation_id", "id"),
 )
 
@@ -92,6 +102,9 @@ automations = Table(
     Column("hold_after", Integer, nullable=True),  # consecutive failures that hold it (0: never; NULL: the default)
     Column("catch_up", String(16), nullable=True),  # CatchUp (NULL: the deployment's host policy)
     Column("catch_up_window_us", BigInteger, nullable=True),  # NULL: the deployment's catch-up window
+    Column("external_id", String(128), nullable=True),  # the caller's own id for it (fleets)
+    Column("labels", Text, nullable=True),  # JSON object of label -> value (fleets), NULL: none
+    Column("when_denied", String(8), nullable=False, server_default="wait"),  # WhenDenied
     Index("ix_fg_automations_updated", "updated_at_us"),  # a host's sync: what changed since its last poll
 )
 
@@ -101,12 +114,19 @@ wake_state = Table(
     Column("automation_id", String(128), primary_key=True),
     Column("backoff_step", Integer, nullable=False),  # 0: no backoff chain running
     Column("backoff_wake_us", UtcMicros, nullable=True),
-    Column("last_nominal_us", UtcMicros, nullable=True),  # unused: the tick log records what ticked
     Column("failures", Integer, nullable=False, server_default="0"),  # consecutive failed turns (0: none)
     Column("failed_at_us", UtcMicros, nullable=True),  # when the latest of them settled
     Column("failing_until_us", UtcMicros, nullable=True),  # the earliest automatic start the streak allows
     Column("updated_at_us", UtcMicros, nullable=False),
     Index("ix_fg_wake_state_updated", "updated_at_us"),
+)
+
+# The hash of the PostgreSQL decision functions installed after the migrations (decide.render).
+installed = Table(
+    "fg_installed",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("hash", String(64), nullable=False),
 )
 
 ticks = Table(
@@ -271,6 +291,7 @@ hosts = Table(
     Column("beat_at_us", UtcMicros, nullable=False),
     Column("poll_us", BigInteger, nullable=False),
     Column("stopped_at_us", UtcMicros, nullable=True),
+    Column("envelope_mode", String(16), nullable=True),  # EnvelopeMode the host runs with; NULL: not recorded
 )
 
 hook_answers = Table(
@@ -292,6 +313,7 @@ principals = Table(
     Column("token_sha256", String(64), nullable=False),
     Column("created_at_us", UtcMicros, nullable=False),
     Column("revoked_at_us", UtcMicros, nullable=True),
+    Column("zone", String(64), nullable=True),  # IANA zone the console shows times in; NULL: UTC
 )
 
 events = Table(
@@ -360,4 +382,38 @@ signin_locks = Table(
     Column("failures", Integer, nullable=False),
     Column("until_us", UtcMicros, nullable=False),
     Index("ix_fg_signin_locks_until", "until_us"),
+)
+
+usage = Table(
+    "fg_usage",
+    metadata,
+    # One row per turn (idempotent by turn id): an estimate held at admission, reconciled to the
+    # reported usage at settlement. Counted in a budget's window at ``at_us`` (the admission).
+    Column("turn_id", String(128), primary_key=True),
+    Column("goal_id", String(128), nullable=False),
+    Column("agent_id", String(128), nullable=False),
+    Column("automation_id", String(128), nullable=False),
+    Column("at_us", UtcMicros, nullable=False),
+    Column("state", String(16), nullable=False),  # UsageState: held, settled, unknown
+    Column("model", String(128), nullable=True),
+    Column("estimate_tokens", BigInteger, nullable=False),
+    Column("tokens", BigInteger, nullable=True),  # as reported; NULL while held or unknown
+    Column("usd_micros", BigInteger, nullable=True),  # cost as reported; NULL: priced by the model's price
+    Column("source", String(16), nullable=False),  # UsageSource: admission, meter, hook
+    Column("settled_at_us", UtcMicros, nullable=True),
+    # What reported the usage (an app's turn in its transcript): a second report of it is a no-op.
+    Column("report_key", String(128), nullable=True),
+    Index("ix_fg_usage_report", "report_key", unique=True),
+    Index("ix_fg_usage_agent_at", "goal_id", "agent_id", "at_us"),
+    Index("ix_fg_usage_goal_at", "goal_id", "at_us"),
+)
+
+model_prices = Table(
+    "fg_model_prices",
+    metadata,
+    Column("model", String(128), primary_key=True),
+    Column("usd_per_mtok_micros", BigInteger, nullable=True),  # NULL: removed (the row keeps the revision)
+    Column("revision", Integer, nullable=False),
+    Column("owner_ref", String(64), nullable=False),
+    Column("updated_at_us", UtcMicros, nullable=False),
 )

@@ -35,8 +35,6 @@ class FailureCategory(StrEnum):
     NONE = "none"
 
 
-Status = TurnStatus
-Category = FailureCategory
 TurnPhase = Literal["journaled", "confirmed", "launched", "settled"]
 UNSETTLED: tuple[TurnPhase, ...] = ("journaled", "confirmed", "launched")
 
@@ -91,6 +89,47 @@ class Verdict(BaseModel):
     @classmethod
     def _whole_words(cls, value: str) -> str:
         return clip_words(value, REASON_MAX)
+
+    # Named constructors: each kind of ending fixes its status, retryability and category once.
+    @classmethod
+    def succeeded(cls, exit_code: int = 0) -> Verdict:
+        """The host ran and exited 0."""
+        return cls(
+            status=TurnStatus.SUCCEEDED,
+            stop_reason="completed",
+            retryable=False,
+            failure_category=FailureCategory.NONE,
+            exit_code=exit_code,
+        )
+
+    @classmethod
+    def infra_failure(cls, reason: str, *, exit_code: int | None = None) -> Verdict:
+        """A failure of the machinery around the task (spawn, signal, runner): retryable."""
+        return cls(
+            status=TurnStatus.FAILED, stop_reason=reason, retryable=True, failure_category=FailureCategory.INFRA, exit_code=exit_code
+        )
+
+    @classmethod
+    def task_failure(cls, reason: str, *, exit_code: int | None = None) -> Verdict:
+        """The task itself failed (a non-zero exit): not retried on its own."""
+        return cls(
+            status=TurnStatus.FAILED, stop_reason=reason, retryable=False, failure_category=FailureCategory.TASK, exit_code=exit_code
+        )
+
+    @classmethod
+    def timed_out(cls, reason: str = "deadline_exceeded") -> Verdict:
+        """The task ran past its deadline and was killed."""
+        return cls(status=TurnStatus.TIMED_OUT, stop_reason=reason, retryable=False, failure_category=FailureCategory.TASK)
+
+    @classmethod
+    def denied(cls, reason: str, *, retryable: bool = False, category: FailureCategory = FailureCategory.POLICY) -> Verdict:
+        """Nothing ran: a policy (or, with ``category`` INFRA, state that cannot be read) refused it."""
+        return cls(status=TurnStatus.DENIED, stop_reason=reason, retryable=retryable, failure_category=category)
+
+    @classmethod
+    def stuck(cls, reason: str, bound: str | None = None) -> Verdict:
+        """A compute envelope's bound (or an owner's deny) stopped the mission."""
+        return cls(status=TurnStatus.STUCK, stop_reason=reason, retryable=False, failure_category=FailureCategory.POLICY, bound=bound)
 
 
 class TurnRecord(BaseModel):

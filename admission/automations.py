@@ -21,13 +21,15 @@ from . import _locks as locks
 from . import _schema as s
 from ._types import decode_row, raw_columns, shared_fields
 from .clock import Clock, SystemClock, read_clock
-from .errors import CorruptState, InvalidInput, NotFound, StoreUnavailable
+from .errors import CorruptState, FloorgateError, InvalidInput, NotFound, RevisionConflict, StoreUnavailable
 from .events import EventKind, record
 from .liveness import HookInstalls
 from .scope import check_id, check_text
 from .store import Store
 
 PAUSE_NOTE_MAX = 1000  # characters of a pause note (the console adds who paused it)
+MAX_LABELS = 32  # labels one automation may carry
+LABEL_VALUE_MAX = 128  # characters of a label's value
 
 
 class AutomationState(StrEnum):
@@ -53,14 +55,20 @@ class CatchUp(StrEnum):
     LATEST = "latest"
 
 
-State = AutomationState
-
-
 class Overlap(StrEnum):
     """While a turn runs: skip further ticks, or allow them to start turns too."""
 
     SKIP = "skip"
     ALLOW = "allow"
+
+
+class WhenDenied(StrEnum):
+    """What a scheduled fire does when a floor denies it: ``wait`` for the floor's end (one wake
+    then; the lane may run off its schedule's time of day), or ``skip`` to the next scheduled fire
+    the floors admit (the time of day is kept; a fire is skipped instead)."""
+
+    WAIT = "wait"
+    SKIP = "skip"
 
 
 class TimerKind(StrEnum):
@@ -80,8 +88,6 @@ class MeterKind(StrEnum):
     JSONL = "jsonl"
 
 
-Timer = TimerKind
-Meter = MeterKind
 MAX_TIMEOUT = timedelta(days=7)
 DEFAULT_HOLD_AFTER = 5  # consecutive failed turns that hold an automation (``hold_after`` None)
 MAX_HOLD_AFTER = 1000
@@ -124,6 +130,9 @@ class AutomationSpec(BaseModel):
     hold_after: int | None = Field(default=None, ge=0, le=MAX_HOLD_AFTER)  # None: DEFAULT_HOLD_AFTER; 0: never
     catch_up: CatchUp | None = None  # None: the deployment's host policy
     catch_up_window: timedelta | None = None  # None: the deployment's host policy
+    external_id: str | None = None  # the caller's own id for it (a fleet's deduplication key)
+    labels: tuple[tuple[str, str], ...] = ()  # (name, value) pairs, sorted by name (fleets select by these)
+    when_denied: WhenDenied = WhenDenied.WAIT  # a scheduled fire inside a floor: wait for it, or skip
 
     @model_validator(mode="after")
     def _host_needed(self) -> AutomationSpec:
@@ -138,6 +147,20 @@ class AutomationSpec(BaseModel):
     def holds_after(self) -> int:
         """Consecutive failed turns that hold the automation (0: never)."""
         return DEFAULT_HOLD_AFTER if self.hold_after is None else self.hold_after
+
+
+class AutomationConflict(RevisionConflict):
+    """An exact-revision edit of an automation lost: its stored revision is not the one passed."""
+
+    def __init__(self, automation_id: str, expected: int, current: int) -> None:
+        self.scope = automation_id
+        self.expected_revision = expected
+        self.current_revision = current
+        FloorgateError.__init__(
+            self,
+            f"revision conflict on automation {automation_id}: you passed revision {expected}, the store holds "
+            f"revision {current}; re-read it and pass revision {current}",
+        )
 
 
 class Automation(BaseModel):
@@ -178,7 +201,10 @@ def _host(text: str) -> CommandHost | None:
 
 
 # Text columns many automations hold the same value in.
-_REPEATED = ("goal_id", "agent_id", "schedule", "model", "overlap", "state", "state_note", "timer", "backend", "meter", "hold_kind")
+_REPEATED = (
+    "goal_id", "agent_id", "schedule", "model", "overlap", "state", "state_note", "timer", "backend", "meter", "hold_kind", "labels",
+    "when_denied",
+)  # fmt: skip
 
 
 def idle_wake(automation_id: str) -> WakeState:
@@ -203,6 +229,9 @@ def _row_to_automation(row) -> Automation:  # type: ignore[no-untyped-def]
             hold_after=row.hold_after,
             catch_up=row.catch_up,
             catch_up_window=timedelta(microseconds=row.catch_up_window_us) if row.catch_up_window_us is not None else None,
+            external_id=row.external_id,
+            labels=_labels_from(row.labels),
+            when_denied=row.when_denied,
         )
         automation = Automation(
             automation_id=row.automation_id,
@@ -224,9 +253,42 @@ def _one_line(exc: Exception) -> str:
     return " ".join(line.strip() for line in lines[:3]) if lines else type(exc).__name__
 
 
-def _check_spec(spec: AutomationSpec) -> None:
+def _labels_from(text: str | None) -> tuple[tuple[str, str], ...]:
+    if text is None:
+        return ()
+    doc = json.loads(text)
+    if not isinstance(doc, dict) or not all(isinstance(v, str) for v in doc.values()):
+        raise ValueError("labels must be a JSON object of strings")
+    return tuple(sorted(doc.items()))
+
+
+def check_labels(labels: object, field: str = "labels") -> tuple[tuple[str, str], ...]:
+    """Labels as stored: (name, value) pairs sorted by name; names are ids, values short printable text."""
+    items = list(labels.items()) if isinstance(labels, dict) else labels
+    if not isinstance(items, (list, tuple)) or not all(isinstance(p, (list, tuple)) and len(p) == 2 for p in items):
+        raise InvalidInput(field, 'give an object of name -> value, e.g. {"team": "search"}')
+    if len(items) > MAX_LABELS:
+        raise InvalidInput(field, f"give at most {MAX_LABELS} labels")
+    out: dict[str, str] = {}
+    for name, value in items:
+        check_id(name, f"{field}.{name}" if isinstance(name, str) else field)
+        if not isinstance(value, str):
+            raise InvalidInput(f"{field}.{name}", "a label's value must be a string")
+        check_text(value, f"{field}.{name}", max_len=LABEL_VALUE_MAX)
+        if name in out:
+            raise InvalidInput(f"{field}.{name}", "is given twice")
+        out[name] = value
+    return tuple(sorted(out.items()))
+
+
+def check_spec(spec: AutomationSpec) -> None:
+    """Refuse a spec the store cannot hold as given (ids, labels, name lengths), naming the field."""
     check_id(spec.goal_id, "goal")
     check_id(spec.agent_id, "agent")
+    if spec.external_id is not None:
+        check_id(spec.external_id, "external_id")
+    if check_labels(spec.labels) != spec.labels:
+        raise InvalidInput("labels", "pass labels sorted by name (check_labels)")
     if spec.model is not None and not spec.model.strip():
         raise InvalidInput("model", "give a model name or omit it")
     # The columns hold 128 characters: PostgreSQL would refuse a longer value as a store error, and
@@ -245,7 +307,7 @@ class Automations:
 
     def add(self, automation_id: str, spec: AutomationSpec) -> Automation:
         check_id(automation_id, "automation")
-        _check_spec(spec)
+        check_spec(spec)
         now = read_clock(self.clock)
         a = s.automations
         with self.store.write(lock_key=locks.automation(automation_id)) as conn:
@@ -329,9 +391,13 @@ class Automations:
         with self.store.read() as conn:
             return {row[0]: row[1] for row in conn.execute(select(a.c.automation_id, a.c.revision)) if isinstance(row[0], str)}
 
-    def edit(self, automation_id: str, spec: AutomationSpec) -> Automation:
-        _check_spec(spec)
-        return self._update(automation_id, _spec_columns(spec))
+    def edit(self, automation_id: str, spec: AutomationSpec, *, expected_revision: int | None = None) -> Automation:
+        """Change an automation's spec; with ``expected_revision``, only while the stored revision is
+        exactly that (``AutomationConflict``, nothing written, when it is not)."""
+        check_spec(spec)
+        if expected_revision is not None and (type(expected_revision) is not int or expected_revision < 1):
+            raise InvalidInput("revision", "pass the revision you read (a whole number from 1)")
+        return self._update(automation_id, _spec_columns(spec), expected_revision=expected_revision)
 
     def set_state(
         self, automation_id: str, state: AutomationState | str, note: str | None, hold_kind: HoldKind | None = None
@@ -362,15 +428,26 @@ class Automations:
             conn.execute(delete(h).where(h.c.automation_id == automation_id))
             HookInstalls(self.store).forget(automation_id, conn)
 
-    def _update(self, automation_id: str, values: dict, *, held: dict | None = None) -> Automation:  # type: ignore[type-arg]
+    def _update(
+        self,
+        automation_id: str,
+        values: dict,  # type: ignore[type-arg]
+        *,
+        held: dict | None = None,  # type: ignore[type-arg]
+        expected_revision: int | None = None,
+    ) -> Automation:
         check_id(automation_id, "automation")
         a = s.automations
         now = read_clock(self.clock)
         with self.store.write(lock_key=locks.automation(automation_id)) as conn:
-            done = conn.execute(
-                update(a).where(a.c.automation_id == automation_id).values(**values, revision=a.c.revision + 1, updated_at_us=now)
-            )
+            query = update(a).where(a.c.automation_id == automation_id)
+            if expected_revision is not None:
+                query = query.where(a.c.revision == expected_revision)
+            done = conn.execute(query.values(**values, revision=a.c.revision + 1, updated_at_us=now))
             if done.rowcount != 1:
+                current = conn.execute(select(a.c.revision).where(a.c.automation_id == automation_id)).scalar()
+                if current is not None and expected_revision is not None:
+                    raise AutomationConflict(automation_id, expected_revision, int(current))
                 raise NotFound(f"automation {automation_id!r} does not exist (see 'floorgate automation list')")
             if held is not None:
                 record(conn, EventKind.AUTOMATION_HELD, automation_id, held, now)
@@ -388,14 +465,8 @@ class Automations:
             return idle_wake(automation_id)
         return _wake_from_row(row)
 
-    def wake_states(self) -> dict[str, WakeState]:
-        """Every stored wake state, by automation id (one query, for a host's sync loop)."""
-        w = s.wake_state
-        with self.store.read() as conn:
-            return {row.automation_id: _wake_from_row(row) for row in conn.execute(select(w))}
-
     def wake_scan(self, automation_ids: Collection[str] | None = None) -> tuple[dict[str, WakeState], dict[str, str]]:
-        """Like ``wake_states`` (of every automation, or those named), but a malformed row is
+        """Every stored wake state (of every automation, or those named), by automation id; a malformed row is
         reported as ``{automation_id: reason}`` instead of failing the whole read."""
         w = s.wake_state
         found: dict[str, WakeState] = {}
@@ -419,7 +490,7 @@ class Automations:
         with self.store.write(lock_key=locks.automation(state.automation_id)) as conn:
             done = conn.execute(update(w).where(w.c.automation_id == state.automation_id).values(**values))
             if done.rowcount == 0:
-                conn.execute(insert(w).values(automation_id=state.automation_id, last_nominal_us=None, **values))
+                conn.execute(insert(w).values(automation_id=state.automation_id, **values))
 
 
 def _wake_from_row(row) -> WakeState:  # type: ignore[no-untyped-def]
@@ -466,4 +537,7 @@ def _spec_columns(spec: AutomationSpec) -> dict:  # type: ignore[type-arg]
         hold_after=spec.hold_after,
         catch_up=spec.catch_up,
         catch_up_window_us=spec.catch_up_window // timedelta(microseconds=1) if spec.catch_up_window is not None else None,
+        external_id=spec.external_id,
+        labels=json.dumps(dict(spec.labels), sort_keys=True) if spec.labels else None,
+        when_denied=spec.when_denied,
     )

@@ -10,7 +10,7 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
-from .policies import EffectiveFloor
+from .decide.floors import EffectiveFloor
 
 
 class Reason(str, Enum):

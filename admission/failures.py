@@ -78,7 +78,7 @@ def note_settled(conn: Connection, automation: Automation, turn_id: str, verdict
     delay = failure_delay(failures, *_backoff(conn))
     streak = dict(failures=failures, failed_at_us=at, failing_until_us=at + delay if delay is not None else None)
     if row is None:
-        values = dict(backoff_step=0, backoff_wake_us=None, last_nominal_us=None, updated_at_us=at)
+        values = dict(backoff_step=0, backoff_wake_us=None, updated_at_us=at)
         conn.execute(insert(w).values(automation_id=automation_id, **streak, **values))
     else:
         conn.execute(update(w).where(w.c.automation_id == automation_id).values(**streak))
@@ -136,6 +136,19 @@ class FailureStreaks:
         begin takes it before the mission's and the turn's, so a settlement must too (PostgreSQL)."""
         with self.store.write(lock_key=locks.automation(automation_id), within=within):
             pass
+
+    def failing(self) -> list[tuple[str, str, str, str, int]]:
+        """Every automation with a failure streak running: (goal, agent, automation, stored state,
+        consecutive failures), in that order (one indexed read: ``/metrics``' lanes in trouble)."""
+        w, a = s.wake_state, s.automations
+        query = (
+            select(a.c.goal_id, a.c.agent_id, a.c.automation_id, a.c.state, w.c.failures)
+            .join(w, w.c.automation_id == a.c.automation_id)
+            .where(w.c.failures > 0)
+            .order_by(a.c.goal_id, a.c.agent_id, a.c.automation_id)
+        )
+        with self.store.read() as conn:
+            return [(r[0], r[1], r[2], r[3], int(r[4])) for r in conn.execute(query)]
 
     def clear(self, automation_id: str, *, within: Connection | None = None) -> None:
         """End the streak (the owner resumed the automation: the next failure is a first one again)."""

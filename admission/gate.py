@@ -24,7 +24,6 @@ from ._facts import (
     CONFIRM_SQL,
     INSERT_START_SQL,
     RESERVE_SQL,
-    Facts,
     StartRow,
     decode_facts,
     facts_params,
@@ -41,17 +40,18 @@ from ._rule import (
     _NO_TRIGGER,
     _NO_TURN,
     _US,
-    _Request,
-    _Verdict,
     _decision,
-    _evaluate,
-    _judged,
-    _next_eligible_us,
+    _eligibility,
     _request,
     _unavailable,
 )
 from ._types import MAX_US, raw_columns
 from .clock import Clock, SystemClock, from_us, read_clock, to_us
+from .decide.checks import Request as _Request
+from .decide.checks import Verdict as _Verdict
+from .decide.checks import evaluate as _evaluate
+from .decide.facts import Facts
+from .decide.floors import next_eligible_us
 from .decisions import Confirmation, Decision, Eligibility, Reason, StartKind, StartRecord
 from .errors import CorruptState, InvalidInput, StoreUnavailable
 from .journal import JournalEntry, write_entry
@@ -188,7 +188,7 @@ class Admission:
             last_start = self._last_start(goal, agent) if facts.agent_anchor_us is not None else None
         except StoreUnavailable as exc:
             return _unavailable(goal, agent, automation, now, exc)
-        return _judged(goal, agent, automation, now, facts, last_start)
+        return _eligibility(goal, agent, automation, now, facts, last_start)
 
     def eligibility_many(self, lanes: list[tuple[str, str, str | None]]) -> dict[tuple[str, str, str | None], Eligibility]:
         """``eligibility`` of many lanes (a readback of every automation): the facts of every lane
@@ -213,7 +213,7 @@ class Admission:
             if (goal, agent) in bad_agents:
                 out[(goal, agent, automation)] = _unavailable(goal, agent, automation, now, bad_agents[(goal, agent)])
             else:
-                out[(goal, agent, automation)] = _judged(goal, agent, automation, now, facts, last_starts.get((goal, agent)))
+                out[(goal, agent, automation)] = _eligibility(goal, agent, automation, now, facts, last_starts.get((goal, agent)))
         return out
 
     def _last_starts(
@@ -302,7 +302,7 @@ class Admission:
             if not floor.rules:
                 out[(goal, agent, automation)] = None
                 continue
-            next_us = _next_eligible_us(floor.agent_floor // _US, floor.lane_floor // _US, agent_us, lane_us if automation else None)
+            next_us = next_eligible_us(floor.agent_floor // _US, floor.lane_floor // _US, agent_us, lane_us if automation else None)
             out[(goal, agent, automation)] = from_us(next_us) if next_us is not None else None
         return out
 

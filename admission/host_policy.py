@@ -20,16 +20,20 @@ from ._types import stored
 from .clock import Clock, SystemClock, read_clock
 from .errors import InvalidInput, RevisionConflict, StoreUnavailable
 from .policies import check_owner_ref
+from .retention import MAX_RETENTION, MIN_RETENTION
 from .store import Store
 
 _KEY = "host_policy"
 _MAX = timedelta(days=7)
+_RETENTION = (MIN_RETENTION, MAX_RETENTION)
 
 
 class HostPolicy(BaseModel):
     """Wake planning shared by every host: the catch-up window and the adaptive backoff.
 
     ``catch_up``: after downtime, the latest missed fire at most this old fires once (0: none).
+    ``retention``: a running host prunes ticks, settled turns, delivered events and turn logs
+    older than this, in small batches (0: keeps everything; see ``retention``).
     ``backoff_initial``/``backoff_cap``: after a failed turn or a poke the wake cadence resets to
     ``backoff_initial`` and doubles up to ``backoff_cap`` until a success (never before the floor).
     """
@@ -39,6 +43,7 @@ class HostPolicy(BaseModel):
     catch_up: timedelta = timedelta(hours=1)
     backoff_initial: timedelta = timedelta(minutes=3)
     backoff_cap: timedelta = timedelta(minutes=60)
+    retention: timedelta = timedelta(0)  # a running host prunes what is older (0: keeps everything)
 
     @model_validator(mode="after")
     def _bounds(self) -> HostPolicy:
@@ -48,6 +53,8 @@ class HostPolicy(BaseModel):
                 raise ValueError(f"{name} must be between 0 and 7 days")
         if self.backoff_initial <= timedelta(0):
             raise ValueError("backoff_initial must be positive")
+        if self.retention and not _RETENTION[0] <= self.retention <= _RETENTION[1]:
+            raise ValueError("retention must be 0 (keep everything) or between 1d and 3660d")
         if self.backoff_cap < self.backoff_initial:
             raise ValueError("backoff_cap must be at least backoff_initial")
         return self

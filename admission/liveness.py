@@ -28,6 +28,7 @@ _BEATS_MISSED = 3
 _SLACK = timedelta(seconds=10)
 # Rows of hosts stopped or silent for longer than this are deleted when a host starts.
 _KEEP = timedelta(days=7)
+_MODES = (None, "disabled", "observe", "enforce")
 
 
 class HostBeat(BaseModel):
@@ -43,6 +44,8 @@ class HostBeat(BaseModel):
     beat_at: datetime
     poll: timedelta
     stopped_at: datetime | None
+    # The envelope mode it runs turns with (disabled, observe, enforce); None: not recorded (older host).
+    envelope_mode: str | None = None
 
     def alive(self, now: datetime) -> bool:
         """Running, and its last beat is recent enough for its poll interval."""
@@ -71,6 +74,7 @@ class HostBeats:
                     beat_at_us=beat.beat_at,
                     poll_us=beat.poll // timedelta(microseconds=1),
                     stopped_at_us=None,
+                    envelope_mode=beat.envelope_mode,
                 )
             )
 
@@ -93,7 +97,7 @@ class HostBeats:
             rows = conn.execute(select(t).order_by(t.c.beat_at_us.desc())).all()
         out = []
         for row in rows:
-            if type(row.pid) is not int or type(row.poll_us) is not int or row.poll_us <= 0:
+            if type(row.pid) is not int or type(row.poll_us) is not int or row.poll_us <= 0 or row.envelope_mode not in _MODES:
                 raise CorruptState(f"host {row.host_id!r} has a malformed heartbeat row")
             with stored(f"host {row.host_id!r}"):
                 beat = HostBeat(
@@ -105,6 +109,7 @@ class HostBeats:
                     beat_at=row.beat_at_us,
                     poll=timedelta(microseconds=row.poll_us),
                     stopped_at=row.stopped_at_us,
+                    envelope_mode=row.envelope_mode,
                 )
             out.append(beat)
         return out

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import func, insert, select, text, update
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from . import _locks as locks
@@ -193,13 +193,13 @@ class Missions:
         ``limit`` (plus approved extensions) is refused and nothing changes: one statement."""
         if counter not in ("turns", "tool_calls"):
             raise ValueError(counter)
-        extra = _COUNTERS[counter]
-        guard = f" AND ({counter} < :limit + {extra})" if limit and enforce else ""
+        m = s.missions
+        column, extra = m.c[counter], m.c[_COUNTERS[counter]]
+        statement = update(m).where(m.c.mission_id == mission_id, m.c.status == "open").values({column: column + 1})
+        if limit and enforce:
+            statement = statement.where(column < limit + extra)
         with self.store.write(lock_key=locks.mission(mission_id), within=within) as conn:
-            done = conn.execute(
-                text(f"UPDATE fg_missions SET {counter} = {counter} + 1 WHERE mission_id = :m AND status = 'open'{guard}"),
-                {"m": mission_id, "limit": limit},
-            )
+            done = conn.execute(statement)
             row = conn.execute(select(s.missions).where(s.missions.c.mission_id == mission_id)).first()
         if row is None:
             raise NotFound(f"mission {mission_id!r} does not exist")
@@ -226,14 +226,6 @@ class Missions:
             conn.execute(update(m).where(m.c.mission_id == mission_id).values(wall_ms=m.c.wall_ms + ran_ms))
             return self.get(mission_id, within=conn)
 
-    def add_usage(self, mission_id: str, tokens: int) -> Mission:
-        m = s.missions
-        with self.store.write(lock_key=locks.mission(mission_id)) as conn:
-            conn.execute(
-                update(m).where(m.c.mission_id == mission_id).values(tokens=m.c.tokens + tokens, usage_reports=m.c.usage_reports + 1)
-            )
-        return self.get(mission_id)
-
     def set_latch(self, mission_id: str, reason: str | None, *, within: Connection | None = None) -> None:
         m = s.missions
         with self.store.write(lock_key=locks.mission(mission_id), within=within) as conn:
@@ -241,6 +233,14 @@ class Missions:
             conn.execute(update(m).where(m.c.mission_id == mission_id).values(latch=reason))
             if reason is not None and before is not None and before.latch != reason:
                 record(conn, EventKind.LATCH_SET, mission_id, {"mission_id": mission_id, "reason": reason}, read_clock(self.clock))
+
+    def report_overshoot(self, mission_id: str, problem: str, data: dict[str, object], *, within: Connection | None = None) -> None:
+        """Record that a turn which succeeded went past a bound: the problem on the mission and a
+        ``bound_overshot`` event, in one unit (or the caller's)."""
+        m = s.missions
+        with self.store.write(lock_key=locks.mission(mission_id), within=within) as conn:
+            conn.execute(update(m).where(m.c.mission_id == mission_id).values(problems=problem[:2000]))
+            record(conn, EventKind.BOUND_OVERSHOT, mission_id, {"mission_id": mission_id, **data}, read_clock(self.clock))
 
     def report_problem(self, mission_id: str, problem: str, *, within: Connection | None = None) -> None:
         m = s.missions

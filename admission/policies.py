@@ -10,7 +10,6 @@ from __future__ import annotations
 import builtins
 import json
 import re
-from collections.abc import Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import NamedTuple
@@ -21,13 +20,22 @@ from sqlalchemy.engine import Connection
 
 from . import _locks as locks
 from . import _schema as s
-from ._types import decode_row, raw_columns, shared_fields, stored
+from ._types import decode_row, raw_columns, stored
 from .clock import Clock, SystemClock, read_clock
+from .decide.floors import MAX_STORED_FLOOR as MAX_STORED_FLOOR
+from .decide.floors import EffectiveFloor as EffectiveFloor
+from .decide.floors import Folded as Folded
+from .decide.floors import RuleRef as RuleRef
+from .decide.floors import combine as combine
+from .decide.floors import effective_floor as effective_floor
+from .decide.floors import fold as fold
 from .envelope import ComputeBlock, loosened, parse_compute
 from .errors import CorruptState, InvalidInput, ReductionNotAuthorized, RevisionConflict, StoreUnavailable
 from .events import EventKind, record
 from .intervals import check_interval, format_interval
-from .scope import Scope, ScopeKind, check_id, check_limit
+from .limits import Limits, LimitsChange, limits_from_columns, limits_json
+from .limits import loosened as limits_loosened
+from .scope import Scope, check_id, check_limit
 from .store import Store
 
 _OWNER_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,63}")
@@ -52,20 +60,11 @@ class Rule(BaseModel):
     updated_at: datetime
     compute: ComputeBlock | None = None
     compute_problem: str | None = None  # the stored block is malformed (hand-edited or corrupted)
+    limits: Limits = Limits()  # starts per window, budgets, estimate, across agents (admission.limits)
 
     @property
     def active(self) -> bool:
         return self.min_interval > timedelta(0)
-
-
-class RuleRef(BaseModel):
-    """A rule as it contributes to an effective floor: where, how long, at which revision."""
-
-    model_config = ConfigDict(frozen=True)
-
-    scope: Scope
-    min_interval: timedelta
-    revision: int
 
 
 class RuleChange(BaseModel):
@@ -85,27 +84,8 @@ class RuleChange(BaseModel):
     compute_after: dict | None = None  # type: ignore[type-arg]
     owner_kind: Provenance = Provenance.ASSERTED
     note: str | None = None  # the owner's note on the write
-
-
-class EffectiveFloor(BaseModel):
-    """The binding floor for an agent or one of its automations, and the rules that made it.
-
-    ``agent_floor`` applies to all starts of the agent (the maximum of its goal and agent rules);
-    ``lane_floor`` applies to the named automation's own starts. ``floor`` is the larger.
-    """
-
-    model_config = ConfigDict(frozen=True)
-
-    goal_id: str
-    agent_id: str
-    automation_id: str | None
-    agent_floor: timedelta
-    lane_floor: timedelta
-    rules: tuple[RuleRef, ...]
-
-    @property
-    def floor(self) -> timedelta:
-        return max(self.agent_floor, self.lane_floor)
+    limits_before: dict | None = None  # type: ignore[type-arg]
+    limits_after: dict | None = None  # type: ignore[type-arg]
 
 
 def check_owner_ref(value: object) -> str:
@@ -125,10 +105,6 @@ def _checked_us(value: object, what: str) -> int:
     return value
 
 
-# A floor beyond the policy cap is corrupt state, not a value to add up.
-MAX_STORED_FLOOR = timedelta(days=3660)
-
-
 def rule_ref(goal_id: str, agent_key: str, automation_key: str, min_interval_us: object, revision: object) -> RuleRef:
     """The one decoder of a stored rule (admission's facts, the host's bulk planner and policy
     readback all use it): a NULL, non-integer, negative or over-cap floor, or a revision below 1,
@@ -146,6 +122,7 @@ def rule_from_row(row) -> Rule:  # type: ignore[no-untyped-def]
     """Decode a rules row; malformed values raise ``StoreUnavailable`` (fail closed)."""
     ref = rule_ref(row.goal_id, row.agent_id, row.automation_id, row.min_interval_us, row.revision)
     compute, problem = read_compute(row.compute_json)
+    limits = limits_from_columns(row, str(ref.scope))
     with stored(f"the rule at {ref.scope}"):
         return Rule(
             scope=_scope_of(row),
@@ -155,6 +132,7 @@ def rule_from_row(row) -> Rule:  # type: ignore[no-untyped-def]
             updated_at=row.updated_at_us,
             compute=compute,
             compute_problem=problem,
+            limits=limits,
         )
 
 
@@ -206,43 +184,6 @@ def applicable_rules(conn: Connection, goal: str, agent: str, automation: str | 
     return [rule_from_row(row) for row in rows]
 
 
-def combine(goal: str, agent: str, automation: str | None, rules: list[RuleRef]) -> EffectiveFloor:
-    """Fold the applicable rules into agent and lane floors (maximum wins; narrower never weakens)."""
-    return effective_floor(goal, agent, automation, fold(rules))
-
-
-Folded = tuple[timedelta, timedelta, tuple[RuleRef, ...]]  # agent floor, lane floor, binding rules
-
-
-def fold(rules: Sequence[RuleRef]) -> Folded:
-    """``combine``'s arithmetic alone: the agent floor, the lane floor and the binding rules
-    (non-zero, broadest first), which lanes with the same rules share."""
-    agent_floor = lane_floor = timedelta(0)
-    for rule in rules:
-        if rule.scope.kind is ScopeKind.AUTOMATION:
-            lane_floor = max(lane_floor, rule.min_interval)
-        else:
-            agent_floor = max(agent_floor, rule.min_interval)
-    order = {ScopeKind.GOAL: 0, ScopeKind.AGENT: 1, ScopeKind.AUTOMATION: 2}
-    active = tuple(sorted((r for r in rules if r.min_interval > timedelta(0)), key=lambda r: order[r.scope.kind]))
-    return agent_floor, lane_floor, active
-
-
-def effective_floor(goal: str, agent: str, automation: str | None, folded: Folded) -> EffectiveFloor:
-    """The lane's ``EffectiveFloor`` from ``fold`` of its rules."""
-    agent_floor, lane_floor, active = folded
-    # Validated (faster than model_construct in pydantic 2); the field-name set is shared.
-    floor = EffectiveFloor(
-        goal_id=goal,
-        agent_id=agent,
-        automation_id=automation,
-        agent_floor=agent_floor,
-        lane_floor=lane_floor,
-        rules=active,
-    )
-    return shared_fields(floor)
-
-
 def _json_or_none(text: str | None):  # type: ignore[no-untyped-def]
     if text is None:
         return None
@@ -290,6 +231,7 @@ class Policies:
         compute: ComputeBlock | None = None,
         provenance: Provenance = Provenance.ASSERTED,
         note: str | None = None,
+        limits: LimitsChange | None = None,
     ) -> Rule:
         """Set the floor and/or the compute block at ``scope`` if its stored revision is
         ``expected_revision`` (0: none yet). What is not given is kept.
@@ -299,12 +241,19 @@ class Policies:
         bound, without ``allow_reduction``. ``min_interval`` 0 disables only this scope's floor;
         an empty ``ComputeBlock()`` removes its compute block; start records are kept.
         ``provenance`` says who vouches for ``owner_ref`` (recorded with the write), ``note`` why
-        (optional, recorded with it).
+        (optional, recorded with it). ``limits`` changes the scope's limits across runs (a count
+        or budget per window, the estimate, across agents; 0 removes one): any loosening of them
+        (``admission.limits.loosened``) also needs ``allow_reduction``.
         """
         if not isinstance(scope, Scope):
             raise InvalidInput("scope", "pass a Scope (Scope.goal/agent/automation)")
-        if min_interval is None and compute is None:
-            raise InvalidInput("min_interval", "give a floor (--min-interval) and/or a compute block (--compute)")
+        if limits is not None and (not isinstance(limits, LimitsChange) or limits.is_empty()):
+            raise InvalidInput("limits", "pass a LimitsChange that changes something (see admission.limits)")
+        if min_interval is None and compute is None and limits is None:
+            raise InvalidInput(
+                "min_interval",
+                "give a floor (--min-interval), a compute block (--compute) and/or a limit (--max-starts, --budget-tokens, ...)",
+            )
         if min_interval is not None:
             check_interval(min_interval)
         if compute is not None and not isinstance(compute, ComputeBlock):
@@ -321,7 +270,8 @@ class Policies:
         r = s.rules
         key = and_(r.c.goal_id == goal, r.c.agent_id == agent, r.c.automation_id == automation)
         with self.store.write(lock_key=locks.policy(goal, agent, automation)) as conn:
-            row = conn.execute(select(r.c.min_interval_us, r.c.revision, r.c.compute_json).where(key)).first()
+            limit_columns = [r.c[name] for name in Limits().columns()]
+            row = conn.execute(select(r.c.min_interval_us, r.c.revision, r.c.compute_json, *limit_columns).where(key)).first()
             current_rev = row.revision if row is not None else 0
             before_us = _checked_us(row.min_interval_us, f"min_interval for {scope}") if row is not None else None
             if current_rev != expected_revision:
@@ -343,9 +293,20 @@ class Policies:
                         str(scope), "", "", what=f"loosening the compute envelope on {scope} ({', '.join(looser)})"
                     )
                 compute_after_text = None if compute.is_empty() else json.dumps(compute.doc(), sort_keys=True)
+            # A damaged stored limit reads as CorruptState: it must be repaired, never silently replaced.
+            limits_before = limits_from_columns(row, str(scope)) if row is not None else Limits()
+            limits_after = limits.apply(limits_before, scope) if limits is not None else limits_before
+            looser_limits = limits_loosened(limits_before, limits_after)
+            if looser_limits and not allow_reduction:
+                raise ReductionNotAuthorized(str(scope), "", "", what=f"loosening the limits on {scope} ({', '.join(looser_limits)})")
             new_rev = current_rev + 1
             values = dict(
-                min_interval_us=after_us, owner_ref=owner_ref, revision=new_rev, updated_at_us=now, compute_json=compute_after_text
+                min_interval_us=after_us,
+                owner_ref=owner_ref,
+                revision=new_rev,
+                updated_at_us=now,
+                compute_json=compute_after_text,
+                **limits_after.columns(),
             )
             if row is None:
                 conn.execute(insert(r).values(goal_id=goal, agent_id=agent, automation_id=automation, **values))
@@ -368,6 +329,8 @@ class Policies:
                     compute_after=compute_after_text,
                     owner_kind=provenance.value,
                     note=note,
+                    limits_before=limits_json(limits_before),
+                    limits_after=limits_json(limits_after),
                 )
             )
             record(
@@ -379,6 +342,7 @@ class Policies:
                     "before_us": before_us,
                     "after_us": after_us,
                     "compute_changed": compute_after_text != compute_before_text,
+                    "limits_changed": limits_after != limits_before,
                     "revision": new_rev,
                     "owner_ref": owner_ref,
                     "owner_kind": provenance.value,
@@ -396,6 +360,7 @@ class Policies:
             updated_at=now,
             compute=compute_now,
             compute_problem=problem_now,
+            limits=limits_after,
         )
 
     def get(self, scope: Scope) -> Rule | None:
@@ -471,6 +436,8 @@ class Policies:
                     compute_after=_json_or_none(row.compute_after),
                     owner_kind=_provenance(row.owner_kind),
                     note=row.note,
+                    limits_before=_json_or_none(row.limits_before),
+                    limits_after=_json_or_none(row.limits_after),
                 )
                 for row in rows
             ]

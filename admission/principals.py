@@ -44,10 +44,23 @@ class Principal(BaseModel):
     role: Role
     created_at: datetime
     revoked_at: datetime | None
+    zone: str | None = None  # the IANA zone the console shows this principal times in (None: UTC)
 
     @property
     def can_write(self) -> bool:
         return self.role is Role.OWNER and self.revoked_at is None
+
+
+def check_zone(zone: str) -> str:
+    """``zone`` when it names an IANA time zone this machine knows, else one line naming the fix."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        check_key(zone, "zone", max_len=64)
+        ZoneInfo(zone)
+    except (ZoneInfoNotFoundError, ValueError, InvalidInput):
+        raise InvalidInput("zone", f"{zone[:64]!r} is not an IANA time zone; use a name like Europe/Berlin or UTC") from None
+    return zone
 
 
 def _hash(secret: str) -> str:
@@ -56,7 +69,7 @@ def _hash(secret: str) -> str:
 
 def _principal(row) -> Principal:  # type: ignore[no-untyped-def]
     with stored(f"principal {row.name!r}"):
-        return Principal(name=row.name, role=Role(row.role), created_at=row.created_at_us, revoked_at=row.revoked_at_us)
+        return Principal(name=row.name, role=Role(row.role), created_at=row.created_at_us, revoked_at=row.revoked_at_us, zone=row.zone)
 
 
 class Principals:
@@ -93,6 +106,17 @@ class Principals:
             if done.rowcount != 1 and conn.execute(select(p.c.name).where(p.c.name == name)).first() is None:
                 raise NotFound(f"principal {name!r} does not exist (see 'floorgate owner list')")
             conn.execute(delete(s.sessions).where(s.sessions.c.principal == name))  # signed out everywhere, at once
+        return self.get(name)
+
+    def set_zone(self, name: str, zone: str | None) -> Principal:
+        """Remember the IANA zone the console shows ``name`` times in (None: back to UTC)."""
+        check_key(name, "name", max_len=64)
+        if zone is not None:
+            check_zone(zone)
+        p = s.principals
+        with self.store.write(lock_key=f"principal:{name}") as conn:
+            if conn.execute(update(p).where(p.c.name == name).values(zone=zone)).rowcount != 1:
+                raise NotFound(f"principal {name!r} does not exist (see 'floorgate owner list')")
         return self.get(name)
 
     def get(self, name: str) -> Principal:

@@ -17,6 +17,7 @@ import hashlib
 import os
 import re
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -147,6 +148,54 @@ class _Autocommit(DriverTx):
         return self._store._one(sql, params, fetch=False)  # type: ignore[return-value]
 
 
+class WriterQueue:
+    """This process's SQLite writers, one at a time (re-entrant on a thread); a thread inside
+    ``first()`` takes it before any other thread waiting without that mark."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._owner: int | None = None
+        self._depth = 0
+        self._urgent = 0  # marked threads waiting
+        self._marked = threading.local()
+
+    @contextmanager
+    def first(self) -> Iterator[None]:
+        self._marked.on = getattr(self._marked, "on", 0) + 1
+        try:
+            yield
+        finally:
+            self._marked.on -= 1
+
+    def acquire(self, timeout: float) -> bool:
+        """Take it within ``timeout`` seconds; False when that passed (the caller goes on unqueued)."""
+        me = threading.get_ident()
+        urgent = getattr(self._marked, "on", 0) > 0
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            if self._owner == me:
+                self._depth += 1
+                return True
+            self._urgent += urgent
+            try:
+                while self._owner is not None or (not urgent and self._urgent):
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return False
+                    self._cond.wait(left)
+                self._owner, self._depth = me, 1
+                return True
+            finally:
+                self._urgent -= urgent
+
+    def release(self) -> None:
+        with self._cond:
+            self._depth -= 1
+            if self._depth == 0:
+                self._owner = None
+                self._cond.notify_all()
+
+
 class Store:
     """An open floorgate database. Share one per process; it is safe across threads."""
 
@@ -168,7 +217,8 @@ class Store:
         # instead and take the lock the moment it is free. Bounded like the busy timeout, after
         # which a writer goes on to BEGIN IMMEDIATE as before (a re-entrant lock: a nested write
         # on one thread is no new deadlock).
-        self._writers = threading.RLock()
+        # Writers in a ``first()`` block (a host's admissions) go before the others waiting.
+        self._writers = WriterQueue()
 
     def render(self, sql: str) -> str:
         """``sql`` with ``:name`` parameters in this driver's paramstyle (cached)."""
@@ -249,7 +299,7 @@ class Store:
             return
         raw = self._hot_connection()
         cursor = None
-        queued = write and self.dialect == "sqlite" and self._writers.acquire(timeout=_BUSY_TIMEOUT_MS / 1000)
+        queued = write and self.dialect == "sqlite" and self._writers.acquire(_BUSY_TIMEOUT_MS / 1000)
         try:
             cursor = raw.cursor()
             if write:
@@ -339,12 +389,19 @@ class Store:
     @contextmanager
     def _queued(self) -> Iterator[None]:
         """Hold this process's SQLite writer queue (see ``_writers``) for one write transaction."""
-        queued = self.dialect == "sqlite" and self._writers.acquire(timeout=_BUSY_TIMEOUT_MS / 1000)
+        queued = self.dialect == "sqlite" and self._writers.acquire(_BUSY_TIMEOUT_MS / 1000)
         try:
             yield
         finally:
             if queued:
                 self._writers.release()
+
+    @contextmanager
+    def first(self) -> Iterator[None]:
+        """This thread's write transactions in the block go before this process's other writers
+        waiting for SQLite's write lock (a host's admissions before its turns' bookkeeping)."""
+        with self._writers.first():
+            yield
 
     def unit(self) -> contextlib.AbstractContextManager[Connection]:
         """A unit of work: one write transaction that repositories join with ``within=`` (each
@@ -539,11 +596,60 @@ def _require_existing(resolved: str) -> None:
             raise _no_store(str(path))
 
 
+_REVISION_LINE = re.compile(r"^(down_revision|revision)\s*(?::[^=]*)?=\s*(?:\"([^\"]*)\"|'([^']*)'|None)", re.MULTILINE)
+
+
+def head_revision(folder: Path = _MIGRATIONS) -> str | None:
+    """The schema head as Alembic would name it, read from the migration files' ``revision`` and
+    ``down_revision`` lines without importing Alembic (a store at the head never needs it).
+    None when the files do not name exactly one head: the caller then asks Alembic."""
+    revisions: set[str] = set()
+    parents: set[str] = set()
+    try:
+        files = [f for f in folder.iterdir() if f.suffix == ".py" and not f.name.startswith("_")]
+        for f in files:
+            found = {m.group(1): m.group(2) or m.group(3) for m in _REVISION_LINE.finditer(f.read_text(encoding="utf-8"))}
+            if "revision" not in found or found["revision"] is None:
+                return None
+            revisions.add(found["revision"])
+            if found.get("down_revision"):
+                parents.add(str(found["down_revision"]))
+    except (OSError, UnicodeDecodeError):
+        return None
+    heads = revisions - parents
+    return heads.pop() if len(heads) == 1 else None
+
+
+def _at_head(store: Store) -> bool:
+    """Whether the store's recorded revision is the head, read with one plain SELECT (no Alembic),
+    and on PostgreSQL whether its decision functions are this floorgate's rendering (by hash).
+    False whenever that cannot be told (no version table yet, a fresh file): Alembic decides."""
+    head = head_revision()
+    if head is None:
+        return False
+    try:
+        with store.read() as conn:
+            rows = conn.execute(text(f"SELECT version_num FROM {_VERSION_TABLE}")).fetchall()
+            if [r[0] for r in rows] != [head]:
+                return False
+            if store.dialect == "postgresql":
+                from .decide import render  # the decision's modules import this one
+
+                return render.installed_hash(conn) == render.functions_hash()
+            return True
+    except (SQLAlchemyError, FloorgateError):
+        return False  # Alembic's own read names the problem
+
+
 def _migrate(store: Store, *, create: bool = True) -> None:
+    if _at_head(store):
+        return
     from alembic.config import Config
     from alembic.runtime.environment import EnvironmentContext
     from alembic.runtime.migration import MigrationContext
     from alembic.script import ScriptDirectory
+
+    from .decide import render  # the decision's modules import this one
 
     script = ScriptDirectory(str(_MIGRATIONS), version_locations=[str(_MIGRATIONS)])
     head = script.get_current_head()
@@ -563,9 +669,12 @@ def _migrate(store: Store, *, create: bool = True) -> None:
                 )
         return rev
 
+    pg = store.dialect == "postgresql"
     with store.read() as conn:
         found = current(conn)
-        if found == head:
+        # PostgreSQL's decision functions are installed after the migrations whenever their
+        # rendered text changed (decide.render): a repeatable step, keyed by the text's hash.
+        if found == head and (not pg or render.installed_hash(conn) == render.functions_hash()):
             return
         if found is None and not create:
             raise _no_store(store.safe_url)
@@ -577,6 +686,8 @@ def _migrate(store: Store, *, create: bool = True) -> None:
             conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATION_LOCK})
         rev = current(conn)
         if rev == head:
+            if pg:
+                render.install(conn)
             return
         cfg = Config()
         cfg.set_main_option("script_location", str(_MIGRATIONS))
@@ -587,6 +698,8 @@ def _migrate(store: Store, *, create: bool = True) -> None:
         with EnvironmentContext(cfg, script, fn=upgrade, destination_rev=head) as env:
             env.configure(connection=conn, version_table=_VERSION_TABLE, transactional_ddl=True)
             env.run_migrations()
+        if pg:
+            render.install(conn)
 
 
 # The columns admission's facts read that the schema declares NOT NULL.

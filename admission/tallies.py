@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import func, select
+from sqlalchemy import BigInteger, func, select, type_coerce
 
 from . import _schema as s
+from ._types import decode_us
+from .clock import to_us
 from .store import Store
 
 _WORD = re.compile(r"[a-z][a-z0-9_]{0,39}")
@@ -35,6 +37,18 @@ class TickMark(BaseModel):
     decision: str
 
 
+class SlotCount(BaseModel):
+    """How many ticks of one kind fell into one slot of a time axis, and the first and last of them."""
+
+    model_config = ConfigDict(frozen=True)
+
+    slot: int
+    kind: str  # "fire" (by when it was due) or "denied" (by when it was decided)
+    count: int
+    first_at: datetime
+    last_at: datetime
+
+
 class Tallies:
     """Aggregates read in a few grouped queries."""
 
@@ -48,6 +62,11 @@ class Tallies:
                 label = tuple(bounded(k) if k is not None else "none" for k in key)
                 out[label] = out.get(label, 0) + int(count)
         return out
+
+    def automations(self) -> dict[tuple[str, ...], int]:
+        """(state,) -> automations in that stored state."""
+        a = s.automations
+        return self._grouped(select(a.c.state, func.count()).group_by(a.c.state))
 
     def ticks(self) -> dict[tuple[str, ...], int]:
         """(decision, reason) -> ticks recorded by timer hosts."""
@@ -103,14 +122,26 @@ class Tallies:
             for r in rows
         }
 
-    def marks(self, automation_id: str, since: datetime, limit: int = 2000) -> list[TickMark]:
-        """The automation's ticks due at or after ``since``, oldest first (the timeline's points)."""
+    def slot_counts(self, automation_id: str, since: datetime, width: timedelta, slots: int) -> list[SlotCount]:
+        """The automation's ticks from ``since`` on, counted per slot of ``width`` (``slots`` of
+        them): fires by when they were due, denials by when they were decided. Counted by the
+        store, so a week of an every-minute lane is a few hundred rows, not ten thousand."""
         k = s.ticks
-        query = (
-            select(k.c.automation_id, k.c.nominal_us, k.c.actual_us, k.c.decision)
-            .where(k.c.automation_id == automation_id, k.c.nominal_us >= since)
-            .order_by(k.c.nominal_us)
-            .limit(limit)
-        )
+        start, step = to_us(since), max(1, int(width.total_seconds() * 1_000_000))
+        out: list[SlotCount] = []
         with self.store.read() as conn:
-            return [TickMark(automation_id=r[0], nominal_at=r[1], actual_at=r[2], decision=r[3]) for r in conn.execute(query)]
+            for kind, column, extra in (("fire", k.c.nominal_us, None), ("denied", k.c.actual_us, k.c.decision == "denied")):
+                raw = type_coerce(column, BigInteger)
+                slot = ((raw - start) // step).label("slot")
+                query = select(slot, func.count(), func.min(raw), func.max(raw)).where(
+                    k.c.automation_id == automation_id, raw >= start, raw < start + step * slots
+                )
+                if extra is not None:
+                    query = query.where(extra)
+                for row in conn.execute(query.group_by(slot)):
+                    out.append(
+                        SlotCount(
+                            slot=int(row[0]), kind=kind, count=int(row[1]), first_at=decode_us(int(row[2])), last_at=decode_us(int(row[3]))
+                        )
+                    )
+        return out

@@ -9,6 +9,7 @@ the ACK); no observation at all keeps them.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -19,6 +20,14 @@ from . import _schema as s
 from ._types import stored
 from .errors import CorruptState, InvalidInput
 from .store import Store
+
+
+class ObservationState(StrEnum):
+    """What a timer host reported for an automation's timer when it was last read."""
+
+    PRESENT = "present"
+    ABSENT = "absent"
+    UNAVAILABLE = "unavailable"
 
 
 class TimerBinding(BaseModel):
@@ -32,7 +41,7 @@ class TimerBinding(BaseModel):
     desired_at: datetime
     applied_at: datetime | None
     apply_error: str | None
-    observed_state: Literal["present", "absent", "unavailable"] | None
+    observed_state: ObservationState | None
     observed: str | None
     observed_at: datetime | None
     ack_state: Literal["none", "acked"]

@@ -279,15 +279,15 @@ def main() -> None:
     parser.add_argument("--dir", default=None, help="directory for the SQLite files (default: a temp dir under the cwd)")
     args = parser.parse_args()
     print(f"median of {args.rounds} interleaved per-round ratios (min-max), goal from issue 12, [per-operation medians]")
-    figures: list[Figure] = []
+    figures: list[tuple[str, Figure]] = []
     with tempfile.TemporaryDirectory(dir=args.dir or ".") as tmp:
-        figures += sqlite_figures(tmp, args.rounds, args.n)
+        figures += [("sqlite", f) for f in sqlite_figures(tmp, args.rounds, args.n)]
     if args.pg:
-        figures += pg_figures(args.pg, args.rounds, args.n)
-    for f in figures:
+        figures += [("postgresql", f) for f in pg_figures(args.pg, args.rounds, args.n)]
+    for backend, f in figures:
         print(f.line())
         med = statistics.median(f.ratios)
-        record(f.name, f"{med:.2f}x ({min(f.ratios):.2f}..{max(f.ratios):.2f})", f"<= {f.goal:g}x", med <= f.goal)
+        record(f.name, f"{med:.2f}x ({min(f.ratios):.2f}..{max(f.ratios):.2f})", f"<= {f.goal:g}x", med <= f.goal, backend=backend)
     if not args.pg:
         print("  PostgreSQL skipped: pass --pg URL or set FLOORGATE_TEST_PG_URL")
 

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from host import seed
 
 from floorgate.admission import open_store
-from floorgate.scheduler.app import Floorgate, Settings
+from floorgate.scheduler.app.root import Floorgate, Settings
 from floorgate.scheduler.console.api import _eligibility, _status
 
 

@@ -35,7 +35,7 @@ from test_hostile_fuzz import FREQS, NOW, SLOTS  # noqa: E402
 
 from floorgate.admission import Admission, FixedClock, WakeState, open_store  # noqa: E402
 from floorgate.hosts import InvalidSchedule, Schedule  # noqa: E402
-from floorgate.scheduler.preview import FloorMeeting, PlanInputs, simulate  # noqa: E402
+from floorgate.scheduler.app.preview import FloorMeeting, PlanInputs, simulate  # noqa: E402
 
 from cli import run_cli  # noqa: E402
 from conftest import T0  # noqa: E402

@@ -36,7 +36,7 @@ def _child(kind: str, url: str) -> dict[str, float]:
 
     from floorgate.admission import _schema as tables
     from floorgate.admission import open_store
-    from floorgate.scheduler.app import Floorgate, Settings
+    from floorgate.scheduler.app.root import Floorgate, Settings
 
     with open_store(url) as store:
         app = Floorgate(store, settings=Settings())
@@ -123,6 +123,7 @@ def main() -> None:
             f"{spread(times, ' s')}, peak RSS {spread(rss, ' MB', digits=0)}{growth}",
             "< 1 s and < 150 MB at 10,000; < 150 MB at 50,000; linear",
             (took < 1 and statistics.median(rss) < 150) if size == 10_000 else (statistics.median(rss) < 150 if size >= 50_000 else None),
+            backend="sqlite",
         )
         if size == 10_000:
             print(f"         goal at 10,000 (< 1 s, < 150 MB): {goal}")

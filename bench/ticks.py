@@ -5,12 +5,13 @@
 (a) loop: timer fires through the host's real APScheduler loop (each fire set on the job, the
     loop dispatches it); latency from the fire time to admission's decision, p50/p99, on ticks
     the floor denies. Goal: p99 < 10 ms. SQLite, and PostgreSQL with --pg.
-(b) burst: 1,000 automations (one agent each) due within one second, 8 turn workers, turns that
+(b) with --burst: 1,000 automations (one agent each) due within one second, 8 turn workers, turns that
     take a while (a real subprocess, ``sleep`` --turn seconds): 100 admitted (the others' floors
     were started by another host after this one armed its timers) and all admitted. Time of the
     last decision after the burst began, decision latency (decision minus that tick's own fire)
     max and p99, denial p99. Goals: every tick decided within 1 s of its fire; denial p99 < 100 ms.
     A code whose decisions have not all come within --cap seconds is reported as "> cap".
+    In-process, with every lane fired at a chosen time: the real host's burst is bench/burst.py.
 
 --baseline DIR: another checkout to compare against (e.g. main's code, made read-only with
 ``mkdir /tmp/fg-main && git archive main | tar -x -C /tmp/fg-main``). Each measurement runs in a
@@ -115,12 +116,13 @@ class _Decisions:
 
 def _host(url: str, state: Path, workers: int) -> Any:
     from floorgate.admission import open_store
-    from floorgate.scheduler.runtime import HostRuntime, RuntimeConfig
+    from floorgate.scheduler.app.root import Floorgate
+    from floorgate.scheduler.runtime.host import RuntimeConfig
 
     store = open_store(url)
     # A poll far away: the other host's starts stay unknown to this host's timers (they fire anyway).
     config = RuntimeConfig(state_dir=state, poll=timedelta(hours=1), workers=workers, flush_every=timedelta(hours=1))
-    host = HostRuntime(store, config)
+    host = Floorgate(store).host_runtime(config)
     host.start()
     return host
 
@@ -263,6 +265,7 @@ def main() -> None:
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--baseline", help="another checkout to compare against (main's code)")
     parser.add_argument("--pg", help="also measure the loop (and with --pg-burst the burst) on this PostgreSQL database")
+    parser.add_argument("--burst", action="store_true", help="also (b), in-process (the real host's burst: bench/burst.py)")
     parser.add_argument("--pg-burst", action="store_true", help="run the burst on PostgreSQL too")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--samples", type=int, default=300)
@@ -286,7 +289,7 @@ def main() -> None:
             for code in order:
                 spec = {"what": "loop", "backend": backend, "code": codes[code], "samples": args.samples}
                 results.setdefault(("loop", backend, code), []).append(run_child(spec, args.pg))
-        for backend in backends if args.pg_burst else ["sqlite"]:
+        for backend in (backends if args.pg_burst else ["sqlite"]) if args.burst else []:
             for admitted in (args.admitted, args.automations):
                 for code in order:
                     spec = {

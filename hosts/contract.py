@@ -48,6 +48,7 @@ from typing import ClassVar, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from floorgate.admission.automations import TimerKind  # the closed set lives with the stored spec
+from floorgate.admission.timers import ObservationState  # stored with the binding: its closed set lives there
 
 from .schedule import Schedule
 
@@ -60,6 +61,7 @@ class Guarantee(StrEnum):
     ENFORCED = "enforced"  # floorgate launches every turn after admission
     PRE_MODEL_HOOK = "pre-model hook"  # the app wakes the model, a hook seen answering guards it
     SCHEDULE_ONLY = "schedule-only"  # only the armed schedule stands between fires
+    NOT_ARMED = "not armed"  # nothing was ever armed on its host (the apply failed): nothing fires
 
     @classmethod
     def of(cls, capabilities: Capabilities, *, hook_seen: bool) -> Guarantee:
@@ -84,12 +86,6 @@ class Feature(StrEnum):
     ANY_INTERVAL = "any INTERVAL (every 90 minutes, every other week)"
     ONE_SHOT = "a single fire (no RRULE)"
     POSITIONAL = "positional rules (BYSETPOS, BYWEEKNO, BYYEARDAY, numbered or from-the-end days)"
-
-
-class ObservationState(StrEnum):
-    PRESENT = "present"
-    ABSENT = "absent"
-    UNAVAILABLE = "unavailable"
 
 
 class Observation(BaseModel):

@@ -124,6 +124,11 @@ class CrontabHost:
     def capabilities(self) -> Capabilities:
         return self.CAPABILITIES
 
+    def manual_removal(self, automation_id: str) -> str:
+        """What to delete by hand when floorgate cannot remove the automation's line itself."""
+        where = f"{self.user}'s crontab ('crontab -u {self.user} -e' as root)" if self.user else "the crontab ('crontab -e')"
+        return f"delete the line ending '# floorgate:{automation_id}' from {where}"
+
     @classmethod
     def firing_problem(cls) -> str | None:
         if cron_daemon_running():

@@ -1,5 +1,5 @@
 """``python -m floorgate.scheduler`` runs the floorgate CLI too (``python -m floorgate`` is the usual form)."""
 
-from .cli import main
+from .cli.main import main
 
 main()

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-from floorgate.scheduler.cli import run
+from floorgate.scheduler.cli.main import run
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from starlette.testclient import TestClient
 
 from floorgate.admission import Approvals, FixedClock, Missions, Store
-from floorgate.scheduler.app import Floorgate
+from floorgate.scheduler.app.root import Floorgate
 from floorgate.scheduler.console import create_app
 
 from helpers import add_automation
@@ -63,3 +63,11 @@ def sign_in(c: Console, token: str | None = None) -> str:
     found = re.search(r'name="csrf" value="([^"]+)"', page)
     assert found is not None
     return found.group(1)
+
+
+def post_form(c: Console, path: str, data: dict[str, str]):  # type: ignore[no-untyped-def]
+    """POST a page's form as a browser does: (the 303 it is answered with, the page it leads to).
+    The page says what the POST did once (its ``data-status`` is the status the outcome had)."""
+    first = c.client.post(path, data=data, follow_redirects=False)
+    assert first.status_code == 303, (first.status_code, first.text[:300])
+    return first, c.client.get(first.headers["location"])

@@ -68,8 +68,7 @@ def corrupt(store: Store, kind: str, automation_id: str) -> None:
         "schedule": "UPDATE fg_automations SET schedule = 'garbage', revision = revision + 1 WHERE automation_id = :x",
         "bysecond": "UPDATE fg_automations SET schedule = 'DTSTART:20261201T090000Z RRULE:FREQ=MINUTELY;BYSECOND=60', "
         "revision = revision + 1 WHERE automation_id = :x",
-        "wake": "INSERT INTO fg_wake_state (automation_id, backoff_step, backoff_wake_us, last_nominal_us, updated_at_us) "
-        f"VALUES (:x, 1, {OVERFLOWING_US}, NULL, 0)",
+        "wake": f"INSERT INTO fg_wake_state (automation_id, backoff_step, backoff_wake_us, updated_at_us) VALUES (:x, 1, {OVERFLOWING_US}, 0)",
         "tick": "INSERT INTO fg_ticks (automation_id, nominal_us, actual_us, decision, reason, turn_id, host) "
         f"VALUES (:x, {OVERFLOWING_US}, 0, 'admitted', 'eligible', NULL, 'hand-edit')",
         "anchor": "INSERT INTO fg_starts (turn_id, goal_id, agent_id, automation_id, trigger_us, anchor_us, phase, kind, "
@@ -132,7 +131,7 @@ def lines(path: Path) -> int:
 def host_running(store: Store, clock: FixedClock) -> None:
     """Record a live `floorgate run` heartbeat at the clock's time (poll 1 day: it stays alive for
     the test), so readbacks of floorgate's own timer show the fires a running host makes."""
-    from floorgate.scheduler._heartbeat import Heartbeat
+    from floorgate.scheduler.runtime._heartbeat import Heartbeat
 
     Heartbeat(store, clock, "test-host:1", timedelta(days=1)).beat()
 

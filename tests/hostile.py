@@ -10,7 +10,7 @@ from sqlalchemy import text
 from floorgate.admission import Store
 from floorgate.admission._schema import metadata
 
-DOCUMENTED_EXITS = range(6)  # scheduler/cli.py: 0 ok .. 5 a managed turn failed
+DOCUMENTED_EXITS = range(6)  # scheduler/cli/main.py: 0 ok .. 5 a managed turn failed
 
 
 def dump(store: Store) -> dict[str, list[tuple[Any, ...]]]:

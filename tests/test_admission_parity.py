@@ -1,10 +1,10 @@
-"""PostgreSQL's one-statement decision (``fg_facts`` / ``fg_admit``) and the in-process one decide alike.
+"""PostgreSQL's one-statement decision (``fg_facts`` / ``fg_admit``) and the in-process one read alike.
 
-Each case builds the same state in a SQLite store and a PostgreSQL store, makes the same request
-at the same instant, and requires the two decisions to be equal in every field (admitted, reason,
-anchor, next eligible time, floor, detail) and the starts tables to be equal afterwards: SQLite
-decides with ``_rule._evaluate`` alone, PostgreSQL with the function's insert rule, so a drift
-between the two shows here.
+The rule's rows are held together by tests/test_decide_table.py (every check, Python and SQL, on
+generated facts). The cases here are about the facts the two read: the same state, hand edits and
+rebuilt stores in a SQLite store and a PostgreSQL store, the same request at the same instant, and
+the two decisions equal in every field (admitted, reason, anchor, next eligible time, floor,
+detail) and the starts tables equal afterwards; a few plain cases run the whole path once.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import pytest
 from test_hostile_state import relax
 
 from floorgate.admission import Admission, FixedClock, Reason, Store, open_store
+from floorgate.admission.decide.render import facts_function
 
 from conftest import T0, _pg_or_skip, _pg_schema_url, _psycopg_dsn, _replay, raw_sql
 from helpers import floor
@@ -58,39 +59,8 @@ class Case:
 
 CASES = [
     Case("no rule admits", now=M),
-    Case("zero floor is no rule", floors=(("g/a", timedelta(0)),), priors=(Prior("p1", timedelta(0)),), now=M),
-    Case("first start is eligible", floors=(("g/a", H),)),
     Case("agent floor waits", floors=(("g/a", H),), priors=(Prior("p1", timedelta(0)),), now=M),
-    Case("goal floor waits", floors=(("g", H),), priors=(Prior("p1", timedelta(0), automation="y"),), now=M),
-    Case("agent floor elapsed exactly", floors=(("g/a", H),), priors=(Prior("p1", timedelta(0)),), now=H),
-    Case("lane floor waits", floors=(("g/a/x", H),), priors=(Prior("p1", timedelta(0)),), now=M),
-    Case("lane floor ignores another lane", floors=(("g/a/x", H),), priors=(Prior("p1", timedelta(0), automation="y"),), now=M),
-    Case(
-        "larger of agent and lane floors",
-        floors=(("g/a", 2 * H), ("g/a/x", H)),
-        priors=(Prior("p1", timedelta(0)),),
-        now=H + M,
-    ),
-    Case(
-        "lane floor larger than agent floor",
-        floors=(("g/a", M), ("g/a/x", H)),
-        priors=(Prior("p1", timedelta(0)),),
-        now=2 * M,
-    ),
-    Case("agent-wide request ignores lane rules", floors=(("g/a/x", H),), priors=(Prior("p1", timedelta(0)),), now=M, automation=None),
-    Case(
-        "agent-wide request after an agent-wide start",
-        floors=(("g/a", H),),
-        priors=(Prior("p1", timedelta(0), automation=None),),
-        now=M,
-        automation=None,
-    ),
     Case("manual bypasses the interval", floors=(("g/a", H),), priors=(Prior("p1", timedelta(0)),), now=M, manual_reason="owner asked"),
-    Case("manual after the floor", floors=(("g/a", H),), priors=(Prior("p1", timedelta(0)),), now=2 * H, manual_reason="owner asked"),
-    Case("clock rollback", floors=(("g/a", H),), priors=(Prior("p1", 2 * H),), now=H),
-    Case("clock rollback beats manual", floors=(("g/a", H),), priors=(Prior("p1", 2 * H),), now=H, manual_reason="owner asked"),
-    Case("duplicate trigger", floors=(("g/a", M),), priors=(Prior("p1", timedelta(0)),), now=H, trigger=timedelta(0)),
-    Case("stale trigger", floors=(("g/a", M),), priors=(Prior("p1", H, trigger=H),), now=2 * H, trigger=M),
     Case(
         "resumed reservation",
         floors=(("g/a", H),),
@@ -99,17 +69,6 @@ CASES = [
         turn="p1",
         trigger=timedelta(0),
     ),
-    Case(
-        "confirmed turn never again", floors=(("g/a", H),), priors=(Prior("p1", timedelta(0)),), now=2 * H, turn="p1", trigger=timedelta(0)
-    ),
-    Case(
-        "reserved turn in another lane",
-        floors=(("g/a", H),),
-        priors=(Prior("p1", timedelta(0), automation="y", confirm=False),),
-        now=2 * H,
-        turn="p1",
-    ),
-    Case("turn id reserved without a rule", priors=(Prior("p1", timedelta(0), confirm=False),), now=M, turn="p1", trigger=timedelta(0)),
     Case(
         "phase missing reads confirmed",
         floors=(("g/a", H),),
@@ -291,19 +250,6 @@ def test_postgresql_and_sqlite_decide_alike(sqlite_store: Store, pg_store: Store
         assert lite.reason is case.expect  # type: ignore[attr-defined]
 
 
-def _migration_function() -> str:
-    import importlib.util
-
-    # The newest migration that defines fg_facts: the function a migrated store runs.
-    migrations = sorted((Path(__file__).resolve().parents[1] / "admission" / "_migrations").glob("0*.py"))
-    path = [p for p in migrations if "FUNCTION fg_facts(" in p.read_text()][-1]
-    spec = importlib.util.spec_from_file_location("fg_migration_reserve_function", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return str(module._FACTS)
-
-
 def test_a_function_that_disagrees_with_this_floorgate_fails_closed(pg_store: Store) -> None:
     """A store whose fg_facts inserts where this floorgate's rule denies (a hand-edited or
     mismatched function) answers state_unavailable, never the function's admission."""
@@ -311,7 +257,7 @@ def test_a_function_that_disagrees_with_this_floorgate_fails_closed(pg_store: St
     floor(pg_store, clock, "g/a", H)
     admission = Admission(pg_store, clock)
     assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=T0).admitted
-    function = _migration_function()
+    function = facts_function()  # the text the store installed after its migrations
     loose = function.replace("THEN 'deny'  -- interval_wait", "THEN 'insert'  -- interval_wait")
     assert loose != function
     raw_sql(pg_store, loose)

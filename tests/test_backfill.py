@@ -13,8 +13,8 @@ import pytest
 
 from floorgate.admission import Admission, Automations, FixedClock, InvalidInput, Journal
 from floorgate.admission.clock import iso
-from floorgate.scheduler.backfill import BackfillService
-from floorgate.scheduler.executor import TurnExecutor
+from floorgate.scheduler.app.backfill import BackfillService
+from floorgate.scheduler.runtime.executor import TurnExecutor
 
 from cli import run_cli
 from conftest import T0, raw_sql

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from floorgate.scheduler.meters import codex_json
+from floorgate.scheduler.app.meters import codex_json
 
 TRANSCRIPT = Path(__file__).parent / "transcripts" / "codex_exec_0171.jsonl"
 

@@ -1,4 +1,4 @@
-"""scheduler/_codex_trust.py without Codex: the hash Codex accepted, and files it cannot read.
+"""scheduler/agents/_codex_trust.py without Codex: the hash Codex accepted, and files it cannot read.
 
 tests/agents/test_codex.py checks the same reading against the real Codex 0.171.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from floorgate.scheduler._codex_trust import codex_hook_hash, codex_hook_trust, owner_trust_toml
+from floorgate.scheduler.agents._codex_trust import codex_hook_hash, codex_hook_trust, owner_trust_toml
 
 
 def test_the_hash_is_the_one_codex_0171_accepted() -> None:

@@ -7,13 +7,16 @@ from __future__ import annotations
 import json
 import os
 import re
+from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
 
 from floorgate.admission import Admission, FixedClock, Role, Scope, Store
-from floorgate.scheduler.app import Floorgate
+from floorgate.admission.missions import Missions
+from floorgate.scheduler.app.readback import Readback
+from floorgate.scheduler.app.root import Floorgate
 from floorgate.scheduler.console import create_app
 from floorgate.scheduler.console.api import ENDPOINTS
 
@@ -230,6 +233,42 @@ def test_the_api_status_is_the_cli_status(store: Store) -> None:
     assert api["automations"][0]["next_eligible_at"] is not None
 
 
+def test_the_api_status_walks_pages_in_status_order_and_filters_by_state_and_goal(store: Store, clock: FixedClock) -> None:
+    c = console(store, clock)
+    for aid, goal in (("b1", "b"), ("a2", "a"), ("a1", "a"), ("b2", "b"), ("a3", "a")):
+        add_automation(store, clock, aid, goal=goal)
+    assert c.post("/api/automations/a3/pause", {"note": "vacation"}).status_code == 200
+    walked, after, pages = [], None, 0
+    while True:
+        page = c.get("/api/status?limit=2" + (f"&after={after}" if after else "")).json()
+        pages += 1
+        assert len(page["automations"]) <= 2
+        walked += [a["automation"] for a in page["automations"]]
+        after = page["next"]
+        if after is None:
+            break
+    assert (walked, pages) == (["a1", "a2", "a3", "b1", "b2"], 3)
+    made: list[str] = []
+    of = Readback.of
+
+    def counted(self: Readback, automation: Any, *a: Any, **kw: Any) -> Any:
+        made.append(automation.automation_id)
+        return of(self, automation, *a, **kw)
+
+    Readback.of = counted  # type: ignore[method-assign]
+    try:
+        assert len(c.get("/api/status?limit=2").json()["automations"]) == 2
+    finally:
+        Readback.of = of  # type: ignore[method-assign]
+    assert made == ["a1", "a2"], "a page computes only its own readbacks"
+    assert [a["automation"] for a in c.get("/api/status").json()["automations"]] == walked  # one page when it fits
+    paused = c.get("/api/status?state=paused").json()
+    assert [a["automation"] for a in paused["automations"]] == ["a3"] and paused["next"] is None
+    assert [a["automation"] for a in c.get("/api/status?goal=b&limit=1&after=b/b1").json()["automations"]] == ["b2"]
+    bad = c.get("/api/status?state=sleepy")
+    assert bad.status_code == 422 and bad.json()["error"]["field"] == "state"
+
+
 def test_metrics_parse_come_from_the_store_and_change_after_an_admission(store: Store, clock: FixedClock) -> None:
     c = console(store, clock)
     floor(store, clock, "g/a", DAY)
@@ -242,18 +281,44 @@ def test_metrics_parse_come_from_the_store_and_change_after_an_admission(store: 
 
     before = samples()
     names = {name for name, _ in before}
-    for name in ("floorgate_asks_pending", "floorgate_hosts_alive", "floorgate_build_info", "floorgate_timer_drift"):
+    for name in ("floorgate_asks_pending", "floorgate_hosts_alive", "floorgate_build_info", "floorgate_automations"):
         assert name in names, name
     Admission(store, clock).reserve(goal="g", agent="a", automation="x", turn_id="turn-secret-1", trigger_time=T0)
     after = samples()
     admitted = ("floorgate_admissions_total", (("decision", "admitted"), ("reason", "automatic")))
     assert before.get(admitted, 0) == 0 and after[admitted] == 1
     lane = (("agent", "a"), ("automation", "x"), ("goal", "g"))
-    assert after[("floorgate_next_eligible_timestamp_seconds", lane)] == (T0.timestamp() + DAY_S)
+    every = c.get("/metrics?lanes=all", token=c.viewer).text
+    lanes = {(s.name, tuple(sorted(s.labels.items()))): s.value for f in text_string_to_metric_families(every) for s in f.samples}
+    assert lanes[("floorgate_next_eligible_timestamp_seconds", lane)] == (T0.timestamp() + DAY_S)
+    assert ("floorgate_timer_drift", lane) in lanes
     assert not any("turn-secret-1" in v for _, labels in after for _, v in labels), "no turn ids as labels"
     # Another console on the same store (another host) reports the same numbers.
     second = TestClient(create_app(Floorgate(store, clock=clock)))
     assert second.get("/metrics", headers=c.headers()).text == c.get("/metrics").text
+
+
+def test_metrics_hold_a_bounded_number_of_series_with_a_lane_only_while_it_is_in_trouble(store: Store, clock: FixedClock) -> None:
+    c = console(store, clock)
+    floor(store, clock, "g/a", DAY)
+
+    def series(query: str = "") -> set[tuple[str, tuple[tuple[str, str], ...]]]:
+        text = c.get(f"/metrics{query}", token=c.viewer).text
+        return {(s.name, tuple(sorted(s.labels.items()))) for f in text_string_to_metric_families(text) for s in f.samples}
+
+    add_automation(store, clock, "x0")
+    one = series()
+    for i in range(1, 12):
+        add_automation(store, clock, f"x{i}")
+    many = series()
+    assert len(many) == len(one), "healthy lanes add no series"
+    assert ("floorgate_automations", (("state", "active"),)) in many
+    latched = Missions(store, clock).open("x3", "g", "a").mission_id
+    Missions(store, clock).set_latch(latched, "usage unreported")
+    trouble = series()
+    assert trouble - many == {("floorgate_accounting_latch_active", (("agent", "a"), ("automation", "x3"), ("goal", "g")))}
+    every = series("?lanes=all")
+    assert sum(1 for name, _ in every if name == "floorgate_timer_drift") == 12  # the opt-in: every lane
 
 
 def test_the_openapi_schema_lists_every_endpoint(store: Store, clock: FixedClock) -> None:

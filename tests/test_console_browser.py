@@ -6,20 +6,22 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import threading
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from floorgate.admission import Admission, Automations, FixedClock, SystemClock, open_store
-from floorgate.scheduler.app import Floorgate
+from floorgate.scheduler.app.root import Floorgate
 from floorgate.scheduler.console import create_app
 
 from cli import run_cli
 from console_kit import pending_ask
-from helpers import add_automation, wait_for
+from helpers import add_automation, floor, wait_for
 
 CHROMIUM = "/usr/bin/chromium"
 pytestmark = pytest.mark.slow
@@ -137,7 +139,7 @@ def test_an_owner_sets_lowers_conflicts_approves_and_reads_the_same_next_eligibl
         expect(page.locator("h1")).to_have_text("Owner asks")
         expect(page.locator(f"#ask-{ask} .bound")).to_have_text("max_turns")
         page.click(f"#ask-{ask} .approve")
-        expect(page.locator("#message")).to_contain_text(f"approved {ask}")
+        expect(page.locator("#flash")).to_contain_text(f"approved {ask}")
         page.screenshot(path=str(artifacts / "asks.png"), full_page=True)
 
         # An admission, then the dashboard's next eligible time is the CLI's.
@@ -146,7 +148,7 @@ def test_an_owner_sets_lowers_conflicts_approves_and_reads_the_same_next_eligibl
         cli = json.loads(run_cli("status", "--json", db=db).stdout)
         expected = next(a["next_eligible_at"] for a in cli["automations"] if a["automation"] == "x")
         page.goto(f"{base}/dashboard")
-        expect(page.locator('#automation-x [data-testid="next-eligible"]')).to_have_text(expected)
+        expect(page.locator('#automation-x [data-testid="next-eligible"]')).to_have_attribute("datetime", expected)
         expect(page.locator("#recent-events")).to_contain_text("floor_changed")
         page.screenshot(path=str(artifacts / "dashboard.png"), full_page=True)
         page.goto(f"{base}/events")
@@ -154,7 +156,7 @@ def test_an_owner_sets_lowers_conflicts_approves_and_reads_the_same_next_eligibl
         page.screenshot(path=str(artifacts / "events.png"), full_page=True)
         browser.close()
     assert expected is not None
-    assert sorted(p.name for p in artifacts.iterdir()) == [
+    assert sorted(p.name for p in artifacts.iterdir() if not p.name.startswith("act-")) == [
         "asks.png",
         "dashboard.png",
         "events.png",
@@ -168,7 +170,7 @@ def test_an_owner_sets_lowers_conflicts_approves_and_reads_the_same_next_eligibl
 def test_the_dashboard_shows_a_failing_automation_in_red_and_refuses_run_now_once_held(served, artifacts: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from playwright.sync_api import expect, sync_playwright
 
-    from floorgate.scheduler.executor import TurnExecutor
+    from floorgate.scheduler.runtime.executor import TurnExecutor
 
     base, token, db = served
     with open_store(db) as store:
@@ -197,9 +199,117 @@ def test_the_dashboard_shows_a_failing_automation_in_red_and_refuses_run_now_onc
         with open_store(db) as store:
             Automations(store, SystemClock()).set_state("f", "paused", "investigating")
         page.goto(f"{base}/dashboard")
+        page.click("#automation-f summary")
         page.fill("#automation-f .run-now input[name=reason]", "debugging")
         page.click("#automation-f .run-now button")
-        expect(page.locator("#run-message")).to_contain_text("a manual run bypasses only the interval")
-        expect(page.locator("#run-message")).to_contain_text("floorgate automation resume f")
+        expect(page).to_have_url(f"{base}/dashboard")  # redirected after the POST: the refusal is the flash
+        expect(page.locator("#flash")).to_contain_text("a manual run bypasses only the interval")
+        expect(page.locator("#flash")).to_contain_text("floorgate automation resume f")
         page.screenshot(path=str(artifacts / "dashboard-run-now-refused.png"), full_page=True)
         browser.close()
+
+
+def test_an_owner_acts_from_the_console_at_desktop_and_phone_width(served, artifacts: Path) -> None:  # type: ignore[no-untyped-def]
+    """Pause and resume with a note, Run now (a reload does not run it again), the turn's page with
+    its log, the zoomed timeline and the owner's zone; screenshots at a desktop and a phone width."""
+    from playwright.sync_api import expect, sync_playwright
+
+    base, token, db = served
+    with open_store(db) as store:
+        clock = FixedClock(SystemClock().now())
+        add_automation(store, clock, "report", script="print('report <b>done</b>')")
+        add_automation(store, clock, "broken", script="import sys; print('boom'); sys.exit(7)")
+        add_automation(store, clock, "quiet")
+        floor(store, clock, "g/a", timedelta(hours=1))  # a floored lane records its starts (the strips show them)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(f"{base}/signin")
+        page.fill("#token", token)
+        page.keyboard.press("Enter")  # keyboard only
+        expect(page).to_have_url(f"{base}/dashboard")
+
+        # Times in the owner's zone, remembered.
+        page.fill("#zone", "Europe/Berlin")
+        page.click("#zone-form button")
+        expect(page.locator("#flash")).to_contain_text("times are shown in Europe/Berlin")
+        expect(page.locator("#now")).to_contain_text("CET")
+
+        # Run now on the failing automation: a redirect; reloading does not run it again.
+        page.click("#automation-broken summary")
+        page.fill("#automation-broken .run-now input[name=reason]", "try it once")
+        page.click("#automation-broken .run-now button")
+        expect(page.locator("#flash")).to_contain_text("broken: turn")
+        expect(page.locator("#flash")).to_contain_text("failed")
+        expect(page).to_have_url(f"{base}/dashboard")
+        page.reload()
+        expect(page.locator("#flash")).to_have_count(0)
+        with open_store(db) as store:
+            assert raw_count(store, "broken") == 1, "a reload after Run now starts no second turn"
+        expect(page.locator("#automation-broken")).to_have_class("trouble")
+        rows = page.locator("#timers tbody tr").evaluate_all("els => els.map(e => e.id)")
+        assert rows[0] == "automation-broken", rows  # a failed last turn is listed first
+        page.screenshot(path=str(artifacts / "act-dashboard-desktop.png"), full_page=True)
+
+        # The turn's page: verdict and log.
+        page.click("#automation-broken td.wide a")
+        expect(page.locator("#verdict")).to_contain_text("failed")
+        expect(page.locator("#log")).to_contain_text("boom")
+        page.screenshot(path=str(artifacts / "act-turn.png"), full_page=True)
+
+        # Pause with a note from the automation's page, then resume.
+        page.goto(f"{base}/automations/quiet")
+        page.click("details.act summary")
+        page.fill(".pause input[name=note]", "vendor outage")
+        page.click(".pause button")
+        expect(page).to_have_url(f"{base}/automations/quiet")
+        expect(page.locator('[data-testid="state"]')).to_have_text("paused")
+        page.click("details.act summary")
+        page.click(".resume button")
+        expect(page.locator("#flash")).to_contain_text("resumed quiet")
+
+        # The timeline zooms.
+        page.goto(f"{base}/dashboard")
+        page.click("#zoom-week")
+        expect(page.locator('svg[data-strip="broken"]')).to_have_attribute(
+            "aria-label", re.compile("last week of broken: .* 1 starts \\(1 manual\\)")
+        )
+        page.click("#zoom-hour")
+        expect(page).to_have_url(f"{base}/dashboard?zoom=hour")
+
+        # Create one from the form: the live preview shows the next fires and what the 1 h floor admits.
+        page.goto(f"{base}/dashboard")
+        page.click("#new-automation")
+        page.fill("#f-automation", "digest")
+        page.fill("#f-goal", "g")
+        page.fill("#f-agent", "a")
+        page.fill("#f-schedule", "every 30m")
+        expect(page.locator("#preview-summary")).to_contain_text("fires would run (floor 3600 s)")
+        expect(page.locator("#preview-fires tr")).to_have_count(8)
+        page.fill("#f-command", "/bin/true")
+        page.screenshot(path=str(artifacts / "act-new-automation.png"), full_page=True)
+        page.click("#save")
+        expect(page).to_have_url(f"{base}/automations/digest")
+        expect(page.locator("#flash")).to_contain_text("created digest")
+        page.click("#edit")
+        page.fill("#f-schedule", "every 2h")
+        expect(page.locator("#preview-summary")).to_contain_text("8 of the next 8 fires would run")
+        page.click("#save")
+        expect(page.locator("#flash")).to_contain_text("saved digest at revision 2")
+
+        # A phone's width: the table stays usable (secondary columns hidden, nothing cut off).
+        page.set_viewport_size({"width": 390, "height": 844})
+        page.goto(f"{base}/dashboard")
+        expect(page.locator("#timers th.wide").first).to_be_hidden()
+        width = page.evaluate("document.documentElement.scrollWidth")
+        assert width <= 390 + 1, f"the page scrolls sideways on a phone: {width}px"
+        page.screenshot(path=str(artifacts / "act-dashboard-phone.png"), full_page=True)
+        browser.close()
+    names = {p.name for p in artifacts.iterdir()}
+    assert {"act-dashboard-desktop.png", "act-turn.png", "act-new-automation.png", "act-dashboard-phone.png"} <= names
+
+
+def raw_count(store, automation_id: str) -> int:  # type: ignore[no-untyped-def]
+    from floorgate.admission import Journal
+
+    return len(Journal(store).recent(automation_id, 50))

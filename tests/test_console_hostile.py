@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from floorgate.admission import open_store
-from floorgate.scheduler.app import Floorgate
+from floorgate.scheduler.app.root import Floorgate
 
 from helpers import wait_for
 

@@ -11,7 +11,7 @@ import re
 from floorgate.admission import Admission, FixedClock, Store
 
 from conftest import DAY, T0, raw_sql
-from console_kit import console, pending_ask, post_signin, sign_in
+from console_kit import console, pending_ask, post_form, post_signin, sign_in
 from helpers import add_automation, floor, wait_for
 
 
@@ -85,17 +85,17 @@ def test_save_applies_and_reports_only_what_the_readback_shows(store: Store, clo
     c = console(store, clock)
     add_automation(store, clock, "x")
     csrf = sign_in(c)
-    r = c.client.post("/settings", data={"target": "g", "revision": "0", "min_interval": "1d", "csrf": csrf})
-    assert r.status_code == 200 and 'id="saved"' in r.text and "revision 1" in r.text
+    _, r = post_form(c, "/settings", {"target": "g", "revision": "0", "min_interval": "1d", "csrf": csrf})
+    assert 'id="saved"' in r.text and "revision 1" in r.text
     assert re.search(r'data-scope="g/a">.*?class="effective">1d<', r.text, re.S), "the agent inherits the goal's floor"
     # Lowering without the shown reduction's key is refused, nothing written.
-    r = c.client.post("/settings", data={"target": "g", "revision": "1", "min_interval": "12h", "csrf": csrf})
-    assert r.status_code == 403 and "reduction" in r.text
+    _, r = post_form(c, "/settings", {"target": "g", "revision": "1", "min_interval": "12h", "csrf": csrf})
+    assert 'data-status="403"' in r.text and "reduction" in r.text
     preview = c.client.get("/settings/preview", params={"target": "g", "revision": "1", "min_interval": "12h"}).json()
     assert preview["reduction"] is True and preview["before"] == "1d"
     data = {"target": "g", "revision": "1", "min_interval": "12h", "csrf": csrf, "authorize_reduction": preview["reduction_key"]}
-    r = c.client.post("/settings", data=data)
-    assert r.status_code == 200 and "revision 2" in r.text
+    _, r = post_form(c, "/settings", data)
+    assert 'id="saved"' in r.text and "revision 2" in r.text
     assert raw_sql(store, "SELECT owner_ref, owner_kind FROM fg_rule_history ORDER BY id") == [("ops", "authenticated")] * 2
 
 
@@ -117,8 +117,8 @@ def test_a_refused_reduction_keeps_the_draft_and_offers_the_authorization_in_pag
     floor(store, clock, "g", DAY / 2)
     floor(store, clock, "g/a", DAY)
     csrf = sign_in(c)
-    r = c.client.post("/settings", data={"target": "g/a", "revision": "1", "min_interval": "0", "note": "off for a week", "csrf": csrf})
-    assert r.status_code == 403
+    _, r = post_form(c, "/settings", {"target": "g/a", "revision": "1", "min_interval": "0", "note": "off for a week", "csrf": csrf})
+    assert 'data-status="403"' in r.text
     assert 'id="min_interval" placeholder="e.g. 24h, 45m; 0 disables"\n    value="0"' in r.text, "the typed value is kept"
     assert 'value="off for a week"' in r.text
     assert "I authorize this reduction" in r.text and "--allow-reduction" not in r.text
@@ -128,7 +128,7 @@ def test_a_refused_reduction_keeps_the_draft_and_offers_the_authorization_in_pag
     preview = c.client.get("/settings/preview", params={"target": "g/a", "revision": "0", "min_interval": "2d"}).json()
     assert "refresh" in preview["error"]["message"] and "--revision" not in preview["error"]["message"]
     data = {"target": "g/a", "revision": "1", "min_interval": "0", "csrf": csrf, "authorize_reduction": html.unescape(key.group(1))}
-    assert c.client.post("/settings", data=data).status_code == 200
+    assert 'id="saved"' in post_form(c, "/settings", data)[1].text
 
 
 def test_a_concurrent_change_makes_save_a_conflict_that_asks_for_a_refresh(store: Store, clock: FixedClock) -> None:
@@ -139,8 +139,8 @@ def test_a_concurrent_change_makes_save_a_conflict_that_asks_for_a_refresh(store
     csrf = sign_in(c)
     signed = {**os.environ, "FLOORGATE_TOKEN": c.owner}  # this store has owners: a CLI write carries a token
     assert run_cli("policy", "set", "g/a", "--min-interval", "2d", "--revision", "1", db=store.url, env=signed).returncode == 0
-    r = c.client.post("/settings", data={"target": "g/a", "revision": "1", "min_interval": "3d", "csrf": csrf})
-    assert r.status_code == 409 and 'id="refresh"' in r.text and "now revision 2" in r.text
+    _, r = post_form(c, "/settings", {"target": "g/a", "revision": "1", "min_interval": "3d", "csrf": csrf})
+    assert 'data-status="409"' in r.text and 'id="refresh"' in r.text and "now revision 2" in r.text
     assert 'id="edit"' not in r.text, "no form to resubmit: the owner refreshes first"
     assert raw_sql(store, "SELECT revision, min_interval_us FROM fg_rules") == [(2, 2 * 86_400_000_000)]
 
@@ -151,13 +151,13 @@ def test_the_inbox_approves_an_ask_as_the_signed_in_owner_and_a_viewer_cannot(st
     csrf = sign_in(c, c.viewer)
     page = c.client.get("/asks").text
     assert ask in page and "max_turns +5" in page and 'class="approve"' not in page
-    assert c.client.post(f"/asks/{ask}/decide", data={"decision": "approve", "csrf": csrf}).status_code == 403
+    assert 'data-status="403"' in post_form(c, f"/asks/{ask}/decide", {"decision": "approve", "csrf": csrf})[1].text
     csrf = sign_in(c)
-    r = c.client.post(f"/asks/{ask}/decide", data={"decision": "approve", "csrf": csrf})
-    assert r.status_code == 200 and f"approved {ask}" in r.text
+    _, r = post_form(c, f"/asks/{ask}/decide", {"decision": "approve", "csrf": csrf})
+    assert 'data-status="200"' in r.text and f"approved {ask}" in r.text
     assert raw_sql(store, "SELECT state, decided_by, decided_by_kind FROM fg_approvals") == [("approved", "ops", "authenticated")]
-    again = c.client.post(f"/asks/{ask}/decide", data={"decision": "approve", "csrf": csrf})
-    assert again.status_code == 409 and "single-use" in again.text
+    _, again = post_form(c, f"/asks/{ask}/decide", {"decision": "approve", "csrf": csrf})
+    assert 'data-status="409"' in again.text and "single-use" in again.text
 
 
 def test_the_dashboard_shows_the_servers_exact_next_eligible_time(store: Store, clock: FixedClock) -> None:
@@ -169,8 +169,9 @@ def test_the_dashboard_shows_the_servers_exact_next_eligible_time(store: Store, 
     page = c.client.get("/dashboard").text
     expected = c.get("/api/status").json()["automations"][0]["next_eligible_at"]
     assert expected == "2026-12-02T09:00:00Z"
-    assert f'data-testid="next-eligible">{expected}<' in page
-    assert '<svg width="620"' in page and "Upcoming 24 h" in page
+    # The exact instant in datetime=, shown to the second in the owner's zone (UTC until picked).
+    assert f'<time datetime="{expected}" data-testid="next-eligible" title="{expected}">2026-12-02 09:00:00 UTC</time>' in page
+    assert '<svg width="640"' in page and "Upcoming 24 h" in page
 
 
 def test_the_dashboard_strip_counts_manual_starts(store: Store, clock: FixedClock) -> None:
@@ -182,7 +183,7 @@ def test_the_dashboard_strip_counts_manual_starts(store: Store, clock: FixedCloc
     admission.confirm("m-1")
     sign_in(c)
     page = c.client.get("/dashboard").text
-    assert 'aria-label="last 3 days of x: 0 fires, 1 starts (1 manual), 0 denials"' in page
+    assert 'aria-label="last day of x: 0 fires, 1 starts (1 manual), 0 denials"' in page
     assert "(manual: customer escalation)</title>" in page
 
 
@@ -195,11 +196,11 @@ def test_upcoming_says_how_many_fires_it_does_not_list(store: Store, clock: Fixe
     add_automation(store, clock, "daily")
     sign_in(c)
     page = c.client.get("/dashboard").text
-    listed = re.findall(r"<tr><td>[^<]+</td><td>(often|daily)</td>", page)
+    listed = re.findall(r"<tr><td><time [^>]+>[^<]+</time></td><td>(often|daily)</td>", page)
     assert listed.count("often") == 48 and "daily" in listed
     more = re.search(r'<li data-automation="often">([^<]*)<', page)
     assert more is not None, "the fires past the 48 listed are counted, not silently dropped"
-    assert more.group(1).startswith("often: 48 fires listed (through 2026-12-01T09:47:00Z), 1393 more in the next 24 h")
+    assert more.group(1).startswith("often: 48 fires listed (through 2026-12-01 09:47:00 UTC), 1393 more in the next 24 h")
     assert 'data-automation="daily"' not in page  # every fire of it is listed
 
 
@@ -242,7 +243,7 @@ def test_sessions_live_in_the_store_hashed_and_survive_a_restart_or_a_second_ser
 
     from starlette.testclient import TestClient
 
-    from floorgate.scheduler.app import Floorgate
+    from floorgate.scheduler.app.root import Floorgate
     from floorgate.scheduler.console import SESSION_COOKIE, create_app
 
     c = console(store, clock)
@@ -268,7 +269,7 @@ def test_revoking_a_principal_signs_its_sessions_out_everywhere(store: Store, cl
 def test_an_engaged_sign_in_lock_is_shared_by_every_server_on_the_store(store: Store, clock: FixedClock) -> None:
     from starlette.testclient import TestClient
 
-    from floorgate.scheduler.app import Floorgate
+    from floorgate.scheduler.app.root import Floorgate
     from floorgate.scheduler.console import create_app
 
     c = console(store, clock)
@@ -295,10 +296,10 @@ def test_the_target_selector_lists_goal_agents_and_their_automations_and_an_auto
     floor(store, clock, "g", DAY)
     csrf = sign_in(c)
     page = c.client.get("/settings").text
-    options = re.findall(r'<option value="([^"]+)"', page)
+    options = re.findall(r'<option value="([^"]+)"', page[page.index('id="target"') : page.index("</select>")])
     assert options == ["g", "g/a", "g/a/x", "g/a/y", "g/b", "g/b/z"]
-    r = c.client.post("/settings", data={"target": "g/a/x", "revision": "0", "min_interval": "2d", "csrf": csrf})
-    assert r.status_code == 200 and 'id="saved"' in r.text, r.text
+    _, r = post_form(c, "/settings", {"target": "g/a/x", "revision": "0", "min_interval": "2d", "csrf": csrf})
+    assert 'id="saved"' in r.text, r.text
     assert re.search(r'<option value="g/a/x" selected>', r.text)
     rules = raw_sql(store, "SELECT goal_id, agent_id, automation_id, min_interval_us FROM fg_rules ORDER BY automation_id")
     assert rules == [("g", "", "", 86_400_000_000), ("g", "a", "x", 2 * 86_400_000_000)]  # peers and the goal default untouched
@@ -316,8 +317,8 @@ def test_the_optional_note_goes_into_the_writes_provenance_and_its_event(store: 
     csrf = sign_in(c)
     page = c.client.get("/settings").text
     assert re.search(r"<details[^>]*>\s*<summary>[^<]*note", page), "the note sits in a disclosure"
-    r = c.client.post("/settings", data={"target": "g/a", "revision": "0", "min_interval": "1d", "csrf": csrf, "note": " vacation week "})
-    assert r.status_code == 200 and 'class="note">vacation week<' in r.text
+    _, r = post_form(c, "/settings", {"target": "g/a", "revision": "0", "min_interval": "1d", "csrf": csrf, "note": " vacation week "})
+    assert 'class="note">vacation week<' in r.text
     [change] = c.get("/api/policy/history?scope=g/a").json()["history"]
     assert (change["note"], change["owner_ref"], change["owner_kind"]) == ("vacation week", "ops", "authenticated")
     [event] = c.get("/api/events?kind=floor_changed").json()["events"]
@@ -325,10 +326,10 @@ def test_the_optional_note_goes_into_the_writes_provenance_and_its_event(store: 
     cli = json.loads(run_cli("policy", "history", "--json", db=store.url).stdout)
     assert [h.get("note") for h in cli["history"]] == ["vacation week"]
     # No note: none recorded; a bad one is refused naming the field, nothing written.
-    r = c.client.post("/settings", data={"target": "g/a", "revision": "1", "min_interval": "2d", "csrf": csrf})
+    post_form(c, "/settings", {"target": "g/a", "revision": "1", "min_interval": "2d", "csrf": csrf})
     assert c.get("/api/policy/history?scope=g/a").json()["history"][0]["note"] is None
-    r = c.client.post("/settings", data={"target": "g/a", "revision": "2", "min_interval": "3d", "csrf": csrf, "note": "x" * 501})
-    assert r.status_code == 422 and "note" in r.text
+    _, r = post_form(c, "/settings", {"target": "g/a", "revision": "2", "min_interval": "3d", "csrf": csrf, "note": "x" * 501})
+    assert 'data-status="422"' in r.text and "note" in r.text
     assert raw_sql(store, "SELECT revision FROM fg_rules") == [(2,)]
 
 
@@ -371,18 +372,22 @@ def test_run_now_from_the_dashboard_runs_a_manual_turn_for_an_owner_only(store: 
     c.fg.settings = c.fg.settings.model_copy(update={"state_dir": tmp_path / "state"})
     csrf = sign_in(c)
     assert 'action="/automations/x/run"' in c.client.get("/dashboard").text
-    r = c.client.post("/automations/x/run", data={"csrf": csrf, "reason": "  "})
-    assert r.status_code == 422 and 'id="run-message"' in r.text and "reason" in r.text and not marker.exists()
-    r = c.client.post("/automations/x/run", data={"csrf": csrf, "reason": "customer escalation"})
-    assert r.status_code == 200 and re.search(r'id="run-message">x: turn \S+ (succeeded|running)', r.text), r.text
+    _, r = post_form(c, "/automations/x/run", {"csrf": csrf, "reason": "  "})
+    assert 'data-status="422"' in r.text and 'id="flash"' in r.text and "reason" in r.text and not marker.exists()
+    first, r = post_form(c, "/automations/x/run", {"csrf": csrf, "reason": "customer escalation"})
+    assert first.headers["location"] == "/dashboard"
+    assert re.search(r'id="flash"[^>]*>x: turn \S+ (succeeded|running)', r.text), r.text
     wait_for(lambda: lines(marker) == 1, what="the manual turn's launch")
+    # Reloading the page the POST led to shows the page again: no second turn, no message twice.
+    again = c.client.get("/dashboard")
+    assert 'id="flash"' not in again.text and lines(marker) == 1
     manual = raw_sql(store, "SELECT manual_reason FROM fg_starts WHERE turn_id != 't-0'")
     assert manual == [("customer escalation (by ops, authenticated)",)]
     c.client.cookies.clear()
     viewer_csrf = sign_in(c, c.viewer)
     assert 'action="/automations/x/run"' not in c.client.get("/dashboard").text
-    r = c.client.post("/automations/x/run", data={"csrf": viewer_csrf, "reason": "r"})
-    assert r.status_code == 403 and lines(marker) == 1
+    _, r = post_form(c, "/automations/x/run", {"csrf": viewer_csrf, "reason": "r"})
+    assert 'data-status="403"' in r.text and lines(marker) == 1
 
 
 def test_the_dashboard_shows_a_mission_s_wall_time_used_and_left(store: Store, clock: FixedClock) -> None:
@@ -395,5 +400,5 @@ def test_the_dashboard_shows_a_mission_s_wall_time_used_and_left(store: Store, c
     pending_ask(store, clock)
     raw_sql(store, "UPDATE fg_missions SET wall_ms = 12500")  # its turns ran 12.5 s
     sign_in(c)
-    page = c.client.get("/dashboard").text
+    page = c.client.get("/automations/x").text
     assert "wall 12.5s (left 17.5" in page, page

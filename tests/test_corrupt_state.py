@@ -51,7 +51,8 @@ from floorgate.admission._schema import metadata
 from floorgate.admission._types import UtcMicros
 from floorgate.admission.liveness import HookAnswers
 from floorgate.admission.ticks import Tick, TickLog
-from floorgate.scheduler.runtime import HostRuntime, RuntimeConfig
+from floorgate.scheduler.app.root import Floorgate
+from floorgate.scheduler.runtime.host import RuntimeConfig
 
 from cli import run_cli
 from conftest import T0, _pg_or_skip, _pg_schema_url, _psycopg_dsn
@@ -317,7 +318,7 @@ def _check(seeded: Seeded, damage: Damage) -> None:
         assert decision.reason == Reason.STATE_UNAVAILABLE, decision
         assert readback.status == "unavailable", readback
 
-    host = HostRuntime(store, RuntimeConfig(state_dir=seeded.state_dir), clock=clock)
+    host = Floorgate(store, clock=clock).host_runtime(RuntimeConfig(state_dir=seeded.state_dir))
     host._guarded("sync", host.sync)  # as its loop runs it: a failed sync is logged and retried
     holds, armed = host.holds(), host.armed()
     if damage.table not in GLOBAL and not ((damage.table, damage.column) in UNATTRIBUTABLE and damage.kind in ("null", "wrong-type")):

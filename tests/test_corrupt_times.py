@@ -12,7 +12,7 @@ import pytest
 from floorgate.admission import Admission, Automations, FixedClock, Journal, Policies, Scope, Store, WakeState
 from floorgate.admission.errors import CorruptState
 from floorgate.admission.ticks import Tick, TickLog
-from floorgate.scheduler._plan import next_eligible_tolerant
+from floorgate.scheduler.runtime._plan import next_eligible_tolerant
 
 from conftest import T0, raw_sql
 from helpers import add_automation, floor
@@ -81,7 +81,6 @@ CASES: list[Case] = [
     ("fg_automations", "updated_at_us", "automation_id = 'bad'", lambda st: Automations(st).get("bad"), _automation_scan, True),
     ("fg_wake_state", "backoff_wake_us", "automation_id = 'bad'", lambda st: Automations(st).wake_state("bad"), _wake_scan, True),
     ("fg_wake_state", "updated_at_us", "automation_id = 'bad'", lambda st: Automations(st).wake_state("bad"), _wake_scan, True),
-    ("fg_wake_state", "last_nominal_us", "automation_id = 'bad'", lambda st: Automations(st).wake_state("bad"), _wake_scan, True),
     ("fg_ticks", "nominal_us", "automation_id = 'bad'", lambda st: TickLog(st).recent("bad"), _tick_scan, True),
     ("fg_ticks", "actual_us", "automation_id = 'bad'", lambda st: TickLog(st).recent("bad"), _tick_scan, False),
     ("fg_turns", "started_at_us", "turn_id = 't-bad'", lambda st: Journal(st).get("t-bad"), _turn_scan, True),

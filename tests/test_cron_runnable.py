@@ -13,8 +13,8 @@ import pytest
 from test_timers import EVERY_15, TEST_USER_CAN_RUN, add, cron_user, crontab_text  # noqa: F401 (cron_user is a fixture)
 
 from floorgate.admission import FixedClock, Store
-from floorgate.scheduler.readback import Readback
-from floorgate.scheduler.timers import TimerService
+from floorgate.scheduler.app.readback import Readback
+from floorgate.scheduler.app.timers import TimerService
 
 from conftest import T0
 

@@ -18,8 +18,9 @@ import pytest
 from test_hostile_state import relax
 
 from floorgate.admission import Admission, FixedClock, Store, SystemClock, open_store
-from floorgate.scheduler.envelope_gate import EnvelopeGate
-from floorgate.scheduler.runtime import HostRuntime, RuntimeConfig
+from floorgate.scheduler.app.envelope_gate import EnvelopeGate
+from floorgate.scheduler.app.root import Floorgate
+from floorgate.scheduler.runtime.host import RuntimeConfig
 
 from conftest import T0, raw_sql
 from helpers import add_automation, floor, marker_script, start_host, stop, wait_for
@@ -67,7 +68,7 @@ def test_a_damaged_rule_of_another_goal_does_not_stop_a_healthy_tick(store: Stor
         pytest.skip("PostgreSQL's column type refuses the value")
     store = _damaged_store(store, damage)
     clock = FixedClock(T0)
-    host = HostRuntime(store, RuntimeConfig(state_dir=tmp_path / "state"), clock=clock)
+    host = Floorgate(store, clock=clock).host_runtime(RuntimeConfig(state_dir=tmp_path / "state"))
     host.sync()
     healthy = host.tick("xa")
     assert healthy.decision == "admitted", healthy
@@ -111,7 +112,7 @@ def test_a_damaged_rule_holds_its_scope_and_the_scopes_under_it(store: Store, co
     for path in ("gb", "gb/b", "gb/b/xb"):
         floor(store, clock, path, timedelta(minutes=1))
     raw_sql(store, f"UPDATE fg_rules SET min_interval_us = -5 WHERE goal_id = 'gb' AND {cover.where}")
-    host = HostRuntime(store, RuntimeConfig(state_dir=tmp_path / "state"), clock=clock)
+    host = Floorgate(store, clock=clock).host_runtime(RuntimeConfig(state_dir=tmp_path / "state"))
     host.sync()
     decided = {automation_id: host.tick(automation_id) for automation_id in ("xa", "xb", "yb", "zc")}
     held = {a for a, t in decided.items() if (t.decision, t.reason) == ("denied", "admission_state_unavailable")}

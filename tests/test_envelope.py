@@ -30,9 +30,9 @@ from floorgate.admission import (
     parse_compute,
 )
 from floorgate.hosts import Schedule
-from floorgate.scheduler.envelope_gate import EnvelopeGate
-from floorgate.scheduler.executor import TurnExecutor
-from floorgate.scheduler.meters import claude_stream_json, codex_json, floorgate_jsonl
+from floorgate.scheduler.app.envelope_gate import EnvelopeGate
+from floorgate.scheduler.app.meters import claude_stream_json, codex_json, floorgate_jsonl
+from floorgate.scheduler.runtime.executor import TurnExecutor
 
 from conftest import T0, raw_sql
 from helpers import command
@@ -185,7 +185,7 @@ def test_max_tokens_counts_reported_usage_and_is_inert_without_reports(store, tm
     mission = Missions(store, clock).current("x")
     assert not mission.usage_known and mission.tokens == 0
     gate = EnvelopeGate(store, clock=clock)
-    from floorgate.scheduler.present import mission_doc
+    from floorgate.scheduler.views.present import mission_doc
 
     assert mission_doc(mission, gate.envelope("g", "a", "x")[0])["left"]["tokens_note"].startswith("max_tokens is inert")
     line = json.dumps({"floorgate_usage": 1, "request_id": "r1", "input_tokens": 900, "output_tokens": 200, "model": "m"})

@@ -15,7 +15,7 @@ from test_envelope import automation, envelope, run
 from test_executor import crashed, dead_owner
 
 from floorgate.admission import Approvals, FixedClock, Journal, Missions
-from floorgate.scheduler.recovery import recover
+from floorgate.scheduler.runtime.recovery import recover
 
 from cli import run_cli
 from conftest import T0, raw_sql

@@ -18,7 +18,7 @@ from floorgate.admission import Approvals, Automations, FixedClock, Missions, Po
 from floorgate.admission.automations import AutomationState, HoldKind
 from floorgate.admission.events import EVENT_ID_HEADER, SIGNATURE_HEADER, EventKind, Events, signature, verify
 from floorgate.admission.missions import MissionStatus
-from floorgate.scheduler.notify import NotifyService
+from floorgate.scheduler.app.notify import NotifyService
 
 from cli import run_cli
 from conftest import raw_sql
@@ -228,11 +228,12 @@ def test_notify_commands_add_list_deliver_and_remove(store: Store, clock: FixedC
 
 
 def test_a_running_host_delivers_events_on_its_own(store: Store, clock: FixedClock, receiver: Receiver, tmp_path: Path) -> None:
-    from floorgate.scheduler.runtime import HostRuntime, RuntimeConfig
+    from floorgate.scheduler.app.root import Floorgate
+    from floorgate.scheduler.runtime.host import RuntimeConfig
 
     _, secret = Events(store, clock).add_webhook(receiver.url, "floor_changed")
     Policies(store, clock).configure(Scope.parse("g"), min_interval=timedelta(hours=1), expected_revision=0, owner_ref="o")
-    host = HostRuntime(store, RuntimeConfig(state_dir=tmp_path / "state", poll=timedelta(milliseconds=100)), clock=clock)
+    host = Floorgate(store, clock=clock).host_runtime(RuntimeConfig(state_dir=tmp_path / "state", poll=timedelta(milliseconds=100)))
     host.start()
     try:
         deadline = time.monotonic() + 15
@@ -288,7 +289,7 @@ def test_an_owner_reported_timer_that_differs_is_one_timer_drift_event_per_episo
 ) -> None:
     from test_timers import add
 
-    from floorgate.scheduler.timers import TimerService
+    from floorgate.scheduler.app.timers import TimerService
 
     notify = NotifyService(store, clock)
     _, secret = notify.events.add_webhook(receiver.url, "timer_drift")
@@ -328,8 +329,14 @@ def test_a_slack_webhook_gets_a_signed_text_message(store: Store, clock: FixedCl
     assert bad.returncode == 2 and "--format" in bad.stderr
 
 
-def test_a_delivery_failing_max_attempts_is_dead_listed_and_can_be_retried(store: Store, clock: FixedClock, receiver: Receiver) -> None:
+def test_a_delivery_failing_max_attempts_is_dead_listed_and_can_be_retried(
+    store: Store, wall_clock: FixedClock, receiver: Receiver
+) -> None:
     from floorgate.admission.events import MAX_ATTEMPTS, backoff
+
+    # `notify retry` below runs as a process on the system clock: the test's clock starts there too
+    # (a clock fixed at T0 would leave the retried delivery due only in the test's future).
+    clock = wall_clock
 
     notify = NotifyService(store, clock)
     webhook, _ = notify.events.add_webhook(receiver.url, "ask_pending")
@@ -377,7 +384,7 @@ def test_floorgate_serve_delivers_on_its_own_so_the_last_host_dying_is_reported(
 
     from floorgate.admission import SystemClock, open_store
     from floorgate.admission.liveness import HostBeat, HostBeats
-    from floorgate.scheduler.app import Floorgate
+    from floorgate.scheduler.app.root import Floorgate
 
     from helpers import wait_for
 
@@ -426,7 +433,7 @@ def test_racing_observers_record_one_host_lost_between_them(store: Store, clock:
         "import sys\n"
         "from datetime import datetime, timedelta, timezone\n"
         "from floorgate.admission import FixedClock, open_store\n"
-        "from floorgate.scheduler.notify import NotifyService\n"
+        "from floorgate.scheduler.app.notify import NotifyService\n"
         "clock = FixedClock(datetime.fromisoformat(sys.argv[2]))\n"
         "with open_store(sys.argv[1]) as store:\n"
         "    print(len(NotifyService(store, clock).note_lost_hosts()))\n"

@@ -13,8 +13,8 @@ import pytest
 
 from floorgate.admission import Admission, Automations, FixedClock, Journal, Phase
 from floorgate.admission.journal import JournalEntry
-from floorgate.scheduler.executor import TurnExecutor
-from floorgate.scheduler.recovery import Recovered, recover
+from floorgate.scheduler.runtime.executor import TurnExecutor
+from floorgate.scheduler.runtime.recovery import Recovered, recover
 
 from conftest import DAY, T0, raw_sql
 from helpers import add_automation, floor, marker_script

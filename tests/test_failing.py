@@ -7,8 +7,9 @@ from datetime import timedelta
 import pytest
 
 from floorgate.admission import AutomationSpec, Automations, Events, FixedClock, HostPolicies
-from floorgate.scheduler.readback import Readback
-from floorgate.scheduler.runtime import HostRuntime, RuntimeConfig
+from floorgate.scheduler.app.readback import Readback
+from floorgate.scheduler.app.root import Floorgate
+from floorgate.scheduler.runtime.host import HostRuntime, RuntimeConfig
 
 from conftest import T0
 from helpers import command, host_running, lines, marker_script
@@ -24,7 +25,7 @@ def _add(store, clock, script: str, hold_after: int | None = 4) -> None:  # type
 
 
 def _host(store, clock, tmp_path) -> HostRuntime:  # type: ignore[no-untyped-def]
-    host = HostRuntime(store, RuntimeConfig(state_dir=tmp_path / "state"), clock=clock)
+    host = Floorgate(store, clock=clock).host_runtime(RuntimeConfig(state_dir=tmp_path / "state"))
     host.load_policy()
     return host
 
@@ -55,8 +56,8 @@ def test_a_failing_command_slows_down_then_is_held_until_resumed(store, tmp_path
         assert (rb.state.value, rb.failures, rb.failing_until) == ("failing", 2, until)
         assert "no automatic start before" in rb.detail and rb.next_fire_at == until
         assert next(r.runs_at for r in rb.fires(10, clock.now()) if r.admitted) == until  # preview and show agree
-        from floorgate.scheduler.app import Floorgate
-        from floorgate.scheduler.metrics import render
+        from floorgate.scheduler.app.root import Floorgate
+        from floorgate.scheduler.console.metrics import render
 
         metrics = render(Floorgate(store, clock=clock)).decode()
         assert 'floorgate_automation_consecutive_failures{agent="a",automation="x",goal="g",state="failing"} 2.0' in metrics
@@ -81,8 +82,8 @@ def test_a_failing_command_slows_down_then_is_held_until_resumed(store, tmp_path
         assert "automation resume x" in rb.detail
     finally:
         host.scheduler.shutdown(wait=False)
-    from floorgate.scheduler.automations import AutomationService
-    from floorgate.scheduler.timers import TimerService
+    from floorgate.scheduler.app.automations import AutomationService
+    from floorgate.scheduler.app.timers import TimerService
 
     service = AutomationService(store, clock, TimerService(store, clock=clock), Readback(store, clock))
     resumed = service.resume("x")
@@ -192,7 +193,7 @@ def test_an_automation_s_catch_up_overrides_the_deployment_s(store, tmp_path, ow
 
 
 def test_a_timed_out_turn_is_a_failure_with_its_own_event(store, tmp_path) -> None:
-    from floorgate.scheduler.executor import TurnExecutor
+    from floorgate.scheduler.runtime.executor import TurnExecutor
 
     clock = FixedClock(T0)
     spec = AutomationSpec(goal_id="g", agent_id="a", schedule=EVERY_MINUTE, host=command("import time; time.sleep(60)", timeout=0.5))

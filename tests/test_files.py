@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from floorgate.admission import FixedClock, open_store
-from floorgate.scheduler._process import pump
-from floorgate.scheduler.executor import TurnExecutor
+from floorgate.scheduler.runtime._process import pump
+from floorgate.scheduler.runtime.executor import TurnExecutor
 
 from cli import run_cli
 from conftest import T0

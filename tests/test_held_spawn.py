@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from floorgate.scheduler._process import spawn_held
+from floorgate.scheduler.runtime._process import spawn_held
 
 
 def _writer(marker: Path) -> list[str]:

@@ -12,7 +12,7 @@ from datetime import timedelta
 
 import pytest
 
-from floorgate.scheduler._proc_start import process_age
+from floorgate.scheduler.runtime._proc_start import process_age
 
 LANE = ("--goal", "g", "--agent", "a", "--automation", "x", "--wake", "automatic")
 
@@ -113,7 +113,7 @@ def test_the_hook_deadline_subtracts_the_time_since_the_process_started(timeout:
     script = (
         "import sys\n"
         "from floorgate.admission.intervals import parse_interval\n"
-        "from floorgate.scheduler.commands.hook import _deadline\n"
+        "from floorgate.scheduler.cli.commands.hook import _deadline\n"
         f"with _deadline(parse_interval({timeout!r}, 't'), 'prompt', age=lambda: parse_interval({age!r}, 'a')):\n"
         "    print('armed', flush=True)\n"
         "    sys.stdin.readline()\n"
@@ -141,6 +141,6 @@ def test_the_hook_deadline_subtracts_the_time_since_the_process_started(timeout:
 def test_a_command_run_inside_another_program_does_not_count_that_program_s_age() -> None:
     # A test runner or library calling the CLI's run(): its age is not the hook's (only floorgate's
     # own process, through its entry point, is).
-    script = "from floorgate.scheduler._proc_start import hook_age, mark_own, process_age\nprint(hook_age().total_seconds())\nmark_own()\nprint(hook_age().total_seconds() > 0)"
+    script = "from floorgate.scheduler.runtime._proc_start import hook_age, mark_own, process_age\nprint(hook_age().total_seconds())\nmark_own()\nprint(hook_age().total_seconds() > 0)"
     ran = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert ran.stdout.split() == ["0.0", "True"], ran.stderr

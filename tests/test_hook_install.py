@@ -51,7 +51,9 @@ def test_install_merges_keeps_a_backup_and_is_idempotent(tmp_path: Path, project
     assert first.returncode == 0, first.stderr
     doc = settings_of(project)
     assert {k: v for k, v in doc.items() if k != "hooks"} == {"model": THEIRS["model"], "permissions": THEIRS["permissions"]}
-    assert doc["hooks"]["Stop"] == THEIRS["hooks"]["Stop"]
+    assert doc["hooks"]["Stop"][: len(THEIRS["hooks"]["Stop"])] == THEIRS["hooks"]["Stop"]  # theirs kept, ours after
+    [stop] = ours(doc, "Stop")
+    assert stop["command"].endswith("hook stop --goal g --agent a --automation x --app claude --hook-timeout 30s || exit 1")  # never exit 2
     assert THEIRS["hooks"]["UserPromptSubmit"][0] in doc["hooks"]["UserPromptSubmit"]  # the app's own prompt hook stays
     [prompt] = ours(doc, "UserPromptSubmit")
     [tool] = ours(doc, "PreToolUse")
@@ -65,6 +67,7 @@ def test_install_merges_keeps_a_backup_and_is_idempotent(tmp_path: Path, project
     again = install(tmp_path, "--wait-eligible", "10s")  # installing again replaces floorgate's entries
     doc = settings_of(project)
     assert again.returncode == 0 and len(ours(doc, "UserPromptSubmit")) == 1 and len(ours(doc, "PreToolUse")) == 1
+    assert len(ours(doc, "Stop")) == 1
     assert ours(doc, "UserPromptSubmit")[0]["timeout"] == 40
     unchanged = install(tmp_path, "--wait-eligible", "10s")
     assert unchanged.returncode == 0 and "nothing changed" in unchanged.stdout
@@ -83,7 +86,7 @@ def test_status_reads_the_lane_and_store_back_and_uninstall_leaves_the_rest(tmp_
     assert prompt["lane"] == {"goal": "g", "agent": "a", "automation": "x", "wake": "automatic", "wait_eligible": "20s"}
     assert prompt["db"] == f"sqlite:///{tmp_path / 'floorgate.db'}" and prompt["floorgate"] == FLOORGATE and prompt["problems"] == []
     removed = run_cli("hook", "uninstall", "claude", "--project", "agent", cwd=tmp_path)
-    assert removed.returncode == 0 and "removed 2 floorgate hook(s)" in removed.stdout
+    assert removed.returncode == 0 and "removed 3 floorgate hook(s)" in removed.stdout  # prompt, tool call and end of turn
     assert settings_of(project) == THEIRS
 
 

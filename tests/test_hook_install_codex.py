@@ -17,8 +17,8 @@ import pytest
 from floorgate.admission import Automations, FixedClock, open_store
 from floorgate.admission.clock import SystemClock, read_clock
 from floorgate.admission.liveness import HookAnswers, HookInstalls
-from floorgate.scheduler._codex_trust import codex_hook_trust
-from floorgate.scheduler.timers import TimerService
+from floorgate.scheduler.agents._codex_trust import codex_hook_trust
+from floorgate.scheduler.app.timers import TimerService
 
 from cli import run_cli
 
@@ -66,7 +66,9 @@ def test_install_merges_in_place_and_says_what_the_owner_must_trust(world: dict[
     first = install(world)
     assert first.returncode == 0, first.stderr
     doc = json.loads(world["hooks"].read_text())
-    assert doc["hooks"]["Stop"] == THEIRS["hooks"]["Stop"]
+    assert doc["hooks"]["Stop"][: len(THEIRS["hooks"]["Stop"])] == THEIRS["hooks"]["Stop"]  # theirs where it stood
+    [stop] = [h for g in doc["hooks"]["Stop"] for h in g["hooks"] if " hook stop " in h["command"]]
+    assert stop["command"].endswith("--app codex --hook-timeout 30s || exit 1")  # records usage, never blocks
     assert doc["hooks"]["UserPromptSubmit"][0] == THEIRS["hooks"]["UserPromptSubmit"][0]  # theirs keeps its index
     [(gi, prompt)] = ours(doc, "UserPromptSubmit")
     [(_, tool)] = ours(doc, "PreToolUse")
@@ -97,7 +99,7 @@ def test_trust_records_the_owners_consent_merged_into_config_toml(world: dict[st
     assert config["projects"][str(world["project"].resolve())] == {"trust_level": "trusted"}
     assert (world["codex_home"] / "config.toml.floorgate-backup").read_text() == CONFIG
     trust = codex_hook_trust(world["project"], world["codex_home"])
-    assert trust.runs("UserPromptSubmit", "floorgate") and trust.runs("PreToolUse", "pre-tool-use")
+    assert trust.runs("UserPromptSubmit", "floorgate") and trust.runs("PreToolUse", "pre-tool-use") and trust.runs("Stop", "hook stop")
     assert status(world).returncode == 0
     # Installing other settings changes the hook: Codex no longer runs it until trusted again;
     # it is replaced where it stands, so a hook added after it keeps its index (and its trust key).

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from floorgate.admission.store import redact_url
-from floorgate.scheduler.hook_install import HookPlan, Wake, guarded
+from floorgate.scheduler.agents.hook_install import HookPlan, Wake, guarded
 
 from cli import run_cli
 

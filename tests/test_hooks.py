@@ -11,7 +11,7 @@ from itertools import pairwise
 import pytest
 
 from floorgate.admission import Admission, FixedClock, Store, open_store
-from floorgate.scheduler.hooks import HookService
+from floorgate.scheduler.agents.hooks import HookService
 
 from cli import run_cli
 from conftest import T0
@@ -94,14 +94,14 @@ def _terminate(_seconds: float) -> None:
 
 @pytest.mark.parametrize("stop", [_interrupt, _terminate], ids=["SIGINT", "SIGTERM"])
 def test_a_hook_interrupted_while_waiting_for_its_floor_blocks(sqlite_db: str, monkeypatch, stop) -> None:  # type: ignore[no-untyped-def]
-    import floorgate.scheduler.hooks
+    import floorgate.scheduler.agents.hooks
 
     with open_store(sqlite_db) as store:
         floor(store, FixedClock(T0), "g/a", timedelta(seconds=10))
     lane = ("--goal", "g", "--agent", "a", "--automation", "x", "--wake", "automatic")
     payload = json.dumps(CLAUDE_PAYLOAD)
     assert run_cli("hook", "user-prompt-submit", *lane, db=sqlite_db, stdin=payload).returncode == 0
-    monkeypatch.setattr(floorgate.scheduler.hooks.time, "sleep", stop)
+    monkeypatch.setattr(floorgate.scheduler.agents.hooks.time, "sleep", stop)
 
     def escaped(signum: int, _frame: object) -> None:
         raise Escaped
@@ -127,7 +127,7 @@ def test_the_prompt_of_a_managed_turn_is_that_turn_s_wake(store: Store, clock: F
     import sys
 
     from floorgate.admission import CommandHost
-    from floorgate.scheduler.executor import TurnExecutor
+    from floorgate.scheduler.runtime.executor import TurnExecutor
 
     from helpers import add_automation
 

@@ -8,8 +8,9 @@ import inspect
 from datetime import timedelta
 
 from floorgate.admission import Automations, FixedClock, Store
-from floorgate.scheduler.runtime import HostRuntime, RuntimeConfig
-from floorgate.scheduler.wake import BackoffPolicy
+from floorgate.scheduler.app.root import Floorgate
+from floorgate.scheduler.app.wake import BackoffPolicy
+from floorgate.scheduler.runtime.host import HostRuntime, RuntimeConfig
 
 from conftest import T0
 from helpers import add_automation, floor
@@ -24,7 +25,7 @@ def _host(store: Store, tmp_path, size: int = 6) -> HostRuntime:  # type: ignore
     for i in range(size):
         add_automation(store, clock, automation_id=f"auto-{i}", schedule=DAILY if i % 2 else HOURLY)
     clock.advance(timedelta(minutes=5))
-    return HostRuntime(store, RuntimeConfig(state_dir=tmp_path / "state"), clock=clock)
+    return Floorgate(store, clock=clock).host_runtime(RuntimeConfig(state_dir=tmp_path / "state"))
 
 
 def test_a_host_keeps_one_parsed_schedule_and_one_field_name_set_per_kind(store: Store, tmp_path) -> None:  # type: ignore[no-untyped-def]

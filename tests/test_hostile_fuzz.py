@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 
 from floorgate.admission import Admission, FixedClock, Store, WakeState
 from floorgate.hosts import InvalidSchedule, Schedule
-from floorgate.scheduler._plan import PlanInputs, Snapshot
-from floorgate.scheduler.preview import FloorMeeting, simulate
-from floorgate.scheduler.preview import PlanInputs as Preview
+from floorgate.scheduler.app.preview import FloorMeeting, simulate
+from floorgate.scheduler.app.preview import PlanInputs as Preview
+from floorgate.scheduler.runtime._plan import PlanInputs, Snapshot
 
 from cli import run_cli
 from helpers import add_automation, floor

@@ -139,7 +139,7 @@ def test_a_percent_in_a_path_is_escaped_for_cron_and_a_newline_is_refused(store:
     from pathlib import Path
 
     from floorgate.admission import InvalidInput
-    from floorgate.scheduler.timers import TimerService
+    from floorgate.scheduler.app.timers import TimerService
 
     svc = TimerService(store)
     svc.state_dir = Path(tmp_path / "pct%41dir")

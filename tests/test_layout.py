@@ -87,10 +87,10 @@ def test_the_walk_sees_every_package() -> None:
     ("package", "source", "breaks"),
     [
         ("admission", "from floorgate.hosts import Schedule\n", True),
-        ("admission", "def f():\n    import floorgate.scheduler.cli\n", True),
+        ("admission", "def f():\n    import floorgate.scheduler.cli.main\n", True),
         ("admission", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from floorgate.hosts.schedule import Schedule\n", True),
-        ("admission", "import importlib\nimportlib.import_module('floorgate.scheduler.runtime')\n", True),
-        ("hosts", "from floorgate.scheduler.executor import TurnExecutor\n", True),
+        ("admission", "import importlib\nimportlib.import_module('floorgate.scheduler.runtime.host')\n", True),
+        ("hosts", "from floorgate.scheduler.runtime.executor import TurnExecutor\n", True),
         ("hosts", "from floorgate.admission import Store\nfrom . import errors\nfrom ..hosts import schedule\n", False),
         ("admission", "from . import errors\nfrom .store import Store\nimport sqlalchemy\n", False),
         ("scheduler", "from floorgate.admission import Store\nfrom floorgate.hosts import Schedule\n", False),

@@ -14,7 +14,7 @@ import pytest
 
 from floorgate.admission import FixedClock
 from floorgate.admission.liveness import HostBeat, HostBeats
-from floorgate.scheduler.readback import Readback
+from floorgate.scheduler.app.readback import Readback
 
 from cli import run_cli
 from conftest import T0

@@ -8,7 +8,7 @@ import pytest
 from test_envelope import automation, envelope
 
 from floorgate.admission import Automations, FixedClock, HoldKind, Missions
-from floorgate.scheduler.executor import TurnExecutor
+from floorgate.scheduler.runtime.executor import TurnExecutor
 
 from cli import run_cli
 from conftest import T0

@@ -40,10 +40,16 @@ def shadowed_env(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return venv
 
 
-def test_the_other_scheduler_is_really_there(shadowed_env: Path) -> None:
-    # Without this the test below could pass against an environment without the shadowing package.
+def test_the_other_scheduler_is_there_and_intact(shadowed_env: Path) -> None:
+    # Without this the tests below could pass in an environment without the other package. With
+    # floorgate's folders installed under their bare names, the two distributions shared one
+    # site-packages/scheduler/ folder and the later install overwrote the other's __init__.py.
     probe = subprocess.run(
-        [str(shadowed_env / "bin" / "python"), "-c", "import scheduler, os; print(os.path.dirname(scheduler.__file__))"],
+        [
+            str(shadowed_env / "bin" / "python"),
+            "-c",
+            "import scheduler, os; scheduler.Scheduler; print(os.path.dirname(scheduler.__file__))",
+        ],
         capture_output=True,
         text=True,
         cwd="/",

@@ -22,9 +22,9 @@ from floorgate.admission import Approvals, Automation, AutomationState, Principa
 from floorgate.admission.automations import AutomationSpec, CommandHost
 from floorgate.admission.events import EventKind, Events
 from floorgate.admission.journal import TurnRecord
-from floorgate.scheduler._host_env import host_env
-from floorgate.scheduler.cli import build_parser, leaf_parsers
-from floorgate.scheduler.owner_gate import Access
+from floorgate.scheduler.app.owner_gate import Access
+from floorgate.scheduler.cli.main import build_parser, leaf_parsers
+from floorgate.scheduler.runtime._host_env import host_env
 
 from console_kit import pending_ask
 from helpers import add_automation, floor
@@ -33,6 +33,7 @@ from test_cli import cli, one_line_error
 # Every owner write, with arguments that parse (the gate runs before the handler looks at them).
 OWNER_WRITES: dict[str, tuple[str, ...]] = {
     "policy set": ("policy", "set", "g/a", "--min-interval", "0", "--revision", "1", "--allow-reduction"),
+    "policy price": ("policy", "price", "some-model", "--usd-per-mtok", "3", "--revision", "0"),
     "settings set": ("settings", "set", "--catch-up", "0", "--revision", "0"),
     "automation add": ("automation", "add", "y", "--goal", "g", "--agent", "b", "--schedule", "every 1h", "--", "true"),
     "automation edit": ("automation", "edit", "x", "--schedule", "every 2h"),
@@ -46,6 +47,9 @@ OWNER_WRITES: dict[str, tuple[str, ...]] = {
     "owner revoke": ("owner", "revoke", "alice"),
     "notify add": ("notify", "add", "http://127.0.0.1:9/hook", "--events", "ask_pending"),
     "notify remove": ("notify", "remove", "wh-nope"),
+    "apply": ("apply", "-f", "fleet.toml"),
+    "service install": ("service", "install", "--user", "--unit-dir", "units"),
+    "service uninstall": ("service", "uninstall", "--user", "--unit-dir", "units"),
 }
 REFUSED = "floorgate: refused: "
 

@@ -19,9 +19,9 @@ from floorgate.admission import (
     WakeState,
 )
 from floorgate.hosts import Schedule
-from floorgate.scheduler.app import Floorgate, Settings
-from floorgate.scheduler.preview import FloorMeeting, PlanInputs, first_run, first_run_at, simulate
-from floorgate.scheduler.readback import Readback, ReadbackHold, ReadbackState
+from floorgate.scheduler.app.preview import FloorMeeting, PlanInputs, first_run, first_run_at, simulate
+from floorgate.scheduler.app.readback import Readback, ReadbackState
+from floorgate.scheduler.app.root import Floorgate, Settings
 
 from conftest import T0, raw_sql
 from helpers import add_automation, floor, host_running
@@ -213,7 +213,7 @@ def test_paused_and_held_automations_fire_nothing_and_say_why(store) -> None:  #
     app = Floorgate(store, clock=clock, settings=Settings())
     paused, held = app.readback.automation("p"), app.readback.automation("h")
     assert (paused.state, paused.next_fire_at, paused.hold) == (ReadbackState.PAUSED, None, None)
-    assert (held.state, held.next_fire_at, held.hold) == (ReadbackState.HELD, None, ReadbackHold.MISSION_STUCK)
+    assert (held.state, held.next_fire_at, held.hold) == (ReadbackState.HELD, None, HoldKind.MISSION_STUCK)
     preview = app.automations.preview("h", count=3)
     assert preview.rows == [] and preview.blocked is not None and "stuck" in preview.blocked
 
@@ -246,7 +246,7 @@ def test_one_unreadable_automation_is_held_and_hides_nothing(store, damage: str)
     raw_sql(store, damage)
     listed = {rb.automation_id: rb for rb in Readback(store, clock).many()}
     assert set(listed) == {"bad", "good"}
-    assert listed["bad"].state is ReadbackState.HELD and listed["bad"].hold is ReadbackHold.UNREADABLE
+    assert listed["bad"].state is ReadbackState.HELD and listed["bad"].unreadable and listed["bad"].hold is None
     assert listed["bad"].next_fire_at is None and "unreadable" in listed["bad"].detail
     assert listed["good"].state is ReadbackState.ELIGIBLE and listed["good"].next_fire_at is not None
 
@@ -302,12 +302,12 @@ def test_settings_resolve_flags_over_environment() -> None:
 
 
 def test_a_running_host_replans_when_the_host_policy_changes(store, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from floorgate.scheduler.runtime import HostRuntime, RuntimeConfig
+    from floorgate.scheduler.runtime.host import RuntimeConfig
 
     clock = FixedClock(T0)
     add_automation(store, clock, schedule=EVERY_15M)
     clock.set(T0 + 20 * M)  # the 09:15 fire was missed (no host then)
-    host = HostRuntime(store, RuntimeConfig(state_dir=tmp_path / "state"), clock=clock)
+    host = Floorgate(store, clock=clock).host_runtime(RuntimeConfig(state_dir=tmp_path / "state"))
     host.heartbeat.beat()
     host.sync()
     assert host.scheduler.get_job("x").next_run_time == T0 + 15 * M  # the 09:15 fire is due: it fires at once
@@ -356,7 +356,7 @@ def test_a_malformed_stored_time_is_corrupt_state_and_holds_only_its_automation(
         TimerBindings(store).get("bad")
     assert set(TimerBindings(store).all()) == {"good"}  # one damaged row hides no other
     listed = {rb.automation_id: rb for rb in Readback(store, clock).many()}
-    assert listed["bad"].state is ReadbackState.HELD and listed["bad"].hold is ReadbackHold.UNREADABLE
+    assert listed["bad"].state is ReadbackState.HELD and listed["bad"].unreadable and listed["bad"].hold is None
     assert listed["good"].state is ReadbackState.ELIGIBLE
 
 
@@ -413,7 +413,7 @@ def test_automation_list_shows_an_unreadable_row(store, tmp_path) -> None:  # ty
 def test_the_bulk_readback_of_many_equals_each_automations_own(store, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """``status`` reads each table once for all automations; what it shows must be exactly what
     each automation's own readback shows (turns, missions, wake state, ticks, a damaged row)."""
-    from floorgate.scheduler.executor import TurnExecutor
+    from floorgate.scheduler.runtime.executor import TurnExecutor
 
     clock = FixedClock(T0 + 20 * M)
     floor(store, clock, "g/a", 10 * M)
@@ -423,8 +423,8 @@ def test_the_bulk_readback_of_many_equals_each_automations_own(store, tmp_path) 
     TurnExecutor(store, state_dir=tmp_path / "s", clock=clock).run(Automations(store, clock).get("ran"))
     TickLog(store).append([Tick(automation_id="ran", nominal_at=T0, actual_at=T0, decision="admitted", reason="succeeded", host="h")])
     Floorgate(store, clock=clock, settings=Settings()).automations.poke("poked")
-    raw_sql(store, "INSERT INTO fg_wake_state (automation_id, backoff_step, backoff_wake_us, last_nominal_us, updated_at_us) "
-            "VALUES ('damaged', 1, -5, NULL, 0)")  # fmt: skip
+    raw_sql(store, "INSERT INTO fg_wake_state (automation_id, backoff_step, backoff_wake_us, updated_at_us) "
+            "VALUES ('damaged', 1, -5, 0)")  # fmt: skip
     raw_sql(
         store,
         "INSERT INTO fg_turns (turn_id, automation_id, goal_id, agent_id, attempt, kind, runner_host, runner_pid, "
@@ -436,12 +436,12 @@ def test_the_bulk_readback_of_many_equals_each_automations_own(store, tmp_path) 
     assert set(many) == {"ran", "never", "damaged", "poked", "badturn"}
     for name, rb in many.items():
         assert rb == readback.automation(name), name
-    assert many["damaged"].hold is ReadbackHold.UNREADABLE and many["ran"].last_turn is not None
+    assert many["damaged"].unreadable and many["ran"].last_turn is not None
 
 
 def test_status_tables_show_times_in_the_schedules_zone_and_how_far_away_while_json_stays_utc(store) -> None:
     from floorgate.admission import Admission
-    from floorgate.scheduler.present import readback_doc, status_text
+    from floorgate.scheduler.views.present import readback_doc, status_text
 
     start = T0 - 150 * M + timedelta(microseconds=250_000)  # 06:30:00.25Z
     clock = FixedClock(start)
@@ -459,8 +459,9 @@ def test_status_tables_show_times_in_the_schedules_zone_and_how_far_away_while_j
     # The next fire is 09:00 Berlin; the floor opens at 07:30:00.25Z, shown exactly as JSON has it
     # (rounded up, 07:30:01 differed from the JSON; truncated, it would open a moment early).
     row = next(line for line in text.splitlines() if line.startswith("x "))
-    assert "2026-12-01 09:00:00 CET, in 60 min" in row and "2026-12-01 08:30:00.250000 CET, in 30 min" in row
+    # To the second, rounded up (the floor opens at 07:30:00.25Z: shown as :01, never a moment early).
+    assert "2026-12-01 09:00:00 CET, in 60 min" in row and "2026-12-01 08:30:01 CET, in 30 min" in row
     lane = next(line for line in text.splitlines() if line.startswith("g/b "))
-    assert "t-2 (automatic) 2026-12-01 06:30:00.250000 UTC, 30 min ago" in lane and "2026-12-01 07:30:00.250000 UTC, in 30 min" in lane
+    assert "t-2 (automatic) 2026-12-01 06:30:01 UTC, 30 min ago" in lane and "2026-12-01 07:30:01 UTC, in 30 min" in lane
     doc = readback_doc(view.readbacks[0])
     assert doc["next_fire_at"] == "2026-12-01T08:00:00Z" and doc["eligibility"]["next_eligible_at"] == "2026-12-01T07:30:00.250000Z"

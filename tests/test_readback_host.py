@@ -14,8 +14,8 @@ from floorgate.admission.clock import FixedClock
 from floorgate.hosts import Schedule
 from floorgate.hosts._cron import parse_cron
 from floorgate.hosts.crontab import CrontabHost
-from floorgate.scheduler.readback import Readback, ReadbackState
-from floorgate.scheduler.timers import TimerService
+from floorgate.scheduler.app.readback import Readback, ReadbackState
+from floorgate.scheduler.app.timers import TimerService
 
 from conftest import T0
 from helpers import add_automation, floor
@@ -96,7 +96,7 @@ def test_a_crontab_raised_schedule_reads_back_as_cron_fires_it(store, cron_user:
 def test_a_crontab_edited_by_hand_reads_as_drift_in_status(store, cron_user: str, cron_running) -> None:  # noqa: F811
     import subprocess
 
-    from floorgate.scheduler.present import agreement_text
+    from floorgate.scheduler.views.present import agreement_text
 
     clock = FixedClock(T0)
     automation = add(store, clock, "q", "DTSTART:20261101T000500Z RRULE:FREQ=HOURLY", "crontab")
@@ -119,8 +119,8 @@ def test_status_reads_a_cron_line_as_the_cli_applied_it(store, cron_user: str, c
     one (it used to read such a line as not running floorgate: DRIFT, while `diff` said match)."""
     import subprocess
 
-    from floorgate.scheduler.app import Floorgate, Settings
-    from floorgate.scheduler.present import agreement_text
+    from floorgate.scheduler.app.root import Floorgate, Settings
+    from floorgate.scheduler.views.present import agreement_text
 
     clock = FixedClock(T0)
     app = Floorgate(store, clock=clock, settings=Settings(state_dir=tmp_path / "state", crontab_user=cron_user))

@@ -24,10 +24,11 @@ from test_executor import crashed, dead_owner
 from floorgate.admission import AutomationSpec, Automations, FixedClock, Journal, Missions, Store, SystemClock, Verdict, open_store
 from floorgate.admission.clock import read_clock
 from floorgate.hosts import Schedule
-from floorgate.scheduler._process import PID_LIMIT, boot_id, start_ticks
-from floorgate.scheduler.executor import TurnExecutor
-from floorgate.scheduler.recovery import Signal, may_signal, settle_lost
-from floorgate.scheduler.runtime import HostRuntime, RuntimeConfig
+from floorgate.scheduler.app.root import Floorgate
+from floorgate.scheduler.runtime._process import PID_LIMIT, boot_id, start_ticks
+from floorgate.scheduler.runtime.executor import TurnExecutor
+from floorgate.scheduler.runtime.host import RuntimeConfig
+from floorgate.scheduler.runtime.recovery import Signal, may_signal, settle_lost
 
 from conftest import T0, raw_sql
 from helpers import add_automation, command, start_host, stop, wait_for
@@ -304,7 +305,7 @@ def charged(store: Store, clock: FixedClock, mission_id: str) -> tuple[int, str 
 
 def test_a_host_never_settles_as_lost_a_turn_that_settled_after_its_read(store: Store, caplog: pytest.LogCaptureFixture, tmp_path) -> None:  # type: ignore[no-untyped-def]
     clock = FixedClock(T0)
-    host = HostRuntime(store, RuntimeConfig(state_dir=tmp_path / "state"), clock=clock)
+    host = Floorgate(store, clock=clock).host_runtime(RuntimeConfig(state_dir=tmp_path / "state"))
     mine = host.executor.owner
     mission_id = metered_turn(store, clock, mine)
     read = host.journal.unsettled

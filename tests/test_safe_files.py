@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from floorgate.admission import Automations, FixedClock, Store
-from floorgate.scheduler.executor import LogUnwritable, TurnExecutor
+from floorgate.scheduler.runtime.executor import LogUnwritable, TurnExecutor
 
 from cli import run_cli
 from helpers import add_automation

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from floorgate.admission import FixedClock
 from floorgate.hosts import Schedule
-from floorgate.scheduler.readback import Readback
+from floorgate.scheduler.app.readback import Readback
 
 from conftest import T0
 from helpers import add_automation, floor, host_running
@@ -112,7 +112,7 @@ def test_json_output_is_written_as_encoded_and_is_exactly_what_dumps_writes(size
     import argparse
     import json
 
-    from floorgate.scheduler.cli import Context
+    from floorgate.scheduler.cli.main import Context
 
     doc = {"automations": [{"automation": f"a{i}", "next": None, "n": i, "tags": ["x", 1.5]} for i in range(size)], "lanes": []}
     out = _Writes()

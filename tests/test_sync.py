@@ -12,7 +12,8 @@ from sqlalchemy import event
 
 from floorgate.admission import Admission, Automations, FixedClock, Store, Tick, TickLog, TimerBindings
 from floorgate.hosts import Schedule
-from floorgate.scheduler.runtime import HostRuntime, RuntimeConfig
+from floorgate.scheduler.app.root import Floorgate
+from floorgate.scheduler.runtime.host import HostRuntime, RuntimeConfig
 
 from conftest import T0
 from helpers import add_automation, floor
@@ -73,7 +74,7 @@ def _host(store: Store, clock: FixedClock, tmp_path, size: int) -> HostRuntime: 
         [Tick(automation_id=f"auto-{i:03d}", nominal_at=T0, actual_at=T0, decision="denied", reason="seed", host="h") for i in range(size)]
     )
     clock.advance(timedelta(minutes=30))
-    host = HostRuntime(store, RuntimeConfig(state_dir=tmp_path / f"state-{size}"), clock=clock)
+    host = Floorgate(store, clock=clock).host_runtime(RuntimeConfig(state_dir=tmp_path / f"state-{size}"))
     host.sync()
     assert len(host.armed()) == size
     return host

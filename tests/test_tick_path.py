@@ -24,10 +24,11 @@ from sqlalchemy import event
 from floorgate.admission import Admission, Automations, FixedClock, Journal, Store, StoreUnavailable, SystemClock, TickLog, open_store
 from floorgate.admission import _locks as locks
 from floorgate.admission.store import lock_id
-from floorgate.scheduler import recovery
-from floorgate.scheduler._turn_pool import TurnPool
-from floorgate.scheduler.executor import DEFAULT_LEASE, TurnExecutor
-from floorgate.scheduler.runtime import HostRuntime, RuntimeConfig
+from floorgate.scheduler.app.root import Floorgate
+from floorgate.scheduler.runtime import recovery
+from floorgate.scheduler.runtime._turn_pool import TurnPool
+from floorgate.scheduler.runtime.executor import DEFAULT_LEASE, TurnExecutor
+from floorgate.scheduler.runtime.host import HostRuntime, RuntimeConfig
 
 from conftest import T0, _pg_schema_of, raw_sql
 from helpers import add_automation, floor, wait_for
@@ -70,7 +71,7 @@ def test_a_denied_tick_costs_one_read_beside_its_denial(store: Store, db_url: st
     floor(store, clock, "g/a", timedelta(hours=1))
     add_automation(store, clock, schedule=EVERY_15M)
     with counted_store(db_url) as (counted, round_trips):
-        host = HostRuntime(counted, RuntimeConfig(state_dir=tmp_path / "state"), clock=clock)
+        host = Floorgate(counted, clock=clock).host_runtime(RuntimeConfig(state_dir=tmp_path / "state"))
         host.sync()  # armed, so every decision re-plans its timer too
         assert host.tick("x").decision == "admitted"
         clock.advance(timedelta(minutes=15))
@@ -116,7 +117,7 @@ def test_denied_ticks_commit_nothing_and_are_recorded_together_in_one_commit(sto
     counted.engine.dispose()  # every connection from here on is made, and traced, below
     event.listen(counted.engine, "connect", lambda conn, _record: conn.set_trace_callback(statements.append))
     try:
-        host = HostRuntime(counted, RuntimeConfig(state_dir=tmp_path / "state", flush_every=timedelta(hours=1)), clock=clock)
+        host = Floorgate(counted, clock=clock).host_runtime(RuntimeConfig(state_dir=tmp_path / "state", flush_every=timedelta(hours=1)))
         decided = [host.tick(automation_id) for automation_id in ids]
         assert [(t.decision, t.reason) for t in decided] == [("denied", "interval_wait")] * len(ids), decided
         at_decision = sum(1 for sql in statements if sql.strip().upper().startswith("COMMIT"))
@@ -136,7 +137,7 @@ def _group_host(store: Store, tmp_path: Path, agents: list[str]) -> tuple[HostRu
         floor(store, clock, f"g/{agent}", timedelta(hours=1))  # type: ignore[arg-type]
     for i, agent in enumerate(agents):
         add_automation(store, clock, automation_id=f"x{i}", schedule="every 1s", agent=agent)  # type: ignore[arg-type]
-    host = HostRuntime(store, RuntimeConfig(state_dir=tmp_path / "state", flush_every=timedelta(hours=1)), clock=clock)
+    host = Floorgate(store, clock=clock).host_runtime(RuntimeConfig(state_dir=tmp_path / "state", flush_every=timedelta(hours=1)))
     queued = [host._tick_once(f"x{i}") for i in range(len(agents))]
     assert all(type(q).__name__ == "_Admitting" for q in queued), queued
     return host, queued
@@ -207,7 +208,9 @@ def test_a_denial_is_decided_while_every_turn_worker_runs_a_long_turn(store: Sto
         goal="g", agent="idle", automation="floored", turn_id="earlier", trigger_time=clock.now() - timedelta(minutes=1)
     ).admitted
     admission.confirm("earlier")
-    host = HostRuntime(store, RuntimeConfig(state_dir=tmp_path / "state", workers=1, flush_every=timedelta(hours=1)), clock=clock)
+    host = Floorgate(store, clock=clock).host_runtime(
+        RuntimeConfig(state_dir=tmp_path / "state", workers=1, flush_every=timedelta(hours=1))
+    )
     journal = Journal(store, clock)
 
     def buffered(automation_id: str, decision: str) -> list[Any]:
@@ -273,7 +276,7 @@ def test_a_tick_that_may_admit_waits_for_the_write_lock_off_the_deciders(store: 
     earlier = clock.now() - timedelta(minutes=1)
     assert admission.reserve(goal="g", agent="a2", automation="floored", turn_id="earlier", trigger_time=earlier).admitted
     admission.confirm("earlier")
-    host = HostRuntime(store, RuntimeConfig(state_dir=tmp_path / "state", flush_every=timedelta(hours=1)), clock=clock)
+    host = Floorgate(store, clock=clock).host_runtime(RuntimeConfig(state_dir=tmp_path / "state", flush_every=timedelta(hours=1)))
 
     def buffered(automation_id: str) -> list[tuple[str, str]]:
         with host._lock:
@@ -305,7 +308,7 @@ def test_stop_settles_the_running_turn_and_leaves_waiting_ones_resumable(store: 
     for automation_id, agent in (("first", "a1"), ("second", "a2")):
         floor(store, clock, f"g/{agent}", timedelta(hours=1))  # type: ignore[arg-type]
         add_automation(store, clock, automation_id=automation_id, schedule="every 1s", script=long_turn, agent=agent, timeout=120)  # type: ignore[arg-type]
-    host = HostRuntime(store, RuntimeConfig(state_dir=tmp_path / "state", workers=1), clock=clock)
+    host = Floorgate(store, clock=clock).host_runtime(RuntimeConfig(state_dir=tmp_path / "state", workers=1))
     journal = Journal(store, clock)
     host.start()
     try:
@@ -382,3 +385,39 @@ def test_renewing_waiting_turns_extends_only_this_runners_journaled_claims(store
     leases = {t: journal.get(t).lease_expires for t in turn_ids}  # type: ignore[union-attr]
     assert leases[turn_ids[0]] == leases[turn_ids[1]] == later
     assert leases[turn_ids[2]] != later
+
+
+def test_ticks_of_one_agent_wait_for_its_first_decision_and_are_denied_from_a_read_after_it(store: Store, tmp_path: Path) -> None:
+    """Five lanes of one agent under an agent floor fire at once: one of them goes on to a
+    reservation, the other four wait for it and are then denied from one plain read each (one
+    ``begin`` in all, not five); another agent's tick is never held by them."""
+    clock = SystemClock()
+    floor(store, clock, "g/a", timedelta(hours=1))  # type: ignore[arg-type]
+    for i in range(5):
+        add_automation(store, clock, automation_id=f"x{i}", schedule="every 1s", agent="a")  # type: ignore[arg-type]
+    add_automation(store, clock, automation_id="other", schedule="every 1s", agent="b")  # type: ignore[arg-type]
+    host = Floorgate(store, clock=clock).host_runtime(RuntimeConfig(state_dir=tmp_path / "state", flush_every=timedelta(hours=1)))
+    dispatched: list[Any] = []
+    host._dispatch = dispatched.append  # type: ignore[method-assign]
+    begun: list[str] = []
+    begin = host.executor.begin
+
+    def counted_begin(automation: Any, **kw: Any) -> Any:
+        begun.append(automation.automation_id)
+        return begin(automation, **kw)
+
+    host.executor.begin = counted_begin  # type: ignore[method-assign]
+    handed: list[str] = []
+    host._hand_off = lambda pending: handed.append(pending.automation_id)  # type: ignore[method-assign]
+    for automation_id in ["x0", "x1", "x2", "other", "x3", "x4"]:
+        host._tick(automation_id)
+    assert [d.automation_id for d in dispatched] == ["x0", "other"]
+    host._admit_queued(dispatched[0])
+    assert (begun, handed) == (["x0"], ["x0"])
+    with host._lock:
+        assert sorted((t.automation_id, t.decision, t.reason) for t in host._buffer) == [
+            (f"x{i}", "denied", "interval_wait") for i in range(1, 5)
+        ]
+        assert host._running == {"x0": 1, "x1": 0, "x2": 0, "x3": 0, "x4": 0, "other": 1}  # the waiters' claims released
+    assert [d.automation_id for d in dispatched] == ["x0", "other"]  # no sibling went on to a reservation
+    assert [s.automation_id for s in Admission(store).starts(goal="g")] == ["x0"]

@@ -71,7 +71,7 @@ def test_an_unknown_kind_is_refused_by_name() -> None:
 
 
 def test_guarantee_is_computed_from_capabilities_and_reads_as_before() -> None:
-    assert [g.value for g in Guarantee] == ["enforced", "pre-model hook", "schedule-only"]
+    assert [g.value for g in Guarantee] == ["enforced", "pre-model hook", "schedule-only", "not armed"]
     for kind in TimerKind:
         caps = capabilities(kind)
         for hook in (False, True):
@@ -240,8 +240,8 @@ KIND_SWITCH = re.compile(
     r"""(==|!=|\bin\b)\s*\(?\s*["'](apscheduler|crontab|external)["']|["'](apscheduler|crontab|external)["']\s*(==|!=)"""
 )
 CAPABILITY_CALLERS = [
-    "scheduler/timers.py",
-    "scheduler/commands/timers.py",
+    "scheduler/app/timers.py",
+    "scheduler/cli/commands/timers.py",
     "hosts/contract.py",
     "hosts/registry.py",
     "hosts/apscheduler_timer.py",

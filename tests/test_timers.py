@@ -20,7 +20,7 @@ from floorgate.hosts import Schedule
 from floorgate.hosts.contract import Held
 from floorgate.hosts.crontab import CrontabHost
 from floorgate.hosts.errors import UnsupportedSchedule
-from floorgate.scheduler.timers import TimerService
+from floorgate.scheduler.app.timers import TimerService
 
 from conftest import T0, worker_suffix
 from helpers import command, floor
@@ -215,7 +215,7 @@ def test_guarantee_readback(store, tmp_path) -> None:
 )
 def test_the_pre_model_hook_is_claimed_only_while_it_answers_the_apps_fires(store, answered_after, expected) -> None:
     from floorgate.admission.liveness import HookAnswer
-    from floorgate.scheduler.guarantee import guarantee_of
+    from floorgate.scheduler.app.guarantee import guarantee_of
 
     clock = FixedClock(T0)
     ext = add(store, clock, "ext", EVERY_15, "external", agent="b")  # fires :05, :20, :35, :50

@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 
 from floorgate.admission import Automations, CommandHost, FixedClock, Missions, Policies, Scope, Store, open_store, parse_compute
-from floorgate.scheduler.executor import TurnExecutor, TurnOutcome
-from floorgate.scheduler.turn_broker import RunnerBroker
-from floorgate.scheduler.turn_wire import SOCKET_ENV, TOKEN_ENV
+from floorgate.scheduler.runtime.executor import TurnExecutor, TurnOutcome
+from floorgate.scheduler.runtime.turn_broker import RunnerBroker
+from floorgate.scheduler.runtime.turn_wire import SOCKET_ENV, TOKEN_ENV
 
 from cli import run_cli
 from conftest import T0

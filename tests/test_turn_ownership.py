@@ -20,9 +20,9 @@ from test_executor import crashed
 
 from floorgate.admission import Admission, FixedClock, Journal, Phase, SystemClock, open_store
 from floorgate.admission.journal import ClaimLost
-from floorgate.scheduler import cli
-from floorgate.scheduler.executor import PAUSE_ENV, TurnExecutor
-from floorgate.scheduler.recovery import Recovered, orphaned, recover
+from floorgate.scheduler.cli import main as cli
+from floorgate.scheduler.runtime.executor import PAUSE_ENV, TurnExecutor
+from floorgate.scheduler.runtime.recovery import Recovered, orphaned, recover
 
 from conftest import T0, raw_sql
 from helpers import add_automation, floor, wait_for

@@ -32,7 +32,7 @@ from floorgate.admission import (
 from floorgate.admission.journal import ClaimLost
 from floorgate.admission.store import DriverTx
 from floorgate.admission.timers import TimerBindings
-from floorgate.scheduler.executor import TurnExecutor
+from floorgate.scheduler.runtime.executor import TurnExecutor
 
 from conftest import T0, raw_sql
 from helpers import add_automation, floor
@@ -194,7 +194,7 @@ def test_a_turn_resumed_after_its_begin_committed_is_counted_once(store: Store, 
     def no_settlement(*_a: Any, **_k: Any) -> Any:
         raise _Killed
 
-    monkeypatch.setattr("floorgate.scheduler.executor._pause", killed)
+    monkeypatch.setattr("floorgate.scheduler.runtime.executor._pause", killed)
     first.journal.settle = no_settlement  # type: ignore[method-assign]
     with pytest.raises(_Killed):
         first.run(automation, turn_id="x-resume")

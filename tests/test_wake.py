@@ -6,11 +6,12 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from floorgate.admission import Admission, AutomationState, Automations, FixedClock, WakeState
+from floorgate.admission import Admission, AutomationState, Automations, FixedClock, WakeState, WhenDenied
 from floorgate.hosts import Schedule
-from floorgate.scheduler.readback import Readback
-from floorgate.scheduler.runtime import HostRuntime, RuntimeConfig
-from floorgate.scheduler.wake import BackoffPolicy, next_wake, nominal_time
+from floorgate.scheduler.app.readback import Readback
+from floorgate.scheduler.app.root import Floorgate
+from floorgate.scheduler.app.wake import BackoffPolicy, next_wake, nominal_time
+from floorgate.scheduler.runtime.host import HostRuntime, RuntimeConfig
 
 from conftest import DAY, T0
 from helpers import add_automation, floor, host_running
@@ -27,7 +28,7 @@ def runtime(store, clock, tmp_path, catch_up=timedelta(hours=1)) -> HostRuntime:
     stored = policies.get()
     if stored.policy.catch_up != catch_up:
         policies.set(HostPolicy(catch_up=catch_up), expected_revision=stored.revision, owner_ref="test")
-    host = HostRuntime(store, RuntimeConfig(state_dir=tmp_path / "state"), clock=clock)
+    host = Floorgate(store, clock=clock).host_runtime(RuntimeConfig(state_dir=tmp_path / "state"))
     host.load_policy()  # what start() does with its first sync
     return host
 
@@ -64,6 +65,33 @@ def test_backoff_reset_never_wakes_before_the_floor() -> None:
         since=None,
     )
     assert without_floor == failed_at + timedelta(minutes=3)
+
+
+@pytest.mark.parametrize(
+    ("when_denied", "without_streak"),
+    [(WhenDenied.WAIT, T0 + timedelta(minutes=20)), (WhenDenied.SKIP, T0 + timedelta(minutes=30))],
+    ids=["wait", "skip"],
+)
+def test_a_failure_streak_holds_back_the_wake_under_either_when_denied(when_denied: WhenDenied, without_streak: datetime) -> None:
+    schedule = Schedule.parse(EVERY_15M)
+    until = T0 + timedelta(hours=2)
+    streak = WakeState(automation_id="x", failures=2, failed_at=T0, failing_until=until)
+
+    def plan(wake: WakeState) -> datetime | None:
+        return next_wake(
+            schedule,
+            previous=T0,
+            now=T0 + timedelta(minutes=5),
+            wake=wake,
+            next_eligible_at=T0 + timedelta(minutes=20),
+            last_ticked=None,
+            catch_up=timedelta(hours=1),
+            since=None,
+            when_denied=when_denied,
+        )
+
+    assert plan(WakeState(automation_id="x")) == without_streak
+    assert plan(streak) == until
 
 
 def test_nominal_time_is_shared_by_every_host() -> None:
@@ -283,7 +311,7 @@ def test_paused_automation_ticks_are_skipped_and_recorded(store, tmp_path) -> No
 
 def test_preview_counts_the_floor_in_elapsed_time_across_dst(store) -> None:
 
-    from floorgate.scheduler.readback import Readback
+    from floorgate.scheduler.app.readback import Readback
 
     clock = FixedClock(datetime(2027, 3, 25, tzinfo=timezone.utc))
     floor(store, clock, "g/a", timedelta(hours=24))
@@ -303,7 +331,7 @@ def test_preview_counts_the_floor_in_elapsed_time_across_dst(store) -> None:
 
 # -- the pure trigger and the runtime's fault handling (in-process) -------------------------------
 
-from floorgate.scheduler._plan import Episode, PlanInputs, Snapshot, WakeTrigger  # noqa: E402
+from floorgate.scheduler.runtime._plan import Episode, PlanInputs, Snapshot, WakeTrigger  # noqa: E402
 
 from helpers import CORRUPTIONS, corrupt  # noqa: E402
 
@@ -374,7 +402,7 @@ def test_a_tick_that_cannot_read_the_store_records_an_error_and_stays_armed(stor
     import time
 
     add_automation(store, FixedClock(T0), schedule="every 1s")
-    host = HostRuntime(store, RuntimeConfig(state_dir=tmp_path / "state", flush_every=timedelta(hours=1)))
+    host = Floorgate(store).host_runtime(RuntimeConfig(state_dir=tmp_path / "state", flush_every=timedelta(hours=1)))
     host.sync()
     _break(store)
     host.scheduler.start()
@@ -506,7 +534,7 @@ def test_a_trigger_that_fails_in_apschedulers_loop_holds_its_automation_and_the_
 
     for automation_id in ("x", "y"):
         add_automation(store, FixedClock(T0), automation_id=automation_id, schedule="every 1s")
-    host = HostRuntime(store, RuntimeConfig(state_dir=tmp_path / "state", flush_every=timedelta(hours=1)))
+    host = Floorgate(store).host_runtime(RuntimeConfig(state_dir=tmp_path / "state", flush_every=timedelta(hours=1)))
     host.tick = lambda automation_id: host._record(automation_id, T0, T0, "skipped", "test")  # type: ignore[method-assign]
     host.sync()
     trigger = host.scheduler.get_job("x").trigger

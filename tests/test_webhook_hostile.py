@@ -19,8 +19,8 @@ import pytest
 
 from floorgate.admission import Approvals, FixedClock, Store
 from floorgate.admission.events import MAX_ATTEMPTS, Events, backoff
-from floorgate.scheduler._webhook_http import AddressRanges, Outcome
-from floorgate.scheduler.notify import NotifyService
+from floorgate.scheduler.app.notify import NotifyService
+from floorgate.scheduler.runtime._webhook_http import AddressRanges, Outcome
 
 from cli import run_cli
 from console_kit import console

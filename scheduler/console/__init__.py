@@ -14,11 +14,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from .._version import floorgate_version
-from ..app import Floorgate
+from ..app.root import Floorgate
 from .api import routes as api_routes
 from .auth import SESSION_COOKIE, Gatekeeper
 from .errors import error_response, json_error
+from .forms import AutomationForms
 from .guard import MAX_BODY, ConsoleGuard
+from .lanes import LanePages
 from .openapi import openapi
 from .pages import Pages
 from .runs import RUNNERS
@@ -33,7 +35,7 @@ def create_app(
     """The console over ``fg`` (``secure_cookies``: mark the session cookie Secure, behind TLS),
     behind its ``ConsoleGuard``: only ``allowed_hosts`` as Host (None: any, for an embedded
     console; ``serve`` always names them), bodies up to ``max_body`` bytes."""
-    from ..metrics import CONTENT_TYPE, render
+    from .metrics import CONTENT_TYPE, render
 
     gate = Gatekeeper(fg.principals, fg.clock)
     work = Workers()
@@ -46,7 +48,8 @@ def create_app(
     async def metrics_route(request: Request) -> Response:
         try:
             await work(gate.bearer, request)
-            body = await work(render, fg)
+            every_lane = request.query_params.get("lanes") == "all"  # opt-in: every lane's series
+            body = await work(render, fg, every_lane)
         except Exception as exc:
             return error_response(exc)
         return Response(body, media_type=CONTENT_TYPE)
@@ -55,8 +58,9 @@ def create_app(
         Route("/api/openapi.json", schema_route, methods=["GET"]),
         Route("/metrics", metrics_route, methods=["GET"]),
         *api_routes(fg, gate, work),
-        *Pages(fg, gate, work, runners, secure_cookies=secure_cookies).routes(),
     ]
+    pages = Pages(fg, gate, work, runners, secure_cookies=secure_cookies)
+    routes += [*pages.routes(), *AutomationForms(pages).routes(), *LanePages(pages).routes()]
     guard = Middleware(ConsoleGuard, allowed_hosts=allowed_hosts, max_body=max_body)
     app = Starlette(routes=routes, exception_handlers={Exception: json_error}, middleware=[guard])
     app.state.floorgate = fg

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal, overload
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -21,10 +21,13 @@ from floorgate.admission.clock import iso, read_clock
 from floorgate.admission.events import parse_kinds
 from floorgate.admission.intervals import parse_interval
 
-from ..app import Floorgate
-from ..floors import parse_compute_text
-from ..notify import webhook_doc
-from ..present import (
+from ..app.automation_spec import doc_text
+from ..app.floors import parse_compute_text
+from ..app.notify import webhook_doc
+from ..app.readback import ReadbackState
+from ..app.root import Floorgate
+from ..app.status_page import StatusPage, status_page
+from ..views.present import (
     automation_doc,
     binding_doc,
     change_doc,
@@ -37,9 +40,9 @@ from ..present import (
     tick_doc,
     turn_doc,
 )
-from ..present_automation import detail_doc, preview_doc
-from ..present_floors import floor_applied_doc, floor_change_doc, floor_view_doc
-from . import runs
+from ..views.present_automation import detail_doc, preview_doc
+from ..views.present_floors import floor_applied_doc, floor_change_doc, floor_view_doc
+from . import api_automations, runs
 from .auth import Gatekeeper, require_owner
 from .errors import error_response
 from .workers import Workers
@@ -74,15 +77,13 @@ class Endpoint:
 
 
 # -- parsing -------------------------------------------------------------------------------------
+@overload
+def text_field(body: Body, name: str, *, required: Literal[True] = True) -> str: ...
+@overload
+def text_field(body: Body, name: str, *, required: bool) -> str | None: ...
 def text_field(body: Body, name: str, *, required: bool = True) -> str | None:
-    value = body.get(name)
-    if value is None:
-        if required:
-            raise InvalidInput(name, "is required")
-        return None
-    if not isinstance(value, str):
-        raise InvalidInput(name, "must be a string")
-    return value
+    """The string ``name`` of the body (None when absent and not ``required``)."""
+    return doc_text(body, name, required=required)
 
 
 def int_field(body: Body, name: str) -> int:
@@ -161,13 +162,30 @@ def _whoami(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
     return {"name": p.name, "role": p.role.value}
 
 
+STATUS_PAGE = 200  # automations per /api/status page unless ?limit= says otherwise
+
+
 def _status(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
     q = r.query_params
-    view = fg.readback.overview(q.get("goal"), q.get("agent"), q.get("automation"))
+    if q.get("automation") is not None:  # one automation: no page to walk
+        view = fg.readback.overview(q.get("goal"), q.get("agent"), q.get("automation"))
+        found = StatusPage(view.now, view.readbacks, view.lanes, view.hosts, None)
+    else:
+        limit = count_field(r, "limit", STATUS_PAGE)
+        if limit == 0:
+            raise InvalidInput("limit", "must be at least 1")
+        state = q.get("state")
+        if state is not None and state not in set(ReadbackState):
+            raise InvalidInput("state", f"must be one of {', '.join(s.value for s in ReadbackState)}")
+        after = q.get("after")
+        found = status_page(
+            fg.readback, q.get("goal"), q.get("agent"), after=after, limit=limit, state=None if state is None else ReadbackState(state)
+        )
     return {
-        "hosts": [host_doc(h, view.now) for h in view.hosts],
-        "automations": [readback_doc(rb) for rb in view.readbacks],
-        "lanes": [eligibility_doc(e) for e in view.lanes],
+        "hosts": [host_doc(h, found.now) for h in found.hosts],
+        "automations": [readback_doc(rb) for rb in found.readbacks],
+        "lanes": [eligibility_doc(e) for e in found.lanes],
+        "next": found.next,  # the cursor of the next page (?after=), None on the last
     }
 
 
@@ -467,8 +485,10 @@ _READ_BODY = {
 }
 ENDPOINTS = [
     Endpoint("GET", "/api/whoami", "The authenticated principal and its role", _whoami),
-    Endpoint("GET", "/api/status", "Every automation's readback, lanes and hosts (as floorgate status --json)", _status,
-             query={"goal": "narrow to a goal", "agent": "narrow to an agent", "automation": "narrow to one automation"}),
+    Endpoint("GET", "/api/status", "Automations' readbacks a page at a time (?limit=, ?after=next, ?state=, ?goal=), lanes and hosts", _status,
+             query={"goal": "narrow to a goal", "agent": "narrow to an agent", "automation": "narrow to one automation",
+                    "state": "only automations in this state", "limit": "automations per page (default 200)",
+                    "after": "the previous page's next cursor"}),
     Endpoint("GET", "/api/policies", "Every stored rule (floor and compute block)", _rules, query={"goal": "narrow to a goal"}),
     Endpoint("GET", "/api/policy", "A target's stored rule, revision and effective inheritance", _policy, query={"scope": "the target"}),
     Endpoint("POST", "/api/policy/preview", "Preview a change at an exact revision: before/after and whether it reduces", _policy_preview,
@@ -483,6 +503,11 @@ ENDPOINTS = [
     Endpoint("GET", "/api/automations", "Every automation (and unreadable rows)", _automations, query={"goal": "narrow to a goal"}),
     Endpoint("GET", "/api/automations/{automation}", "One automation: readback, next fires, ticks, turns", _automation,
              query={**_AID, "next": "fires to show", "ticks": "ticks to show"}),
+    Endpoint("PUT", "/api/automations/{automation}", "Create an automation, or change it at exactly the revision sent (idempotent)",
+             api_automations.put, role=Role.OWNER, query=_AID, body=api_automations.BODY,
+             responses={"201": "created"}),
+    Endpoint("DELETE", "/api/automations/{automation}", "Remove an automation (its starts and turns are kept)", api_automations.delete,
+             role=Role.OWNER, query=_AID),
     Endpoint("GET", "/api/automations/{automation}/preview", "Next host fires and which run", _automation_preview,
              query={**_AID, "next": "fires to show"}),
     Endpoint("POST", "/api/automations/{automation}/pause", "Pause an automation with a note", _pause, role=Role.OWNER, query=_AID,
@@ -535,7 +560,7 @@ def routes(fg: Floorgate, gate: Gatekeeper, work: Workers) -> list[Route]:
                 if ep.role is Role.OWNER:
                     require_owner(principal)
                 body: Body = {}
-                if ep.method == "POST":
+                if ep.method in ("POST", "PUT"):
                     raw = await request.body()
                     if raw.strip():
                         body = json_body(raw)
@@ -544,6 +569,8 @@ def routes(fg: Floorgate, gate: Gatekeeper, work: Workers) -> list[Route]:
                 return error_response(exc)
             if isinstance(doc, Accepted):
                 return JSONResponse(doc.doc, status_code=202)
+            if isinstance(doc, api_automations.Created):
+                return JSONResponse(doc.doc, status_code=201)
             return JSONResponse(doc)
 
         return endpoint

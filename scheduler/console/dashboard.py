@@ -5,7 +5,7 @@ automation stands for, live hosts and the latest events."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, tzinfo
 from typing import Any
 
 from floorgate.admission.clock import iso
@@ -14,10 +14,10 @@ from floorgate.admission.scope import MAX_LIMIT
 from floorgate.admission.tallies import Tallies
 from floorgate.hosts.schedule import Schedule
 
-from ..app import Floorgate
-from ..present import ago, eligibility_doc, host_doc, readback_doc
-from ..readback import AutomationReadback
-from .timeline import DAYS, timeline
+from ..app.readback import AutomationReadback
+from ..app.root import Floorgate
+from ..views.present import ago, eligibility_doc, host_doc, readback_doc
+from .timeline import SLOTS, Zoom, slot_width, timeline
 
 UPCOMING = timedelta(hours=24)
 UPCOMING_ROWS = 48  # fires listed per automation; the rest of its 24 h are counted, not listed
@@ -98,12 +98,31 @@ class RecentStarts:
         return [st for st in self.fg.admission.starts(automation=automation_id, limit=MAX_LIMIT) if st.anchor_at >= self.since]
 
 
-def dashboard(fg: Floorgate) -> dict[str, Any]:
-    """The dashboard's values (one overview read, then each automation's strip)."""
+# Listed first on the dashboard, in this order: what needs the owner, then what cannot run.
+TROUBLE = {"held": 0, "failing": 1, "awaiting_owner": 2, "unavailable": 3, "host_unavailable": 4, "paused": 5}
+
+
+def failed_last(doc: dict[str, Any]) -> bool:
+    """Whether the automation's last settled turn did not succeed."""
+    verdict = (doc.get("last_turn") or {}).get("verdict")
+    return verdict is not None and verdict.get("status") != "succeeded"
+
+
+def trouble_rank(doc: dict[str, Any]) -> int:
+    """Sort key: held, failing (a failure streak slows its starts), waiting for the owner,
+    unreadable, no host, paused, then a failed last turn, then the rest (by id within each)."""
+    if doc["state"] in TROUBLE:
+        return TROUBLE[doc["state"]]
+    return len(TROUBLE) if failed_last(doc) else len(TROUBLE) + 1
+
+
+def dashboard(fg: Floorgate, zoom: Zoom = Zoom.DAY, zone: tzinfo | None = None) -> dict[str, Any]:
+    """The dashboard's values (one overview read, then each automation's strip), troubled
+    automations first."""
     view = fg.readback.overview()
     now = view.now
     tallies = Tallies(fg.store)
-    since = now - timedelta(days=DAYS)
+    since = now - zoom.span
     rows, listed, notes = [], [], []
     recent = RecentStarts(fg, since)
     for rb in view.readbacks:
@@ -111,16 +130,21 @@ def dashboard(fg: Floorgate) -> dict[str, Any]:
         e = rb.eligibility
         doc["next_eligible_in"] = ago(e.next_eligible_at, now) if e is not None and e.next_eligible_at is not None else None
         doc["next_fire_in"] = ago(rb.next_fire_at, now) if rb.next_fire_at is not None else None
-        doc["timeline"] = timeline(tallies.marks(rb.automation_id, since), recent.of(rb.automation_id), now)
+        counts = tallies.slot_counts(rb.automation_id, since, slot_width(zoom), SLOTS)
+        doc["timeline"] = timeline(counts, recent.of(rb.automation_id), now, zoom, zone)
+        doc["trouble"] = trouble_rank(doc) < len(TROUBLE) + 1
         rows.append(doc)
         ahead = upcoming(rb, now)
         listed += ahead.rows
         note = ahead.note(rb.automation_id)
         if note is not None:
             notes.append(note)
+    rows.sort(key=lambda d: (trouble_rank(d), d["automation"]))
     listed.sort(key=lambda u: str(u["at"]))
     return {
         "now": iso(now),
+        "zoom": zoom.value,
+        "zooms": [z.value for z in Zoom],
         "rows": rows,
         "upcoming": listed,
         "upcoming_more": notes,

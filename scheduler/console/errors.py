@@ -15,9 +15,17 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from floorgate.admission import ApprovalRejected, InvalidInput, NotFound, ReductionNotAuthorized, RevisionConflict, StoreUnavailable
+from floorgate.admission import (
+    ApprovalRejected,
+    AutomationConflict,
+    InvalidInput,
+    NotFound,
+    ReductionNotAuthorized,
+    RevisionConflict,
+    StoreUnavailable,
+)
 
-from ..floors import ReductionNotShown
+from ..app.floors import ReductionNotShown
 from .auth import AuthError
 
 log = logging.getLogger("floorgate.console")
@@ -32,6 +40,11 @@ class Surface(StrEnum):
 
 def fix_message(exc: BaseException, surface: Surface) -> str:
     """``exc``'s message, worded for ``surface`` when the CLI's wording would not fit."""
+    if isinstance(exc, AutomationConflict) and surface is Surface.API:
+        return (
+            f"automation {exc.scope} changed since you read it: you sent revision {exc.expected_revision}, it is at revision "
+            f"{exc.current_revision}; read it again (GET /api/automations/{exc.scope}), then send revision {exc.current_revision}"
+        )
     if isinstance(exc, RevisionConflict):
         if surface is Surface.PAGE:
             return f"{exc.scope} changed since you read it (now revision {exc.current_revision}): refresh, then decide again"

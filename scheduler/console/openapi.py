@@ -43,11 +43,7 @@ def openapi(version: str) -> dict[str, Any]:
                     "description": "the document, as the CLI's --json prints it",
                     "content": {"application/json": {"schema": {"type": "object"}}},
                 },
-                **(
-                    {"202": {"description": "still running: follow the turn named in the answer"}}
-                    if ep.handler.__name__ == "_run_now"
-                    else {}
-                ),
+                **{code: {"description": d} for code, d in ep.responses.items()},
                 **{code: {"description": d, "content": {"application/json": {"schema": _ERROR}}} for code, d in _ERRORS.items()},
             },
         }

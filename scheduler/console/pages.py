@@ -1,8 +1,10 @@
-"""The console's server-rendered pages: sign-in, dashboard, settings and owner asks.
+"""The console's server-rendered pages: sign-in, settings, owner asks and events (the dashboard,
+automation and turn pages are in ``lanes.py``).
 
 Pages render the same documents as the API (``readback_doc``, ``floor_view_doc``...), so the page,
-the API and ``floorgate status --json`` show the same state and the same exact times. Every write
-is a POST form carrying the session's CSRF token.
+the API and ``floorgate status --json`` show the same state; a page shows times in the zone its
+principal picked, to the second (``shown.py``). Every write is a POST form carrying the session's
+CSRF token, answered with a redirect (``flash.py``): reloading the page never submits it again.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import hmac
 import secrets
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.requests import Request
@@ -21,21 +24,20 @@ from floorgate.admission import InvalidInput, Principal, ReductionNotAuthorized,
 from floorgate.admission.clock import iso, read_clock
 from floorgate.admission.intervals import parse_interval
 
-from ..app import Floorgate
-from ..floors import ReductionNotShown, parse_compute_text
-from ..notify import webhook_doc
-from ..present import change_doc
-from ..present_floors import floor_change_doc, floor_view_doc
-from . import runs
+from ..app.floors import ReductionNotShown, parse_compute_text
+from ..app.notify import webhook_doc
+from ..app.root import Floorgate
+from ..views.present import change_doc
+from ..views.present_floors import floor_change_doc, floor_view_doc
 from .api import decide, pending_asks
 from .auth import SESSION_COOKIE, SESSION_TTL, AuthError, Gatekeeper, client_of, require_owner
-from .dashboard import dashboard
 from .errors import Surface, error_doc, fix_message
+from .flash import clear, peek, redirect
+from .shown import COMMON_ZONES, Shown
 from .workers import Workers
 
 TEMPLATES = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"), autoescape=select_autoescape(["html"]))
 SIGNIN_COOKIE = "floorgate_signin"  # the sign-in form's CSRF token (double submit), scoped to /signin
-RUN_WAIT = 5.0  # seconds a Run now form waits for the verdict before saying the turn is running
 
 
 class Pages:
@@ -50,21 +52,38 @@ class Pages:
             Route("/signin", self.signin_form, methods=["GET"]),
             Route("/signin", self.signin, methods=["POST"]),
             Route("/signout", self.signout, methods=["POST"]),
-            Route("/dashboard", self.dashboard, methods=["GET"]),
             Route("/settings", self.settings, methods=["GET"]),
             Route("/settings/preview", self.settings_preview, methods=["GET"]),
             Route("/settings", self.settings_save, methods=["POST"]),
             Route("/asks", self.asks, methods=["GET"]),
             Route("/events", self.events, methods=["GET"]),
-            Route("/automations/{automation}/run", self.run_now, methods=["POST"]),
             Route("/asks/{approval_id}/decide", self.asks_decide, methods=["POST"]),
+            Route("/preferences", self.preferences, methods=["POST"]),
         ]
 
     # -- helpers -----------------------------------------------------------------------------
     def render(self, request: Request, name: str, principal: Principal | None, status: int = 200, **values: Any) -> HTMLResponse:
+        """``name`` filled with ``values``, the message the last POST left (shown once), and the
+        principal's way of showing times (``t``)."""
         session = self.gate.session(request)
-        html = TEMPLATES.get_template(name).render(principal=principal, csrf=session.csrf if session else "", **values)
-        return HTMLResponse(html, status_code=status)
+        values.setdefault("flash", peek(request))
+        values.setdefault("t", self.shown(principal))
+        values.setdefault("common_zones", COMMON_ZONES)
+        html = TEMPLATES.get_template(name).render(
+            principal=principal, csrf=session.csrf if session else "", path=request.url.path, query=str(request.url.query), **values
+        )
+        response = HTMLResponse(html, status_code=status)
+        clear(request, response)
+        return response
+
+    def shown(self, principal: Principal | None) -> Shown:
+        """How times are shown to ``principal``: its zone (UTC until it picks one), now."""
+        return Shown(principal.zone if principal is not None and principal.zone else "UTC", read_clock(self.fg.clock))
+
+    def back(self, form: Any, default: str) -> str:
+        """Where a form returns to: its ``back`` field when that is a path on this console, else ``default``."""
+        to = str(form.get("back") or "")
+        return to if to.startswith("/") and not to.startswith("//") and "\\" not in to and len(to) < 500 else default
 
     async def signed_in(self, request: Request) -> Principal | None:
         return await self.work(self.gate.page_principal, request)
@@ -130,37 +149,6 @@ class Pages:
         response.delete_cookie(SESSION_COOKIE)
         return response
 
-    # -- dashboard ---------------------------------------------------------------------------
-    async def dashboard(self, request: Request) -> Response:
-        principal = await self.signed_in(request)
-        if principal is None:
-            return RedirectResponse("/signin", status_code=303)
-        values = await self.work(dashboard, self.fg)
-        return self.render(request, "dashboard.html", principal, **values)
-
-    async def run_now(self, request: Request) -> Response:
-        """Run now from the dashboard: a manual turn with the owner's reason, as the API's."""
-        form, principal, refused = await self._posted(request)
-        if refused is not None:
-            return refused
-        aid = request.path_params["automation"]
-        status, message = 200, ""
-        try:
-            require_owner(principal)
-            settled, doc = await self.work(runs.run_now, self.fg, self.runners, principal, aid, form.get("reason"), RUN_WAIT)
-            if not settled:
-                message = f"{aid}: turn {doc['turn_id']} is running (see {doc['turn']})"
-            else:
-                v = doc["verdict"]
-                message = f"{aid}: turn {doc['turn_id']} {v['status']} ({v['stop_reason']})" + (
-                    f": {doc['detail']}" if doc["detail"] else ""
-                )
-        except Exception as exc:
-            status, error = error_doc(exc)
-            message = error["error"]["message"]
-        values = await self.work(dashboard, self.fg)
-        return self.render(request, "dashboard.html", principal, status=status, run_message=message, run_failed=status != 200, **values)
-
     # -- events ------------------------------------------------------------------------------
     async def events(self, request: Request) -> Response:
         principal = await self.signed_in(request)
@@ -183,7 +171,33 @@ class Pages:
         except InvalidInput as exc:
             values = await self.work(self._settings, None)
             return self.render(request, "settings.html", principal, status=422, error=str(exc), **values)
-        return self.render(request, "settings.html", principal, **values)
+        outcome = await self.work(self._saved_outcome, peek(request), values.get("target"))
+        return self.render(request, "settings.html", principal, **values, **outcome)
+
+    def _saved_outcome(self, flash: dict[str, Any] | None, target: str | None) -> dict[str, Any]:
+        """What the last Save left for this page: saved, or its error with the owner's draft (a
+        refused reduction's before -> after is previewed again, at the revision the draft read)."""
+        if flash is None or flash.get("form") != "settings" or flash.get("target") != target:
+            return {}
+        if not flash.get("failed"):
+            return {"saved": flash["text"]}
+        out: dict[str, Any] = {
+            "error": flash["text"],
+            "draft": {"min_interval": flash.get("min_interval", ""), "note": flash.get("note", "")},
+        }
+        if isinstance(flash.get("conflict"), int):
+            out["conflict"] = flash["conflict"]
+        if flash.get("reduction") and target:
+            try:
+                change = self.fg.floors.preview(
+                    Scope.parse(target),
+                    revision=_revision(flash.get("revision")),
+                    min_interval=parse_interval(str(flash.get("min_interval") or ""), "min_interval"),
+                )
+                out["draft"]["change"] = floor_change_doc(change)
+            except Exception:  # the rule moved on: the page's own preview asks again as the owner types
+                out["error"] += "; the rule changed since: refresh"
+        return out
 
     def _settings(self, target: str | None) -> dict[str, Any]:
         targets = self.fg.floors.targets()
@@ -213,15 +227,23 @@ class Pages:
         return JSONResponse(floor_change_doc(change))
 
     async def settings_save(self, request: Request) -> Response:
-        """One Save: preview at the revision read, apply at it, read back; success only when the readback shows the write."""
+        """One Save: preview at the revision read, apply at it, read back; success only when the
+        readback shows the write. Answered with a redirect to the settings page, which shows the
+        outcome once (a refused save keeps what the owner typed, and offers a reduction's
+        authorization)."""
         form, principal, refused = await self._posted(request)
         if refused is not None:
             return refused
         target = str(form.get("target") or "")
         typed, note = str(form.get("min_interval") or ""), str(form.get("note") or "")
-        # A refused save keeps what the owner typed (and, for a reduction, offers its authorization).
-        outcome: dict[str, Any] = {"draft": {"min_interval": typed, "note": note}}
-        status = 200
+        draft: dict[str, Any] = {
+            "form": "settings",
+            "target": target,
+            "min_interval": typed[:100],
+            "note": note[:500],
+            "revision": str(form.get("revision") or "")[:20],
+        }
+        to = f"/settings?target={quote(target, safe='/')}" if target else "/settings"
         try:
             require_owner(principal)
             applied = await self.work(
@@ -236,18 +258,27 @@ class Pages:
                 )
             )
             if applied.confirmed:
-                outcome = {"saved": f"saved {target} at revision {applied.rule.revision}; the readback shows it"}
-            else:
-                status, outcome["error"] = 500, "the write returned but the readback does not show it; refresh and check"
+                return redirect(
+                    to, text=f"saved {target} at revision {applied.rule.revision}; the readback shows it", secure=self.secure, **draft
+                )
+            return redirect(
+                to,
+                text="the write returned but the readback does not show it; refresh and check",
+                failed=True,
+                status=500,
+                secure=self.secure,
+                **draft,
+            )
         except RevisionConflict as exc:
-            status, outcome = 409, {"conflict": exc.current_revision, "error": fix_message(exc, Surface.PAGE)}
+            return redirect(
+                to, text=fix_message(exc, Surface.PAGE), failed=True, status=409, conflict=exc.current_revision, secure=self.secure, **draft
+            )
         except ReductionNotShown as exc:
-            status, outcome["error"] = 403, fix_message(exc, Surface.PAGE)
-            outcome["draft"]["change"] = floor_change_doc(exc.change)
+            return redirect(to, text=fix_message(exc, Surface.PAGE), failed=True, status=403, reduction=True, secure=self.secure, **draft)
         except (ReductionNotAuthorized, InvalidInput, AuthError) as exc:
-            status, outcome["error"] = error_doc(exc, Surface.PAGE)[0], fix_message(exc, Surface.PAGE)
-        values = await self.work(self._settings, target or None)
-        return self.render(request, "settings.html", principal, status=status, **values, **outcome)
+            return redirect(
+                to, text=fix_message(exc, Surface.PAGE), failed=True, status=error_doc(exc, Surface.PAGE)[0], secure=self.secure, **draft
+            )
 
     # -- asks --------------------------------------------------------------------------------
     async def asks(self, request: Request) -> Response:
@@ -258,25 +289,34 @@ class Pages:
         return self.render(request, "asks.html", principal, asks=items, now=iso(read_clock(self.fg.clock)))
 
     async def asks_decide(self, request: Request) -> Response:
+        """Approve or deny one ask; answered with a redirect to the inbox, which shows the outcome once."""
         form, principal, refused = await self._posted(request)
         if refused is not None:
             return refused
         approval_id = request.path_params["approval_id"]
         decision = form.get("decision")
-        status, message = 200, ""
         try:
             if decision not in ("approve", "deny"):
                 raise InvalidInput("decision", "approve or deny")
             done = await self.work(decide, self.fg, principal, approval_id, decision == "approve")
-            message = f"{done['ask']['state']} {approval_id}: mission {done['ask']['mission']} is {done['mission_status']}"
+            text = f"{done['ask']['state']} {approval_id}: mission {done['ask']['mission']} is {done['mission_status']}"
+            return redirect(self.back(form, "/asks"), text=text, secure=self.secure)
         except Exception as exc:
             status, doc = error_doc(exc)
-            message = doc["error"]["message"]
-        items = await self.work(pending_asks, self.fg)
-        return self.render(
-            request, "asks.html", principal, status=status, asks=items, now=iso(read_clock(self.fg.clock)),
-            message=message, failed=status != 200,
-        )  # fmt: skip
+            return redirect(self.back(form, "/asks"), text=doc["error"]["message"], failed=True, status=status, secure=self.secure)
+
+    # -- preferences -------------------------------------------------------------------------
+    async def preferences(self, request: Request) -> Response:
+        """The zone the console shows this principal times in (remembered in the store, per principal)."""
+        form, principal, refused = await self._posted(request)
+        if refused is not None:
+            return refused
+        zone = str(form.get("zone") or "").strip()
+        try:
+            await self.work(self.fg.principals.set_zone, principal.name, None if zone in ("", "UTC") else zone)
+        except InvalidInput as exc:
+            return redirect(self.back(form, "/dashboard"), text=str(exc), failed=True, status=422, secure=self.secure)
+        return redirect(self.back(form, "/dashboard"), text=f"times are shown in {zone or 'UTC'}", secure=self.secure)
 
 
 def _revision(value: object) -> int:

@@ -215,3 +215,31 @@ def test_a_bound_stops_a_mission_of_several_turns(world: World, compute: str, bo
     assert len(world.standin.model_calls) == 2  # the third turn never started its host
     m = mission(world)
     assert m.turns == 2 and m.tokens == 1600 and m.status == "stuck" and bound in (m.stop_reason or ""), m
+
+
+# -- Stop: the turn's usage for budgets --------------------------------------------------------------
+def test_the_stop_hook_records_what_the_provider_reported_once_per_turn(tmp_path: Path, claude_cli: Path) -> None:
+    from floorgate.admission.limits import Series
+    from floorgate.admission.usage import Usage, UsageState
+    from floorgate.admission.windows import parse_window
+
+    usage = {"input_tokens": 1234, "output_tokens": 56, "cache_read_input_tokens": 300, "cache_creation_input_tokens": 10}
+    with AnthropicStandIn(lambda n, _body: text(f"done {n}", **usage)) as standin:
+        w = World(tmp_path, standin, claude_cli)
+        w.install()
+        assert "Stop" in w.settings()["hooks"]
+        first = w.prompt()
+        assert first.returncode == 0, first.stderr
+        replies = list(standin.replies)
+        assert len(standin.model_calls) == len(replies) >= 1
+        with open_store(str(w.db)) as store:
+            day = parse_window("1d")
+            totals = Usage(store).in_window(Series("g", "a", "x"), day)
+            [entry] = totals.entries
+            assert entry.state is UsageState.SETTLED and entry.tokens == sum(r.tokens for r in replies) == 1600
+            assert entry.source.value in ("hook", "admission")
+        second = w.prompt()
+        assert second.returncode == 0, second.stderr
+        with open_store(str(w.db)) as store:
+            entries = Usage(store).in_window(Series("g", "a", "x"), parse_window("1d")).entries
+            assert len(entries) == 2 and sum(e.tokens or 0 for e in entries) == sum(r.tokens for r in standin.replies)

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from openai_standin import API_KEY_ENV, PROVIDER, Reply, Server, StandIn, shell_call, text_reply
 
-from floorgate.scheduler._codex_trust import codex_hook_trust, owner_trust_toml
+from floorgate.scheduler.agents._codex_trust import codex_hook_trust, owner_trust_toml
 
 pytestmark = pytest.mark.slow
 
@@ -426,3 +426,22 @@ def test_an_untrusted_install_is_reported_and_never_counted_as_a_guarantee(world
     assert promise["guarantee"] == "schedule-only" and "changed since it was trusted" in promise["guarantee_why"]
     world.codex()
     assert len(world.standin.model_calls) == 3  # inside the 24 h floor, and nothing stopped it
+
+
+def test_the_stop_hook_records_what_the_provider_reported_once_per_turn(world: CodexWorld) -> None:
+    from floorgate.admission import open_store
+    from floorgate.admission.limits import Series
+    from floorgate.admission.usage import Usage, UsageState
+    from floorgate.admission.windows import parse_window
+
+    world.standin.script = [
+        Reply((shell_call("echo ran >> marker"),), input_tokens=1200, output_tokens=80, cached_tokens=500),
+        Reply(text_reply("done").items, input_tokens=1400, output_tokens=30, cached_tokens=1100),
+    ]
+    world.install("morning", "--trust")
+    out = world.codex()
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert len(world.standin.model_calls) == 2
+    with open_store(world.db) as store:
+        [entry] = Usage(store).in_window(Series(GOAL, AGENT, "morning"), parse_window("1d")).entries
+    assert entry.state is UsageState.SETTLED and entry.tokens == (1200 + 80) + (1400 + 30) and entry.model == "gpt-standin"

@@ -1,0 +1,102 @@
+"""Where each limit across runs stands for one lane at one instant: the facts a count or budget
+check decides from, read on the caller's connection (inside the decision's read, or for readback).
+
+``limit_states`` takes the lane's ``BoundLimit``s (``limits.bound_limits``) and answers, per
+limit, what is used (settled), held (in flight), left, whether one more start (holding
+``estimate_tokens``) would cross it, and when it will not (``frees_at``: the instant a start leaves
+a rolling window or enough usage ages out, or the next calendar period). A limit that cannot be
+checked (no estimate for a token budget, no price for a USD one) is ``blocked`` with a
+``problem``: fail closed, never a guess. A damaged start or usage row raises ``CorruptState``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import NamedTuple
+
+from sqlalchemy import BigInteger, and_, or_, select, type_coerce
+from sqlalchemy.engine import Connection
+
+from . import _schema as s
+from .limits import BoundLimit, LimitKind, Series
+from .usage import cost_micros, read_prices, window_usage
+from .windows import NEVER, Window, count_frees_at
+
+_NO_ESTIMATE = "no estimate for a turn of this lane: set --estimate-tokens (or the envelope's max_tokens)"
+
+
+class LimitState(NamedTuple):
+    """One limit of a lane at ``now``. ``used`` settled, ``held`` in flight (starts: all of them
+    are ``used``), ``need`` what one more start would add; ``blocked``: it would cross the limit,
+    or cannot be checked (``problem``); ``frees_at``: when it would not (None: it does not block;
+    ``windows.NEVER``: not by waiting)."""
+
+    limit: BoundLimit
+    used: int
+    held: int
+    need: int | None
+    blocked: bool
+    frees_at: datetime | None
+    problem: str | None = None
+
+    @property
+    def left(self) -> int:
+        return max(0, self.limit.amount - self.used - self.held)
+
+
+def starts_in_window(conn: Connection, series: Series, window: Window, now: datetime) -> list[datetime]:
+    """The anchors of ``series``' starts (reserved and confirmed, manual ones included) that the
+    window at ``now`` counts (and any dated after ``now``); one indexed statement."""
+    st = s.starts
+    where = [st.c.goal_id == series.goal_id, or_(st.c.anchor_us >= window.start(now), type_coerce(st.c.anchor_us, BigInteger) < 0)]
+    if series.agent_id is not None:
+        where.append(st.c.agent_id == series.agent_id)
+    if series.automation_id is not None:
+        where.append(st.c.automation_id == series.automation_id)
+    anchors = [row.anchor_us for row in conn.execute(select(st.c.anchor_us).where(and_(*where)))]
+    return [a for a in anchors if window.counts(a, now)]
+
+
+def limit_states(
+    conn: Connection, limits: list[BoundLimit], now: datetime, *, estimate_tokens: int | None, model: str | None
+) -> list[LimitState]:
+    """Each limit's state for one more start of a lane whose turn holds ``estimate_tokens`` of
+    ``model`` (``usage.lane_estimate``); reads starts, usage and prices once each per series."""
+    out: list[LimitState] = []
+    prices: dict[str, int] | None = None
+    for limit in limits:
+        if limit.kind is LimitKind.STARTS:
+            anchors = starts_in_window(conn, limit.series, limit.window, now)
+            frees = count_frees_at(anchors, limit.amount, limit.window, now)
+            out.append(LimitState(limit, len(anchors), 0, 1, frees is not None, frees))
+            continue
+        if prices is None:
+            prices = read_prices(conn)
+        usage = window_usage(conn, limit.series, limit.window, now, prices)
+        if limit.kind is LimitKind.TOKENS:
+            need = estimate_tokens
+            if need is None:
+                out.append(LimitState(limit, usage.settled_tokens, usage.held_tokens, None, True, NEVER, _NO_ESTIMATE))
+                continue
+            frees = usage.tokens_frees_at(limit.amount, need)
+            out.append(LimitState(limit, usage.settled_tokens, usage.held_tokens, need, frees is not None, frees))
+            continue
+        problem = None
+        if estimate_tokens is None:
+            problem = _NO_ESTIMATE
+        elif model is None or model not in prices or usage.unpriced:
+            names = ", ".join(sorted({m or "(no model)" for m in {*usage.unpriced, model} if m not in prices}))
+            problem = f"usage of {names} has no reported cost and no price: set one with 'floorgate policy price MODEL --usd-per-mtok X'"
+        if problem is not None or estimate_tokens is None or model is None:
+            out.append(LimitState(limit, usage.settled_usd_micros, usage.held_usd_micros, None, True, NEVER, problem))
+            continue
+        need_usd = cost_micros(estimate_tokens, prices[model])
+        frees = usage.usd_frees_at(limit.amount, need_usd)
+        out.append(LimitState(limit, usage.settled_usd_micros, usage.held_usd_micros, need_usd, frees is not None, frees))
+    return out
+
+
+def binding(states: list[LimitState]) -> LimitState | None:
+    """The limit that binds: of the blocked ones, the one that frees last (None: none blocks)."""
+    blocked = [x for x in states if x.blocked]
+    return max(blocked, key=lambda x: x.frees_at or NEVER) if blocked else None

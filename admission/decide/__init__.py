@@ -1,0 +1,67 @@
+"""The admission decision as data: floor arithmetic, declared facts, one ordered table of checks.
+
+- ``floors``: floor values and their arithmetic (``combine``, ``next_eligible_us``,
+  ``after_start_us``, ``next_eligible_at``) and the bounds ``MAX_US`` / ``MAX_FLOOR_US``; pure.
+- ``facts``: each fact a decision reads, declared once (``FACTS``: name, SQL, relaxed-store form,
+  PostgreSQL type, fail-closed bound), and ``Facts``, their decoded value. ``admission._facts``
+  builds the client's statements (compiled once per dialect) from these declarations.
+- ``checks``: ``CHECKS``, the decision's ordered rows (reason, outcome, Python predicate, the same
+  predicate in SQL, detail, readback form, own next-eligible time). Reserve (``evaluate``, both
+  backends) and readback (``judge``) loop over it; the first row that holds decides.
+- ``render``: PostgreSQL's ``fg_facts`` and ``fg_admit`` rendered from the facts and ``CHECKS``,
+  installed by ``open_store`` after the migrations whenever the rendered text's hash changes.
+
+How to add a check (for example a cap on starts per window):
+
+1. If it needs a value the decision does not read yet, declare one ``Fact`` in ``facts.FACTS``
+   (its name, the scalar subquery over ``:g :a :x :xr :t :tr``, PostgreSQL type, and ``bound``
+   when it is a stored time), and add its field to ``Facts`` and its decoding in
+   ``admission._facts`` (``_start_facts``). The client's statements, PostgreSQL's function and
+   the fail-closed bound follow from the declaration.
+2. Add one ``Check`` row to ``checks.CHECKS`` at its place in the order: a reason (a new
+   ``decisions.Reason`` member when it is a new kind of refusal), its ``Outcome``, ``holds`` (the
+   predicate in Python), ``sql`` (the same predicate over ``f.<fact>`` and ``p_<param>``), its
+   detail, a ``Readback`` form if readback should show it, and ``next_us`` when it waits for time
+   (the decision reports the latest of the checks' next eligible times).
+
+Nothing else changes by hand: ``tests/test_decide_table.py`` holds every row's Python and SQL
+forms together on generated facts, on SQLite and PostgreSQL, and the store installs the new
+function text at its next open (no migration). Files a new check touches: ``checks.py`` alone
+over existing facts (plus ``decisions.py`` for a new ``Reason``); with a new fact, also
+``facts.py`` (its declaration and ``Facts`` field), ``admission/_facts.py`` (its decoding, and
+the bulk readback of many lanes) and the table test's generator of facts: five at most.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from .floors import MAX_FLOOR_US as MAX_FLOOR_US
+from .floors import MAX_US as MAX_US
+from .floors import after_start_us as after_start_us
+from .floors import combine as combine
+from .floors import next_eligible_at as next_eligible_at
+from .floors import next_eligible_us as next_eligible_us
+
+if TYPE_CHECKING:
+    from .checks import CHECKS as CHECKS
+    from .checks import Check as Check
+    from .checks import Outcome as Outcome
+    from .facts import FACTS as FACTS
+    from .facts import Fact as Fact
+    from .facts import Facts as Facts
+
+# The table and the facts load on first use (PEP 562): ``decisions`` imports ``floors`` from here
+# while ``checks`` and ``facts`` import ``decisions``, so loading them eagerly would make the
+# package's import order matter (``floorgate.admission`` itself loads its modules on first use).
+_WHERE = {"CHECKS": "checks", "Check": "checks", "Outcome": "checks", "FACTS": "facts", "Fact": "facts", "Facts": "facts"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value

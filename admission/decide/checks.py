@@ -1,0 +1,282 @@
+"""The decision as one ordered table of checks.
+
+Each ``Check`` is one row: the reason it gives, what it does to the store when it decides
+(``Outcome``), its predicate over the facts and the request in Python (``holds``) and in SQL over
+``fg_facts``' row (``sql``: ``f.<fact>`` columns, ``p_<param>`` arguments), the detail it explains
+itself with, and its readback form (None: readback, which has no turn and no trigger, skips it).
+The first row that holds decides. ``evaluate`` (reserve, on both backends) and ``judge``
+(readback) loop over ``CHECKS``; ``render`` turns the same rows into PostgreSQL's CASE.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from enum import Enum
+from functools import lru_cache
+from typing import Literal, NamedTuple
+
+from ..clock import from_us, iso
+from ..decisions import Explained, Phase, Reason
+from ..intervals import format_interval
+from .facts import Facts
+from .floors import EffectiveFloor, next_eligible_us
+
+
+class Request(NamedTuple):  # a plain immutable value: one per decision, cheap to build
+    """What one decision is asked: the lane, the turn, its trigger and a manual reason."""
+
+    goal: str
+    agent: str
+    automation: str | None
+    turn_id: str
+    trigger_time: datetime  # aware UTC
+    trigger_us: int
+    manual_reason: str | None
+
+    @property
+    def lane(self) -> str:
+        return self.automation or ""
+
+
+class Verdict(NamedTuple):  # a plain immutable value: one per decision, cheap to build
+    """What a check decided: its reason, the floor, the next eligible time and the new anchor."""
+
+    reason: Reason
+    floor: EffectiveFloor | None
+    next_us: int | None
+    anchor_us: int | None = None
+    detail: Explained | str = ""
+
+
+class Outcome(str, Enum):
+    """What a decision does to the store (the value PostgreSQL's ``fg_facts`` returns)."""
+
+    INSERT = "insert"  # admitted with a new start (the anchor is now)
+    ADMIT = "admit"  # admitted without a new start (resumed, or no rule)
+    DENY = "deny"
+
+
+class Anchor(Enum):
+    """The anchor an admitting check reports."""
+
+    NONE = 0
+    TURN = 1  # the turn's own earlier reservation
+    NOW = 2  # a new start, now
+
+
+class Readback(NamedTuple):
+    """A check's form in readback (eligibility): its status and detail."""
+
+    status: Literal["eligible", "interval_wait"]
+    detail: Callable[[Facts], str]
+
+
+Holds = Callable[[Facts, Request, int, "int | None"], bool]  # facts, request, now (us), next eligible (us)
+Detail = Callable[[Facts, Request, int], "Explained | str"]  # facts, request, now (us)
+
+
+class Check(NamedTuple):
+    """One row of the decision (see the module docstring)."""
+
+    id: str
+    reason: Reason
+    outcome: Outcome
+    holds: Holds
+    sql: str
+    detail: Detail
+    anchor: Anchor = Anchor.NONE
+    reports_next: bool = True  # whether its verdict carries the next eligible time
+    readback: Readback | None = None
+    # When this check stops holding on its own (microseconds), for the decision's next eligible
+    # time: the latest of all checks' is reported. None: the check does not wait for time.
+    next_us: Callable[[Facts, Request], int | None] | None = None
+
+
+# -- the details (rendered only when a caller reads ``Decision.detail``) ------------------------
+_RESUMING = "resuming this turn's unconfirmed reservation; the anchor is unchanged"
+_NO_FLOOR = "no floor applies; admitted without cadence state"
+_ROLLED_BACK = "the clock reads earlier than the last start; denied until it passes it"
+_BYPASSED = "manual run bypassed the interval"
+
+
+def _already_started(turn_id: str, phase: Phase, where: str) -> str:
+    return f"turn {turn_id} already has a {phase.value} start{where}; it is never admitted again"
+
+
+def _duplicate(trigger_us: int, turn: str) -> str:
+    return f"this lane's trigger at {iso(from_us(trigger_us))} already started as turn {turn}"
+
+
+def _stale(lane_trigger_us: int) -> str:
+    return f"trigger is older than this lane's last admitted trigger ({iso(from_us(lane_trigger_us))})"
+
+
+@lru_cache(maxsize=256)  # one text per floor: ten thousand lanes under one floor share it
+def waiting(floor: timedelta) -> str:
+    """The detail of a floor not yet elapsed."""
+    return f"floor {format_interval(floor)} not yet elapsed since the last start"
+
+
+@lru_cache(maxsize=256)
+def elapsed(floor: timedelta) -> str:
+    """The detail of a floor that has elapsed."""
+    return f"floor {format_interval(floor)} has elapsed"
+
+
+def _lane_of(req: Request) -> str:
+    return f"{req.goal}/{req.agent}/{req.lane}"
+
+
+def _turn_elsewhere(f: Facts, req: Request, _now: int) -> Explained:
+    where = "" if f.turn_lane == _lane_of(req) else f" in lane {f.turn_lane}"
+    return Explained(_already_started, (req.turn_id, f.turn_phase, where))
+
+
+def _floor_next(f: Facts, req: Request) -> int | None:
+    return next_eligible_us(f.agent_floor_us, f.lane_floor_us, f.agent_anchor_us, f.lane_anchor_us if req.automation else None)
+
+
+# The floor, in SQL: now is earlier than an anchor plus its floor (the later of the two, as
+# ``next_eligible_us``); a lane floor counts only for a request naming its automation.
+_FLOOR_WAITS = (
+    "((f.agent_floor > 0 AND f.ag IS NOT NULL AND p_now < f.ag + f.agent_floor)"
+    " OR (p_x <> '' AND f.lane_floor > 0 AND f.ln IS NOT NULL AND p_now < f.ln + f.lane_floor))"
+)
+
+CHECKS: tuple[Check, ...] = (
+    Check(
+        "resumed",
+        Reason.RESUMED,
+        Outcome.ADMIT,
+        lambda f, req, now, nxt: f.turn_phase is Phase.RESERVED and f.turn_lane == _lane_of(req),
+        "f.turn IS NOT NULL AND f.t_phase = 'reserved' AND f.t_goal = p_g AND f.t_agent = p_a AND f.t_lane = p_x",
+        lambda f, req, now: _RESUMING,
+        anchor=Anchor.TURN,
+        reports_next=False,
+    ),
+    Check(
+        "turn_already_started",
+        Reason.TURN_ALREADY_STARTED,
+        Outcome.DENY,
+        lambda f, req, now, nxt: f.turn_phase is not None,
+        "f.turn IS NOT NULL",
+        _turn_elsewhere,
+        reports_next=False,
+    ),
+    Check(
+        "no_rule",
+        Reason.NO_RULE,
+        Outcome.ADMIT,
+        lambda f, req, now, nxt: not f.floor.rules,
+        "f.active_rules = 0",
+        lambda f, req, now: _NO_FLOOR,
+        reports_next=False,
+        readback=Readback("eligible", lambda f: "no floor applies"),
+    ),
+    Check(
+        "clock_rollback",
+        Reason.CLOCK_ROLLBACK,
+        Outcome.DENY,
+        lambda f, req, now, nxt: f.agent_anchor_us is not None and now < f.agent_anchor_us,
+        "f.ag IS NOT NULL AND p_now < f.ag",
+        lambda f, req, now: _ROLLED_BACK,
+        readback=Readback("interval_wait", lambda f: "the clock reads earlier than the last start; waiting until it passes it"),
+    ),
+    Check(
+        "duplicate_trigger",
+        Reason.DUPLICATE_TRIGGER,
+        Outcome.DENY,
+        lambda f, req, now, nxt: f.duplicate_turn is not None,
+        "f.dup IS NOT NULL",
+        lambda f, req, now: Explained(_duplicate, (req.trigger_us, f.duplicate_turn)),
+    ),
+    Check(
+        "stale_trigger",
+        Reason.STALE_TRIGGER,
+        Outcome.DENY,
+        lambda f, req, now, nxt: f.lane_trigger_us is not None and req.trigger_us < f.lane_trigger_us,
+        "f.ln_tr IS NOT NULL AND p_tr < f.ln_tr",
+        lambda f, req, now: Explained(_stale, (f.lane_trigger_us,)),
+    ),
+    Check(
+        "interval_wait",
+        Reason.INTERVAL_WAIT,
+        Outcome.DENY,
+        lambda f, req, now, nxt: req.manual_reason is None and nxt is not None and now < nxt,
+        "p_reason IS NULL AND " + _FLOOR_WAITS,
+        lambda f, req, now: Explained(waiting, (f.floor.floor,)),
+        readback=Readback("interval_wait", lambda f: waiting(f.floor.floor)),
+        next_us=_floor_next,
+    ),
+    Check(
+        "manual_bypass",
+        Reason.MANUAL,
+        Outcome.INSERT,
+        lambda f, req, now, nxt: req.manual_reason is not None and nxt is not None and now < nxt,
+        "p_reason IS NOT NULL AND " + _FLOOR_WAITS,
+        lambda f, req, now: _BYPASSED,
+        anchor=Anchor.NOW,
+    ),
+    Check(
+        "manual",
+        Reason.MANUAL,
+        Outcome.INSERT,
+        lambda f, req, now, nxt: req.manual_reason is not None,
+        "p_reason IS NOT NULL",
+        lambda f, req, now: Explained(elapsed, (f.floor.floor,)),
+        anchor=Anchor.NOW,
+    ),
+    Check(
+        "eligible",
+        Reason.ELIGIBLE,
+        Outcome.INSERT,
+        lambda f, req, now, nxt: True,
+        "true",
+        lambda f, req, now: Explained(elapsed, (f.floor.floor,)),
+        anchor=Anchor.NOW,
+        readback=Readback("eligible", lambda f: elapsed(f.floor.floor)),
+    ),
+)
+READBACK = tuple(c for c in CHECKS if c.readback is not None)
+_NEXT = tuple(c.next_us for c in CHECKS if c.next_us is not None)
+
+
+def next_us_of(f: Facts, req: Request) -> int | None:
+    """When every check that waits for time next allows a start: the latest of theirs; None when
+    none waits (no rule counts from a start)."""
+    if not f.floor.rules:
+        return None
+    out = None
+    for compute in _NEXT:
+        at = compute(f, req)
+        if at is not None and (out is None or at > out):
+            out = at
+    return out
+
+
+def first(checks: tuple[Check, ...], f: Facts, req: Request, now_us: int) -> tuple[Check, int | None]:
+    """The first check of ``checks`` that holds, and the next eligible time it was judged with."""
+    nxt = next_us_of(f, req)
+    for check in checks:
+        if check.holds(f, req, now_us, nxt):
+            return check, nxt
+    raise AssertionError("the last check always holds")  # pragma: no cover - 'eligible' holds
+
+
+def evaluate(f: Facts, req: Request, now_us: int) -> Verdict:
+    """The decision of a reservation from the lane's facts (both backends decide with it)."""
+    check, nxt = first(CHECKS, f, req, now_us)
+    anchor = check.anchor
+    anchor_us = now_us if anchor is Anchor.NOW else f.turn_anchor_us if anchor is Anchor.TURN else None
+    return Verdict(check.reason, f.floor, nxt if check.reports_next else None, anchor_us, check.detail(f, req, now_us))
+
+
+def judge(f: Facts, req: Request, now_us: int) -> tuple[Reason, Readback, int | None]:
+    """The readback decision (eligibility): the reason and readback form of the first readback
+    check that holds, and the next eligible time (None when that check does not report one)."""
+    check, nxt = first(READBACK, f, req, now_us)
+    readback = check.readback
+    if readback is None:  # pragma: no cover - READBACK holds rows with a readback form only
+        raise AssertionError(check.id)
+    return check.reason, readback, nxt if check.reports_next else None

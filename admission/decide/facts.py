@@ -1,0 +1,145 @@
+"""The facts one decision reads, each declared once.
+
+A ``Fact`` names one value of a lane (its column in the hot statement and in PostgreSQL's
+``fg_facts``), the scalar subquery that reads it (``:g`` goal, ``:a`` agent, ``:x`` lane, ``:xr``
+lane or a placeholder no rule has, ``:t`` turn, ``:tr`` trigger), its form on a store rebuilt
+without its NOT NULL constraints, its PostgreSQL type and, for a time, its fail-closed bound: a
+stored value outside ``0 <= v < bound`` is corrupt state and the lane is unavailable, never
+eligible. ``admission._facts`` builds the client's statements from these declarations and
+``render`` builds the server function from them; ``Facts`` is their decoded value.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from ..decisions import Phase
+from .floors import MAX_US, EffectiveFloor
+
+
+class Facts(NamedTuple):  # a plain immutable value: one per decision, cheap to build
+    """One lane's decoded facts."""
+
+    floor: EffectiveFloor
+    turn_phase: Phase | None  # None: this turn id has no start
+    turn_lane: str | None
+    turn_anchor_us: int | None
+    agent_anchor_us: int | None
+    lane_anchor_us: int | None
+    lane_trigger_us: int | None
+    duplicate_turn: str | None
+    # ``floor.agent_floor`` and ``floor.lane_floor`` in microseconds, computed once per floor.
+    agent_floor_us: int
+    lane_floor_us: int
+
+
+class Param(NamedTuple):
+    """One parameter of a decision: ``:name`` in the client's statements, ``p_name`` in the function."""
+
+    name: str
+    pg_type: str
+
+
+# In the order of fg_facts' signature (fg_admit adds kind and lock before guarded).
+PARAMS = (
+    Param("g", "text"),
+    Param("a", "text"),
+    Param("x", "text"),
+    Param("xr", "text"),
+    Param("t", "text"),
+    Param("tr", "bigint"),
+    Param("now", "bigint"),
+    Param("reason", "text"),
+    Param("guarded", "boolean"),
+)
+
+
+class Fact(NamedTuple):
+    """One fact of a lane (see the module docstring)."""
+
+    name: str  # the column of fg_facts, and of the facts the checks' SQL reads as ``f.<short>``
+    short: str  # its name inside the function's row (``f.ag``), which the checks' SQL uses
+    sql: str  # a scalar subquery over :params
+    pg_type: str
+    guarded: str | None = None  # its form on a relaxed store; None: the same as ``sql``
+    bound: int | None = None  # a stored time: valid below this bound, not negative
+
+
+_LANE = "goal_id = :g AND agent_id = :a AND automation_id = :x"
+# Fields are joined with " " and "/": neither can appear in an id, so the text splits exactly.
+# One rule's text; the facts aggregate it per lane, the bulk read per row.
+RULE_TEXT = (
+    "COALESCE(agent_id, '?') || '/' || COALESCE(automation_id, '?') || '/' "
+    "|| COALESCE(CAST(min_interval_us AS TEXT), '?') || '/' || COALESCE(CAST(revision AS TEXT), '?')"
+)
+# The rules that may apply to a lane: agent_id IN ('', :a) and automation_id IN ('', :xr). A rule
+# whose scope ids are NULL could be this agent's: it is read too, and fails the decoder.
+RULES_WHERE = "goal_id = :g AND (agent_id IN ('', :a) OR agent_id IS NULL) AND (automation_id IN ('', :xr) OR automation_id IS NULL)"
+TURN_TEXT = (
+    "COALESCE(phase, '') || '/' || COALESCE(goal_id, '?') || '/' || COALESCE(agent_id, '?') || '/' "
+    "|| COALESCE(automation_id, '?') || '/' || COALESCE(CAST(anchor_us AS TEXT), '?')"
+)
+# ORDER BY ... LIMIT 1 rather than MAX so every planner walks the matching index backwards.
+_AGENT_ANCHOR = "(SELECT anchor_us FROM fg_starts WHERE goal_id = :g AND agent_id = :a ORDER BY anchor_us DESC LIMIT 1)"
+
+FACTS = (
+    # COALESCE: a NULL part must not drop its rule from the aggregate ("no rule" would admit);
+    # '?' fails the rule decoder instead, and the state is unavailable. {agg}: the dialect's.
+    Fact("rules", "rules", "(SELECT {agg}(" + RULE_TEXT + ", ' ') FROM fg_rules WHERE " + RULES_WHERE + ")", "text"),
+    Fact("turn", "turn", "(SELECT " + TURN_TEXT + " FROM fg_starts WHERE turn_id = :t)", "text"),
+    Fact(
+        "agent_anchor",
+        "ag",
+        _AGENT_ANCHOR,
+        "bigint",
+        # On a relaxed store a start without an agent could be this agent's last start, so a goal
+        # or agent floor counts from it too.
+        guarded=(
+            "(SELECT MAX(u.v) FROM (SELECT " + _AGENT_ANCHOR + " AS v"
+            " UNION ALL SELECT anchor_us FROM fg_starts WHERE goal_id = :g AND agent_id IS NULL) AS u)"
+        ),
+        bound=MAX_US,
+    ),
+    Fact(
+        "lane_anchor", "ln", "(SELECT anchor_us FROM fg_starts WHERE " + _LANE + " ORDER BY anchor_us DESC LIMIT 1)", "bigint", bound=MAX_US
+    ),
+    Fact(
+        "lane_trigger",
+        "ln_tr",
+        "(SELECT trigger_us FROM fg_starts WHERE " + _LANE + " ORDER BY trigger_us DESC LIMIT 1)",
+        "bigint",
+        bound=MAX_US,
+    ),
+    Fact("duplicate", "dup", "(SELECT turn_id FROM fg_starts WHERE " + _LANE + " AND trigger_us = :tr)", "text"),
+    # Only on a store whose NOT NULL constraints were dropped (a hand rebuild; the planners cannot use
+    # an index for IS NULL on a NOT NULL column, and such a row cannot exist there). A start missing
+    # a key or time the decision counts from would be skipped by the reads above, so the floor would
+    # not count it: any such row that could be this agent's makes the state unavailable. Each leg is
+    # an empty range of an index. A start without an agent holds every agent's lane of its
+    # automation (and the whole goal when its automation or anchor is missing too).
+    Fact(
+        "damaged",
+        "damaged",
+        "NULL",
+        "integer",
+        guarded=(
+            "(SELECT 1 FROM fg_starts WHERE goal_id IS NULL"
+            " UNION ALL SELECT 1 FROM fg_starts WHERE goal_id = :g AND agent_id IS NULL"
+            " AND (automation_id IS NULL OR automation_id = :x OR anchor_us IS NULL)"
+            " UNION ALL SELECT 1 FROM fg_starts WHERE goal_id = :g AND agent_id = :a AND anchor_us IS NULL"
+            " UNION ALL SELECT 1 FROM fg_starts WHERE goal_id = :g AND agent_id = :a AND automation_id IS NULL"
+            " UNION ALL SELECT 1 FROM fg_starts WHERE " + _LANE + " AND trigger_us IS NULL LIMIT 1)"
+        ),
+    ),
+)
+FACT = {f.name: f for f in FACTS}
+# The time facts, with their bounds, in the order the decoder names a bad one.
+TIMED = tuple(f for f in FACTS if f.bound is not None)
+
+_PARAM = re.compile(r":(\w+)")
+
+
+def server_sql(sql: str) -> str:
+    """``sql`` with its ``:name`` parameters as the function's ``p_name`` arguments."""
+    return _PARAM.sub(r"p_\1", sql)

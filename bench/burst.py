@@ -1,0 +1,307 @@
+"""A real host's burst: a ``floorgate run`` process deciding 1,000 ticks due in the same second.
+
+    .venv/bin/python bench/burst.py [--pg URL] [--rounds 2] [--cases floor,all]
+
+1,000 per-minute automations over 100 agents (ten lanes per agent), all due at the same second T,
+a few seconds after the host starts. Two cases:
+- ``floor``: every agent has an agent floor of one hour and no start yet: one lane per agent is
+  admitted (100), its nine siblings are denied by the agent floor (900);
+- ``all``: no floor: all 1,000 admitted (their turns run ``true``, 8 turn workers).
+Each round starts, per backend, a real ``floorgate run --log-level debug`` process and, interleaved
+with it, the baseline: a standalone process (it does not import floorgate) running bare APScheduler
+3.x with the same 1,000 jobs due at T, each making the same statements on the same store
+(admission's facts read; when it may admit, a write transaction taking the agent's lock, the facts
+read again, the start inserted; a turn ``true`` on 8 workers, then its confirm). Both log one line
+per decision with the same format; the time of a decision is its line's time stamp.
+Reported: the last decision after T (s), and the process CPU seconds from T to its last decision;
+ratios floorgate / baseline per round (median and spread). Goal: last decision <= 2x the baseline.
+For digging: ``BURST_KEEP=FILE`` keeps the last process's log, ``BURST_PROFILE=FILE`` samples the
+burst with py-spy (when installed) into FILE.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from _rows import record, spread
+
+ROOT = Path(__file__).resolve().parents[1]
+AGENTS, LANES = 100, 10
+LEAD = 12.0  # seconds from seeding to T: the host (or baseline) starts and arms before it
+LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) .*?(decided|armed) ")
+
+
+# -- the baseline: a standalone process, bare APScheduler 3 (never imports floorgate) ----------
+BASELINE = r"""
+import json, logging, subprocess, sys, re, threading, zlib
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.cron import CronTrigger
+
+spec = json.loads(sys.argv[1])
+logging.basicConfig(level=logging.DEBUG, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+logging.getLogger("apscheduler").setLevel(logging.WARNING)
+log = logging.getLogger("baseline")
+pg = spec["url"].startswith("postgresql")
+if pg:
+    import psycopg
+    conv = lambda s: re.sub(r"(?<![:\w]):(\w+)", r"%(\1)s", s)
+    connect = lambda: psycopg.connect(spec["url"].replace("postgresql+psycopg://", "postgresql://"), autocommit=True)
+else:
+    import sqlite3
+    conv = lambda s: s
+    def connect():
+        c = sqlite3.connect(spec["url"], isolation_level=None, check_same_thread=False, timeout=60)
+        c.execute("PRAGMA journal_mode=WAL"); c.execute("PRAGMA synchronous=FULL")
+        return c
+FACTS, INSERT, CONFIRM = conv(spec["facts"]), conv(spec["insert"]), conv(spec["confirm"])
+local = threading.local()
+def conn():
+    c = getattr(local, "c", None)
+    if c is None:
+        c = local.c = connect()
+    return c
+turns = ThreadPoolExecutor(8)
+T = spec["t_us"]
+def run_turn(turn_id):
+    subprocess.run(["true"])
+    conn().execute(CONFIRM, {"t": turn_id, "now": int(datetime.now(timezone.utc).timestamp() * 1e6)})
+def tick(aid, agent):
+    c = conn()
+    p = {"g": "bench", "a": agent, "x": aid, "xr": aid, "t": f"{aid}-{T}", "tr": T, "kind": "scheduled", "reason": None}
+    floor = spec["floor_us"]
+    row = c.execute(FACTS, p).fetchone()
+    if floor and row[2] is not None and row[2] + floor > T:
+        log.debug("decided %s: denied agent_interval", aid); return
+    if pg:
+        c.execute("BEGIN"); c.execute("SELECT pg_advisory_xact_lock(%(k)s)", {"k": zlib.crc32(agent.encode())})
+    else:
+        c.execute("BEGIN IMMEDIATE")
+    row = c.execute(FACTS, p).fetchone()
+    if floor and row[2] is not None and row[2] + floor > T:
+        c.execute("ROLLBACK"); log.debug("decided %s: denied agent_interval", aid); return
+    p["now"] = int(datetime.now(timezone.utc).timestamp() * 1e6)
+    c.execute(INSERT, p); c.execute("COMMIT")
+    log.debug("decided %s: admitted", aid)
+    turns.submit(run_turn, p["t"])
+sched = BackgroundScheduler(timezone=timezone.utc)
+at = datetime.fromtimestamp(T / 1e6, timezone.utc)
+for aid, agent in spec["jobs"]:
+    sched.add_job(tick, CronTrigger(second=at.second, timezone=timezone.utc), args=(aid, agent), id=aid,
+                  coalesce=True, misfire_grace_time=3600, max_instances=1)
+sched.start()
+log.info("armed %d jobs", len(spec["jobs"]))
+threading.Event().wait()
+"""
+
+
+# -- driver ------------------------------------------------------------------------------------
+def _ids() -> list[tuple[str, str]]:
+    return [(f"auto-{a:03d}-{k}", f"agent-{a:03d}") for a in range(AGENTS) for k in range(LANES)]
+
+
+def seed(url: str, t: datetime, floor: bool) -> None:
+    from sqlalchemy import insert
+
+    from floorgate.admission import CommandHost, Policies, Scope, open_store
+    from floorgate.admission import _schema as tables
+    from floorgate.hosts import Schedule
+
+    now = datetime.now(timezone.utc)
+    schedule = Schedule.parse(f"DTSTART:{t:%Y%m%dT%H%M%S}Z RRULE:FREQ=MINUTELY").canonical()
+    host = CommandHost(argv=("true",), timeout_seconds=60).model_dump_json()
+    with open_store(url) as store:
+        if floor:
+            policies = Policies(store)
+            for a in range(AGENTS):
+                policies.configure(
+                    Scope.agent("bench", f"agent-{a:03d}"), min_interval=timedelta(hours=1), expected_revision=0, owner_ref="bench"
+                )
+        rows = [
+            dict(
+                automation_id=aid,
+                goal_id="bench",
+                agent_id=agent,
+                schedule=schedule,
+                host_spec=host,
+                model=None,
+                overlap="skip",
+                state="active",
+                state_note=None,
+                revision=1,
+                created_at_us=now,
+                updated_at_us=now,
+            )
+            for aid, agent in _ids()
+        ]
+        with store.write() as conn:
+            conn.execute(insert(tables.automations), rows)
+
+
+def _statements(dialect: str) -> dict[str, str]:
+    from floorgate.admission._facts import CONFIRM_SQL, FACTS_SQL, INSERT_START_SQL
+
+    return {"facts": FACTS_SQL[dialect], "insert": INSERT_START_SQL, "confirm": CONFIRM_SQL}
+
+
+def _cpu(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _stamp(text: str) -> float:
+    return datetime.strptime(text, "%Y-%m-%d %H:%M:%S,%f").timestamp()  # local time, as logging wrote it
+
+
+def watch(argv: list[str], t: float, n: int, cap: float, env: dict[str, str]) -> dict[str, float]:
+    """Run ``argv`` until it logged ``n`` decisions (or ``cap`` s after T); the last one's delay
+    after T, and the process's CPU seconds from just before T to then."""
+    # The child appends to its own file description; reading through another never moves its offset.
+    with tempfile.NamedTemporaryFile("a") as sink, open(sink.name, encoding="utf-8", errors="replace") as err:
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=sink, env=env, cwd=ROOT)
+        try:
+            armed_at = None
+            cpu0 = None
+            while time.time() < t - 0.3:
+                time.sleep(0.05)
+                if proc.poll() is not None:
+                    break
+            if proc.poll() is None:
+                cpu0 = _cpu(proc.pid)
+            if os.environ.get("BURST_PROFILE"):  # py-spy's samples of the burst, for digging
+                out = os.environ["BURST_PROFILE"]
+                subprocess.Popen(["py-spy", "record", "-p", str(proc.pid), "-d", "10", "-r", "200", "-f", "raw", "-o", out, "-t"])
+            decided: list[float] = []
+            while proc.poll() is None and time.time() < t + cap:
+                time.sleep(0.1)
+                err.seek(0)
+                decided = []
+                for line in err:
+                    m = LINE.match(line)
+                    if m and m.group(2) == "decided":
+                        decided.append(_stamp(m.group(1)))
+                    elif m and armed_at is None:
+                        armed_at = _stamp(m.group(1))
+                if len(decided) >= n:
+                    break
+            cpu1 = _cpu(proc.pid) if proc.poll() is None else float("nan")
+            if os.environ.get("BURST_KEEP"):
+                err.seek(0)
+                Path(os.environ["BURST_KEEP"]).write_text(err.read())
+            if proc.poll() is not None or cpu0 is None:
+                err.seek(0)
+                raise SystemExit(f"{argv[:4]} exited early:\n{err.read()[-3000:]}")
+        finally:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+    if armed_at is not None and armed_at > t:
+        print(f"   (armed {armed_at - t:.2f} s after T: raise LEAD)", flush=True)
+    last = max(decided) - t if len(decided) >= n else cap
+    return {"last_s": last, "cpu_s": cpu1 - cpu0, "decided": len(decided)}
+
+
+def _pg_schema(base: str) -> tuple[str, str]:
+    import psycopg
+
+    schema = f"fgburst_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(base.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    sep = "&" if "?" in base else "?"
+    return f"{base}{sep}options=-csearch_path%3D{schema}", schema
+
+
+def _drop(base: str, schema: str) -> None:
+    import psycopg
+
+    with psycopg.connect(base.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def one(code: str, backend: str, case: str, pg: str | None, cap: float) -> dict[str, float]:
+    n = AGENTS * LANES
+    with tempfile.TemporaryDirectory(prefix="fg-burst-") as tmp:
+        schema = None
+        url = os.path.join(tmp, "burst.db")
+        if backend == "postgresql":
+            url, schema = _pg_schema(pg)  # type: ignore[arg-type]
+        try:
+            t = datetime.now(timezone.utc).replace(microsecond=0) + timedelta(seconds=LEAD)
+            seed(url, t, case == "floor")
+            env = dict(os.environ, FLOORGATE_OWNER_TOKEN="", HOME=tmp)
+            if code == "floorgate":
+                argv = [sys.executable, "-m", "floorgate", "run", "--db", url, "--state-dir", f"{tmp}/state", "--log-level", "debug"]
+            else:
+                dialect = "postgresql" if backend == "postgresql" else "sqlite"
+                spec = {
+                    "url": url,
+                    "t_us": int(t.timestamp() * 1e6),
+                    "floor_us": 3600 * 10**6 if case == "floor" else 0,
+                    "jobs": _ids(),
+                    **_statements(dialect),
+                }
+                argv = [sys.executable, "-c", BASELINE, json.dumps(spec)]
+            return watch(argv, t.timestamp(), n, cap, env)
+        finally:
+            if schema is not None:
+                _drop(pg, schema)  # type: ignore[arg-type]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pg", help="also on this PostgreSQL database")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--cases", default="floor,all")
+    parser.add_argument("--cap", type=float, default=60.0, help="stop waiting for decisions this many seconds after T")
+    args = parser.parse_args()
+    backends = ["sqlite"] + (["postgresql"] if args.pg else [])
+    cases = args.cases.split(",")
+    results: dict[tuple[str, str, str], list[dict[str, float]]] = {}
+    for r in range(args.rounds):
+        order = ["baseline", "floorgate"] if r % 2 == 0 else ["floorgate", "baseline"]
+        for backend in backends:
+            for case in cases:
+                for code in order:
+                    out = one(code, backend, case, args.pg, args.cap)
+                    results.setdefault((backend, case, code), []).append(out)
+                    print(f"  round {r + 1} [{backend}] {case:5} {code:9} {json.dumps(out)}", flush=True)
+    labels = {"floor": "100 admitted, 900 denied by the agent floor", "all": "all 1,000 admitted"}
+    for backend in backends:
+        for case in cases:
+            fg, base = results[(backend, case, "floorgate")], results[(backend, case, "baseline")]
+            ratio = [f["last_s"] / b["last_s"] for f, b in zip(fg, base, strict=True)]
+            cpu = [f["cpu_s"] / b["cpu_s"] for f, b in zip(fg, base, strict=True) if b["cpu_s"] > 0]
+            name = f"real `floorgate run`, 1,000 due at once over 100 agents x 10 lanes, {labels[case]}: last decision"
+            print(
+                f"[{backend}] {labels[case]}: last decision floorgate {spread([f['last_s'] for f in fg], ' s')}, "
+                f"baseline {spread([b['last_s'] for b in base], ' s')}; ratio {spread(ratio)}; CPU ratio {spread(cpu) if cpu else 'n/a'}"
+            )
+            record(
+                f"{name} vs bare APScheduler 3 (same statements)",
+                f"{spread(ratio)}; {statistics.median(f['last_s'] for f in fg):.2f} s vs {statistics.median(b['last_s'] for b in base):.2f} s"
+                + (f"; CPU {spread(cpu)}" if cpu else ""),
+                "<= 2x",
+                statistics.median(ratio) <= 2,
+                backend=backend,
+            )
+
+
+if __name__ == "__main__":
+    main()

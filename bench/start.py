@@ -1,0 +1,298 @@
+"""Start-up cost: a hook's answer and a read command's start, against a bare interpreter, as processes.
+
+    .venv/bin/python bench/start.py [--rounds 7] [--pg URL] [--sizes 10000,50000] [--pairs 4] [--quick]
+
+Every figure is a whole process of the installed ``floorgate`` command, its CPU time (user + system,
+from ``wait4``: wall time on this shared machine is noise) against a baseline run in the same round,
+rounds interleaved; each row is the median of the per-round ratios with their spread (min..max):
+- ``floorgate hook user-prompt-submit`` answering a denial (a floor and a start a moment ago) and an
+  admission (a fresh agent each round: reserve and confirm), on SQLite and on PostgreSQL (``--pg``),
+  against ``python -c pass``; goal 3x;
+- ``floorgate --version`` and ``floorgate status`` on an empty store, against ``python -c pass``;
+  goal 4x;
+- ``floorgate status`` on stores of ``--sizes`` automations (the host benchmark's seed): CPU and peak
+  RSS against ``floorgate --version``, and the growth of CPU per automation from size to size (1.0
+  is linear); goal RSS at most 150 MB at 50,000;
+- ``claude -p`` (the real CLI from ``~/.cache/floorgate-agents``, offline against the tests' stand-in
+  provider) in a project with floorgate's hooks installed against the same prompt in one without,
+  in interleaved pairs: wall time (what the user waits; CPU beside it); goal 1.15x. Skipped when the
+  CLI is not installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # before bench/: bench/admission.py is not the package
+sys.path.append(str(ROOT / "bench"))
+
+from _rows import record, spread  # noqa: E402
+
+FLOORGATE = str(Path(sys.executable).parent / "floorgate")  # the console script hooks run
+BARE = [sys.executable, "-c", "pass"]
+AGENTS = Path(os.environ.get("FLOORGATE_AGENT_CACHE") or Path.home() / ".cache" / "floorgate-agents")
+PAYLOAD = b'{"session_id": "bench", "hook_event_name": "UserPromptSubmit", "prompt": "triage the inbox"}'
+
+
+# Measures one process from a small runner of its own: a child's peak RSS counts the memory of the
+# process it was forked from, and this benchmark's own process holds a seeded store's worth.
+_RUNNER = """
+import json, os, subprocess, sys, time
+argv, stdin, cwd, env = json.loads(sys.stdin.readline())
+began = time.perf_counter()
+proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=cwd, env=env)
+proc.stdin.write(stdin.encode("latin-1"))
+proc.stdin.close()
+err = proc.stderr.read()
+_, status, usage = os.wait4(proc.pid, 0)
+wall = time.perf_counter() - began
+print(json.dumps([os.waitstatus_to_exitcode(status), usage.ru_utime + usage.ru_stime, usage.ru_maxrss, wall, err.decode("utf-8", "replace")]))
+"""
+
+
+class Ran:
+    """One finished process: its exit code, CPU seconds (itself and what it waited for), peak RSS
+    and wall time, measured by a runner process of its own (see ``_RUNNER``)."""
+
+    def __init__(self, argv: list[str], stdin: bytes = b"", env: dict[str, str] | None = None, cwd: Path | None = None) -> None:
+        request = json.dumps([argv, stdin.decode("latin-1"), str(cwd) if cwd else None, env]) + "\n"
+        out = subprocess.run([sys.executable, "-S", "-c", _RUNNER], input=request, capture_output=True, text=True, check=True)
+        self.code, self.cpu, rss_kb, self.wall, self.stderr = json.loads(out.stdout)
+        self.rss_mb = rss_kb / 1024
+
+
+def _expect(ran: Ran, code: int, what: str) -> Ran:
+    if ran.code != code:
+        raise SystemExit(f"bench bug: {what} exited {ran.code}, expected {code}: {ran.stderr.strip()[-300:]}")
+    return ran
+
+
+def _hook_argv(db: str, agent: str) -> list[str]:
+    return [
+        FLOORGATE,
+        "hook",
+        "user-prompt-submit",
+        "--db",
+        db,
+        "--goal",
+        "bench",
+        "--agent",
+        agent,
+        "--automation",
+        "x",
+        "--wake",
+        "automatic",
+    ]
+
+
+def _prepare_hook_store(db: str) -> None:
+    """A goal floor of a day; agent 'denied' started a moment ago (its prompts are blocked)."""
+    from floorgate.admission import Admission, Policies, Scope, open_store
+
+    with open_store(db) as store:
+        Policies(store).configure(Scope.goal("bench"), min_interval=timedelta(days=1), expected_revision=0, owner_ref="bench")
+        now = datetime.now(UTC)
+        Admission(store).reserve(goal="bench", agent="denied", automation="x", turn_id="seed", trigger_time=now)
+        Admission(store).confirm("seed")
+
+
+def _ratio_row(name: str, ratios: list[float], cpus: list[float], goal: float, backend: str = "") -> None:
+    now = f"{spread(ratios)} of python -c pass; {spread(cpus, ' CPU-s', 3)}"
+    print(f"  {name}{f' [{backend}]' if backend else ''}: {now}")
+    record(name, now, f"<= {goal:g}x python -c pass (CPU)", statistics.median(ratios) <= goal, backend=backend)
+
+
+def starts(rounds: int, pg: str | None, tmp: Path) -> None:
+    """The hook's answers and the read commands' starts, each round against ``python -c pass``."""
+    from floorgate.admission import open_store
+
+    stores = {"sqlite": str(tmp / "hook.db")} | ({"postgresql": pg} if pg else {})
+    for url in stores.values():
+        if url.startswith("postgres"):
+            _reset_pg(url)
+        _prepare_hook_store(url)
+    empty = str(tmp / "empty.db")
+    open_store(empty).close()
+    cases: dict[str, tuple[Callable[[int], list[str]], bytes, int]] = {
+        "floorgate --version": (lambda _i: [FLOORGATE, "--version"], b"", 0),
+        "floorgate status, empty store": (lambda _i: [FLOORGATE, "--db", empty, "status"], b"", 0),
+    }
+    for backend, url in stores.items():
+        cases[f"hook answer, denied|{backend}"] = (lambda _i, u=url: _hook_argv(u, "denied"), PAYLOAD, 2)  # type: ignore[misc]
+        cases[f"hook answer, admitted|{backend}"] = (lambda i, u=url: _hook_argv(u, f"fresh-{i}"), PAYLOAD, 0)  # type: ignore[misc]
+    ratios: dict[str, list[float]] = {k: [] for k in cases}
+    cpus: dict[str, list[float]] = {k: [] for k in cases}
+    bare: list[float] = []
+    for i in range(rounds):
+        base = _expect(Ran(BARE), 0, "python -c pass").cpu
+        bare.append(base)
+        names = list(cases)
+        for name in names[i % len(names) :] + names[: i % len(names)]:  # a different order each round
+            argv, stdin, code = cases[name]
+            ran = _expect(Ran(argv(i), stdin), code, name)
+            ratios[name].append(ran.cpu / base)
+            cpus[name].append(ran.cpu)
+    print(f"python -c pass: {spread(bare, ' CPU-s', 3)} over {rounds} rounds")
+    _bounds(rounds)
+    for name in cases:
+        label, _, backend = name.partition("|")
+        _ratio_row(label, ratios[name], cpus[name], 3.0 if label.startswith("hook") else 4.0, backend)
+
+
+# What an answer derived from the admission rule as it is written cannot go below: the libraries
+# its modules import, and those modules themselves (what a hook's admission loads, nothing else).
+BOUNDS = {
+    "import pydantic (the rule's values are pydantic models)": "import pydantic; from pydantic import BaseModel",
+    "import sqlalchemy (the store and every repository)": "import sqlalchemy",
+    "import the admission modules a hook's admission uses": "import floorgate.admission.gate, floorgate.admission.journal, "
+    "floorgate.admission.liveness, floorgate.admission.automations, floorgate.admission.store",
+}
+
+
+def _bounds(rounds: int) -> None:
+    """The floor under the hook's answer, each against ``python -c pass`` in the same round."""
+    ratios: dict[str, list[float]] = {k: [] for k in BOUNDS}
+    for _ in range(rounds):
+        base = _expect(Ran(BARE), 0, "python -c pass").cpu
+        for name, code in BOUNDS.items():
+            ratios[name].append(_expect(Ran([sys.executable, "-c", code]), 0, name).cpu / base)
+    for name, values in ratios.items():
+        now = f"{spread(values)} of python -c pass"
+        print(f"  bound: {name}: {now}")
+        record(f"bound under the hook: {name}", now, "-", None)
+
+
+def _reset_pg(url: str) -> None:
+    """A schema of its own for this run on the PostgreSQL server (dropped first)."""
+    import psycopg
+
+    with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://").split("?")[0], autocommit=True) as conn:
+        conn.execute("DROP SCHEMA IF EXISTS bench_start CASCADE")
+        conn.execute("CREATE SCHEMA bench_start")
+
+
+def status_curve(sizes: list[int], rounds: int, tmp: Path) -> None:
+    """``floorgate status`` as a whole process at each size: CPU and RSS against ``--version``."""
+    from host import seed  # the host benchmark's store: automations over agents of one goal
+
+    previous: tuple[int, float] | None = None
+    for size in sizes:
+        db = str(tmp / f"status-{size}.db")
+        seed(db, size, max(1, size // 10))
+        cpu, rss, cpu_ratio, rss_ratio = [], [], [], []
+        for _ in range(rounds):
+            version = _expect(Ran([FLOORGATE, "--version"]), 0, "--version")
+            status = _expect(Ran([FLOORGATE, "--db", db, "status"]), 0, "status")
+            cpu.append(status.cpu)
+            rss.append(status.rss_mb)
+            cpu_ratio.append(status.cpu / version.cpu)
+            rss_ratio.append(status.rss_mb / version.rss_mb)
+        took = statistics.median(cpu)
+        growth = f"; CPU growth {took / previous[1] / (size / previous[0]):.2f} from {previous[0]:,} (1.0 linear)" if previous else ""
+        now = (
+            f"{spread(cpu, ' CPU-s')} ({spread(cpu_ratio, 'x', 0)} --version), peak RSS {spread(rss, ' MB', 0)} "
+            f"({spread(rss_ratio, 'x', 1)} --version){growth}"
+        )
+        print(f"  floorgate status, {size:,} automations (process): {now}")
+        met = statistics.median(rss) <= 150 if size >= 50_000 else None
+        record(f"floorgate status as a process, {size:,} automations", now, "RSS <= 150 MB at 50,000; CPU linear", met, backend="sqlite")
+        previous = (size, took)
+
+
+def claude_pairs(pairs: int, tmp: Path) -> None:
+    """``claude -p`` with floorgate's hooks installed against without, in interleaved pairs."""
+    cli = AGENTS / "node_modules" / ".bin" / "claude"
+    if not os.access(cli, os.X_OK):
+        print(f"  claude -p: skipped ({cli} is not installed)")
+        return
+    sys.path.insert(0, str(ROOT / "tests" / "agents"))
+    from anthropic_standin import AnthropicStandIn
+
+    with AnthropicStandIn() as standin:
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(tmp / "home"),
+            "LANG": "C.UTF-8",
+            "ANTHROPIC_BASE_URL": standin.url,
+            "ANTHROPIC_API_KEY": "sk-ant-standin-not-a-key",
+            "HTTPS_PROXY": standin.url,
+            "HTTP_PROXY": standin.url,
+            "NO_PROXY": "127.0.0.1,localhost",
+            "DISABLE_TELEMETRY": "1",
+            "DISABLE_ERROR_REPORTING": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        }
+        (tmp / "home").mkdir()
+        hooked, plain = tmp / "hooked", tmp / "plain"
+        hooked.mkdir()
+        plain.mkdir()
+        db = str(tmp / "claude.db")
+        # A floor the pairs never meet (each prompt is admitted: reserve and confirm), as a real lane's.
+        setup = [
+            [FLOORGATE, "--db", db, "init"],
+            [FLOORGATE, "--db", db, *"policy set g/a --min-interval 1s --revision 0 --owner-ref bench".split()],
+            [FLOORGATE, "--db", db, "hook", "install", "claude", "--project", str(hooked), "--goal", "g", "--agent", "a"],
+        ]
+        setup[-1] += ["--automation", "x", "--wake", "automatic"]
+        for argv in setup:
+            _expect(Ran(argv, env=env, cwd=tmp), 0, " ".join(argv[1:4]))
+        argv = [str(cli), "-p", "triage the inbox", "--output-format", "stream-json", "--verbose"]
+        walls, cpus = [], []
+        for i in range(pairs + 1):  # the first pair warms the CLI's caches: not counted
+            order = [hooked, plain] if i % 2 else [plain, hooked]
+            took = {}
+            for project in order:
+                took[project] = _expect(Ran(argv, env=env, cwd=project), 0, f"claude -p in {project.name}")
+            if i:
+                walls.append(took[hooked].wall / took[plain].wall)
+                cpus.append(took[hooked].cpu / took[plain].cpu)
+        calls = len(standin.model_calls)
+    if calls != 2 * (pairs + 1):
+        raise SystemExit(f"bench bug: {calls} model calls for {pairs + 1} pairs (a hooked prompt was blocked?)")
+    now = f"{spread(walls)} wall, {spread(cpus)} CPU ({pairs} pairs)"
+    print(f"  claude -p with floorgate's hooks vs without: {now}")
+    record(
+        "claude -p with the installed hooks vs without (real CLI, stand-in provider)",
+        now,
+        "<= 1.15x (wall)",
+        statistics.median(walls) <= 1.15,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--pg", default=os.environ.get("FLOORGATE_TEST_PG_URL"), help="PostgreSQL URL (skipped when absent)")
+    parser.add_argument("--sizes", default="10000,50000", help="status sizes (automations)")
+    parser.add_argument("--pairs", type=int, default=4, help="claude -p pairs")
+    parser.add_argument("--quick", action="store_true", help="fewer rounds, 1,000 and 10,000 automations, 2 pairs")
+    args = parser.parse_args()
+    if args.quick:
+        args.rounds, args.sizes, args.pairs = 3, "1000,10000", 2
+    pg = args.pg
+    if pg:
+        pg = ("postgresql+psycopg://" + pg.split("://", 1)[1]) if "://" in pg else pg
+        pg += ("&" if "?" in pg else "?") + "options=-csearch_path%3Dbench_start"
+    with tempfile.TemporaryDirectory() as tmp_dir:
+        tmp = Path(tmp_dir)
+        print(f"== starts: CPU of whole processes against python -c pass ({args.rounds} interleaved rounds)")
+        starts(args.rounds, pg, tmp)
+        print("== floorgate status as a process")
+        status_curve([int(s) for s in args.sizes.split(",")], 3 if not args.quick else 1, tmp)
+        print("== claude -p with and without the hooks")
+        claude_pairs(args.pairs, tmp)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,243 @@
+"""Automation use cases: add, edit, pause, resume, remove, poke, and what to show of one.
+
+Each method is one use case a surface calls with parsed values; it returns what the surface
+renders (a readback after every change, so what is printed is what the hosts will do).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, replace
+from datetime import timedelta
+
+from floorgate.admission import (
+    Automation,
+    AutomationConflict,
+    AutomationSpec,
+    AutomationState,
+    Automations,
+    FailureStreaks,
+    InvalidInput,
+    Journal,
+    Store,
+    Tick,
+    TickLog,
+    TimerBinding,
+    TurnRecord,
+    WakeState,
+    WhenDenied,
+)
+from floorgate.admission.automations import check_spec
+from floorgate.admission.clock import Clock, iso, read_clock
+from floorgate.admission.events import EventKind, Events
+from floorgate.admission.intervals import format_interval
+from floorgate.hosts import Schedule
+from floorgate.hosts.flooring import min_gap
+from floorgate.hosts.registry import capabilities
+
+from .owner_gate import CREDENTIAL_ENV
+from .readback import AutomationReadback, Preview, Readback
+from .wake import BackoffPolicy
+
+MAX_PREVIEW = 1000
+MAX_LISTED = 1000
+
+
+@dataclass(frozen=True)
+class Changed:
+    """An automation after a change, its timer binding, and its readback."""
+
+    automation: Automation
+    binding: TimerBinding | None
+    readback: AutomationReadback
+    warnings: tuple[str, ...] = ()  # accepted, but the owner should know (e.g. fires more than once a minute)
+
+
+@dataclass(frozen=True)
+class Detail:
+    """``automation show``: the readback, the next host fires, recent ticks and turns, counters."""
+
+    readback: AutomationReadback
+    fires: list  # type: ignore[type-arg]  # PreviewRow
+    ticks: list[Tick]
+    turns: list[TurnRecord]
+    counters: dict[str, dict[str, int]]
+
+
+@dataclass(frozen=True)
+class Poked:
+    automation_id: str
+    wake: WakeState
+    readback: AutomationReadback
+
+
+class AutomationService:
+    """Automations on one store, with their timers."""
+
+    def __init__(self, store: Store, clock: Clock, timers, readback: Readback) -> None:  # type: ignore[no-untyped-def]
+        self.store = store
+        self.clock = clock
+        self.repo = Automations(store, clock)
+        self.timers = timers
+        self.readback = readback
+
+    def get(self, automation_id: str) -> Automation:
+        """The stored automation (``NotFound`` names the id and how to list them)."""
+        return self.repo.get(automation_id)
+
+    def parse_schedule(self, text: str) -> str:
+        """The canonical text of a schedule the owner typed (friendly forms resolve against now)."""
+        return Schedule.parse(text, now=read_clock(self.clock)).canonical()
+
+    def add(self, automation_id: str, spec: AutomationSpec) -> Changed:
+        """Store a new automation and arm its timer at once (held when its host cannot express it)."""
+        warnings = self._vet(spec) + self._phase_warning(automation_id, spec)
+        automation = self.repo.add(automation_id, spec)
+        return self._applied(automation, warnings)
+
+    def edit(self, automation_id: str, spec: AutomationSpec, *, expected_revision: int | None = None) -> Changed:
+        """Change an automation and re-arm its timer (a line left on another host is removed first);
+        with ``expected_revision``, only while it is still at exactly that revision."""
+        current = self.repo.get(automation_id)
+        if expected_revision is not None and current.revision != expected_revision:
+            raise AutomationConflict(automation_id, expected_revision, current.revision)
+        warnings = self._vet(spec) + self._phase_warning(automation_id, spec)
+        if current.spec.timer != spec.timer:
+            self.timers.remove_from_host(current)
+        return self._applied(self.repo.edit(automation_id, spec, expected_revision=expected_revision), warnings)
+
+    def check(self, spec: AutomationSpec) -> tuple[str, ...]:
+        """What ``add`` and ``edit`` refuse (``InvalidInput`` naming the field) or warn about, without writing."""
+        check_spec(spec)
+        return self._vet(spec)
+
+    def pause(self, automation_id: str, note: str | None) -> AutomationReadback:
+        self.repo.set_state(automation_id, AutomationState.PAUSED, note)
+        return self.readback.automation(automation_id)
+
+    def resume(self, automation_id: str, note: str | None = None) -> AutomationReadback:
+        """Tick again (any hold is released); a stuck mission's hold ends here (the next turn
+        starts a new mission), and so does a failure streak (the next failure is a first one
+        again). ``note`` says who resumed it and why."""
+        FailureStreaks(self.store, self.clock).clear(self.repo.get(automation_id).automation_id)
+        self.repo.set_state(automation_id, AutomationState.ACTIVE, note)
+        return self.readback.automation(automation_id)
+
+    def remove(self, automation_id: str) -> str | None:
+        """Take the line off its timer host, then delete the automation, its wake state and
+        binding in one commit (its starts and turns are kept). The automation always goes: when
+        the host cannot confirm removing an armed timer, a ``timer_orphaned`` event records it
+        and the answer says what to delete by hand (a left line finds no automation: it runs nothing)."""
+        automation = self.repo.get(automation_id)
+        binding = self.timers.bindings.get(automation_id)
+        leftover = self.timers.remove_or_describe(automation)
+        self.repo.remove(automation_id)
+        if leftover is not None:
+            data = {"automation_id": automation_id, "timer": automation.spec.timer.value, "delete_by_hand": leftover}
+            applied = iso(binding.applied_at) if binding is not None else "-"
+            Events(self.store, self.clock).note(
+                EventKind.TIMER_ORPHANED, automation_id, data, key=f"timer_orphaned:{automation_id}:{applied}"
+            )
+        return leftover
+
+    def poke(self, automation_id: str) -> Poked:
+        """New work arrived: reset the wake cadence to the short backoff (never before the floor)."""
+        automation = self.repo.get(automation_id)
+        policy = self.readback.host_policy()
+        state = BackoffPolicy(policy.backoff_initial, policy.backoff_cap).reset(automation.automation_id, read_clock(self.clock))
+        self.repo.save_wake_state(state)
+        return Poked(automation_id, state, self.readback.automation(automation_id))
+
+    def list(self, goal: str | None = None) -> tuple[list[Automation], dict[str, str]]:
+        """The automations that decode, and ``{automation_id: why}`` for rows that do not (listed
+        too: an unreadable automation is never hidden)."""
+        found, broken = self.repo.scan(goal=goal)
+        return list(found.values()), broken
+
+    def show(self, automation_id: str, *, fires: int, ticks: int) -> Detail:
+        """Everything ``automation show`` prints, from one readback."""
+        _limit("--next", fires, MAX_PREVIEW)
+        _limit("--ticks", ticks, MAX_LISTED)
+        rb = self.readback.automation(automation_id)
+        now = read_clock(self.clock)
+        log = TickLog(self.store)
+        return Detail(
+            readback=rb,
+            fires=rb.fires(fires, now),
+            ticks=log.recent(automation_id, ticks),
+            turns=Journal(self.store, self.clock).recent(automation_id, 5),
+            counters=log.counters(automation_id),
+        )
+
+    def preview(self, automation_id: str, *, count: int) -> Preview:
+        """What a saved automation's timer host fires next, and which fires run (writes nothing)."""
+        _limit("--next", count, MAX_PREVIEW)
+        return self.readback.preview(automation_id, count)
+
+    def preview_new(
+        self, automation_id: str, *, goal: str, agent: str, schedule: str, timer: str, count: int, when_denied: WhenDenied = WhenDenied.WAIT
+    ) -> Preview:
+        """What an unsaved schedule would do under today's floors (writes nothing)."""
+        _limit("--next", count, MAX_PREVIEW)
+        parsed = Schedule.parse(schedule, now=read_clock(self.clock))
+        # What the timer host would arm: raised to fit the floor, or held (exactly as 'add' does).
+        armed, _raised, hold = self.timers.desired_form(parsed, timer, goal=goal, agent=agent, automation_id=automation_id)
+        preview = self.readback.preview_schedule(
+            goal=goal, agent=agent, automation_id=automation_id, schedule=armed or parsed, timer=timer, count=count, when_denied=when_denied
+        )
+        if hold is not None:
+            return replace(preview, rows=[], blocked=f"held: {hold}")
+        return preview
+
+    def _applied(self, automation: Automation, warnings: tuple[str, ...] = ()) -> Changed:
+        binding = self.timers.apply(automation)
+        rb = self.readback.automation(automation.automation_id)
+        return Changed(rb.automation or automation, binding, rb, warnings)
+
+    def _phase_warning(self, automation_id: str, spec: AutomationSpec) -> tuple[str, ...]:
+        """Under ``wait`` on a timer that meets the floor by waiting for it (floorgate's own), a
+        binding floor at least the schedule's shortest gap lets one late or manual start move
+        every later run off the schedule's time of day: say so, and what keeps it."""
+        if spec.when_denied is not WhenDenied.WAIT or not capabilities(spec.timer).floor_aware:
+            return ()
+        effective = self.readback.admission.eligibility(spec.goal_id, spec.agent_id, automation_id).floor
+        gap = min_gap(Schedule.parse(spec.schedule), read_clock(self.clock))
+        if effective is None or not effective.floor or gap is None or effective.floor < gap[0]:
+            return ()
+        shorter = format_interval(gap[0] - max(gap[0] / 24, timedelta(seconds=1)))
+        warning = (
+            f"the floor ({format_interval(effective.floor)}) is at least this schedule's shortest gap ({format_interval(gap[0])}): "
+            f"one late or manual start moves every later run off the schedule's time of day; to keep it, set the floor a little "
+            f"shorter (e.g. {shorter}) or pass --when-denied skip"
+        )
+        return (warning,)
+
+    def _vet(self, spec: AutomationSpec) -> tuple[str, ...]:
+        """Refuse a schedule that will never fire again, and an owner credential in the host's
+        environment; warn about a schedule that fires more than once a minute."""
+        for name in spec.host.env_allow if spec.host is not None else ():
+            if name in CREDENTIAL_ENV:
+                raise InvalidInput(
+                    "--env",
+                    f"{name} is a credential (an owner token or the store URL) and a managed turn never receives it; drop --env {name}",
+                )
+        now = read_clock(self.clock)
+        schedule = Schedule.parse(spec.schedule)
+        problem = schedule.planning_problem()
+        if problem is not None:
+            raise InvalidInput("--schedule", problem)
+        coming = schedule.occurrences(3, after=now)
+        if not coming:
+            last = schedule.last_at_or_before(now)
+            ended = f" (its last fire was {iso(last)})" if last is not None else ""
+            raise InvalidInput("--schedule", f"this schedule has no fire after now{ended}; give a later DTSTART, UNTIL or COUNT")
+        gaps = [b - a for a, b in itertools.pairwise(coming)]
+        if gaps and min(gaps) < timedelta(minutes=1):
+            every = format_interval(min(gaps))
+            return (f"this schedule fires every {every}, more than once a minute: each admitted fire can be a paid run",)
+        return ()
+
+
+def _limit(field: str, value: int, most: int) -> None:
+    if type(value) is not int or not 1 <= value <= most:
+        raise InvalidInput(field, f"give 1..{most}")

@@ -1,0 +1,440 @@
+"""Declarative fleets: ``floorgate apply -f fleet.toml`` and ``floorgate export``.
+
+A fleet file describes automations, floors and webhooks, one TOML table each (``[[automation]]``,
+``[[floor]]``, ``[[webhook]]``). ``plan`` compares the file with the store and says, per object,
+create, change (with what changes), unchanged, or remove (only with ``prune``); it writes nothing.
+A file with any bad object plans nothing: every problem is reported with its line. ``apply``
+runs a clean plan, one unit of work per object, each a compare-and-set against what the plan read
+(a concurrent change is a conflict, never overwritten). A reduction of a floor (lower, disabled
+or a looser compute block, including one ``prune`` removes) is a problem unless the caller
+authorized reductions. ``export`` writes today's state in the same format, so exporting and
+planning that file shows every object unchanged.
+
+Each kind of object is a ``Section``: its table name, how to plan a file's tables against the
+store, and how to export it. Budgets, once the store has them, are one more section in
+``SECTIONS`` (nothing else here changes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from floorgate.admission import (
+    AutomationConflict,
+    ComputeBlock,
+    FloorgateError,
+    InvalidInput,
+    Provenance,
+    RevisionConflict,
+    Scope,
+    parse_compute,
+)
+from floorgate.admission.events import check_url, parse_kinds
+from floorgate.admission.intervals import format_interval, parse_interval
+from floorgate.admission.scope import check_id
+from floorgate.scheduler.app import _fleet_toml as toml
+from floorgate.scheduler.app.automation_spec import spec_doc, spec_from_doc
+
+if TYPE_CHECKING:
+    from floorgate.scheduler.app.root import Floorgate
+
+
+class Action(StrEnum):
+    """What applying the file does to one object."""
+
+    CREATE = "create"
+    CHANGE = "change"
+    UNCHANGED = "unchanged"
+    REMOVE = "remove"
+
+
+@dataclass(frozen=True)
+class Writer:
+    """Who an apply writes as, and what it may do."""
+
+    owner_ref: str
+    provenance: Provenance
+    allow_reduction: bool
+
+
+@dataclass(frozen=True)
+class Step:
+    """One object's planned action, what changes, and the write that carries it out (CAS on what was read)."""
+
+    kind: str
+    name: str
+    action: Action
+    line: int | None  # None: not in the file (a removal)
+    changes: tuple[str, ...] = ()
+    write: Callable[[Writer], None] | None = field(default=None, compare=False, repr=False)
+    needs_owner: bool = False  # the write is recorded with an owner (floors)
+
+    def doc(self) -> dict[str, Any]:
+        return {"kind": self.kind, "name": self.name, "action": self.action.value, "line": self.line, "changes": list(self.changes)}
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Why an object (or the file) cannot be applied, at its line."""
+
+    line: int
+    what: str  # "automation nightly", "floor g/a", "file"
+    message: str
+
+    def text(self, source: str) -> str:
+        return f"{source}:{self.line}: {self.what}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Every object's step, and the problems that stop the whole file from applying."""
+
+    steps: list[Step]
+    problems: list[Problem]
+
+    def count(self, action: Action) -> int:
+        return sum(1 for s in self.steps if s.action is action)
+
+    @property
+    def writes(self) -> list[Step]:
+        return [s for s in self.steps if s.write is not None]
+
+
+class Section(Protocol):
+    """One kind of object in a fleet file: ``kind`` is its table name (``[[kind]]``)."""
+
+    kind: str
+
+    def plan(self, tables: list[toml.Table], *, prune: bool, allow_reduction: bool, base_dir: str) -> tuple[list[Step], list[Problem]]:
+        """Each table's step against the store (and a removal for each stored object not in the file
+        when ``prune``); problems instead of steps for bad tables. Writes nothing."""
+        ...
+
+    def export(self) -> list[dict[str, Any]]:
+        """Every stored object as the table ``plan`` reads back unchanged."""
+        ...
+
+
+def _call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Callable[[Writer], None]:
+    """A step's write that needs nothing of the writer: ``fn(*args, **kwargs)``."""
+
+    def write(_writer: Writer) -> None:
+        fn(*args, **kwargs)
+
+    return write
+
+
+def _changes(before: dict[str, Any], after: dict[str, Any]) -> tuple[str, ...]:
+    return tuple(f"{k}: {before.get(k)!r} -> {after.get(k)!r}" for k in sorted(set(before) | set(after)) if before.get(k) != after.get(k))
+
+
+def _duplicate(seen: dict[str, int], name: str, line: int, what: str) -> Problem | None:
+    if name in seen:
+        return Problem(line, what, f"is also described at line {seen[name]}; describe each once")
+    seen[name] = line
+    return None
+
+
+class AutomationSection:
+    """``[[automation]]``: ``id`` plus the fields of ``automation_spec.FIELDS``."""
+
+    kind = "automation"
+
+    def __init__(self, fg: Floorgate) -> None:
+        self.fg = fg
+
+    def plan(self, tables: list[toml.Table], *, prune: bool, allow_reduction: bool, base_dir: str) -> tuple[list[Step], list[Problem]]:
+        service = self.fg.automations
+        current, broken = service.repo.scan()
+        steps: list[Step] = []
+        problems: list[Problem] = []
+        seen: dict[str, int] = {}
+        for t in tables:
+            values = dict(t.values)
+            aid = values.pop("id", None)
+            what = f"automation {aid}" if isinstance(aid, str) else "automation"
+            try:
+                if not isinstance(aid, str):
+                    raise InvalidInput("id", 'give the automation\'s id, e.g. id = "nightly"')
+                check_id(aid, "id")
+                if (dup := _duplicate(seen, aid, t.line, what)) is not None:
+                    problems.append(dup)
+                    continue
+                if aid in broken:
+                    raise InvalidInput("id", f"the stored automation is unreadable ({broken[aid]}); remove it first")
+                spec = spec_from_doc(values, service, base_dir=base_dir)
+            except FloorgateError as exc:
+                problems.append(Problem(t.line, what, str(exc)))
+                continue
+            stored = current.get(aid)
+            if stored is None:
+                steps.append(Step(self.kind, aid, Action.CREATE, t.line, write=_call(service.add, aid, spec)))
+            elif stored.spec == spec:
+                steps.append(Step(self.kind, aid, Action.UNCHANGED, t.line))
+            else:
+                rev = stored.revision
+                steps.append(
+                    Step(
+                        self.kind,
+                        aid,
+                        Action.CHANGE,
+                        t.line,
+                        _changes(spec_doc(stored.spec), spec_doc(spec)),
+                        write=_call(service.edit, aid, spec, expected_revision=rev),
+                    )
+                )
+        if prune:
+            for aid, stored in current.items():
+                if aid not in seen:
+                    steps.append(Step(self.kind, aid, Action.REMOVE, None, write=_call(self._remove, aid, stored.revision)))
+        return steps, problems
+
+    def _remove(self, automation_id: str, revision: int) -> None:
+        current = self.fg.automations.get(automation_id)
+        if current.revision != revision:
+            raise AutomationConflict(automation_id, revision, current.revision)
+        self.fg.automations.remove(automation_id)
+
+    def export(self) -> list[dict[str, Any]]:
+        found, _broken = self.fg.automations.repo.scan()
+        return [{"id": aid, **spec_doc(a.spec)} for aid, a in sorted(found.items())]
+
+
+class FloorSection:
+    """``[[floor]]``: ``scope`` (GOAL, GOAL/AGENT or GOAL/AGENT/AUTOMATION), ``min_interval`` and/or ``compute``."""
+
+    kind = "floor"
+    _FIELDS = ("scope", "min_interval", "compute")
+
+    def __init__(self, fg: Floorgate) -> None:
+        self.fg = fg
+
+    def plan(self, tables: list[toml.Table], *, prune: bool, allow_reduction: bool, base_dir: str) -> tuple[list[Step], list[Problem]]:
+        rules = {str(r.scope): r for r in self.fg.policies.list()}
+        steps: list[Step] = []
+        problems: list[Problem] = []
+        seen: dict[str, int] = {}
+        for t in tables:
+            v = t.values
+            what = f"floor {v.get('scope')}" if isinstance(v.get("scope"), str) else "floor"
+            try:
+                unknown = sorted(set(v) - set(self._FIELDS))
+                if unknown:
+                    raise InvalidInput(unknown[0], f"is not a field of a floor; use {', '.join(self._FIELDS)}")
+                if not isinstance(v.get("scope"), str):
+                    raise InvalidInput("scope", 'give a target, e.g. scope = "inbox/triager"')
+                scope = Scope.parse(v["scope"])
+                if (dup := _duplicate(seen, str(scope), t.line, what)) is not None:
+                    problems.append(dup)
+                    continue
+                interval = v.get("min_interval")
+                if interval is not None and not isinstance(interval, str):
+                    raise InvalidInput("min_interval", 'give an interval as text, e.g. min_interval = "24h"')
+                floor = parse_interval(interval, "min_interval") if interval is not None else None
+                compute = parse_compute(v["compute"], "compute") if "compute" in v else None
+                if floor is None and compute is None:
+                    raise InvalidInput("min_interval", "give min_interval and/or compute")
+                step = self._step(scope, floor, compute, t.line, allow_reduction)
+            except FloorgateError as exc:
+                problems.append(Problem(t.line, what, str(exc)))
+                continue
+            steps.append(step)
+        if prune:
+            for name, rule in rules.items():
+                if name in seen or (not rule.active and rule.compute is None):
+                    continue
+                try:
+                    steps.append(self._step(rule.scope, _ZERO, ComputeBlock() if rule.compute is not None else None, None, allow_reduction))
+                except FloorgateError as exc:
+                    problems.append(Problem(1, f"floor {name}", f"--prune would remove it: {exc}"))
+        return steps, problems
+
+    def _step(self, scope: Scope, floor: Any, compute: ComputeBlock | None, line: int | None, allow_reduction: bool) -> Step:
+        view = self.fg.floors.read(scope)
+        change = self.fg.floors.preview(scope, revision=view.revision, min_interval=floor, compute=compute)
+        before = {"min_interval": _interval(change.before), "compute": _compute(change.compute_before)}
+        after = {"min_interval": _interval(change.after), "compute": _compute(change.compute_after)}
+        name = str(scope)
+        if line is None:
+            action = Action.REMOVE
+        elif before == after and view.rule is not None:
+            return Step(self.kind, name, Action.UNCHANGED, line)
+        else:
+            action = Action.CREATE if view.rule is None or (not view.rule.active and view.rule.compute is None) else Action.CHANGE
+        if change.reduction and not allow_reduction:
+            raise InvalidInput("min_interval", f"{'; '.join(change.reduction_what)} is a reduction; pass --allow-reduction to apply it")
+        revision = view.revision
+
+        def write(w: Writer) -> None:
+            self.fg.policies.configure(
+                scope,
+                min_interval=floor,
+                compute=compute,
+                expected_revision=revision,
+                owner_ref=w.owner_ref,
+                provenance=w.provenance,
+                allow_reduction=w.allow_reduction,
+                note="floorgate apply",
+            )
+
+        return Step(self.kind, name, action, line, _changes(before, after), write=write, needs_owner=True)
+
+    def export(self) -> list[dict[str, Any]]:
+        out = []
+        for rule in self.fg.policies.list():
+            if not rule.active and rule.compute is None:
+                continue
+            doc: dict[str, Any] = {"scope": str(rule.scope), "min_interval": format_interval(rule.min_interval).replace(" ", "")}
+            if rule.compute is not None:
+                doc["compute"] = rule.compute.doc()
+            out.append(doc)
+        return out
+
+
+_ZERO = parse_interval("0", "min_interval")
+
+
+def _interval(value: Any) -> str | None:
+    return format_interval(value) if value is not None else None
+
+
+def _compute(block: ComputeBlock | None) -> dict[str, Any] | None:
+    return block.doc() if block is not None and not block.is_empty() else None
+
+
+class WebhookSection:
+    """``[[webhook]]``: ``url`` (its identity), ``events`` and ``format``. A change of events or format
+    replaces the subscription (a new signing secret, printed once)."""
+
+    kind = "webhook"
+    _FIELDS = ("url", "events", "format")
+
+    def __init__(self, fg: Floorgate) -> None:
+        self.fg = fg
+        self.secrets: dict[str, str] = {}  # url -> the signing secret of a subscription this apply made
+
+    def plan(self, tables: list[toml.Table], *, prune: bool, allow_reduction: bool, base_dir: str) -> tuple[list[Step], list[Problem]]:
+        from floorgate.admission.events import WebhookFormat
+
+        current = {w.url: w for w in self.fg.notify.webhooks()}
+        steps: list[Step] = []
+        problems: list[Problem] = []
+        seen: dict[str, int] = {}
+        for t in tables:
+            v = t.values
+            what = f"webhook {v.get('url')}" if isinstance(v.get("url"), str) else "webhook"
+            try:
+                unknown = sorted(set(v) - set(self._FIELDS))
+                if unknown:
+                    raise InvalidInput(unknown[0], f"is not a field of a webhook; use {', '.join(self._FIELDS)}")
+                if not isinstance(v.get("url"), str):
+                    raise InvalidInput("url", 'give the URL, e.g. url = "https://hooks.example.com/floorgate"')
+                url = check_url(v["url"])
+                if (dup := _duplicate(seen, url, t.line, what)) is not None:
+                    problems.append(dup)
+                    continue
+                events = v.get("events")
+                if not isinstance(events, (list, str)):
+                    raise InvalidInput("events", 'give the event kinds, e.g. events = ["turn_failed", "ask_pending"]')
+                kinds = [k.value for k in parse_kinds(events)]
+                fmt = v.get("format", WebhookFormat.JSON.value)
+                if fmt not in [f.value for f in WebhookFormat]:
+                    raise InvalidInput("format", f"{fmt!r} is not a format; use {' or '.join(f.value for f in WebhookFormat)}")
+            except FloorgateError as exc:
+                problems.append(Problem(t.line, what, str(exc)))
+                continue
+            desired = {"events": sorted(kinds), "format": fmt}
+            stored = current.get(url)
+            add = self._adder(url, kinds, fmt)
+            if stored is None:
+                steps.append(Step(self.kind, url, Action.CREATE, t.line, write=add))
+                continue
+            before = {"events": sorted(k.value for k in stored.events), "format": stored.format.value}
+            if before == desired:
+                steps.append(Step(self.kind, url, Action.UNCHANGED, t.line))
+                continue
+
+            def replace(w: Writer, old: str = stored.webhook_id, add: Callable[[Writer], None] = add) -> None:
+                self.fg.notify.remove_webhook(old)
+                add(w)
+
+            steps.append(Step(self.kind, url, Action.CHANGE, t.line, _changes(before, desired), write=replace))
+        if prune:
+            for url, w in current.items():
+                if url not in seen:
+                    steps.append(Step(self.kind, url, Action.REMOVE, None, write=_call(self.fg.notify.remove_webhook, w.webhook_id)))
+        return steps, problems
+
+    def _adder(self, url: str, kinds: list[str], fmt: str) -> Callable[[Writer], None]:
+        def add(w: Writer) -> None:
+            _webhook, secret = self.fg.notify.add_webhook(url, kinds, fmt)
+            self.secrets[url] = secret
+
+        return add
+
+    def export(self) -> list[dict[str, Any]]:
+        return [{"url": w.url, "events": [k.value for k in w.events], "format": w.format.value} for w in self.fg.notify.webhooks()]
+
+
+class FleetService:
+    """Plan, apply and export a fleet file against one store."""
+
+    def __init__(self, fg: Floorgate) -> None:
+        self.fg = fg
+        # Budgets (starts per window, spend): add their Section here once the store holds them.
+        self.sections: tuple[Section, ...] = (AutomationSection(fg), FloorSection(fg), WebhookSection(fg))
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        return tuple(s.kind for s in self.sections)
+
+    def plan(self, text: str, *, base_dir: Path, prune: bool = False, allow_reduction: bool = False) -> Plan:
+        """What applying ``text`` would do (writes nothing); problems name each bad object's line."""
+        parsed = toml.read(text, self.kinds)
+        problems = [Problem(line, "file", message) for line, message in parsed.problems]
+        if problems:
+            return Plan([], problems)
+        steps: list[Step] = []
+        for section in self.sections:
+            got, bad = section.plan(
+                parsed.tables.get(section.kind, []), prune=prune, allow_reduction=allow_reduction, base_dir=str(base_dir.absolute())
+            )
+            steps += got
+            problems += bad
+        problems.sort(key=lambda p: p.line)
+        return Plan(steps if not problems else [], problems)
+
+    def apply(self, plan: Plan, writer: Writer, progress: Callable[[Step], None] = lambda _s: None) -> list[Step]:
+        """Run a clean plan's writes in order, each its own unit of work (a conflict stops the
+        rest: ``RevisionConflict`` propagates after ``progress`` saw each step done)."""
+        if plan.problems:
+            raise InvalidInput("file", "a plan with problems applies nothing")
+        done: list[Step] = []
+        for step in plan.writes:
+            try:
+                step.write(writer)  # type: ignore[misc]
+            except InvalidInput as exc:
+                if step.action is Action.CREATE and "already exists" in str(exc):
+                    raise RevisionConflict(f"{step.kind} {step.name}", 0, 1) from None
+                raise
+            done.append(step)
+            progress(step)
+        return done
+
+    def webhook_secrets(self) -> dict[str, str]:
+        """The signing secrets of webhooks the last apply subscribed (shown once)."""
+        for section in self.sections:
+            if isinstance(section, WebhookSection):
+                return dict(section.secrets)
+        return {}
+
+    def export(self) -> str:
+        """Today's state as a fleet file."""
+        return toml.dumps(
+            [(s.kind, s.export()) for s in self.sections],
+            header="floorgate fleet file: 'floorgate apply -f FILE --dry-run' shows what applying it changes",
+        )

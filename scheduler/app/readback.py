@@ -1,0 +1,703 @@
+"""One readback of what an automation will do next, under every surface.
+
+``status``, ``automation show``, ``automation preview`` (and the HTTP console after them) render
+an ``AutomationReadback``; none computes its own answer. Next fires come from the same planning
+the timer host does (``preview.simulate``), with the host policy every host reads from the store,
+on the schedule that host really arms (floored for crontab and external timers).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import shutil
+from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from floorgate.admission import (
+    Admission,
+    Approvals,
+    Automation,
+    AutomationState,
+    Automations,
+    Eligibility,
+    Envelope,
+    HoldKind,
+    HostPolicies,
+    HostPolicy,
+    Journal,
+    Mission,
+    Missions,
+    StartRecord,
+    Store,
+    StoreUnavailable,
+    TickLog,
+    TimerBinding,
+    TimerBindings,
+    TurnRecord,
+    WakeState,
+    WhenDenied,
+    failure_wait,
+)
+from floorgate.admission.clock import Clock, SystemClock, iso, read_clock
+from floorgate.admission.errors import CorruptState
+from floorgate.admission.liveness import HookAnswer, HookAnswers, HostBeat, HostBeats
+from floorgate.hosts import InvalidSchedule, Schedule
+from floorgate.hosts.registry import capabilities, firing_problem
+from floorgate.hosts.schedule import parse_canonical
+
+from ..runtime.recovery import orphaned
+from .phase import off_phase
+from .preview import FloorMeeting, PlanInputs, PreviewRow, ScheduleQueries, first_run, first_run_at, simulate
+from .timers import LAUNCH_WAIT, TimerService
+from .wake import catch_up_window
+
+
+class ReadbackState(StrEnum):
+    """Where an automation stands, for people: one value, and ``detail`` says why."""
+
+    ELIGIBLE = "eligible"
+    INTERVAL_WAIT = "interval_wait"
+    PAUSED = "paused"
+    HELD = "held"
+    FAILING = "failing"  # its latest turns failed: automatic starts slow down (never shown as eligible)
+    RUNNING = "running"
+    HOST_UNAVAILABLE = "host_unavailable"
+    AWAITING_OWNER = "awaiting_owner"
+    UNAVAILABLE = "unavailable"
+
+
+@dataclass(frozen=True, slots=True)  # slots: a status of fifty thousand holds fifty thousand
+class AutomationReadback:
+    """What one automation will do next, and why. ``automation`` is None when its row is unreadable."""
+
+    automation_id: str
+    automation: Automation | None
+    state: ReadbackState
+    detail: str
+    hold: HoldKind | None  # why a held automation does not tick, as stored (see ``unreadable``)
+    eligibility: Eligibility | None
+    next_fire_at: datetime | None  # when its next turn starts, as its timer host will fire it
+    plan: PlanInputs | None  # what next fires are computed from (None: nothing will fire)
+    last_turn: TurnRecord | None = None
+    binding: TimerBinding | None = None
+    guarantee: str = "enforced"
+    guarantee_why: str = ""
+    hook_answered_at: datetime | None = None
+    no_timer_host: bool = False  # it would fire, but its timer host is not running (detail says which)
+    drift: str | None = None  # how the host's live timer differs from the applied one, read just now
+    mission: Mission | None = None
+    envelope: Envelope | None = None
+    failures: int = 0  # consecutive failed turns (the failure streak; 0: none)
+    failing_until: datetime | None = None  # no automatic start before this (the streak's slowdown)
+    unreadable: bool = False  # held because its row, schedule, wake state or ticks cannot be decoded
+
+    def fires(self, count: int, now: datetime) -> list[PreviewRow]:
+        """The next ``count`` host fires and which of them run (none while it cannot fire)."""
+        return simulate(self.plan, count=count, now=now) if self.plan is not None else []
+
+
+@dataclass(frozen=True)
+class ReadContext:
+    """One read of the deployment-wide inputs every readback of a request shares."""
+
+    now: datetime
+    policy: HostPolicy
+    hosts: tuple[HostBeat, ...]
+    _down: dict[str, str | None] = field(default_factory=dict, compare=False, repr=False)
+
+    def alive(self, now: datetime) -> list[HostBeat]:
+        """The timer hosts running at ``now``."""
+        return [h for h in self.hosts if h.alive(now)]
+
+    def not_firing(self, timer: str) -> str | None:
+        """Why timers of kind ``timer`` fire nothing now (no ``floorgate run`` alive for floorgate's
+        own timer; the host's declared problem otherwise), None when nothing is known against them."""
+        if timer not in self._down:
+            if capabilities(timer).armed_by_runtime:
+                self._down[timer] = None if self.alive(self.now) else self.no_host_detail(self.now)
+            else:
+                self._down[timer] = firing_problem(timer)
+        return self._down[timer]
+
+    def no_host_detail(self, now: datetime) -> str:
+        """Why nothing fires on floorgate's own timer: no host runs, and when one last did."""
+        last = max(self.hosts, key=lambda h: h.beat_at, default=None)
+        seen = f"; the last one ({last.host_id}) was seen at {iso(last.beat_at)}" if last is not None else ""
+        return f"no floorgate host is running, so nothing fires: start 'floorgate run'{seen}"
+
+
+@dataclass(frozen=True)
+class Overview:
+    """Every automation's readback, the floored lanes without one, and the timer hosts."""
+
+    now: datetime
+    readbacks: list[AutomationReadback]
+    lanes: list[Eligibility]
+    hosts: tuple[HostBeat, ...]
+
+    @property
+    def own_timers(self) -> bool:
+        """Whether any automation fires on a timer a floorgate host arms (status then lists the hosts)."""
+        return any(rb.automation is not None and capabilities(rb.automation.spec.timer).armed_by_runtime for rb in self.readbacks)
+
+
+@dataclass(frozen=True)
+class OverviewStream:
+    """``Overview`` as ``status`` renders it, read as it is rendered: ``readbacks`` yields each
+    automation's readback once, in the overview's order, and holds none of them afterwards."""
+
+    now: datetime
+    readbacks: Iterator[AutomationReadback]
+    lanes: list[Eligibility]
+    hosts: tuple[HostBeat, ...]
+    own_timers: bool
+
+
+@dataclass(frozen=True)
+class Preview:
+    """A dry run: the schedule the host arms, its floor, and what becomes of each coming fire."""
+
+    automation_id: str
+    schedule: Schedule | None
+    floor: timedelta | None
+    lane_status: str
+    rows: list[PreviewRow]
+    blocked: str | None  # why nothing fires (paused, held, awaiting the owner, unreadable)
+    off_phase: str | None = None  # 'runs at 23:57 instead of 23:40 since the manual start of ...'
+
+
+def floor_meeting(timer: str) -> tuple[FloorMeeting, timedelta]:
+    """How the timer host meets a floor that has not elapsed, and how long a fire waits for it."""
+    caps = capabilities(timer)
+    if caps.floor_aware:
+        return _COALESCE  # its timer never wakes inside the floor
+    if caps.launches_turns:
+        return _WAIT  # its fire runs 'turn run --wait-eligible'
+    return _DENY  # the app asks the hook, which denies inside the floor
+
+
+_COALESCE, _WAIT, _DENY = (FloorMeeting.COALESCE, timedelta(0)), (FloorMeeting.WAIT, LAUNCH_WAIT), (FloorMeeting.DENY, timedelta(0))
+
+
+def host_problem(automation: Automation) -> str | None:
+    """Why the command host cannot be launched right now, or None."""
+    host = automation.spec.host
+    if host is None:
+        return None  # an external app launches it; floorgate cannot check that host
+    if host.cwd is not None and not os.path.isdir(host.cwd):
+        return f"working directory {host.cwd} does not exist"
+    program = host.argv[0]
+    if os.sep in program:
+        base = host.cwd if host.cwd is not None and not os.path.isabs(program) else ""
+        path = os.path.join(base, program) if base else program
+        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            return f"{program} is not an executable file"
+    elif shutil.which(program) is None:
+        return f"{program} is not on PATH"
+    return None
+
+
+class _Direct:
+    """What one automation's readback reads, read for that automation alone."""
+
+    def __init__(self, rb: Readback) -> None:
+        self.rb = rb
+        self.queries = ScheduleQueries()
+
+    def text(self, detail: str) -> str:
+        return detail
+
+    def eligibility(self, lane: tuple[str, str, str]) -> Eligibility:
+        return self.rb.admission.eligibility(*lane)
+
+    def envelope(self, lane: tuple[str, str, str]) -> tuple[Envelope, str | None]:
+        from .envelope_gate import EnvelopeGate, EnvelopeMode
+
+        return EnvelopeGate(self.rb.store, clock=self.rb.clock, mode=EnvelopeMode.OBSERVE).envelope(*lane)
+
+    def last_turn(self, aid: str) -> TurnRecord | None:
+        recent = self.rb.journal.recent(aid, limit=1)
+        return recent[0] if recent else None
+
+    def binding(self, aid: str) -> TimerBinding | None:
+        return self.rb.bindings.get(aid)
+
+    def mission(self, aid: str) -> Mission | None:
+        return self.rb.missions.current(aid) or next(iter(self.rb.missions.recent(aid, 1)), None)
+
+    def answer(self, aid: str) -> HookAnswer | None:
+        return self.rb.hook_answers.get(aid)
+
+    def unsettled(self, aid: str) -> list[TurnRecord]:
+        return self.rb.journal.unsettled(aid)  # an unreadable turn raises: the automation is held
+
+    def wake(self, aid: str) -> WakeState | None:
+        return _chain(self.rb.automations.wake_state(aid))
+
+    def last_ticked(self, aid: str) -> datetime | None:
+        return self.rb.ticklog.last_nominal(aid).get(aid)
+
+    def host_problem(self, automation: Automation) -> str | None:
+        return host_problem(automation)
+
+
+# Lanes whose eligibility a readback of many reads at once: the eligibilities of fifty thousand
+# lanes held together take ~70 MB, and each read also scans the lanes' facts in full (a few ms per
+# ten thousand), so larger parts would cost memory and smaller ones repeated scans.
+_ELIGIBILITY_PART = 10_000
+
+
+class _Bulk:
+    """The same reads for every automation at once: each table read once per readback of many
+    (eligibility: once per ``_ELIGIBILITY_PART`` lanes, in the order ``automations`` are read back).
+    A row that cannot be decoded holds only its automation, as the direct read would."""
+
+    def __init__(self, rb: Readback, automations: list[Automation]) -> None:
+        from .envelope_gate import EnvelopeGate, EnvelopeMode
+
+        self.direct = _Direct(rb)  # a damaged row is read again on its own: the same error, word for word
+        lanes = [(a.spec.goal_id, a.spec.agent_id, a.automation_id) for a in automations]
+        self._admission = rb.admission
+        self._lanes, self._read = lanes, 0  # the lanes, and how many of them have been read
+        self.eligibilities: dict[tuple[str, str, str], Eligibility] = {}
+        self.envelopes = EnvelopeGate(rb.store, clock=rb.clock, mode=EnvelopeMode.OBSERVE).envelopes(lanes)
+        self.turns, self.bad_turns = rb.journal.latest_scan()
+        self.bindings = rb.bindings.all()
+        self.damaged_bindings = rb.bindings.ids() - set(self.bindings)
+        try:
+            self.missions: dict[str, Mission] | None = rb.missions.latest_many()
+        except CorruptState:
+            self.missions = None  # some mission row is damaged: each automation reads its own
+        self.answers = rb.hook_answers.all()
+        unsettled, bad_unsettled = rb.journal.unsettled_scan(None)
+        self.running: dict[str, list[TurnRecord]] = {}
+        for record in unsettled:
+            self.running.setdefault(record.automation_id, []).append(record)
+        self.wakes, self.bad_wakes = rb.automations.wake_scan()
+        self.ticked, self.bad_ticks = rb.ticklog.last_nominal_scan()
+        self.damaged_turns = bool(bad_unsettled)  # keyed by turn id: whose they are needs a read
+        self.launchable: dict[tuple[str | None, str], str | None] = {}
+        self.queries = ScheduleQueries()  # automations sharing a schedule share its answers
+        self.texts: dict[str, str] = {}
+
+    def text(self, detail: str) -> str:
+        """One string object per distinct detail (ten thousand automations waiting for one floor say the same)."""
+        return self.texts.setdefault(detail, detail)
+
+    def eligibility(self, lane: tuple[str, str, str]) -> Eligibility:
+        found = self.eligibilities.pop(lane, None)  # each lane is read back once: let it go
+        while found is None and self._read < len(self._lanes):
+            part = self._lanes[self._read : self._read + _ELIGIBILITY_PART]
+            self._read += len(part)
+            self.eligibilities.update(self._admission.eligibility_many(part))  # type: ignore[arg-type]
+            found = self.eligibilities.pop(lane, None)
+        return found if found is not None else self.direct.eligibility(lane)
+
+    def envelope(self, lane: tuple[str, str, str]) -> tuple[Envelope, str | None]:
+        return self.envelopes[lane]
+
+    def last_turn(self, aid: str) -> TurnRecord | None:
+        return self.direct.last_turn(aid) if aid in self.bad_turns else self.turns.get(aid)
+
+    def binding(self, aid: str) -> TimerBinding | None:
+        return self.direct.binding(aid) if aid in self.damaged_bindings else self.bindings.get(aid)
+
+    def mission(self, aid: str) -> Mission | None:
+        return self.direct.mission(aid) if self.missions is None else self.missions.get(aid)
+
+    def answer(self, aid: str) -> HookAnswer | None:
+        return self.answers.get(aid)
+
+    def unsettled(self, aid: str) -> list[TurnRecord]:
+        return self.direct.unsettled(aid) if self.damaged_turns else self.running.get(aid, [])
+
+    def wake(self, aid: str) -> WakeState | None:
+        return self.direct.wake(aid) if aid in self.bad_wakes else _chain(self.wakes.get(aid))
+
+    def last_ticked(self, aid: str) -> datetime | None:
+        return self.direct.last_ticked(aid) if aid in self.bad_ticks else self.ticked.get(aid)
+
+    def host_problem(self, automation: Automation) -> str | None:
+        """``host_problem``, looked up once per program and working directory in one readback."""
+        host = automation.spec.host
+        if host is None:
+            return None
+        key = (host.cwd, host.argv[0])
+        if key not in self.launchable:
+            self.launchable[key] = host_problem(automation)
+        return self.launchable[key]
+
+
+class Readback:
+    """Computes readbacks from the store; every surface calls these methods."""
+
+    def __init__(self, store: Store, clock: Clock | None = None, timers: TimerService | None = None) -> None:
+        """``timers``: the process's timer service (its state directory and crontab account are
+        part of the crontab line a readback compares with); by default one with no settings."""
+        self.store = store
+        self.clock = clock if clock is not None else SystemClock()
+        self.admission = Admission(store, self.clock)
+        self.automations = Automations(store, self.clock)
+        self.journal = Journal(store, self.clock)
+        self.ticklog = TickLog(store)
+        self.bindings = TimerBindings(store)
+        self.missions = Missions(store, self.clock)
+        self.approvals = Approvals(store, self.clock)
+        self.hook_answers = HookAnswers(store)
+        self.beats = HostBeats(store)
+        self.timers = timers if timers is not None else TimerService(store, clock=self.clock)
+
+    def host_policy(self) -> HostPolicy:
+        return HostPolicies(self.store, self.clock).get().policy
+
+    def hosts(self) -> list[HostBeat]:
+        """Every timer host that recorded a heartbeat (alive or not: ``HostBeat.alive``)."""
+        return self.beats.all()
+
+    def context(self) -> ReadContext:
+        """What every readback of one request shares: the clock reading, host policy and hosts."""
+        now = read_clock(self.clock)
+        return ReadContext(now=now, policy=self.host_policy(), hosts=tuple(self.hosts()))
+
+    # -- one and many ------------------------------------------------------------------------
+    def automation(self, automation_id: str) -> AutomationReadback:
+        """The readback of one automation (``NotFound`` when it does not exist)."""
+        try:
+            automation = self.automations.get(automation_id)
+        except StoreUnavailable as exc:
+            if not self.automations.exists(automation_id):
+                raise
+            return _unreadable(automation_id, str(exc))
+        return self.of(automation, self.context())
+
+    def overview(self, goal: str | None = None, agent: str | None = None, automation: str | None = None) -> Overview:
+        """What ``status`` shows: every automation's readback, the floored lanes no automation
+        stands for, and the timer hosts, from one shared context."""
+        view = self.overview_stream(goal, agent, automation)
+        return Overview(now=view.now, readbacks=list(view.readbacks), lanes=view.lanes, hosts=view.hosts)
+
+    def overview_stream(self, goal: str | None = None, agent: str | None = None, automation: str | None = None) -> OverviewStream:
+        """``overview`` for a renderer that writes each readback as it comes: the same readbacks,
+        in the same order, from one context; memory holds the automations not yet read back."""
+        ctx = self.context()
+        wanted, broken = self._scanned(goal, agent, automation)
+        covered = {(a.spec.goal_id, a.spec.agent_id, a.automation_id) for a in wanted}
+        own = any(capabilities(a.spec.timer).armed_by_runtime for a in wanted)
+        lanes = self.lanes(goal, agent, automation, covered)
+        return OverviewStream(now=ctx.now, readbacks=self._streamed(wanted, broken, ctx), lanes=lanes, hosts=ctx.hosts, own_timers=own)
+
+    def many(
+        self, goal: str | None = None, agent: str | None = None, automation: str | None = None, *, ctx: ReadContext | None = None
+    ) -> list[AutomationReadback]:
+        """Readbacks of every automation (narrowed to a goal, agent or one id); an unreadable
+        row is reported held, never hidden, and never hides the others."""
+        ctx = ctx if ctx is not None else self.context()
+        return list(self._streamed(*self._scanned(goal, agent, automation), ctx))
+
+    def _scanned(self, goal: str | None, agent: str | None, automation: str | None) -> tuple[list[Automation], dict[str, str]]:
+        with _collector_paused():
+            found, broken = self.automations.scan(goal=goal, agent=agent)
+        wanted = [a for a in found.values() if automation is None or a.automation_id == automation]
+        return wanted, {aid: reason for aid, reason in broken.items() if automation is None or aid == automation}
+
+    def _streamed(self, wanted: list[Automation], broken: dict[str, str], ctx: ReadContext) -> Iterator[AutomationReadback]:
+        """Each readback in order (goal, then id; an unreadable row, whose goal is unknown, first),
+        made as it is asked for; an automation is let go once read back."""
+        with _collector_paused():
+            # (goal, id) is unique: the third item is never compared.
+            order: list[tuple[str, str, Automation | str]] = [(a.spec.goal_id, a.automation_id, a) for a in wanted]
+            order += [("", aid, reason) for aid, reason in broken.items()]
+            order.sort(key=lambda item: (item[0], item[1]))
+            wanted.sort(key=lambda a: (a.spec.goal_id, a.automation_id))  # the order the bulk reads are asked in
+            sources: _Direct | _Bulk = _Bulk(self, wanted) if len(wanted) > 1 else _Direct(self)
+            wanted.clear()
+            pending = deque(order)
+            del order
+            while pending:
+                _, aid, item = pending.popleft()
+                yield self.of(item, ctx, sources) if not isinstance(item, str) else _unreadable(aid, item)
+
+    def of(self, automation: Automation, ctx: ReadContext, sources: _Direct | _Bulk | None = None) -> AutomationReadback:
+        """The readback of a loaded automation in ``ctx``; state of its own that cannot be read (a
+        turn, a mission, a binding) holds it, as the host does, and says why."""
+        try:
+            return self._of(automation, ctx, sources if sources is not None else _Direct(self))
+        except StoreUnavailable as exc:
+            if not self.store_reachable():
+                raise  # the store is down: that is every automation's answer, not this one's
+            readback = _unreadable(automation.automation_id, str(exc))
+            return replace(readback, automation=automation)
+
+    def store_reachable(self) -> bool:
+        try:
+            self.automations.revisions()
+        except StoreUnavailable:
+            return False
+        return True
+
+    def _of(self, automation: Automation, ctx: ReadContext, src: _Direct | _Bulk) -> AutomationReadback:
+
+        now, policy = ctx.now, ctx.policy
+        aid = automation.automation_id
+        spec = automation.spec
+        lane = (spec.goal_id, spec.agent_id, aid)
+        eligibility = src.eligibility(lane)
+        last_turn = src.last_turn(aid)
+        binding = src.binding(aid)
+        mission = src.mission(aid)
+        promise = self.timers.guarantee(automation, binding, now, answers=src)
+        drift = self.timers.drift(automation, binding)
+        envelope, problem = src.envelope(lane)
+        streak = src.wake(aid)
+        failures = streak.failures if streak is not None else 0
+        failing_until = failure_wait(streak) if streak is not None else None
+        common = dict(
+            failures=failures,
+            failing_until=failing_until,
+            automation_id=aid,
+            automation=automation,
+            eligibility=eligibility,
+            last_turn=last_turn,
+            binding=binding,
+            drift=drift,
+            guarantee=promise.guarantee.value,
+            guarantee_why=promise.why,
+            hook_answered_at=promise.hook_answered_at,
+            mission=mission,
+            envelope=envelope,
+        )
+
+        def readback(
+            state: ReadbackState,
+            detail: str,
+            hold: HoldKind | None = None,
+            *,
+            unreadable: bool = False,
+            next_fire_at: datetime | None = None,
+            plan: PlanInputs | None = None,
+            no_timer_host: bool = False,
+        ) -> AutomationReadback:
+            # Built once, with its final values (not a base copied by ``replace``).
+            return AutomationReadback(
+                state=state,
+                detail=src.text(detail),
+                hold=hold,
+                unreadable=unreadable,
+                next_fire_at=next_fire_at,
+                plan=plan,
+                no_timer_host=no_timer_host,
+                **common,  # type: ignore[arg-type]
+            )
+
+        try:
+            plan = self._plan(automation, eligibility, binding, policy, src)
+            next_fire = first_run_at(plan, now=now, queries=src.queries) if plan is not None else None
+        except (InvalidSchedule, StoreUnavailable, ValueError, TypeError, OverflowError) as exc:
+            # The host cannot plan this automation either: it holds it, and so does every surface.
+            return readback(ReadbackState.HELD, f"unreadable state: {exc}", unreadable=True)
+        if automation.state != AutomationState.ACTIVE:
+            hold = automation.hold_kind
+            if automation.state == AutomationState.HELD and hold is None:
+                hold = HoldKind.TIMER
+            return readback(ReadbackState(automation.state.value), automation.state_note or f"{automation.state.value} (no note)", hold)
+        if mission is not None and mission.status == "awaiting_owner":
+            asks = self.approvals.pending(mission.mission_id)
+            ask = f"floorgate approve {asks[0].approval_id} (or deny)" if asks else "no pending ask (expired?)"
+            return readback(ReadbackState.AWAITING_OWNER, f"mission {mission.mission_id} waits for its owner: {ask}")
+        unsettled = src.unsettled(aid)  # an unreadable turn raises: held, above
+        crashed = [r for r in unsettled if orphaned(r, now)]
+        if plan is None and binding is not None and binding.hold_reason:
+            state, detail = ReadbackState.HELD, binding.hold_reason
+        elif crashed:
+            turn = crashed[0].turn_id
+            state, detail = ReadbackState.RUNNING, f"turn {turn} lost its runner; the next host poll or 'turn run' recovers it"
+        elif unsettled:
+            state, detail = ReadbackState.RUNNING, f"turn {unsettled[0].turn_id} is running"
+        elif (problem_text := src.host_problem(automation)) is not None:
+            state, detail = ReadbackState.HOST_UNAVAILABLE, problem_text
+        elif eligibility.status == "unavailable":
+            state, detail, next_fire = ReadbackState.UNAVAILABLE, eligibility.detail, None
+        elif failures:
+            state, detail = ReadbackState.FAILING, _failing_detail(automation, failures, failing_until, src.last_turn(aid), now)
+            if failing_until is not None and next_fire is not None and next_fire < failing_until:
+                next_fire = failing_until
+        else:
+            state, detail = ReadbackState(eligibility.status), eligibility.detail
+        if state in (ReadbackState.ELIGIBLE, ReadbackState.INTERVAL_WAIT) and (
+            moved := off_phase(plan, next_fire, eligibility.last_start, self._lane_starts)
+        ):
+            detail = f"{detail}; {moved}"
+        down = ctx.not_firing(spec.timer) if next_fire is not None else None
+        no_host = down is not None
+        if down is not None:  # no `floorgate run` is alive, or the host's daemon is not running
+            detail, next_fire = f"{detail}; {down}", None
+        if drift is not None:  # the host fires what it holds now, not what was applied
+            next_fire = None
+        if plan is None and state is not ReadbackState.HELD:
+            detail = f"{detail}; the timer host has nothing armed (see 'floorgate automation apply {aid}')"
+        if mission is not None and mission.latch is not None:
+            detail = f"{detail}; ACCOUNTING LATCH on {mission.mission_id}: {mission.latch}"
+        if problem is not None:
+            detail = f"{detail}; ENVELOPE PROBLEM: {problem}"
+        return readback(state, detail, next_fire_at=next_fire, plan=plan, no_timer_host=no_host)
+
+    def _lane_starts(self, start: StartRecord) -> list[StartRecord]:
+        """The recent starts of ``start``'s lane, newest first (what moved a lane off its phase)."""
+        return self.admission.starts(start.goal_id, start.agent_id, start.automation_id, limit=50)
+
+    def _plan(
+        self, automation: Automation, eligibility: Eligibility, binding: TimerBinding | None, policy: HostPolicy, src: _Direct | _Bulk
+    ) -> PlanInputs | None:
+        """What the automation's timer host arms, and how it meets the floor (None: nothing armed)."""
+        spec = automation.spec
+        own = parse_canonical(spec.schedule)  # raises on an unreadable schedule: held, never guessed
+        meeting, wait = floor_meeting(spec.timer)
+        if meeting is FloorMeeting.COALESCE:
+            schedule: Schedule | None = own
+            wake = src.wake(automation.automation_id)
+            last = src.last_ticked(automation.automation_id)
+        else:
+            schedule = Schedule.parse(binding.desired) if binding is not None and binding.desired is not None else None
+            wake, last = None, None
+        if schedule is None:
+            return None
+        floor = eligibility.floor.floor if eligibility.floor is not None else None
+        streak = src.wake(automation.automation_id) if wake is None else wake
+        failing = failure_wait(streak) if streak is not None else None  # every timer's automatic starts wait for it
+        opens = eligibility.next_eligible_at
+        if failing is not None and (opens is None or failing > opens):
+            opens = failing
+        return PlanInputs(
+            schedule=schedule,
+            meeting=meeting,
+            floor=floor if floor else None,
+            next_eligible_at=opens,
+            wait=wait,
+            wake=wake,
+            last_ticked=last,
+            catch_up=catch_up_window(spec, policy),
+            since=automation.updated_at,
+            when_denied=spec.when_denied,
+        )
+
+    # -- dry runs ------------------------------------------------------------------------------
+    def preview(self, automation_id: str, count: int) -> Preview:
+        """What a saved automation's timer host will fire next, and which fires run."""
+        now = read_clock(self.clock)
+        rb = self.automation(automation_id)
+        floor = rb.eligibility.floor.floor if rb.eligibility is not None and rb.eligibility.floor is not None else None
+        status = rb.eligibility.status if rb.eligibility is not None else "unavailable"
+        blocked = None
+        if (
+            rb.state in (ReadbackState.PAUSED, ReadbackState.HELD, ReadbackState.AWAITING_OWNER, ReadbackState.UNAVAILABLE)
+            or rb.plan is None
+        ):
+            blocked = rb.detail
+        rows = [] if blocked is not None else rb.fires(count, now)
+        last = rb.eligibility.last_start if rb.eligibility is not None else None
+        moved = off_phase(rb.plan, first_run(rows), last, self._lane_starts) if blocked is None else None
+        return Preview(automation_id, rb.plan.schedule if rb.plan else None, floor, status, rows, blocked, moved)
+
+    def preview_schedule(
+        self,
+        *,
+        goal: str,
+        agent: str,
+        automation_id: str,
+        schedule: Schedule,
+        timer: str,
+        count: int,
+        when_denied: WhenDenied = WhenDenied.WAIT,
+    ) -> Preview:
+        """What an unsaved schedule would do on ``timer`` under today's floors (writes nothing)."""
+        now = read_clock(self.clock)
+        eligibility = self.admission.eligibility(goal, agent, automation_id)
+        floor = eligibility.floor.floor if eligibility.floor is not None else None
+        if eligibility.status == "unavailable":
+            return Preview(automation_id, schedule, floor, eligibility.status, [], eligibility.detail)
+        meeting, wait = floor_meeting(timer)
+        plan = PlanInputs(
+            schedule=schedule,
+            meeting=meeting,
+            floor=floor if floor else None,
+            next_eligible_at=eligibility.next_eligible_at,
+            wait=wait,
+            catch_up=self.host_policy().catch_up,
+            since=now,  # saved now, it would be created (or changed) now
+            when_denied=when_denied,
+        )
+        return Preview(automation_id, schedule, floor, eligibility.status, simulate(plan, count=count, now=now), None)
+
+    def lanes(self, goal: str | None, agent: str | None, automation: str | None, covered: set[tuple[str, str, str]]) -> list[Eligibility]:
+        """Eligibility of the floored lanes no automation stands for (``status``'s second table).
+        An agent-wide lane of an agent that has automations is left out of the listing (each of
+        them shows it: their eligibility includes the agent's floor), unless asked for by name."""
+        if agent is not None and goal is not None:
+            keys: list[tuple[str, str, str | None]] = [(goal, agent, automation)]
+        else:
+            automated = {(g, a) for g, a, _ in covered}
+            keys = [
+                k for k in self.admission.lanes() if (goal is None or k[0] == goal) and not (k[2] is None and (k[0], k[1]) in automated)
+            ]
+        wanted = [k for k in keys if k not in covered]
+        if len(wanted) < 2:
+            return [self.admission.eligibility(*k) for k in wanted]
+        found = self.admission.eligibility_many(wanted)  # one read transaction, the agents' last starts in one query
+        return [found[k] for k in wanted]
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """No cyclic garbage collection while the readbacks are built: they create few cycles, and
+    each collection of the older generations walks every object built so far, so with the
+    collector on, a readback of fifty thousand automations spends a fifth of its time (a growing
+    share as they grow) finding nothing to free. It runs again as it did before, afterwards."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _chain(wake: WakeState | None) -> WakeState | None:
+    """The wake state a plan needs: only a running backoff chain or failure streak (None plans as
+    no backoff, and ten thousand automations without one share it)."""
+    return wake if wake is not None and (wake.backoff_step > 0 or wake.failures > 0) else None
+
+
+def _failing_detail(automation: Automation, failures: int, until: datetime | None, last: TurnRecord | None, now: datetime) -> str:
+    """Why a failing automation waits: the streak, the latest failure, and when it may start."""
+    turns = "turn" if failures == 1 else "consecutive turns"
+    verdict = last.verdict if last is not None else None
+    why = f" (latest: {verdict.status}, {verdict.stop_reason})" if verdict is not None and verdict.status != "succeeded" else ""
+    hold = automation.spec.holds_after
+    held = f"; held after {hold}" if hold else ""
+    if until is not None and until > now:
+        wait = f"no automatic start before {iso(until)}"
+    elif failures == 1:
+        wait = "one early retry, then starts slow down"
+    else:
+        wait = "its next start may run"
+    return f"failing: {failures} {turns} failed{why}; {wait}{held}"
+
+
+def _unreadable(automation_id: str, reason: str) -> AutomationReadback:
+    return AutomationReadback(
+        automation_id=automation_id,
+        automation=None,
+        state=ReadbackState.HELD,
+        detail=f"unreadable state: {reason}",
+        hold=None,
+        unreadable=True,
+        eligibility=None,
+        next_fire_at=None,
+        plan=None,
+        guarantee="none (held)",
+    )

@@ -1,0 +1,140 @@
+"""What every command module shares: exit codes, the handler's ``Context`` and the common options.
+
+``main`` wires the commands (``commands/``) and runs them; the commands import only this module
+of the CLI, so neither imports the other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+# Only the light modules here: every command's start pays for what this file imports.
+from floorgate.admission.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from floorgate.admission import Principal, Store
+    from floorgate.admission.policies import Provenance
+
+    from ..app.root import Floorgate
+
+EXIT_OK = 0
+EXIT_UNAVAILABLE = 1
+EXIT_INVALID = 2
+EXIT_DENIED = 3
+EXIT_CONFLICT = 4
+
+_ENCODER = json.JSONEncoder(indent=2, sort_keys=False)  # what ``json.dumps(doc, indent=2)`` encodes with
+
+
+class UsageError(Exception):
+    """A command line argparse could not accept."""
+
+
+class Runner(Protocol):
+    """``main.run``: one command line run to its exit code (the demo runs its steps through it)."""
+
+    def __call__(self, argv: Sequence[str] | None = None, out: Any = ..., err: Any = ...) -> int: ...
+
+
+class Context:
+    """What a command handler gets: parsed options, the store (opened on first use) and output."""
+
+    def __init__(self, args: argparse.Namespace, out=sys.stdout, *, run: Runner | None = None) -> None:  # type: ignore[no-untyped-def]
+        self.args = args
+        self._run = run
+        self.json = bool(getattr(args, "json", False))
+        self._store: Store | None = None
+        self._app: Floorgate | None = None
+        self._out = out
+        self.principal: Principal | None = None  # the owner whose token authorized this write, if any
+
+    def run(self, argv: Sequence[str], **streams: Any) -> int:
+        """Run another command line (``main.run``), as the demo does for its steps."""
+        if self._run is None:
+            raise RuntimeError("this Context was built without a runner")
+        return self._run(argv, **streams)
+
+    def owner(self) -> tuple[str, Provenance]:
+        """Who an owner write is recorded as: the token's principal (authenticated), else the
+        ``--owner-ref`` the caller asserted (a store without owners)."""
+        from floorgate.admission.policies import Provenance
+
+        if self.principal is not None:
+            return self.principal.name, Provenance.AUTHENTICATED
+        owner_ref = getattr(self.args, "owner_ref", None)
+        if owner_ref is None:
+            raise InvalidInput("--owner-ref", "give who asked, e.g. --owner-ref alice (a short non-sensitive id)")
+        return str(owner_ref), Provenance.ASSERTED
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            from floorgate.admission import open_store
+
+            # A read command never creates a store (in the wrong directory it says there is none).
+            self._store = open_store(getattr(self.args, "db", None), create=not getattr(self.args, "reads_only", False))
+        return self._store
+
+    @property
+    def app(self) -> Floorgate:
+        """The application services, configured from the parsed flags and the environment."""
+        if self._app is None:
+            from ..app.root import Floorgate, Settings
+
+            a = self.args
+            settings = Settings.resolve(
+                db=getattr(a, "db", None),
+                state_dir=getattr(a, "state_dir", None),
+                envelope_mode=getattr(a, "envelope_mode", None),
+                crontab_user=getattr(a, "crontab_user", None),
+            )
+            self._app = Floorgate(self.store, settings=settings)
+        return self._app
+
+    def emit(self, doc: Any, text: str | Callable[[], str | Iterable[str]]) -> None:
+        """Print ``doc`` as one JSON document with --json, else the readable ``text`` (or its
+        lines, written as they come)."""
+        if self.json:
+            # Written as encoded, in pieces of ~64k chunks (the bytes dumps would write): ``dumps``
+            # holds every chunk of the document and then the whole of it, ~100 MB more for a
+            # status of ten thousand automations.
+            chunks: list[str] = []
+            for chunk in _ENCODER.iterencode(doc):
+                chunks.append(chunk)
+                if len(chunks) == 65536:
+                    self._out.write("".join(chunks))
+                    chunks.clear()
+            self._out.write("".join(chunks) + "\n")
+        else:
+            from ..views.present import terminal_safe  # here: the hooks' start-up never imports the renderers
+
+            rendered = text() if callable(text) else text
+            for line in [rendered] if isinstance(rendered, str) else rendered:
+                self._out.write(terminal_safe(line) + "\n")
+        self._out.flush()
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+
+
+def add_common(parser: argparse.ArgumentParser, *, top: bool = False) -> None:
+    """--db and --json, accepted before or after the subcommand."""
+    default: Any = None if top else argparse.SUPPRESS
+    parser.add_argument(
+        "--db",
+        default=default,
+        metavar="URL",
+        help="database: a SQLite file path or postgresql://... (default: $FLOORGATE_DB or ./floorgate.db)",
+    )
+    parser.add_argument("--json", action="store_true", default=False if top else argparse.SUPPRESS, help="print one JSON document")
+
+
+def add_lane(parser: argparse.ArgumentParser, *, agent_required: bool = True) -> None:
+    parser.add_argument("--goal", required=True, help="goal id")
+    parser.add_argument("--agent", required=agent_required, help="agent id within the goal")
+    parser.add_argument("--automation", help="automation id within the agent (omit for agent-wide)")

@@ -1,0 +1,175 @@
+"""``/metrics``: Prometheus text computed from the store at each scrape, so every host serving the
+console reports the same numbers. Labels are bounded (goal, agent, automation, decision, reason,
+status, bound); never a turn or mission id.
+
+Cardinality is bounded as Prometheus practice asks: by default totals (automations by state,
+decisions by reason, turns by status) and per-lane series only for a lane in trouble (its mission's
+accounting latch set, its failure streak running); ``every_lane`` (``/metrics?lanes=all``) adds every lane's next eligible
+time, last start, launch skew, latch and timer drift, from a full readback (heavy at 10,000)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
+from prometheus_client.registry import Collector
+
+from floorgate.admission import AutomationState, FailureStreaks
+from floorgate.admission.clock import read_clock
+from floorgate.admission.tallies import Tallies
+
+from .._version import floorgate_version
+from ..app.root import Floorgate
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class StoreCollector(Collector):
+    """Reads tallies and readbacks from the store on every ``collect``."""
+
+    def __init__(self, fg: Floorgate, every_lane: bool = False) -> None:
+        self.fg = fg
+        self.every_lane = every_lane
+
+    def collect(self) -> Iterator[Any]:
+        fg = self.fg
+        tallies = Tallies(fg.store)
+        now = read_clock(fg.clock)
+        automations = GaugeMetricFamily("floorgate_automations", "Automations by stored state", labels=["state"])
+        for (state,), n in sorted(tallies.automations().items()):
+            automations.add_metric([state], n)
+        yield automations
+
+        admissions = CounterMetricFamily(
+            "floorgate_admissions",
+            "Admission decisions: admitted = start records by kind; denied = host-recorded denials",
+            labels=["decision", "reason"],
+        )
+        for (kind,), n in tallies.starts().items():
+            admissions.add_metric(["admitted", kind], n)
+        ticks = tallies.ticks()
+        for (decision, reason), n in ticks.items():
+            if decision == "denied":
+                admissions.add_metric(["denied", reason], n)
+        yield admissions
+
+        by_decision: dict[str, int] = {}
+        for (decision, _reason), n in ticks.items():
+            by_decision[decision] = by_decision.get(decision, 0) + n
+        tick_family = CounterMetricFamily("floorgate_ticks", "Timer ticks recorded by hosts", labels=["decision"])
+        for decision, n in sorted(by_decision.items()):
+            tick_family.add_metric([decision], n)
+        yield tick_family
+
+        turns = CounterMetricFamily("floorgate_turns", "Settled turns", labels=["status", "failure_category"])
+        for (status, category), n in tallies.turns().items():
+            turns.add_metric([status, category], n)
+        yield turns
+        in_flight = GaugeMetricFamily(
+            "floorgate_turns_in_flight",
+            "Turns not settled yet: journaled = admitted, waiting for a turn worker (or left by a crash); launched = running",
+            labels=["phase"],
+        )
+        for phase, n in tallies.in_flight().items():
+            in_flight.add_metric([phase], n)
+        yield in_flight
+
+        exhausted = CounterMetricFamily("floorgate_envelope_exhausted", "Turns an envelope bound stopped", labels=["bound"])
+        for (bound,), n in tallies.exhausted().items():
+            exhausted.add_metric([bound], n)
+        yield exhausted
+
+        if self.every_lane:
+            yield from self._every_lane(tallies)
+        else:
+            yield from self._in_trouble()
+
+        yield GaugeMetricFamily("floorgate_asks_pending", "Owner asks waiting for a decision", value=tallies.pending_asks())
+        deliveries = GaugeMetricFamily(
+            "floorgate_webhook_deliveries",
+            "Webhook deliveries by state (dead: given up after the last retry; alert on it)",
+            labels=["state"],
+        )
+        for state, n in fg.notify.delivery_counts().items():
+            deliveries.add_metric([state.value], n)
+        yield deliveries
+        alive = sum(1 for h in fg.readback.hosts() if h.alive(now))
+        yield GaugeMetricFamily("floorgate_hosts_alive", "Timer hosts alive now", value=alive)
+        info = InfoMetricFamily("floorgate_build", "floorgate's version")
+        info.add_metric([], {"version": floorgate_version()})
+        yield info
+
+    def _in_trouble(self) -> Iterator[Any]:
+        """Per-lane series only for lanes in trouble (a set latch), and their total."""
+        lane = ["goal", "agent", "automation"]
+        latch = GaugeMetricFamily("floorgate_accounting_latch_active", "1 while the current mission's accounting latch is set", labels=lane)
+        latched = [m for m in self.fg.readback.missions.latest_many().values() if m.latch]
+        for m in sorted(latched, key=lambda m: (m.goal_id, m.agent_id, m.automation_id)):
+            latch.add_metric([m.goal_id, m.agent_id, m.automation_id], 1.0)
+        yield latch
+        yield GaugeMetricFamily("floorgate_accounting_latches_active", "Lanes whose mission's accounting latch is set", value=len(latched))
+        failing = _failing_family()
+        for goal, agent, automation, state, failures in FailureStreaks(self.fg.store).failing():
+            shown = "failing" if state == AutomationState.ACTIVE.value else state  # as its readback shows it
+            failing.add_metric([goal, agent, automation, shown], float(failures))
+        yield failing
+
+    def _every_lane(self, tallies: Tallies) -> Iterator[Any]:
+        """Every lane's series (opt-in): next eligible time, last start, launch skew, latch, drift."""
+        view = self.fg.readback.overview()
+        lane = ["goal", "agent", "automation"]
+        next_eligible = GaugeMetricFamily(
+            "floorgate_next_eligible_timestamp_seconds", "When the lane may start next (Unix time)", labels=lane
+        )
+        last_start = GaugeMetricFamily("floorgate_last_start_timestamp_seconds", "The lane's last admitted start (Unix time)", labels=lane)
+        skew = GaugeMetricFamily("floorgate_launch_skew_seconds", "Latest admitted tick: nominal fire to start", labels=lane)
+        latch = GaugeMetricFamily("floorgate_accounting_latch_active", "1 while the current mission's accounting latch is set", labels=lane)
+        drift = GaugeMetricFamily("floorgate_timer_drift", "1 while the host's live timer differs from the applied one", labels=lane)
+        failing = _failing_family()
+        eligibility = GaugeMetricFamily(
+            "floorgate_eligibility",
+            "1 for the lane's eligibility state (eligible, interval_wait, unavailable), as 'policy show' reads it",
+            labels=[*lane, "status"],
+        )
+        marks = tallies.last_admitted(rb.automation_id for rb in view.readbacks)
+        for rb in view.readbacks:
+            a, e = rb.automation, rb.eligibility
+            if a is None:
+                continue
+            labels = [a.spec.goal_id, a.spec.agent_id, rb.automation_id]
+            if e is not None and e.next_eligible_at is not None:
+                next_eligible.add_metric(labels, e.next_eligible_at.timestamp())
+            if e is not None:
+                eligibility.add_metric([*labels, e.status], 1.0)
+            if e is not None and e.last_start is not None:
+                last_start.add_metric(labels, e.last_start.anchor_at.timestamp())
+            if (mark := marks.get(rb.automation_id)) is not None:
+                skew.add_metric(labels, (mark.actual_at - mark.nominal_at).total_seconds())
+            latch.add_metric(labels, 1.0 if rb.mission is not None and rb.mission.latch else 0.0)
+            drift.add_metric(labels, 1.0 if rb.drift is not None else 0.0)
+            failing.add_metric([*labels, rb.state.value], float(rb.failures))
+        for e in view.lanes:  # floored lanes no automation stands for
+            labels = [e.goal_id, e.agent_id, e.automation_id or ""]
+            if e.next_eligible_at is not None:
+                next_eligible.add_metric(labels, e.next_eligible_at.timestamp())
+            eligibility.add_metric([*labels, e.status], 1.0)
+            if e.last_start is not None:
+                last_start.add_metric(labels, e.last_start.anchor_at.timestamp())
+        yield from (next_eligible, eligibility, last_start, skew, latch, drift, failing)
+
+
+def _failing_family() -> GaugeMetricFamily:
+    return GaugeMetricFamily(
+        "floorgate_automation_consecutive_failures",
+        "Consecutive failed turns of the automation (0: its latest turn succeeded); alert above 1",
+        labels=["goal", "agent", "automation", "state"],
+    )
+
+
+def render(fg: Floorgate, every_lane: bool = False) -> bytes:
+    """The metrics exposition, read from the store now (``every_lane``: every lane's series too)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(StoreCollector(fg, every_lane))
+    return generate_latest(registry)

@@ -1,0 +1,1 @@
+"""JSON and text renderers shared by the CLI and the owner console."""

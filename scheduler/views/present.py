@@ -1,0 +1,639 @@
+"""One rendering of admission facts for every surface (CLI JSON, tables, hooks, status).
+
+Surfaces never decide eligibility themselves: they show the owner-produced state and the exact
+next eligible time from these documents. JSON carries UTC ISO times; status tables show each time
+in its schedule's zone with how far it is from the readback's own clock reading ('in 14 min',
+'3 h ago'), like ``systemctl list-timers``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import datetime, timedelta, timezone, tzinfo
+from typing import TYPE_CHECKING, Any
+
+from floorgate.admission import Confirmation, Decision, EffectiveFloor, Eligibility, Rule, RuleChange, StartRecord
+from floorgate.admission.clock import iso
+from floorgate.admission.intervals import format_interval
+from floorgate.hosts import InvalidSchedule, Schedule
+
+if TYPE_CHECKING:
+    from floorgate.admission import Automation, Mission, Tick, TimerBinding, TurnRecord, Verdict
+    from floorgate.admission.liveness import HostBeat
+
+    from ..app.guarantee import GuaranteeReadback
+    from ..app.readback import AutomationReadback, Overview, OverviewStream
+
+
+def terminal_safe(text: str, *, lines: bool = True) -> str:
+    """``text`` as a terminal may show it: each character that is not printable (a NUL, ESC or CSI
+    starting an escape sequence, any other C0 or C1 control) as its Python escape (``\\x1b``). A
+    stored value (a pause note written before notes were checked, a hand edit) never reaches the
+    terminal raw. ``lines``: keep line breaks and tabs (a whole rendering); False escapes them too
+    (one stored value inside a line)."""
+    if text.isprintable():
+        return text
+    keep = "\n\t" if lines else ""
+    return "".join(c if c.isprintable() or c in keep else repr(c)[1:-1] for c in text)
+
+
+def seconds_of(value: timedelta | None) -> float | None:
+    if value is None:
+        return None
+    seconds = value.total_seconds()
+    return int(seconds) if seconds == int(seconds) else seconds
+
+
+def floor_doc(floor: EffectiveFloor | None) -> dict[str, Any] | None:
+    if floor is None:
+        return None
+    return {
+        "floor": format_interval(floor.floor),
+        "floor_seconds": seconds_of(floor.floor),
+        "agent_floor": format_interval(floor.agent_floor),
+        "lane_floor": format_interval(floor.lane_floor),
+        "rules": [
+            {
+                "scope": str(r.scope),
+                "scope_kind": r.scope.kind.value,
+                "min_interval": format_interval(r.min_interval),
+                "revision": r.revision,
+            }
+            for r in floor.rules
+        ],
+    }
+
+
+def start_doc(start: StartRecord | None) -> dict[str, Any] | None:
+    if start is None:
+        return None
+    return {
+        "turn_id": start.turn_id,
+        "goal": start.goal_id,
+        "agent": start.agent_id,
+        "automation": start.automation_id,
+        "trigger_time": iso(start.trigger_time),
+        "anchor_at": iso(start.anchor_at),
+        "phase": start.phase.value,
+        "phase_recorded": start.phase_recorded,
+        "kind": start.kind.value,
+        "manual_reason": start.manual_reason,
+        "confirmed_at": iso(start.confirmed_at),
+    }
+
+
+def decision_doc(d: Decision) -> dict[str, Any]:
+    return {
+        "admitted": d.admitted,
+        "reason": d.reason.value,
+        "turn_id": d.turn_id,
+        "goal": d.goal_id,
+        "agent": d.agent_id,
+        "automation": d.automation_id,
+        "kind": d.kind.value,
+        "trigger_time": iso(d.trigger_time),
+        "decided_at": iso(d.decided_at),
+        "anchor_at": iso(d.anchor_at),
+        "next_eligible_at": iso(d.next_eligible_at),
+        "effective_floor": floor_doc(d.floor),
+        "detail": d.detail,
+    }
+
+
+def confirmation_doc(c: Confirmation) -> dict[str, Any]:
+    return {"turn_id": c.turn_id, "status": c.status, "start": start_doc(c.start)}
+
+
+def eligibility_doc(e: Eligibility) -> dict[str, Any]:
+    return {
+        "goal": e.goal_id,
+        "agent": e.agent_id,
+        "automation": e.automation_id,
+        "status": e.status,
+        "reason": e.reason.value,
+        "next_eligible_at": iso(e.next_eligible_at),
+        "effective_floor": floor_doc(e.floor),
+        "last_start": start_doc(e.last_start),
+        "evaluated_at": iso(e.evaluated_at),
+        "detail": e.detail,
+    }
+
+
+def eligibility_state_doc(e: Eligibility | None) -> dict[str, Any] | None:
+    """A scope's eligibility state and exact next eligible time: the one readback every settings
+    surface shows (``policy show``, ``GET /api/policy``, the settings page; ``/metrics`` exports
+    the same two as gauges)."""
+    if e is None:
+        return None
+    return {"status": e.status, "next_eligible_at": iso(e.next_eligible_at), "detail": e.detail}
+
+
+def rule_doc(r: Rule) -> dict[str, Any]:
+    return {
+        "scope": str(r.scope),
+        "scope_kind": r.scope.kind.value,
+        "min_interval": format_interval(r.min_interval),
+        "min_interval_seconds": seconds_of(r.min_interval),
+        "active": r.active,
+        "owner_ref": r.owner_ref,
+        "revision": r.revision,
+        "updated_at": iso(r.updated_at),
+        "compute": r.compute.doc() if r.compute is not None else None,
+        "compute_problem": r.compute_problem,
+        "limits": r.limits.doc(),
+    }
+
+
+def change_doc(c: RuleChange) -> dict[str, Any]:
+    return {
+        "id": c.id,
+        "scope": str(c.scope),
+        "before": format_interval(c.before) if c.before is not None else None,
+        "after": format_interval(c.after),
+        "revision": c.revision,
+        "owner_ref": c.owner_ref,
+        "owner_kind": c.owner_kind.value,
+        "changed_at": iso(c.changed_at),
+        "reduction_authorized": c.reduction_authorized,
+        "compute_before": c.compute_before,
+        "compute_after": c.compute_after,
+        "note": c.note,
+        "limits_before": c.limits_before,
+        "limits_after": c.limits_after,
+    }
+
+
+def command_text(spec: Any) -> str:
+    """The command a host runs, or who launches it."""
+    if spec.host is None:
+        return f"(launched by the external app; {spec.timer} timer)"
+    return " ".join(spec.host.argv)
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """A plain aligned text table; None shows as '-'."""
+    return "\n".join(table_lines(headers, [_cells(None, row) for row in rows]))
+
+
+class _Streamed(list):  # type: ignore[type-arg]
+    """A JSON array written as its items are produced (see ``streamed``)."""
+
+    def __init__(self, items: Iterable[Any]) -> None:
+        super().__init__()
+        self._items = iter(items)
+        self._first: Any = _UNREAD  # read when the encoder asks whether the array is empty
+
+    def __bool__(self) -> bool:
+        if self._first is _UNREAD:
+            self._first = next(self._items, _END)
+        return self._first is not _END
+
+    def __iter__(self) -> Iterator[Any]:
+        if self:
+            first, self._first = self._first, _END
+            yield first
+            yield from self._items
+
+
+_UNREAD, _END = object(), object()
+
+
+def streamed(items: Iterable[Any]) -> list[Any]:
+    """``items`` as a JSON array the CLI's encoder (indented: the pure-Python one, which walks a
+    list with ``not`` and ``for``) writes one item at a time, holding none after it is encoded.
+    It can be walked once."""
+    return _Streamed(items)
+
+
+def _cells(texts: dict[str, str] | None, row: Iterable[object]) -> list[str]:
+    """A row's cells as text (None as '-'); with ``texts``, equal cells are one string."""
+    cells = [("-" if v is None else str(v)) for v in row]
+    return cells if texts is None else [texts.setdefault(c, c) for c in cells]
+
+
+def table_lines(headers: Sequence[str], cells: list[list[str]]) -> Iterator[str]:
+    """``table`` of rows already rendered as cells (``_cells``), one line at a time."""
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    yield "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=False)).rstrip()
+    for row in cells:
+        yield "  ".join(v.ljust(w) for v, w in zip(row, widths, strict=False)).rstrip()
+
+
+def automation_doc(a: Automation) -> dict[str, Any]:
+    spec = a.spec
+    return {
+        "automation": a.automation_id,
+        "goal": spec.goal_id,
+        "agent": spec.agent_id,
+        "schedule": spec.schedule,
+        "host": spec.host.model_dump(mode="json") if spec.host is not None else None,
+        "timer": spec.timer,
+        "model": spec.model,
+        "overlap": spec.overlap,
+        "hold_after": spec.holds_after,
+        "catch_up": spec.catch_up.value if spec.catch_up is not None else None,
+        "catch_up_window": format_interval(spec.catch_up_window) if spec.catch_up_window is not None else None,
+        "external_id": spec.external_id,
+        "labels": dict(spec.labels),
+        "when_denied": spec.when_denied,
+        "state": a.state,
+        "state_note": a.state_note,
+        "revision": a.revision,
+        "created_at": iso(a.created_at),
+        "updated_at": iso(a.updated_at),
+    }
+
+
+def verdict_doc(v: Verdict | None) -> dict[str, Any] | None:
+    if v is None:
+        return None
+    return {
+        "status": v.status,
+        "stop_reason": v.stop_reason,
+        "retryable": v.retryable,
+        "failure_category": v.failure_category,
+        "exit_code": v.exit_code,
+        "bound": v.bound,
+    }
+
+
+def turn_doc(t: TurnRecord) -> dict[str, Any]:
+    return {
+        "turn_id": t.turn_id,
+        "automation": t.automation_id,
+        "attempt": t.attempt,
+        "kind": t.kind,
+        "manual_reason": t.manual_reason,
+        "phase": t.phase,
+        "runner": t.runner_host,
+        "child_pid": t.child_pid,
+        "started_at": iso(t.started_at),
+        "deadline": iso(t.deadline),
+        "settled_at": iso(t.settled_at),
+        "verdict": verdict_doc(t.verdict),
+        "log_path": t.log_path,
+        "owner_id": t.owner_id,
+        "lease_expires_at": iso(t.lease_expires),
+    }
+
+
+def tick_doc(t: Tick) -> dict[str, Any]:
+    return {
+        "nominal_at": iso(t.nominal_at),
+        "actual_at": iso(t.actual_at),
+        "decision": t.decision,
+        "reason": t.reason,
+        "turn_id": t.turn_id,
+        "host": t.host,
+    }
+
+
+def readback_doc(rb: AutomationReadback) -> dict[str, Any]:
+    """One automation's readback as JSON (``status``, ``automation show``, the console)."""
+    a, e = rb.automation, rb.eligibility
+    timer = a.spec.timer if a is not None else None
+    return {
+        "automation": rb.automation_id,
+        "goal": a.spec.goal_id if a is not None else None,
+        "agent": a.spec.agent_id if a is not None else None,
+        "state": rb.state.value,
+        "hold": "unreadable" if rb.unreadable else rb.hold.value if rb.hold is not None else None,
+        "detail": rb.detail,
+        "failures": rb.failures,
+        "failing_until": iso(rb.failing_until),
+        "next_fire_at": iso(rb.next_fire_at),
+        "no_timer_host": rb.no_timer_host,
+        "drift": rb.drift,
+        "next_eligible_at": iso(e.next_eligible_at) if e is not None else None,
+        "eligibility": eligibility_doc(e) if e is not None else None,
+        "last_turn": turn_doc(rb.last_turn) if rb.last_turn is not None else None,
+        "last_turn_since": settled_since(rb.last_turn, rb.mission) if rb.last_turn is not None else None,
+        "timer": {
+            **(binding_fields(rb.binding) if rb.binding is not None else {"timer": timer}),
+            **guarantee_doc(rb.guarantee, rb.guarantee_why, rb.hook_answered_at),
+        },
+        "mission": mission_doc(rb.mission, rb.envelope) if rb.mission is not None else None,
+    }
+
+
+def ack_status(b: TimerBinding) -> str:
+    """The binding's ACK as every surface shows it: ``acked``, ``none``, or ``superseded`` when a
+    readback after the ACK found the host holding something other than what was acknowledged."""
+    if b.ack_state != "acked":
+        return "none"
+    if b.observed_state != "present" or b.observed != b.acked_observed:
+        return "superseded"
+    return "acked"
+
+
+def agreement_text(rb: AutomationReadback) -> str:
+    """Whether the host armed what floorgate desired, in a few words."""
+    b = rb.binding
+    if b is None:
+        return "not applied"
+    if rb.drift is not None:
+        return "NO (the host differs, read now)"
+    if rb.no_timer_host:
+        return "NO (its timer host is not running)"
+    if b.desired is None:
+        return "held"
+    if ack_status(b) == "superseded":
+        return f"NO (the ACK of {iso(b.acked_at)} is superseded: the host read back something else at {iso(b.observed_at)})"
+    if b.ack_state == "acked" and b.observed_state == "present":
+        return f"yes (acked {iso(b.acked_at)})"
+    if b.observed_state in (None, "unavailable"):
+        return f"unknown ({b.observed_state or 'never read'})"
+    if b.observed_state == "absent":
+        return "NO (absent on host)"
+    return "not acked since the last change"
+
+
+def turn_outcome(t: TurnRecord | None, mission: Mission | None = None) -> str | None:
+    if t is None:
+        return None
+    if t.verdict is None:
+        return t.phase
+    note = settled_since(t, mission)
+    return f"{t.verdict.status} {t.verdict.stop_reason}" + (f" ({note})" if note else "")
+
+
+def settled_since(t: TurnRecord, mission: Mission | None) -> str | None:
+    """What the owner decided since ``t`` stopped its mission on an ask (None: nothing), so a
+    readback of that turn does not send the owner to an ask already decided."""
+    v = t.verdict
+    if v is None or v.status != "stuck" or mission is None or t.mission_id != mission.mission_id or "owner ask auth-" not in v.stop_reason:
+        return None
+    if mission.status == "open":
+        return "since approved: the mission is open again"
+    if mission.status == "stuck" and (mission.stop_reason or "").startswith("owner denied"):
+        return f"since denied: {mission.stop_reason}"
+    return None
+
+
+def _envelope_line(rb: AutomationReadback) -> str | None:
+    m, env = rb.mission, rb.envelope
+    if m is None or env is None or not env.bounded:
+        return None
+    return (
+        f"  {rb.automation_id}: mission {m.mission_id} {m.status}: turns {m.turns}"
+        + (f"/{env.max_turns + m.extra_turns}" if env.max_turns else "")
+        + f", tool calls {m.tool_calls}"
+        + (f"/{env.max_tool_calls + m.extra_tool_calls}" if env.max_tool_calls else "")
+        + ", tokens "
+        + (str(m.tokens) if m.usage_known else "not reported")
+        + (f"/{env.max_tokens + m.extra_tokens}" if env.max_tokens else "")
+        + f", wall {m.wall_seconds:g}s"
+        + (f"/{env.max_wall_seconds + m.extra_wall_seconds}s" if env.max_wall_seconds else "")
+        + (f" (latch: {m.latch})" if m.latch else "")
+    )
+
+
+def host_doc(h: HostBeat, now: datetime) -> dict[str, Any]:
+    """A timer host's heartbeat, and whether it is alive at ``now``."""
+    return {
+        "host_id": h.host_id,
+        "hostname": h.hostname,
+        "pid": h.pid,
+        "version": h.version,
+        "alive": h.alive(now),
+        "started_at": iso(h.started_at),
+        "beat_at": iso(h.beat_at),
+        "stopped_at": iso(h.stopped_at),
+        "envelope_mode": h.envelope_mode,
+    }
+
+
+def hosts_text(hosts: Sequence[HostBeat], now: datetime) -> str:
+    """One line on the timer hosts: which are alive, or that none is (nothing on floorgate's timer fires)."""
+    alive = [h for h in hosts if h.alive(now)]
+    # A host whose beats stopped without a clean stop was lost (killed, its machine gone): named.
+    lost = "".join(f"; host {h.host_id} lost {ago(h.beat_at, now)}" for h in hosts if h.stopped_at is None and not h.alive(now))
+    if alive:
+        return (
+            "hosts: "
+            + ", ".join(
+                f"{h.host_id} alive (v{h.version}, envelopes {h.envelope_mode or 'not recorded'}, beat {ago(h.beat_at, now)})"
+                for h in alive
+            )
+            + lost
+        )
+    last = max(hosts, key=lambda h: h.beat_at, default=None)
+    seen = f" (last: {last.host_id}, {'stopped' if last.stopped_at else 'silent'} since {when(last.beat_at, now)})" if last else ""
+    return f"hosts: none running{seen}: apscheduler timers fire only while 'floorgate run' runs{lost}"
+
+
+def ago(at: datetime, now: datetime) -> str:
+    """``at`` relative to ``now``, in words: '3 s ago', 'in 14 min'."""
+    seconds = (now - at).total_seconds()
+    span = abs(seconds)
+    if span < 90:
+        words = f"{span:.0f} s"
+    elif span < 90 * 60:
+        words = f"{span / 60:.0f} min"
+    elif span < 36 * 3600:
+        words = f"{span / 3600:.0f} h"
+    else:
+        words = f"{span / 86400:.0f} d"
+    return f"{words} ago" if seconds >= 0 else f"in {words}"
+
+
+def ceil_second(at: datetime) -> datetime:
+    """``at`` rounded up to the whole second (unchanged when it is one)."""
+    return at if at.microsecond == 0 else at.replace(microsecond=0) + timedelta(seconds=1)
+
+
+def second(at: datetime) -> str:
+    """``at`` in a sentence: UTC to the second, rounded up ('2026-12-02 09:00:01 UTC'); ``--json`` has the exact instant."""
+    return f"{ceil_second(at).astimezone(timezone.utc):%Y-%m-%d %H:%M:%S} UTC"
+
+
+def when(at: datetime | None, now: datetime, zone: tzinfo = timezone.utc) -> str | None:
+    """``at`` for a table: the wall time in ``zone`` to the second, and how far it is from ``now``
+    ('2026-12-02 09:00:00 CET, in 20 h'). Rounded *up* to the whole second: a floor shown opening
+    a moment early would invite a start that is denied (``--json`` keeps the exact instant)."""
+    if at is None:
+        return None
+    up = ceil_second(at)
+    shown = up.astimezone(zone)
+    return f"{shown:%Y-%m-%d %H:%M:%S} {shown:%Z}, {ago(up, now)}"
+
+
+def _zone_of(rb: AutomationReadback) -> tzinfo:
+    """The zone of the automation's schedule (UTC when it has none or cannot be read)."""
+    if rb.automation is None:
+        return timezone.utc
+    try:
+        return Schedule.parse(rb.automation.spec.schedule).zone or timezone.utc
+    except InvalidSchedule:
+        return timezone.utc
+
+
+def status_text(view: Overview | OverviewStream) -> str:
+    """``floorgate status`` as tables: hosts, automations, then floored lanes no automation stands for."""
+    return "\n".join(status_lines(view))
+
+
+_STATUS_HEADERS = (
+    "AUTOMATION",
+    "LANE",
+    "STATE",
+    "NEXT_FIRE",
+    "NEXT_ELIGIBLE_AT",
+    "LAST_TURN",
+    "OUTCOME",
+    "TIMER",
+    "DESIRED=OBSERVED",
+    "GUARANTEE",
+)
+
+
+def status_lines(view: Overview | OverviewStream) -> Iterator[str]:
+    """``status_text`` line by line, reading ``view.readbacks`` once: each readback is reduced to
+    its table cells and notes as it comes, so a status of many automations never holds them all
+    (nor the whole text: the table's widths need only the cells)."""
+    rows: list[list[str]] = []
+    texts: dict[str, str] = {}  # one string per distinct cell: many automations share a lane, a floor's opening...
+    details: list[str] = []
+    drifts: list[str] = []
+    envelopes: list[str] = []
+    failures: list[str] = []
+    zones: dict[str, tzinfo] = {}
+    for rb in view.readbacks:
+        schedule = rb.automation.spec.schedule if rb.automation is not None else ""
+        zone = zones.get(schedule)
+        if zone is None:
+            zone = zones[schedule] = _zone_of(rb)
+        rows.append(
+            _cells(
+                texts,
+                (
+                    rb.automation_id,
+                    f"{rb.automation.spec.goal_id}/{rb.automation.spec.agent_id}" if rb.automation else None,
+                    rb.state.value,
+                    "none (no host)" if rb.no_timer_host else when(rb.next_fire_at, view.now, zone),
+                    when(rb.eligibility.next_eligible_at, view.now, zone) if rb.eligibility else None,
+                    when(rb.last_turn.started_at, view.now, zone) if rb.last_turn else None,
+                    turn_outcome(rb.last_turn, rb.mission),
+                    rb.automation.spec.timer if rb.automation else None,
+                    agreement_text(rb),
+                    rb.guarantee,
+                ),
+            )
+        )
+        if rb.state.value != "eligible" or rb.no_timer_host:
+            details.append(f"  {rb.automation_id}: {terminal_safe(rb.detail, lines=False)}")
+        if rb.drift is not None:
+            drifts.append(f"  {rb.automation_id}: DRIFT: {rb.drift}; re-apply with 'floorgate automation apply {rb.automation_id}'")
+        if (line := _envelope_line(rb)) is not None:
+            envelopes.append(line)
+        if rb.binding is not None and rb.binding.apply_error:
+            failures.append(f"  {rb.automation_id}: apply failed: {rb.binding.apply_error}")
+    lanes = view.lanes
+    if not rows and not lanes:
+        yield "no automations and no floored lanes"
+        return
+    # The parts, a blank line between each: the hosts, the table, each note, the lanes' table.
+    parts: list[Iterable[str]] = [[hosts_text(view.hosts, view.now)]] if view.hosts or view.own_timers else []
+    if rows:
+        parts.append(table_lines(_STATUS_HEADERS, rows))
+        parts += [[note] for notes in (details, drifts, envelopes, failures) for note in notes]
+    if lanes:
+        parts.append(
+            table_lines(
+                ["LANE", "STATUS", "REASON", "FLOOR", "LAST_START", "NEXT_ELIGIBLE_AT"],
+                [
+                    _cells(
+                        None,
+                        (
+                            "/".join(p for p in (e.goal_id, e.agent_id, e.automation_id) if p),
+                            e.status,
+                            e.reason.value,
+                            format_interval(e.floor.floor) if e.floor else None,
+                            f"{e.last_start.turn_id} ({e.last_start.kind.value}) {when(e.last_start.anchor_at, view.now)}"
+                            if e.last_start
+                            else None,
+                            when(e.next_eligible_at, view.now),
+                        ),
+                    )
+                    for e in lanes
+                ],
+            )
+        )
+    for i, part in enumerate(parts):
+        if i:
+            yield ""
+        yield from part
+
+
+def guarantee_doc(guarantee: str, why: str, hook_answered_at: datetime | None) -> dict[str, Any]:
+    """The guarantee, why it holds or what is missing, and when a pre-model hook last answered."""
+    return {"guarantee": guarantee, "guarantee_why": why, "hook_answered_at": iso(hook_answered_at)}
+
+
+def binding_doc(b: TimerBinding, promise: GuaranteeReadback) -> dict[str, Any]:
+    """A timer binding with the guarantee it gives, as JSON."""
+    return {**binding_fields(b), **guarantee_doc(promise.guarantee.value, promise.why, promise.hook_answered_at)}
+
+
+def binding_fields(b: TimerBinding) -> dict[str, Any]:
+    """Desired, applied, observed and ACK facts of one binding."""
+    return {
+        "automation": b.automation_id,
+        "timer": b.timer,
+        "desired": b.desired,
+        "desired_raised": b.desired_raised,
+        "hold_reason": b.hold_reason,
+        "desired_at": iso(b.desired_at),
+        "applied_at": iso(b.applied_at),
+        "apply_error": b.apply_error,
+        "observed_state": b.observed_state,
+        "observed": b.observed,
+        "observed_at": iso(b.observed_at),
+        "ack_state": ack_status(b),  # acked, none, or superseded by a later, different readback
+        "acked_at": iso(b.acked_at),
+    }
+
+
+def mission_doc(m: Any, envelope: Any = None) -> dict[str, Any]:
+    """A mission's counters and what is left of its envelope (None = unbounded)."""
+
+    def left(bound: int, used: int, extra: int) -> int | None:
+        return max(bound + extra - used, 0) if bound else None
+
+    doc: dict[str, Any] = {
+        "mission_id": m.mission_id,
+        "automation": m.automation_id,
+        "status": m.status,
+        "stop_reason": m.stop_reason,
+        "started_at": iso(m.started_at),
+        "settled_at": iso(m.settled_at),
+        "turns": m.turns,
+        "tool_calls": m.tool_calls,
+        "tokens": m.tokens if m.usage_known else None,
+        "usage_reported": m.usage_known,
+        "wall_seconds": m.wall_seconds,  # its turns' run time, what max_wall_seconds bounds
+        "latch": m.latch,
+        "problems": m.problems,
+    }
+    if envelope is not None:
+        doc["envelope"] = {
+            "max_turns": envelope.max_turns or None,
+            "max_tool_calls": envelope.max_tool_calls or None,
+            "max_tokens": envelope.max_tokens or None,
+            "max_wall_seconds": envelope.max_wall_seconds or None,
+            "model_allowlist": list(envelope.model_allowlist) if envelope.model_allowlist is not None else None,
+            "backend_allowlist": list(envelope.backend_allowlist) if envelope.backend_allowlist is not None else None,
+            "on_exhausted": envelope.on_exhausted,
+            "from_scopes": list(envelope.sources),
+        }
+        doc["left"] = {
+            "turns": left(envelope.max_turns, m.turns, m.extra_turns),
+            "tool_calls": left(envelope.max_tool_calls, m.tool_calls, m.extra_tool_calls),
+            "tokens": left(envelope.max_tokens, m.tokens, m.extra_tokens) if m.usage_known else None,
+            "wall_seconds": (
+                round(max(envelope.max_wall_seconds + m.extra_wall_seconds - m.wall_seconds, 0), 3) if envelope.max_wall_seconds else None
+            ),
+        }
+        if envelope.max_tokens and not m.usage_known:
+            doc["left"]["tokens_note"] = "max_tokens is inert: the host has reported no usage"
+    return doc

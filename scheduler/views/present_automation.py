@@ -1,0 +1,166 @@
+"""What ``automation show``, ``automation preview`` and ``automation poke`` print (and the console's
+automation endpoints answer): the next fires and whether each would run, recent ticks and turns."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from floorgate.admission.clock import iso
+from floorgate.admission.intervals import format_interval
+
+from .present import automation_doc, command_text, readback_doc, seconds_of, table, terminal_safe, tick_doc, turn_doc, turn_outcome
+
+if TYPE_CHECKING:
+    from ..app.automations import Detail, Poked
+    from ..app.backfill import BackfillReport
+    from ..app.readback import Preview
+
+
+def fire_doc(row: Any) -> dict[str, Any]:
+    return {
+        "local": row.fire_at.isoformat(),
+        "utc": iso(row.fire_at),
+        "admitted": row.admitted,
+        "runs_at": iso(row.runs_at),
+        "waited_for_floor": row.waited_for_floor,
+        "eligible_at": iso(row.eligible_at),
+    }
+
+
+def _fire_run(row: Any) -> str:
+    if not row.admitted:
+        return "no (floor)"
+    if row.runs_at is not None and row.runs_at != row.fire_at:
+        why = "when the floor opens" if row.waited_for_floor else "at once: a missed fire inside the catch-up window"
+        return f"yes, at {iso(row.runs_at)} ({why})"
+    return "yes"
+
+
+def detail_doc(d: Detail) -> dict[str, Any]:
+    return {
+        **readback_doc(d.readback),
+        "spec": automation_doc(d.readback.automation) if d.readback.automation is not None else None,
+        "next_fire_times": [fire_doc(r) for r in d.fires],
+        "recent_ticks": [tick_doc(t) for t in d.ticks],
+        "recent_turns": [turn_doc(t) for t in d.turns],
+        "counters": d.counters,
+    }
+
+
+def detail_text(d: Detail) -> str:
+    rb = d.readback
+    head = [f"automation {rb.automation_id}", f"  state:          {rb.state.value} ({terminal_safe(rb.detail, lines=False)})"]
+    a = rb.automation
+    if a is None:
+        return "\n".join(head)
+    spec = a.spec
+    floor = rb.eligibility.floor if rb.eligibility is not None else None
+    lines = [
+        f"automation {a.automation_id}  ({spec.goal_id}/{spec.agent_id}, revision {a.revision})",
+        head[1],
+        f"  schedule:       {spec.schedule.replace(chr(10), ' ')}",
+        f"  command:        {command_text(spec)}"
+        + (f"  (timeout {spec.host.timeout_seconds:g}s, overlap {spec.overlap})" if spec.host else ""),
+        f"  timer:          {spec.timer} ({rb.guarantee}: {rb.guarantee_why})",
+        f"  on failure:     hold after {spec.holds_after or 'never'}; {rb.failures} consecutive failed"
+        + (f", no automatic start before {iso(rb.failing_until)}" if rb.failing_until is not None else ""),
+        f"  catch-up:       {spec.catch_up.value if spec.catch_up else 'the deployment'}"
+        + (f" within {format_interval(spec.catch_up_window)}" if spec.catch_up_window is not None else ""),
+        *(
+            [f"  fleet:          external id {spec.external_id or '-'}; labels {_labels(spec.labels)}"]
+            if spec.external_id or spec.labels
+            else []
+        ),
+        f"  floor:          {format_interval(floor.floor) if floor else '-'} (a fire inside it: {spec.when_denied})",
+        f"  next eligible:  {(iso(rb.eligibility.next_eligible_at) if rb.eligibility else None) or '-'}",
+        f"  next turn:      {iso(rb.next_fire_at) or '-'}",
+        "  next fires (as the timer host fires them):",
+        *[f"    {r.fire_at.isoformat()}   {iso(r.fire_at)}   {_fire_run(r)}" for r in d.fires],
+        "  recent ticks (nominal -> actual: decision reason):",
+        *[f"    {iso(t.nominal_at)} -> {iso(t.actual_at)}: {t.decision} {t.reason} {t.turn_id or ''}" for t in d.ticks],
+        "  recent turns:",
+        *[f"    {t.turn_id} attempt {t.attempt} {t.kind} {iso(t.started_at)} {turn_outcome(t)}" for t in d.turns],
+        "  counters: " + (", ".join(f"{k}/{r}={n}" for k, rs in sorted(d.counters.items()) for r, n in sorted(rs.items())) or "none"),
+    ]
+    return "\n".join(lines)
+
+
+def _labels(labels: tuple[tuple[str, str], ...]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in labels) or "-"
+
+
+def preview_doc(p: Preview) -> dict[str, Any]:
+    return {
+        "automation": p.automation_id,
+        "schedule": p.schedule.canonical() if p.schedule is not None else None,
+        "floor_seconds": seconds_of(p.floor) or 0,
+        "lane_status": p.lane_status,
+        "blocked": p.blocked,
+        "off_phase": p.off_phase,
+        "fires": [fire_doc(r) for r in p.rows],
+    }
+
+
+def preview_text(p: Preview) -> str:
+    floor = format_interval(p.floor) if p.floor else "none"
+    schedule = p.schedule.canonical().replace("\n", " ") if p.schedule is not None else "(nothing armed)"
+    if p.blocked is not None:
+        return f"{schedule}   floor {floor}: nothing fires: {p.blocked}"
+    runs = sum(r.admitted for r in p.rows)
+    phase = f"OFF PHASE: {p.off_phase}\n" if p.off_phase else ""
+    return f"{schedule}   floor {floor}: {runs} of {len(p.rows)} fires would run\n{phase}" + table(
+        ["LOCAL", "UTC", "WOULD_RUN", "ELIGIBLE_AT"],
+        [(r.fire_at.isoformat(), iso(r.fire_at), _fire_run(r), iso(r.eligible_at)) for r in p.rows],
+    )
+
+
+def poke_doc(p: Poked) -> dict[str, Any]:
+    return {"automation": p.automation_id, "backoff_wake_at": iso(p.wake.backoff_wake_at), "next_fire_at": iso(p.readback.next_fire_at)}
+
+
+def poke_text(p: Poked) -> str:
+    nxt = p.readback.next_fire_at
+    if nxt is None:
+        return f"poked {p.automation_id}: backoff reset, but nothing fires now ({terminal_safe(p.readback.detail, lines=False)})"
+    why = "" if p.wake.backoff_wake_at is not None and nxt <= p.wake.backoff_wake_at else " (the floor or the schedule comes first)"
+    return f"poked {p.automation_id}: next turn at {iso(nxt)}{why}"
+
+
+def backfill_doc(report: BackfillReport) -> dict[str, Any]:
+    """A backfill (or its dry run) as JSON: one row per fire of the range."""
+    return {
+        "automation": report.automation_id,
+        "from": iso(report.start),
+        "to": iso(report.end),
+        "dry_run": report.dry_run,
+        "fires": [
+            {
+                "fire_at": iso(r.fire_at),
+                "admitted": r.admitted,
+                "reason": r.reason,
+                "detail": r.detail or None,
+                "turn_id": r.turn_id,
+                "status": r.status,
+            }
+            for r in report.rows
+        ],
+    }
+
+
+def backfill_text(report: BackfillReport) -> str:
+    """One line per fire: admitted (and its verdict) or why not; a dry run says it wrote nothing."""
+    if not report.rows:
+        return f"{report.automation_id}: no fire between {iso(report.start)} and {iso(report.end)}"
+    verb = "would run" if report.dry_run else "ran"
+    rows = [
+        (
+            iso(r.fire_at),
+            ("yes" if report.dry_run else f"yes: {r.status}") if r.admitted else f"no: {r.reason}",
+            terminal_safe(r.detail or "", lines=False),
+        )
+        for r in report.rows
+    ]
+    admitted = sum(1 for r in report.rows if r.admitted)
+    tail = " (dry run: nothing written)" if report.dry_run else ""
+    head = f"{report.automation_id}: {verb} {admitted} of {len(report.rows)} fires{tail}"
+    return head + "\n" + table(["FIRE", "ADMITTED", "WHY"], rows)

@@ -1,0 +1,114 @@
+"""``policy set`` limit flags, ``policy show`` readback and ``policy price``: one grammar, one line,
+exit 2, nothing written."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cli import run_cli
+
+
+def history(db: str) -> list[dict]:  # type: ignore[type-arg]
+    result = run_cli("policy", "history", "--json", db=db)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)["history"]  # type: ignore[no-any-return]
+
+
+def test_limit_flags_round_trip_through_policy_show(sqlite_db: str) -> None:
+    done = run_cli(
+        "policy", "set", "inbox", "--max-starts", "3", "--per", "day@Europe/Berlin", "--budget-tokens", "2M",
+        "--budget-usd", "20", "--across", "agents", "--revision", "0", "--owner-ref", "alice", db=sqlite_db,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    run_cli("policy", "set", "inbox/triage", "--budget-tokens", "500k", "--per", "1d", "--estimate-tokens", "40k",
+            "--revision", "0", "--owner-ref", "alice", db=sqlite_db)  # fmt: skip
+    shown = json.loads(run_cli("policy", "show", "inbox/triage", "--json", db=sqlite_db).stdout)
+    goal = next(r for r in shown["rules"] if r["scope"] == "inbox")
+    assert goal["limits"] == {
+        "max_starts": 3, "starts_window": "day@Europe/Berlin", "budget_tokens": 2_000_000, "budget_usd": "20",
+        "budget_window": "day@Europe/Berlin", "estimate_tokens": None, "across_agents": True,
+    }  # fmt: skip
+    binding = {(b["kind"], b["amount"], b["window"], b["scope"], b["across_agents"]) for b in shown["limits"]}
+    assert binding == {
+        ("starts", 3, "day@Europe/Berlin", "inbox", True),
+        ("tokens", 2_000_000, "day@Europe/Berlin", "inbox", True),
+        ("usd", "20", "day@Europe/Berlin", "inbox", True),
+        ("tokens", 500_000, "1d", "inbox/triage", False),
+    }
+    text = run_cli("policy", "show", "inbox/triage", db=sqlite_db).stdout
+    assert "3 starts per day@Europe/Berlin, 2M tokens and $20.00 per day@Europe/Berlin, across agents" in text
+    assert "limit 500k tokens per 1d at inbox/triage: used 0 tokens, held 0 tokens, left 500000 tokens" in text
+    usd = next(x for x in shown["limits"] if x["kind"] == "usd")
+    assert usd["exhausted"] and "policy price" in usd["problem"]  # the lane has no model priced: fail closed, said so
+    tokens = next(x for x in shown["limits"] if x["kind"] == "tokens" and x["scope"] == "inbox/triage")
+    assert (tokens["used"], tokens["held"], tokens["left"], tokens["next_start_needs"], tokens["exhausted"]) == (
+        0,
+        0,
+        500_000,
+        40_000,
+        False,
+    )
+
+
+BAD = [
+    ("negative-usd", ["--budget-usd", "-3", "--per", "1d"], "--budget-usd"),
+    ("seven-decimals", ["--budget-usd", "0.0000001", "--per", "1d"], "--budget-usd"),
+    ("nan-usd", ["--budget-usd", "NaN", "--per", "1d"], "--budget-usd"),
+    ("lowercase-m", ["--budget-tokens", "2m", "--per", "1d"], "--budget-tokens"),
+    ("tokens-over-cap", ["--budget-tokens", "5000G", "--per", "1d"], "--budget-tokens"),
+    ("count-not-a-number", ["--max-starts", "three", "--per", "1d"], "--max-starts"),
+    ("count-negative", ["--max-starts", "-1", "--per", "1d"], "--max-starts"),
+    ("count-without-window", ["--max-starts", "3"], "--per"),
+    ("window-alone", ["--per", "1d"], "--per"),
+    ("unknown-period", ["--max-starts", "3", "--per", "fortnight@UTC"], "--per"),
+    ("unknown-zone", ["--max-starts", "3", "--per", "day@Mars/Olympus"], "--per"),
+    ("estimate-fraction", ["--estimate-tokens", "1.5"], "--estimate-tokens"),
+]
+
+
+@pytest.mark.parametrize("flags,field", [b[1:] for b in BAD], ids=[b[0] for b in BAD])
+def test_bad_limit_input_is_one_line_exit_2_nothing_written(sqlite_db: str, flags: list[str], field: str) -> None:
+    result = run_cli("policy", "set", "inbox", *flags, "--revision", "0", "--owner-ref", "alice", db=sqlite_db)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and field in lines[0] and "Traceback" not in result.stderr
+    assert history(sqlite_db) == []
+
+
+def test_across_agents_only_on_a_goal(sqlite_db: str) -> None:
+    result = run_cli("policy", "set", "inbox/triage", "--across", "agents", "--revision", "0", "--owner-ref", "alice", db=sqlite_db)
+    assert result.returncode == 2 and "--across" in result.stderr and history(sqlite_db) == []
+
+
+def test_loosening_a_limit_is_refused_without_authorization(sqlite_db: str) -> None:
+    run_cli("policy", "set", "inbox", "--max-starts", "3", "--per", "1d", "--revision", "0", "--owner-ref", "alice", db=sqlite_db)
+    refused = run_cli("policy", "set", "inbox", "--max-starts", "0", "--revision", "1", "--owner-ref", "alice", db=sqlite_db)
+    assert refused.returncode != 0 and "max_starts 3 -> none" in refused.stderr and len(history(sqlite_db)) == 1
+    done = run_cli(
+        "policy", "set", "inbox", "--max-starts", "0", "--revision", "1", "--owner-ref", "alice", "--allow-reduction", db=sqlite_db
+    )
+    assert done.returncode == 0, done.stderr
+    [latest, _] = history(sqlite_db)
+    assert latest["limits_before"]["max_starts"] == 3 and latest["limits_after"] is None and latest["reduction_authorized"]
+
+
+def test_prices_are_set_shown_and_lowering_needs_authorization(sqlite_db: str) -> None:
+    done = run_cli("policy", "price", "claude-sonnet-4-5", "--usd-per-mtok", "6.5", "--revision", "0", "--owner-ref", "alice", db=sqlite_db)
+    assert done.returncode == 0, done.stderr
+    lower = run_cli("policy", "price", "claude-sonnet-4-5", "--usd-per-mtok", "3", "--revision", "1", "--owner-ref", "alice", db=sqlite_db)
+    assert lower.returncode != 0 and "--allow-reduction" in lower.stderr
+    bad = run_cli("policy", "price", "m", "--usd-per-mtok", "-1", "--revision", "0", "--owner-ref", "alice", db=sqlite_db)
+    assert bad.returncode == 2 and "--usd-per-mtok" in bad.stderr
+    shown = json.loads(run_cli("policy", "prices", "--json", db=sqlite_db).stdout)["prices"]
+    assert [(p["model"], p["usd_per_mtok"], p["revision"]) for p in shown] == [("claude-sonnet-4-5", "6.500000", 1)]
+    assert "$6.50" in run_cli("policy", "prices", db=sqlite_db).stdout
+
+
+def test_one_window_a_write(sqlite_db: str) -> None:
+    result = run_cli(
+        "policy", "set", "inbox", "--max-starts", "3", "--per", "1h", "--budget-usd", "2", "--per", "1d",
+        "--revision", "0", "--owner-ref", "alice", db=sqlite_db,
+    )  # fmt: skip
+    assert result.returncode == 2 and "one --per a write" in result.stderr and history(sqlite_db) == []

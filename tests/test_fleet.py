@@ -1,0 +1,189 @@
+"""``floorgate apply`` and ``export`` on both backends: a dry run prints the diff and writes nothing
+(the whole store dumped before and after), apply makes the store match and re-running it changes
+nothing, export round-trips, a reduction needs --allow-reduction, one bad object applies nothing
+(every problem reported with its line), and each object's write is a compare-and-set."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from floorgate.admission import AutomationConflict, CatchUp, FixedClock, Provenance, Store, WhenDenied
+from floorgate.admission import _schema as schema
+from floorgate.admission.events import Events
+from floorgate.scheduler.app.fleet import Action, FleetService, Writer
+from floorgate.scheduler.app.root import Floorgate
+
+from cli import run_cli
+from conftest import DAY, raw_sql
+from helpers import add_automation, floor
+
+PY = sys.executable
+FILE = f"""
+[[automation]]
+id = "nightly"
+goal = "g"
+agent = "a"
+schedule = "DTSTART:20261201T090000Z RRULE:FREQ=DAILY"
+command = ["{PY}", "-c", "pass"]
+labels = {{ team = "search" }}
+external_id = "fleet-1"
+
+[[automation]]
+id = "hourly"
+goal = "g"
+agent = "b"
+schedule = "DTSTART:20261201T090000Z RRULE:FREQ=HOURLY"
+command = ["{PY}", "-c", "pass"]
+timeout = "2m"
+when_denied = "skip"
+hold_after = 3
+catch_up = "latest"
+catch_up_window = "2h"
+
+[[floor]]
+scope = "g/a"
+min_interval = "2d"
+compute = {{ max_turns = 40 }}
+
+[[webhook]]
+url = "http://127.0.0.1:9/hook"
+events = ["ask_pending", "host_lost"]
+"""
+
+
+def dump(store: Store) -> dict[str, list[tuple]]:  # type: ignore[type-arg]
+    """Every row of every table, in a stable order."""
+    return {t.name: sorted(map(repr, raw_sql(store, f"SELECT * FROM {t.name}"))) for t in schema.metadata.sorted_tables}  # type: ignore[misc]
+
+
+def fleet(store: Store, clock: FixedClock) -> FleetService:
+    return FleetService(Floorgate(store, clock=clock))
+
+
+def _seed(store: Store, clock: FixedClock) -> None:
+    add_automation(store, clock, "nightly")
+    add_automation(store, clock, "gone", goal="g", agent="c")
+    floor(store, clock, "g/a", DAY)
+    Events(store, clock).add_webhook("http://127.0.0.1:9/old", "ask_pending")
+
+
+def test_dry_run_prints_the_diff_and_writes_nothing(store: Store, db_url: str, tmp_path: Path, clock: FixedClock) -> None:
+    _seed(store, clock)
+    (tmp_path / "fleet.toml").write_text(FILE)
+    before = dump(store)
+    r = run_cli("apply", "-f", str(tmp_path / "fleet.toml"), "--dry-run", "--prune", "--json", db=db_url, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    steps = {(s["kind"], s["name"]): s for s in json.loads(r.stdout)["steps"]}
+    assert {k: s["action"] for k, s in steps.items()} == {
+        ("automation", "nightly"): "change",
+        ("automation", "hourly"): "create",
+        ("automation", "gone"): "remove",
+        ("floor", "g/a"): "change",
+        ("webhook", "http://127.0.0.1:9/hook"): "create",
+        ("webhook", "http://127.0.0.1:9/old"): "remove",
+    }
+    assert any(c.startswith("labels:") for c in steps[("automation", "nightly")]["changes"])
+    assert steps[("floor", "g/a")]["line"] == 23
+    assert dump(store) == before
+    text = run_cli("apply", "-f", str(tmp_path / "fleet.toml"), "--dry-run", db=db_url, cwd=tmp_path)
+    assert "+ automation hourly (create)" in text.stdout and "dry run: nothing written" in text.stdout
+    assert dump(store) == before
+
+
+def test_apply_makes_the_store_match_rerunning_changes_nothing_and_export_round_trips(
+    store: Store, db_url: str, tmp_path: Path, clock: FixedClock
+) -> None:
+    _seed(store, clock)
+    (tmp_path / "fleet.toml").write_text(FILE)
+    r = run_cli("apply", "-f", "fleet.toml", "--prune", "--owner-ref", "alice", db=db_url, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "applied 6 change(s)" in r.stdout and "signing secret fgs_" in r.stdout
+    fg = Floorgate(store, clock=clock)
+    found, _ = fg.automations.repo.scan()
+    assert sorted(found) == ["hourly", "nightly"]
+    assert found["nightly"].spec.labels == (("team", "search"),) and found["nightly"].spec.external_id == "fleet-1"
+    assert found["hourly"].spec.host is not None and found["hourly"].spec.host.timeout_seconds == 120
+    assert found["hourly"].spec.when_denied is WhenDenied.SKIP and found["nightly"].spec.when_denied is WhenDenied.WAIT
+    hourly = found["hourly"].spec  # the failure and missed-run policy, as the file set it
+    assert (hourly.hold_after, hourly.catch_up, hourly.catch_up_window) == (3, CatchUp.LATEST, timedelta(hours=2))
+    assert (found["nightly"].spec.hold_after, found["nightly"].spec.catch_up, found["nightly"].spec.catch_up_window) == (None, None, None)
+    rule = fg.policies.list()[0]
+    assert rule.min_interval == 2 * DAY and rule.compute is not None and rule.compute.doc() == {"max_turns": 40}
+    assert [w.url for w in fg.notify.webhooks()] == ["http://127.0.0.1:9/hook"]
+    shown = run_cli("automation", "show", "nightly", db=db_url, cwd=tmp_path)
+    assert "fleet:          external id fleet-1; labels team=search" in shown.stdout, shown.stdout
+
+    after = dump(store)
+    again = run_cli("apply", "-f", "fleet.toml", "--prune", "--owner-ref", "alice", "--json", db=db_url, cwd=tmp_path)
+    assert again.returncode == 0 and json.loads(again.stdout)["applied"] == 0
+    assert dump(store) == after  # re-running changes nothing
+
+    exported = run_cli("export", "-o", "state.toml", db=db_url, cwd=tmp_path)
+    assert exported.returncode == 0, exported.stderr
+    assert (tmp_path / "state.toml").stat().st_mode & 0o077 == 0
+    state = (tmp_path / "state.toml").read_text()
+    assert "hold_after = 3" in state and 'catch_up = "latest"' in state and 'catch_up_window = "2h"' in state, state
+    plan = run_cli("apply", "-f", "state.toml", "--dry-run", "--prune", "--json", db=db_url, cwd=tmp_path)
+    assert {s["action"] for s in json.loads(plan.stdout)["steps"]} == {"unchanged"}, plan.stdout
+    assert dump(store) == after
+
+
+def test_a_reduction_in_the_file_needs_allow_reduction(store: Store, db_url: str, tmp_path: Path, clock: FixedClock) -> None:
+    floor(store, clock, "g/a", 3 * DAY)
+    (tmp_path / "f.toml").write_text('[[floor]]\nscope = "g/a"\nmin_interval = "1d"\n')
+    before = dump(store)
+    r = run_cli("apply", "-f", "f.toml", "--owner-ref", "alice", db=db_url, cwd=tmp_path)
+    assert r.returncode == 2 and "f.toml:1: floor g/a: min_interval: floor 3d -> 1d is a reduction; pass --allow-reduction" in r.stderr
+    assert dump(store) == before
+    ok = run_cli("apply", "-f", "f.toml", "--owner-ref", "alice", "--allow-reduction", db=db_url, cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    assert Floorgate(store, clock=clock).policies.list()[0].min_interval == DAY
+
+
+def test_one_bad_object_applies_nothing_and_every_problem_names_its_line(
+    store: Store, db_url: str, tmp_path: Path, clock: FixedClock
+) -> None:
+    bad = FILE.replace('schedule = "DTSTART:20261201T090000Z RRULE:FREQ=HOURLY"', 'schedule = "whenever"')
+    bad = bad.replace('min_interval = "2d"', 'min_interval = "soon"') + '\n[[webhook]]\nurl = "ftp://x"\nevents = ["ask_pending"]\n'
+    (tmp_path / "bad.toml").write_text(bad)
+    before = dump(store)
+    r = run_cli("apply", "-f", "bad.toml", "--owner-ref", "alice", db=db_url, cwd=tmp_path)
+    assert r.returncode == 2
+    errors = r.stderr.strip().splitlines()
+    assert [e.split(": ")[2] for e in errors] == ["bad.toml:11", "bad.toml:23", "bad.toml:32"], r.stderr
+    assert "automation hourly: schedule:" in errors[0] and "floor g/a: min_interval" in errors[1] and "webhook ftp://x: url" in errors[2]
+    assert dump(store) == before
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "words"),
+    [
+        pytest.param("[[automation]\n", 1, "is not valid TOML", id="syntax"),
+        pytest.param('x = 1\n[[budget]]\nscope = "g"\n', 1, "[[x]] is not a section", id="unknown-section"),
+        pytest.param('[[automation]]\ngoal = "g"\n', 1, "id:", id="automation-without-id"),
+        pytest.param('[[floor]]\nscope = "g"\nmin_interval = "1d"\n\n[[floor]]\nscope = "g"\nmin_interval = "2d"\n', 5,
+                     "also described at line 1", id="duplicate"),
+    ],
+)  # fmt: skip
+def test_file_level_problems(store: Store, db_url: str, tmp_path: Path, text: str, line: int, words: str) -> None:
+    (tmp_path / "f.toml").write_text(text)
+    r = run_cli("apply", "-f", "f.toml", "--owner-ref", "alice", db=db_url, cwd=tmp_path)
+    assert r.returncode == 2 and f"f.toml:{line}: " in r.stderr and words in r.stderr, r.stderr
+
+
+def test_each_write_is_a_compare_and_set_on_what_the_plan_read(store: Store, tmp_path: Path, clock: FixedClock) -> None:
+    add_automation(store, clock, "nightly")
+    service = fleet(store, clock)
+    plan = service.plan(FILE, base_dir=tmp_path)
+    assert {(s.name, s.action) for s in plan.steps if s.kind == "automation"} == {("nightly", Action.CHANGE), ("hourly", Action.CREATE)}
+    fg = Floorgate(store, clock=clock)
+    current = fg.automations.get("nightly")
+    fg.automations.repo.edit("nightly", current.spec.model_copy(update={"model": "someone-else"}))  # lands after the plan read
+    with pytest.raises(AutomationConflict):
+        service.apply(plan, Writer("alice", Provenance.ASSERTED, False))
+    assert fg.automations.get("nightly").spec.model == "someone-else"  # the concurrent change stands
