@@ -21,7 +21,7 @@ _LANE = "goal_id = :g AND agent_id = :a AND automation_id = :x"
 _RULE_TEXT = RULE_TEXT
 # The hot statement's columns, in ``FACTS``' order: the plain store's, and a relaxed store's.
 _FACT_COLUMNS = [f.sql for f in FACTS if f.name != "damaged"]
-_GUARDED_COLUMNS = [f.guarded or f.sql for f in FACTS if f.name != "damaged"]
+_GUARDED_COLUMNS = [f.relaxed() for f in FACTS if f.name != "damaged"]
 _GUARD_COLUMNS = [FACT["damaged"].guarded or "NULL"]
 # SQLite only, on every store: a key column holds whatever a hand edit wrote, and a BLOB never
 # equals the text it is compared with, so a start or rule with a BLOB key would be skipped as NULL

@@ -50,7 +50,7 @@ from .clock import Clock, SystemClock, from_us, read_clock, to_us
 from .decide.checks import Request as _Request
 from .decide.checks import Verdict as _Verdict
 from .decide.checks import evaluate as _evaluate
-from .decide.facts import Facts
+from .decide.facts import FACTS, Facts
 from .decide.floors import next_eligible_us
 from .decisions import Confirmation, Decision, Eligibility, Reason, StartKind, StartRecord
 from .errors import CorruptState, InvalidInput, StoreUnavailable
@@ -409,17 +409,18 @@ def _reserve_pg(tx: DriverTx, req: _Request, clock: Clock, lock_key: str, *, loc
         row = tx.row(RESERVE_SQL, params)
         if row is None:  # pragma: no cover - the statement always returns one row
             raise StoreUnavailable("fg_facts returned no row")
-        if row[15] is not None:  # fg_admit ran: its locked read is the one decided on
-            row = row[8:]
-        elif row[7] == "insert":  # pragma: no cover - the gate calls fg_admit whenever it reads 'insert'
+        if row[_ADMIT_RAN] is not None:  # fg_admit ran: its locked read is the one decided on
+            row = row[_OUTCOME + 1 :]
+        elif row[_OUTCOME] == "insert":  # pragma: no cover - the gate calls fg_admit whenever it reads 'insert'
             raise StoreUnavailable("fg_facts may admit but fg_admit did not run")
-        facts = decode_facts(row[:7], req.goal, req.agent, req.automation, req.turn_id)
+        facts = decode_facts(row[:_OUTCOME], req.goal, req.agent, req.automation, req.turn_id)
         verdict = _evaluate(facts, req, now_us)
-        if (row[7] == "insert") != (verdict.reason in _ADMITTING):
+        outcome = row[_OUTCOME]
+        if (outcome == "insert") != (verdict.reason in _ADMITTING):
             # Fail closed either way; an autocommitted start it made stays an unconfirmed reservation
             # (it holds the floor, never launches), which is what a crash before confirm leaves too.
             raise StoreUnavailable(
-                f"the store's fg_facts decided {row[7]!r} where this floorgate decides {verdict.reason.value!r} (a mismatched migration?)"
+                f"the store's fg_facts decided {outcome!r} where this floorgate decides {verdict.reason.value!r} (a mismatched migration?)"
             )
         if retry and verdict.reason is Reason.CLOCK_ROLLBACK and facts.agent_anchor_us is not None:
             later = read_clock(clock)
@@ -428,6 +429,11 @@ def _reserve_pg(tx: DriverTx, req: _Request, clock: Clock, lock_key: str, *, loc
                 continue
         break
     return verdict, now
+
+
+# RESERVE_SQL's row: fg_facts' facts and outcome, then fg_admit's (NULL when it did not run).
+_OUTCOME = len(FACTS)
+_ADMIT_RAN = 2 * len(FACTS) + 1
 
 
 def _time_ok(value: object) -> bool:

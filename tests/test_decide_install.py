@@ -136,3 +136,39 @@ def _loose() -> str:
     from floorgate.admission.decide.render import facts_function
 
     return facts_function().replace("THEN 'deny'  -- interval_wait", "THEN 'insert'  -- interval_wait")
+
+
+def test_the_prepared_reserve_keeps_one_generic_plan(db_url: str) -> None:
+    """PostgreSQL plans the rendered decision once for the prepared statement (a generic plan),
+    not anew at every reserve: a rendering whose plain-store plan looks costlier than a custom one
+    (a relaxed-store branch written as CASE ... ELSE) made every denial pay the planner."""
+    _pg(db_url)
+    from sqlalchemy import text as sql_text
+
+    from floorgate.admission.clock import to_us
+
+    store = open_store(db_url)
+    try:
+        rows = [{"t": f"h{a}-{k}", "a": f"hist{a}", "at": to_us(T0) - (k + 1) * 3_600_000_000} for a in range(1000) for k in range(100)]
+        with store.write() as conn:
+            conn.execute(
+                sql_text(
+                    "INSERT INTO fg_starts (turn_id, goal_id, agent_id, automation_id, trigger_us, anchor_us, phase, kind,"
+                    " manual_reason, confirmed_at_us) VALUES (:t, 'g', :a, 'x', :at, :at, 'confirmed', 'automatic', NULL, :at)"
+                ),
+                rows,
+            )
+        clock = FixedClock(T0)
+        floor(store, clock, "g/hist0", H)
+        admission = Admission(store, clock)
+        assert admission.reserve(goal="g", agent="hist0", automation="x", turn_id="t0", trigger_time=T0).admitted
+        for i in range(20):  # past psycopg's prepare threshold and PostgreSQL's five custom plans
+            clock.advance(timedelta(seconds=1))
+            denied = admission.reserve(goal="g", agent="hist0", automation="x", turn_id=f"d{i}", trigger_time=clock.now())
+            assert denied.reason is Reason.INTERVAL_WAIT
+        plans = store.autocommit.row(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE strpos(statement, 'fg_facts(') > 0", {}
+        )
+        assert plans is not None and plans[0] >= 10, plans
+    finally:
+        store.close()

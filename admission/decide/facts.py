@@ -62,8 +62,18 @@ class Fact(NamedTuple):
     short: str  # its name inside the function's row (``f.ag``), which the checks' SQL uses
     sql: str  # a scalar subquery over :params
     pg_type: str
-    guarded: str | None = None  # its form on a relaxed store; None: the same as ``sql``
+    guarded: str | None = None  # its form on a relaxed store (None: ``sql``, with ``also``)
     bound: int | None = None  # a stored time: valid below this bound, not negative
+    # On a relaxed store, more values it may take (a SELECT of column ``v``): the largest counts.
+    also: str | None = None
+
+    def relaxed(self) -> str:
+        """Its scalar subquery on a relaxed store (the client's form)."""
+        if self.guarded is not None:
+            return self.guarded
+        if self.also is not None:
+            return "(SELECT MAX(u.v) FROM (SELECT " + self.sql + " AS v UNION ALL " + self.also + ") AS u)"
+        return self.sql
 
 
 _LANE = "goal_id = :g AND agent_id = :a AND automation_id = :x"
@@ -95,10 +105,7 @@ FACTS = (
         "bigint",
         # On a relaxed store a start without an agent could be this agent's last start, so a goal
         # or agent floor counts from it too.
-        guarded=(
-            "(SELECT MAX(u.v) FROM (SELECT " + _AGENT_ANCHOR + " AS v"
-            " UNION ALL SELECT anchor_us FROM fg_starts WHERE goal_id = :g AND agent_id IS NULL) AS u)"
-        ),
+        also="SELECT anchor_us AS v FROM fg_starts WHERE goal_id = :g AND agent_id IS NULL",
         bound=MAX_US,
     ),
     Fact(

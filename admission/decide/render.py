@@ -18,7 +18,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from .checks import CHECKS
-from .facts import FACTS, PARAMS, RULES_WHERE, RULE_TEXT, TURN_TEXT, server_sql
+from .facts import FACTS, PARAMS, RULES_WHERE, RULE_TEXT, TURN_TEXT, Fact, server_sql
 from .floors import MAX_FLOOR_US, MAX_US
 
 _ARGS = ", ".join(f"p_{p.name} {p.pg_type}" for p in PARAMS)
@@ -29,13 +29,18 @@ _NAMES = ", ".join(f.name for f in FACTS)
 _SCALARS = [f for f in FACTS if f.name not in ("rules", "turn")]
 
 
-def _scalar(fact_sql: str, guarded: str | None) -> str:
-    plain = server_sql(fact_sql)
-    if guarded is None:
+def _scalar(fact: Fact) -> str:
+    """A fact in the function: its relaxed-store parts behind ``p_guarded``. Written so that the
+    plain store's plan has the same shape with or without them (GREATEST ignores the NULL), which
+    keeps PostgreSQL on one generic plan for the prepared statement instead of planning each call."""
+    plain = server_sql(fact.sql)
+    if fact.also is not None:
+        return f"GREATEST({plain}, CASE WHEN p_guarded THEN (SELECT MAX(u.v) FROM ({server_sql(fact.also)}) AS u) END)"
+    if fact.guarded is None:
         return plain
-    if fact_sql == "NULL":
-        return f"CASE WHEN p_guarded THEN {server_sql(guarded)} END"
-    return f"CASE WHEN p_guarded THEN {server_sql(guarded)} ELSE {plain} END"
+    if fact.sql == "NULL":
+        return f"CASE WHEN p_guarded THEN {server_sql(fact.guarded)} END"
+    return f"CASE WHEN p_guarded THEN {server_sql(fact.guarded)} ELSE {plain} END"
 
 
 def _bounds() -> str:
@@ -54,7 +59,7 @@ def case_whens() -> str:
 @cache
 def facts_function() -> str:
     """``CREATE OR REPLACE FUNCTION fg_facts``: the facts and what the checks decide from them."""
-    scalars = ",\n               ".join(f"{_scalar(f.sql, f.guarded)} AS {f.short}" for f in _SCALARS)
+    scalars = ",\n               ".join(f"{_scalar(f)} AS {f.short}" for f in _SCALARS)
     return f"""
 CREATE OR REPLACE FUNCTION fg_facts({_ARGS})
 RETURNS TABLE ({_OUT}, outcome text)

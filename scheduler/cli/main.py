@@ -139,6 +139,7 @@ COMMANDS: dict[str, str] = {
     "turn": "turn",
     "run": "run",
     "settings": "settings",
+    "prune": "settings",
     "hook": "hook",
     "approve": "envelope",
     "deny": "envelope",
