@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         AutomationSpec,
         AutomationState,
         Automations,
+        CatchUp,
         CommandHost,
         HoldKind,
         MeterKind,
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
         StoreUnavailable,
     )
     from .events import Event, EventKind, Events, Webhook
+    from .failures import FailureStreaks, failure_wait
     from .gate import Admission
     from .host_policy import HostPolicies, HostPolicy, StoredHostPolicy
     from .intervals import format_interval, parse_interval
@@ -68,6 +70,7 @@ _WHERE = {
     "AutomationSpec": "automations",
     "AutomationState": "automations",
     "Automations": "automations",
+    "CatchUp": "automations",
     "CommandHost": "automations",
     "HoldKind": "automations",
     "MeterKind": "automations",
@@ -102,6 +105,8 @@ _WHERE = {
     "EventKind": "events",
     "Events": "events",
     "Webhook": "events",
+    "FailureStreaks": "failures",
+    "failure_wait": "failures",
     "Admission": "gate",
     "HostPolicies": "host_policy",
     "HostPolicy": "host_policy",
@@ -163,6 +168,7 @@ __all__ = [
     "AutomationSpec",
     "AutomationState",
     "Automations",
+    "CatchUp",
     "Clock",
     "CommandHost",
     "ComputeBlock",
@@ -175,6 +181,7 @@ __all__ = [
     "Event",
     "EventKind",
     "Events",
+    "FailureStreaks",
     "FixedClock",
     "FloorgateError",
     "HoldKind",
@@ -222,6 +229,7 @@ __all__ = [
     "WakeState",
     "Webhook",
     "WhenDenied",
+    "failure_wait",
     "format_interval",
     "merge",
     "open_store",

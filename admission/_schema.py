@@ -99,6 +99,9 @@ automations = Table(
     Column("created_at_us", UtcMicros, nullable=False),
     Column("updated_at_us", UtcMicros, nullable=False),
     Column("hold_kind", String(16), nullable=True),  # HoldKind while held, else NULL
+    Column("hold_after", Integer, nullable=True),  # consecutive failures that hold it (0: never; NULL: the default)
+    Column("catch_up", String(16), nullable=True),  # CatchUp (NULL: the deployment's host policy)
+    Column("catch_up_window_us", BigInteger, nullable=True),  # NULL: the deployment's catch-up window
     Column("external_id", String(128), nullable=True),  # the caller's own id for it (fleets)
     Column("labels", Text, nullable=True),  # JSON object of label -> value (fleets), NULL: none
     Column("when_denied", String(8), nullable=False, server_default="wait"),  # WhenDenied
@@ -111,6 +114,9 @@ wake_state = Table(
     Column("automation_id", String(128), primary_key=True),
     Column("backoff_step", Integer, nullable=False),  # 0: no backoff chain running
     Column("backoff_wake_us", UtcMicros, nullable=True),
+    Column("failures", Integer, nullable=False, server_default="0"),  # consecutive failed turns (0: none)
+    Column("failed_at_us", UtcMicros, nullable=True),  # when the latest of them settled
+    Column("failing_until_us", UtcMicros, nullable=True),  # the earliest automatic start the streak allows
     Column("updated_at_us", UtcMicros, nullable=False),
     Index("ix_fg_wake_state_updated", "updated_at_us"),
 )

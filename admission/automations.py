@@ -45,6 +45,14 @@ class HoldKind(StrEnum):
 
     TIMER = "timer"  # the timer host cannot express a floor-compatible schedule
     MISSION_STUCK = "mission_stuck"  # the latest mission hit an envelope bound or an owner's deny
+    FAILING = "failing"  # ``hold_after`` consecutive turns failed (task or infra)
+
+
+class CatchUp(StrEnum):
+    """After downtime: ``skip`` every missed fire, or run the ``latest`` one (inside the window)."""
+
+    SKIP = "skip"
+    LATEST = "latest"
 
 
 class Overlap(StrEnum):
@@ -81,6 +89,9 @@ class MeterKind(StrEnum):
 
 
 MAX_TIMEOUT = timedelta(days=7)
+DEFAULT_HOLD_AFTER = 5  # consecutive failed turns that hold an automation (``hold_after`` None)
+MAX_HOLD_AFTER = 1000
+MAX_CATCH_UP_WINDOW = timedelta(days=7)
 
 
 class CommandHost(BaseModel):
@@ -116,6 +127,9 @@ class AutomationSpec(BaseModel):
     timer: TimerKind = TimerKind.APSCHEDULER
     backend: str | None = None  # the model backend/provider the host is configured for
     meter: MeterKind = MeterKind.NONE  # how to read the usage the host prints
+    hold_after: int | None = Field(default=None, ge=0, le=MAX_HOLD_AFTER)  # None: DEFAULT_HOLD_AFTER; 0: never
+    catch_up: CatchUp | None = None  # None: the deployment's host policy
+    catch_up_window: timedelta | None = None  # None: the deployment's host policy
     external_id: str | None = None  # the caller's own id for it (a fleet's deduplication key)
     labels: tuple[tuple[str, str], ...] = ()  # (name, value) pairs, sorted by name (fleets select by these)
     when_denied: WhenDenied = WhenDenied.WAIT  # a scheduled fire inside a floor: wait for it, or skip
@@ -124,7 +138,15 @@ class AutomationSpec(BaseModel):
     def _host_needed(self) -> AutomationSpec:
         if self.host is None and self.timer is not TimerKind.EXTERNAL:
             raise ValueError(f"a {self.timer.value} timer needs a command host (-- PROGRAM ARGS...)")
+        window = self.catch_up_window
+        if window is not None and not timedelta(0) <= window <= MAX_CATCH_UP_WINDOW:
+            raise ValueError("catch_up_window must be between 0 and 7 days")
         return self
+
+    @property
+    def holds_after(self) -> int:
+        """Consecutive failed turns that hold the automation (0: never)."""
+        return DEFAULT_HOLD_AFTER if self.hold_after is None else self.hold_after
 
 
 class AutomationConflict(RevisionConflict):
@@ -157,13 +179,17 @@ class Automation(BaseModel):
 
 
 class WakeState(BaseModel):
-    """Adaptive backoff: ``backoff_step`` 0 means no chain is running."""
+    """Adaptive backoff: ``backoff_step`` 0 means no chain is running. ``failures``: consecutive
+    failed turns (0: the latest turn succeeded, or none ran), the latest settled at ``failed_at``."""
 
     model_config = ConfigDict(frozen=True)
 
     automation_id: str
     backoff_step: int = Field(default=0, ge=0, le=64)
     backoff_wake_at: datetime | None = None
+    failures: int = Field(default=0, ge=0)
+    failed_at: datetime | None = None
+    failing_until: datetime | None = None  # the earliest automatic start the streak allows (None: no slowdown)
 
 
 @lru_cache(maxsize=4096)
@@ -200,6 +226,9 @@ def _row_to_automation(row) -> Automation:  # type: ignore[no-untyped-def]
             timer=row.timer,
             backend=row.backend,
             meter=row.meter,
+            hold_after=row.hold_after,
+            catch_up=row.catch_up,
+            catch_up_window=timedelta(microseconds=row.catch_up_window_us) if row.catch_up_window_us is not None else None,
             external_id=row.external_id,
             labels=_labels_from(row.labels),
             when_denied=row.when_denied,
@@ -469,7 +498,19 @@ def _wake_from_row(row) -> WakeState:  # type: ignore[no-untyped-def]
     try:
         if type(row.backoff_step) is not int or row.backoff_step < 0:
             raise ValueError(f"backoff_step must be a non-negative integer, found {row.backoff_step!r}")
-        return shared_fields(WakeState(automation_id=row.automation_id, backoff_step=row.backoff_step, backoff_wake_at=row.backoff_wake_us))
+        failures = getattr(row, "failures", 0)
+        if type(failures) is not int or failures < 0:
+            raise ValueError(f"failures must be a non-negative integer, found {failures!r}")
+        return shared_fields(
+            WakeState(
+                automation_id=row.automation_id,
+                backoff_step=row.backoff_step,
+                backoff_wake_at=row.backoff_wake_us,
+                failures=failures,
+                failed_at=getattr(row, "failed_at_us", None),
+                failing_until=getattr(row, "failing_until_us", None),
+            )
+        )
     except (ValidationError, ValueError, TypeError, OverflowError) as exc:
         raise StoreUnavailable(f"wake state of automation {row.automation_id!r} is malformed in the store: {_one_line(exc)}") from None
 
@@ -493,6 +534,9 @@ def _spec_columns(spec: AutomationSpec) -> dict:  # type: ignore[type-arg]
         timer=spec.timer,
         backend=spec.backend,
         meter=spec.meter,
+        hold_after=spec.hold_after,
+        catch_up=spec.catch_up,
+        catch_up_window_us=spec.catch_up_window // timedelta(microseconds=1) if spec.catch_up_window is not None else None,
         external_id=spec.external_id,
         labels=json.dumps(dict(spec.labels), sort_keys=True) if spec.labels else None,
         when_denied=spec.when_denied,

@@ -70,6 +70,9 @@ class EventKind(StrEnum):
     TIMER_ORPHANED = "timer_orphaned"  # an automation was removed but its host could not confirm removing its timer
     HOST_LOST = "host_lost"  # a timer host's heartbeat went stale without a clean stop
     OWNER_WRITE_REFUSED = "owner_write_refused"  # a managed turn tried an owner write (floor, ask, ...): refused
+    TURN_FAILED = "turn_failed"  # a managed turn settled failed (its task or the infrastructure)
+    TURN_TIMED_OUT = "turn_timed_out"  # a managed turn was stopped at its timeout
+    AUTOMATION_FAILING = "automation_failing"  # a second consecutive turn failed: its starts slow down (once per streak)
     # Written by the admission that crossed them, in its transaction, at most once per window and scope:
     BUDGET_THRESHOLD = "budget_threshold"  # a budget's use (settled + held) crossed an owner-set percentage
     BUDGET_EXHAUSTED = "budget_exhausted"  # a count or budget denied a start: the window is spent

@@ -26,6 +26,9 @@ SELECT
   (SELECT revision FROM fg_automations WHERE automation_id = :a),
   (SELECT backoff_step FROM fg_wake_state WHERE automation_id = :a),
   (SELECT backoff_wake_us FROM fg_wake_state WHERE automation_id = :a),
+  (SELECT failures FROM fg_wake_state WHERE automation_id = :a),
+  (SELECT failed_at_us FROM fg_wake_state WHERE automation_id = :a),
+  (SELECT failing_until_us FROM fg_wake_state WHERE automation_id = :a),
   EXISTS (SELECT 1 FROM fg_turns WHERE automation_id = :a AND phase <> 'settled'),
   EXISTS (
     SELECT 1 FROM fg_missions m WHERE m.automation_id = :a AND (
@@ -67,14 +70,25 @@ def read_tick_facts(store: Store, automation_id: str, goal: str, agent: str) -> 
     row = store.autocommit.row(_SQL, params)
     if row is None:  # pragma: no cover - an aggregate always returns its row
         raise StoreUnavailable(f"the tick facts of automation {automation_id!r} could not be read")
-    revision, step, wake_us, unsettled, missions, count, revisions, changed = row
+    revision, step, wake_us, failures, failed_us, until_us, unsettled, missions, count, revisions, changed = row
     wake = WakeState(automation_id=automation_id)
     if step is not None:
         try:
             wake_at = decode_us(wake_us) if wake_us is not None else None
+            failed_at = decode_us(failed_us) if failed_us is not None else None
+            until = decode_us(until_us) if until_us is not None else None
         except CorruptState as exc:
             raise StoreUnavailable(f"wake state of automation {automation_id!r} is malformed in the store: {exc}") from None
-        wake = _wake_from_row(SimpleNamespace(automation_id=automation_id, backoff_step=step, backoff_wake_us=wake_at))
+        wake = _wake_from_row(
+            SimpleNamespace(
+                automation_id=automation_id,
+                backoff_step=step,
+                backoff_wake_us=wake_at,
+                failures=failures,
+                failed_at_us=failed_at,
+                failing_until_us=until,
+            )
+        )
     if revision is not None and type(revision) is not int:
         raise StoreUnavailable(f"automation {automation_id!r} has a malformed revision in the store: {revision!r}")
     return TickFacts(

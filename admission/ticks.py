@@ -84,6 +84,18 @@ class TickLog:
                 for row in conn.execute(query)
             ]
 
+    def admitted_between(self, automation_id: str, start: datetime, end: datetime) -> set[datetime]:
+        """The nominal times in ``[start, end]`` a tick of ``automation_id`` was admitted for (one query)."""
+        k = s.ticks
+        query = select(k.c.nominal_us).where(
+            k.c.automation_id == automation_id,
+            k.c.decision == TickDecision.ADMITTED.value,
+            k.c.nominal_us >= start,
+            k.c.nominal_us <= end,
+        )
+        with self.store.read() as conn, stored(f"a tick of automation {automation_id!r}"):
+            return {row[0] for row in conn.execute(query)}
+
     def last_nominal(self, automation_id: str | None = None) -> dict[str, datetime]:
         """automation id -> the latest nominal time ever ticked (one query; all or one automation)."""
         k = s.ticks

@@ -184,3 +184,34 @@ def test_the_dashboard_zooms(store: Store, clock: FixedClock) -> None:
         assert f'aria-label="{label} of x:' in page
         assert re.search(rf'<a href="/dashboard\?zoom={zoom}" aria-current="page" id="zoom-{zoom}">', page)
     assert 'aria-label="last day of x:' in c.client.get("/dashboard?zoom=nonsense").text
+
+
+def test_a_failing_automation_is_red_and_listed_before_a_paused_one_and_run_now_on_a_paused_one_flashes_its_refusal(
+    store: Store, clock: FixedClock, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    from floorgate.scheduler.runtime.executor import TurnExecutor
+
+    c = console(store, clock)
+    c.fg.settings = c.fg.settings.model_copy(update={"state_dir": tmp_path / "state"})
+    add_automation(store, clock, "a-paused")
+    add_automation(store, clock, "b-failing", script="import sys; sys.exit(7)")
+    Automations(store, clock).set_state("a-paused", AutomationState.PAUSED, "investigating")
+    executor = TurnExecutor(store, state_dir=tmp_path / "state", clock=clock)
+    try:
+        failing = Automations(store, clock).get("b-failing")
+        for _ in range(2):  # the second consecutive failure: its automatic starts slow down
+            assert executor.run(failing).verdict.status == "failed"
+    finally:
+        executor.close()
+    csrf = sign_in(c)
+    page = c.client.get("/dashboard").text
+    assert re.findall(r'<tr id="automation-([\w-]+)"', page) == ["b-failing", "a-paused"]
+    assert '<td class="state-failing" data-testid="state">failing</td>' in page
+    first, page = post_form(c, "/automations/a-paused/run", {"csrf": csrf, "reason": "try it", "back": "/dashboard"})
+    assert first.headers["location"] == "/dashboard"
+    flash = re.search(r'id="flash"[^>]*>(.*?)</', page.text, re.S)
+    assert flash is not None, page.text
+    refusal = flash.group(1).strip()  # the refusal's one line is the flash, nothing around it
+    assert refusal.startswith("a-paused is paused: investigating; a manual run bypasses only the interval"), refusal
+    assert refusal.endswith("resume it with &#39;floorgate automation resume a-paused&#39;"), refusal  # no turn page: none ran
+    assert raw_sql(store, "SELECT count(*) FROM fg_starts WHERE automation_id = 'a-paused'") == [(0,)]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from floorgate.admission import Admission, FixedClock, SystemClock, open_store
+from floorgate.admission import Admission, Automations, FixedClock, SystemClock, open_store
 from floorgate.scheduler.app.root import Floorgate
 from floorgate.scheduler.console import create_app
 
@@ -165,6 +165,48 @@ def test_an_owner_sets_lowers_conflicts_approves_and_reads_the_same_next_eligibl
         "settings-daily-floor.png",
         "settings-reduction.png",
     ]
+
+
+def test_the_dashboard_shows_a_failing_automation_in_red_and_refuses_run_now_once_held(served, artifacts: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from playwright.sync_api import expect, sync_playwright
+
+    from floorgate.scheduler.runtime.executor import TurnExecutor
+
+    base, token, db = served
+    with open_store(db) as store:
+        clock = SystemClock()
+        automation = add_automation(store, FixedClock(clock.now()), "f", script="import sys; sys.exit(7)")
+        executor = TurnExecutor(store, state_dir=tmp_path / "state", clock=clock)
+        try:
+            for _ in range(2):  # two consecutive failures: starts slow down
+                assert executor.run(automation).verdict.status == "failed"
+        finally:
+            executor.close()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page(viewport={"width": 1100, "height": 900})
+        page.goto(f"{base}/signin")
+        page.fill("#token", token)
+        page.click("#signin")
+        expect(page).to_have_url(f"{base}/dashboard")
+        state = page.locator('#automation-f [data-testid="state"]')
+        expect(state).to_have_text("failing")
+        expect(state).to_have_css("color", "rgb(160, 27, 27)")  # red, never the green of eligible
+        expect(page.locator("#automation-f")).to_contain_text("2 consecutive turns failed (latest: failed, exit_code_7)")
+        expect(page.locator("#automation-f")).to_contain_text("no automatic start before")
+        page.screenshot(path=str(artifacts / "dashboard-failing.png"), full_page=True)
+        # Held by the owner's pause: "Run now" is refused in one line saying how to clear it.
+        with open_store(db) as store:
+            Automations(store, SystemClock()).set_state("f", "paused", "investigating")
+        page.goto(f"{base}/dashboard")
+        page.click("#automation-f summary")
+        page.fill("#automation-f .run-now input[name=reason]", "debugging")
+        page.click("#automation-f .run-now button")
+        expect(page).to_have_url(f"{base}/dashboard")  # redirected after the POST: the refusal is the flash
+        expect(page.locator("#flash")).to_contain_text("a manual run bypasses only the interval")
+        expect(page.locator("#flash")).to_contain_text("floorgate automation resume f")
+        page.screenshot(path=str(artifacts / "dashboard-run-now-refused.png"), full_page=True)
+        browser.close()
 
 
 def test_an_owner_acts_from_the_console_at_desktop_and_phone_width(served, artifacts: Path) -> None:  # type: ignore[no-untyped-def]

@@ -148,7 +148,7 @@ def test_exhausted_mission_settles_stuck_naming_the_bound_and_survives_restart(d
     with open_store(db_url) as store:  # a restart: the counter is durable
         auto = Automations(store, clock).get("x")
         assert run(store, clock, tmp_path, auto).verdict.status == "failed"
-    clock.advance(timedelta(minutes=2))
+    clock.advance(timedelta(minutes=7))  # past the wait two consecutive failures bring (2 x 3 min)
     with open_store(db_url) as store:
         auto = Automations(store, clock).get("x")
         stuck = run(store, clock, tmp_path, auto)
@@ -180,6 +180,7 @@ def test_max_tokens_counts_reported_usage_and_is_inert_without_reports(store, tm
     envelope(store, clock, '{"max_tokens": 1000}')
     silent = automation(store, clock, "import sys; sys.exit(1)")
     for _ in range(3):
+        clock.advance(timedelta(hours=1))  # past the wait consecutive failures bring
         assert run(store, clock, tmp_path, silent).verdict.status == "failed"  # no usage: never counted as zero
     mission = Missions(store, clock).current("x")
     assert not mission.usage_known and mission.tokens == 0
@@ -190,8 +191,10 @@ def test_max_tokens_counts_reported_usage_and_is_inert_without_reports(store, tm
     line = json.dumps({"floorgate_usage": 1, "request_id": "r1", "input_tokens": 900, "output_tokens": 200, "model": "m"})
     spec = silent.spec.model_copy(update={"host": command(f"print({line!r}); import sys; sys.exit(1)"), "meter": "jsonl"})
     metered = Automations(store, clock).edit("x", spec)
+    clock.advance(timedelta(hours=1))
     assert run(store, clock, tmp_path, metered).verdict.status == "failed"
     assert Missions(store, clock).current("x").tokens == 1100
+    clock.advance(timedelta(hours=1))
     refused = run(store, clock, tmp_path, metered)
     assert refused.verdict.status == "stuck" and refused.verdict.stop_reason == "compute bound exhausted: max_tokens=1000"
 
@@ -244,6 +247,7 @@ def test_observe_records_but_never_blocks(store, tmp_path) -> None:
     envelope(store, clock, '{"max_turns": 1}')
     auto = automation(store, clock, "import sys; sys.exit(1)")
     for _ in range(3):
+        clock.advance(timedelta(hours=1))  # past the wait consecutive failures bring
         assert run(store, clock, tmp_path, auto, mode="observe").verdict.status == "failed"
     mission = Missions(store, clock).current("x")
     assert mission.turns == 3 and "max_turns" in mission.problems

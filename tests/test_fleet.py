@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
-from floorgate.admission import AutomationConflict, FixedClock, Provenance, Store, WhenDenied
+from floorgate.admission import AutomationConflict, CatchUp, FixedClock, Provenance, Store, WhenDenied
 from floorgate.admission import _schema as schema
 from floorgate.admission.events import Events
 from floorgate.scheduler.app.fleet import Action, FleetService, Writer
@@ -40,6 +41,9 @@ schedule = "DTSTART:20261201T090000Z RRULE:FREQ=HOURLY"
 command = ["{PY}", "-c", "pass"]
 timeout = "2m"
 when_denied = "skip"
+hold_after = 3
+catch_up = "latest"
+catch_up_window = "2h"
 
 [[floor]]
 scope = "g/a"
@@ -84,7 +88,7 @@ def test_dry_run_prints_the_diff_and_writes_nothing(store: Store, db_url: str, t
         ("webhook", "http://127.0.0.1:9/old"): "remove",
     }
     assert any(c.startswith("labels:") for c in steps[("automation", "nightly")]["changes"])
-    assert steps[("floor", "g/a")]["line"] == 20
+    assert steps[("floor", "g/a")]["line"] == 23
     assert dump(store) == before
     text = run_cli("apply", "-f", str(tmp_path / "fleet.toml"), "--dry-run", db=db_url, cwd=tmp_path)
     assert "+ automation hourly (create)" in text.stdout and "dry run: nothing written" in text.stdout
@@ -105,6 +109,9 @@ def test_apply_makes_the_store_match_rerunning_changes_nothing_and_export_round_
     assert found["nightly"].spec.labels == (("team", "search"),) and found["nightly"].spec.external_id == "fleet-1"
     assert found["hourly"].spec.host is not None and found["hourly"].spec.host.timeout_seconds == 120
     assert found["hourly"].spec.when_denied is WhenDenied.SKIP and found["nightly"].spec.when_denied is WhenDenied.WAIT
+    hourly = found["hourly"].spec  # the failure and missed-run policy, as the file set it
+    assert (hourly.hold_after, hourly.catch_up, hourly.catch_up_window) == (3, CatchUp.LATEST, timedelta(hours=2))
+    assert (found["nightly"].spec.hold_after, found["nightly"].spec.catch_up, found["nightly"].spec.catch_up_window) == (None, None, None)
     rule = fg.policies.list()[0]
     assert rule.min_interval == 2 * DAY and rule.compute is not None and rule.compute.doc() == {"max_turns": 40}
     assert [w.url for w in fg.notify.webhooks()] == ["http://127.0.0.1:9/hook"]
@@ -119,6 +126,8 @@ def test_apply_makes_the_store_match_rerunning_changes_nothing_and_export_round_
     exported = run_cli("export", "-o", "state.toml", db=db_url, cwd=tmp_path)
     assert exported.returncode == 0, exported.stderr
     assert (tmp_path / "state.toml").stat().st_mode & 0o077 == 0
+    state = (tmp_path / "state.toml").read_text()
+    assert "hold_after = 3" in state and 'catch_up = "latest"' in state and 'catch_up_window = "2h"' in state, state
     plan = run_cli("apply", "-f", "state.toml", "--dry-run", "--prune", "--json", db=db_url, cwd=tmp_path)
     assert {s["action"] for s in json.loads(plan.stdout)["steps"]} == {"unchanged"}, plan.stdout
     assert dump(store) == after
@@ -146,7 +155,7 @@ def test_one_bad_object_applies_nothing_and_every_problem_names_its_line(
     r = run_cli("apply", "-f", "bad.toml", "--owner-ref", "alice", db=db_url, cwd=tmp_path)
     assert r.returncode == 2
     errors = r.stderr.strip().splitlines()
-    assert [e.split(": ")[2] for e in errors] == ["bad.toml:11", "bad.toml:20", "bad.toml:29"], r.stderr
+    assert [e.split(": ")[2] for e in errors] == ["bad.toml:11", "bad.toml:23", "bad.toml:32"], r.stderr
     assert "automation hourly: schedule:" in errors[0] and "floor g/a: min_interval" in errors[1] and "webhook ftp://x: url" in errors[2]
     assert dump(store) == before
 

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from floorgate.admission import Admission, AutomationState, Automations, FixedClock, WakeState
+from floorgate.admission import Admission, AutomationState, Automations, FixedClock, WakeState, WhenDenied
 from floorgate.hosts import Schedule
 from floorgate.scheduler.app.readback import Readback
 from floorgate.scheduler.app.root import Floorgate
@@ -65,6 +65,33 @@ def test_backoff_reset_never_wakes_before_the_floor() -> None:
         since=None,
     )
     assert without_floor == failed_at + timedelta(minutes=3)
+
+
+@pytest.mark.parametrize(
+    ("when_denied", "without_streak"),
+    [(WhenDenied.WAIT, T0 + timedelta(minutes=20)), (WhenDenied.SKIP, T0 + timedelta(minutes=30))],
+    ids=["wait", "skip"],
+)
+def test_a_failure_streak_holds_back_the_wake_under_either_when_denied(when_denied: WhenDenied, without_streak: datetime) -> None:
+    schedule = Schedule.parse(EVERY_15M)
+    until = T0 + timedelta(hours=2)
+    streak = WakeState(automation_id="x", failures=2, failed_at=T0, failing_until=until)
+
+    def plan(wake: WakeState) -> datetime | None:
+        return next_wake(
+            schedule,
+            previous=T0,
+            now=T0 + timedelta(minutes=5),
+            wake=wake,
+            next_eligible_at=T0 + timedelta(minutes=20),
+            last_ticked=None,
+            catch_up=timedelta(hours=1),
+            since=None,
+            when_denied=when_denied,
+        )
+
+    assert plan(WakeState(automation_id="x")) == without_streak
+    assert plan(streak) == until
 
 
 def test_nominal_time_is_shared_by_every_host() -> None:

@@ -17,9 +17,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from floorgate.admission import AutomationSpec, CommandHost, InvalidInput, MeterKind, Overlap, TimerKind, WhenDenied
-from floorgate.admission.automations import check_labels
-from floorgate.admission.intervals import format_interval, parse_duration
+from floorgate.admission import AutomationSpec, CatchUp, CommandHost, InvalidInput, MeterKind, Overlap, TimerKind, WhenDenied
+from floorgate.admission.automations import DEFAULT_HOLD_AFTER, MAX_CATCH_UP_WINDOW, MAX_HOLD_AFTER, check_labels
+from floorgate.admission.intervals import format_interval, parse_duration, parse_interval
 from floorgate.hosts.registry import capabilities
 from floorgate.scheduler.app.automations import AutomationService
 
@@ -41,6 +41,9 @@ FIELDS: dict[str, str] = {
     "backend": "the model backend the host uses",
     "external_id": "your own id for it (a fleet's deduplication key)",
     "labels": "name -> value strings, e.g. {team = 'search'}",
+    "hold_after": f"hold it after this many consecutive failed turns, 0..{MAX_HOLD_AFTER} (default {DEFAULT_HOLD_AFTER}; 0: never)",
+    "catch_up": "after downtime: skip missed fires, or run the latest (default: the deployment's)",
+    "catch_up_window": "how old a missed fire may be to catch up, 0..7d, e.g. 2h (default: the deployment's)",
 }
 
 
@@ -156,6 +159,7 @@ def spec_from_doc(doc: Mapping[str, Any], service: AutomationService, *, base_di
             when_denied=_choice(doc, "when_denied", WhenDenied, WhenDenied.WAIT.value),
             external_id=doc_text(doc, "external_id"),
             labels=check_labels(labels) if labels is not None else (),
+            **_failure_fields(doc),
         )
     except ValidationError as exc:
         first = exc.errors()[0]
@@ -165,6 +169,22 @@ def spec_from_doc(doc: Mapping[str, Any], service: AutomationService, *, base_di
     except InvalidInput as exc:  # the CLI's flags, named as this document's fields
         raise _renamed(exc, _FLAG_FIELDS.get(exc.field, exc.field)) from None
     return spec
+
+
+def _failure_fields(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """``hold_after``, ``catch_up`` and ``catch_up_window``, checked as the CLI's flags are (an
+    absent one: the default), each refusal naming the document's field."""
+    hold_after = doc.get("hold_after")
+    if hold_after is not None and (type(hold_after) is not int or not 0 <= hold_after <= MAX_HOLD_AFTER):
+        raise InvalidInput("hold_after", f"{hold_after!r} is not a whole number 0..{MAX_HOLD_AFTER} (0: never hold)")
+    text = doc_text(doc, "catch_up_window")
+    window = parse_interval(text, "catch_up_window") if text is not None else None
+    if window is not None and window > MAX_CATCH_UP_WINDOW:
+        raise InvalidInput("catch_up_window", f"{text!r} is longer than 7d; give 0..7d")
+    catch_up = _choice(doc, "catch_up", CatchUp, "") or None
+    if catch_up == CatchUp.LATEST.value and window is not None and not window:
+        raise InvalidInput("catch_up_window", "catch_up latest needs a window above 0 (or catch_up skip)")
+    return {"hold_after": hold_after, "catch_up": catch_up, "catch_up_window": window}
 
 
 _FLAG_FIELDS = {"--schedule": "schedule", "--env": "env", "argv": "command", "--timeout": "timeout", "--cwd": "cwd"}
@@ -201,6 +221,12 @@ def spec_doc(spec: AutomationSpec) -> dict[str, Any]:
             doc[name] = text
     if spec.labels:
         doc["labels"] = dict(spec.labels)
+    if spec.hold_after is not None:
+        doc["hold_after"] = spec.hold_after
+    if spec.catch_up is not None:
+        doc["catch_up"] = spec.catch_up.value
+    if spec.catch_up_window is not None:
+        doc["catch_up_window"] = format_interval(spec.catch_up_window).replace(" ", "")
     return doc
 
 

@@ -16,6 +16,7 @@ from floorgate.admission import (
     AutomationSpec,
     AutomationState,
     Automations,
+    FailureStreaks,
     InvalidInput,
     Journal,
     Store,
@@ -116,7 +117,9 @@ class AutomationService:
 
     def resume(self, automation_id: str, note: str | None = None) -> AutomationReadback:
         """Tick again (any hold is released); a stuck mission's hold ends here (the next turn
-        starts a new mission). ``note`` says who resumed it and why."""
+        starts a new mission), and so does a failure streak (the next failure is a first one
+        again). ``note`` says who resumed it and why."""
+        FailureStreaks(self.store, self.clock).clear(self.repo.get(automation_id).automation_id)
         self.repo.set_state(automation_id, AutomationState.ACTIVE, note)
         return self.readback.automation(automation_id)
 

@@ -41,6 +41,7 @@ from floorgate.admission import (
     TurnRecord,
     WakeState,
     WhenDenied,
+    failure_wait,
 )
 from floorgate.admission.clock import Clock, SystemClock, iso, read_clock
 from floorgate.admission.errors import CorruptState
@@ -53,6 +54,7 @@ from ..runtime.recovery import orphaned
 from .phase import off_phase
 from .preview import FloorMeeting, PlanInputs, PreviewRow, ScheduleQueries, first_run, first_run_at, simulate
 from .timers import LAUNCH_WAIT, TimerService
+from .wake import catch_up_window
 
 
 class ReadbackState(StrEnum):
@@ -62,6 +64,7 @@ class ReadbackState(StrEnum):
     INTERVAL_WAIT = "interval_wait"
     PAUSED = "paused"
     HELD = "held"
+    FAILING = "failing"  # its latest turns failed: automatic starts slow down (never shown as eligible)
     RUNNING = "running"
     HOST_UNAVAILABLE = "host_unavailable"
     AWAITING_OWNER = "awaiting_owner"
@@ -89,6 +92,8 @@ class AutomationReadback:
     drift: str | None = None  # how the host's live timer differs from the applied one, read just now
     mission: Mission | None = None
     envelope: Envelope | None = None
+    failures: int = 0  # consecutive failed turns (the failure streak; 0: none)
+    failing_until: datetime | None = None  # no automatic start before this (the streak's slowdown)
     unreadable: bool = False  # held because its row, schedule, wake state or ticks cannot be decoded
 
     def fires(self, count: int, now: datetime) -> list[PreviewRow]:
@@ -448,7 +453,12 @@ class Readback:
         promise = self.timers.guarantee(automation, binding, now, answers=src)
         drift = self.timers.drift(automation, binding)
         envelope, problem = src.envelope(lane)
+        streak = src.wake(aid)
+        failures = streak.failures if streak is not None else 0
+        failing_until = failure_wait(streak) if streak is not None else None
         common = dict(
+            failures=failures,
+            failing_until=failing_until,
             automation_id=aid,
             automation=automation,
             eligibility=eligibility,
@@ -512,6 +522,10 @@ class Readback:
             state, detail = ReadbackState.HOST_UNAVAILABLE, problem_text
         elif eligibility.status == "unavailable":
             state, detail, next_fire = ReadbackState.UNAVAILABLE, eligibility.detail, None
+        elif failures:
+            state, detail = ReadbackState.FAILING, _failing_detail(automation, failures, failing_until, src.last_turn(aid), now)
+            if failing_until is not None and next_fire is not None and next_fire < failing_until:
+                next_fire = failing_until
         else:
             state, detail = ReadbackState(eligibility.status), eligibility.detail
         # One automation's readback names the start that moved its lane (a read of the lane's
@@ -557,15 +571,20 @@ class Readback:
         if schedule is None:
             return None
         floor = eligibility.floor.floor if eligibility.floor is not None else None
+        streak = src.wake(automation.automation_id) if wake is None else wake
+        failing = failure_wait(streak) if streak is not None else None  # every timer's automatic starts wait for it
+        opens = eligibility.next_eligible_at
+        if failing is not None and (opens is None or failing > opens):
+            opens = failing
         return PlanInputs(
             schedule=schedule,
             meeting=meeting,
             floor=floor if floor else None,
-            next_eligible_at=eligibility.next_eligible_at,
+            next_eligible_at=opens,
             wait=wait,
             wake=wake,
             last_ticked=last,
-            catch_up=policy.catch_up,
+            catch_up=catch_up_window(spec, policy),
             since=automation.updated_at,
             when_denied=spec.when_denied,
         )
@@ -652,9 +671,25 @@ def _collector_paused() -> Iterator[None]:
 
 
 def _chain(wake: WakeState | None) -> WakeState | None:
-    """The wake state a plan needs: only a running backoff chain (None plans as no backoff, and
-    ten thousand automations without one share it)."""
-    return wake if wake is not None and wake.backoff_step > 0 else None
+    """The wake state a plan needs: only a running backoff chain or failure streak (None plans as
+    no backoff, and ten thousand automations without one share it)."""
+    return wake if wake is not None and (wake.backoff_step > 0 or wake.failures > 0) else None
+
+
+def _failing_detail(automation: Automation, failures: int, until: datetime | None, last: TurnRecord | None, now: datetime) -> str:
+    """Why a failing automation waits: the streak, the latest failure, and when it may start."""
+    turns = "turn" if failures == 1 else "consecutive turns"
+    verdict = last.verdict if last is not None else None
+    why = f" (latest: {verdict.status}, {verdict.stop_reason})" if verdict is not None and verdict.status != "succeeded" else ""
+    hold = automation.spec.holds_after
+    held = f"; held after {hold}" if hold else ""
+    if until is not None and until > now:
+        wait = f"no automatic start before {iso(until)}"
+    elif failures == 1:
+        wait = "one early retry, then starts slow down"
+    else:
+        wait = "its next start may run"
+    return f"failing: {failures} {turns} failed{why}; {wait}{held}"
 
 
 def _unreadable(automation_id: str, reason: str) -> AutomationReadback:

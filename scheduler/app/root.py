@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # built on first use: a hook's start-up never imports what it
     from ..runtime.executor import TurnExecutor
     from ..runtime.host import HostRuntime, RuntimeConfig
     from .automations import AutomationService
+    from .backfill import BackfillService
     from .envelopes import EnvelopeService
     from .floors import FloorService
     from .notify import NotifyService
@@ -197,6 +198,13 @@ class Floorgate:
         from .notify import NotifyService
 
         return NotifyService(self.store, self.clock, ranges=self.settings.webhook_ranges())
+
+    @cached_property
+    def backfill(self) -> BackfillService:
+        """Backfills: a past range's fires, each an automatic start through admission."""
+        from .backfill import BackfillService
+
+        return BackfillService(self.store, self.clock, self.executor)
 
     def executor(self, *, host: str | None = None) -> TurnExecutor:
         """A managed-turn executor with these settings' state directory and envelope mode."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from floorgate.admission import WakeState, WhenDenied
+from floorgate.admission import AutomationSpec, CatchUp, HostPolicy, WakeState, WhenDenied, failure_wait
 from floorgate.hosts import Schedule
 
 
@@ -59,20 +59,21 @@ def next_wake(
     had another schedule for is not a missed fire. The result is never earlier than
     ``next_eligible_at``: under ``WhenDenied.WAIT`` a wake inside the floor moves to its end;
     under ``WhenDenied.SKIP`` a scheduled fire inside the floor is skipped for the first
-    occurrence at or after its end (``first_fire_admitted``), so the time of day is kept.
+    occurrence at or after its end (``first_fire_admitted``), so the time of day is kept. Under
+    either, it is never earlier than the failure streak's wait (``failure_wait``).
     """
     if when_denied is WhenDenied.SKIP and next_eligible_at is not None and next_eligible_at > now:
         # Every scheduled fire before the floor's end (a missed one too) would be denied: skipped.
         # A backoff wake is no scheduled fire: it still waits for the floor.
         skipped = [t for t in (first_fire_admitted(schedule, next_eligible_at), _backoff_wake(wake, previous)) if t is not None]
-        return max(min(skipped), next_eligible_at) if skipped else None
+        return _after_failing(max(min(skipped), next_eligible_at), wake) if skipped else None
     if previous is None and catch_up and next_eligible_at is not None and next_eligible_at > now:
         # The floor has not elapsed: a due catch-up fire would wait for it, so it can change the
         # answer only when nothing else comes before the floor opens. Most timers at a host's
         # start are in that state: one schedule query each, no catch-up search.
         soonest = [t for t in (schedule.next_after(now), _backoff_wake(wake, None)) if t is not None]
         if soonest and min(soonest) <= next_eligible_at:
-            return next_eligible_at
+            return _after_failing(next_eligible_at, wake)
     if previous is None:
         # Only an occurrence inside the catch-up window can be due; usually there is none.
         first = schedule.next_after(now - catch_up - timedelta(microseconds=1)) if catch_up else None
@@ -89,7 +90,26 @@ def next_wake(
     wake_at = min(candidates)
     if next_eligible_at is not None and wake_at < next_eligible_at:
         wake_at = next_eligible_at
-    return wake_at
+    return _after_failing(wake_at, wake)
+
+
+def _after_failing(wake_at: datetime, wake: WakeState) -> datetime:
+    """``wake_at``, or the failure streak's wait when later: a streak slows every automatic start,
+    scheduled ones too."""
+    failing = failure_wait(wake)
+    return failing if failing is not None and wake_at < failing else wake_at
+
+
+def catch_up_window(spec: AutomationSpec, policy: HostPolicy) -> timedelta:
+    """How old a fire missed while no host ran may be to fire once at the next host start: the
+    automation's own setting over the deployment's (``skip``: none; ``latest`` without a window of
+    its own or the deployment's: the default window)."""
+    if spec.catch_up is CatchUp.SKIP:
+        return timedelta(0)
+    window = spec.catch_up_window if spec.catch_up_window is not None else policy.catch_up
+    if spec.catch_up is CatchUp.LATEST and not window:
+        return HostPolicy().catch_up
+    return window
 
 
 _TICK = timedelta(microseconds=1)

@@ -99,7 +99,7 @@ class RecentStarts:
 
 
 # Listed first on the dashboard, in this order: what needs the owner, then what cannot run.
-TROUBLE = {"held": 0, "awaiting_owner": 1, "unavailable": 2, "host_unavailable": 3, "paused": 4}
+TROUBLE = {"held": 0, "failing": 1, "awaiting_owner": 2, "unavailable": 3, "host_unavailable": 4, "paused": 5}
 
 
 def failed_last(doc: dict[str, Any]) -> bool:
@@ -109,8 +109,8 @@ def failed_last(doc: dict[str, Any]) -> bool:
 
 
 def trouble_rank(doc: dict[str, Any]) -> int:
-    """Sort key: held, waiting for the owner, unreadable, no host, paused, then a failed last
-    turn, then the rest (by id within each)."""
+    """Sort key: held, failing (a failure streak slows its starts), waiting for the owner,
+    unreadable, no host, paused, then a failed last turn, then the rest (by id within each)."""
     if doc["state"] in TROUBLE:
         return TROUBLE[doc["state"]]
     return len(TROUBLE) if failed_last(doc) else len(TROUBLE) + 1

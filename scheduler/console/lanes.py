@@ -124,6 +124,9 @@ class LanePages:
             text = f"{aid}: turn {doc['turn_id']} is running (see /turns/{doc['turn_id']})"
             return redirect(back, text=text, secure=self.pages.secure, turn=doc["turn_id"])
         v = doc["verdict"]
+        if v["status"] == "denied" and doc["detail"] and doc["turn"] is None:
+            # Refused before anything was journaled (paused, held): the refusal's one line, no turn page to link.
+            return redirect(back, text=doc["detail"], failed=True, secure=self.pages.secure)
         text = f"{aid}: turn {doc['turn_id']} {v['status']} ({v['stop_reason']})" + (f": {doc['detail']}" if doc["detail"] else "")
         return redirect(back, text=text, failed=v["status"] != "succeeded", secure=self.pages.secure, turn=doc["turn_id"])
 

@@ -4,7 +4,7 @@ status, bound); never a turn or mission id.
 
 Cardinality is bounded as Prometheus practice asks: by default totals (automations by state,
 decisions by reason, turns by status) and per-lane series only for a lane in trouble (its mission's
-accounting latch set); ``every_lane`` (``/metrics?lanes=all``) adds every lane's next eligible
+accounting latch set, its failure streak running); ``every_lane`` (``/metrics?lanes=all``) adds every lane's next eligible
 time, last start, launch skew, latch and timer drift, from a full readback (heavy at 10,000)."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
 from prometheus_client.registry import Collector
 
+from floorgate.admission import AutomationState, FailureStreaks
 from floorgate.admission.clock import read_clock
 from floorgate.admission.tallies import Tallies
 
@@ -109,6 +110,11 @@ class StoreCollector(Collector):
             latch.add_metric([m.goal_id, m.agent_id, m.automation_id], 1.0)
         yield latch
         yield GaugeMetricFamily("floorgate_accounting_latches_active", "Lanes whose mission's accounting latch is set", value=len(latched))
+        failing = _failing_family()
+        for goal, agent, automation, state, failures in FailureStreaks(self.fg.store).failing():
+            shown = "failing" if state == AutomationState.ACTIVE.value else state  # as its readback shows it
+            failing.add_metric([goal, agent, automation, shown], float(failures))
+        yield failing
 
     def _every_lane(self, tallies: Tallies) -> Iterator[Any]:
         """Every lane's series (opt-in): next eligible time, last start, launch skew, latch, drift."""
@@ -121,6 +127,7 @@ class StoreCollector(Collector):
         skew = GaugeMetricFamily("floorgate_launch_skew_seconds", "Latest admitted tick: nominal fire to start", labels=lane)
         latch = GaugeMetricFamily("floorgate_accounting_latch_active", "1 while the current mission's accounting latch is set", labels=lane)
         drift = GaugeMetricFamily("floorgate_timer_drift", "1 while the host's live timer differs from the applied one", labels=lane)
+        failing = _failing_family()
         eligibility = GaugeMetricFamily(
             "floorgate_eligibility",
             "1 for the lane's eligibility state (eligible, interval_wait, unavailable), as 'policy show' reads it",
@@ -142,6 +149,7 @@ class StoreCollector(Collector):
                 skew.add_metric(labels, (mark.actual_at - mark.nominal_at).total_seconds())
             latch.add_metric(labels, 1.0 if rb.mission is not None and rb.mission.latch else 0.0)
             drift.add_metric(labels, 1.0 if rb.drift is not None else 0.0)
+            failing.add_metric([*labels, rb.state.value], float(rb.failures))
         for e in view.lanes:  # floored lanes no automation stands for
             labels = [e.goal_id, e.agent_id, e.automation_id or ""]
             if e.next_eligible_at is not None:
@@ -149,7 +157,15 @@ class StoreCollector(Collector):
             eligibility.add_metric([*labels, e.status], 1.0)
             if e.last_start is not None:
                 last_start.add_metric(labels, e.last_start.anchor_at.timestamp())
-        yield from (next_eligible, eligibility, last_start, skew, latch, drift)
+        yield from (next_eligible, eligibility, last_start, skew, latch, drift, failing)
+
+
+def _failing_family() -> GaugeMetricFamily:
+    return GaugeMetricFamily(
+        "floorgate_automation_consecutive_failures",
+        "Consecutive failed turns of the automation (0: its latest turn succeeded); alert above 1",
+        labels=["goal", "agent", "automation", "state"],
+    )
 
 
 def render(fg: Floorgate, every_lane: bool = False) -> bytes:

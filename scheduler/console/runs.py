@@ -1,7 +1,8 @@
 """Run now: a manual managed turn started from the console, as ``floorgate turn run AUTOMATION
---manual-reason REASON`` runs one: the same executor, so the reason bypasses the floor's interval
-(and, explicit intent as in the CLI, a pause), never the compute envelope, the accounting latch or
-an unreadable state; it is recorded with the start, naming the authenticated principal.
+--manual-reason REASON`` runs one: the same executor, so the reason bypasses the floor's interval,
+never a pause or a hold (refused in one line saying how to clear it), the compute envelope, the
+accounting latch or an unreadable state; it is recorded with the start, naming the authenticated
+principal.
 
 Turns run on the console's own small pool of runner threads (not the request workers): a turn may
 run for minutes, and a fixed pool bounds the store connections those threads hold. The request

@@ -226,10 +226,18 @@ class RuntimeConfig:
     webhook_ranges: AddressRanges | None = None  # an AddressRanges the notify loop delivers within; None: any address
 
 
+# A fire a running host starts this late is stale: recorded ``skipped missed``, never run. Live
+# lateness below it (a busy host, a slow store) is not a missed fire, whatever the catch-up window:
+# catch-up is about fires due while no host was running, decided when a host arms its timers.
+STALE_AFTER = timedelta(minutes=15)
+
+
 def misfire_grace(policy: HostPolicy) -> int:
-    """APScheduler's misfire grace: a missed fire older than the catch-up window is dropped
-    (its own default of 1 s would drop runs a busy host starts a moment late)."""
-    return max(1, int(policy.catch_up.total_seconds()))
+    """APScheduler's misfire grace: only a fire later than ``STALE_AFTER`` is dropped as missed
+    (its own default of 1 s, or a catch-up window of 0, would drop runs a busy host starts a
+    moment late). ``policy`` is the deployment's; the limit does not depend on it."""
+    del policy
+    return int(STALE_AFTER.total_seconds())
 
 
 @dataclass(frozen=True, slots=True)

@@ -378,7 +378,7 @@ class Ticking:
         begun: TurnOutcome | Admitted | None = None
         try:
             begun = self.executor.begin(
-                automation, nominal=nominal, turn_id=turn_id, minted=True, overlap_checked=True, pre=inputs.pre, within=within
+                automation, nominal=nominal, turn_id=turn_id, minted=True, overlap_checked=True, pre=inputs.pre, within=within, wake=wake
             )
         finally:
             if not isinstance(begun, Admitted):

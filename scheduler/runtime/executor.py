@@ -23,6 +23,7 @@ import os
 import subprocess
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TypeVar
@@ -32,7 +33,9 @@ from sqlalchemy.engine import Connection
 from floorgate.admission import (
     Admission,
     Automation,
+    Automations,
     Decision,
+    FailureStreaks,
     InvalidInput,
     Journal,
     Mission,
@@ -41,6 +44,7 @@ from floorgate.admission import (
     StoreUnavailable,
     TurnRecord,
     Verdict,
+    WakeState,
 )
 from floorgate.admission.clock import Clock, SystemClock, iso, read_clock
 from floorgate.admission.journal import ClaimLost, JournalEntry, TurnOwned
@@ -51,6 +55,7 @@ from ..agents._safe_files import UnsafePath, private_dir
 from ..app.envelope_gate import EnvelopeGate, TurnGate, envelope_mode
 from ..app.meters import metered, read_usage
 from ..app.mission_hold import hold_for_stuck_mission
+from ..app.start_refusals import failing_refusal, state_refusal
 from ._host_env import TIMED_OUT, denied_verdict, exit_verdict, host_env, settled_unknown, spawn_failed
 from ._process import boot_id, kill_group, open_log, pump, spawn_held, start_ticks
 from .recovery import DEFAULT_LEASE, host_identity, new_owner_id, orphaned, settle_lost
@@ -93,6 +98,8 @@ class TurnExecutor:
         self.clock = clock if clock is not None else SystemClock()
         self.admission = Admission(store, self.clock)
         self.journal = Journal(store, self.clock)
+        self.streaks = FailureStreaks(store, self.clock)
+        self.automations = Automations(store, self.clock)
         self.state_dir = Path(state_dir)
         self.host = host if host is not None else host_identity()
         self.owner = new_owner_id()
@@ -148,6 +155,7 @@ class TurnExecutor:
         minted: bool = False,
         pre: TurnGate | None = None,
         within: Connection | None = None,
+        wake: WakeState | None = None,
     ) -> TurnOutcome | Admitted:
         """The decision half of ``run``: every refusal and denial as a finished ``TurnOutcome``,
         or the admitted reservation (committed with this runner's claim) for ``finish``.
@@ -156,6 +164,8 @@ class TurnExecutor:
         so it is not looked up). ``pre``: the envelope's precheck, already judged by the caller
         from facts it read (the stuck-mission hold included); else both are read here. ``within``:
         reserve in the caller's open write transaction (the admitted turn is durable once it commits).
+        ``wake``: the automation's wake state as the caller read it (else read here for an
+        automatic start: its failure streak's wait refuses a start before it).
         """
         if automation.spec.host is None:
             raise InvalidInput(
@@ -182,6 +192,11 @@ class TurnExecutor:
                 busy = self._overlapping(automation, turn.turn_id)
                 if busy is not None:
                     return busy
+            if manual_reason is None and not turn.owns_row:  # a resumed reservation was admitted already
+                waiting = self._failing(automation, wake)
+                if waiting is not None:
+                    self._settle_claimed(turn, waiting.verdict)
+                    return replace(waiting, turn_id=turn.turn_id)
             return self._decide(automation, turn, manual_reason, nominal, wait_eligible, pre, within)
 
         return self._settling(automation, turn, decide)
@@ -201,7 +216,11 @@ class TurnExecutor:
                 raise
             verdict = failure_verdict(exc)
             log.error("turn %s of %s failed before its verdict: %s: %s", turn.turn_id, automation.automation_id, type(exc).__name__, exc)
-            settled = self.journal.settle(turn.turn_id, verdict, owner=self.owner)
+            with self.store.unit() as unit:  # an infra failure counts in the failure streak too
+                self.streaks.lock(automation.automation_id, within=unit)
+                settled = self.journal.settle(turn.turn_id, verdict, owner=self.owner, within=unit)
+                if settled.verdict == verdict:  # this settlement wrote it: the streak moves once per verdict
+                    self.streaks.note(automation, turn.turn_id, verdict, within=unit, locked=True)
             if not isinstance(exc, Exception):
                 raise  # interrupted (Ctrl-C, shutdown): settled, and the interruption goes on
             return TurnOutcome(turn.turn_id, settled.verdict or verdict, turn.decision, settled, detail=f"{type(exc).__name__}: {exc}")
@@ -221,18 +240,10 @@ class TurnExecutor:
             raise InvalidInput("automation", "no command host")
         if pre is None:
             automation = hold_for_stuck_mission(self.store, automation, self.clock)
-        if automation.state != "active" and manual_reason is None:
-            note = f": {automation.state_note}" if automation.state_note else ""
-            verdict = Verdict.denied(f"automation_{automation.state}")
-            hint = "" if "automation resume" in note else f"; 'floorgate automation resume {automation.automation_id}'"
-            self._settle_claimed(turn, verdict)
-            return TurnOutcome(
-                turn_id,
-                verdict,
-                None,
-                None,
-                detail=f"{automation.automation_id} is {automation.state}{note}{hint} (or pass --manual-reason)",
-            )
+        refused = state_refusal(automation, manual=manual_reason is not None)  # manual runs too: only the interval is bypassed
+        if refused is not None:
+            self._settle_claimed(turn, refused[0])
+            return TurnOutcome(turn_id, refused[0], None, None, detail=refused[1])
         if pre is None:
             pre = self.gate.precheck(automation)
         if pre.refusal is not None:
@@ -302,9 +313,12 @@ class TurnExecutor:
             usage = read_usage(spec.meter, tapped)
             self.gate.account(gate.mission, turn_id, usage)  # its own commits: nothing else may write inside the unit
         with self.store.unit() as unit:  # the turn's verdict and its mission's settlement: one commit
+            self.streaks.lock(automation.automation_id, within=unit)  # the lock order of a begin
             if gate.mission is not None:
                 verdict = self.gate.after_turn(automation, gate.mission, turn_id, verdict, usage, ran=ran, within=unit)
             settled = self.journal.settle(turn_id, verdict, owner=self.owner, within=unit)
+            if settled.verdict == verdict:  # this settlement wrote it: the streak moves once per verdict
+                self.streaks.note(automation, turn_id, verdict, within=unit, locked=True)
             if usage is not None:  # budgets count it: reconcile the held estimate, in the same commit
                 settle_turn(unit, turn_id, **metered(automation, usage, now), now=read_clock(self.clock))
         self._hold_if_stuck(automation, verdict)
@@ -327,6 +341,11 @@ class TurnExecutor:
         verdict = Verdict.denied("turn_owned", retryable=True)
         detail = f"turn {turn_id} is {phase} and owned by live runner {owner} (lease until {lease}); nothing run or written"
         return TurnOutcome(turn_id, verdict, None, None, detail=detail, owner=owner or "")
+
+    def _failing(self, automation: Automation, wake: WakeState | None) -> TurnOutcome | None:
+        """An automatic start before its failure streak's wait is refused (nothing reserved)."""
+        refused = failing_refusal(automation, wake or self.automations.wake_state(automation.automation_id), read_clock(self.clock))
+        return TurnOutcome("", refused[0], None, None, detail=refused[1]) if refused is not None else None
 
     def _settle_claimed(self, turn: Attempt, verdict: Verdict) -> None:
         """A taken-over turn refused before admission admits it again is settled, not left open."""

@@ -78,7 +78,7 @@ from ._turn_pool import TurnPool
 from .executor import TurnExecutor
 from ..app.notify import NotifyService
 from ..app.retention import HostPruner
-from ..app.wake import BackoffPolicy
+from ..app.wake import BackoffPolicy, catch_up_window
 
 __all__ = ["HostParts", "HostRuntime", "RuntimeConfig"]  # RuntimeConfig lives with the planning values
 
@@ -337,10 +337,9 @@ class HostRuntime(Ticking, TickRecords):
                 self._hold(automation_id, self._bad_ticks[automation_id])
                 continue
             since = decoded.automation.updated_at  # type: ignore[union-attr]
+            window = catch_up_window(decoded.automation.spec, self.policy)  # type: ignore[union-attr]
             when_denied = decoded.automation.spec.when_denied  # type: ignore[union-attr]
-            snapshot = Snapshot(
-                automation_id, decoded.schedule, inputs, self._last_ticked(automation_id), self.policy.catch_up, since, when_denied
-            )  # type: ignore[arg-type]
+            snapshot = Snapshot(automation_id, decoded.schedule, inputs, self._last_ticked(automation_id), window, since, when_denied)  # type: ignore[arg-type]
             self._arm(decoded.automation, snapshot, seq, previous=None, now=now)  # type: ignore[arg-type]
 
     def _remember(self, automation_id: str, decoded: Decoded) -> None:
@@ -440,7 +439,7 @@ class HostRuntime(Ticking, TickRecords):
             schedule,
             inputs,
             self._last_ticked(automation.automation_id),
-            self.policy.catch_up,
+            catch_up_window(automation.spec, self.policy),
             automation.updated_at,
             automation.spec.when_denied,
         )
@@ -523,8 +522,8 @@ class HostRuntime(Ticking, TickRecords):
         self._record(event.job_id, when, read_clock(self.clock), "skipped", "overlap")
 
     def _on_missed(self, event: JobExecutionEvent) -> None:
-        # APScheduler drops a fire it could not start within the catch-up window (misfire grace):
-        # the tick log says so instead of leaving a silent gap.
+        # APScheduler drops a fire it could not start within the staleness limit (misfire grace,
+        # ``STALE_AFTER``): the tick log says so instead of leaving a silent gap.
         self._record(event.job_id, event.scheduled_run_time, read_clock(self.clock), "skipped", "missed")
 
     # -- helpers -----------------------------------------------------------------------------

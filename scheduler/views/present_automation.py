@@ -12,6 +12,7 @@ from .present import automation_doc, command_text, readback_doc, seconds_of, tab
 
 if TYPE_CHECKING:
     from ..app.automations import Detail, Poked
+    from ..app.backfill import BackfillReport
     from ..app.readback import Preview
 
 
@@ -61,6 +62,10 @@ def detail_text(d: Detail) -> str:
         f"  command:        {command_text(spec)}"
         + (f"  (timeout {spec.host.timeout_seconds:g}s, overlap {spec.overlap})" if spec.host else ""),
         f"  timer:          {spec.timer} ({rb.guarantee}: {rb.guarantee_why})",
+        f"  on failure:     hold after {spec.holds_after or 'never'}; {rb.failures} consecutive failed"
+        + (f", no automatic start before {iso(rb.failing_until)}" if rb.failing_until is not None else ""),
+        f"  catch-up:       {spec.catch_up.value if spec.catch_up else 'the deployment'}"
+        + (f" within {format_interval(spec.catch_up_window)}" if spec.catch_up_window is not None else ""),
         *(
             [f"  fleet:          external id {spec.external_id or '-'}; labels {_labels(spec.labels)}"]
             if spec.external_id or spec.labels
@@ -119,3 +124,43 @@ def poke_text(p: Poked) -> str:
         return f"poked {p.automation_id}: backoff reset, but nothing fires now ({terminal_safe(p.readback.detail, lines=False)})"
     why = "" if p.wake.backoff_wake_at is not None and nxt <= p.wake.backoff_wake_at else " (the floor or the schedule comes first)"
     return f"poked {p.automation_id}: next turn at {iso(nxt)}{why}"
+
+
+def backfill_doc(report: BackfillReport) -> dict[str, Any]:
+    """A backfill (or its dry run) as JSON: one row per fire of the range."""
+    return {
+        "automation": report.automation_id,
+        "from": iso(report.start),
+        "to": iso(report.end),
+        "dry_run": report.dry_run,
+        "fires": [
+            {
+                "fire_at": iso(r.fire_at),
+                "admitted": r.admitted,
+                "reason": r.reason,
+                "detail": r.detail or None,
+                "turn_id": r.turn_id,
+                "status": r.status,
+            }
+            for r in report.rows
+        ],
+    }
+
+
+def backfill_text(report: BackfillReport) -> str:
+    """One line per fire: admitted (and its verdict) or why not; a dry run says it wrote nothing."""
+    if not report.rows:
+        return f"{report.automation_id}: no fire between {iso(report.start)} and {iso(report.end)}"
+    verb = "would run" if report.dry_run else "ran"
+    rows = [
+        (
+            iso(r.fire_at),
+            ("yes" if report.dry_run else f"yes: {r.status}") if r.admitted else f"no: {r.reason}",
+            terminal_safe(r.detail or "", lines=False),
+        )
+        for r in report.rows
+    ]
+    admitted = sum(1 for r in report.rows if r.admitted)
+    tail = " (dry run: nothing written)" if report.dry_run else ""
+    head = f"{report.automation_id}: {verb} {admitted} of {len(report.rows)} fires{tail}"
+    return head + "\n" + table(["FIRE", "ADMITTED", "WHY"], rows)

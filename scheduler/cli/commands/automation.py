@@ -8,8 +8,10 @@ import sys
 
 from pydantic import ValidationError
 
-from floorgate.admission import AutomationSpec, CommandHost, InvalidInput, MeterKind, Overlap, TimerKind, WhenDenied
-from floorgate.admission.intervals import parse_duration
+from floorgate.admission import AutomationSpec, CatchUp, CommandHost, InvalidInput, MeterKind, Overlap, TimerKind, WhenDenied
+from floorgate.admission.automations import DEFAULT_HOLD_AFTER, MAX_CATCH_UP_WINDOW, MAX_HOLD_AFTER
+from floorgate.admission.clock import parse_instant
+from floorgate.admission.intervals import parse_duration, parse_interval
 from floorgate.hosts.registry import capabilities
 
 from ...app.automation_spec import check_program
@@ -21,7 +23,7 @@ from ...views.present import (
     readback_doc,
     table,
 )
-from ...views.present_automation import detail_doc, detail_text, poke_doc, poke_text, preview_doc, preview_text
+from ...views.present_automation import backfill_doc, backfill_text, detail_doc, detail_text, poke_doc, poke_text, preview_doc, preview_text
 from ..context import EXIT_OK, Context, add_common
 from .timers import add_crontab_user, add_timer_arg, register_actions
 
@@ -37,6 +39,15 @@ def _host_args(p: argparse.ArgumentParser, *, required: bool) -> None:
     p.add_argument("--backend", help="model backend/provider the host uses (checked against backend_allowlist)")
     p.add_argument("--meter", choices=[m.value for m in MeterKind], help="how to read the usage the host prints (default none)")
     p.add_argument("--overlap", choices=[o.value for o in Overlap], help="while a turn runs, skip further ticks (default) or allow them")
+    p.add_argument("--hold-after", metavar="N", help=f"hold after N consecutive failed turns (default {DEFAULT_HOLD_AFTER}; 0: never)")
+    p.add_argument(
+        "--catch-up",
+        choices=[c.value for c in CatchUp],
+        help="after downtime: skip missed fires, or run the latest (default: the deployment's)",
+    )
+    p.add_argument(
+        "--catch-up-window", metavar="DURATION", help="how old a missed fire may be to catch up, 0..7d (default: the deployment's)"
+    )
     p.add_argument(
         "--when-denied",
         choices=[w.value for w in WhenDenied],
@@ -108,6 +119,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     register_actions(asub)
 
+    p = asub.add_parser(
+        "backfill",
+        help="run the fires of a past range one after another, each passing admission (--dry-run: say which, write nothing)",
+        usage="floorgate automation backfill AUTOMATION --from T1 --to T2 [--dry-run]",
+    )
+    p.add_argument("automation")
+    p.add_argument("--from", dest="start", required=True, metavar="T1", help="ISO 8601 time with an offset, e.g. 2026-12-01T00:00:00Z")
+    p.add_argument("--to", dest="end", required=True, metavar="T2", help="ISO 8601 time with an offset, not in the future")
+    p.add_argument("--dry-run", action="store_true", help="print which fires the limits would admit; write nothing")
+    add_common(p)
+    p.set_defaults(handler=_backfill, access=Access.OPERATE)  # every fire passes admission: it cannot loosen a limit
+
     p = asub.add_parser("poke", help="new work arrived: reset the wake cadence to the short backoff (never before the floor)")
     p.add_argument("automation")
     add_common(p)
@@ -162,6 +185,7 @@ def _add(ctx: Context) -> int:
         timer=timer,
         backend=a.backend,
         meter=a.meter or "none",
+        **_policy_fields(a, None),
         when_denied=a.when_denied or WhenDenied.WAIT,
     )
     done = service.add(a.automation, spec)
@@ -172,6 +196,26 @@ def _add(ctx: Context) -> int:
         f"added {done.automation.automation_id} ({spec.goal_id}/{spec.agent_id}, {timer} timer)\n{spec.schedule}{held}{_not_armed(done)}",
     )
     return EXIT_OK
+
+
+def _policy_fields(a: argparse.Namespace, current: AutomationSpec | None) -> dict:  # type: ignore[type-arg]
+    """``--hold-after``, ``--catch-up`` and ``--catch-up-window``, each checked on its own (one
+    line naming the flag); an omitted one keeps the current value (on add: the default)."""
+    hold_after = current.hold_after if current is not None else None
+    if a.hold_after is not None:
+        text = a.hold_after.strip()
+        if not text.isascii() or not text.isdigit() or int(text) > MAX_HOLD_AFTER:
+            raise InvalidInput("--hold-after", f"{a.hold_after!r} is not a whole number 0..{MAX_HOLD_AFTER} (0: never hold)")
+        hold_after = int(text)
+    window = current.catch_up_window if current is not None else None
+    if a.catch_up_window is not None:
+        window = parse_interval(a.catch_up_window, "--catch-up-window")
+        if window > MAX_CATCH_UP_WINDOW:
+            raise InvalidInput("--catch-up-window", f"{a.catch_up_window!r} is longer than 7d; give 0..7d")
+    catch_up = CatchUp(a.catch_up) if a.catch_up is not None else (current.catch_up if current is not None else None)
+    if catch_up is CatchUp.LATEST and window is not None and not window:
+        raise InvalidInput("--catch-up-window", "catch-up latest needs a window above 0 (or --catch-up skip)")
+    return {"hold_after": hold_after, "catch_up": catch_up, "catch_up_window": window}
 
 
 def _not_armed(done: Changed) -> str:
@@ -203,6 +247,7 @@ def _edit(ctx: Context) -> int:
         timer=timer,
         backend=a.backend if a.backend is not None else current.spec.backend,
         meter=a.meter or current.spec.meter,
+        **_policy_fields(a, current.spec),
         external_id=current.spec.external_id,
         labels=current.spec.labels,
         when_denied=a.when_denied or current.spec.when_denied,
@@ -294,4 +339,12 @@ def _preview(ctx: Context) -> int:
 def _poke(ctx: Context) -> int:
     poked = ctx.app.automations.poke(ctx.args.automation)
     ctx.emit(poke_doc(poked), poke_text(poked))
+    return EXIT_OK
+
+
+def _backfill(ctx: Context) -> int:
+    a = ctx.args
+    start, end = parse_instant(a.start, "--from"), parse_instant(a.end, "--to")
+    report = ctx.app.backfill.run(a.automation, start, end, dry_run=a.dry_run)
+    ctx.emit(backfill_doc(report), lambda: backfill_text(report))
     return EXIT_OK
