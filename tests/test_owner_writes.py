@@ -48,6 +48,7 @@ OWNER_WRITES: dict[str, tuple[str, ...]] = {
     "notify add": ("notify", "add", "http://127.0.0.1:9/hook", "--events", "ask_pending"),
     "notify remove": ("notify", "remove", "wh-nope"),
     "apply": ("apply", "-f", "fleet.toml"),
+    "prune": ("prune", "--older-than", "90d"),
     "service install": ("service", "install", "--user", "--unit-dir", "units"),
     "service uninstall": ("service", "uninstall", "--user", "--unit-dir", "units"),
 }

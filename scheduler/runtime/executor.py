@@ -192,12 +192,11 @@ class TurnExecutor:
                 busy = self._overlapping(automation, turn.turn_id)
                 if busy is not None:
                     return busy
-            if manual_reason is None and not turn.owns_row:  # a resumed reservation was admitted already
-                waiting = self._failing(automation, wake)
-                if waiting is not None:
-                    self._settle_claimed(turn, waiting.verdict)
-                    return replace(waiting, turn_id=turn.turn_id)
-            return self._decide(automation, turn, manual_reason, nominal, wait_eligible, pre, within)
+            # A resumed reservation was admitted already; a manual run is the owner's intent: only
+            # automatic starts wait for the failure streak (after the envelope, which names a
+            # bound the owner must act on before a wait that passes by itself).
+            slowed = manual_reason is None and not turn.owns_row
+            return self._decide(automation, turn, manual_reason, nominal, wait_eligible, pre, within, wake if slowed else None, slowed)
 
         return self._settling(automation, turn, decide)
 
@@ -234,6 +233,8 @@ class TurnExecutor:
         wait_eligible: timedelta,
         pre: TurnGate | None,
         within: Connection | None = None,
+        wake: WakeState | None = None,
+        slowed: bool = False,
     ) -> TurnOutcome | Admitted:
         turn_id = turn.turn_id
         if automation.spec.host is None:  # pragma: no cover - begin() refuses external timers first
@@ -250,6 +251,10 @@ class TurnExecutor:
             self._hold_if_stuck(automation, pre.refusal)
             self._settle_claimed(turn, pre.refusal)
             return TurnOutcome(turn_id, pre.refusal, None, None)
+        waiting = self._failing(automation, wake) if slowed else None
+        if waiting is not None:
+            self._settle_claimed(turn, waiting.verdict)
+            return replace(waiting, turn_id=turn_id)
         log_path = self._log_path(automation.automation_id, turn_id)
         trigger = nominal if nominal is not None else read_clock(self.clock)
         begun: list[tuple[bool, Mission]] = []

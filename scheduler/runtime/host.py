@@ -168,6 +168,7 @@ class HostRuntime(Ticking, TickRecords):
                 ("beat", "recording this host's heartbeat"),
                 ("notify", "delivering events to webhooks"),
                 ("prune", "pruning what is older than the retention"),
+                ("prime", "judging every automation's envelope precheck"),
             )
         }
         self._tick_episodes: dict[str, Episode] = {}
