@@ -38,7 +38,7 @@ def test_one_stale_token_failing_again_and_again_locks_only_itself(store: Store,
     assert 0 < int(r.headers["Retry-After"]) <= 900
     assert c.get("/metrics", good).status_code == 200  # same address, another token: unaffected
     assert c.get("/api/whoami", good).status_code == 200
-    assert post_signin(c.client, good, follow_redirects=False).status_code == 303
+    assert post_signin(c.client, good, follow_redirects=False).headers["location"] == "/dashboard"
     assert post_signin(c.client, stale).status_code == 429  # the page shares the limit
     clock.advance(DAY)  # the window passed: the token is checked again (and still fails)
     assert c.get("/metrics", stale).status_code == 401
@@ -54,9 +54,9 @@ def test_many_different_wrong_tokens_for_one_name_from_one_address_lock_that_nam
     assert c.get("/api/whoami", "fgo_ops.guess19").status_code == 401  # a bearer token counts too
     r = c.get("/api/whoami")
     assert r.status_code == 429 and "20 different wrong tokens" in r.json()["error"]["message"]
-    assert post_signin(c.client, c.owner, follow_redirects=False).status_code == 429
+    assert post_signin(c.client, c.owner).status_code == 429  # (the form's redirect keeps the refusal's status)
     clock.advance(DAY)
-    assert post_signin(c.client, c.owner, follow_redirects=False).status_code == 303
+    assert post_signin(c.client, c.owner, follow_redirects=False).headers["location"] == "/dashboard"
 
 
 def test_every_write_form_needs_the_session_csrf_token(store: Store, clock: FixedClock) -> None:
@@ -72,8 +72,9 @@ def test_every_write_form_needs_the_session_csrf_token(store: Store, clock: Fixe
     ]
     for path, form in forms:
         for bad in ({}, {"csrf": "forged"}):
-            r = c.client.post(path, data={**form, **bad}, follow_redirects=False)
-            assert r.status_code == 403, (path, bad)
+            first = c.client.post(path, data={**form, **bad}, follow_redirects=False)
+            assert first.status_code == 303 and first.headers["location"] == "/signin", (path, bad)  # redirected, never rendered
+            assert c.client.get("/signin").status_code == 403, (path, bad)  # the form says why, with the refusal's status
     assert raw_sql(store, "SELECT revision FROM fg_rules") == [(1,)]
     assert raw_sql(store, "SELECT state FROM fg_approvals") == [("pending",)]
     assert raw_sql(store, "SELECT COUNT(*) FROM fg_starts") == [(0,)]  # no forged run started
@@ -282,8 +283,8 @@ def test_an_engaged_sign_in_lock_is_shared_by_every_server_on_the_store(store: S
     assert post_signin(restarted, "fgo_ops.guess").status_code == 429
     for i in range(20):
         post_signin(other, f"fgo_ops.other{i}")
-    assert post_signin(c.client, c.owner, follow_redirects=False).status_code == 429
-    assert post_signin(restarted, c.owner, follow_redirects=False).status_code == 429
+    assert post_signin(c.client, c.owner).status_code == 429  # (the form's redirect keeps the refusal's status)
+    assert post_signin(restarted, c.owner).status_code == 429
 
 
 def test_the_target_selector_lists_goal_agents_and_their_automations_and_an_automation_override_leaves_peers(
@@ -402,3 +403,13 @@ def test_the_dashboard_shows_a_mission_s_wall_time_used_and_left(store: Store, c
     sign_in(c)
     page = c.client.get("/automations/x").text
     assert "wall 12.5s (left 17.5" in page, page
+
+
+def test_a_refused_sign_in_is_a_redirect_and_a_reload_posts_nothing(store: Store, clock: FixedClock) -> None:
+    c = console(store, clock)
+    first = post_signin(c.client, "fgo_ops.wrong", follow_redirects=False)
+    assert first.status_code == 303 and first.headers["location"] == "/signin"  # the token is never in a page to resubmit
+    page = c.client.get("/signin")
+    assert page.status_code == 401 and 'id="error"' in page.text
+    again = c.client.get("/signin")  # a reload: the form again, no message, nothing counted
+    assert again.status_code == 200 and 'id="error"' not in again.text

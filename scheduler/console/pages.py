@@ -93,7 +93,22 @@ class Pages:
         return RedirectResponse("/dashboard", status_code=303)
 
     async def signin_form(self, request: Request) -> Response:
-        return self.signin_page(request)
+        """The sign-in form; after a refused sign-in (a redirect here) it says why once, with the
+        refusal's status (401, 403, 429 and its ``Retry-After``), so a reload never posts the token again."""
+        flash = peek(request)
+        if flash is None or flash.get("form") != "signin" or not flash.get("failed"):
+            return self.signin_page(request)
+        status = flash.get("status")
+        response = self.signin_page(request, status if isinstance(status, int) and 400 <= status < 500 else 401, flash["text"])
+        retry = flash.get("retry_after")
+        if isinstance(retry, int) and retry > 0:
+            response.headers["Retry-After"] = str(retry)
+        return response
+
+    def _signin_refused(self, status: int, why: str, retry_after: int | None = None) -> Response:
+        """A refused sign-in: a redirect to the form, which shows why (and keeps the status)."""
+        extra: dict[str, Any] = {"retry_after": retry_after} if retry_after is not None else {}
+        return redirect("/signin", text=why, failed=True, status=status, secure=self.secure, form="signin", **extra)
 
     def signin_page(self, request: Request, status: int = 200, error: str | None = None) -> Response:
         """The sign-in form, carrying a sign-in CSRF token that matches its cookie (double submit):
@@ -109,11 +124,11 @@ class Pages:
         form = await request.form()
         cookie, posted = request.cookies.get(SIGNIN_COOKIE, ""), form.get("signin_csrf")
         if not cookie or not isinstance(posted, str) or not hmac.compare_digest(posted.encode(), cookie.encode()):
-            return self.signin_page(request, 403, "the sign-in form expired or came from elsewhere; sign in on this page again")
+            return self._signin_refused(403, "the sign-in form expired or came from elsewhere; sign in on this page again")
         try:
             session = await self.work(self.gate.sign_in, str(form.get("token") or ""), client_of(request))
         except AuthError as exc:
-            return self.signin_page(request, exc.status, str(exc))
+            return self._signin_refused(exc.status, str(exc), exc.retry_after)
         response = RedirectResponse("/dashboard", status_code=303)
         response.set_cookie(
             SESSION_COOKIE,
@@ -132,7 +147,7 @@ class Pages:
         try:
             self.gate.check_csrf(request, form.get("csrf"))
         except AuthError as exc:
-            return form, None, self.signin_page(request, exc.status, str(exc))
+            return form, None, self._signin_refused(exc.status, str(exc))
         principal = await self.signed_in(request)
         if principal is None:
             return form, None, RedirectResponse("/signin", status_code=303)
@@ -143,7 +158,7 @@ class Pages:
         try:
             session = self.gate.check_csrf(request, form.get("csrf"))
         except AuthError as exc:
-            return self.signin_page(request, exc.status, str(exc))
+            return self._signin_refused(exc.status, str(exc))
         self.gate.sign_out(session.session_id)
         response = RedirectResponse("/signin", status_code=303)
         response.delete_cookie(SESSION_COOKIE)
