@@ -215,3 +215,15 @@ def test_a_failing_automation_is_red_and_listed_before_a_paused_one_and_run_now_
     assert refusal.startswith("a-paused is paused: investigating; a manual run bypasses only the interval"), refusal
     assert refusal.endswith("resume it with &#39;floorgate automation resume a-paused&#39;"), refusal  # no turn page: none ran
     assert raw_sql(store, "SELECT count(*) FROM fg_starts WHERE automation_id = 'a-paused'") == [(0,)]
+
+
+def test_a_time_shown_rounded_up_still_reads_as_past_when_it_is() -> None:
+    from datetime import datetime, timezone
+
+    from floorgate.scheduler.console.shown import Shown
+    from floorgate.scheduler.views.present import when
+
+    now = datetime(2026, 12, 2, 9, 0, 0, 500_000, tzinfo=timezone.utc)
+    just_past = now - timedelta(microseconds=300_000)  # 09:00:00.2, shown as 09:00:01 (rounded up)
+    assert when(just_past, now) == "2026-12-02 09:00:01 UTC, 0 s ago"
+    assert Shown("UTC", now).rel(just_past) == "0 s ago"

@@ -284,7 +284,7 @@ def test_an_owner_acts_from_the_console_at_desktop_and_phone_width(served, artif
         page.fill("#f-goal", "g")
         page.fill("#f-agent", "a")
         page.fill("#f-schedule", "every 30m")
-        expect(page.locator("#preview-summary")).to_contain_text("fires would run (floor 3600 s)")
+        expect(page.locator("#preview-summary")).to_contain_text("fires would run (floor 1h)")
         expect(page.locator("#preview-fires tr")).to_have_count(8)
         page.fill("#f-command", "/bin/true")
         page.screenshot(path=str(artifacts / "act-new-automation.png"), full_page=True)

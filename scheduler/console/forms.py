@@ -18,6 +18,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from floorgate.admission import InvalidInput, RevisionConflict
+from floorgate.admission.intervals import format_interval
 from floorgate.admission.scope import check_id
 from floorgate.scheduler.app.automation_spec import spec_doc
 from floorgate.scheduler.console.api_automations import save
@@ -170,6 +171,7 @@ class AutomationForms:
             return JSONResponse(doc, status_code=status)
         t = self.pages.shown(principal)
         doc = preview_doc(preview)
+        doc["floor"] = format_interval(preview.floor) if preview.floor else None
         for fire in doc["fires"]:
             fire["shown"] = t.at(fire["utc"])
             fire["runs_shown"] = t.at(fire["runs_at"], "") if fire["admitted"] else t.at(fire["eligible_at"], "")

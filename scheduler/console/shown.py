@@ -73,7 +73,7 @@ class Shown:
     def rel(self, value: datetime | str | None, missing: str = "") -> str:
         """How far from now: 'in 14 min', '3 h ago'."""
         at = _instant(value)
-        return missing if at is None else ago(ceil_second(at), self.now)
+        return missing if at is None else ago(at, self.now)  # the exact instant: a past one is never 'in 0 s'
 
     def text(self, value: str | None) -> str:
         """A sentence from the readback with every exact instant in it shown as ``at`` shows it."""

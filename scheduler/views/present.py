@@ -455,7 +455,7 @@ def when(at: datetime | None, now: datetime, zone: tzinfo = timezone.utc) -> str
         return None
     up = ceil_second(at)
     shown = up.astimezone(zone)
-    return f"{shown:%Y-%m-%d %H:%M:%S} {shown:%Z}, {ago(up, now)}"
+    return f"{shown:%Y-%m-%d %H:%M:%S} {shown:%Z}, {ago(at, now)}"  # how far: from the exact instant (a past one is never 'in 0 s')
 
 
 def _zone_of(rb: AutomationReadback) -> tzinfo:
