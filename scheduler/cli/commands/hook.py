@@ -316,7 +316,9 @@ def _register_install(hsub: argparse._SubParsersAction) -> None:
         )
         add_common(p)
 
-    p = hsub.add_parser("install", help="write floorgate's prompt and tool hooks into the agent app's settings (merged; idempotent)")
+    p = hsub.add_parser(
+        "install", help="write floorgate's prompt, tool and end-of-turn hooks into the agent app's settings (merged; idempotent)"
+    )
     where(p)
     p.add_argument("--goal", required=True)
     p.add_argument("--agent", required=True)
@@ -381,8 +383,8 @@ def _install(ctx: Context) -> int:
     text = (
         f"{'installed' if done.changed else 'already installed, nothing changed:'} floorgate hooks in {path}: "
         f"UserPromptSubmit admits {lane} ({spec.wake.value}) in {redact_url(spec.db)}, waiting up to {format_interval(spec.wait)} "
-        f"(hook timeout {spec.prompt_timeout_seconds}s); PreToolUse counts tool calls of managed turns; "
-        f"any failure to run {spec.floorgate[0]} blocks"
+        f"(hook timeout {spec.prompt_timeout_seconds}s); PreToolUse counts tool calls of managed turns; Stop records each turn's usage (never blocks); "
+        f"any failure to run {spec.floorgate[0]} blocks the prompt or tool call"
     )
     if done.backup is not None:
         text += f"\nprevious settings kept in {done.backup}"
