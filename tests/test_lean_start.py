@@ -88,6 +88,14 @@ def test_the_prompt_hook_imports_only_what_its_answer_uses(store: Store, db_url:
     assert {m for m in modules if m.startswith("floorgate.scheduler.cli.commands.")} == {"floorgate.scheduler.cli.commands.hook"}
 
 
+def test_the_stop_hook_imports_only_what_recording_usage_uses(store: Store, db_url: str, tmp_path: Path) -> None:
+    argv = ["hook", "stop", "--db", db_url, "--goal", "g", "--agent", "a", "--automation", "x"]
+    code, modules = _imports(tmp_path, argv, stdin=json.dumps({"session_id": "s", "transcript_path": str(tmp_path / "none.jsonl")}))
+    assert code == 0 and "floorgate.scheduler.agents.app_usage" in modules  # it did read the (missing) transcript
+    assert _loaded(modules, ADMIT_NEVER) == []
+    assert {m for m in modules if m.startswith("floorgate.scheduler.cli.commands.")} == {"floorgate.scheduler.cli.commands.hook"}
+
+
 def test_the_tool_hook_outside_a_mission_imports_no_store(tmp_path: Path) -> None:
     code, modules = _imports(tmp_path, ["hook", "pre-tool-use", "--db", str(tmp_path / "none.db")], stdin='{"tool_name": "Bash"}')
     assert code == 0

@@ -186,14 +186,20 @@ def _app(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     return Floorgate.open(Settings.resolve(db=args.db), create=False)  # a hook never creates a store: it blocks
 
 
-def _user_prompt_submit(args: argparse.Namespace) -> int:
+def _blocking(args: argparse.Namespace, refused: str, what: str, work: Callable[[argparse.Namespace, timedelta], int]) -> int:
+    """Run a hook that may block: a bad --hook-timeout, a termination signal or its own deadline
+    block like any other failure (``refused`` and ``what`` name the block on stderr)."""
     with _answering():
         try:
             timeout = _hook_timeout(args)
         except FloorgateError as exc:
-            return _block(f"floorgate: blocked (fail closed): {_why(exc)}")
-        with _deadline(timeout, "prompt"):
-            return _admit_prompt(args, timeout)
+            return _block(f"floorgate: {refused} (fail closed): {_why(exc)}")
+        with _deadline(timeout, what):
+            return work(args, timeout)
+
+
+def _user_prompt_submit(args: argparse.Namespace) -> int:
+    return _blocking(args, "blocked", "prompt", _admit_prompt)
 
 
 def _admit_prompt(args: argparse.Namespace, timeout: timedelta) -> int:
@@ -269,13 +275,7 @@ def _stop(args: argparse.Namespace) -> int:
 
 
 def _pre_tool_use(args: argparse.Namespace) -> int:
-    with _answering():
-        try:
-            timeout = _hook_timeout(args)
-        except FloorgateError as exc:
-            return _block(f"floorgate: tool call refused (fail closed): {_why(exc)}")
-        with _deadline(timeout, "tool call"):
-            return _count_tool_call(args, timeout)
+    return _blocking(args, "tool call refused", "tool call", _count_tool_call)
 
 
 def _count_tool_call(args: argparse.Namespace, timeout: timedelta) -> int:
@@ -316,7 +316,9 @@ def _register_install(hsub: argparse._SubParsersAction) -> None:
         )
         add_common(p)
 
-    p = hsub.add_parser("install", help="write floorgate's prompt and tool hooks into the agent app's settings (merged; idempotent)")
+    p = hsub.add_parser(
+        "install", help="write floorgate's prompt, tool and end-of-turn hooks into the agent app's settings (merged; idempotent)"
+    )
     where(p)
     p.add_argument("--goal", required=True)
     p.add_argument("--agent", required=True)
@@ -381,8 +383,8 @@ def _install(ctx: Context) -> int:
     text = (
         f"{'installed' if done.changed else 'already installed, nothing changed:'} floorgate hooks in {path}: "
         f"UserPromptSubmit admits {lane} ({spec.wake.value}) in {redact_url(spec.db)}, waiting up to {format_interval(spec.wait)} "
-        f"(hook timeout {spec.prompt_timeout_seconds}s); PreToolUse counts tool calls of managed turns; "
-        f"any failure to run {spec.floorgate[0]} blocks"
+        f"(hook timeout {spec.prompt_timeout_seconds}s); PreToolUse counts tool calls of managed turns; Stop records each turn's usage (never blocks); "
+        f"any failure to run {spec.floorgate[0]} blocks the prompt or tool call"
     )
     if done.backup is not None:
         text += f"\nprevious settings kept in {done.backup}"
