@@ -627,16 +627,20 @@ def _at_head(store: Store) -> bool:
     head = head_revision()
     if head is None:
         return False
+    pg = store.dialect == "postgresql"
+    # On PostgreSQL the installed hash rides on the same SELECT: every hook and command opens a
+    # store, and a second query would be a second round trip at each start.
+    columns = "version_num"
+    if pg:
+        from .decide import render  # the decision's modules import this one
+
+        columns += f", ({render.INSTALLED_SQL})"
     try:
         with store.read() as conn:
-            rows = conn.execute(text(f"SELECT version_num FROM {_VERSION_TABLE}")).fetchall()
+            rows = conn.execute(text(f"SELECT {columns} FROM {_VERSION_TABLE}")).fetchall()
             if [r[0] for r in rows] != [head]:
                 return False
-            if store.dialect == "postgresql":
-                from .decide import render  # the decision's modules import this one
-
-                return render.installed_hash(conn) == render.functions_hash()
-            return True
+            return not pg or rows[0][1] == render.functions_hash()
     except (SQLAlchemyError, FloorgateError):
         return False  # Alembic's own read names the problem
 

@@ -283,15 +283,11 @@ def settle_turn(
     if tokens is not None:
         _tokens(tokens, "tokens")
     _usd(usd_micros, "usd_micros")
-    unknown = tokens is None and usd_micros is None
-    state = UsageState.UNKNOWN if unknown else UsageState.SETTLED
     u = s.usage
     row = conn.execute(select(u.c.state).where(u.c.turn_id == turn_id)).first()
     if row is not None and row.state != UsageState.HELD.value:
         return
-    values: dict[str, Any] = dict(state=state.value, tokens=tokens, usd_micros=usd_micros, settled_at_us=now)
-    if model is not None:
-        values["model"] = model
+    values = _settlement(tokens, usd_micros, model, now)
     if row is not None:
         conn.execute(update(u).where(u.c.turn_id == turn_id, u.c.state == UsageState.HELD.value).values(**values))
         return
@@ -305,9 +301,22 @@ def settle_turn(
             estimate_tokens=0,
             source=UsageSource.METER.value,
             report_key=None,
-            **{"model": None, **values},
+            **{"tokens": None, "usd_micros": None, "model": None, **values},
         )
     )
+
+
+def _settlement(tokens: int | None, usd_micros: int | None, model: str | None, now: datetime) -> dict[str, Any]:
+    """The columns a turn's reconciliation writes: ``settled`` with what was reported, or
+    ``unknown`` (nothing usable reported: the amounts stay NULL, the estimate stays held); the
+    model only when one was reported."""
+    unknown = tokens is None and usd_micros is None
+    values: dict[str, Any] = dict(state=(UsageState.UNKNOWN if unknown else UsageState.SETTLED).value, settled_at_us=now)
+    if not unknown:
+        values.update(tokens=tokens, usd_micros=usd_micros)
+    if model is not None:
+        values["model"] = model
+    return values
 
 
 def _tokens(value: object, field: str) -> int:
@@ -361,11 +370,7 @@ class Usage:
                 if same:
                     return entry, False
                 raise InvalidInput("turn_id", f"turn {turn_id}'s usage was already reconciled ({entry.state.value}); it is reconciled once")
-            values: dict[str, Any] = {"settled_at_us": now, "model": model if model is not None else entry.model}
-            if unknown:
-                values["state"] = UsageState.UNKNOWN.value
-            else:
-                values.update(state=UsageState.SETTLED.value, tokens=tokens, usd_micros=usd_micros)
+            values = _settlement(tokens, usd_micros, model, now)
             conn.execute(update(u).where(u.c.turn_id == turn_id, u.c.state == UsageState.HELD.value).values(**values))
             row = conn.execute(select(u).where(u.c.turn_id == turn_id)).one()
         return entry_from_row(row), True
@@ -396,8 +401,6 @@ class Usage:
             _tokens(tokens, "tokens")
         _tokens(estimate_tokens, "estimate_tokens")
         _usd(usd_micros, "usd_micros")
-        unknown = tokens is None and usd_micros is None
-        state = UsageState.UNKNOWN if unknown else UsageState.SETTLED
         u = s.usage
         now = read_clock(self.clock)
         with self.store.write() as conn:
@@ -418,11 +421,7 @@ class Usage:
                     .order_by(u.c.at_us)
                     .limit(1)
                 ).first()
-            values: dict[str, Any] = dict(state=state.value, settled_at_us=now, report_key=report_key)
-            if not unknown:
-                values.update(tokens=tokens, usd_micros=usd_micros)
-            if model is not None:
-                values["model"] = model
+            values = {**_settlement(tokens, usd_micros, model, now), "report_key": report_key}
             if held is not None:
                 conn.execute(update(u).where(u.c.turn_id == held.turn_id).values(**values))
                 turn_id = held.turn_id

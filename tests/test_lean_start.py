@@ -166,6 +166,28 @@ def test_a_postgresql_store_at_the_head_with_stale_decision_functions_reinstalls
         assert render.installed_hash(conn) == render.functions_hash()
 
 
+def test_an_open_at_the_head_checks_it_in_one_statement(store: Store, db_url: str) -> None:
+    """Every hook and command opens a store: at the head, the schema revision (and on PostgreSQL
+    the installed decision functions' hash) is one SELECT, never one round trip per check."""
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    from floorgate.admission import open_store
+
+    statements: list[str] = []
+
+    def seen(_conn: object, _cursor: object, statement: str, *_rest: object) -> None:
+        statements.append(statement)
+
+    event.listen(Engine, "before_cursor_execute", seen)
+    try:
+        open_store(db_url).close()
+    finally:
+        event.remove(Engine, "before_cursor_execute", seen)
+    checks = [s for s in statements if "fg_alembic_version" in s or "fg_installed" in s]
+    assert len(checks) == 1, checks
+
+
 def test_the_head_read_from_the_migration_files_is_alembics() -> None:
     from alembic.script import ScriptDirectory
 

@@ -88,13 +88,15 @@ TIGHTENINGS = [
 @pytest.mark.parametrize("change", [x[1] for x in TIGHTENINGS], ids=[x[0] for x in TIGHTENINGS])
 def test_tightening_needs_no_authorization(policies: Policies, change: LimitsChange) -> None:
     agent = Scope.agent("g", "a")
-    policies.configure(
+    before = policies.configure(
         agent,
         expected_revision=0,
         owner_ref="alice",
         limits=LimitsChange(max_starts=3, budget_tokens=1_000_000, estimate_tokens=1000, per=DAY),
     )
-    policies.configure(agent, expected_revision=1, owner_ref="alice", limits=change)
+    after = policies.configure(agent, expected_revision=1, owner_ref="alice", limits=change)
+    assert after.limits == change.apply(before.limits, agent) != before.limits
+    assert not policies.history(agent)[0].reduction_authorized
 
 
 def test_limit_writes_are_exact_revision_cas(policies: Policies) -> None:

@@ -127,12 +127,13 @@ def functions_hash() -> str:
     return hashlib.sha256((facts_function() + admit_function()).encode()).hexdigest()
 
 
-_INSTALLED = "SELECT hash FROM fg_installed WHERE name = 'decision'"
+INSTALLED_SQL = "SELECT hash FROM fg_installed WHERE name = 'decision'"
+"""The installed hash's query (``store`` reads it beside the schema revision in one SELECT)."""
 
 
 def installed_hash(conn: Connection) -> str | None:
     """The hash of the decision functions installed in this PostgreSQL store (None: none recorded)."""
-    found = conn.exec_driver_sql(_INSTALLED).scalar()
+    found = conn.exec_driver_sql(INSTALLED_SQL).scalar()
     return found if isinstance(found, str) else None
 
 
