@@ -31,10 +31,10 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from _pg import drop_schema, pg_schema
 from _rows import record, spread
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -218,30 +218,13 @@ def watch(argv: list[str], t: float, n: int, cap: float, env: dict[str, str]) ->
     return {"last_s": last, "cpu_s": cpu1 - cpu0, "decided": len(decided)}
 
 
-def _pg_schema(base: str) -> tuple[str, str]:
-    import psycopg
-
-    schema = f"fgburst_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(base.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"')
-    sep = "&" if "?" in base else "?"
-    return f"{base}{sep}options=-csearch_path%3D{schema}", schema
-
-
-def _drop(base: str, schema: str) -> None:
-    import psycopg
-
-    with psycopg.connect(base.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
-
-
 def one(code: str, backend: str, case: str, pg: str | None, cap: float) -> dict[str, float]:
     n = AGENTS * LANES
     with tempfile.TemporaryDirectory(prefix="fg-burst-") as tmp:
         schema = None
         url = os.path.join(tmp, "burst.db")
         if backend == "postgresql":
-            url, schema = _pg_schema(pg)  # type: ignore[arg-type]
+            url, schema = pg_schema(pg, "fgburst")  # type: ignore[arg-type]
         try:
             t = datetime.now(timezone.utc).replace(microsecond=0) + timedelta(seconds=LEAD)
             seed(url, t, case == "floor")
@@ -261,7 +244,7 @@ def one(code: str, backend: str, case: str, pg: str | None, cap: float) -> dict[
             return watch(argv, t.timestamp(), n, cap, env)
         finally:
             if schema is not None:
-                _drop(pg, schema)  # type: ignore[arg-type]
+                drop_schema(pg, schema)  # type: ignore[arg-type]
 
 
 def main() -> None:

@@ -30,11 +30,11 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from _pg import drop_schema, pg_schema
 from _rows import record, spread
 
 HERE = Path(__file__).resolve().parents[1]
@@ -216,27 +216,10 @@ def _child(spec: dict[str, Any]) -> None:
 
 
 # -- driver ------------------------------------------------------------------------------------------
-def _pg_schema(base: str) -> tuple[str, str]:
-    import psycopg
-
-    schema = f"fgbench_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(base.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"')
-    sep = "&" if "?" in base else "?"
-    return f"{base}{sep}options=-csearch_path%3D{schema}", schema
-
-
-def _drop(base: str, schema: str) -> None:
-    import psycopg
-
-    with psycopg.connect(base.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
-
-
 def run_child(spec: dict[str, Any], pg: str | None) -> dict[str, Any]:
     schema = None
     if spec["backend"] == "postgresql":
-        spec["url"], schema = _pg_schema(pg)  # type: ignore[arg-type]
+        spec["url"], schema = pg_schema(pg, "fgbench")  # type: ignore[arg-type]
     else:
         spec["url"] = None
     try:
@@ -247,7 +230,7 @@ def run_child(spec: dict[str, Any], pg: str | None) -> dict[str, Any]:
             )
     finally:
         if schema is not None:
-            _drop(pg, schema)  # type: ignore[arg-type]
+            drop_schema(pg, schema)  # type: ignore[arg-type]
     lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
     if out.returncode != 0 or not lines:
         raise SystemExit(f"measurement failed ({spec['what']} {spec['backend']} {spec['code']}):\n{out.stderr[-3000:]}")
