@@ -380,7 +380,7 @@ def run_size(size: int, rounds: int, samples: int, previous: tuple[int, float] |
     print(f"  tick-to-decision      p50 {ops['tick_p50_s'] * 1e3:.2f} ms, p99 {ops['tick_p99_s'] * 1e3:.2f} ms (denied ticks)")
     rss_mb = statistics.median(rss)
     record(
-        f"host start vs APScheduler 3 (standalone process) with {size:,} stored jobs",
+        f"HostRuntime.start() in process vs APScheduler 3 starting in its own process, {size:,} stored jobs",
         f"{spread(ratios, 'x')}; CPU {spread(cpu, 'x')}",
         "<= 1.5x",
         statistics.median(ratios) <= 1.5,
