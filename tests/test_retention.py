@@ -150,6 +150,28 @@ def test_a_dry_run_counts_and_writes_nothing(store, tmp_path) -> None:
     assert real.deleted == dry.deleted and real.log_bytes_deleted == dry.log_bytes_deleted
 
 
+def test_prune_removes_no_file_through_a_link_or_outside_the_logs(store, tmp_path) -> None:
+    clock, _host = _history(store, tmp_path, days=100, every=5)
+    t = s.turns
+    with store.read() as conn:
+        old = [r.log_path for r in conn.execute(select(t.c.log_path).where(t.c.started_at_us < clock.now() - DAYS_90))]
+    assert len(old) == 2
+    linked_to, outside = tmp_path / "precious", tmp_path / "other" / "deep" / "elsewhere.log"
+    outside.parent.mkdir(parents=True)
+    linked_to.write_text("keep me")
+    outside.write_text("keep me too")
+    os.unlink(old[0])
+    os.symlink(linked_to, old[0])  # an old turn's log is now a link to a file outside
+    with store.write() as conn:
+        conn.execute(update(t).where(t.c.log_path == old[1]).values(log_path=str(outside)))
+
+    report = PruneService(store, clock, tmp_path / "state").prune(DAYS_90, dry_run=False)
+
+    assert report.deleted[Kept.TURNS] == 2 and report.logs_deleted == 0 and report.log_bytes_deleted == 0
+    assert linked_to.read_text() == "keep me" and outside.read_text() == "keep me too"
+    assert os.path.islink(old[0])  # the link itself is left as it is
+
+
 def test_the_hosts_pass_prunes_a_few_batches_per_call_then_rests(store, tmp_path) -> None:
     clock, _host = _history(store, tmp_path, days=120, every=2)
     pruner = HostPruner(PruneService(store, clock, tmp_path / "state"), clock)

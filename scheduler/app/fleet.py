@@ -139,6 +139,21 @@ def _duplicate(seen: dict[str, int], name: str, line: int, what: str) -> Problem
     return None
 
 
+def _what(v: dict[str, Any], kind: str, key: str) -> str:
+    """How a problem names one ``kind`` table: by its ``key`` when that is text."""
+    return f"{kind} {v[key]}" if isinstance(v.get(key), str) else kind
+
+
+def _key(v: dict[str, Any], kind: str, fields: tuple[str, ...], key: str, fix: str) -> str:
+    """The ``key`` of one ``kind`` table, refusing a field not in ``fields`` and a ``key`` that is not text (``fix``)."""
+    unknown = sorted(set(v) - set(fields))
+    if unknown:
+        raise InvalidInput(unknown[0], f"is not a field of a {kind}; use {', '.join(fields)}")
+    if not isinstance(v.get(key), str):
+        raise InvalidInput(key, fix)
+    return str(v[key])
+
+
 class AutomationSection:
     """``[[automation]]``: ``id`` plus the fields of ``automation_spec.FIELDS``."""
 
@@ -220,14 +235,9 @@ class FloorSection:
         seen: dict[str, int] = {}
         for t in tables:
             v = t.values
-            what = f"floor {v.get('scope')}" if isinstance(v.get("scope"), str) else "floor"
+            what = _what(v, "floor", "scope")
             try:
-                unknown = sorted(set(v) - set(self._FIELDS))
-                if unknown:
-                    raise InvalidInput(unknown[0], f"is not a field of a floor; use {', '.join(self._FIELDS)}")
-                if not isinstance(v.get("scope"), str):
-                    raise InvalidInput("scope", 'give a target, e.g. scope = "inbox/triager"')
-                scope = Scope.parse(v["scope"])
+                scope = Scope.parse(_key(v, "floor", self._FIELDS, "scope", 'give a target, e.g. scope = "inbox/triager"'))
                 if (dup := _duplicate(seen, str(scope), t.line, what)) is not None:
                     problems.append(dup)
                     continue
@@ -326,14 +336,9 @@ class WebhookSection:
         seen: dict[str, int] = {}
         for t in tables:
             v = t.values
-            what = f"webhook {v.get('url')}" if isinstance(v.get("url"), str) else "webhook"
+            what = _what(v, "webhook", "url")
             try:
-                unknown = sorted(set(v) - set(self._FIELDS))
-                if unknown:
-                    raise InvalidInput(unknown[0], f"is not a field of a webhook; use {', '.join(self._FIELDS)}")
-                if not isinstance(v.get("url"), str):
-                    raise InvalidInput("url", 'give the URL, e.g. url = "https://hooks.example.com/floorgate"')
-                url = check_url(v["url"])
+                url = check_url(_key(v, "webhook", self._FIELDS, "url", 'give the URL, e.g. url = "https://hooks.example.com/floorgate"'))
                 if (dup := _duplicate(seen, url, t.line, what)) is not None:
                     problems.append(dup)
                     continue

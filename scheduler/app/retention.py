@@ -84,7 +84,7 @@ class PruneService:
                 batches += 1
                 deleted[kind] += done.deleted
                 for path in done.log_paths:
-                    size = self._unlink_log(path)
+                    size = self._log_size(path, unlink=True)
                     if size is not None:
                         removed_files, removed_bytes = removed_files + 1, removed_bytes + size
                 if done.deleted < batch:
@@ -117,7 +117,9 @@ class PruneService:
         parts = Path(os.path.relpath(path, os.path.abspath(self.state_dir))).parts
         return (tuple(parts[:-1]), parts[-1]) if len(parts) >= 3 else None
 
-    def _log_size(self, log_path: str) -> int | None:
+    def _log_size(self, log_path: str, *, unlink: bool = False) -> int | None:
+        """The size of one turn log (a regular file inside ``STATE_DIR/logs``, reached without
+        links), removing it with ``unlink``; None when there is no such file there."""
         where = self._where(log_path)
         if where is None:
             return None
@@ -126,15 +128,12 @@ class PruneService:
                 if fd is None:
                     return None
                 st = os.stat(where[1], dir_fd=fd, follow_symlinks=False)
-                return st.st_size if stat.S_ISREG(st.st_mode) else None
+                if not stat.S_ISREG(st.st_mode):
+                    return None
+                if unlink:
+                    os.unlink(where[1], dir_fd=fd)
+                return st.st_size
         except (OSError, UnsafePath):
-            return None
-
-    def _unlink_log(self, log_path: str) -> int | None:
-        """Remove one turn log (a regular file inside ``STATE_DIR/logs``, reached without links);
-        its size, or None when there was nothing to remove there."""
-        where = self._where(log_path)
-        if where is None:
             return None
         try:
             with directory(self.state_dir, where[0], "state_dir", create=False, check=False) as fd:
