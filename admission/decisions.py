@@ -21,6 +21,8 @@ class Reason(str, Enum):
     MANUAL = "manual"  # admitted: an explicit manual reason bypassed the interval
     RESUMED = "resumed"  # admitted: the same turn's earlier reservation, anchor unmoved
     INTERVAL_WAIT = "interval_wait"
+    COUNT_EXHAUSTED = "count_exhausted"  # denied: a max-starts-per-window limit is reached
+    BUDGET_EXHAUSTED = "budget_exhausted"  # denied: a token or USD budget would be crossed
     DUPLICATE_TRIGGER = "duplicate_trigger"
     TURN_ALREADY_STARTED = "turn_already_started"
     STALE_TRIGGER = "stale_trigger"
