@@ -110,12 +110,14 @@ class Admission:
                 verdict, now, facts = _reserve_pg(
                     self.store.autocommit, req, self.clock, locks.agent(req.goal, req.agent), lock_admitted=False
                 )
-                if not _unchecked(facts):
+                if not _unchecked(verdict, facts):
                     return _decision(req, now, verdict)
-            # A denial is decided from one plain read (``_plain``), taking no lock and writing nothing
-            # (the clock read after it, so a start committed just before is never "in the future").
-            # With a journal entry every admission writes (the journal row); without, only new starts.
-            denied, across = self._plain(req, _ADMITTING if journal is None else _ADMITTED)
+                denied, across = self._limited_plain(req, _ADMITTING, facts, now)
+            else:
+                # A denial is decided from one plain read (``_plain``), taking no lock and writing nothing
+                # (the clock read after it, so a start committed just before is never "in the future").
+                # With a journal entry every admission writes (the journal row); without, only new starts.
+                denied, across = self._plain(req, _ADMITTING if journal is None else _ADMITTED)
             if denied is not None:
                 return denied
             if across is not None:  # the lane has counts or budgets: checked again under the lock
@@ -191,14 +193,18 @@ class Admission:
         are checked after the read (more statements, this lane only) and it is decided again."""
         facts = _read(self.store.autocommit, req)
         now = read_clock(self.clock)
-        across = None
-        if _unchecked(facts):
-            with self.store.read() as conn:
-                check = check_lane(conn, req.goal, req.agent, req.automation, now)
-            facts = facts._replace(limit_code=check.code, limits=check.states)
-            across = check.across_agents
         verdict = _evaluate(facts, req, to_us(now))
-        return (None if verdict.reason in writes else _decision(req, now, verdict)), across
+        if _unchecked(verdict, facts):
+            return self._limited_plain(req, writes, facts, now)
+        return (None if verdict.reason in writes else _decision(req, now, verdict)), None
+
+    def _limited_plain(self, req: _Request, writes: tuple[Reason, ...], facts: Facts, now: datetime) -> tuple[Decision | None, bool | None]:
+        """``_plain`` of a lane with counts or budgets, from its read ``facts``: its limits checked
+        in one read transaction, then decided again."""
+        with self.store.read() as conn:
+            check = check_lane(conn, req.goal, req.agent, req.automation, now)
+        verdict = _evaluate(facts._replace(limit_code=check.code, limits=check.states), req, to_us(now))
+        return (None if verdict.reason in writes else _decision(req, now, verdict)), check.across_agents
 
     # -- confirm ---------------------------------------------------------------------------
     def confirm(self, turn_id: str) -> Confirmation:
@@ -423,9 +429,14 @@ def _start_may_cover(g: object, a: object, x: object, no_anchor: object, goal: s
     return _may_cover((g, a, x), goal, agent, None)
 
 
-def _unchecked(facts: Facts) -> bool:
-    """Whether the lane has counts or budgets its read did not check (then the client checks them)."""
-    return facts.limited > 0 and facts.limit_code is None
+def _unchecked(verdict: _Verdict, facts: Facts) -> bool:
+    """Whether the decision waits on counts or budgets its read did not check (then the client
+    checks them). A floor's wait checks them too: the reported time is the latest of all limits
+    and the reason names the binding one. Any other denial (a duplicate, a stale trigger) needs no more."""
+    return verdict.reason in _WAITS and facts.limited > 0 and facts.limit_code is None
+
+
+_WAITS = (Reason.STATE_UNAVAILABLE, Reason.INTERVAL_WAIT)
 
 
 def _admit(

@@ -327,6 +327,10 @@ CHECKS: tuple[Check, ...] = (
     ),
 )
 READBACK = tuple(c for c in CHECKS if c.readback is not None)
+_LIMIT_ROWS = {
+    LimitCode.COUNT: CHECKS[[c.id for c in CHECKS].index("count_exhausted")],
+    LimitCode.BUDGET: CHECKS[[c.id for c in CHECKS].index("budget_exhausted")],
+}
 _NEXT = tuple(c.next_us for c in CHECKS if c.next_us is not None)
 
 
@@ -357,6 +361,12 @@ def first(checks: tuple[Check, ...], f: Facts, req: Request, now_us: int) -> tup
     nxt = next_us_of(f, req)
     for check in checks:
         if check.holds(f, req, now_us, nxt):
+            if check.id == "interval_wait" and f.limited and f.limit_code in _LIMIT_ROWS:
+                # Both deny: the reason names the one that binds longest (the floor on a tie).
+                row = _LIMIT_ROWS[LimitCode(f.limit_code)]
+                later = row.next_us(f, req) if row.next_us is not None else None
+                if row in checks and (later is None or nxt is None or later > nxt):
+                    check = row
             return check, reported_next_us(f, req, nxt)
     raise AssertionError("the last check always holds")  # pragma: no cover - 'eligible' holds
 
