@@ -76,7 +76,7 @@ class Triggers:
             if conn.execute(select(a.c.automation_id).where(a.c.automation_id == automation_id)).first() is None:
                 raise NotFound(f"automation {automation_id!r} does not exist (see 'floorgate automation list')")
             values = dict(automation_id=automation_id, trigger_id=tid, trigger_key=key, at_us=now)
-            new = conn.execute(_insert_new(self.store.dialect, values)).rowcount == 1
+            new = conn.execute(_insert_new(self.store.dialect, values)).first() is not None
             if new:
                 data = {"automation_id": automation_id, "trigger_id": tid if not minted else None, "key": key, "at": iso(now)}
                 record(
@@ -117,13 +117,17 @@ class Triggers:
 
 
 def _insert_new(dialect: str, values: dict) -> Executable:  # type: ignore[type-arg]
-    """An insert that writes nothing when the (automation, trigger id) row exists: one statement."""
+    """An insert that writes nothing when the (automation, trigger id) row exists: one statement,
+    answering a row only when it wrote one (a rowcount is not reliable across drivers here)."""
     t = s.triggers
     if dialect == "postgresql":
-        return postgresql.insert(t).values(**values).on_conflict_do_nothing(index_elements=["automation_id", "trigger_id"])
+        return postgresql.insert(t).values(**values).on_conflict_do_nothing(index_elements=_KEY).returning(t.c.trigger_id)
     if dialect == "sqlite":
-        return sqlite.insert(t).values(**values).on_conflict_do_nothing(index_elements=["automation_id", "trigger_id"])
-    return insert(t).values(**values)  # pragma: no cover - the two backends above are the supported ones
+        return sqlite.insert(t).values(**values).on_conflict_do_nothing(index_elements=_KEY).returning(t.c.trigger_id)
+    return insert(t).values(**values).returning(t.c.trigger_id)  # pragma: no cover - the two backends above are the supported ones
+
+
+_KEY = ["automation_id", "trigger_id"]
 
 
 def _pending(conn: Connection, automation_ids: Collection[str] | None) -> dict[str, PendingTrigger]:
