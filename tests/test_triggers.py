@@ -105,6 +105,11 @@ def test_a_trigger_during_a_running_turn_is_one_pending_wake_after_it(store, tmp
             triggers.trigger("x")
         host.sync()
         assert host.tick("x").reason == "overlap"  # the wake fires while the turn runs: skipped
+        fired = clock.now()
+        job = host.scheduler.get_job("x")
+        after = job.trigger.get_next_fire_time(fired, fired)
+        assert after == T0 + timedelta(days=1)  # as APScheduler plans on from that fire: the trigger's wake is spent
+        host.scheduler.modify_job("x", next_run_time=after)
         clock.advance(S)
         host._run_pending(running)  # type: ignore[arg-type]
         pending = triggers.pending("x")
