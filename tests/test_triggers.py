@@ -201,6 +201,8 @@ def test_trigger_and_poke_from_the_cli_say_what_they_did(db: str) -> None:
     assert poked["repeated"] is False and poked["wake"]["pending"] == 2
     shown = json.loads(cli("automation", "show", "x", "--json", db=db).stdout)
     assert shown["trigger"]["pending"] == 2 and shown["trigger"]["wake_at"] is not None
+    status = json.loads(cli("status", "--json", db=db).stdout)["automations"][0]
+    assert "triggered: new work pending, due " in status["detail"]
     assert _count(db, "fg_triggers") == 2
     edited = cli("automation", "edit", "x", "--debounce", "none", "--json", db=db)
     assert edited.returncode == 0 and json.loads(edited.stdout)["debounce"] is None

@@ -545,6 +545,8 @@ class Readback:
             moved := off_phase(plan, next_fire, eligibility.last_start, history)
         ):
             detail = f"{detail}; {moved}"
+        if plan is not None and plan.trigger_at is not None:  # new work: one wake, never before the floor
+            detail = f"{detail}; triggered: new work pending, due {iso(plan.trigger_at)}"
         down = ctx.not_firing(spec.timer) if next_fire is not None else None
         no_host = down is not None
         if down is not None:  # no `floorgate run` is alive, or the host's daemon is not running
