@@ -40,3 +40,10 @@ def _serve(args: argparse.Namespace) -> int:
     with stopping_on_signals(server):
         server.serve()
     return EXIT_OK
+
+
+def why_not_served() -> str | None:
+    """Why this user's prompt and tool hooks are answered in-process now (None: they are served)."""
+    from ...runtime import hook_wire
+
+    return hook_wire.probe()

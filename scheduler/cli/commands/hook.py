@@ -490,8 +490,14 @@ def _status(ctx: Context) -> int:
             lines.append(f"  problem: modified, does not enforce: {why}")
         else:
             lines.append(f"  problem: {svc.client.title} will not run it: {why}")
+    unserved = _hook_serve.why_not_served()
+    lines.append(
+        "  served by the hook server (floorgate hook serve)" if unserved is None else f"  answered in-process (slower): {unserved}"
+    )
     doc = {
         "path": str(path),
+        "served": unserved is None,
+        "why_not_served": unserved,
         "exists": st.exists,
         "installed": bool(st.hooks),
         "runs": bool(runs) and all(why is None for _, why in runs),
