@@ -232,22 +232,66 @@ main()
 """
 
 
+def _client(tmp_path: Path, argv: list[str], stdin: str, **env: str) -> tuple[dict, subprocess.CompletedProcess[str]]:  # type: ignore[type-arg]
+    """Run the console entry in a fresh interpreter: what it answered with ``os._exit`` (a served
+    answer; the in-process path never calls it) and every module it imported by then."""
+    report = tmp_path / "modules.json"
+    report.unlink(missing_ok=True)
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "LANG": "C.UTF-8", **env}
+    done = subprocess.run(
+        [sys.executable, "-c", _CLIENT, str(report), *argv], input=stdin, capture_output=True, text=True, env=env, timeout=120
+    )
+    return (json.loads(report.read_text()) if report.exists() else {}), done
+
+
+def _heavy(found: dict) -> list[str]:  # type: ignore[type-arg]
+    return sorted(m for m in found["modules"] if any(m == f or m.startswith(f + ".") for f in CLIENT_NEVER))
+
+
 @pytest.mark.parametrize("denied", [False, True], ids=["admitted", "denied"])
 def test_a_served_hook_imports_almost_nothing(
     store: Store, db_url: str, server: HookServer, rundir: Path, tmp_path: Path, denied: bool
 ) -> None:
     _lanes(store, "floor-denies" if denied else "admits")
-    report = tmp_path / "modules.json"
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "LANG": "C.UTF-8", hook_wire.RUNTIME_DIR_ENV: str(rundir)}
-    argv = _prompt(db_url, "served", "--wait-eligible", "0s")
-    done = subprocess.run(
-        [sys.executable, "-c", _CLIENT, str(report), *argv], input=PAYLOAD, capture_output=True, text=True, env=env, timeout=120
-    )
-    assert report.exists(), done.stderr  # answered by the server: the in-process path never calls os._exit
-    found = json.loads(report.read_text())
+    found, done = _client(tmp_path, _prompt(db_url, "served", "--wait-eligible", "0s"), PAYLOAD, **{hook_wire.RUNTIME_DIR_ENV: str(rundir)})
+    assert found, done.stderr  # answered by the server
     assert found["code"] == (2 if denied else 0)
-    loaded = sorted(m for m in found["modules"] if any(m == f or m.startswith(f + ".") for f in CLIENT_NEVER))
-    assert loaded == []
+    assert _heavy(found) == []
+
+
+# A stand-in for a managed turn's broker: it refuses the call, or closes without an answer.
+_BROKER = """
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(sys.argv[1])
+s.listen(8)
+print("ready", flush=True)
+while True:
+    conn, _ = s.accept()
+    conn.recv(65536)
+    if sys.argv[2] == "refuses":
+        conn.sendall(b'{"allow": false, "reason": "max_tool_calls=3 reached"}\\n')
+    conn.close()
+"""
+
+
+@pytest.mark.parametrize("broker", ["refuses", "closes"])
+def test_a_managed_turn_s_tool_hook_asks_its_broker_itself_and_blocks_when_it_fails(tmp_path: Path, broker: str) -> None:
+    sock = tmp_path / "turn.sock"
+    fake = subprocess.Popen([sys.executable, "-c", _BROKER, str(sock), broker], stdout=subprocess.PIPE, text=True)
+    try:
+        assert fake.stdout is not None and fake.stdout.readline().strip() == "ready"
+        turn = {"FLOORGATE_TURN_SOCKET": str(sock), "FLOORGATE_TURN_TOKEN": "t", "FLOORGATE_MISSION_ID": "m-1"}
+        found, done = _client(tmp_path, ["hook", "pre-tool-use", "--hook-timeout", "10s"], '{"tool_name": "Bash"}', **turn)
+    finally:
+        fake.kill()
+        fake.wait(10)
+    if broker == "refuses":  # answered without floorgate's store stack
+        assert found and found["code"] == 2 and _heavy(found) == []
+        assert done.stderr == "floorgate: Bash refused: max_tool_calls=3 reached\n"
+    else:  # the in-process hook asked again and blocked on the failure
+        assert not found and done.returncode == 2
+        assert "tool call refused (fail closed)" in done.stderr
 
 
 def test_a_second_server_for_the_same_directory_is_refused(server: HookServer, rundir: Path) -> None:

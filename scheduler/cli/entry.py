@@ -11,6 +11,7 @@ failure never admits. Every other command goes straight to ``main``.
 from __future__ import annotations
 
 import io
+import json
 import os
 import socket
 import sys
@@ -21,6 +22,7 @@ from ..runtime._proc_start import process_age
 
 _DEFAULT_TIMEOUT_S = 30  # the hook's --hook-timeout default (commands/hook.py)
 EXIT_BLOCK = 2
+TURN_CREDENTIAL_ENV = ("FLOORGATE_TURN_SOCKET", "FLOORGATE_TURN_TOKEN")  # runtime.turn_wire's: a managed turn
 
 
 def _timeout_seconds(argv: list[str]) -> float | None:
@@ -98,16 +100,52 @@ def ask_server(argv: list[str], stdin: str, env: dict[str, str] | None = None, a
     return code, err
 
 
+def ask_broker(argv: list[str], stdin: str, env: dict[str, str], age: float | None = None) -> tuple[int, str]:
+    """A managed turn's tool call, counted by its runner's broker directly (the broker answers
+    only the turn's own processes, so no server may ask it for this hook). ``Unserved`` for
+    anything but the plain form installed hooks use, and on any failure: the in-process hook
+    then answers (and blocks on its own failure)."""
+    from ..runtime import turn_wire
+
+    options: dict[str, str] = {}
+    words = iter(argv)
+    for token in words:
+        name, eq, value = token.partition("=")
+        if token in ("hook", "pre-tool-use", "--json"):
+            continue
+        if name not in ("--db", "--mission", "--hook-timeout"):
+            raise hook_wire.Unserved(f"{token!r}: only the in-process hook reads it")
+        options[name] = value if eq else next(words, "")
+    timeout = _timeout_seconds(argv)
+    payload = json.loads(stdin) if stdin.strip() else None
+    if timeout is None or not isinstance(payload, dict):
+        raise hook_wire.Unserved("only the in-process hook names this refusal")
+    credential = turn_wire.credential_from(env)
+    if credential is None:
+        raise hook_wire.Unserved("not a managed turn")
+    left = _deadline_of(timeout) - (process_age().total_seconds() if age is None else age)
+    if left <= 0.5:
+        raise hook_wire.Unserved("too little time left for a round trip")
+    refusal = turn_wire.tool_call_refusal(credential, options.get("--mission") or env.get("FLOORGATE_MISSION_ID"), timeout=left)
+    return (0, "") if refusal is None else (EXIT_BLOCK, turn_wire.tool_refused(payload, refusal) + "\n")
+
+
 def _served(argv: list[str]) -> int | None:
     """The served answer's exit code (its stderr written), or None to answer in-process."""
     stdin = sys.stdin.read()
     sys.stdin = io.StringIO(stdin)  # the in-process hook reads the same payload
+    env = dict(os.environ)
     try:
-        code, err = ask_server(argv, stdin)
+        if any(k in env for k in TURN_CREDENTIAL_ENV):
+            if "pre-tool-use" not in argv:
+                return None  # a managed turn's prompt: once a turn, in-process
+            code, err = ask_broker(argv, stdin, env)
+        else:
+            code, err = ask_server(argv, stdin, env)
     except _Expired:
         sys.stderr.write("floorgate: blocked (fail closed): the hook server did not answer before the hook's own deadline\n")
         return EXIT_BLOCK
-    except (hook_wire.Unserved, ValueError, UnicodeError, RecursionError):
+    except (OSError, ValueError, UnicodeError, RecursionError):  # Unserved, BrokerUnavailable, a bad payload
         return None
     if err:
         sys.stderr.write(err)
@@ -115,10 +153,19 @@ def _served(argv: list[str]) -> int | None:
     return code
 
 
+def served_event(argv: list[str]) -> bool:
+    """Whether ``argv`` runs a hook the server may answer: ``hook EVENT``, after only the root's
+    --db (installed hooks name their store there) and --json."""
+    rest = list(argv)
+    while rest and (rest[0] in ("--db", "--json") or rest[0].startswith("--db=")):
+        rest = rest[2:] if rest[0] == "--db" else rest[1:]
+    return len(rest) >= 2 and rest[0] == "hook" and rest[1] in hook_wire.SERVED_EVENTS and "-h" not in argv and "--help" not in argv
+
+
 def main() -> None:
     """Console entry point: a served hook's answer, else the full command line (``cli.main``)."""
     argv = sys.argv[1:]
-    if len(argv) >= 2 and argv[0] == "hook" and argv[1] in hook_wire.SERVED_EVENTS and "-h" not in argv and "--help" not in argv:
+    if served_event(argv):
         try:
             code = _served(argv)
         except Exception:  # any failure of the served path answers in-process, which fails closed

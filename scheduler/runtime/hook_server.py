@@ -93,6 +93,8 @@ class HookServer:
         self._stopping = threading.Event()
         self._sock: socket.socket | None = None
         self._lock_fd: int | None = None
+        self._count = threading.Lock()
+        self.answered = 0  # hook answers sent (the served decisions, not probes or refusals)
 
     def bind(self) -> None:
         """Make the private directory, take its lock (one server per user) and listen."""
@@ -166,6 +168,9 @@ class HookServer:
                 request = hook_wire.read_message(conn, hook_wire.MAX_REQUEST)
                 answer = self._answer(request)
                 conn.sendall(hook_wire.encode(answer, hook_wire.MAX_ANSWER))
+                if "exit" in answer:
+                    with self._count:
+                        self.answered += 1
             except (OSError, ValueError):
                 return  # the hook gets no answer and answers in-process
 
@@ -188,6 +193,8 @@ class HookServer:
             and isinstance(cwd, str)
         ):
             return {"v": hook_wire.VERSION, "unserved": "a malformed request"}
+        if any(k in env for k in ("FLOORGATE_TURN_SOCKET", "FLOORGATE_TURN_TOKEN")):
+            return {"v": hook_wire.VERSION, "unserved": "a managed turn's hooks ask its broker themselves"}
         args = _parse(argv)
         if args is None:
             return {"v": hook_wire.VERSION, "unserved": "not a served hook's command line"}
@@ -207,9 +214,10 @@ class HookServer:
 def _parse(argv: list[str]) -> argparse.Namespace | None:
     """The hook's arguments as the in-process hook parses them; None for anything but a served hook."""
     from ..cli.context import UsageError
+    from ..cli.entry import served_event
     from ..cli.main import build_parser
 
-    if "--" in argv or "-h" in argv or "--help" in argv or len(argv) < 2 or argv[0] != "hook" or argv[1] not in hook_wire.SERVED_EVENTS:
+    if "--" in argv or not served_event(argv):
         return None
     try:
         args = build_parser(argv).parse_args(argv)

@@ -29,7 +29,7 @@ from floorgate.admission.intervals import format_interval, parse_interval
 
 from ...app.owner_gate import Access
 from ...runtime._proc_start import hook_age
-from ...runtime.turn_wire import Op, ask, credential_from
+from ...runtime.turn_wire import Op, ask, credential_from, tool_call_refusal, tool_refused
 from ..context import EXIT_OK, EXIT_UNAVAILABLE, Context, add_common
 from . import _hook_serve
 
@@ -327,8 +327,7 @@ def _count_tool_call(args: argparse.Namespace, timeout: timedelta, call: Call = 
         mission_id = args.mission or call.env.get("FLOORGATE_MISSION_ID")
         credential = credential_from(call.env)
         if credential is not None:  # a managed turn: its runner counts, against that turn's mission only
-            said = ask(credential, Op.COUNT_TOOL_CALL, {"mission": mission_id}, timeout=deadline_of(timeout).total_seconds())
-            refusal = None if said.allow else said.reason
+            refusal = tool_call_refusal(credential, mission_id, timeout=deadline_of(timeout).total_seconds())
         elif not mission_id:
             return EXIT_ALLOW  # not inside a floorgate mission: nothing to bound
         else:
@@ -342,8 +341,7 @@ def _count_tool_call(args: argparse.Namespace, timeout: timedelta, call: Call = 
         return _block(f"floorgate: tool call refused (fail closed): {_why(exc)}", call)
     if refusal is None:
         return EXIT_ALLOW
-    tool = str(payload.get("tool_name") or "tool")[:64]
-    return _block(f"floorgate: {tool} refused: {refusal}", call)
+    return _block(tool_refused(payload, refusal), call)
 
 
 def _register_install(hsub: argparse._SubParsersAction) -> None:
