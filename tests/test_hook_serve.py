@@ -90,6 +90,18 @@ CASES = {
     "floor-denies": (lambda db, lane: _prompt(db, lane, "--wait-eligible", "0s"), PAYLOAD, {}, 2),
     "bad-payload-blocks": (lambda db, lane: _prompt(db, lane), "not json", {}, 2),
     "manual-without-reason-blocks": (lambda db, lane: [*_prompt(db, lane)[:-1], "manual"], PAYLOAD, {}, 2),
+    "stop-without-a-transcript": (
+        lambda db, lane: ["hook", "stop", "--db", db, "--goal", "g", "--agent", "a", "--automation", lane],
+        '{"session_id": "s", "transcript_path": "/nonexistent/t.jsonl"}',
+        {},
+        0,
+    ),
+    "stop-with-a-bad-payload": (
+        lambda db, lane: ["hook", "stop", "--db", db, "--goal", "g", "--agent", "a", "--automation", lane],
+        "[]",
+        {},
+        1,
+    ),
     "tool-outside-a-mission": (lambda db, lane: _tool(db), '{"tool_name": "Bash"}', {}, 0),
     "tool-of-an-unknown-mission": (lambda db, lane: _tool(db), '{"tool_name": "Bash"}', {"FLOORGATE_MISSION_ID": "m-none"}, 2),
 }

@@ -95,7 +95,14 @@ def ask_server(argv: list[str], stdin: str, env: dict[str, str] | None = None, a
     except OSError as exc:
         raise hook_wire.Unserved(f"no server: {exc.strerror or type(exc).__name__}") from None
     code, err = doc.get("exit"), doc.get("stderr")
-    if doc.get("v") != hook_wire.VERSION or code not in (0, EXIT_BLOCK) or type(code) is not int or not isinstance(err, str):
+    event = served_event(argv)
+    if (
+        event is None
+        or doc.get("v") != hook_wire.VERSION
+        or code not in hook_wire.SERVED_EXITS[event]
+        or type(code) is not int
+        or not isinstance(err, str)
+    ):
         raise hook_wire.Unserved(str(doc.get("unserved") or "a malformed answer")[:200])
     return code, err
 
@@ -137,12 +144,15 @@ def _served(argv: list[str]) -> int | None:
     env = dict(os.environ)
     try:
         if any(k in env for k in TURN_CREDENTIAL_ENV):
-            if "pre-tool-use" not in argv:
-                return None  # a managed turn's prompt: once a turn, in-process
+            if served_event(argv) != "pre-tool-use":
+                return None  # a managed turn's prompt and end: once a turn, in-process
             code, err = ask_broker(argv, stdin, env)
         else:
             code, err = ask_server(argv, stdin, env)
     except _Expired:
+        if served_event(argv) == "stop":  # the end-of-turn hook never blocks: its usage stays an estimate
+            sys.stderr.write("floorgate: turn usage not recorded: the hook server did not answer in time\n")
+            return 1
         sys.stderr.write("floorgate: blocked (fail closed): the hook server did not answer before the hook's own deadline\n")
         return EXIT_BLOCK
     except (OSError, ValueError, UnicodeError, RecursionError):  # Unserved, BrokerUnavailable, a bad payload
@@ -153,19 +163,21 @@ def _served(argv: list[str]) -> int | None:
     return code
 
 
-def served_event(argv: list[str]) -> bool:
-    """Whether ``argv`` runs a hook the server may answer: ``hook EVENT``, after only the root's
-    --db (installed hooks name their store there) and --json."""
+def served_event(argv: list[str]) -> str | None:
+    """The hook ``argv`` runs when the server may answer it (``hook EVENT``, after only the root's
+    --db, where installed hooks name their store, and --json); None for any other command line."""
     rest = list(argv)
     while rest and (rest[0] in ("--db", "--json") or rest[0].startswith("--db=")):
         rest = rest[2:] if rest[0] == "--db" else rest[1:]
-    return len(rest) >= 2 and rest[0] == "hook" and rest[1] in hook_wire.SERVED_EVENTS and "-h" not in argv and "--help" not in argv
+    if len(rest) >= 2 and rest[0] == "hook" and rest[1] in hook_wire.SERVED_EVENTS and "-h" not in argv and "--help" not in argv:
+        return rest[1]
+    return None
 
 
 def main() -> None:
     """Console entry point: a served hook's answer, else the full command line (``cli.main``)."""
     argv = sys.argv[1:]
-    if served_event(argv):
+    if served_event(argv) is not None:
         try:
             code = _served(argv)
         except Exception:  # any failure of the served path answers in-process, which fails closed

@@ -217,7 +217,7 @@ def _parse(argv: list[str]) -> argparse.Namespace | None:
     from ..cli.entry import served_event
     from ..cli.main import build_parser
 
-    if "--" in argv or not served_event(argv):
+    if "--" in argv or served_event(argv) is None:
         return None
     try:
         args = build_parser(argv).parse_args(argv)

@@ -24,7 +24,10 @@ LOCK_NAME = "hooks.lock"
 VERSION = 1
 MAX_REQUEST = 1 << 20  # a prompt's payload rides in the request; a longer one is answered in-process
 MAX_ANSWER = 64 * 1024
-SERVED_EVENTS = ("user-prompt-submit", "pre-tool-use")
+SERVED_EVENTS = ("user-prompt-submit", "pre-tool-use", "stop")
+# The exits a served answer may carry: a blocking hook's allow (0) or block (2); the end-of-turn
+# hook's recorded (0) or not (1, never 2: that would make the app go on).
+SERVED_EXITS = {"user-prompt-submit": (0, 2), "pre-tool-use": (0, 2), "stop": (0, 1)}
 # The calling hook's environment that its decision reads (the store, a managed turn's credential
 # and ids, settings): only these travel, never the rest of the environment.
 ENV_PREFIX = "FLOORGATE_"

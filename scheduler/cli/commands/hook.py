@@ -233,6 +233,8 @@ def answer(args: argparse.Namespace, call: Call) -> int:
     """A served hook's exit code (its stderr written to ``call.err``): the same decision code as
     the hook run in-process, without the process's own signal handlers and deadline (the calling
     hook keeps its deadline and blocks on it)."""
+    if args.hook_command == "stop":
+        return _stop(args, call)
     refused, work = ("blocked", _admit_prompt) if args.hook_command == "user-prompt-submit" else ("tool call refused", _count_tool_call)
     try:
         timeout = _hook_timeout(args)
@@ -295,25 +297,27 @@ def _admit_prompt(args: argparse.Namespace, timeout: timedelta, call: Call = _OW
 EXIT_NOT_RECORDED = 1  # any exit but 2: the app ends the turn as it would (exit 2 would make it go on)
 
 
-def _stop(args: argparse.Namespace) -> int:
+def _stop(args: argparse.Namespace, call: Call = _OWN) -> int:
     """Record the ended turn's usage for the lane (idempotent). Inside a managed turn its meter
     records it, so this does nothing. A failure says so on stderr and exits 1, never 2."""
+    err = call.err or sys.stderr
     try:
-        payload = read_payload()
-        if os.environ.get("FLOORGATE_TURN_ID") or credential_from(os.environ) is not None:
+        payload = read_payload(call.stdin)
+        if call.env.get("FLOORGATE_TURN_ID") or credential_from(call.env) is not None:
             return EXIT_OK
-        app = _app(args)
+        app = call.app(args)
         try:
             _entry, _changed, problem = app.hooks.record_turn_usage(
                 goal=args.goal, agent=args.agent, automation=args.automation, payload=payload, app=args.app
             )
         finally:
-            app.close()
+            if call.owns_app:
+                app.close()
     except BaseException as exc:  # the estimate its admission held stays held: conservative
-        sys.stderr.write(f"floorgate: turn usage not recorded: {_why(exc)}\n")
+        err.write(f"floorgate: turn usage not recorded: {_why(exc)}\n")
         return EXIT_NOT_RECORDED
     if problem is not None:
-        sys.stderr.write(f"floorgate: turn usage unknown ({problem}); its estimate stays held\n")
+        err.write(f"floorgate: turn usage unknown ({problem}); its estimate stays held\n")
     return EXIT_OK
 
 
