@@ -274,7 +274,7 @@ def test_a_served_prompt_hook_blocks_inside_the_floor_with_no_provider_request(w
     second = world.prompt()
     assert len(world.standin.model_calls) == 1  # blocked before the model call
     assert "may not wake the model before" in blocked_text(second)
-    assert served.answered == 2  # both prompts were answered by the server, not in-process
+    assert served.answered == 3  # both prompts and the admitted one's Stop hook: by the server, not in-process
 
 
 def test_with_a_hook_server_running_a_managed_turn_still_refuses_the_fourth_tool_call(world: World, served: Any) -> None:
