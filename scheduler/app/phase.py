@@ -62,7 +62,7 @@ def off_phase(
     manual = "manual " if origin.kind is StartKind.MANUAL else ""
     today = now.astimezone(zone).date() if now is not None else runs.date()
     ran = f"{_clock(runs, today)} {zone_name(runs)}"
-    return f"runs at {ran} instead of {_clock(scheduled)} since the {manual}start of {iso(origin.anchor_at)}"
+    return f"runs at {ran} instead of {_clock(scheduled)} since the {manual}start of {iso(origin.anchor_at.replace(microsecond=0))}"
 
 
 def zone_name(at: datetime) -> str:
