@@ -254,7 +254,34 @@ EXIT_NOT_RECORDED = 1  # any exit but 2: the app ends the turn as it would (exit
 
 def _stop(args: argparse.Namespace) -> int:
     """Record the ended turn's usage for the lane (idempotent). Inside a managed turn its meter
-    records it, so this does nothing. A failure says so on stderr and exits 1, never 2."""
+    records it, so this does nothing. A failure says so on stderr and exits 1, never 2: so does
+    a bad --hook-timeout, and a store that does not answer before the hook's own deadline (a
+    little before the app's timeout, as the other hooks)."""
+    try:
+        timeout = _hook_timeout(args)
+    except FloorgateError as exc:
+        sys.stderr.write(f"floorgate: turn usage not recorded: {_why(exc)}\n")
+        return EXIT_NOT_RECORDED
+    after = deadline_of(timeout)
+
+    def expire() -> None:
+        os.write(
+            2,
+            f"floorgate: turn usage not recorded: no answer after {format_interval(after)}, just inside the app's "
+            f"{format_interval(timeout)} hook timeout (is the store reachable?); its estimate stays held\n".encode(),
+        )
+        os._exit(EXIT_NOT_RECORDED)
+
+    timer = threading.Timer(max(0.0, (after - hook_age()).total_seconds()), expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        return _record_stop(args)
+    finally:
+        timer.cancel()
+
+
+def _record_stop(args: argparse.Namespace) -> int:
     try:
         payload = read_payload()
         if os.environ.get("FLOORGATE_TURN_ID") or credential_from(os.environ) is not None:
