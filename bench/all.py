@@ -76,7 +76,7 @@ def _benchmarks(args: argparse.Namespace) -> list[tuple[str, list[str]]]:
             ("start", ["bench/start.py", *pg]),
         ]
     sizes = ["--sizes", "10000" + (",50000" if args.big else "")]
-    burst = [] if args.big else ["--agents", "20", "--lead", "5"]
+    burst = [] if args.big else ["--agents", "20", "--lead", "4"]
     return [
         ("admission", ["bench/admission.py", "--rounds", "7", *pg]),
         ("ticks", ["bench/ticks.py", "--rounds", "3", "--samples", "70", *pg]),

@@ -232,7 +232,7 @@ def one(code: str, backend: str, case: str, pg: str | None, cap: float) -> dict[
             url, schema = pg_schema(pg, "fgburst")  # type: ignore[arg-type]
         try:
             # Seeding and arming must end before T: at least --lead, more when a start took longer.
-            lead = max([LEAD, *(2 * a + 2 for a in _ARMING)])
+            lead = max([LEAD, *(1.5 * a + 1.5 for a in _ARMING)])
             t = datetime.now(timezone.utc).replace(microsecond=0) + timedelta(seconds=lead)
             seed(url, t, case == "floor")
             env = dict(os.environ, FLOORGATE_OWNER_TOKEN="", HOME=tmp)
