@@ -214,3 +214,19 @@ def test_policy_set_warns_for_each_lane_the_new_floor_puts_off_its_phase(sqlite_
     assert "e.g. 23h" in warnings[0] and "--when-denied skip" in warnings[0]
     other = cli("policy", "set", "h/a", "--min-interval", "48h", "--revision", "0", "--owner-ref", "o", db=sqlite_db)
     assert other.returncode == 0 and "time of day" not in other.stderr  # another goal's lanes: nothing to say
+
+
+@pytest.mark.parametrize("damage", ["schedule", "bysecond"])
+def test_a_damaged_schedule_under_the_scope_does_not_fail_the_written_floor(store, damage: str) -> None:  # type: ignore[no-untyped-def]
+    from floorgate.admission import Scope
+    from floorgate.scheduler.app.root import Floorgate
+
+    from helpers import corrupt
+
+    clock = FixedClock(DAY0_NOON)
+    floor(store, clock, "g/a", timedelta(hours=24))
+    add_automation(store, clock, schedule=DAILY_9)
+    app = Floorgate(store, clock=clock)
+    assert [w.split(":")[0] for w in app.automations.phase_warnings(Scope.goal("g"))] == ["x"]
+    corrupt(store, damage, "x")
+    assert app.automations.phase_warnings(Scope.goal("g")) == ()

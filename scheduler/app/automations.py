@@ -32,7 +32,7 @@ from floorgate.admission.automations import check_spec
 from floorgate.admission.clock import Clock, iso, read_clock
 from floorgate.admission.events import EventKind, Events
 from floorgate.admission.intervals import format_interval
-from floorgate.hosts import Schedule
+from floorgate.hosts import InvalidSchedule, Schedule
 from floorgate.hosts.flooring import min_gap
 from floorgate.hosts.registry import capabilities
 
@@ -216,7 +216,13 @@ class AutomationService:
             (a for a in found.values() if scope.agent_id in (None, a.spec.agent_id) and scope.automation_id in (None, a.automation_id)),
             key=lambda a: a.automation_id,
         )
-        return tuple(w for a in lanes for w in self._phase_warning(a.automation_id, a.spec, lane=a.automation_id))
+        warnings: list[str] = []
+        for a in lanes:
+            try:
+                warnings += self._phase_warning(a.automation_id, a.spec, lane=a.automation_id)
+            except InvalidSchedule:  # the floor is written; a damaged schedule is status's to report
+                continue
+        return tuple(warnings)
 
     def _vet(self, spec: AutomationSpec) -> tuple[str, ...]:
         """Refuse a schedule that will never fire again, and an owner credential in the host's
