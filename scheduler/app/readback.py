@@ -32,12 +32,14 @@ from floorgate.admission import (
     Journal,
     Mission,
     Missions,
+    PendingTrigger,
     StartRecord,
     Store,
     StoreUnavailable,
     TickLog,
     TimerBinding,
     TimerBindings,
+    Triggers,
     TurnRecord,
     WakeState,
     WhenDenied,
@@ -54,7 +56,7 @@ from ..runtime.recovery import orphaned
 from .phase import off_phase
 from .preview import FloorMeeting, PlanInputs, PreviewRow, ScheduleQueries, first_run, first_run_at, simulate
 from .timers import LAUNCH_WAIT, TimerService
-from .wake import catch_up_window
+from .wake import catch_up_window, trigger_due
 
 
 class ReadbackState(StrEnum):
@@ -239,6 +241,9 @@ class _Direct:
     def wake(self, aid: str) -> WakeState | None:
         return _chain(self.rb.automations.wake_state(aid))
 
+    def trigger(self, aid: str) -> PendingTrigger | None:
+        return Triggers(self.rb.store).pending(aid)
+
     def last_ticked(self, aid: str) -> datetime | None:
         return self.rb.ticklog.last_nominal(aid).get(aid)
 
@@ -279,6 +284,7 @@ class _Bulk:
         for record in unsettled:
             self.running.setdefault(record.automation_id, []).append(record)
         self.wakes, self.bad_wakes = rb.automations.wake_scan()
+        self.triggers = Triggers(rb.store).pending_scan()
         self.ticked, self.bad_ticks = rb.ticklog.last_nominal_scan()
         self.damaged_turns = bool(bad_unsettled)  # keyed by turn id: whose they are needs a read
         self.launchable: dict[tuple[str | None, str], str | None] = {}
@@ -318,6 +324,9 @@ class _Bulk:
 
     def wake(self, aid: str) -> WakeState | None:
         return self.direct.wake(aid) if aid in self.bad_wakes else _chain(self.wakes.get(aid))
+
+    def trigger(self, aid: str) -> PendingTrigger | None:
+        return self.triggers.get(aid)
 
     def last_ticked(self, aid: str) -> datetime | None:
         return self.direct.last_ticked(aid) if aid in self.bad_ticks else self.ticked.get(aid)
@@ -536,6 +545,8 @@ class Readback:
             moved := off_phase(plan, next_fire, eligibility.last_start, history, now=now)
         ):
             detail = f"{detail}; {moved}"
+        if plan is not None and plan.trigger_at is not None:  # new work: one wake, never before the floor
+            detail = f"{detail}; triggered: new work pending, due {iso(plan.trigger_at)}"
         down = ctx.not_firing(spec.timer) if next_fire is not None else None
         no_host = down is not None
         if down is not None:  # no `floorgate run` is alive, or the host's daemon is not running
@@ -565,9 +576,10 @@ class Readback:
             schedule: Schedule | None = own
             wake = src.wake(automation.automation_id)
             last = src.last_ticked(automation.automation_id)
+            trigger_at = trigger_due(spec.debounce, src.trigger(automation.automation_id))
         else:
             schedule = Schedule.parse(binding.desired) if binding is not None and binding.desired is not None else None
-            wake, last = None, None
+            wake, last, trigger_at = None, None, None
         if schedule is None:
             return None
         floor = eligibility.floor.floor if eligibility.floor is not None else None
@@ -587,6 +599,7 @@ class Readback:
             catch_up=catch_up_window(spec, policy),
             since=automation.updated_at,
             when_denied=spec.when_denied,
+            trigger_at=trigger_at,
         )
 
     # -- dry runs ------------------------------------------------------------------------------
