@@ -102,7 +102,7 @@ def tick(aid, agent):
 sched = BackgroundScheduler(timezone=timezone.utc)
 at = datetime.fromtimestamp(T / 1e6, timezone.utc)
 for aid, agent in spec["jobs"]:
-    sched.add_job(tick, CronTrigger(second=at.second, timezone=timezone.utc), args=(aid, agent), id=aid,
+    sched.add_job(tick, CronTrigger(second=at.second, start_date=at, timezone=timezone.utc), args=(aid, agent), id=aid,
                   coalesce=True, misfire_grace_time=3600, max_instances=1)
 sched.start()
 log.info("armed %d jobs", len(spec["jobs"]))
@@ -232,7 +232,8 @@ def one(code: str, backend: str, case: str, pg: str | None, cap: float) -> dict[
             url, schema = pg_schema(pg, "fgburst")  # type: ignore[arg-type]
         try:
             # Seeding and arming must end before T: at least --lead, more when a start took longer.
-            lead = max([LEAD, *(1.5 * a + 1.5 for a in _ARMING)])
+            # Under a minute: the automations fire every minute, and a late arm waits for the next.
+            lead = min(55.0, max([LEAD, *(1.5 * a + 1.5 for a in _ARMING)]))
             t = datetime.now(timezone.utc).replace(microsecond=0) + timedelta(seconds=lead)
             seed(url, t, case == "floor")
             env = dict(os.environ, FLOORGATE_OWNER_TOKEN="", HOME=tmp)
