@@ -542,7 +542,7 @@ class Readback:
         # quadratic in practice (every lane waiting for a floor is off its phase).
         history = self._lane_starts if isinstance(src, _Direct) else None
         if state in (ReadbackState.ELIGIBLE, ReadbackState.INTERVAL_WAIT) and (
-            moved := off_phase(plan, next_fire, eligibility.last_start, history)
+            moved := off_phase(plan, next_fire, eligibility.last_start, history, now=now)
         ):
             detail = f"{detail}; {moved}"
         if plan is not None and plan.trigger_at is not None:  # new work: one wake, never before the floor
@@ -617,7 +617,7 @@ class Readback:
             blocked = rb.detail
         rows = [] if blocked is not None else rb.fires(count, now)
         last = rb.eligibility.last_start if rb.eligibility is not None else None
-        moved = off_phase(rb.plan, first_run(rows), last, self._lane_starts) if blocked is None else None
+        moved = off_phase(rb.plan, first_run(rows), last, self._lane_starts, now=now) if blocked is None else None
         return Preview(automation_id, rb.plan.schedule if rb.plan else None, floor, status, rows, blocked, moved)
 
     def preview_schedule(

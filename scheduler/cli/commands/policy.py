@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -168,6 +169,9 @@ def _set(ctx: Context) -> int:
         note=args.note,
         limits=limits,
     )
+    if interval is not None:  # a new floor may move a lane's time of day: say so, as 'automation add' does
+        for warning in ctx.app.automations.phase_warnings(scope):
+            sys.stderr.write(f"floorgate: warning: {warning}\n")
     state = f"floor {format_interval(rule.min_interval)}" if rule.active else "no floor"
     envelope = f", compute {json.dumps(rule.compute.doc())}" if rule.compute is not None else ""
     bounds = f", limits {rule.limits.summary()}" if not rule.limits.is_empty() else ""
