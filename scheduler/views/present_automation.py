@@ -9,6 +9,7 @@ from floorgate.admission.clock import iso
 from floorgate.admission.intervals import format_interval
 
 from .present import automation_doc, command_text, readback_doc, seconds_of, table, terminal_safe, tick_doc, turn_doc, turn_outcome
+from .present_limits import limit_text, next_eligible_text
 
 if TYPE_CHECKING:
     from ..app.automations import Detail, Poked
@@ -72,7 +73,8 @@ def detail_text(d: Detail) -> str:
             else []
         ),
         f"  floor:          {format_interval(floor.floor) if floor else '-'} (a fire inside it: {spec.when_denied})",
-        f"  next eligible:  {(iso(rb.eligibility.next_eligible_at) if rb.eligibility else None) or '-'}",
+        f"  next eligible:  {next_eligible_text(rb.eligibility) if rb.eligibility and (rb.eligibility.next_eligible_at or rb.eligibility.status == 'limit_wait') else '-'}",
+        *[f"  limit:          {x.limit.describe()}: {limit_text(x)}" for x in (rb.limits.states if rb.limits else [])],
         f"  next turn:      {iso(rb.next_fire_at) or '-'}",
         "  next fires (as the timer host fires them):",
         *[f"    {r.fire_at.isoformat()}   {iso(r.fire_at)}   {_fire_run(r)}" for r in d.fires],
