@@ -133,7 +133,7 @@ class StoreCollector(Collector):
         failing = _failing_family()
         eligibility = GaugeMetricFamily(
             "floorgate_eligibility",
-            "1 for the lane's eligibility state (eligible, interval_wait, unavailable), as 'policy show' reads it",
+            "1 for the lane's eligibility state (eligible, interval_wait, limit_wait, unavailable), as 'policy show' reads it",
             labels=[*lane, "status"],
         )
         limits = _LimitFamilies()
