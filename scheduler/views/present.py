@@ -16,7 +16,7 @@ from floorgate.admission import Confirmation, Decision, EffectiveFloor, Eligibil
 from floorgate.admission.clock import iso
 from floorgate.admission.intervals import format_interval
 
-from .present_limits import limits_doc
+from .present_limits import limits_brief, limits_doc
 
 if TYPE_CHECKING:
     from floorgate.admission import Automation, Mission, Tick, TimerBinding, TurnRecord, Verdict
@@ -161,6 +161,8 @@ def change_doc(c: RuleChange) -> dict[str, Any]:
         "note": c.note,
         "limits_before": c.limits_before,
         "limits_after": c.limits_after,
+        "limits_before_text": limits_brief(c.limits_before),
+        "limits_after_text": limits_brief(c.limits_after),
     }
 
 

@@ -3,6 +3,7 @@ flight, left, and when its window frees it (``budget_readback.LaneLimits``), as 
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 from floorgate.admission.budgets import LimitState
@@ -53,6 +54,18 @@ def limit_text(x: LimitState) -> str:
     if x.blocked:
         return f"{out}; exhausted until {frees_at(x) or 'the owner raises it'}"
     return out
+
+
+def limits_brief(doc: dict[str, Any] | None) -> str | None:
+    """A rule's stored limits (``Limits.doc``, as history records them before and after a write)
+    in one cell: the limits that are set, as JSON; ``none`` when none is; None when not recorded."""
+    if doc is None:
+        return None
+    return (
+        json.dumps({k: v for k, v in doc.items() if v not in (None, False)})
+        if any(v not in (None, False) for v in doc.values())
+        else "none"
+    )
 
 
 def limits_doc(limits: LaneLimits | None) -> list[dict[str, Any]]:

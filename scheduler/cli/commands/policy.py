@@ -16,7 +16,7 @@ from floorgate.admission.windows import check_max_starts, format_usd, micros_to_
 
 from ...app.owner_gate import Access
 from ...views.present import change_doc, eligibility_state_doc, floor_doc, rule_doc, table
-from ...views.present_limits import limit_doc, limit_text, next_eligible_text
+from ...views.present_limits import limit_doc, limit_text, limits_brief, next_eligible_text
 from ..context import EXIT_OK, Context, add_common
 
 
@@ -253,6 +253,7 @@ def _history(ctx: Context) -> int:
                     "AFTER",
                     "COMPUTE_BEFORE",
                     "COMPUTE_AFTER",
+                    "LIMITS_BEFORE",
                     "LIMITS_AFTER",
                     "REVISION",
                     "OWNER",
@@ -267,9 +268,8 @@ def _history(ctx: Context) -> int:
                         format_interval(c.after),
                         json.dumps(c.compute_before) if c.compute_before is not None else None,
                         json.dumps(c.compute_after) if c.compute_after is not None else None,
-                        json.dumps({k: v for k, v in c.limits_after.items() if v not in (None, False)})
-                        if c.limits_after is not None
-                        else None,
+                        limits_brief(c.limits_before),
+                        limits_brief(c.limits_after),
                         c.revision,
                         c.owner_ref,
                         iso(c.changed_at),
