@@ -128,3 +128,33 @@ def test_a_status_of_lanes_without_limits_costs_the_same_statements_for_3_and_30
         with on_the_wire(store) as counts[size]:
             assert len(readback.many()) == size
     assert counts[3] == counts[30]
+
+
+HOURLY = "DTSTART:20261201T093000Z RRULE:FREQ=HOURLY"
+
+
+def test_preview_denies_the_fires_a_count_would_deny_its_own_earlier_starts_included(store: Store, clock: FixedClock) -> None:
+    add_automation(store, clock, schedule=HOURLY)
+    limit(store, clock, "g", None, floor=SECOND)
+    limit(store, clock, "g/a", LimitsChange(max_starts=3, per=parse_window("1d")))
+    start(store, clock, T0, "t1")  # one of three spent: two of the coming fires run
+    preview = Readback(store, clock).preview("x", 4)
+    assert [(r.admitted, r.denied_by) for r in preview.rows] == [
+        (True, None), (True, None), (False, "count_exhausted"), (False, "count_exhausted"),
+    ]  # fmt: skip
+
+
+def test_preview_of_a_spent_count_denies_every_fire_until_it_frees(store: Store, clock: FixedClock) -> None:
+    two_starts_per_day(store, clock)
+    clock.set(T0 + timedelta(hours=2))
+    add_automation(store, clock, "h", schedule=HOURLY)
+    preview = Readback(store, clock).preview("h", 3)
+    assert [(r.admitted, r.denied_by, r.eligible_at) for r in preview.rows] == [(False, "count_exhausted", T0 + timedelta(days=1))] * 3
+
+
+def test_preview_of_a_budget_denies_the_fires_the_estimate_would_cross(store: Store, clock: FixedClock) -> None:
+    add_automation(store, clock, schedule=HOURLY)
+    limit(store, clock, "g", None, floor=SECOND)
+    limit(store, clock, "g/a", LimitsChange(budget_tokens=25_000, per=parse_window("1d"), estimate_tokens=10_000))
+    preview = Readback(store, clock).preview("x", 3)
+    assert [(r.admitted, r.denied_by) for r in preview.rows] == [(True, None), (True, None), (False, "budget_exhausted")]

@@ -98,6 +98,31 @@ class BudgetReadback:
         return LaneLimits(limit_states(conn, bound, now, estimate_tokens=estimate, model=model), estimate, model)
 
 
+class PreviewLimits:
+    """A preview's check of a lane's counts and budgets at each start it simulates
+    (``preview.LimitCheck``): what the store holds in the window at that instant
+    (``limit_states`` at it, the lane's estimate held by each start) plus the starts the preview
+    ran before it. Usage held in flight counts as held until settled (conservative)."""
+
+    def __init__(self, store: Store, limits: LaneLimits) -> None:
+        self.store = store
+        self.limits = limits
+
+    def __call__(self, at: datetime, ran: list[datetime]) -> tuple[str, datetime | None] | None:
+        with self.store.read() as conn:
+            states = limit_states(
+                conn, [x.limit for x in self.limits.states], at, estimate_tokens=self.limits.estimate_tokens, model=self.limits.model
+            )
+        for x in states:
+            reason = (Reason.COUNT_EXHAUSTED if x.limit.kind is LimitKind.STARTS else Reason.BUDGET_EXHAUSTED).value
+            if x.blocked:
+                return reason, None if x.frees_at is None or x.frees_at == NEVER else x.frees_at
+            earlier = sum(1 for r in ran if x.limit.window.counts(r, at)) * (x.need or 0)
+            if x.used + x.held + earlier + (x.need or 0) > x.limit.amount:
+                return reason, None  # spent by the preview's own earlier starts: frees as they age out
+        return None
+
+
 def limited(eligibility: Eligibility, limits: LaneLimits | None) -> Eligibility:
     """The readback's view of a lane's eligibility with its counts and budgets folded in.
 

@@ -51,7 +51,7 @@ from floorgate.hosts.schedule import parse_canonical
 
 from ..runtime.recovery import orphaned
 from ._readback_reads import _Bulk, _Direct
-from .budget_readback import BudgetReadback, LaneLimits, limited
+from .budget_readback import BudgetReadback, LaneLimits, PreviewLimits, limited
 from .phase import off_phase
 from .preview import FloorMeeting, PlanInputs, PreviewRow, first_run, first_run_at, simulate
 from .timers import LAUNCH_WAIT, TimerService
@@ -470,10 +470,21 @@ class Readback:
             or rb.plan is None
         ):
             blocked = rb.detail
-        rows = [] if blocked is not None else rb.fires(count, now)
+        rows = [] if blocked is not None else self._fires(rb, count, now)
         last = rb.eligibility.last_start if rb.eligibility is not None else None
         moved = off_phase(rb.plan, first_run(rows), last, self._lane_starts) if blocked is None else None
         return Preview(automation_id, rb.plan.schedule if rb.plan else None, floor, status, rows, blocked, moved)
+
+    def _fires(self, rb: AutomationReadback, count: int, now: datetime) -> list[PreviewRow]:
+        """``rb``'s next fires with its counts and budgets checked at each start: a fire before a
+        spent limit frees, or one the preview's own earlier starts would push over it, is denied
+        naming the limit's reason."""
+        if rb.plan is None:
+            return []
+        if rb.limits is None or rb.eligibility is None:
+            return rb.fires(count, now)
+        rows = simulate(replace(rb.plan, limits=PreviewLimits(self.store, rb.limits)), count=count, now=now)
+        return [_limit_denied(r, rb.eligibility) for r in rows]
 
     def preview_schedule(
         self,
@@ -485,10 +496,13 @@ class Readback:
         timer: str,
         count: int,
         when_denied: WhenDenied = WhenDenied.WAIT,
+        model: str | None = None,
     ) -> Preview:
-        """What an unsaved schedule would do on ``timer`` under today's floors (writes nothing)."""
+        """What an unsaved schedule would do on ``timer`` under today's floors, counts and budgets
+        (priced by ``model``; writes nothing)."""
         now = read_clock(self.clock)
-        eligibility = self.admission.eligibility(goal, agent, automation_id)
+        limits = self.budgets.of((goal, agent, automation_id), model)
+        eligibility = limited(self.admission.eligibility(goal, agent, automation_id), limits)
         floor = eligibility.floor.floor if eligibility.floor is not None else None
         if eligibility.status == "unavailable":
             return Preview(automation_id, schedule, floor, eligibility.status, [], eligibility.detail)
@@ -497,13 +511,17 @@ class Readback:
             schedule=schedule,
             meeting=meeting,
             floor=floor if floor else None,
-            next_eligible_at=eligibility.next_eligible_at,
+            next_eligible_at=NEVER
+            if eligibility.status == "limit_wait" and eligibility.next_eligible_at is None
+            else eligibility.next_eligible_at,
             wait=wait,
             catch_up=self.host_policy().catch_up,
             since=now,  # saved now, it would be created (or changed) now
             when_denied=when_denied,
+            limits=PreviewLimits(self.store, limits) if limits.states else None,
         )
-        return Preview(automation_id, schedule, floor, eligibility.status, simulate(plan, count=count, now=now), None)
+        rows = [_limit_denied(r, eligibility) for r in simulate(plan, count=count, now=now)]
+        return Preview(automation_id, schedule, floor, eligibility.status, rows, None)
 
     def lanes(self, goal: str | None, agent: str | None, automation: str | None, covered: set[tuple[str, str, str]]) -> list[Eligibility]:
         """Eligibility of the floored lanes no automation stands for (``status``'s second table),
@@ -580,6 +598,16 @@ def _failing_detail(automation: Automation, failures: int, until: datetime | Non
     else:
         wait = "its next start may run"
     return f"failing: {failures} {turns} failed{why}; {wait}{held}"
+
+
+def _limit_denied(row: PreviewRow, eligibility: Eligibility) -> PreviewRow:
+    """A row the plan denied because a spent limit (``limited``) holds the lane until it frees:
+    said so (``denied_by``), and when it frees (None: not by waiting)."""
+    if row.admitted or row.denied_by is not None or eligibility.status != "limit_wait":
+        return row
+    if row.eligible_at != eligibility.next_eligible_at and row.eligible_at != NEVER:
+        return row
+    return replace(row, denied_by=eligibility.reason.value, eligible_at=eligibility.next_eligible_at)
 
 
 def _unreadable(automation_id: str, reason: str) -> AutomationReadback:

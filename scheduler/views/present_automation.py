@@ -25,12 +25,13 @@ def fire_doc(row: Any) -> dict[str, Any]:
         "runs_at": iso(row.runs_at),
         "waited_for_floor": row.waited_for_floor,
         "eligible_at": iso(row.eligible_at),
+        "denied_by": row.denied_by,
     }
 
 
 def _fire_run(row: Any) -> str:
     if not row.admitted:
-        return "no (floor)"
+        return f"no ({row.denied_by or 'floor'})"
     if row.runs_at is not None and row.runs_at != row.fire_at:
         why = "when the floor opens" if row.waited_for_floor else "at once: a missed fire inside the catch-up window"
         return f"yes, at {iso(row.runs_at)} ({why})"
