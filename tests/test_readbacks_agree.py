@@ -201,6 +201,9 @@ def test_a_spent_limit_reads_the_same_on_every_surface(store, wall_clock, tmp_pa
     assert limits_of(c.get("/api/policy?scope=g/a/x").json()["inherited"][0]) == limits_of(policy)
     assert limits_of(c.get("/api/status").json()["automations"][0]) == limits_of(policy)
     assert limits_of(c.get("/api/automations/x").json()) == limits_of(policy)
+    verdict = c.get("/api/eligibility?goal=g&agent=a&automation=x").json()
+    assert (verdict["status"], verdict["reason"], verdict["next_eligible_at"]) == ("limit_wait", "count_exhausted", frees)
+    assert limits_of(verdict) == limits_of(policy)
     metrics = c.get("/metrics?lanes=all").text  # per-lane series are opt-in
     lane = r'automation="x"[^}]*kind="starts"[^}]*scope="g/a"[^}]*window="1d"'
     for name, value in (("used", 1), ("held", 0), ("left", 0)):

@@ -10,7 +10,7 @@ readback folds them into a lane's eligibility verdict.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from sqlalchemy.engine import Connection
@@ -19,10 +19,13 @@ from floorgate.admission import Automations, Eligibility, NotFound, Reason, Rule
 from floorgate.admission.budgets import LimitState, binding, limit_states
 from floorgate.admission.clock import Clock, iso, read_clock
 from floorgate.admission.envelope import merge
+from floorgate.admission.errors import CorruptState
 from floorgate.admission.limits import LimitKind, bound_limits, owner_estimate
 from floorgate.admission.policies import applicable_rules
 from floorgate.admission.usage import lane_estimate
 from floorgate.admission.windows import NEVER, micros_to_usd
+
+from .preview import PreviewRow
 
 Lane = tuple[str, str, str | None]
 
@@ -84,6 +87,24 @@ class BudgetReadback:
             for lane, (rules, model) in wanted.items():
                 out[lane] = self._states(conn, lane, rules, model, now)
         return out
+
+    def listed(self, lanes: list[Lane]) -> dict[Lane, LaneLimits | None]:
+        """The limits of lanes no automation stands for (``status``'s second table; None: it has
+        none): one read of every rule, then the limits' reads only for the lanes that have some."""
+        from .envelope_gate import EnvelopeGate, EnvelopeMode
+
+        keyed = {(g, a, x or ""): (g, a, x) for g, a, x in lanes}
+        rules = EnvelopeGate(self.store, clock=self.clock, mode=EnvelopeMode.OBSERVE).lane_rules_or_none(list(keyed))
+        out: dict[Lane, LaneLimits] = {}
+        readable: dict[Lane, tuple[list[Rule], str | None]] = {}
+        for key, lane in keyed.items():
+            found = rules.get(key) if rules is not None else None
+            if found is None or isinstance(found, CorruptState):
+                out[lane] = self.lane(*lane)  # read on its own: a damaged rule raises as admission would deny
+            else:
+                readable[lane] = (found, None)
+        out.update(self.many(readable))
+        return {lane: (found if found.states else None) for lane, found in out.items()}
 
     def _states(self, conn: Connection, lane: Lane, rules: list[Rule], model: str | None, now: datetime) -> LaneLimits:
         goal, agent, automation = lane
@@ -147,6 +168,16 @@ def limited(eligibility: Eligibility, limits: LaneLimits | None) -> Eligibility:
     why = f"; {block.problem}" if block.problem else ""
     detail = f"{reason.value}: {block.limit.describe()} ({usage_text(block)}) {until}{why}"
     return eligibility.model_copy(update={"status": "limit_wait", "reason": reason, "next_eligible_at": frees, "detail": detail})
+
+
+def limit_denied(row: PreviewRow, eligibility: Eligibility) -> PreviewRow:
+    """A preview row the plan denied because a spent limit (``limited``) holds the lane until it
+    frees: said so (``denied_by``), and when it frees (None: not by waiting)."""
+    if row.admitted or row.denied_by is not None or eligibility.status != "limit_wait":
+        return row
+    if row.eligible_at != eligibility.next_eligible_at and row.eligible_at != NEVER:
+        return row
+    return replace(row, denied_by=eligibility.reason.value, eligible_at=eligibility.next_eligible_at)
 
 
 def _summary(limits: LaneLimits) -> str:

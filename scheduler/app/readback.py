@@ -30,7 +30,6 @@ from floorgate.admission import (
     Journal,
     Mission,
     Missions,
-    Rule,
     StartRecord,
     Store,
     StoreUnavailable,
@@ -42,7 +41,6 @@ from floorgate.admission import (
     failure_wait,
 )
 from floorgate.admission.clock import Clock, SystemClock, iso, read_clock
-from floorgate.admission.errors import CorruptState
 from floorgate.admission.liveness import HookAnswers, HostBeat, HostBeats
 from floorgate.admission.windows import NEVER
 from floorgate.hosts import InvalidSchedule, Schedule
@@ -51,7 +49,7 @@ from floorgate.hosts.schedule import parse_canonical
 
 from ..runtime.recovery import orphaned
 from ._readback_reads import _Bulk, _Direct
-from .budget_readback import BudgetReadback, LaneLimits, PreviewLimits, limited
+from .budget_readback import BudgetReadback, LaneLimits, PreviewLimits, limit_denied, limited
 from .phase import off_phase
 from .preview import FloorMeeting, PlanInputs, PreviewRow, first_run, first_run_at, simulate
 from .timers import LAUNCH_WAIT, TimerService
@@ -484,7 +482,7 @@ class Readback:
         if rb.limits is None or rb.eligibility is None:
             return rb.fires(count, now)
         rows = simulate(replace(rb.plan, limits=PreviewLimits(self.store, rb.limits)), count=count, now=now)
-        return [_limit_denied(r, rb.eligibility) for r in rows]
+        return [limit_denied(r, rb.eligibility) for r in rows]
 
     def preview_schedule(
         self,
@@ -520,8 +518,13 @@ class Readback:
             when_denied=when_denied,
             limits=PreviewLimits(self.store, limits) if limits.states else None,
         )
-        rows = [_limit_denied(r, eligibility) for r in simulate(plan, count=count, now=now)]
+        rows = [limit_denied(r, eligibility) for r in simulate(plan, count=count, now=now)]
         return Preview(automation_id, schedule, floor, eligibility.status, rows, None)
+
+    def lane(self, goal: str, agent: str, automation: str | None) -> tuple[Eligibility, LaneLimits | None]:
+        """One lane's eligibility with its limits folded in (``limited``), and the limits (None: none)."""
+        limits = self.budgets.lane(goal, agent, automation)
+        return limited(self.admission.eligibility(goal, agent, automation), limits), limits if limits.states else None
 
     def lanes(self, goal: str | None, agent: str | None, automation: str | None, covered: set[tuple[str, str, str]]) -> list[Eligibility]:
         """Eligibility of the floored lanes no automation stands for (``status``'s second table),
@@ -549,24 +552,8 @@ class Readback:
             found = {k: self.admission.eligibility(*k) for k in wanted}
         else:
             found = self.admission.eligibility_many(wanted)  # one read transaction, the agents' last starts in one query
-        limits = self._lane_limits(wanted)
+        limits = self.budgets.listed(wanted)
         return [(limited(found[k], limits.get(k)), limits.get(k)) for k in wanted]
-
-    def _lane_limits(self, lanes: list[tuple[str, str, str | None]]) -> dict[tuple[str, str, str | None], LaneLimits | None]:
-        from .envelope_gate import EnvelopeGate, EnvelopeMode
-
-        keyed = {(g, a, x or ""): (g, a, x) for g, a, x in lanes}
-        rules = EnvelopeGate(self.store, clock=self.clock, mode=EnvelopeMode.OBSERVE).lane_rules_or_none(list(keyed))
-        out: dict[tuple[str, str, str | None], LaneLimits | None] = {}
-        readable: dict[tuple[str, str, str | None], tuple[list[Rule], str | None]] = {}
-        for key, lane in keyed.items():
-            found = rules.get(key) if rules is not None else None
-            if found is None or isinstance(found, CorruptState):
-                out[lane] = self.budgets.lane(*lane)  # read on its own: a damaged rule raises as admission would deny
-            else:
-                readable[lane] = (found, None)
-        out.update(self.budgets.many(readable))
-        return {lane: (found if found is not None and found.states else None) for lane, found in out.items()}
 
 
 @contextmanager
@@ -598,16 +585,6 @@ def _failing_detail(automation: Automation, failures: int, until: datetime | Non
     else:
         wait = "its next start may run"
     return f"failing: {failures} {turns} failed{why}; {wait}{held}"
-
-
-def _limit_denied(row: PreviewRow, eligibility: Eligibility) -> PreviewRow:
-    """A row the plan denied because a spent limit (``limited``) holds the lane until it frees:
-    said so (``denied_by``), and when it frees (None: not by waiting)."""
-    if row.admitted or row.denied_by is not None or eligibility.status != "limit_wait":
-        return row
-    if row.eligible_at != eligibility.next_eligible_at and row.eligible_at != NEVER:
-        return row
-    return replace(row, denied_by=eligibility.reason.value, eligible_at=eligibility.next_eligible_at)
 
 
 def _unreadable(automation_id: str, reason: str) -> AutomationReadback:

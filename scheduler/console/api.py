@@ -31,7 +31,6 @@ from ..views.present import (
     automation_doc,
     binding_doc,
     change_doc,
-    eligibility_doc,
     host_doc,
     mission_doc,
     readback_doc,
@@ -232,7 +231,7 @@ def _eligibility(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
         raise InvalidInput("goal", "is required")
     if not agent:
         raise InvalidInput("agent", "is required")
-    return eligibility_doc(fg.admission.eligibility(goal, agent, q.get("automation") or None))
+    return lane_doc(*fg.readback.lane(goal, agent, q.get("automation") or None))
 
 
 def _automations(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
