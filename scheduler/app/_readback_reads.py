@@ -9,7 +9,18 @@ import shutil
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from floorgate.admission import Automation, Eligibility, Envelope, Mission, Rule, TimerBinding, TurnRecord, WakeState
+from floorgate.admission import (
+    Automation,
+    Eligibility,
+    Envelope,
+    Mission,
+    PendingTrigger,
+    Rule,
+    TimerBinding,
+    Triggers,
+    TurnRecord,
+    WakeState,
+)
 from floorgate.admission.errors import CorruptState
 from floorgate.admission.liveness import HookAnswer
 
@@ -78,6 +89,9 @@ class _Direct:
     def wake(self, aid: str) -> WakeState | None:
         return _chain(self.rb.automations.wake_state(aid))
 
+    def trigger(self, aid: str) -> PendingTrigger | None:
+        return Triggers(self.rb.store).pending(aid)
+
     def last_ticked(self, aid: str) -> datetime | None:
         return self.rb.ticklog.last_nominal(aid).get(aid)
 
@@ -125,6 +139,7 @@ class _Bulk:
         for record in unsettled:
             self.running.setdefault(record.automation_id, []).append(record)
         self.wakes, self.bad_wakes = rb.automations.wake_scan()
+        self.triggers = Triggers(rb.store).pending_scan()
         self.ticked, self.bad_ticks = rb.ticklog.last_nominal_scan()
         self.damaged_turns = bool(bad_unsettled)  # keyed by turn id: whose they are needs a read
         self.launchable: dict[tuple[str | None, str], str | None] = {}
@@ -168,6 +183,9 @@ class _Bulk:
 
     def wake(self, aid: str) -> WakeState | None:
         return self.direct.wake(aid) if aid in self.bad_wakes else _chain(self.wakes.get(aid))
+
+    def trigger(self, aid: str) -> PendingTrigger | None:
+        return self.triggers.get(aid)
 
     def last_ticked(self, aid: str) -> datetime | None:
         return self.direct.last_ticked(aid) if aid in self.bad_ticks else self.ticked.get(aid)

@@ -1,4 +1,4 @@
-"""Automation use cases: add, edit, pause, resume, remove, poke, and what to show of one.
+"""Automation use cases: add, edit, pause, resume, remove, trigger, and what to show of one.
 
 Each method is one use case a surface calls with parsed values; it returns what the surface
 renders (a readback after every change, so what is printed is what the hosts will do).
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from floorgate.admission import (
     Automation,
@@ -23,8 +23,9 @@ from floorgate.admission import (
     Tick,
     TickLog,
     TimerBinding,
+    Triggered,
+    Triggers,
     TurnRecord,
-    WakeState,
     WhenDenied,
 )
 from floorgate.admission.automations import check_spec
@@ -37,7 +38,7 @@ from floorgate.hosts.registry import capabilities
 
 from .owner_gate import CREDENTIAL_ENV
 from .readback import AutomationReadback, Preview, Readback
-from .wake import BackoffPolicy
+from .wake import trigger_due, trigger_wake
 
 MAX_PREVIEW = 1000
 MAX_LISTED = 1000
@@ -62,12 +63,29 @@ class Detail:
     ticks: list[Tick]
     turns: list[TurnRecord]
     counters: dict[str, dict[str, int]]
+    trigger: TriggerWake | None = None  # pending triggers and when they wake it
 
 
 @dataclass(frozen=True)
-class Poked:
-    automation_id: str
-    wake: WakeState
+class TriggerWake:
+    """Pending triggers of an automation as one wake: ``due`` by its debounce, ``wake_at`` when it
+    fires (never before the floor or the failure streak's wait; None: it cannot fire now, see the
+    readback)."""
+
+    count: int
+    first_at: datetime
+    last_at: datetime
+    due: datetime
+    wake_at: datetime | None
+
+
+@dataclass(frozen=True)
+class TriggerAnswer:
+    """``automation trigger``: what was recorded (``triggered.new`` False: a repeated trigger id) and
+    the one wake the pending triggers make."""
+
+    triggered: Triggered
+    wake: TriggerWake | None
     readback: AutomationReadback
 
 
@@ -140,13 +158,26 @@ class AutomationService:
             )
         return leftover
 
-    def poke(self, automation_id: str) -> Poked:
-        """New work arrived: reset the wake cadence to the short backoff (never before the floor)."""
+    def trigger(self, automation_id: str, *, key: str | None = None, trigger_id: str | None = None) -> TriggerAnswer:
+        """New work arrived: one pending wake after the automation's debounce, decided by admission
+        like any automatic start (floors and budgets after). Idempotent by ``trigger_id``."""
+        triggered = Triggers(self.store, self.clock).trigger(automation_id, key=key, trigger_id=trigger_id)
+        return TriggerAnswer(triggered, self.trigger_wake(automation_id), self.readback.automation(automation_id))
+
+    def trigger_wake(self, automation_id: str) -> TriggerWake | None:
+        """The automation's pending triggers as one wake, or None when none is pending."""
         automation = self.repo.get(automation_id)
-        policy = self.readback.host_policy()
-        state = BackoffPolicy(policy.backoff_initial, policy.backoff_cap).reset(automation.automation_id, read_clock(self.clock))
-        self.repo.save_wake_state(state)
-        return Poked(automation_id, state, self.readback.automation(automation_id))
+        pending = Triggers(self.store, self.clock).pending(automation_id)
+        due = trigger_due(automation.spec.debounce, pending)
+        if pending is None or due is None:
+            return None
+        wake_at: datetime | None = None
+        if automation.state is AutomationState.ACTIVE:
+            spec = automation.spec
+            eligibility = self.readback.admission.eligibility(spec.goal_id, spec.agent_id, automation_id)
+            if eligibility.status != "unavailable":
+                wake_at = trigger_wake(due, next_eligible_at=eligibility.next_eligible_at, wake=self.repo.wake_state(automation_id))
+        return TriggerWake(pending.count, pending.first_at, pending.last_at, due, wake_at)
 
     def list(self, goal: str | None = None) -> tuple[list[Automation], dict[str, str]]:
         """The automations that decode, and ``{automation_id: why}`` for rows that do not (listed
@@ -167,6 +198,7 @@ class AutomationService:
             ticks=log.recent(automation_id, ticks),
             turns=Journal(self.store, self.clock).recent(automation_id, 5),
             counters=log.counters(automation_id),
+            trigger=self.trigger_wake(automation_id),
         )
 
     def preview(self, automation_id: str, *, count: int) -> Preview:

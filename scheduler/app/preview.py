@@ -54,6 +54,7 @@ class PlanInputs:
     catch_up: timedelta = timedelta(hours=1)
     since: datetime | None = None  # the automation's last change: no catch-up fire from before it
     when_denied: WhenDenied = WhenDenied.WAIT  # COALESCE: a fire inside the floor waits for it, or is skipped
+    trigger_at: datetime | None = None  # COALESCE: when pending triggers are due (before floors)
     limits: LimitCheck | None = None  # counts and budgets at each start (a preview's; None: not checked)
 
 
@@ -221,6 +222,8 @@ def first_run_at(inputs: PlanInputs, *, now: datetime, queries: ScheduleQueries 
     wake = inputs.wake
     if wake is not None and wake.backoff_step > 0 and wake.backoff_wake_at is not None:
         wakes.append(max(wake.backoff_wake_at.astimezone(timezone.utc), now_utc))
+    if inputs.trigger_at is not None:
+        wakes.append(max(inputs.trigger_at.astimezone(timezone.utc), now_utc))
     inside = next_eligible is not None and any(w < next_eligible for w in wakes)
     if not inside and not skips and _catch_up_fire(inputs, now, queries) is not None:
         wakes.append(now_utc)

@@ -53,7 +53,7 @@ from .budget_readback import BudgetReadback, LaneLimits, PreviewLimits, limit_de
 from .phase import off_phase
 from .preview import FloorMeeting, PlanInputs, PreviewRow, first_run, first_run_at, simulate
 from .timers import LAUNCH_WAIT, TimerService
-from .wake import catch_up_window
+from .wake import catch_up_window, trigger_due
 
 
 class ReadbackState(StrEnum):
@@ -408,6 +408,8 @@ class Readback:
             next_fire = None
         if plan is None and state is not ReadbackState.HELD:
             detail = f"{detail}; the timer host has nothing armed (see 'floorgate automation apply {aid}')"
+        if plan is not None and plan.trigger_at is not None:  # new work: one wake, never before the floor
+            detail = f"{detail}; triggered: new work pending, due {iso(plan.trigger_at)}"
         if mission is not None and mission.latch is not None:
             detail = f"{detail}; ACCOUNTING LATCH on {mission.mission_id}: {mission.latch}"
         if problem is not None:
@@ -429,9 +431,10 @@ class Readback:
             schedule: Schedule | None = own
             wake = src.wake(automation.automation_id)
             last = src.last_ticked(automation.automation_id)
+            trigger_at = trigger_due(spec.debounce, src.trigger(automation.automation_id))
         else:
             schedule = Schedule.parse(binding.desired) if binding is not None and binding.desired is not None else None
-            wake, last = None, None
+            wake, last, trigger_at = None, None, None
         if schedule is None:
             return None
         floor = eligibility.floor.floor if eligibility.floor is not None else None
@@ -453,6 +456,7 @@ class Readback:
             catch_up=catch_up_window(spec, policy),
             since=automation.updated_at,
             when_denied=spec.when_denied,
+            trigger_at=trigger_at,
         )
 
     # -- dry runs ------------------------------------------------------------------------------

@@ -513,6 +513,8 @@ ENDPOINTS = [
     Endpoint("POST", "/api/automations/{automation}/pause", "Pause an automation with a note", _pause, role=Role.OWNER, query=_AID,
              body={"note": ("string", False, "why (shown in status)")}),
     Endpoint("POST", "/api/automations/{automation}/resume", "Resume an automation", _resume, role=Role.OWNER, query=_AID),
+    Endpoint("POST", "/api/automations/{automation}/trigger", "New work: wake it once after its debounce (floors and budgets decide)",
+             api_automations.trigger, role=Role.OWNER, query=_AID, body=api_automations.TRIGGER_BODY),
     Endpoint("GET", "/api/automations/{automation}/ticks", "Recent timer ticks of an automation", _ticks, query={**_AID, "limit": "at most"}),
     Endpoint("POST", "/api/automations/{automation}/run", "Run a managed turn now: the reason bypasses only the interval (as turn run --manual-reason)",
              _run_now, role=Role.OWNER, query=_AID,

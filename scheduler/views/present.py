@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timedelta, timezone, tzinfo
 from typing import TYPE_CHECKING, Any
 
-from floorgate.admission import Confirmation, Decision, EffectiveFloor, Eligibility, Rule, RuleChange, StartRecord
+from floorgate.admission import Confirmation, Debounce, Decision, EffectiveFloor, Eligibility, Rule, RuleChange, StartRecord
 from floorgate.admission.clock import iso
 from floorgate.admission.intervals import format_interval
 
@@ -239,12 +239,19 @@ def automation_doc(a: Automation) -> dict[str, Any]:
         "external_id": spec.external_id,
         "labels": dict(spec.labels),
         "when_denied": spec.when_denied,
+        "debounce": _debounce_doc(spec.debounce),
         "state": a.state,
         "state_note": a.state_note,
         "revision": a.revision,
         "created_at": iso(a.created_at),
         "updated_at": iso(a.updated_at),
     }
+
+
+def _debounce_doc(d: Debounce | None) -> dict[str, float | None] | None:
+    if d is None:
+        return None
+    return {"quiet_seconds": d.quiet.total_seconds(), "max_wait_seconds": d.max_wait.total_seconds() if d.max_wait is not None else None}
 
 
 def verdict_doc(v: Verdict | None) -> dict[str, Any] | None:

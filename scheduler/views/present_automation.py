@@ -1,4 +1,4 @@
-"""What ``automation show``, ``automation preview`` and ``automation poke`` print (and the console's
+"""What ``automation show``, ``automation preview`` and ``automation trigger`` print (and the console's
 automation endpoints answer): the next fires and whether each would run, recent ticks and turns."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from .present import automation_doc, command_text, readback_doc, seconds_of, tab
 from .present_limits import limit_text, next_eligible_text
 
 if TYPE_CHECKING:
-    from ..app.automations import Detail, Poked
+    from ..app.automations import Detail, TriggerAnswer, TriggerWake
     from ..app.backfill import BackfillReport
     from ..app.readback import Preview
 
@@ -46,6 +46,7 @@ def detail_doc(d: Detail) -> dict[str, Any]:
         "recent_ticks": [tick_doc(t) for t in d.ticks],
         "recent_turns": [turn_doc(t) for t in d.turns],
         "counters": d.counters,
+        "trigger": trigger_wake_doc(d.trigger),
     }
 
 
@@ -77,6 +78,8 @@ def detail_text(d: Detail) -> str:
         f"  next eligible:  {next_eligible_text(rb.eligibility) if rb.eligibility and (rb.eligibility.next_eligible_at or rb.eligibility.status == 'limit_wait') else '-'}",
         *[f"  limit:          {x.limit.describe()}: {limit_text(x)}" for x in (rb.limits.states if rb.limits else [])],
         f"  next turn:      {iso(rb.next_fire_at) or '-'}",
+        f"  debounce:       {_debounce(spec.debounce)}",
+        f"  trigger:        {_pending_text(d.trigger)}",
         "  next fires (as the timer host fires them):",
         *[f"    {r.fire_at.isoformat()}   {iso(r.fire_at)}   {_fire_run(r)}" for r in d.fires],
         "  recent ticks (nominal -> actual: decision reason):",
@@ -117,16 +120,51 @@ def preview_text(p: Preview) -> str:
     )
 
 
-def poke_doc(p: Poked) -> dict[str, Any]:
-    return {"automation": p.automation_id, "backoff_wake_at": iso(p.wake.backoff_wake_at), "next_fire_at": iso(p.readback.next_fire_at)}
+def _debounce(debounce: Any) -> str:
+    if debounce is None:
+        return "none (a trigger wakes it at once)"
+    cap = f", at most {format_interval(debounce.max_wait)} after the first" if debounce.max_wait is not None else ""
+    return f"{format_interval(debounce.quiet)} quiet{cap}"
 
 
-def poke_text(p: Poked) -> str:
-    nxt = p.readback.next_fire_at
-    if nxt is None:
-        return f"poked {p.automation_id}: backoff reset, but nothing fires now ({terminal_safe(p.readback.detail, lines=False)})"
-    why = "" if p.wake.backoff_wake_at is not None and nxt <= p.wake.backoff_wake_at else " (the floor or the schedule comes first)"
-    return f"poked {p.automation_id}: next turn at {iso(nxt)}{why}"
+def trigger_wake_doc(w: TriggerWake | None) -> dict[str, Any] | None:
+    """A pending triggered wake as JSON (None: no trigger pending)."""
+    if w is None:
+        return None
+    return {"pending": w.count, "first_at": iso(w.first_at), "last_at": iso(w.last_at), "due_at": iso(w.due), "wake_at": iso(w.wake_at)}
+
+
+def _pending_text(w: TriggerWake | None) -> str:
+    if w is None:
+        return "none pending"
+    when = f"wakes at {iso(w.wake_at)}" if w.wake_at is not None else "cannot wake it now (see its state)"
+    floor = " (the floor or a failure streak comes first)" if w.wake_at is not None and w.wake_at > w.due else ""
+    return f"{w.count} pending since {iso(w.first_at)}, due {iso(w.due)}: {when}{floor}"
+
+
+def trigger_doc(t: TriggerAnswer) -> dict[str, Any]:
+    """``automation trigger`` as JSON: the trigger recorded (or repeated) and the one pending wake."""
+    tr = t.triggered
+    return {
+        "automation": tr.automation_id,
+        "trigger_id": tr.trigger_id,
+        "key": tr.key,
+        "at": iso(tr.at),
+        "repeated": not tr.new,
+        "wake": trigger_wake_doc(t.wake),
+        "next_fire_at": iso(t.readback.next_fire_at),
+    }
+
+
+def trigger_text(t: TriggerAnswer) -> str:
+    """One line: triggered (or a repeated id: nothing new) and when the one pending wake fires."""
+    tr = t.triggered
+    head = (
+        f"triggered {tr.automation_id} (trigger {terminal_safe(tr.trigger_id, lines=False)})"
+        if tr.new
+        else f"trigger {terminal_safe(tr.trigger_id, lines=False)} of {tr.automation_id} was already recorded at {iso(tr.at)}: nothing new"
+    )
+    return f"{head}; {_pending_text(t.wake)}"
 
 
 def backfill_doc(report: BackfillReport) -> dict[str, Any]:
