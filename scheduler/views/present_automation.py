@@ -21,6 +21,7 @@ from .present import (
     turn_doc,
     turn_outcome,
 )
+from .present_limits import limit_text, next_eligible_text
 
 if TYPE_CHECKING:
     from ..app.automations import Detail, TriggerAnswer, TriggerWake
@@ -36,6 +37,7 @@ def fire_doc(row: Any) -> dict[str, Any]:
         "runs_at": iso(row.runs_at),
         "waited_for_floor": row.waited_for_floor,
         "eligible_at": iso(row.eligible_at),
+        "denied_by": row.denied_by,
     }
 
 
@@ -52,7 +54,7 @@ def _down(at: datetime | None) -> str | None:
 
 def _fire_run(row: Any) -> str:
     if not row.admitted:
-        return "no (floor)"
+        return f"no ({row.denied_by or 'floor'})"
     if row.runs_at is not None and row.runs_at != row.fire_at:
         why = "when the floor opens" if row.waited_for_floor else "at once: a missed fire inside the catch-up window"
         return f"yes, at {_up(row.runs_at)} ({why})"
@@ -96,7 +98,8 @@ def detail_text(d: Detail) -> str:
             else []
         ),
         f"  floor:          {format_interval(floor.floor) if floor else '-'} (a fire inside it: {spec.when_denied})",
-        f"  next eligible:  {(_up(rb.eligibility.next_eligible_at) if rb.eligibility else None) or '-'}",
+        f"  next eligible:  {next_eligible_text(rb.eligibility) if rb.eligibility and (rb.eligibility.next_eligible_at or rb.eligibility.status == 'limit_wait') else '-'}",
+        *[f"  limit:          {x.limit.describe()}: {limit_text(x)}" for x in (rb.limits.states if rb.limits else [])],
         f"  next turn:      {_up(rb.next_fire_at) or '-'}",
         f"  debounce:       {_debounce(spec.debounce)}",
         f"  trigger:        {_pending_text(d.trigger)}",
