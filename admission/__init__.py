@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         Automations,
         CatchUp,
         CommandHost,
+        Debounce,
         HoldKind,
         MeterKind,
         Overlap,
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
     from .store import Store, open_store
     from .ticks import Tick, TickLog
     from .timers import TimerBinding, TimerBindings
+    from .triggers import PendingTrigger, Triggered, Triggers
 
 # Each public name and the module that defines it.
 _WHERE = {
@@ -72,12 +74,16 @@ _WHERE = {
     "Automations": "automations",
     "CatchUp": "automations",
     "CommandHost": "automations",
+    "Debounce": "automations",
     "HoldKind": "automations",
     "MeterKind": "automations",
     "Overlap": "automations",
     "TimerKind": "automations",
     "WakeState": "automations",
     "WhenDenied": "automations",
+    "PendingTrigger": "triggers",
+    "Triggered": "triggers",
+    "Triggers": "triggers",
     "Clock": "clock",
     "FixedClock": "clock",
     "SystemClock": "clock",
@@ -173,6 +179,7 @@ __all__ = [
     "CommandHost",
     "ComputeBlock",
     "Confirmation",
+    "Debounce",
     "Decision",
     "Dispatch",
     "EffectiveFloor",
@@ -197,6 +204,7 @@ __all__ = [
     "NoStore",
     "NotFound",
     "Overlap",
+    "PendingTrigger",
     "Phase",
     "Policies",
     "Principal",
@@ -224,6 +232,8 @@ __all__ = [
     "TimerBinding",
     "TimerBindings",
     "TimerKind",
+    "Triggered",
+    "Triggers",
     "TurnRecord",
     "Verdict",
     "WakeState",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import namedtuple
 
 from ._types import decode_us
-from .decide.facts import FACT, FACTS, RULE_TEXT, TIMED, Facts
+from .decide.facts import FACT, FACTS, LIMITED_RULE, RULE_TEXT, TIMED, Facts, LimitCode
 from .decide.floors import MAX_US, EffectiveFloor, Folded, RuleRef, combine, effective_floor, floor_us, fold
 from .decisions import Phase, StartKind, StartRecord
 from .errors import CorruptState, StoreUnavailable
@@ -56,8 +56,9 @@ _FG_ARGS = ":g, :a, :x, :xr, :t, CAST(:tr AS BIGINT), CAST(:now AS BIGINT)"
 RESERVE_SQL = (
     "SELECT "
     + ", ".join(f"{side}.{name}" for side in "fr" for name in [*(f.name for f in FACTS), "outcome"])
-    + f" FROM fg_facts({_FG_ARGS}, CAST(:reason AS TEXT), :guarded) f"
-    f" LEFT JOIN LATERAL (SELECT * FROM fg_admit({_FG_ARGS}, :kind, CAST(:reason AS TEXT), CAST(:lock AS BIGINT), :guarded)"
+    + f" FROM fg_facts({_FG_ARGS}, CAST(:reason AS TEXT), :guarded, CAST(:lim AS INTEGER)) f"
+    " LEFT JOIN LATERAL (SELECT * FROM fg_admit("
+    f"{_FG_ARGS}, :kind, CAST(:reason AS TEXT), CAST(:lock AS BIGINT), :guarded, CAST(:lim AS INTEGER))"
     " WHERE f.outcome = 'insert' OR (f.outcome = 'admit' AND CAST(:lock_admitted AS BOOLEAN)) OFFSET 0) r ON true"
 )
 
@@ -131,9 +132,10 @@ def _floor(rules_text: str | None, goal: str, agent: str, automation: str | None
     return floor
 
 
-def facts_params(goal: str, agent: str, automation: str | None, turn_id: str, trigger_us: int) -> dict:  # type: ignore[type-arg]
+def facts_params(goal: str, agent: str, automation: str | None, turn_id: str, trigger_us: int, lim: int | None = None) -> dict:  # type: ignore[type-arg]
     lane = automation or ""
     return {
+        "lim": lim,
         "g": goal,
         "a": agent,
         "x": lane,
@@ -143,9 +145,11 @@ def facts_params(goal: str, agent: str, automation: str | None, turn_id: str, tr
     }
 
 
-def read_facts(tx: DriverTx, goal: str, agent: str, automation: str | None, turn_id: str, trigger_us: int) -> Facts:
+def read_facts(tx: DriverTx, goal: str, agent: str, automation: str | None, turn_id: str, trigger_us: int, lim: int | None = None) -> Facts:
+    """The lane's facts in one statement; ``lim``: what the client found checking its limits
+    (``LimitCode``; None: not checked), echoed as the ``limit_code`` fact."""
     sql = (GUARDED_FACTS_SQL if tx.relaxed else FACTS_SQL)[tx.dialect]
-    row = tx.row(sql, facts_params(goal, agent, automation, turn_id, trigger_us))
+    row = tx.row(sql, facts_params(goal, agent, automation, turn_id, trigger_us, lim))
     if row is None:  # pragma: no cover - a SELECT of scalars always returns one row
         raise StoreUnavailable("the store returned no row for the admission facts")
     return decode_facts(row, goal, agent, automation, turn_id)
@@ -156,7 +160,20 @@ def decode_facts(row: tuple, goal: str, agent: str, automation: str | None, turn
     any value floorgate would not have written raises ``StoreUnavailable`` (fail closed)."""
     fields = _start_facts(row[1:], goal, agent, turn_id)  # checked before the rules, as always
     floor, agent_us, lane_us = _floor(row[0], goal, agent, automation)
-    return Facts(floor, *fields, agent_us, lane_us)
+    limited, lim = _limit_facts(row[_LIMITED], row[_LIMITED + 1], goal, agent)
+    return Facts(floor, *fields, agent_us, lane_us, limited, lim)
+
+
+_LIMITED = [f.name for f in FACTS].index("limited")
+
+
+def _limit_facts(limited: object, lim: object, goal: str, agent: str) -> tuple[int, int | None]:
+    """The ``limited`` count and the echoed ``limit_code``, checked (fail closed on anything else)."""
+    if type(limited) is not int or limited < 0:
+        raise StoreUnavailable(f"malformed limit count for {goal}/{agent}: {limited!r}")
+    if lim is not None and lim not in tuple(LimitCode):
+        raise StoreUnavailable(f"malformed limit code for {goal}/{agent}: {lim!r}")
+    return limited, lim if type(lim) is int else None
 
 
 _AG_BOUND, _LN_BOUND, _TR_BOUND = (f.bound or 0 for f in TIMED)
@@ -165,7 +182,7 @@ _StartFacts = tuple[Phase | None, str | None, int | None, int | None, int | None
 
 def _start_facts(row: tuple, goal: str, agent: str, turn_id: str) -> _StartFacts:  # type: ignore[type-arg]
     """The fields of ``Facts`` after the floor, decoded from the row's columns after the rules."""
-    turn_text, ag, ln, ln_tr, dup, damaged = row
+    turn_text, ag, ln, ln_tr, dup, _limited, _lim, damaged = row
     if damaged is not None:
         raise StoreUnavailable(f"a start or rule under {goal}/{agent} has a missing or damaged goal, agent, automation, trigger or anchor")
     phase: Phase | None = None
@@ -204,7 +221,10 @@ def _start_facts(row: tuple, goal: str, agent: str, turn_id: str) -> _StartFacts
 # GROUP BY. MAX equals the single read's ORDER BY ... DESC LIMIT 1 wherever no NULL is present, and
 # a NULL there is a damaged row the guard below reports (PostgreSQL sorts NULLs first).
 Lane = tuple[str, str, str | None]
-_MANY_RULES_SQL = "SELECT goal_id, agent_id, automation_id, " + _RULE_TEXT + " FROM fg_rules ORDER BY goal_id, agent_id, automation_id"
+_MANY_RULES_SQL = (
+    "SELECT goal_id, agent_id, automation_id, " + _RULE_TEXT + ", CASE WHEN " + LIMITED_RULE + " THEN 1 ELSE 0 END"
+    " FROM fg_rules ORDER BY goal_id, agent_id, automation_id"
+)
 _MANY_TURN_SQL = "SELECT " + FACT["turn"].sql
 _MANY_AGENTS_SQL = "SELECT goal_id, agent_id, MAX(anchor_us) FROM fg_starts GROUP BY goal_id, agent_id"
 # At most one start of a lane has a given trigger (ix_fg_starts_lane_trigger is unique), so MAX is it.
@@ -247,13 +267,13 @@ def read_facts_many(tx: DriverTx, lanes: list[Lane], turn_id: str, trigger_us: i
     turn_text = turn_row[0] if turn_row is not None else None
     # The rules a lane's aggregate selects: agent_id IN ('', :a) and automation_id IN ('', :xr), or
     # NULL (which fails the decoder); kept in the statement's order.
-    by_scope: dict[tuple[str, str, str], list[tuple[int, str]]] = {}
-    null_scoped: dict[str, list[tuple[int, str | None, str | None, str]]] = {}
-    for i, (g, a, x, text) in enumerate(rules):
+    by_scope: dict[tuple[str, str, str], list[tuple[int, str, int]]] = {}
+    null_scoped: dict[str, list[tuple[int, str | None, str | None, str, int]]] = {}
+    for i, (g, a, x, text, limited) in enumerate(rules):
         if a is None or x is None:
-            null_scoped.setdefault(g, []).append((i, a, x, text))
+            null_scoped.setdefault(g, []).append((i, a, x, text, limited))
         else:
-            by_scope.setdefault((g, a, x), []).append((i, text))
+            by_scope.setdefault((g, a, x), []).append((i, text, limited))
     out: dict[Lane, Facts | StoreUnavailable] = {}
     memo: dict[tuple[str, str], RuleRef] = {}
     folds: dict[tuple[int, ...], Folded] = {}  # by the rules' identities (memo keeps them alive)
@@ -262,8 +282,8 @@ def read_facts_many(tx: DriverTx, lanes: list[Lane], turn_id: str, trigger_us: i
         x, xr = automation or "", automation or _NO_LANE  # as ``facts_params``
         found = [r for key in {(goal, "", ""), (goal, "", xr), (goal, agent, ""), (goal, agent, xr)} for r in by_scope.get(key, ())]
         found += [
-            (i, text)
-            for i, a, r_x, text in null_scoped.get(goal, ())
+            (i, text, limited)
+            for i, a, r_x, text, limited in null_scoped.get(goal, ())
             if (a is None or a in ("", agent)) and (r_x is None or r_x in ("", xr))
         ]
         ln, ln_tr, dup = lane_facts.get((goal, agent, x), (None, None, None))
@@ -272,15 +292,16 @@ def read_facts_many(tx: DriverTx, lanes: list[Lane], turn_id: str, trigger_us: i
         if tx.relaxed:  # ``_NULL_AGENT_ANCHOR``: the goal's starts without an agent group under None
             ag = stored_max(ag, agent_anchor.get((goal, None)))
         try:
-            fields = _start_facts((turn_text, ag, ln, ln_tr, dup, guard), goal, agent, turn_id)
+            fields = _start_facts((turn_text, ag, ln, ln_tr, dup, None, None, guard), goal, agent, turn_id)
             # ``_floor`` of the lane's rules text, each rule decoded once for all lanes.
-            refs = [_memo_rule_ref(memo, text, goal, agent) for _, text in sorted(found)]
+            refs = [_memo_rule_ref(memo, text, goal, agent) for _, text, _ in sorted(found)]
             key = tuple(map(id, refs))
             folded = folds.get(key)
             if folded is None:
                 folded = folds[key] = fold(refs)
             floor, agent_us, lane_us = floor_us(effective_floor(goal, agent, automation, folded))
-            out[lane] = Facts(floor, *fields, agent_us, lane_us)
+            limited = sum(1 for *_, lim in found if lim)
+            out[lane] = Facts(floor, *fields, agent_us, lane_us, limited)
         except StoreUnavailable as exc:
             out[lane] = exc
     return out

@@ -56,3 +56,8 @@ def host(host_id: str) -> str:
 def hook_answer(automation_id: str) -> str:
     """The record of a pre-model hook's answers for one automation."""
     return f"hook-answer/{automation_id}"
+
+
+def goal(goal_id: str) -> str:
+    """Admission decisions of a goal whose limits count across its agents (one series for all)."""
+    return f"goal/{goal_id}"

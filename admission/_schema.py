@@ -105,6 +105,8 @@ automations = Table(
     Column("external_id", String(128), nullable=True),  # the caller's own id for it (fleets)
     Column("labels", Text, nullable=True),  # JSON object of label -> value (fleets), NULL: none
     Column("when_denied", String(8), nullable=False, server_default="wait"),  # WhenDenied
+    Column("debounce_quiet_us", BigInteger, nullable=True),  # a trigger burst wakes after this quiet (NULL: at once)
+    Column("debounce_max_us", BigInteger, nullable=True),  # ... never later than this after its first trigger (NULL: no cap)
     Index("ix_fg_automations_updated", "updated_at_us"),  # a host's sync: what changed since its last poll
 )
 
@@ -119,6 +121,20 @@ wake_state = Table(
     Column("failing_until_us", UtcMicros, nullable=True),  # the earliest automatic start the streak allows
     Column("updated_at_us", UtcMicros, nullable=False),
     Index("ix_fg_wake_state_updated", "updated_at_us"),
+)
+
+# Event triggers: one row per trigger id, pending until a turn starts for it (``admission.triggers``).
+triggers = Table(
+    "fg_triggers",
+    metadata,
+    Column("automation_id", String(128), primary_key=True),
+    Column("trigger_id", String(128), primary_key=True),  # the caller's idempotency key (or a minted one)
+    Column("trigger_key", String(200), nullable=True),  # what the work is about, as the caller named it
+    Column("at_us", UtcMicros, nullable=False),
+    Column("served_at_us", UtcMicros, nullable=True),  # NULL: pending; set when a turn started for it
+    Column("served_turn_id", String(200), nullable=True),
+    Index("ix_fg_triggers_pending", "automation_id", "served_at_us"),
+    Index("ix_fg_triggers_at", "at_us"),  # a host's sync: triggers since its last poll
 )
 
 # The hash of the PostgreSQL decision functions installed after the migrations (decide.render).

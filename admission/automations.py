@@ -92,6 +92,7 @@ MAX_TIMEOUT = timedelta(days=7)
 DEFAULT_HOLD_AFTER = 5  # consecutive failed turns that hold an automation (``hold_after`` None)
 MAX_HOLD_AFTER = 1000
 MAX_CATCH_UP_WINDOW = timedelta(days=7)
+MAX_DEBOUNCE = timedelta(days=1)  # the longest quiet period or cap a debounce may set
 
 
 class CommandHost(BaseModel):
@@ -111,6 +112,27 @@ class CommandHost(BaseModel):
         if not value[0]:
             raise ValueError("argv[0] must name a program")
         return value
+
+
+class Debounce(BaseModel):
+    """How a burst of triggers coalesces into one wake: ``quiet`` after the latest trigger, never
+    later than ``max_wait`` after the first (None: no cap)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    quiet: timedelta = Field(ge=timedelta(0), le=MAX_DEBOUNCE)
+    max_wait: timedelta | None = Field(default=None, ge=timedelta(0), le=MAX_DEBOUNCE)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Debounce:
+        if self.max_wait is not None and self.max_wait < self.quiet:
+            raise ValueError("debounce MAX_WAIT must be at least QUIET")
+        return self
+
+    def due(self, first_at: datetime, last_at: datetime) -> datetime:
+        """When a burst whose triggers came from ``first_at`` to ``last_at`` wakes the automation."""
+        due = last_at + self.quiet
+        return min(due, first_at + self.max_wait) if self.max_wait is not None else due
 
 
 class AutomationSpec(BaseModel):
@@ -133,6 +155,7 @@ class AutomationSpec(BaseModel):
     external_id: str | None = None  # the caller's own id for it (a fleet's deduplication key)
     labels: tuple[tuple[str, str], ...] = ()  # (name, value) pairs, sorted by name (fleets select by these)
     when_denied: WhenDenied = WhenDenied.WAIT  # a scheduled fire inside a floor: wait for it, or skip
+    debounce: Debounce | None = None  # None: a trigger wakes it at once
 
     @model_validator(mode="after")
     def _host_needed(self) -> AutomationSpec:
@@ -232,6 +255,7 @@ def _row_to_automation(row) -> Automation:  # type: ignore[no-untyped-def]
             external_id=row.external_id,
             labels=_labels_from(row.labels),
             when_denied=row.when_denied,
+            debounce=_debounce_from(row.debounce_quiet_us, row.debounce_max_us),
         )
         automation = Automation(
             automation_id=row.automation_id,
@@ -416,7 +440,7 @@ class Automations:
         return self._update(automation_id, {"state": state.value, "state_note": note, "hold_kind": kind}, held=held)
 
     def remove(self, automation_id: str) -> None:
-        """Delete the automation with its wake state, timer binding, hook answers and hook install record, in one commit
+        """Delete the automation with its wake state, pending triggers, timer binding, hook answers and hook install record, in one commit
         (its starts, turns and ticks stay: they are the record)."""
         a, w, b, h = s.automations, s.wake_state, s.timer_bindings, s.hook_answers
         with self.store.write(lock_key=locks.automation(automation_id)) as conn:
@@ -424,6 +448,7 @@ class Automations:
             if done.rowcount != 1:
                 raise NotFound(f"automation {automation_id!r} does not exist")
             conn.execute(delete(w).where(w.c.automation_id == automation_id))
+            conn.execute(delete(s.triggers).where(s.triggers.c.automation_id == automation_id))
             conn.execute(delete(b).where(b.c.automation_id == automation_id))
             conn.execute(delete(h).where(h.c.automation_id == automation_id))
             HookInstalls(self.store).forget(automation_id, conn)
@@ -540,4 +565,15 @@ def _spec_columns(spec: AutomationSpec) -> dict:  # type: ignore[type-arg]
         external_id=spec.external_id,
         labels=json.dumps(dict(spec.labels), sort_keys=True) if spec.labels else None,
         when_denied=spec.when_denied,
+        debounce_quiet_us=spec.debounce.quiet // _US if spec.debounce is not None else None,
+        debounce_max_us=spec.debounce.max_wait // _US if spec.debounce is not None and spec.debounce.max_wait is not None else None,
     )
+
+
+_US = timedelta(microseconds=1)
+
+
+def _debounce_from(quiet_us: int | None, max_us: int | None) -> Debounce | None:
+    if quiet_us is None:
+        return None
+    return Debounce(quiet=timedelta(microseconds=quiet_us), max_wait=timedelta(microseconds=max_us) if max_us is not None else None)

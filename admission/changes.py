@@ -50,6 +50,11 @@ class ChangeFeed:
             }
             count = conn.execute(select(func.count()).select_from(a)).scalar_one()
             woken = {str(aid): _int(at) for aid, at in conn.execute(select(w.c.automation_id, stamp).where(stamp >= since))}
+            # A trigger is a change of the automation's wake too (its own table: a turn's settlement never overwrites it).
+            tr = s.triggers
+            came = type_coerce(tr.c.at_us, BigInteger)
+            for aid, at in conn.execute(select(tr.c.automation_id, func.max(came)).where(came >= since).group_by(tr.c.automation_id)):
+                woken[str(aid)] = max(woken.get(str(aid), -1), _int(at))
             latest = select(t.c.goal_id, t.c.agent_id, func.max(anchor)).where(anchor >= since).group_by(t.c.goal_id, t.c.agent_id)
             started = {(str(goal), str(agent)): _int(at) for goal, agent, at in conn.execute(latest)}
             rules = _rules(conn)

@@ -72,6 +72,7 @@ class EventKind(StrEnum):
     OWNER_WRITE_REFUSED = "owner_write_refused"  # a managed turn tried an owner write (floor, ask, ...): refused
     TURN_FAILED = "turn_failed"  # a managed turn settled failed (its task or the infrastructure)
     TURN_TIMED_OUT = "turn_timed_out"  # a managed turn was stopped at its timeout
+    AUTOMATION_TRIGGERED = "automation_triggered"  # new work arrived for an automation (a trigger, once per trigger id)
     AUTOMATION_FAILING = "automation_failing"  # a second consecutive turn failed: its starts slow down (once per streak)
     # Written by the admission that crossed them, in its transaction, at most once per window and scope:
     BUDGET_THRESHOLD = "budget_threshold"  # a budget's use (settled + held) crossed an owner-set percentage

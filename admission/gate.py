@@ -32,6 +32,7 @@ from ._facts import (
     start_from_row,
     stored_max,
 )
+from ._limit_check import check_lane, hold_estimate
 from ._rule import (
     _ADMITTED,
     _ADMITTING,
@@ -106,14 +107,22 @@ class Admission:
         try:
             if self.store.dialect == "postgresql" and not managed:
                 # One round trip: it reads, locks only when it may admit, decides, inserts.
-                verdict, now = _reserve_pg(self.store.autocommit, req, self.clock, locks.agent(req.goal, req.agent), lock_admitted=False)
-                return _decision(req, now, verdict)
-            # A denial is decided from one plain read (``_plain``), taking no lock and writing nothing
-            # (the clock read after it, so a start committed just before is never "in the future").
-            # With a journal entry every admission writes (the journal row); without, only new starts.
-            denied = self._plain(req, _ADMITTING if journal is None else _ADMITTED)
+                verdict, now, facts = _reserve_pg(
+                    self.store.autocommit, req, self.clock, locks.agent(req.goal, req.agent), lock_admitted=False
+                )
+                if not _unchecked(verdict, facts):
+                    return _decision(req, now, verdict)
+                denied, across = self._limited_plain(req, _ADMITTING, facts, now)
+            else:
+                # A denial is decided from one plain read (``_plain``), taking no lock and writing nothing
+                # (the clock read after it, so a start committed just before is never "in the future").
+                # With a journal entry every admission writes (the journal row); without, only new starts.
+                denied, across = self._plain(req, _ADMITTING if journal is None else _ADMITTED)
             if denied is not None:
                 return denied
+            if across is not None:  # the lane has counts or budgets: checked again under the lock
+                verdict, now = self._reserve_limited(req, journal, on_admit, within, across=across)
+                return _decision(req, now, verdict)
             lock_key = locks.agent(req.goal, req.agent)
             # Only an evaluation serialized per agent may admit.
             if not managed:
@@ -124,7 +133,7 @@ class Admission:
                 pg = self.store.dialect == "postgresql"
                 with self.store.write(None if pg else lock_key, within=within) as conn, self.store.driver(write=True, within=conn) as tx:
                     if pg:
-                        verdict, now = _reserve_pg(tx, req, self.clock, lock_key, lock_admitted=True)
+                        verdict, now, _ = _reserve_pg(tx, req, self.clock, lock_key, lock_admitted=True)
                         if journal is not None and verdict.reason in _ADMITTED:
                             write_entry(tx, journal, to_us(now))
                     else:
@@ -136,22 +145,66 @@ class Admission:
             verdict = _Verdict(Reason.STATE_UNAVAILABLE, None, None, detail=f"{exc}; denied (fail closed)")
         return _decision(req, now, verdict)
 
+    def _reserve_limited(
+        self,
+        req: _Request,
+        journal: JournalEntry | None,
+        on_admit: Callable[[Connection], None] | None,
+        within: Connection | None,
+        *,
+        across: bool,
+    ) -> tuple[_Verdict, datetime]:
+        """The serialized decision of a lane with counts or budgets: under the agent's lock (the
+        goal's when a limit counts across agents), its limits are checked, the decision taken with
+        the result, and an admitted turn's estimate held, all in one transaction."""
+        lock_key = locks.agent(req.goal, req.agent)
+        outer = locks.goal(req.goal) if across else lock_key
+        pg = self.store.dialect == "postgresql"
+        with self.store.write(outer, within=within) as conn, self.store.driver(write=True, within=conn) as tx:
+            if across and pg:  # the goal's lock first, then the agent's (the order every such lane takes)
+                tx.row("SELECT pg_advisory_xact_lock(CAST(:k AS BIGINT))", {"k": lock_id(lock_key)})
+            check = check_lane(conn, req.goal, req.agent, req.automation, read_clock(self.clock))
+            if pg:
+                verdict, now, _ = _reserve_pg(tx, req, self.clock, lock_key, lock_admitted=True, lim=check.code, states=check.states)
+                if journal is not None and verdict.reason in _ADMITTED:
+                    write_entry(tx, journal, to_us(now))
+            else:
+                verdict, now = _admit(tx, req, self.clock, journal, lim=check.code, states=check.states)
+            if verdict.reason in _ADMITTING:
+                hold_estimate(conn, check, req.turn_id, req.goal, req.agent, req.automation, now)
+            if on_admit is not None and verdict.reason in _ADMITTED:
+                on_admit(conn)
+        return verdict, now
+
     def denial(self, *, goal: str, agent: str, automation: str | None, turn_id: str, trigger_time: datetime) -> Decision | None:
         """The denial a journaled ``reserve`` of these arguments would return, decided from one plain
         read taken now (no lock, nothing written); None when it may admit: then only ``reserve``
         decides, serialized. A host decides its denials this way without waiting behind admissions."""
         req = _request(goal, agent, automation, turn_id, trigger_time, None)
         try:
-            return self._plain(req, _ADMITTED)
+            return self._plain(req, _ADMITTED)[0]
         except StoreUnavailable as exc:
             verdict = _Verdict(Reason.STATE_UNAVAILABLE, None, None, None, f"{exc}; denied (fail closed)")
             return _decision(req, read_clock(self.clock), verdict)
 
-    def _plain(self, req: _Request, writes: tuple[Reason, ...]) -> Decision | None:
+    def _plain(self, req: _Request, writes: tuple[Reason, ...]) -> tuple[Decision | None, bool | None]:
+        """The denial decided from a plain read (None: it may admit), and for a lane with counts or
+        budgets whether one counts across agents (None: the lane has none). Such a lane's limits
+        are checked after the read (more statements, this lane only) and it is decided again."""
         facts = _read(self.store.autocommit, req)
         now = read_clock(self.clock)
         verdict = _evaluate(facts, req, to_us(now))
-        return None if verdict.reason in writes else _decision(req, now, verdict)
+        if _unchecked(verdict, facts):
+            return self._limited_plain(req, writes, facts, now)
+        return (None if verdict.reason in writes else _decision(req, now, verdict)), None
+
+    def _limited_plain(self, req: _Request, writes: tuple[Reason, ...], facts: Facts, now: datetime) -> tuple[Decision | None, bool | None]:
+        """``_plain`` of a lane with counts or budgets, from its read ``facts``: its limits checked
+        in one read transaction, then decided again."""
+        with self.store.read() as conn:
+            check = check_lane(conn, req.goal, req.agent, req.automation, now)
+        verdict = _evaluate(facts._replace(limit_code=check.code, limits=check.states), req, to_us(now))
+        return (None if verdict.reason in writes else _decision(req, now, verdict)), check.across_agents
 
     # -- confirm ---------------------------------------------------------------------------
     def confirm(self, turn_id: str) -> Confirmation:
@@ -376,10 +429,31 @@ def _start_may_cover(g: object, a: object, x: object, no_anchor: object, goal: s
     return _may_cover((g, a, x), goal, agent, None)
 
 
-def _admit(tx: DriverTx, req: _Request, clock: Clock, journal: JournalEntry | None) -> tuple[_Verdict, datetime]:
+def _unchecked(verdict: _Verdict, facts: Facts) -> bool:
+    """Whether the decision waits on counts or budgets its read did not check (then the client
+    checks them). A floor's wait checks them too: the reported time is the latest of all limits
+    and the reason names the binding one. Any other denial (a duplicate, a stale trigger) needs no more."""
+    return verdict.reason in _WAITS and facts.limited > 0 and facts.limit_code is None
+
+
+_WAITS = (Reason.STATE_UNAVAILABLE, Reason.INTERVAL_WAIT)
+
+
+def _admit(
+    tx: DriverTx,
+    req: _Request,
+    clock: Clock,
+    journal: JournalEntry | None,
+    *,
+    lim: int | None = None,
+    states: tuple = (),  # type: ignore[type-arg]
+) -> tuple[_Verdict, datetime]:
     """The serialized evaluation: only here may a start be inserted. The clock is read under the
-    lock, after the facts: a start another process committed a moment ago is in the past."""
-    facts = _read(tx, req)
+    lock, after the facts: a start another process committed a moment ago is in the past.
+    ``lim`` and ``states``: the lane's limits as checked in this transaction (``_limit_check``)."""
+    facts = read_facts(tx, req.goal, req.agent, req.automation, req.turn_id, req.trigger_us, lim)
+    if states:
+        facts = facts._replace(limits=states)
     now = read_clock(clock)
     now_us = to_us(now)
     verdict = _evaluate(facts, req, now_us)
@@ -390,14 +464,23 @@ def _admit(tx: DriverTx, req: _Request, clock: Clock, journal: JournalEntry | No
     return verdict, now
 
 
-def _reserve_pg(tx: DriverTx, req: _Request, clock: Clock, lock_key: str, *, lock_admitted: bool) -> tuple[_Verdict, datetime]:
+def _reserve_pg(
+    tx: DriverTx,
+    req: _Request,
+    clock: Clock,
+    lock_key: str,
+    *,
+    lock_admitted: bool,
+    lim: int | None = None,
+    states: tuple = (),  # type: ignore[type-arg]
+) -> tuple[_Verdict, datetime, Facts]:
     """The decision through PostgreSQL's ``RESERVE_SQL``: one statement, which inserts the start when
     it admits; its facts are decoded and explained here by ``_evaluate``, the decision's one rule.
 
     The clock is read before the call, so a start another process committed while the call waited
     for the lock can be later than it: that denial (clock_rollback) is decided once more with a
     fresh reading when the clock has since passed that start (a second call, only in that race)."""
-    params = facts_params(req.goal, req.agent, req.automation, req.turn_id, req.trigger_us)
+    params = facts_params(req.goal, req.agent, req.automation, req.turn_id, req.trigger_us, lim)
     params["kind"] = (_AUTOMATIC if req.manual_reason is None else _MANUAL).value
     params["reason"] = req.manual_reason
     params["lock"] = lock_id(lock_key)
@@ -414,6 +497,8 @@ def _reserve_pg(tx: DriverTx, req: _Request, clock: Clock, lock_key: str, *, loc
         elif row[_OUTCOME] == "insert":  # pragma: no cover - the gate calls fg_admit whenever it reads 'insert'
             raise StoreUnavailable("fg_facts may admit but fg_admit did not run")
         facts = decode_facts(row[:_OUTCOME], req.goal, req.agent, req.automation, req.turn_id)
+        if states:
+            facts = facts._replace(limits=states)
         verdict = _evaluate(facts, req, now_us)
         outcome = row[_OUTCOME]
         if (outcome == "insert") != (verdict.reason in _ADMITTING):
@@ -428,7 +513,7 @@ def _reserve_pg(tx: DriverTx, req: _Request, clock: Clock, lock_key: str, *, loc
                 now = later
                 continue
         break
-    return verdict, now
+    return verdict, now, facts
 
 
 # RESERVE_SQL's row: fg_facts' facts and outcome, then fg_admit's (NULL when it did not run).

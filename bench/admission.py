@@ -44,6 +44,8 @@ from _rows import record
 from floorgate.admission import Admission, FixedClock, Policies, Scope, Store, open_store
 from floorgate.admission._facts import FACTS_SQL, facts_params
 from floorgate.admission.clock import to_us
+from floorgate.admission.limits import LimitsChange
+from floorgate.admission.windows import parse_window
 
 T0 = datetime(2026, 12, 1, tzinfo=timezone.utc)
 HOUR = timedelta(hours=1)
@@ -166,6 +168,28 @@ def seed_history(store: Store, starts: int, agents: int) -> None:
         conn.execute(text(sql), rows)
 
 
+class LimitedLane(Lane):
+    """``Lane`` whose agent also has a count and a token budget (issue 20): the same cycles and
+    denials, each checking the limits too (a count of starts and a budget of held estimates)."""
+
+    def __init__(self, store: Store, agent: str) -> None:
+        super().__init__(store, agent)
+        limits = LimitsChange(max_starts=1000, budget_tokens=10**9, estimate_tokens=10, per=parse_window("1d"))
+        Policies(store, self.clock).configure(Scope.agent("g", agent), expected_revision=1, owner_ref="bench", limits=limits)
+
+
+def budget_figures(store: Store, backend: str, rounds: int, n: int) -> list[Figure]:
+    """Denial and admitted rows with a count and a budget configured beside the floor-only rows,
+    same store, same run, interleaved."""
+    plain, limited = Lane(store, "plain"), LimitedLane(store, "limited")
+    for lane in (plain, limited):
+        lane.cycle(0)
+    return [
+        interleaved(f"{backend} denial with count+budget vs floor only", 1.2, timed(plain.deny), timed(limited.deny), rounds, n * 5),
+        interleaved(f"{backend} admitted with count+budget vs floor only", 1.2, timed(plain.cycle), timed(limited.cycle), rounds, n),
+    ]
+
+
 def sqlite_figures(tmp: str, rounds: int, n: int) -> list[Figure]:
     url = os.path.join(tmp, "fg.db")
     store = open_store(url)
@@ -196,6 +220,7 @@ def sqlite_figures(tmp: str, rounds: int, n: int) -> list[Figure]:
         interleaved("SQLite denial vs bare sqlite3, CPU time", 1.5, cpu_timed(bare_facts), cpu_timed(lane.deny), rounds, 50 * n, 100 * n),
     ]
     out += history_figures(lambda name: open_store(os.path.join(tmp, f"{name}.db")), "SQLite", rounds, n)
+    out += budget_figures(store, "SQLite", rounds, n)
     reader.close()
     bare.close()
     store.close()
@@ -262,6 +287,7 @@ def pg_figures(base_url: str, rounds: int, n: int) -> list[Figure]:
             interleaved("PostgreSQL denial vs SELECT 1", 1.5, timed(select_1), timed(lane.deny), rounds, n * 5),
         ]
         out += history_figures(make, "PostgreSQL", rounds, n)
+        out += budget_figures(store, "PostgreSQL", rounds, n)
         bare.close()
         store.close()
         return out

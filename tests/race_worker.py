@@ -29,3 +29,21 @@ def race(url: str, worker: int, rounds: int, floor_s: int, barrier, results) -> 
             results.put((r, worker, decision.admitted, decision.reason.value))
     finally:
         store.close()
+
+
+def race_limits(url: str, worker: int, rounds: int, agent: str, barrier, results) -> None:  # type: ignore[no-untyped-def]
+    """Reserve one lane of its own per worker (``agent``'s automation ``x<worker>``), all workers at
+    the same instant each round, under counts and budgets set by the test; report decisions."""
+    store = open_store(url)
+    clock = FixedClock(T0)
+    admission = Admission(store, clock)
+    try:
+        for r in range(rounds):
+            clock.set(T0 + r * timedelta(seconds=1))
+            barrier.wait(timeout=60)
+            decision = admission.reserve(
+                goal="g", agent=agent, automation=f"x{worker}", turn_id=f"w{worker}-r{r}", trigger_time=clock.now()
+            )
+            results.put((r, worker, decision.admitted, decision.reason.value))
+    finally:
+        store.close()

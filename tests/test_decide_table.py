@@ -22,7 +22,7 @@ from floorgate.admission import Store
 from floorgate.admission.clock import from_us
 from floorgate.admission.decide import CHECKS, Facts
 from floorgate.admission.decide.checks import Check, Request, first, next_us_of
-from floorgate.admission.decide.facts import PARAMS
+from floorgate.admission.decide.facts import PARAMS, LimitCode
 from floorgate.admission.decide.floors import RuleRef, combine
 from floorgate.admission.decide.render import case_whens
 from floorgate.admission.decisions import Phase
@@ -42,8 +42,11 @@ _COLUMNS = {
     "active_rules": "BIGINT",
     "agent_floor": "BIGINT",
     "lane_floor": "BIGINT",
+    "limited": "BIGINT",
+    "lim": "INTEGER",
 }
 _TYPES = {"text": "TEXT", "bigint": "BIGINT", "boolean": "BOOLEAN"}
+_TYPES["integer"] = "INTEGER"
 _PARAM_TYPES = {p.name: _TYPES[p.pg_type] for p in PARAMS}
 _P = re.compile(r"\bp_(\w+)\b")
 
@@ -87,6 +90,8 @@ def cases(draw: st.DrawFn) -> tuple[Facts, Request, int, dict[str, object]]:
     dup = draw(st.none() | st.just("t0"))
     now, trigger = draw(st.integers(0, 40)), draw(st.integers(0, 40))
     manual = draw(st.none() | st.just("owner asked"))
+    limited = draw(st.sampled_from([0, 0, 1, 2]))  # applicable rules with a count or budget
+    lim = draw(st.none() | st.sampled_from(list(LimitCode)))  # what the client found (None: unchecked)
     phase = None if turn is None else Phase(turn[0]) if turn[0] else Phase.CONFIRMED
     facts = Facts(
         floor,
@@ -99,6 +104,8 @@ def cases(draw: st.DrawFn) -> tuple[Facts, Request, int, dict[str, object]]:
         dup,
         agent_floor,
         lane_floor,
+        limited,
+        lim,
     )
     req = Request("g", "a", automation, "t1", from_us(trigger), trigger, manual)
     values: dict[str, object] = {
@@ -114,6 +121,8 @@ def cases(draw: st.DrawFn) -> tuple[Facts, Request, int, dict[str, object]]:
         "f_active_rules": len(floor.rules),
         "f_agent_floor": agent_floor,
         "f_lane_floor": lane_floor,
+        "f_limited": limited,
+        "f_lim": None if lim is None else int(lim),
         "p_g": "g",
         "p_a": "a",
         "p_x": automation or "",
@@ -123,6 +132,7 @@ def cases(draw: st.DrawFn) -> tuple[Facts, Request, int, dict[str, object]]:
         "p_now": now,
         "p_reason": manual,
         "p_guarded": False,
+        "p_lim": None if lim is None else int(lim),
     }
     return facts, req, now, values
 

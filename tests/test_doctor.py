@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from datetime import timedelta
 from pathlib import Path
 
@@ -14,6 +15,8 @@ from floorgate.admission.clock import SystemClock, read_clock
 from floorgate.scheduler.app.doctor import Doctor, Status
 from floorgate.scheduler.app.root import Floorgate, Settings
 from floorgate.scheduler.runtime._heartbeat import Heartbeat
+from floorgate.scheduler.runtime.hook_server import HookServer
+from floorgate.scheduler.runtime.hook_wire import RUNTIME_DIR_ENV
 
 from cli import run_cli
 from helpers import add_automation, command
@@ -25,6 +28,7 @@ def _world(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     codex_home.mkdir(parents=True)
     (codex_home / "config.toml").write_text('model = "gpt-5"\n')
     env = {"HOME": str(tmp_path / "home"), "CODEX_HOME": str(codex_home), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    env[RUNTIME_DIR_ENV] = str(tmp_path / "rt")  # this world's own hook server directory (none runs there yet)
     return project, env
 
 
@@ -79,6 +83,8 @@ def test_doctor_finds_a_lost_host_a_stopped_cron_daemon_and_an_untrusted_codex_h
     assert checks["cron"].status is Status.FAIL and "systemctl enable --now cron" in checks["cron"].fix  # type: ignore[attr-defined]
     hook = checks["hook app"]
     assert hook.status is Status.FAIL and "Codex hook" in hook.detail and "trust" in hook.detail, hook  # type: ignore[attr-defined]
+    served = checks["hook server"]  # no 'floorgate hook serve' in this world's runtime directory
+    assert served.status is Status.WARN and "in-process" in served.detail and "--hooks" in served.fix, served  # type: ignore[attr-defined]
     assert checks["turn logs"].status is Status.FAIL and "0755" in checks["turn logs"].detail  # type: ignore[attr-defined]
     clock_check = checks["clock"]  # this host's clock now runs 3 min ahead of the store's
     assert clock_check.status is Status.FAIL and "s ahead of the store's" in clock_check.detail, clock_check  # type: ignore[attr-defined]
@@ -93,8 +99,16 @@ def test_doctor_finds_a_lost_host_a_stopped_cron_daemon_and_an_untrusted_codex_h
     trusted = run_cli("hook", "install", "codex", "--project", str(project), *lane, "--trust", db=db_url, cwd=tmp_path, env=env)
     assert trusted.returncode == 0, trusted.stderr
     os.chmod(state / "logs", 0o700)
-    checks = _by_name(Doctor(fg, proc=no_cron, env=env).run())
-    for name in ("cron", "hook app", "turn logs"):
+    server = HookServer(Path(env[RUNTIME_DIR_ENV]))
+    server.bind()
+    serving = threading.Thread(target=server.serve, daemon=True)
+    serving.start()
+    try:
+        checks = _by_name(Doctor(fg, proc=no_cron, env=env).run())
+    finally:
+        server.stop()
+        serving.join(10)
+    for name in ("cron", "hook app", "turn logs", "hook server"):
         assert checks[name].status is Status.OK, checks[name]  # type: ignore[attr-defined]
 
 

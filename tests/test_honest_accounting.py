@@ -123,3 +123,19 @@ def test_a_turn_whose_usage_cannot_be_read_is_unknown_and_keeps_its_hold(store: 
     outcome = _run(store, clock, tmp_path, auto)
     broken = usage.get(outcome.turn_id)
     assert broken is not None and broken.state is UsageState.UNKNOWN and broken.tokens is None
+
+
+def test_a_managed_turn_holds_its_estimate_at_admission_and_settles_it(store: Store, tmp_path: Path, clock: FixedClock) -> None:
+    """Under a token budget the executor's admission holds the lane's estimate (in the reservation's
+    transaction) and the turn's settlement reconciles that row to the meter's report."""
+    from floorgate.admission.limits import LimitsChange
+    from floorgate.admission.usage import Usage, UsageState
+    from floorgate.admission.windows import parse_window
+
+    limits = LimitsChange(budget_tokens=100_000, estimate_tokens=7000, per=parse_window("1d"))
+    Policies(store, clock).configure(Scope.parse("g/a"), expected_revision=0, owner_ref="o", limits=limits)
+    line = json.dumps({"floorgate_usage": 1, "request_id": "r1", "input_tokens": 400, "output_tokens": 100, "model": "m"})
+    outcome = _run(store, clock, tmp_path, _automation(store, clock, f"print({line!r})", meter="jsonl"))
+    entry = Usage(store, clock).get(outcome.turn_id)
+    assert entry is not None and (entry.state, entry.estimate_tokens, entry.tokens) == (UsageState.SETTLED, 7000, 500)
+    assert entry.source.value == "admission"  # the row its admission held, reconciled (not a second row)

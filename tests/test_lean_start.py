@@ -37,6 +37,9 @@ ADMIT_NEVER = (*NEVER, "apscheduler", "floorgate.scheduler.app.readback", "floor
 # --version reads no store and parses no command.
 VERSION_NEVER = (*NEVER, "sqlalchemy", "pydantic", "psycopg", "floorgate.admission.store", "floorgate.scheduler.cli.commands")
 
+# The hook command's modules: its own and the 'hook serve' registration it splits out.
+HOOK_COMMAND = {"floorgate.scheduler.cli.commands.hook", "floorgate.scheduler.cli.commands._hook_serve"}
+
 _RUN = """
 import json, sys
 from floorgate.scheduler.cli.main import run
@@ -85,7 +88,7 @@ def test_the_prompt_hook_imports_only_what_its_answer_uses(store: Store, db_url:
     assert "floorgate.admission.gate" in modules  # it did decide
     assert _loaded(modules, NEVER if denied else ADMIT_NEVER) == []
     # Only the hook's own command module: no other command's services.
-    assert {m for m in modules if m.startswith("floorgate.scheduler.cli.commands.")} == {"floorgate.scheduler.cli.commands.hook"}
+    assert {m for m in modules if m.startswith("floorgate.scheduler.cli.commands.")} == HOOK_COMMAND
 
 
 def test_the_stop_hook_imports_only_what_recording_usage_uses(store: Store, db_url: str, tmp_path: Path) -> None:
@@ -93,7 +96,7 @@ def test_the_stop_hook_imports_only_what_recording_usage_uses(store: Store, db_u
     code, modules = _imports(tmp_path, argv, stdin=json.dumps({"session_id": "s", "transcript_path": str(tmp_path / "none.jsonl")}))
     assert code == 0 and "floorgate.scheduler.agents.app_usage" in modules  # it did read the (missing) transcript
     assert _loaded(modules, ADMIT_NEVER) == []
-    assert {m for m in modules if m.startswith("floorgate.scheduler.cli.commands.")} == {"floorgate.scheduler.cli.commands.hook"}
+    assert {m for m in modules if m.startswith("floorgate.scheduler.cli.commands.")} == HOOK_COMMAND
 
 
 def test_the_tool_hook_outside_a_mission_imports_no_store(tmp_path: Path) -> None:
@@ -186,6 +189,32 @@ def test_an_open_at_the_head_checks_it_in_one_statement(store: Store, db_url: st
         event.remove(Engine, "before_cursor_execute", seen)
     checks = [s for s in statements if "fg_alembic_version" in s or "fg_installed" in s]
     assert len(checks) == 1, checks
+
+
+def test_opening_a_store_reads_the_required_columns_nullability_in_one_query(db_url: str) -> None:
+    """Whether a hand rebuild dropped a NOT NULL is one read at open, not one per table."""
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    from floorgate.admission import open_store
+
+    open_store(db_url).close()  # migrated: the open below reads, it does not build
+    statements: list[str] = []
+
+    def seen(_conn: object, _cursor: object, statement: str, *_rest: object) -> None:
+        statements.append(statement)
+
+    event.listen(Engine, "before_cursor_execute", seen)
+    try:
+        store = open_store(db_url)
+    finally:
+        event.remove(Engine, "before_cursor_execute", seen)
+    try:
+        assert store.relaxed is False
+    finally:
+        store.close()
+    reads = [s for s in statements if ("table_info" in s or "information_schema.columns" in s) and "fg_alembic" not in s]
+    assert len(reads) == 1, reads
 
 
 def test_the_head_read_from_the_migration_files_is_alembics() -> None:

@@ -271,16 +271,16 @@ def test_remove_takes_the_wake_state_and_binding_in_one_commit(store) -> None:  
     clock = FixedClock(T0)
     add_automation(store, clock)
     app = Floorgate(store, clock=clock, settings=Settings())
-    app.automations.poke("x")
+    app.automations.trigger("x")
     from floorgate.admission import TimerBindings
 
     TimerBindings(store).set_desired("x", "apscheduler", Schedule.parse(EVERY_15M).canonical(), False, None, clock.now())
     app.automations.remove("x")
-    for table in ("fg_automations", "fg_wake_state", "fg_timer_bindings"):
+    for table in ("fg_automations", "fg_wake_state", "fg_timer_bindings", "fg_triggers"):
         assert raw_sql(store, f"SELECT COUNT(*) FROM {table}") == [(0,)], table
 
 
-def test_poke_reports_the_wake_the_host_will_make(store) -> None:  # type: ignore[no-untyped-def]
+def test_trigger_reports_the_wake_the_host_will_make(store) -> None:  # type: ignore[no-untyped-def]
     clock = FixedClock(T0 + M)
     floor(store, clock, "g/a", 10 * M)
     add_automation(store, clock, schedule="DTSTART:20261201T090000Z RRULE:FREQ=DAILY")
@@ -289,9 +289,10 @@ def test_poke_reports_the_wake_the_host_will_make(store) -> None:  # type: ignor
 
     assert Admission(store, clock).reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=T0).admitted
     host_running(store, clock)
-    poked = Floorgate(store, clock=clock, settings=Settings()).automations.poke("x")
-    assert poked.wake.backoff_wake_at == clock.now() + 3 * M
-    assert poked.readback.next_fire_at == clock.now() + 10 * M  # the floor comes after the backoff wake
+    triggered = Floorgate(store, clock=clock, settings=Settings()).automations.trigger("x")
+    assert triggered.wake is not None and triggered.wake.due == clock.now()  # no debounce: due at once
+    assert triggered.wake.wake_at == clock.now() + 10 * M  # but never before the floor
+    assert triggered.readback.next_fire_at == clock.now() + 10 * M  # status says the same
 
 
 def test_settings_resolve_flags_over_environment() -> None:
@@ -422,7 +423,7 @@ def test_the_bulk_readback_of_many_equals_each_automations_own(store, tmp_path) 
     host_running(store, clock)
     TurnExecutor(store, state_dir=tmp_path / "s", clock=clock).run(Automations(store, clock).get("ran"))
     TickLog(store).append([Tick(automation_id="ran", nominal_at=T0, actual_at=T0, decision="admitted", reason="succeeded", host="h")])
-    Floorgate(store, clock=clock, settings=Settings()).automations.poke("poked")
+    Floorgate(store, clock=clock, settings=Settings()).automations.trigger("poked")
     raw_sql(store, "INSERT INTO fg_wake_state (automation_id, backoff_step, backoff_wake_us, updated_at_us) "
             "VALUES ('damaged', 1, -5, 0)")  # fmt: skip
     raw_sql(
@@ -441,7 +442,8 @@ def test_the_bulk_readback_of_many_equals_each_automations_own(store, tmp_path) 
 
 def test_status_tables_show_times_in_the_schedules_zone_and_how_far_away_while_json_stays_utc(store) -> None:
     from floorgate.admission import Admission
-    from floorgate.scheduler.views.present import readback_doc, status_text
+    from floorgate.scheduler.views.present import readback_doc
+    from floorgate.scheduler.views.present_status import status_text
 
     start = T0 - 150 * M + timedelta(microseconds=250_000)  # 06:30:00.25Z
     clock = FixedClock(start)

@@ -11,14 +11,20 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 import pytest
+from sqlalchemy import event
 
 from floorgate.admission import Admission, FixedClock, Policies, Reason, Scope, Store, open_store
 from floorgate.admission.journal import JournalEntry
+from floorgate.admission.limits import LimitsChange
+from floorgate.admission.usage import Prices
+from floorgate.admission.windows import parse_window
 
 from conftest import T0
+from helpers import add_automation
 
 EVENTS: list[str] = []  # statement verbs and clock reads, in order, while counting
 
@@ -345,3 +351,47 @@ def test_round_trips_and_commits_of_a_managed_reservation(store: Store, outcome:
         "1 commit (reservation, journal and mission together)" if commits else "0 commits (nothing written)",
         counts["commits"] == commits,
     )
+
+
+# A lane whose rules carry counts or budgets (issue 20). Its counts and budgets are checked by the
+# client after the one plain read (``admission._limit_check``), also when the floor denies (the
+# reported time is the latest of all): in one read transaction, the rules (1), per count its
+# starts (1 each), per budget its usage (1 each), the prices (1, with a USD budget), the lane's
+# largest recent turn (1, without an envelope max_tokens) and its model (1); SQLite adds its BEGIN.
+# Here, one limit of each kind: 1 + 7 statements (9 with SQLite's BEGIN). Bounded by the number of
+# limits, never by the lane's history. Issue 20 asks for one: not reached (lanes without limits keep it).
+LIMITED = {
+    ("sqlite", "interval_wait"): 9,
+    ("postgresql", "interval_wait"): 8,
+    ("sqlite", "count_exhausted"): 9,
+    ("postgresql", "count_exhausted"): 8,
+}
+
+
+@pytest.mark.parametrize("denied_by", ["interval_wait", "count_exhausted"])
+def test_round_trips_of_a_denial_with_every_limit_kind(store: Store, denied_by: str) -> None:
+    clock = FixedClock(T0)
+    floor = timedelta(hours=1) if denied_by == "interval_wait" else timedelta(0)
+    starts = 2 if denied_by == "interval_wait" else 1  # the floor denies with the count not yet full
+    limits = LimitsChange(max_starts=starts, budget_tokens=1000, budget_usd=Decimal(5), estimate_tokens=10, per=parse_window("1d"))
+    Policies(store, clock).configure(Scope.parse("g/a"), min_interval=floor, expected_revision=0, owner_ref="o", limits=limits)
+    Prices(store, clock).set("m", Decimal(3), expected_revision=0, owner_ref="o")
+    add_automation(store, clock, "x", model="m")
+    admission = Admission(store, clock)
+    admission.eligibility("g", "a", "x")
+    assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=clock.now()).admitted
+    clock.advance(timedelta(seconds=1))
+    pooled: list[str] = []  # statements on the pool's connections (the limit check's read), besides the hot path's
+
+    def seen(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        pooled.append(statement)
+
+    event.listen(store.engine, "before_cursor_execute", seen)
+    try:
+        with counted(store) as counts:
+            denied = admission.reserve(goal="g", agent="a", automation="x", turn_id="t2", trigger_time=clock.now())
+    finally:
+        event.remove(store.engine, "before_cursor_execute", seen)
+    assert (denied.admitted, denied.reason.value) == (False, denied_by)
+    backend = "postgresql" if store.dialect == "postgresql" else "sqlite"
+    assert (counts["round_trips"] + len(pooled), counts["commits"]) == (LIMITED[(backend, denied_by)], 0), pooled

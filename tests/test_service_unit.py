@@ -35,11 +35,22 @@ def test_install_writes_a_unit_that_restarts_names_the_store_and_says_how_to_ena
     assert again.returncode == 0 and "unchanged" in again.stdout and run_unit.read_text() == text
 
 
+def test_install_hooks_writes_a_unit_for_the_hook_server_that_always_restarts(sqlite_db: str, tmp_path: Path) -> None:
+    r = _install(sqlite_db, tmp_path, "--hooks")
+    assert r.returncode == 0, r.stderr
+    text = (tmp_path / "units" / "floorgate-hooks.service").read_text()
+    assert f'ExecStart="{sys.executable}" "-m" "floorgate" "hook" "serve"' in text
+    assert "Restart=always" in text  # it exits when its code changes on disk: the new code starts
+    assert "floorgate-run.service floorgate-hooks.service" in r.stdout
+    removed = run_cli("service", "uninstall", "--user", "--hooks", "--unit-dir", str(tmp_path / "units"), db=sqlite_db, cwd=tmp_path)
+    assert removed.returncode == 0 and not (tmp_path / "units" / "floorgate-hooks.service").exists()
+
+
 def test_the_unit_passes_systemd_analyze_verify(sqlite_db: str, tmp_path: Path) -> None:
     analyze = shutil.which("systemd-analyze")
     if analyze is None:
         pytest.skip("systemd-analyze is not installed on this machine (apt-get install systemd)")
-    assert _install(sqlite_db, tmp_path, "--serve").returncode == 0
+    assert _install(sqlite_db, tmp_path, "--serve", "--hooks").returncode == 0
     units = sorted(str(p) for p in (tmp_path / "units").glob("*.service"))
     done = subprocess.run([analyze, "verify", *units], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stderr == "", done.stdout + done.stderr

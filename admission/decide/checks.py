@@ -11,7 +11,7 @@ The first row that holds decides. ``evaluate`` (reserve, on both backends) and `
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from enum import Enum
 from functools import lru_cache
 from typing import Literal, NamedTuple
@@ -19,8 +19,8 @@ from typing import Literal, NamedTuple
 from ..clock import from_us, iso
 from ..decisions import Explained, Phase, Reason
 from ..intervals import format_interval
-from .facts import Facts
-from .floors import EffectiveFloor, next_eligible_us
+from .facts import Facts, LimitCode
+from .floors import MAX_US, EffectiveFloor, next_eligible_us
 
 
 class Request(NamedTuple):  # a plain immutable value: one per decision, cheap to build
@@ -137,6 +137,65 @@ def _floor_next(f: Facts, req: Request) -> int | None:
     return next_eligible_us(f.agent_floor_us, f.lane_floor_us, f.agent_anchor_us, f.lane_anchor_us if req.automation else None)
 
 
+_UNCHECKED = "this lane has counts or budgets that were not checked in this read; denied until they are (fail closed)"
+
+
+def _binding(f: Facts) -> object | None:
+    """The limit state that binds (``budgets.binding``: of the blocked ones, the one that frees
+    last), None when none was read; duck-typed so the table stays free of the store's modules."""
+    blocked = [x for x in f.limits if x.blocked]
+    return max(blocked, key=lambda x: x.frees_at or _NEVER) if blocked else None
+
+
+def _limit_next(code: LimitCode) -> Callable[[Facts, Request], int | None]:
+    def next_us(f: Facts, req: Request) -> int | None:
+        if not f.limited or f.limit_code != code:
+            return None
+        state = _binding(f)
+        frees = getattr(state, "frees_at", None)
+        if frees is None:
+            return None
+        us = (frees - _EPOCH) // _ONE_US
+        return us if us < MAX_US else None  # never by waiting: no time to report
+
+    return next_us
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_NEVER = datetime.max.replace(tzinfo=timezone.utc)
+_ONE_US = timedelta(microseconds=1)
+
+
+def _raise_command(state: object) -> str:
+    """The command an owner runs to raise the binding limit (doubling it), at its scope."""
+    limit = state.limit  # type: ignore[attr-defined]
+    flag = {"starts": "--max-starts", "tokens": "--budget-tokens", "usd": "--budget-usd"}[limit.kind.value]
+    amount = limit.amount * 2
+    shown = f"{amount / 1_000_000:.6f}".rstrip("0").rstrip(".") if limit.kind.value == "usd" else str(amount)
+    return (
+        f"floorgate policy set {limit.scope} {flag} {shown} --per {limit.window} --revision {limit.revision}"
+        " --owner-ref YOU --allow-reduction"
+    )
+
+
+def _limit_detail(f: Facts, req: Request, _now: int) -> str:
+    state = _binding(f)
+    if state is None:  # pragma: no cover - a code is only set with a blocked state
+        return "a limit across runs is reached"
+    text = f"{state.limit.describe()}: used {state.used}, held {state.held}"  # type: ignore[attr-defined]
+    problem = getattr(state, "problem", None)
+    if problem:
+        text += f"; cannot be checked: {problem}"
+    frees = state.frees_at  # type: ignore[attr-defined]
+    if frees is not None and frees.year < 9000:
+        text += f"; frees at {iso(frees)}"
+    else:
+        text += "; waiting does not free it"
+    if req.manual_reason is not None:
+        text += f"; manual runs count too: to raise it run '{_raise_command(state)}'"
+    return text
+
+
 # The floor, in SQL: now is earlier than an anchor plus its floor (the later of the two, as
 # ``next_eligible_us``); a lane floor counts only for a request naming its automation.
 _FLOOR_WAITS = (
@@ -168,8 +227,8 @@ CHECKS: tuple[Check, ...] = (
         "no_rule",
         Reason.NO_RULE,
         Outcome.ADMIT,
-        lambda f, req, now, nxt: not f.floor.rules,
-        "f.active_rules = 0",
+        lambda f, req, now, nxt: not f.floor.rules and not f.limited,
+        "f.active_rules = 0 AND f.limited = 0",
         lambda f, req, now: _NO_FLOOR,
         reports_next=False,
         readback=Readback("eligible", lambda f: "no floor applies"),
@@ -209,6 +268,35 @@ CHECKS: tuple[Check, ...] = (
         readback=Readback("interval_wait", lambda f: waiting(f.floor.floor)),
         next_us=_floor_next,
     ),
+    # Counts and budgets, manual runs included (they bypass only the interval). The client checks
+    # them (``admission._limit_check``) and decides again with the result as ``:lim``.
+    Check(
+        "limits_unchecked",
+        Reason.STATE_UNAVAILABLE,
+        Outcome.DENY,
+        lambda f, req, now, nxt: f.limited > 0 and f.limit_code is None,
+        "f.limited > 0 AND f.lim IS NULL",
+        lambda f, req, now: _UNCHECKED,
+        reports_next=False,
+    ),
+    Check(
+        "count_exhausted",
+        Reason.COUNT_EXHAUSTED,
+        Outcome.DENY,
+        lambda f, req, now, nxt: f.limited > 0 and f.limit_code == LimitCode.COUNT,
+        f"f.limited > 0 AND f.lim = {LimitCode.COUNT.value}",
+        _limit_detail,
+        next_us=_limit_next(LimitCode.COUNT),
+    ),
+    Check(
+        "budget_exhausted",
+        Reason.BUDGET_EXHAUSTED,
+        Outcome.DENY,
+        lambda f, req, now, nxt: f.limited > 0 and f.limit_code == LimitCode.BUDGET,
+        f"f.limited > 0 AND f.lim = {LimitCode.BUDGET.value}",
+        _limit_detail,
+        next_us=_limit_next(LimitCode.BUDGET),
+    ),
     Check(
         "manual_bypass",
         Reason.MANUAL,
@@ -239,15 +327,27 @@ CHECKS: tuple[Check, ...] = (
     ),
 )
 READBACK = tuple(c for c in CHECKS if c.readback is not None)
+_LIMIT_ROWS = {
+    LimitCode.COUNT: CHECKS[[c.id for c in CHECKS].index("count_exhausted")],
+    LimitCode.BUDGET: CHECKS[[c.id for c in CHECKS].index("budget_exhausted")],
+}
 _NEXT = tuple(c.next_us for c in CHECKS if c.next_us is not None)
 
 
 def next_us_of(f: Facts, req: Request) -> int | None:
-    """When every check that waits for time next allows a start: the latest of theirs; None when
-    none waits (no rule counts from a start)."""
+    """When the floors next allow an automatic start (what the checks are judged with); None when
+    no floor counts from a start."""
     if not f.floor.rules:
         return None
-    out = None
+    return _floor_next(f, req)
+
+
+def reported_next_us(f: Facts, req: Request, floor_next: int | None) -> int | None:
+    """The next eligible time a decision reports: the latest of every check that waits for time
+    (the floor's ``floor_next``, a count's or a budget's frees time); None when none waits."""
+    if not f.limited:
+        return floor_next
+    out = floor_next
     for compute in _NEXT:
         at = compute(f, req)
         if at is not None and (out is None or at > out):
@@ -256,11 +356,18 @@ def next_us_of(f: Facts, req: Request) -> int | None:
 
 
 def first(checks: tuple[Check, ...], f: Facts, req: Request, now_us: int) -> tuple[Check, int | None]:
-    """The first check of ``checks`` that holds, and the next eligible time it was judged with."""
+    """The first check of ``checks`` that holds, and the next eligible time it reports (the latest
+    of all checks that wait for time)."""
     nxt = next_us_of(f, req)
     for check in checks:
         if check.holds(f, req, now_us, nxt):
-            return check, nxt
+            if check.id == "interval_wait" and f.limited and f.limit_code in _LIMIT_ROWS:
+                # Both deny: the reason names the one that binds longest (the floor on a tie).
+                row = _LIMIT_ROWS[LimitCode(f.limit_code)]
+                later = row.next_us(f, req) if row.next_us is not None else None
+                if row in checks and (later is None or nxt is None or later > nxt):
+                    check = row
+            return check, reported_next_us(f, req, nxt)
     raise AssertionError("the last check always holds")  # pragma: no cover - 'eligible' holds
 
 

@@ -12,6 +12,7 @@ eligible. ``admission._facts`` builds the client's statements from these declara
 from __future__ import annotations
 
 import re
+from enum import IntEnum
 from typing import NamedTuple
 
 from ..decisions import Phase
@@ -32,6 +33,22 @@ class Facts(NamedTuple):  # a plain immutable value: one per decision, cheap to 
     # ``floor.agent_floor`` and ``floor.lane_floor`` in microseconds, computed once per floor.
     agent_floor_us: int
     lane_floor_us: int
+    # How many applicable rules carry a count or budget (0: the floor alone decides), and what the
+    # client found when it checked them (``LimitCode``; None: not checked in this read).
+    limited: int = 0
+    limit_code: int | None = None
+    # The limit states ``limit_code`` was computed from (``budgets.LimitState``), for the detail
+    # and the next eligible time; empty when not read.
+    limits: tuple = ()  # type: ignore[type-arg]
+
+
+class LimitCode(IntEnum):
+    """What the client found checking a lane's counts and budgets (the ``lim`` fact): none binds,
+    a count binds, a budget binds. The binding one is the limit that frees last."""
+
+    NONE = 0
+    COUNT = 1
+    BUDGET = 2
 
 
 class Param(NamedTuple):
@@ -52,6 +69,7 @@ PARAMS = (
     Param("now", "bigint"),
     Param("reason", "text"),
     Param("guarded", "boolean"),
+    Param("lim", "integer"),
 )
 
 
@@ -90,6 +108,8 @@ TURN_TEXT = (
     "COALESCE(phase, '') || '/' || COALESCE(goal_id, '?') || '/' || COALESCE(agent_id, '?') || '/' "
     "|| COALESCE(automation_id, '?') || '/' || COALESCE(CAST(anchor_us AS TEXT), '?')"
 )
+# A rule that carries a count or a budget (an estimate alone limits nothing).
+LIMITED_RULE = "(max_starts IS NOT NULL OR budget_tokens IS NOT NULL OR budget_usd_micros IS NOT NULL)"
 # ORDER BY ... LIMIT 1 rather than MAX so every planner walks the matching index backwards.
 _AGENT_ANCHOR = "(SELECT anchor_us FROM fg_starts WHERE goal_id = :g AND agent_id = :a ORDER BY anchor_us DESC LIMIT 1)"
 
@@ -119,6 +139,10 @@ FACTS = (
         bound=MAX_US,
     ),
     Fact("duplicate", "dup", "(SELECT turn_id FROM fg_starts WHERE " + _LANE + " AND trigger_us = :tr)", "text"),
+    # The applicable rules that carry a count or budget: when any does, the client checks them
+    # (``admission._limit_check``) and decides again with what it found as ``:lim``.
+    Fact("limited", "limited", "(SELECT COUNT(*) FROM fg_rules WHERE " + RULES_WHERE + " AND " + LIMITED_RULE + ")", "bigint"),
+    Fact("limit_code", "lim", "CAST(:lim AS INTEGER)", "integer"),
     # Only on a store whose NOT NULL constraints were dropped (a hand rebuild; the planners cannot use
     # an index for IS NULL on a NOT NULL column, and such a row cannot exist there). A start missing
     # a key or time the decision counts from would be skipped by the reads above, so the floor would

@@ -99,11 +99,11 @@ $fn$
 def admit_function() -> str:
     """``CREATE OR REPLACE FUNCTION fg_admit``: the agent's lock, ``fg_facts`` again, the insert."""
     # fg_admit's signature since migration 0017: the kind before the reason, the lock before guarded.
-    first = ", ".join(f"p_{p.name} {p.pg_type}" for p in PARAMS if p.name not in ("reason", "guarded"))
+    first = ", ".join(f"p_{p.name} {p.pg_type}" for p in PARAMS if p.name not in ("reason", "guarded", "lim"))
     outs = ", ".join(f"OUT {f.name} {f.pg_type}" for f in FACTS)
     return f"""
 CREATE OR REPLACE FUNCTION fg_admit(
-    {first}, p_kind text, p_reason text, p_lock bigint, p_guarded boolean, {outs}, OUT outcome text)
+    {first}, p_kind text, p_reason text, p_lock bigint, p_guarded boolean, p_lim integer, {outs}, OUT outcome text)
 LANGUAGE plpgsql VOLATILE AS $fn$
 BEGIN
     PERFORM pg_advisory_xact_lock(p_lock);
@@ -127,6 +127,21 @@ def functions_hash() -> str:
     return hashlib.sha256((facts_function() + admit_function()).encode()).hexdigest()
 
 
+# A release whose functions take other arguments (a new parameter) would otherwise leave the old
+# ones beside them as overloads: each is dropped before this release's are created.
+_DROP_OTHER_SIGNATURES = """
+DO $drop$
+DECLARE r record;
+BEGIN
+    FOR r IN SELECT p.oid::regprocedure AS sig FROM pg_proc p
+              WHERE p.proname IN ('fg_facts', 'fg_admit') AND p.pronamespace = CAST(current_schema() AS regnamespace)
+    LOOP
+        EXECUTE 'DROP FUNCTION ' || r.sig;
+    END LOOP;
+END
+$drop$
+"""
+
 INSTALLED_SQL = "SELECT hash FROM fg_installed WHERE name = 'decision'"
 """The installed hash's query (``store`` reads it beside the schema revision in one SELECT)."""
 
@@ -142,6 +157,7 @@ def install(conn: Connection) -> None:
     its migration lock) unless the store already has this text; record its hash."""
     if installed_hash(conn) == functions_hash():
         return
+    conn.exec_driver_sql(_DROP_OTHER_SIGNATURES)
     conn.exec_driver_sql(facts_function())
     conn.exec_driver_sql(admit_function())
     conn.execute(

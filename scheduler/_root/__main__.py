@@ -1,5 +1,5 @@
 """``python -m floorgate`` runs the floorgate CLI (crontab lines use it)."""
 
-from floorgate.scheduler.cli.main import main
+from floorgate.scheduler.cli.entry import main
 
 main()

@@ -17,8 +17,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from floorgate.admission import AutomationSpec, CatchUp, CommandHost, InvalidInput, MeterKind, Overlap, TimerKind, WhenDenied
-from floorgate.admission.automations import DEFAULT_HOLD_AFTER, MAX_CATCH_UP_WINDOW, MAX_HOLD_AFTER, check_labels
+from floorgate.admission import AutomationSpec, CatchUp, CommandHost, Debounce, InvalidInput, MeterKind, Overlap, TimerKind, WhenDenied
+from floorgate.admission.automations import DEFAULT_HOLD_AFTER, MAX_CATCH_UP_WINDOW, MAX_DEBOUNCE, MAX_HOLD_AFTER, check_labels
 from floorgate.admission.intervals import format_interval, parse_duration, parse_interval
 from floorgate.hosts.registry import capabilities
 from floorgate.scheduler.app.automations import AutomationService
@@ -44,7 +44,36 @@ FIELDS: dict[str, str] = {
     "hold_after": f"hold it after this many consecutive failed turns, 0..{MAX_HOLD_AFTER} (default {DEFAULT_HOLD_AFTER}; 0: never)",
     "catch_up": "after downtime: skip missed fires, or run the latest (default: the deployment's)",
     "catch_up_window": "how old a missed fire may be to catch up, 0..7d, e.g. 2h (default: the deployment's)",
+    "debounce": "QUIET[,MAX_WAIT]: a burst of triggers wakes it once, QUIET after the last, at most MAX_WAIT after the first, e.g. 30s,5m",
 }
+
+
+def parse_debounce(text: str, field: str) -> Debounce | None:
+    """``QUIET[,MAX_WAIT]`` (``none``: no debounce, a trigger wakes at once); each 0..1d, MAX_WAIT at
+    least QUIET. Anything else is one ``InvalidInput`` naming ``field``."""
+    if not isinstance(text, str):
+        raise InvalidInput(field, "must be a string, e.g. 30s,5m")
+    if text.strip().lower() == "none":
+        return None
+    parts = text.split(",")
+    if len(parts) > 2:
+        raise InvalidInput(field, f"{text!r} has more than two parts; give QUIET[,MAX_WAIT], e.g. 30s,5m")
+    quiet = parse_interval(parts[0], field)
+    max_wait = parse_interval(parts[1], field) if len(parts) == 2 else None
+    for value in (quiet, max_wait):
+        if value is not None and value > MAX_DEBOUNCE:
+            raise InvalidInput(field, f"{text!r}: each part is at most 1d")
+    if max_wait is not None and max_wait < quiet:
+        raise InvalidInput(field, f"{text!r}: MAX_WAIT is shorter than QUIET; give a MAX_WAIT of at least {parts[0].strip()}")
+    return Debounce(quiet=quiet, max_wait=max_wait)
+
+
+def debounce_text(debounce: Debounce) -> str:
+    """The text ``parse_debounce`` reads back as ``debounce``."""
+    quiet = format_interval(debounce.quiet).replace(" ", "") if debounce.quiet else "0"
+    if debounce.max_wait is None:
+        return quiet
+    return quiet + "," + (format_interval(debounce.max_wait).replace(" ", "") if debounce.max_wait else "0")
 
 
 def check_program(host: CommandHost) -> None:
@@ -159,6 +188,7 @@ def spec_from_doc(doc: Mapping[str, Any], service: AutomationService, *, base_di
             when_denied=_choice(doc, "when_denied", WhenDenied, WhenDenied.WAIT.value),
             external_id=doc_text(doc, "external_id"),
             labels=check_labels(labels) if labels is not None else (),
+            debounce=parse_debounce(text, "debounce") if (text := doc_text(doc, "debounce")) is not None else None,
             **_failure_fields(doc),
         )
     except ValidationError as exc:
@@ -227,6 +257,8 @@ def spec_doc(spec: AutomationSpec) -> dict[str, Any]:
         doc["catch_up"] = spec.catch_up.value
     if spec.catch_up_window is not None:
         doc["catch_up_window"] = format_interval(spec.catch_up_window).replace(" ", "")
+    if spec.debounce is not None:
+        doc["debounce"] = debounce_text(spec.debounce)
     return doc
 
 

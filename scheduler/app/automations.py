@@ -1,4 +1,4 @@
-"""Automation use cases: add, edit, pause, resume, remove, poke, and what to show of one.
+"""Automation use cases: add, edit, pause, resume, remove, trigger, and what to show of one.
 
 Each method is one use case a surface calls with parsed values; it returns what the surface
 renders (a readback after every change, so what is printed is what the hosts will do).
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from floorgate.admission import (
     Automation,
@@ -19,25 +19,28 @@ from floorgate.admission import (
     FailureStreaks,
     InvalidInput,
     Journal,
+    Scope,
     Store,
     Tick,
     TickLog,
     TimerBinding,
+    Triggered,
+    Triggers,
     TurnRecord,
-    WakeState,
     WhenDenied,
 )
 from floorgate.admission.automations import check_spec
 from floorgate.admission.clock import Clock, iso, read_clock
 from floorgate.admission.events import EventKind, Events
 from floorgate.admission.intervals import format_interval
-from floorgate.hosts import Schedule
+from floorgate.hosts import InvalidSchedule, Schedule
 from floorgate.hosts.flooring import min_gap
 from floorgate.hosts.registry import capabilities
 
 from .owner_gate import CREDENTIAL_ENV
+from .phase import phase_warning
 from .readback import AutomationReadback, Preview, Readback
-from .wake import BackoffPolicy
+from .wake import trigger_due, trigger_wake
 
 MAX_PREVIEW = 1000
 MAX_LISTED = 1000
@@ -62,12 +65,29 @@ class Detail:
     ticks: list[Tick]
     turns: list[TurnRecord]
     counters: dict[str, dict[str, int]]
+    trigger: TriggerWake | None = None  # pending triggers and when they wake it
 
 
 @dataclass(frozen=True)
-class Poked:
-    automation_id: str
-    wake: WakeState
+class TriggerWake:
+    """Pending triggers of an automation as one wake: ``due`` by its debounce, ``wake_at`` when it
+    fires (never before the floor or the failure streak's wait; None: it cannot fire now, see the
+    readback)."""
+
+    count: int
+    first_at: datetime
+    last_at: datetime
+    due: datetime
+    wake_at: datetime | None
+
+
+@dataclass(frozen=True)
+class TriggerAnswer:
+    """``automation trigger``: what was recorded (``triggered.new`` False: a repeated trigger id) and
+    the one wake the pending triggers make."""
+
+    triggered: Triggered
+    wake: TriggerWake | None
     readback: AutomationReadback
 
 
@@ -140,13 +160,26 @@ class AutomationService:
             )
         return leftover
 
-    def poke(self, automation_id: str) -> Poked:
-        """New work arrived: reset the wake cadence to the short backoff (never before the floor)."""
+    def trigger(self, automation_id: str, *, key: str | None = None, trigger_id: str | None = None) -> TriggerAnswer:
+        """New work arrived: one pending wake after the automation's debounce, decided by admission
+        like any automatic start (floors and budgets after). Idempotent by ``trigger_id``."""
+        triggered = Triggers(self.store, self.clock).trigger(automation_id, key=key, trigger_id=trigger_id)
+        return TriggerAnswer(triggered, self.trigger_wake(automation_id), self.readback.automation(automation_id))
+
+    def trigger_wake(self, automation_id: str) -> TriggerWake | None:
+        """The automation's pending triggers as one wake, or None when none is pending."""
         automation = self.repo.get(automation_id)
-        policy = self.readback.host_policy()
-        state = BackoffPolicy(policy.backoff_initial, policy.backoff_cap).reset(automation.automation_id, read_clock(self.clock))
-        self.repo.save_wake_state(state)
-        return Poked(automation_id, state, self.readback.automation(automation_id))
+        pending = Triggers(self.store, self.clock).pending(automation_id)
+        due = trigger_due(automation.spec.debounce, pending)
+        if pending is None or due is None:
+            return None
+        wake_at: datetime | None = None
+        if automation.state is AutomationState.ACTIVE:
+            spec = automation.spec
+            eligibility = self.readback.admission.eligibility(spec.goal_id, spec.agent_id, automation_id)
+            if eligibility.status != "unavailable":
+                wake_at = trigger_wake(due, next_eligible_at=eligibility.next_eligible_at, wake=self.repo.wake_state(automation_id))
+        return TriggerWake(pending.count, pending.first_at, pending.last_at, due, wake_at)
 
     def list(self, goal: str | None = None) -> tuple[list[Automation], dict[str, str]]:
         """The automations that decode, and ``{automation_id: why}`` for rows that do not (listed
@@ -167,6 +200,7 @@ class AutomationService:
             ticks=log.recent(automation_id, ticks),
             turns=Journal(self.store, self.clock).recent(automation_id, 5),
             counters=log.counters(automation_id),
+            trigger=self.trigger_wake(automation_id),
         )
 
     def preview(self, automation_id: str, *, count: int) -> Preview:
@@ -194,7 +228,7 @@ class AutomationService:
         rb = self.readback.automation(automation.automation_id)
         return Changed(rb.automation or automation, binding, rb, warnings)
 
-    def _phase_warning(self, automation_id: str, spec: AutomationSpec) -> tuple[str, ...]:
+    def _phase_warning(self, automation_id: str, spec: AutomationSpec, *, lane: str = "") -> tuple[str, ...]:
         """Under ``wait`` on a timer that meets the floor by waiting for it (floorgate's own), a
         binding floor at least the schedule's shortest gap lets one late or manual start move
         every later run off the schedule's time of day: say so, and what keeps it."""
@@ -204,13 +238,23 @@ class AutomationService:
         gap = min_gap(Schedule.parse(spec.schedule), read_clock(self.clock))
         if effective is None or not effective.floor or gap is None or effective.floor < gap[0]:
             return ()
-        shorter = format_interval(gap[0] - max(gap[0] / 24, timedelta(seconds=1)))
-        warning = (
-            f"the floor ({format_interval(effective.floor)}) is at least this schedule's shortest gap ({format_interval(gap[0])}): "
-            f"one late or manual start moves every later run off the schedule's time of day; to keep it, set the floor a little "
-            f"shorter (e.g. {shorter}) or pass --when-denied skip"
+        return (phase_warning(effective.floor, gap[0], lane=lane),)
+
+    def phase_warnings(self, scope: Scope) -> tuple[str, ...]:
+        """After a floor write at ``scope``: one line for each automation under it whose schedule
+        the floor now puts off its time of day after a late or manual start (as ``add`` warns)."""
+        found, _broken = self.repo.scan(goal=scope.goal_id)
+        lanes = sorted(
+            (a for a in found.values() if scope.agent_id in (None, a.spec.agent_id) and scope.automation_id in (None, a.automation_id)),
+            key=lambda a: a.automation_id,
         )
-        return (warning,)
+        warnings: list[str] = []
+        for a in lanes:
+            try:
+                warnings += self._phase_warning(a.automation_id, a.spec, lane=a.automation_id)
+            except InvalidSchedule:  # the floor is written; a damaged schedule is status's to report
+                continue
+        return tuple(warnings)
 
     def _vet(self, spec: AutomationSpec) -> tuple[str, ...]:
         """Refuse a schedule that will never fire again, and an owner credential in the host's

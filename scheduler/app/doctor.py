@@ -4,7 +4,7 @@ and, unless ok, the fix.
 Checks, in order: the store (reachable; its schema current), timer hosts (one alive when an
 automation needs ``floorgate run``; each lost one named with when it was last seen), the cron
 daemon (when an automation has a crontab timer), each recorded hook install (still in place and,
-for Codex, trusted so that Codex runs it), PostgreSQL's ``lock_timeout`` (so a stalled lock holder
+for Codex, trusted so that Codex runs it; whether a hook server answers them), PostgreSQL's ``lock_timeout`` (so a stalled lock holder
 is a prompt denial, not a hung launch), this machine's clock against the store's, the turn-log
 directory (writable, owner-only) and each webhook's last delivery. Everything read, nothing written.
 What the machine is asked (``/proc`` for the cron daemon, the environment for the agent apps'
@@ -189,7 +189,22 @@ class Doctor:
                 out.append(Check(name, Status.OK, f"{install.client} hook in {install.settings_file} will run"))
             else:
                 out.append(Check(name, Status.FAIL, problem, f"'floorgate hook install {aid} --client {install.client}' shows the steps"))
+        if out:
+            out.append(self._hook_server())
         return out
+
+    def _hook_server(self) -> Check:
+        from floorgate.scheduler.runtime import hook_wire
+
+        why = hook_wire.probe(self.env)
+        if why is None:
+            return Check("hook server", Status.OK, "this user's prompt and tool hooks are served")
+        return Check(
+            "hook server",
+            Status.WARN,
+            f"hooks answer in-process, paying floorgate's start-up on every prompt and tool call: {why}",
+            "'floorgate hook serve' (kept running by 'floorgate service install --user --hooks')",
+        )
 
     def _webhooks(self) -> list[Check]:
         now = read_clock(self.fg.clock)

@@ -31,6 +31,7 @@ class Role(StrEnum):
 
     RUN = "run"
     SERVE = "serve"
+    HOOKS = "hooks"  # ``floorgate hook serve``: the resident answerer of the prompt and tool hooks
 
 
 @dataclass(frozen=True)
@@ -81,10 +82,14 @@ def _path(path: Path) -> str:
 
 def unit_text(plan: UnitPlan, role: Role) -> str:
     """The unit file for ``role``."""
-    argv = [plan.python, "-m", "floorgate", role.value]
+    argv = [plan.python, "-m", "floorgate", *(("hook", "serve") if role is Role.HOOKS else (role.value,))]
     if role is Role.RUN:
         argv += ["--state-dir", str(plan.state_dir)]
-    what = "timer host: fires automations through floorgate admission" if role is Role.RUN else "owner console and JSON API"
+    what = {
+        Role.RUN: "timer host: fires automations through floorgate admission",
+        Role.SERVE: "owner console and JSON API",
+        Role.HOOKS: "hook server: answers the prompt and tool hooks; they answer in-process without it",
+    }[role]
     lines = [
         MARK,
         "[Unit]",
@@ -97,7 +102,8 @@ def unit_text(plan: UnitPlan, role: Role) -> str:
         f"WorkingDirectory={_path(plan.working_dir)}",
         f"Environment={_quote('FLOORGATE_DB=' + plan.db, command=False)}",
         f"ExecStart={' '.join(_quote(w) for w in argv)}",
-        "Restart=on-failure",
+        # The hook server exits when its code changes on disk: always start the new code again.
+        f"Restart={'always' if role is Role.HOOKS else 'on-failure'}",
         "RestartSec=5s",
         # floorgate run stops its turns on SIGTERM and records a clean stop; give it the time.
         "TimeoutStopSec=90s",

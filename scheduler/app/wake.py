@@ -1,7 +1,8 @@
 """When an automation wakes next: its schedule, its adaptive backoff, and never before the floor.
 
 The floor lives in admission; this module only reads ``next_eligible_at``. A backoff reset (after a
-failed turn, or a poke when new work arrives) shortens the wake cadence, never the floor.
+failed turn) shortens the wake cadence, and a trigger (new work) wakes it after its debounce;
+neither ever comes before the floor.
 """
 
 from __future__ import annotations
@@ -9,13 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from floorgate.admission import AutomationSpec, CatchUp, HostPolicy, WakeState, WhenDenied, failure_wait
+from floorgate.admission import AutomationSpec, CatchUp, Debounce, HostPolicy, PendingTrigger, WakeState, WhenDenied, failure_wait
 from floorgate.hosts import Schedule
 
 
 @dataclass(frozen=True)
 class BackoffPolicy:
-    """Reset to ``initial`` after a failure or a poke, doubling up to ``cap`` until a success."""
+    """Reset to ``initial`` after a failure, doubling up to ``cap`` until a success."""
 
     initial: timedelta = timedelta(minutes=3)
     cap: timedelta = timedelta(minutes=60)
@@ -48,11 +49,12 @@ def next_wake(
     catch_up: timedelta,
     since: datetime | None,
     when_denied: WhenDenied = WhenDenied.WAIT,
+    trigger_at: datetime | None = None,
 ) -> datetime | None:
     """The next time the timer should fire (None: the schedule has ended and no backoff is due).
 
     ``previous`` is the fire time the timer last used (None when it is being armed: at host start,
-    after an edit, a poke or a restart). When arming, the latest due occurrence that was never
+    after an edit, a trigger or a restart). When arming, the latest due occurrence that was never
     ticked and is at most ``catch_up`` old fires once, at once: after any downtime, at most one
     catch-up tick. That occurrence is never earlier than ``since`` (the automation's last change:
     its creation, an edit, a pause, a resume): a fire the automation did not exist, was paused or
@@ -61,7 +63,35 @@ def next_wake(
     under ``WhenDenied.SKIP`` a scheduled fire inside the floor is skipped for the first
     occurrence at or after its end (``first_fire_admitted``), so the time of day is kept. Under
     either, it is never earlier than the failure streak's wait (``failure_wait``).
+
+    ``trigger_at``: when pending triggers are due (``trigger_due``). A triggered wake fires then,
+    never before the floor; once fired (``previous`` at or after it) it comes back only while a
+    floor denied it (``next_eligible_at`` after ``previous``): re-armed at the floor's end.
     """
+    planned = _scheduled_wake(
+        schedule, previous=previous, now=now, wake=wake, next_eligible_at=next_eligible_at,
+        last_ticked=last_ticked, catch_up=catch_up, since=since, when_denied=when_denied,
+    )  # fmt: skip
+    if trigger_at is None:
+        return planned
+    if previous is not None and trigger_at <= previous and (next_eligible_at is None or next_eligible_at <= previous):
+        return planned  # fired already and not denied by a floor: a start serves it, or the next re-arm
+    triggered = trigger_wake(trigger_at, next_eligible_at=next_eligible_at, wake=wake)
+    return triggered if planned is None or (triggered is not None and triggered < planned) else planned
+
+
+def _scheduled_wake(
+    schedule: Schedule,
+    *,
+    previous: datetime | None,
+    now: datetime,
+    wake: WakeState,
+    next_eligible_at: datetime | None,
+    last_ticked: datetime | None,
+    catch_up: timedelta,
+    since: datetime | None,
+    when_denied: WhenDenied,
+) -> datetime | None:
     if when_denied is WhenDenied.SKIP and next_eligible_at is not None and next_eligible_at > now:
         # Every scheduled fire before the floor's end (a missed one too) would be denied: skipped.
         # A backoff wake is no scheduled fire: it still waits for the floor.
@@ -91,6 +121,22 @@ def next_wake(
     if next_eligible_at is not None and wake_at < next_eligible_at:
         wake_at = next_eligible_at
     return _after_failing(wake_at, wake)
+
+
+def trigger_due(debounce: Debounce | None, pending: PendingTrigger | None) -> datetime | None:
+    """When pending triggers wake the automation (before floors): their debounce's due time, at
+    once without one; None when no trigger is pending."""
+    if pending is None:
+        return None
+    return debounce.due(pending.first_at, pending.last_at) if debounce is not None else pending.last_at
+
+
+def trigger_wake(due: datetime | None, *, next_eligible_at: datetime | None, wake: WakeState) -> datetime | None:
+    """When a triggered wake fires: its due time, never before the floor or the failure streak's wait."""
+    if due is None:
+        return None
+    at = max(due, next_eligible_at) if next_eligible_at is not None else due
+    return _after_failing(at, wake)
 
 
 def _after_failing(wake_at: datetime, wake: WakeState) -> datetime:
@@ -134,12 +180,14 @@ def _backoff_wake(wake: WakeState, previous: datetime | None) -> datetime | None
     return wake.backoff_wake_at
 
 
-def nominal_time(schedule: Schedule, wake: WakeState, fired_at: datetime) -> datetime:
-    """The trigger time a tick at ``fired_at`` stands for: the latest schedule occurrence or
-    backoff wake at or before it. Every host computes the same value, so duplicate ticks from
+def nominal_time(schedule: Schedule, wake: WakeState, fired_at: datetime, trigger_at: datetime | None = None) -> datetime:
+    """The trigger time a tick at ``fired_at`` stands for: the latest schedule occurrence,
+    backoff wake or due triggered wake (``trigger_at``) at or before it. Every host computes the same value, so duplicate ticks from
     several hosts are recognised by admission as one trigger."""
     points = [schedule.last_at_or_before(fired_at)]
     if wake.backoff_step > 0 and wake.backoff_wake_at is not None and wake.backoff_wake_at <= fired_at:
         points.append(wake.backoff_wake_at)
+    if trigger_at is not None and trigger_at <= fired_at:
+        points.append(trigger_at)
     present = [p for p in points if p is not None]
     return max(present) if present else fired_at

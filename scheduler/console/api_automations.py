@@ -1,5 +1,6 @@
 """The console API's whole-automation writes: ``PUT /api/automations/{id}`` creates or replaces one
-(idempotent by id: the same body twice writes once), ``DELETE`` removes it.
+(idempotent by id: the same body twice writes once), ``DELETE`` removes it; ``POST .../trigger``
+wakes it for new work (idempotent by the body's ``id``).
 
 A body is the document ``automation_spec.spec_from_doc`` reads, checked as ``automation add``
 checks it (one error naming the field, nothing written). Changing an existing automation needs
@@ -15,9 +16,10 @@ from starlette.requests import Request
 
 from floorgate.admission import AutomationConflict, InvalidInput, Principal
 from floorgate.admission.scope import check_id
-from floorgate.scheduler.app.automation_spec import FIELDS, spec_from_doc
+from floorgate.scheduler.app.automation_spec import FIELDS, doc_text, spec_from_doc
 from floorgate.scheduler.app.root import Floorgate
 from floorgate.scheduler.views.present import automation_doc, readback_doc
+from floorgate.scheduler.views.present_automation import trigger_doc
 
 
 @dataclass(frozen=True)
@@ -77,3 +79,20 @@ def delete(fg: Floorgate, p: Principal, r: Request, b: dict[str, Any]) -> Any:
     aid = check_id(r.path_params["automation"], "automation")
     leftover = fg.automations.remove(aid)
     return {"removed": aid, "delete_by_hand": leftover}
+
+
+TRIGGER_BODY: dict[str, tuple[str, bool, str]] = {
+    "key": ("string", False, "what the work is about (shown in the event), one line"),
+    "id": ("string", False, "your id for this trigger: the same id twice is one trigger (repeated: true)"),
+}
+
+
+def trigger(fg: Floorgate, p: Principal, r: Request, b: dict[str, Any]) -> Any:
+    """New work: one pending wake after the automation's debounce; floors and budgets decide it as
+    any automatic start. A repeated ``id`` records nothing and says so (``repeated``)."""
+    aid = check_id(r.path_params["automation"], "automation")
+    unknown = sorted(set(b) - set(TRIGGER_BODY))
+    if unknown:
+        raise InvalidInput(unknown[0], f"is not a field of a trigger; use {', '.join(TRIGGER_BODY)}")
+    answer = fg.automations.trigger(aid, key=doc_text(b, "key"), trigger_id=doc_text(b, "id"))
+    return trigger_doc(answer)

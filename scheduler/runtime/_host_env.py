@@ -7,6 +7,7 @@ import signal
 from floorgate.admission import Automation, Decision, TurnRecord, Verdict
 
 from ..app.owner_gate import CREDENTIAL_ENV
+from .hook_wire import RUNTIME_DIR_ENV, runtime_dir
 from .turn_wire import TurnCredential
 
 PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ")  # of the runner's own; the rest only by env_allow
@@ -32,6 +33,9 @@ def host_env(
         FLOORGATE_AGENT=automation.spec.agent_id,
         FLOORGATE_ATTEMPT=str(record.attempt),
     )
+    # Where this user's hook server listens, resolved from the runner's environment (the host's
+    # may lack $XDG_RUNTIME_DIR): the host's hooks then ask it instead of starting floorgate.
+    env[RUNTIME_DIR_ENV] = str(runtime_dir(runner_env))
     if automation.spec.model is not None:
         env["FLOORGATE_MODEL"] = automation.spec.model
     if credential is not None:

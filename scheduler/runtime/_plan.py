@@ -20,12 +20,12 @@ from pathlib import Path
 
 from apscheduler.triggers.base import BaseTrigger
 
-from floorgate.admission import Admission, Automation, FloorgateError, HostPolicy, WakeState, WhenDenied
+from floorgate.admission import Admission, Automation, Debounce, FloorgateError, HostPolicy, PendingTrigger, WakeState, WhenDenied
 from floorgate.admission.errors import CorruptState
 from floorgate.hosts import Schedule
 from floorgate.hosts.schedule import parse_canonical
 
-from ..app.wake import next_wake
+from ..app.wake import next_wake, trigger_due
 from ._webhook_http import AddressRanges
 
 
@@ -36,6 +36,7 @@ class PlanInputs:
     revision: int
     wake: WakeState
     next_eligible_at: datetime | None
+    trigger: PendingTrigger | None = None  # the triggers no turn has started for yet (one wake)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +50,12 @@ class Snapshot:
     catch_up: timedelta
     since: datetime | None  # the automation's last change: no catch-up fire from before it
     when_denied: WhenDenied = WhenDenied.WAIT  # a scheduled fire inside the floor: wait for it, or skip
+    debounce: Debounce | None = None  # how pending triggers coalesce into one wake
+
+    @property
+    def trigger_at(self) -> datetime | None:
+        """When the pending triggers are due (before floors), or None."""
+        return trigger_due(self.debounce, self.inputs.trigger)
 
     def plan(self, previous: datetime | None, now: datetime) -> datetime | None:
         """The next fire time (None: the schedule has ended and no backoff is due)."""
@@ -63,6 +70,7 @@ class Snapshot:
             catch_up=self.catch_up,
             since=self.since,
             when_denied=self.when_denied,
+            trigger_at=self.trigger_at,
         )
 
 

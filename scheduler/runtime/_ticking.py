@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from sqlalchemy.engine import Connection
 
-from floorgate.admission import Automation, Automations, Decision, Reason, Store, Tick, TurnRecord, WakeState
+from floorgate.admission import Automation, Automations, Decision, Reason, Store, Tick, Triggers, TurnRecord, WakeState
 from floorgate.admission.clock import Clock, read_clock
 
 from ..app.envelope_gate import TurnGate
@@ -181,6 +181,7 @@ class Ticking:
     groups: AdmitGroups | None
     siblings: Siblings
     store: Store
+    triggers: Triggers
     _lock: threading.Lock
     _running: dict[str, int]
     _inflight: set[str]
@@ -199,7 +200,7 @@ class Ticking:
 
         def _unsettled(self, automation_id: str | None) -> list[TurnRecord]: ...
 
-        def _replan_after_tick(self, automation_id: str, inputs: PlanInputs | None = None) -> None: ...
+        def _replan_after_tick(self, automation_id: str, inputs: PlanInputs | None = None, *, turn_ended: bool = False) -> None: ...
 
         def _backoff(self) -> BackoffPolicy: ...
 
@@ -298,7 +299,8 @@ class Ticking:
         fired_at = read_clock(self.clock)
         inputs = self.tick_reader.read(automation_id)
         automation, wake = inputs.automation, inputs.wake
-        nominal = nominal_time(inputs.schedule, wake, fired_at)
+        armed = self._armed.get(automation_id)
+        nominal = nominal_time(inputs.schedule, wake, fired_at, armed.snapshot.trigger_at if armed is not None else None)
         self._ticked_merge({automation_id: nominal})  # a re-plan while the turn runs must not fire it again
         if automation.state != "active":
             return self._record(automation_id, nominal, fired_at, "skipped", automation.state)
@@ -384,7 +386,8 @@ class Ticking:
             if not isinstance(begun, Admitted):
                 self._release_claim(automation_id, turn_id)
         if isinstance(begun, Admitted):
-            self._replan_from(automation_id, wake, begun.decision.reason, begun.decision.next_eligible_at)
+            served = self._serve_triggers(automation_id, turn_id, within)
+            self._replan_from(automation_id, wake, begun.decision.reason, begun.decision.next_eligible_at, served=served)
             return PendingTurn(automation_id, nominal, fired_at, wake, begun)
         decision = begun.decision
         if decision is None:
@@ -446,7 +449,7 @@ class Ticking:
         finally:
             self._release_claim(pending.automation_id, pending.admitted.turn_id)
         tick = self._after_turn(pending.automation_id, pending.nominal, pending.fired_at, pending.wake, outcome)
-        self._replan_after_tick(pending.automation_id)  # the wake state may have moved
+        self._replan_after_tick(pending.automation_id, turn_ended=True)  # the wake state may have moved, a trigger come
         return tick
 
     def _after_turn(self, automation_id: str, nominal: datetime, fired_at: datetime, wake: WakeState, outcome: TurnOutcome) -> Tick:
@@ -459,16 +462,31 @@ class Ticking:
             self._save_wake(self._backoff().advance(wake, now) if step > 0 else self._backoff().reset(automation_id, now))
         return self._record(automation_id, nominal, fired_at, "admitted", outcome.verdict.status, outcome.turn_id)
 
-    def _replan_from(self, automation_id: str, wake: WakeState, reason: Reason, next_eligible_at: datetime | None) -> None:
+    def _replan_from(
+        self, automation_id: str, wake: WakeState, reason: Reason, next_eligible_at: datetime | None, *, served: bool = False
+    ) -> None:
         """Re-plan after a decision from what it said (no read), or from a fresh read when it could
-        not say (the state was unreadable)."""
+        not say (the state was unreadable). ``served``: the start served the pending triggers."""
         armed = self._armed.get(automation_id)
         if armed is None:
             return
         if reason not in _PLANNED_BY_DECISION:
             self._replan_after_tick(automation_id)
             return
-        self._replan_after_tick(automation_id, replace(armed.snapshot.inputs, wake=wake, next_eligible_at=next_eligible_at))
+        trigger = None if served else armed.snapshot.inputs.trigger
+        self._replan_after_tick(
+            automation_id, replace(armed.snapshot.inputs, wake=wake, next_eligible_at=next_eligible_at, trigger=trigger)
+        )
+
+    def _serve_triggers(self, automation_id: str, turn_id: str, within: Connection | None) -> bool:
+        """A turn starts: it serves the triggers pending until now (in the reservation's transaction
+        when it has one). Only when this host knows of one: a trigger it has not read yet stays
+        pending and wakes the automation once more, still subject to floors. True: it served."""
+        armed = self._armed.get(automation_id)
+        if armed is None or armed.snapshot.inputs.trigger is None:
+            return False
+        self.triggers.serve(automation_id, turn_id, within=within)
+        return True
 
     # -- recovery --------------------------------------------------------------------------------
     def _resume(self, automation_id: str, turn_id: str) -> None:

@@ -43,6 +43,7 @@ from floorgate.admission import (
     Tick,
     TickLog,
     TimerBindings,
+    Triggers,
     TurnRecord,
     WakeState,
 )
@@ -126,6 +127,7 @@ class HostRuntime(Ticking, TickRecords):
         self.ticklog = parts.ticklog
         self.timers = parts.timers
         self.executor = parts.executor
+        self.triggers = Triggers(store, self.clock)  # new work: pending until a turn starts for it
         self.tick_reader = TickReader(store, self.automations, self.executor.gate, lambda: self._decoded)
         # Turns run here, never on APScheduler's threads, which only decide ticks.
         self.turns = TurnPool(config.workers, self._renew_waiting, self.executor.lease.total_seconds() / 3)
@@ -282,6 +284,7 @@ class HostRuntime(Ticking, TickRecords):
                     self._remember(automation_id, Decoded(revisions[automation_id], None, None, bad[automation_id]))
         ids = list(self._decoded) if only is None else [aid for aid in only if aid in self._decoded]
         wakes, bad_wakes = self.automations.wake_scan(None if only is None else ids)
+        pending = self.triggers.pending_scan(None if only is None else ids)
         timed = {}
         for automation_id in ids:
             d = self._decoded[automation_id]
@@ -313,6 +316,7 @@ class HostRuntime(Ticking, TickRecords):
                 revision=decoded.revision,
                 wake=wake if wake is not None else idle_wake(automation_id),
                 next_eligible_at=eligible.get(lane_of(automation)),
+                trigger=pending.get(automation_id),
             )
             armed = self._armed.get(automation_id)
             if armed is not None and armed.snapshot.inputs == inputs and not policy_changed:
@@ -340,7 +344,10 @@ class HostRuntime(Ticking, TickRecords):
             since = decoded.automation.updated_at  # type: ignore[union-attr]
             window = catch_up_window(decoded.automation.spec, self.policy)  # type: ignore[union-attr]
             when_denied = decoded.automation.spec.when_denied  # type: ignore[union-attr]
-            snapshot = Snapshot(automation_id, decoded.schedule, inputs, self._last_ticked(automation_id), window, since, when_denied)  # type: ignore[arg-type]
+            debounce = decoded.automation.spec.debounce  # type: ignore[union-attr]
+            snapshot = Snapshot(
+                automation_id, decoded.schedule, inputs, self._last_ticked(automation_id), window, since, when_denied, debounce
+            )  # type: ignore[arg-type]
             self._arm(decoded.automation, snapshot, seq, previous=None, now=now)  # type: ignore[arg-type]
 
     def _remember(self, automation_id: str, decoded: Decoded) -> None:
@@ -399,10 +406,11 @@ class HostRuntime(Ticking, TickRecords):
             self._release(automation_id)
         self._unpublished.add(automation_id)
 
-    def _replan_after_tick(self, automation_id: str, inputs: PlanInputs | None = None) -> None:
+    def _replan_after_tick(self, automation_id: str, inputs: PlanInputs | None = None, *, turn_ended: bool = False) -> None:
         """The trigger planned this job's next fire before the tick moved the floor or the backoff;
         re-arm when this automation's inputs changed: ``inputs`` as the tick's decision gave them,
-        else re-read now."""
+        else re-read now. ``turn_ended``: a trigger pending now (it came while the turn ran, and a
+        fire for it was skipped as overlap) wakes it again, subject to floors."""
         armed = self._armed.get(automation_id)
         decoded = self._decoded.get(automation_id)
         if armed is None or armed.trigger is None or decoded is None or decoded.automation is None:
@@ -415,12 +423,14 @@ class HostRuntime(Ticking, TickRecords):
                 self._episodes["replan"].failed(exc)
                 return
             self._episodes["replan"].ok()
-        if inputs == armed.snapshot.inputs:
+        woken = turn_ended and inputs.trigger is not None
+        if inputs == armed.snapshot.inputs and not woken:
             return
         now = read_clock(self.clock)
         snapshot = replace(armed.snapshot, inputs=inputs, last_ticked=self._last_ticked(automation_id))
-        # ``previous`` is now: every occurrence up to here was fired (or skipped as overlap) already.
-        self._arm(decoded.automation, snapshot, seq, previous=now, now=now, replan=True)
+        # ``previous`` is now: every occurrence up to here was fired (or skipped as overlap) already;
+        # a pending trigger is not (a start would have served it): armed as new.
+        self._arm(decoded.automation, snapshot, seq, previous=None if woken else now, now=now, replan=True)
 
     def _read_inputs(self, automation: Automation, revision: int) -> PlanInputs:
         spec = automation.spec
@@ -428,7 +438,8 @@ class HostRuntime(Ticking, TickRecords):
         eligibility = self.admission.eligibility(spec.goal_id, spec.agent_id, automation.automation_id)
         if eligibility.status == "unavailable":
             raise StoreUnavailable(eligibility.detail)
-        return PlanInputs(revision=revision, wake=wake, next_eligible_at=eligibility.next_eligible_at)
+        trigger = self.triggers.pending(automation.automation_id)
+        return PlanInputs(revision=revision, wake=wake, next_eligible_at=eligibility.next_eligible_at, trigger=trigger)
 
     def plan(self, automation: Automation, schedule: Schedule, previous: datetime | None, now: datetime) -> datetime | None:
         """Next fire time from this automation's inputs read now (readback and tests; the
@@ -443,6 +454,7 @@ class HostRuntime(Ticking, TickRecords):
             catch_up_window(automation.spec, self.policy),
             automation.updated_at,
             automation.spec.when_denied,
+            automation.spec.debounce,
         )
         return snapshot.plan(previous, now)
 

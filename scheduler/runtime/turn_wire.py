@@ -114,3 +114,14 @@ def _answer(line: bytes) -> Answer:
     if not isinstance(doc, dict) or type(doc.get("allow")) is not bool or not isinstance(doc.get("reason"), str):
         raise BrokerUnavailable("the turn's broker sent a malformed answer")
     return Answer(doc["allow"], doc["reason"][:MAX_REASON])
+
+
+def tool_call_refusal(credential: TurnCredential, mission_id: str | None, *, timeout: float) -> str | None:
+    """Have the turn's broker count one tool call of its mission: None when allowed, else why not."""
+    said = ask(credential, Op.COUNT_TOOL_CALL, {"mission": mission_id}, timeout=timeout)
+    return None if said.allow else said.reason
+
+
+def tool_refused(payload: Mapping[str, object], refusal: str) -> str:
+    """The line a refused tool call shows the agent app."""
+    return f"floorgate: {str(payload.get('tool_name') or 'tool')[:64]} refused: {refusal}"

@@ -1,17 +1,30 @@
-"""What ``automation show``, ``automation preview`` and ``automation poke`` print (and the console's
+"""What ``automation show``, ``automation preview`` and ``automation trigger`` print (and the console's
 automation endpoints answer): the next fires and whether each would run, recent ticks and turns."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from floorgate.admission.clock import iso
 from floorgate.admission.intervals import format_interval
 
-from .present import automation_doc, command_text, readback_doc, seconds_of, table, terminal_safe, tick_doc, turn_doc, turn_outcome
+from .present import (
+    automation_doc,
+    ceil_second,
+    command_text,
+    readback_doc,
+    seconds_of,
+    table,
+    terminal_safe,
+    tick_doc,
+    turn_doc,
+    turn_outcome,
+)
+from .present_limits import limit_text, next_eligible_text
 
 if TYPE_CHECKING:
-    from ..app.automations import Detail, Poked
+    from ..app.automations import Detail, TriggerAnswer, TriggerWake
     from ..app.backfill import BackfillReport
     from ..app.readback import Preview
 
@@ -24,15 +37,27 @@ def fire_doc(row: Any) -> dict[str, Any]:
         "runs_at": iso(row.runs_at),
         "waited_for_floor": row.waited_for_floor,
         "eligible_at": iso(row.eligible_at),
+        "denied_by": row.denied_by,
     }
+
+
+def _up(at: datetime | None) -> str | None:
+    """A coming instant in text, to the second rounded up (a floor shown opening a moment early
+    would invite a start that is denied); ``--json`` keeps the exact instant."""
+    return iso(ceil_second(at)) if at is not None else None
+
+
+def _down(at: datetime | None) -> str | None:
+    """A recorded instant in text, to the second (``--json`` keeps the exact instant)."""
+    return iso(at.replace(microsecond=0)) if at is not None else None
 
 
 def _fire_run(row: Any) -> str:
     if not row.admitted:
-        return "no (floor)"
+        return f"no ({row.denied_by or 'floor'})"
     if row.runs_at is not None and row.runs_at != row.fire_at:
         why = "when the floor opens" if row.waited_for_floor else "at once: a missed fire inside the catch-up window"
-        return f"yes, at {iso(row.runs_at)} ({why})"
+        return f"yes, at {_up(row.runs_at)} ({why})"
     return "yes"
 
 
@@ -44,6 +69,7 @@ def detail_doc(d: Detail) -> dict[str, Any]:
         "recent_ticks": [tick_doc(t) for t in d.ticks],
         "recent_turns": [turn_doc(t) for t in d.turns],
         "counters": d.counters,
+        "trigger": trigger_wake_doc(d.trigger),
     }
 
 
@@ -63,7 +89,7 @@ def detail_text(d: Detail) -> str:
         + (f"  (timeout {spec.host.timeout_seconds:g}s, overlap {spec.overlap})" if spec.host else ""),
         f"  timer:          {spec.timer} ({rb.guarantee}: {rb.guarantee_why})",
         f"  on failure:     hold after {spec.holds_after or 'never'}; {rb.failures} consecutive failed"
-        + (f", no automatic start before {iso(rb.failing_until)}" if rb.failing_until is not None else ""),
+        + (f", no automatic start before {_up(rb.failing_until)}" if rb.failing_until is not None else ""),
         f"  catch-up:       {spec.catch_up.value if spec.catch_up else 'the deployment'}"
         + (f" within {format_interval(spec.catch_up_window)}" if spec.catch_up_window is not None else ""),
         *(
@@ -72,14 +98,17 @@ def detail_text(d: Detail) -> str:
             else []
         ),
         f"  floor:          {format_interval(floor.floor) if floor else '-'} (a fire inside it: {spec.when_denied})",
-        f"  next eligible:  {(iso(rb.eligibility.next_eligible_at) if rb.eligibility else None) or '-'}",
-        f"  next turn:      {iso(rb.next_fire_at) or '-'}",
+        f"  next eligible:  {next_eligible_text(rb.eligibility) if rb.eligibility and (rb.eligibility.next_eligible_at or rb.eligibility.status == 'limit_wait') else '-'}",
+        *[f"  limit:          {x.limit.describe()}: {limit_text(x)}" for x in (rb.limits.states if rb.limits else [])],
+        f"  next turn:      {_up(rb.next_fire_at) or '-'}",
+        f"  debounce:       {_debounce(spec.debounce)}",
+        f"  trigger:        {_pending_text(d.trigger)}",
         "  next fires (as the timer host fires them):",
-        *[f"    {r.fire_at.isoformat()}   {iso(r.fire_at)}   {_fire_run(r)}" for r in d.fires],
+        *[f"    {ceil_second(r.fire_at).isoformat()}   {_up(r.fire_at)}   {_fire_run(r)}" for r in d.fires],
         "  recent ticks (nominal -> actual: decision reason):",
-        *[f"    {iso(t.nominal_at)} -> {iso(t.actual_at)}: {t.decision} {t.reason} {t.turn_id or ''}" for t in d.ticks],
+        *[f"    {_down(t.nominal_at)} -> {_down(t.actual_at)}: {t.decision} {t.reason} {t.turn_id or ''}" for t in d.ticks],
         "  recent turns:",
-        *[f"    {t.turn_id} attempt {t.attempt} {t.kind} {iso(t.started_at)} {turn_outcome(t)}" for t in d.turns],
+        *[f"    {t.turn_id} attempt {t.attempt} {t.kind} {_down(t.started_at)} {turn_outcome(t)}" for t in d.turns],
         "  counters: " + (", ".join(f"{k}/{r}={n}" for k, rs in sorted(d.counters.items()) for r, n in sorted(rs.items())) or "none"),
     ]
     return "\n".join(lines)
@@ -110,20 +139,55 @@ def preview_text(p: Preview) -> str:
     phase = f"OFF PHASE: {p.off_phase}\n" if p.off_phase else ""
     return f"{schedule}   floor {floor}: {runs} of {len(p.rows)} fires would run\n{phase}" + table(
         ["LOCAL", "UTC", "WOULD_RUN", "ELIGIBLE_AT"],
-        [(r.fire_at.isoformat(), iso(r.fire_at), _fire_run(r), iso(r.eligible_at)) for r in p.rows],
+        [(ceil_second(r.fire_at).isoformat(), _up(r.fire_at), _fire_run(r), _up(r.eligible_at)) for r in p.rows],
     )
 
 
-def poke_doc(p: Poked) -> dict[str, Any]:
-    return {"automation": p.automation_id, "backoff_wake_at": iso(p.wake.backoff_wake_at), "next_fire_at": iso(p.readback.next_fire_at)}
+def _debounce(debounce: Any) -> str:
+    if debounce is None:
+        return "none (a trigger wakes it at once)"
+    cap = f", at most {format_interval(debounce.max_wait)} after the first" if debounce.max_wait is not None else ""
+    return f"{format_interval(debounce.quiet)} quiet{cap}"
 
 
-def poke_text(p: Poked) -> str:
-    nxt = p.readback.next_fire_at
-    if nxt is None:
-        return f"poked {p.automation_id}: backoff reset, but nothing fires now ({terminal_safe(p.readback.detail, lines=False)})"
-    why = "" if p.wake.backoff_wake_at is not None and nxt <= p.wake.backoff_wake_at else " (the floor or the schedule comes first)"
-    return f"poked {p.automation_id}: next turn at {iso(nxt)}{why}"
+def trigger_wake_doc(w: TriggerWake | None) -> dict[str, Any] | None:
+    """A pending triggered wake as JSON (None: no trigger pending)."""
+    if w is None:
+        return None
+    return {"pending": w.count, "first_at": iso(w.first_at), "last_at": iso(w.last_at), "due_at": iso(w.due), "wake_at": iso(w.wake_at)}
+
+
+def _pending_text(w: TriggerWake | None) -> str:
+    if w is None:
+        return "none pending"
+    when = f"wakes at {iso(w.wake_at)}" if w.wake_at is not None else "cannot wake it now (see its state)"
+    floor = " (the floor or a failure streak comes first)" if w.wake_at is not None and w.wake_at > w.due else ""
+    return f"{w.count} pending since {iso(w.first_at)}, due {iso(w.due)}: {when}{floor}"
+
+
+def trigger_doc(t: TriggerAnswer) -> dict[str, Any]:
+    """``automation trigger`` as JSON: the trigger recorded (or repeated) and the one pending wake."""
+    tr = t.triggered
+    return {
+        "automation": tr.automation_id,
+        "trigger_id": tr.trigger_id,
+        "key": tr.key,
+        "at": iso(tr.at),
+        "repeated": not tr.new,
+        "wake": trigger_wake_doc(t.wake),
+        "next_fire_at": iso(t.readback.next_fire_at),
+    }
+
+
+def trigger_text(t: TriggerAnswer) -> str:
+    """One line: triggered (or a repeated id: nothing new) and when the one pending wake fires."""
+    tr = t.triggered
+    head = (
+        f"triggered {tr.automation_id} (trigger {terminal_safe(tr.trigger_id, lines=False)})"
+        if tr.new
+        else f"trigger {terminal_safe(tr.trigger_id, lines=False)} of {tr.automation_id} was already recorded at {iso(tr.at)}: nothing new"
+    )
+    return f"{head}; {_pending_text(t.wake)}"
 
 
 def backfill_doc(report: BackfillReport) -> dict[str, Any]:

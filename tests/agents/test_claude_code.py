@@ -243,3 +243,46 @@ def test_the_stop_hook_records_what_the_provider_reported_once_per_turn(tmp_path
         with open_store(str(w.db)) as store:
             entries = Usage(store).in_window(Series("g", "a", "x"), parse_window("1d")).entries
             assert len(entries) == 2 and sum(e.tokens or 0 for e in entries) == sum(r.tokens for r in standin.replies)
+
+
+# -- served hooks: 'floorgate hook serve' answers them --------------------------------------------------
+@pytest.fixture
+def served(world: World) -> Any:
+    """A hook server for this world's runtime directory; Claude Code's hooks find it there."""
+    import threading
+
+    from floorgate.scheduler.runtime.hook_server import HookServer
+    from floorgate.scheduler.runtime.hook_wire import RUNTIME_DIR_ENV
+
+    world.env[RUNTIME_DIR_ENV] = str(world.root / "rt")
+    server = HookServer(world.root / "rt")
+    server.bind()
+    serving = threading.Thread(target=server.serve, daemon=True)
+    serving.start()
+    yield server
+    server.stop()
+    serving.join(10)
+
+
+def test_a_served_prompt_hook_blocks_inside_the_floor_with_no_provider_request(world: World, served: Any) -> None:
+    assert world.floorgate("--db", "floorgate.db", *"policy set g/a --min-interval 24h --revision 0 --owner-ref o".split()).returncode == 0
+    world.install()
+    status = world.floorgate("hook", "status", "claude", "--project", "agent")
+    assert "served by the hook server" in status.stdout, status.stdout
+    first = world.prompt()
+    assert first.returncode == 0 and len(world.standin.model_calls) == 1, first.stderr
+    second = world.prompt()
+    assert len(world.standin.model_calls) == 1  # blocked before the model call
+    assert "may not wake the model before" in blocked_text(second)
+    assert served.answered == 3  # both prompts and the admitted one's Stop hook: by the server, not in-process
+
+
+def test_with_a_hook_server_running_a_managed_turn_still_refuses_the_fourth_tool_call(world: World, served: Any) -> None:
+    """A managed turn's broker answers only the turn's own processes: its hooks ask it themselves
+    (the tool hook without starting floorgate's store stack), never through the server."""
+    world.standin.script = marker_loop
+    managed(world, '{"max_tool_calls": 3, "on_exhausted": "finish_stuck"}')
+    turn(world)
+    assert (world.project / "marks.txt").read_text().splitlines() == ["step"] * 3
+    assert mission(world).tool_calls == 3
+    assert served.answered == 0

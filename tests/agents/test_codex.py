@@ -67,6 +67,7 @@ class CodexWorld:
     codex_home: Path = field(init=False)
     project: Path = field(init=False)
     db: str = field(init=False)
+    extra_env: dict[str, str] = field(default_factory=dict)  # more of the caller's environment (a hook server's directory)
 
     def __post_init__(self) -> None:
         self.home = self.root / "home"
@@ -100,6 +101,7 @@ class CodexWorld:
             "HTTPS_PROXY": self.server.proxy_url,
             "HTTP_PROXY": self.server.proxy_url,
             "NO_PROXY": "127.0.0.1,localhost",
+            **self.extra_env,
         }
 
     def codex_argv(self, prompt: str, *, json_events: bool = True) -> list[str]:
@@ -445,3 +447,28 @@ def test_the_stop_hook_records_what_the_provider_reported_once_per_turn(world: C
     with open_store(world.db) as store:
         [entry] = Usage(store).in_window(Series(GOAL, AGENT, "morning"), parse_window("1d")).entries
     assert entry.state is UsageState.SETTLED and entry.tokens == (1200 + 80) + (1400 + 30) and entry.model == "gpt-standin"
+
+
+def test_a_served_prompt_hook_blocks_inside_the_floor_with_no_model_call(world: CodexWorld) -> None:
+    """With 'floorgate hook serve' running, Codex's prompt hook is answered by it: the same block."""
+    import threading
+
+    from floorgate.scheduler.runtime.hook_server import HookServer
+    from floorgate.scheduler.runtime.hook_wire import RUNTIME_DIR_ENV
+
+    world.extra_env[RUNTIME_DIR_ENV] = str(world.root / "rt")
+    server = HookServer(world.root / "rt")
+    server.bind()
+    serving = threading.Thread(target=server.serve, daemon=True)
+    serving.start()
+    try:
+        _external_lane(world)
+        world.install("morning", "--trust")
+        assert world.codex().returncode == 0 and len(world.standin.model_calls) == 1
+        second = world.codex(json_events=False)
+        assert len(world.standin.model_calls) == 1 and "hook: UserPromptSubmit Blocked" in second.stderr
+        answered = server.answered
+    finally:
+        server.stop()
+        serving.join(10)
+    assert answered >= 2  # both prompts (and any Stop hook) answered by the server

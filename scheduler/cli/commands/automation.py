@@ -1,4 +1,4 @@
-"""``floorgate automation add|list|show|edit|pause|resume|remove|preview|poke``."""
+"""``floorgate automation add|list|show|edit|pause|resume|remove|preview|backfill|trigger`` (``poke``: trigger)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from floorgate.admission.clock import parse_instant
 from floorgate.admission.intervals import parse_duration, parse_interval
 from floorgate.hosts.registry import capabilities
 
-from ...app.automation_spec import check_program
+from ...app.automation_spec import check_program, parse_debounce
 from ...app.automations import Changed
 from ...app.owner_gate import Access
 from ...views.present import (
@@ -23,7 +23,16 @@ from ...views.present import (
     readback_doc,
     table,
 )
-from ...views.present_automation import backfill_doc, backfill_text, detail_doc, detail_text, poke_doc, poke_text, preview_doc, preview_text
+from ...views.present_automation import (
+    backfill_doc,
+    backfill_text,
+    detail_doc,
+    detail_text,
+    preview_doc,
+    preview_text,
+    trigger_doc,
+    trigger_text,
+)
 from ..context import EXIT_OK, Context, add_common
 from .timers import add_crontab_user, add_timer_arg, register_actions
 
@@ -52,6 +61,11 @@ def _host_args(p: argparse.ArgumentParser, *, required: bool) -> None:
         "--when-denied",
         choices=[w.value for w in WhenDenied],
         help="a scheduled fire inside a floor: wait for the floor's end (default), or skip to the next fire the floors admit",
+    )
+    p.add_argument(
+        "--debounce",
+        metavar="QUIET[,MAX_WAIT]",
+        help="a burst of triggers wakes it once, QUIET after the last, at most MAX_WAIT after the first, e.g. 30s,5m (none: at once)",
     )
     add_timer_arg(p)
     add_crontab_user(p)
@@ -131,10 +145,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_common(p)
     p.set_defaults(handler=_backfill, access=Access.OPERATE)  # every fire passes admission: it cannot loosen a limit
 
-    p = asub.add_parser("poke", help="new work arrived: reset the wake cadence to the short backoff (never before the floor)")
+    p = asub.add_parser(
+        "trigger",
+        aliases=["poke"],
+        help="new work arrived: wake it once after its debounce (floors and budgets still decide; poke is an alias)",
+        usage="floorgate automation trigger AUTOMATION [--key K] [--id ID]",
+    )
     p.add_argument("automation")
+    p.add_argument("--key", help="what the work is about (shown in the event), one line")
+    p.add_argument("--id", dest="trigger_id", help="your id for this trigger: the same id twice is one trigger")
     add_common(p)
-    p.set_defaults(handler=_poke, access=Access.OPERATE)  # never before the floor
+    p.set_defaults(handler=_trigger, access=Access.OPERATE)  # an automatic start: never before the floor
 
 
 def _argv(args: argparse.Namespace) -> list[str]:
@@ -215,7 +236,10 @@ def _policy_fields(a: argparse.Namespace, current: AutomationSpec | None) -> dic
     catch_up = CatchUp(a.catch_up) if a.catch_up is not None else (current.catch_up if current is not None else None)
     if catch_up is CatchUp.LATEST and window is not None and not window:
         raise InvalidInput("--catch-up-window", "catch-up latest needs a window above 0 (or --catch-up skip)")
-    return {"hold_after": hold_after, "catch_up": catch_up, "catch_up_window": window}
+    debounce = current.debounce if current is not None else None
+    if a.debounce is not None:
+        debounce = parse_debounce(a.debounce, "--debounce")
+    return {"hold_after": hold_after, "catch_up": catch_up, "catch_up_window": window, "debounce": debounce}
 
 
 def _not_armed(done: Changed) -> str:
@@ -336,9 +360,10 @@ def _preview(ctx: Context) -> int:
     return EXIT_OK
 
 
-def _poke(ctx: Context) -> int:
-    poked = ctx.app.automations.poke(ctx.args.automation)
-    ctx.emit(poke_doc(poked), poke_text(poked))
+def _trigger(ctx: Context) -> int:
+    a = ctx.args
+    answer = ctx.app.automations.trigger(a.automation, key=a.key, trigger_id=a.trigger_id)
+    ctx.emit(trigger_doc(answer), trigger_text(answer))
     return EXIT_OK
 
 

@@ -17,9 +17,11 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
+from typing import TextIO
 
 from floorgate.admission import FloorgateError, InvalidInput
 from floorgate.admission.clock import iso
@@ -27,8 +29,9 @@ from floorgate.admission.intervals import format_interval, parse_interval
 
 from ...app.owner_gate import Access
 from ...runtime._proc_start import hook_age
-from ...runtime.turn_wire import Op, ask, credential_from
+from ...runtime.turn_wire import Op, ask, credential_from, tool_call_refusal, tool_refused
 from ..context import EXIT_OK, EXIT_UNAVAILABLE, Context, add_common
+from . import _hook_serve
 
 EXIT_ALLOW = 0
 EXIT_BLOCK = 2  # what Claude Code and Codex read as "block this prompt"
@@ -69,6 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_user_prompt_submit, raw_handler=True, access=Access.OPERATE)
 
     _register_install(hsub)
+    _hook_serve.register(hsub)
 
     p = hsub.add_parser("stop", help="record the usage of the app turn that just ended (Claude Code's Stop hook); never blocks")
     p.add_argument("--goal", required=True)
@@ -77,7 +81,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--app", choices=["claude", "codex"], default="claude", help="whose transcript the payload names")
     _add_hook_timeout(p)
     add_common(p)
-    p.set_defaults(handler=_stop, raw_handler=True, access=Access.OPERATE)
+    p.set_defaults(handler=_stop_hook, raw_handler=True, access=Access.OPERATE)
 
     p = hsub.add_parser("pre-tool-use", help="count a tool call against the mission's max_tool_calls; exit 0 allow, 2 refuse")
     p.add_argument("--mission", help="mission id (default $FLOORGATE_MISSION_ID, set for the host by 'floorgate turn run')")
@@ -162,9 +166,32 @@ def _answering() -> Iterator[None]:
             signal.signal(s, handler)
 
 
-def _block(message: str) -> int:
-    sys.stderr.write(message.rstrip() + "\n")
-    sys.stderr.flush()
+@dataclass(frozen=True)
+class Call:
+    """What one hook call reads and writes besides its arguments: this process's own by default;
+    a hook server's request carries the calling hook's (``floorgate hook serve``)."""
+
+    env: Mapping[str, str] = field(default_factory=lambda: os.environ)
+    stdin: TextIO | None = None  # None: sys.stdin, read when the hook runs
+    err: TextIO | None = None  # None: sys.stderr
+    open_app: Callable[[argparse.Namespace, Mapping[str, str]], object] | None = None  # None: open the store for this call
+
+    def app(self, args: argparse.Namespace):  # type: ignore[no-untyped-def]
+        """The services over the hook's store; the caller closes it when ``owns_app``."""
+        return _app(args) if self.open_app is None else self.open_app(args, self.env)
+
+    @property
+    def owns_app(self) -> bool:
+        return self.open_app is None
+
+
+_OWN = Call()
+
+
+def _block(message: str, call: Call = _OWN) -> int:
+    err = call.err or sys.stderr
+    err.write(message.rstrip() + "\n")
+    err.flush()
     return EXIT_BLOCK
 
 
@@ -202,9 +229,23 @@ def _user_prompt_submit(args: argparse.Namespace) -> int:
     return _blocking(args, "blocked", "prompt", _admit_prompt)
 
 
-def _admit_prompt(args: argparse.Namespace, timeout: timedelta) -> int:
+def answer(args: argparse.Namespace, call: Call) -> int:
+    """A served hook's exit code (its stderr written to ``call.err``): the same decision code as
+    the hook run in-process, without the process's own signal handlers and deadline (the calling
+    hook keeps its deadline and blocks on it)."""
+    if args.hook_command == "stop":
+        return _stop(args, call)
+    refused, work = ("blocked", _admit_prompt) if args.hook_command == "user-prompt-submit" else ("tool call refused", _count_tool_call)
     try:
-        payload = read_payload()
+        timeout = _hook_timeout(args)
+    except FloorgateError as exc:
+        return _block(f"floorgate: {refused} (fail closed): {_why(exc)}", call)
+    return work(args, timeout, call)
+
+
+def _admit_prompt(args: argparse.Namespace, timeout: timedelta, call: Call = _OWN) -> int:
+    try:
+        payload = read_payload(call.stdin)
         if args.wake == "manual" and not (args.manual_reason and args.manual_reason.strip()):
             raise InvalidInput("--manual-reason", "a manual wake needs an explicit reason in the hook's configuration")
         manual = args.manual_reason.strip() if args.wake == "manual" else None
@@ -216,61 +257,95 @@ def _admit_prompt(args: argparse.Namespace, timeout: timedelta) -> int:
             )
         if wait >= deadline_of(timeout):
             raise InvalidInput("--wait-eligible", "must end before the hook's own deadline: raise --hook-timeout (and the app's timeout)")
-        credential = credential_from(os.environ)
+        credential = credential_from(call.env)
         if credential is not None:  # a managed turn: its runner answers, for that turn only
             said = ask(credential, Op.ADMIT_PROMPT, {"automation": args.automation}, timeout=deadline_of(timeout).total_seconds())
-            return EXIT_ALLOW if said.allow else _block(f"floorgate: {args.goal}/{args.agent}/{args.automation} blocked: {said.reason}")
-        app = _app(args)
+            return (
+                EXIT_ALLOW if said.allow else _block(f"floorgate: {args.goal}/{args.agent}/{args.automation} blocked: {said.reason}", call)
+            )
+        app = call.app(args)
         try:
-            answer = app.hooks.admit_prompt(
+            said = app.hooks.admit_prompt(
                 goal=args.goal,
                 agent=args.agent,
                 automation=args.automation,
                 manual_reason=manual,
                 session_id=payload.get("session_id"),
                 wait=wait,
-                managed_turn=os.environ.get("FLOORGATE_TURN_ID") or None,
+                managed_turn=call.env.get("FLOORGATE_TURN_ID") or None,
             )
         finally:
-            app.close()
+            if call.owns_app:
+                app.close()
     except BaseException as exc:  # a pre-model boundary blocks on every failure, its own and an interruption included
-        return _block(f"floorgate: blocked (fail closed): {_why(exc)}")
-    decision = answer.decision
-    if not answer.recorded:
-        sys.stderr.write("floorgate: note: this answer could not be recorded; readback will not claim the pre-model hook\n")
-    if answer.admitted or decision is None:
+        return _block(f"floorgate: blocked (fail closed): {_why(exc)}", call)
+    decision = said.decision
+    if not said.recorded:
+        (call.err or sys.stderr).write("floorgate: note: this answer could not be recorded; readback will not claim the pre-model hook\n")
+    if said.admitted or decision is None:
         return EXIT_ALLOW
     when = iso(decision.next_eligible_at) if decision.next_eligible_at else "unknown (state unavailable)"
-    rb = answer.readback
+    rb = said.readback
     then = f"; its next fire that may run: {iso(rb.next_fire_at)}" if rb is not None and rb.next_fire_at is not None else ""
     return _block(
         f"floorgate: {args.goal}/{args.agent}/{args.automation} may not wake the model before {when} "
-        f"({decision.reason.value}: {decision.detail}){then}"
+        f"({decision.reason.value}: {decision.detail}){then}",
+        call,
     )
 
 
 EXIT_NOT_RECORDED = 1  # any exit but 2: the app ends the turn as it would (exit 2 would make it go on)
 
 
-def _stop(args: argparse.Namespace) -> int:
+def _stop_hook(args: argparse.Namespace) -> int:
+    """``hook stop`` in its own process: a bad --hook-timeout, and a store that does not answer
+    before the hook's own deadline (a little before the app's timeout, as the other hooks), are
+    "not recorded" (exit 1), never a block."""
+    try:
+        timeout = _hook_timeout(args)
+    except FloorgateError as exc:
+        sys.stderr.write(f"floorgate: turn usage not recorded: {_why(exc)}\n")
+        return EXIT_NOT_RECORDED
+    after = deadline_of(timeout)
+
+    def expire() -> None:
+        os.write(
+            2,
+            f"floorgate: turn usage not recorded: no answer after {format_interval(after)}, just inside the app's "
+            f"{format_interval(timeout)} hook timeout (is the store reachable?); its estimate stays held\n".encode(),
+        )
+        os._exit(EXIT_NOT_RECORDED)
+
+    timer = threading.Timer(max(0.0, (after - hook_age()).total_seconds()), expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        return _stop(args)
+    finally:
+        timer.cancel()
+
+
+def _stop(args: argparse.Namespace, call: Call = _OWN) -> int:
     """Record the ended turn's usage for the lane (idempotent). Inside a managed turn its meter
     records it, so this does nothing. A failure says so on stderr and exits 1, never 2."""
+    err = call.err or sys.stderr
     try:
-        payload = read_payload()
-        if os.environ.get("FLOORGATE_TURN_ID") or credential_from(os.environ) is not None:
+        payload = read_payload(call.stdin)
+        if call.env.get("FLOORGATE_TURN_ID") or credential_from(call.env) is not None:
             return EXIT_OK
-        app = _app(args)
+        app = call.app(args)
         try:
             _entry, _changed, problem = app.hooks.record_turn_usage(
                 goal=args.goal, agent=args.agent, automation=args.automation, payload=payload, app=args.app
             )
         finally:
-            app.close()
+            if call.owns_app:
+                app.close()
     except BaseException as exc:  # the estimate its admission held stays held: conservative
-        sys.stderr.write(f"floorgate: turn usage not recorded: {_why(exc)}\n")
+        err.write(f"floorgate: turn usage not recorded: {_why(exc)}\n")
         return EXIT_NOT_RECORDED
     if problem is not None:
-        sys.stderr.write(f"floorgate: turn usage unknown ({problem}); its estimate stays held\n")
+        err.write(f"floorgate: turn usage unknown ({problem}); its estimate stays held\n")
     return EXIT_OK
 
 
@@ -278,28 +353,27 @@ def _pre_tool_use(args: argparse.Namespace) -> int:
     return _blocking(args, "tool call refused", "tool call", _count_tool_call)
 
 
-def _count_tool_call(args: argparse.Namespace, timeout: timedelta) -> int:
+def _count_tool_call(args: argparse.Namespace, timeout: timedelta, call: Call = _OWN) -> int:
     try:
-        payload = read_payload()
-        mission_id = args.mission or os.environ.get("FLOORGATE_MISSION_ID")
-        credential = credential_from(os.environ)
+        payload = read_payload(call.stdin)
+        mission_id = args.mission or call.env.get("FLOORGATE_MISSION_ID")
+        credential = credential_from(call.env)
         if credential is not None:  # a managed turn: its runner counts, against that turn's mission only
-            said = ask(credential, Op.COUNT_TOOL_CALL, {"mission": mission_id}, timeout=deadline_of(timeout).total_seconds())
-            refusal = None if said.allow else said.reason
+            refusal = tool_call_refusal(credential, mission_id, timeout=deadline_of(timeout).total_seconds())
         elif not mission_id:
             return EXIT_ALLOW  # not inside a floorgate mission: nothing to bound
         else:
-            app = _app(args)
+            app = call.app(args)
             try:
                 refusal = app.hooks.count_tool_call(mission_id)
             finally:
-                app.close()
+                if call.owns_app:
+                    app.close()
     except BaseException as exc:  # refuse on every failure, its own and an interruption included
-        return _block(f"floorgate: tool call refused (fail closed): {_why(exc)}")
+        return _block(f"floorgate: tool call refused (fail closed): {_why(exc)}", call)
     if refusal is None:
         return EXIT_ALLOW
-    tool = str(payload.get("tool_name") or "tool")[:64]
-    return _block(f"floorgate: {tool} refused: {refusal}")
+    return _block(tool_refused(payload, refusal), call)
 
 
 def _register_install(hsub: argparse._SubParsersAction) -> None:
@@ -446,8 +520,14 @@ def _status(ctx: Context) -> int:
             lines.append(f"  problem: modified, does not enforce: {why}")
         else:
             lines.append(f"  problem: {svc.client.title} will not run it: {why}")
+    unserved = _hook_serve.why_not_served()
+    lines.append(
+        "  served by the hook server (floorgate hook serve)" if unserved is None else f"  answered in-process (slower): {unserved}"
+    )
     doc = {
         "path": str(path),
+        "served": unserved is None,
+        "why_not_served": unserved,
         "exists": st.exists,
         "installed": bool(st.hooks),
         "runs": bool(runs) and all(why is None for _, why in runs),

@@ -1,4 +1,4 @@
-"""``floorgate service install|uninstall [--user] [--serve]``: systemd units for ``floorgate run`` (and ``serve``)."""
+"""``floorgate service install|uninstall [--user] [--serve] [--hooks]``: systemd units for ``floorgate run`` (and ``serve``, ``hook serve``)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         p = ssub.add_parser(name, help=helptext)
         p.add_argument("--user", action="store_true", help="a user unit (~/.config/systemd/user) instead of a system one")
         p.add_argument("--serve", action="store_true", help="also a unit for 'floorgate serve' (the owner console)")
+        p.add_argument("--hooks", action="store_true", help="also a unit for 'floorgate hook serve' (the hooks' resident answerer)")
         p.add_argument("--unit-dir", metavar="DIR", help="write the units here instead of systemd's directory")
         if name == "install":
             p.add_argument("--state-dir", help="where per-turn logs go (default $FLOORGATE_STATE_DIR or ./floorgate-state), made absolute")
@@ -43,7 +44,7 @@ def _directory(args: argparse.Namespace) -> Path:
 
 
 def _roles(args: argparse.Namespace) -> tuple[Role, ...]:
-    return (Role.RUN, Role.SERVE) if args.serve else (Role.RUN,)
+    return (Role.RUN, *((Role.SERVE,) if args.serve else ()), *((Role.HOOKS,) if args.hooks else ()))
 
 
 def _install(ctx: Context) -> int:

@@ -1,0 +1,80 @@
+"""The client's check of a lane's counts and budgets, for the admission decision.
+
+The decision's single read says whether any applicable rule carries a count or a budget (the
+``limited`` fact). Only then does the gate call ``check_lane`` on the decision's connection: it
+reads the lane's limits, its estimate (``usage.lane_estimate``), its model and each limit's state
+(``budgets.limit_states``), and answers the ``LimitCode`` the decision is taken again with, the
+states behind it, and whether a limit counts across agents (a goal-wide series, serialized by the
+goal's lock). Extra statements for limited lanes only: a few per series, none for a lane whose
+rules carry a floor alone. A damaged rule, start or usage row raises ``StoreUnavailable``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import NamedTuple
+
+from sqlalchemy import select
+from sqlalchemy.engine import Connection
+
+from . import _schema as s
+from .budgets import LimitState, binding, limit_states
+from .decide.facts import LimitCode
+from .envelope import merge
+from .errors import CorruptState, StoreUnavailable
+from .limits import BoundLimit, LimitKind, bound_limits, owner_estimate
+from .policies import applicable_rules
+from .usage import hold, lane_estimate
+
+
+class LaneCheck(NamedTuple):
+    """What ``check_lane`` found: the code, the states, the estimate a turn holds, its model."""
+
+    code: LimitCode
+    states: tuple[LimitState, ...]
+    estimate_tokens: int | None
+    model: str | None
+    across_agents: bool
+    budgets: bool  # a token or USD budget binds the lane: an admitted turn holds its estimate
+
+
+def _model(conn: Connection, automation: str | None) -> str | None:
+    if automation is None:
+        return None
+    a = s.automations
+    model = conn.execute(select(a.c.model).where(a.c.automation_id == automation)).scalar()
+    return model if isinstance(model, str) else None
+
+
+def check_lane(conn: Connection, goal: str, agent: str, automation: str | None, now: datetime) -> LaneCheck:
+    """The lane's counts and budgets at ``now`` (see the module docstring)."""
+    try:
+        rules = applicable_rules(conn, goal, agent, automation)
+        active = rules  # a rule with no floor (0) still carries its limits
+        bound: list[BoundLimit] = bound_limits([(r.scope, r.revision, r.limits) for r in active], agent)
+        budgets = any(b.kind is not LimitKind.STARTS for b in bound)
+        estimate = model = None
+        if budgets:
+            envelope = merge([(str(r.scope), r.compute) for r in active if r.compute is not None])
+            estimate = lane_estimate(
+                conn, goal, agent, automation or "", now,
+                envelope_max_tokens=envelope.max_tokens, owner_estimate=owner_estimate(r.limits for r in active),
+            )  # fmt: skip
+            model = _model(conn, automation)
+        states = tuple(limit_states(conn, bound, now, estimate_tokens=estimate, model=model))
+    except CorruptState as exc:
+        raise StoreUnavailable(f"a limit of {goal}/{agent} cannot be read: {exc}") from None
+    found = binding(list(states))
+    if found is None:
+        code = LimitCode.NONE
+    else:
+        code = LimitCode.COUNT if found.limit.kind is LimitKind.STARTS else LimitCode.BUDGET
+    across = any(b.series.agent_id is None for b in bound)
+    return LaneCheck(code, states, estimate, model, across, budgets)
+
+
+def hold_estimate(conn: Connection, check: LaneCheck, turn_id: str, goal: str, agent: str, automation: str | None, at: datetime) -> None:
+    """Hold the lane's estimate for an admitted turn, in the admission's transaction (a lane with
+    a token or USD budget only; idempotent by turn id)."""
+    if check.budgets and check.estimate_tokens is not None:
+        hold(conn, turn_id, goal, agent, automation or "", at, check.estimate_tokens, check.model)
