@@ -120,7 +120,7 @@ class Eligibility(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    status: Literal["eligible", "interval_wait", "unavailable"]
+    status: Literal["eligible", "interval_wait", "limit_wait", "unavailable"]  # limit_wait: a count or budget
     reason: Reason
     goal_id: str
     agent_id: str

@@ -715,21 +715,23 @@ _REQUIRED = {
 
 def _constraints_relaxed(store: Store) -> bool:
     """Whether any column in ``_REQUIRED`` accepts NULL in this database (a table rebuilt by hand
-    without its constraints); read once at open, so a rebuild takes effect when the store reopens."""
+    without its constraints); read once at open, in one query over every table, so a rebuild
+    takes effect when the store reopens."""
     with store.read() as conn:
-        for table, columns in _REQUIRED.items():
-            if store.dialect == "sqlite":
-                rows = conn.exec_driver_sql(f"PRAGMA table_info({table})").fetchall()
-                nullable = {r[1] for r in rows if not r[3]}  # notnull (a SQLite key may hold NULL without it)
-            else:
-                rows = conn.execute(
-                    text(
-                        "SELECT column_name FROM information_schema.columns WHERE table_name = :t "
-                        "AND table_schema = current_schema() AND is_nullable = 'YES'"
-                    ),
-                    {"t": table},
-                ).fetchall()
-                nullable = {r[0] for r in rows}
-            if nullable & set(columns):
-                return True
-    return False
+        if store.dialect == "sqlite":
+            # One statement over the tables (names from _REQUIRED, not input); a SQLite key may
+            # hold NULL without "notnull", so only the flag counts.
+            sql = " UNION ALL ".join(
+                f"SELECT '{table}', name FROM pragma_table_info('{table}') WHERE \"notnull\" = 0" for table in _REQUIRED
+            )
+            rows = conn.exec_driver_sql(sql).fetchall()
+        else:
+            rows = conn.execute(
+                text(
+                    "SELECT table_name, column_name FROM information_schema.columns WHERE table_name = ANY(:t) "
+                    "AND table_schema = current_schema() AND is_nullable = 'YES'"
+                ),
+                {"t": list(_REQUIRED)},
+            ).fetchall()
+    nullable = {(r[0], r[1]) for r in rows}
+    return any((table, column) in nullable for table, columns in _REQUIRED.items() for column in columns)

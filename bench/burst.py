@@ -1,12 +1,13 @@
-"""A real host's burst: a ``floorgate run`` process deciding 1,000 ticks due in the same second.
+"""A real host's burst: a ``floorgate run`` process deciding the ticks of 10 lanes per agent due in the same second.
 
-    .venv/bin/python bench/burst.py [--pg URL] [--rounds 2] [--cases floor,all]
+    .venv/bin/python bench/burst.py [--pg URL] [--rounds 3] [--cases floor,all] [--agents 100] [--lead 12]
 
-1,000 per-minute automations over 100 agents (ten lanes per agent), all due at the same second T,
-a few seconds after the host starts. Two cases:
+``--agents`` per-minute automations times ten (ten lanes per agent; default 100 agents: 1,000
+automations), all due at the same second T, ``--lead`` seconds after seeding (the host starts and
+arms before it). Two cases:
 - ``floor``: every agent has an agent floor of one hour and no start yet: one lane per agent is
-  admitted (100), its nine siblings are denied by the agent floor (900);
-- ``all``: no floor: all 1,000 admitted (their turns run ``true``, 8 turn workers).
+  admitted, its nine siblings are denied by the agent floor;
+- ``all``: no floor: every lane admitted (their turns run ``true``, 8 turn workers).
 Each round starts, per backend, a real ``floorgate run --log-level debug`` process and, interleaved
 with it, the baseline: a standalone process (it does not import floorgate) running bare APScheduler
 3.x with the same 1,000 jobs due at T, each making the same statements on the same store
@@ -38,8 +39,9 @@ from _pg import drop_schema, pg_schema
 from _rows import record, spread
 
 ROOT = Path(__file__).resolve().parents[1]
-AGENTS, LANES = 100, 10
-LEAD = 12.0  # seconds from seeding to T: the host (or baseline) starts and arms before it
+AGENTS, LANES = 100, 10  # AGENTS: --agents
+LEAD = 12.0  # seconds from seeding to T (--lead): the host (or baseline) starts and arms before it
+_ARMING: list[float] = []  # seconds from launch to "armed" seen so far: a loaded machine leads by more
 LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) .*?(decided|armed) ")
 
 
@@ -100,7 +102,7 @@ def tick(aid, agent):
 sched = BackgroundScheduler(timezone=timezone.utc)
 at = datetime.fromtimestamp(T / 1e6, timezone.utc)
 for aid, agent in spec["jobs"]:
-    sched.add_job(tick, CronTrigger(second=at.second, timezone=timezone.utc), args=(aid, agent), id=aid,
+    sched.add_job(tick, CronTrigger(second=at.second, start_date=at, timezone=timezone.utc), args=(aid, agent), id=aid,
                   coalesce=True, misfire_grace_time=3600, max_instances=1)
 sched.start()
 log.info("armed %d jobs", len(spec["jobs"]))
@@ -171,6 +173,7 @@ def watch(argv: list[str], t: float, n: int, cap: float, env: dict[str, str]) ->
     after T, and the process's CPU seconds from just before T to then."""
     # The child appends to its own file description; reading through another never moves its offset.
     with tempfile.NamedTemporaryFile("a") as sink, open(sink.name, encoding="utf-8", errors="replace") as err:
+        launched = time.time()
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=sink, env=env, cwd=ROOT)
         try:
             armed_at = None
@@ -212,8 +215,10 @@ def watch(argv: list[str], t: float, n: int, cap: float, env: dict[str, str]) ->
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
-    if armed_at is not None and armed_at > t:
-        print(f"   (armed {armed_at - t:.2f} s after T: raise LEAD)", flush=True)
+    if armed_at is not None:
+        _ARMING.append(armed_at - launched)
+        if armed_at > t:
+            print(f"   (armed {armed_at - t:.2f} s after T: this round is late; the next ones lead by more)", flush=True)
     last = max(decided) - t if len(decided) >= n else cap
     return {"last_s": last, "cpu_s": cpu1 - cpu0, "decided": len(decided)}
 
@@ -226,7 +231,10 @@ def one(code: str, backend: str, case: str, pg: str | None, cap: float) -> dict[
         if backend == "postgresql":
             url, schema = pg_schema(pg, "fgburst")  # type: ignore[arg-type]
         try:
-            t = datetime.now(timezone.utc).replace(microsecond=0) + timedelta(seconds=LEAD)
+            # Seeding and arming must end before T: at least --lead, more when a start took longer.
+            # Under a minute: the automations fire every minute, and a late arm waits for the next.
+            lead = min(55.0, max([LEAD, *(1.5 * a + 1.5 for a in _ARMING)]))
+            t = datetime.now(timezone.utc).replace(microsecond=0) + timedelta(seconds=lead)
             seed(url, t, case == "floor")
             env = dict(os.environ, FLOORGATE_OWNER_TOKEN="", HOME=tmp)
             if code == "floorgate":
@@ -248,12 +256,16 @@ def one(code: str, backend: str, case: str, pg: str | None, cap: float) -> dict[
 
 
 def main() -> None:
+    global AGENTS, LEAD  # the size and lead every helper reads, set once from the arguments
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pg", help="also on this PostgreSQL database")
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--cases", default="floor,all")
+    parser.add_argument("--agents", type=int, default=AGENTS, help="agents, ten lanes each (default 100: 1,000 automations)")
+    parser.add_argument("--lead", type=float, default=LEAD, help="seconds from seeding to the burst (the start must arm inside it)")
     parser.add_argument("--cap", type=float, default=60.0, help="stop waiting for decisions this many seconds after T")
     args = parser.parse_args()
+    AGENTS, LEAD = args.agents, args.lead
     backends = ["sqlite"] + (["postgresql"] if args.pg else [])
     cases = args.cases.split(",")
     results: dict[tuple[str, str, str], list[dict[str, float]]] = {}
@@ -265,13 +277,15 @@ def main() -> None:
                     out = one(code, backend, case, args.pg, args.cap)
                     results.setdefault((backend, case, code), []).append(out)
                     print(f"  round {r + 1} [{backend}] {case:5} {code:9} {json.dumps(out)}", flush=True)
-    labels = {"floor": "100 admitted, 900 denied by the agent floor", "all": "all 1,000 admitted"}
+    n = AGENTS * LANES
+    labels = {"floor": f"{AGENTS:,} admitted, {n - AGENTS:,} denied by the agent floor", "all": f"all {n:,} admitted"}
     for backend in backends:
         for case in cases:
             fg, base = results[(backend, case, "floorgate")], results[(backend, case, "baseline")]
             ratio = [f["last_s"] / b["last_s"] for f, b in zip(fg, base, strict=True)]
             cpu = [f["cpu_s"] / b["cpu_s"] for f, b in zip(fg, base, strict=True) if b["cpu_s"] > 0]
-            name = f"real `floorgate run`, 1,000 due at once over 100 agents x 10 lanes, {labels[case]}: last decision"
+            size = f"{n:,} due at once over {AGENTS:,} agents x {LANES} lanes" + ("" if AGENTS == 100 else " (1,000: bench/all.py --big)")
+            name = f"real `floorgate run`, {size}, {labels[case]}: last decision"
             print(
                 f"[{backend}] {labels[case]}: last decision floorgate {spread([f['last_s'] for f in fg], ' s')}, "
                 f"baseline {spread([b['last_s'] for b in base], ' s')}; ratio {spread(ratio)}; CPU ratio {spread(cpu) if cpu else 'n/a'}"

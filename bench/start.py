@@ -148,8 +148,8 @@ def starts(rounds: int, pg: str | None, tmp: Path) -> None:
     empty = str(tmp / "empty.db")
     open_store(empty).close()
     cases: dict[str, tuple[Callable[[int], list[str]], bytes, int]] = {
-        "floorgate --version": (lambda _i: [FLOORGATE, "--version"], b"", 0),
-        "floorgate status, empty store": (lambda _i: [FLOORGATE, "--db", empty, "status"], b"", 0),
+        "floorgate --version|none": (lambda _i: [FLOORGATE, "--version"], b"", 0),
+        "floorgate status, empty store|sqlite": (lambda _i: [FLOORGATE, "--db", empty, "status"], b"", 0),
     }
     served_env = {**os.environ, "FLOORGATE_RUNTIME_DIR": str(tmp / "rt")}
     local_env = {**os.environ, "FLOORGATE_RUNTIME_DIR": str(tmp / "no-server")}  # no server there: in-process
@@ -324,19 +324,21 @@ def claude_pairs(pairs: int, tmp: Path) -> None:
     ):
         now = f"{spread(walls[how])} wall, {spread(cpus[how])} CPU ({pairs} interleaved rounds)"
         print(f"  {name}: {now}")
-        record(f"{name} (real CLI, stand-in provider)", now, "<= 1.15x (wall)", statistics.median(walls[how]) <= 1.15)
+        record(f"{name} (real CLI, stand-in provider)", now, "<= 1.15x (wall)", statistics.median(walls[how]) <= 1.15, backend="sqlite")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--pg", default=os.environ.get("FLOORGATE_TEST_PG_URL"), help="PostgreSQL URL (skipped when absent)")
-    parser.add_argument("--sizes", default="10000,50000", help="status sizes (automations)")
+    parser.add_argument("--sizes", help="status sizes (automations; default 10000,50000, with --quick 1000,10000)")
     parser.add_argument("--pairs", type=int, default=4, help="claude -p pairs")
     parser.add_argument("--quick", action="store_true", help="fewer rounds, 1,000 and 10,000 automations, 2 pairs")
     args = parser.parse_args()
     if args.quick:
-        args.rounds, args.sizes, args.pairs = 3, "1000,10000", 2
+        args.rounds, args.pairs = 3, 2
+    if args.sizes is None:
+        args.sizes = "1000,10000" if args.quick else "10000,50000"
     pg = args.pg
     if pg:
         pg = ("postgresql+psycopg://" + pg.split("://", 1)[1]) if "://" in pg else pg
@@ -346,7 +348,7 @@ def main() -> None:
         print(f"== starts: CPU of whole processes against python -c pass ({args.rounds} interleaved rounds)")
         starts(args.rounds, pg, tmp)
         print("== floorgate status as a process")
-        status_curve([int(s) for s in args.sizes.split(",")], 3 if not args.quick else 1, tmp)
+        status_curve([int(s) for s in args.sizes.split(",")], 3, tmp)  # three rounds: a spread, not one value
         print("== claude -p with and without the hooks")
         claude_pairs(args.pairs, tmp)
 

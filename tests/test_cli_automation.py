@@ -201,3 +201,28 @@ def test_add_says_when_its_timer_could_not_be_armed(db: str, tmp_path: Path) -> 
     assert "NOT ARMED: crontab: cannot run 'crontab'" in added.stdout and "'floorgate automation apply q'" in added.stdout
     edited = cli("automation", "edit", "q", "--schedule", "every 30m", db=db, env=env)
     assert "NOT ARMED: crontab: cannot run 'crontab'" in edited.stdout
+
+
+def test_show_and_preview_print_whole_seconds_rounded_up_and_json_keeps_the_exact_instant(db: str) -> None:
+    import re
+    from datetime import datetime
+
+    from floorgate.admission.clock import iso
+    from floorgate.scheduler.views.present import ceil_second
+
+    assert cli("policy", "set", "g/a", "--min-interval", "2d", "--revision", "0", "--owner-ref", "o", db=db).returncode == 0
+    add(db, "x", "--schedule", "daily at 09:00 UTC")
+    assert cli("turn", "run", "x", "--manual-reason", "now", db=db).returncode == 0  # a start with microseconds
+    exact = json.loads(cli("automation", "show", "x", "--json", db=db).stdout)["next_eligible_at"]
+    runs = [f["runs_at"] for f in json.loads(cli("automation", "preview", "x", "--json", db=db).stdout)["fires"] if f["admitted"]]
+    assert exact == runs[0]
+    at = datetime.fromisoformat(exact)
+    if at.microsecond == 0:  # one start in a million lands on a whole second: nothing to round
+        pytest.skip("the manual start fell on a whole second")
+    assert "." in exact  # --json: the exact instant
+    shown = iso(ceil_second(at))
+    assert shown is not None and shown > exact[:19]
+    for command in ("show", "preview"):
+        text = cli("automation", command, "x", db=db).stdout
+        assert not re.search(r"\d\d:\d\d:\d\d\.\d", text), text
+        assert shown in text, text

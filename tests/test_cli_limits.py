@@ -112,3 +112,22 @@ def test_one_window_a_write(sqlite_db: str) -> None:
         "--revision", "0", "--owner-ref", "alice", db=sqlite_db,
     )  # fmt: skip
     assert result.returncode == 2 and "one --per a write" in result.stderr and history(sqlite_db) == []
+
+
+def test_history_shows_the_limits_before_and_after_each_change(sqlite_db: str) -> None:
+    first = run_cli("policy", "set", "inbox", "--max-starts", "3", "--per", "1d", "--revision", "0", "--owner-ref", "alice", db=sqlite_db)
+    assert first.returncode == 0, first.stderr
+    raised = run_cli(
+        "policy", "set", "inbox", "--max-starts", "5", "--per", "1d", "--allow-reduction", "--revision", "1", "--owner-ref", "alice",
+        db=sqlite_db,
+    )  # fmt: skip
+    assert raised.returncode == 0, raised.stderr
+    text = run_cli("policy", "history", db=sqlite_db).stdout
+    header, *rows = text.splitlines()
+    assert "LIMITS_BEFORE" in header and "LIMITS_AFTER" in header
+    three, five = '{"max_starts": 3, "starts_window": "1d"}', '{"max_starts": 5, "starts_window": "1d"}'
+    newest = next(r for r in rows if five in r)
+    assert newest.index(three) < newest.index(five)  # before, then after, on the raising write's row
+    oldest = next(r for r in rows if r is not newest and three in r)
+    assert five not in oldest
+    assert [(c["limits_before_text"], c["limits_after_text"]) for c in history(sqlite_db)][:1] == [(three, five)]

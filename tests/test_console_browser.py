@@ -313,3 +313,50 @@ def raw_count(store, automation_id: str) -> int:  # type: ignore[no-untyped-def]
     from floorgate.admission import Journal
 
     return len(Journal(store).recent(automation_id, 50))
+
+
+def test_a_spent_limit_shows_used_left_and_when_it_frees_on_the_dashboard_and_settings(served, artifacts: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from playwright.sync_api import expect, sync_playwright
+
+    from floorgate.admission import Policies, Scope
+    from floorgate.admission.limits import LimitsChange
+    from floorgate.admission.windows import parse_window
+    from floorgate.scheduler.runtime.executor import TurnExecutor
+
+    base, token, db = served
+    with open_store(db) as store:
+        clock = SystemClock()
+        floor(store, FixedClock(clock.now()), "g/a", timedelta(seconds=1))  # today's admission records starts only under a floor
+        Policies(store, clock).configure(
+            Scope.parse("g/a"), expected_revision=1, owner_ref="o", limits=LimitsChange(max_starts=1, per=parse_window("1d"))
+        )
+        automation = add_automation(store, FixedClock(clock.now()), "x")
+        executor = TurnExecutor(store, state_dir=tmp_path / "state", clock=clock)
+        try:
+            assert executor.run(automation, manual_reason="spend the count").verdict.status == "succeeded"
+        finally:
+            executor.close()
+    shown = json.loads(run_cli("policy", "show", "g/a/x", "--json", db=db).stdout)["limits"][0]
+    assert shown["exhausted"] and shown["frees_at"] is not None
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page(viewport={"width": 1100, "height": 900})
+        page.goto(f"{base}/signin")
+        page.fill("#token", token)
+        page.click("#signin")
+        expect(page).to_have_url(f"{base}/dashboard")
+        state = page.locator('#automation-x [data-testid="state"]')
+        expect(state).to_have_text("limit_wait")  # never the green of eligible
+        expect(state).to_have_css("color", "rgb(138, 90, 0)")
+        limit = page.locator('#automation-x .limits li[data-kind="starts"]')
+        expect(limit).to_contain_text("1 starts per 1d at g/a: used 1, held 0, left 0; exhausted until")
+        expect(limit.locator('[data-testid="limit-frees"]')).to_have_attribute("datetime", shown["frees_at"])
+        expect(page.locator('#automation-x [data-testid="next-eligible"]')).to_have_attribute("datetime", shown["frees_at"])
+        page.screenshot(path=str(artifacts / "dashboard-limit-spent.png"), full_page=True)
+        page.goto(f"{base}/settings?target=g/a/x")
+        row = page.locator('#inherited tr[data-scope="g/a/x"]')
+        expect(row.locator(".eligibility")).to_have_text("limit_wait")
+        expect(row.locator(".limits li")).to_contain_text("used 1, held 0, left 0; exhausted until")
+        expect(row.locator('.limits [data-testid="limit-frees"]')).to_have_attribute("datetime", shown["frees_at"])
+        page.screenshot(path=str(artifacts / "settings-limit-spent.png"), full_page=True)
+        browser.close()

@@ -67,6 +67,24 @@ def test_an_unusable_hook_timeout_blocks_and_names_the_flag(value: str) -> None:
     assert ran.returncode == 2 and "--hook-timeout" in ran.stderr and ran.stderr.count("\n") == 1, ran.stderr
 
 
+STOP = ("--goal", "g", "--agent", "a", "--automation", "x")
+
+
+def test_the_stop_hook_gives_up_before_the_app_timeout_and_never_blocks(silent_postgres: str) -> None:
+    hook = [sys.executable, "-m", "floorgate", "--db", silent_postgres, "hook", "stop", *STOP, "--hook-timeout", "4s"]
+    ran = subprocess.run(hook, input='{"session_id": "s"}', capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 1, ran.stderr  # not recorded; never 2 (Claude Code would go on)
+    assert "turn usage not recorded: no answer after 3s, just inside the app's 4s hook timeout" in ran.stderr
+    assert ran.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("value", ["soon", "1s"])
+def test_the_stop_hook_names_an_unusable_hook_timeout_and_never_blocks(value: str) -> None:
+    hook = [sys.executable, "-m", "floorgate", "--db", "/nonexistent/fg.db", "hook", "stop", *STOP, "--hook-timeout", value]
+    ran = subprocess.run(hook, input="{}", capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 1 and "--hook-timeout" in ran.stderr and ran.stderr.count("\n") == 1, ran.stderr
+
+
 def test_a_wait_that_outlasts_the_deadline_is_refused() -> None:
     hook = [sys.executable, "-m", "floorgate", "--db", "/nonexistent/fg.db", "hook", "user-prompt-submit", *LANE]
     ran = subprocess.run([*hook, "--wait-eligible", "20s", "--hook-timeout", "20s"], input="{}", capture_output=True, text=True, timeout=60)

@@ -191,6 +191,32 @@ def test_an_open_at_the_head_checks_it_in_one_statement(store: Store, db_url: st
     assert len(checks) == 1, checks
 
 
+def test_opening_a_store_reads_the_required_columns_nullability_in_one_query(db_url: str) -> None:
+    """Whether a hand rebuild dropped a NOT NULL is one read at open, not one per table."""
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    from floorgate.admission import open_store
+
+    open_store(db_url).close()  # migrated: the open below reads, it does not build
+    statements: list[str] = []
+
+    def seen(_conn: object, _cursor: object, statement: str, *_rest: object) -> None:
+        statements.append(statement)
+
+    event.listen(Engine, "before_cursor_execute", seen)
+    try:
+        store = open_store(db_url)
+    finally:
+        event.remove(Engine, "before_cursor_execute", seen)
+    try:
+        assert store.relaxed is False
+    finally:
+        store.close()
+    reads = [s for s in statements if ("table_info" in s or "information_schema.columns" in s) and "fg_alembic" not in s]
+    assert len(reads) == 1, reads
+
+
 def test_the_head_read_from_the_migration_files_is_alembics() -> None:
     from alembic.script import ScriptDirectory
 

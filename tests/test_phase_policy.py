@@ -140,7 +140,7 @@ def test_status_and_preview_say_since_which_start_a_lane_runs_off_its_phase(sqli
     preview = json.loads(cli("automation", "preview", "nightly", "--json", db=sqlite_db).stdout)
     detail = json.loads(cli("status", "--json", db=sqlite_db).stdout)["automations"][0]["detail"]
     for said in (preview["off_phase"], detail):
-        assert "instead of 23:40 since the manual start of " in said
+        assert " UTC instead of 23:40 since the manual start of " in said
     assert cli("automation", "edit", "nightly", "--when-denied", "skip", db=sqlite_db).returncode == 0
     preview = json.loads(cli("automation", "preview", "nightly", "--json", db=sqlite_db).stdout)
     assert preview["off_phase"] is None and [f["admitted"] for f in preview["fires"][:2]] == [False, True]
@@ -168,10 +168,65 @@ def test_preview_of_an_unsaved_schedule_takes_the_phase_policy(sqlite_db: str) -
     assert saved.returncode == 2 and "--when-denied" in one_line_error(saved)
 
 
-def test_the_readback_names_the_start_that_moved_the_phase_not_its_latest_consequence(store, tmp_path) -> None:
+@pytest.mark.parametrize(
+    ("read_at", "runs"),
+    [(_at(2, 13), "2026-12-04 12:00 UTC"), (_at(3, 0, 30), "12:00 UTC")],
+    ids=["next-run-tomorrow-dated", "next-run-today-bare"],
+)
+def test_the_readback_names_the_start_that_moved_the_phase_not_its_latest_consequence(store, tmp_path, read_at, runs) -> None:  # type: ignore[no-untyped-def]
     _, started = _lane(store, tmp_path, timedelta(hours=24), WhenDenied.WAIT, days=2)
     assert started == [_at(1, 12), _at(2, 12)]  # automatic, each waiting for the floor the manual start set
-    readback = Readback(store, FixedClock(_at(2, 13)))
-    moved = "runs at 12:00 instead of 09:00 since the manual start of 2026-12-01T12:00:00Z"
+    readback = Readback(store, FixedClock(read_at))
+    moved = f"runs at {runs} instead of 09:00 since the manual start of 2026-12-01T12:00:00Z"
     assert moved in readback.automation("x").detail
     assert readback.preview("x", 3).off_phase == moved
+
+
+@pytest.mark.parametrize(
+    ("gap", "suggested"),
+    [("24h", "23h"), ("23h", "22h"), ("7d", "6d12h"), ("1h", "55m"), ("15m", "14m"), ("1m", "55s"), ("10s", "9s")],
+)
+def test_the_suggested_floor_is_a_value_an_owner_would_write_and_keeps_the_phase(gap: str, suggested: str) -> None:
+    from floorgate.admission.intervals import format_interval, parse_interval
+    from floorgate.scheduler.app.phase import phase_keeping_floor
+
+    kept = phase_keeping_floor(parse_interval(gap, "gap"))
+    assert kept is not None and format_interval(kept) == suggested and kept < parse_interval(gap, "gap")
+
+
+def test_the_zone_is_named_by_its_iana_key() -> None:
+    from zoneinfo import ZoneInfo
+
+    from floorgate.scheduler.app.phase import zone_name
+
+    assert zone_name(datetime(2026, 7, 1, tzinfo=ZoneInfo("Europe/Berlin"))) == "Europe/Berlin"
+    assert zone_name(_at(0, 9)) == "UTC"
+
+
+def test_policy_set_warns_for_each_lane_the_new_floor_puts_off_its_phase(sqlite_db: str) -> None:
+    from test_cli import cli
+
+    assert _cli_lane(sqlite_db, "23h").returncode == 0  # on phase: no warning at add
+    raised = cli("policy", "set", "g/a", "--min-interval", "24h", "--revision", "1", "--owner-ref", "o", db=sqlite_db)
+    assert raised.returncode == 0, raised.stderr
+    warnings = [line for line in raised.stderr.splitlines() if "time of day" in line]
+    assert len(warnings) == 1 and warnings[0].startswith("floorgate: warning: nightly: the floor (1d)"), raised.stderr
+    assert "e.g. 23h" in warnings[0] and "--when-denied skip" in warnings[0]
+    other = cli("policy", "set", "h/a", "--min-interval", "48h", "--revision", "0", "--owner-ref", "o", db=sqlite_db)
+    assert other.returncode == 0 and "time of day" not in other.stderr  # another goal's lanes: nothing to say
+
+
+@pytest.mark.parametrize("damage", ["schedule", "bysecond"])
+def test_a_damaged_schedule_under_the_scope_does_not_fail_the_written_floor(store, damage: str) -> None:  # type: ignore[no-untyped-def]
+    from floorgate.admission import Scope
+    from floorgate.scheduler.app.root import Floorgate
+
+    from helpers import corrupt
+
+    clock = FixedClock(DAY0_NOON)
+    floor(store, clock, "g/a", timedelta(hours=24))
+    add_automation(store, clock, schedule=DAILY_9)
+    app = Floorgate(store, clock=clock)
+    assert [w.split(":")[0] for w in app.automations.phase_warnings(Scope.goal("g"))] == ["x"]
+    corrupt(store, damage, "x")
+    assert app.automations.phase_warnings(Scope.goal("g")) == ()

@@ -442,7 +442,8 @@ def test_the_bulk_readback_of_many_equals_each_automations_own(store, tmp_path) 
 
 def test_status_tables_show_times_in_the_schedules_zone_and_how_far_away_while_json_stays_utc(store) -> None:
     from floorgate.admission import Admission
-    from floorgate.scheduler.views.present import readback_doc, status_text
+    from floorgate.scheduler.views.present import readback_doc
+    from floorgate.scheduler.views.present_status import status_text
 
     start = T0 - 150 * M + timedelta(microseconds=250_000)  # 06:30:00.25Z
     clock = FixedClock(start)

@@ -155,3 +155,64 @@ def test_the_settings_view_shows_state_and_next_eligible_time_the_same_on_every_
     assert stamp is not None
     assert datetime.fromisoformat(shown["next_eligible_at"].replace("Z", "+00:00")).timestamp() == float(stamp.group(1))
     assert re.search(r'floorgate_eligibility\{[^}]*automation="x"[^}]*status="interval_wait"[^}]*\} 1\.0', metrics)
+
+
+# -- limits: one readback of used, held, left and when each frees, on every surface -------------
+
+
+def test_a_spent_limit_reads_the_same_on_every_surface(store, wall_clock, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import re
+    from datetime import datetime, timedelta
+
+    from floorgate.admission import Policies, Scope
+    from floorgate.admission.limits import LimitsChange
+    from floorgate.admission.windows import parse_window
+    from floorgate.scheduler.app.root import Floorgate, Settings
+
+    from console_kit import console, sign_in
+    from helpers import add_automation, floor
+
+    floor(store, wall_clock, "g/a", timedelta(seconds=1))  # today's admission records starts only under a floor
+    Policies(store, wall_clock).configure(
+        Scope.parse("g/a"), expected_revision=1, owner_ref="o", limits=LimitsChange(max_starts=1, per=parse_window("1d"))
+    )
+    add_automation(store, wall_clock, "x", script="pass")
+    fg = Floorgate(store, clock=wall_clock, settings=Settings(state_dir=tmp_path / "state"))
+    assert fg.executor().run(fg.automations.get("x"), manual_reason="parity").verdict.status == "succeeded"
+    wall_clock.set(max(wall_clock.now(), datetime.now(timezone.utc)))  # the CLI below reads the system clock
+
+    def limits_of(doc: dict) -> list[tuple]:  # type: ignore[type-arg]
+        return [(x["kind"], x["used"], x["held"], x["left"], x["exhausted"], x["frees_at"]) for x in doc["limits"]]
+
+    policy = json.loads(cli("policy", "show", "g/a/x", "--json", db=store.url).stdout)
+    [(kind, used, held, left, exhausted, frees)] = limits_of(policy)
+    assert (kind, used, held, left, exhausted) == ("starts", 1, 0, 0, True) and frees is not None
+    assert policy["eligibility"]["status"] == "limit_wait" and policy["eligibility"]["next_eligible_at"] == frees
+    status = json.loads(cli("status", "--json", db=store.url).stdout)["automations"][0]
+    shown = json.loads(cli("automation", "show", "x", "--json", db=store.url).stdout)
+    assert limits_of(status) == limits_of(shown) == limits_of(policy)
+    assert status["state"] == "limit_wait" and status["next_eligible_at"] == frees
+    line = f"1 starts per 1d at g/a: used 1, held 0, left 0; exhausted until {frees}"
+    assert f"x: limit {line}" in cli("status", db=store.url).stdout
+    assert f"limit:          {line}" in cli("automation", "show", "x", db=store.url).stdout
+    assert f"limit {line}" in cli("policy", "show", "g/a/x", db=store.url).stdout
+
+    c = console(store, wall_clock)
+    assert limits_of(c.get("/api/policy?scope=g/a/x").json()["inherited"][0]) == limits_of(policy)
+    assert limits_of(c.get("/api/status").json()["automations"][0]) == limits_of(policy)
+    assert limits_of(c.get("/api/automations/x").json()) == limits_of(policy)
+    verdict = c.get("/api/eligibility?goal=g&agent=a&automation=x").json()
+    assert (verdict["status"], verdict["reason"], verdict["next_eligible_at"]) == ("limit_wait", "count_exhausted", frees)
+    assert limits_of(verdict) == limits_of(policy)
+    metrics = c.get("/metrics?lanes=all").text  # per-lane series are opt-in
+    lane = r'automation="x"[^}]*kind="starts"[^}]*scope="g/a"[^}]*window="1d"'
+    for name, value in (("used", 1), ("held", 0), ("left", 0)):
+        assert re.search(rf"floorgate_limit_{name}\{{[^}}]*{lane}[^}}]*\}} {value}\.0", metrics), name
+    stamp = re.search(rf"floorgate_limit_frees_timestamp_seconds\{{[^}}]*{lane}[^}}]*\}} (\S+)", metrics)
+    assert stamp is not None and datetime.fromisoformat(frees.replace("Z", "+00:00")).timestamp() == float(stamp.group(1))
+    sign_in(c)
+    for page in (c.client.get("/settings?target=g/a/x").text, c.client.get("/automations/x").text, c.client.get("/dashboard").text):
+        item = re.search(r'<li data-kind="starts" data-scope="g/a" data-window="1d" class="state-limit_wait">(.*?)</li>', page, re.S)
+        assert item is not None
+        assert '<span class="limit-usage">used 1, held 0, left 0</span>' in item.group(1)
+        assert f'<time datetime="{frees}" data-testid="limit-frees"' in item.group(1)

@@ -7,6 +7,7 @@ Markers in README.md, readable as prose:
   tour's directory, it shows placeholders for ids).
 - A command's trailing comment that begins ``exit N`` (``... --turn t-002   # exit 3``) is the
   exit code it must return; every other command must exit 0.
+- A command whose comment says ``shows "TEXT"`` must print TEXT (on stdout or stderr).
 - A command whose comment says ``until SIGTERM`` (``floorgate run``) is started in the background,
   given until it logs that it armed its timers, then sent SIGTERM; it must exit 0.
 - Each ```` ```python ```` block runs on its own, in a fresh directory, with the project's
@@ -34,6 +35,7 @@ import pytest
 README = Path(__file__).resolve().parent.parent / "README.md"
 MARKER = re.compile(r"^<!--\s*readme-test:\s*(.*?)\s*-->$")
 EXIT = re.compile(r"^exit (\d+)\b")
+SHOWS = re.compile(r'\bshows "([^"]+)"')
 ARMED = "armed"  # what `floorgate run` logs once its timers are armed
 
 pytestmark = pytest.mark.slow
@@ -61,6 +63,11 @@ class Command:
     def expected_exit(self) -> int:
         match = EXIT.match(self.comment)
         return int(match.group(1)) if match else 0
+
+    @property
+    def shows(self) -> str | None:
+        match = SHOWS.search(self.comment)
+        return match.group(1) if match else None
 
     @property
     def until_sigterm(self) -> bool:
@@ -207,12 +214,13 @@ def tour_environment(tmp: Path) -> dict[str, str]:
 def test_the_parser_reads_commands_comments_and_markers() -> None:
     blocks = readme_blocks(
         "<!-- readme-test: skip: not here -->\n```sh\nrm -rf /\n```\n\n```sh\n"
-        "a --x 'one\n# two' \\\n  --y \"#3\"   # exit 3: denied\nb  # until SIGTERM\n```\n"
+        'a --x \'one\n# two\' \\\n  --y "#3"   # exit 3: denied\nb  # until SIGTERM\nc  # shows "3 of 3" here\n```\n'
     )
     assert blocks[0].skip == "not here" and blocks[1].skip is None
-    a, b = blocks[1].commands
+    a, b, c = blocks[1].commands
     assert a.text == "a --x 'one\n# two' \\\n  --y \"#3\"" and a.expected_exit == 3 and a.line == 7
-    assert b.text == "b" and b.expected_exit == 0 and b.until_sigterm and b.line == 10
+    assert b.text == "b" and b.expected_exit == 0 and b.until_sigterm and b.line == 10 and b.shows is None
+    assert c.shows == "3 of 3" and a.shows is None
 
 
 def test_readme_tour_runs_as_written(tmp_path: Path) -> None:
@@ -238,6 +246,8 @@ def test_readme_tour_runs_as_written(tmp_path: Path) -> None:
         got = int(codes[str(k)])
         if got != command.expected_exit or (command.until_sigterm and ARMED not in output):
             failures.append(f"README.md:{command.line}: exit {got}, documented {command.expected_exit}\n$ {command.text}\n{output}")
+        elif command.shows is not None and command.shows not in output:
+            failures.append(f"README.md:{command.line}: does not print {command.shows!r} as documented\n$ {command.text}\n{output}")
     if failures:
         pytest.fail("\n".join(failures), pytrace=False)
 

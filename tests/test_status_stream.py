@@ -11,10 +11,10 @@ from datetime import timedelta
 import pytest
 
 from floorgate.admission import Admission, FixedClock, Store
-from floorgate.scheduler.app import readback as readback_module
+from floorgate.scheduler.app import _readback_reads as readback_module
 from floorgate.scheduler.app.readback import AutomationReadback, Readback
 from floorgate.scheduler.cli.main import run
-from floorgate.scheduler.views.present import status_lines, status_text
+from floorgate.scheduler.views.present_status import status_lines, status_text
 
 from conftest import T0
 from helpers import add_automation, corrupt, floor

@@ -19,6 +19,7 @@ from floorgate.admission import (
     FailureStreaks,
     InvalidInput,
     Journal,
+    Scope,
     Store,
     Tick,
     TickLog,
@@ -32,11 +33,12 @@ from floorgate.admission.automations import check_spec
 from floorgate.admission.clock import Clock, iso, read_clock
 from floorgate.admission.events import EventKind, Events
 from floorgate.admission.intervals import format_interval
-from floorgate.hosts import Schedule
+from floorgate.hosts import InvalidSchedule, Schedule
 from floorgate.hosts.flooring import min_gap
 from floorgate.hosts.registry import capabilities
 
 from .owner_gate import CREDENTIAL_ENV
+from .phase import phase_warning
 from .readback import AutomationReadback, Preview, Readback
 from .wake import trigger_due, trigger_wake
 
@@ -226,7 +228,7 @@ class AutomationService:
         rb = self.readback.automation(automation.automation_id)
         return Changed(rb.automation or automation, binding, rb, warnings)
 
-    def _phase_warning(self, automation_id: str, spec: AutomationSpec) -> tuple[str, ...]:
+    def _phase_warning(self, automation_id: str, spec: AutomationSpec, *, lane: str = "") -> tuple[str, ...]:
         """Under ``wait`` on a timer that meets the floor by waiting for it (floorgate's own), a
         binding floor at least the schedule's shortest gap lets one late or manual start move
         every later run off the schedule's time of day: say so, and what keeps it."""
@@ -236,13 +238,23 @@ class AutomationService:
         gap = min_gap(Schedule.parse(spec.schedule), read_clock(self.clock))
         if effective is None or not effective.floor or gap is None or effective.floor < gap[0]:
             return ()
-        shorter = format_interval(gap[0] - max(gap[0] / 24, timedelta(seconds=1)))
-        warning = (
-            f"the floor ({format_interval(effective.floor)}) is at least this schedule's shortest gap ({format_interval(gap[0])}): "
-            f"one late or manual start moves every later run off the schedule's time of day; to keep it, set the floor a little "
-            f"shorter (e.g. {shorter}) or pass --when-denied skip"
+        return (phase_warning(effective.floor, gap[0], lane=lane),)
+
+    def phase_warnings(self, scope: Scope) -> tuple[str, ...]:
+        """After a floor write at ``scope``: one line for each automation under it whose schedule
+        the floor now puts off its time of day after a late or manual start (as ``add`` warns)."""
+        found, _broken = self.repo.scan(goal=scope.goal_id)
+        lanes = sorted(
+            (a for a in found.values() if scope.agent_id in (None, a.spec.agent_id) and scope.automation_id in (None, a.automation_id)),
+            key=lambda a: a.automation_id,
         )
-        return (warning,)
+        warnings: list[str] = []
+        for a in lanes:
+            try:
+                warnings += self._phase_warning(a.automation_id, a.spec, lane=a.automation_id)
+            except InvalidSchedule:  # the floor is written; a damaged schedule is status's to report
+                continue
+        return tuple(warnings)
 
     def _vet(self, spec: AutomationSpec) -> tuple[str, ...]:
         """Refuse a schedule that will never fire again, and an owner credential in the host's

@@ -1,19 +1,33 @@
 """Readback of a lane's limits across runs: for each count and budget that binds it, what is used,
 held in flight, left, and when it frees up (``admission.budgets.limit_states``), with the estimate
 a turn of the lane would hold (the envelope's ``max_tokens``, else its largest recent turn, else
-the owner's ``--estimate-tokens``) and the model it is priced by (the automation's)."""
+the owner's ``--estimate-tokens``) and the model it is priced by (the automation's).
+
+Every surface (``policy show``, ``status``, ``automation show`` and ``preview``, the console,
+``/api/*``, ``/metrics``) renders a ``LaneLimits`` from here; ``limited`` is the one place the
+readback folds them into a lane's eligibility verdict.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime
 
-from floorgate.admission import Automations, NotFound, Store
-from floorgate.admission.budgets import LimitState, limit_states
-from floorgate.admission.clock import Clock, read_clock
+from sqlalchemy.engine import Connection
+
+from floorgate.admission import Automations, Eligibility, NotFound, Reason, Rule, Store
+from floorgate.admission.budgets import LimitState, binding, limit_states
+from floorgate.admission.clock import Clock, iso, read_clock
 from floorgate.admission.envelope import merge
-from floorgate.admission.limits import bound_limits, owner_estimate
+from floorgate.admission.errors import CorruptState
+from floorgate.admission.limits import LimitKind, bound_limits, owner_estimate
 from floorgate.admission.policies import applicable_rules
 from floorgate.admission.usage import lane_estimate
+from floorgate.admission.windows import NEVER, micros_to_usd
+
+from .preview import PreviewRow
+
+Lane = tuple[str, str, str | None]
 
 
 @dataclass(frozen=True)
@@ -24,30 +38,160 @@ class LaneLimits:
     estimate_tokens: int | None
     model: str | None
 
+    @property
+    def binding(self) -> LimitState | None:
+        """The limit that keeps the lane from starting (of the blocked ones, the one freeing last)."""
+        return binding(self.states)
+
+
+_NONE = LaneLimits([], None, None)
+
+
+def has_limits(rules: list[Rule]) -> bool:
+    """Whether any of a lane's rules carries a count or budget (only such lanes pay for the read)."""
+    return any(not r.limits.is_empty() for r in rules)
+
 
 class BudgetReadback:
-    """The one read of a lane's limit states for surfaces (``policy show``)."""
+    """The one read of a lane's limit states for every surface."""
 
     def __init__(self, store: Store, clock: Clock) -> None:
         self.store = store
         self.clock = clock
 
     def lane(self, goal: str, agent: str, automation: str | None) -> LaneLimits:
+        """The limits binding one lane (no limits: empty ``states``); reads the automation's model."""
         model = None
         if automation is not None:
             try:
                 model = Automations(self.store, self.clock).get(automation).spec.model
             except NotFound:
                 model = None
+        return self.of((goal, agent, automation), model)
+
+    def of(self, lane: Lane, model: str | None) -> LaneLimits:
+        """``lane`` when the model a turn of it is priced by is known (one read transaction)."""
         now = read_clock(self.clock)
         with self.store.read() as conn:
-            rules = applicable_rules(conn, goal, agent, automation)
-            bound = bound_limits([(r.scope, r.revision, r.limits) for r in rules], agent)
-            if not bound:
-                return LaneLimits([], None, model)
-            envelope = merge([(str(r.scope), r.compute) for r in rules if r.compute is not None])
-            estimate = lane_estimate(
-                conn, goal, agent, automation or "", now,
-                envelope_max_tokens=envelope.max_tokens, owner_estimate=owner_estimate(r.limits for r in rules),
-            )  # fmt: skip
-            return LaneLimits(limit_states(conn, bound, now, estimate_tokens=estimate, model=model), estimate, model)
+            return self._states(conn, lane, applicable_rules(conn, *lane), model, now)
+
+    def many(self, lanes: dict[Lane, tuple[list[Rule], str | None]]) -> dict[Lane, LaneLimits]:
+        """``lane`` for many lanes whose rules and model are already read (a ``status``): one read
+        transaction for all, and nothing at all when none of them has a limit."""
+        out = {lane: _NONE for lane, (rules, _) in lanes.items() if not has_limits(rules)}
+        wanted = {lane: found for lane, found in lanes.items() if lane not in out}
+        if not wanted:
+            return out
+        now = read_clock(self.clock)
+        with self.store.read() as conn:
+            for lane, (rules, model) in wanted.items():
+                out[lane] = self._states(conn, lane, rules, model, now)
+        return out
+
+    def listed(self, lanes: list[Lane]) -> dict[Lane, LaneLimits | None]:
+        """The limits of lanes no automation stands for (``status``'s second table; None: it has
+        none): one read of every rule, then the limits' reads only for the lanes that have some."""
+        from .envelope_gate import EnvelopeGate, EnvelopeMode
+
+        keyed = {(g, a, x or ""): (g, a, x) for g, a, x in lanes}
+        rules = EnvelopeGate(self.store, clock=self.clock, mode=EnvelopeMode.OBSERVE).lane_rules_or_none(list(keyed))
+        out: dict[Lane, LaneLimits] = {}
+        readable: dict[Lane, tuple[list[Rule], str | None]] = {}
+        for key, lane in keyed.items():
+            found = rules.get(key) if rules is not None else None
+            if found is None or isinstance(found, CorruptState):
+                out[lane] = self.lane(*lane)  # read on its own: a damaged rule raises as admission would deny
+            else:
+                readable[lane] = (found, None)
+        out.update(self.many(readable))
+        return {lane: (found if found.states else None) for lane, found in out.items()}
+
+    def _states(self, conn: Connection, lane: Lane, rules: list[Rule], model: str | None, now: datetime) -> LaneLimits:
+        goal, agent, automation = lane
+        bound = bound_limits([(r.scope, r.revision, r.limits) for r in rules], agent)
+        if not bound:
+            return LaneLimits([], None, model)
+        envelope = merge([(str(r.scope), r.compute) for r in rules if r.compute is not None])
+        estimate = lane_estimate(
+            conn, goal, agent, automation or "", now,
+            envelope_max_tokens=envelope.max_tokens, owner_estimate=owner_estimate(r.limits for r in rules),
+        )  # fmt: skip
+        return LaneLimits(limit_states(conn, bound, now, estimate_tokens=estimate, model=model), estimate, model)
+
+
+class PreviewLimits:
+    """A preview's check of a lane's counts and budgets at each start it simulates
+    (``preview.LimitCheck``): what the store holds in the window at that instant
+    (``limit_states`` at it, the lane's estimate held by each start) plus the starts the preview
+    ran before it. Usage held in flight counts as held until settled (conservative)."""
+
+    def __init__(self, store: Store, limits: LaneLimits) -> None:
+        self.store = store
+        self.limits = limits
+
+    def __call__(self, at: datetime, ran: list[datetime]) -> tuple[str, datetime | None] | None:
+        with self.store.read() as conn:
+            states = limit_states(
+                conn, [x.limit for x in self.limits.states], at, estimate_tokens=self.limits.estimate_tokens, model=self.limits.model
+            )
+        for x in states:
+            reason = (Reason.COUNT_EXHAUSTED if x.limit.kind is LimitKind.STARTS else Reason.BUDGET_EXHAUSTED).value
+            if x.blocked:
+                return reason, None if x.frees_at is None or x.frees_at == NEVER else x.frees_at
+            earlier = sum(1 for r in ran if x.limit.window.counts(r, at)) * (x.need or 0)
+            if x.used + x.held + earlier + (x.need or 0) > x.limit.amount:
+                return reason, None  # spent by the preview's own earlier starts: frees as they age out
+        return None
+
+
+def limited(eligibility: Eligibility, limits: LaneLimits | None) -> Eligibility:
+    """The readback's view of a lane's eligibility with its counts and budgets folded in.
+
+    A lane a limit blocks is ``limit_wait`` with the binding limit's reason (``count_exhausted``,
+    ``budget_exhausted``) when it frees later than the floor (``next_eligible_at``: the latest of
+    the floor and the limits; None when no wait frees it: the owner must raise it); a lane with
+    limits and no floor reads ``eligible``, never ``no_rule``. Admission decides from the same
+    ``limit_states``: this only says it where the verdict is shown. An unavailable verdict stays."""
+    if limits is None or not limits.states or eligibility.status == "unavailable":
+        return eligibility
+    block = limits.binding
+    if block is None:
+        if eligibility.reason is not Reason.NO_RULE:
+            return eligibility
+        return eligibility.model_copy(update={"reason": Reason.ELIGIBLE, "detail": f"no floor applies; limited: {_summary(limits)}"})
+    frees = None if block.frees_at is None or block.frees_at == NEVER else block.frees_at
+    floor_next = eligibility.next_eligible_at if eligibility.status == "interval_wait" else None
+    if floor_next is not None and frees is not None and floor_next >= frees:
+        return eligibility  # the floor opens last: it binds, and says so already
+    reason = Reason.COUNT_EXHAUSTED if block.limit.kind is LimitKind.STARTS else Reason.BUDGET_EXHAUSTED
+    until = f"until {iso(frees)}" if frees is not None else "until the owner raises it"
+    why = f"; {block.problem}" if block.problem else ""
+    detail = f"{reason.value}: {block.limit.describe()} ({usage_text(block)}) {until}{why}"
+    return eligibility.model_copy(update={"status": "limit_wait", "reason": reason, "next_eligible_at": frees, "detail": detail})
+
+
+def limit_denied(row: PreviewRow, eligibility: Eligibility) -> PreviewRow:
+    """A preview row the plan denied because a spent limit (``limited``) holds the lane until it
+    frees: said so (``denied_by``), and when it frees (None: not by waiting)."""
+    if row.admitted or row.denied_by is not None or eligibility.status != "limit_wait":
+        return row
+    if row.eligible_at != eligibility.next_eligible_at and row.eligible_at != NEVER:
+        return row
+    return replace(row, denied_by=eligibility.reason.value, eligible_at=eligibility.next_eligible_at)
+
+
+def _summary(limits: LaneLimits) -> str:
+    return "; ".join(f"{x.limit.describe()} ({usage_text(x)})" for x in limits.states)
+
+
+def amount(x: LimitState, value: int | None) -> int | str | None:
+    """One of a limit's amounts as shown: a count or tokens as is, USD as an exact decimal string."""
+    if value is None or x.limit.kind is not LimitKind.USD:
+        return value
+    return format(micros_to_usd(value).normalize(), "f")
+
+
+def usage_text(x: LimitState) -> str:
+    """``used 2, held 0, left 1`` (with the unit: tokens, USD)."""
+    unit = {LimitKind.STARTS: "", LimitKind.TOKENS: " tokens", LimitKind.USD: " USD"}[x.limit.kind]
+    return f"used {amount(x, x.used)}{unit}, held {amount(x, x.held)}{unit}, left {amount(x, x.left)}{unit}"

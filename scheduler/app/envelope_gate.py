@@ -114,12 +114,15 @@ class EnvelopeGate:
             rules = applicable_rules(conn, goal, agent, automation)
         return merged(rules)
 
-    def envelopes(self, lanes: list[tuple[str, str, str]]) -> dict[tuple[str, str, str], tuple[Envelope, str | None]]:
-        """``envelope`` for many lanes from one read of the rules (a readback of every automation);
-        a lane a damaged rule row may cover reads its own rules instead (and fails as ``envelope``)."""
-        try:
-            found = self.lane_rules(lanes)
-        except StoreUnavailable:
+    def envelopes(
+        self, lanes: list[tuple[str, str, str]], found: dict[tuple[str, str, str], list[Rule] | CorruptState] | None = None
+    ) -> dict[tuple[str, str, str], tuple[Envelope, str | None]]:
+        """``envelope`` for many lanes from one read of the rules (a readback of every automation;
+        ``found``: ``lane_rules_or_none``, already read); a lane a damaged rule row may cover
+        reads its own rules instead (and fails as ``envelope``)."""
+        if found is None:
+            found = self.lane_rules_or_none(lanes)
+        if found is None:
             return {lane: self.envelope(*lane) for lane in lanes}
         shared: dict[tuple[tuple[str, int], ...], tuple[Envelope, str | None]] = {}  # lanes with the same rules share one
         out = {}
@@ -152,6 +155,13 @@ class EnvelopeGate:
         """The precheck of a lane whose stored rules cannot be decoded: denied, nothing written."""
         log.error("%s: its rules cannot be read, denied state_unavailable: %s", automation.automation_id, problem)
         return TurnGate(mission, None, UNREADABLE_RULES)
+
+    def lane_rules_or_none(self, lanes: list[tuple[str, str, str]]) -> dict[tuple[str, str, str], list[Rule] | CorruptState] | None:
+        """``lane_rules``, or None when the rules cannot be read at all (each lane then reads its own)."""
+        try:
+            return self.lane_rules(lanes)
+        except StoreUnavailable:
+            return None
 
     def lane_rules(self, lanes: list[tuple[str, str, str]]) -> dict[tuple[str, str, str], list[Rule] | CorruptState]:
         """The stored rules of each lane (goal, agent, automation), from one read of every rule; a

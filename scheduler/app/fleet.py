@@ -35,9 +35,11 @@ from floorgate.admission import (
 )
 from floorgate.admission.events import check_url, parse_kinds
 from floorgate.admission.intervals import format_interval, parse_interval
+from floorgate.admission.limits import Limits
 from floorgate.admission.scope import check_id
 from floorgate.scheduler.app import _fleet_toml as toml
 from floorgate.scheduler.app.automation_spec import spec_doc, spec_from_doc
+from floorgate.scheduler.app.fleet_limits import LIMIT_FIELDS, PriceSection, changes_to, check_loosening, limits_table, parse_limits
 
 if TYPE_CHECKING:
     from floorgate.scheduler.app.root import Floorgate
@@ -220,10 +222,11 @@ class AutomationSection:
 
 
 class FloorSection:
-    """``[[floor]]``: ``scope`` (GOAL, GOAL/AGENT or GOAL/AGENT/AUTOMATION), ``min_interval`` and/or ``compute``."""
+    """``[[floor]]``: ``scope`` (GOAL, GOAL/AGENT or GOAL/AGENT/AUTOMATION), ``min_interval``,
+    ``compute`` and/or limits (``fleet_limits.LIMIT_FIELDS``)."""
 
     kind = "floor"
-    _FIELDS = ("scope", "min_interval", "compute")
+    _FIELDS = ("scope", "min_interval", "compute", *LIMIT_FIELDS)
 
     def __init__(self, fg: Floorgate) -> None:
         self.fg = fg
@@ -246,63 +249,88 @@ class FloorSection:
                     raise InvalidInput("min_interval", 'give an interval as text, e.g. min_interval = "24h"')
                 floor = parse_interval(interval, "min_interval") if interval is not None else None
                 compute = parse_compute(v["compute"], "compute") if "compute" in v else None
-                if floor is None and compute is None:
-                    raise InvalidInput("min_interval", "give min_interval and/or compute")
-                step = self._step(scope, floor, compute, t.line, allow_reduction)
+                limits = parse_limits(v)
+                if floor is None and compute is None and limits is None:
+                    raise InvalidInput("min_interval", "give min_interval, compute and/or a limit (max_starts, budget_tokens, ...)")
+                step = self._step(scope, floor, compute, t.line, allow_reduction, limits)
             except FloorgateError as exc:
                 problems.append(Problem(t.line, what, str(exc)))
                 continue
             steps.append(step)
         if prune:
             for name, rule in rules.items():
-                if name in seen or (not rule.active and rule.compute is None):
+                if name in seen or _empty(rule):
                     continue
                 try:
-                    steps.append(self._step(rule.scope, _ZERO, ComputeBlock() if rule.compute is not None else None, None, allow_reduction))
+                    compute = ComputeBlock() if rule.compute is not None else None
+                    steps.append(self._step(rule.scope, _ZERO, compute, None, allow_reduction, Limits()))
                 except FloorgateError as exc:
                     problems.append(Problem(1, f"floor {name}", f"--prune would remove it: {exc}"))
         return steps, problems
 
-    def _step(self, scope: Scope, floor: Any, compute: ComputeBlock | None, line: int | None, allow_reduction: bool) -> Step:
+    def _step(
+        self, scope: Scope, floor: Any, compute: ComputeBlock | None, line: int | None, allow_reduction: bool, limits: Limits | None = None
+    ) -> Step:
         view = self.fg.floors.read(scope)
-        change = self.fg.floors.preview(scope, revision=view.revision, min_interval=floor, compute=compute)
-        before = {"min_interval": _interval(change.before), "compute": _compute(change.compute_before)}
-        after = {"min_interval": _interval(change.after), "compute": _compute(change.compute_after)}
+        kept = view.rule.min_interval if view.rule is not None else _ZERO  # a limit-only table keeps the stored floor
+        probe = kept if floor is None and compute is None else floor
+        change = self.fg.floors.preview(scope, revision=view.revision, min_interval=probe, compute=compute)
+        stored = view.rule.limits if view.rule is not None else Limits()
+        wanted = limits if limits is not None else stored
+        before = {"min_interval": _interval(change.before), "compute": _compute(change.compute_before), "limits": limits_table(stored)}
+        after = {"min_interval": _interval(change.after), "compute": _compute(change.compute_after), "limits": limits_table(wanted)}
         name = str(scope)
         if line is None:
             action = Action.REMOVE
         elif before == after and view.rule is not None:
             return Step(self.kind, name, Action.UNCHANGED, line)
         else:
-            action = Action.CREATE if view.rule is None or (not view.rule.active and view.rule.compute is None) else Action.CHANGE
+            action = Action.CREATE if view.rule is None or _empty(view.rule) else Action.CHANGE
         if change.reduction and not allow_reduction:
             raise InvalidInput("min_interval", f"{'; '.join(change.reduction_what)} is a reduction; pass --allow-reduction to apply it")
+        check_loosening(stored, wanted, allow_reduction)
         revision = view.revision
+        writes = changes_to(stored, wanted, scope)
 
         def write(w: Writer) -> None:
-            self.fg.policies.configure(
-                scope,
-                min_interval=floor,
-                compute=compute,
-                expected_revision=revision,
-                owner_ref=w.owner_ref,
-                provenance=w.provenance,
-                allow_reduction=w.allow_reduction,
-                note="floorgate apply",
-            )
+            rev = revision
+            first = writes[0] if writes else None
+            if floor is not None or compute is not None or first is not None:
+                rev = self._configure(scope, w, rev, min_interval=floor, compute=compute, limits=first)
+            for more in writes[1:]:
+                rev = self._configure(scope, w, rev, limits=more)
 
         return Step(self.kind, name, action, line, _changes(before, after), write=write, needs_owner=True)
+
+    def _configure(self, scope: Scope, w: Writer, revision: int, **change: Any) -> int:
+        rule = self.fg.policies.configure(
+            scope,
+            expected_revision=revision,
+            owner_ref=w.owner_ref,
+            provenance=w.provenance,
+            allow_reduction=w.allow_reduction,
+            note="floorgate apply",
+            **{k: v for k, v in change.items() if v is not None},
+        )
+        return rule.revision
 
     def export(self) -> list[dict[str, Any]]:
         out = []
         for rule in self.fg.policies.list():
-            if not rule.active and rule.compute is None:
+            if _empty(rule):
                 continue
-            doc: dict[str, Any] = {"scope": str(rule.scope), "min_interval": format_interval(rule.min_interval).replace(" ", "")}
+            doc: dict[str, Any] = {"scope": str(rule.scope)}
+            if rule.active or rule.limits.is_empty():
+                doc["min_interval"] = format_interval(rule.min_interval).replace(" ", "")
             if rule.compute is not None:
                 doc["compute"] = rule.compute.doc()
-            out.append(doc)
+            out.append(doc | limits_table(rule.limits))
         return out
+
+
+def _empty(rule: Any) -> bool:
+    """A rule with nothing left to apply or export: no floor, no compute block, no limit."""
+    return not rule.active and rule.compute is None and rule.limits.is_empty()
 
 
 _ZERO = parse_interval("0", "min_interval")
@@ -390,8 +418,7 @@ class FleetService:
 
     def __init__(self, fg: Floorgate) -> None:
         self.fg = fg
-        # Budgets (starts per window, spend): add their Section here once the store holds them.
-        self.sections: tuple[Section, ...] = (AutomationSection(fg), FloorSection(fg), WebhookSection(fg))
+        self.sections: tuple[Section, ...] = (AutomationSection(fg), FloorSection(fg), PriceSection(fg), WebhookSection(fg))
 
     @property
     def kinds(self) -> tuple[str, ...]:

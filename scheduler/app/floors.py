@@ -35,6 +35,7 @@ from floorgate.admission.envelope import loosened
 from floorgate.admission.intervals import format_interval
 from floorgate.admission.policies import RuleRef, combine
 
+from .budget_readback import BudgetReadback, LaneLimits, limited
 from .envelope_gate import EnvelopeGate, EnvelopeMode
 
 
@@ -47,6 +48,7 @@ class Inherited:
     envelope: Envelope
     envelope_problem: str | None
     eligibility: Eligibility | None = None  # its state and exact next eligible time (as status reads them)
+    limits: LaneLimits | None = None  # its counts and budgets (None: none binds it)
 
 
 @dataclass(frozen=True)
@@ -228,8 +230,11 @@ class FloorService:
         envelope, problem = EnvelopeGate(self.store, clock=self.clock, mode=EnvelopeMode.OBSERVE).envelope(
             scope.goal_id, agent, scope.automation_id
         )
-        eligibility = self.admission.eligibility(scope.goal_id, agent, scope.automation_id) if scope.agent_id is not None else None
-        return Inherited(scope, floor, envelope, problem, eligibility)
+        if scope.agent_id is None:
+            return Inherited(scope, floor, envelope, problem)
+        limits = BudgetReadback(self.store, self.clock).lane(scope.goal_id, agent, scope.automation_id)
+        eligibility = limited(self.admission.eligibility(scope.goal_id, agent, scope.automation_id), limits)
+        return Inherited(scope, floor, envelope, problem, eligibility, limits if limits.states else None)
 
 
 def parse_compute_text(text: str | None) -> ComputeBlock | None:

@@ -7,10 +7,11 @@ Pure: it reads the plan a readback already built and the lane's last start; noth
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 
 from floorgate.admission import StartKind, StartRecord, WhenDenied
 from floorgate.admission.clock import iso
+from floorgate.admission.intervals import format_interval
 
 from .preview import FloorMeeting, PlanInputs
 
@@ -35,9 +36,13 @@ def off_phase(
     next_run: datetime | None,
     last_start: StartRecord | None,
     history: Callable[[StartRecord], Sequence[StartRecord]] | None = None,
+    *,
+    now: datetime | None = None,
 ) -> str | None:
-    """``runs at 23:57 instead of 23:40 since the manual start of ...`` when the next run waits
+    """``runs at 23:57 UTC instead of 23:40 since the manual start of ...`` when the next run waits
     for the floor instead of starting on a fire of its schedule, None when it keeps the phase.
+    Times are in the schedule's zone, named once; the run's date precedes it when it is not on
+    ``now``'s day (the fire's time is a time of day: the phase the run left).
 
     Only floorgate's own timer under ``wait`` moves a run to the floor's end (a crontab fire waits
     at most a short launch bound; ``skip`` keeps the fires' times). ``history``: the starts of
@@ -55,8 +60,46 @@ def off_phase(
     runs, scheduled = next_run.astimezone(zone), fire
     origin = (moved_since(history(last_start)) if history is not None else None) or last_start
     manual = "manual " if origin.kind is StartKind.MANUAL else ""
-    return f"runs at {_clock(runs)} instead of {_clock(scheduled)} since the {manual}start of {iso(origin.anchor_at)}"
+    today = now.astimezone(zone).date() if now is not None else runs.date()
+    ran = f"{_clock(runs, today)} {zone_name(runs)}"
+    return f"runs at {ran} instead of {_clock(scheduled)} since the {manual}start of {iso(origin.anchor_at.replace(microsecond=0))}"
 
 
-def _clock(at: datetime) -> str:
-    return at.strftime("%H:%M:%S" if at.second or at.microsecond else "%H:%M")
+def zone_name(at: datetime) -> str:
+    """The IANA name of an aware time's zone (``UTC`` for UTC and a fixed offset's own name)."""
+    key = getattr(at.tzinfo, "key", None)
+    return key if isinstance(key, str) else (at.tzname() or "UTC")
+
+
+def _clock(at: datetime, day: date | None = None) -> str:
+    """``09:00`` (seconds only when set), preceded by the date when ``at`` is not on ``day``."""
+    clock = at.strftime("%H:%M:%S" if at.second or at.microsecond else "%H:%M")
+    return clock if day is None or at.date() == day else f"{at.date().isoformat()} {clock}"
+
+
+# Steps a suggested floor is rounded down to, largest first: values an owner would write.
+_STEPS = tuple(timedelta(seconds=s) for s in (43_200, 21_600, 3_600, 1_800, 900, 600, 300, 60, 30, 15, 10, 5, 1))
+
+
+def phase_keeping_floor(gap: timedelta) -> timedelta | None:
+    """A floor a little shorter than a schedule's shortest ``gap``, rounded down to a value an
+    owner would write (24h -> 23h, 23h -> 22h, 1h -> 55m, 15m -> 14m): under ``wait`` each run
+    after a late one comes earlier by ``gap - floor`` until it is back on a fire. None when no
+    whole-second floor is shorter than the gap."""
+    target = gap - max(gap / 24, timedelta(seconds=1))
+    step = next((s for s in _STEPS if s <= gap / 12), _STEPS[-1])
+    rounded = target // step * step
+    return rounded if rounded > timedelta(0) else None
+
+
+def phase_warning(floor: timedelta, gap: timedelta, *, lane: str = "") -> str:
+    """The one line that warns a floor at least a schedule's shortest gap moves its time of day
+    after one late or manual start, and what keeps it; ``lane`` names the automation when the
+    line speaks of one among several (``policy set`` on a goal)."""
+    keep = phase_keeping_floor(gap)
+    shorter = f"set the floor a little shorter (e.g. {format_interval(keep)}) or pass" if keep is not None else "pass"
+    who = f"{lane}: " if lane else ""
+    return (
+        f"{who}the floor ({format_interval(floor)}) is at least this schedule's shortest gap ({format_interval(gap)}): "
+        f"one late or manual start moves every later run off the schedule's time of day; to keep it, {shorter} --when-denied skip"
+    )

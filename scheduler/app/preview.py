@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from enum import StrEnum
+from typing import Protocol
 
 from floorgate.admission import WakeState, WhenDenied
 from floorgate.admission.decide import next_eligible_at
@@ -36,6 +37,7 @@ class PreviewRow:
     runs_at: datetime | None  # when the turn starts (a coalesced or waiting fire starts at the floor)
     eligible_at: datetime | None  # when denied: the floor's next eligible time at that fire
     waited_for_floor: bool = False  # it runs later than it fires because the floor opens then
+    denied_by: str | None = None  # a count or budget denies it (the reason: count_exhausted, budget_exhausted)
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,14 @@ class PlanInputs:
     since: datetime | None = None  # the automation's last change: no catch-up fire from before it
     when_denied: WhenDenied = WhenDenied.WAIT  # COALESCE: a fire inside the floor waits for it, or is skipped
     trigger_at: datetime | None = None  # COALESCE: when pending triggers are due (before floors)
+    limits: LimitCheck | None = None  # counts and budgets at each start (a preview's; None: not checked)
+
+
+class LimitCheck(Protocol):
+    """Whether the lane's counts and budgets let a start at ``at`` through, after the simulated
+    starts ``ran`` (earlier rows of the same preview): None, or (reason, when it frees or None)."""
+
+    def __call__(self, at: datetime, ran: list[datetime]) -> tuple[str, datetime | None] | None: ...
 
 
 def simulate(inputs: PlanInputs, *, count: int, now: datetime) -> list[PreviewRow]:
@@ -60,6 +70,7 @@ def simulate(inputs: PlanInputs, *, count: int, now: datetime) -> list[PreviewRo
     if inputs.meeting is FloorMeeting.COALESCE:
         return _coalesced(inputs, count, now)
     rows: list[PreviewRow] = []
+    ran: list[datetime] = []
     next_eligible = inputs.next_eligible_at
     for fire in inputs.schedule.occurrences(count, after=now):
         fire_utc = fire.astimezone(timezone.utc)  # floors are elapsed time, not wall-clock time
@@ -70,6 +81,9 @@ def simulate(inputs: PlanInputs, *, count: int, now: datetime) -> list[PreviewRo
             runs = next_eligible
         else:
             rows.append(PreviewRow(fire, False, None, next_eligible))
+            continue
+        if (denied := _limited(inputs, fire, runs, ran)) is not None:
+            rows.append(denied)
             continue
         rows.append(PreviewRow(fire, True, runs, None, waited_for_floor=runs > fire_utc))
         if inputs.floor:
@@ -94,6 +108,7 @@ def _coalesced(inputs: PlanInputs, count: int, now: datetime) -> list[PreviewRow
     now_utc = now.astimezone(timezone.utc)
     at = sorted({max(p.astimezone(timezone.utc), now_utc): p for p in points}.items())  # wake -> the fire it stands for
     rows: list[PreviewRow] = []
+    ran: list[datetime] = []
     next_eligible = inputs.next_eligible_at
     for i, (effective, fire) in enumerate(at):
         if len(rows) == count:
@@ -113,10 +128,25 @@ def _coalesced(inputs: PlanInputs, count: int, now: datetime) -> list[PreviewRow
         else:
             rows.append(PreviewRow(fire, False, None, next_eligible))  # coalesced into a later wake
             continue
+        if runs is not None and (denied := _limited(inputs, fire, runs, ran)) is not None:
+            rows.append(denied)
+            continue
         rows.append(PreviewRow(fire, True, runs, None, waited_for_floor=waited))
         if inputs.floor and runs is not None:
             next_eligible = next_eligible_at(runs, inputs.floor)
     return rows
+
+
+def _limited(inputs: PlanInputs, fire: datetime, runs: datetime, ran: list[datetime]) -> PreviewRow | None:
+    """The denied row when a count or budget stops the start at ``runs`` (the floor does not move:
+    nothing started); else None, and the start is counted for the rows after it."""
+    if inputs.limits is None:
+        return None
+    denied = inputs.limits(runs, ran)
+    if denied is None:
+        ran.append(runs)
+        return None
+    return PreviewRow(fire, False, None, denied[1], denied_by=denied[0])
 
 
 def first_run(rows: list[PreviewRow]) -> datetime | None:

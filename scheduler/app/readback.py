@@ -9,8 +9,6 @@ on the schedule that host really arms (floored for crontab and external timers).
 from __future__ import annotations
 
 import gc
-import os
-import shutil
 from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,29 +30,28 @@ from floorgate.admission import (
     Journal,
     Mission,
     Missions,
-    PendingTrigger,
     StartRecord,
     Store,
     StoreUnavailable,
     TickLog,
     TimerBinding,
     TimerBindings,
-    Triggers,
     TurnRecord,
-    WakeState,
     WhenDenied,
     failure_wait,
 )
 from floorgate.admission.clock import Clock, SystemClock, iso, read_clock
-from floorgate.admission.errors import CorruptState
-from floorgate.admission.liveness import HookAnswer, HookAnswers, HostBeat, HostBeats
+from floorgate.admission.liveness import HookAnswers, HostBeat, HostBeats
+from floorgate.admission.windows import NEVER
 from floorgate.hosts import InvalidSchedule, Schedule
 from floorgate.hosts.registry import capabilities, firing_problem
 from floorgate.hosts.schedule import parse_canonical
 
 from ..runtime.recovery import orphaned
+from ._readback_reads import _Bulk, _Direct
+from .budget_readback import BudgetReadback, LaneLimits, PreviewLimits, limit_denied, limited
 from .phase import off_phase
-from .preview import FloorMeeting, PlanInputs, PreviewRow, ScheduleQueries, first_run, first_run_at, simulate
+from .preview import FloorMeeting, PlanInputs, PreviewRow, first_run, first_run_at, simulate
 from .timers import LAUNCH_WAIT, TimerService
 from .wake import catch_up_window, trigger_due
 
@@ -64,6 +61,7 @@ class ReadbackState(StrEnum):
 
     ELIGIBLE = "eligible"
     INTERVAL_WAIT = "interval_wait"
+    LIMIT_WAIT = "limit_wait"  # a count or budget is spent: it starts again when the window frees it
     PAUSED = "paused"
     HELD = "held"
     FAILING = "failing"  # its latest turns failed: automatic starts slow down (never shown as eligible)
@@ -97,6 +95,7 @@ class AutomationReadback:
     failures: int = 0  # consecutive failed turns (the failure streak; 0: none)
     failing_until: datetime | None = None  # no automatic start before this (the streak's slowdown)
     unreadable: bool = False  # held because its row, schedule, wake state or ticks cannot be decoded
+    limits: LaneLimits | None = None  # its counts and budgets: used, held, left, when each frees
 
     def fires(self, count: int, now: datetime) -> list[PreviewRow]:
         """The next ``count`` host fires and which of them run (none while it cannot fire)."""
@@ -141,6 +140,7 @@ class Overview:
     readbacks: list[AutomationReadback]
     lanes: list[Eligibility]
     hosts: tuple[HostBeat, ...]
+    lane_limits: dict[tuple[str, str, str | None], LaneLimits] = field(default_factory=dict)  # of the lanes that have limits
 
     @property
     def own_timers(self) -> bool:
@@ -158,6 +158,7 @@ class OverviewStream:
     lanes: list[Eligibility]
     hosts: tuple[HostBeat, ...]
     own_timers: bool
+    lane_limits: dict[tuple[str, str, str | None], LaneLimits] = field(default_factory=dict)  # of the lanes that have limits
 
 
 @dataclass(frozen=True)
@@ -186,162 +187,6 @@ def floor_meeting(timer: str) -> tuple[FloorMeeting, timedelta]:
 _COALESCE, _WAIT, _DENY = (FloorMeeting.COALESCE, timedelta(0)), (FloorMeeting.WAIT, LAUNCH_WAIT), (FloorMeeting.DENY, timedelta(0))
 
 
-def host_problem(automation: Automation) -> str | None:
-    """Why the command host cannot be launched right now, or None."""
-    host = automation.spec.host
-    if host is None:
-        return None  # an external app launches it; floorgate cannot check that host
-    if host.cwd is not None and not os.path.isdir(host.cwd):
-        return f"working directory {host.cwd} does not exist"
-    program = host.argv[0]
-    if os.sep in program:
-        base = host.cwd if host.cwd is not None and not os.path.isabs(program) else ""
-        path = os.path.join(base, program) if base else program
-        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
-            return f"{program} is not an executable file"
-    elif shutil.which(program) is None:
-        return f"{program} is not on PATH"
-    return None
-
-
-class _Direct:
-    """What one automation's readback reads, read for that automation alone."""
-
-    def __init__(self, rb: Readback) -> None:
-        self.rb = rb
-        self.queries = ScheduleQueries()
-
-    def text(self, detail: str) -> str:
-        return detail
-
-    def eligibility(self, lane: tuple[str, str, str]) -> Eligibility:
-        return self.rb.admission.eligibility(*lane)
-
-    def envelope(self, lane: tuple[str, str, str]) -> tuple[Envelope, str | None]:
-        from .envelope_gate import EnvelopeGate, EnvelopeMode
-
-        return EnvelopeGate(self.rb.store, clock=self.rb.clock, mode=EnvelopeMode.OBSERVE).envelope(*lane)
-
-    def last_turn(self, aid: str) -> TurnRecord | None:
-        recent = self.rb.journal.recent(aid, limit=1)
-        return recent[0] if recent else None
-
-    def binding(self, aid: str) -> TimerBinding | None:
-        return self.rb.bindings.get(aid)
-
-    def mission(self, aid: str) -> Mission | None:
-        return self.rb.missions.current(aid) or next(iter(self.rb.missions.recent(aid, 1)), None)
-
-    def answer(self, aid: str) -> HookAnswer | None:
-        return self.rb.hook_answers.get(aid)
-
-    def unsettled(self, aid: str) -> list[TurnRecord]:
-        return self.rb.journal.unsettled(aid)  # an unreadable turn raises: the automation is held
-
-    def wake(self, aid: str) -> WakeState | None:
-        return _chain(self.rb.automations.wake_state(aid))
-
-    def trigger(self, aid: str) -> PendingTrigger | None:
-        return Triggers(self.rb.store).pending(aid)
-
-    def last_ticked(self, aid: str) -> datetime | None:
-        return self.rb.ticklog.last_nominal(aid).get(aid)
-
-    def host_problem(self, automation: Automation) -> str | None:
-        return host_problem(automation)
-
-
-# Lanes whose eligibility a readback of many reads at once: the eligibilities of fifty thousand
-# lanes held together take ~70 MB, and each read also scans the lanes' facts in full (a few ms per
-# ten thousand), so larger parts would cost memory and smaller ones repeated scans.
-_ELIGIBILITY_PART = 10_000
-
-
-class _Bulk:
-    """The same reads for every automation at once: each table read once per readback of many
-    (eligibility: once per ``_ELIGIBILITY_PART`` lanes, in the order ``automations`` are read back).
-    A row that cannot be decoded holds only its automation, as the direct read would."""
-
-    def __init__(self, rb: Readback, automations: list[Automation]) -> None:
-        from .envelope_gate import EnvelopeGate, EnvelopeMode
-
-        self.direct = _Direct(rb)  # a damaged row is read again on its own: the same error, word for word
-        lanes = [(a.spec.goal_id, a.spec.agent_id, a.automation_id) for a in automations]
-        self._admission = rb.admission
-        self._lanes, self._read = lanes, 0  # the lanes, and how many of them have been read
-        self.eligibilities: dict[tuple[str, str, str], Eligibility] = {}
-        self.envelopes = EnvelopeGate(rb.store, clock=rb.clock, mode=EnvelopeMode.OBSERVE).envelopes(lanes)
-        self.turns, self.bad_turns = rb.journal.latest_scan()
-        self.bindings = rb.bindings.all()
-        self.damaged_bindings = rb.bindings.ids() - set(self.bindings)
-        try:
-            self.missions: dict[str, Mission] | None = rb.missions.latest_many()
-        except CorruptState:
-            self.missions = None  # some mission row is damaged: each automation reads its own
-        self.answers = rb.hook_answers.all()
-        unsettled, bad_unsettled = rb.journal.unsettled_scan(None)
-        self.running: dict[str, list[TurnRecord]] = {}
-        for record in unsettled:
-            self.running.setdefault(record.automation_id, []).append(record)
-        self.wakes, self.bad_wakes = rb.automations.wake_scan()
-        self.triggers = Triggers(rb.store).pending_scan()
-        self.ticked, self.bad_ticks = rb.ticklog.last_nominal_scan()
-        self.damaged_turns = bool(bad_unsettled)  # keyed by turn id: whose they are needs a read
-        self.launchable: dict[tuple[str | None, str], str | None] = {}
-        self.queries = ScheduleQueries()  # automations sharing a schedule share its answers
-        self.texts: dict[str, str] = {}
-
-    def text(self, detail: str) -> str:
-        """One string object per distinct detail (ten thousand automations waiting for one floor say the same)."""
-        return self.texts.setdefault(detail, detail)
-
-    def eligibility(self, lane: tuple[str, str, str]) -> Eligibility:
-        found = self.eligibilities.pop(lane, None)  # each lane is read back once: let it go
-        while found is None and self._read < len(self._lanes):
-            part = self._lanes[self._read : self._read + _ELIGIBILITY_PART]
-            self._read += len(part)
-            self.eligibilities.update(self._admission.eligibility_many(part))  # type: ignore[arg-type]
-            found = self.eligibilities.pop(lane, None)
-        return found if found is not None else self.direct.eligibility(lane)
-
-    def envelope(self, lane: tuple[str, str, str]) -> tuple[Envelope, str | None]:
-        return self.envelopes[lane]
-
-    def last_turn(self, aid: str) -> TurnRecord | None:
-        return self.direct.last_turn(aid) if aid in self.bad_turns else self.turns.get(aid)
-
-    def binding(self, aid: str) -> TimerBinding | None:
-        return self.direct.binding(aid) if aid in self.damaged_bindings else self.bindings.get(aid)
-
-    def mission(self, aid: str) -> Mission | None:
-        return self.direct.mission(aid) if self.missions is None else self.missions.get(aid)
-
-    def answer(self, aid: str) -> HookAnswer | None:
-        return self.answers.get(aid)
-
-    def unsettled(self, aid: str) -> list[TurnRecord]:
-        return self.direct.unsettled(aid) if self.damaged_turns else self.running.get(aid, [])
-
-    def wake(self, aid: str) -> WakeState | None:
-        return self.direct.wake(aid) if aid in self.bad_wakes else _chain(self.wakes.get(aid))
-
-    def trigger(self, aid: str) -> PendingTrigger | None:
-        return self.triggers.get(aid)
-
-    def last_ticked(self, aid: str) -> datetime | None:
-        return self.direct.last_ticked(aid) if aid in self.bad_ticks else self.ticked.get(aid)
-
-    def host_problem(self, automation: Automation) -> str | None:
-        """``host_problem``, looked up once per program and working directory in one readback."""
-        host = automation.spec.host
-        if host is None:
-            return None
-        key = (host.cwd, host.argv[0])
-        if key not in self.launchable:
-            self.launchable[key] = host_problem(automation)
-        return self.launchable[key]
-
-
 class Readback:
     """Computes readbacks from the store; every surface calls these methods."""
 
@@ -360,6 +205,7 @@ class Readback:
         self.hook_answers = HookAnswers(store)
         self.beats = HostBeats(store)
         self.timers = timers if timers is not None else TimerService(store, clock=self.clock)
+        self.budgets = BudgetReadback(store, self.clock)
 
     def host_policy(self) -> HostPolicy:
         return HostPolicies(self.store, self.clock).get().policy
@@ -388,7 +234,7 @@ class Readback:
         """What ``status`` shows: every automation's readback, the floored lanes no automation
         stands for, and the timer hosts, from one shared context."""
         view = self.overview_stream(goal, agent, automation)
-        return Overview(now=view.now, readbacks=list(view.readbacks), lanes=view.lanes, hosts=view.hosts)
+        return Overview(now=view.now, readbacks=list(view.readbacks), lanes=view.lanes, hosts=view.hosts, lane_limits=view.lane_limits)
 
     def overview_stream(self, goal: str | None = None, agent: str | None = None, automation: str | None = None) -> OverviewStream:
         """``overview`` for a renderer that writes each readback as it comes: the same readbacks,
@@ -397,8 +243,15 @@ class Readback:
         wanted, broken = self._scanned(goal, agent, automation)
         covered = {(a.spec.goal_id, a.spec.agent_id, a.automation_id) for a in wanted}
         own = any(capabilities(a.spec.timer).armed_by_runtime for a in wanted)
-        lanes = self.lanes(goal, agent, automation, covered)
-        return OverviewStream(now=ctx.now, readbacks=self._streamed(wanted, broken, ctx), lanes=lanes, hosts=ctx.hosts, own_timers=own)
+        listed = self.lanes_with_limits(goal, agent, automation, covered)
+        return OverviewStream(
+            now=ctx.now,
+            readbacks=self._streamed(wanted, broken, ctx),
+            lanes=[e for e, _ in listed],
+            hosts=ctx.hosts,
+            own_timers=own,
+            lane_limits={(e.goal_id, e.agent_id, e.automation_id): x for e, x in listed if x is not None},
+        )
 
     def many(
         self, goal: str | None = None, agent: str | None = None, automation: str | None = None, *, ctx: ReadContext | None = None
@@ -455,7 +308,8 @@ class Readback:
         aid = automation.automation_id
         spec = automation.spec
         lane = (spec.goal_id, spec.agent_id, aid)
-        eligibility = src.eligibility(lane)
+        limits = src.limits(lane, automation)
+        eligibility = limited(src.eligibility(lane), limits)
         last_turn = src.last_turn(aid)
         binding = src.binding(aid)
         mission = src.mission(aid)
@@ -479,6 +333,7 @@ class Readback:
             hook_answered_at=promise.hook_answered_at,
             mission=mission,
             envelope=envelope,
+            limits=limits if limits.states else None,
         )
 
         def readback(
@@ -542,11 +397,9 @@ class Readback:
         # quadratic in practice (every lane waiting for a floor is off its phase).
         history = self._lane_starts if isinstance(src, _Direct) else None
         if state in (ReadbackState.ELIGIBLE, ReadbackState.INTERVAL_WAIT) and (
-            moved := off_phase(plan, next_fire, eligibility.last_start, history)
+            moved := off_phase(plan, next_fire, eligibility.last_start, history, now=now)
         ):
             detail = f"{detail}; {moved}"
-        if plan is not None and plan.trigger_at is not None:  # new work: one wake, never before the floor
-            detail = f"{detail}; triggered: new work pending, due {iso(plan.trigger_at)}"
         down = ctx.not_firing(spec.timer) if next_fire is not None else None
         no_host = down is not None
         if down is not None:  # no `floorgate run` is alive, or the host's daemon is not running
@@ -555,6 +408,8 @@ class Readback:
             next_fire = None
         if plan is None and state is not ReadbackState.HELD:
             detail = f"{detail}; the timer host has nothing armed (see 'floorgate automation apply {aid}')"
+        if plan is not None and plan.trigger_at is not None:  # new work: one wake, never before the floor
+            detail = f"{detail}; triggered: new work pending, due {iso(plan.trigger_at)}"
         if mission is not None and mission.latch is not None:
             detail = f"{detail}; ACCOUNTING LATCH on {mission.mission_id}: {mission.latch}"
         if problem is not None:
@@ -586,6 +441,8 @@ class Readback:
         streak = src.wake(automation.automation_id) if wake is None else wake
         failing = failure_wait(streak) if streak is not None else None  # every timer's automatic starts wait for it
         opens = eligibility.next_eligible_at
+        if eligibility.status == "limit_wait" and opens is None:
+            opens = NEVER  # no wait frees it: nothing runs until the owner raises the limit
         if failing is not None and (opens is None or failing > opens):
             opens = failing
         return PlanInputs(
@@ -615,10 +472,21 @@ class Readback:
             or rb.plan is None
         ):
             blocked = rb.detail
-        rows = [] if blocked is not None else rb.fires(count, now)
+        rows = [] if blocked is not None else self._fires(rb, count, now)
         last = rb.eligibility.last_start if rb.eligibility is not None else None
-        moved = off_phase(rb.plan, first_run(rows), last, self._lane_starts) if blocked is None else None
+        moved = off_phase(rb.plan, first_run(rows), last, self._lane_starts, now=now) if blocked is None else None
         return Preview(automation_id, rb.plan.schedule if rb.plan else None, floor, status, rows, blocked, moved)
+
+    def _fires(self, rb: AutomationReadback, count: int, now: datetime) -> list[PreviewRow]:
+        """``rb``'s next fires with its counts and budgets checked at each start: a fire before a
+        spent limit frees, or one the preview's own earlier starts would push over it, is denied
+        naming the limit's reason."""
+        if rb.plan is None:
+            return []
+        if rb.limits is None or rb.eligibility is None:
+            return rb.fires(count, now)
+        rows = simulate(replace(rb.plan, limits=PreviewLimits(self.store, rb.limits)), count=count, now=now)
+        return [limit_denied(r, rb.eligibility) for r in rows]
 
     def preview_schedule(
         self,
@@ -630,10 +498,13 @@ class Readback:
         timer: str,
         count: int,
         when_denied: WhenDenied = WhenDenied.WAIT,
+        model: str | None = None,
     ) -> Preview:
-        """What an unsaved schedule would do on ``timer`` under today's floors (writes nothing)."""
+        """What an unsaved schedule would do on ``timer`` under today's floors, counts and budgets
+        (priced by ``model``; writes nothing)."""
         now = read_clock(self.clock)
-        eligibility = self.admission.eligibility(goal, agent, automation_id)
+        limits = self.budgets.of((goal, agent, automation_id), model)
+        eligibility = limited(self.admission.eligibility(goal, agent, automation_id), limits)
         floor = eligibility.floor.floor if eligibility.floor is not None else None
         if eligibility.status == "unavailable":
             return Preview(automation_id, schedule, floor, eligibility.status, [], eligibility.detail)
@@ -642,18 +513,35 @@ class Readback:
             schedule=schedule,
             meeting=meeting,
             floor=floor if floor else None,
-            next_eligible_at=eligibility.next_eligible_at,
+            next_eligible_at=NEVER
+            if eligibility.status == "limit_wait" and eligibility.next_eligible_at is None
+            else eligibility.next_eligible_at,
             wait=wait,
             catch_up=self.host_policy().catch_up,
             since=now,  # saved now, it would be created (or changed) now
             when_denied=when_denied,
+            limits=PreviewLimits(self.store, limits) if limits.states else None,
         )
-        return Preview(automation_id, schedule, floor, eligibility.status, simulate(plan, count=count, now=now), None)
+        rows = [limit_denied(r, eligibility) for r in simulate(plan, count=count, now=now)]
+        return Preview(automation_id, schedule, floor, eligibility.status, rows, None)
+
+    def lane(self, goal: str, agent: str, automation: str | None) -> tuple[Eligibility, LaneLimits | None]:
+        """One lane's eligibility with its limits folded in (``limited``), and the limits (None: none)."""
+        limits = self.budgets.lane(goal, agent, automation)
+        return limited(self.admission.eligibility(goal, agent, automation), limits), limits if limits.states else None
 
     def lanes(self, goal: str | None, agent: str | None, automation: str | None, covered: set[tuple[str, str, str]]) -> list[Eligibility]:
-        """Eligibility of the floored lanes no automation stands for (``status``'s second table).
+        """Eligibility of the floored lanes no automation stands for (``status``'s second table),
+        with their limits folded in (``budget_readback.limited``; ``lane_limits`` has the details).
         An agent-wide lane of an agent that has automations is left out of the listing (each of
         them shows it: their eligibility includes the agent's floor), unless asked for by name."""
+        return [e for e, _ in self.lanes_with_limits(goal, agent, automation, covered)]
+
+    def lanes_with_limits(
+        self, goal: str | None, agent: str | None, automation: str | None, covered: set[tuple[str, str, str]]
+    ) -> list[tuple[Eligibility, LaneLimits | None]]:
+        """``lanes``, each with its limits (None: it has none): one more read of the rules when
+        any lane is listed, and the limits' reads only for the lanes that have some."""
         if agent is not None and goal is not None:
             keys: list[tuple[str, str, str | None]] = [(goal, agent, automation)]
         else:
@@ -662,10 +550,14 @@ class Readback:
                 k for k in self.admission.lanes() if (goal is None or k[0] == goal) and not (k[2] is None and (k[0], k[1]) in automated)
             ]
         wanted = [k for k in keys if k not in covered]
+        if not wanted:
+            return []
         if len(wanted) < 2:
-            return [self.admission.eligibility(*k) for k in wanted]
-        found = self.admission.eligibility_many(wanted)  # one read transaction, the agents' last starts in one query
-        return [found[k] for k in wanted]
+            found = {k: self.admission.eligibility(*k) for k in wanted}
+        else:
+            found = self.admission.eligibility_many(wanted)  # one read transaction, the agents' last starts in one query
+        limits = self.budgets.listed(wanted)
+        return [(limited(found[k], limits.get(k)), limits.get(k)) for k in wanted]
 
 
 @contextmanager
@@ -681,12 +573,6 @@ def _collector_paused() -> Iterator[None]:
     finally:
         if paused:
             gc.enable()
-
-
-def _chain(wake: WakeState | None) -> WakeState | None:
-    """The wake state a plan needs: only a running backoff chain or failure streak (None plans as
-    no backoff, and ten thousand automations without one share it)."""
-    return wake if wake is not None and (wake.backoff_step > 0 or wake.failures > 0) else None
 
 
 def _failing_detail(automation: Automation, failures: int, until: datetime | None, last: TurnRecord | None, now: datetime) -> str:

@@ -8,13 +8,15 @@ holds a ``/``); the floored lanes without an automation come with the first page
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from floorgate.admission import Automation, Eligibility
 from floorgate.admission.liveness import HostBeat
 
-from .readback import AutomationReadback, Readback, ReadbackState, _Bulk, _Direct, _collector_paused, _unreadable
+from ._readback_reads import _Bulk, _Direct
+from .budget_readback import LaneLimits
+from .readback import AutomationReadback, Readback, ReadbackState, _collector_paused, _unreadable
 
 CHUNK = 500  # readbacks computed together (one read of each table per chunk)
 
@@ -28,6 +30,7 @@ class StatusPage:
     lanes: list[Eligibility]
     hosts: tuple[HostBeat, ...]
     next: str | None
+    lane_limits: dict[tuple[str, str, str | None], LaneLimits] = field(default_factory=dict)  # of the listed lanes that have limits
 
 
 def status_page(
@@ -60,8 +63,9 @@ def status_page(
                     if len(out) == limit:
                         cursor = f"{key[0]}/{key[1]}" if i < len(rows) else None
                         break
-    lanes: list[Eligibility] = []
+    listed: list[tuple[Eligibility, LaneLimits | None]] = []
     if after is None:
         covered = {(a.spec.goal_id, a.spec.agent_id, a.automation_id) for a in found.values()}
-        lanes = rb.lanes(goal, agent, None, covered)
-    return StatusPage(now=ctx.now, readbacks=out, lanes=lanes, hosts=ctx.hosts, next=cursor)
+        listed = rb.lanes_with_limits(goal, agent, None, covered)
+    limits = {(e.goal_id, e.agent_id, e.automation_id): x for e, x in listed if x is not None}
+    return StatusPage(now=ctx.now, readbacks=out, lanes=[e for e, _ in listed], hosts=ctx.hosts, next=cursor, lane_limits=limits)

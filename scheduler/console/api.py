@@ -31,7 +31,6 @@ from ..views.present import (
     automation_doc,
     binding_doc,
     change_doc,
-    eligibility_doc,
     host_doc,
     mission_doc,
     readback_doc,
@@ -42,6 +41,7 @@ from ..views.present import (
 )
 from ..views.present_automation import detail_doc, preview_doc
 from ..views.present_floors import floor_applied_doc, floor_change_doc, floor_view_doc
+from ..views.present_limits import lane_doc
 from . import api_automations, runs
 from .auth import Gatekeeper, require_owner
 from .errors import error_response
@@ -169,7 +169,7 @@ def _status(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
     q = r.query_params
     if q.get("automation") is not None:  # one automation: no page to walk
         view = fg.readback.overview(q.get("goal"), q.get("agent"), q.get("automation"))
-        found = StatusPage(view.now, view.readbacks, view.lanes, view.hosts, None)
+        found = StatusPage(view.now, view.readbacks, view.lanes, view.hosts, None, view.lane_limits)
     else:
         limit = count_field(r, "limit", STATUS_PAGE)
         if limit == 0:
@@ -184,7 +184,7 @@ def _status(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
     return {
         "hosts": [host_doc(h, found.now) for h in found.hosts],
         "automations": [readback_doc(rb) for rb in found.readbacks],
-        "lanes": [eligibility_doc(e) for e in found.lanes],
+        "lanes": [lane_doc(e, found.lane_limits.get((e.goal_id, e.agent_id, e.automation_id))) for e in found.lanes],
         "next": found.next,  # the cursor of the next page (?after=), None on the last
     }
 
@@ -231,7 +231,7 @@ def _eligibility(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
         raise InvalidInput("goal", "is required")
     if not agent:
         raise InvalidInput("agent", "is required")
-    return eligibility_doc(fg.admission.eligibility(goal, agent, q.get("automation") or None))
+    return lane_doc(*fg.readback.lane(goal, agent, q.get("automation") or None))
 
 
 def _automations(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:

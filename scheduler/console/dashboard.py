@@ -16,7 +16,8 @@ from floorgate.hosts.schedule import Schedule
 
 from ..app.readback import AutomationReadback
 from ..app.root import Floorgate
-from ..views.present import ago, eligibility_doc, host_doc, readback_doc
+from ..views.present import ago, host_doc, readback_doc
+from ..views.present_limits import lane_doc
 from .timeline import SLOTS, Zoom, slot_width, timeline
 
 UPCOMING = timedelta(hours=24)
@@ -150,6 +151,6 @@ def dashboard(fg: Floorgate, zoom: Zoom = Zoom.DAY, zone: tzinfo | None = None) 
         "upcoming_more": notes,
         "upcoming_rows": UPCOMING_ROWS,
         "hosts": [host_doc(h, now) for h in view.hosts],
-        "lanes": [eligibility_doc(e) for e in view.lanes],
+        "lanes": [lane_doc(e, view.lane_limits.get((e.goal_id, e.agent_id, e.automation_id))) for e in view.lanes],
         "events": list(reversed(fg.notify.recent(RECENT_EVENTS))),
     }

@@ -18,9 +18,12 @@ from prometheus_client.registry import Collector
 
 from floorgate.admission import AutomationState, FailureStreaks
 from floorgate.admission.clock import read_clock
+from floorgate.admission.limits import LimitKind
 from floorgate.admission.tallies import Tallies
+from floorgate.admission.windows import NEVER
 
 from .._version import floorgate_version
+from ..app.budget_readback import LaneLimits
 from ..app.root import Floorgate
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -130,9 +133,10 @@ class StoreCollector(Collector):
         failing = _failing_family()
         eligibility = GaugeMetricFamily(
             "floorgate_eligibility",
-            "1 for the lane's eligibility state (eligible, interval_wait, unavailable), as 'policy show' reads it",
+            "1 for the lane's eligibility state (eligible, interval_wait, limit_wait, unavailable), as 'policy show' reads it",
             labels=[*lane, "status"],
         )
+        limits = _LimitFamilies()
         marks = tallies.last_admitted(rb.automation_id for rb in view.readbacks)
         for rb in view.readbacks:
             a, e = rb.automation, rb.eligibility
@@ -150,6 +154,7 @@ class StoreCollector(Collector):
             latch.add_metric(labels, 1.0 if rb.mission is not None and rb.mission.latch else 0.0)
             drift.add_metric(labels, 1.0 if rb.drift is not None else 0.0)
             failing.add_metric([*labels, rb.state.value], float(rb.failures))
+            limits.add(labels, rb.limits)
         for e in view.lanes:  # floored lanes no automation stands for
             labels = [e.goal_id, e.agent_id, e.automation_id or ""]
             if e.next_eligible_at is not None:
@@ -157,7 +162,36 @@ class StoreCollector(Collector):
             eligibility.add_metric([*labels, e.status], 1.0)
             if e.last_start is not None:
                 last_start.add_metric(labels, e.last_start.anchor_at.timestamp())
-        yield from (next_eligible, eligibility, last_start, skew, latch, drift, failing)
+            limits.add(labels, view.lane_limits.get((e.goal_id, e.agent_id, e.automation_id)))
+        yield from (next_eligible, eligibility, last_start, skew, latch, drift, failing, *limits.families())
+
+
+class _LimitFamilies:
+    """Each limit of each lane (``budget_readback.LaneLimits``): used, held in flight, left (USD in
+    dollars) and when its window frees it, labelled with the lane, what it counts, its window and
+    where it is set."""
+
+    def __init__(self) -> None:
+        labels = ["goal", "agent", "automation", "kind", "window", "scope"]
+        self.used = GaugeMetricFamily("floorgate_limit_used", "Settled starts, tokens or USD the limit counts in its window", labels=labels)
+        self.held = GaugeMetricFamily("floorgate_limit_held", "Tokens or USD in-flight turns hold against the limit", labels=labels)
+        self.left = GaugeMetricFamily("floorgate_limit_left", "What is left of the limit in its window", labels=labels)
+        self.frees = GaugeMetricFamily(
+            "floorgate_limit_frees_timestamp_seconds", "When the spent limit lets a start through again (Unix time)", labels=labels
+        )
+
+    def add(self, lane: list[str], limits: LaneLimits | None) -> None:
+        for x in limits.states if limits is not None else []:
+            labels = [*lane, x.limit.kind.value, x.limit.window.text(), str(x.limit.scope)]
+            scale = 1e-6 if x.limit.kind is LimitKind.USD else 1.0
+            self.used.add_metric(labels, x.used * scale)
+            self.held.add_metric(labels, x.held * scale)
+            self.left.add_metric(labels, x.left * scale)
+            if x.blocked and x.frees_at is not None and x.frees_at != NEVER:
+                self.frees.add_metric(labels, x.frees_at.timestamp())
+
+    def families(self) -> tuple[GaugeMetricFamily, ...]:
+        return (self.used, self.held, self.left, self.frees)
 
 
 def _failing_family() -> GaugeMetricFamily:

@@ -3,12 +3,25 @@ automation endpoints answer): the next fires and whether each would run, recent 
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from floorgate.admission.clock import iso
 from floorgate.admission.intervals import format_interval
 
-from .present import automation_doc, command_text, readback_doc, seconds_of, table, terminal_safe, tick_doc, turn_doc, turn_outcome
+from .present import (
+    automation_doc,
+    ceil_second,
+    command_text,
+    readback_doc,
+    seconds_of,
+    table,
+    terminal_safe,
+    tick_doc,
+    turn_doc,
+    turn_outcome,
+)
+from .present_limits import limit_text, next_eligible_text
 
 if TYPE_CHECKING:
     from ..app.automations import Detail, TriggerAnswer, TriggerWake
@@ -24,15 +37,27 @@ def fire_doc(row: Any) -> dict[str, Any]:
         "runs_at": iso(row.runs_at),
         "waited_for_floor": row.waited_for_floor,
         "eligible_at": iso(row.eligible_at),
+        "denied_by": row.denied_by,
     }
+
+
+def _up(at: datetime | None) -> str | None:
+    """A coming instant in text, to the second rounded up (a floor shown opening a moment early
+    would invite a start that is denied); ``--json`` keeps the exact instant."""
+    return iso(ceil_second(at)) if at is not None else None
+
+
+def _down(at: datetime | None) -> str | None:
+    """A recorded instant in text, to the second (``--json`` keeps the exact instant)."""
+    return iso(at.replace(microsecond=0)) if at is not None else None
 
 
 def _fire_run(row: Any) -> str:
     if not row.admitted:
-        return "no (floor)"
+        return f"no ({row.denied_by or 'floor'})"
     if row.runs_at is not None and row.runs_at != row.fire_at:
         why = "when the floor opens" if row.waited_for_floor else "at once: a missed fire inside the catch-up window"
-        return f"yes, at {iso(row.runs_at)} ({why})"
+        return f"yes, at {_up(row.runs_at)} ({why})"
     return "yes"
 
 
@@ -64,7 +89,7 @@ def detail_text(d: Detail) -> str:
         + (f"  (timeout {spec.host.timeout_seconds:g}s, overlap {spec.overlap})" if spec.host else ""),
         f"  timer:          {spec.timer} ({rb.guarantee}: {rb.guarantee_why})",
         f"  on failure:     hold after {spec.holds_after or 'never'}; {rb.failures} consecutive failed"
-        + (f", no automatic start before {iso(rb.failing_until)}" if rb.failing_until is not None else ""),
+        + (f", no automatic start before {_up(rb.failing_until)}" if rb.failing_until is not None else ""),
         f"  catch-up:       {spec.catch_up.value if spec.catch_up else 'the deployment'}"
         + (f" within {format_interval(spec.catch_up_window)}" if spec.catch_up_window is not None else ""),
         *(
@@ -73,16 +98,17 @@ def detail_text(d: Detail) -> str:
             else []
         ),
         f"  floor:          {format_interval(floor.floor) if floor else '-'} (a fire inside it: {spec.when_denied})",
-        f"  next eligible:  {(iso(rb.eligibility.next_eligible_at) if rb.eligibility else None) or '-'}",
-        f"  next turn:      {iso(rb.next_fire_at) or '-'}",
+        f"  next eligible:  {next_eligible_text(rb.eligibility) if rb.eligibility and (rb.eligibility.next_eligible_at or rb.eligibility.status == 'limit_wait') else '-'}",
+        *[f"  limit:          {x.limit.describe()}: {limit_text(x)}" for x in (rb.limits.states if rb.limits else [])],
+        f"  next turn:      {_up(rb.next_fire_at) or '-'}",
         f"  debounce:       {_debounce(spec.debounce)}",
         f"  trigger:        {_pending_text(d.trigger)}",
         "  next fires (as the timer host fires them):",
-        *[f"    {r.fire_at.isoformat()}   {iso(r.fire_at)}   {_fire_run(r)}" for r in d.fires],
+        *[f"    {ceil_second(r.fire_at).isoformat()}   {_up(r.fire_at)}   {_fire_run(r)}" for r in d.fires],
         "  recent ticks (nominal -> actual: decision reason):",
-        *[f"    {iso(t.nominal_at)} -> {iso(t.actual_at)}: {t.decision} {t.reason} {t.turn_id or ''}" for t in d.ticks],
+        *[f"    {_down(t.nominal_at)} -> {_down(t.actual_at)}: {t.decision} {t.reason} {t.turn_id or ''}" for t in d.ticks],
         "  recent turns:",
-        *[f"    {t.turn_id} attempt {t.attempt} {t.kind} {iso(t.started_at)} {turn_outcome(t)}" for t in d.turns],
+        *[f"    {t.turn_id} attempt {t.attempt} {t.kind} {_down(t.started_at)} {turn_outcome(t)}" for t in d.turns],
         "  counters: " + (", ".join(f"{k}/{r}={n}" for k, rs in sorted(d.counters.items()) for r, n in sorted(rs.items())) or "none"),
     ]
     return "\n".join(lines)
@@ -113,7 +139,7 @@ def preview_text(p: Preview) -> str:
     phase = f"OFF PHASE: {p.off_phase}\n" if p.off_phase else ""
     return f"{schedule}   floor {floor}: {runs} of {len(p.rows)} fires would run\n{phase}" + table(
         ["LOCAL", "UTC", "WOULD_RUN", "ELIGIBLE_AT"],
-        [(r.fire_at.isoformat(), iso(r.fire_at), _fire_run(r), iso(r.eligible_at)) for r in p.rows],
+        [(ceil_second(r.fire_at).isoformat(), _up(r.fire_at), _fire_run(r), _up(r.eligible_at)) for r in p.rows],
     )
 
 

@@ -9,6 +9,7 @@ from floorgate.admission.intervals import format_interval
 
 from ..app.floors import FloorApplied, FloorChange, FloorView, Inherited
 from .present import eligibility_state_doc, floor_doc, rule_doc
+from .present_limits import limits_doc
 
 
 def envelope_doc(e: Envelope, problem: str | None = None) -> dict[str, Any]:
@@ -33,6 +34,7 @@ def inherited_doc(i: Inherited) -> dict[str, Any]:
         "effective_floor": floor_doc(i.floor),
         "envelope": envelope_doc(i.envelope, i.envelope_problem),
         "eligibility": eligibility_state_doc(i.eligibility),
+        "limits": limits_doc(i.limits),
     }
 
 

@@ -81,7 +81,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--app", choices=["claude", "codex"], default="claude", help="whose transcript the payload names")
     _add_hook_timeout(p)
     add_common(p)
-    p.set_defaults(handler=_stop, raw_handler=True, access=Access.OPERATE)
+    p.set_defaults(handler=_stop_hook, raw_handler=True, access=Access.OPERATE)
 
     p = hsub.add_parser("pre-tool-use", help="count a tool call against the mission's max_tool_calls; exit 0 allow, 2 refuse")
     p.add_argument("--mission", help="mission id (default $FLOORGATE_MISSION_ID, set for the host by 'floorgate turn run')")
@@ -295,6 +295,34 @@ def _admit_prompt(args: argparse.Namespace, timeout: timedelta, call: Call = _OW
 
 
 EXIT_NOT_RECORDED = 1  # any exit but 2: the app ends the turn as it would (exit 2 would make it go on)
+
+
+def _stop_hook(args: argparse.Namespace) -> int:
+    """``hook stop`` in its own process: a bad --hook-timeout, and a store that does not answer
+    before the hook's own deadline (a little before the app's timeout, as the other hooks), are
+    "not recorded" (exit 1), never a block."""
+    try:
+        timeout = _hook_timeout(args)
+    except FloorgateError as exc:
+        sys.stderr.write(f"floorgate: turn usage not recorded: {_why(exc)}\n")
+        return EXIT_NOT_RECORDED
+    after = deadline_of(timeout)
+
+    def expire() -> None:
+        os.write(
+            2,
+            f"floorgate: turn usage not recorded: no answer after {format_interval(after)}, just inside the app's "
+            f"{format_interval(timeout)} hook timeout (is the store reachable?); its estimate stays held\n".encode(),
+        )
+        os._exit(EXIT_NOT_RECORDED)
+
+    timer = threading.Timer(max(0.0, (after - hook_age()).total_seconds()), expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        return _stop(args)
+    finally:
+        timer.cancel()
 
 
 def _stop(args: argparse.Namespace, call: Call = _OWN) -> int:

@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 from floorgate.admission import InvalidInput, Scope, parse_compute
-from floorgate.admission.budgets import LimitState
 from floorgate.admission.clock import iso
 from floorgate.admission.intervals import format_interval, parse_interval
-from floorgate.admission.limits import LimitKind, LimitsChange
+from floorgate.admission.limits import LimitsChange
 from floorgate.admission.usage import Price
-from floorgate.admission.windows import NEVER, check_max_starts, format_usd, micros_to_usd, parse_tokens, parse_usd, parse_window
+from floorgate.admission.windows import check_max_starts, format_usd, micros_to_usd, parse_tokens, parse_usd, parse_window
 
 from ...app.owner_gate import Access
 from ...views.present import change_doc, eligibility_state_doc, floor_doc, rule_doc, table
+from ...views.present_limits import limit_doc, limit_text, limits_brief, next_eligible_text
 from ..context import EXIT_OK, Context, add_common
 
 
@@ -168,6 +169,9 @@ def _set(ctx: Context) -> int:
         note=args.note,
         limits=limits,
     )
+    if interval is not None:  # a new floor may move a lane's time of day: say so, as 'automation add' does
+        for warning in ctx.app.automations.phase_warnings(scope):
+            sys.stderr.write(f"floorgate: warning: {warning}\n")
     state = f"floor {format_interval(rule.min_interval)}" if rule.active else "no floor"
     envelope = f", compute {json.dumps(rule.compute.doc())}" if rule.compute is not None else ""
     bounds = f", limits {rule.limits.summary()}" if not rule.limits.is_empty() else ""
@@ -188,19 +192,16 @@ def _show(ctx: Context) -> int:
             if r.scope.agent_id in (None, scope.agent_id)
             and (scope.automation_id is None or r.scope.automation_id in (None, scope.automation_id))
         ]
-    effective = eligibility = None
+    effective = eligibility = lane = None
     if scope is not None and scope.agent_id is not None:
-        inherited = ctx.app.floors.read(scope).below[0]  # the settings view's readback: floor and eligibility
-        effective, eligibility = inherited.floor, inherited.eligibility
-    lane = None
-    if scope is not None and scope.agent_id is not None:
-        lane = ctx.app.budgets.lane(scope.goal_id, scope.agent_id, scope.automation_id)
+        inherited = ctx.app.floors.read(scope).below[0]  # the settings view's readback: floor, eligibility, limits
+        effective, eligibility, lane = inherited.floor, inherited.eligibility, inherited.limits
     states = lane.states if lane is not None else []
     doc = {
         "rules": [rule_doc(r) for r in rules],
         "effective": floor_doc(effective),
         "eligibility": eligibility_state_doc(eligibility),
-        "limits": [state_doc(x) for x in states],
+        "limits": [limit_doc(x) for x in states],
         "estimate_tokens": lane.estimate_tokens if lane is not None else None,
     }
 
@@ -227,56 +228,18 @@ def _show(ctx: Context) -> int:
             else "no rules"
         )
         for x in states:
-            out += f"\nlimit {x.limit.describe()}: {state_text(x)}"
+            out += f"\nlimit {x.limit.describe()}: {limit_text(x)}"
         if effective is not None:
             made_by = ", ".join(f"{r.scope} {format_interval(r.min_interval)} r{r.revision}" for r in effective.rules)
             out += f"\neffective floor for {scope}: {format_interval(effective.floor)}" + (
                 f" (from {made_by})" if made_by else " (no rule applies)"
             )
         if eligibility is not None:
-            out += f"\nstate: {eligibility.status}, next eligible at {iso(eligibility.next_eligible_at) or 'now'} ({eligibility.detail})"
+            out += f"\nstate: {eligibility.status}, next eligible at {next_eligible_text(eligibility)} ({eligibility.detail})"
         return out
 
     ctx.emit(doc, text)
     return EXIT_OK
-
-
-def _amount(state: LimitState, value: int | None) -> object:
-    if value is None or state.limit.kind is not LimitKind.USD:
-        return value
-    return format(micros_to_usd(value).normalize(), "f")
-
-
-def state_doc(x: LimitState) -> dict[str, Any]:
-    """One limit binding a lane and where it stands, as JSON (USD amounts as decimal strings)."""
-    b = x.limit
-    return {
-        "kind": b.kind.value,
-        "amount": _amount(x, b.amount),
-        "window": b.window.text(),
-        "scope": str(b.scope),
-        "revision": b.revision,
-        "across_agents": b.series.agent_id is None,
-        "used": _amount(x, x.used),
-        "held": _amount(x, x.held),
-        "left": _amount(x, x.left),
-        "next_start_needs": _amount(x, x.need),
-        "exhausted": x.blocked,
-        "frees_at": iso(x.frees_at) if x.frees_at is not None and x.frees_at != NEVER else None,
-        "problem": x.problem,
-        "text": b.describe(),
-    }
-
-
-def state_text(x: LimitState) -> str:
-    doc = state_doc(x)
-    unit = {"starts": "", "tokens": " tokens", "usd": " USD"}[x.limit.kind.value]
-    out = f"used {doc['used']}{unit}, held {doc['held']}{unit}, left {doc['left']}{unit}"
-    if x.problem is not None:
-        return f"{out}; cannot admit: {x.problem}"
-    if x.blocked:
-        return f"{out}; exhausted until {doc['frees_at'] or 'the owner raises it'}"
-    return out
 
 
 def _history(ctx: Context) -> int:
@@ -294,6 +257,7 @@ def _history(ctx: Context) -> int:
                     "AFTER",
                     "COMPUTE_BEFORE",
                     "COMPUTE_AFTER",
+                    "LIMITS_BEFORE",
                     "LIMITS_AFTER",
                     "REVISION",
                     "OWNER",
@@ -308,9 +272,8 @@ def _history(ctx: Context) -> int:
                         format_interval(c.after),
                         json.dumps(c.compute_before) if c.compute_before is not None else None,
                         json.dumps(c.compute_after) if c.compute_after is not None else None,
-                        json.dumps({k: v for k, v in c.limits_after.items() if v not in (None, False)})
-                        if c.limits_after is not None
-                        else None,
+                        limits_brief(c.limits_before),
+                        limits_brief(c.limits_after),
                         c.revision,
                         c.owner_ref,
                         iso(c.changed_at),

@@ -7,7 +7,9 @@ import argparse
 from floorgate.admission import InvalidInput
 
 from ...app.owner_gate import Access
-from ...views.present import eligibility_doc, host_doc, readback_doc, status_lines, streamed
+from ...views.present import host_doc, readback_doc, streamed
+from ...views.present_limits import lane_doc
+from ...views.present_status import status_lines
 from ..context import EXIT_OK, Context, add_common
 
 
@@ -32,7 +34,7 @@ def _status(ctx: Context) -> int:
         {
             "hosts": [host_doc(h, view.now) for h in view.hosts],
             "automations": streamed(readback_doc(rb) for rb in view.readbacks),
-            "lanes": [eligibility_doc(e) for e in view.lanes],
+            "lanes": [lane_doc(e, view.lane_limits.get((e.goal_id, e.agent_id, e.automation_id))) for e in view.lanes],
         },
         lambda: status_lines(view),
     )

@@ -1,0 +1,98 @@
+"""A lane's counts and budgets as every surface shows them: for each limit, what is used, held in
+flight, left, and when its window frees it (``budget_readback.LaneLimits``), as JSON and as lines."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from floorgate.admission.budgets import LimitState
+from floorgate.admission.clock import iso
+from floorgate.admission.windows import NEVER
+
+from ..app.budget_readback import amount, usage_text
+
+if TYPE_CHECKING:
+    from floorgate.admission import Eligibility
+
+    from ..app.budget_readback import LaneLimits
+
+
+def limit_doc(x: LimitState) -> dict[str, Any]:
+    """One limit binding a lane and where it stands, as JSON (USD amounts as decimal strings)."""
+    b = x.limit
+    return {
+        "kind": b.kind.value,
+        "amount": amount(x, b.amount),
+        "window": b.window.text(),
+        "scope": str(b.scope),
+        "revision": b.revision,
+        "across_agents": b.series.agent_id is None,
+        "used": amount(x, x.used),
+        "held": amount(x, x.held),
+        "left": amount(x, x.left),
+        "next_start_needs": amount(x, x.need),
+        "exhausted": x.blocked,
+        "frees_at": frees_at(x),
+        "problem": x.problem,
+        "text": b.describe(),
+        "usage": usage_text(x),
+        "line": limit_text(x),
+    }
+
+
+def frees_at(x: LimitState) -> str | None:
+    """When the limit lets a start through again (None: it does not block, or no wait frees it)."""
+    return iso(x.frees_at) if x.frees_at is not None and x.frees_at != NEVER else None
+
+
+def limit_text(x: LimitState) -> str:
+    """``used 2, held 0, left 1; exhausted until 2026-12-04T00:00:00Z``."""
+    out = usage_text(x)
+    if x.problem is not None:
+        return f"{out}; cannot admit: {x.problem}"
+    if x.blocked:
+        return f"{out}; exhausted until {frees_at(x) or 'the owner raises it'}"
+    return out
+
+
+def limits_brief(doc: dict[str, Any] | None) -> str | None:
+    """A rule's stored limits (``Limits.doc``, as history records them before and after a write)
+    in one cell: the limits that are set, as JSON; ``none`` when none is; None when not recorded."""
+    if doc is None:
+        return None
+    return (
+        json.dumps({k: v for k, v in doc.items() if v not in (None, False)})
+        if any(v not in (None, False) for v in doc.values())
+        else "none"
+    )
+
+
+def limits_doc(limits: LaneLimits | None) -> list[dict[str, Any]]:
+    """Every limit of a lane as JSON (none: an empty list)."""
+    return [limit_doc(x) for x in limits.states] if limits is not None else []
+
+
+def limit_lines(name: str, limits: LaneLimits | None) -> list[str]:
+    """One status note per limit: ``  NAME: limit 3 starts per 1d at g/a: used 1, held 0, left 2``."""
+    if limits is None:
+        return []
+    return [f"  {name}: limit {x.limit.describe()}: {limit_text(x)}" for x in limits.states]
+
+
+def lane_doc(e: Eligibility, limits: LaneLimits | None) -> dict[str, Any]:
+    """A listed lane (``status``'s second table) as JSON: its eligibility and its limits."""
+    from .present import eligibility_doc
+
+    return {**eligibility_doc(e), "limits": limits_doc(limits)}
+
+
+def next_eligible_text(e: Eligibility) -> str:
+    """The verdict's next eligible time in a sentence: an instant, ``now``, or ``not by waiting``
+    (a spent limit no window frees: the owner must raise it)."""
+    from .present import ceil_second  # present imports this module at its top
+
+    if e.next_eligible_at is not None:
+        # Rounded up to the second: a floor shown opening a moment early invites a denied start.
+        return iso(ceil_second(e.next_eligible_at)) or ""
+    return "not by waiting (the owner must raise the limit)" if e.status == "limit_wait" else "now"

@@ -1,0 +1,123 @@
+"""Limits and prices in fleet files, on both backends: ``apply`` sets limit-only rules, limits on
+floors and model prices; ``export`` writes them and applying the export changes nothing; a
+loosening needs --allow-reduction; a bad limit or price field is one line naming its line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_fleet import dump
+
+from floorgate.admission import FixedClock, Scope, Store
+from floorgate.scheduler.app.root import Floorgate
+
+from cli import run_cli
+from conftest import DAY
+
+FILE = """
+[[floor]]
+scope = "g"
+max_starts = 10
+starts_per = "1h"
+budget_usd = "20.5"
+budget_per = "day@Europe/Berlin"
+across_agents = true
+
+[[floor]]
+scope = "g/a"
+min_interval = "1d"
+max_starts = 3
+starts_per = "1d"
+budget_tokens = "2M"
+budget_per = "week@UTC"
+estimate_tokens = "40k"
+
+[[price]]
+model = "claude-sonnet"
+usd_per_mtok = "3.25"
+"""
+
+
+def test_limits_and_prices_apply_export_and_round_trip(store: Store, db_url: str, tmp_path: Path, clock: FixedClock) -> None:
+    (tmp_path / "fleet.toml").write_text(FILE)
+    r = run_cli("apply", "-f", "fleet.toml", "--owner-ref", "alice", db=db_url, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    fg = Floorgate(store, clock=clock)
+    goal = fg.policies.get(Scope.parse("g"))
+    agent = fg.policies.get(Scope.parse("g/a"))
+    assert goal is not None and not goal.active  # a limit-only rule: no floor
+    assert goal.limits.doc() == {
+        "max_starts": 10, "starts_window": "1h", "budget_tokens": None, "budget_usd": "20.5",
+        "budget_window": "day@Europe/Berlin", "estimate_tokens": None, "across_agents": True,
+    }  # fmt: skip
+    assert agent is not None and agent.min_interval == DAY
+    assert agent.limits.doc() == {
+        "max_starts": 3, "starts_window": "1d", "budget_tokens": 2_000_000, "budget_usd": None,
+        "budget_window": "week@UTC", "estimate_tokens": 40_000, "across_agents": False,
+    }  # fmt: skip
+    [price] = fg.prices.list()
+    assert (price.model, price.usd_per_mtok_micros) == ("claude-sonnet", 3_250_000)
+
+    after = dump(store)
+    again = run_cli("apply", "-f", "fleet.toml", "--owner-ref", "alice", "--json", db=db_url, cwd=tmp_path)
+    assert again.returncode == 0 and json.loads(again.stdout)["applied"] == 0, again.stdout
+    assert dump(store) == after
+
+    exported = run_cli("export", "-o", "state.toml", db=db_url, cwd=tmp_path)
+    assert exported.returncode == 0, exported.stderr
+    state = (tmp_path / "state.toml").read_text()
+    assert "[[price]]" in state and 'budget_per = "day@Europe/Berlin"' in state and "across_agents = true" in state, state
+    plan = run_cli("apply", "-f", "state.toml", "--dry-run", "--prune", "--json", db=db_url, cwd=tmp_path)
+    assert {s["action"] for s in json.loads(plan.stdout)["steps"]} == {"unchanged"}, plan.stdout
+    assert dump(store) == after
+
+
+def test_a_loosened_limit_or_lowered_price_needs_allow_reduction(store: Store, db_url: str, tmp_path: Path) -> None:
+    (tmp_path / "fleet.toml").write_text(FILE)
+    assert run_cli("apply", "-f", "fleet.toml", "--owner-ref", "alice", db=db_url, cwd=tmp_path).returncode == 0
+    looser = FILE.replace("max_starts = 3", "max_starts = 5").replace('usd_per_mtok = "3.25"', 'usd_per_mtok = "1"')
+    (tmp_path / "looser.toml").write_text(looser)
+    before = dump(store)
+    r = run_cli("apply", "-f", "looser.toml", "--owner-ref", "alice", db=db_url, cwd=tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    errors = r.stderr.strip().splitlines()
+    assert "looser.toml:10: floor g/a: limits: max_starts 3 -> 5 is a loosening; pass --allow-reduction" in errors[0], r.stderr
+    assert "looser.toml:19: price claude-sonnet: usd_per_mtok:" in errors[1], r.stderr
+    assert dump(store) == before
+    ok = run_cli("apply", "-f", "looser.toml", "--owner-ref", "alice", "--allow-reduction", db=db_url, cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr
+
+
+@pytest.mark.parametrize(
+    ("table", "words"),
+    [
+        pytest.param("max_starts = 3\n", "floor g: starts_per: max_starts and starts_per go together", id="count-without-window"),
+        pytest.param('max_starts = -1\nstarts_per = "1d"\n', "floor g: max_starts:", id="negative-count"),
+        pytest.param('budget_usd = 2.5\nbudget_per = "1d"\n', "floor g: budget_usd: give the amount as text", id="usd-as-float"),
+        pytest.param('budget_tokens = "2m"\nbudget_per = "1d"\n', "floor g: budget_tokens:", id="lowercase-m"),
+        pytest.param('budget_tokens = "2M"\nbudget_per = "fortnight@UTC"\n', "floor g: budget_per:", id="bad-window"),
+        pytest.param(
+            'across_agents = "yes"\nmax_starts = 1\nstarts_per = "1d"\n', "floor g: across_agents: give true or false", id="across-not-bool"
+        ),
+    ],
+)
+def test_a_bad_limit_field_is_one_line_with_its_line_and_nothing_written(
+    store: Store, db_url: str, tmp_path: Path, table: str, words: str
+) -> None:
+    (tmp_path / "bad.toml").write_text(f'# limits\n\n[[floor]]\nscope = "g"\n{table}')
+    before = dump(store)
+    r = run_cli("apply", "-f", "bad.toml", "--owner-ref", "alice", db=db_url, cwd=tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    [line] = r.stderr.strip().splitlines()
+    assert "bad.toml:3: " in line and words in line, line
+    assert dump(store) == before
+
+
+def test_a_bad_price_is_one_line_with_its_line(store: Store, db_url: str, tmp_path: Path) -> None:
+    (tmp_path / "bad.toml").write_text('[[price]]\nmodel = "m"\nusd_per_mtok = "-3"\n')
+    r = run_cli("apply", "-f", "bad.toml", "--owner-ref", "alice", db=db_url, cwd=tmp_path)
+    assert r.returncode == 2
+    [line] = r.stderr.strip().splitlines()
+    assert "bad.toml:1: price m: usd_per_mtok:" in line, line
