@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import NamedTuple
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.engine import Connection
 
 from . import _schema as s
@@ -38,11 +38,15 @@ class LaneCheck(NamedTuple):
     budgets: bool  # a token or USD budget binds the lane: an admitted turn holds its estimate
 
 
+_a = s.automations
+# Built once: a limited lane with a budget reads its model on every decision.
+_MODEL = select(_a.c.model).where(_a.c.automation_id == bindparam("automation"))
+
+
 def _model(conn: Connection, automation: str | None) -> str | None:
     if automation is None:
         return None
-    a = s.automations
-    model = conn.execute(select(a.c.model).where(a.c.automation_id == automation)).scalar()
+    model = conn.execute(_MODEL, {"automation": automation}).scalar()
     return model if isinstance(model, str) else None
 
 

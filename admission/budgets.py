@@ -11,10 +11,11 @@ checked (no estimate for a token budget, no price for a USD one) is ``blocked`` 
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from sqlalchemy import BigInteger, and_, or_, select, type_coerce
+from sqlalchemy import BigInteger, Select, and_, bindparam, or_, select, type_coerce
 from sqlalchemy.engine import Connection
 
 from . import _schema as s
@@ -44,16 +45,25 @@ class LimitState(NamedTuple):
         return max(0, self.limit.amount - self.used - self.held)
 
 
+@functools.cache
+def _starts_statement(by_agent: bool, by_automation: bool) -> Select[Any]:
+    # Built once per shape and bound per call: building Core statements is most of a limited
+    # lane's cost, and a cached statement also hits SQLAlchemy's compiled cache.
+    st = s.starts
+    where = [st.c.goal_id == bindparam("goal"), or_(st.c.anchor_us >= bindparam("since"), type_coerce(st.c.anchor_us, BigInteger) < 0)]
+    if by_agent:
+        where.append(st.c.agent_id == bindparam("agent"))
+    if by_automation:
+        where.append(st.c.automation_id == bindparam("automation"))
+    return select(st.c.anchor_us).where(and_(*where))
+
+
 def starts_in_window(conn: Connection, series: Series, window: Window, now: datetime) -> list[datetime]:
     """The anchors of ``series``' starts (reserved and confirmed, manual ones included) that the
     window at ``now`` counts (and any dated after ``now``); one indexed statement."""
-    st = s.starts
-    where = [st.c.goal_id == series.goal_id, or_(st.c.anchor_us >= window.start(now), type_coerce(st.c.anchor_us, BigInteger) < 0)]
-    if series.agent_id is not None:
-        where.append(st.c.agent_id == series.agent_id)
-    if series.automation_id is not None:
-        where.append(st.c.automation_id == series.automation_id)
-    anchors = [row.anchor_us for row in conn.execute(select(st.c.anchor_us).where(and_(*where)))]
+    stmt = _starts_statement(series.agent_id is not None, series.automation_id is not None)
+    params = {"goal": series.goal_id, "since": window.start(now), "agent": series.agent_id, "automation": series.automation_id}
+    anchors = [row.anchor_us for row in conn.execute(stmt, params)]
     return [a for a in anchors if window.counts(a, now)]
 
 
@@ -63,15 +73,14 @@ def limit_states(
     """Each limit's state for one more start of a lane whose turn holds ``estimate_tokens`` of
     ``model`` (``usage.lane_estimate``); reads starts, usage and prices once each per series."""
     out: list[LimitState] = []
-    prices: dict[str, int] | None = None
+    # Prices matter to a USD budget only: a lane without one does not read them.
+    prices: dict[str, int] = read_prices(conn) if any(x.kind is LimitKind.USD for x in limits) else {}
     for limit in limits:
         if limit.kind is LimitKind.STARTS:
             anchors = starts_in_window(conn, limit.series, limit.window, now)
             frees = count_frees_at(anchors, limit.amount, limit.window, now)
             out.append(LimitState(limit, len(anchors), 0, 1, frees is not None, frees))
             continue
-        if prices is None:
-            prices = read_prices(conn)
         usage = window_usage(conn, limit.series, limit.window, now, prices)
         if limit.kind is LimitKind.TOKENS:
             need = estimate_tokens

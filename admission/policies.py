@@ -8,14 +8,15 @@ apply to an agent (and optionally one of its automations) into the binding floor
 from __future__ import annotations
 
 import builtins
+import functools
 import json
 import re
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import and_, insert, or_, select, update
+from sqlalchemy import Select, and_, bindparam, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
 from . import _locks as locks
@@ -171,16 +172,22 @@ def read_compute(text: str | None) -> tuple[ComputeBlock | None, str | None]:
         return None, str(exc)
 
 
-def applicable_rules(conn: Connection, goal: str, agent: str, automation: str | None) -> list[Rule]:
-    """The stored rules at the goal, the agent and (if named) the automation; disabled ones included."""
+@functools.cache
+def _rules_statement(with_automation: bool) -> Select[Any]:
+    # Built once per shape and bound per call: a limited lane reads its rules on every decision.
     r = s.rules
     wanted = [
         and_(r.c.agent_id == "", r.c.automation_id == ""),
-        and_(r.c.agent_id == agent, r.c.automation_id == ""),
+        and_(r.c.agent_id == bindparam("agent"), r.c.automation_id == ""),
     ]
-    if automation:
-        wanted.append(and_(r.c.agent_id == agent, r.c.automation_id == automation))
-    rows = conn.execute(select(r).where(r.c.goal_id == goal, or_(*wanted))).all()
+    if with_automation:
+        wanted.append(and_(r.c.agent_id == bindparam("agent"), r.c.automation_id == bindparam("automation")))
+    return select(r).where(r.c.goal_id == bindparam("goal"), or_(*wanted))
+
+
+def applicable_rules(conn: Connection, goal: str, agent: str, automation: str | None) -> list[Rule]:
+    """The stored rules at the goal, the agent and (if named) the automation; disabled ones included."""
+    rows = conn.execute(_rules_statement(bool(automation)), {"goal": goal, "agent": agent, "automation": automation}).all()
     return [rule_from_row(row) for row in rows]
 
 

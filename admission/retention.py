@@ -1,12 +1,14 @@
 """Retention: what may go from the store once it is older than a limit, in small batches.
 
-What goes: ticks, settled turns and delivered events older than the cutoff. What stays whatever
+What goes: ticks, settled turns, delivered events and served triggers older than the cutoff (a
+trigger's id then no longer makes a repeat of it a no-op: a caller's retry comes within the
+retention's day at least). What stays whatever
 its age (seed 004 section 10): every start record (floors count from the latest start of every
 scope, and a confirmed turn id is never admitted again), the latest tick of every automation (its
 catch-up reads it), the turn of the latest start of every lane and the latest turn of every
 automation (readbacks show it), every turn of a mission that is still open, stuck or awaiting its
 owner, every turn not settled, every event with a delivery still pending or given up (``dead``:
-the owner may retry it). Missions, asks and dispatches are not pruned.
+the owner may retry it), every trigger not yet served. Missions, asks and dispatches are not pruned.
 
 Each batch is one short write transaction that re-checks every condition in its own statements,
 so a prune killed at any instant leaves a consistent store, and it never runs inside an
@@ -20,7 +22,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import and_, delete, exists, func, not_, or_, select
+from sqlalchemy import and_, delete, exists, func, not_, or_, select, tuple_
 
 from . import _schema as s
 from .clock import Clock, SystemClock, read_clock
@@ -42,6 +44,7 @@ class Kept(StrEnum):
     TICKS = "ticks"
     TURNS = "turns"
     EVENTS = "events"
+    TRIGGERS = "triggers"
 
 
 def check_retention(value: timedelta, field: str) -> timedelta:
@@ -126,6 +129,13 @@ class Retention:
                 logs = tuple(r.log_path for r in conn.execute(select(t.c.log_path).where(t.c.turn_id.in_(keys))) if r.log_path)
                 done = conn.execute(delete(t).where(t.c.turn_id.in_(keys), _turn_prunable(cutoff))).rowcount
                 return Batch(kind, int(done), logs)
+            if kind is Kept.TRIGGERS:
+                tr = s.triggers
+                pairs = [(row[0], row[1]) for row in chosen]  # its key is (automation, trigger id)
+                done = conn.execute(
+                    delete(tr).where(tuple_(tr.c.automation_id, tr.c.trigger_id).in_(pairs), _trigger_prunable(cutoff))
+                ).rowcount
+                return Batch(kind, int(done))
             e, d = s.events, s.deliveries
             event_ids = [r.event_id for r in conn.execute(select(e.c.event_id).where(e.c.seq.in_(keys), _event_prunable(cutoff)))]
             conn.execute(delete(d).where(d.c.event_id.in_(event_ids)))
@@ -139,6 +149,8 @@ def _candidates(kind: Kept, cutoff: datetime) -> Any:
         return select(s.ticks.c.id).where(_tick_prunable(cutoff)).order_by(s.ticks.c.id)
     if kind is Kept.TURNS:
         return select(s.turns.c.turn_id).where(_turn_prunable(cutoff)).order_by(s.turns.c.started_at_us, s.turns.c.turn_id)
+    if kind is Kept.TRIGGERS:
+        return select(s.triggers.c.automation_id, s.triggers.c.trigger_id).where(_trigger_prunable(cutoff)).order_by(s.triggers.c.at_us)
     return select(s.events.c.seq).where(_event_prunable(cutoff)).order_by(s.events.c.seq)
 
 
@@ -177,3 +189,8 @@ def _turn_prunable(cutoff: datetime) -> Any:
 def _event_prunable(cutoff: datetime) -> Any:
     e, d = s.events, s.deliveries
     return and_(e.c.occurred_at_us < cutoff, not_(exists().where(d.c.event_id == e.c.event_id, d.c.state != "delivered")))
+
+
+def _trigger_prunable(cutoff: datetime) -> Any:
+    tr = s.triggers
+    return and_(tr.c.served_at_us.is_not(None), tr.c.served_at_us < cutoff, tr.c.at_us < cutoff)

@@ -15,13 +15,14 @@ time out of range) raises ``CorruptState``: the decision denies ``state_unavaila
 from __future__ import annotations
 
 import builtins
+import functools
 import math
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import BigInteger, and_, insert, or_, select, type_coerce, update
+from sqlalchemy import BigInteger, Select, and_, bindparam, insert, or_, select, type_coerce, update
 from sqlalchemy.engine import Connection
 
 from . import _schema as s
@@ -166,16 +167,24 @@ def cost_micros(tokens: int, price_micros_per_mtok: int) -> int:
     return math.ceil(tokens * price_micros_per_mtok / 1_000_000)
 
 
-def series_rows(conn: Connection, series: Series, since: datetime) -> builtins.list[Any]:
-    """The raw usage rows of ``series`` at or after ``since`` (one indexed statement)."""
+@functools.cache
+def _series_statement(by_agent: bool, by_automation: bool) -> Select[Any]:
+    # Built once per shape and bound per call (see ``budgets._starts_statement``).
     u = s.usage
     # A time below the epoch is damage the range would skip: read it too, so it fails the read.
-    where = [u.c.goal_id == series.goal_id, or_(u.c.at_us >= since, type_coerce(u.c.at_us, BigInteger) < 0)]
-    if series.agent_id is not None:
-        where.append(u.c.agent_id == series.agent_id)
-    if series.automation_id is not None:
-        where.append(u.c.automation_id == series.automation_id)
-    return list(conn.execute(select(u).where(and_(*where)).order_by(u.c.at_us)))
+    where = [u.c.goal_id == bindparam("goal"), or_(u.c.at_us >= bindparam("since"), type_coerce(u.c.at_us, BigInteger) < 0)]
+    if by_agent:
+        where.append(u.c.agent_id == bindparam("agent"))
+    if by_automation:
+        where.append(u.c.automation_id == bindparam("automation"))
+    return select(u).where(and_(*where)).order_by(u.c.at_us)
+
+
+def series_rows(conn: Connection, series: Series, since: datetime) -> builtins.list[Any]:
+    """The raw usage rows of ``series`` at or after ``since`` (one indexed statement)."""
+    stmt = _series_statement(series.agent_id is not None, series.automation_id is not None)
+    params = {"goal": series.goal_id, "since": since, "agent": series.agent_id, "automation": series.automation_id}
+    return list(conn.execute(stmt, params))
 
 
 def window_usage(conn: Connection, series: Series, window: Window, now: datetime, prices: dict[str, int] | None = None) -> WindowUsage:
@@ -467,11 +476,13 @@ class Price(BaseModel):
     updated_at: datetime
 
 
+_PRICES = select(s.model_prices.c.model, s.model_prices.c.usd_per_mtok_micros)  # built once
+
+
 def read_prices(conn: Connection) -> dict[str, int]:
     """Every set price, micro-dollars per million tokens by model; a damaged one raises ``CorruptState``."""
-    p = s.model_prices
     out: dict[str, int] = {}
-    for row in conn.execute(select(p.c.model, p.c.usd_per_mtok_micros)):
+    for row in conn.execute(_PRICES):
         if row.usd_per_mtok_micros is None:
             continue
         if type(row.usd_per_mtok_micros) is not int or not 0 <= row.usd_per_mtok_micros <= _MAX_PRICE_MICROS:

@@ -1,6 +1,9 @@
-"""Next-occurrence queries per rule class: floorgate's engine against dateutil with a warm cache.
+"""Next-occurrence queries per rule class: cold (parse + first answer) against a dateutil rrule
+rebased to the query, and warm against dateutil with a warm cache.
 
-    .venv/bin/python bench/rrule.py [--rounds 3]
+    .venv/bin/python bench/rrule.py [--rounds 3] [--reps 200] [--only CLASS] [--cold-only]
+
+Cold comes first: see ``cold``. Then the warm rows:
 
 The baseline is the best dateutil offers for the same question: one ``rrule`` built once with
 ``cache=True``, its DTSTART moved up to the day before the probes (the restart floorgate's engine
@@ -98,13 +101,6 @@ def case(
         moved = moved.replace(hour=start.hour, minute=start.minute)
     if kwargs["freq"] == du.MONTHLY:
         moved = moved.replace(day=1)
-    # Cold: rebased to the query itself (the last phase point at or before it; a month's first day).
-    rebased = start + ((local_first - start) // (step * interval)) * step * interval
-    if kwargs["freq"] in (du.DAILY, du.MONTHLY):
-        rebased = rebased.replace(hour=start.hour, minute=start.minute)
-        rebased -= timedelta(days=1) if rebased > local_first else timedelta(0)
-    if kwargs["freq"] == du.MONTHLY:
-        rebased = rebased.replace(day=1)
     args = {k: v for k, v in kwargs.items() if k != "freq"}
     raw = du.rrule(kwargs["freq"], dtstart=moved, cache=True, **args)  # type: ignore[arg-type]
     local = [p.astimezone(tz).replace(tzinfo=None) for p in probes]
@@ -139,8 +135,6 @@ def case(
         ratios.append(b / o)
         base_times.append(b)
         our_times.append(o)
-    global COLD
-    COLD = _cold(lambda: du.rrule(kwargs["freq"], dtstart=rebased, **args).after(local[0]), f"{head}\nRRULE:{rule}", probes[0], rounds)  # type: ignore[arg-type]
     walls = [a.replace(tzinfo=None) for a in our_answers]  # type: ignore[union-attr]
     # dateutil's naive walk keeps wall times that do not exist on a DST day; floorgate shifts
     # them (RFC 5545): compare where dateutil's wall time exists.
@@ -158,27 +152,60 @@ def case(
     )
 
 
-COLD: list[float] = []  # the last case's cold ratios
+def _text(label: str, zone: str, rule: str) -> str:
+    start = START.replace(hour=2, minute=30) if "02:30" in label else START
+    head = f"DTSTART:{start:%Y%m%dT%H%M%S}Z" if zone == "UTC" else f"DTSTART;TZID={zone}:{start:%Y%m%dT%H%M%S}"
+    return f"{head}\nRRULE:{rule}"
 
 
-def _cold(baseline: Callable[[], object], text: str, probe: datetime, rounds: int, reps: int = 40) -> list[float]:
-    """Cold: parse the text and answer the first query, every memo and cache of the engine cleared
-    first, against building a dateutil ``rrule`` already rebased to the query and asking it once;
-    per round the ratio of summed times (dateutil / floorgate), ``reps`` of each interleaved."""
-    from floorgate.hosts import _engine
+def _rebased(label: str, zone: str, kwargs: dict[str, object], first: datetime) -> tuple[Callable[[], object], datetime]:
+    """dateutil's cold answer: an ``rrule`` built with DTSTART rebased to the query itself (the last
+    phase point at or before it; a month's first day), asked once; and the query as wall time."""
+    start = START.replace(hour=2, minute=30) if "02:30" in label else START
+    local_first = first.replace(tzinfo=timezone.utc).astimezone(ZoneInfo(zone)).replace(tzinfo=None)
+    step = {du.MINUTELY: timedelta(minutes=1), du.HOURLY: timedelta(hours=1)}.get(kwargs["freq"], timedelta(days=1))  # type: ignore[call-overload]
+    interval = int(kwargs.get("interval", 1))  # type: ignore[call-overload]
+    rebased = start + ((local_first - start) // (step * interval)) * step * interval
+    if kwargs["freq"] in (du.DAILY, du.MONTHLY):
+        rebased = rebased.replace(hour=start.hour, minute=start.minute)
+        rebased -= timedelta(days=1) if rebased > local_first else timedelta(0)
+    if kwargs["freq"] == du.MONTHLY:
+        rebased = rebased.replace(day=1)
+    args = {k: v for k, v in kwargs.items() if k != "freq"}
+    freq = kwargs["freq"]
+    return (lambda: du.rrule(freq, dtstart=rebased, **args).after(local_first)), local_first  # type: ignore[arg-type]
 
-    ratios = []
+
+def cold(cases: list[tuple[str, str, str, dict[str, object], datetime]], rounds: int, reps: int) -> dict[str, list[float]]:
+    """Cold, per class: parse the text and answer the first query (a new ``Schedule`` each time, the
+    engine's one global cache, dateutil rules by period start, cleared before each), against
+    building a dateutil ``rrule`` rebased to the query and asking it once. Each round visits every
+    class once; within a class ``reps`` pairs alternate baseline and floorgate; a round's ratio is
+    summed CPU times (dateutil / floorgate). Answers are compared (as wall times) every time."""
+    from floorgate.hosts import _dateutil
+
+    setup = []
+    for label, zone, rule, kwargs, first in cases:
+        baseline, _ = _rebased(label, zone, kwargs, first)
+        setup.append((label, _text(label, zone, rule), first.replace(tzinfo=timezone.utc), baseline, ZoneInfo(zone)))
+    ratios: dict[str, list[float]] = {label: [] for label, *_ in setup}
+    clock = time.process_time
     for _ in range(rounds):
-        base = ours = 0.0
-        for _ in range(reps):
-            start = time.perf_counter()
-            baseline()
-            base += time.perf_counter() - start
-            _engine._build_rules.cache_clear()
-            start = time.perf_counter()
-            Schedule.parse(text).next_after(probe)
-            ours += time.perf_counter() - start
-        ratios.append(base / ours)
+        for label, text, probe, baseline, tz in setup:
+            base = ours = 0.0
+            for _ in range(reps):
+                t0 = clock()
+                want = baseline()
+                t1 = clock()
+                _dateutil.build_rules.cache_clear()
+                t2 = clock()
+                got = Schedule.parse(text).next_after(probe)
+                t3 = clock()
+                base += t1 - t0
+                ours += t3 - t2
+                if got is None or got.astimezone(tz).replace(tzinfo=None) != want:  # type: ignore[union-attr]
+                    raise SystemExit(f"{label} (cold): floorgate {got} vs dateutil {want}")
+            ratios[label].append(base / ours)
     return ratios
 
 
@@ -189,13 +216,27 @@ def _exists(wall: datetime, tz: ZoneInfo) -> bool:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--reps", type=int, default=200, help="cold: parse + first answer pairs per class per round")
+    parser.add_argument("--only", metavar="CLASS", help="only the rule classes whose label contains this (e.g. monthly, Berlin)")
+    parser.add_argument("--cold-only", action="store_true", help="only the cold rows (parse + first answer)")
     args = parser.parse_args()
+    cases = [c for c in CASES if args.only is None or args.only.lower() in c[0].lower()]
+    if not cases:
+        raise SystemExit(f"--only: no rule class matches {args.only!r}; classes: {', '.join(c[0] for c in CASES)}")
+    print(f"cold: parse + first answer, {args.reps} interleaved pairs per class, {args.rounds} rounds (CPU time); DTSTART {START:%Y-%m-%d}")
+    print(f"  {'rule class':34s} vs dateutil rrule rebased to the query (median, min..max)   goal >= 1x")
+    for label, ratios in cold(cases, args.rounds, args.reps).items():
+        met = statistics.median(ratios) >= 1
+        print(f"  {label:34s} {spread(ratios):>24s}   {'met' if met else 'NOT met'}")
+        record(f"cold (parse + first answer) vs dateutil rrule rebased to the query: {label}", spread(ratios), ">= 1x", met, backend="none")
+    if args.cold_only:
+        return
     print(f"next occurrence, {PROBES} probes a round, {args.rounds} interleaved rounds; DTSTART {START:%Y-%m-%d} (six years back)")
     print(
         f"  {'rule class':34s} {'probes':9s} {'dateutil warm':>14s} {'floorgate':>10s}   ratio (median, min..max)   goal >= 10x"
         "   vs a warm rrule kept from its DTSTART   first pass (fresh memo)"
     )
-    for label, zone, rule, kwargs, first in CASES:
+    for label, zone, rule, kwargs, first in cases:
         for kind in ("fires", "scattered"):
             b, o, median, low, high, old, fresh = case(label, zone, rule, kwargs, first, kind, args.rounds)
             met = "met" if median >= 10 else "NOT met"
@@ -206,16 +247,6 @@ def main() -> None:
                 median >= 10,
                 backend="none",
             )
-            if kind == "fires":  # cold: one per class (the probe pattern does not matter for one answer)
-                cold = statistics.median(COLD)
-                print(f"  {label:34s} cold: parse + first answer vs dateutil rrule rebased to the query {spread(COLD)}")
-                record(
-                    f"cold (parse + first answer) vs dateutil rrule rebased to the query: {label}",
-                    spread(COLD),
-                    ">= 1x",
-                    cold >= 1,
-                    backend="none",
-                )
             kept = f"{old:9.1f}x" if old is not None else "      n/a (over 300,000 cached)"
             print(
                 f"  {label:34s} {kind:9s} {b * 1e6:11.1f} us {o * 1e6:7.1f} us   {median:6.1f}x ({low:.1f}..{high:.1f}x)      {met:8s}{kept:31s}"

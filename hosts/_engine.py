@@ -32,86 +32,31 @@ import math
 from bisect import bisect_right
 from collections.abc import Iterator
 from datetime import date, datetime, timedelta, timezone, tzinfo
-from functools import lru_cache
-from typing import Any, Literal
-
-from dateutil import rrule as du
+from functools import cached_property
 
 from floorgate.admission.clock import aware_utc
 
-from . import _fires, _memo
+from . import _fires, _memo, _monthly
+from ._dateutil import build_rules, period_start
 from ._grid import REACH as _REACH
-from ._grid import UNSOLVED, Grid, grid_step, until_key
+from ._grid import UNSOLVED, Grid, first_after, grid_step, until_key
 from ._grid import offset_at as _offset
 from ._memo import Memo
 from ._rrule import Recur
+from ._support import NOMINAL_DAYS, check_supported
 from .errors import UnsupportedSchedule
 
-_FREQ: dict[str, Literal[0, 1, 2, 3, 4, 5, 6]] = {
-    "YEARLY": du.YEARLY,
-    "MONTHLY": du.MONTHLY,
-    "WEEKLY": du.WEEKLY,
-    "DAILY": du.DAILY,
-    "HOURLY": du.HOURLY,
-    "MINUTELY": du.MINUTELY,
-    "SECONDLY": du.SECONDLY,
-}
-_ORDER = ("YEARLY", "MONTHLY", "WEEKLY", "DAILY", "HOURLY", "MINUTELY", "SECONDLY")
-_WEEKDAY = (du.MO, du.TU, du.WE, du.TH, du.FR, du.SA, du.SU)
+__all__ = ["Engine", "check_supported"]
+
 _MICROSECOND = timedelta(microseconds=1)
+
+
+def _unlabelled(w: datetime) -> datetime:
+    return datetime(w.year, w.month, w.day, w.hour, w.minute, w.second, w.microsecond)
+
+
+_TWO_REACH = 2 * _REACH
 _UTC = timezone.utc
-
-
-_NOMINAL_DAYS = {"YEARLY": 366, "MONTHLY": 31, "WEEKLY": 7, "DAILY": 1, "HOURLY": 1 / 24, "MINUTELY": 1 / 1440, "SECONDLY": 1 / 86400}
-# A step longer than a century is a typo, and dateutil's arithmetic overflows on larger ones.
-_MAX_STEP_DAYS = 36_600
-_MONTH_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
-
-
-def _set_size_bound(recur: Recur) -> int:
-    """At most how many instances one FREQ period of ``recur`` holds (an upper bound: parts that
-    only filter are ignored; a part left out takes one value from DTSTART)."""
-    times = {"YEARLY": 3, "MONTHLY": 3, "WEEKLY": 3, "DAILY": 3, "HOURLY": 2, "MINUTELY": 1, "SECONDLY": 0}[recur.freq]
-    size = 1
-    for values in (recur.bysecond, recur.byminute, recur.byhour)[:times]:
-        size *= len(values) or 1
-    if recur.freq == "WEEKLY":
-        size *= len(recur.byday) or 1
-    elif recur.freq == "MONTHLY":
-        size *= 31 if recur.byday else (len(recur.bymonthday) or 1)
-    elif recur.freq == "YEARLY":
-        if recur.byday or recur.byyearday or recur.byweekno:
-            size *= 366
-        else:
-            size *= (len(recur.bymonthday) or 1) * (len(recur.bymonth) or 1)
-    return size
-
-
-def check_supported(recur: Recur) -> None:
-    """Refuse rules whose meaning floorgate will not guess (see the module docstring)."""
-    if recur.freq == "YEARLY" and recur.byweekno and recur.interval > 1:
-        raise UnsupportedSchedule(
-            "RRULE INTERVAL: with FREQ=YEARLY and BYWEEKNO, INTERVAL > 1 is ambiguous (ISO week-years or "
-            "calendar years); floorgate refuses it rather than risk a wrong fire time"
-        )
-    reach = recur.interval * _NOMINAL_DAYS[recur.freq]
-    if reach > _MAX_STEP_DAYS:
-        raise UnsupportedSchedule(
-            f"RRULE INTERVAL: {recur.interval} x {recur.freq} steps more than {_MAX_STEP_DAYS // 366} years between fires; give a smaller INTERVAL"
-        )
-    if recur.bysetpos:
-        most = _set_size_bound(recur)
-        if all(abs(p) > most for p in recur.bysetpos):
-            raise UnsupportedSchedule(
-                f"RRULE BYSETPOS: a {recur.freq} period of this rule holds at most {most} occurrence(s), so "
-                f"BYSETPOS={','.join(map(str, recur.bysetpos))} never selects one: this rule never fires"
-            )
-    if recur.bymonth and recur.bymonthday and all(abs(d) > _MONTH_DAYS[m - 1] for m in recur.bymonth for d in recur.bymonthday):
-        raise UnsupportedSchedule("RRULE BYMONTHDAY: no month in BYMONTH has that day: this rule never fires")
-    plain = any(n is None for n, _ in recur.byday)
-    ordinal = any(n is not None for n, _ in recur.byday)
-    if plain and ordinal and recur.bysetpos:
-        raise UnsupportedSchedule("RRULE BYDAY: plain and numbered weekdays together with BYSETPOS are not supported; split the rule")
 
 
 class Engine:
@@ -126,27 +71,44 @@ class Engine:
         self.is_date = is_date
         self._until_walk = self._walk_until()
         self._step = grid_step(recur, is_date)
-        until = until_key(recur.until, zone)
-        self._grid = Grid(dtstart, self._step, zone, exdates, until) if self._step is not None and until is not False else None  # type: ignore[arg-type]
+        self._until_key = until_key(recur.until, zone)
         # Instants are compared in UTC (one zone's aware datetimes compare by wall time), or naive.
         self._key_tz = _UTC if zone is not None else None
         self._end = _memo.END_AWARE if zone is not None else _memo.END_NAIVE
         self._start = _memo.START_AWARE if zone is not None else _memo.START_NAIVE
         # No occurrence is an instant before this (DTSTART less more than any zone's offset): a
         # query from before it is asked from here, and never reaches datetime's first year.
-        self._earliest = dtstart - 2 * _REACH if zone is None else dtstart.replace(tzinfo=_UTC) - 2 * _REACH
-        # A walk past the asked instant stops after a chunk of occurrences, or after the time a
-        # chunk of FREQ periods spans: a sparse rule (a 29 February that is a Monday) walked 240
-        # years of days for eight fires.
-        self._chunk_span = timedelta(days=_NOMINAL_DAYS[recur.freq] * recur.interval * _memo.CHUNK)
-        # Occurrences already computed (see _memo); replaced whole, read once per query.
+        self._origin = dtstart if zone is None else dtstart.replace(tzinfo=_UTC)  # DTSTART's wall time labelled UTC
+        self._earliest = self._origin - _TWO_REACH
+        # Occurrences already computed (see _memo); replaced whole, read once per query. The
+        # first query fills none: a schedule asked once (parsed for a preview, a status line, a
+        # restart's first plan) pays for its one answer only; a host's next fire starts the memo.
         self._memo: Memo | None = None
-        try:  # dateutil refuses a rule whose INTERVAL never meets its BY parts ("an empty set")
-            _build_rules(recur, self._period_start(dtstart), dtstart, self._until_walk, is_date)
-        except ValueError as exc:
-            raise UnsupportedSchedule(f"RRULE: this rule never fires ({exc}); check INTERVAL against the BY parts") from None
-        if self._step is None:  # FREQ and INTERVAL alone fire at DTSTART itself
-            self._check_fires()
+        self._asked = False
+        if self._step is not None:
+            return  # FREQ and INTERVAL alone: fires at DTSTART itself, and dateutil has nothing to refuse
+        if recur.freq in ("HOURLY", "MINUTELY", "SECONDLY") and (recur.byhour or recur.byminute or recur.bysecond):
+            try:  # dateutil refuses a rule whose INTERVAL never meets its BY parts ("an empty set")
+                build_rules(recur, period_start(recur, dtstart, dtstart), dtstart, self._until_walk, is_date)
+            except ValueError as exc:
+                raise UnsupportedSchedule(f"RRULE: this rule never fires ({exc}); check INTERVAL against the BY parts") from None
+        self._check_fires()
+
+    @cached_property
+    def _chunk_span(self) -> timedelta:
+        """A walk past the asked instant stops after a chunk of occurrences, or after the time a
+        chunk of FREQ periods spans: a sparse rule (a 29 February that is a Monday) walked 240
+        years of days for eight fires."""
+        return timedelta(days=NOMINAL_DAYS[self.recur.freq] * self.recur.interval * _memo.CHUNK)
+
+    @cached_property
+    def _grid(self) -> Grid | None:
+        """Arithmetic on steady offset spans for a rule of FREQ and INTERVAL alone (built at its
+        first use: a cold query answers without it)."""
+        until = self._until_key
+        if self._step is None or until is False:
+            return None
+        return Grid(self.dtstart, self._step, self.zone, self.exdates, until)  # type: ignore[arg-type]
 
     def _check_fires(self) -> None:
         """Refuse a rule with no occurrence within ``_fires.FIRST_FIRE_YEARS`` of DTSTART (unless
@@ -158,7 +120,7 @@ class Engine:
         day = _fires.first_day(self.recur, self.dtstart, end.date())
         if day is not None:
             walk_from = max(datetime(day.year, day.month, day.day), self.dtstart)
-            for naive in self._naive(self._period_start(walk_from), walk_from):
+            for naive in self._naive(period_start(self.recur, self.dtstart, walk_from), walk_from):
                 if naive >= self.dtstart:
                     if naive <= end:
                         return
@@ -184,7 +146,13 @@ class Engine:
         memo = self._memo
         if memo is not None and after.__class__ is datetime and after.tzinfo is self._key_tz and memo[0] <= after < memo[1]:
             return memo[3][bisect_right(memo[2], after)]  # type: ignore[no-any-return]
-        return self._next_missed(max(self._key(after), self._earliest))
+        key = self._key(after)
+        if key < self._earliest:
+            key = self._earliest
+        if not self._asked:
+            self._asked = True
+            return self._first_after(key)
+        return self._next_missed(key)
 
     def last_at_or_before(self, at: datetime) -> datetime | None:
         """The latest occurrence at or before ``at`` (None if there is none)."""
@@ -234,6 +202,29 @@ class Engine:
                     self._memo = _memo.merge(memo, _memo.segment(lo, keys, values, ended, self._end), at)
                 return values[i - 1] if i else None
             back *= 4
+
+    # -- a cold query: one answer, no memo -----------------------------------------------------
+    def _first_after(self, after: datetime) -> datetime | None:
+        """The first occurrence after the instant key ``after``, computing nothing more: by
+        arithmetic for a rule of FREQ and INTERVAL alone where the offset holds from before
+        ``after`` to the answer, else the walk's first occurrence from the period before it."""
+        step, until = self._step, self._until_key
+        if step is not None and until is not False:
+            try:
+                found = first_after(self._origin, step, self.zone, after)
+            except OverflowError:
+                found = UNSOLVED
+            if found is not UNSOLVED:
+                key: datetime
+                w: datetime
+                key, w = found  # type: ignore[misc]
+                zone, exdates = self.zone, self.exdates
+                # Built positionally: a keyword call (replace(tzinfo=...)) costs more than the rest.
+                if (until is None or key <= until) and not (exdates and _unlabelled(w) in exdates):  # type: ignore[operator]
+                    return key if zone is None else datetime(w.year, w.month, w.day, w.hour, w.minute, w.second, w.microsecond, zone)
+        for _, value in self._pairs(after):
+            return value
+        return None
 
     # -- the memo ------------------------------------------------------------------------------
     def _key(self, value: datetime) -> datetime:
@@ -342,11 +333,11 @@ class Engine:
         """(the instant in UTC, the occurrence) in order, walking from the FREQ period before
         ``after`` (from DTSTART when None or for COUNT), strictly after ``after``."""
         if after is None or self.recur.count is not None:
-            start = self._period_start(self.dtstart)
+            start = period_start(self.recur, self.dtstart, self.dtstart)
             walk_from = None
         else:
             walk_from = max(self._walk_from(after), self.dtstart)
-            start = self._period_start(walk_from)
+            start = period_start(self.recur, self.dtstart, walk_from)
         zone, dtstart, exdates, count = self.zone, self.dtstart, self.exdates, self.recur.count
         bounded = self.recur.until is not None
         emitted = 0
@@ -374,7 +365,10 @@ class Engine:
             yield key, value
 
     def _naive(self, start: datetime, walk_from: datetime | None) -> Iterator[datetime]:
-        rules = _build_rules(self.recur, start, self.dtstart, self._until_walk, self.is_date)
+        if _monthly.handles(self.recur):
+            yield from _monthly.monthly(self.recur, start, self.dtstart, self._until_walk, self.is_date, walk_from)
+            return
+        rules = build_rules(self.recur, start, self.dtstart, self._until_walk, self.is_date)
         iters = [r.xafter(walk_from, inc=True) if walk_from is not None else iter(r) for r in rules]
         if len(iters) == 1:
             yield from iters[0]
@@ -469,95 +463,3 @@ class Engine:
             "YEARLY": timedelta(days=366),
         }[self.recur.freq]
         return unit * self.recur.interval
-
-    def _period_start(self, local: datetime) -> datetime:
-        """The start of the FREQ period (counted from DTSTART's by INTERVAL) that holds ``local``."""
-        r, d = self.recur, self.dtstart
-        if r.freq == "MONTHLY":
-            k = max(0, ((local.year - d.year) * 12 + (local.month - d.month)) // r.interval)
-            total = d.month - 1 + k * r.interval
-            return datetime(d.year + total // 12, total % 12 + 1, 1)
-        if r.freq == "YEARLY":
-            k = max(0, (local.year - d.year) // r.interval)
-            return datetime(d.year + k * r.interval, 1, 1)
-        if r.freq == "WEEKLY":
-            base = datetime(d.year, d.month, d.day) - timedelta(days=(d.weekday() - r.wkst) % 7)
-            step = timedelta(weeks=r.interval)
-        else:
-            base = _truncate(d, r.freq)
-            step = {
-                "SECONDLY": timedelta(seconds=r.interval),
-                "MINUTELY": timedelta(minutes=r.interval),
-                "HOURLY": timedelta(hours=r.interval),
-                "DAILY": timedelta(days=r.interval),
-            }[r.freq]
-        k = max(0, (local - base) // step)
-        return base + k * step
-
-
-def _truncate(d: datetime, freq: str) -> datetime:
-    if freq == "SECONDLY":
-        return d.replace(microsecond=0)
-    if freq == "MINUTELY":
-        return d.replace(second=0, microsecond=0)
-    if freq == "HOURLY":
-        return d.replace(minute=0, second=0, microsecond=0)
-    return d.replace(hour=0, minute=0, second=0, microsecond=0)
-
-
-@lru_cache(maxsize=65536)
-def _build_rules(recur: Recur, start: datetime, origin: datetime, until: datetime | None, is_date: bool) -> tuple[du.rrule, ...]:
-    """dateutil rules from the period start ``start`` with every part derived from DTSTART
-    (``origin``) spelled out; two rules when plain and numbered weekdays must be united."""
-    r, o = recur, origin
-    byhour = r.byhour or None
-    byminute = r.byminute or None
-    bysecond = r.bysecond or None
-    if is_date:  # RFC 5545: time parts do not apply to a DATE DTSTART
-        byhour = byminute = bysecond = None
-    level = _ORDER.index(r.freq)
-    if byhour is None and level < _ORDER.index("HOURLY"):
-        byhour = (o.hour,)
-    if byminute is None and level < _ORDER.index("MINUTELY"):
-        byminute = (o.minute,)
-    if bysecond is None and level < _ORDER.index("SECONDLY"):
-        bysecond = (o.second,)
-    bymonth = r.bymonth or None
-    bymonthday = r.bymonthday or None
-    byday = r.byday
-    if not (r.byweekno or r.byyearday or r.bymonthday or r.byday):
-        if r.freq == "YEARLY":
-            bymonth = bymonth or (o.month,)
-            bymonthday = (o.day,)
-        elif r.freq == "MONTHLY":
-            bymonthday = (o.day,)
-        elif r.freq == "WEEKLY":
-            byday = ((None, o.weekday()),)
-    elif r.freq == "YEARLY":
-        if r.byweekno and not (r.byday or r.byyearday or r.bymonthday):
-            byday = ((None, o.weekday()),)  # reading: DTSTART's weekday in the listed weeks
-        if r.bymonthday and not (r.bymonth or r.byweekno or r.byyearday):
-            bymonth = (o.month,)  # reading: DTSTART's month
-    common: dict[str, Any] = dict(
-        dtstart=start,
-        interval=r.interval,
-        wkst=r.wkst,
-        until=until,
-        bysetpos=r.bysetpos or None,
-        bymonth=bymonth,
-        bymonthday=bymonthday,
-        byyearday=r.byyearday or None,
-        byweekno=r.byweekno or None,
-        byhour=byhour,
-        byminute=byminute,
-        bysecond=bysecond,
-        cache=False,
-    )
-    plain = tuple(w for n, w in byday if n is None)
-    numbered = tuple((n, w) for n, w in byday if n is not None)
-    groups: list[list] = []  # type: ignore[type-arg]
-    if plain and numbered:  # dateutil yields nothing for the mix: generate each half, merge
-        groups = [[_WEEKDAY[w] for w in plain], [_WEEKDAY[w](n) for n, w in numbered]]
-    else:
-        groups = [[_WEEKDAY[w] if n is None else _WEEKDAY[w](n) for n, w in byday] or None]  # type: ignore[list-item]
-    return tuple(du.rrule(_FREQ[r.freq], byweekday=g, **common) for g in groups)

@@ -29,6 +29,9 @@ _STEP = {
     "WEEKLY": timedelta(weeks=1),
 }
 UNSOLVED = object()  # Grid.next: only the walk knows
+_LONGEST_STEP = _SPAN_STEPS * REACH
+# IANA names of zones at UTC+0 for all time (UTC and its links): no offset to look up.
+_ONE_OFFSET = frozenset({"UTC", "Etc/UTC", "Etc/Universal", "Etc/Zulu", "Universal", "Zulu"})
 
 Span = tuple[datetime, datetime, datetime]  # (safe from, until, DTSTART's wall time as an instant)
 
@@ -45,7 +48,7 @@ def grid_step(recur: Recur, is_date: bool) -> timedelta | None:
     # A step longer than the span a steady offset is looked for in would be found by stepping
     # through every span between two fires (a 100-year step: half a million offset lookups); the
     # walk finds it in one period.
-    return step if step <= _SPAN_STEPS * REACH else None
+    return step if step <= _LONGEST_STEP else None
 
 
 def until_key(until: datetime | date | None, zone: tzinfo | None) -> datetime | bool | None:
@@ -63,6 +66,44 @@ def until_key(until: datetime | date | None, zone: tzinfo | None) -> datetime | 
 def offset_at(instant: datetime, zone: tzinfo) -> timedelta:
     """The zone's UTC offset at the aware ``instant``."""
     return instant.astimezone(zone).utcoffset()  # type: ignore[return-value]
+
+
+def first_after(origin: datetime, step: timedelta, zone: tzinfo | None, after: datetime) -> tuple[datetime, datetime] | object:
+    """(instant, wall time labelled UTC) of the first grid point after the instant ``after``, from
+    a few offset lookups and no span; or UNSOLVED unless the zone keeps the offset it has at
+    ``after`` from ``REACH`` before it to that point (EXDATE and UNTIL are the caller's).
+    ``origin`` is DTSTART labelled UTC (``dtstart`` itself when floating: then ``after`` is naive
+    and both results are that wall time).
+
+    Why that suffices: with one offset over that time, the point's wall time is neither repeated
+    (its other instant would lie within a jump before it, at another offset) nor in a gap, so it
+    is the instant found; and every earlier grid point is an instant at or before ``after``: one
+    later than ``after`` and before the point would carry the offset, so its wall time would be
+    after ``after``'s; one past the point would need a fall back after the point that still lies
+    before ``after``. So no earlier point is produced after ``after``, nor stands in its way.
+    """
+    # Arithmetic on datetimes labelled UTC: keyword calls (replace(tzinfo=...)) cost more here.
+    if zone is None or getattr(zone, "key", None) in _ONE_OFFSET:
+        k = 0 if after < origin else (after - origin) // step + 1
+        wall = origin + k * step  # floating, or a zone whose offset is zero for all time
+        return wall, wall
+    offset = offset_at(after, zone)
+    local = after + offset
+    k = 0 if local < origin else (local - origin) // step + 1
+    wall = origin + k * step
+    key = wall - offset
+    # Lookups at most REACH apart (``after`` itself was the first): a zone never changed its
+    # offset twice within REACH, so an offset equal at both ends of a stretch held all through it.
+    if offset_at(after - REACH, zone) != offset:
+        return UNSOLVED
+    probe = after
+    while key - probe > REACH:
+        probe += REACH
+        if offset_at(probe, zone) != offset:
+            return UNSOLVED
+    if offset_at(key, zone) != offset:
+        return UNSOLVED
+    return key, wall
 
 
 def _boundary(low: datetime, high: datetime, zone: tzinfo) -> datetime:

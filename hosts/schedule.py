@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict
 from floorgate.admission.clock import SystemClock, aware_utc
 from floorgate.admission.intervals import MAX_INTERVAL
 
-from ._engine import Engine, check_supported
+from ._engine import Engine
 from ._rrule import WEEKDAYS, Recur, parse_recur, stamp
 from .errors import InvalidSchedule, UnsupportedSchedule
 
@@ -34,6 +34,7 @@ _D = re.compile(r"(\d{4})(\d{2})(\d{2})")
 _TIME = re.compile(r"([01]?\d|2[0-3]):([0-5]\d)")
 _EVERY = re.compile(r"(\d+)\s*(s|m|h|d)", re.I)
 _MAX_OCCURRENCES = 10_000
+_ONCE = Recur(freq="DAILY", count=1)  # a schedule without RRULE: DTSTART alone
 # DTSTART's years: a plan decades away is a typo, and near datetime's ends (years 1 and 9999) the
 # arithmetic on instants overflows.
 FIRST_YEAR = 1900
@@ -62,8 +63,7 @@ def _parse_dt(text: str, field: str) -> tuple[datetime, bool]:
     if not m:
         raise InvalidSchedule(f"{field}: {text!r} is not a DATE-TIME (YYYYMMDDTHHMMSS, optionally ending in Z)")
     try:
-        year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
-        value = datetime(year, month, day, hour, minute, second)
+        value = datetime(int(m[1]), int(m[2]), int(m[3]), int(m[4]), int(m[5]), int(m[6]))
     except ValueError as exc:
         raise InvalidSchedule(f"{field}: {text!r} is not a real date and time ({exc})") from None
     return value, m.group(7) == "Z"
@@ -130,11 +130,11 @@ class Schedule(BaseModel):
             )
         kind = "date" if is_date else ("floating" if tzid is None else "utc" if tzid == "UTC" else "zoned")
         recur = parse_recur(rrule_text, kind) if rrule_text is not None else None
-        if recur is not None:
-            check_supported(recur)
-        exdates = tuple(sorted(_parse_exdates(exdate_lines, tzid, is_date)))
+        exdates = tuple(sorted(_parse_exdates(exdate_lines, tzid, is_date))) if exdate_lines else ()
         schedule = cls(dtstart=dtstart, tzid=tzid, is_date=is_date, recur=recur, exdates=exdates)
-        schedule._engine  # noqa: B018 (built now: a rule the engine refuses is refused at parse, not at its first fire)
+        # Built now (a rule the engine refuses is refused at parse, not at its first fire), and
+        # stored where ``_engine`` keeps it: cached_property's lock is a tenth of a cold answer.
+        schedule.__dict__["_engine"] = schedule._build_engine()
         return schedule
 
     # -- reading -------------------------------------------------------------------------------
@@ -144,7 +144,10 @@ class Schedule(BaseModel):
 
     @cached_property
     def _engine(self) -> Engine:
-        recur = self.recur if self.recur is not None else Recur(freq="DAILY", count=1)
+        return self._build_engine()
+
+    def _build_engine(self) -> Engine:
+        recur = self.recur if self.recur is not None else _ONCE
         return Engine(self.dtstart, recur, self.zone, frozenset(self.exdates), self.is_date)
 
     def planning_problem(self) -> str | None:

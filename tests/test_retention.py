@@ -21,6 +21,7 @@ from floorgate.admission import Admission, Automations, FixedClock, Journal
 from floorgate.admission import _schema as s
 from floorgate.admission.events import EventKind, Events
 from floorgate.admission.retention import Kept, Retention
+from floorgate.admission.triggers import Triggers
 from floorgate.scheduler.app.retention import HostPruner, PruneService
 
 from helpers import add_automation, floor, wait_for
@@ -321,3 +322,22 @@ def test_a_running_host_prunes_by_its_host_policy(db_url: str, store, tmp_path) 
     assert code == 0, log
     assert _count(store, s.turns) == 1 and len(Admission(store, clock).starts()) == 12
     assert len([p for p in logs.rglob("*") if p.is_file()]) == 1
+
+
+def test_served_triggers_go_and_pending_ones_stay_however_old(store, tmp_path) -> None:
+    clock = FixedClock(T_OLD)
+    add_automation(store, clock, "x", schedule="DTSTART:20260105T090000Z RRULE:FREQ=DAILY", script="true")
+    triggers = Triggers(store, clock)
+    for i in range(3):
+        triggers.trigger("x", trigger_id=f"old-{i}")
+    served_by = triggers.serve("x", "turn-1")
+    clock.set(T_OLD + timedelta(minutes=5))
+    triggers.trigger("x", trigger_id="old-pending")  # never served: it still has work to wake
+    clock.set(T_OLD + timedelta(days=120))
+    triggers.trigger("x", trigger_id="new-pending")
+    report = PruneService(store, clock, tmp_path / "state").prune(DAYS_90, dry_run=False)
+    assert served_by == 3 and report.deleted[Kept.TRIGGERS] == 3
+    with store.read() as conn:
+        left = sorted(conn.execute(select(s.triggers.c.trigger_id)).scalars())
+    assert left == ["new-pending", "old-pending"]
+    assert triggers.pending("x") is not None

@@ -395,3 +395,29 @@ def test_round_trips_of_a_denial_with_every_limit_kind(store: Store, denied_by: 
     assert (denied.admitted, denied.reason.value) == (False, denied_by)
     backend = "postgresql" if store.dialect == "postgresql" else "sqlite"
     assert (counts["round_trips"] + len(pooled), counts["commits"]) == (LIMITED[(backend, denied_by)], 0), pooled
+
+
+# Without a USD budget the prices are not read: the rules, the count's starts, the token budget's
+# usage, the lane's largest recent turn and its model (5; 6 with SQLite's BEGIN).
+def test_a_lane_without_a_usd_budget_reads_no_prices(store: Store) -> None:
+    clock = FixedClock(T0)
+    limits = LimitsChange(max_starts=1, budget_tokens=1000, estimate_tokens=10, per=parse_window("1d"))
+    Policies(store, clock).configure(Scope.parse("g/a"), min_interval=timedelta(0), expected_revision=0, owner_ref="o", limits=limits)
+    Prices(store, clock).set("m", Decimal(3), expected_revision=0, owner_ref="o")
+    add_automation(store, clock, "x", model="m")
+    admission = Admission(store, clock)
+    assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=clock.now()).admitted
+    clock.advance(timedelta(seconds=1))
+    pooled: list[str] = []
+
+    def seen(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        pooled.append(statement)
+
+    event.listen(store.engine, "before_cursor_execute", seen)
+    try:
+        denied = admission.reserve(goal="g", agent="a", automation="x", turn_id="t2", trigger_time=clock.now())
+    finally:
+        event.remove(store.engine, "before_cursor_execute", seen)
+    assert (denied.admitted, denied.reason.value) == (False, "count_exhausted")
+    assert [x for x in pooled if "fg_model_prices" in x] == [], pooled
+    assert len([x for x in pooled if x.strip().upper() != "BEGIN"]) == 5, pooled
