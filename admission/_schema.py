@@ -33,6 +33,7 @@ rules = Table(
     Column("budget_window", String(80), nullable=True),
     Column("estimate_tokens", BigInteger, nullable=True),
     Column("across_agents", Boolean, nullable=False, server_default=false()),  # goal rules: one series for all agents
+    Column("alert_at", String(40), nullable=True),  # budget_threshold percentages (50,80,100); NULL: the default
 )
 
 rule_history = Table(

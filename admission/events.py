@@ -36,6 +36,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import and_, delete, func, insert, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
 from . import _schema as s
@@ -76,7 +78,7 @@ class EventKind(StrEnum):
     AUTOMATION_FAILING = "automation_failing"  # a second consecutive turn failed: its starts slow down (once per streak)
     # Written by the admission that crossed them, in its transaction, at most once per window and scope:
     BUDGET_THRESHOLD = "budget_threshold"  # a budget's use (settled + held) crossed an owner-set percentage
-    BUDGET_EXHAUSTED = "budget_exhausted"  # a count or budget denied a start: the window is spent
+    BUDGET_EXHAUSTED = "budget_exhausted"  # an admitted start spent a count or budget: the next start in its window is denied
     BOUND_OVERSHOT = "bound_overshot"  # a turn succeeded but its reported usage went over an envelope bound
 
 
@@ -232,6 +234,36 @@ def record(conn: Connection, kind: EventKind, subject: str, data: dict[str, Any]
             dedup_key=dedup_key,
         )
     )
+    _fan_out(conn, kind, event_id, at)
+    return event_id
+
+
+def record_once(conn: Connection, kind: EventKind, subject: str, data: dict[str, Any], at: datetime, *, key: str) -> str | None:
+    """``record`` an event on ``conn`` unless one under ``key`` exists: the insert-if-absent is
+    one statement on the unique key, so a retry or another host in a racing transaction never
+    writes a second one (nor aborts its own transaction). Returns the new id, or None."""
+    kind = EventKind(kind)
+    if not key or len(key) > 200:
+        raise InvalidInput("key", "an event key is 1..200 characters")
+    event_id = "evt-" + secrets.token_urlsafe(18)
+    values = dict(
+        event_id=event_id,
+        kind=kind.value,
+        subject=subject,
+        data_json=json.dumps(data, sort_keys=True),
+        occurred_at_us=at,
+        dedup_key=key,
+    )
+    dialect = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
+    statement = dialect(s.events).values(**values).on_conflict_do_nothing(index_elements=["dedup_key"])
+    if conn.execute(statement.returning(s.events.c.event_id)).first() is None:
+        return None
+    _fan_out(conn, kind, event_id, at)
+    return event_id
+
+
+def _fan_out(conn: Connection, kind: EventKind, event_id: str, at: datetime) -> None:
+    """One pending delivery of ``event_id`` per webhook subscribed to ``kind``."""
     w = s.webhooks
     for webhook_id, events in conn.execute(select(w.c.webhook_id, w.c.events)).all():
         if kind.value in events.split(","):
@@ -240,7 +272,6 @@ def record(conn: Connection, kind: EventKind, subject: str, data: dict[str, Any]
                     webhook_id=webhook_id, event_id=event_id, state=DeliveryState.PENDING.value, attempts=0, next_attempt_at_us=at
                 )
             )
-    return event_id
 
 
 def _event(row) -> Event:  # type: ignore[no-untyped-def]

@@ -47,6 +47,7 @@ from ._rule import (
     _unavailable,
 )
 from ._types import MAX_US, raw_columns
+from .alerts import record_alerts
 from .clock import Clock, SystemClock, from_us, read_clock, to_us
 from .decide.checks import Request as _Request
 from .decide.checks import Verdict as _Verdict
@@ -172,6 +173,7 @@ class Admission:
                 verdict, now = _admit(tx, req, self.clock, journal, lim=check.code, states=check.states)
             if verdict.reason in _ADMITTING:
                 hold_estimate(conn, check, req.turn_id, req.goal, req.agent, req.automation, now)
+                record_alerts(conn, check.states, now, req.turn_id)
             if on_admit is not None and verdict.reason in _ADMITTED:
                 on_admit(conn)
         return verdict, now

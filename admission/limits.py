@@ -36,6 +36,30 @@ from .windows import (
     usd_to_micros,
 )
 
+# The percentages of a count or budget that raise ``budget_threshold`` unless the owner sets others.
+DEFAULT_ALERTS: tuple[int, ...] = (50, 80, 100)
+
+
+def parse_alerts(text: object, field: str = "--alert-at") -> tuple[int, ...]:
+    """``50,80,100``: distinct whole percentages in 1..100, in rising order once parsed;
+    ``InvalidInput`` naming ``field`` otherwise."""
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidInput(field, "give whole percentages in 1..100 separated by commas, e.g. 50,80,100")
+    values: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part.isascii() or not part.isdigit() or len(part) > 3 or not 1 <= int(part) <= 100:
+            raise InvalidInput(field, f"{part!r} is not a whole percentage in 1..100; give e.g. 50,80,100")
+        if int(part) in values:
+            raise InvalidInput(field, f"{int(part)} is given twice; name each percentage once")
+        values.append(int(part))
+    return tuple(sorted(values))
+
+
+def format_alerts(values: tuple[int, ...]) -> str:
+    """The stored and shown form of alert percentages: ``50,80,100``."""
+    return ",".join(str(v) for v in values)
+
 
 class LimitKind(StrEnum):
     """What a limit counts."""
@@ -57,9 +81,14 @@ class Limits(BaseModel):
     budget_window: Window | None = None
     estimate_tokens: int | None = None
     across_agents: bool = False
+    alert_at: tuple[int, ...] | None = None  # percentages alerted on; None: DEFAULT_ALERTS
 
     def is_empty(self) -> bool:
         return self == Limits()
+
+    def alerts(self) -> tuple[int, ...]:
+        """The percentages of this rule's counts and budgets that raise ``budget_threshold``."""
+        return self.alert_at if self.alert_at is not None else DEFAULT_ALERTS
 
     def doc(self) -> dict[str, Any]:
         """The limits as JSON (amounts exact: USD as a decimal string)."""
@@ -71,6 +100,7 @@ class Limits(BaseModel):
             "budget_window": self.budget_window.text() if self.budget_window is not None else None,
             "estimate_tokens": self.estimate_tokens,
             "across_agents": self.across_agents,
+            "alert_at": list(self.alert_at) if self.alert_at is not None else None,
         }
 
     def summary(self) -> str:
@@ -89,6 +119,8 @@ class Limits(BaseModel):
             parts.append(f"estimate {format_tokens(self.estimate_tokens)} tokens a turn")
         if self.across_agents:
             parts.append("across agents")
+        if self.alert_at is not None:
+            parts.append("alerts at " + ",".join(f"{p}%" for p in self.alert_at))
         return ", ".join(parts) if parts else "none"
 
     def columns(self) -> dict[str, Any]:
@@ -101,6 +133,7 @@ class Limits(BaseModel):
             "budget_window": self.budget_window.text() if self.budget_window is not None else None,
             "estimate_tokens": self.estimate_tokens,
             "across_agents": self.across_agents,
+            "alert_at": format_alerts(self.alert_at) if self.alert_at is not None else None,
         }
 
 
@@ -116,6 +149,7 @@ class LimitsChange(BaseModel):
     estimate_tokens: int | None = None
     per: Window | None = None
     across_agents: bool | None = None
+    alert_at: tuple[int, ...] | None = None  # () resets to DEFAULT_ALERTS
 
     def is_empty(self) -> bool:
         return self == LimitsChange()
@@ -147,6 +181,8 @@ class LimitsChange(BaseModel):
             out["estimate_tokens"] = self.estimate_tokens or None
         if self.across_agents is not None:
             out["across_agents"] = self.across_agents
+        if self.alert_at is not None:
+            out["alert_at"] = self.alert_at if self.alert_at and self.alert_at != DEFAULT_ALERTS else None
         return Limits(**out)
 
 
@@ -202,6 +238,11 @@ def limits_from_columns(row: Any, where: str) -> Limits:
     across = row.across_agents
     if across not in (True, False, 0, 1):
         raise CorruptState(f"malformed limit at {where}: across_agents {across!r}")
+    alert_text = getattr(row, "alert_at", None)
+    try:
+        alert_at = parse_alerts(alert_text, "alert_at") if alert_text is not None else None
+    except InvalidInput:
+        raise CorruptState(f"malformed limit at {where}: alert_at {alert_text!r}") from None
     return Limits.model_construct(
         max_starts=max_starts,
         starts_window=window("starts_window", max_starts is not None),
@@ -210,6 +251,7 @@ def limits_from_columns(row: Any, where: str) -> Limits:
         budget_window=window("budget_window", tokens is not None or usd is not None),
         estimate_tokens=number("estimate_tokens", MAX_TOKENS),
         across_agents=bool(across),
+        alert_at=alert_at,
     )
 
 
@@ -237,6 +279,7 @@ class BoundLimit(NamedTuple):
     amount: int
     window: Window
     series: Series
+    alerts: tuple[int, ...] = DEFAULT_ALERTS  # the percentages its rule alerts on
 
     def describe(self) -> str:
         shown = {
@@ -273,7 +316,7 @@ def bound_limits(rules: Iterable[tuple[Scope, int, Limits]], agent: str) -> list
                 continue
             key = (kind, series, window)
             if key not in best or amount < best[key].amount:
-                best[key] = BoundLimit(scope, revision, kind, amount, window, series)
+                best[key] = BoundLimit(scope, revision, kind, amount, window, series, limits.alerts())
     return sorted(best.values(), key=lambda b: (b.kind.value, str(b.scope), b.window.text()))
 
 

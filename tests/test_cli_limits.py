@@ -28,7 +28,7 @@ def test_limit_flags_round_trip_through_policy_show(sqlite_db: str) -> None:
     goal = next(r for r in shown["rules"] if r["scope"] == "inbox")
     assert goal["limits"] == {
         "max_starts": 3, "starts_window": "day@Europe/Berlin", "budget_tokens": 2_000_000, "budget_usd": "20",
-        "budget_window": "day@Europe/Berlin", "estimate_tokens": None, "across_agents": True,
+        "budget_window": "day@Europe/Berlin", "estimate_tokens": None, "across_agents": True, "alert_at": None,
     }  # fmt: skip
     binding = {(b["kind"], b["amount"], b["window"], b["scope"], b["across_agents"]) for b in shown["limits"]}
     assert binding == {
@@ -65,7 +65,28 @@ BAD = [
     ("unknown-period", ["--max-starts", "3", "--per", "fortnight@UTC"], "--per"),
     ("unknown-zone", ["--max-starts", "3", "--per", "day@Mars/Olympus"], "--per"),
     ("estimate-fraction", ["--estimate-tokens", "1.5"], "--estimate-tokens"),
+    ("alert-zero", ["--max-starts", "3", "--per", "1d", "--alert-at", "0"], "--alert-at"),
+    ("alert-over-100", ["--max-starts", "3", "--per", "1d", "--alert-at", "50,150"], "--alert-at"),
+    ("alert-not-a-number", ["--max-starts", "3", "--per", "1d", "--alert-at", "abc"], "--alert-at"),
+    ("alert-duplicate", ["--max-starts", "3", "--per", "1d", "--alert-at", "50,80,50"], "--alert-at"),
+    ("alert-empty", ["--max-starts", "3", "--per", "1d", "--alert-at", ""], "--alert-at"),
 ]
+
+
+def test_alert_percentages_are_stored_shown_and_kept_in_history(sqlite_db: str) -> None:
+    done = run_cli(
+        "policy", "set", "inbox", "--budget-tokens", "2M", "--per", "1d", "--alert-at", "90,25",
+        "--revision", "0", "--owner-ref", "alice", db=sqlite_db,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(run_cli("policy", "show", "inbox", "--json", db=sqlite_db).stdout)
+    assert shown["rules"][0]["limits"]["alert_at"] == [25, 90]
+    assert "alerts at 25%,90%" in run_cli("policy", "show", "inbox", db=sqlite_db).stdout
+    (entry,) = history(sqlite_db)
+    assert entry["limits_before"] is None and entry["limits_after"]["alert_at"] == [25, 90]
+    run_cli("policy", "set", "inbox", "--alert-at", "50,80,100", "--revision", "1", "--owner-ref", "alice", db=sqlite_db)
+    [latest, _] = history(sqlite_db)
+    assert latest["limits_before"]["alert_at"] == [25, 90] and latest["limits_after"]["alert_at"] is None  # the default
 
 
 @pytest.mark.parametrize("flags,field", [b[1:] for b in BAD], ids=[b[0] for b in BAD])

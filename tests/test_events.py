@@ -5,11 +5,9 @@ on; a failing receiver is retried with backoff and its failure is visible in the
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -22,38 +20,7 @@ from floorgate.scheduler.app.notify import NotifyService
 
 from cli import run_cli
 from conftest import raw_sql
-from helpers import add_automation
-
-
-class Receiver:
-    """A stdlib HTTP server in a thread that records every POST and answers ``status``."""
-
-    def __init__(self) -> None:
-        self.status = 200
-        self.got: list[tuple[dict[str, str], bytes]] = []
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                receiver.got.append((dict(self.headers.items()), body))
-                self.send_response(receiver.status)
-                self.end_headers()
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-    def docs(self) -> list[dict]:  # type: ignore[type-arg]
-        return [json.loads(body) for _, body in self.got]
+from helpers import Receiver, add_automation
 
 
 @pytest.fixture

@@ -50,12 +50,12 @@ def test_limits_and_prices_apply_export_and_round_trip(store: Store, db_url: str
     assert goal is not None and not goal.active  # a limit-only rule: no floor
     assert goal.limits.doc() == {
         "max_starts": 10, "starts_window": "1h", "budget_tokens": None, "budget_usd": "20.5",
-        "budget_window": "day@Europe/Berlin", "estimate_tokens": None, "across_agents": True,
+        "budget_window": "day@Europe/Berlin", "estimate_tokens": None, "across_agents": True, "alert_at": None,
     }  # fmt: skip
     assert agent is not None and agent.min_interval == DAY
     assert agent.limits.doc() == {
         "max_starts": 3, "starts_window": "1d", "budget_tokens": 2_000_000, "budget_usd": None,
-        "budget_window": "week@UTC", "estimate_tokens": 40_000, "across_agents": False,
+        "budget_window": "week@UTC", "estimate_tokens": 40_000, "across_agents": False, "alert_at": None,
     }  # fmt: skip
     [price] = fg.prices.list()
     assert (price.model, price.usd_per_mtok_micros) == ("claude-sonnet", 3_250_000)

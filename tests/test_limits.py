@@ -145,6 +145,7 @@ DAMAGE = [
     ("count-without-window", "max_starts = 3, starts_window = NULL"),
     ("window-unparsable", "max_starts = 3, starts_window = 'fortnight'"),
     ("budget-over-cap", "budget_tokens = 9000000000000000, budget_window = '1d'"),
+    ("alert-out-of-range", "max_starts = 3, starts_window = '1d', alert_at = '50,150'"),
 ]
 
 

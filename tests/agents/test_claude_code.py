@@ -245,6 +245,32 @@ def test_the_stop_hook_records_what_the_provider_reported_once_per_turn(tmp_path
             assert len(entries) == 2 and sum(e.tokens or 0 for e in entries) == sum(r.tokens for r in standin.replies)
 
 
+def test_a_spent_daily_token_budget_blocks_the_next_prompt_with_no_provider_request(tmp_path: Path, claude_cli: Path) -> None:
+    """README "Budgets" with the real CLI: the first prompt is admitted holding the estimate, its
+    Stop hook settles what the stand-in reported; that spends the day's budget, so the next prompt
+    makes no provider request and says budget_exhausted and the exact instant it frees."""
+    from floorgate.admission.limits import Series
+    from floorgate.admission.usage import Usage, UsageState
+    from floorgate.admission.windows import parse_window
+
+    with AnthropicStandIn(lambda n, _body: text(f"done {n}", input_tokens=1500, output_tokens=100)) as standin:
+        w = World(tmp_path, standin, claude_cli)
+        budget = "policy set g/a --budget-tokens 2000 --per 1d --estimate-tokens 1000 --revision 0 --owner-ref o"
+        assert w.floorgate("--db", "floorgate.db", *budget.split()).returncode == 0
+        w.install()
+        first = w.prompt()
+        assert first.returncode == 0, first.stderr
+        calls = len(standin.model_calls)
+        assert calls == len(standin.replies) >= 1
+        with open_store(str(w.db)) as store:
+            [entry] = Usage(store).in_window(Series("g", "a", "x"), parse_window("1d")).entries
+        assert entry.state is UsageState.SETTLED and entry.tokens == sum(r.tokens for r in standin.replies) == 1600
+        second = w.prompt()
+        assert len(standin.model_calls) == calls  # blocked before any provider request
+        said = blocked_text(second)
+        assert "budget_exhausted" in said and f"may not wake the model before {iso(entry.at + timedelta(days=1))}" in said, said
+
+
 # -- served hooks: 'floorgate hook serve' answers them --------------------------------------------------
 @pytest.fixture
 def served(world: World) -> Any:

@@ -449,6 +449,36 @@ def test_the_stop_hook_records_what_the_provider_reported_once_per_turn(world: C
     assert entry.state is UsageState.SETTLED and entry.tokens == (1200 + 80) + (1400 + 30) and entry.model == "gpt-standin"
 
 
+def test_a_spent_daily_token_budget_blocks_the_next_codex_wake_with_no_model_call(world: CodexWorld) -> None:
+    """The Stop hook settles what the stand-in reported; that spends the day's token budget, so the
+    next wake makes no model call, and the installed hook names budget_exhausted and the instant."""
+    from floorgate.admission import open_store
+    from floorgate.admission.clock import iso
+    from floorgate.admission.limits import Series
+    from floorgate.admission.usage import Usage, UsageState
+    from floorgate.admission.windows import parse_window
+
+    world.floorgate(
+        "policy", "set", f"{GOAL}/{AGENT}", "--budget-tokens", "3000", "--per", "1d", "--estimate-tokens", "1000",
+        "--revision", "0", "--owner-ref", "qual",
+    )  # fmt: skip
+    world.standin.script = [Reply(text_reply("done").items, input_tokens=2500, output_tokens=210)]
+    world.install("morning", "--trust")
+    assert world.codex().returncode == 0 and len(world.standin.model_calls) == 1
+    with open_store(world.db) as store:
+        [entry] = Usage(store).in_window(Series(GOAL, AGENT, "morning"), parse_window("1d")).entries
+    assert entry.state is UsageState.SETTLED and entry.tokens == 2500 + 210
+    second = world.codex(json_events=False)
+    assert len(world.standin.model_calls) == 1  # blocked before any model call
+    assert "hook: UserPromptSubmit Blocked" in second.stderr
+    payload = json.dumps({"session_id": "s", "hook_event_name": "UserPromptSubmit", "prompt": "wake up", "cwd": str(world.project)})
+    told = subprocess.run(
+        ["sh", "-c", world.installed_command("UserPromptSubmit")], input=payload, capture_output=True, text=True, env=world.env, timeout=60
+    )
+    assert told.returncode == 2 and "budget_exhausted" in told.stderr, told.stderr
+    assert f"may not wake the model before {iso(entry.at + timedelta(days=1))}" in told.stderr, told.stderr
+
+
 def test_a_served_prompt_hook_blocks_inside_the_floor_with_no_model_call(world: CodexWorld) -> None:
     """With 'floorgate hook serve' running, Codex's prompt hook is answered by it: the same block."""
     import threading

@@ -11,7 +11,7 @@ from typing import Any
 from floorgate.admission import InvalidInput, Scope, parse_compute
 from floorgate.admission.clock import iso
 from floorgate.admission.intervals import format_interval, parse_interval
-from floorgate.admission.limits import LimitsChange
+from floorgate.admission.limits import LimitsChange, parse_alerts
 from floorgate.admission.usage import Price
 from floorgate.admission.windows import check_max_starts, format_usd, micros_to_usd, parse_tokens, parse_usd, parse_window
 
@@ -113,6 +113,11 @@ def _limit_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--across", choices=["agents", "none"], help="goal rules: 'agents' makes the goal's limits one series for all its agents"
     )
+    p.add_argument(
+        "--alert-at",
+        metavar="P,P",
+        help="percentages of each count and budget that raise budget_threshold once per window (default 50,80,100)",
+    )
 
 
 def limits_change(args: argparse.Namespace) -> LimitsChange | None:
@@ -131,6 +136,7 @@ def limits_change(args: argparse.Namespace) -> LimitsChange | None:
         else None,
         per=parse_window(args.per[0], "--per") if args.per else None,
         across_agents=None if args.across is None else args.across == "agents",
+        alert_at=parse_alerts(args.alert_at) if args.alert_at is not None else None,
     )
     return None if change.is_empty() else change
 
