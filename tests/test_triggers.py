@@ -6,6 +6,7 @@ at the floor's end, and ``poke`` is ``trigger``."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 from datetime import datetime, timedelta
 
@@ -197,6 +198,8 @@ def test_trigger_and_poke_from_the_cli_say_what_they_did(db: str) -> None:
     assert first.returncode == 0 and first.stdout.startswith("triggered x (trigger build-41); 1 pending since"), first.stdout
     again = cli("automation", "trigger", "x", "--id", "build-41", db=db)
     assert again.returncode == 0 and "already recorded" in again.stdout and "nothing new" in again.stdout
+    instants = re.findall(r"\d{4}-\d\d-\d\dT[0-9:.]+Z", first.stdout + again.stdout)
+    assert instants and all("." not in i for i in instants), instants  # whole seconds in text, as elsewhere
     poked = json.loads(cli("automation", "poke", "x", "--json", db=db).stdout)  # the old name: a trigger
     assert poked["repeated"] is False and poked["wake"]["pending"] == 2
     shown = json.loads(cli("automation", "show", "x", "--json", db=db).stdout)

@@ -160,9 +160,9 @@ def trigger_wake_doc(w: TriggerWake | None) -> dict[str, Any] | None:
 def _pending_text(w: TriggerWake | None) -> str:
     if w is None:
         return "none pending"
-    when = f"wakes at {iso(w.wake_at)}" if w.wake_at is not None else "cannot wake it now (see its state)"
+    when = f"wakes at {_up(w.wake_at)}" if w.wake_at is not None else "cannot wake it now (see its state)"
     floor = " (the floor or a failure streak comes first)" if w.wake_at is not None and w.wake_at > w.due else ""
-    return f"{w.count} pending since {iso(w.first_at)}, due {iso(w.due)}: {when}{floor}"
+    return f"{w.count} pending since {_down(w.first_at)}, due {_up(w.due)}: {when}{floor}"
 
 
 def trigger_doc(t: TriggerAnswer) -> dict[str, Any]:
@@ -185,7 +185,7 @@ def trigger_text(t: TriggerAnswer) -> str:
     head = (
         f"triggered {tr.automation_id} (trigger {terminal_safe(tr.trigger_id, lines=False)})"
         if tr.new
-        else f"trigger {terminal_safe(tr.trigger_id, lines=False)} of {tr.automation_id} was already recorded at {iso(tr.at)}: nothing new"
+        else f"trigger {terminal_safe(tr.trigger_id, lines=False)} of {tr.automation_id} was already recorded at {_down(tr.at)}: nothing new"
     )
     return f"{head}; {_pending_text(t.wake)}"
 
