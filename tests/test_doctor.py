@@ -14,6 +14,7 @@ from floorgate.admission import AutomationSpec, Automations, FixedClock, Store
 from floorgate.admission.clock import SystemClock, read_clock
 from floorgate.scheduler.app.doctor import Doctor, Status
 from floorgate.scheduler.app.root import Floorgate, Settings
+from floorgate.scheduler.cli.commands.hook import ServedHooks
 from floorgate.scheduler.runtime._heartbeat import Heartbeat
 from floorgate.scheduler.runtime.hook_server import HookServer
 from floorgate.scheduler.runtime.hook_wire import RUNTIME_DIR_ENV
@@ -99,7 +100,7 @@ def test_doctor_finds_a_lost_host_a_stopped_cron_daemon_and_an_untrusted_codex_h
     trusted = run_cli("hook", "install", "codex", "--project", str(project), *lane, "--trust", db=db_url, cwd=tmp_path, env=env)
     assert trusted.returncode == 0, trusted.stderr
     os.chmod(state / "logs", 0o700)
-    server = HookServer(Path(env[RUNTIME_DIR_ENV]))
+    server = HookServer(Path(env[RUNTIME_DIR_ENV]), ServedHooks())
     server.bind()
     serving = threading.Thread(target=server.serve, daemon=True)
     serving.start()

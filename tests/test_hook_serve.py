@@ -20,6 +20,7 @@ import pytest
 
 from floorgate.admission import Admission, FixedClock, Store
 from floorgate.scheduler.cli import entry
+from floorgate.scheduler.cli.commands.hook import ServedHooks
 from floorgate.scheduler.cli.main import run
 from floorgate.scheduler.runtime import hook_wire
 from floorgate.scheduler.runtime.hook_server import HookServer
@@ -38,7 +39,7 @@ def rundir(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def server(rundir: Path) -> Iterator[HookServer]:
-    srv = HookServer(rundir)
+    srv = HookServer(rundir, ServedHooks())
     srv.bind()
     t = threading.Thread(target=srv.serve, daemon=True)
     t.start()
@@ -133,7 +134,7 @@ def test_a_served_admission_is_the_atomic_one_a_second_prompt_is_denied(
 
 def test_a_server_of_other_code_does_not_answer_and_decides_nothing(store: Store, db_url: str, rundir: Path) -> None:
     _lanes(store, "wait-too-long")
-    srv = HookServer(rundir, identity=lambda: "other code")
+    srv = HookServer(rundir, ServedHooks(), identity=lambda: "other code")
     srv.bind()
     t = threading.Thread(target=srv.serve, daemon=True)
     t.start()

@@ -7,28 +7,49 @@ from __future__ import annotations
 import os
 import shutil
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from floorgate.admission import (
+    Admission,
     Automation,
+    Automations,
     Eligibility,
     Envelope,
+    Journal,
     Mission,
+    Missions,
     PendingTrigger,
     Rule,
+    Store,
+    TickLog,
     TimerBinding,
+    TimerBindings,
     Triggers,
     TurnRecord,
     WakeState,
 )
+from floorgate.admission.clock import Clock
 from floorgate.admission.errors import CorruptState
-from floorgate.admission.liveness import HookAnswer
+from floorgate.admission.liveness import HookAnswer, HookAnswers
 
-from .budget_readback import LaneLimits
+from .budget_readback import BudgetReadback, LaneLimits
 from .preview import ScheduleQueries
 
-if TYPE_CHECKING:
-    from .readback import Readback
+
+class Readback(Protocol):
+    """What these reads take from ``readback.Readback``: the repositories it holds (declared here
+    so the reads need not import the module that uses them)."""
+
+    store: Store
+    clock: Clock
+    admission: Admission
+    automations: Automations
+    journal: Journal
+    ticklog: TickLog
+    bindings: TimerBindings
+    missions: Missions
+    hook_answers: HookAnswers
+    budgets: BudgetReadback
 
 
 def host_problem(automation: Automation) -> str | None:

@@ -18,8 +18,7 @@ store, and how to export it. Budgets, once the store has them, are one more sect
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from enum import StrEnum
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -28,7 +27,6 @@ from floorgate.admission import (
     ComputeBlock,
     FloorgateError,
     InvalidInput,
-    Provenance,
     RevisionConflict,
     Scope,
     parse_compute,
@@ -38,57 +36,12 @@ from floorgate.admission.intervals import format_interval, parse_interval
 from floorgate.admission.limits import Limits
 from floorgate.admission.scope import check_id
 from floorgate.scheduler.app import _fleet_toml as toml
+from floorgate.scheduler.app._fleet_plan import Action, Problem, Step, Writer, _duplicate, _key, _what
 from floorgate.scheduler.app.automation_spec import spec_doc, spec_from_doc
 from floorgate.scheduler.app.fleet_limits import LIMIT_FIELDS, PriceSection, changes_to, check_loosening, limits_table, parse_limits
 
 if TYPE_CHECKING:
     from floorgate.scheduler.app.root import Floorgate
-
-
-class Action(StrEnum):
-    """What applying the file does to one object."""
-
-    CREATE = "create"
-    CHANGE = "change"
-    UNCHANGED = "unchanged"
-    REMOVE = "remove"
-
-
-@dataclass(frozen=True)
-class Writer:
-    """Who an apply writes as, and what it may do."""
-
-    owner_ref: str
-    provenance: Provenance
-    allow_reduction: bool
-
-
-@dataclass(frozen=True)
-class Step:
-    """One object's planned action, what changes, and the write that carries it out (CAS on what was read)."""
-
-    kind: str
-    name: str
-    action: Action
-    line: int | None  # None: not in the file (a removal)
-    changes: tuple[str, ...] = ()
-    write: Callable[[Writer], None] | None = field(default=None, compare=False, repr=False)
-    needs_owner: bool = False  # the write is recorded with an owner (floors)
-
-    def doc(self) -> dict[str, Any]:
-        return {"kind": self.kind, "name": self.name, "action": self.action.value, "line": self.line, "changes": list(self.changes)}
-
-
-@dataclass(frozen=True)
-class Problem:
-    """Why an object (or the file) cannot be applied, at its line."""
-
-    line: int
-    what: str  # "automation nightly", "floor g/a", "file"
-    message: str
-
-    def text(self, source: str) -> str:
-        return f"{source}:{self.line}: {self.what}: {self.message}"
 
 
 @dataclass(frozen=True)
@@ -132,28 +85,6 @@ def _call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Callable[[Writer
 
 def _changes(before: dict[str, Any], after: dict[str, Any]) -> tuple[str, ...]:
     return tuple(f"{k}: {before.get(k)!r} -> {after.get(k)!r}" for k in sorted(set(before) | set(after)) if before.get(k) != after.get(k))
-
-
-def _duplicate(seen: dict[str, int], name: str, line: int, what: str) -> Problem | None:
-    if name in seen:
-        return Problem(line, what, f"is also described at line {seen[name]}; describe each once")
-    seen[name] = line
-    return None
-
-
-def _what(v: dict[str, Any], kind: str, key: str) -> str:
-    """How a problem names one ``kind`` table: by its ``key`` when that is text."""
-    return f"{kind} {v[key]}" if isinstance(v.get(key), str) else kind
-
-
-def _key(v: dict[str, Any], kind: str, fields: tuple[str, ...], key: str, fix: str) -> str:
-    """The ``key`` of one ``kind`` table, refusing a field not in ``fields`` and a ``key`` that is not text (``fix``)."""
-    unknown = sorted(set(v) - set(fields))
-    if unknown:
-        raise InvalidInput(unknown[0], f"is not a field of a {kind}; use {', '.join(fields)}")
-    if not isinstance(v.get(key), str):
-        raise InvalidInput(key, fix)
-    return str(v[key])
 
 
 class AutomationSection:

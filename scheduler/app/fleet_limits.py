@@ -18,9 +18,9 @@ from floorgate.admission.usage import check_model
 from floorgate.admission.windows import check_max_starts, micros_to_usd, parse_tokens, parse_usd, parse_window
 
 from . import _fleet_toml as toml
+from ._fleet_plan import Action, Problem, Step, Writer, _duplicate, _key, _what
 
 if TYPE_CHECKING:
-    from .fleet import Problem, Step, Writer
     from .root import Floorgate
 
 LIMIT_FIELDS = ("max_starts", "starts_per", "budget_tokens", "budget_usd", "budget_per", "estimate_tokens", "across_agents")
@@ -111,7 +111,6 @@ class PriceSection:
         self.fg = fg
 
     def plan(self, tables: list[toml.Table], *, prune: bool, allow_reduction: bool, base_dir: str) -> tuple[list[Step], list[Problem]]:
-        from .fleet import Problem, _duplicate, _key, _what
 
         stored = {p.model: p for p in self.fg.prices.list() if p.usd_per_mtok_micros is not None}
         steps: list[Step] = []
@@ -142,7 +141,6 @@ class PriceSection:
         return steps, problems
 
     def _step(self, model: str, price: Decimal | None, line: int | None, allow_reduction: bool) -> Step:
-        from .fleet import Action, Step
 
         current = next((p for p in self.fg.prices.list() if p.model == model), None)
         before = micros_to_usd(current.usd_per_mtok_micros) if current is not None and current.usd_per_mtok_micros is not None else None

@@ -32,6 +32,7 @@ from ..views.present import (
     binding_doc,
     change_doc,
     host_doc,
+    lane_doc,
     mission_doc,
     readback_doc,
     rule_doc,
@@ -41,7 +42,6 @@ from ..views.present import (
 )
 from ..views.present_automation import detail_doc, preview_doc
 from ..views.present_floors import floor_applied_doc, floor_change_doc, floor_view_doc
-from ..views.present_limits import lane_doc
 from . import api_automations, runs
 from .auth import Gatekeeper, require_owner
 from .errors import error_response

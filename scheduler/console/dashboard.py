@@ -16,8 +16,7 @@ from floorgate.hosts.schedule import Schedule
 
 from ..app.readback import AutomationReadback
 from ..app.root import Floorgate
-from ..views.present import ago, host_doc, readback_doc
-from ..views.present_limits import lane_doc
+from ..views.present import ago, host_doc, lane_doc, readback_doc
 from .timeline import SLOTS, Zoom, slot_width, timeline
 
 UPCOMING = timedelta(hours=24)

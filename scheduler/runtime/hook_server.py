@@ -20,10 +20,31 @@ import socket
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Protocol, TextIO
 
 from . import hook_wire
 
 _BACKLOG = 64
+
+
+class HookDecider(Protocol):
+    """What the server answers with: the CLI's own parsing and decision code for a hook (the
+    server is given it, so the runtime never imports the CLI).
+
+    ``parse(argv)``: the hook's arguments as the in-process hook parses them; None for anything
+    but a served hook's command line. ``answer(args, env, stdin, err, open_app)``: the hook's exit
+    code, its stderr written to ``err``, its store opened through ``open_app(args, env)``."""
+
+    def parse(self, argv: list[str]) -> argparse.Namespace | None: ...
+
+    def answer(
+        self,
+        args: argparse.Namespace,
+        env: Mapping[str, str],
+        stdin: TextIO,
+        err: TextIO,
+        open_app: Callable[[argparse.Namespace, Mapping[str, str]], object],
+    ) -> int: ...
 
 
 class ServerRefused(OSError):
@@ -85,8 +106,9 @@ def _file_id(url: str) -> object:
 class HookServer:
     """Accepts hook requests on ``directory``/hooks.sock until ``stop``; one thread per request."""
 
-    def __init__(self, directory: Path, *, identity: Callable[[], str] = hook_wire.code_identity) -> None:
+    def __init__(self, directory: Path, decide: HookDecider, *, identity: Callable[[], str] = hook_wire.code_identity) -> None:
         self.directory = directory
+        self._decide = decide
         self._identity = identity
         self.code = identity()
         self._apps = _Apps()
@@ -195,35 +217,18 @@ class HookServer:
             return {"v": hook_wire.VERSION, "unserved": "a malformed request"}
         if any(k in env for k in ("FLOORGATE_TURN_SOCKET", "FLOORGATE_TURN_TOKEN")):
             return {"v": hook_wire.VERSION, "unserved": "a managed turn's hooks ask its broker themselves"}
-        args = _parse(argv)
+        args = self._decide.parse(argv)
         if args is None:
             return {"v": hook_wire.VERSION, "unserved": "not a served hook's command line"}
         from floorgate.admission.store import ENV_URL
-
-        from ..cli.commands.hook import Call, answer
 
         url = _absolute_db(args.db or env.get(ENV_URL) or "floorgate.db", cwd)
         if url is None:
             return {"v": hook_wire.VERSION, "unserved": "a store named relative to the hook's directory"}
         args.db = url
         err = io.StringIO()
-        code = answer(args, Call(env=env, stdin=io.StringIO(stdin), err=err, open_app=lambda a, e: self._apps.open(a.db, e)))
+        code = self._decide.answer(args, env, io.StringIO(stdin), err, lambda a, e: self._apps.open(a.db, e))
         return {"v": hook_wire.VERSION, "exit": code, "stderr": err.getvalue()[: hook_wire.MAX_ANSWER // 2]}
-
-
-def _parse(argv: list[str]) -> argparse.Namespace | None:
-    """The hook's arguments as the in-process hook parses them; None for anything but a served hook."""
-    from ..cli.context import UsageError
-    from ..cli.entry import served_event
-    from ..cli.main import build_parser
-
-    if "--" in argv or served_event(argv) is None:
-        return None
-    try:
-        args = build_parser(argv).parse_args(argv)
-    except (UsageError, SystemExit):
-        return None  # the in-process hook names the error
-    return args if getattr(args, "hook_command", None) in hook_wire.SERVED_EVENTS else None
 
 
 @contextlib.contextmanager

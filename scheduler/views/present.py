@@ -16,12 +16,14 @@ from floorgate.admission import Confirmation, Debounce, Decision, EffectiveFloor
 from floorgate.admission.clock import iso
 from floorgate.admission.intervals import format_interval
 
+from ._instants import ceil_second
 from .present_limits import limits_brief, limits_doc
 
 if TYPE_CHECKING:
     from floorgate.admission import Automation, Mission, Tick, TimerBinding, TurnRecord, Verdict
     from floorgate.admission.liveness import HostBeat
 
+    from ..app.budget_readback import LaneLimits
     from ..app.guarantee import GuaranteeReadback
     from ..app.readback import AutomationReadback
 
@@ -118,6 +120,11 @@ def eligibility_doc(e: Eligibility) -> dict[str, Any]:
         "evaluated_at": iso(e.evaluated_at),
         "detail": e.detail,
     }
+
+
+def lane_doc(e: Eligibility, limits: LaneLimits | None) -> dict[str, Any]:
+    """A listed lane (``status``'s second table) as JSON: its eligibility and its limits."""
+    return {**eligibility_doc(e), "limits": limits_doc(limits)}
 
 
 def eligibility_state_doc(e: Eligibility | None) -> dict[str, Any] | None:
@@ -446,11 +453,6 @@ def ago(at: datetime, now: datetime) -> str:
     else:
         words = f"{span / 86400:.0f} d"
     return f"{words} ago" if seconds >= 0 else f"in {words}"
-
-
-def ceil_second(at: datetime) -> datetime:
-    """``at`` rounded up to the whole second (unchanged when it is one)."""
-    return at if at.microsecond == 0 else at.replace(microsecond=0) + timedelta(seconds=1)
 
 
 def second(at: datetime) -> str:

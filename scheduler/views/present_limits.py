@@ -11,6 +11,7 @@ from floorgate.admission.clock import iso
 from floorgate.admission.windows import NEVER
 
 from ..app.budget_readback import amount, usage_text
+from ._instants import ceil_second
 
 if TYPE_CHECKING:
     from floorgate.admission import Eligibility
@@ -80,18 +81,9 @@ def limit_lines(name: str, limits: LaneLimits | None) -> list[str]:
     return [f"  {name}: limit {x.limit.describe()}: {limit_text(x)}" for x in limits.states]
 
 
-def lane_doc(e: Eligibility, limits: LaneLimits | None) -> dict[str, Any]:
-    """A listed lane (``status``'s second table) as JSON: its eligibility and its limits."""
-    from .present import eligibility_doc
-
-    return {**eligibility_doc(e), "limits": limits_doc(limits)}
-
-
 def next_eligible_text(e: Eligibility) -> str:
     """The verdict's next eligible time in a sentence: an instant, ``now``, or ``not by waiting``
     (a spent limit no window frees: the owner must raise it)."""
-    from .present import ceil_second  # present imports this module at its top
-
     if e.next_eligible_at is not None:
         # Rounded up to the second: a floor shown opening a moment early invites a denied start.
         return iso(ceil_second(e.next_eligible_at)) or ""

@@ -277,11 +277,12 @@ def served(world: World) -> Any:
     """A hook server for this world's runtime directory; Claude Code's hooks find it there."""
     import threading
 
+    from floorgate.scheduler.cli.commands.hook import ServedHooks
     from floorgate.scheduler.runtime.hook_server import HookServer
     from floorgate.scheduler.runtime.hook_wire import RUNTIME_DIR_ENV
 
     world.env[RUNTIME_DIR_ENV] = str(world.root / "rt")
-    server = HookServer(world.root / "rt")
+    server = HookServer(world.root / "rt", ServedHooks())
     server.bind()
     serving = threading.Thread(target=server.serve, daemon=True)
     serving.start()

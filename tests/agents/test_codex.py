@@ -483,11 +483,12 @@ def test_a_served_prompt_hook_blocks_inside_the_floor_with_no_model_call(world: 
     """With 'floorgate hook serve' running, Codex's prompt hook is answered by it: the same block."""
     import threading
 
+    from floorgate.scheduler.cli.commands.hook import ServedHooks
     from floorgate.scheduler.runtime.hook_server import HookServer
     from floorgate.scheduler.runtime.hook_wire import RUNTIME_DIR_ENV
 
     world.extra_env[RUNTIME_DIR_ENV] = str(world.root / "rt")
-    server = HookServer(world.root / "rt")
+    server = HookServer(world.root / "rt", ServedHooks())
     server.bind()
     serving = threading.Thread(target=server.serve, daemon=True)
     serving.start()

@@ -5,12 +5,17 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ...app.owner_gate import Access
 from ..context import EXIT_OK, EXIT_UNAVAILABLE
 
+if TYPE_CHECKING:
+    from ...runtime.hook_server import HookDecider
 
-def register(hsub: argparse._SubParsersAction) -> None:
+
+def register(hsub: argparse._SubParsersAction, decide: HookDecider) -> None:
+    """``hook serve``, answering with ``decide`` (the hook command's own decision code)."""
     p = hsub.add_parser(
         "serve",
         help="answer this user's prompt and tool hooks from a resident process (a socket in a private directory); "
@@ -21,7 +26,7 @@ def register(hsub: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="where the socket goes (default $FLOORGATE_RUNTIME_DIR, else $XDG_RUNTIME_DIR/floorgate, else /tmp/floorgate-UID)",
     )
-    p.set_defaults(handler=_serve, raw_handler=True, access=Access.OPERATE)
+    p.set_defaults(handler=_serve, raw_handler=True, access=Access.OPERATE, decide=decide)
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -29,7 +34,7 @@ def _serve(args: argparse.Namespace) -> int:
     from ...runtime.hook_server import HookServer, ServerRefused, stopping_on_signals
 
     directory = Path(args.runtime_dir).absolute() if args.runtime_dir else hook_wire.runtime_dir()
-    server = HookServer(directory)
+    server = HookServer(directory, args.decide)
     try:
         server.bind()
     except ServerRefused as exc:

@@ -72,7 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_user_prompt_submit, raw_handler=True, access=Access.OPERATE)
 
     _register_install(hsub)
-    _hook_serve.register(hsub)
+    _hook_serve.register(hsub, ServedHooks())
 
     p = hsub.add_parser("stop", help="record the usage of the app turn that just ended (Claude Code's Stop hook); never blocks")
     p.add_argument("--goal", required=True)
@@ -227,6 +227,35 @@ def _blocking(args: argparse.Namespace, refused: str, what: str, work: Callable[
 
 def _user_prompt_submit(args: argparse.Namespace) -> int:
     return _blocking(args, "blocked", "prompt", _admit_prompt)
+
+
+class ServedHooks:
+    """The decision code a hook server answers with (``runtime.hook_server.HookDecider``): the
+    same parsing and ``answer`` as the hook run in-process."""
+
+    def parse(self, argv: list[str]) -> argparse.Namespace | None:
+        from ...runtime import hook_wire
+        from ..context import UsageError
+        from ..entry import served_event
+        from ..main import build_parser
+
+        if "--" in argv or served_event(argv) is None:
+            return None
+        try:
+            args = build_parser(argv).parse_args(argv)
+        except (UsageError, SystemExit):
+            return None  # the in-process hook names the error
+        return args if getattr(args, "hook_command", None) in hook_wire.SERVED_EVENTS else None
+
+    def answer(
+        self,
+        args: argparse.Namespace,
+        env: Mapping[str, str],
+        stdin: TextIO,
+        err: TextIO,
+        open_app: Callable[[argparse.Namespace, Mapping[str, str]], object],
+    ) -> int:
+        return answer(args, Call(env=env, stdin=stdin, err=err, open_app=open_app))
 
 
 def answer(args: argparse.Namespace, call: Call) -> int:

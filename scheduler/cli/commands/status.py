@@ -7,8 +7,7 @@ import argparse
 from floorgate.admission import InvalidInput
 
 from ...app.owner_gate import Access
-from ...views.present import host_doc, readback_doc, streamed
-from ...views.present_limits import lane_doc
+from ...views.present import host_doc, lane_doc, readback_doc, streamed
 from ...views.present_status import status_lines
 from ..context import EXIT_OK, Context, add_common
 
