@@ -83,7 +83,7 @@ def run_turn(turn_id):
     conn().execute(CONFIRM, {"t": turn_id, "now": int(datetime.now(timezone.utc).timestamp() * 1e6)})
 def tick(aid, agent):
     c = conn()
-    p = {"g": "bench", "a": agent, "x": aid, "xr": aid, "t": f"{aid}-{T}", "tr": T, "kind": "scheduled", "reason": None}
+    p = {"g": "bench", "a": agent, "x": aid, "xr": aid, "t": f"{aid}-{T}", "tr": T, "kind": "scheduled", "reason": None, "lim": None}
     floor = spec["floor_us"]
     row = c.execute(FACTS, p).fetchone()
     if floor and row[2] is not None and row[2] + floor > T:
@@ -207,6 +207,9 @@ def watch(argv: list[str], t: float, n: int, cap: float, env: dict[str, str]) ->
             if proc.poll() is not None or cpu0 is None:
                 err.seek(0)
                 raise SystemExit(f"{argv[:4]} exited early:\n{err.read()[-3000:]}")
+            if not decided:  # a broken side (a statement it cannot run) must not read as a slow one
+                err.seek(0)
+                raise SystemExit(f"{argv[:4]} decided nothing before the cap:\n{err.read()[-3000:]}")
         finally:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
