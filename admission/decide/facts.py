@@ -143,14 +143,11 @@ def matching(name: str, short: str, column: str, keys: tuple[tuple[str, str], ..
 RULES_WHERE = "goal_id = :g AND (agent_id IN ('', :a) OR agent_id IS NULL) AND (automation_id IN ('', :xr) OR automation_id IS NULL)"
 # One rule as the decision reads it: a row of these columns (``_facts.rule_row`` decodes it, typed).
 RULE_COLUMNS = ("agent_id", "automation_id", "min_interval_us", "revision")
-_RULE_NUMBERS = RULE_COLUMNS[2:]
 # The ``rules`` fact per lane: its rules' rows as one JSON array of arrays (RULE_COLUMNS, in order).
-# SQLite's json_array refuses a BLOB (the whole statement would fail): a hand-written BLOB number
-# becomes a string there, which the decoder refuses as it refuses any value floorgate never writes.
+# A value of a type JSON cannot hold (a BLOB a hand edit wrote on SQLite) fails the statement, which
+# the store reports as unavailable: fail closed either way.
 RULE_ROWS = {
-    "sqlite": "json_group_array(json_array("
-    + ", ".join(f"IIF(typeof({c}) = 'blob', 'blob', {c})" if c in _RULE_NUMBERS else c for c in RULE_COLUMNS)
-    + "))",
+    "sqlite": "json_group_array(json_array(" + ", ".join(RULE_COLUMNS) + "))",
     "postgresql": "CAST(json_agg(json_build_array(" + ", ".join(RULE_COLUMNS) + ")) AS TEXT)",
 }
 TURN_TEXT = (
