@@ -15,23 +15,23 @@ from types import SimpleNamespace
 
 from ._types import decode_us
 from .automations import WakeState, _wake_from_row
-from .decide.facts import RULES_WHERE, Fact
+from .decide.facts import Fact
 from .errors import CorruptState, StoreUnavailable
 from .scope import check_id
 from .store import Store
 
 
 # The tick's facts, each declared once as the decision's are (``decide.facts.Fact``: its column
-# and scalar subquery over ``:x`` automation, ``:g`` goal, ``:a`` agent, ``:xr`` the automation as
-# the rules' scope), read in this order. The rules' fingerprint reads the rules the decision reads
-# (``RULES_WHERE``).
+# and scalar expression over ``:x`` automation, ``:g`` goal, ``:a`` agent). The rules' fingerprint
+# reads the rules of the lane from ``_RULES`` (one scan: point lookups of its index).
 def _wake(column: str) -> Fact:
     return Fact(column, column, f"(SELECT {column} FROM fg_wake_state WHERE automation_id = :x)", "bigint")
 
 
-def _rules(name: str, aggregate: str) -> Fact:
-    return Fact(name, name, f"(SELECT {aggregate} FROM fg_rules WHERE {RULES_WHERE})", "bigint")
-
+_RULES = (
+    "(SELECT COUNT(*) AS n, COALESCE(SUM(revision), 0) AS revisions, COALESCE(MAX(updated_at_us), 0) AS changed FROM fg_rules"
+    " WHERE goal_id = :g AND ((agent_id = '' AND automation_id = '') OR (agent_id = :a AND automation_id IN ('', :x)))) r"
+)
 
 TICK_FACTS = (
     Fact("revision", "revision", "(SELECT revision FROM fg_automations WHERE automation_id = :x)", "bigint"),
@@ -48,12 +48,12 @@ TICK_FACTS = (
         " (SELECT updated_at_us FROM fg_automations WHERE automation_id = :x))))",
         "boolean",
     ),
-    _rules("rule_count", "COUNT(*)"),
-    _rules("rule_revisions", "COALESCE(SUM(revision), 0)"),
-    _rules("rules_changed", "COALESCE(MAX(updated_at_us), 0)"),
+    Fact("rule_count", "rule_count", "r.n", "bigint"),
+    Fact("rule_revisions", "rule_revisions", "r.revisions", "bigint"),
+    Fact("rules_changed", "rules_changed", "r.changed", "bigint"),
 )
 """The facts a tick reads, in the order of its one statement's columns."""
-_SQL = "SELECT " + ", ".join(f.sql for f in TICK_FACTS)
+_SQL = "SELECT " + ", ".join(f.sql for f in TICK_FACTS) + " FROM " + _RULES
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ def read_tick_facts(store: Store, automation_id: str, goal: str, agent: str) -> 
 
     A malformed wake state raises ``StoreUnavailable`` naming the automation (fail closed)."""
     automation = check_id(automation_id, "automation")
-    params = {"x": automation, "xr": automation, "g": check_id(goal, "goal"), "a": check_id(agent, "agent")}
+    params = {"x": automation, "g": check_id(goal, "goal"), "a": check_id(agent, "agent")}
     row = store.autocommit.row(_SQL, params)
     if row is None:  # pragma: no cover - a SELECT of scalars always returns one row
         raise StoreUnavailable(f"the tick facts of automation {automation_id!r} could not be read")
