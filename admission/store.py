@@ -8,6 +8,11 @@ database errors are translated to ``StoreUnavailable`` here and nowhere else.
 Units of work: a repository method that takes ``within`` (an open ``Store.write`` connection) does
 its reads and writes in that caller's transaction instead of its own, taking its lock there, so
 several repositories' changes commit once, together, or not at all.
+
+Its parts live beside it: ``_urls`` (which database a URL names), ``_engines`` (the engines and
+the store-file checks), ``_driver`` (the hot path's DBAPI transaction, lock ids, the SQLite writer
+queue) and ``_upgrade`` (schema revision and migrations); the names other modules use are
+importable from here.
 """
 
 from __future__ import annotations

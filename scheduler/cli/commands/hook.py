@@ -169,6 +169,10 @@ def _answering() -> Iterator[None]:
             signal.signal(s, handler)
 
 
+# How a served hook opens its store: from its arguments and its caller's environment.
+OpenApp = Callable[[argparse.Namespace, Mapping[str, str]], object]
+
+
 @dataclass(frozen=True)
 class Call:
     """What one hook call reads and writes besides its arguments: this process's own by default;
@@ -177,7 +181,7 @@ class Call:
     env: Mapping[str, str] = field(default_factory=lambda: os.environ)
     stdin: TextIO | None = None  # None: sys.stdin, read when the hook runs
     err: TextIO | None = None  # None: sys.stderr
-    open_app: Callable[[argparse.Namespace, Mapping[str, str]], object] | None = None  # None: open the store for this call
+    open_app: OpenApp | None = None  # None: open the store for this call
 
     def app(self, args: argparse.Namespace):  # type: ignore[no-untyped-def]
         """The services over the hook's store; the caller closes it when ``owns_app``."""
@@ -250,14 +254,7 @@ class ServedHooks:
             return None  # the in-process hook names the error
         return args if getattr(args, "hook_command", None) in hook_wire.SERVED_EVENTS else None
 
-    def answer(
-        self,
-        args: argparse.Namespace,
-        env: Mapping[str, str],
-        stdin: TextIO,
-        err: TextIO,
-        open_app: Callable[[argparse.Namespace, Mapping[str, str]], object],
-    ) -> int:
+    def answer(self, args: argparse.Namespace, env: Mapping[str, str], stdin: TextIO, err: TextIO, open_app: OpenApp) -> int:
         return answer(args, Call(env=env, stdin=stdin, err=err, open_app=open_app))
 
 
