@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -231,8 +231,13 @@ def misfire_grace(policy: HostPolicy) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Armed:
-    """What a timer was last armed with. ``trigger`` None: nothing left to fire (schedule ended)."""
+    """What a timer was last armed with. ``trigger`` None: nothing left to fire (schedule ended).
+    ``trigger_at`` is the snapshot's, worked out once when armed (every tick reads it)."""
 
     snapshot: Snapshot
     trigger: WakeTrigger | None
     seq: int
+    trigger_at: datetime | None = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "trigger_at", self.snapshot.trigger_at)

@@ -252,7 +252,7 @@ class Ticking:
         inputs = self.tick_reader.read(automation_id)
         automation, wake = inputs.automation, inputs.wake
         armed = self._armed.get(automation_id)
-        nominal = nominal_time(inputs.schedule, wake, fired_at, armed.snapshot.trigger_at if armed is not None else None)
+        nominal = nominal_time(inputs.schedule, wake, fired_at, armed.trigger_at if armed is not None else None)
         self.records.merge({automation_id: nominal})  # a re-plan while the turn runs must not fire it again
         if automation.state != "active":
             return self.records.record(automation_id, nominal, fired_at, "skipped", automation.state)
