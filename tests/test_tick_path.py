@@ -421,3 +421,23 @@ def test_ticks_of_one_agent_wait_for_its_first_decision_and_are_denied_from_a_re
         assert host.ticking._running == {"x0": 1, "x1": 0, "x2": 0, "x3": 0, "x4": 0, "other": 1}  # the waiters' claims released
     assert [d.automation_id for d in dispatched] == ["x0", "other"]  # no sibling went on to a reservation
     assert [s.automation_id for s in Admission(store).starts(goal="g")] == ["x0"]
+
+
+def test_ticks_of_one_agent_that_no_rule_limits_go_on_to_their_reservations_together(store: Store, tmp_path: Path) -> None:
+    """Without a floor or limit on the lane, its goal or its agent, no start can change a sibling's
+    decision: none of them waits for another's, and each is decided by its own ``begin``."""
+    clock = SystemClock()
+    for i in range(3):
+        add_automation(store, clock, automation_id=f"x{i}", schedule="every 1s", agent="a")  # type: ignore[arg-type]
+    host = Floorgate(store, clock=clock).host_runtime(RuntimeConfig(state_dir=tmp_path / "state", flush_every=timedelta(hours=1)))
+    dispatched: list[Any] = []
+    host.ticking._dispatch = dispatched.append  # type: ignore[method-assign]
+    for i in range(3):
+        host.ticking._tick(f"x{i}")
+    assert [d.automation_id for d in dispatched] == ["x0", "x1", "x2"]
+    handed: list[str] = []
+    host.ticking._hand_off = lambda pending: handed.append(pending.automation_id)  # type: ignore[method-assign]
+    for admitting in dispatched:
+        host.ticking._admit_queued(admitting)
+    assert handed == ["x0", "x1", "x2"] and host.records.buffered() == []
+    assert host.ticking.siblings._waiting == {}  # no decision of agent a was ever held in flight

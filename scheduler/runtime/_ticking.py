@@ -180,7 +180,8 @@ class Ticking:
             self._tick_failed(episode, automation_id, exc, None)
             return
         if isinstance(decided, Admitting):
-            if self.siblings.lead_or_wait(decided):
+            # Siblings wait for one decision of their agent only where a rule could make it deny them.
+            if not decided.inputs.ruled or self.siblings.lead_or_wait(decided):
                 self._dispatch(decided)
             return
         episode.ok()
@@ -238,7 +239,8 @@ class Ticking:
         else:
             episode.ok()
         finally:
-            self._led(agent_of(admitting))
+            if admitting.inputs.ruled:  # it led its agent's decisions (see ``_tick``)
+                self._led(agent_of(admitting))
 
     def _tick_failed(self, episode: Episode, automation_id: str, exc: Exception, turn_id: str | None) -> None:
         episode.failed(exc)
@@ -286,7 +288,7 @@ class Ticking:
         try:
             self._reserve_group(group)
         finally:
-            for key in dict.fromkeys(agent_of(a) for a in group):
+            for key in dict.fromkeys(agent_of(a) for a in group if a.inputs.ruled):
                 self._led(key)
 
     def _reserve_group(self, group: list[Admitting]) -> None:
