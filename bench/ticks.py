@@ -89,7 +89,7 @@ class _Decisions:
         self.at: dict[str, tuple[float, bool]] = {}
         self.lock = threading.Lock()
         self.done = threading.Condition(self.lock)
-        hand_off, record = host._hand_off, host._record
+        hand_off, record = host.ticking._hand_off, host.records.record
 
         def handed(pending: Any) -> Any:
             self._decided(pending.automation_id, True)
@@ -101,8 +101,8 @@ class _Decisions:
                 self._decided(automation_id, False)
             return tick
 
-        host._hand_off = handed
-        host._record = recorded
+        host.ticking._hand_off = handed
+        host.records.record = recorded
 
     def _decided(self, automation_id: str, admitted: bool) -> None:
         with self.lock:
