@@ -114,3 +114,40 @@ def test_a_denied_tick_re_plans_its_timer_from_the_decision_through_the_timers_i
     [(automation_id, inputs)] = plans.asked
     assert automation_id == "x" and inputs is not None
     assert inputs.next_eligible_at == T0 + timedelta(hours=1)
+
+
+def test_a_timer_whose_trigger_cannot_be_computed_is_armed_as_failed_and_its_due_time_does_not_raise_again() -> None:
+    """A pending trigger near the calendar's end makes its debounced due time overflow: the timer
+    keeps the failure (the host holds that automation) and arming it never raises the same error,
+    which would end the whole sync pass for every automation after it."""
+    from datetime import datetime, timezone
+
+    from floorgate.admission.automations import Debounce, WakeState
+    from floorgate.admission.triggers import PendingTrigger
+    from floorgate.hosts import Schedule
+    from floorgate.scheduler.runtime._plan import Armed, Snapshot, WakeTrigger
+
+    late = datetime(9999, 12, 31, 23, tzinfo=timezone.utc)
+    inputs = PlanInputs(revision=1, wake=WakeState(automation_id="x"), next_eligible_at=None, trigger=PendingTrigger(late, late, 1))
+    snapshot = Snapshot("x", Schedule.parse(EVERY_15M), inputs, None, timedelta(0), None, debounce=Debounce(quiet=timedelta(hours=2)))
+    trigger = WakeTrigger(snapshot)
+    assert trigger.get_next_fire_time(None, T0) is None
+    assert isinstance(trigger.failure, OverflowError)
+    armed = Armed(snapshot, trigger, 1)
+    assert armed.trigger_at is None
+
+
+def test_a_worker_start_that_fails_is_tried_again_by_the_next_put() -> None:
+    """A queue whose workers could not start (no thread left) must not accept jobs no worker takes."""
+    calls: list[int] = []
+
+    def start() -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("can't start new thread")
+
+    queue: WorkQueue[str] = WorkQueue(start)
+    with pytest.raises(RuntimeError):
+        queue.put("a")
+    assert queue.put("b") is True
+    assert calls == [1, 1]

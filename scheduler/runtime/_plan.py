@@ -240,4 +240,11 @@ class Armed:
     trigger_at: datetime | None = field(init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "trigger_at", self.snapshot.trigger_at)
+        # A timer whose fire cannot be computed is held, not ticked: its due time may be what
+        # failed (an instant past the calendar's end), so it must not raise again here.
+        failed = self.trigger is not None and self.trigger.failure is not None
+        try:
+            due = None if failed else self.snapshot.trigger_at
+        except (OverflowError, ValueError):
+            due = None
+        object.__setattr__(self, "trigger_at", due)

@@ -16,7 +16,8 @@ T = TypeVar("T")
 
 
 class WorkQueue(Generic[T]):
-    """Jobs ``put`` in order, ``take``-n by the workers ``start`` starts (called once, under the lock).
+    """Jobs ``put`` in order, ``take``-n by the workers ``start`` starts (under the lock, once it
+    has returned: a start that raised is tried again by the next ``put``).
 
     ``lock`` is the queue's condition: a caller counts its own running jobs under it (``taken``).
     """
@@ -34,8 +35,8 @@ class WorkQueue(Generic[T]):
             if self.stopped:
                 return False
             if not self._started:
+                self._start()  # a start that raises is tried again by the next put
                 self._started = True
-                self._start()
             self._jobs.append(job)
             self.lock.notify()
         return True
