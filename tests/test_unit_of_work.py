@@ -251,6 +251,7 @@ def test_a_managed_reservation_hands_its_unit_to_on_admit(store: Store, clock: F
     woken: list[int] = []
 
     def begin(unit: Any) -> None:
+        assert locks.agent("g", "a") in unit.held  # the reservation's lock: no repository takes it again
         missions.open("x", "g", "a", unit=unit)
         unit.after_commit(lambda: woken.append(len(Journal(store).unsettled("x"))))
 
