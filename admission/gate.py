@@ -136,6 +136,7 @@ class Admission:
                 pg = self.store.dialect == "postgresql"
                 with self._joined(unit) as joined, self.store.driver(write=True, lock_key=None if pg else lock_key, unit=joined) as tx:
                     if pg:
+                        joined.check_order(lock_key)  # before fg_admit may take it
                         verdict, now, _ = _reserve_pg(tx, req, self.clock, lock_key, lock_admitted=True)
                         if verdict.reason in _ADMITTED:
                             joined.record_lock(lock_key)  # fg_admit ran, and took it

@@ -110,17 +110,19 @@ class UnitOfWork:
         if key is None or key in self._held:
             return
         self.joined(write=True)
-        self._check_order(key)
+        self.check_order(key)
         self._take(self.connection, key)
         self._held.add(key)
 
     def record_lock(self, key: str) -> None:
         """Note that a statement of the caller's (a server function) took ``key``'s lock in this
         unit, so that no repository takes it again."""
-        self._check_order(key)
+        self.check_order(key)
         self._held.add(key)
 
-    def _check_order(self, key: str) -> None:
+    def check_order(self, key: str) -> None:
+        """``LockOrderRefused`` if taking ``key`` now would break admission's lock order (for a
+        caller whose own statement takes it: checked before it is sent)."""
         rank = _rank(key)
         if not self._ordered or rank is None:
             return

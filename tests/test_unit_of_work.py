@@ -266,3 +266,28 @@ def test_a_managed_reservation_hands_its_unit_to_on_admit(store: Store, clock: F
         goal="g", agent="a", automation="x", turn_id="t2", trigger_time=clock.now(), journal=_entry("t2", clock), on_admit=begin
     )
     assert not second.admitted and woken == [1]
+
+
+def test_a_reservation_joining_a_unit_keeps_admission_s_lock_order(store: Store, clock: FixedClock) -> None:
+    """A unit holding agent b's lock reserves for agent a: PostgreSQL refuses it before its
+    statement can take a's lock (nothing written); SQLite admits it (one file lock, no order)."""
+    Policies(store, clock).configure(Scope.parse("g/a"), min_interval=timedelta(hours=1), expected_revision=0, owner_ref="o")
+    admission = Admission(store, clock)
+
+    def reserve(unit: Any) -> Any:
+        entry = _entry("t1", clock)
+        return admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=clock.now(), journal=entry, unit=unit)
+
+    if _pg(store):
+        with store.unit() as unit:
+            unit.lock(locks.agent("g", "b"))
+            with pytest.raises(LockOrderRefused, match="'agent/g/a' asked for after 'agent/g/b'"):
+                reserve(unit)
+            advisory = "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()"
+            assert unit.connection.execute(text(advisory)).scalar_one() == 1  # b's only: a's was never asked for
+        assert (_count(store, "fg_starts"), _count(store, "fg_turns")) == (0, 0)
+    else:
+        with store.unit() as unit:
+            unit.lock(locks.agent("g", "b"))
+            assert reserve(unit).admitted
+        assert (_count(store, "fg_starts"), _count(store, "fg_turns")) == (1, 1)
