@@ -7,18 +7,19 @@ value that is not what floorgate writes makes the state unavailable (fail closed
 
 from __future__ import annotations
 
+import json
+import re
 from collections import namedtuple
+from typing import NamedTuple
 
 from ._types import decode_us
-from .decide.facts import FACT, FACTS, LIMITED_RULE, RULE_TEXT, TIMED, Facts, LimitCode
+from .decide.facts import FACT, FACTS, RULE_COLUMNS, RULE_ROWS, TIMED, Facts, LimitCode, PerRow
 from .decide.floors import MAX_US, EffectiveFloor, Folded, RuleRef, combine, effective_floor, floor_us, fold
 from .decisions import Phase, StartKind, StartRecord
 from .errors import CorruptState, StoreUnavailable
 from .policies import rule_ref
 from .store import DriverTx
 
-_LANE = "goal_id = :g AND agent_id = :a AND automation_id = :x"
-_RULE_TEXT = RULE_TEXT
 # The hot statement's columns, in ``FACTS``' order: the plain store's, and a relaxed store's.
 _FACT_COLUMNS = [f.sql for f in FACTS if f.name != "damaged"]
 _GUARDED_COLUMNS = [f.relaxed() for f in FACTS if f.name != "damaged"]
@@ -38,8 +39,11 @@ _FACTS = "SELECT " + ", ".join([*_FACT_COLUMNS, "NULL"])
 _GUARDED = "SELECT " + ", ".join(_GUARDED_COLUMNS + _GUARD_COLUMNS)
 _SQLITE_FACTS = "SELECT " + ", ".join([*_FACT_COLUMNS, _BLOB_KEYS])
 _SQLITE_GUARDED = "SELECT " + ", ".join([*_GUARDED_COLUMNS, f"COALESCE({_GUARD_COLUMNS[0]}, {_BLOB_KEYS})"])
-FACTS_SQL = {"sqlite": _SQLITE_FACTS.format(agg="group_concat"), "postgresql": _FACTS.format(agg="string_agg")}
-GUARDED_FACTS_SQL = {"sqlite": _SQLITE_GUARDED.format(agg="group_concat"), "postgresql": _GUARDED.format(agg="string_agg")}
+FACTS_SQL = {"sqlite": _SQLITE_FACTS.format(rows=RULE_ROWS["sqlite"]), "postgresql": _FACTS.format(rows=RULE_ROWS["postgresql"])}
+GUARDED_FACTS_SQL = {
+    "sqlite": _SQLITE_GUARDED.format(rows=RULE_ROWS["sqlite"]),
+    "postgresql": _GUARDED.format(rows=RULE_ROWS["postgresql"]),
+}
 
 INSERT_START_SQL = (
     "INSERT INTO fg_starts (turn_id, goal_id, agent_id, automation_id, trigger_us, anchor_us, phase, kind, "
@@ -103,28 +107,43 @@ def start_from_row(row) -> StartRecord:  # type: ignore[no-untyped-def]
 _NO_LANE = "/"
 
 
-def _rule_ref(text: str, goal: str, agent: str) -> RuleRef:
-    parts = text.split("/")
-    # isdigit() alone accepts superscripts (int() refuses them) and full-width digits (never written).
-    if len(parts) != 4 or not (parts[2].isascii() and parts[2].isdigit() and parts[3].isascii() and parts[3].isdigit()):
-        raise StoreUnavailable(f"malformed rule under goal {goal!r}: {text!r}")
-    rule_agent, rule_lane, us, rev = parts
-    if "?" in (rule_agent, rule_lane):  # ids never contain "?": a NULL scope id
-        raise StoreUnavailable(f"malformed rule under goal {goal!r}: {text!r}")
-    return rule_ref(goal, rule_agent, rule_lane, int(us), int(rev))
+def rule_row(row: object, goal: str) -> RuleRef:
+    """One applicable rule from its row (``RULE_COLUMNS``: agent, automation, floor, revision, as
+    the hot statement's JSON array or the bulk read's columns hold them), with typed checks: a NULL
+    scope id, or any value floorgate would not have written, raises ``StoreUnavailable``."""
+    if not isinstance(row, (list, tuple)) or len(row) != len(RULE_COLUMNS):
+        raise StoreUnavailable(f"malformed rule under goal {goal!r}: {row!r}")
+    rule_agent, rule_lane, us, rev = row
+    if type(rule_agent) is not str or type(rule_lane) is not str:  # NULL (or, on SQLite, any other type)
+        raise StoreUnavailable(f"malformed rule under goal {goal!r}: its scope is {rule_agent!r}/{rule_lane!r}")
+    return rule_ref(goal, rule_agent, rule_lane, us, rev)
 
 
-# Decoded floors by lane and rules text (which carries every rule's floor and revision, so a
-# changed rule is a new key): most decisions meet the rules of their last one. Values are frozen.
+def rule_rows(rules: object, goal: str) -> list[RuleRef]:
+    """The ``rules`` fact decoded: a JSON array of rule rows (NULL or ``[]``: no rule applies)."""
+    if rules is None:
+        return []
+    try:
+        rows = json.loads(rules) if type(rules) is str else None
+    except ValueError:
+        rows = None
+    if type(rows) is not list:
+        raise StoreUnavailable(f"malformed rules under goal {goal!r}: {rules!r}")
+    return [rule_row(row, goal) for row in rows]
+
+
+# Decoded floors by lane and rules fact (its text carries every rule's row, floor and revision
+# included, so a changed rule is a new key): most decisions meet the rules of their last one.
+# Values are frozen.
 _FLOORS: dict[tuple[str, str, str | None, str | None], tuple[EffectiveFloor, int, int]] = {}
 _FLOORS_KEPT = 4096
 
 
-def _floor(rules_text: str | None, goal: str, agent: str, automation: str | None) -> tuple[EffectiveFloor, int, int]:
-    key = (goal, agent, automation, rules_text)
+def _floor(rules: str | None, goal: str, agent: str, automation: str | None) -> tuple[EffectiveFloor, int, int]:
+    key = (goal, agent, automation, rules)
     floor = _FLOORS.get(key)
     if floor is None:
-        refs = [_rule_ref(part, goal, agent) for part in rules_text.split(" ")] if rules_text else []
+        refs = rule_rows(rules, goal)
         floor = floor_us(combine(goal, agent, automation, refs))  # a malformed rule raised above: never kept
         if len(_FLOORS) >= _FLOORS_KEPT:
             _FLOORS.clear()
@@ -217,26 +236,53 @@ def _start_facts(row: tuple, goal: str, agent: str, turn_id: str) -> _StartFacts
 
 # -- the facts of many lanes (readback of every automation) -----------------------------------
 # The same values as ``read_facts`` with no turn and no trigger, for any number of lanes in a fixed
-# number of statements: every rule once, the latest anchors and trigger per agent and per lane by
-# GROUP BY. MAX equals the single read's ORDER BY ... DESC LIMIT 1 wherever no NULL is present, and
-# a NULL there is a damaged row the guard below reports (PostgreSQL sorts NULLs first).
+# number of statements, built from the facts' per-row forms (``decide.facts.PerRow``): the facts of
+# one table and keys share a statement (every rule once; the latest anchors and trigger per agent
+# and per lane by GROUP BY), and the turn is its own subquery.
 Lane = tuple[str, str, str | None]
-_MANY_RULES_SQL = (
-    "SELECT goal_id, agent_id, automation_id, " + _RULE_TEXT + ", CASE WHEN " + LIMITED_RULE + " THEN 1 ELSE 0 END"
-    " FROM fg_rules ORDER BY goal_id, agent_id, automation_id"
-)
+
+
+class _Read(NamedTuple):
+    """Where the bulk read finds one fact: its statement, key width and first value column."""
+
+    sql: str
+    params: tuple[str, ...]
+    keys: int
+    at: int
+
+
+def _per_row_reads() -> dict[str, _Read]:
+    groups: dict[tuple[str, tuple[str, ...], bool, str | None], list[tuple[str, PerRow]]] = {}
+    for f in FACTS:
+        if f.per_row is not None:
+            p = f.per_row
+            groups.setdefault((p.table, p.keys, p.grouped, p.where), []).append((f.name, p))
+    reads: dict[str, _Read] = {}
+    for (table, keys, grouped, where), members in groups.items():
+        sql = "SELECT " + ", ".join([*keys, *(v for _, p in members for v in p.values)]) + " FROM " + table
+        sql += f" WHERE {where}" if where is not None else ""
+        sql += (" GROUP BY " if grouped else " ORDER BY ") + ", ".join(keys)
+        params = tuple(dict.fromkeys(re.findall(r":(\w+)", sql)))
+        at = len(keys)
+        for name, p in members:
+            reads[name] = _Read(sql, params, len(keys), at)
+            at += len(p.values)
+    return reads
+
+
+def _rule_at() -> tuple[int, ...]:
+    """Where each of ``RULE_COLUMNS`` is in the rules' bulk statement."""
+    read, p = _READS["rules"], FACT["rules"].per_row
+    if p is None:  # pragma: no cover - declared in decide.facts
+        raise ImportError("the rules fact has no per-row form")
+    return tuple(p.keys.index(c) if c in p.keys else read.at + p.values.index(c) for c in RULE_COLUMNS)
+
+
+_READS = _per_row_reads()
+_RULES, _LIMITED_READ = _READS["rules"], _READS["limited"]
+_RULE_AT = _rule_at()
+_LANE_FACTS = ("agent_anchor", "lane_anchor", "lane_trigger", "duplicate")  # keyed by (goal, agent[, lane])
 _MANY_TURN_SQL = "SELECT " + FACT["turn"].sql
-_MANY_AGENTS_SQL = "SELECT goal_id, agent_id, MAX(anchor_us) FROM fg_starts GROUP BY goal_id, agent_id"
-# At most one start of a lane has a given trigger (ix_fg_starts_lane_trigger is unique), so MAX is it.
-_MANY_LANES_SQL = (
-    "SELECT goal_id, agent_id, automation_id, MAX(anchor_us), MAX(trigger_us),"
-    " MAX(CASE WHEN trigger_us = :tr THEN turn_id END) FROM fg_starts GROUP BY goal_id, agent_id, automation_id"
-)
-# ``_GUARD_COLUMNS`` for every lane at once: the rows it looks for, matched to lanes below.
-_MANY_GUARD_SQL = (
-    "SELECT goal_id, agent_id, automation_id, anchor_us IS NULL, trigger_us IS NULL FROM fg_starts"
-    " WHERE goal_id IS NULL OR agent_id IS NULL OR automation_id IS NULL OR anchor_us IS NULL OR trigger_us IS NULL"
-)
 
 # ``_BLOB_KEYS`` for every lane at once: a BLOB key reads as NULL here, so ``_damages`` matches it
 # to the lanes it could belong to, as the guard above does for NULL keys (SQLite only; one scan).
@@ -257,44 +303,56 @@ def read_facts_many(tx: DriverTx, lanes: list[Lane], turn_id: str, trigger_us: i
     """``read_facts`` of every lane in ``lanes`` (one turn id and trigger for all), in four
     statements (one more on a relaxed store, one more on SQLite) whatever their number. A lane whose rows are damaged maps
     to its ``StoreUnavailable``, as ``read_facts`` of that lane alone would raise; the others stand."""
-    rules = tx.rows(_MANY_RULES_SQL, {})
+    params = {"tr": trigger_us}
+    done: dict[str, list[tuple]] = {}  # type: ignore[type-arg]
+
+    def rows(read: _Read) -> list[tuple]:  # type: ignore[type-arg]
+        found = done.get(read.sql)
+        if found is None:
+            found = done[read.sql] = tx.rows(read.sql, {k: params[k] for k in read.params})
+        return found
+
+    rules = rows(_RULES)
     turn_row = tx.row(_MANY_TURN_SQL, {"t": turn_id})
-    agent_anchor = {(g, a): v for g, a, v in tx.rows(_MANY_AGENTS_SQL, {})}
-    lane_facts = {(g, a, x): rest for g, a, x, *rest in tx.rows(_MANY_LANES_SQL, {"tr": trigger_us})}
-    damaged = tx.rows(_MANY_GUARD_SQL, {}) if tx.relaxed else []
+    keyed = {name: {row[: r.keys]: row[r.at] for row in rows(r)} for name in _LANE_FACTS for r in (_READS[name],)}
+    damaged = list(rows(_READS["damaged"])) if tx.relaxed else []
     if tx.dialect == "sqlite":
         damaged += tx.rows(_MANY_BLOB_SQL, {})
     turn_text = turn_row[0] if turn_row is not None else None
     # The rules a lane's aggregate selects: agent_id IN ('', :a) and automation_id IN ('', :xr), or
     # NULL (which fails the decoder); kept in the statement's order.
-    by_scope: dict[tuple[str, str, str], list[tuple[int, str, int]]] = {}
-    null_scoped: dict[str, list[tuple[int, str | None, str | None, str, int]]] = {}
-    for i, (g, a, x, text, limited) in enumerate(rules):
+    by_scope: dict[tuple[str, str, str], list[tuple[int, tuple, int]]] = {}  # type: ignore[type-arg]
+    null_scoped: dict[str, list[tuple[int, str | None, str | None, tuple, int]]] = {}  # type: ignore[type-arg]
+    for i, row in enumerate(rules):
+        g, a, x = row[:3]
+        rule, limited = tuple(row[at] for at in _RULE_AT), row[_LIMITED_READ.at]
         if a is None or x is None:
-            null_scoped.setdefault(g, []).append((i, a, x, text, limited))
+            null_scoped.setdefault(g, []).append((i, a, x, rule, limited))
         else:
-            by_scope.setdefault((g, a, x), []).append((i, text, limited))
+            by_scope.setdefault((g, a, x), []).append((i, rule, limited))
     out: dict[Lane, Facts | StoreUnavailable] = {}
-    memo: dict[tuple[str, str], RuleRef] = {}
+    memo: dict[tuple[str, tuple], RuleRef] = {}  # type: ignore[type-arg]
     folds: dict[tuple[int, ...], Folded] = {}  # by the rules' identities (memo keeps them alive)
     for lane in lanes:
         goal, agent, automation = lane
         x, xr = automation or "", automation or _NO_LANE  # as ``facts_params``
         found = [r for key in {(goal, "", ""), (goal, "", xr), (goal, agent, ""), (goal, agent, xr)} for r in by_scope.get(key, ())]
         found += [
-            (i, text, limited)
-            for i, a, r_x, text, limited in null_scoped.get(goal, ())
+            (i, rule, limited)
+            for i, a, r_x, rule, limited in null_scoped.get(goal, ())
             if (a is None or a in ("", agent)) and (r_x is None or r_x in ("", xr))
         ]
-        ln, ln_tr, dup = lane_facts.get((goal, agent, x), (None, None, None))
+        ln = keyed["lane_anchor"].get((goal, agent, x))
+        ln_tr = keyed["lane_trigger"].get((goal, agent, x))
+        dup = keyed["duplicate"].get((goal, agent, x))
         guard = 1 if any(_damages(row, goal, agent, x) for row in damaged) else None
-        ag = agent_anchor.get((goal, agent))
-        if tx.relaxed:  # ``_NULL_AGENT_ANCHOR``: the goal's starts without an agent group under None
-            ag = stored_max(ag, agent_anchor.get((goal, None)))
+        ag = keyed["agent_anchor"].get((goal, agent))
+        if tx.relaxed:  # the agent anchor's ``also``: the goal's starts without an agent group under None
+            ag = stored_max(ag, keyed["agent_anchor"].get((goal, None)))
         try:
             fields = _start_facts((turn_text, ag, ln, ln_tr, dup, None, None, guard), goal, agent, turn_id)
-            # ``_floor`` of the lane's rules text, each rule decoded once for all lanes.
-            refs = [_memo_rule_ref(memo, text, goal, agent) for _, text, _ in sorted(found)]
+            # ``_floor`` of the lane's rules, each rule decoded once for all lanes.
+            refs = [_memo_rule_ref(memo, rule, goal) for _, rule, _ in sorted(found, key=_first)]
             key = tuple(map(id, refs))
             folded = folds.get(key)
             if folded is None:
@@ -307,10 +365,14 @@ def read_facts_many(tx: DriverTx, lanes: list[Lane], turn_id: str, trigger_us: i
     return out
 
 
-def _memo_rule_ref(memo: dict[tuple[str, str], RuleRef], text: str, goal: str, agent: str) -> RuleRef:
-    ref = memo.get((goal, text))
+def _first(found: tuple) -> int:  # type: ignore[type-arg]
+    return found[0]  # type: ignore[no-any-return]
+
+
+def _memo_rule_ref(memo: dict[tuple[str, tuple], RuleRef], rule: tuple, goal: str) -> RuleRef:  # type: ignore[type-arg]
+    ref = memo.get((goal, rule))
     if ref is None:
-        ref = memo[(goal, text)] = _rule_ref(text, goal, agent)  # the decoded value depends on goal and text only
+        ref = memo[(goal, rule)] = rule_row(rule, goal)  # the decoded value depends on goal and row only
     return ref
 
 

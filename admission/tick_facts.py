@@ -4,7 +4,8 @@ A tick needs its automation's revision (the host decodes the row once per revisi
 state, whether a turn of it is still unsettled, whether its envelope's mission state could refuse
 or hold it, and a fingerprint of the rules of its lane (so the host can judge the envelope's
 precheck once per rule change). All of it is one autocommitted SELECT of scalar subqueries on the
-hot path's connection: one round trip, one consistent snapshot, no transaction.
+hot path's connection: one round trip, one consistent snapshot, no transaction. The statement is
+built from ``TICK_FACTS``, one declaration per fact.
 """
 
 from __future__ import annotations
@@ -14,35 +15,45 @@ from types import SimpleNamespace
 
 from ._types import decode_us
 from .automations import WakeState, _wake_from_row
+from .decide.facts import Fact
 from .errors import CorruptState, StoreUnavailable
 from .scope import check_id
 from .store import Store
 
-# Any mission that is open or waiting for its owner, or that got stuck after the owner last
-# touched the automation, makes the host read the missions itself (the executor's precheck and
-# stuck-mission hold); otherwise the envelope's precheck depends on the lane's rules alone.
-_SQL = """
-SELECT
-  (SELECT revision FROM fg_automations WHERE automation_id = :a),
-  (SELECT backoff_step FROM fg_wake_state WHERE automation_id = :a),
-  (SELECT backoff_wake_us FROM fg_wake_state WHERE automation_id = :a),
-  (SELECT failures FROM fg_wake_state WHERE automation_id = :a),
-  (SELECT failed_at_us FROM fg_wake_state WHERE automation_id = :a),
-  (SELECT failing_until_us FROM fg_wake_state WHERE automation_id = :a),
-  EXISTS (SELECT 1 FROM fg_turns WHERE automation_id = :a AND phase <> 'settled'),
-  EXISTS (
-    SELECT 1 FROM fg_missions m WHERE m.automation_id = :a AND (
-      m.status IN ('open', 'awaiting_owner')
-      OR (m.status = 'stuck' AND m.settled_at_us >= (SELECT updated_at_us FROM fg_automations WHERE automation_id = :a))
-    )
-  ),
-  r.n, r.revisions, r.changed
-FROM (
-  SELECT COUNT(*) AS n, COALESCE(SUM(revision), 0) AS revisions, COALESCE(MAX(updated_at_us), 0) AS changed
-  FROM fg_rules
-  WHERE goal_id = :g AND ((agent_id = '' AND automation_id = '') OR (agent_id = :ag AND automation_id IN ('', :a)))
-) r
-"""
+
+# The tick's facts, each declared once as the decision's are (``decide.facts.Fact``: its column
+# and scalar expression over ``:x`` automation, ``:g`` goal, ``:a`` agent). The rules' fingerprint
+# reads the rules of the lane from ``_RULES`` (one scan: point lookups of its index).
+def _wake(column: str) -> Fact:
+    return Fact(column, column, f"(SELECT {column} FROM fg_wake_state WHERE automation_id = :x)", "bigint")
+
+
+_RULES = (
+    "(SELECT COUNT(*) AS n, COALESCE(SUM(revision), 0) AS revisions, COALESCE(MAX(updated_at_us), 0) AS changed FROM fg_rules"
+    " WHERE goal_id = :g AND ((agent_id = '' AND automation_id = '') OR (agent_id = :a AND automation_id IN ('', :x)))) r"
+)
+
+TICK_FACTS = (
+    Fact("revision", "revision", "(SELECT revision FROM fg_automations WHERE automation_id = :x)", "bigint"),
+    *map(_wake, ("backoff_step", "backoff_wake_us", "failures", "failed_at_us", "failing_until_us")),
+    Fact("unsettled", "unsettled", "EXISTS (SELECT 1 FROM fg_turns WHERE automation_id = :x AND phase <> 'settled')", "boolean"),
+    # Any mission that is open or waiting for its owner, or that got stuck after the owner last
+    # touched the automation, makes the host read the missions itself (the executor's precheck and
+    # stuck-mission hold); otherwise the envelope's precheck depends on the lane's rules alone.
+    Fact(
+        "missions_pending",
+        "missions_pending",
+        "EXISTS (SELECT 1 FROM fg_missions m WHERE m.automation_id = :x AND ("
+        " m.status IN ('open', 'awaiting_owner') OR (m.status = 'stuck' AND m.settled_at_us >="
+        " (SELECT updated_at_us FROM fg_automations WHERE automation_id = :x))))",
+        "boolean",
+    ),
+    Fact("rule_count", "rule_count", "r.n", "bigint"),
+    Fact("rule_revisions", "rule_revisions", "r.revisions", "bigint"),
+    Fact("rules_changed", "rules_changed", "r.changed", "bigint"),
+)
+"""The facts a tick reads, in the order of its one statement's columns."""
+_SQL = "SELECT " + ", ".join(f.sql for f in TICK_FACTS) + " FROM " + _RULES
 
 
 @dataclass(frozen=True)
@@ -66,9 +77,10 @@ def read_tick_facts(store: Store, automation_id: str, goal: str, agent: str) -> 
     """The facts of ``automation_id``'s tick for the lane ``goal/agent`` (one statement).
 
     A malformed wake state raises ``StoreUnavailable`` naming the automation (fail closed)."""
-    params = {"a": check_id(automation_id, "automation"), "g": check_id(goal, "goal"), "ag": check_id(agent, "agent")}
+    automation = check_id(automation_id, "automation")
+    params = {"x": automation, "g": check_id(goal, "goal"), "a": check_id(agent, "agent")}
     row = store.autocommit.row(_SQL, params)
-    if row is None:  # pragma: no cover - an aggregate always returns its row
+    if row is None:  # pragma: no cover - a SELECT of scalars always returns one row
         raise StoreUnavailable(f"the tick facts of automation {automation_id!r} could not be read")
     revision, step, wake_us, failures, failed_us, until_us, unsettled, missions, count, revisions, changed = row
     wake = WakeState(automation_id=automation_id)

@@ -184,9 +184,27 @@ def measure_burst(url: str, n: int, admitted: int, workers: int, turn_seconds: f
     os._exit(0)  # the turns still running or queued are not measured (a baseline would run them all at stop)
 
 
+def _importable(code: str, tmp: str) -> str:
+    """A directory from which ``import floorgate`` loads ``code``'s folders: a checkout has no
+    ``floorgate`` folder (the install maps the names), so its path alone would import the installed
+    tree and a baseline would measure this one."""
+    root = Path(tmp) / "code" / "floorgate"
+    root.mkdir(parents=True)
+    for name in ("__init__.py", "__main__.py"):
+        (root / name).symlink_to(Path(code) / "scheduler" / "_root" / name)
+    for package in ("admission", "hosts", "scheduler"):
+        (root / package).symlink_to(Path(code) / package)
+    return str(root.parent)
+
+
 def _child(spec: dict[str, Any]) -> None:
-    sys.path.insert(0, spec["code"])
     tmp = spec["dir"]
+    sys.path.insert(0, _importable(spec["code"], tmp))
+    import floorgate.admission
+
+    loaded = Path(floorgate.admission.__file__).resolve()
+    if not loaded.is_relative_to(Path(spec["code"]).resolve()):
+        raise SystemExit(f"imported {loaded}, not the code under {spec['code']}")
     url = spec["url"] or os.path.join(tmp, "bench.db")
     state = Path(tmp) / "state"
     if spec["what"] == "loop":

@@ -5,8 +5,10 @@ A ``Fact`` names one value of a lane (its column in the hot statement and in Pos
 lane or a placeholder no rule has, ``:t`` turn, ``:tr`` trigger), its form on a store rebuilt
 without its NOT NULL constraints, its PostgreSQL type and, for a time, its fail-closed bound: a
 stored value outside ``0 <= v < bound`` is corrupt state and the lane is unavailable, never
-eligible. ``admission._facts`` builds the client's statements from these declarations and
-``render`` builds the server function from them; ``Facts`` is their decoded value.
+eligible, and its per-row form for the bulk read of many lanes. ``admission._facts`` builds the
+client's statements (per lane and in bulk) from these declarations and ``render`` builds the server
+function from them; ``Facts`` is their decoded value. Rules travel as rows (``RULE_COLUMNS``): per
+lane one JSON array of them, in bulk one result row each.
 """
 
 from __future__ import annotations
@@ -73,6 +75,18 @@ PARAMS = (
 )
 
 
+class PerRow(NamedTuple):
+    """A fact's per-row form, for the bulk read of many lanes: the fact's rows of ``table`` with
+    the columns its subquery matches to the lane (``keys``) and its ``values``: aggregates per group
+    of ``keys`` when ``grouped``, else one row per stored row (the client matches rows to lanes)."""
+
+    table: str
+    keys: tuple[str, ...]
+    values: tuple[str, ...]
+    grouped: bool = True
+    where: str | None = None  # only the rows that hold this (no parameters)
+
+
 class Fact(NamedTuple):
     """One fact of a lane (see the module docstring)."""
 
@@ -84,6 +98,7 @@ class Fact(NamedTuple):
     bound: int | None = None  # a stored time: valid below this bound, not negative
     # On a relaxed store, more values it may take (a SELECT of column ``v``): the largest counts.
     also: str | None = None
+    per_row: PerRow | None = None  # its form in the bulk read (None: read there as ``sql``, or not)
 
     def relaxed(self) -> str:
         """Its scalar subquery on a relaxed store (the client's form)."""
@@ -94,54 +109,83 @@ class Fact(NamedTuple):
         return self.sql
 
 
-_LANE = "goal_id = :g AND agent_id = :a AND automation_id = :x"
-# Fields are joined with " " and "/": neither can appear in an id, so the text splits exactly.
-# One rule's text; the facts aggregate it per lane, the bulk read per row.
-RULE_TEXT = (
-    "COALESCE(agent_id, '?') || '/' || COALESCE(automation_id, '?') || '/' "
-    "|| COALESCE(CAST(min_interval_us AS TEXT), '?') || '/' || COALESCE(CAST(revision AS TEXT), '?')"
-)
+# The lane's key columns, each matched to its parameter.
+_LANE_KEYS = (("goal_id", "g"), ("agent_id", "a"), ("automation_id", "x"))
+
+
+def _where(keys: tuple[tuple[str, str], ...]) -> str:
+    return " AND ".join(f"{column} = :{param}" for column, param in keys)
+
+
+_LANE = _where(_LANE_KEYS)
+
+
+def latest(name: str, short: str, column: str, keys: tuple[tuple[str, str], ...], bound: int) -> Fact:
+    """The fact that is the largest ``column`` of the starts matching ``keys``: per lane its
+    index walked backwards (ORDER BY ... LIMIT 1 rather than MAX, so every planner does), in bulk
+    MAX per group (equal wherever no NULL is present; a NULL there is a damaged row the guard
+    reports)."""
+    sql = f"(SELECT {column} FROM fg_starts WHERE {_where(keys)} ORDER BY {column} DESC LIMIT 1)"
+    return Fact(name, short, sql, "bigint", bound=bound, per_row=PerRow("fg_starts", tuple(c for c, _ in keys), (f"MAX({column})",)))
+
+
+def matching(name: str, short: str, column: str, keys: tuple[tuple[str, str], ...], on: tuple[str, str]) -> Fact:
+    """The fact that is ``column`` of the one start matching ``keys`` whose ``on`` column equals its
+    parameter (a unique index holds it to one): in bulk the MAX of its group's matching rows."""
+    test = f"{on[0]} = :{on[1]}"
+    sql = f"(SELECT {column} FROM fg_starts WHERE {_where(keys)} AND {test})"
+    per_row = PerRow("fg_starts", tuple(c for c, _ in keys), (f"MAX(CASE WHEN {test} THEN {column} END)",))
+    return Fact(name, short, sql, "text", per_row=per_row)
+
+
 # The rules that may apply to a lane: agent_id IN ('', :a) and automation_id IN ('', :xr). A rule
 # whose scope ids are NULL could be this agent's: it is read too, and fails the decoder.
 RULES_WHERE = "goal_id = :g AND (agent_id IN ('', :a) OR agent_id IS NULL) AND (automation_id IN ('', :xr) OR automation_id IS NULL)"
+# One rule as the decision reads it: a row of these columns (``_facts.rule_row`` decodes it, typed).
+RULE_COLUMNS = ("agent_id", "automation_id", "min_interval_us", "revision")
+# The ``rules`` fact per lane: its rules' rows as one JSON array of arrays (RULE_COLUMNS, in order).
+# A value of a type JSON cannot hold (a BLOB a hand edit wrote on SQLite) fails the statement, which
+# the store reports as unavailable: fail closed either way.
+RULE_ROWS = {
+    "sqlite": "json_group_array(json_array(" + ", ".join(RULE_COLUMNS) + "))",
+    "postgresql": "CAST(json_agg(json_build_array(" + ", ".join(RULE_COLUMNS) + ")) AS TEXT)",
+}
 TURN_TEXT = (
     "COALESCE(phase, '') || '/' || COALESCE(goal_id, '?') || '/' || COALESCE(agent_id, '?') || '/' "
     "|| COALESCE(automation_id, '?') || '/' || COALESCE(CAST(anchor_us AS TEXT), '?')"
 )
 # A rule that carries a count or a budget (an estimate alone limits nothing).
 LIMITED_RULE = "(max_starts IS NOT NULL OR budget_tokens IS NOT NULL OR budget_usd_micros IS NOT NULL)"
-# ORDER BY ... LIMIT 1 rather than MAX so every planner walks the matching index backwards.
-_AGENT_ANCHOR = "(SELECT anchor_us FROM fg_starts WHERE goal_id = :g AND agent_id = :a ORDER BY anchor_us DESC LIMIT 1)"
+_KEYS = tuple(c for c, _ in _LANE_KEYS)  # a start's or rule's scope columns
 
 FACTS = (
-    # COALESCE: a NULL part must not drop its rule from the aggregate ("no rule" would admit);
-    # '?' fails the rule decoder instead, and the state is unavailable. {agg}: the dialect's.
-    Fact("rules", "rules", "(SELECT {agg}(" + RULE_TEXT + ", ' ') FROM fg_rules WHERE " + RULES_WHERE + ")", "text"),
+    # {rows}: the dialect's ``RULE_ROWS``. In bulk: every rule's row, matched to lanes by the client.
+    Fact(
+        "rules",
+        "rules",
+        "(SELECT {rows} FROM fg_rules WHERE " + RULES_WHERE + ")",
+        "text",
+        per_row=PerRow("fg_rules", _KEYS, tuple(c for c in RULE_COLUMNS if c not in _KEYS), grouped=False),
+    ),
+    # In bulk, the same subquery: its parameter is the read's, not a lane's.
     Fact("turn", "turn", "(SELECT " + TURN_TEXT + " FROM fg_starts WHERE turn_id = :t)", "text"),
-    Fact(
-        "agent_anchor",
-        "ag",
-        _AGENT_ANCHOR,
-        "bigint",
+    latest("agent_anchor", "ag", "anchor_us", _LANE_KEYS[:2], MAX_US)._replace(
         # On a relaxed store a start without an agent could be this agent's last start, so a goal
-        # or agent floor counts from it too.
+        # or agent floor counts from it too (in bulk: the goal's group of starts without an agent).
         also="SELECT anchor_us AS v FROM fg_starts WHERE goal_id = :g AND agent_id IS NULL",
-        bound=MAX_US,
     ),
-    Fact(
-        "lane_anchor", "ln", "(SELECT anchor_us FROM fg_starts WHERE " + _LANE + " ORDER BY anchor_us DESC LIMIT 1)", "bigint", bound=MAX_US
-    ),
-    Fact(
-        "lane_trigger",
-        "ln_tr",
-        "(SELECT trigger_us FROM fg_starts WHERE " + _LANE + " ORDER BY trigger_us DESC LIMIT 1)",
-        "bigint",
-        bound=MAX_US,
-    ),
-    Fact("duplicate", "dup", "(SELECT turn_id FROM fg_starts WHERE " + _LANE + " AND trigger_us = :tr)", "text"),
+    latest("lane_anchor", "ln", "anchor_us", _LANE_KEYS, MAX_US),
+    latest("lane_trigger", "ln_tr", "trigger_us", _LANE_KEYS, MAX_US),
+    matching("duplicate", "dup", "turn_id", _LANE_KEYS, ("trigger_us", "tr")),
     # The applicable rules that carry a count or budget: when any does, the client checks them
     # (``admission._limit_check``) and decides again with what it found as ``:lim``.
-    Fact("limited", "limited", "(SELECT COUNT(*) FROM fg_rules WHERE " + RULES_WHERE + " AND " + LIMITED_RULE + ")", "bigint"),
+    Fact(
+        "limited",
+        "limited",
+        "(SELECT COUNT(*) FROM fg_rules WHERE " + RULES_WHERE + " AND " + LIMITED_RULE + ")",
+        "bigint",
+        per_row=PerRow("fg_rules", _KEYS, ("CASE WHEN " + LIMITED_RULE + " THEN 1 ELSE 0 END",), grouped=False),
+    ),
     Fact("limit_code", "lim", "CAST(:lim AS INTEGER)", "integer"),
     # Only on a store whose NOT NULL constraints were dropped (a hand rebuild; the planners cannot use
     # an index for IS NULL on a NOT NULL column, and such a row cannot exist there). A start missing
@@ -161,6 +205,14 @@ FACTS = (
             " UNION ALL SELECT 1 FROM fg_starts WHERE goal_id = :g AND agent_id = :a AND anchor_us IS NULL"
             " UNION ALL SELECT 1 FROM fg_starts WHERE goal_id = :g AND agent_id = :a AND automation_id IS NULL"
             " UNION ALL SELECT 1 FROM fg_starts WHERE " + _LANE + " AND trigger_us IS NULL LIMIT 1)"
+        ),
+        # In bulk: every start the legs above look for, matched to lanes by ``_facts._damages``.
+        per_row=PerRow(
+            "fg_starts",
+            _KEYS,
+            ("anchor_us IS NULL", "trigger_us IS NULL"),
+            grouped=False,
+            where="goal_id IS NULL OR agent_id IS NULL OR automation_id IS NULL OR anchor_us IS NULL OR trigger_us IS NULL",
         ),
     ),
 )

@@ -18,7 +18,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from .checks import CHECKS
-from .facts import FACTS, PARAMS, RULES_WHERE, RULE_TEXT, TURN_TEXT, Fact, server_sql
+from .facts import FACTS, PARAMS, RULES_WHERE, RULE_ROWS, TURN_TEXT, Fact, server_sql
 from .floors import MAX_FLOOR_US, MAX_US
 
 _ARGS = ", ".join(f"p_{p.name} {p.pg_type}" for p in PARAMS)
@@ -77,7 +77,7 @@ LANGUAGE sql STABLE AS $fn$
         SELECT ru.rules, ru.bad_rule, ru.active_rules, ru.agent_floor, ru.lane_floor,
                tu.turn, tu.t_phase, tu.t_goal, tu.t_agent, tu.t_lane, tu.t_anchor,
                {scalars}
-          FROM (SELECT string_agg({RULE_TEXT}, ' ') AS rules,
+          FROM (SELECT {RULE_ROWS["postgresql"]} AS rules,
                        bool_or(r.agent_id IS NULL OR r.automation_id IS NULL OR r.min_interval_us IS NULL
                                OR r.revision IS NULL OR r.min_interval_us < 0 OR r.min_interval_us > {MAX_FLOOR_US}
                                OR r.revision < 1) AS bad_rule,
