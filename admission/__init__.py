@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from .ticks import Tick, TickLog
     from .timers import TimerBinding, TimerBindings
     from .triggers import PendingTrigger, Triggered, Triggers
+    from .unit import LockOrderRefused, UnitOfWork
 
 # Each public name and the module that defines it.
 _WHERE = {
@@ -146,6 +147,8 @@ _WHERE = {
     "TickLog": "ticks",
     "TimerBinding": "timers",
     "TimerBindings": "timers",
+    "LockOrderRefused": "unit",
+    "UnitOfWork": "unit",
 }
 
 
@@ -196,6 +199,7 @@ __all__ = [
     "HostPolicy",
     "InvalidInput",
     "Journal",
+    "LockOrderRefused",
     "LockReason",
     "Lockout",
     "MeterKind",
@@ -235,6 +239,7 @@ __all__ = [
     "Triggered",
     "Triggers",
     "TurnRecord",
+    "UnitOfWork",
     "Verdict",
     "WakeState",
     "Webhook",

@@ -15,7 +15,6 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import insert, select, update
-from sqlalchemy.engine import Connection
 
 from . import _locks as locks
 from . import _schema as s
@@ -25,6 +24,7 @@ from .events import EventKind, record
 from .policies import Provenance, check_owner_ref
 from .scope import check_key
 from .store import Store
+from .unit import UnitOfWork
 
 DEFAULT_TTL = timedelta(hours=24)
 _EXTENDS = {
@@ -88,16 +88,16 @@ class Approvals:
         self.clock = clock if clock is not None else SystemClock()
 
     def ask(
-        self, mission_id: str, scope: str, bound: str, extension: int, ttl: timedelta = DEFAULT_TTL, *, within: Connection | None = None
+        self, mission_id: str, scope: str, bound: str, extension: int, ttl: timedelta = DEFAULT_TTL, *, unit: UnitOfWork | None = None
     ) -> Approval:
         """File an ask proposing ``extension`` more of ``bound``; earlier pending asks of the mission
-        are superseded. The mission waits for its owner. ``within``: in the caller's transaction."""
+        are superseded. The mission waits for its owner. ``unit``: in the caller's unit of work."""
         if bound not in _EXTENDS or type(extension) is not int or extension < 1:
             raise InvalidInput("proposal", f"extend one of {', '.join(_EXTENDS)} by a positive whole number")
         a, m = s.approvals, s.missions
         now = read_clock(self.clock)
         approval_id = "auth-" + secrets.token_urlsafe(18)
-        with self.store.write(lock_key=locks.mission(mission_id), within=within) as conn:
+        with self.store.write(lock_key=locks.mission(mission_id), unit=unit) as conn:
             conn.execute(
                 update(a).where(a.c.mission_id == mission_id, a.c.state == "pending").values(state="superseded", decided_at_us=now)
             )

@@ -27,6 +27,7 @@ from .automations import Automation, AutomationState, HoldKind, WakeState
 from .clock import Clock, SystemClock, iso, read_clock
 from .events import EventKind, record
 from .store import Store
+from .unit import UnitOfWork
 
 _FAILED = {TurnStatus.FAILED: EventKind.TURN_FAILED, TurnStatus.TIMED_OUT: EventKind.TURN_TIMED_OUT}
 
@@ -122,19 +123,16 @@ class FailureStreaks:
         self.store = store
         self.clock = clock if clock is not None else SystemClock()
 
-    def note(
-        self, automation: Automation, turn_id: str, verdict: Verdict, *, within: Connection | None = None, locked: bool = False
-    ) -> int:
-        """``note_settled`` under the automation's lock, in ``within`` when given (the verdict's unit);
-        ``locked``: ``within`` holds that lock already (``lock``)."""
-        key = None if locked and within is not None else locks.automation(automation.automation_id)
-        with self.store.write(lock_key=key, within=within) as conn:
+    def note(self, automation: Automation, turn_id: str, verdict: Verdict, *, unit: UnitOfWork | None = None) -> int:
+        """``note_settled`` under the automation's lock (not taken again when ``unit`` holds it
+        already: ``lock``), in ``unit`` when given (the verdict's unit of work)."""
+        with self.store.write(lock_key=locks.automation(automation.automation_id), unit=unit) as conn:
             return note_settled(conn, automation, turn_id, verdict, read_clock(self.clock))
 
-    def lock(self, automation_id: str, *, within: Connection) -> None:
-        """Take the automation's lock in ``within`` before anything else of a settlement: its
+    def lock(self, automation_id: str, *, unit: UnitOfWork) -> None:
+        """Take the automation's lock in ``unit`` before anything else of a settlement: its
         begin takes it before the mission's and the turn's, so a settlement must too (PostgreSQL)."""
-        with self.store.write(lock_key=locks.automation(automation_id), within=within):
+        with self.store.write(lock_key=locks.automation(automation_id), unit=unit):
             pass
 
     def failing(self) -> list[tuple[str, str, str, str, int]]:
@@ -150,10 +148,10 @@ class FailureStreaks:
         with self.store.read() as conn:
             return [(r[0], r[1], r[2], r[3], int(r[4])) for r in conn.execute(query)]
 
-    def clear(self, automation_id: str, *, within: Connection | None = None) -> None:
+    def clear(self, automation_id: str, *, unit: UnitOfWork | None = None) -> None:
         """End the streak (the owner resumed the automation: the next failure is a first one again)."""
         w = s.wake_state
-        with self.store.write(lock_key=locks.automation(automation_id), within=within) as conn:
+        with self.store.write(lock_key=locks.automation(automation_id), unit=unit) as conn:
             conn.execute(
                 update(w)
                 .where(w.c.automation_id == automation_id, w.c.failures > 0)

@@ -12,11 +12,11 @@ holds the two rules together). Managed turns (``journal`` / ``on_admit``) run it
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 
 from sqlalchemy import BigInteger, and_, func, or_, select, type_coerce
-from sqlalchemy.engine import Connection
 
 from . import _locks as locks
 from . import _schema as s
@@ -60,6 +60,7 @@ from .journal import JournalEntry, write_entry
 from .policies import RuleRef, combine, may_cover, rule_ref
 from .scope import check_id, check_limit
 from .store import DriverTx, Store, lock_id
+from .unit import UnitOfWork
 
 
 class Admission:
@@ -80,8 +81,8 @@ class Admission:
         trigger_time: datetime,
         manual_reason: str | None = None,
         journal: JournalEntry | None = None,
-        on_admit: Callable[[Connection], None] | None = None,
-        within: Connection | None = None,
+        on_admit: Callable[[UnitOfWork], None] | None = None,
+        unit: UnitOfWork | None = None,
     ) -> Decision:
         """Decide whether ``turn_id`` may start now; when admitted, the start is durably reserved.
 
@@ -93,13 +94,14 @@ class Admission:
         whenever the turn is admitted (so a reservation never exists without its journal row).
         ``TurnOwned`` (nothing written) when another runner already journaled this turn.
 
-        ``on_admit``: the caller's part of the admitting unit of work, called with that
-        transaction's connection once the start (and journal row) are written, only when the turn
-        is admitted; what it writes (with repositories' ``within=``) commits in the same commit as
-        the reservation. An error it raises rolls the reservation back too (``StoreUnavailable``
-        denies as ``state_unavailable``; anything else propagates). ``within``: admit in the caller's
-        open write transaction (a host's group of reservations, one commit), the lock taken there;
-        the caller then rolls back what a refused admission left (run each in a savepoint).
+        ``on_admit``: the caller's part of the admitting unit of work, called with that unit once
+        the start (and journal row) are written, only when the turn is admitted; what it writes
+        (with repositories' ``unit=``) commits in the same commit as the reservation. An error it
+        raises rolls the reservation back too (``StoreUnavailable`` denies as ``state_unavailable``;
+        anything else propagates). ``unit``: admit in the caller's unit of work (a host's group of
+        reservations, one commit), the lock taken there; the caller then rolls back what a refused
+        admission left (run each in a savepoint). Without ``unit``, a managed reservation opens its
+        own unit (one commit).
         """
         req = _request(goal, agent, automation, turn_id, trigger_time, manual_reason)
         if journal is not None and journal.turn_id != req.turn_id:
@@ -122,25 +124,28 @@ class Admission:
             if denied is not None:
                 return denied
             if across is not None:  # the lane has counts or budgets: checked again under the lock
-                verdict, now = self._reserve_limited(req, journal, on_admit, within, across=across)
+                verdict, now = self._reserve_limited(req, journal, on_admit, unit, across=across)
                 return _decision(req, now, verdict)
             lock_key = locks.agent(req.goal, req.agent)
             # Only an evaluation serialized per agent may admit.
             if not managed:
-                with self.store.driver(write=True, lock_key=lock_key, within=within) as tx:
+                with self.store.driver(write=True, lock_key=lock_key, unit=unit) as tx:
                     verdict, now = _admit(tx, req, self.clock, None)
             else:
                 # PostgreSQL: fg_admit takes the lock inside the unit (so no separate lock statement).
                 pg = self.store.dialect == "postgresql"
-                with self.store.write(None if pg else lock_key, within=within) as conn, self.store.driver(write=True, within=conn) as tx:
+                with self._joined(unit) as joined, self.store.driver(write=True, lock_key=None if pg else lock_key, unit=joined) as tx:
                     if pg:
+                        joined.check_order(lock_key)  # before fg_admit may take it
                         verdict, now, _ = _reserve_pg(tx, req, self.clock, lock_key, lock_admitted=True)
-                        if journal is not None and verdict.reason in _ADMITTED:
-                            write_entry(tx, journal, to_us(now))
+                        if verdict.reason in _ADMITTED:
+                            joined.record_lock(lock_key)  # fg_admit ran, and took it
+                            if journal is not None:
+                                write_entry(tx, journal, to_us(now))
                     else:
                         verdict, now = _admit(tx, req, self.clock, journal)
                     if on_admit is not None and verdict.reason in _ADMITTED:
-                        on_admit(conn)
+                        on_admit(joined)
         except StoreUnavailable as exc:
             now = read_clock(self.clock)
             verdict = _Verdict(Reason.STATE_UNAVAILABLE, None, None, detail=f"{exc}; denied (fail closed)")
@@ -150,8 +155,8 @@ class Admission:
         self,
         req: _Request,
         journal: JournalEntry | None,
-        on_admit: Callable[[Connection], None] | None,
-        within: Connection | None,
+        on_admit: Callable[[UnitOfWork], None] | None,
+        unit: UnitOfWork | None,
         *,
         across: bool,
     ) -> tuple[_Verdict, datetime]:
@@ -161,8 +166,10 @@ class Admission:
         lock_key = locks.agent(req.goal, req.agent)
         outer = locks.goal(req.goal) if across else lock_key
         pg = self.store.dialect == "postgresql"
-        with self.store.write(outer, within=within) as conn, self.store.driver(write=True, within=conn) as tx:
-            if across and pg:  # the goal's lock first, then the agent's (the order every such lane takes)
+        with self._joined(unit) as joined, self.store.driver(write=True, lock_key=outer, unit=joined) as tx:
+            conn = joined.connection
+            if across and pg and lock_key not in joined.held:  # the goal's lock first, then the agent's (the order every such lane takes)
+                joined.record_lock(lock_key)  # refused out of order before it is taken
                 tx.row("SELECT pg_advisory_xact_lock(CAST(:k AS BIGINT))", {"k": lock_id(lock_key)})
             check = check_lane(conn, req.goal, req.agent, req.automation, read_clock(self.clock))
             if pg:
@@ -175,8 +182,17 @@ class Admission:
                 hold_estimate(conn, check, req.turn_id, req.goal, req.agent, req.automation, now)
                 record_alerts(conn, check.states, now, req.turn_id)
             if on_admit is not None and verdict.reason in _ADMITTED:
-                on_admit(conn)
+                on_admit(joined)
         return verdict, now
+
+    @contextmanager
+    def _joined(self, unit: UnitOfWork | None) -> Iterator[UnitOfWork]:
+        """The caller's unit of work, else one of this reservation's own."""
+        if unit is not None:
+            yield unit
+            return
+        with self.store.unit() as own:
+            yield own
 
     def denial(self, *, goal: str, agent: str, automation: str | None, turn_id: str, trigger_time: datetime) -> Decision | None:
         """The denial a journaled ``reserve`` of these arguments would return, decided from one plain

@@ -21,7 +21,6 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import BigInteger, and_, func, insert, literal, select, text, type_coerce, update
-from sqlalchemy.engine import Connection
 
 from . import _locks as locks
 from . import _schema as s
@@ -31,6 +30,7 @@ from .clock import Clock, SystemClock, from_us, read_clock, to_us
 from .errors import CorruptState, InvalidInput, NotFound, StoreUnavailable
 from .scope import check_key
 from .store import DriverTx, Store
+from .unit import UnitOfWork
 
 # The turn journal's values live in _turns; these names are the journal's public surface too.
 __all__ = [
@@ -299,11 +299,11 @@ class Journal:
             row = conn.execute(select(t).where(t.c.turn_id == turn_id)).one()
         return _record(row)
 
-    def link(self, turn_id: str, owner: str, *, mission_id: str, attempt: int, within: Connection) -> None:
+    def link(self, turn_id: str, owner: str, *, mission_id: str, attempt: int, unit: UnitOfWork) -> None:
         """Record the mission a ``journaled`` attempt counts against, in the caller's transaction
         (the turn's begin: ``Admission.reserve(on_admit=...)``); ``ClaimLost`` when not the owner."""
         t = s.turns
-        with self.store.write(lock_key=locks.turn(turn_id), within=within) as conn:
+        with self.store.write(lock_key=locks.turn(turn_id), unit=unit) as conn:
             done = conn.execute(
                 update(t)
                 .where(t.c.turn_id == turn_id, t.c.owner_id == owner, t.c.phase == "journaled")
@@ -341,20 +341,20 @@ class Journal:
                 held += done.rowcount
         return held
 
-    def settle(self, turn_id: str, verdict: Verdict, *, owner: str, within: Connection | None = None) -> TurnRecord:
+    def settle(self, turn_id: str, verdict: Verdict, *, owner: str, unit: UnitOfWork | None = None) -> TurnRecord:
         """Write the verdict once, as the owner; a second settlement returns the first (settlement
         is final). A start still reserved for this turn is confirmed in the same commit (never
-        refunded), so a settled turn never leaves a reservation behind. ``within``: in the caller's
-        transaction (with the mission's settlement); ``ClaimLost`` then rolls all of it back."""
-        return self.settle_first(turn_id, verdict, owner=owner, within=within).record
+        refunded), so a settled turn never leaves a reservation behind. ``unit``: in the caller's
+        unit of work (with the mission's settlement); ``ClaimLost`` then rolls all of it back."""
+        return self.settle_first(turn_id, verdict, owner=owner, unit=unit).record
 
-    def settle_first(self, turn_id: str, verdict: Verdict, *, owner: str, within: Connection | None = None) -> Settled:
+    def settle_first(self, turn_id: str, verdict: Verdict, *, owner: str, unit: UnitOfWork | None = None) -> Settled:
         """``settle``, saying whether this call wrote the verdict: the UPDATE matches only a row
         still unsettled (one statement), so of two racing settlements exactly one has ``won``, and
         only that one may charge what the settlement costs (wall time, a latch)."""
         t = s.turns
         now = read_clock(self.clock)
-        with self.store.write(lock_key=locks.turn(turn_id), within=within) as conn:
+        with self.store.write(lock_key=locks.turn(turn_id), unit=unit) as conn:
             done = conn.execute(
                 update(t)
                 .where(t.c.turn_id == turn_id, t.c.owner_id == owner, t.c.phase != "settled")
@@ -469,11 +469,11 @@ class Journal:
         return _record(row)
 
     # -- reads -----------------------------------------------------------------------------------
-    def get(self, turn_id: str, *, within: Connection | None = None) -> TurnRecord | None:
+    def get(self, turn_id: str, *, unit: UnitOfWork | None = None) -> TurnRecord | None:
         check_key(turn_id, "turn_id")
         t = s.turns
         try:
-            with self.store.read(within=within) as conn:
+            with self.store.read(unit=unit) as conn:
                 row = conn.execute(select(t).where(t.c.turn_id == turn_id)).first()
         except CorruptState as exc:
             raise CorruptState(f"turn {turn_id!r} is malformed in the store: {exc}") from None

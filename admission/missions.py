@@ -5,8 +5,8 @@ continuations until it settles (succeeded, stuck) or waits for its owner (awaiti
 Counters are durable and keyed by mission id, so a restart or resume never grants a fresh
 allowance. Counting is one statement that refuses to pass the bound.
 
-Every method that writes takes ``within``: the caller's open write transaction (see
-``Store.write``), so a turn's begin or settlement commits with the rest of its unit of work.
+Every method that writes takes ``unit``: the caller's unit of work (``Store.unit``), so a turn's
+begin or settlement commits with the rest of its use case.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from .errors import NotFound
 from .events import EventKind, record
 from .scope import check_key
 from .store import Store
+from .unit import UnitOfWork
 
 
 class MissionStatus(StrEnum):
@@ -105,14 +106,11 @@ class Missions:
         self.store = store
         self.clock = clock if clock is not None else SystemClock()
 
-    def get(self, mission_id: str, *, within: Connection | None = None) -> Mission:
+    def get(self, mission_id: str, *, unit: UnitOfWork | None = None) -> Mission:
+        """The mission ``mission_id`` (``NotFound`` when none); ``unit``: read in the caller's unit."""
         check_key(mission_id, "mission_id")
-        m = s.missions
-        with self.store.read(within=within) as conn:
-            row = conn.execute(select(m).where(m.c.mission_id == mission_id)).first()
-        if row is None:
-            raise NotFound(f"mission {mission_id!r} does not exist")
-        return _mission(row)
+        with self.store.read(unit=unit) as conn:
+            return _read(conn, mission_id)
 
     def current(self, automation_id: str) -> Mission | None:
         """The automation's unsettled mission (open or awaiting its owner), if any."""
@@ -154,11 +152,11 @@ class Missions:
         with self.store.read() as conn:
             return [_mission(row) for row in conn.execute(query)]
 
-    def open(self, automation_id: str, goal_id: str, agent_id: str, *, within: Connection | None = None) -> Mission:
+    def open(self, automation_id: str, goal_id: str, agent_id: str, *, unit: UnitOfWork | None = None) -> Mission:
         """The automation's unsettled mission, or a new one (one per automation at a time)."""
         m = s.missions
         now = read_clock(self.clock)
-        with self.store.write(lock_key=locks.automation(automation_id), within=within) as conn:
+        with self.store.write(lock_key=locks.automation(automation_id), unit=unit) as conn:
             row = conn.execute(select(m).where(m.c.automation_id == automation_id, m.c.status.in_(("open", "awaiting_owner")))).first()
             if row is None:
                 mission_id = f"mis-{uuid.uuid4().hex[:16]}"
@@ -188,7 +186,7 @@ class Missions:
                 row = conn.execute(select(m).where(m.c.mission_id == mission_id)).one()
         return _mission(row)
 
-    def count(self, mission_id: str, counter: str, limit: int, *, enforce: bool, within: Connection | None = None) -> tuple[bool, Mission]:
+    def count(self, mission_id: str, counter: str, limit: int, *, enforce: bool, unit: UnitOfWork | None = None) -> tuple[bool, Mission]:
         """Count one turn or tool call. With a limit in enforce, the count that would pass
         ``limit`` (plus approved extensions) is refused and nothing changes: one statement."""
         if counter not in ("turns", "tool_calls"):
@@ -198,51 +196,59 @@ class Missions:
         statement = update(m).where(m.c.mission_id == mission_id, m.c.status == "open").values({column: column + 1})
         if limit and enforce:
             statement = statement.where(column < limit + extra)
-        with self.store.write(lock_key=locks.mission(mission_id), within=within) as conn:
+        with self.store.write(lock_key=locks.mission(mission_id), unit=unit) as conn:
             done = conn.execute(statement)
             row = conn.execute(select(s.missions).where(s.missions.c.mission_id == mission_id)).first()
         if row is None:
             raise NotFound(f"mission {mission_id!r} does not exist")
         return done.rowcount == 1, _mission(row)
 
-    def settle(self, mission_id: str, status: MissionStatus, reason: str | None, *, within: Connection | None = None) -> Mission:
+    def settle(self, mission_id: str, status: MissionStatus, reason: str | None, *, unit: UnitOfWork | None = None) -> Mission:
         m = s.missions
         now = read_clock(self.clock)
-        with self.store.write(lock_key=locks.mission(mission_id), within=within) as conn:
+        with self.store.write(lock_key=locks.mission(mission_id), unit=unit) as conn:
             values = {"status": status, "stop_reason": reason}
             if status in ("succeeded", "stuck"):
                 values["settled_at_us"] = now  # type: ignore[assignment]
             done = conn.execute(update(m).where(m.c.mission_id == mission_id, m.c.status.in_(("open", "awaiting_owner"))).values(**values))
             if done.rowcount == 1 and status == MissionStatus.STUCK:
                 record(conn, EventKind.MISSION_STUCK, mission_id, {"mission_id": mission_id, "reason": reason}, now)
-            return self.get(mission_id, within=conn)
+            return _read(conn, mission_id)
 
-    def add_wall(self, mission_id: str, ran: timedelta, *, within: Connection | None = None) -> Mission:
+    def add_wall(self, mission_id: str, ran: timedelta, *, unit: UnitOfWork | None = None) -> Mission:
         """Count one turn's run time against the mission's wall clock (a clock stepped back
         counts nothing, never a refund)."""
         ran_ms = max(0, round(ran.total_seconds() * 1000))
         m = s.missions
-        with self.store.write(lock_key=locks.mission(mission_id), within=within) as conn:
+        with self.store.write(lock_key=locks.mission(mission_id), unit=unit) as conn:
             conn.execute(update(m).where(m.c.mission_id == mission_id).values(wall_ms=m.c.wall_ms + ran_ms))
-            return self.get(mission_id, within=conn)
+            return _read(conn, mission_id)
 
-    def set_latch(self, mission_id: str, reason: str | None, *, within: Connection | None = None) -> None:
+    def set_latch(self, mission_id: str, reason: str | None, *, unit: UnitOfWork | None = None) -> None:
         m = s.missions
-        with self.store.write(lock_key=locks.mission(mission_id), within=within) as conn:
+        with self.store.write(lock_key=locks.mission(mission_id), unit=unit) as conn:
             before = conn.execute(select(m.c.latch).where(m.c.mission_id == mission_id)).first()
             conn.execute(update(m).where(m.c.mission_id == mission_id).values(latch=reason))
             if reason is not None and before is not None and before.latch != reason:
                 record(conn, EventKind.LATCH_SET, mission_id, {"mission_id": mission_id, "reason": reason}, read_clock(self.clock))
 
-    def report_overshoot(self, mission_id: str, problem: str, data: dict[str, object], *, within: Connection | None = None) -> None:
+    def report_overshoot(self, mission_id: str, problem: str, data: dict[str, object], *, unit: UnitOfWork | None = None) -> None:
         """Record that a turn which succeeded went past a bound: the problem on the mission and a
         ``bound_overshot`` event, in one unit (or the caller's)."""
         m = s.missions
-        with self.store.write(lock_key=locks.mission(mission_id), within=within) as conn:
+        with self.store.write(lock_key=locks.mission(mission_id), unit=unit) as conn:
             conn.execute(update(m).where(m.c.mission_id == mission_id).values(problems=problem[:2000]))
             record(conn, EventKind.BOUND_OVERSHOT, mission_id, {"mission_id": mission_id, **data}, read_clock(self.clock))
 
-    def report_problem(self, mission_id: str, problem: str, *, within: Connection | None = None) -> None:
+    def report_problem(self, mission_id: str, problem: str, *, unit: UnitOfWork | None = None) -> None:
         m = s.missions
-        with self.store.write(lock_key=locks.mission(mission_id), within=within) as conn:
+        with self.store.write(lock_key=locks.mission(mission_id), unit=unit) as conn:
             conn.execute(update(m).where(m.c.mission_id == mission_id).values(problems=problem[:2000]))
+
+
+def _read(conn: Connection, mission_id: str) -> Mission:
+    m = s.missions
+    row = conn.execute(select(m).where(m.c.mission_id == mission_id)).first()
+    if row is None:
+        raise NotFound(f"mission {mission_id!r} does not exist")
+    return _mission(row)

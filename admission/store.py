@@ -5,9 +5,9 @@ database whose schema revision this version does not know (written by a newer fl
 Services do their reads in ``Store.read()`` and their writes in ``Store.write(lock_key)``;
 database errors are translated to ``StoreUnavailable`` here and nowhere else.
 
-Units of work: a repository method that takes ``within`` (an open ``Store.write`` connection) does
-its reads and writes in that caller's transaction instead of its own, taking its lock there, so
-several repositories' changes commit once, together, or not at all.
+Units of work: ``Store.unit()`` opens one transaction (``admission.unit.UnitOfWork``) that
+repositories join with ``unit=``: each does its reads and writes in it instead of its own, its lock
+taken there once, so several repositories' changes commit once, together, or not at all.
 
 Its parts live beside it: ``_urls`` (which database a URL names), ``_engines`` (the engines and
 the store-file checks), ``_driver`` (the hot path's DBAPI transaction, lock ids, the SQLite writer
@@ -38,6 +38,7 @@ from ._upgrade import VERSION_TABLE as _VERSION_TABLE
 from ._upgrade import constraints_relaxed, head_revision, migrate
 from ._urls import DEFAULT_URL, ENV_URL, absolute_url, redact_url, resolve_url
 from .errors import FloorgateError, InvalidInput, StoreUnavailable
+from .unit import UnitOfWork
 
 # Names other modules import from here (the store's public surface and what tests read).
 __all__ = [
@@ -162,7 +163,7 @@ class Store:
                 raw.invalidate()
 
     @contextmanager
-    def driver(self, *, write: bool, lock_key: str | None = None, within: Connection | None = None) -> Iterator[DriverTx]:
+    def driver(self, *, write: bool, lock_key: str | None = None, unit: UnitOfWork | None = None) -> Iterator[DriverTx]:
         """A DBAPI cursor for the admission hot path, where SQLAlchemy's per-statement cost would
         dominate a decision (the benchmarks compare against bare driver loops).
 
@@ -171,11 +172,11 @@ class Store:
         ``write()`` (BEGIN IMMEDIATE on SQLite, an advisory lock on ``lock_key`` on PostgreSQL),
         committed durably on success and rolled back on any error.
 
-        ``within``: run on the DBAPI connection of the caller's ``write()`` transaction instead (its
-        lock taken there; the caller commits), so hot-path statements join a unit of work.
+        ``unit``: run on the DBAPI connection of the caller's unit of work instead (its lock taken
+        there, once; the unit commits), so hot-path statements join it.
         """
-        if within is not None:
-            yield from self._joined_driver(within, lock_key)
+        if unit is not None:
+            yield from self._joined_driver(unit, lock_key)
             return
         raw = self._hot_connection()
         cursor = None
@@ -209,9 +210,10 @@ class Store:
             if queued:
                 self._writers.release()
 
-    def _joined_driver(self, conn: Connection, lock_key: str | None) -> Iterator[DriverTx]:
-        self._lock(conn, lock_key)
-        cursor = conn.connection.cursor()
+    def _joined_driver(self, unit: UnitOfWork, lock_key: str | None) -> Iterator[DriverTx]:
+        with self._translate():
+            unit.lock(lock_key)
+        cursor = unit.joined(write=True).connection.cursor()
         try:
             yield DriverTx(self, cursor)
         except self._dbapi_error as exc:
@@ -230,12 +232,12 @@ class Store:
         return redact_url(self.url)
 
     @contextmanager
-    def read(self, *, within: Connection | None = None) -> Iterator[Connection]:
-        """A read-only transaction; it never commits anything. ``within``: read in the caller's
-        transaction (seeing its uncommitted writes)."""
-        if within is not None:
+    def read(self, *, unit: UnitOfWork | None = None) -> Iterator[Connection]:
+        """A read-only transaction; it never commits anything. ``unit``: read in the caller's unit
+        of work (seeing its uncommitted writes)."""
+        if unit is not None:
             with self._translate():
-                yield within
+                yield unit.joined(write=False)
             return
         with self._translate(), self.engine.connect() as conn:
             try:
@@ -244,20 +246,20 @@ class Store:
                 conn.rollback()
 
     @contextmanager
-    def write(self, lock_key: str | None = None, *, within: Connection | None = None) -> Iterator[Connection]:
+    def write(self, lock_key: str | None = None, *, unit: UnitOfWork | None = None) -> Iterator[Connection]:
         """A write transaction serialized in the database, committed durably on success.
 
         SQLite takes its write lock at BEGIN IMMEDIATE (one writer per file); PostgreSQL takes a
         transaction-scoped advisory lock on ``lock_key``, so writers to different keys run in parallel.
 
-        ``within``: join the caller's open write transaction instead (the lock is taken in it, and
-        nothing commits here). On SQLite a unit must not wait on another connection's write while
-        it is open: it holds the file's write lock until it ends.
+        ``unit``: join the caller's unit of work instead (the lock is taken in it unless it holds
+        it already, and nothing commits here). On SQLite a unit must not wait on another
+        connection's write while it is open: it holds the file's write lock until it ends.
         """
-        if within is not None:
+        if unit is not None:
             with self._translate():
-                self._lock(within, lock_key)
-                yield within
+                unit.lock(lock_key)
+                yield unit.joined(write=True)
             return
         with self._translate(), self.engine.connect() as conn, self._queued():
             if self.dialect == "sqlite":
@@ -283,10 +285,24 @@ class Store:
         with self._writers.first():
             yield
 
-    def unit(self) -> contextlib.AbstractContextManager[Connection]:
-        """A unit of work: one write transaction that repositories join with ``within=`` (each
-        takes its own lock in it), committed once when the block ends, rolled back on any error."""
-        return self.write(lock_key=None)
+    @contextmanager
+    def unit(self, *, write: bool = True) -> Iterator[UnitOfWork]:
+        """A unit of work (``admission.unit``): one write transaction that repositories join with
+        ``unit=`` (each key locked in it once), committed once when the block ends, rolled back on
+        any error; its after-commit callbacks run once the commit returned. ``write=False``: one
+        read transaction (nothing commits, a write joining it is refused)."""
+        opened = self.write(lock_key=None) if write else self.read()
+        unit: UnitOfWork | None = None
+        try:
+            with opened as conn:
+                unit = UnitOfWork(conn, write=write, ordered_locks=self.dialect == "postgresql", take=self._lock)
+                yield unit
+        except BaseException:
+            if unit is not None:
+                unit.end(committed=False)  # rolled back, or its commit failed: no callback runs
+            raise
+        if unit is not None:
+            unit.end(committed=write)
 
     @contextmanager
     def _translate(self) -> Iterator[None]:

@@ -29,6 +29,7 @@ from .errors import CorruptState, NotFound
 from .events import EventKind, record
 from .scope import check_id, check_text
 from .store import Store
+from .unit import UnitOfWork
 
 MAX_KEY = 200
 
@@ -101,10 +102,10 @@ class Triggers:
         with self.store.read() as conn:
             return _pending(conn, automation_ids)
 
-    def serve(self, automation_id: str, turn_id: str, *, within: Connection | None = None) -> int:
+    def serve(self, automation_id: str, turn_id: str, *, unit: UnitOfWork | None = None) -> int:
         """A turn of the automation starts now: every trigger pending until now is served by it
         (compare-and-set: a trigger another start served already stays that start's). Returns how
-        many this start served. ``within``: in the start's own transaction."""
+        many this start served. ``unit``: in the start's own unit of work."""
         now = read_clock(self.clock)
         t = s.triggers
         served = (
@@ -112,7 +113,7 @@ class Triggers:
             .where(t.c.automation_id == automation_id, t.c.served_at_us.is_(None), t.c.at_us <= now)
             .values(served_at_us=now, served_turn_id=turn_id)
         )
-        with self.store.write(within=within) as conn:
+        with self.store.write(unit=unit) as conn:
             return int(conn.execute(served).rowcount)
 
 

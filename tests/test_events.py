@@ -39,8 +39,8 @@ def kinds(store: Store) -> list[str]:
 def test_an_event_commits_with_its_change_and_not_without_it(store: Store, clock: FixedClock) -> None:
     approvals = Approvals(store, clock)
     # A unit of work that fails after the ask: neither the ask nor its event is left.
-    with pytest.raises(RuntimeError), store.unit() as conn:
-        approvals.ask("m-rolled", "g/a/x", "max_turns", 3, within=conn)
+    with pytest.raises(RuntimeError), store.unit() as unit:
+        approvals.ask("m-rolled", "g/a/x", "max_turns", 3, unit=unit)
         raise RuntimeError("the caller's next step failed")
     assert raw_sql(store, "SELECT count(*) FROM fg_approvals") == [(0,)]
     assert kinds(store) == []
@@ -68,9 +68,9 @@ def test_a_stuck_mission_and_a_set_latch_are_events_once(store: Store, clock: Fi
     missions = Missions(store, clock)
     one = missions.open("x", "g", "a").mission_id
     # Rolled back with the unit: no event.
-    with pytest.raises(RuntimeError), store.unit() as conn:
-        missions.set_latch(one, "usage unreported", within=conn)
-        missions.settle(one, MissionStatus.STUCK, "max_turns reached", within=conn)
+    with pytest.raises(RuntimeError), store.unit() as unit:
+        missions.set_latch(one, "usage unreported", unit=unit)
+        missions.settle(one, MissionStatus.STUCK, "max_turns reached", unit=unit)
         raise RuntimeError("the caller's next step failed")
     assert kinds(store) == []
     missions.set_latch(one, "usage unreported")

@@ -107,15 +107,33 @@ def test_a_turn_whose_usage_cannot_be_read_is_unknown_and_keeps_its_hold(store: 
 
     usage = Usage(store, clock)
     usage.hold("t-held", "g", "a", "x", 7000, "m")
-    with store.unit() as conn:
+    with store.unit() as unit:
         settle_turn(
-            conn, "t-held", goal="g", agent="a", automation="x", at=clock.now(), tokens=None, usd_micros=None, model=None, now=clock.now()
+            unit.connection,
+            "t-held",
+            goal="g",
+            agent="a",
+            automation="x",
+            at=clock.now(),
+            tokens=None,
+            usd_micros=None,
+            model=None,
+            now=clock.now(),
         )
     entry = usage.get("t-held")
     assert entry is not None and entry.state is UsageState.UNKNOWN and entry.counted_tokens == 7000
-    with store.unit() as conn:  # reconciled once: a later settlement leaves it
+    with store.unit() as unit:  # reconciled once: a later settlement leaves it
         settle_turn(
-            conn, "t-held", goal="g", agent="a", automation="x", at=clock.now(), tokens=5, usd_micros=None, model=None, now=clock.now()
+            unit.connection,
+            "t-held",
+            goal="g",
+            agent="a",
+            automation="x",
+            at=clock.now(),
+            tokens=5,
+            usd_micros=None,
+            model=None,
+            now=clock.now(),
         )
     again = usage.get("t-held")
     assert again is not None and again.state is UsageState.UNKNOWN

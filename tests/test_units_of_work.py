@@ -73,11 +73,11 @@ class Commits:
         self.n += 1
 
     @contextmanager
-    def _counting_driver(self, *, write: bool, lock_key: str | None = None, within: Any = None) -> Iterator[Any]:
-        joined = {} if within is None else {"within": within}
+    def _counting_driver(self, *, write: bool, lock_key: str | None = None, unit: Any = None) -> Iterator[Any]:
+        joined = {} if unit is None else {"unit": unit}
         with self._driver(write=write, lock_key=lock_key, **joined) as tx:
             yield tx if write else _Autocommitted(tx, self)
-        if write and within is None:
+        if write and unit is None:
             self.n += 1
 
     def remove(self) -> None:
@@ -236,12 +236,12 @@ def test_repositories_join_the_callers_transaction_and_roll_back_with_it(store: 
     missions = Missions(store, FixedClock(T0))
     before = commits.n
     with store.unit() as unit:
-        mission = missions.open("x", "g", "a", within=unit)
-        counted, seen = missions.count(mission.mission_id, "turns", 0, enforce=False, within=unit)
+        mission = missions.open("x", "g", "a", unit=unit)
+        counted, seen = missions.count(mission.mission_id, "turns", 0, enforce=False, unit=unit)
         assert counted and seen.turns == 1  # the unit reads its own writes
     assert commits.n - before == 1
     with pytest.raises(RuntimeError, match="after the count"), store.unit() as unit:
-        missions.count(mission.mission_id, "turns", 0, enforce=False, within=unit)
+        missions.count(mission.mission_id, "turns", 0, enforce=False, unit=unit)
         raise RuntimeError("after the count")
     assert missions.get(mission.mission_id).turns == 1
     assert commits.n - before == 1

@@ -26,8 +26,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
 
-from sqlalchemy.engine import Connection
-
 from floorgate.admission import (
     Accounting,
     Approvals,
@@ -40,6 +38,7 @@ from floorgate.admission import (
     Rule,
     Store,
     StoreUnavailable,
+    UnitOfWork,
     Verdict,
     merge,
 )
@@ -202,29 +201,29 @@ class EnvelopeGate:
                 return TurnGate(None, envelope, _stuck(allow))
         return TurnGate(mission, envelope)
 
-    def open_turn(self, automation: Automation, pre: TurnGate, *, within: Connection) -> tuple[bool, Mission]:
+    def open_turn(self, automation: Automation, pre: TurnGate, *, unit: UnitOfWork) -> tuple[bool, Mission]:
         """In the caller's transaction: open the mission if needed and count the turn (one
         refusing statement). Returns whether it was counted, and the mission as counted."""
         spec = automation.spec
-        mission = self.missions.open(automation.automation_id, spec.goal_id, spec.agent_id, within=within)
+        mission = self.missions.open(automation.automation_id, spec.goal_id, spec.agent_id, unit=unit)
         envelope = pre.envelope
         if envelope is None:  # observe with a malformed block: unbounded, reported loudly
             problem = f"observe: envelope unreadable, ran unbounded: {pre.problem}"
-            self.missions.report_problem(mission.mission_id, problem, within=within)
-            return self.missions.count(mission.mission_id, "turns", 0, enforce=False, within=within)
+            self.missions.report_problem(mission.mission_id, problem, unit=unit)
+            return self.missions.count(mission.mission_id, "turns", 0, enforce=False, unit=unit)
         enforce = self.mode == "enforce"
-        return self.missions.count(mission.mission_id, "turns", envelope.max_turns, enforce=enforce, within=within)
+        return self.missions.count(mission.mission_id, "turns", envelope.max_turns, enforce=enforce, unit=unit)
 
     def gate_turn(
-        self, automation: Automation, pre: TurnGate, mission: Mission, counted: bool, *, within: Connection | None = None
+        self, automation: Automation, pre: TurnGate, mission: Mission, counted: bool, *, unit: UnitOfWork | None = None
     ) -> TurnGate:
         """Once the turn's begin committed: the refusal when counting it would pass max_turns
-        (settled or asked per on_exhausted, in ``within`` if given), else the turn's deadline cap."""
+        (settled or asked per on_exhausted, in ``unit`` if given), else the turn's deadline cap."""
         envelope = pre.envelope
         if envelope is None:
             return TurnGate(mission, None)
         if not counted:
-            return self._exhausted(automation, mission, envelope, "max_turns", envelope.max_turns + mission.extra_turns, within)
+            return self._exhausted(automation, mission, envelope, "max_turns", envelope.max_turns + mission.extra_turns, unit)
         if self.mode == "observe" and envelope.max_turns and mission.turns > envelope.max_turns + mission.extra_turns:
             self._observed(mission, f"max_turns={envelope.max_turns} exceeded (turn {mission.turns})")
         return TurnGate(mission, envelope, None, self.deadline_cap(mission, envelope))
@@ -299,7 +298,7 @@ class EnvelopeGate:
         envelope: Envelope,
         bound: str,
         value: int,
-        within: Connection | None = None,
+        unit: UnitOfWork | None = None,
         step: int | None = None,
     ) -> TurnGate:
         """Settle or ask. ``step``: the extension to propose (None: the bound's own size again,
@@ -307,27 +306,27 @@ class EnvelopeGate:
         next ask at once)."""
         reason = f"compute bound exhausted: {bound}={value}"
         if self.mode == "observe":
-            self._observed(mission, reason, within)
+            self._observed(mission, reason, unit)
             return TurnGate(mission, envelope)
         if envelope.on_exhausted == "pause_ask":
             proposal = step if step is not None else getattr(envelope, bound) or value
-            ask = self.approvals.ask(mission.mission_id, _lane(automation), bound, max(1, proposal), within=within)
+            ask = self.approvals.ask(mission.mission_id, _lane(automation), bound, max(1, proposal), unit=unit)
             text = f"{reason}; owner ask {ask.approval_id}"
-            return TurnGate(self.missions.get(mission.mission_id, within=within), envelope, _stuck(text, bound))
-        settled = self.missions.settle(mission.mission_id, MissionStatus.STUCK, reason, within=within)
+            return TurnGate(self.missions.get(mission.mission_id, unit=unit), envelope, _stuck(text, bound))
+        settled = self.missions.settle(mission.mission_id, MissionStatus.STUCK, reason, unit=unit)
         return TurnGate(settled, envelope, _stuck(reason, bound))
 
     def exhaust(
-        self, automation: Automation, mission: Mission, bound: str, value: int, *, within: Connection | None = None, step: int | None = None
+        self, automation: Automation, mission: Mission, bound: str, value: int, *, unit: UnitOfWork | None = None, step: int | None = None
     ) -> Verdict:
         """Exhaustion found after a turn (wall clock, tokens): settle or ask, per on_exhausted."""
         envelope, _ = self.envelope(automation.spec.goal_id, automation.spec.agent_id, automation.automation_id)
-        gate = self._exhausted(automation, mission, envelope, bound, value, within, step)
+        gate = self._exhausted(automation, mission, envelope, bound, value, unit, step)
         return gate.refusal or _stuck(f"compute bound exhausted: {bound}={value}", bound)
 
-    def _observed(self, mission: Mission, what: str, within: Connection | None = None) -> None:
+    def _observed(self, mission: Mission, what: str, unit: UnitOfWork | None = None) -> None:
         log.warning("OBSERVE: mission %s: %s (not enforced)", mission.mission_id, what)
-        self.missions.report_problem(mission.mission_id, f"observe: {what}", within=within)
+        self.missions.report_problem(mission.mission_id, f"observe: {what}", unit=unit)
 
     # -- between turns -------------------------------------------------------------------------
     def account(self, mission: Mission, turn_id: str, usage: Usage | None) -> None:
@@ -349,24 +348,27 @@ class EnvelopeGate:
         usage: Usage | None,
         *,
         ran: timedelta = timedelta(0),
-        within: Connection | None = None,
+        unit: UnitOfWork | None = None,
     ) -> Verdict:
         """Count the turn's run time (``ran``) on the mission's wall clock, account its reported
         usage, check reported models, settle the mission.
 
-        ``within``: settle in the caller's transaction (with the turn's own settlement); the caller
+        ``unit``: settle in the caller's unit of work (with the turn's own settlement); the caller
         has called ``account`` before opening it, so no other connection writes while it is open.
+        Without one, the usage is accounted first (its own commits), then the rest in one unit.
         """
         if self.mode == "disabled":
             return verdict
-        if within is None:
+        if unit is None:
             self.account(mission, turn_id, usage)
-        self.missions.add_wall(mission.mission_id, ran, within=within)
+            with self.store.unit() as own:
+                return self.after_turn(automation, mission, turn_id, verdict, usage, ran=ran, unit=own)
+        self.missions.add_wall(mission.mission_id, ran, unit=unit)
         envelope, _ = self.envelope(automation.spec.goal_id, automation.spec.agent_id, automation.automation_id)
         if usage is not None:
             if usage.unparseable:
                 latch = f"{usage.unparseable} usage record(s) in turn {turn_id} could not be parsed"
-                self.missions.set_latch(mission.mission_id, latch, within=within)
+                self.missions.set_latch(mission.mission_id, latch, unit=unit)
             bad = [m for m in usage.models if envelope.model_allowlist is not None and m not in envelope.model_allowlist]
             bad += [b for b in usage.backends if envelope.backend_allowlist is not None and b not in envelope.backend_allowlist]
             if bad:
@@ -374,24 +376,24 @@ class EnvelopeGate:
                 if self.mode == "enforce":
                     # The mission stops here, and so does this turn: stuck, so its automation is
                     # held now rather than at the next turn's start.
-                    self.missions.settle(mission.mission_id, MissionStatus.STUCK, reason, within=within)
+                    self.missions.settle(mission.mission_id, MissionStatus.STUCK, reason, unit=unit)
                     allowlist = "model_allowlist" if any(m in bad for m in usage.models) else "backend_allowlist"
                     return _stuck(reason, allowlist)
-                self._observed(mission, reason, within)
-        mission = self.missions.get(mission.mission_id, within=within)
+                self._observed(mission, reason, unit)
+        mission = self.missions.get(mission.mission_id, unit=unit)
         if verdict.bound == "max_wall_seconds":  # the executor killed the host at the mission's deadline
             left = envelope.max_wall_seconds + mission.extra_wall_seconds
-            return self.exhaust(automation, mission, "max_wall_seconds", left, within=within, step=_wall_step(automation, envelope, ran))
+            return self.exhaust(automation, mission, "max_wall_seconds", left, unit=unit, step=_wall_step(automation, envelope, ran))
         if verdict.status in ("succeeded", "failed") and mission.status in ("stuck", "awaiting_owner"):
             # A hook stopped the mission while the host ran (the PreToolUse hook refused the call
             # past max_tool_calls); the host then ends normally, but the turn is what stopped it.
             return self._stuck_during_turn(mission)
         if verdict.status == "succeeded" and mission.status == "open":
-            self._overshot(mission, envelope, turn_id, within)
-            self.missions.settle(mission.mission_id, MissionStatus.SUCCEEDED, "completed", within=within)
+            self._overshot(mission, envelope, turn_id, unit)
+            self.missions.settle(mission.mission_id, MissionStatus.SUCCEEDED, "completed", unit=unit)
         return verdict
 
-    def _overshot(self, mission: Mission, envelope: Envelope, turn_id: str, within: Connection | None) -> None:
+    def _overshot(self, mission: Mission, envelope: Envelope, turn_id: str, unit: UnitOfWork | None) -> None:
         """A turn that succeeded past a bound stays a success (seed 001: never turn a finished
         result into a budget error), but the overshoot is recorded on the mission and emitted as a
         ``bound_overshot`` event, never silent: tokens are counted only once the host reports them."""
@@ -402,7 +404,7 @@ class EnvelopeGate:
         text = f"overshot max_tokens={limit}: the host reported {mission.tokens} tokens ({over} over) in a turn that succeeded"
         log.warning("mission %s turn %s: %s", mission.mission_id, turn_id, text)
         data: dict[str, object] = {"turn_id": turn_id, "bound": "max_tokens", "limit": limit, "used": mission.tokens, "over": over}
-        self.missions.report_overshoot(mission.mission_id, text, data, within=within)
+        self.missions.report_overshoot(mission.mission_id, text, data, unit=unit)
 
     def _stuck_during_turn(self, mission: Mission) -> Verdict:
         reason = mission.stop_reason or f"mission {mission.mission_id} is {mission.status}"

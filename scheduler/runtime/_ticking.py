@@ -24,10 +24,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Protocol
 
-from sqlalchemy.engine import Connection
-
 from floorgate.admission import Automation, Automations, Decision, Journal, Reason, Store, Tick, Triggers, TurnRecord, WakeState
 from floorgate.admission.clock import Clock, read_clock
+from floorgate.admission.unit import UnitOfWork
 
 from ..app.envelope_gate import TurnGate
 from ..app.wake import BackoffPolicy, nominal_time
@@ -311,7 +310,7 @@ class Ticking:
         for pending in admitted:
             self._hand_off(pending)
 
-    def _admit_within(self, unit: Connection, admitting: Admitting) -> PendingTurn | None:
+    def _admit_within(self, unit: UnitOfWork, admitting: Admitting) -> PendingTurn | None:
         episode = self._tick_episode(admitting.automation_id)
         savepoint = unit.begin_nested()
         try:
@@ -327,7 +326,7 @@ class Ticking:
         savepoint.commit()
         return decided
 
-    def _admit(self, admitting: Admitting, within: Connection | None = None) -> Tick | PendingTurn:
+    def _admit(self, admitting: Admitting, within: UnitOfWork | None = None) -> Tick | PendingTurn:
         """The second half: ``begin`` (the envelope precheck and the serialized reservation)."""
         automation_id, nominal, fired_at, inputs, turn_id = admitting
         automation, wake = inputs.automation, inputs.wake
@@ -436,14 +435,14 @@ class Ticking:
             automation_id, replace(armed.snapshot.inputs, wake=wake, next_eligible_at=next_eligible_at, trigger=trigger)
         )
 
-    def _serve_triggers(self, automation_id: str, turn_id: str, within: Connection | None) -> bool:
+    def _serve_triggers(self, automation_id: str, turn_id: str, within: UnitOfWork | None) -> bool:
         """A turn starts: it serves the triggers pending until now (in the reservation's transaction
         when it has one). Only when this host knows of one: a trigger it has not read yet stays
         pending and wakes the automation once more, still subject to floors. True: it served."""
         armed = self._armed.get(automation_id)
         if armed is None or armed.snapshot.inputs.trigger is None:
             return False
-        self.triggers.serve(automation_id, turn_id, within=within)
+        self.triggers.serve(automation_id, turn_id, unit=within)
         return True
 
     # -- recovery --------------------------------------------------------------------------------

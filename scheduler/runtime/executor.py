@@ -28,8 +28,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TypeVar, TypedDict, Unpack
 
-from sqlalchemy.engine import Connection
-
 from floorgate.admission import (
     Admission,
     Automation,
@@ -49,6 +47,7 @@ from floorgate.admission import (
 from floorgate.admission.clock import Clock, SystemClock, iso, read_clock
 from floorgate.admission.journal import ClaimLost, JournalEntry, TurnOwned
 from floorgate.admission.scope import check_id
+from floorgate.admission.unit import UnitOfWork
 from floorgate.admission.usage import settle_turn
 
 from ..agents._safe_files import UnsafePath, private_dir
@@ -70,7 +69,7 @@ DEFAULT_LOG_CAP = 1_000_000
 # until <path>.go exists (so a test can SIGKILL it there, or change the world and let it go on).
 PAUSE_ENV = "FLOORGATE_TEST_PAUSE"
 log = logging.getLogger("floorgate.turns")
-Begin = Callable[[Connection], None]
+Begin = Callable[[UnitOfWork], None]
 _T = TypeVar("_T")
 
 
@@ -149,7 +148,7 @@ class TurnExecutor:
         overlap_checked: bool = False,
         minted: bool = False,
         pre: TurnGate | None = None,
-        within: Connection | None = None,
+        within: UnitOfWork | None = None,
         wake: WakeState | None = None,
     ) -> TurnOutcome | Admitted:
         """The decision half of ``run``: every refusal and denial as a finished ``TurnOutcome``,
@@ -211,10 +210,10 @@ class TurnExecutor:
             verdict = failure_verdict(exc)
             log.error("turn %s of %s failed before its verdict: %s: %s", turn.turn_id, automation.automation_id, type(exc).__name__, exc)
             with self.store.unit() as unit:  # an infra failure counts in the failure streak too
-                self.streaks.lock(automation.automation_id, within=unit)
-                settled = self.journal.settle(turn.turn_id, verdict, owner=self.owner, within=unit)
+                self.streaks.lock(automation.automation_id, unit=unit)
+                settled = self.journal.settle(turn.turn_id, verdict, owner=self.owner, unit=unit)
                 if settled.verdict == verdict:  # this settlement wrote it: the streak moves once per verdict
-                    self.streaks.note(automation, turn.turn_id, verdict, within=unit, locked=True)
+                    self.streaks.note(automation, turn.turn_id, verdict, unit=unit)
             if not isinstance(exc, Exception):
                 raise  # interrupted (Ctrl-C, shutdown): settled, and the interruption goes on
             return TurnOutcome(turn.turn_id, settled.verdict or verdict, turn.decision, settled, detail=f"{type(exc).__name__}: {exc}")
@@ -227,7 +226,7 @@ class TurnExecutor:
         nominal: datetime | None,
         wait_eligible: timedelta,
         pre: TurnGate | None,
-        within: Connection | None = None,
+        within: UnitOfWork | None = None,
         wake: WakeState | None = None,
         slowed: bool = False,
     ) -> TurnOutcome | Admitted:
@@ -286,9 +285,9 @@ class TurnExecutor:
             # launches and the admitted start is not refunded (conservative); the mission's
             # exhaustion and the turn's verdict commit together.
             with self.store.unit() as unit:
-                gate = self.gate.gate_turn(automation, pre, begun[0][1], counted=False, within=unit)
+                gate = self.gate.gate_turn(automation, pre, begun[0][1], counted=False, unit=unit)
                 if gate.refusal is not None:
-                    settled = self.journal.settle(turn_id, gate.refusal, owner=self.owner, within=unit)
+                    settled = self.journal.settle(turn_id, gate.refusal, owner=self.owner, unit=unit)
             if gate.refusal is not None:
                 self._hold_if_stuck(automation, gate.refusal)
                 return TurnOutcome(turn_id, gate.refusal, decision, settled)
@@ -313,14 +312,14 @@ class TurnExecutor:
             usage = read_usage(spec.meter, tapped)
             self.gate.account(gate.mission, turn_id, usage)  # its own commits: nothing else may write inside the unit
         with self.store.unit() as unit:  # the turn's verdict and its mission's settlement: one commit
-            self.streaks.lock(automation.automation_id, within=unit)  # the lock order of a begin
+            self.streaks.lock(automation.automation_id, unit=unit)  # the lock order of a begin
             if gate.mission is not None:
-                verdict = self.gate.after_turn(automation, gate.mission, turn_id, verdict, usage, ran=ran, within=unit)
-            settled = self.journal.settle(turn_id, verdict, owner=self.owner, within=unit)
+                verdict = self.gate.after_turn(automation, gate.mission, turn_id, verdict, usage, ran=ran, unit=unit)
+            settled = self.journal.settle(turn_id, verdict, owner=self.owner, unit=unit)
             if settled.verdict == verdict:  # this settlement wrote it: the streak moves once per verdict
-                self.streaks.note(automation, turn_id, verdict, within=unit, locked=True)
+                self.streaks.note(automation, turn_id, verdict, unit=unit)
             if usage is not None:  # budgets count it: reconcile the held estimate, in the same commit
-                settle_turn(unit, turn_id, **metered(automation, usage, now), now=read_clock(self.clock))
+                settle_turn(unit.connection, turn_id, **metered(automation, usage, now), now=read_clock(self.clock))
         self._hold_if_stuck(automation, verdict)
         return TurnOutcome(turn_id, settled.verdict or verdict, decision, settled, detail=problem)
 
@@ -406,17 +405,17 @@ class TurnExecutor:
             return None
         resumed = turn.owns_row  # a taken-over attempt: its begin may have committed before a crash
 
-        def begin(unit: Connection) -> None:
+        def begin(unit: UnitOfWork) -> None:
             if resumed:
-                record = self.journal.get(turn.turn_id, within=unit)
+                record = self.journal.get(turn.turn_id, unit=unit)
                 if record is not None and record.mission_id is not None:
-                    mission = self.gate.missions.get(record.mission_id, within=unit)
+                    mission = self.gate.missions.get(record.mission_id, unit=unit)
                     if mission.status == "open":  # counted in that commit: never twice
                         begun[:] = [(True, mission)]
                         return
-            counted, mission = self.gate.open_turn(automation, pre, within=unit)
+            counted, mission = self.gate.open_turn(automation, pre, unit=unit)
             if counted:
-                self.journal.link(turn.turn_id, self.owner, mission_id=mission.mission_id, attempt=mission.turns, within=unit)
+                self.journal.link(turn.turn_id, self.owner, mission_id=mission.mission_id, attempt=mission.turns, unit=unit)
             begun[:] = [(counted, mission)]
 
         return begin
@@ -429,7 +428,7 @@ class TurnExecutor:
         manual_reason: str | None,
         log_path: Path,
         begin: Begin | None,
-        within: Connection | None = None,
+        within: UnitOfWork | None = None,
     ) -> Decision:
         spec = automation.spec
         now = read_clock(self.clock)
@@ -456,7 +455,7 @@ class TurnExecutor:
             manual_reason=manual_reason,
             journal=entry,
             on_admit=begin,
-            within=within,
+            unit=within,
         )
 
     def _launch(

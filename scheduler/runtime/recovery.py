@@ -192,13 +192,13 @@ def settle_lost(store: Store, clock: Clock, record: TurnRecord, owner: str, *, r
     # deadline or now): unknown is never free.
     ran = min(read_clock(clock), record.deadline) - record.started_at
     with store.unit() as unit:  # the verdict, the mission's wall clock and latch: one commit
-        settled = Journal(store, clock).settle_first(record.turn_id, UNKNOWN, owner=owner, within=unit)
+        settled = Journal(store, clock).settle_first(record.turn_id, UNKNOWN, owner=owner, unit=unit)
         if settled.won and record.mission_id is not None:
-            Missions(store, clock).add_wall(record.mission_id, ran, within=unit)
+            Missions(store, clock).add_wall(record.mission_id, ran, unit=unit)
             if latch:
                 # What that turn spent was never reconciled: block new dispatch until an owner resolves it.
                 why = f"turn {record.turn_id} ended with an unknown outcome; its usage was never reconciled"
-                Missions(store, clock).set_latch(record.mission_id, why, within=unit)
+                Missions(store, clock).set_latch(record.mission_id, why, unit=unit)
     return Lost(settled.record, settled.won, check)
 
 
