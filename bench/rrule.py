@@ -197,7 +197,8 @@ def cold(
     engine's one global cache, dateutil rules by period start, cleared before each), against
     dateutil parsing the same RRULE text with DTSTART rebased to the query (``rrulestr``) and asking
     it once; beside it, against a dateutil ``rrule`` built from arguments (no parse). Each round
-    visits every class once; within a class ``reps`` triples alternate the three; a round's ratio is
+    visits every class once; within a class each of ``reps`` repetitions runs the three in a fixed order (parsed, floorgate,
+    built); a round's ratio is
     summed CPU times (dateutil / floorgate). Answers are compared (as wall times) every time.
     Returns per class (ratios against the parsed baseline, ratios against the built one)."""
     from floorgate.hosts import _dateutil

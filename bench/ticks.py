@@ -70,7 +70,11 @@ class _Decisions:
         self.at: dict[str, tuple[float, bool]] = {}
         self.lock = threading.Lock()
         self.done = threading.Condition(self.lock)
-        hand_off, record = host.ticking._hand_off, host.records.record
+        # Either code: the collaborators (``ticking``, ``records``), or the host itself where they
+        # were still its mixins (a baseline from before that change).
+        ticking, records = getattr(host, "ticking", host), getattr(host, "records", None)
+        hand_off = ticking._hand_off
+        record = records.record if records is not None else host._record
 
         def handed(pending: Any) -> Any:
             self._decided(pending.automation_id, True)
@@ -82,8 +86,11 @@ class _Decisions:
                 self._decided(automation_id, False)
             return tick
 
-        host.ticking._hand_off = handed
-        host.records.record = recorded
+        ticking._hand_off = handed
+        if records is not None:
+            records.record = recorded
+        else:
+            host._record = recorded
 
     def _decided(self, automation_id: str, admitted: bool) -> None:
         with self.lock:

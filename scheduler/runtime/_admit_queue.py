@@ -1,5 +1,5 @@
-"""The ticks that may admit, on their way to a reservation: one agent's at a time (``Siblings``),
-and on SQLite, where the store has one writer, reserved in groups of one durable commit each
+"""The ticks that may admit, on their way to a reservation: where a floor or limit applies, one
+agent's at a time (``Siblings``; a tick no rule governs goes on at once), and on SQLite, where the store has one writer, reserved in groups of one durable commit each
 (``AdmitGroups``)."""
 
 from __future__ import annotations
@@ -60,7 +60,8 @@ class AdmitGroups:
 
 
 class Siblings:
-    """The ticks that may admit, one agent at a time: while one tick of an agent is being decided
+    """The ruled ticks that may admit, one agent at a time (a tick no rule governs never waits
+    here: nothing a sibling starts changes its decision): while one tick of an agent is being decided
     (its reservation queued or running), its siblings on the same agent wait here; once that
     decision is committed they are read again (one plain read each), and those the read now denies
     are denied without taking the write lock. A burst of ten lanes under an agent floor then makes

@@ -120,7 +120,7 @@ def _deadline(
 
     def expire() -> None:
         # Only this exit can race the answer: any answer but a block would come from the main
-        # thread's exit, which os._exit pre-empts; a late admission is then a start that did not run.
+        # thread's exit, which os._exit pre-empts (for the prompt hook, a late admission is then a start that did not run).
         os.write(
             2,
             f"floorgate: {failed}: no answer after {format_interval(after)}, just inside the "
