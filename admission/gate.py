@@ -32,7 +32,7 @@ from ._facts import (
     start_from_row,
     stored_max,
 )
-from ._limit_check import check_lane, hold_estimate
+from ._limit_check import LaneCheck, check_lane, hold_estimate
 from ._rule import (
     _ADMITTED,
     _ADMITTING,
@@ -205,7 +205,7 @@ class Admission:
         in one read transaction, then decided again."""
         with self.store.read() as conn:
             check = check_lane(conn, req.goal, req.agent, req.automation, now)
-        verdict = _evaluate(facts._replace(limit_code=check.code, limits=check.states), req, to_us(now))
+        verdict = _evaluate(_checked(facts, check), req, to_us(now))
         return (None if verdict.reason in writes else _decision(req, now, verdict)), check.across_agents
 
     # -- confirm ---------------------------------------------------------------------------
@@ -240,6 +240,9 @@ class Admission:
         try:
             # The same facts reserve reads, so readback and admission can never disagree.
             facts = read_facts(self.store.autocommit, goal, agent, automation, _NO_TURN, _NO_TRIGGER)
+            if facts.limited > 0:  # its counts and budgets checked as reserve checks them
+                with self.store.read() as conn:
+                    facts = _checked(facts, check_lane(conn, goal, agent, automation, now))
             last_start = self._last_start(goal, agent) if facts.agent_anchor_us is not None else None
         except StoreUnavailable as exc:
             return _unavailable(goal, agent, automation, now, exc)
@@ -260,6 +263,15 @@ class Admission:
                     out[(goal, agent, automation)] = _unavailable(goal, agent, automation, now, facts)
                 else:
                     facts_of[(goal, agent, automation)] = facts
+            limited = [lane for lane, f in facts_of.items() if f.limited > 0]
+            if limited:  # their counts and budgets, as reserve checks them (one read transaction)
+                with self.store.read() as conn:
+                    for lane in limited:
+                        try:
+                            facts_of[lane] = _checked(facts_of[lane], check_lane(conn, *lane, now))
+                        except StoreUnavailable as exc:
+                            out[lane] = _unavailable(*lane, now, exc)
+                            del facts_of[lane]
             agents = sorted({(g, a) for (g, a, _), f in facts_of.items() if f.agent_anchor_us is not None})
             last_starts, bad_agents = self._last_starts(agents)
         except StoreUnavailable as exc:
@@ -429,6 +441,12 @@ def _start_may_cover(g: object, a: object, x: object, no_anchor: object, goal: s
     if isinstance(g, str) and a is None and isinstance(x, str) and not no_anchor:
         return g == goal and x == (automation or "")
     return _may_cover((g, a, x), goal, agent, None)
+
+
+def _checked(facts: Facts, check: LaneCheck) -> Facts:
+    """``facts`` with the lane's counts and budgets as ``check_lane`` found them (what the limit
+    rows of the table decide on)."""
+    return facts._replace(limit_code=check.code, limits=check.states)
 
 
 def _unchecked(verdict: _Verdict, facts: Facts) -> bool:

@@ -4,8 +4,8 @@ a turn of the lane would hold (the envelope's ``max_tokens``, else its largest r
 the owner's ``--estimate-tokens``) and the model it is priced by (the automation's).
 
 Every surface (``policy show``, ``status``, ``automation show`` and ``preview``, the console,
-``/api/*``, ``/metrics``) renders a ``LaneLimits`` from here; ``limited`` is the one place the
-readback folds them into a lane's eligibility verdict.
+``/api/*``, ``/metrics``) renders a ``LaneLimits`` from here. Whether a limit blocks the lane is
+admission's table's verdict (``Admission.eligibility``); ``limited`` only words it.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from floorgate.admission.policies import applicable_rules
 from floorgate.admission.usage import lane_estimate
 from floorgate.admission.windows import NEVER, micros_to_usd
 
+from ..views._instants import ceil_second
 from .preview import PreviewRow
 
 Lane = tuple[str, str, str | None]
@@ -145,29 +146,26 @@ class PreviewLimits:
 
 
 def limited(eligibility: Eligibility, limits: LaneLimits | None) -> Eligibility:
-    """The readback's view of a lane's eligibility with its counts and budgets folded in.
-
-    A lane a limit blocks is ``limit_wait`` with the binding limit's reason (``count_exhausted``,
-    ``budget_exhausted``) when it frees later than the floor (``next_eligible_at``: the latest of
-    the floor and the limits; None when no wait frees it: the owner must raise it); a lane with
-    limits and no floor reads ``eligible``, never ``no_rule``. Admission decides from the same
-    ``limit_states``: this only says it where the verdict is shown. An unavailable verdict stays."""
+    """A lane's eligibility as the readback shows it beside its counts and budgets: presentation
+    only. Admission's table decides (``Admission.eligibility`` checks the lane's limits as reserve
+    does: status ``limit_wait``, the binding limit's reason and ``next_eligible_at``); here a
+    spent limit's detail names it with its usage and when it frees (whole seconds, rounded up), and
+    an open lane's detail lists its limits. An unavailable verdict stays as it is."""
     if limits is None or not limits.states or eligibility.status == "unavailable":
         return eligibility
-    block = limits.binding
-    if block is None:
-        if eligibility.reason is not Reason.NO_RULE:
+    if eligibility.status != "limit_wait":
+        if eligibility.status != "eligible":
             return eligibility
-        return eligibility.model_copy(update={"reason": Reason.ELIGIBLE, "detail": f"no floor applies; limited: {_summary(limits)}"})
-    frees = None if block.frees_at is None or block.frees_at == NEVER else block.frees_at
-    floor_next = eligibility.next_eligible_at if eligibility.status == "interval_wait" else None
-    if floor_next is not None and frees is not None and floor_next >= frees:
-        return eligibility  # the floor opens last: it binds, and says so already
-    reason = Reason.COUNT_EXHAUSTED if block.limit.kind is LimitKind.STARTS else Reason.BUDGET_EXHAUSTED
-    until = f"until {iso(frees)}" if frees is not None else "until the owner raises it"
+        lead = "no floor applies" if eligibility.floor is None or not eligibility.floor.rules else eligibility.detail
+        return eligibility.model_copy(update={"detail": f"{lead}; limited: {_summary(limits)}"})
+    block = limits.binding
+    if block is None:  # read a moment apart from the verdict: its own words stand
+        return eligibility
+    frees = eligibility.next_eligible_at
+    until = f"until {iso(ceil_second(frees))}" if frees is not None else "until the owner raises it"
     why = f"; {block.problem}" if block.problem else ""
-    detail = f"{reason.value}: {block.limit.describe()} ({usage_text(block)}) {until}{why}"
-    return eligibility.model_copy(update={"status": "limit_wait", "reason": reason, "next_eligible_at": frees, "detail": detail})
+    detail = f"{eligibility.reason.value}: {block.limit.describe()} ({usage_text(block)}) {until}{why}"
+    return eligibility.model_copy(update={"detail": detail})
 
 
 def limit_denied(row: PreviewRow, eligibility: Eligibility) -> PreviewRow:
