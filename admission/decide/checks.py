@@ -16,7 +16,7 @@ from enum import Enum
 from functools import lru_cache
 from typing import Literal, NamedTuple
 
-from ..clock import from_us, iso
+from ..clock import ceil_second, from_us, iso
 from ..decisions import Explained, Phase, Reason
 from ..intervals import format_interval
 from .facts import Facts, LimitCode
@@ -190,7 +190,7 @@ def _limit_text(f: Facts) -> str:
         text += f"; cannot be checked: {problem}"
     frees = state.frees_at  # type: ignore[attr-defined]
     if frees is not None and frees.year < 9000:
-        text += f"; frees at {iso(frees)}"
+        text += f"; frees at {iso(ceil_second(frees))}"  # text: whole seconds, rounded up
     else:
         text += "; waiting does not free it"
     return text

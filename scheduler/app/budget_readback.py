@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection
 
 from floorgate.admission import Automations, Eligibility, NotFound, Reason, Rule, Store
 from floorgate.admission.budgets import LimitState, binding, limit_states
-from floorgate.admission.clock import Clock, iso, read_clock
+from floorgate.admission.clock import Clock, ceil_second, iso, read_clock
 from floorgate.admission.envelope import merge
 from floorgate.admission.errors import CorruptState
 from floorgate.admission.limits import LimitKind, bound_limits, owner_estimate
@@ -25,7 +25,6 @@ from floorgate.admission.policies import applicable_rules
 from floorgate.admission.usage import lane_estimate
 from floorgate.admission.windows import NEVER, micros_to_usd
 
-from ..views._instants import ceil_second
 from .preview import PreviewRow
 
 Lane = tuple[str, str, str | None]

@@ -48,12 +48,14 @@ def frees_at(x: LimitState) -> str | None:
 
 
 def limit_text(x: LimitState) -> str:
-    """``used 2, held 0, left 1; exhausted until 2026-12-04T00:00:00Z``."""
+    """``used 2, held 0, left 1; exhausted until 2026-12-04T00:00:00Z`` (the instant rounded up
+    to the whole second, as every text shows a coming one; ``frees_at`` in JSON is exact)."""
     out = usage_text(x)
     if x.problem is not None:
         return f"{out}; cannot admit: {x.problem}"
     if x.blocked:
-        return f"{out}; exhausted until {frees_at(x) or 'the owner raises it'}"
+        until = iso(ceil_second(x.frees_at)) if x.frees_at is not None and x.frees_at != NEVER else "the owner raises it"
+        return f"{out}; exhausted until {until}"
     return out
 
 

@@ -237,9 +237,12 @@ def _show(ctx: Context) -> int:
             out += f"\nlimit {x.limit.describe()}: {limit_text(x)}"
         if effective is not None:
             made_by = ", ".join(f"{r.scope} {format_interval(r.min_interval)} r{r.revision}" for r in effective.rules)
-            out += f"\neffective floor for {scope}: {format_interval(effective.floor)}" + (
-                f" (from {made_by})" if made_by else " (no rule applies)"
-            )
+            if made_by:
+                out += f"\neffective floor for {scope}: {format_interval(effective.floor)} (from {made_by})"
+            elif states:  # a rule with limits alone: no floor, and the limits above apply
+                out += f"\neffective floor for {scope}: none (no rule sets a floor); its limits apply"
+            else:
+                out += f"\neffective floor for {scope}: {format_interval(effective.floor)} (no rule applies)"
         if eligibility is not None:
             out += f"\nstate: {eligibility.status}, next eligible at {next_eligible_text(eligibility)} ({eligibility.detail})"
         return out
