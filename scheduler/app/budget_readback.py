@@ -16,6 +16,9 @@ from datetime import datetime
 from sqlalchemy.engine import Connection
 
 from floorgate.admission import Automations, Eligibility, NotFound, Reason, Rule, Store
+from floorgate.admission.alerts import Alert
+from floorgate.admission.alerts import counts as alert_counts
+from floorgate.admission.alerts import latest as latest_alerts
 from floorgate.admission.budgets import LimitState, binding, limit_states
 from floorgate.admission.clock import Clock, ceil_second, iso, read_clock
 from floorgate.admission.envelope import merge
@@ -32,11 +35,19 @@ Lane = tuple[str, str, str | None]
 
 @dataclass(frozen=True)
 class LaneLimits:
-    """Where a lane's limits stand now; ``estimate_tokens`` None: no estimate (token and USD budgets block)."""
+    """Where a lane's limits stand now, and the alerts they raised in their current periods;
+    ``estimate_tokens`` None: no estimate (token and USD budgets block)."""
 
     states: list[LimitState]
     estimate_tokens: int | None
     model: str | None
+    # Each limit's latest alert in its current period (``alerts.latest``; None: none), as ``states``.
+    alerts: tuple[Alert | None, ...] = ()
+
+    def with_alerts(self) -> list[tuple[LimitState, Alert | None]]:
+        """Each limit with its latest alert in its current period (None: none yet)."""
+        alerts = self.alerts if len(self.alerts) == len(self.states) else (None,) * len(self.states)
+        return list(zip(self.states, alerts, strict=True))
 
     @property
     def binding(self) -> LimitState | None:
@@ -106,6 +117,11 @@ class BudgetReadback:
         out.update(self.many(readable))
         return {lane: (found if found.states else None) for lane, found in out.items()}
 
+    def alert_counts(self) -> dict[tuple[str, str], int]:
+        """Every alert written, by (event, what its limit counts) (``alerts.counts``, one read)."""
+        with self.store.read() as conn:
+            return alert_counts(conn)
+
     def _states(self, conn: Connection, lane: Lane, rules: list[Rule], model: str | None, now: datetime) -> LaneLimits:
         goal, agent, automation = lane
         bound = bound_limits([(r.scope, r.revision, r.limits) for r in rules], agent)
@@ -116,7 +132,8 @@ class BudgetReadback:
             conn, goal, agent, automation or "", now,
             envelope_max_tokens=envelope.max_tokens, owner_estimate=owner_estimate(r.limits for r in rules),
         )  # fmt: skip
-        return LaneLimits(limit_states(conn, bound, now, estimate_tokens=estimate, model=model), estimate, model)
+        states = limit_states(conn, bound, now, estimate_tokens=estimate, model=model)
+        return LaneLimits(states, estimate, model, latest_alerts(conn, states, now))
 
 
 class PreviewLimits:
