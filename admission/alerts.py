@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.engine import Connection
 
 from . import _schema as s
@@ -120,26 +121,39 @@ class Alert(NamedTuple):
     period_start: datetime
 
 
-def latest(conn: Connection, states: list[LimitState] | tuple[LimitState, ...], now: datetime) -> tuple[Alert | None, ...]:
+def latest(conn: Connection, states: Sequence[LimitState], now: datetime) -> tuple[Alert | None, ...]:
     """Each limit's latest alert in its current period (None: none yet), in the order of
-    ``states``: one read of the events under the keys ``record_alerts`` writes them with (exact
+    ``states``: a read of the events under the keys ``record_alerts`` writes them with (exact
     lookups on the unique key), none when there is no limit."""
-    keys: dict[str, tuple[int, datetime]] = {}
-    for i, state in enumerate(states):
-        period = period_start(state.limit.window, now)
-        for what in (*(str(p) for p in state.limit.alerts), "exhausted"):
-            keys[_key(state, period, what)] = (i, period)
-    if not keys:
-        return ()
-    e = s.events
-    query = select(e.c.seq, e.c.event_id, e.c.kind, e.c.data_json, e.c.occurred_at_us, e.c.dedup_key).where(e.c.dedup_key.in_(list(keys)))
-    found: list[tuple[int, Alert] | None] = [None] * len(states)
-    for row in conn.execute(query):
-        i, period = keys[row.dedup_key]
-        best = found[i]
-        if best is None or row.seq > best[0]:
-            found[i] = (row.seq, _alert(row, period))
-    return tuple(x[1] if x is not None else None for x in found)
+    return latest_many(conn, [states], now)[0]
+
+
+def latest_many(conn: Connection, lanes: Sequence[Sequence[LimitState]], now: datetime) -> list[tuple[Alert | None, ...]]:
+    """``latest`` of many lanes' states at once: one statement per ``_KEYS_PER_READ`` keys."""
+    keys: dict[str, tuple[int, int, datetime]] = {}
+    for lane, states in enumerate(lanes):
+        for i, state in enumerate(states):
+            period = period_start(state.limit.window, now)
+            prefix = _key(state, period, "")
+            for what in (*(str(p) for p in state.limit.alerts), "exhausted"):
+                keys[prefix + what] = (lane, i, period)
+    found: list[list[tuple[int, Alert] | None]] = [[None] * len(states) for states in lanes]
+    wanted = list(keys)
+    for at in range(0, len(wanted), _KEYS_PER_READ):
+        for row in conn.execute(_LATEST, {"keys": wanted[at : at + _KEYS_PER_READ]}):
+            lane, i, period = keys[row.dedup_key]
+            best = found[lane][i]
+            if best is None or row.seq > best[0]:
+                found[lane][i] = (row.seq, _alert(row, period))
+    return [tuple(x[1] if x is not None else None for x in states) for states in found]
+
+
+_e = s.events
+# Built once (an expanding IN): a status of many limited lanes reads their alerts in a few statements.
+_LATEST = select(_e.c.seq, _e.c.event_id, _e.c.kind, _e.c.data_json, _e.c.occurred_at_us, _e.c.dedup_key).where(
+    _e.c.dedup_key.in_(bindparam("keys", expanding=True))
+)
+_KEYS_PER_READ = 500
 
 
 def _alert(row: Any, period: datetime) -> Alert:

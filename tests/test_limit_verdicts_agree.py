@@ -109,3 +109,28 @@ def test_a_budget_no_wait_frees_reads_no_time_in_both_even_after_a_floor_elapsed
     )
     lane, decision = _agree(store, clock, T0 + timedelta(hours=3), "t2")
     assert (decision.reason, decision.next_eligible_at, lane.status) == (Reason.BUDGET_EXHAUSTED, None, "limit_wait")
+
+
+def test_the_readback_judges_the_limits_it_shows_without_reading_them_again(
+    store: Store, clock: FixedClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One read of a lane's limits serves the verdict and what is shown beside it: admission's own
+    check is not called for a readback (one automation, or a status of many)."""
+    from floorgate.admission import gate
+
+    add_automation(store, clock, "y")
+    case = CASES["count-rolling"]
+    add_automation(store, clock)
+    _configure(store, clock, case.floor, case.limits)
+    assert _reserve(store, clock, T0, "t1").admitted
+    assert _reserve(store, clock, T0 + timedelta(hours=1), "t2").admitted
+    clock.set(T0 + timedelta(hours=2))
+
+    def check_lane(*_a: object) -> object:
+        raise AssertionError("the readback read the lane's limits twice")
+
+    monkeypatch.setattr(gate, "check_lane", check_lane)
+    one = Readback(store, clock).automation("x").eligibility
+    many = [rb.eligibility for rb in Readback(store, clock).many()]
+    assert one is not None and (one.reason, one.next_eligible_at) == (Reason.COUNT_EXHAUSTED, case.frees_at)
+    assert [(e.reason, e.next_eligible_at) for e in many if e is not None] == [(Reason.COUNT_EXHAUSTED, case.frees_at)] * 2

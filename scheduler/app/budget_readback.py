@@ -19,6 +19,7 @@ from floorgate.admission import Automations, Eligibility, NotFound, Reason, Rule
 from floorgate.admission.alerts import Alert
 from floorgate.admission.alerts import counts as alert_counts
 from floorgate.admission.alerts import latest as latest_alerts
+from floorgate.admission.alerts import latest_many as latest_alerts_many
 from floorgate.admission.budgets import LimitState, binding, limit_states
 from floorgate.admission.clock import Clock, ceil_second, iso, read_clock
 from floorgate.admission.envelope import merge
@@ -43,6 +44,7 @@ class LaneLimits:
     model: str | None
     # Each limit's latest alert in its current period (``alerts.latest``; None: none), as ``states``.
     alerts: tuple[Alert | None, ...] = ()
+    read: bool = True  # False: not read (the lane's rules carry no count or budget)
 
     def with_alerts(self) -> list[tuple[LimitState, Alert | None]]:
         """Each limit with its latest alert in its current period (None: none yet)."""
@@ -55,7 +57,14 @@ class LaneLimits:
         return binding(self.states)
 
 
-_NONE = LaneLimits([], None, None)
+_NONE = LaneLimits([], None, None, read=False)
+
+
+def judged(limits: LaneLimits | None) -> list[LimitState] | None:
+    """The states admission judges a lane's verdict from (``Admission.eligibility``'s ``limits``):
+    those read for the readback, so the verdict and what is shown beside it are one read; None when
+    they were not read (admission then reads them itself if the lane has any)."""
+    return limits.states if limits is not None and limits.read else None
 
 
 def has_limits(rules: list[Rule]) -> bool:
@@ -95,8 +104,10 @@ class BudgetReadback:
             return out
         now = read_clock(self.clock)
         with self.store.read() as conn:
-            for lane, (rules, model) in wanted.items():
-                out[lane] = self._states(conn, lane, rules, model, now)
+            read = {lane: self._states(conn, lane, rules, model, now, alerts=False) for lane, (rules, model) in wanted.items()}
+            alerts = latest_alerts_many(conn, [x.states for x in read.values()], now)  # every lane's in one read
+        for (lane, found), raised in zip(read.items(), alerts, strict=True):
+            out[lane] = replace(found, alerts=raised)
         return out
 
     def listed(self, lanes: list[Lane]) -> dict[Lane, LaneLimits | None]:
@@ -122,7 +133,9 @@ class BudgetReadback:
         with self.store.read() as conn:
             return alert_counts(conn)
 
-    def _states(self, conn: Connection, lane: Lane, rules: list[Rule], model: str | None, now: datetime) -> LaneLimits:
+    def _states(
+        self, conn: Connection, lane: Lane, rules: list[Rule], model: str | None, now: datetime, *, alerts: bool = True
+    ) -> LaneLimits:
         goal, agent, automation = lane
         bound = bound_limits([(r.scope, r.revision, r.limits) for r in rules], agent)
         if not bound:
@@ -133,7 +146,7 @@ class BudgetReadback:
             envelope_max_tokens=envelope.max_tokens, owner_estimate=owner_estimate(r.limits for r in rules),
         )  # fmt: skip
         states = limit_states(conn, bound, now, estimate_tokens=estimate, model=model)
-        return LaneLimits(states, estimate, model, latest_alerts(conn, states, now))
+        return LaneLimits(states, estimate, model, latest_alerts(conn, states, now) if alerts else ())
 
 
 class PreviewLimits:

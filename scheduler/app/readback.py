@@ -48,7 +48,7 @@ from floorgate.hosts.schedule import parse_canonical
 from ..runtime.recovery import orphaned
 from ._readback_reads import _Bulk, _Direct
 from ._readback_values import AutomationReadback, Overview, OverviewStream, Preview, ReadContext, ReadbackState
-from .budget_readback import BudgetReadback, LaneLimits, PreviewLimits, limit_denied, limited
+from .budget_readback import BudgetReadback, LaneLimits, PreviewLimits, judged, limit_denied, limited
 from .phase import off_phase
 from .preview import FloorMeeting, PlanInputs, PreviewRow, first_run, first_run_at, simulate
 from .timers import LAUNCH_WAIT, TimerService
@@ -190,7 +190,7 @@ class Readback:
         spec = automation.spec
         lane = (spec.goal_id, spec.agent_id, aid)
         limits = src.limits(lane, automation)
-        eligibility = limited(src.eligibility(lane), limits)
+        eligibility = limited(src.eligibility(lane, limits), limits)
         last_turn = src.last_turn(aid)
         binding = src.binding(aid)
         mission = src.mission(aid)
@@ -385,7 +385,7 @@ class Readback:
         (priced by ``model``; writes nothing)."""
         now = read_clock(self.clock)
         limits = self.budgets.of((goal, agent, automation_id), model)
-        eligibility = limited(self.admission.eligibility(goal, agent, automation_id), limits)
+        eligibility = limited(self.admission.eligibility(goal, agent, automation_id, limits=judged(limits)), limits)
         floor = eligibility.floor.floor if eligibility.floor is not None else None
         if eligibility.status == "unavailable":
             return Preview(automation_id, schedule, floor, eligibility.status, [], eligibility.detail)
@@ -409,7 +409,8 @@ class Readback:
     def lane(self, goal: str, agent: str, automation: str | None) -> tuple[Eligibility, LaneLimits | None]:
         """One lane's eligibility with its limits folded in (``limited``), and the limits (None: none)."""
         limits = self.budgets.lane(goal, agent, automation)
-        return limited(self.admission.eligibility(goal, agent, automation), limits), limits if limits.states else None
+        verdict = self.admission.eligibility(goal, agent, automation, limits=judged(limits))
+        return limited(verdict, limits), limits if limits.states else None
 
     def lanes(self, goal: str | None, agent: str | None, automation: str | None, covered: set[tuple[str, str, str]]) -> list[Eligibility]:
         """Eligibility of the floored lanes no automation stands for (``status``'s second table),
@@ -433,11 +434,12 @@ class Readback:
         wanted = [k for k in keys if k not in covered]
         if not wanted:
             return []
+        limits = self.budgets.listed(wanted)  # first: the verdicts are judged from what is shown
         if len(wanted) < 2:
-            found = {k: self.admission.eligibility(*k) for k in wanted}
-        else:
-            found = self.admission.eligibility_many(wanted)  # one read transaction, the agents' last starts in one query
-        limits = self.budgets.listed(wanted)
+            found = {k: self.admission.eligibility(*k, limits=judged(limits.get(k))) for k in wanted}
+        else:  # one read transaction, the agents' last starts in one query
+            given = {k: states for k in wanted if (states := judged(limits.get(k))) is not None}
+            found = self.admission.eligibility_many(wanted, limits=given)
         return [(limited(found[k], limits.get(k)), limits.get(k)) for k in wanted]
 
 
