@@ -165,6 +165,20 @@ def _decode(row) -> TurnRecord:  # type: ignore[no-untyped-def]
     )
 
 
+def _settled(verdict: Verdict, now: datetime, *, exit_code: int | None) -> dict[str, Any]:
+    """The columns of a journal row settled ``now`` with ``verdict`` (its child's ``exit_code``)."""
+    return dict(
+        phase="settled",
+        status=verdict.status,
+        stop_reason=verdict.stop_reason,
+        retryable=verdict.retryable,
+        failure_category=verdict.failure_category,
+        exit_code=exit_code,
+        stop_bound=verdict.bound,
+        settled_at_us=now,
+    )
+
+
 @dataclass(frozen=True)
 class OrphanStart:
     """A reservation with no journal row (older versions, or a reservation made by hand)."""
@@ -344,16 +358,7 @@ class Journal:
             done = conn.execute(
                 update(t)
                 .where(t.c.turn_id == turn_id, t.c.owner_id == owner, t.c.phase != "settled")
-                .values(
-                    phase="settled",
-                    status=verdict.status,
-                    stop_reason=verdict.stop_reason,
-                    retryable=verdict.retryable,
-                    failure_category=verdict.failure_category,
-                    exit_code=verdict.exit_code,
-                    stop_bound=verdict.bound,
-                    settled_at_us=now,
-                )
+                .values(**_settled(verdict, now, exit_code=verdict.exit_code))
             )
             row = conn.execute(select(t).where(t.c.turn_id == turn_id)).first()
             if row is None:
@@ -453,14 +458,7 @@ class Journal:
                     child_pid=None,
                     started_at_us=anchor,
                     deadline_us=anchor,
-                    phase="settled",
-                    status=verdict.status,
-                    stop_reason=verdict.stop_reason,
-                    retryable=verdict.retryable,
-                    failure_category=verdict.failure_category,
-                    exit_code=None,
-                    stop_bound=verdict.bound,
-                    settled_at_us=now,
+                    **_settled(verdict, now, exit_code=None),
                     log_path=None,
                     mission_id=None,
                     owner_id=owner,

@@ -251,23 +251,7 @@ def hold(
     u = s.usage
     if conn.execute(select(u.c.turn_id).where(u.c.turn_id == turn_id)).first() is not None:
         return False
-    conn.execute(
-        insert(u).values(
-            turn_id=turn_id,
-            goal_id=goal,
-            agent_id=agent,
-            automation_id=automation,
-            at_us=at,
-            state=UsageState.HELD.value,
-            model=model,
-            estimate_tokens=estimate_tokens,
-            tokens=None,
-            usd_micros=None,
-            source=UsageSource.ADMISSION.value,
-            settled_at_us=None,
-            report_key=None,
-        )
-    )
+    _insert(conn, turn_id, (goal, agent, automation), at, estimate_tokens, UsageSource.ADMISSION, state=UsageState.HELD.value, model=model)
     return True
 
 
@@ -300,19 +284,22 @@ def settle_turn(
     if row is not None:
         conn.execute(update(u).where(u.c.turn_id == turn_id, u.c.state == UsageState.HELD.value).values(**values))
         return
+    _insert(conn, turn_id, (goal, agent, automation), at, 0, UsageSource.METER, **values)
+
+
+def _insert(
+    conn: Connection, turn_id: str, lane: tuple[str, str, str], at: datetime, estimate_tokens: int, source: UsageSource, **values: Any
+) -> None:
+    """Write ``turn_id``'s ledger row for the lane ``(goal, agent, automation)``, at ``at``:
+    ``values`` are its state and what was reported (``_settlement``); the amounts, model,
+    settlement time and report key it does not give are NULL."""
+    columns = {"tokens": None, "usd_micros": None, "model": None, "settled_at_us": None, "report_key": None, **values}
     conn.execute(
-        insert(u).values(
-            turn_id=turn_id,
-            goal_id=goal,
-            agent_id=agent,
-            automation_id=automation,
-            at_us=at,
-            estimate_tokens=0,
-            source=UsageSource.METER.value,
-            report_key=None,
-            **{"tokens": None, "usd_micros": None, "model": None, **values},
+        insert(s.usage).values(
+            turn_id=turn_id, goal_id=lane[0], agent_id=lane[1], automation_id=lane[2], at_us=at,
+            estimate_tokens=estimate_tokens, source=source.value, **columns,
         )
-    )
+    )  # fmt: skip
 
 
 def _settlement(tokens: int | None, usd_micros: int | None, model: str | None, now: datetime) -> dict[str, Any]:
@@ -436,18 +423,7 @@ class Usage:
                 turn_id = held.turn_id
             else:
                 turn_id = report_key
-                conn.execute(
-                    insert(u).values(
-                        turn_id=turn_id,
-                        goal_id=goal,
-                        agent_id=agent,
-                        automation_id=automation,
-                        at_us=now,
-                        estimate_tokens=estimate_tokens,
-                        source=UsageSource.HOOK.value,
-                        **{"tokens": None, "usd_micros": None, "model": None, **values},
-                    )
-                )
+                _insert(conn, turn_id, (goal, agent, automation), now, estimate_tokens, UsageSource.HOOK, **values)
             row = conn.execute(select(u).where(u.c.turn_id == turn_id)).one()
         return entry_from_row(row), True
 

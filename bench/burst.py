@@ -37,6 +37,7 @@ from pathlib import Path
 
 from _pg import drop_schema, pg_schema
 from _rows import record, spread
+from _seed import add_automations
 
 ROOT = Path(__file__).resolve().parents[1]
 AGENTS, LANES = 100, 10  # AGENTS: --agents
@@ -116,10 +117,8 @@ def _ids() -> list[tuple[str, str]]:
 
 
 def seed(url: str, t: datetime, floor: bool) -> None:
-    from sqlalchemy import insert
 
     from floorgate.admission import CommandHost, Policies, Scope, open_store
-    from floorgate.admission import _schema as tables
     from floorgate.hosts import Schedule
 
     now = datetime.now(timezone.utc)
@@ -132,25 +131,7 @@ def seed(url: str, t: datetime, floor: bool) -> None:
                 policies.configure(
                     Scope.agent("bench", f"agent-{a:03d}"), min_interval=timedelta(hours=1), expected_revision=0, owner_ref="bench"
                 )
-        rows = [
-            dict(
-                automation_id=aid,
-                goal_id="bench",
-                agent_id=agent,
-                schedule=schedule,
-                host_spec=host,
-                model=None,
-                overlap="skip",
-                state="active",
-                state_note=None,
-                revision=1,
-                created_at_us=now,
-                updated_at_us=now,
-            )
-            for aid, agent in _ids()
-        ]
-        with store.write() as conn:
-            conn.execute(insert(tables.automations), rows)
+        add_automations(store, ((aid, agent, schedule) for aid, agent in _ids()), host, now)
 
 
 def _statements(dialect: str) -> dict[str, str]:

@@ -30,7 +30,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -38,14 +37,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # before bench/: bench/admission.py is not the package
 
 from _rows import record
+from _seed import add_automations
 from apscheduler.job import Job
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 from apscheduler.util import datetime_to_utc_timestamp
-from sqlalchemy import event, insert
+from sqlalchemy import event
 
 from floorgate.admission import Admission, Automations, CommandHost, Policies, Scope, open_store
-from floorgate.admission import _schema as tables
 from floorgate.admission.timers import TimerBindings
 from floorgate.hosts import Schedule
 from floorgate.scheduler.app.root import Floorgate
@@ -69,25 +68,8 @@ def seed(url: str, automations: int, agents: int) -> None:
     host = CommandHost(argv=("true",), timeout_seconds=60).model_dump_json()
     with open_store(url) as store:
         Policies(store).configure(Scope.goal("bench"), min_interval=timedelta(days=1), expected_revision=0, owner_ref="bench")
-        rows = [
-            dict(
-                automation_id=f"auto-{i:05d}",
-                goal_id="bench",
-                agent_id=f"agent-{i % agents:04d}",
-                schedule=canon[i % len(canon)],
-                host_spec=host,
-                model=None,
-                overlap="skip",
-                state="active",
-                state_note=None,
-                revision=1,
-                created_at_us=now - timedelta(hours=1),  # added a while ago: not a change a sync looks at
-                updated_at_us=now - timedelta(hours=1),
-            )
-            for i in range(automations)
-        ]
-        with store.write() as conn:
-            conn.execute(insert(tables.automations), rows)
+        lanes = ((f"auto-{i:05d}", f"agent-{i % agents:04d}", canon[i % len(canon)]) for i in range(automations))
+        add_automations(store, lanes, host, now - timedelta(hours=1))  # added a while ago: not a change a sync looks at
         admission = Admission(store)
         for a in range(agents):  # every agent started an hour ago: each tick will be denied by its daily floor
             i = a  # automation auto-{a} belongs to agent a
@@ -124,31 +106,6 @@ def seed_apscheduler(path: str, n: int, down: timedelta) -> None:
         conn.execute(store.jobs_t.delete())
         conn.execute(store.jobs_t.insert(), rows)
     store.shutdown()
-
-
-def apscheduler_start(path: str, load: bool) -> dict[str, float]:
-    """APScheduler 3 starting on its stored jobs: until its first processing pass has run (and
-    caught up) every due job; with ``load``, until it has also read every job back (a store that
-    was stopped a moment ago has none due, and its start alone reads nothing)."""
-    from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
-
-    done = threading.Event()
-
-    class Timed(BackgroundScheduler):
-        def _process_jobs(self):  # type: ignore[no-untyped-def]
-            wait = super()._process_jobs()
-            done.set()
-            return wait
-
-    start, cpu = time.perf_counter(), time.process_time()
-    sched = Timed(jobstores={"default": SQLAlchemyJobStore(url=f"sqlite:///{path}")}, timezone=timezone.utc)
-    sched.start()
-    done.wait()
-    jobs = len(sched.get_jobs()) if load else 0
-    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
-    jobs = jobs or len(sched.get_jobs())
-    sched.shutdown(wait=False)
-    return {"seconds": elapsed, "cpu": cpu, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "jobs": jobs}
 
 
 def host_start(url: str, state: Path) -> tuple[float, HostRuntime, float]:
@@ -267,8 +224,6 @@ def pct(values: list[float], p: float) -> float:
 def child(kind: str, url: str, samples: int) -> dict[str, float]:
     if kind == "floorgate":
         return floorgate_start(url)
-    if kind in ("resuming", "catching-up"):
-        return apscheduler_start(url, load=kind == "resuming")
     return operations(url, samples)
 
 

@@ -36,6 +36,7 @@ from typing import Any
 
 from _pg import drop_schema, pg_schema
 from _rows import record, spread
+from _seed import add_automations
 
 HERE = Path(__file__).resolve().parents[1]
 
@@ -47,10 +48,8 @@ def _pct(values: list[float], p: float) -> float:
 
 
 def _seed(url: str, n: int, turn_seconds: float) -> None:
-    from sqlalchemy import insert
 
     from floorgate.admission import CommandHost, Policies, Scope, open_store
-    from floorgate.admission import _schema as tables
     from floorgate.hosts import Schedule
 
     now = datetime.now(timezone.utc)
@@ -59,25 +58,7 @@ def _seed(url: str, n: int, turn_seconds: float) -> None:
     host = CommandHost(argv=("sleep", f"{turn_seconds:g}"), timeout_seconds=600).model_dump_json()
     with open_store(url) as store:
         Policies(store).configure(Scope.goal("bench"), min_interval=timedelta(days=1), expected_revision=0, owner_ref="bench")
-        rows = [
-            dict(
-                automation_id=f"auto-{i:05d}",
-                goal_id="bench",
-                agent_id=f"agent-{i:05d}",
-                schedule=schedule,
-                host_spec=host,
-                model=None,
-                overlap="skip",
-                state="active",
-                state_note=None,
-                revision=1,
-                created_at_us=now,
-                updated_at_us=now,
-            )
-            for i in range(n)
-        ]
-        with store.write() as conn:
-            conn.execute(insert(tables.automations), rows)
+        add_automations(store, ((f"auto-{i:05d}", f"agent-{i:05d}", schedule) for i in range(n)), host, now)
 
 
 class _Decisions:
@@ -89,7 +70,7 @@ class _Decisions:
         self.at: dict[str, tuple[float, bool]] = {}
         self.lock = threading.Lock()
         self.done = threading.Condition(self.lock)
-        hand_off, record = host._hand_off, host._record
+        hand_off, record = host.ticking._hand_off, host.records.record
 
         def handed(pending: Any) -> Any:
             self._decided(pending.automation_id, True)
@@ -101,8 +82,8 @@ class _Decisions:
                 self._decided(automation_id, False)
             return tick
 
-        host._hand_off = handed
-        host._record = recorded
+        host.ticking._hand_off = handed
+        host.records.record = recorded
 
     def _decided(self, automation_id: str, admitted: bool) -> None:
         with self.lock:

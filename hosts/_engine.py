@@ -38,8 +38,8 @@ from floorgate.admission.clock import aware_utc
 
 from . import _fires, _memo, _monthly
 from ._dateutil import build_rules, period_start
+from ._grid import ONE_OFFSET, UNSOLVED, Grid, first_after, grid_step, until_key
 from ._grid import REACH as _REACH
-from ._grid import UNSOLVED, Grid, first_after, grid_step, until_key
 from ._grid import offset_at as _offset
 from ._memo import Memo
 from ._rrule import Recur
@@ -67,6 +67,7 @@ class Engine:
         self.dtstart = dtstart
         self.recur = recur
         self.zone = zone
+        self._one_offset = getattr(zone, "key", None) in ONE_OFFSET  # UTC and its links: no offset ever changes
         self.exdates = exdates
         self.is_date = is_date
         self._until_walk = self._walk_until()
@@ -423,7 +424,7 @@ class Engine:
         """The zone's last offset change before ``instant`` when ``instant`` lies within its size
         after it: (the instant of the change, its signed size); else None."""
         zone = self.zone
-        if zone is None or instant.tzinfo is None:
+        if zone is None or instant.tzinfo is None or self._one_offset:
             return None
         offset = _offset(instant, zone)
         jump = offset - _offset(instant - _REACH, zone)

@@ -31,7 +31,7 @@ _STEP = {
 UNSOLVED = object()  # Grid.next: only the walk knows
 _LONGEST_STEP = _SPAN_STEPS * REACH
 # IANA names of zones at UTC+0 for all time (UTC and its links): no offset to look up.
-_ONE_OFFSET = frozenset({"UTC", "Etc/UTC", "Etc/Universal", "Etc/Zulu", "Universal", "Zulu"})
+ONE_OFFSET = frozenset({"UTC", "Etc/UTC", "Etc/Universal", "Etc/Zulu", "Universal", "Zulu"})
 
 Span = tuple[datetime, datetime, datetime]  # (safe from, until, DTSTART's wall time as an instant)
 
@@ -83,7 +83,7 @@ def first_after(origin: datetime, step: timedelta, zone: tzinfo | None, after: d
     before ``after``. So no earlier point is produced after ``after``, nor stands in its way.
     """
     # Arithmetic on datetimes labelled UTC: keyword calls (replace(tzinfo=...)) cost more here.
-    if zone is None or getattr(zone, "key", None) in _ONE_OFFSET:
+    if zone is None or getattr(zone, "key", None) in ONE_OFFSET:
         k = 0 if after < origin else (after - origin) // step + 1
         wall = origin + k * step  # floating, or a zone whose offset is zero for all time
         return wall, wall

@@ -35,6 +35,7 @@ _RFC = "RFC 5545 section 3.3.10"
 _INT = re.compile(r"[+-]?\d{1,3}")
 _DIGITS = re.compile(r"\d{1,9}")
 _BYDAY = re.compile(r"([+-]?)(\d{1,2})?([A-Z]{2})")
+_PLAIN: dict[str, tuple[int | None, int]] = {day: (None, i) for i, day in enumerate(WEEKDAYS)}
 _UNTIL = re.compile(r"(\d{4})(\d{2})(\d{2})(?:T(\d{2})(\d{2})(\d{2})(Z?))?")
 
 # part: (lowest, highest, zero allowed)
@@ -139,15 +140,17 @@ def parse_recur(text: str, dtstart_kind: str) -> Recur:
     interval = _positive(seen, "INTERVAL", 1)
     count = _positive(seen, "COUNT", None)
     until = _until(seen["UNTIL"], dtstart_kind) if "UNTIL" in seen else None
-    lists = {name: _int_list(seen, name) for name in _RANGES}
-    byday = _byday(seen, freq, bool(lists["BYWEEKNO"]))
-    if lists["BYWEEKNO"] and freq != "YEARLY":
+    # Only the parts given are read (in _RANGES's order: the first bad one is named, as before).
+    lists = {name: _int_list(seen, name) for name in _RANGES if name in seen}
+    empty: tuple[int, ...] = ()
+    byday = _byday(seen, freq, bool(lists.get("BYWEEKNO")))
+    if lists.get("BYWEEKNO") and freq != "YEARLY":
         raise _fail("BYWEEKNO", f"only valid with FREQ=YEARLY, not {freq}")
-    if lists["BYMONTHDAY"] and freq == "WEEKLY":
+    if lists.get("BYMONTHDAY") and freq == "WEEKLY":
         raise _fail("BYMONTHDAY", "MUST NOT be used with FREQ=WEEKLY")
-    if lists["BYYEARDAY"] and freq in ("DAILY", "WEEKLY", "MONTHLY"):
+    if lists.get("BYYEARDAY") and freq in ("DAILY", "WEEKLY", "MONTHLY"):
         raise _fail("BYYEARDAY", f"MUST NOT be used with FREQ={freq}")
-    if lists["BYSETPOS"] and not (byday or any(v for k, v in lists.items() if k != "BYSETPOS")):
+    if lists.get("BYSETPOS") and not (byday or any(v for k, v in lists.items() if k != "BYSETPOS")):
         raise _fail("BYSETPOS", "MUST only be used together with another BYxxx rule part")
     wkst = 0
     if "WKST" in seen:
@@ -159,15 +162,15 @@ def parse_recur(text: str, dtstart_kind: str) -> Recur:
         interval=interval,
         count=count,
         until=until,
-        bymonth=lists["BYMONTH"],
-        byweekno=lists["BYWEEKNO"],
-        byyearday=lists["BYYEARDAY"],
-        bymonthday=lists["BYMONTHDAY"],
+        bymonth=lists.get("BYMONTH", empty),
+        byweekno=lists.get("BYWEEKNO", empty),
+        byyearday=lists.get("BYYEARDAY", empty),
+        bymonthday=lists.get("BYMONTHDAY", empty),
         byday=byday,
-        byhour=lists["BYHOUR"],
-        byminute=lists["BYMINUTE"],
-        bysecond=lists["BYSECOND"],
-        bysetpos=lists["BYSETPOS"],
+        byhour=lists.get("BYHOUR", empty),
+        byminute=lists.get("BYMINUTE", empty),
+        bysecond=lists.get("BYSECOND", empty),
+        bysetpos=lists.get("BYSETPOS", empty),
         wkst=wkst,
     )
 
@@ -209,6 +212,12 @@ def _byday(seen: dict[str, str], freq: str, with_weekno: bool) -> tuple[tuple[in
         return ()
     days: list[tuple[int | None, int]] = []
     for item in seen["BYDAY"].split(","):
+        plain = _PLAIN.get(item.strip())
+        if plain is not None:  # a bare weekday: what the pattern below reads from it, without it
+            if plain in days:
+                raise _fail("BYDAY", f"lists {item} twice")
+            days.append(plain)
+            continue
         match = _BYDAY.fullmatch(item.strip())
         if not match or match.group(3) not in WEEKDAYS:
             raise _fail("BYDAY", f"{item!r} is not a weekday (SU, MO, TU, WE, TH, FR, SA, optionally with +n/-n)")

@@ -14,20 +14,18 @@ from typing import Any, ClassVar
 
 from apscheduler.triggers.base import BaseTrigger
 
+from ._exact import ExactRrule
 from .contract import (
     Applied,
     Capabilities,
-    Expressed,
     Feature,
-    Held,
     Observation,
     ObservationState,
     Reported,
     TimerKind,
     refuse_report,
-    same_instants,
 )
-from .errors import HostUnavailable, InvalidSchedule, UnsupportedSchedule
+from .errors import HostUnavailable
 from .schedule import Schedule
 
 
@@ -45,7 +43,7 @@ class ScheduleTrigger(BaseTrigger):
         return f"floorgate[{self.schedule.canonical()!r}]"
 
 
-class ApschedulerTimer:
+class ApschedulerTimer(ExactRrule):
     """The timer host over a live APScheduler scheduler.
 
     ``job`` is what a fire runs (called with the automation id); without it this adapter can read
@@ -67,20 +65,12 @@ class ApschedulerTimer:
         self.scheduler = scheduler  # an apscheduler BaseScheduler, or None outside ``floorgate run``
         self.job = job
 
-    def capabilities(self) -> Capabilities:
-        return self.CAPABILITIES
-
     @classmethod
     def firing_problem(cls) -> str | None:
         return None  # a running floorgate run records heartbeats in the store
 
-    def express(self, schedule: Schedule, now: datetime) -> Expressed | Held:
-        return Expressed(schedule.canonical())
-
     def apply(self, automation_id: str, schedule: Schedule, now: datetime) -> Applied:
-        form = self.express(schedule, now)
-        if isinstance(form, Held):
-            raise UnsupportedSchedule(form.reason)
+        form = self.expressed(schedule, now)
         if self.scheduler is None or self.job is None:
             raise HostUnavailable("apscheduler: no live scheduler in this process; a running 'floorgate run' arms it from the store")
         job = self.scheduler.get_job(automation_id)
@@ -104,22 +94,8 @@ class ApschedulerTimer:
             return Observation(state=ObservationState.PRESENT, text=str(job.trigger), read_at=now, detail="not a floorgate trigger")
         return Observation(state=ObservationState.PRESENT, text=schedule.canonical(), read_at=now)
 
-    def matches(self, observation: Observation, schedule: Schedule, now: datetime) -> bool:
-        return rrule_matches(observation, schedule, now)
-
     def remove(self, automation_id: str) -> None:
         if self.scheduler is None:
             raise HostUnavailable("apscheduler: no live scheduler in this process; a running 'floorgate run' drops it from the store")
         if self.scheduler.get_job(automation_id) is not None:
             self.scheduler.remove_job(automation_id)
-
-
-def rrule_matches(observation: Observation, schedule: Schedule, now: datetime) -> bool:
-    """An observation given as RRULE text matches when it means the same instants."""
-    if observation.state != ObservationState.PRESENT or not observation.text:
-        return False
-    try:
-        observed = Schedule.parse(observation.text)
-    except InvalidSchedule:
-        return False
-    return same_instants(observed, schedule, now)

@@ -13,23 +13,21 @@ from __future__ import annotations
 from datetime import datetime
 from typing import ClassVar
 
-from .apscheduler_timer import rrule_matches
+from ._exact import ExactRrule
 from .contract import (
     Applied,
     Capabilities,
-    Expressed,
     Feature,
-    Held,
     Observation,
     ObservationState,
     Reported,
     TimerKind,
 )
-from .errors import InvalidSchedule, UnsupportedSchedule
+from .errors import InvalidSchedule
 from .schedule import Schedule
 
 
-class ExternalTimer:
+class ExternalTimer(ExactRrule):
     """The timer host of an external app, through its owner."""
 
     kind = TimerKind.EXTERNAL
@@ -44,20 +42,12 @@ class ExternalTimer:
         summary="RRULE schedules, set by the owner in the app and reported back by the owner",
     )
 
-    def capabilities(self) -> Capabilities:
-        return self.CAPABILITIES
-
     @classmethod
     def firing_problem(cls) -> str | None:
         return None  # the app's own liveness shows in its hook's answers
 
-    def express(self, schedule: Schedule, now: datetime) -> Expressed | Held:
-        return Expressed(schedule.canonical())
-
     def apply(self, automation_id: str, schedule: Schedule, now: datetime) -> Applied:
-        form = self.express(schedule, now)
-        if isinstance(form, Held):
-            raise UnsupportedSchedule(form.reason)
+        form = self.expressed(schedule, now)
         return Applied(
             armed=False,
             host_form=form.text,
@@ -80,9 +70,6 @@ class ExternalTimer:
     def observation(self, current_rrule: str | None, unavailable: bool, now: datetime) -> Observation | None:
         """``read`` with the report given as its two parts (None: nothing was reported)."""
         return self.read("", now, Reported(current_rrule=current_rrule, unavailable=unavailable))
-
-    def matches(self, observation: Observation, schedule: Schedule, now: datetime) -> bool:
-        return rrule_matches(observation, schedule, now)
 
     def remove(self, automation_id: str) -> None:
         """Nothing floorgate can remove: the owner deletes the app's automation (``can_apply`` False)."""

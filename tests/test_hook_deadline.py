@@ -132,7 +132,7 @@ def test_the_hook_deadline_subtracts_the_time_since_the_process_started(timeout:
         "import sys\n"
         "from floorgate.admission.intervals import parse_interval\n"
         "from floorgate.scheduler.cli.commands.hook import _deadline\n"
-        f"with _deadline(parse_interval({timeout!r}, 't'), 'prompt', age=lambda: parse_interval({age!r}, 'a')):\n"
+        f"with _deadline(parse_interval({timeout!r}, 't'), 'prompt blocked (fail closed)', age=lambda: parse_interval({age!r}, 'a')):\n"
         "    print('armed', flush=True)\n"
         "    sys.stdin.readline()\n"
     )

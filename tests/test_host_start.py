@@ -73,6 +73,6 @@ def test_arming_timers_builds_no_signature_per_job(store: Store, tmp_path, monke
         assert len(host.armed()) == 6
         assert built == []  # APScheduler checks each job's arguments against a stated signature
         job = host.scheduler.get_job("auto-1")
-        assert job.args == ("auto-1",) and job.func is host._job
+        assert job.args == ("auto-1",) and job.func is host.ticking.job
     finally:
         host.scheduler.remove_all_jobs()

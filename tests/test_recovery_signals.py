@@ -317,7 +317,7 @@ def test_a_host_never_settles_as_lost_a_turn_that_settled_after_its_read(store: 
 
     host.journal.unsettled = read_then_the_turn_settles  # type: ignore[method-assign]
     with caplog.at_level(logging.WARNING):
-        host._unsettled(None)
+        host.ticking.unsettled(None)
     record = Journal(store, clock).get(TURN)
     assert record.verdict == SUCCEEDED  # not re-settled
     assert charged(store, clock, mission_id) == (0, None)  # no extra wall time, no latch

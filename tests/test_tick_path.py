@@ -138,8 +138,8 @@ def _group_host(store: Store, tmp_path: Path, agents: list[str]) -> tuple[HostRu
     for i, agent in enumerate(agents):
         add_automation(store, clock, automation_id=f"x{i}", schedule="every 1s", agent=agent)  # type: ignore[arg-type]
     host = Floorgate(store, clock=clock).host_runtime(RuntimeConfig(state_dir=tmp_path / "state", flush_every=timedelta(hours=1)))
-    queued = [host._tick_once(f"x{i}") for i in range(len(agents))]
-    assert all(type(q).__name__ == "_Admitting" for q in queued), queued
+    queued = [host.ticking._tick_once(f"x{i}") for i in range(len(agents))]
+    assert all(type(q).__name__ == "Admitting" for q in queued), queued
     return host, queued
 
 
@@ -149,19 +149,19 @@ def test_a_group_of_reservations_commits_once_and_admits_one_per_window(store: S
     if "://" in db_url:
         pytest.skip("groups are SQLite's (one writer); PostgreSQL reserves each tick on its own")
     host, queued = _group_host(store, tmp_path, ["a0", "a1", "a2", "a3", "a3"])
-    assert host.groups is not None
+    assert host.ticking.groups is not None
     statements: list[str] = []
     host.store.engine.dispose()  # connections from here on are traced
     event.listen(host.store.engine, "connect", lambda conn, _record: conn.set_trace_callback(statements.append))
     handed: list[str] = []
-    host._hand_off = lambda pending: handed.append(pending.automation_id)  # type: ignore[method-assign]
-    host._admit_group(queued)
+    host.ticking._hand_off = lambda pending: handed.append(pending.automation_id)  # type: ignore[method-assign]
+    host.ticking._admit_group(queued)
     commits = sum(1 for sql in statements if sql.strip().upper().startswith("COMMIT"))
     assert commits == 1, [sql for sql in statements if sql.strip().upper().startswith(("BEGIN", "COMMIT"))]
     assert sorted(handed) == ["x0", "x1", "x2", "x3"], handed  # x4 shares x3's agent: its floor denies it
-    with host._lock:
-        assert [(t.automation_id, t.decision) for t in host._buffer] == [("x4", "denied")]
-        assert host._running == {"x0": 1, "x1": 1, "x2": 1, "x3": 1, "x4": 0}  # claims held until the turns run
+    with host.ticking._lock:
+        assert [(t.automation_id, t.decision) for t in host.records.buffered()] == [("x4", "denied")]
+        assert host.ticking._running == {"x0": 1, "x1": 1, "x2": 1, "x3": 1, "x4": 0}  # claims held until the turns run
     starts = Admission(store).starts(goal="g")
     assert sorted(s.automation_id for s in starts) == ["x0", "x1", "x2", "x3"]  # type: ignore[type-var]
     assert {r.turn_id for r in Journal(store).unsettled(None)} == {s.turn_id for s in starts}
@@ -183,15 +183,15 @@ def test_a_group_whose_commit_fails_admits_none_of_its_ticks(store: Store, db_ur
 
     host.store.unit = failing  # type: ignore[method-assign]
     handed: list[str] = []
-    host._hand_off = lambda pending: handed.append(pending.automation_id)  # type: ignore[method-assign]
-    host._admit_group(queued)
+    host.ticking._hand_off = lambda pending: handed.append(pending.automation_id)  # type: ignore[method-assign]
+    host.ticking._admit_group(queued)
     assert handed == []
     assert Admission(store).starts(goal="g") == [] and Journal(store).unsettled(None) == []
-    with host._lock:
-        assert sorted((t.automation_id, t.decision, t.reason) for t in host._buffer) == [
+    with host.ticking._lock:
+        assert sorted((t.automation_id, t.decision, t.reason) for t in host.records.buffered()) == [
             (f"x{i}", "error", "StoreUnavailable") for i in range(3)
         ]
-        assert host._running == {"x0": 0, "x1": 0, "x2": 0} and host._inflight == set()
+        assert host.ticking._running == {"x0": 0, "x1": 0, "x2": 0} and host.ticking._inflight == set()
 
 
 def test_a_denial_is_decided_while_every_turn_worker_runs_a_long_turn(store: Store, tmp_path: Path) -> None:
@@ -214,8 +214,8 @@ def test_a_denial_is_decided_while_every_turn_worker_runs_a_long_turn(store: Sto
     journal = Journal(store, clock)
 
     def buffered(automation_id: str, decision: str) -> list[Any]:
-        with host._lock:
-            return [t for t in host._buffer if t.automation_id == automation_id and t.decision == decision]
+        with host.ticking._lock:
+            return [t for t in host.records.buffered() if t.automation_id == automation_id and t.decision == decision]
 
     def fire_floored() -> None:
         """A fire inside the floor (its timer waits for the floor, so the test makes one)."""
@@ -224,7 +224,7 @@ def test_a_denial_is_decided_while_every_turn_worker_runs_a_long_turn(store: Sto
     host.start()
     try:
         running = wait_for(lambda: next((r for r in journal.unsettled("long") if r.child_pid), None), what="the long turn to launch")
-        assert host.turns.running() == 1  # the only turn worker is taken
+        assert host.ticking.turns.running() == 1  # the only turn worker is taken
         for n in (1, 2):
             fire_floored()
             wait_for(lambda n=n: len(buffered("floored", "denied")) >= n, what=f"denial {n} while the long turn runs")  # type: ignore[misc]
@@ -279,16 +279,16 @@ def test_a_tick_that_may_admit_waits_for_the_write_lock_off_the_deciders(store: 
     host = Floorgate(store, clock=clock).host_runtime(RuntimeConfig(state_dir=tmp_path / "state", flush_every=timedelta(hours=1)))
 
     def buffered(automation_id: str) -> list[tuple[str, str]]:
-        with host._lock:
-            return [(t.decision, t.reason) for t in host._buffer if t.automation_id == automation_id]
+        with host.ticking._lock:
+            return [(t.decision, t.reason) for t in host.records.buffered() if t.automation_id == automation_id]
 
     try:
         with writes_held(store, db_url, "g", "a1"):
-            job = threading.Thread(target=host._tick, args=("free",))  # what APScheduler's thread runs
+            job = threading.Thread(target=host.ticking._tick, args=("free",))  # what APScheduler's thread runs
             job.start()
             job.join(timeout=20)  # the lock is held far longer than this join would need
             assert not job.is_alive(), "the timer's job waited for the write lock"
-            host._tick("floored")
+            host.ticking._tick("floored")
             assert buffered("floored") == [("denied", "interval_wait")]
             assert admission.starts(automation="free") == [] and buffered("free") == []
         wait_for(lambda: admission.starts(automation="free"), what="the admission once the lock is free")
@@ -312,16 +312,16 @@ def test_stop_settles_the_running_turn_and_leaves_waiting_ones_resumable(store: 
     journal = Journal(store, clock)
     host.start()
     try:
-        wait_for(lambda: host.turns.running() == 1 and host.turns.waiting(), what="one turn running and one waiting")
-        waiting = host.turns.waiting()
+        wait_for(lambda: host.ticking.turns.running() == 1 and host.ticking.turns.waiting(), what="one turn running and one waiting")
+        waiting = host.ticking.turns.waiting()
         # Its claim lapses (a renewal lost to a store blip): this host's recovery must not resume
         # it a second time beside the queued one.
         raw_sql(store, "UPDATE fg_turns SET lease_expires_us = 0 WHERE turn_id = :t", {"t": waiting[0]})
         host.recover()
-        assert host.turns.waiting() == waiting
+        assert host.ticking.turns.waiting() == waiting
         stopper = threading.Thread(target=host.stop)
         stopper.start()
-        wait_for(lambda: not host.turns.accepting(), what="the turn pool to stop taking turns")
+        wait_for(lambda: not host.ticking.turns.accepting(), what="the turn pool to stop taking turns")
         go.touch()
         stopper.join(timeout=60)
         assert not stopper.is_alive()
@@ -398,7 +398,7 @@ def test_ticks_of_one_agent_wait_for_its_first_decision_and_are_denied_from_a_re
     add_automation(store, clock, automation_id="other", schedule="every 1s", agent="b")  # type: ignore[arg-type]
     host = Floorgate(store, clock=clock).host_runtime(RuntimeConfig(state_dir=tmp_path / "state", flush_every=timedelta(hours=1)))
     dispatched: list[Any] = []
-    host._dispatch = dispatched.append  # type: ignore[method-assign]
+    host.ticking._dispatch = dispatched.append  # type: ignore[method-assign]
     begun: list[str] = []
     begin = host.executor.begin
 
@@ -408,16 +408,36 @@ def test_ticks_of_one_agent_wait_for_its_first_decision_and_are_denied_from_a_re
 
     host.executor.begin = counted_begin  # type: ignore[method-assign]
     handed: list[str] = []
-    host._hand_off = lambda pending: handed.append(pending.automation_id)  # type: ignore[method-assign]
+    host.ticking._hand_off = lambda pending: handed.append(pending.automation_id)  # type: ignore[method-assign]
     for automation_id in ["x0", "x1", "x2", "other", "x3", "x4"]:
-        host._tick(automation_id)
+        host.ticking._tick(automation_id)
     assert [d.automation_id for d in dispatched] == ["x0", "other"]
-    host._admit_queued(dispatched[0])
+    host.ticking._admit_queued(dispatched[0])
     assert (begun, handed) == (["x0"], ["x0"])
-    with host._lock:
-        assert sorted((t.automation_id, t.decision, t.reason) for t in host._buffer) == [
+    with host.ticking._lock:
+        assert sorted((t.automation_id, t.decision, t.reason) for t in host.records.buffered()) == [
             (f"x{i}", "denied", "interval_wait") for i in range(1, 5)
         ]
-        assert host._running == {"x0": 1, "x1": 0, "x2": 0, "x3": 0, "x4": 0, "other": 1}  # the waiters' claims released
+        assert host.ticking._running == {"x0": 1, "x1": 0, "x2": 0, "x3": 0, "x4": 0, "other": 1}  # the waiters' claims released
     assert [d.automation_id for d in dispatched] == ["x0", "other"]  # no sibling went on to a reservation
     assert [s.automation_id for s in Admission(store).starts(goal="g")] == ["x0"]
+
+
+def test_ticks_of_one_agent_that_no_rule_limits_go_on_to_their_reservations_together(store: Store, tmp_path: Path) -> None:
+    """Without a floor or limit on the lane, its goal or its agent, no start can change a sibling's
+    decision: none of them waits for another's, and each is decided by its own ``begin``."""
+    clock = SystemClock()
+    for i in range(3):
+        add_automation(store, clock, automation_id=f"x{i}", schedule="every 1s", agent="a")  # type: ignore[arg-type]
+    host = Floorgate(store, clock=clock).host_runtime(RuntimeConfig(state_dir=tmp_path / "state", flush_every=timedelta(hours=1)))
+    dispatched: list[Any] = []
+    host.ticking._dispatch = dispatched.append  # type: ignore[method-assign]
+    for i in range(3):
+        host.ticking._tick(f"x{i}")
+    assert [d.automation_id for d in dispatched] == ["x0", "x1", "x2"]
+    handed: list[str] = []
+    host.ticking._hand_off = lambda pending: handed.append(pending.automation_id)  # type: ignore[method-assign]
+    for admitting in dispatched:
+        host.ticking._admit_queued(admitting)
+    assert handed == ["x0", "x1", "x2"] and host.records.buffered() == []
+    assert host.ticking.siblings._waiting == {}  # no decision of agent a was ever held in flight

@@ -99,7 +99,7 @@ def test_a_trigger_during_a_running_turn_is_one_pending_wake_after_it(store, tmp
     try:
         triggers.trigger("x")
         host.sync()
-        running = host._admit(host._tick_once("x"))  # the turn has started; it runs until _run_pending
+        running = host.ticking._admit(host.ticking._tick_once("x"))  # the turn has started; it runs until _run_pending
         assert triggers.pending("x") is None
         for _ in range(3):  # new work while it runs
             clock.advance(S)
@@ -112,7 +112,7 @@ def test_a_trigger_during_a_running_turn_is_one_pending_wake_after_it(store, tmp
         assert after == T0 + timedelta(days=1)  # as APScheduler plans on from that fire: the trigger's wake is spent
         host.scheduler.modify_job("x", next_run_time=after)
         clock.advance(S)
-        host._run_pending(running)  # type: ignore[arg-type]
+        host.ticking._run_pending(running)  # type: ignore[arg-type]
         pending = triggers.pending("x")
         assert pending is not None and pending.count == 3  # kept: the settlement does not clear it
         assert host.armed()["x"] == clock.now() - S  # one wake, at the last trigger's due time: already past, it fires at once

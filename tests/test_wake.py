@@ -408,13 +408,13 @@ def test_a_tick_that_cannot_read_the_store_records_an_error_and_stays_armed(stor
     host.scheduler.start()
     try:
         deadline = time.monotonic() + 15
-        while time.monotonic() < deadline and sum(t.decision == "error" for t in host._buffer) < 3:
+        while time.monotonic() < deadline and sum(t.decision == "error" for t in host.records.buffered()) < 3:
             time.sleep(0.05)
         assert host.scheduler.get_job("x") is not None
     finally:
         host.scheduler.shutdown(wait=True)
-    errors = [t for t in host._buffer if t.decision == "error"]
-    assert len(errors) >= 3, host._buffer  # fire after fire: the timer stayed armed
+    errors = [t for t in host.records.buffered() if t.decision == "error"]
+    assert len(errors) >= 3, host.records.buffered()  # fire after fire: the timer stayed armed
 
 
 def test_store_failures_are_logged_once_per_episode(caplog) -> None:
@@ -535,16 +535,16 @@ def test_a_trigger_that_fails_in_apschedulers_loop_holds_its_automation_and_the_
     for automation_id in ("x", "y"):
         add_automation(store, FixedClock(T0), automation_id=automation_id, schedule="every 1s")
     host = Floorgate(store).host_runtime(RuntimeConfig(state_dir=tmp_path / "state", flush_every=timedelta(hours=1)))
-    host.tick = lambda automation_id: host._record(automation_id, T0, T0, "skipped", "test")  # type: ignore[method-assign]
+    host.ticking.tick = lambda automation_id: host.records.record(automation_id, T0, T0, "skipped", "test")  # type: ignore[method-assign]
     host.sync()
     trigger = host.scheduler.get_job("x").trigger
     trigger.snapshot = replace(trigger.snapshot, schedule=_Exploding())  # its next plan raises inside APScheduler
     host.scheduler.start()
     try:
         deadline = time.monotonic() + 15
-        while time.monotonic() < deadline and sum(t.automation_id == "y" for t in host._buffer) < 3:
+        while time.monotonic() < deadline and sum(t.automation_id == "y" for t in host.records.buffered()) < 3:
             time.sleep(0.05)
-        assert sum(t.automation_id == "y" for t in host._buffer) >= 3  # APScheduler's loop is alive
+        assert sum(t.automation_id == "y" for t in host.records.buffered()) >= 3  # APScheduler's loop is alive
         assert host.scheduler.get_job("x") is None  # the failing trigger's job was dropped, not raised
         host.sync()
         assert "cannot be computed" in host.holds()["x"] and "date value out of range" in host.holds()["x"]

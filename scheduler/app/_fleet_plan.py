@@ -6,9 +6,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
-from floorgate.admission import InvalidInput, Provenance
+from floorgate.admission import FloorgateError, InvalidInput, Provenance
+
+from . import _fleet_toml as toml
+
+_Name = TypeVar("_Name")
+_Read = TypeVar("_Read")
 
 
 class Action(StrEnum):
@@ -77,3 +82,33 @@ def _key(v: dict[str, Any], kind: str, fields: tuple[str, ...], key: str, fix: s
     if not isinstance(v.get(key), str):
         raise InvalidInput(key, fix)
     return str(v[key])
+
+
+def keyed_entries(
+    tables: list[toml.Table],
+    kind: str,
+    fields: tuple[str, ...],
+    key: str,
+    fix: str,
+    check: Callable[[str], _Name],
+    read: Callable[[dict[str, Any], _Name, int], _Read],
+    seen: dict[str, int],
+    problems: list[Problem],
+) -> list[_Read]:
+    """What ``read(values, name, line)`` makes of each ``kind`` table, in the file's order: its
+    ``key`` (``_key``, ``fix`` when it is missing) checked by ``check`` into its name, described
+    once (``seen``: name -> line). A table with a problem is left out and its problem added to
+    ``problems``."""
+    found: list[_Read] = []
+    for t in tables:
+        v = t.values
+        what = _what(v, kind, key)
+        try:
+            name = check(_key(v, kind, fields, key, fix))
+            if (dup := _duplicate(seen, str(name), t.line, what)) is not None:
+                problems.append(dup)
+                continue
+            found.append(read(v, name, t.line))
+        except FloorgateError as exc:
+            problems.append(Problem(t.line, what, str(exc)))
+    return found

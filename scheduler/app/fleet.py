@@ -36,7 +36,7 @@ from floorgate.admission.intervals import format_interval, parse_interval
 from floorgate.admission.limits import Limits
 from floorgate.admission.scope import check_id
 from floorgate.scheduler.app import _fleet_toml as toml
-from floorgate.scheduler.app._fleet_plan import Action, Problem, Step, Writer, _duplicate, _key, _what
+from floorgate.scheduler.app._fleet_plan import Action, Problem, Step, Writer, _duplicate, keyed_entries
 from floorgate.scheduler.app.automation_spec import spec_doc, spec_from_doc
 from floorgate.scheduler.app.fleet_limits import LIMIT_FIELDS, PriceSection, changes_to, check_loosening, limits_table, parse_limits
 
@@ -167,27 +167,20 @@ class FloorSection:
         steps: list[Step] = []
         problems: list[Problem] = []
         seen: dict[str, int] = {}
-        for t in tables:
-            v = t.values
-            what = _what(v, "floor", "scope")
-            try:
-                scope = Scope.parse(_key(v, "floor", self._FIELDS, "scope", 'give a target, e.g. scope = "inbox/triager"'))
-                if (dup := _duplicate(seen, str(scope), t.line, what)) is not None:
-                    problems.append(dup)
-                    continue
-                interval = v.get("min_interval")
-                if interval is not None and not isinstance(interval, str):
-                    raise InvalidInput("min_interval", 'give an interval as text, e.g. min_interval = "24h"')
-                floor = parse_interval(interval, "min_interval") if interval is not None else None
-                compute = parse_compute(v["compute"], "compute") if "compute" in v else None
-                limits = parse_limits(v)
-                if floor is None and compute is None and limits is None:
-                    raise InvalidInput("min_interval", "give min_interval, compute and/or a limit (max_starts, budget_tokens, ...)")
-                step = self._step(scope, floor, compute, t.line, allow_reduction, limits)
-            except FloorgateError as exc:
-                problems.append(Problem(t.line, what, str(exc)))
-                continue
-            steps.append(step)
+
+        def read(v: dict[str, Any], scope: Scope, line: int) -> Step:
+            interval = v.get("min_interval")
+            if interval is not None and not isinstance(interval, str):
+                raise InvalidInput("min_interval", 'give an interval as text, e.g. min_interval = "24h"')
+            floor = parse_interval(interval, "min_interval") if interval is not None else None
+            compute = parse_compute(v["compute"], "compute") if "compute" in v else None
+            limits = parse_limits(v)
+            if floor is None and compute is None and limits is None:
+                raise InvalidInput("min_interval", "give min_interval, compute and/or a limit (max_starts, budget_tokens, ...)")
+            return self._step(scope, floor, compute, line, allow_reduction, limits)
+
+        fix = 'give a target, e.g. scope = "inbox/triager"'
+        steps += keyed_entries(tables, "floor", self._FIELDS, "scope", fix, Scope.parse, read, seen, problems)
         if prune:
             for name, rule in rules.items():
                 if name in seen or _empty(rule):
@@ -293,40 +286,35 @@ class WebhookSection:
         steps: list[Step] = []
         problems: list[Problem] = []
         seen: dict[str, int] = {}
-        for t in tables:
-            v = t.values
-            what = _what(v, "webhook", "url")
-            try:
-                url = check_url(_key(v, "webhook", self._FIELDS, "url", 'give the URL, e.g. url = "https://hooks.example.com/floorgate"'))
-                if (dup := _duplicate(seen, url, t.line, what)) is not None:
-                    problems.append(dup)
-                    continue
-                events = v.get("events")
-                if not isinstance(events, (list, str)):
-                    raise InvalidInput("events", 'give the event kinds, e.g. events = ["turn_failed", "ask_pending"]')
-                kinds = [k.value for k in parse_kinds(events)]
-                fmt = v.get("format", WebhookFormat.JSON.value)
-                if fmt not in [f.value for f in WebhookFormat]:
-                    raise InvalidInput("format", f"{fmt!r} is not a format; use {' or '.join(f.value for f in WebhookFormat)}")
-            except FloorgateError as exc:
-                problems.append(Problem(t.line, what, str(exc)))
-                continue
+
+        def read(v: dict[str, Any], url: str, line: int) -> tuple[int, str, list[str], str]:
+            events = v.get("events")
+            if not isinstance(events, (list, str)):
+                raise InvalidInput("events", 'give the event kinds, e.g. events = ["turn_failed", "ask_pending"]')
+            kinds = [k.value for k in parse_kinds(events)]
+            fmt = v.get("format", WebhookFormat.JSON.value)
+            if fmt not in [f.value for f in WebhookFormat]:
+                raise InvalidInput("format", f"{fmt!r} is not a format; use {' or '.join(f.value for f in WebhookFormat)}")
+            return line, url, kinds, fmt
+
+        fix = 'give the URL, e.g. url = "https://hooks.example.com/floorgate"'
+        for line, url, kinds, fmt in keyed_entries(tables, "webhook", self._FIELDS, "url", fix, check_url, read, seen, problems):
             desired = {"events": sorted(kinds), "format": fmt}
             stored = current.get(url)
             add = self._adder(url, kinds, fmt)
             if stored is None:
-                steps.append(Step(self.kind, url, Action.CREATE, t.line, write=add))
+                steps.append(Step(self.kind, url, Action.CREATE, line, write=add))
                 continue
             before = {"events": sorted(k.value for k in stored.events), "format": stored.format.value}
             if before == desired:
-                steps.append(Step(self.kind, url, Action.UNCHANGED, t.line))
+                steps.append(Step(self.kind, url, Action.UNCHANGED, line))
                 continue
 
             def replace(w: Writer, old: str = stored.webhook_id, add: Callable[[Writer], None] = add) -> None:
                 self.fg.notify.remove_webhook(old)
                 add(w)
 
-            steps.append(Step(self.kind, url, Action.CHANGE, t.line, _changes(before, desired), write=replace))
+            steps.append(Step(self.kind, url, Action.CHANGE, line, _changes(before, desired), write=replace))
         if prune:
             for url, w in current.items():
                 if url not in seen:

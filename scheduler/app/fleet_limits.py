@@ -18,7 +18,7 @@ from floorgate.admission.usage import check_model
 from floorgate.admission.windows import check_max_starts, micros_to_usd, parse_tokens, parse_usd, parse_window
 
 from . import _fleet_toml as toml
-from ._fleet_plan import Action, Problem, Step, Writer, _duplicate, _key, _what
+from ._fleet_plan import Action, Problem, Step, Writer, keyed_entries
 
 if TYPE_CHECKING:
     from .root import Floorgate
@@ -131,20 +131,15 @@ class PriceSection:
         steps: list[Step] = []
         problems: list[Problem] = []
         seen: dict[str, int] = {}
-        for t in tables:
-            v = t.values
-            what = _what(v, "price", "model")
-            try:
-                model = check_model(_key(v, "price", self._FIELDS, "model", 'give the model, e.g. model = "claude-sonnet-4"'))
-                if (dup := _duplicate(seen, model, t.line, what)) is not None:
-                    problems.append(dup)
-                    continue
-                if "usd_per_mtok" not in v:
-                    raise InvalidInput("usd_per_mtok", 'give the price per million tokens, e.g. usd_per_mtok = "3.00"')
-                price = parse_usd(_text(v["usd_per_mtok"], "usd_per_mtok", '"3.00"'), "usd_per_mtok", allow_zero=True)
-                steps.append(self._step(model, price, t.line, allow_reduction))
-            except FloorgateError as exc:
-                problems.append(Problem(t.line, what, str(exc)))
+
+        def read(v: dict[str, Any], model: str, line: int) -> Step:
+            if "usd_per_mtok" not in v:
+                raise InvalidInput("usd_per_mtok", 'give the price per million tokens, e.g. usd_per_mtok = "3.00"')
+            price = parse_usd(_text(v["usd_per_mtok"], "usd_per_mtok", '"3.00"'), "usd_per_mtok", allow_zero=True)
+            return self._step(model, price, line, allow_reduction)
+
+        fix = 'give the model, e.g. model = "claude-sonnet-4"'
+        steps += keyed_entries(tables, "price", self._FIELDS, "model", fix, check_model, read, seen, problems)
         if prune:
             for model in stored:
                 if model in seen:

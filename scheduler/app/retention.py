@@ -135,17 +135,6 @@ class PruneService:
                 return st.st_size
         except (OSError, UnsafePath):
             return None
-        try:
-            with directory(self.state_dir, where[0], "state_dir", create=False, check=False) as fd:
-                if fd is None:
-                    return None
-                st = os.stat(where[1], dir_fd=fd, follow_symlinks=False)
-                if not stat.S_ISREG(st.st_mode):
-                    return None
-                os.unlink(where[1], dir_fd=fd)
-                return st.st_size
-        except (OSError, UnsafePath):
-            return None
 
 
 class HostPruner:

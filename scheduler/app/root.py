@@ -215,10 +215,11 @@ class Floorgate:
     def host_runtime(self, config: RuntimeConfig) -> HostRuntime:
         """The host runtime ``floorgate run`` starts, with its collaborators built here over this
         store and clock (``config`` says its state directory, envelope mode and webhook ranges)."""
-        from floorgate.admission import TickLog, TimerBindings
+        from floorgate.admission import TickLog, TimerBindings, Triggers
         from floorgate.admission.changes import ChangeFeed
 
         from ..runtime._heartbeat import Heartbeat
+        from ..runtime._tick_log import TickRecords
         from ..runtime.executor import TurnExecutor, host_identity
         from ..runtime.host import HostParts, HostRuntime
         from .notify import NotifyService
@@ -235,8 +236,9 @@ class Floorgate:
             automations=Automations(store, clock),
             admission=Admission(store, clock),
             journal=Journal(store, clock),
-            ticklog=TickLog(store),
+            records=TickRecords(host, TickLog(store)),
             timers=TimerBindings(store),
+            triggers=Triggers(store, clock),
             executor=executor,
             host_policies=HostPolicies(store, clock),
             notifier=NotifyService(store, clock, ranges=config.webhook_ranges),

@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 # Only the light modules here: every command's start pays for what this file imports.
 from floorgate.admission.errors import InvalidInput
@@ -28,6 +28,9 @@ EXIT_DENIED = 3
 EXIT_CONFLICT = 4
 
 _ENCODER = json.JSONEncoder(indent=2, sort_keys=False)  # what ``json.dumps(doc, indent=2)`` encodes with
+
+
+_Item = TypeVar("_Item")
 
 
 class UsageError(Exception):
@@ -116,6 +119,25 @@ class Context:
             for line in [rendered] if isinstance(rendered, str) else rendered:
                 self._out.write(terminal_safe(line) + "\n")
         self._out.flush()
+
+    def emit_table(
+        self,
+        key: str,
+        items: Sequence[_Item],
+        doc: Callable[[_Item], Any],
+        headers: Sequence[str],
+        row: Callable[[_Item], Sequence[object]],
+        empty: str,
+    ) -> None:
+        """A list command's answer: ``{key: [doc(item), ...]}`` with --json, else a table of
+        ``headers`` with ``row(item)`` for each item, or ``empty`` when there is none."""
+
+        def text() -> str:
+            from ..views.present import table  # here: the hooks' start-up never imports the renderers
+
+            return table(headers, [row(item) for item in items]) if items else empty
+
+        self.emit({key: [doc(item) for item in items]}, text)
 
     def close(self) -> None:
         if self._store is not None:

@@ -10,11 +10,9 @@ admission-level bulk readers (``Automations.scan``, ``Automations.wake_scan``,
 
 from __future__ import annotations
 
-import inspect
 import logging
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -105,23 +103,6 @@ class WakeTrigger(BaseTrigger):
             return f"floorgate[{self.snapshot.schedule.canonical()!r}]"
         except Exception:
             return f"floorgate[{self.snapshot.automation_id}]"
-
-
-class TickJob:
-    """What every timer runs: ``tick(automation_id)``, one object shared by all jobs.
-
-    Its signature is stated, so APScheduler's check of each new job's arguments reads it instead
-    of building it with ``inspect.signature`` (a third of arming 10,000 timers at host start).
-    """
-
-    __slots__ = ("tick",)
-    __signature__ = inspect.Signature([inspect.Parameter("automation_id", inspect.Parameter.POSITIONAL_OR_KEYWORD)])
-
-    def __init__(self, tick: Callable[[str], None]) -> None:
-        self.tick = tick
-
-    def __call__(self, automation_id: str) -> None:
-        self.tick(automation_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,8 +231,13 @@ def misfire_grace(policy: HostPolicy) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Armed:
-    """What a timer was last armed with. ``trigger`` None: nothing left to fire (schedule ended)."""
+    """What a timer was last armed with. ``trigger`` None: nothing left to fire (schedule ended).
+    ``trigger_at`` is the snapshot's, worked out once when armed (every tick reads it)."""
 
     snapshot: Snapshot
     trigger: WakeTrigger | None
     seq: int
+    trigger_at: datetime | None = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "trigger_at", self.snapshot.trigger_at)

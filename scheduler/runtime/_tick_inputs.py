@@ -29,13 +29,16 @@ PRIME_EVERY = 1.0  # seconds between two bulk judgements of every automation's p
 
 @dataclass(frozen=True)
 class TickInputs:
-    """A tick's inputs. ``pre`` None: the executor judges the envelope from the missions."""
+    """A tick's inputs. ``pre`` None: the executor judges the envelope from the missions.
+    ``ruled`` False: the read found no rule (floor or limit) of the lane, its goal or its agent,
+    so no other tick's start can change this one's decision."""
 
     automation: Automation
     schedule: Schedule
     wake: WakeState
     unsettled: bool
     pre: TurnGate | None
+    ruled: bool = True
 
 
 @dataclass(frozen=True)
@@ -67,7 +70,8 @@ class TickReader:
             facts = read_tick_facts(self.store, automation_id, known.automation.spec.goal_id, known.automation.spec.agent_id)
         if facts.revision is None:
             raise NotFound(f"automation {automation_id!r} does not exist (see 'floorgate automation list')")
-        return TickInputs(known.automation, known.schedule, facts.wake, facts.unsettled, self._precheck(known, facts))
+        pre = self._precheck(known, facts)
+        return TickInputs(known.automation, known.schedule, facts.wake, facts.unsettled, pre, ruled=facts.rules[0] != 0)
 
     def prime(self) -> None:
         """Judge every decoded automation's precheck now (a host does it once its timers are

@@ -16,20 +16,29 @@ MAX_BUFFERED_TICKS = 100_000  # while the store is down; beyond this the oldest 
 
 
 class TickRecords:
-    """The tick-record methods of ``HostRuntime`` (a mixin: the state lives on the runtime)."""
+    """The ticks of one host (``host``), buffered for its tick log.
 
-    host: str
-    ticklog: TickLog
-    _lock: threading.Lock
-    _buffer: list[Tick]
-    _buffered: dict[str, datetime]  # automation id -> latest nominal time in _buffer
-    _dropped: int
-    _ticked: dict[str, datetime]
-    _bad_ticks: dict[str, str]
+    Contract: ``record`` never touches the store (any thread, under a short lock of its own);
+    ``flush`` writes every buffered tick in one transaction, or keeps them all buffered and
+    raises; ``last_ticked`` is the latest nominal time known for an automation, buffered or
+    stored (as read by ``refresh``/``load`` or written by ``flush``), never older than one it
+    answered before. ``problem`` names an automation whose stored ticks could not be read.
+    """
 
-    def _record(
+    def __init__(self, host: str, ticklog: TickLog) -> None:
+        self.host = host
+        self.ticklog = ticklog
+        self._lock = threading.Lock()
+        self._buffer: list[Tick] = []
+        self._buffered: dict[str, datetime] = {}  # automation id -> latest nominal time in _buffer
+        self._dropped = 0
+        self._ticked: dict[str, datetime] = {}  # automation id -> latest nominal time stored
+        self._bad: dict[str, str] = {}  # automation id -> why its stored ticks do not read
+
+    def record(
         self, automation_id: str, nominal: datetime, actual: datetime, decision: str, reason: str, turn_id: str | None = None
     ) -> Tick:
+        """Buffer one tick (written by the next ``flush``) and log it."""
         tick = Tick(
             automation_id=automation_id,
             nominal_at=nominal,
@@ -53,6 +62,11 @@ class TickRecords:
             log.info("tick %s (due %s): %s %s %s", automation_id, nominal.isoformat(), decision, reason, turn_id or "")
         return tick
 
+    def buffered(self) -> list[Tick]:
+        """The ticks recorded and not written yet, oldest first."""
+        with self._lock:
+            return list(self._buffer)
+
     def flush(self) -> None:
         """Write the buffered ticks in one transaction; on failure they stay buffered."""
         with self._lock:
@@ -72,26 +86,37 @@ class TickRecords:
                     if t.automation_id not in self._buffered or t.nominal_at > self._buffered[t.automation_id]:
                         self._buffered[t.automation_id] = t.nominal_at
             raise
-        self._ticked_merge({t.automation_id: t.nominal_at for t in batch})
+        self.merge({t.automation_id: t.nominal_at for t in batch})
 
-    def _ticked_merge(self, latest: dict[str, datetime]) -> None:
+    def merge(self, latest: dict[str, datetime]) -> None:
+        """Take these nominal times as ticked (the later of each and what is known)."""
         with self._lock:
             for automation_id, nominal in latest.items():
                 known = self._ticked.get(automation_id)
                 if known is None or nominal > known:
                     self._ticked[automation_id] = nominal
 
-    def _refresh_ticked(self, automation_ids: list[str] | None = None) -> None:
+    def refresh(self, automation_ids: list[str] | None = None) -> None:
+        """Read the stored last ticks of these automations (None: of every one), and which do not read."""
         found, bad = self.ticklog.last_nominal_scan(automation_ids)
-        self._ticked_merge(found)
+        self.merge(found)
         if automation_ids is None:
-            self._bad_ticks = bad
+            self._bad = bad
         else:
             for automation_id in automation_ids:
-                self._bad_ticks.pop(automation_id, None)
-            self._bad_ticks.update(bad)
+                self._bad.pop(automation_id, None)
+            self._bad.update(bad)
 
-    def _last_ticked(self, automation_id: str) -> datetime | None:
+    def load(self, automation_id: str) -> None:
+        """Read one automation's stored last tick."""
+        self.merge(self.ticklog.last_nominal(automation_id))
+
+    def problem(self, automation_id: str) -> str | None:
+        """Why the automation's stored ticks could not be read at the last ``refresh`` (None: they could)."""
+        return self._bad.get(automation_id)
+
+    def last_ticked(self, automation_id: str) -> datetime | None:
+        """The latest nominal time ticked: stored, flushed or buffered."""
         with self._lock:
             pending = self._buffered.get(automation_id)  # the latest unflushed (a scan per tick was quadratic in a burst)
             stored = self._ticked.get(automation_id)

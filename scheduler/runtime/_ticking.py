@@ -1,6 +1,6 @@
 """The host's tick path: a tick is decided where it fires, and only an admitted turn needs a worker.
 
-``HostRuntime._tick`` (what APScheduler runs on its own threads) reads the tick's inputs in one
+``Ticking.job`` (what APScheduler runs on its own threads) reads the tick's inputs in one
 statement (``_tick_inputs``), applies the overlap rule, and decides the floor's denial from one
 plain read of admission's facts taken after the fire (``Admission.denial``: no lock, no write); a
 denial or a skip is recorded there and then, and the timer is re-planned from the decision itself.
@@ -14,148 +14,70 @@ readback).
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
 import threading
-from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, NamedTuple
+from typing import Protocol
 
 from sqlalchemy.engine import Connection
 
-from floorgate.admission import Automation, Automations, Decision, Reason, Store, Tick, Triggers, TurnRecord, WakeState
+from floorgate.admission import Automation, Automations, Decision, Journal, Reason, Store, Tick, Triggers, TurnRecord, WakeState
 from floorgate.admission.clock import Clock, read_clock
 
 from ..app.envelope_gate import TurnGate
 from ..app.wake import BackoffPolicy, nominal_time
+from . import recovery
+from ._admit_queue import AdmitGroups, Admitting, Siblings, agent_of, groupable
 from ._plan import Armed, Episode, PlanInputs
-from ._tick_inputs import TickInputs, TickReader
+from ._tick_inputs import TickReader
+from ._tick_log import TickRecords
 from ._turn_pool import TurnPool
 from .executor import Admitted, TurnExecutor, TurnOutcome, new_turn_id
 
 log = logging.getLogger("floorgate.run")
+
+DECIDERS = 4  # APScheduler's threads: they decide ticks (a few statements each) and never run a turn
 
 # Decisions whose ``next_eligible_at`` is the lane's next eligible time as of that decision, so the
 # timer can be re-planned from it without reading the store again.
 _PLANNED_BY_DECISION = frozenset(Reason) - {Reason.STATE_UNAVAILABLE, Reason.TURN_ALREADY_STARTED}
 
 
-def _groupable(admitting: _Admitting) -> bool:
-    """Whether its ``begin`` can write nothing outside the reservation's transaction (no backoff
-    to advance, no mission to read and hold): only then may it join a group."""
-    pre = admitting.inputs.pre
-    return pre is not None and pre.refusal is None and admitting.inputs.wake.backoff_step == 0
+class TickJob:
+    """What every timer runs: ``tick(automation_id)``, one object shared by all jobs.
+
+    Its signature is stated, so APScheduler's check of each new job's arguments reads it instead
+    of building it with ``inspect.signature`` (a third of arming 10,000 timers at host start).
+    """
+
+    __slots__ = ("tick",)
+    __signature__ = inspect.Signature([inspect.Parameter("automation_id", inspect.Parameter.POSITIONAL_OR_KEYWORD)])
+
+    def __init__(self, tick: Callable[[str], None]) -> None:
+        self.tick = tick
+
+    def __call__(self, automation_id: str) -> None:
+        self.tick(automation_id)
 
 
-class AdmitGroups:
-    """One thread that takes the queued ticks that may admit in groups (of at most ``most``)."""
+class TimerPlans(Protocol):
+    """The timers a tick's decision moves (the host's).
 
-    def __init__(self, run: Callable[[list[_Admitting]], None], first: Callable[[], AbstractContextManager[None]], most: int = 512) -> None:
-        self._run = run
-        self._first = first  # the store's: a group's reservations go before the turns' writes
-        self._most = most
-        self._queue: deque[_Admitting] = deque()
-        self._cond = threading.Condition()
-        self._stopped = False
-        self._thread: threading.Thread | None = None
+    ``replan_after_tick`` re-arms the automation's timer when its inputs changed since it was
+    armed: ``inputs`` as the decision gave them, None to read them again now; ``turn_ended``: a
+    trigger pending now wakes it again. It never raises (a failed read is its own failure episode)
+    and does nothing for an automation that is not armed. ``backoff`` is the host policy's backoff
+    as of now (the policy changes at a sync).
+    """
 
-    def submit(self, admitting: _Admitting) -> bool:
-        """Queue it; False once stopped (the caller decides it another way)."""
-        with self._cond:
-            if self._stopped:
-                return False
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._work, name="floorgate-admit-group", daemon=True)
-                self._thread.start()
-            self._queue.append(admitting)
-            self._cond.notify()
-        return True
+    def replan_after_tick(self, automation_id: str, inputs: PlanInputs | None = None, *, turn_ended: bool = False) -> None: ...
 
-    def stop(self) -> None:
-        """Take no more; the queued ones are still decided before this returns."""
-        with self._cond:
-            self._stopped = True
-            self._cond.notify()
-            thread = self._thread
-        if thread is not None:
-            thread.join()
-
-    def _work(self) -> None:
-        while True:
-            with self._cond:
-                while not self._queue and not self._stopped:
-                    self._cond.wait()
-                if not self._queue:
-                    return
-                group = [self._queue.popleft() for _ in range(min(self._most, len(self._queue)))]
-            try:
-                with self._first():
-                    self._run(group)
-            except BaseException:  # the job records its own failures; the thread never dies
-                log.exception("reserving a group of ticks failed")
-
-
-class Siblings:
-    """The ticks that may admit, one agent at a time: while one tick of an agent is being decided
-    (its reservation queued or running), its siblings on the same agent wait here; once that
-    decision is committed they are read again (one plain read each), and those the read now denies
-    are denied without taking the write lock. A burst of ten lanes under an agent floor then makes
-    one serialized decision per agent, not ten."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._waiting: dict[tuple[str, str], list[_Admitting]] = {}  # present: one of the agent's is in flight
-
-    def lead_or_wait(self, admitting: _Admitting) -> bool:
-        """True: no other tick of its agent is in flight, this one leads (decide it now); False:
-        it waits for the leader's decision (``done`` hands it back)."""
-        key = _agent_of(admitting)
-        with self._lock:
-            waiting = self._waiting.get(key)
-            if waiting is None:
-                self._waiting[key] = []
-                return True
-            waiting.append(admitting)
-            return False
-
-    def take(self, key: tuple[str, str]) -> list[_Admitting]:
-        """The leader of ``key`` was decided: the ticks that waited for it (the agent stays in
-        flight until ``settle`` finds no more waiting)."""
-        with self._lock:
-            waiting = self._waiting.get(key, [])
-            self._waiting[key] = []
-            return waiting
-
-    def lead(self, key: tuple[str, str], rest: list[_Admitting]) -> None:
-        """A waiter leads now; ``rest`` wait for it (ahead of any that came meanwhile)."""
-        with self._lock:
-            self._waiting.setdefault(key, [])[:0] = rest
-
-    def settle(self, key: tuple[str, str]) -> bool:
-        """No decision of ``key`` in flight any more, unless some tick came meanwhile (False: take again)."""
-        with self._lock:
-            if self._waiting.get(key):
-                return False
-            self._waiting.pop(key, None)
-            return True
-
-
-def _agent_of(admitting: _Admitting) -> tuple[str, str]:
-    spec = admitting.inputs.automation.spec
-    return (spec.goal_id, spec.agent_id or "")
-
-
-class _Admitting(NamedTuple):
-    """A claimed tick that the plain read did not deny: ``begin`` decides it."""
-
-    automation_id: str
-    nominal: datetime
-    fired_at: datetime
-    inputs: TickInputs
-    turn_id: str
+    def backoff(self) -> BackoffPolicy: ...
 
 
 @dataclass(frozen=True)
@@ -169,49 +91,79 @@ class PendingTurn:
     admitted: Admitted
 
 
-class Ticking:
-    """The tick methods of ``HostRuntime`` (a mixin: the state lives on the runtime)."""
+@dataclass(frozen=True)
+class TickParts:
+    """What ``Ticking`` decides with: the store and the repositories it reads and writes, the
+    executor that begins and runs turns, the tick's reader, the tick records, and the host's
+    timers (``armed``: what each automation's timer was armed from, read only; ``plans``)."""
 
-    clock: Clock
-    automations: Automations
-    executor: TurnExecutor
-    tick_reader: TickReader
-    turns: TurnPool
-    admitters: ThreadPoolExecutor
-    groups: AdmitGroups | None
-    siblings: Siblings
     store: Store
+    clock: Clock
+    executor: TurnExecutor
+    reader: TickReader
+    automations: Automations
+    journal: Journal
     triggers: Triggers
-    _lock: threading.Lock
-    _running: dict[str, int]
-    _inflight: set[str]
-    _resuming: set[str]
-    _armed: dict[str, Armed]
-    _tick_episodes: dict[str, Episode]
-    _episodes: dict[str, Episode]
+    records: TickRecords
+    armed: Mapping[str, Armed]
+    plans: TimerPlans
+    recovering: Episode  # the host's recovery episode: a resumed turn that fails is one of its failures
 
-    if TYPE_CHECKING:  # provided by HostRuntime
 
-        def _record(
-            self, automation_id: str, nominal: datetime, actual: datetime, decision: str, reason: str, turn_id: str | None = None
-        ) -> Tick: ...
+class Ticking:
+    """Decides the host's ticks and runs their admitted turns.
 
-        def _ticked_merge(self, latest: dict[str, datetime]) -> None: ...
+    Contract: ``job`` is what every timer runs; it decides the tick on the calling (APScheduler's)
+    thread, records it or passes it on to be reserved and run, and never raises. ``tick`` decides
+    and runs one tick in the calling thread and returns its record. ``resume`` runs crashed
+    runners' reservations on the turn workers; ``unsettled`` reads the unsettled turns after
+    settling those this process abandoned. ``stop`` lets every decision and running turn finish.
+    Its state is its own: which turns this process runs (the overlap rule's and the abandoned-turn
+    check's), the ticks waiting for a sibling's decision, and the failure episodes of each
+    automation's ticks.
+    """
 
-        def _unsettled(self, automation_id: str | None) -> list[TurnRecord]: ...
+    def __init__(self, parts: TickParts, workers: int) -> None:
+        self.store = parts.store
+        self.clock = parts.clock
+        self.executor = parts.executor
+        self.tick_reader = parts.reader
+        self.automations = parts.automations
+        self.journal = parts.journal
+        self.triggers = parts.triggers
+        self.records = parts.records
+        self.plans = parts.plans
+        self._armed = parts.armed
+        self._recovering = parts.recovering
+        # Turns run here, never on APScheduler's threads, which only decide ticks.
+        self.turns = TurnPool(workers, self._renew_waiting, self.executor.lease.total_seconds() / 3)
+        # Ticks that may admit reserve here, so the deciders never wait for the store's write lock.
+        self.admitters = ThreadPoolExecutor(max_workers=DECIDERS, thread_name_prefix="floorgate-admit")
+        # SQLite has one writer: there they reserve in groups, one durable commit per group.
+        self.groups = AdmitGroups(self._admit_group, self.store.first) if self.store.dialect == "sqlite" else None
+        self.siblings = Siblings()  # one decision in flight per agent; its siblings are read again after it
+        self.job = TickJob(self._tick)
+        self._lock = threading.Lock()
+        self._running: dict[str, int] = {}
+        self._inflight: set[str] = set()  # turn ids this process is running (or has queued) right now
+        self._resuming: set[str] = set()
+        self._tick_episodes: dict[str, Episode] = {}
 
-        def _replan_after_tick(self, automation_id: str, inputs: PlanInputs | None = None, *, turn_ended: bool = False) -> None: ...
-
-        def _backoff(self) -> BackoffPolicy: ...
-
-        def _save_wake(self, state: WakeState) -> None: ...
+    def stop(self) -> None:
+        """After the timers stopped: the reservations passed on are decided, running turns settle
+        (those never started stay journaled: recovery resumes them)."""
+        if self.groups is not None:
+            self.groups.stop()
+        self.admitters.shutdown(wait=True)
+        for turn_id in self.turns.stop():
+            log.warning("turn %s was admitted but not started before the host stopped: left journaled, recovery resumes it", turn_id)
 
     # -- ticks -----------------------------------------------------------------------------------
     def tick(self, automation_id: str) -> Tick:
         """One timer tick, its admitted turn run in this thread: skip on overlap, else a managed
         turn (which passes admission); the timer is re-planned after the decision and the turn."""
         first = self._tick_once(automation_id)
-        decided = self._admit(first) if isinstance(first, _Admitting) else first
+        decided = self._admit(first) if isinstance(first, Admitting) else first
         if isinstance(decided, Tick):
             return decided
         return self._run_pending(decided)
@@ -227,14 +179,15 @@ class Ticking:
         except Exception as exc:
             self._tick_failed(episode, automation_id, exc, None)
             return
-        if isinstance(decided, _Admitting):
-            if self.siblings.lead_or_wait(decided):
+        if isinstance(decided, Admitting):
+            # Siblings wait for one decision of their agent only where a rule could make it deny them.
+            if not decided.inputs.ruled or self.siblings.lead_or_wait(decided):
                 self._dispatch(decided)
             return
         episode.ok()
 
-    def _dispatch(self, decided: _Admitting) -> None:
-        if self.groups is not None and _groupable(decided) and self.groups.submit(decided):
+    def _dispatch(self, decided: Admitting) -> None:
+        if self.groups is not None and groupable(decided) and self.groups.submit(decided):
             return
         try:
             self.admitters.submit(self._admit_queued, decided)
@@ -256,7 +209,7 @@ class Ticking:
             if self.siblings.settle(key):
                 return
 
-    def _denied_sibling(self, admitting: _Admitting) -> bool:
+    def _denied_sibling(self, admitting: Admitting) -> bool:
         """Deny a waiting sibling from a plain read taken now (after its leader's commit); False
         when that read may admit."""
         automation_id, nominal, fired_at, inputs, turn_id = admitting
@@ -273,7 +226,7 @@ class Ticking:
         episode.ok()
         return True
 
-    def _admit_queued(self, admitting: _Admitting) -> None:
+    def _admit_queued(self, admitting: Admitting) -> None:
         """An admitter's job: the reservation of a tick that may admit, and its hand-off."""
         episode = self._tick_episode(admitting.automation_id)
         try:
@@ -286,32 +239,33 @@ class Ticking:
         else:
             episode.ok()
         finally:
-            self._led(_agent_of(admitting))
+            if admitting.inputs.ruled:  # it led its agent's decisions (see ``_tick``)
+                self._led(agent_of(admitting))
 
     def _tick_failed(self, episode: Episode, automation_id: str, exc: Exception, turn_id: str | None) -> None:
         episode.failed(exc)
         now = read_clock(self.clock)
-        self._record(automation_id, now, now, "error", type(exc).__name__, turn_id)
+        self.records.record(automation_id, now, now, "error", type(exc).__name__, turn_id)
 
-    def _tick_once(self, automation_id: str) -> Tick | _Admitting:
+    def _tick_once(self, automation_id: str) -> Tick | Admitting:
         """The first half of a tick's decision: a recorded tick (skipped, or denied from one plain
         read taken after the fire), or the claimed tick that may admit, for ``_admit``."""
         fired_at = read_clock(self.clock)
         inputs = self.tick_reader.read(automation_id)
         automation, wake = inputs.automation, inputs.wake
         armed = self._armed.get(automation_id)
-        nominal = nominal_time(inputs.schedule, wake, fired_at, armed.snapshot.trigger_at if armed is not None else None)
-        self._ticked_merge({automation_id: nominal})  # a re-plan while the turn runs must not fire it again
+        nominal = nominal_time(inputs.schedule, wake, fired_at, armed.trigger_at if armed is not None else None)
+        self.records.merge({automation_id: nominal})  # a re-plan while the turn runs must not fire it again
         if automation.state != "active":
-            return self._record(automation_id, nominal, fired_at, "skipped", automation.state)
-        if automation.spec.overlap == "skip" and (self._is_running(automation_id) or (inputs.unsettled and self._unsettled(automation_id))):
-            return self._record(automation_id, nominal, fired_at, "skipped", "overlap")
+            return self.records.record(automation_id, nominal, fired_at, "skipped", automation.state)
+        if automation.spec.overlap == "skip" and (self._is_running(automation_id) or (inputs.unsettled and self.unsettled(automation_id))):
+            return self.records.record(automation_id, nominal, fired_at, "skipped", "overlap")
         turn_id = new_turn_id(automation_id)
         early = self._denied_early(automation, turn_id, nominal, inputs.pre)
         if early is not None:
             return self._denied(automation_id, nominal, fired_at, wake, early.reason, early.next_eligible_at, turn_id)
         self._claim(automation_id, turn_id)  # before this job ends: the overlap rule sees it from here on
-        return _Admitting(automation_id, nominal, fired_at, inputs, turn_id)
+        return Admitting(automation_id, nominal, fired_at, inputs, turn_id)
 
     def _denied_early(self, automation: Automation, turn_id: str, nominal: datetime, pre: TurnGate | None) -> Decision | None:
         """The floor's denial of a tick whose envelope precheck let it through (as ``begin`` would
@@ -324,7 +278,7 @@ class Ticking:
             goal=spec.goal_id, agent=spec.agent_id, automation=automation.automation_id, turn_id=turn_id, trigger_time=nominal
         )
 
-    def _admit_group(self, group: list[_Admitting]) -> None:
+    def _admit_group(self, group: list[Admitting]) -> None:
         """SQLite: reserve a group of ticks in one write transaction, one durable commit for all,
         each in its own savepoint (a refused or failed one leaves nothing); the admitted turns are
         handed over once the commit is durable. A failed commit admitted none of them."""
@@ -334,10 +288,10 @@ class Ticking:
         try:
             self._reserve_group(group)
         finally:
-            for key in dict.fromkeys(_agent_of(a) for a in group):
+            for key in dict.fromkeys(agent_of(a) for a in group if a.inputs.ruled):
                 self._led(key)
 
-    def _reserve_group(self, group: list[_Admitting]) -> None:
+    def _reserve_group(self, group: list[Admitting]) -> None:
         admitted: list[PendingTurn] = []
         left = list(group)  # not decided yet: none of them holds a reservation
         try:
@@ -352,12 +306,12 @@ class Ticking:
             for automation_id, turn_id in lost:
                 self._release_claim(automation_id, turn_id)
                 self._tick_failed(self._tick_episode(automation_id), automation_id, exc, turn_id)
-                self._replan_after_tick(automation_id)  # an admitted one was re-planned as if it had started
+                self.plans.replan_after_tick(automation_id)  # an admitted one was re-planned as if it had started
             return
         for pending in admitted:
             self._hand_off(pending)
 
-    def _admit_within(self, unit: Connection, admitting: _Admitting) -> PendingTurn | None:
+    def _admit_within(self, unit: Connection, admitting: Admitting) -> PendingTurn | None:
         episode = self._tick_episode(admitting.automation_id)
         savepoint = unit.begin_nested()
         try:
@@ -373,7 +327,7 @@ class Ticking:
         savepoint.commit()
         return decided
 
-    def _admit(self, admitting: _Admitting, within: Connection | None = None) -> Tick | PendingTurn:
+    def _admit(self, admitting: Admitting, within: Connection | None = None) -> Tick | PendingTurn:
         """The second half: ``begin`` (the envelope precheck and the serialized reservation)."""
         automation_id, nominal, fired_at, inputs, turn_id = admitting
         automation, wake = inputs.automation, inputs.wake
@@ -393,7 +347,7 @@ class Ticking:
         if decision is None:
             # The envelope refused before admission (latch, owner ask, allowlist, exhausted bound):
             # nothing ran, nothing moved, and the wake cadence is not a failure to back off from.
-            return self._record(automation_id, nominal, fired_at, "denied", begun.verdict.stop_reason, begun.turn_id)
+            return self.records.record(automation_id, nominal, fired_at, "denied", begun.verdict.stop_reason, begun.turn_id)
         if decision.admitted:  # pragma: no cover - begin hands every admission over unlaunched
             return self._after_turn(automation_id, nominal, fired_at, wake, begun)
         return self._denied(automation_id, nominal, fired_at, wake, decision.reason, decision.next_eligible_at, begun.turn_id)
@@ -410,9 +364,9 @@ class Ticking:
     ) -> Tick:
         """Record a denial, advance a running backoff, and re-plan from what the denial said."""
         if wake.backoff_step > 0:
-            wake = self._backoff().advance(wake, read_clock(self.clock))
-            self._save_wake(wake)
-        tick = self._record(automation_id, nominal, fired_at, "denied", reason.value, turn_id)
+            wake = self.plans.backoff().advance(wake, read_clock(self.clock))
+            self.automations.save_wake_state(wake)
+        tick = self.records.record(automation_id, nominal, fired_at, "denied", reason.value, turn_id)
         self._replan_from(automation_id, wake, reason, next_eligible_at)
         return tick
 
@@ -441,7 +395,9 @@ class Ticking:
             self._run_pending(pending)
         except Exception as exc:
             episode.failed(exc)
-            self._record(pending.automation_id, pending.nominal, pending.fired_at, "error", type(exc).__name__, pending.admitted.turn_id)
+            self.records.record(
+                pending.automation_id, pending.nominal, pending.fired_at, "error", type(exc).__name__, pending.admitted.turn_id
+            )
 
     def _run_pending(self, pending: PendingTurn) -> Tick:
         try:
@@ -449,18 +405,20 @@ class Ticking:
         finally:
             self._release_claim(pending.automation_id, pending.admitted.turn_id)
         tick = self._after_turn(pending.automation_id, pending.nominal, pending.fired_at, pending.wake, outcome)
-        self._replan_after_tick(pending.automation_id, turn_ended=True)  # the wake state may have moved, a trigger come
+        self.plans.replan_after_tick(pending.automation_id, turn_ended=True)  # the wake state may have moved, a trigger come
         return tick
 
     def _after_turn(self, automation_id: str, nominal: datetime, fired_at: datetime, wake: WakeState, outcome: TurnOutcome) -> Tick:
         if outcome.verdict.status == "succeeded":
             if wake.backoff_step > 0:
-                self._save_wake(self._backoff().clear(wake))
+                self.automations.save_wake_state(self.plans.backoff().clear(wake))
         else:
             step = wake.backoff_step
             now = read_clock(self.clock)
-            self._save_wake(self._backoff().advance(wake, now) if step > 0 else self._backoff().reset(automation_id, now))
-        return self._record(automation_id, nominal, fired_at, "admitted", outcome.verdict.status, outcome.turn_id)
+            self.automations.save_wake_state(
+                self.plans.backoff().advance(wake, now) if step > 0 else self.plans.backoff().reset(automation_id, now)
+            )
+        return self.records.record(automation_id, nominal, fired_at, "admitted", outcome.verdict.status, outcome.turn_id)
 
     def _replan_from(
         self, automation_id: str, wake: WakeState, reason: Reason, next_eligible_at: datetime | None, *, served: bool = False
@@ -471,10 +429,10 @@ class Ticking:
         if armed is None:
             return
         if reason not in _PLANNED_BY_DECISION:
-            self._replan_after_tick(automation_id)
+            self.plans.replan_after_tick(automation_id)
             return
         trigger = None if served else armed.snapshot.inputs.trigger
-        self._replan_after_tick(
+        self.plans.replan_after_tick(
             automation_id, replace(armed.snapshot.inputs, wake=wake, next_eligible_at=next_eligible_at, trigger=trigger)
         )
 
@@ -489,6 +447,45 @@ class Ticking:
         return True
 
     # -- recovery --------------------------------------------------------------------------------
+    def resume(self, records: list[TurnRecord]) -> None:
+        """Queue crashed runners' unconfirmed reservations on the turn workers (each once: not one
+        being resumed, or admitted here and waiting for a worker)."""
+        for record in records:
+            with self._lock:
+                if record.turn_id in self._resuming or record.turn_id in self._inflight:
+                    continue
+                self._resuming.add(record.turn_id)
+            log.info("resuming turn %s of %s (its runner crashed before launching it)", record.turn_id, record.automation_id)
+            if not self.turns.submit(record.turn_id, functools.partial(self._resume, record.automation_id, record.turn_id)):
+                with self._lock:
+                    self._resuming.discard(record.turn_id)
+
+    def unsettled(self, automation_id: str | None) -> list[TurnRecord]:
+        """Unsettled turns (of one automation, or all), after settling this process's abandoned ones.
+
+        A turn journaled by this process that it is no longer running was abandoned by an executor
+        that failed mid-way (the store went away before the settlement was written). Its runner is
+        alive, so crash recovery never takes it; left alone it would be an overlap forever.
+        """
+        records = self.journal.unsettled(automation_id)
+        mine = self.executor.owner
+        with self._lock:
+            abandoned = [r for r in records if r.owner_id == mine and r.turn_id not in self._inflight]
+        for record in abandoned:
+            # A compare-and-set: a turn settled since the read above (its executor finished in
+            # between) is left as it is, charged nothing more, and not reported lost.
+            if recovery.settle_lost(self.store, self.clock, record, mine, ran_on=record.runner_host).won:
+                log.warning(
+                    "turn %s of %s settled as unknown outcome: its settlement was lost to a store error",
+                    record.turn_id,
+                    record.automation_id,
+                )
+        return [r for r in records if r not in abandoned]
+
+    def _renew_waiting(self, turn_ids: list[str]) -> None:
+        """Keep the claims of admitted turns that wait for a turn worker (see ``TurnPool``)."""
+        self.journal.renew_waiting(turn_ids, self.executor.owner, read_clock(self.clock) + self.executor.lease)
+
     def _resume(self, automation_id: str, turn_id: str) -> None:
         """A turn worker's job: resume a crashed runner's reservation by its turn id."""
         self._claim(automation_id, turn_id)
@@ -496,9 +493,9 @@ class Ticking:
             automation = self.automations.get(automation_id)
             outcome = self.executor.run(automation, turn_id=turn_id)
             now = read_clock(self.clock)
-            self._record(automation_id, now, now, "admitted", f"resumed_{outcome.verdict.status}", turn_id)
+            self.records.record(automation_id, now, now, "admitted", f"resumed_{outcome.verdict.status}", turn_id)
         except Exception as exc:
-            self._episodes["recover"].failed(exc)
+            self._recovering.failed(exc)
         finally:
             with self._lock:
                 self._resuming.discard(turn_id)

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import deque
 from collections.abc import Callable
+
+from ._work_queue import WorkQueue
 
 log = logging.getLogger("floorgate.run")
 
@@ -36,57 +37,41 @@ class TurnPool:
         self._renew = renew
         self._renew_every = renew_every
         self._name = name
-        self._queue: deque[tuple[str, Callable[[], None]]] = deque()
-        self._cond = threading.Condition()
-        self._running = 0
-        self._stopped = False
-        self._halt = threading.Event()  # the renewer's own signal: a notify on _cond is for a worker
+        self._queue: WorkQueue[tuple[str, Callable[[], None]]] = WorkQueue(self._start)
+        self._running = 0  # under the queue's lock
+        self._halt = threading.Event()  # the renewer's own signal: a notify on the queue is for a worker
         self._threads: list[threading.Thread] = []
 
     def submit(self, turn_id: str, run: Callable[[], None]) -> bool:
         """Queue ``run`` (the turn ``turn_id``); False once stopped (nothing queued: the caller
         leaves the reservation to recovery)."""
-        with self._cond:
-            if self._stopped:
-                return False
-            if not self._threads:
-                self._start()
-            self._queue.append((turn_id, run))
-            self._cond.notify()
-        return True
+        return self._queue.put((turn_id, run))
 
     def accepting(self) -> bool:
         """Whether turns may still be submitted (until ``stop``)."""
-        with self._cond:
-            return not self._stopped
+        with self._queue.lock:
+            return not self._queue.stopped
 
     def running(self) -> int:
         """How many turns the workers are running now."""
-        with self._cond:
+        with self._queue.lock:
             return self._running
 
     def waiting(self) -> list[str]:
         """The turn ids admitted but not started yet, oldest first."""
-        with self._cond:
-            return self._waiting()
-
-    def _waiting(self) -> list[str]:  # the caller holds self._cond
-        return [turn_id for turn_id, _ in self._queue]
+        return [turn_id for turn_id, _ in self._queue.queued()]
 
     def stop(self) -> list[str]:
         """Take no more turns, wait for the running ones, and return those never started."""
-        with self._cond:
-            self._stopped = True
-            left = self._waiting()
-            self._queue.clear()
-            self._cond.notify_all()
+        left = [turn_id for turn_id, _ in self._queue.stop(drop=True)]
+        with self._queue.lock:
             self._halt.set()
             threads = list(self._threads)
         for thread in threads:
             thread.join()
         return left
 
-    def _start(self) -> None:
+    def _start(self) -> None:  # under the queue's lock
         for i in range(self._workers):
             thread = threading.Thread(target=self._work, name=f"{self._name}-{i}", daemon=True)
             thread.start()
@@ -95,21 +80,18 @@ class TurnPool:
         renewer.start()
         self._threads.append(renewer)
 
+    def _taken(self, count: int) -> None:  # under the queue's lock
+        self._running += count
+
     def _work(self) -> None:
-        while True:
-            with self._cond:
-                while not self._queue and not self._stopped:
-                    self._cond.wait()
-                if not self._queue:
-                    return  # stopped, and nothing left that may start
-                _, run = self._queue.popleft()
-                self._running += 1
+        while taken := self._queue.take(1, self._taken):  # nothing: stopped, and nothing left that may start
+            _, run = taken[0]
             try:
                 run()
             except BaseException:  # the caller's job records its own failures; a worker never dies
                 log.exception("a turn worker's job failed")
             finally:
-                with self._cond:
+                with self._queue.lock:
                     self._running -= 1
 
     def _renew_loop(self) -> None:

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, TypedDict, Unpack
 
 from sqlalchemy.engine import Connection
 
@@ -74,6 +74,17 @@ Begin = Callable[[Connection], None]
 _T = TypeVar("_T")
 
 
+class TurnRequest(TypedDict, total=False):
+    """What a caller of ``TurnExecutor.run`` may say about the turn (``begin``'s parameters of the
+    same names say what each means and its default)."""
+
+    turn_id: str | None
+    manual_reason: str | None
+    nominal: datetime | None
+    wait_eligible: timedelta
+    overlap_checked: bool
+
+
 class TurnExecutor:
     """Runs managed turns of command-host automations against one store.
 
@@ -113,16 +124,7 @@ class TurnExecutor:
         """Stop the turn broker (the hooks of any turn still running here then block)."""
         self.broker.close()
 
-    def run(
-        self,
-        automation: Automation,
-        *,
-        turn_id: str | None = None,
-        manual_reason: str | None = None,
-        nominal: datetime | None = None,
-        wait_eligible: timedelta = timedelta(0),
-        overlap_checked: bool = False,
-    ) -> TurnOutcome:
+    def run(self, automation: Automation, **request: Unpack[TurnRequest]) -> TurnOutcome:
         """Run one managed turn of ``automation``; see the module docstring for the phases.
 
         ``overlap_checked``: the caller (a host's tick) has already applied the overlap rule;
@@ -133,14 +135,7 @@ class TurnExecutor:
         (a timer that fires a few hundred milliseconds before a floor equal to its period), wait
         for it and ask again instead of losing the whole period. The floor is never shortened.
         """
-        begun = self.begin(
-            automation,
-            turn_id=turn_id,
-            manual_reason=manual_reason,
-            nominal=nominal,
-            wait_eligible=wait_eligible,
-            overlap_checked=overlap_checked,
-        )
+        begun = self.begin(automation, **request)
         return begun if isinstance(begun, TurnOutcome) else self.finish(begun)
 
     def begin(

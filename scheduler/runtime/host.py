@@ -18,13 +18,12 @@ other runners are recovered every few polls, not only at start.
 from __future__ import annotations
 
 import contextlib
-import functools
 import itertools
 import logging
 import threading
 from dataclasses import dataclass, replace
-from concurrent.futures import ThreadPoolExecutor as FuturesPool
 from datetime import datetime, timezone
+from types import MappingProxyType
 
 from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED, EVENT_JOB_REMOVED, JobExecutionEvent, JobSubmissionEvent
 from apscheduler.executors.pool import ThreadPoolExecutor
@@ -41,11 +40,8 @@ from floorgate.admission import (
     Store,
     StoreUnavailable,
     Tick,
-    TickLog,
     TimerBindings,
     Triggers,
-    TurnRecord,
-    WakeState,
 )
 from floorgate.admission.automations import idle_wake
 from floorgate.admission.changes import ChangeFeed
@@ -62,7 +58,6 @@ from ._plan import (
     PlanInputs,
     RuntimeConfig,
     Snapshot,
-    TickJob,
     WakeTrigger,
     decode,
     lane_of,
@@ -74,8 +69,7 @@ from ._heartbeat import Heartbeat
 from ._sync import SyncMarks
 from ._tick_inputs import TickReader
 from ._tick_log import TickRecords
-from ._ticking import AdmitGroups, Siblings, Ticking
-from ._turn_pool import TurnPool
+from ._ticking import DECIDERS, TickParts, Ticking
 from .executor import TurnExecutor
 from ..app.notify import NotifyService
 from ..app.retention import HostPruner
@@ -85,13 +79,12 @@ __all__ = ["HostParts", "HostRuntime", "RuntimeConfig"]  # RuntimeConfig lives w
 
 log = logging.getLogger("floorgate.run")
 
-DECIDERS = 4  # APScheduler's threads: they decide ticks (a few statements each) and never run a turn
-
 
 @dataclass(frozen=True)
 class HostParts:
     """What a host runtime works with, built by the composition root (``Floorgate.host_runtime``):
-    the store, the clock, this host's identity and the repositories and services over them."""
+    the store, the clock, this host's identity, the repositories and services over them, and the
+    host's tick records."""
 
     store: Store
     clock: Clock
@@ -100,8 +93,9 @@ class HostParts:
     automations: Automations
     admission: Admission
     journal: Journal
-    ticklog: TickLog
+    records: TickRecords
     timers: TimerBindings
+    triggers: Triggers  # new work: pending until a turn starts for it
     executor: TurnExecutor
     host_policies: HostPolicies
     notifier: NotifyService
@@ -109,8 +103,9 @@ class HostParts:
     pruner: HostPruner  # the retention pass of the host policy's ``retention``
 
 
-class HostRuntime(Ticking, TickRecords):
-    """Keeps the timers of every active automation and runs their ticks."""
+class HostRuntime:
+    """Keeps the timers of every active automation; its ``ticking`` decides their ticks and runs
+    the turns, its ``records`` keep the ticks for the tick log."""
 
     def __init__(self, parts: HostParts, config: RuntimeConfig) -> None:
         """Build it with ``Floorgate.host_runtime(config)``: the composition root makes ``parts``."""
@@ -124,18 +119,11 @@ class HostRuntime(Ticking, TickRecords):
         self.automations = parts.automations
         self.admission = parts.admission
         self.journal = parts.journal
-        self.ticklog = parts.ticklog
+        self.records = parts.records
         self.timers = parts.timers
         self.executor = parts.executor
-        self.triggers = Triggers(store, self.clock)  # new work: pending until a turn starts for it
+        self.triggers = parts.triggers
         self.tick_reader = TickReader(store, self.automations, self.executor.gate, lambda: self._decoded)
-        # Turns run here, never on APScheduler's threads, which only decide ticks.
-        self.turns = TurnPool(config.workers, self._renew_waiting, self.executor.lease.total_seconds() / 3)
-        # Ticks that may admit reserve here, so the deciders never wait for the store's write lock.
-        self.admitters = FuturesPool(max_workers=DECIDERS, thread_name_prefix="floorgate-admit")
-        # SQLite has one writer: there they reserve in groups, one durable commit per group.
-        self.groups = AdmitGroups(self._admit_group, store.first) if store.dialect == "sqlite" else None
-        self.siblings = Siblings()  # one decision in flight per agent; its siblings are read again after it
         self.host_policies = parts.host_policies
         self.notifier = parts.notifier
         self.policy = HostPolicy()  # replaced by the stored policy at every sync
@@ -144,15 +132,7 @@ class HostRuntime(Ticking, TickRecords):
         self._decoded: dict[str, Decoded] = {}
         self._armed: dict[str, Armed] = {}
         self._holds: dict[str, str] = {}
-        self._ticked: dict[str, datetime] = {}
-        self._bad_ticks: dict[str, str] = {}
         self._unpublished: set[str] = set()
-        self._running: dict[str, int] = {}
-        self._resuming: set[str] = set()
-        self._inflight: set[str] = set()  # turn ids this process is running right now
-        self._buffer: list[Tick] = []
-        self._buffered: dict[str, datetime] = {}  # automation id -> latest nominal time in _buffer
-        self._dropped = 0
         self._seq = itertools.count(1)
         self._lock = threading.Lock()
         self._arm_lock = threading.RLock()  # orders every change of a job against shutdown
@@ -173,8 +153,22 @@ class HostRuntime(Ticking, TickRecords):
                 ("prime", "judging every automation's envelope precheck"),
             )
         }
-        self._tick_episodes: dict[str, Episode] = {}
-        self._job = TickJob(self._tick)
+        self.ticking = Ticking(
+            TickParts(
+                store=store,
+                clock=self.clock,
+                executor=self.executor,
+                reader=self.tick_reader,
+                automations=self.automations,
+                journal=self.journal,
+                triggers=self.triggers,
+                records=self.records,
+                armed=MappingProxyType(self._armed),  # read only: the timers below write it
+                plans=self,
+                recovering=self._episodes["recover"],
+            ),
+            config.workers,
+        )
         self.scheduler = BackgroundScheduler(
             timezone=timezone.utc,
             executors={"default": ThreadPoolExecutor(max_workers=DECIDERS)},
@@ -218,11 +212,7 @@ class HostRuntime(Ticking, TickRecords):
             self._closing = True
         if self.scheduler.running:
             self.scheduler.shutdown(wait=True)  # the ticks being decided finish (and hand their turns over)
-        if self.groups is not None:
-            self.groups.stop()  # so do the reservations they passed on
-        self.admitters.shutdown(wait=True)
-        for turn_id in self.turns.stop():  # running turns settle; those never started stay resumable
-            log.warning("turn %s was admitted but not started before the host stopped: left journaled, recovery resumes it", turn_id)
+        self.ticking.stop()  # so do the reservations they passed on, and the running turns
         for thread in self._threads:
             thread.join(timeout=10)
         self.executor.close()  # its turn broker: no turn runs here any more
@@ -230,7 +220,16 @@ class HostRuntime(Ticking, TickRecords):
         self._guarded("beat", self.heartbeat.stopped)
 
     def wait(self, timeout: float | None = None) -> bool:
+        """Wait until stopped (True) or ``timeout`` seconds passed (False)."""
         return self._stop.wait(timeout)
+
+    def tick(self, automation_id: str) -> Tick:
+        """One tick decided and its admitted turn run in this thread (``Ticking.tick``)."""
+        return self.ticking.tick(automation_id)
+
+    def flush(self) -> None:
+        """Write the buffered ticks in one transaction (``TickRecords.flush``)."""
+        self.records.flush()
 
     def armed(self) -> dict[str, datetime | None]:
         """automation id -> the next fire its live timer will make (None: nothing more to fire)."""
@@ -307,7 +306,7 @@ class HostRuntime(Ticking, TickRecords):
             if automation is None:  # paused, held by the owner, or fired by another timer host
                 self._unarm(automation_id)
                 continue
-            problem = bad_wakes.get(automation_id) or self._bad_ticks.get(automation_id) or bad_lanes.get(lane_of(automation))
+            problem = bad_wakes.get(automation_id) or self.records.problem(automation_id) or bad_lanes.get(lane_of(automation))
             if problem is not None:
                 self._hold(automation_id, problem)
                 continue
@@ -335,18 +334,19 @@ class HostRuntime(Ticking, TickRecords):
         if not plans:
             return
         # One read, and only when something is (re)armed: of those automations' ticks alone.
-        self._refresh_ticked(None if only is None else [d.automation.automation_id for d, _ in plans])  # type: ignore[union-attr]
+        self.records.refresh(None if only is None else [d.automation.automation_id for d, _ in plans])  # type: ignore[union-attr]
         for decoded, inputs in plans:
             automation_id = decoded.automation.automation_id  # type: ignore[union-attr]
-            if automation_id in self._bad_ticks:
-                self._hold(automation_id, self._bad_ticks[automation_id])
+            bad_ticks = self.records.problem(automation_id)
+            if bad_ticks is not None:
+                self._hold(automation_id, bad_ticks)
                 continue
             since = decoded.automation.updated_at  # type: ignore[union-attr]
             window = catch_up_window(decoded.automation.spec, self.policy)  # type: ignore[union-attr]
             when_denied = decoded.automation.spec.when_denied  # type: ignore[union-attr]
             debounce = decoded.automation.spec.debounce  # type: ignore[union-attr]
             snapshot = Snapshot(
-                automation_id, decoded.schedule, inputs, self._last_ticked(automation_id), window, since, when_denied, debounce
+                automation_id, decoded.schedule, inputs, self.records.last_ticked(automation_id), window, since, when_denied, debounce
             )  # type: ignore[arg-type]
             self._arm(decoded.automation, snapshot, seq, previous=None, now=now)  # type: ignore[arg-type]
 
@@ -384,7 +384,7 @@ class HostRuntime(Ticking, TickRecords):
             job = self.scheduler.get_job(automation_id) if self.scheduler.running or known else None
             if job is None:
                 self.scheduler.add_job(
-                    self._job,
+                    self.ticking.job,
                     trigger=trigger,
                     args=(automation_id,),
                     id=automation_id,
@@ -406,7 +406,7 @@ class HostRuntime(Ticking, TickRecords):
             self._release(automation_id)
         self._unpublished.add(automation_id)
 
-    def _replan_after_tick(self, automation_id: str, inputs: PlanInputs | None = None, *, turn_ended: bool = False) -> None:
+    def replan_after_tick(self, automation_id: str, inputs: PlanInputs | None = None, *, turn_ended: bool = False) -> None:
         """The trigger planned this job's next fire before the tick moved the floor or the backoff;
         re-arm when this automation's inputs changed: ``inputs`` as the tick's decision gave them,
         else re-read now. ``turn_ended``: a trigger pending now (it came while the turn ran, and a
@@ -427,7 +427,7 @@ class HostRuntime(Ticking, TickRecords):
         if inputs == armed.snapshot.inputs and not woken:
             return
         now = read_clock(self.clock)
-        snapshot = replace(armed.snapshot, inputs=inputs, last_ticked=self._last_ticked(automation_id))
+        snapshot = replace(armed.snapshot, inputs=inputs, last_ticked=self.records.last_ticked(automation_id))
         # ``previous`` is now: every occurrence up to here was fired (or skipped as overlap) already;
         # a pending trigger is not (a start would have served it): armed as new.
         self._arm(decoded.automation, snapshot, seq, previous=None if woken else now, now=now, replan=True)
@@ -444,13 +444,13 @@ class HostRuntime(Ticking, TickRecords):
     def plan(self, automation: Automation, schedule: Schedule, previous: datetime | None, now: datetime) -> datetime | None:
         """Next fire time from this automation's inputs read now (readback and tests; the
         trigger itself never reads)."""
-        self._ticked_merge(self.ticklog.last_nominal(automation.automation_id))
+        self.records.load(automation.automation_id)
         inputs = self._read_inputs(automation, automation.revision)
         snapshot = Snapshot(
             automation.automation_id,
             schedule,
             inputs,
-            self._last_ticked(automation.automation_id),
+            self.records.last_ticked(automation.automation_id),
             catch_up_window(automation.spec, self.policy),
             automation.updated_at,
             automation.spec.when_denied,
@@ -490,54 +490,20 @@ class HostRuntime(Ticking, TickRecords):
     def recover(self) -> None:
         """Settle crashed turns of dead runners and resume their unconfirmed reservations."""
         recovered = recovery.recover(self.store, self.clock)
-        self._unsettled(None)
+        self.ticking.unsettled(None)
         for record in recovered.settled:
             why = record.verdict.stop_reason if record.verdict is not None else "settled"
             log.warning("turn %s of %s recovered and settled: %s", record.turn_id, record.automation_id, why)
-        for record in recovered.resumable:
-            with self._lock:
-                if record.turn_id in self._resuming or record.turn_id in self._inflight:
-                    continue  # being resumed, or admitted here and waiting for a worker
-                self._resuming.add(record.turn_id)
-            log.info("resuming turn %s of %s (its runner crashed before launching it)", record.turn_id, record.automation_id)
-            if not self.turns.submit(record.turn_id, functools.partial(self._resume, record.automation_id, record.turn_id)):
-                with self._lock:
-                    self._resuming.discard(record.turn_id)
-
-    def _unsettled(self, automation_id: str | None) -> list[TurnRecord]:
-        """Unsettled turns (of one automation, or all), after settling this process's abandoned ones.
-
-        A turn journaled by this process that it is no longer running was abandoned by an executor
-        that failed mid-way (the store went away before the settlement was written). Its runner is
-        alive, so crash recovery never takes it; left alone it would be an overlap forever.
-        """
-        records = self.journal.unsettled(automation_id)
-        mine = self.executor.owner
-        with self._lock:
-            abandoned = [r for r in records if r.owner_id == mine and r.turn_id not in self._inflight]
-        for record in abandoned:
-            # A compare-and-set: a turn settled since the read above (its executor finished in
-            # between) is left as it is, charged nothing more, and not reported lost.
-            if recovery.settle_lost(self.store, self.clock, record, mine, ran_on=record.runner_host).won:
-                log.warning(
-                    "turn %s of %s settled as unknown outcome: its settlement was lost to a store error",
-                    record.turn_id,
-                    record.automation_id,
-                )
-        return [r for r in records if r not in abandoned]
-
-    def _renew_waiting(self, turn_ids: list[str]) -> None:
-        """Keep the claims of admitted turns that wait for a turn worker (see ``TurnPool``)."""
-        self.journal.renew_waiting(turn_ids, self.executor.owner, read_clock(self.clock) + self.executor.lease)
+        self.ticking.resume(recovered.resumable)
 
     def _on_max_instances(self, event: JobSubmissionEvent) -> None:
         when = event.scheduled_run_times[-1] if event.scheduled_run_times else read_clock(self.clock)
-        self._record(event.job_id, when, read_clock(self.clock), "skipped", "overlap")
+        self.records.record(event.job_id, when, read_clock(self.clock), "skipped", "overlap")
 
     def _on_missed(self, event: JobExecutionEvent) -> None:
         # APScheduler drops a fire it could not start within the staleness limit (misfire grace,
         # ``STALE_AFTER``): the tick log says so instead of leaving a silent gap.
-        self._record(event.job_id, event.scheduled_run_time, read_clock(self.clock), "skipped", "missed")
+        self.records.record(event.job_id, event.scheduled_run_time, read_clock(self.clock), "skipped", "missed")
 
     # -- helpers -----------------------------------------------------------------------------
     def load_policy(self) -> bool:
@@ -555,11 +521,9 @@ class HostRuntime(Ticking, TickRecords):
             )
         return changed
 
-    def _backoff(self) -> BackoffPolicy:
+    def backoff(self) -> BackoffPolicy:
+        """The host policy's backoff (``TimerPlans``)."""
         return BackoffPolicy(self.policy.backoff_initial, self.policy.backoff_cap)
-
-    def _save_wake(self, state: WakeState) -> None:
-        self.automations.save_wake_state(state)
 
     def _remove_job(self, automation_id: str) -> None:
         if self._closing:

@@ -10,7 +10,7 @@ from floorgate.admission.clock import iso
 from floorgate.admission.policies import Provenance
 
 from ...app.owner_gate import Access
-from ...views.present import mission_doc, table
+from ...views.present import mission_doc
 from ..context import EXIT_DENIED, EXIT_OK, Context, add_common
 
 
@@ -82,29 +82,23 @@ def _reconcile(ctx: Context) -> int:
 
 def _list(ctx: Context) -> int:
     items = ctx.app.envelopes.list(ctx.args.automation)
-    ctx.emit(
-        {"missions": [mission_doc(m) for m in items]},
-        lambda: (
-            table(
-                ["MISSION", "AUTOMATION", "STATUS", "TURNS", "TOOL_CALLS", "TOKENS", "WALL_S", "LATCH", "STOP_REASON"],
-                [
-                    (
-                        m.mission_id,
-                        m.automation_id,
-                        m.status,
-                        m.turns,
-                        m.tool_calls,
-                        m.tokens if m.usage_known else "not reported",
-                        f"{m.wall_seconds:g}",
-                        m.latch or "-",
-                        m.stop_reason,
-                    )
-                    for m in items
-                ],
-            )
-            if items
-            else "no missions"
+    ctx.emit_table(
+        "missions",
+        items,
+        mission_doc,
+        ["MISSION", "AUTOMATION", "STATUS", "TURNS", "TOOL_CALLS", "TOKENS", "WALL_S", "LATCH", "STOP_REASON"],
+        lambda m: (
+            m.mission_id,
+            m.automation_id,
+            m.status,
+            m.turns,
+            m.tool_calls,
+            m.tokens if m.usage_known else "not reported",
+            f"{m.wall_seconds:g}",
+            m.latch or "-",
+            m.stop_reason,
         ),
+        "no missions",
     )
     return EXIT_OK
 

@@ -108,22 +108,25 @@ def _hook_timeout(args: argparse.Namespace) -> timedelta:
 
 
 @contextlib.contextmanager
-def _deadline(timeout: timedelta, what: str, age: Callable[[], timedelta] = hook_age) -> Iterator[None]:
-    """Block (exit 2, a line on stderr) when no answer is ready just before the app's timeout:
-    a store that never answers (an unreachable PostgreSQL host) must not outlive the hook's
-    timeout, which lets the prompt through. The app's clock started with this process, so its
-    ``age`` (start-up, imports) is spent already."""
+def _deadline(
+    timeout: timedelta, failed: str, age: Callable[[], timedelta] = hook_age, *, code: int = EXIT_BLOCK, then: str = ""
+) -> Iterator[None]:
+    """Exit ``code`` (a block by default) with a line on stderr, ``failed`` and why, ``then`` after
+    it, when no answer is ready just before the app's timeout: a store that never answers (an
+    unreachable PostgreSQL host) must not outlive the hook's timeout, which lets the prompt
+    through. The app's clock started with this process, so its ``age`` (start-up, imports) is
+    spent already."""
     after = deadline_of(timeout)
 
     def expire() -> None:
-        # Only a block can race this: any answer but a block would come from the main thread's
-        # exit, which os._exit pre-empts; a late admission is then a start that did not run.
+        # Only this exit can race the answer: any answer but a block would come from the main
+        # thread's exit, which os._exit pre-empts; a late admission is then a start that did not run.
         os.write(
             2,
-            f"floorgate: {what} blocked (fail closed): no answer after {format_interval(after)}, just inside the "
-            f"app's {format_interval(timeout)} hook timeout (is the store reachable?)\n".encode(),
+            f"floorgate: {failed}: no answer after {format_interval(after)}, just inside the "
+            f"app's {format_interval(timeout)} hook timeout (is the store reachable?){then}\n".encode(),
         )
-        os._exit(EXIT_BLOCK)
+        os._exit(code)
 
     timer = threading.Timer(max(0.0, (after - age()).total_seconds()), expire)
     timer.daemon = True
@@ -166,6 +169,10 @@ def _answering() -> Iterator[None]:
             signal.signal(s, handler)
 
 
+# How a served hook opens its store: from its arguments and its caller's environment.
+OpenApp = Callable[[argparse.Namespace, Mapping[str, str]], object]
+
+
 @dataclass(frozen=True)
 class Call:
     """What one hook call reads and writes besides its arguments: this process's own by default;
@@ -174,7 +181,7 @@ class Call:
     env: Mapping[str, str] = field(default_factory=lambda: os.environ)
     stdin: TextIO | None = None  # None: sys.stdin, read when the hook runs
     err: TextIO | None = None  # None: sys.stderr
-    open_app: Callable[[argparse.Namespace, Mapping[str, str]], object] | None = None  # None: open the store for this call
+    open_app: OpenApp | None = None  # None: open the store for this call
 
     def app(self, args: argparse.Namespace):  # type: ignore[no-untyped-def]
         """The services over the hook's store; the caller closes it when ``owns_app``."""
@@ -221,7 +228,7 @@ def _blocking(args: argparse.Namespace, refused: str, what: str, work: Callable[
             timeout = _hook_timeout(args)
         except FloorgateError as exc:
             return _block(f"floorgate: {refused} (fail closed): {_why(exc)}")
-        with _deadline(timeout, what):
+        with _deadline(timeout, f"{what} blocked (fail closed)"):
             return work(args, timeout)
 
 
@@ -247,14 +254,7 @@ class ServedHooks:
             return None  # the in-process hook names the error
         return args if getattr(args, "hook_command", None) in hook_wire.SERVED_EVENTS else None
 
-    def answer(
-        self,
-        args: argparse.Namespace,
-        env: Mapping[str, str],
-        stdin: TextIO,
-        err: TextIO,
-        open_app: Callable[[argparse.Namespace, Mapping[str, str]], object],
-    ) -> int:
+    def answer(self, args: argparse.Namespace, env: Mapping[str, str], stdin: TextIO, err: TextIO, open_app: OpenApp) -> int:
         return answer(args, Call(env=env, stdin=stdin, err=err, open_app=open_app))
 
 
@@ -335,23 +335,8 @@ def _stop_hook(args: argparse.Namespace) -> int:
     except FloorgateError as exc:
         sys.stderr.write(f"floorgate: turn usage not recorded: {_why(exc)}\n")
         return EXIT_NOT_RECORDED
-    after = deadline_of(timeout)
-
-    def expire() -> None:
-        os.write(
-            2,
-            f"floorgate: turn usage not recorded: no answer after {format_interval(after)}, just inside the app's "
-            f"{format_interval(timeout)} hook timeout (is the store reachable?); its estimate stays held\n".encode(),
-        )
-        os._exit(EXIT_NOT_RECORDED)
-
-    timer = threading.Timer(max(0.0, (after - hook_age()).total_seconds()), expire)
-    timer.daemon = True
-    timer.start()
-    try:
+    with _deadline(timeout, "turn usage not recorded", code=EXIT_NOT_RECORDED, then="; its estimate stays held"):
         return _stop(args)
-    finally:
-        timer.cancel()
 
 
 def _stop(args: argparse.Namespace, call: Call = _OWN) -> int:

@@ -63,29 +63,23 @@ def _add(ctx: Context) -> int:
 
 def _list(ctx: Context) -> int:
     items = ctx.app.notify.webhooks()
-    ctx.emit(
-        {"webhooks": [webhook_doc(w) for w in items]},
-        lambda: (
-            table(
-                ["ID", "URL", "FORMAT", "EVENTS", "PENDING", "DELIVERED", "FAILING", "DEAD", "LAST"],
-                [
-                    (
-                        w.webhook_id,
-                        w.url,
-                        w.format.value,
-                        ",".join(k.value for k in w.events),
-                        str(w.pending),
-                        str(w.delivered),
-                        str(w.failing),
-                        str(w.dead),
-                        (w.last_error or "ok") if w.last_attempt_at is not None else "-",
-                    )
-                    for w in items
-                ],
-            )
-            if items
-            else "no webhooks (add one: floorgate notify add URL --events ask_pending,automation_held)"
+    ctx.emit_table(
+        "webhooks",
+        items,
+        webhook_doc,
+        ["ID", "URL", "FORMAT", "EVENTS", "PENDING", "DELIVERED", "FAILING", "DEAD", "LAST"],
+        lambda w: (
+            w.webhook_id,
+            w.url,
+            w.format.value,
+            ",".join(k.value for k in w.events),
+            str(w.pending),
+            str(w.delivered),
+            str(w.failing),
+            str(w.dead),
+            (w.last_error or "ok") if w.last_attempt_at is not None else "-",
         ),
+        "no webhooks (add one: floorgate notify add URL --events ask_pending,automation_held)",
     )
     return EXIT_OK
 

@@ -8,7 +8,6 @@ from floorgate.admission import Principal, Role
 from floorgate.admission.clock import iso
 
 from ...app.owner_gate import ENV_TOKEN, Access, default_token_file
-from ...views.present import table
 from ..context import EXIT_OK, Context, add_common
 
 
@@ -53,13 +52,13 @@ def _add(ctx: Context) -> int:
 
 def _list(ctx: Context) -> int:
     items = ctx.app.principals.list()
-    ctx.emit(
-        {"principals": [principal_doc(p) for p in items]},
-        lambda: (
-            table(["NAME", "ROLE", "CREATED", "REVOKED"], [(p.name, p.role.value, iso(p.created_at), iso(p.revoked_at)) for p in items])
-            if items
-            else "no principals (add one: floorgate owner add NAME)"
-        ),
+    ctx.emit_table(
+        "principals",
+        items,
+        principal_doc,
+        ["NAME", "ROLE", "CREATED", "REVOKED"],
+        lambda p: (p.name, p.role.value, iso(p.created_at), iso(p.revoked_at)),
+        "no principals (add one: floorgate owner add NAME)",
     )
     return EXIT_OK
 

@@ -1,0 +1,180 @@
+"""The store's schema: its revision read at open (``head_revision``, one plain SELECT when the store
+is at the head), Alembic's migrations applied under a lock when it is not, and whether a constraint
+admission relies on was lost in a hand rebuild (``constraints_relaxed``).
+"""
+
+from __future__ import annotations
+
+import re
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Protocol
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import SQLAlchemyError
+
+from ._engines import no_store
+from .errors import FloorgateError, SchemaTooNew
+
+MIGRATIONS = Path(__file__).with_name("_migrations")
+VERSION_TABLE = "fg_alembic_version"
+_MIGRATION_LOCK = 0x666C6F6F72  # "floor": the advisory lock id that serializes schema upgrades
+
+
+class Opened(Protocol):
+    """What opening needs of a ``Store``: its dialect, its printable URL and its transactions."""
+
+    @property
+    def dialect(self) -> str: ...
+
+    @property
+    def safe_url(self) -> str: ...
+
+    def read(self) -> AbstractContextManager[Connection]: ...
+
+    def write(self, lock_key: str | None = None) -> AbstractContextManager[Connection]: ...
+
+
+_REVISION_LINE = re.compile(r"^(down_revision|revision)\s*(?::[^=]*)?=\s*(?:\"([^\"]*)\"|'([^']*)'|None)", re.MULTILINE)
+
+
+def head_revision(folder: Path = MIGRATIONS) -> str | None:
+    """The schema head as Alembic would name it, read from the migration files' ``revision`` and
+    ``down_revision`` lines without importing Alembic (a store at the head never needs it).
+    None when the files do not name exactly one head: the caller then asks Alembic."""
+    revisions: set[str] = set()
+    parents: set[str] = set()
+    try:
+        files = [f for f in folder.iterdir() if f.suffix == ".py" and not f.name.startswith("_")]
+        for f in files:
+            found = {m.group(1): m.group(2) or m.group(3) for m in _REVISION_LINE.finditer(f.read_text(encoding="utf-8"))}
+            if "revision" not in found or found["revision"] is None:
+                return None
+            revisions.add(found["revision"])
+            if found.get("down_revision"):
+                parents.add(str(found["down_revision"]))
+    except (OSError, UnicodeDecodeError):
+        return None
+    heads = revisions - parents
+    return heads.pop() if len(heads) == 1 else None
+
+
+def _at_head(store: Opened) -> bool:
+    """Whether the store's recorded revision is the head, read with one plain SELECT (no Alembic),
+    and on PostgreSQL whether its decision functions are this floorgate's rendering (by hash).
+    False whenever that cannot be told (no version table yet, a fresh file): Alembic decides."""
+    head = head_revision()
+    if head is None:
+        return False
+    pg = store.dialect == "postgresql"
+    # On PostgreSQL the installed hash rides on the same SELECT: every hook and command opens a
+    # store, and a second query would be a second round trip at each start.
+    columns = "version_num"
+    if pg:
+        from .decide import render  # the decision's modules import this one
+
+        columns += f", ({render.INSTALLED_SQL})"
+    try:
+        with store.read() as conn:
+            rows = conn.execute(text(f"SELECT {columns} FROM {VERSION_TABLE}")).fetchall()
+            if [r[0] for r in rows] != [head]:
+                return False
+            return not pg or rows[0][1] == render.functions_hash()
+    except (SQLAlchemyError, FloorgateError):
+        return False  # Alembic's own read names the problem
+
+
+def migrate(store: Opened, *, create: bool = True) -> None:
+    """Bring ``store`` to this floorgate's schema head under the migration lock (and, on PostgreSQL,
+    its decision functions to this rendering); refuse a revision newer than this floorgate knows.
+    ``create=False``: a database with no schema yet is ``NoStore``, not a new store."""
+    if _at_head(store):
+        return
+    from alembic.config import Config
+    from alembic.runtime.environment import EnvironmentContext
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    from .decide import render  # the decision's modules import this one
+
+    script = ScriptDirectory(str(MIGRATIONS), version_locations=[str(MIGRATIONS)])
+    head = script.get_current_head()
+
+    def current(conn: Connection) -> str | None:
+        ctx = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
+        rev = ctx.get_current_revision()
+        if rev is not None:
+            try:
+                known = script.get_revision(rev)
+            except Exception:
+                known = None
+            if known is None:
+                raise SchemaTooNew(
+                    f"store {store.safe_url} has schema revision {rev!r}, newer than this floorgate "
+                    f"(it knows up to {head!r}); upgrade floorgate. Nothing was written."
+                )
+        return rev
+
+    pg = store.dialect == "postgresql"
+    with store.read() as conn:
+        found = current(conn)
+        # PostgreSQL's decision functions are installed after the migrations whenever their
+        # rendered text changed (decide.render): a repeatable step, keyed by the text's hash.
+        if found == head and (not pg or render.installed_hash(conn) == render.functions_hash()):
+            return
+        if found is None and not create:
+            raise no_store(store.safe_url)
+    with store.write(lock_key=None) as conn:
+        if store.dialect == "postgresql":
+            # Another host may be migrating, and DDL on a large table takes its time: wait for both.
+            conn.execute(text("SET LOCAL lock_timeout = 0"))
+            conn.execute(text("SET LOCAL statement_timeout = 0"))
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATION_LOCK})
+        rev = current(conn)
+        if rev == head:
+            if pg:
+                render.install(conn)
+            return
+        cfg = Config()
+        cfg.set_main_option("script_location", str(MIGRATIONS))
+
+        def upgrade(_rev, _context):  # type: ignore[no-untyped-def]
+            return script._upgrade_revs(head, rev)  # type: ignore[arg-type]  # rev None: a fresh database
+
+        with EnvironmentContext(cfg, script, fn=upgrade, destination_rev=head) as env:
+            env.configure(connection=conn, version_table=VERSION_TABLE, transactional_ddl=True)
+            env.run_migrations()
+        if pg:
+            render.install(conn)
+
+
+# The columns admission's facts read that the schema declares NOT NULL.
+_REQUIRED = {
+    "fg_starts": ("turn_id", "goal_id", "agent_id", "automation_id", "trigger_us", "anchor_us"),
+    "fg_rules": ("goal_id", "agent_id", "automation_id", "min_interval_us", "revision"),
+}
+
+
+def constraints_relaxed(store: Opened) -> bool:
+    """Whether any column in ``_REQUIRED`` accepts NULL in this database (a table rebuilt by hand
+    without its constraints); read once at open, in one query over every table, so a rebuild
+    takes effect when the store reopens."""
+    with store.read() as conn:
+        if store.dialect == "sqlite":
+            # One statement over the tables (names from _REQUIRED, not input); a SQLite key may
+            # hold NULL without "notnull", so only the flag counts.
+            sql = " UNION ALL ".join(
+                f"SELECT '{table}', name FROM pragma_table_info('{table}') WHERE \"notnull\" = 0" for table in _REQUIRED
+            )
+            rows = conn.exec_driver_sql(sql).fetchall()
+        else:
+            rows = conn.execute(
+                text(
+                    "SELECT table_name, column_name FROM information_schema.columns WHERE table_name = ANY(:t) "
+                    "AND table_schema = current_schema() AND is_nullable = 'YES'"
+                ),
+                {"t": list(_REQUIRED)},
+            ).fetchall()
+    nullable = {(r[0], r[1]) for r in rows}
+    return any((table, column) in nullable for table, columns in _REQUIRED.items() for column in columns)
