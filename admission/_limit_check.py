@@ -68,13 +68,17 @@ def check_lane(conn: Connection, goal: str, agent: str, automation: str | None, 
         states = tuple(limit_states(conn, bound, now, estimate_tokens=estimate, model=model))
     except CorruptState as exc:
         raise StoreUnavailable(f"a limit of {goal}/{agent} cannot be read: {exc}") from None
+    across = any(b.series.agent_id is None for b in bound)
+    return LaneCheck(code_of(states), states, estimate, model, across, budgets)
+
+
+def code_of(states: tuple[LimitState, ...]) -> LimitCode:
+    """What a lane's limit states decide: none binds, or the binding one (``budgets.binding``) is
+    a count or a budget."""
     found = binding(list(states))
     if found is None:
-        code = LimitCode.NONE
-    else:
-        code = LimitCode.COUNT if found.limit.kind is LimitKind.STARTS else LimitCode.BUDGET
-    across = any(b.series.agent_id is None for b in bound)
-    return LaneCheck(code, states, estimate, model, across, budgets)
+        return LimitCode.NONE
+    return LimitCode.COUNT if found.limit.kind is LimitKind.STARTS else LimitCode.BUDGET
 
 
 def hold_estimate(conn: Connection, check: LaneCheck, turn_id: str, goal: str, agent: str, automation: str | None, at: datetime) -> None:

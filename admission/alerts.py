@@ -11,16 +11,23 @@ and redo, or a second host writes it at most once per window. A calendar window'
 calendar period (the day, week or month in its zone); a rolling window has none, so its period is
 the window's length counted from the Unix epoch (a rolling 1d budget alerts at most once per UTC
 day at each percentage).
+
+The readback reads them back (``latest``: each limit's latest alert in its current period, by
+those keys; ``counts``: every alert by event and limit kind, for ``/metrics``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
+from sqlalchemy import bindparam, select
 from sqlalchemy.engine import Connection
 
+from . import _schema as s
 from .budgets import LimitState
 from .clock import iso
 from .events import EventKind, record_once
@@ -96,3 +103,86 @@ def record_alerts(conn: Connection, states: tuple[LimitState, ...], now: datetim
             if found is not None:
                 written.append(found)
     return written
+
+
+ALERT_KINDS = (EventKind.BUDGET_THRESHOLD, EventKind.BUDGET_EXHAUSTED)
+
+
+class Alert(NamedTuple):
+    """One alert as the readback shows it: its event, what it says (``percent`` for a threshold,
+    None for ``budget_exhausted``), the use it recorded and when. ``percent`` and ``used`` are None
+    when the event's data cannot be read (its kind and time still can)."""
+
+    event_id: str
+    kind: EventKind
+    percent: int | None
+    used: int | None
+    at: datetime
+    period_start: datetime
+
+
+def latest(conn: Connection, states: Sequence[LimitState], now: datetime) -> tuple[Alert | None, ...]:
+    """Each limit's latest alert in its current period (None: none yet), in the order of
+    ``states``: a read of the events under the keys ``record_alerts`` writes them with (exact
+    lookups on the unique key), none when there is no limit."""
+    return latest_many(conn, [states], now)[0]
+
+
+def latest_many(conn: Connection, lanes: Sequence[Sequence[LimitState]], now: datetime) -> list[tuple[Alert | None, ...]]:
+    """``latest`` of many lanes' states at once: one statement per ``_KEYS_PER_READ`` keys."""
+    keys: dict[str, tuple[int, int, datetime]] = {}
+    for lane, states in enumerate(lanes):
+        for i, state in enumerate(states):
+            period = period_start(state.limit.window, now)
+            prefix = _key(state, period, "")
+            for what in (*(str(p) for p in state.limit.alerts), "exhausted"):
+                keys[prefix + what] = (lane, i, period)
+    found: list[list[tuple[int, Alert] | None]] = [[None] * len(states) for states in lanes]
+    wanted = list(keys)
+    for at in range(0, len(wanted), _KEYS_PER_READ):
+        for row in conn.execute(_LATEST, {"keys": wanted[at : at + _KEYS_PER_READ]}):
+            lane, i, period = keys[row.dedup_key]
+            best = found[lane][i]
+            if best is None or row.seq > best[0]:
+                found[lane][i] = (row.seq, _alert(row, period))
+    return [tuple(x[1] if x is not None else None for x in states) for states in found]
+
+
+_e = s.events
+# Built once (an expanding IN): a status of many limited lanes reads their alerts in a few statements.
+_LATEST = select(_e.c.seq, _e.c.event_id, _e.c.kind, _e.c.data_json, _e.c.occurred_at_us, _e.c.dedup_key).where(
+    _e.c.dedup_key.in_(bindparam("keys", expanding=True))
+)
+_KEYS_PER_READ = 500
+
+
+def _alert(row: Any, period: datetime) -> Alert:
+    try:
+        data = json.loads(row.data_json)
+        percent, used = data.get("percent"), data.get("used")
+    except (ValueError, TypeError, AttributeError):
+        percent = used = None
+    return Alert(
+        row.event_id,
+        EventKind(row.kind),
+        percent if isinstance(percent, int) else None,
+        used if isinstance(used, int) else None,
+        row.occurred_at_us,
+        period,
+    )
+
+
+def counts(conn: Connection) -> dict[tuple[str, str], int]:
+    """How many alerts were written, by (event kind, limit kind: ``starts``, ``tokens``, ``usd``;
+    ``unknown`` when an event's data cannot be read): a bounded set of series for ``/metrics``."""
+    e = s.events
+    out: dict[tuple[str, str], int] = {}
+    query = select(e.c.kind, e.c.data_json).where(e.c.kind.in_([k.value for k in ALERT_KINDS]))
+    for kind, data_json in conn.execute(query):
+        try:
+            limit = json.loads(data_json).get("limit")
+        except (ValueError, TypeError, AttributeError):
+            limit = None
+        shown = limit if limit in {k.value for k in LimitKind} else "unknown"
+        out[(kind, shown)] = out.get((kind, shown), 0) + 1
+    return out

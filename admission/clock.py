@@ -95,6 +95,12 @@ def parse_instant(text: str, field: str) -> datetime:
     return utc
 
 
+def ceil_second(at: datetime) -> datetime:
+    """``at`` rounded up to the whole second (unchanged when it is one): a coming instant shown a
+    moment early would invite a start that is denied. Text shows coming instants so; JSON exact."""
+    return at if at.microsecond == 0 else at.replace(microsecond=0) + timedelta(seconds=1)
+
+
 def iso(value: datetime | None) -> str | None:
     """Render an aware datetime as ISO 8601 UTC with a Z, to the microsecond when needed."""
     if value is None:

@@ -12,7 +12,7 @@ holds the two rules together). Managed turns (``journal`` / ``on_admit``) run it
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 
@@ -32,7 +32,7 @@ from ._facts import (
     start_from_row,
     stored_max,
 )
-from ._limit_check import check_lane, hold_estimate
+from ._limit_check import LaneCheck, check_lane, code_of, hold_estimate
 from ._rule import (
     _ADMITTED,
     _ADMITTING,
@@ -48,6 +48,7 @@ from ._rule import (
 )
 from ._types import MAX_US, raw_columns
 from .alerts import record_alerts
+from .budgets import LimitState
 from .clock import Clock, SystemClock, from_us, read_clock, to_us
 from .decide.checks import Request as _Request
 from .decide.checks import Verdict as _Verdict
@@ -61,6 +62,8 @@ from .policies import RuleRef, combine, may_cover, rule_ref
 from .scope import check_id, check_limit
 from .store import DriverTx, Store, lock_id
 from .unit import UnitOfWork
+
+LaneStates = Sequence[LimitState]  # a lane's limit states as a caller read them (``budgets.limit_states``)
 
 
 class Admission:
@@ -221,7 +224,7 @@ class Admission:
         in one read transaction, then decided again."""
         with self.store.read() as conn:
             check = check_lane(conn, req.goal, req.agent, req.automation, now)
-        verdict = _evaluate(facts._replace(limit_code=check.code, limits=check.states), req, to_us(now))
+        verdict = _evaluate(_checked(facts, check), req, to_us(now))
         return (None if verdict.reason in writes else _decision(req, now, verdict)), check.across_agents
 
     # -- confirm ---------------------------------------------------------------------------
@@ -243,10 +246,13 @@ class Admission:
         return Confirmation(turn_id=turn_id, status="already_confirmed", start=start)
 
     # -- readback --------------------------------------------------------------------------
-    def eligibility(self, goal: str, agent: str, automation: str | None = None) -> Eligibility:
-        """Whether the floor has elapsed for ``agent`` (and ``automation``), and exactly when it will.
+    def eligibility(self, goal: str, agent: str, automation: str | None = None, *, limits: LaneStates | None = None) -> Eligibility:
+        """Whether the floor has elapsed for ``agent`` (and ``automation``), and exactly when it will;
+        a lane with counts or budgets is judged with them, by the same rows as ``reserve``.
 
-        A read failure or malformed state is reported as ``unavailable``, never ``eligible``.
+        ``limits``: the lane's limit states as the caller just read them (what a readback shows beside
+        the verdict), judged instead of read again; None: read here when the lane has any. A read
+        failure or malformed state is reported as ``unavailable``, never ``eligible``.
         """
         check_id(goal, "goal")
         check_id(agent, "agent")
@@ -256,15 +262,23 @@ class Admission:
         try:
             # The same facts reserve reads, so readback and admission can never disagree.
             facts = read_facts(self.store.autocommit, goal, agent, automation, _NO_TURN, _NO_TRIGGER)
+            if facts.limited > 0 and limits is not None:
+                facts = _judged(facts, limits)
+            elif facts.limited > 0:  # its counts and budgets checked as reserve checks them
+                with self.store.read() as conn:
+                    facts = _checked(facts, check_lane(conn, goal, agent, automation, now))
             last_start = self._last_start(goal, agent) if facts.agent_anchor_us is not None else None
         except StoreUnavailable as exc:
             return _unavailable(goal, agent, automation, now, exc)
         return _eligibility(goal, agent, automation, now, facts, last_start)
 
-    def eligibility_many(self, lanes: list[tuple[str, str, str | None]]) -> dict[tuple[str, str, str | None], Eligibility]:
+    def eligibility_many(
+        self, lanes: list[tuple[str, str, str | None]], *, limits: Mapping[tuple[str, str, str | None], LaneStates] | None = None
+    ) -> dict[tuple[str, str, str | None], Eligibility]:
         """``eligibility`` of many lanes (a readback of every automation): the facts of every lane
         in a fixed number of statements (``read_facts_many``), the last start of each agent in one
-        query; the same decision as above."""
+        query; the same decision as above (``limits``: the lanes' limit states the caller read, as
+        there; a limited lane missing from it is checked here, all in one read transaction)."""
         now = read_clock(self.clock)
         out: dict[tuple[str, str, str | None], Eligibility] = {}
         facts_of: dict[tuple[str, str, str | None], Facts] = {}
@@ -276,6 +290,17 @@ class Admission:
                     out[(goal, agent, automation)] = _unavailable(goal, agent, automation, now, facts)
                 else:
                     facts_of[(goal, agent, automation)] = facts
+            given = limits if limits is not None else {}
+            facts_of.update({lane: _judged(f, given[lane]) for lane, f in facts_of.items() if f.limited > 0 and lane in given})
+            limited = [lane for lane, f in facts_of.items() if f.limited > 0 and lane not in given]
+            if limited:  # their counts and budgets, as reserve checks them (one read transaction)
+                with self.store.read() as conn:
+                    for lane in limited:
+                        try:
+                            facts_of[lane] = _checked(facts_of[lane], check_lane(conn, *lane, now))
+                        except StoreUnavailable as exc:
+                            out[lane] = _unavailable(*lane, now, exc)
+                            del facts_of[lane]
             agents = sorted({(g, a) for (g, a, _), f in facts_of.items() if f.agent_anchor_us is not None})
             last_starts, bad_agents = self._last_starts(agents)
         except StoreUnavailable as exc:
@@ -445,6 +470,17 @@ def _start_may_cover(g: object, a: object, x: object, no_anchor: object, goal: s
     if isinstance(g, str) and a is None and isinstance(x, str) and not no_anchor:
         return g == goal and x == (automation or "")
     return _may_cover((g, a, x), goal, agent, None)
+
+
+def _checked(facts: Facts, check: LaneCheck) -> Facts:
+    """``facts`` with the lane's counts and budgets as ``check_lane`` found them (for the limit rows)."""
+    return facts._replace(limit_code=check.code, limits=check.states)
+
+
+def _judged(facts: Facts, states: LaneStates) -> Facts:
+    """``facts`` with limit states a caller read (``eligibility``'s ``limits``)."""
+    found = tuple(states)
+    return facts._replace(limit_code=code_of(found), limits=found)
 
 
 def _unchecked(verdict: _Verdict, facts: Facts) -> bool:

@@ -101,6 +101,14 @@ def test_a_loosened_limit_or_lowered_price_needs_allow_reduction(store: Store, d
         pytest.param(
             'across_agents = "yes"\nmax_starts = 1\nstarts_per = "1d"\n', "floor g: across_agents: give true or false", id="across-not-bool"
         ),
+        pytest.param('max_starts = 1\nstarts_per = "1d"\nalert_at = [0, 50]\n', "floor g: alert_at: '0' is not", id="alert-zero"),
+        pytest.param('max_starts = 1\nstarts_per = "1d"\nalert_at = [50, 50]\n', "floor g: alert_at: 50 is given twice", id="alert-twice"),
+        pytest.param('max_starts = 1\nstarts_per = "1d"\nalert_at = [101]\n', "floor g: alert_at: '101' is not", id="alert-over-100"),
+        pytest.param(
+            'max_starts = 1\nstarts_per = "1d"\nalert_at = [true]\n', "floor g: alert_at: give whole percentages", id="alert-bool"
+        ),
+        pytest.param('max_starts = 1\nstarts_per = "1d"\nalert_at = []\n', "floor g: alert_at: give whole percentages", id="alert-empty"),
+        pytest.param('max_starts = 1\nstarts_per = "1d"\nalert_at = 50.5\n', "floor g: alert_at: give whole percentages", id="alert-float"),
     ],
 )
 def test_a_bad_limit_field_is_one_line_with_its_line_and_nothing_written(
@@ -121,3 +129,24 @@ def test_a_bad_price_is_one_line_with_its_line(store: Store, db_url: str, tmp_pa
     assert r.returncode == 2
     [line] = r.stderr.strip().splitlines()
     assert "bad.toml:1: price m: usd_per_mtok:" in line, line
+
+
+def test_alert_at_applies_exports_and_round_trips(store: Store, db_url: str, tmp_path: Path, clock: FixedClock) -> None:
+    (tmp_path / "fleet.toml").write_text(FILE.replace('estimate_tokens = "40k"', 'estimate_tokens = "40k"\nalert_at = [90, 25]'))
+    r = run_cli("apply", "-f", "fleet.toml", "--owner-ref", "alice", db=db_url, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    agent = Floorgate(store, clock=clock).policies.get(Scope.parse("g/a"))
+    assert agent is not None and agent.limits.alert_at == (25, 90)
+    after = dump(store)
+    exported = run_cli("export", "-o", "state.toml", db=db_url, cwd=tmp_path)
+    assert exported.returncode == 0, exported.stderr
+    assert "alert_at = [25, 90]" in (tmp_path / "state.toml").read_text()
+    plan = run_cli("apply", "-f", "state.toml", "--dry-run", "--prune", "--json", db=db_url, cwd=tmp_path)
+    assert {s["action"] for s in json.loads(plan.stdout)["steps"]} == {"unchanged"}, plan.stdout
+    # The default percentages are stored as the default: back to them is one change, then none.
+    (tmp_path / "default.toml").write_text(FILE.replace('estimate_tokens = "40k"', 'estimate_tokens = "40k"\nalert_at = "50,80,100"'))
+    assert run_cli("apply", "-f", "default.toml", "--owner-ref", "alice", db=db_url, cwd=tmp_path).returncode == 0
+    agent = Floorgate(store, clock=clock).policies.get(Scope.parse("g/a"))
+    assert agent is not None and agent.limits.alert_at is None and dump(store) != after
+    again = run_cli("apply", "-f", "default.toml", "--owner-ref", "alice", "--json", db=db_url, cwd=tmp_path)
+    assert json.loads(again.stdout)["applied"] == 0, again.stdout

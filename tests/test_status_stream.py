@@ -72,9 +72,9 @@ def test_eligibility_is_read_in_parts_of_the_lanes_in_the_order_they_are_shown(s
     asked: list[list[str]] = []
     original = Admission.eligibility_many
 
-    def spied(self, lanes):  # type: ignore[no-untyped-def]
+    def spied(self, lanes, **kw):  # type: ignore[no-untyped-def]
         asked.append([lane[2] for lane in lanes])
-        return original(self, lanes)
+        return original(self, lanes, **kw)
 
     monkeypatch.setattr(readback_module, "_ELIGIBILITY_PART", 2)
     monkeypatch.setattr(Admission, "eligibility_many", spied)

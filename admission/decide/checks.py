@@ -16,7 +16,7 @@ from enum import Enum
 from functools import lru_cache
 from typing import Literal, NamedTuple
 
-from ..clock import from_us, iso
+from ..clock import ceil_second, from_us, iso
 from ..decisions import Explained, Phase, Reason
 from ..intervals import format_interval
 from .facts import Facts, LimitCode
@@ -68,7 +68,7 @@ class Anchor(Enum):
 class Readback(NamedTuple):
     """A check's form in readback (eligibility): its status and detail."""
 
-    status: Literal["eligible", "interval_wait"]
+    status: Literal["eligible", "interval_wait", "limit_wait", "unavailable"]
     detail: Callable[[Facts], str]
 
 
@@ -155,8 +155,8 @@ def _limit_next(code: LimitCode) -> Callable[[Facts, Request], int | None]:
         frees = getattr(state, "frees_at", None)
         if frees is None:
             return None
-        us = (frees - _EPOCH) // _ONE_US
-        return us if us < MAX_US else None  # never by waiting: no time to report
+        us: int = (frees - _EPOCH) // _ONE_US
+        return min(us, MAX_US)  # MAX_US: never by waiting (``reported_next_us`` reports no time)
 
     return next_us
 
@@ -178,7 +178,9 @@ def _raise_command(state: object) -> str:
     )
 
 
-def _limit_detail(f: Facts, req: Request, _now: int) -> str:
+def _limit_text(f: Facts) -> str:
+    """The binding limit, where it stands and when it frees (readback's detail; reserve's adds the
+    manual run's way out)."""
     state = _binding(f)
     if state is None:  # pragma: no cover - a code is only set with a blocked state
         return "a limit across runs is reached"
@@ -188,10 +190,16 @@ def _limit_detail(f: Facts, req: Request, _now: int) -> str:
         text += f"; cannot be checked: {problem}"
     frees = state.frees_at  # type: ignore[attr-defined]
     if frees is not None and frees.year < 9000:
-        text += f"; frees at {iso(frees)}"
+        text += f"; frees at {iso(ceil_second(frees))}"  # text: whole seconds, rounded up
     else:
         text += "; waiting does not free it"
-    if req.manual_reason is not None:
+    return text
+
+
+def _limit_detail(f: Facts, req: Request, _now: int) -> str:
+    text = _limit_text(f)
+    state = _binding(f)
+    if req.manual_reason is not None and state is not None:
         text += f"; manual runs count too: to raise it run '{_raise_command(state)}'"
     return text
 
@@ -278,6 +286,7 @@ CHECKS: tuple[Check, ...] = (
         "f.limited > 0 AND f.lim IS NULL",
         lambda f, req, now: _UNCHECKED,
         reports_next=False,
+        readback=Readback("unavailable", lambda f: _UNCHECKED),
     ),
     Check(
         "count_exhausted",
@@ -286,6 +295,7 @@ CHECKS: tuple[Check, ...] = (
         lambda f, req, now, nxt: f.limited > 0 and f.limit_code == LimitCode.COUNT,
         f"f.limited > 0 AND f.lim = {LimitCode.COUNT.value}",
         _limit_detail,
+        readback=Readback("limit_wait", _limit_text),
         next_us=_limit_next(LimitCode.COUNT),
     ),
     Check(
@@ -295,6 +305,7 @@ CHECKS: tuple[Check, ...] = (
         lambda f, req, now, nxt: f.limited > 0 and f.limit_code == LimitCode.BUDGET,
         f"f.limited > 0 AND f.lim = {LimitCode.BUDGET.value}",
         _limit_detail,
+        readback=Readback("limit_wait", _limit_text),
         next_us=_limit_next(LimitCode.BUDGET),
     ),
     Check(
@@ -352,7 +363,7 @@ def reported_next_us(f: Facts, req: Request, floor_next: int | None) -> int | No
         at = compute(f, req)
         if at is not None and (out is None or at > out):
             out = at
-    return out
+    return out if out is None or out < MAX_US else None  # a limit no wait frees: no time
 
 
 def first(checks: tuple[Check, ...], f: Facts, req: Request, now_us: int) -> tuple[Check, int | None]:

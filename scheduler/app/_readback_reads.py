@@ -32,7 +32,7 @@ from floorgate.admission.clock import Clock
 from floorgate.admission.errors import CorruptState
 from floorgate.admission.liveness import HookAnswer, HookAnswers
 
-from .budget_readback import BudgetReadback, LaneLimits
+from .budget_readback import BudgetReadback, LaneLimits, judged
 from .preview import ScheduleQueries
 
 
@@ -80,8 +80,10 @@ class _Direct:
     def text(self, detail: str) -> str:
         return detail
 
-    def eligibility(self, lane: tuple[str, str, str]) -> Eligibility:
-        return self.rb.admission.eligibility(*lane)
+    def eligibility(self, lane: tuple[str, str, str], limits: LaneLimits | None = None) -> Eligibility:
+        """The lane's verdict, its counts and budgets judged from ``limits`` (as read for the
+        readback: one read for the verdict and what is shown beside it)."""
+        return self.rb.admission.eligibility(*lane, limits=judged(limits))
 
     def limits(self, lane: tuple[str, str, str], automation: Automation) -> LaneLimits:
         return self.rb.budgets.of(lane, automation.spec.model)
@@ -171,14 +173,15 @@ class _Bulk:
         """One string object per distinct detail (ten thousand automations waiting for one floor say the same)."""
         return self.texts.setdefault(detail, detail)
 
-    def eligibility(self, lane: tuple[str, str, str]) -> Eligibility:
+    def eligibility(self, lane: tuple[str, str, str], limits: LaneLimits | None = None) -> Eligibility:
         found = self.eligibilities.pop(lane, None)  # each lane is read back once: let it go
         while found is None and self._read < len(self._lanes):
             part = self._lanes[self._read : self._read + _ELIGIBILITY_PART]
             self._read += len(part)
-            self.eligibilities.update(self._admission.eligibility_many(part))  # type: ignore[arg-type]
+            given = {k: states for k in part if (states := judged(self.lane_limits.get(k))) is not None}
+            self.eligibilities.update(self._admission.eligibility_many(part, limits=given))  # type: ignore[arg-type]
             found = self.eligibilities.pop(lane, None)
-        return found if found is not None else self.direct.eligibility(lane)
+        return found if found is not None else self.direct.eligibility(lane, limits)
 
     def envelope(self, lane: tuple[str, str, str]) -> tuple[Envelope, str | None]:
         return self.envelopes[lane]

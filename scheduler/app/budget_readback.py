@@ -4,8 +4,8 @@ a turn of the lane would hold (the envelope's ``max_tokens``, else its largest r
 the owner's ``--estimate-tokens``) and the model it is priced by (the automation's).
 
 Every surface (``policy show``, ``status``, ``automation show`` and ``preview``, the console,
-``/api/*``, ``/metrics``) renders a ``LaneLimits`` from here; ``limited`` is the one place the
-readback folds them into a lane's eligibility verdict.
+``/api/*``, ``/metrics``) renders a ``LaneLimits`` from here. Whether a limit blocks the lane is
+admission's table's verdict (``Admission.eligibility``); ``limited`` only words it.
 """
 
 from __future__ import annotations
@@ -16,8 +16,12 @@ from datetime import datetime
 from sqlalchemy.engine import Connection
 
 from floorgate.admission import Automations, Eligibility, NotFound, Reason, Rule, Store
+from floorgate.admission.alerts import Alert
+from floorgate.admission.alerts import counts as alert_counts
+from floorgate.admission.alerts import latest as latest_alerts
+from floorgate.admission.alerts import latest_many as latest_alerts_many
 from floorgate.admission.budgets import LimitState, binding, limit_states
-from floorgate.admission.clock import Clock, iso, read_clock
+from floorgate.admission.clock import Clock, ceil_second, iso, read_clock
 from floorgate.admission.envelope import merge
 from floorgate.admission.errors import CorruptState
 from floorgate.admission.limits import LimitKind, bound_limits, owner_estimate
@@ -32,11 +36,20 @@ Lane = tuple[str, str, str | None]
 
 @dataclass(frozen=True)
 class LaneLimits:
-    """Where a lane's limits stand now; ``estimate_tokens`` None: no estimate (token and USD budgets block)."""
+    """Where a lane's limits stand now, and the alerts they raised in their current periods;
+    ``estimate_tokens`` None: no estimate (token and USD budgets block)."""
 
     states: list[LimitState]
     estimate_tokens: int | None
     model: str | None
+    # Each limit's latest alert in its current period (``alerts.latest``; None: none), as ``states``.
+    alerts: tuple[Alert | None, ...] = ()
+    read: bool = True  # False: not read (the lane's rules carry no count or budget)
+
+    def with_alerts(self) -> list[tuple[LimitState, Alert | None]]:
+        """Each limit with its latest alert in its current period (None: none yet)."""
+        alerts = self.alerts if len(self.alerts) == len(self.states) else (None,) * len(self.states)
+        return list(zip(self.states, alerts, strict=True))
 
     @property
     def binding(self) -> LimitState | None:
@@ -44,7 +57,14 @@ class LaneLimits:
         return binding(self.states)
 
 
-_NONE = LaneLimits([], None, None)
+_NONE = LaneLimits([], None, None, read=False)
+
+
+def judged(limits: LaneLimits | None) -> list[LimitState] | None:
+    """The states admission judges a lane's verdict from (``Admission.eligibility``'s ``limits``):
+    those read for the readback, so the verdict and what is shown beside it are one read; None when
+    they were not read (admission then reads them itself if the lane has any)."""
+    return limits.states if limits is not None and limits.read else None
 
 
 def has_limits(rules: list[Rule]) -> bool:
@@ -84,8 +104,10 @@ class BudgetReadback:
             return out
         now = read_clock(self.clock)
         with self.store.read() as conn:
-            for lane, (rules, model) in wanted.items():
-                out[lane] = self._states(conn, lane, rules, model, now)
+            read = {lane: self._states(conn, lane, rules, model, now, alerts=False) for lane, (rules, model) in wanted.items()}
+            alerts = latest_alerts_many(conn, [x.states for x in read.values()], now)  # every lane's in one read
+        for (lane, found), raised in zip(read.items(), alerts, strict=True):
+            out[lane] = replace(found, alerts=raised)
         return out
 
     def listed(self, lanes: list[Lane]) -> dict[Lane, LaneLimits | None]:
@@ -106,7 +128,14 @@ class BudgetReadback:
         out.update(self.many(readable))
         return {lane: (found if found.states else None) for lane, found in out.items()}
 
-    def _states(self, conn: Connection, lane: Lane, rules: list[Rule], model: str | None, now: datetime) -> LaneLimits:
+    def alert_counts(self) -> dict[tuple[str, str], int]:
+        """Every alert written, by (event, what its limit counts) (``alerts.counts``, one read)."""
+        with self.store.read() as conn:
+            return alert_counts(conn)
+
+    def _states(
+        self, conn: Connection, lane: Lane, rules: list[Rule], model: str | None, now: datetime, *, alerts: bool = True
+    ) -> LaneLimits:
         goal, agent, automation = lane
         bound = bound_limits([(r.scope, r.revision, r.limits) for r in rules], agent)
         if not bound:
@@ -116,7 +145,8 @@ class BudgetReadback:
             conn, goal, agent, automation or "", now,
             envelope_max_tokens=envelope.max_tokens, owner_estimate=owner_estimate(r.limits for r in rules),
         )  # fmt: skip
-        return LaneLimits(limit_states(conn, bound, now, estimate_tokens=estimate, model=model), estimate, model)
+        states = limit_states(conn, bound, now, estimate_tokens=estimate, model=model)
+        return LaneLimits(states, estimate, model, latest_alerts(conn, states, now) if alerts else ())
 
 
 class PreviewLimits:
@@ -145,29 +175,26 @@ class PreviewLimits:
 
 
 def limited(eligibility: Eligibility, limits: LaneLimits | None) -> Eligibility:
-    """The readback's view of a lane's eligibility with its counts and budgets folded in.
-
-    A lane a limit blocks is ``limit_wait`` with the binding limit's reason (``count_exhausted``,
-    ``budget_exhausted``) when it frees later than the floor (``next_eligible_at``: the latest of
-    the floor and the limits; None when no wait frees it: the owner must raise it); a lane with
-    limits and no floor reads ``eligible``, never ``no_rule``. Admission decides from the same
-    ``limit_states``: this only says it where the verdict is shown. An unavailable verdict stays."""
+    """A lane's eligibility as the readback shows it beside its counts and budgets: presentation
+    only. Admission's table decides (``Admission.eligibility`` checks the lane's limits as reserve
+    does: status ``limit_wait``, the binding limit's reason and ``next_eligible_at``); here a
+    spent limit's detail names it with its usage and when it frees (whole seconds, rounded up), and
+    an open lane's detail lists its limits. An unavailable verdict stays as it is."""
     if limits is None or not limits.states or eligibility.status == "unavailable":
         return eligibility
-    block = limits.binding
-    if block is None:
-        if eligibility.reason is not Reason.NO_RULE:
+    if eligibility.status != "limit_wait":
+        if eligibility.status != "eligible":
             return eligibility
-        return eligibility.model_copy(update={"reason": Reason.ELIGIBLE, "detail": f"no floor applies; limited: {_summary(limits)}"})
-    frees = None if block.frees_at is None or block.frees_at == NEVER else block.frees_at
-    floor_next = eligibility.next_eligible_at if eligibility.status == "interval_wait" else None
-    if floor_next is not None and frees is not None and floor_next >= frees:
-        return eligibility  # the floor opens last: it binds, and says so already
-    reason = Reason.COUNT_EXHAUSTED if block.limit.kind is LimitKind.STARTS else Reason.BUDGET_EXHAUSTED
-    until = f"until {iso(frees)}" if frees is not None else "until the owner raises it"
+        lead = "no floor applies" if eligibility.floor is None or not eligibility.floor.rules else eligibility.detail
+        return eligibility.model_copy(update={"detail": f"{lead}; limited: {_summary(limits)}"})
+    block = limits.binding
+    if block is None:  # read a moment apart from the verdict: its own words stand
+        return eligibility
+    frees = eligibility.next_eligible_at
+    until = f"until {iso(ceil_second(frees))}" if frees is not None else "until the owner raises it"
     why = f"; {block.problem}" if block.problem else ""
-    detail = f"{reason.value}: {block.limit.describe()} ({usage_text(block)}) {until}{why}"
-    return eligibility.model_copy(update={"status": "limit_wait", "reason": reason, "next_eligible_at": frees, "detail": detail})
+    detail = f"{eligibility.reason.value}: {block.limit.describe()} ({usage_text(block)}) {until}{why}"
+    return eligibility.model_copy(update={"detail": detail})
 
 
 def limit_denied(row: PreviewRow, eligibility: Eligibility) -> PreviewRow:

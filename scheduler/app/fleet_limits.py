@@ -1,5 +1,5 @@
 """Limits and prices in a fleet file: the limit fields of a ``[[floor]]`` table (counts and
-budgets per window, the estimate, across agents), and ``[[price]]`` tables (a model's price per
+budgets per window, the estimate, across agents, the alert percentages), and ``[[price]]`` tables (a model's price per
 million tokens, for usage whose cost is not reported).
 
 A ``[[floor]]`` table that names any limit field states the scope's whole set of limits (a
@@ -13,7 +13,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from floorgate.admission import FloorgateError, InvalidInput, Scope, ScopeKind
-from floorgate.admission.limits import Limits, LimitsChange, loosened
+from floorgate.admission.limits import DEFAULT_ALERTS, Limits, LimitsChange, loosened, parse_alerts
 from floorgate.admission.usage import check_model
 from floorgate.admission.windows import check_max_starts, micros_to_usd, parse_tokens, parse_usd, parse_window
 
@@ -23,7 +23,7 @@ from ._fleet_plan import Action, Problem, Step, Writer, keyed_entries
 if TYPE_CHECKING:
     from .root import Floorgate
 
-LIMIT_FIELDS = ("max_starts", "starts_per", "budget_tokens", "budget_usd", "budget_per", "estimate_tokens", "across_agents")
+LIMIT_FIELDS = ("max_starts", "starts_per", "budget_tokens", "budget_usd", "budget_per", "estimate_tokens", "across_agents", "alert_at")
 
 
 def parse_limits(v: dict[str, Any]) -> Limits | None:
@@ -44,6 +44,7 @@ def parse_limits(v: dict[str, Any]) -> Limits | None:
     across = v.get("across_agents", False)
     if not isinstance(across, bool):
         raise InvalidInput("across_agents", "give true or false")
+    alerts = _alerts(v["alert_at"]) if "alert_at" in v else None
     return Limits(
         max_starts=starts,
         starts_window=starts_per,
@@ -52,7 +53,18 @@ def parse_limits(v: dict[str, Any]) -> Limits | None:
         budget_window=budget_per,
         estimate_tokens=estimate,
         across_agents=across,
+        alert_at=alerts if alerts != DEFAULT_ALERTS else None,  # stored as the default is: None
     )
+
+
+def _alerts(value: object) -> tuple[int, ...]:
+    """``alert_at = [50, 80, 100]`` (or ``"50,80,100"``): the percentages that raise
+    ``budget_threshold``; ``InvalidInput`` naming ``alert_at`` otherwise."""
+    if isinstance(value, list):
+        if not value or not all(isinstance(p, int) and not isinstance(p, bool) for p in value):
+            raise InvalidInput("alert_at", "give whole percentages in 1..100, e.g. alert_at = [50, 80, 100]")
+        value = ",".join(str(p) for p in value)
+    return parse_alerts(value, "alert_at")
 
 
 def _text(value: object, field: str, example: str) -> object:
@@ -76,6 +88,8 @@ def limits_table(limits: Limits) -> dict[str, Any]:
         out["estimate_tokens"] = limits.estimate_tokens
     if limits.across_agents:
         out["across_agents"] = True
+    if limits.alert_at is not None:
+        out["alert_at"] = list(limits.alert_at)
     return out
 
 
@@ -94,7 +108,8 @@ def changes_to(before: Limits, after: Limits, scope: Scope) -> list[LimitsChange
     across = after.across_agents if scope.kind is ScopeKind.GOAL else None
     count = {"max_starts": after.max_starts or 0}
     budget = {"budget_tokens": after.budget_tokens or 0, "budget_usd": after.budget_usd or Decimal(0)}
-    rest = {"estimate_tokens": after.estimate_tokens or 0, "across_agents": across}
+    # alert_at (): back to the default percentages, as a stored None is.
+    rest = {"estimate_tokens": after.estimate_tokens or 0, "across_agents": across, "alert_at": after.alert_at or ()}
     starts_per, budget_per = after.starts_window, after.budget_window
     if starts_per is None or budget_per is None or starts_per == budget_per:
         return [LimitsChange(**count, **budget, **rest, per=starts_per or budget_per)]

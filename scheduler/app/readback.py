@@ -3,7 +3,8 @@
 ``status``, ``automation show``, ``automation preview`` (and the HTTP console after them) render
 an ``AutomationReadback``; none computes its own answer. Next fires come from the same planning
 the timer host does (``preview.simulate``), with the host policy every host reads from the store,
-on the schedule that host really arms (floored for crontab and external timers).
+on the schedule that host really arms (floored for crontab and external timers). The values it
+returns are declared in ``_readback_values`` (imported from here by every surface).
 """
 
 from __future__ import annotations
@@ -12,9 +13,8 @@ import gc
 from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
-from enum import StrEnum
 
 from floorgate.admission import (
     Admission,
@@ -23,12 +23,10 @@ from floorgate.admission import (
     AutomationState,
     Automations,
     Eligibility,
-    Envelope,
     HoldKind,
     HostPolicies,
     HostPolicy,
     Journal,
-    Mission,
     Missions,
     StartRecord,
     Store,
@@ -44,134 +42,17 @@ from floorgate.admission.clock import Clock, SystemClock, iso, read_clock
 from floorgate.admission.liveness import HookAnswers, HostBeat, HostBeats
 from floorgate.admission.windows import NEVER
 from floorgate.hosts import InvalidSchedule, Schedule
-from floorgate.hosts.registry import capabilities, firing_problem
+from floorgate.hosts.registry import capabilities
 from floorgate.hosts.schedule import parse_canonical
 
 from ..runtime.recovery import orphaned
 from ._readback_reads import _Bulk, _Direct
-from .budget_readback import BudgetReadback, LaneLimits, PreviewLimits, limit_denied, limited
+from ._readback_values import AutomationReadback, Overview, OverviewStream, Preview, ReadContext, ReadbackState
+from .budget_readback import BudgetReadback, LaneLimits, PreviewLimits, judged, limit_denied, limited
 from .phase import off_phase
 from .preview import FloorMeeting, PlanInputs, PreviewRow, first_run, first_run_at, simulate
 from .timers import LAUNCH_WAIT, TimerService
 from .wake import catch_up_window, trigger_due
-
-
-class ReadbackState(StrEnum):
-    """Where an automation stands, for people: one value, and ``detail`` says why."""
-
-    ELIGIBLE = "eligible"
-    INTERVAL_WAIT = "interval_wait"
-    LIMIT_WAIT = "limit_wait"  # a count or budget is spent: it starts again when the window frees it
-    PAUSED = "paused"
-    HELD = "held"
-    FAILING = "failing"  # its latest turns failed: automatic starts slow down (never shown as eligible)
-    RUNNING = "running"
-    HOST_UNAVAILABLE = "host_unavailable"
-    AWAITING_OWNER = "awaiting_owner"
-    UNAVAILABLE = "unavailable"
-
-
-@dataclass(frozen=True, slots=True)  # slots: a status of fifty thousand holds fifty thousand
-class AutomationReadback:
-    """What one automation will do next, and why. ``automation`` is None when its row is unreadable."""
-
-    automation_id: str
-    automation: Automation | None
-    state: ReadbackState
-    detail: str
-    hold: HoldKind | None  # why a held automation does not tick, as stored (see ``unreadable``)
-    eligibility: Eligibility | None
-    next_fire_at: datetime | None  # when its next turn starts, as its timer host will fire it
-    plan: PlanInputs | None  # what next fires are computed from (None: nothing will fire)
-    last_turn: TurnRecord | None = None
-    binding: TimerBinding | None = None
-    guarantee: str = "enforced"
-    guarantee_why: str = ""
-    hook_answered_at: datetime | None = None
-    no_timer_host: bool = False  # it would fire, but its timer host is not running (detail says which)
-    drift: str | None = None  # how the host's live timer differs from the applied one, read just now
-    mission: Mission | None = None
-    envelope: Envelope | None = None
-    failures: int = 0  # consecutive failed turns (the failure streak; 0: none)
-    failing_until: datetime | None = None  # no automatic start before this (the streak's slowdown)
-    unreadable: bool = False  # held because its row, schedule, wake state or ticks cannot be decoded
-    limits: LaneLimits | None = None  # its counts and budgets: used, held, left, when each frees
-
-    def fires(self, count: int, now: datetime) -> list[PreviewRow]:
-        """The next ``count`` host fires and which of them run (none while it cannot fire)."""
-        return simulate(self.plan, count=count, now=now) if self.plan is not None else []
-
-
-@dataclass(frozen=True)
-class ReadContext:
-    """One read of the deployment-wide inputs every readback of a request shares."""
-
-    now: datetime
-    policy: HostPolicy
-    hosts: tuple[HostBeat, ...]
-    _down: dict[str, str | None] = field(default_factory=dict, compare=False, repr=False)
-
-    def alive(self, now: datetime) -> list[HostBeat]:
-        """The timer hosts running at ``now``."""
-        return [h for h in self.hosts if h.alive(now)]
-
-    def not_firing(self, timer: str) -> str | None:
-        """Why timers of kind ``timer`` fire nothing now (no ``floorgate run`` alive for floorgate's
-        own timer; the host's declared problem otherwise), None when nothing is known against them."""
-        if timer not in self._down:
-            if capabilities(timer).armed_by_runtime:
-                self._down[timer] = None if self.alive(self.now) else self.no_host_detail(self.now)
-            else:
-                self._down[timer] = firing_problem(timer)
-        return self._down[timer]
-
-    def no_host_detail(self, now: datetime) -> str:
-        """Why nothing fires on floorgate's own timer: no host runs, and when one last did."""
-        last = max(self.hosts, key=lambda h: h.beat_at, default=None)
-        seen = f"; the last one ({last.host_id}) was seen at {iso(last.beat_at)}" if last is not None else ""
-        return f"no floorgate host is running, so nothing fires: start 'floorgate run'{seen}"
-
-
-@dataclass(frozen=True)
-class Overview:
-    """Every automation's readback, the floored lanes without one, and the timer hosts."""
-
-    now: datetime
-    readbacks: list[AutomationReadback]
-    lanes: list[Eligibility]
-    hosts: tuple[HostBeat, ...]
-    lane_limits: dict[tuple[str, str, str | None], LaneLimits] = field(default_factory=dict)  # of the lanes that have limits
-
-    @property
-    def own_timers(self) -> bool:
-        """Whether any automation fires on a timer a floorgate host arms (status then lists the hosts)."""
-        return any(rb.automation is not None and capabilities(rb.automation.spec.timer).armed_by_runtime for rb in self.readbacks)
-
-
-@dataclass(frozen=True)
-class OverviewStream:
-    """``Overview`` as ``status`` renders it, read as it is rendered: ``readbacks`` yields each
-    automation's readback once, in the overview's order, and holds none of them afterwards."""
-
-    now: datetime
-    readbacks: Iterator[AutomationReadback]
-    lanes: list[Eligibility]
-    hosts: tuple[HostBeat, ...]
-    own_timers: bool
-    lane_limits: dict[tuple[str, str, str | None], LaneLimits] = field(default_factory=dict)  # of the lanes that have limits
-
-
-@dataclass(frozen=True)
-class Preview:
-    """A dry run: the schedule the host arms, its floor, and what becomes of each coming fire."""
-
-    automation_id: str
-    schedule: Schedule | None
-    floor: timedelta | None
-    lane_status: str
-    rows: list[PreviewRow]
-    blocked: str | None  # why nothing fires (paused, held, awaiting the owner, unreadable)
-    off_phase: str | None = None  # 'runs at 23:57 instead of 23:40 since the manual start of ...'
 
 
 def floor_meeting(timer: str) -> tuple[FloorMeeting, timedelta]:
@@ -309,7 +190,7 @@ class Readback:
         spec = automation.spec
         lane = (spec.goal_id, spec.agent_id, aid)
         limits = src.limits(lane, automation)
-        eligibility = limited(src.eligibility(lane), limits)
+        eligibility = limited(src.eligibility(lane, limits), limits)
         last_turn = src.last_turn(aid)
         binding = src.binding(aid)
         mission = src.mission(aid)
@@ -504,7 +385,7 @@ class Readback:
         (priced by ``model``; writes nothing)."""
         now = read_clock(self.clock)
         limits = self.budgets.of((goal, agent, automation_id), model)
-        eligibility = limited(self.admission.eligibility(goal, agent, automation_id), limits)
+        eligibility = limited(self.admission.eligibility(goal, agent, automation_id, limits=judged(limits)), limits)
         floor = eligibility.floor.floor if eligibility.floor is not None else None
         if eligibility.status == "unavailable":
             return Preview(automation_id, schedule, floor, eligibility.status, [], eligibility.detail)
@@ -528,7 +409,8 @@ class Readback:
     def lane(self, goal: str, agent: str, automation: str | None) -> tuple[Eligibility, LaneLimits | None]:
         """One lane's eligibility with its limits folded in (``limited``), and the limits (None: none)."""
         limits = self.budgets.lane(goal, agent, automation)
-        return limited(self.admission.eligibility(goal, agent, automation), limits), limits if limits.states else None
+        verdict = self.admission.eligibility(goal, agent, automation, limits=judged(limits))
+        return limited(verdict, limits), limits if limits.states else None
 
     def lanes(self, goal: str | None, agent: str | None, automation: str | None, covered: set[tuple[str, str, str]]) -> list[Eligibility]:
         """Eligibility of the floored lanes no automation stands for (``status``'s second table),
@@ -552,11 +434,12 @@ class Readback:
         wanted = [k for k in keys if k not in covered]
         if not wanted:
             return []
+        limits = self.budgets.listed(wanted)  # first: the verdicts are judged from what is shown
         if len(wanted) < 2:
-            found = {k: self.admission.eligibility(*k) for k in wanted}
-        else:
-            found = self.admission.eligibility_many(wanted)  # one read transaction, the agents' last starts in one query
-        limits = self.budgets.listed(wanted)
+            found = {k: self.admission.eligibility(*k, limits=judged(limits.get(k))) for k in wanted}
+        else:  # one read transaction, the agents' last starts in one query
+            given = {k: states for k in wanted if (states := judged(limits.get(k))) is not None}
+            found = self.admission.eligibility_many(wanted, limits=given)
         return [(limited(found[k], limits.get(k)), limits.get(k)) for k in wanted]
 
 

@@ -3,7 +3,7 @@ console reports the same numbers. Labels are bounded (goal, agent, automation, d
 status, bound); never a turn or mission id.
 
 Cardinality is bounded as Prometheus practice asks: by default totals (automations by state,
-decisions by reason, turns by status) and per-lane series only for a lane in trouble (its mission's
+decisions by reason, turns by status, budget alerts by event and limit kind) and per-lane series only for a lane in trouble (its mission's
 accounting latch set, its failure streak running); ``every_lane`` (``/metrics?lanes=all``) adds every lane's next eligible
 time, last start, launch skew, latch and timer drift, from a full readback (heavy at 10,000)."""
 
@@ -78,6 +78,15 @@ class StoreCollector(Collector):
         for phase, n in tallies.in_flight().items():
             in_flight.add_metric([phase], n)
         yield in_flight
+
+        alerts = CounterMetricFamily(
+            "floorgate_budget_alerts",
+            "Alerts written (budget_threshold, budget_exhausted) by event and what the limit counts (starts, tokens, usd)",
+            labels=["event", "limit"],
+        )
+        for (event, kind), n in sorted(fg.readback.budgets.alert_counts().items()):
+            alerts.add_metric([event, kind], n)
+        yield alerts
 
         exhausted = CounterMetricFamily("floorgate_envelope_exhausted", "Turns an envelope bound stopped", labels=["bound"])
         for (bound,), n in tallies.exhausted().items():
@@ -179,10 +188,17 @@ class _LimitFamilies:
         self.frees = GaugeMetricFamily(
             "floorgate_limit_frees_timestamp_seconds", "When the spent limit lets a start through again (Unix time)", labels=labels
         )
+        self.alert = GaugeMetricFamily(
+            "floorgate_limit_alert_timestamp_seconds",
+            "The limit's latest alert in its current period (Unix time), by event (budget_threshold, budget_exhausted)",
+            labels=[*labels, "event"],
+        )
 
     def add(self, lane: list[str], limits: LaneLimits | None) -> None:
-        for x in limits.states if limits is not None else []:
+        for x, alert in limits.with_alerts() if limits is not None else []:
             labels = [*lane, x.limit.kind.value, x.limit.window.text(), str(x.limit.scope)]
+            if alert is not None:
+                self.alert.add_metric([*labels, alert.kind.value], alert.at.timestamp())
             scale = 1e-6 if x.limit.kind is LimitKind.USD else 1.0
             self.used.add_metric(labels, x.used * scale)
             self.held.add_metric(labels, x.held * scale)
@@ -191,7 +207,7 @@ class _LimitFamilies:
                 self.frees.add_metric(labels, x.frees_at.timestamp())
 
     def families(self) -> tuple[GaugeMetricFamily, ...]:
-        return (self.used, self.held, self.left, self.frees)
+        return (self.used, self.held, self.left, self.frees, self.alert)
 
 
 def _failing_family() -> GaugeMetricFamily:

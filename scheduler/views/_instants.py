@@ -1,11 +1,8 @@
-"""Instants as the text surfaces show them."""
+"""Instants as the text surfaces show them: coming instants rounded up to the whole second
+(``ceil_second``, kept with the clock so admission's own texts round the same way)."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from floorgate.admission.clock import ceil_second
 
-
-def ceil_second(at: datetime) -> datetime:
-    """``at`` rounded up to the whole second (unchanged when it is one): a coming instant shown a
-    moment early would invite a start that is denied."""
-    return at if at.microsecond == 0 else at.replace(microsecond=0) + timedelta(seconds=1)
+__all__ = ["ceil_second"]

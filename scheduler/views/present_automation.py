@@ -21,7 +21,7 @@ from .present import (
     turn_doc,
     turn_outcome,
 )
-from .present_limits import limit_text, next_eligible_text
+from .present_limits import alert_texts, limit_text, next_eligible_text
 
 if TYPE_CHECKING:
     from ..app.automations import Detail, TriggerAnswer, TriggerWake
@@ -100,6 +100,7 @@ def detail_text(d: Detail) -> str:
         f"  floor:          {format_interval(floor.floor) if floor else '-'} (a fire inside it: {spec.when_denied})",
         f"  next eligible:  {next_eligible_text(rb.eligibility) if rb.eligibility and (rb.eligibility.next_eligible_at or rb.eligibility.status == 'limit_wait') else '-'}",
         *[f"  limit:          {x.limit.describe()}: {limit_text(x)}" for x in (rb.limits.states if rb.limits else [])],
+        *[f"  alert:          {alert}" for alert in alert_texts(rb.limits)],
         f"  next turn:      {_up(rb.next_fire_at) or '-'}",
         f"  debounce:       {_debounce(spec.debounce)}",
         f"  trigger:        {_pending_text(d.trigger)}",

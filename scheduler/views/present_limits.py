@@ -6,8 +6,11 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from floorgate.admission.alerts import Alert
 from floorgate.admission.budgets import LimitState
 from floorgate.admission.clock import iso
+from floorgate.admission.events import EventKind
+from floorgate.admission.limits import LimitKind
 from floorgate.admission.windows import NEVER
 
 from ..app.budget_readback import amount, usage_text
@@ -19,8 +22,9 @@ if TYPE_CHECKING:
     from ..app.budget_readback import LaneLimits
 
 
-def limit_doc(x: LimitState) -> dict[str, Any]:
-    """One limit binding a lane and where it stands, as JSON (USD amounts as decimal strings)."""
+def limit_doc(x: LimitState, alert: Alert | None = None) -> dict[str, Any]:
+    """One limit binding a lane and where it stands, as JSON (USD amounts as decimal strings),
+    with its latest alert in its current period (``alert``: None when none was raised)."""
     b = x.limit
     return {
         "kind": b.kind.value,
@@ -39,7 +43,36 @@ def limit_doc(x: LimitState) -> dict[str, Any]:
         "text": b.describe(),
         "usage": usage_text(x),
         "line": limit_text(x),
+        "alert": alert_doc(x, alert),
     }
+
+
+def alert_doc(x: LimitState, alert: Alert | None) -> dict[str, Any] | None:
+    """The latest alert of limit ``x`` in its current period, as JSON (exact instants)."""
+    if alert is None:
+        return None
+    return {
+        "event": alert.kind.value,
+        "event_id": alert.event_id,
+        "percent": alert.percent,
+        "used": amount(x, alert.used),
+        "at": iso(alert.at),
+        "period_start": iso(alert.period_start),
+        "text": alert_text(x, alert),
+    }
+
+
+def alert_text(x: LimitState, alert: Alert) -> str:
+    """``budget_threshold: 80% of 1k tokens per 1d at g/a reached at 2026-12-01T09:00:00Z (used 800
+    tokens)``, ``budget_exhausted: 2 starts per 1d at g/a spent at ...``:
+    what it said, of which limit, when (a recorded instant: to the second)."""
+    if alert.kind is EventKind.BUDGET_THRESHOLD:
+        what = f"{alert.percent if alert.percent is not None else '?'}% of {x.limit.describe()} reached"
+    else:
+        what = f"{x.limit.describe()} spent"
+    unit = {LimitKind.STARTS: " starts", LimitKind.TOKENS: " tokens", LimitKind.USD: " USD"}[x.limit.kind]
+    used = f" (used {amount(x, alert.used)}{unit})" if alert.used is not None else ""
+    return f"{alert.kind.value}: {what} at {iso(alert.at.replace(microsecond=0))}{used}"
 
 
 def frees_at(x: LimitState) -> str | None:
@@ -48,12 +81,14 @@ def frees_at(x: LimitState) -> str | None:
 
 
 def limit_text(x: LimitState) -> str:
-    """``used 2, held 0, left 1; exhausted until 2026-12-04T00:00:00Z``."""
+    """``used 2, held 0, left 1; exhausted until 2026-12-04T00:00:00Z`` (the instant rounded up
+    to the whole second, as every text shows a coming one; ``frees_at`` in JSON is exact)."""
     out = usage_text(x)
     if x.problem is not None:
         return f"{out}; cannot admit: {x.problem}"
     if x.blocked:
-        return f"{out}; exhausted until {frees_at(x) or 'the owner raises it'}"
+        until = iso(ceil_second(x.frees_at)) if x.frees_at is not None and x.frees_at != NEVER else "the owner raises it"
+        return f"{out}; exhausted until {until}"
     return out
 
 
@@ -70,15 +105,24 @@ def limits_brief(doc: dict[str, Any] | None) -> str | None:
 
 
 def limits_doc(limits: LaneLimits | None) -> list[dict[str, Any]]:
-    """Every limit of a lane as JSON (none: an empty list)."""
-    return [limit_doc(x) for x in limits.states] if limits is not None else []
+    """Every limit of a lane as JSON, each with its latest alert (none: an empty list)."""
+    return [limit_doc(x, a) for x, a in limits.with_alerts()] if limits is not None else []
 
 
 def limit_lines(name: str, limits: LaneLimits | None) -> list[str]:
-    """One status note per limit: ``  NAME: limit 3 starts per 1d at g/a: used 1, held 0, left 2``."""
+    """One status note per limit: ``  NAME: limit 3 starts per 1d at g/a: used 1, held 0, left 2``,
+    then one per limit that raised an alert in its current period: ``  NAME: alert ...``."""
     if limits is None:
         return []
-    return [f"  {name}: limit {x.limit.describe()}: {limit_text(x)}" for x in limits.states]
+    lines = [f"  {name}: limit {x.limit.describe()}: {limit_text(x)}" for x in limits.states]
+    return lines + [f"  {name}: alert {text}" for text in alert_texts(limits)]
+
+
+def alert_texts(limits: LaneLimits | None) -> list[str]:
+    """``alert_text`` of each limit of the lane with an alert in its current period."""
+    if limits is None:
+        return []
+    return [alert_text(x, a) for x, a in limits.with_alerts() if a is not None]
 
 
 def next_eligible_text(e: Eligibility) -> str:

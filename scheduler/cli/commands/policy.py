@@ -17,7 +17,7 @@ from floorgate.admission.windows import check_max_starts, format_usd, micros_to_
 
 from ...app.owner_gate import Access
 from ...views.present import change_doc, eligibility_state_doc, floor_doc, rule_doc, table
-from ...views.present_limits import limit_doc, limit_text, limits_brief, next_eligible_text
+from ...views.present_limits import alert_texts, limit_text, limits_brief, limits_doc, next_eligible_text
 from ..context import EXIT_OK, Context, add_common
 
 
@@ -207,7 +207,7 @@ def _show(ctx: Context) -> int:
         "rules": [rule_doc(r) for r in rules],
         "effective": floor_doc(effective),
         "eligibility": eligibility_state_doc(eligibility),
-        "limits": [limit_doc(x) for x in states],
+        "limits": limits_doc(lane),
         "estimate_tokens": lane.estimate_tokens if lane is not None else None,
     }
 
@@ -235,11 +235,16 @@ def _show(ctx: Context) -> int:
         )
         for x in states:
             out += f"\nlimit {x.limit.describe()}: {limit_text(x)}"
+        for alert in alert_texts(lane):
+            out += f"\nalert {alert}"
         if effective is not None:
             made_by = ", ".join(f"{r.scope} {format_interval(r.min_interval)} r{r.revision}" for r in effective.rules)
-            out += f"\neffective floor for {scope}: {format_interval(effective.floor)}" + (
-                f" (from {made_by})" if made_by else " (no rule applies)"
-            )
+            if made_by:
+                out += f"\neffective floor for {scope}: {format_interval(effective.floor)} (from {made_by})"
+            elif states:  # a rule with limits alone: no floor, and the limits above apply
+                out += f"\neffective floor for {scope}: none (no rule sets a floor); its limits apply"
+            else:
+                out += f"\neffective floor for {scope}: {format_interval(effective.floor)} (no rule applies)"
         if eligibility is not None:
             out += f"\nstate: {eligibility.status}, next eligible at {next_eligible_text(eligibility)} ({eligibility.detail})"
         return out
