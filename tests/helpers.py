@@ -8,11 +8,12 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from floorgate.admission import AutomationSpec, Automations, CommandHost, FixedClock, Policies, Scope, Store
+from floorgate.admission.journal import JournalEntry
 from floorgate.hosts import Schedule
 
 
@@ -179,3 +180,21 @@ class Receiver:
 
     def docs(self) -> list[dict]:  # type: ignore[type-arg]
         return [json.loads(body) for _, body in self.got]
+
+
+def journal_entry(turn_id: str, at: datetime) -> JournalEntry:
+    """A managed turn's journal entry for lane g/a/x, written at ``at`` (lease 5 min, deadline 10)."""
+    return JournalEntry(
+        turn_id=turn_id,
+        automation_id="x",
+        goal_id="g",
+        agent_id="a",
+        kind="automatic",
+        manual_reason=None,
+        runner_host="h",
+        runner_pid=1,
+        owner_id="runner",
+        lease_expires=at + timedelta(minutes=5),
+        deadline=at + timedelta(minutes=10),
+        log_path=None,
+    )

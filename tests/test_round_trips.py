@@ -18,13 +18,12 @@ import pytest
 from sqlalchemy import event
 
 from floorgate.admission import Admission, FixedClock, Policies, Reason, Scope, Store, open_store
-from floorgate.admission.journal import JournalEntry
 from floorgate.admission.limits import LimitsChange
 from floorgate.admission.usage import Prices
 from floorgate.admission.windows import parse_window
 
 from conftest import T0
-from helpers import add_automation
+from helpers import add_automation, journal_entry
 
 EVENTS: list[str] = []  # statement verbs and clock reads, in order, while counting
 
@@ -291,23 +290,6 @@ def on_the_wire(store: Store) -> Iterator[dict[str, int]]:
             counts["commits"] += sum(line.startswith("B") and 'CommandComplete\t "COMMIT"' in line for line in lines)
 
 
-def _entry(turn: str) -> JournalEntry:
-    return JournalEntry(
-        turn_id=turn,
-        automation_id="x",
-        goal_id="g",
-        agent_id="a",
-        kind="automatic",
-        manual_reason=None,
-        runner_host="h",
-        runner_pid=1,
-        owner_id="runner",
-        lease_expires=T0 + timedelta(minutes=5),
-        deadline=T0 + timedelta(minutes=10),
-        log_path=None,
-    )
-
-
 # A managed turn's reservation: the start, its journal row and the caller's on_admit writes in one
 # unit. (backend, outcome) -> (round trips, commits), with an on_admit that writes nothing.
 MANAGED = {
@@ -337,7 +319,7 @@ def test_round_trips_and_commits_of_a_managed_reservation(store: Store, outcome:
             automation="x",
             turn_id="t1",
             trigger_time=clock.now(),
-            journal=_entry("t1"),
+            journal=journal_entry("t1", T0),
             on_admit=admitted_units.append,
         )
     assert decision.admitted is (outcome == "admitted")

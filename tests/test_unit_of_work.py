@@ -27,11 +27,10 @@ from floorgate.admission import (
     Triggers,
 )
 from floorgate.admission import _locks as locks
-from floorgate.admission.journal import JournalEntry
 from floorgate.admission.missions import MissionStatus
 from floorgate.admission.unit import UnitClosed
 
-from helpers import add_automation
+from helpers import add_automation, journal_entry
 
 
 class Wire:
@@ -225,24 +224,6 @@ def test_an_ended_or_read_only_unit_refuses_writes(store: Store, clock: FixedClo
     assert _count(store, "fg_missions") == 0
 
 
-def _entry(turn_id: str, clock: FixedClock) -> JournalEntry:
-    now = clock.now()
-    return JournalEntry(
-        turn_id=turn_id,
-        automation_id="x",
-        goal_id="g",
-        agent_id="a",
-        kind="automatic",
-        manual_reason=None,
-        runner_host="h",
-        runner_pid=1,
-        owner_id="runner",
-        lease_expires=now + timedelta(minutes=5),
-        deadline=now + timedelta(minutes=10),
-        log_path=None,
-    )
-
-
 def test_a_managed_reservation_hands_its_unit_to_on_admit(store: Store, clock: FixedClock, wire: Wire) -> None:
     """The begin's repositories join the reservation's unit (one commit), its callbacks run once
     that commit is durable, and a denial calls nothing and runs nothing."""
@@ -257,13 +238,25 @@ def test_a_managed_reservation_hands_its_unit_to_on_admit(store: Store, clock: F
 
     before = wire.commits
     first = admission.reserve(
-        goal="g", agent="a", automation="x", turn_id="t1", trigger_time=clock.now(), journal=_entry("t1", clock), on_admit=begin
+        goal="g",
+        agent="a",
+        automation="x",
+        turn_id="t1",
+        trigger_time=clock.now(),
+        journal=journal_entry("t1", clock.now()),
+        on_admit=begin,
     )
     assert first.admitted and wire.commits - before == 1
     assert woken == [1] and missions.current("x") is not None  # the callback saw the journal row committed
     clock.advance(timedelta(seconds=1))
     second = admission.reserve(
-        goal="g", agent="a", automation="x", turn_id="t2", trigger_time=clock.now(), journal=_entry("t2", clock), on_admit=begin
+        goal="g",
+        agent="a",
+        automation="x",
+        turn_id="t2",
+        trigger_time=clock.now(),
+        journal=journal_entry("t2", clock.now()),
+        on_admit=begin,
     )
     assert not second.admitted and woken == [1]
 
@@ -275,7 +268,7 @@ def test_a_reservation_joining_a_unit_keeps_admission_s_lock_order(store: Store,
     admission = Admission(store, clock)
 
     def reserve(unit: Any) -> Any:
-        entry = _entry("t1", clock)
+        entry = journal_entry("t1", clock.now())
         return admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=clock.now(), journal=entry, unit=unit)
 
     if _pg(store):
