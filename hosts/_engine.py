@@ -38,7 +38,7 @@ from floorgate.admission.clock import aware_utc
 
 from . import _fires, _memo, _monthly
 from ._dateutil import build_rules, period_start
-from ._grid import ONE_OFFSET, UNSOLVED, Grid, first_after, grid_step, until_key
+from ._grid import ONE_OFFSET, UNSOLVED, Grid, first_after, grid_step, offset_from, until_key
 from ._grid import REACH as _REACH
 from ._grid import offset_at as _offset
 from ._memo import Memo
@@ -430,17 +430,7 @@ class Engine:
         jump = offset - _offset(instant - _REACH, zone)
         if not jump:
             return None
-        # Bisect on whole seconds (tzdata changes offsets on them): the old offset holds at ``low``,
-        # the new one from ``high`` on, so the change is at ``high`` once they are a second apart.
-        low = math.floor((instant - _REACH).timestamp())
-        high = math.ceil(instant.timestamp())
-        while high - low > 1:
-            middle = (low + high) // 2
-            if _offset(datetime.fromtimestamp(middle, _UTC), zone) == offset:
-                high = middle
-            else:
-                low = middle
-        at = datetime.fromtimestamp(high, _UTC)
+        at = offset_from(offset, math.floor((instant - _REACH).timestamp()), math.ceil(instant.timestamp()), zone)
         return (at, jump) if instant < at + abs(jump) else None
 
     def _to_local(self, instant: datetime) -> datetime:

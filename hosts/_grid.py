@@ -109,15 +109,20 @@ def first_after(origin: datetime, step: timedelta, zone: tzinfo | None, after: d
 def _boundary(low: datetime, high: datetime, zone: tzinfo) -> datetime:
     """The first whole second after ``low`` with the offset ``high`` has (whole-second instants
     with different offsets, one change between them)."""
-    offset = offset_at(high, zone)
-    a, b = int(low.timestamp()), int(high.timestamp())
-    while b - a > 1:
-        middle = (a + b) // 2
+    return offset_from(offset_at(high, zone), int(low.timestamp()), int(high.timestamp()), zone)
+
+
+def offset_from(offset: timedelta, low: int, high: int, zone: tzinfo) -> datetime:
+    """The whole second at which ``zone`` took ``offset``: bisected between the POSIX seconds
+    ``low`` (another offset) and ``high`` (``offset``), one change between them (tzdata changes
+    offsets on whole seconds)."""
+    while high - low > 1:
+        middle = (low + high) // 2
         if offset_at(datetime.fromtimestamp(middle, _UTC), zone) == offset:
-            b = middle
+            high = middle
         else:
-            a = middle
-    return datetime.fromtimestamp(b, _UTC)
+            low = middle
+    return datetime.fromtimestamp(high, _UTC)
 
 
 class Grid:

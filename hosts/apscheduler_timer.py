@@ -14,11 +14,10 @@ from typing import Any, ClassVar
 
 from apscheduler.triggers.base import BaseTrigger
 
-from ._exact import ExactRrule
+from ._exact import ExactRrule, exact_capabilities
 from .contract import (
     Applied,
     Capabilities,
-    Feature,
     Observation,
     ObservationState,
     Reported,
@@ -51,23 +50,13 @@ class ApschedulerTimer(ExactRrule):
     """
 
     kind = TimerKind.APSCHEDULER
-    CAPABILITIES: ClassVar[Capabilities] = Capabilities(
-        can_apply=True,
-        can_read_back=True,
-        armed_by_runtime=True,
-        launches_turns=True,
-        floor_aware=True,
-        expresses=frozenset(Feature),
-        summary="any RFC 5545 schedule floorgate accepts, clamped to the floor by the running host",
+    CAPABILITIES: ClassVar[Capabilities] = exact_capabilities(
+        floorgate_runs_it=True, summary="any RFC 5545 schedule floorgate accepts, clamped to the floor by the running host"
     )
 
     def __init__(self, scheduler: Any, job: Callable[[str], object] | None = None) -> None:
         self.scheduler = scheduler  # an apscheduler BaseScheduler, or None outside ``floorgate run``
         self.job = job
-
-    @classmethod
-    def firing_problem(cls) -> str | None:
-        return None  # a running floorgate run records heartbeats in the store
 
     def apply(self, automation_id: str, schedule: Schedule, now: datetime) -> Applied:
         form = self.expressed(schedule, now)
