@@ -10,20 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any, ClassVar
+from typing import Any
 
 from apscheduler.triggers.base import BaseTrigger
 
 from ._exact import ExactRrule, exact_capabilities
-from .contract import (
-    Applied,
-    Capabilities,
-    Observation,
-    ObservationState,
-    Reported,
-    TimerKind,
-    refuse_report,
-)
+from .contract import Applied, Observation, ObservationState, Reported, TimerKind, refuse_report
 from .errors import HostUnavailable
 from .schedule import Schedule
 
@@ -50,7 +42,7 @@ class ApschedulerTimer(ExactRrule):
     """
 
     kind = TimerKind.APSCHEDULER
-    CAPABILITIES: ClassVar[Capabilities] = exact_capabilities(
+    CAPABILITIES = exact_capabilities(
         floorgate_runs_it=True, summary="any RFC 5545 schedule floorgate accepts, clamped to the floor by the running host"
     )
 

@@ -11,17 +11,9 @@ is ``schedule-only`` unless a pre-model hook has been seen answering for the aut
 from __future__ import annotations
 
 from datetime import datetime
-from typing import ClassVar
 
 from ._exact import ExactRrule, exact_capabilities
-from .contract import (
-    Applied,
-    Capabilities,
-    Observation,
-    ObservationState,
-    Reported,
-    TimerKind,
-)
+from .contract import Applied, Observation, ObservationState, Reported, TimerKind
 from .errors import InvalidSchedule
 from .schedule import Schedule
 
@@ -30,7 +22,7 @@ class ExternalTimer(ExactRrule):
     """The timer host of an external app, through its owner."""
 
     kind = TimerKind.EXTERNAL
-    CAPABILITIES: ClassVar[Capabilities] = exact_capabilities(
+    CAPABILITIES = exact_capabilities(
         floorgate_runs_it=False, summary="RRULE schedules, set by the owner in the app and reported back by the owner"
     )
 
