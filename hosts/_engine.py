@@ -42,7 +42,7 @@ from ._grid import ONE_OFFSET, UNSOLVED, Grid, first_after, grid_step, offset_fr
 from ._grid import REACH as _REACH
 from ._grid import offset_at as _offset
 from ._memo import Memo
-from ._rrule import Recur
+from ._rrule import FIXED_PERIOD, Recur
 from ._support import NOMINAL_DAYS, check_supported
 from .errors import UnsupportedSchedule
 
@@ -57,6 +57,8 @@ def _unlabelled(w: datetime) -> datetime:
 
 _TWO_REACH = 2 * _REACH
 _UTC = timezone.utc
+# A period of each FREQ at its longest (a month of 31 days, a leap year).
+_LONGEST_PERIOD = {**FIXED_PERIOD, "MONTHLY": timedelta(days=31), "YEARLY": timedelta(days=366)}
 
 
 class Engine:
@@ -444,13 +446,4 @@ class Engine:
         return naive.replace(tzinfo=self.zone).astimezone(_UTC).astimezone(self.zone)
 
     def _period_length(self) -> timedelta:
-        unit = {
-            "SECONDLY": timedelta(seconds=1),
-            "MINUTELY": timedelta(minutes=1),
-            "HOURLY": timedelta(hours=1),
-            "DAILY": timedelta(days=1),
-            "WEEKLY": timedelta(weeks=1),
-            "MONTHLY": timedelta(days=31),
-            "YEARLY": timedelta(days=366),
-        }[self.recur.freq]
-        return unit * self.recur.interval
+        return _LONGEST_PERIOD[self.recur.freq] * self.recur.interval
