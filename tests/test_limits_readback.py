@@ -90,7 +90,8 @@ def test_a_budget_with_no_estimate_blocks_and_says_so(store: Store, clock: Fixed
     rb = Readback(store, clock).automation("x")
     assert rb.state is ReadbackState.LIMIT_WAIT and rb.eligibility is not None
     assert rb.eligibility.reason is Reason.BUDGET_EXHAUSTED and rb.eligibility.next_eligible_at is None
-    assert "until the owner raises it" in rb.detail and "--estimate-tokens" in rb.detail
+    assert "cannot be checked: no estimate" in rb.detail and "--estimate-tokens" in rb.detail
+    assert "raise" not in rb.detail  # raising the budget would not let a start through
     assert rb.fires(3, T0) and not any(row.admitted for row in rb.fires(3, T0))  # fail closed: no fire runs
 
 
