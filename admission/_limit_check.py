@@ -11,6 +11,7 @@ rules carry a floor alone. A damaged rule, start or usage row raises ``StoreUnav
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import NamedTuple
 
@@ -19,7 +20,7 @@ from sqlalchemy.engine import Connection
 
 from . import _schema as s
 from .budgets import LimitState, binding, limit_states
-from .decide.facts import LimitCode
+from .decide.facts import Facts, LimitCode
 from .envelope import merge
 from .errors import CorruptState, StoreUnavailable
 from .limits import BoundLimit, LimitKind, bound_limits, owner_estimate
@@ -86,3 +87,14 @@ def hold_estimate(conn: Connection, check: LaneCheck, turn_id: str, goal: str, a
     a token or USD budget only; idempotent by turn id)."""
     if check.budgets and check.estimate_tokens is not None:
         hold(conn, turn_id, goal, agent, automation or "", at, check.estimate_tokens, check.model)
+
+
+def checked(facts: Facts, check: LaneCheck) -> Facts:
+    """``facts`` with the lane's counts and budgets as checked (for the limit rows)."""
+    return facts._replace(limit_code=check.code, limits=check.states)
+
+
+def judged(facts: Facts, states: Sequence[LimitState]) -> Facts:
+    """``facts`` with limit states a caller read (``Admission.eligibility``'s ``limits``)."""
+    found = tuple(states)
+    return facts._replace(limit_code=code_of(found), limits=found)
