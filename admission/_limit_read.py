@@ -46,6 +46,7 @@ from .limits import BoundLimit, LimitKind, bound_limits, limits_from_columns, ow
 from .policies import read_compute, rule_ref
 from .store import DriverTx
 from .usage import ESTIMATE_LOOKBACK, largest_of, pick_estimate, prices_of, series_where, usage_of
+from .windows import Window
 
 _RULE_COLUMNS = (
     "goal_id agent_id automation_id min_interval_us revision compute_json max_starts starts_window "
@@ -68,11 +69,14 @@ class LaneLimits(NamedTuple):
     owner_estimate: int | None
     across: bool  # a limit counts across the goal's agents (the goal's lock)
 
-    @property
-    def shape(self) -> tuple[Any, ...]:
-        """What ``statement`` depends on (many lanes share one)."""
-        series = tuple((b.kind is LimitKind.STARTS, b.series.agent_id is not None, b.series.automation_id is not None) for b in self.bound)
-        return series, self.budgets, self.usd, self.budgets and not self.max_tokens
+    # The rows to gather, once per series and window (a token and a USD budget of one series and
+    # window share theirs): whether they are starts, by agent, by automation, and the window.
+    reads: tuple[tuple[bool, bool, bool, Window], ...]
+    shape: tuple[Any, ...]  # what ``statement`` depends on (many lanes share one)
+
+
+def _read_of(b: BoundLimit) -> tuple[bool, bool, bool, Window]:
+    return b.kind is LimitKind.STARTS, b.series.agent_id is not None, b.series.automation_id is not None, b.window
 
 
 _KNOWN: dict[tuple[str, str, str | None], LaneLimits] = {}
@@ -222,14 +226,18 @@ def _decode_defs(text: object, goal: str, agent: str) -> LaneLimits | None:
     if not bound:
         return None
     envelope = merge([(str(scope), compute) for scope, _, _, compute in rules if compute is not None])
+    budgets = any(b.kind is not LimitKind.STARTS for b in bound)
+    reads = tuple(dict.fromkeys(_read_of(b) for b in bound))
     return LaneLimits(
         key=str(text),
         bound=bound,
-        budgets=any(b.kind is not LimitKind.STARTS for b in bound),
+        budgets=budgets,
         usd=any(b.kind is LimitKind.USD for b in bound),
         max_tokens=envelope.max_tokens,
         owner_estimate=owner_estimate(limits for _, _, limits, _ in rules),
         across=any(b.series.agent_id is None for b in bound),
+        reads=reads,
+        shape=(tuple(r[:3] for r in reads), budgets, any(b.kind is LimitKind.USD for b in bound), budgets and not envelope.max_tokens),
     )
 
 
@@ -262,8 +270,8 @@ def read_known(tx: DriverTx, lane: LaneLimits, req: Request, clock: Clock, *, wi
     ``now`` when given (the serialized decision's reading)."""
     before = now if now is not None else read_clock(clock)
     params = facts_params(req.goal, req.agent, req.automation, req.turn_id, req.trigger_us)
-    for i, b in enumerate(lane.bound):  # each window's start from the cached definitions
-        params[f"s{i}"] = to_us(b.window.start(before))
+    for i, read in enumerate(lane.reads):  # each window's start from the cached definitions
+        params[f"s{i}"] = to_us(read[3].start(before))
     params["sl"] = to_us(before - ESTIMATE_LOOKBACK)
     row = tx.row(statement(tx.dialect, tx.relaxed, lane.shape, with_facts), params)
     if row is None:  # pragma: no cover - a SELECT of scalars always returns one row
@@ -314,12 +322,15 @@ def _check(lane: LaneLimits, values: list[Any], now: datetime) -> LaneCheck:
     model = model if isinstance(model, str) else None
     prices = prices_of(_PriceRow(*r) for r in _rows(values.pop(0), 2)) if lane.usd else {}
     gathered = Gathered({}, {}, prices)
-    for i, b in enumerate(lane.bound):
-        found = values.pop(0)
-        if b.kind is LimitKind.STARTS:
-            gathered.starts[i] = [decode_us(v) for v in _json_list(found)]
+    found: dict[tuple[bool, bool, bool, Window], Any] = {}
+    for read in lane.reads:
+        rows, window = values.pop(0), read[3]
+        if read[0]:
+            found[read] = [decode_us(v) for v in _json_list(rows)]
         else:
-            gathered.usage[i] = usage_of((_UsageRow(*r) for r in _rows(found, len(_USAGE_COLUMNS))), b.window, now, prices)
+            found[read] = usage_of((_UsageRow(*r) for r in _rows(rows, len(_USAGE_COLUMNS))), window, now, prices)
+    for i, b in enumerate(lane.bound):
+        (gathered.starts if b.kind is LimitKind.STARTS else gathered.usage)[i] = found[_read_of(b)]
     estimate = None
     if lane.budgets:
         recent: Callable[[], int | None] = lambda: largest_of((_UsageRow(*r) for r in _rows(values.pop(0), len(_USAGE_COLUMNS))), now)  # noqa: E731
