@@ -6,7 +6,8 @@ reads the lane's limits, its estimate (``usage.lane_estimate``), its model and e
 (``budgets.limit_states``), and answers the ``LimitCode`` the decision is taken again with, the
 states behind it, and whether a limit counts across agents (a goal-wide series, serialized by the
 goal's lock). Extra statements for limited lanes only: a few per series, none for a lane whose
-rules carry a floor alone. A damaged rule, start or usage row raises ``StoreUnavailable``.
+rules carry a floor alone. A damaged rule, start or usage row raises ``StoreUnavailable``. This is
+the slow path: a lane the process already knows is read in one statement (``_limit_read``).
 """
 
 from __future__ import annotations

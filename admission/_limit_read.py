@@ -45,7 +45,7 @@ from .errors import CorruptState, StoreUnavailable
 from .limits import BoundLimit, LimitKind, bound_limits, limits_from_columns, owner_estimate
 from .policies import read_compute, rule_ref
 from .store import DriverTx
-from .usage import ESTIMATE_LOOKBACK, largest_of, pick_estimate, prices_of, series_where, usage_of
+from .usage import ESTIMATE_LOOKBACK, largest_of, largest_where, pick_estimate, prices_of, series_where, usage_of
 from .windows import Window
 
 _RULE_COLUMNS = (
@@ -139,7 +139,7 @@ def _parts(dialect: str, shape: tuple[Any, ...]) -> list[Any]:
     parts = [_defs(dialect)]
     if budgets:
         a = s.automations
-        parts.append(select(a.c.model).where(a.c.automation_id == bindparam("x")).scalar_subquery())
+        parts.append(select(a.c.model).where(a.c.automation_id == bindparam("x")))
     if usd:
         p = s.model_prices
         parts.append(select(_agg(dialect, _array(dialect, p.c.model, p.c.usd_per_mtok_micros))))
@@ -156,10 +156,10 @@ def _parts(dialect: str, shape: tuple[Any, ...]) -> list[Any]:
             u = s.usage
             row = _array(dialect, *_raw(u, _USAGE_COLUMNS))
             parts.append(select(_agg(dialect, row)).where(series_where(u, "at_us", by_agent, by_automation, names)))
-    if largest:
+    if largest:  # the lane's largest recent turn: one row, as a JSON array of one
         u = s.usage
-        row = _array(dialect, *_raw(u, _USAGE_COLUMNS))
-        parts.append(select(_agg(dialect, row)).where(series_where(u, "at_us", True, True, (*_LANE, "sl"))))
+        top = select(u).where(largest_where((*_LANE, "sl"))).order_by(u.c.tokens.desc()).limit(1).subquery()
+        parts.append(select(_agg(dialect, _array(dialect, *_raw(top, _USAGE_COLUMNS)))))
     return parts
 
 
@@ -169,18 +169,17 @@ _DIALECTS: dict[str, Any] = {
 }
 
 
-def _sql(dialect: str, part: Any) -> str:
-    return "(" + str(part.compile(dialect=_DIALECTS[dialect])) + ")"
-
-
 @functools.cache
-def statement(dialect: str, relaxed: bool, shape: tuple[Any, ...], with_facts: bool) -> str:
-    """The lane's one statement: the hot facts (``with_facts``; as ``_facts.read_facts`` sends them,
-    on a relaxed store its guarded form), then its limit read (``shape``: ``LaneLimits.shape``)."""
-    limits = ", ".join(_sql(dialect, part) for part in _parts(dialect, shape))
+def statement(dialect: str, relaxed: bool, shape: tuple[Any, ...], with_facts: bool) -> tuple[str, dict[str, Any]]:
+    """The lane's one statement and its constant parameters: the hot facts (``with_facts``; as
+    ``_facts.read_facts`` sends them, on a relaxed store its guarded form), then its limit read
+    (``shape``: ``LaneLimits.shape``)."""
+    compiled = select(*(part.scalar_subquery() for part in _parts(dialect, shape))).compile(dialect=_DIALECTS[dialect])
+    constants = {k: v for k, v in compiled.params.items() if v is not None}
+    limits = str(compiled).removeprefix("SELECT ")
     if not with_facts:
-        return "SELECT " + limits
-    return (GUARDED_FACTS_SQL if relaxed else FACTS_SQL)[dialect] + ", " + limits
+        return "SELECT " + limits, constants
+    return (GUARDED_FACTS_SQL if relaxed else FACTS_SQL)[dialect] + ", " + limits, constants
 
 
 # -- learning a lane's definitions (the slow path) ------------------------------------------------
@@ -273,7 +272,8 @@ def read_known(tx: DriverTx, lane: LaneLimits, req: Request, clock: Clock, *, wi
     for i, read in enumerate(lane.reads):  # each window's start from the cached definitions
         params[f"s{i}"] = to_us(read[3].start(before))
     params["sl"] = to_us(before - ESTIMATE_LOOKBACK)
-    row = tx.row(statement(tx.dialect, tx.relaxed, lane.shape, with_facts), params)
+    sql, constants = statement(tx.dialect, tx.relaxed, lane.shape, with_facts)
+    row = tx.row(sql, {**params, **constants})
     if row is None:  # pragma: no cover - a SELECT of scalars always returns one row
         raise StoreUnavailable("the store returned no row for the admission facts")
     facts = decode_facts(row[: len(FACTS)], req.goal, req.agent, req.automation, req.turn_id) if with_facts else None

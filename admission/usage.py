@@ -239,13 +239,29 @@ def usage_of(rows: Iterable[Any], window: Window, now: datetime, prices: dict[st
 
 def largest_turn(conn: Connection, goal: str, agent: str, automation: str, now: datetime) -> int | None:
     """The largest settled per-turn token usage of the lane in the last ``ESTIMATE_LOOKBACK``
-    (None: none reported); a damaged row raises ``CorruptState``."""
-    return largest_of(series_rows(conn, Series(goal, agent, automation), now - ESTIMATE_LOOKBACK), now)
+    (None: none reported), read as the one row that holds it; that row damaged raises
+    ``CorruptState`` (rows a budget's window counts are all decoded by ``window_usage``)."""
+    params = {"goal": goal, "agent": agent, "automation": automation, "since": now - ESTIMATE_LOOKBACK}
+    return largest_of(conn.execute(_largest_statement(), params), now)
+
+
+def largest_where(names: tuple[str, str, str, str] = _NAMES) -> Any:
+    """The lane's settled turns that report tokens, from a time on (``series_where``'s ``names``):
+    ordered by ``tokens`` descending, the first is the largest (on SQLite a damaged non-integer
+    amount sorts first, and fails the decoder)."""
+    u = s.usage
+    return and_(series_where(u, "at_us", True, True, names), u.c.state == UsageState.SETTLED.value, u.c.tokens.is_not(None))
+
+
+@functools.cache
+def _largest_statement() -> Select[Any]:
+    u = s.usage
+    return select(u).where(largest_where()).order_by(u.c.tokens.desc()).limit(1)
 
 
 def largest_of(rows: Iterable[Any], now: datetime) -> int | None:
-    """``largest_turn`` from the lane's usage rows read from ``now - ESTIMATE_LOOKBACK`` on (or
-    earlier: older rows are left out here); every row is decoded, so a damaged one raises."""
+    """``largest_turn`` from the lane's largest usage row(s) read from ``now - ESTIMATE_LOOKBACK``
+    on (``largest_where``; older rows are left out here); each is decoded, so a damaged one raises."""
     since = now - ESTIMATE_LOOKBACK
     entries = [entry_from_row(r) for r in rows]
     values = [e.tokens for e in entries if e.at >= since and e.state is UsageState.SETTLED and e.tokens is not None]

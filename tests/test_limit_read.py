@@ -132,4 +132,4 @@ def test_a_known_lane_decides_as_the_slow_path_does(store: Store) -> None:
         days.append(found)
         clock.advance(timedelta(days=1))
     assert days[0] == days[1]
-    assert [x[1] for x in days[0]] == ["admitted", "admitted", "admitted", "count_exhausted"]
+    assert [x[1] for x in days[0]] == ["eligible", "eligible", "eligible", "count_exhausted"]
