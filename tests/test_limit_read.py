@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from decimal import Decimal
 
+from basics import T0
 from sqlalchemy import text
 
 from floorgate.admission import Admission, FixedClock, Policies, Scope, Store, open_store
@@ -15,7 +16,6 @@ from floorgate.admission.limits import LimitsChange
 from floorgate.admission.usage import Prices
 from floorgate.admission.windows import parse_window
 
-from conftest import T0
 from helpers import add_automation
 
 DAY = parse_window("1d")
