@@ -58,10 +58,8 @@ class UsageSource(StrEnum):
     HOOK = "hook"  # reported by an agent app's end-of-turn hook
 
 
-class UsageEntry(BaseModel):
-    """One turn's usage as the ledger holds it."""
-
-    model_config = ConfigDict(frozen=True)
+class UsageEntry(NamedTuple):  # a plain immutable value: a budget check decodes one per row of its window
+    """One turn's usage as the ledger holds it (built by ``entry_from_row`` alone, which checks every field)."""
 
     turn_id: str
     goal_id: str
@@ -111,7 +109,7 @@ def entry_from_row(row: Any) -> UsageEntry:
         raise CorruptState(f"malformed usage of turn {turn!r}: settled without tokens or cost")
     if row.model is not None and not isinstance(row.model, str):
         raise CorruptState(f"malformed usage of turn {turn!r}: model {row.model!r}")
-    return UsageEntry.model_construct(
+    return UsageEntry(
         turn_id=turn,
         goal_id=row.goal_id,
         agent_id=row.agent_id,
