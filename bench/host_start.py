@@ -56,6 +56,27 @@ with Scheduler(store) as scheduler:
         use = resource.getrusage(resource.RUSAGE_SELF)
         print(json.dumps({"cpu": use.ru_utime + use.ru_stime, "rss_mb": use.ru_maxrss / 1024, "jobs": schedules}))
 """
+# floorgate's timer host is APScheduler 3: arming one job per automation (added before the scheduler
+# starts, as the host does), in a process that does not import floorgate; CPU per job.
+APS3_ARM = r"""
+import json, sys, time
+from datetime import datetime, timedelta, timezone
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.interval import IntervalTrigger
+def job(automation_id):
+    return automation_id
+n = int(sys.argv[1])
+scheduler = BackgroundScheduler(timezone=timezone.utc, job_defaults={"coalesce": True, "max_instances": 1})
+trigger = IntervalTrigger(minutes=15, start_date=datetime(2020, 12, 1, tzinfo=timezone.utc))
+first = datetime.now(timezone.utc) + timedelta(days=1)
+began = time.process_time()
+for i in range(n):
+    scheduler.add_job(job, trigger=trigger, args=(f"auto-{i:05d}",), id=f"auto-{i:05d}", name=f"auto-{i:05d}", next_run_time=first)
+scheduler.start(paused=True)
+cpu = time.process_time() - began
+scheduler.shutdown(wait=False)
+print(json.dumps({"cpu": cpu}))
+"""
 # The bound under each start: its imports alone, CPU from getrusage at the end (same as BASELINE's).
 RUSAGE = (
     "\nimport json, resource\nuse = resource.getrusage(resource.RUSAGE_SELF)\nprint(json.dumps({'cpu': use.ru_utime + use.ru_stime}))\n"
@@ -129,7 +150,12 @@ def _cpu(argv: list[str]) -> float:
 
 
 def _bound_rows(
-    size: int, ours: list[dict[str, float]], theirs: list[dict[str, float]], our_imports: list[float], their_imports: list[float]
+    size: int,
+    ours: list[dict[str, float]],
+    theirs: list[dict[str, float]],
+    our_imports: list[float],
+    their_imports: list[float],
+    aps3_arm: list[float],
 ) -> None:
     """What bounds the start's CPU ratio: the two sides' imports alone, and the CPU left per stored
     job once the imports are paid (each round's start minus the same round's imports)."""
@@ -150,6 +176,16 @@ def _bound_rows(
     now = f"{spread(per)}; {spread(per_ours, ' us', 0)} vs {spread(per_theirs, ' us', 0)} CPU per job"
     print(f"         bound: CPU per stored job beyond the imports, at {n}: {now}")
     record(f"bound under host start: CPU per stored job beyond the imports, at {n}, vs APScheduler 4's", now, "-", None, backend="sqlite")
+    arm = [a / t for a, t in zip(aps3_arm, per_theirs, strict=True)]
+    now = f"{spread(arm)}; {spread(aps3_arm, ' us', 0)} vs {spread(per_theirs, ' us', 0)} CPU per job"
+    print(f"         bound: APScheduler 3 arming {n} jobs (floorgate's timer host; no floorgate) vs APScheduler 4's resume, per job: {now}")
+    record(
+        f"bound under host start: APScheduler 3 (floorgate's timer host) arming {n} jobs, no floorgate, vs APScheduler 4's resume, per job",
+        now,
+        "-",
+        None,
+        backend="none",
+    )
 
 
 def main() -> None:
@@ -166,12 +202,13 @@ def main() -> None:
         modules: list[str] = []
         floorgate_start(url, os.path.join(tmp, "state"), modules)
         print(f"floorgate run imports (top of the tree, before arming): {', '.join(modules)}")
-        ours, theirs, our_imports, their_imports = [], [], [], []
+        ours, theirs, our_imports, their_imports, aps3_arm = [], [], [], [], []
         for r in range(args.rounds):
             for kind in ("floorgate", "apscheduler") if r % 2 == 0 else ("apscheduler", "floorgate"):
                 if kind == "floorgate":
                     ours.append(floorgate_start(url, os.path.join(tmp, "state")))
                     our_imports.append(_cpu([sys.executable, "-c", import_code(modules) + RUSAGE]))
+                    aps3_arm.append(_cpu([sys.executable, "-c", APS3_ARM, str(args.size)]) / args.size * 1e6)
                 else:
                     out = subprocess.run([python, "-c", BASELINE, "start", base], check=True, capture_output=True, text=True)
                     theirs.append(json.loads(out.stdout.strip().splitlines()[-1]))
@@ -189,7 +226,7 @@ def main() -> None:
     )
     print(f"         ratios: CPU {spread(cpu)}, RSS {spread(rss)} (goals <= 1.3x, <= 1.5x)")
     cpu_med, rss_med = sorted(cpu)[len(cpu) // 2], sorted(rss)[len(rss) // 2]
-    _bound_rows(args.size, ours, theirs, our_imports, their_imports)
+    _bound_rows(args.size, ours, theirs, our_imports, their_imports, aps3_arm)
     record(
         f"host start at {n}, whole process: CPU vs APScheduler 4 resuming {n} stored schedules",
         spread(cpu),
