@@ -9,7 +9,10 @@ drifts too much between blocks for anything else to mean much. Baselines:
 
 - PostgreSQL admitted: reserve + confirm against one bare autocommit INSERT (psycopg, same server);
   reserve alone against the same INSERT (issue 12: one round trip and one durable commit to reserve).
-- PostgreSQL denial: against a ``SELECT 1`` round trip on the same server.
+- PostgreSQL denial: against a ``SELECT 1`` round trip on the same server; split (rows without
+  goals) into its statement through bare psycopg against ``SELECT 1`` and the denial against that
+  statement, the generic plan forced against psycopg's default, and the statement's server time
+  (EXPLAIN ANALYZE).
 - SQLite admitted: reserve + confirm against one bare durable INSERT (WAL, synchronous=FULL);
   reserve alone against the same INSERT. The cycle is two durable commits by design (confirm must
   survive a power loss), the reserve alone one.

@@ -11,6 +11,10 @@ read from /proc at that line. The baseline: APScheduler 4 (its own virtualenv un
 ``Scheduler`` on a SQLAlchemy data store holding the same number of interval schedules (none due)
 and reading every schedule back; its CPU seconds (``getrusage``, the whole process: interpreter,
 imports, start) and peak RSS. Rounds interleave the two. Goals: CPU <= 1.3x, RSS <= 1.5x.
+What bounds the CPU ratio, in the same rounds: each side's imports alone (floorgate's: the modules
+``floorgate run`` loaded before arming, read from ``-X importtime`` in an unmeasured start), the CPU
+per stored job beyond them, and APScheduler 3 (floorgate's timer host) arming as many jobs in a
+process without floorgate.
 """
 
 from __future__ import annotations

@@ -18,6 +18,11 @@ rounds interleaved; each row is the median of the per-round ratios with their sp
   provider) in a project with floorgate's hooks installed, served and in-process, against the same
   prompt in one without, interleaved: wall time (what the user waits; CPU beside it); goal 1.15x.
   Skipped when the CLI is not installed.
+Beside them, rows without goals that measure what bounds the missed ones (``bound under ...``):
+the imports a hook's admission needs; for ``status``, the modules it loads imported alone (read
+from ``-X importtime``), SQLAlchemy and pydantic alone, and a bare ``sqlite3`` read of the same
+store; for ``claude -p``, the same project with every hook a shell no-op, and the hook calls per
+prompt times a served answer's CPU against the plain prompt's CPU.
 """
 
 from __future__ import annotations
