@@ -29,5 +29,9 @@ def imported_by(argv: list[str], env: dict[str, str] | None = None, cwd: Path | 
 
 
 def import_code(modules: list[str]) -> str:
-    """``python -c`` code importing ``modules`` in order (one that will not import alone is skipped)."""
-    return f"import importlib\nfor m in {modules!r}:\n    try:\n        importlib.import_module(m)\n    except Exception:\n        pass\n"
+    """``python -c`` code importing ``modules`` in order (one that will not import alone is named on
+    stderr and skipped)."""
+    return (
+        f"import importlib, sys\nfor m in {modules!r}:\n    try:\n        importlib.import_module(m)\n"
+        "    except Exception as e:\n        print(f'not imported alone: {m}: {e}', file=sys.stderr)\n"
+    )
