@@ -62,6 +62,8 @@ BAD = [
     ("count-negative", ["--max-starts", "-1", "--per", "1d"], "--max-starts"),
     ("count-without-window", ["--max-starts", "3"], "--per"),
     ("window-alone", ["--per", "1d"], "--per"),
+    ("count-removed-with-window", ["--max-starts", "0", "--per", "1d"], "--max-starts"),
+    ("budget-removed-with-window", ["--budget-usd", "0", "--per", "1d"], "--budget-usd"),
     ("unknown-period", ["--max-starts", "3", "--per", "fortnight@UTC"], "--per"),
     ("unknown-zone", ["--max-starts", "3", "--per", "day@Mars/Olympus"], "--per"),
     ("estimate-fraction", ["--estimate-tokens", "1.5"], "--estimate-tokens"),
@@ -94,7 +96,7 @@ def test_bad_limit_input_is_one_line_exit_2_nothing_written(sqlite_db: str, flag
     result = run_cli("policy", "set", "inbox", *flags, "--revision", "0", "--owner-ref", "alice", db=sqlite_db)
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and field in lines[0] and "Traceback" not in result.stderr
+    assert len(lines) == 1 and lines[0].startswith(f"floorgate: error: {field}: ") and "Traceback" not in result.stderr
     assert history(sqlite_db) == []
 
 
