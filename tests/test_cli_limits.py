@@ -136,6 +136,9 @@ def test_prices_are_set_shown_and_lowering_needs_authorization(sqlite_db: str) -
     assert lower.returncode != 0 and "--allow-reduction" in lower.stderr
     bad = run_cli("policy", "price", "m", "--usd-per-mtok", "-1", "--revision", "0", "--owner-ref", "alice", db=sqlite_db)
     assert bad.returncode == 2 and "--usd-per-mtok" in bad.stderr
+    # Removing a price that was never set is refused: no revision records a change that is none.
+    nothing = run_cli("policy", "price", "m", "--usd-per-mtok", "0", "--revision", "0", "--owner-ref", "alice", db=sqlite_db)
+    assert nothing.returncode == 2 and nothing.stderr.startswith("floorgate: error: --usd-per-mtok: m has no price to remove")
     shown = json.loads(run_cli("policy", "prices", "--json", db=sqlite_db).stdout)["prices"]
     assert [(p["model"], p["usd_per_mtok"], p["revision"]) for p in shown] == [("claude-sonnet-4-5", "6.500000", 1)]
     assert "$6.50" in run_cli("policy", "prices", db=sqlite_db).stdout
