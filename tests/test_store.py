@@ -9,7 +9,7 @@ from floorgate.admission.store import resolve_url
 
 from conftest import T0, raw_sql
 
-HEAD = "0028"
+HEAD = "0029"
 
 
 def test_open_migrates_once_and_records_the_version(db_url: str) -> None:
