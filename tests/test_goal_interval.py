@@ -1,0 +1,123 @@
+"""A goal rule's floor across agents (``--across agents``): one start-to-start series over all the
+goal's agents, on SQLite and PostgreSQL, with exact boundaries (one microsecond before the goal's
+next eligible time: denied; at it: admitted), manual runs bypassing it, and every readback giving
+the same exact time and naming the goal. (Racing processes: tests/test_concurrency_limits.py.)"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from floorgate.admission import Admission, FixedClock, Policies, Reason, Scope
+from floorgate.admission.limits import LimitsChange
+
+T0 = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
+FLOOR = timedelta(minutes=15)
+US = timedelta(microseconds=1)
+
+
+def _goal_floor(policies: Policies, *, across: bool = True, interval: timedelta = FLOOR) -> None:
+    policies.configure(
+        Scope.parse("g"),
+        min_interval=interval,
+        expected_revision=0,
+        owner_ref="o",
+        limits=LimitsChange(across_agents=True) if across else None,
+    )
+
+
+# (id, across agents, the second start's agent and automation, its offset after the first, admitted)
+BOUNDARIES = [
+    ("other-agent-1us-before", True, ("b", "y"), FLOOR - US, False),
+    ("other-agent-at", True, ("b", "y"), FLOOR, True),
+    ("other-agent-agent-wide-1us-before", True, ("b", None), FLOOR - US, False),
+    ("other-agent-agent-wide-at", True, ("b", None), FLOOR, True),
+    ("same-agent-other-lane-1us-before", True, ("a", "y"), FLOOR - US, False),
+    ("same-agent-other-lane-at", True, ("a", "y"), FLOOR, True),
+    ("per-agent-other-agent-admitted", False, ("b", "y"), timedelta(seconds=1), True),
+    ("per-agent-same-agent-1us-before", False, ("a", "y"), FLOOR - US, False),
+]
+
+
+@pytest.mark.parametrize(("across", "second", "offset", "admitted"), [c[1:] for c in BOUNDARIES], ids=[c[0] for c in BOUNDARIES])
+def test_the_goal_floor_counts_from_any_agents_start(
+    policies: Policies, admission: Admission, clock: FixedClock, across: bool, second: tuple[str, str | None], offset: timedelta, admitted: bool
+) -> None:
+    _goal_floor(policies, across=across)
+    first = admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=T0)
+    assert first.admitted and first.reason is Reason.ELIGIBLE
+    clock.set(T0 + offset)
+    agent, automation = second
+    decision = admission.reserve(goal="g", agent=agent, automation=automation, turn_id="t2", trigger_time=T0 + offset)
+    assert decision.admitted is admitted, decision.detail
+    if not admitted:
+        assert decision.reason is Reason.INTERVAL_WAIT
+        assert decision.next_eligible_at == T0 + FLOOR  # exact, to the microsecond
+        if across and agent != "a":
+            assert "across the agents of goal g" in decision.detail
+
+
+def test_the_goal_floor_is_start_to_start_over_the_latest_start(policies: Policies, admission: Admission, clock: FixedClock) -> None:
+    """The series counts from the goal's latest start: a second agent's start moves it for all."""
+    _goal_floor(policies)
+    assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=T0).admitted
+    clock.set(T0 + FLOOR)
+    assert admission.reserve(goal="g", agent="b", automation="y", turn_id="t2", trigger_time=T0 + FLOOR).admitted
+    clock.set(T0 + 2 * FLOOR - US)
+    late = admission.reserve(goal="g", agent="a", automation="x", turn_id="t3", trigger_time=T0 + 2 * FLOOR - US)
+    assert (late.admitted, late.reason, late.next_eligible_at) == (False, Reason.INTERVAL_WAIT, T0 + 2 * FLOOR)
+    clock.set(T0 + 2 * FLOOR)
+    assert admission.reserve(goal="g", agent="c", automation="z", turn_id="t4", trigger_time=T0 + 2 * FLOOR).admitted
+
+
+def test_a_longer_agent_floor_still_binds_its_own_agent(policies: Policies, admission: Admission, clock: FixedClock) -> None:
+    """The goal floor across agents adds to the agent's own floors; the later time binds and the
+    detail names the floor that binds."""
+    _goal_floor(policies)
+    policies.configure(Scope.parse("g/a"), min_interval=timedelta(hours=1), expected_revision=0, owner_ref="o")
+    assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=T0).admitted
+    clock.set(T0 + FLOOR)
+    denied = admission.reserve(goal="g", agent="a", automation="x", turn_id="t2", trigger_time=T0 + FLOOR)
+    assert (denied.reason, denied.next_eligible_at) == (Reason.INTERVAL_WAIT, T0 + timedelta(hours=1))
+    assert "across the agents" not in denied.detail
+    assert admission.reserve(goal="g", agent="b", automation="y", turn_id="t3", trigger_time=T0 + FLOOR).admitted
+
+
+def test_manual_runs_bypass_the_goal_floor(policies: Policies, admission: Admission, clock: FixedClock) -> None:
+    _goal_floor(policies)
+    assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=T0).admitted
+    clock.set(T0 + timedelta(minutes=1))
+    manual = admission.reserve(goal="g", agent="b", automation="y", turn_id="t2", trigger_time=clock.now(), manual_reason="owner asked")
+    assert (manual.admitted, manual.reason) == (True, Reason.MANUAL)
+    assert manual.detail == "manual run bypassed the interval"
+    # The manual start is the goal's latest: the next automatic start counts from it.
+    clock.set(T0 + timedelta(minutes=1) + FLOOR - US)
+    denied = admission.reserve(goal="g", agent="c", automation="z", turn_id="t3", trigger_time=clock.now())
+    assert (denied.reason, denied.next_eligible_at) == (Reason.INTERVAL_WAIT, T0 + timedelta(minutes=1) + FLOOR)
+
+
+def test_every_readback_gives_the_goals_exact_next_time(policies: Policies, admission: Admission, clock: FixedClock) -> None:
+    _goal_floor(policies)
+    assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=T0).admitted
+    clock.set(T0 + FLOOR - US)
+    one = admission.eligibility("g", "b", "y")
+    assert (one.status, one.reason, one.next_eligible_at) == ("interval_wait", Reason.INTERVAL_WAIT, T0 + FLOOR)
+    assert one.detail == "floor 15m across the agents of goal g not yet elapsed since the goal's last start"
+    assert one.floor is not None and one.floor.goal_floor == FLOOR
+    lanes = [("g", "b", "y"), ("g", "b", None), ("g", "c", "z")]
+    assert {lane: e.next_eligible_at for lane, e in admission.eligibility_many(lanes).items()} == dict.fromkeys(lanes, T0 + FLOOR)
+    assert {lane: e.detail for lane, e in admission.eligibility_many(lanes).items()} == dict.fromkeys(lanes, one.detail)
+    assert admission.next_eligible_many(lanes) == dict.fromkeys(lanes, T0 + FLOOR)
+    clock.set(T0 + FLOOR)
+    assert admission.eligibility("g", "b", "y").status == "eligible"
+
+
+def test_without_across_readback_is_per_agent(policies: Policies, admission: Admission, clock: FixedClock) -> None:
+    _goal_floor(policies, across=False)
+    assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=T0).admitted
+    clock.set(T0 + timedelta(minutes=1))
+    assert admission.eligibility("g", "b", "y").status == "eligible"
+    assert admission.next_eligible_many([("g", "b", "y")]) == {("g", "b", "y"): None}
+    floor = admission.eligibility("g", "a", "x").floor
+    assert floor is not None and floor.goal_floor == timedelta(0) and "goal_floor" not in floor.model_dump(exclude_unset=True)
