@@ -5,12 +5,17 @@ the same exact time and naming the goal. (Racing processes: tests/test_concurren
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from floorgate.admission import Admission, FixedClock, Policies, Reason, Scope
+from floorgate.admission import Admission, FixedClock, Policies, Reason, Scope, open_store
+from floorgate.admission.clock import iso
 from floorgate.admission.limits import LimitsChange
+
+from cli import run_cli
+from helpers import add_automation
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
 FLOOR = timedelta(minutes=15)
@@ -42,7 +47,13 @@ BOUNDARIES = [
 
 @pytest.mark.parametrize(("across", "second", "offset", "admitted"), [c[1:] for c in BOUNDARIES], ids=[c[0] for c in BOUNDARIES])
 def test_the_goal_floor_counts_from_any_agents_start(
-    policies: Policies, admission: Admission, clock: FixedClock, across: bool, second: tuple[str, str | None], offset: timedelta, admitted: bool
+    policies: Policies,
+    admission: Admission,
+    clock: FixedClock,
+    across: bool,
+    second: tuple[str, str | None],
+    offset: timedelta,
+    admitted: bool,
 ) -> None:
     _goal_floor(policies, across=across)
     first = admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=T0)
@@ -121,3 +132,32 @@ def test_without_across_readback_is_per_agent(policies: Policies, admission: Adm
     assert admission.next_eligible_many([("g", "b", "y")]) == {("g", "b", "y"): None}
     floor = admission.eligibility("g", "a", "x").floor
     assert floor is not None and floor.goal_floor == timedelta(0) and "goal_floor" not in floor.model_dump(exclude_unset=True)
+
+
+def test_the_cli_readbacks_say_the_floor_counts_across_agents(sqlite_db: str) -> None:
+    """``policy show``, ``status``, ``automation show`` and ``automation preview``: the goal floor
+    across agents, named, and the exact next eligible time (the CLI reads the system clock)."""
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+    clock = FixedClock(now)
+    with open_store(sqlite_db) as store:
+        _goal_floor(Policies(store, clock))
+        add_automation(store, clock, "x", agent="a", schedule="DTSTART:20261201T090000Z RRULE:FREQ=MINUTELY;INTERVAL=5")
+        add_automation(store, clock, "y", agent="b", schedule="DTSTART:20261201T090000Z RRULE:FREQ=MINUTELY;INTERVAL=5")
+        assert Admission(store, clock).reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=now).admitted
+    at, named = iso(now + FLOOR), "floor 15m across the agents of goal g not yet elapsed since the goal's last start"
+    shown = json.loads(run_cli("policy", "show", "g/b/y", "--json", db=sqlite_db).stdout)
+    assert shown["eligibility"] == {"status": "interval_wait", "next_eligible_at": at, "detail": named}
+    assert (shown["effective"]["goal_floor_seconds"], shown["effective"]["rules"][0]["across_agents"]) == (900, True)
+    text = run_cli("policy", "show", "g/b/y", db=sqlite_db).stdout
+    assert "effective floor for g/b/y: 15m across the agents of goal g (from g 15m across agents r1)" in text
+    assert f"next eligible at {at} ({named})" in text
+    status = {a["automation"]: a for a in json.loads(run_cli("status", "--json", db=sqlite_db).stdout)["automations"]}
+    assert status["y"]["next_eligible_at"] == at
+    assert named in run_cli("status", db=sqlite_db).stdout
+    show = run_cli("automation", "show", "y", db=sqlite_db).stdout
+    assert "floor:          15m across the agents of goal g" in show and f"next eligible:  {at}" in show
+    preview = run_cli("automation", "preview", "y", db=sqlite_db).stdout
+    assert "floor 15m across the agents of goal g" in preview
+    fires = json.loads(run_cli("automation", "preview", "y", "--json", db=sqlite_db).stdout)
+    assert fires["goal_floor_seconds"] == 900
+    assert next(f for f in fires["fires"] if f["admitted"])["runs_at"] == at

@@ -134,11 +134,11 @@ def goal_binds(
     agent_floor_us: int, lane_floor_us: int, agent_anchor: int | None, lane_anchor: int | None, goal_floor_us: int, goal_anchor: int | None
 ) -> bool:
     """Whether the goal's floor (across agents) is what ``next_eligible_us`` waits for: it ends
-    later than the lane's own floors would."""
+    no earlier than the lane's own floors would (on a tie the goal's floor is named)."""
     if goal_anchor is None or not goal_floor_us:
         return False
     own = next_eligible_us(agent_floor_us, lane_floor_us, agent_anchor, lane_anchor)
-    return own is None or goal_anchor + goal_floor_us > own
+    return own is None or goal_anchor + goal_floor_us >= own
 
 
 def after_start_us(anchor_us: int, agent_floor_us: int, lane_floor_us: int) -> int:
