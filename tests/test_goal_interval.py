@@ -9,9 +9,11 @@ import json
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from sqlalchemy import text
 
-from floorgate.admission import Admission, FixedClock, Policies, Reason, Scope, open_store
+from floorgate.admission import Admission, FixedClock, Policies, Reason, Scope, Store, open_store
 from floorgate.admission.clock import iso
+from floorgate.admission.decide.facts import FACT
 from floorgate.admission.limits import LimitsChange
 
 from cli import run_cli
@@ -161,3 +163,32 @@ def test_the_cli_readbacks_say_the_floor_counts_across_agents(sqlite_db: str) ->
     fires = json.loads(run_cli("automation", "preview", "y", "--json", db=sqlite_db).stdout)
     assert fires["goal_floor_seconds"] == 900
     assert next(f for f in fires["fires"] if f["admitted"])["runs_at"] == at
+
+
+def test_an_index_serves_the_goals_latest_start(store: Store) -> None:
+    """The goal anchor fact walks ix_fg_starts_goal_anchor backwards: no scan, no sort (migration 0029)."""
+    # 20 goals' starts; goal g's are the oldest, so walking every start backwards would pass the others'.
+    rows = [
+        {"t": f"t{i}", "g": "g" if i < 100 else f"g{i % 20}", "a": f"a{i % 7}", "x": f"x{i % 3}", "us": 1_000_000 + i} for i in range(2000)
+    ]
+    with store.engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO fg_starts (turn_id, goal_id, agent_id, automation_id, trigger_us, anchor_us, phase, kind)"
+                " VALUES (:t, :g, :a, :x, :us, :us, 'confirmed', 'automatic')"
+            ),
+            rows,
+        )
+    with store.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        # The statistics and visibility map autovacuum keeps (without them PostgreSQL prices an index-only scan as heap reads).
+        conn.exec_driver_sql("VACUUM ANALYZE fg_starts" if store.dialect == "postgresql" else "ANALYZE")
+    sql = FACT["goal_anchor"].sql
+    with store.engine.connect() as conn:
+        if store.dialect == "sqlite":
+            plan = " | ".join(str(r[-1]) for r in conn.execute(text("EXPLAIN QUERY PLAN SELECT " + sql), {"g": "g"}))
+            assert "ix_fg_starts_goal_anchor" in plan and "TEMP B-TREE" not in plan and "SCAN fg_starts" not in plan, plan
+        else:
+            conn.exec_driver_sql("SET enable_seqscan = off")  # a table this small would be read whole otherwise
+            plan = " | ".join(str(r[0]) for r in conn.execute(text("EXPLAIN SELECT " + sql), {"g": "g"}))
+            assert "ix_fg_starts_goal_anchor" in plan and "Sort" not in plan, plan
+        assert conn.execute(text("SELECT " + sql), {"g": "g"}).scalar() == 1_000_099

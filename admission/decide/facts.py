@@ -197,7 +197,7 @@ FACTS = (
     Fact("limit_code", "lim", "CAST(:lim AS INTEGER)", "integer"),
     # The goal's latest start over all its agents (index ix_fg_starts_goal_anchor), which a goal floor
     # across agents counts from. On a relaxed store a start without an anchor is skipped (PostgreSQL
-    # sorts its NULL first). In bulk: the largest of the goal's agent anchors (``_facts``).
+    # sorts its NULL first). In bulk: the largest of the goal's agent anchors (``_facts.goal_anchors``).
     latest("goal_anchor", "gl", "anchor_us", _LANE_KEYS[:1], MAX_US)._replace(
         guarded="(SELECT anchor_us FROM fg_starts WHERE goal_id = :g AND anchor_us IS NOT NULL ORDER BY anchor_us DESC LIMIT 1)",
         per_row=None,
