@@ -10,6 +10,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 from sqlalchemy import text
+from test_hostile_state import relax
 
 from floorgate.admission import Admission, FixedClock, Policies, Reason, Scope, Store, open_store
 from floorgate.admission.clock import iso
@@ -192,3 +193,25 @@ def test_an_index_serves_the_goals_latest_start(store: Store) -> None:
             plan = " | ".join(str(r[0]) for r in conn.execute(text("EXPLAIN SELECT " + sql), {"g": "g"}))
             assert "ix_fg_starts_goal_anchor" in plan and "Sort" not in plan, plan
         assert conn.execute(text("SELECT " + sql), {"g": "g"}).scalar() == 1_000_099
+
+
+# A damaged across flag on the goal's rule (SQLite keeps any value; PostgreSQL's column refuses all
+# but NULL, once a hand rebuild dropped its NOT NULL): the goal's lanes deny, another goal's admit.
+FLAGS = [("two", "2", "sqlite"), ("text", "'yes'", "sqlite"), ("null", "NULL", "postgresql")]
+
+
+@pytest.mark.parametrize(("value", "backend"), [f[1:] for f in FLAGS], ids=[f[0] for f in FLAGS])
+def test_a_damaged_across_flag_fails_closed(store: Store, value: str, backend: str) -> None:
+    if store.dialect != backend:
+        pytest.skip(f"{backend} only")
+    clock = FixedClock(T0)
+    _goal_floor(Policies(store, clock))
+    if value == "NULL":
+        store = relax(store, "fg_rules", "across_agents")
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql(f"UPDATE fg_rules SET across_agents = {value} WHERE goal_id = 'g'")
+    admission = Admission(store, clock)
+    denied = admission.reserve(goal="g", agent="b", automation="y", turn_id="t1", trigger_time=T0)
+    assert (denied.admitted, denied.reason) == (False, Reason.STATE_UNAVAILABLE)
+    assert admission.eligibility("g", "b", "y").status == "unavailable"
+    assert admission.reserve(goal="h", agent="b", automation="y", turn_id="t2", trigger_time=T0).admitted
