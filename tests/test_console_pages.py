@@ -8,9 +8,10 @@ import html
 import os
 import re
 
+from basics import DAY, T0, raw_sql
+
 from floorgate.admission import Admission, FixedClock, Store
 
-from conftest import DAY, T0, raw_sql
 from console_kit import console, pending_ask, post_form, post_signin, sign_in
 from helpers import add_automation, floor, wait_for
 

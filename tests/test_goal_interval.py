@@ -9,6 +9,7 @@ import json
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from basics import T0
 from sqlalchemy import text
 from test_hostile_state import relax
 
@@ -20,7 +21,6 @@ from floorgate.admission.limits import LimitsChange
 from cli import run_cli
 from helpers import add_automation
 
-T0 = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
 FLOOR = timedelta(minutes=15)
 US = timedelta(microseconds=1)
 

@@ -15,6 +15,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from basics import T0
 from sqlalchemy import event
 
 from floorgate.admission import Admission, FixedClock, Policies, Reason, Scope, Store, open_store
@@ -22,7 +23,6 @@ from floorgate.admission.limits import LimitsChange
 from floorgate.admission.usage import Prices
 from floorgate.admission.windows import parse_window
 
-from conftest import T0
 from helpers import add_automation, journal_entry
 
 EVENTS: list[str] = []  # statement verbs and clock reads, in order, while counting

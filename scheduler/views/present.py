@@ -474,6 +474,11 @@ def second(at: datetime) -> str:
     return f"{ceil_second(at).astimezone(timezone.utc):%Y-%m-%d %H:%M:%S} UTC"
 
 
+def past_second(at: datetime) -> str:
+    """A past instant in a table: UTC to the second it fell in ('2026-12-02 09:00:00 UTC'); ``--json`` has the exact instant."""
+    return f"{at.astimezone(timezone.utc):%Y-%m-%d %H:%M:%S} UTC"
+
+
 def when(at: datetime | None, now: datetime, zone: tzinfo = timezone.utc) -> str | None:
     """``at`` for a table: the wall time in ``zone`` to the second, and how far it is from ``now``
     ('2026-12-02 09:00:00 CET, in 20 h'). Rounded *up* to the whole second: a floor shown opening
