@@ -165,6 +165,7 @@ LIMITED_RULE = (
     " OR (across_agents AND min_interval_us > 0 AND agent_id = '' AND automation_id = ''))"
 )
 _KEYS = tuple(c for c, _ in _LANE_KEYS)  # a start's or rule's scope columns
+_GOAL_RANGE = "goal_id >= :g AND goal_id <= :g"  # the goal's rows (see the goal_anchor fact)
 
 FACTS = (
     # {rows}: the dialect's ``RULE_ROWS``. In bulk: every rule's row, matched to lanes by the client.
@@ -196,11 +197,18 @@ FACTS = (
     ),
     Fact("limit_code", "lim", "CAST(:lim AS INTEGER)", "integer"),
     # The goal's latest start over all its agents (index ix_fg_starts_goal_anchor), which a goal floor
-    # across agents counts from. On a relaxed store a start without an anchor is skipped (PostgreSQL
-    # sorts its NULL first). In bulk: the largest of the goal's agent anchors (``_facts.goal_anchors``).
-    latest("goal_anchor", "gl", "anchor_us", _LANE_KEYS[:1], MAX_US)._replace(
-        guarded="(SELECT anchor_us FROM fg_starts WHERE goal_id = :g AND anchor_us IS NOT NULL ORDER BY anchor_us DESC LIMIT 1)",
-        per_row=None,
+    # across agents counts from. Written as a range ordered by (goal_id, anchor_us) so that only that
+    # index gives its order: as an equality, PostgreSQL may walk ix_fg_starts_anchor backwards through
+    # every goal's newer starts instead (its estimate assumes this goal's are spread evenly). On a
+    # relaxed store a start without an anchor is skipped (PostgreSQL sorts its NULL first). In bulk:
+    # the largest of the goal's agent anchors (``_facts.goal_anchors``).
+    Fact(
+        "goal_anchor",
+        "gl",
+        f"(SELECT anchor_us FROM fg_starts WHERE {_GOAL_RANGE} ORDER BY goal_id DESC, anchor_us DESC LIMIT 1)",
+        "bigint",
+        guarded=f"(SELECT anchor_us FROM fg_starts WHERE {_GOAL_RANGE} AND anchor_us IS NOT NULL ORDER BY goal_id DESC, anchor_us DESC LIMIT 1)",
+        bound=MAX_US,
     ),
     # Only on a store whose NOT NULL constraints were dropped (a hand rebuild; the planners cannot use
     # an index for IS NULL on a NOT NULL column, and such a row cannot exist there). A start missing
