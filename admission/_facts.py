@@ -336,6 +336,8 @@ def read_facts_many(tx: DriverTx, lanes: list[Lane], turn_id: str, trigger_us: i
             null_scoped.setdefault(g, []).append((i, a, x, rule, limited))
         else:
             by_scope.setdefault((g, a, x), []).append((i, rule, limited))
+    # The goals with a goal rule whose floor counts across agents (the goal anchor fact's condition).
+    across = {g for (g, a, x), found in by_scope.items() if a == x == "" for _, rule, _ in found if _floor_across(rule)}
     out: dict[Lane, Facts | StoreUnavailable] = {}
     memo: dict[tuple[str, tuple], RuleRef] = {}  # type: ignore[type-arg]
     folds: dict[tuple[int, ...], Folded] = {}  # by the rules' identities (memo keeps them alive)
@@ -356,7 +358,8 @@ def read_facts_many(tx: DriverTx, lanes: list[Lane], turn_id: str, trigger_us: i
         if tx.relaxed:  # the agent anchor's ``also``: the goal's starts without an agent group under None
             ag = stored_max(ag, keyed["agent_anchor"].get((goal, None)))
         try:
-            fields = _start_facts((turn_text, ag, ln, ln_tr, dup, None, None, goal_anchor.get(goal), guard), goal, agent, turn_id)
+            gl = goal_anchor.get(goal) if goal in across else None  # as the fact: read for such a goal only
+            fields = _start_facts((turn_text, ag, ln, ln_tr, dup, None, None, gl, guard), goal, agent, turn_id)
             # ``_floor`` of the lane's rules, each rule decoded once for all lanes.
             refs = [_memo_rule_ref(memo, rule, goal) for _, rule, _ in sorted(found, key=_first)]
             key = tuple(map(id, refs))
@@ -370,6 +373,12 @@ def read_facts_many(tx: DriverTx, lanes: list[Lane], turn_id: str, trigger_us: i
         except StoreUnavailable as exc:
             out[lane] = exc
     return out
+
+
+def _floor_across(rule: tuple) -> bool:  # type: ignore[type-arg]
+    """Whether a goal rule's row (``RULE_COLUMNS``) sets a floor across agents (a damaged one fails its decoder)."""
+    interval, across = rule[RULE_COLUMNS.index("min_interval_us")], rule[RULE_COLUMNS.index("across_agents")]
+    return type(interval) is int and interval > 0 and (across is True or (type(across) is int and across == 1))
 
 
 def _first(found: tuple) -> int:  # type: ignore[type-arg]

@@ -181,8 +181,9 @@ def test_an_index_serves_the_goals_latest_start(store: Store) -> None:
             ),
             rows,
         )
+    _goal_floor(Policies(store, FixedClock(T0)))  # goal g's floor counts across its agents; g1's does not
     with store.engine.begin() as conn:
-        conn.exec_driver_sql("ANALYZE fg_starts")
+        conn.exec_driver_sql("ANALYZE")
     sql = FACT["goal_anchor"].sql
     with store.engine.connect() as conn:
         if store.dialect == "sqlite":
@@ -193,6 +194,7 @@ def test_an_index_serves_the_goals_latest_start(store: Store) -> None:
             plan = " | ".join(str(r[0]) for r in conn.execute(text("EXPLAIN SELECT " + sql), {"g": "g"}))
             assert "ix_fg_starts_goal_anchor" in plan and "Sort" not in plan, plan
         assert conn.execute(text("SELECT " + sql), {"g": "g"}).scalar() == 1_000_099
+        assert conn.execute(text("SELECT " + sql), {"g": "g1"}).scalar() is None  # read only for a goal with such a rule
 
 
 # A damaged across flag on the goal's rule (SQLite keeps any value; PostgreSQL's column refuses all
@@ -215,3 +217,21 @@ def test_a_damaged_across_flag_fails_closed(store: Store, value: str, backend: s
     assert (denied.admitted, denied.reason) == (False, Reason.STATE_UNAVAILABLE)
     assert admission.eligibility("g", "b", "y").status == "unavailable"
     assert admission.reserve(goal="h", agent="b", automation="y", turn_id="t2", trigger_time=T0).admitted
+
+
+@pytest.mark.parametrize("across", [False, True], ids=["per-agent", "across-agents"])
+def test_another_agents_damaged_anchor_holds_the_goal_only_across_agents(store: Store, across: bool) -> None:
+    """The goal's latest start is read only for a goal whose floor counts across agents: there another
+    agent's unreadable anchor makes the lane unavailable (fail closed); elsewhere it is not this lane's."""
+    if store.dialect != "sqlite":
+        pytest.skip("PostgreSQL's column type refuses the value")
+    clock = FixedClock(T0)
+    _goal_floor(Policies(store, clock), across=across)
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO fg_starts (turn_id, goal_id, agent_id, automation_id, trigger_us, anchor_us, phase, kind)"
+            " VALUES ('t0', 'g', 'b', 'y', 1, 'yesterday', 'confirmed', 'automatic')"
+        )
+    assert Admission(store, clock).eligibility_many([("g", "a", "x")])[("g", "a", "x")].status == ("unavailable" if across else "eligible")
+    decision = Admission(store, clock).reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=T0)
+    assert (decision.admitted, decision.reason) == ((False, Reason.STATE_UNAVAILABLE) if across else (True, Reason.ELIGIBLE))

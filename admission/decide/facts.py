@@ -166,6 +166,10 @@ LIMITED_RULE = (
 )
 _KEYS = tuple(c for c, _ in _LANE_KEYS)  # a start's or rule's scope columns
 _GOAL_RANGE = "goal_id >= :g AND goal_id <= :g"  # the goal's rows (see the goal_anchor fact)
+# The goal has a rule whose floor counts across its agents (a primary-key lookup, once per read).
+_GOAL_ACROSS = (
+    "EXISTS (SELECT 1 FROM fg_rules WHERE goal_id = :g AND agent_id = '' AND automation_id = '' AND across_agents AND min_interval_us > 0)"
+)
 
 FACTS = (
     # {rows}: the dialect's ``RULE_ROWS``. In bulk: every rule's row, matched to lanes by the client.
@@ -200,14 +204,18 @@ FACTS = (
     # across agents counts from. Written as a range ordered by (goal_id, anchor_us) so that only that
     # index gives its order: as an equality, PostgreSQL may walk ix_fg_starts_anchor backwards through
     # every goal's newer starts instead (its estimate assumes this goal's are spread evenly). On a
-    # relaxed store a start without an anchor is skipped (PostgreSQL sorts its NULL first). In bulk:
-    # the largest of the goal's agent anchors (``_facts.goal_anchors``).
+    # relaxed store a start without an anchor is skipped (PostgreSQL sorts its NULL first). Read only
+    # for a goal with such a rule (NULL otherwise: other goals neither pay for it nor fail on another
+    # agent's damaged anchor). In bulk: the largest of the goal's agent anchors (``_facts.goal_anchors``).
     Fact(
         "goal_anchor",
         "gl",
-        f"(SELECT anchor_us FROM fg_starts WHERE {_GOAL_RANGE} ORDER BY goal_id DESC, anchor_us DESC LIMIT 1)",
+        f"(SELECT anchor_us FROM fg_starts WHERE {_GOAL_RANGE} AND {_GOAL_ACROSS} ORDER BY goal_id DESC, anchor_us DESC LIMIT 1)",
         "bigint",
-        guarded=f"(SELECT anchor_us FROM fg_starts WHERE {_GOAL_RANGE} AND anchor_us IS NOT NULL ORDER BY goal_id DESC, anchor_us DESC LIMIT 1)",
+        guarded=(
+            f"(SELECT anchor_us FROM fg_starts WHERE {_GOAL_RANGE} AND anchor_us IS NOT NULL AND {_GOAL_ACROSS}"
+            " ORDER BY goal_id DESC, anchor_us DESC LIMIT 1)"
+        ),
         bound=MAX_US,
     ),
     # Only on a store whose NOT NULL constraints were dropped (a hand rebuild; the planners cannot use
