@@ -79,19 +79,27 @@ def test_racing_processes_never_hold_one_token_over_a_budget(db_url: str, path, 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("across", [True, False], ids=["across-agents", "per-agent"])
-def test_racing_processes_on_a_goals_agents_never_start_two_within_its_interval(db_url: str, across: bool) -> None:
+@pytest.mark.parametrize(
+    ("across", "counts"), [(True, False), (True, True), (False, False)], ids=["across-agents", "across-agents-with-counts", "per-agent"]
+)
+def test_racing_processes_on_a_goals_agents_never_start_two_within_its_interval(db_url: str, across: bool, counts: bool) -> None:
     """A goal floor of 15 minutes across agents: 8 processes, each its own agent, reserve at the same
     instants 0, 10 and 20 minutes after T0: one start at 0 and one at 20, whoever wins; per agent,
-    each agent starts at 0 and 20."""
+    each agent starts at 0 and 20. With a count on each agent too, the lanes are decided from the
+    second round on by the one-statement path of a known limited lane: the goal's lock holds there."""
     with open_store(db_url) as store:
-        Policies(store, FixedClock(T0)).configure(
+        policies = Policies(store, FixedClock(T0))
+        policies.configure(
             Scope.parse("g"),
             min_interval=timedelta(minutes=15),
             expected_revision=0,
             owner_ref="o",
             limits=LimitsChange(across_agents=True) if across else None,
         )
+        for w in range(WORKERS if counts else 0):
+            policies.configure(
+                Scope.parse(f"g/a{w}"), expected_revision=0, owner_ref="o", limits=LimitsChange(max_starts=100, per=parse_window("1d"))
+            )
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(WORKERS)
     results = ctx.Queue()
