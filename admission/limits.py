@@ -289,6 +289,13 @@ class BoundLimit(NamedTuple):
         }[self.kind]
         return f"{shown} per {self.window} at {self.scope}" + (" across agents" if self.series.agent_id is None else "")
 
+    def quantity(self, value: int) -> str:
+        """``value`` of this limit's kind as the text shows it: ``2``, ``55000 tokens``, ``0.33 USD``
+        (a USD amount is kept in micro-dollars and never shown as such)."""
+        if self.kind is LimitKind.USD:
+            return f"{format(micros_to_usd(value).normalize(), 'f')} USD"
+        return f"{value} tokens" if self.kind is LimitKind.TOKENS else str(value)
+
 
 def series_of(scope: Scope, limits: Limits, agent: str) -> Series:
     """The series a limit of ``scope`` counts for a lane of ``agent``."""
