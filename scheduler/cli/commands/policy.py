@@ -16,7 +16,7 @@ from floorgate.admission.usage import Price
 from floorgate.admission.windows import check_max_starts, format_usd, micros_to_usd, parse_tokens, parse_usd, parse_window
 
 from ...app.owner_gate import Access
-from ...views.present import change_doc, eligibility_state_doc, floor_doc, past_second, rule_doc, table
+from ...views.present import change_doc, eligibility_state_doc, floor_doc, floor_text, past_second, rule_doc, table
 from ...views.present_limits import alert_texts, limit_text, limits_brief, limits_doc, next_eligible_text
 from ..context import EXIT_OK, Context, add_common, revision
 
@@ -238,9 +238,12 @@ def _show(ctx: Context) -> int:
         for alert in alert_texts(lane):
             out += f"\nalert {alert}"
         if effective is not None:
-            made_by = ", ".join(f"{r.scope} {format_interval(r.min_interval)} r{r.revision}" for r in effective.rules)
+            made_by = ", ".join(
+                f"{r.scope} {format_interval(r.min_interval)}{' across agents' if r.across_agents else ''} r{r.revision}"
+                for r in effective.rules
+            )
             if made_by:
-                out += f"\neffective floor for {scope}: {format_interval(effective.floor)} (from {made_by})"
+                out += f"\neffective floor for {scope}: {floor_text(effective)} (from {made_by})"
             elif states:  # a rule with limits alone: no floor, and the limits above apply
                 out += f"\neffective floor for {scope}: none (no rule sets a floor); its limits apply"
             else:
