@@ -117,22 +117,21 @@ class Lane:
         self.turns = 0
 
     def cycle(self, _i: int) -> None:
-        self.clock.advance(HOUR)
-        self.turns += 1
-        turn = f"{self.agent}-a{self.turns}"
-        d = self.admission.reserve(goal="g", agent=self.agent, automation="x", turn_id=turn, trigger_time=self.clock.now())
-        if not d.admitted:
-            raise SystemExit(f"bench bug: cycle {turn} denied: {d.reason}")
-        self.admission.confirm(turn)
+        self.admission.confirm(self._admitted("cycle", "a"))
 
     def reserve(self, _i: int) -> None:
         """An admitted reserve alone (left unconfirmed: it holds the floor as a crash before confirm does)."""
+        self._admitted("reserve", "r")
+
+    def _admitted(self, what: str, tag: str) -> str:
+        """An hour on, one reserve that must be admitted; its turn id."""
         self.clock.advance(HOUR)
         self.turns += 1
-        turn = f"{self.agent}-r{self.turns}"
+        turn = f"{self.agent}-{tag}{self.turns}"
         d = self.admission.reserve(goal="g", agent=self.agent, automation="x", turn_id=turn, trigger_time=self.clock.now())
         if not d.admitted:
-            raise SystemExit(f"bench bug: reserve {turn} denied: {d.reason}")
+            raise SystemExit(f"bench bug: {what} {turn} denied: {d.reason}")
+        return turn
 
     def deny(self, i: int) -> None:
         trigger = self.clock.now() + timedelta(microseconds=i + 1)

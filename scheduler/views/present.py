@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timedelta, timezone, tzinfo
 from typing import TYPE_CHECKING, Any
 
-from floorgate.admission import Confirmation, Debounce, Decision, EffectiveFloor, Eligibility, Rule, RuleChange, StartRecord
+from floorgate.admission import Confirmation, Debounce, Decision, EffectiveFloor, Eligibility, Envelope, Rule, RuleChange, StartRecord
 from floorgate.admission.clock import iso
 from floorgate.admission.intervals import format_interval
 
@@ -505,6 +505,20 @@ def binding_fields(b: TimerBinding) -> dict[str, Any]:
     }
 
 
+def envelope_bounds_doc(e: Envelope) -> dict[str, Any]:
+    """A merged compute envelope's bounds and the scopes whose blocks made it (None fields: unbounded)."""
+    return {
+        "max_turns": e.max_turns or None,
+        "max_tool_calls": e.max_tool_calls or None,
+        "max_tokens": e.max_tokens or None,
+        "max_wall_seconds": e.max_wall_seconds or None,
+        "model_allowlist": list(e.model_allowlist) if e.model_allowlist is not None else None,
+        "backend_allowlist": list(e.backend_allowlist) if e.backend_allowlist is not None else None,
+        "on_exhausted": e.on_exhausted,
+        "from_scopes": list(e.sources),
+    }
+
+
 def mission_doc(m: Any, envelope: Any = None) -> dict[str, Any]:
     """A mission's counters and what is left of its envelope (None = unbounded)."""
 
@@ -527,16 +541,7 @@ def mission_doc(m: Any, envelope: Any = None) -> dict[str, Any]:
         "problems": m.problems,
     }
     if envelope is not None:
-        doc["envelope"] = {
-            "max_turns": envelope.max_turns or None,
-            "max_tool_calls": envelope.max_tool_calls or None,
-            "max_tokens": envelope.max_tokens or None,
-            "max_wall_seconds": envelope.max_wall_seconds or None,
-            "model_allowlist": list(envelope.model_allowlist) if envelope.model_allowlist is not None else None,
-            "backend_allowlist": list(envelope.backend_allowlist) if envelope.backend_allowlist is not None else None,
-            "on_exhausted": envelope.on_exhausted,
-            "from_scopes": list(envelope.sources),
-        }
+        doc["envelope"] = envelope_bounds_doc(envelope)
         doc["left"] = {
             "turns": left(envelope.max_turns, m.turns, m.extra_turns),
             "tool_calls": left(envelope.max_tool_calls, m.tool_calls, m.extra_tool_calls),
