@@ -186,9 +186,14 @@ class Ticking:
 
     def _dispatch(self, decided: Admitting) -> None:
         self.turns.hold()  # released once it is decided: queued turns wait for the burst's decisions
-        if self.groups is not None and groupable(decided) and self.groups.submit(decided):
-            return
-        if not self.admitters.submit(decided):  # the admitters stopped (the host is stopping): decide it here
+        try:
+            if self.groups is not None and groupable(decided) and self.groups.submit(decided):
+                return
+            queued = self.admitters.submit(decided)
+        except BaseException:
+            self.turns.release()
+            raise
+        if not queued:  # the admitters stopped (the host is stopping): decide it here
             self._admit_released(decided)
 
     def _admit_released(self, admitting: Admitting) -> None:
