@@ -184,7 +184,8 @@ def _limit_text(f: Facts) -> str:
     state = _binding(f)
     if state is None:  # pragma: no cover - a code is only set with a blocked state
         return "a limit across runs is reached"
-    text = f"{state.limit.describe()}: used {state.used}, held {state.held}"  # type: ignore[attr-defined]
+    limit = state.limit  # type: ignore[attr-defined]
+    text = f"{limit.describe()}: used {limit.quantity(state.used)}, held {limit.quantity(state.held)}"  # type: ignore[attr-defined]
     problem = getattr(state, "problem", None)
     if problem:
         text += f"; cannot be checked: {problem}"
@@ -199,7 +200,7 @@ def _limit_text(f: Facts) -> str:
 def _limit_detail(f: Facts, req: Request, _now: int) -> str:
     text = _limit_text(f)
     state = _binding(f)
-    if req.manual_reason is not None and state is not None:
+    if req.manual_reason is not None and state is not None and not getattr(state, "problem", None):  # raising would not help
         text += f"; manual runs count too: to raise it run '{_raise_command(state)}'"
     return text
 

@@ -353,12 +353,12 @@ class Readback:
             or rb.plan is None
         ):
             blocked = rb.detail
-        rows = [] if blocked is not None else self._fires(rb, count, now)
+        rows = [] if blocked is not None else self.limited_fires(rb, count, now)
         last = rb.eligibility.last_start if rb.eligibility is not None else None
         moved = off_phase(rb.plan, first_run(rows), last, self._lane_starts, now=now) if blocked is None else None
         return Preview(automation_id, rb.plan.schedule if rb.plan else None, floor, status, rows, blocked, moved)
 
-    def _fires(self, rb: AutomationReadback, count: int, now: datetime) -> list[PreviewRow]:
+    def limited_fires(self, rb: AutomationReadback, count: int, now: datetime) -> list[PreviewRow]:
         """``rb``'s next fires with its counts and budgets checked at each start: a fire before a
         spent limit frees, or one the preview's own earlier starts would push over it, is denied
         naming the limit's reason."""
