@@ -12,7 +12,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from sqlalchemy import insert, update
+from sqlalchemy import event, insert, update
 
 from floorgate.admission import FixedClock, Store
 from floorgate.admission import _schema as s
@@ -197,3 +197,47 @@ def test_a_damaged_price_is_a_store_error(ledger: Store) -> None:
 def test_an_empty_ledger_is_one_line(store: Store) -> None:
     assert run_cli("usage", db=store.url).stdout == "no usage recorded\n"
     assert _doc(store, "--since", "2026-12-01T00:00Z") == {"entries": [], "totals": [], "since": "2026-12-01T00:00:00Z", "limit": 50}
+
+
+@pytest.mark.parametrize(
+    ("scope", "index"),
+    [
+        pytest.param((), "ix_fg_usage_at", id="every-lane"),
+        pytest.param(("g",), "ix_fg_usage_goal_at", id="goal"),
+        pytest.param(("g", "a1"), "ix_fg_usage_agent_at", id="agent"),
+        pytest.param(("g", "a1", "x2"), "ix_fg_usage_agent_at", id="automation"),
+    ],
+)
+def test_the_listing_walks_an_index_backwards(store: Store, scope: tuple[str, ...], index: str) -> None:
+    """The ledger's read is bounded by its index: no scan of the table, no sort of all of it (only
+    of ties on ``at_us``, by turn id, as the index hands them over)."""
+    rows = [  # goal g's rows are the oldest: walking every row backwards would pass the others'
+        {"turn_id": f"t{i}", "goal_id": "g" if i >= 1900 else f"g{i % 20}", "agent_id": f"a{i % 2}", "automation_id": f"x{i % 3}"}
+        | {"at_us": NOW - timedelta(seconds=i), "state": "held", "estimate_tokens": 1, "source": "admission"}
+        for i in range(2000)
+    ]
+    with store.engine.begin() as conn:
+        conn.execute(insert(s.usage), rows)
+        conn.exec_driver_sql("ANALYZE")
+    seen: list[tuple[str, Any]] = []
+
+    def keep(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
+        if "fg_usage" in statement:
+            seen.append((statement, parameters))
+
+    event.listen(store.engine, "before_cursor_execute", keep)
+    try:
+        entries, _ = Usage(store).ledger(scope, since=None, limit=10)
+    finally:
+        event.remove(store.engine, "before_cursor_execute", keep)
+    assert len(entries) == 10 and entries == sorted(entries, key=lambda e: e.at, reverse=True)
+    [(statement, parameters)] = seen
+    with store.engine.connect() as conn:
+        if store.dialect == "sqlite":
+            plan = " | ".join(str(r[-1]) for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, parameters))
+            assert index in plan and "TEMP B-TREE FOR ORDER BY" not in plan, plan
+        else:
+            conn.exec_driver_sql("SET enable_seqscan = off")  # a table this small would be read whole otherwise
+            conn.exec_driver_sql("SET enable_bitmapscan = off")  # (a bitmap scan returns rows out of the index's order)
+            plan = " | ".join(str(r[0]) for r in conn.exec_driver_sql("EXPLAIN " + statement, parameters))
+            assert index in plan and "Backward" in plan and not re.search(r"(^|->)\s*Sort\b", plan), plan
