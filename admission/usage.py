@@ -32,7 +32,7 @@ from .clock import Clock, SystemClock, read_clock
 from .errors import CorruptState, InvalidInput, NotFound, ReductionNotAuthorized, RevisionConflict
 from .limits import Series
 from .policies import check_owner_ref
-from .scope import check_id
+from .scope import check_id, check_limit
 from .store import Store
 from .windows import MAX_TOKENS, NEVER, Window, amount_frees_at, format_usd, micros_to_usd, usd_to_micros
 
@@ -481,6 +481,20 @@ class Usage:
         now = read_clock(self.clock)
         with self.store.read() as conn:
             return window_usage(conn, series, window, now)
+
+    def ledger(self, scope: tuple[str, ...], *, since: datetime | None, limit: int) -> tuple[builtins.list[UsageEntry], dict[str, int]]:
+        """The newest ``limit`` entries of ``scope`` ((), (goal,), (goal, agent) or (goal, agent,
+        automation)) at or after ``since`` (None: all), newest first, and the owner's prices: one
+        read walking an ``at_us`` index backwards. A damaged entry or price raises ``CorruptState``."""
+        u = s.usage
+        columns = (u.c.goal_id, u.c.agent_id, u.c.automation_id)
+        where = [c == check_id(v, n) for c, v, n in zip(columns, scope, ("goal", "agent", "automation"), strict=False)]
+        if since is not None:
+            where.append(u.c.at_us >= since)
+        stmt = select(u).where(*where).order_by(u.c.at_us.desc(), u.c.turn_id.desc()).limit(check_limit(limit))
+        with self.store.read() as conn:
+            rows, prices = conn.execute(stmt).all(), read_prices(conn)
+        return [entry_from_row(r) for r in rows], prices
 
 
 class Price(BaseModel):
