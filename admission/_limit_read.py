@@ -45,7 +45,17 @@ from .errors import CorruptState, StoreUnavailable
 from .limits import BoundLimit, LimitKind, bound_limits, limits_from_columns, owner_estimate
 from .policies import read_compute, rule_ref
 from .store import DriverTx
-from .usage import ESTIMATE_LOOKBACK, largest_of, largest_where, pick_estimate, prices_of, series_where, usage_of
+from .usage import (
+    ESTIMATE_LOOKBACK,
+    GROUP_COLUMNS,
+    RowsNeeded,
+    largest_of,
+    largest_where,
+    pick_estimate,
+    prices_of,
+    series_where,
+    usage_of_groups,
+)
 from .windows import Window
 
 _RULE_COLUMNS = (
@@ -152,10 +162,13 @@ def _parts(dialect: str, shape: tuple[Any, ...]) -> list[Any]:
                     series_where(t, "anchor_us", by_agent, by_automation, names)
                 )
             )
-        else:
+        else:  # the window's usage as groups of rows the arithmetic sums alike, not the rows
             u = s.usage
-            row = _array(dialect, *_raw(u, _USAGE_COLUMNS))
-            parts.append(select(_agg(dialect, row)).where(series_where(u, "at_us", by_agent, by_automation, names)))
+            keys = [u.c[n] for n in GROUP_COLUMNS]
+            at = type_coerce(u.c.at_us, BigInteger)
+            where = series_where(u, "at_us", by_agent, by_automation, names)
+            groups = select(*keys, func.count().label("n"), func.min(at).label("at_us")).where(where).group_by(*keys).subquery()
+            parts.append(select(_agg(dialect, _array(dialect, *groups.c))))
     if largest:  # the lane's largest recent turn: one row, as a JSON array of one
         u = s.usage
         top = select(u).where(largest_where((*_LANE, "sl"))).order_by(u.c.tokens.desc()).limit(1).subquery()
@@ -269,8 +282,8 @@ def read_known(tx: DriverTx, lane: LaneLimits, req: Request, clock: Clock, *, wi
     ``now`` when given (the serialized decision's reading)."""
     before = now if now is not None else read_clock(clock)
     params = facts_params(req.goal, req.agent, req.automation, req.turn_id, req.trigger_us)
-    for i, read in enumerate(lane.reads):  # each window's start from the cached definitions
-        params[f"s{i}"] = to_us(read[3].start(before))
+    for i, read in enumerate(lane.reads):  # each window's first counted microsecond, from the cached definitions
+        params[f"s{i}"] = to_us(read[3].start(before)) + (1 if read[3].rolling else 0)  # a rolling start is exclusive
     params["sl"] = to_us(before - ESTIMATE_LOOKBACK)
     sql, constants = statement(tx.dialect, tx.relaxed, lane.shape, with_facts)
     row = tx.row(sql, {**params, **constants})
@@ -283,6 +296,8 @@ def read_known(tx: DriverTx, lane: LaneLimits, req: Request, clock: Clock, *, wi
         return KnownRead(facts, None, at)
     try:
         return KnownRead(facts, _check(lane, list(rest[1:]), at), at)
+    except RowsNeeded:  # a rolling budget binds: when it frees is read from its rows by the slow path
+        return KnownRead(facts, None, at)
     except CorruptState as exc:
         raise StoreUnavailable(f"a limit of {req.goal}/{req.agent} cannot be read: {exc}") from None
 
@@ -328,7 +343,8 @@ def _check(lane: LaneLimits, values: list[Any], now: datetime) -> LaneCheck:
         if read[0]:
             found[read] = [decode_us(v) for v in _json_list(rows)]
         else:
-            found[read] = usage_of((_UsageRow(*r) for r in _rows(rows, len(_USAGE_COLUMNS))), window, now, prices)
+            groups = ((_group_row(r), r[-2]) for r in _rows(rows, len(GROUP_COLUMNS) + 2))
+            found[read] = usage_of_groups(groups, window, now, prices)
     for i, b in enumerate(lane.bound):
         (gathered.starts if b.kind is LimitKind.STARTS else gathered.usage)[i] = found[_read_of(b)]
     estimate = None
@@ -337,6 +353,12 @@ def _check(lane: LaneLimits, values: list[Any], now: datetime) -> LaneCheck:
         estimate = pick_estimate(lane.max_tokens, recent, lane.owner_estimate)
     states = tuple(states_of(lane.bound, gathered, now, estimate_tokens=estimate, model=model))
     return LaneCheck(code_of(states), states, estimate, model, lane.across, lane.budgets)
+
+
+def _group_row(values: list[Any]) -> Any:
+    """A gathered usage group as a row ``entry_from_row`` decodes (the ids are the series')."""
+    found = dict(zip(GROUP_COLUMNS, values, strict=False))
+    return SimpleNamespace(**found, turn_id="(a group of usage rows)", goal_id="", agent_id="", automation_id="", at_us=values[-1])
 
 
 def _rows(text: object, width: int) -> list[list[Any]]:

@@ -124,10 +124,18 @@ def entry_from_row(row: Any) -> UsageEntry:
     )
 
 
+class RowsNeeded(Exception):
+    """A rolling budget's frees-at was asked of usage gathered as sums (``usage_of_groups``):
+    when enough ages out depends on each row's time, so the caller reads the rows."""
+
+
 class WindowUsage(NamedTuple):
     """A series' usage in a window at ``now``: settled and held, in tokens and micro-dollars.
     ``unpriced``: models (None: a turn without one) whose tokens have no cost reported and no
-    price set; while it is not empty the USD figures are incomplete, and a USD budget denies."""
+    price set; while it is not empty the USD figures are incomplete, and a USD budget denies.
+    ``weights``: how many rows each entry stands for (1 each when read as rows; gathered as sums,
+    an entry stands for a group of equal rows and ``exact`` is False: a rolling window's frees-at
+    then raises ``RowsNeeded``)."""
 
     window: Window
     now: datetime
@@ -138,6 +146,8 @@ class WindowUsage(NamedTuple):
     held_usd_micros: int
     unpriced: frozenset[str | None]
     usd_of: tuple[int | None, ...]  # per entry, its cost in micro-dollars (None: unpriced)
+    weights: tuple[int, ...] = ()
+    exact: bool = True
 
     @property
     def tokens(self) -> int:
@@ -147,18 +157,27 @@ class WindowUsage(NamedTuple):
     def usd_micros(self) -> int:
         return self.settled_usd_micros + self.held_usd_micros
 
+    def _weights(self) -> tuple[int, ...]:
+        return self.weights or (1,) * len(self.entries)
+
+    def _frees_at(self, amounts: builtins.list[tuple[datetime, int]], budget: int, need: int) -> datetime | None:
+        found = amount_frees_at(amounts, budget, need, self.window, self.now)
+        if found is not None and found != NEVER and self.window.rolling and not self.exact:
+            raise RowsNeeded(f"when {self.window} frees up needs its usage rows")
+        return found
+
     def tokens_frees_at(self, budget: int, need: int) -> datetime | None:
         """None when ``need`` more tokens fit the ``budget`` now; else when enough ages out
         (``windows.NEVER`` when ``need`` alone is over the budget)."""
-        return amount_frees_at([(e.at, e.counted_tokens) for e in self.entries], budget, need, self.window, self.now)
+        return self._frees_at([(e.at, e.counted_tokens * n) for e, n in zip(self.entries, self._weights(), strict=True)], budget, need)
 
     def usd_frees_at(self, budget_micros: int, need_micros: int) -> datetime | None:
         """As ``tokens_frees_at`` for micro-dollars; ``windows.NEVER`` while any usage is unpriced
         (it cannot be known to fit: fail closed until the owner sets a price)."""
         if self.unpriced:
             return NEVER
-        amounts = [(e.at, usd) for e, usd in zip(self.entries, self.usd_of, strict=True) if usd is not None]
-        return amount_frees_at(amounts, budget_micros, need_micros, self.window, self.now)
+        found = zip(self.entries, self.usd_of, self._weights(), strict=True)
+        return self._frees_at([(e.at, usd * n) for e, usd, n in found if usd is not None], budget_micros, need_micros)
 
 
 _NAMES = ("goal", "agent", "automation", "since")
@@ -209,16 +228,42 @@ def window_usage(conn: Connection, series: Series, window: Window, now: datetime
 def usage_of(rows: Iterable[Any], window: Window, now: datetime, prices: dict[str, int]) -> WindowUsage:
     """``window_usage`` from a series' usage rows read from the window's start on (``series_rows``,
     or the same rows gathered in another statement): the one arithmetic of a window's usage."""
-    entries = tuple(e for e in map(entry_from_row, rows) if window.counts(e.at, now))
+    entries = [e for e in map(entry_from_row, rows) if window.counts(e.at, now)]
+    return _totals(window, now, entries, [1] * len(entries), prices, exact=True)
+
+
+def usage_of_groups(groups: Iterable[tuple[Any, int]], window: Window, now: datetime, prices: dict[str, int]) -> WindowUsage:
+    """``usage_of`` from a series' usage gathered as groups of rows that agree on every column the
+    arithmetic reads (``GROUP_COLUMNS``): ``(row, n)`` with the group's values, its earliest
+    ``at_us`` and how many rows it holds, read by the window's exact predicate (every row counts).
+    Each group is decoded by ``entry_from_row``, so a damaged value fails as a damaged row does.
+    A rolling window's frees-at cannot be told from groups: it raises ``RowsNeeded``."""
+    entries, weights = [], []
+    for row, n in groups:
+        if type(n) is not int or n < 1:
+            raise CorruptState(f"a usage group could not be read: {n!r} rows")
+        entries.append(entry_from_row(row))
+        weights.append(n)
+    return _totals(window, now, entries, weights, prices, exact=False)
+
+
+# The columns a window's usage arithmetic reads besides the time: rows equal in all of them are
+# summed alike, so a statement may gather them as one group (``usage_of_groups``).
+GROUP_COLUMNS = ("state", "model", "estimate_tokens", "tokens", "usd_micros", "source")
+
+
+def _totals(
+    window: Window, now: datetime, entries: builtins.list[UsageEntry], weights: builtins.list[int], prices: dict[str, int], *, exact: bool
+) -> WindowUsage:
     settled_t = held_t = settled_usd = held_usd = 0
     unpriced: set[str | None] = set()
     usd_of: list[int | None] = []
-    for e in entries:
+    for e, n in zip(entries, weights, strict=True):
         tokens = e.counted_tokens
         if e.held:
-            held_t += tokens
+            held_t += tokens * n
         else:
-            settled_t += tokens
+            settled_t += tokens * n
         if e.state is UsageState.SETTLED and e.usd_micros is not None:
             usd: int | None = e.usd_micros
         elif e.model is not None and e.model in prices:
@@ -229,10 +274,11 @@ def usage_of(rows: Iterable[Any], window: Window, now: datetime, prices: dict[st
         usd_of.append(usd)
         if usd is not None:
             if e.held:
-                held_usd += usd
+                held_usd += usd * n
             else:
-                settled_usd += usd
-    return WindowUsage(window, now, entries, settled_t, held_t, settled_usd, held_usd, frozenset(unpriced), tuple(usd_of))
+                settled_usd += usd * n
+    found = (window, now, tuple(entries), settled_t, held_t, settled_usd, held_usd, frozenset(unpriced), tuple(usd_of))
+    return WindowUsage(*found, weights=tuple(weights), exact=exact)
 
 
 def largest_turn(conn: Connection, goal: str, agent: str, automation: str, now: datetime) -> int | None:
