@@ -56,7 +56,7 @@ from .usage import (
     series_where,
     usage_of_groups,
 )
-from .windows import Window
+from .windows import Counted, Window
 
 _RULE_COLUMNS = (
     "goal_id agent_id automation_id min_interval_us revision compute_json max_starts starts_window "
@@ -145,7 +145,7 @@ def _defs(dialect: str) -> Any:
 
 
 def _parts(dialect: str, shape: tuple[Any, ...]) -> list[Any]:
-    series, budgets, usd, largest = shape
+    series, budgets, usd, largest, nths = shape
     parts = [_defs(dialect)]
     if budgets:
         a = s.automations
@@ -155,13 +155,12 @@ def _parts(dialect: str, shape: tuple[Any, ...]) -> list[Any]:
         parts.append(select(_agg(dialect, _array(dialect, p.c.model, p.c.usd_per_mtok_micros))))
     for i, (starts, by_agent, by_automation) in enumerate(series):
         names = (*_LANE, f"s{i}")
-        if starts:
+        if starts:  # how many, and the earliest and latest (decoded: a damaged anchor fails)
             t = s.starts
-            parts.append(
-                select(_agg(dialect, type_coerce(t.c.anchor_us, BigInteger))).where(
-                    series_where(t, "anchor_us", by_agent, by_automation, names)
-                )
-            )
+            anchor = type_coerce(t.c.anchor_us, BigInteger)
+            where = series_where(t, "anchor_us", by_agent, by_automation, names)
+            found = _array(dialect, func.count(), func.min(anchor), func.max(anchor))
+            parts.append(select(found if dialect == "sqlite" else cast(found, Text)).where(where))
         else:  # the window's usage as groups of rows the arithmetic sums alike, not the rows
             u = s.usage
             keys = [u.c[n] for n in GROUP_COLUMNS]
@@ -169,6 +168,11 @@ def _parts(dialect: str, shape: tuple[Any, ...]) -> list[Any]:
             where = series_where(u, "at_us", by_agent, by_automation, names)
             groups = select(*keys, func.count().label("n"), func.min(at).label("at_us")).where(where).group_by(*keys).subquery()
             parts.append(select(_agg(dialect, _array(dialect, *groups.c))))
+    for j, i in enumerate(nths):  # a rolling count's frees-at: its amount-th latest start
+        t = s.starts
+        where = series_where(t, "anchor_us", series[i][1], series[i][2], (*_LANE, f"s{i}"))
+        anchor = type_coerce(t.c.anchor_us, BigInteger)
+        parts.append(select(anchor).where(where).order_by(t.c.anchor_us.desc()).limit(1).offset(bindparam(f"o{j}", type_=BigInteger)))
     if largest:  # the lane's largest recent turn: one row, as a JSON array of one
         u = s.usage
         top = select(u).where(largest_where((*_LANE, "sl"))).order_by(u.c.tokens.desc()).limit(1).subquery()
@@ -249,8 +253,19 @@ def _decode_defs(text: object, goal: str, agent: str) -> LaneLimits | None:
         owner_estimate=owner_estimate(limits for _, _, limits, _ in rules),
         across=any(b.series.agent_id is None for b in bound),
         reads=reads,
-        shape=(tuple(r[:3] for r in reads), budgets, any(b.kind is LimitKind.USD for b in bound), budgets and not envelope.max_tokens),
+        shape=(
+            tuple(r[:3] for r in reads),
+            budgets,
+            any(b.kind is LimitKind.USD for b in bound),
+            budgets and not envelope.max_tokens,
+            tuple(reads.index(_read_of(b)) for b in _nths(bound)),
+        ),
     )
+
+
+def _nths(bound: tuple[BoundLimit, ...]) -> list[BoundLimit]:
+    """The count limits of rolling windows: when each frees is its ``amount``-th latest start."""
+    return [b for b in bound if b.kind is LimitKind.STARTS and b.window.rolling]
 
 
 def _json_list(text: object) -> list[Any]:
@@ -284,6 +299,8 @@ def read_known(tx: DriverTx, lane: LaneLimits, req: Request, clock: Clock, *, wi
     params = facts_params(req.goal, req.agent, req.automation, req.turn_id, req.trigger_us)
     for i, read in enumerate(lane.reads):  # each window's first counted microsecond, from the cached definitions
         params[f"s{i}"] = to_us(read[3].start(before)) + (1 if read[3].rolling else 0)  # a rolling start is exclusive
+    for j, b in enumerate(_nths(lane.bound)):
+        params[f"o{j}"] = max(0, b.amount - 1)
     params["sl"] = to_us(before - ESTIMATE_LOOKBACK)
     sql, constants = statement(tx.dialect, tx.relaxed, lane.shape, with_facts)
     row = tx.row(sql, {**params, **constants})
@@ -341,18 +358,34 @@ def _check(lane: LaneLimits, values: list[Any], now: datetime) -> LaneCheck:
     for read in lane.reads:
         rows, window = values.pop(0), read[3]
         if read[0]:
-            found[read] = [decode_us(v) for v in _json_list(rows)]
+            found[read] = _counted(rows)
         else:
             groups = ((_group_row(r), r[-2]) for r in _rows(rows, len(GROUP_COLUMNS) + 2))
             found[read] = usage_of_groups(groups, window, now, prices)
+    nths = {id(b): values.pop(0) for b in _nths(lane.bound)}
     for i, b in enumerate(lane.bound):
-        (gathered.starts if b.kind is LimitKind.STARTS else gathered.usage)[i] = found[_read_of(b)]
+        if b.kind is LimitKind.STARTS:
+            count = found[_read_of(b)]
+            nth = nths.get(id(b))
+            gathered.starts[i] = Counted(count, decode_us(nth) if nth is not None and count >= b.amount else None)
+        else:
+            gathered.usage[i] = found[_read_of(b)]
     estimate = None
     if lane.budgets:
         recent: Callable[[], int | None] = lambda: largest_of((_UsageRow(*r) for r in _rows(values.pop(0), len(_USAGE_COLUMNS))), now)  # noqa: E731
         estimate = pick_estimate(lane.max_tokens, recent, lane.owner_estimate)
     states = tuple(states_of(lane.bound, gathered, now, estimate_tokens=estimate, model=model))
     return LaneCheck(code_of(states), states, estimate, model, lane.across, lane.budgets)
+
+
+def _counted(text: object) -> int:
+    """A count's gathered ``[count, earliest, latest]``: the count, its anchors checked."""
+    values = _json_list(text)
+    if len(values) != 3 or type(values[0]) is not int:
+        raise CorruptState(f"a count's starts could not be read: {values!r}")
+    for anchor in values[1:] if values[0] else ():
+        decode_us(anchor)
+    return values[0]
 
 
 def _group_row(values: list[Any]) -> Any:

@@ -24,6 +24,8 @@ from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import BigInteger, Select, and_, bindparam, insert, literal_column, or_, select, type_coerce, update
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
 from . import _schema as s
@@ -337,11 +339,8 @@ def hold(
     admission that admits the turn). Idempotent: a turn already in the ledger keeps its row
     (False); True when it was written."""
     _tokens(estimate_tokens, "estimate_tokens")
-    u = s.usage
-    if conn.execute(select(u.c.turn_id).where(u.c.turn_id == turn_id)).first() is not None:
-        return False
-    _insert(conn, turn_id, (goal, agent, automation), at, estimate_tokens, UsageSource.ADMISSION, state=UsageState.HELD.value, model=model)
-    return True
+    lane = (goal, agent, automation)
+    return _insert(conn, turn_id, lane, at, estimate_tokens, UsageSource.ADMISSION, state=UsageState.HELD.value, model=model, once=True)
 
 
 def settle_turn(
@@ -377,18 +376,35 @@ def settle_turn(
 
 
 def _insert(
-    conn: Connection, turn_id: str, lane: tuple[str, str, str], at: datetime, estimate_tokens: int, source: UsageSource, **values: Any
-) -> None:
+    conn: Connection,
+    turn_id: str,
+    lane: tuple[str, str, str],
+    at: datetime,
+    estimate_tokens: int,
+    source: UsageSource,
+    *,
+    once: bool = False,
+    **values: Any,
+) -> bool:
     """Write ``turn_id``'s ledger row for the lane ``(goal, agent, automation)``, at ``at``:
     ``values`` are its state and what was reported (``_settlement``); the amounts, model,
-    settlement time and report key it does not give are NULL."""
+    settlement time and report key it does not give are NULL. ``once``: a turn already in the
+    ledger keeps its row, in the same statement (False when it did)."""
     columns = {"tokens": None, "usd_micros": None, "model": None, "settled_at_us": None, "report_key": None, **values}
-    conn.execute(
-        insert(s.usage).values(
-            turn_id=turn_id, goal_id=lane[0], agent_id=lane[1], automation_id=lane[2], at_us=at,
-            estimate_tokens=estimate_tokens, source=source.value, **columns,
-        )
+    stmt: Any = (_insert_once[conn.dialect.name] if once else insert)(s.usage)
+    stmt = stmt.values(
+        turn_id=turn_id, goal_id=lane[0], agent_id=lane[1], automation_id=lane[2], at_us=at,
+        estimate_tokens=estimate_tokens, source=source.value, **columns,
     )  # fmt: skip
+    if not once:
+        conn.execute(stmt)
+        return True
+    stmt = stmt.on_conflict_do_nothing(index_elements=[s.usage.c.turn_id]).returning(s.usage.c.turn_id)
+    return conn.execute(stmt).first() is not None  # (a row count is not reported on every connection)
+
+
+# An INSERT that leaves an existing row alone (ON CONFLICT DO NOTHING), by dialect.
+_insert_once: dict[str, Callable[..., Any]] = {"sqlite": sqlite_insert, "postgresql": postgresql_insert}
 
 
 def _settlement(tokens: int | None, usd_micros: int | None, model: str | None, now: datetime) -> dict[str, Any]:
