@@ -4,13 +4,18 @@ A lane whose rules carry no count or budget is decided by the hot statement alon
 lane the gate has seen limited (``learn``, from the slow path's read) is kept here with its limit
 definitions, decoded from ``defs``: the applicable rules' rows as one JSON text. Its next decision
 sends ``statement``: the hot facts (``_facts.FACTS_SQL``) followed by that same ``defs`` text, the
-lane's model and the prices when a budget needs them, and per limit the rows its window counts
-(a count's start anchors, a budget's usage rows, from each window's start computed here from the
-cached definitions) and the lane's recent usage when its estimate is its largest turn. One SELECT:
-one round trip on PostgreSQL, one read statement on SQLite.
+lane's model and the prices when a budget needs them, and per series and window (from its first
+counted microsecond, computed here from the cached definitions) what its limits decide from, not
+the rows: a count's starts as their number, earliest and latest anchor (decoded: damage fails)
+and, in a rolling window, the ``max_starts``-th latest anchor (when it frees); a budget's usage as
+groups of rows equal in every column the arithmetic reads (``usage.GROUP_COLUMNS``, each decoded
+as a row is); and the lane's largest recent turn when its estimate is that. One SELECT: one round
+trip on PostgreSQL, one read statement on SQLite.
 
-The numbers gathered are handed to the one arithmetic (``budgets.states_of``, ``usage.usage_of``,
-``usage.largest_of``, ``usage.pick_estimate``). A statement whose ``defs`` differ from the cached
+The numbers gathered are handed to the one arithmetic (``budgets.states_of``,
+``usage.usage_of_groups``, ``usage.largest_of``, ``usage.pick_estimate``). A rolling budget that
+binds needs each row's time to say when it frees: that decision is the slow path's (a second read,
+on that denial only). A statement whose ``defs`` differ from the cached
 text (a rule changed since) gathered for stale definitions: ``read_known`` answers no check, the
 caller decides by the slow path (``_limit_check.check_lane``) and learns the new definitions; stale
 limits never admit. The cache is per process, keyed by lane and bounded.
