@@ -42,6 +42,10 @@ class Facts(NamedTuple):  # a plain immutable value: one per decision, cheap to 
     # The limit states ``limit_code`` was computed from (``budgets.LimitState``), for the detail
     # and the next eligible time; empty when not read.
     limits: tuple = ()  # type: ignore[type-arg]
+    # The goal's latest start over all its agents, and ``floor.goal_floor`` in microseconds (0: no
+    # goal rule counts its floor across agents, and the goal's anchor does not bind).
+    goal_anchor_us: int | None = None
+    goal_floor_us: int = 0
 
 
 class LimitCode(IntEnum):
@@ -142,7 +146,7 @@ def matching(name: str, short: str, column: str, keys: tuple[tuple[str, str], ..
 # whose scope ids are NULL could be this agent's: it is read too, and fails the decoder.
 RULES_WHERE = "goal_id = :g AND (agent_id IN ('', :a) OR agent_id IS NULL) AND (automation_id IN ('', :xr) OR automation_id IS NULL)"
 # One rule as the decision reads it: a row of these columns (``_facts.rule_row`` decodes it, typed).
-RULE_COLUMNS = ("agent_id", "automation_id", "min_interval_us", "revision")
+RULE_COLUMNS = ("agent_id", "automation_id", "min_interval_us", "revision", "across_agents")
 # The ``rules`` fact per lane: its rules' rows as one JSON array of arrays (RULE_COLUMNS, in order).
 # A value of a type JSON cannot hold (a BLOB a hand edit wrote on SQLite) fails the statement, which
 # the store reports as unavailable: fail closed either way.
@@ -154,9 +158,18 @@ TURN_TEXT = (
     "COALESCE(phase, '') || '/' || COALESCE(goal_id, '?') || '/' || COALESCE(agent_id, '?') || '/' "
     "|| COALESCE(automation_id, '?') || '/' || COALESCE(CAST(anchor_us AS TEXT), '?')"
 )
-# A rule that carries a count or a budget (an estimate alone limits nothing).
-LIMITED_RULE = "(max_starts IS NOT NULL OR budget_tokens IS NOT NULL OR budget_usd_micros IS NOT NULL)"
+# A rule that carries a count or a budget (an estimate alone limits nothing), or a goal rule whose
+# floor counts across agents: the client checks such a lane under the goal's lock before it admits.
+LIMITED_RULE = (
+    "(max_starts IS NOT NULL OR budget_tokens IS NOT NULL OR budget_usd_micros IS NOT NULL"
+    " OR (across_agents AND min_interval_us > 0 AND agent_id = '' AND automation_id = ''))"
+)
 _KEYS = tuple(c for c, _ in _LANE_KEYS)  # a start's or rule's scope columns
+_GOAL_RANGE = "goal_id >= :g AND goal_id <= :g"  # the goal's rows (see the goal_anchor fact)
+# The goal has a rule whose floor counts across its agents (a primary-key lookup, once per read).
+_GOAL_ACROSS = (
+    "EXISTS (SELECT 1 FROM fg_rules WHERE goal_id = :g AND agent_id = '' AND automation_id = '' AND across_agents AND min_interval_us > 0)"
+)
 
 FACTS = (
     # {rows}: the dialect's ``RULE_ROWS``. In bulk: every rule's row, matched to lanes by the client.
@@ -187,6 +200,24 @@ FACTS = (
         per_row=PerRow("fg_rules", _KEYS, ("CASE WHEN " + LIMITED_RULE + " THEN 1 ELSE 0 END",), grouped=False),
     ),
     Fact("limit_code", "lim", "CAST(:lim AS INTEGER)", "integer"),
+    # The goal's latest start over all its agents (index ix_fg_starts_goal_anchor), which a goal floor
+    # across agents counts from. Written as a range ordered by (goal_id, anchor_us) so that only that
+    # index gives its order: as an equality, PostgreSQL may walk ix_fg_starts_anchor backwards through
+    # every goal's newer starts instead (its estimate assumes this goal's are spread evenly). On a
+    # relaxed store a start without an anchor is skipped (PostgreSQL sorts its NULL first). Read only
+    # for a goal with such a rule (NULL otherwise: other goals neither pay for it nor fail on another
+    # agent's damaged anchor). In bulk: the largest of the goal's agent anchors (``_facts.goal_anchors``).
+    Fact(
+        "goal_anchor",
+        "gl",
+        f"(SELECT anchor_us FROM fg_starts WHERE {_GOAL_RANGE} AND {_GOAL_ACROSS} ORDER BY goal_id DESC, anchor_us DESC LIMIT 1)",
+        "bigint",
+        guarded=(
+            f"(SELECT anchor_us FROM fg_starts WHERE {_GOAL_RANGE} AND anchor_us IS NOT NULL AND {_GOAL_ACROSS}"
+            " ORDER BY goal_id DESC, anchor_us DESC LIMIT 1)"
+        ),
+        bound=MAX_US,
+    ),
     # Only on a store whose NOT NULL constraints were dropped (a hand rebuild; the planners cannot use
     # an index for IS NULL on a NOT NULL column, and such a row cannot exist there). A start missing
     # a key or time the decision counts from would be skipped by the reads above, so the floor would

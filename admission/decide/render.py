@@ -74,16 +74,18 @@ LANGUAGE sql STABLE AS $fn$
              {case_whens()}
            END
       FROM (
-        SELECT ru.rules, ru.bad_rule, ru.active_rules, ru.agent_floor, ru.lane_floor,
+        SELECT ru.rules, ru.bad_rule, ru.active_rules, ru.agent_floor, ru.lane_floor, ru.goal_floor,
                tu.turn, tu.t_phase, tu.t_goal, tu.t_agent, tu.t_lane, tu.t_anchor,
                {scalars}
           FROM (SELECT {RULE_ROWS["postgresql"]} AS rules,
                        bool_or(r.agent_id IS NULL OR r.automation_id IS NULL OR r.min_interval_us IS NULL
                                OR r.revision IS NULL OR r.min_interval_us < 0 OR r.min_interval_us > {MAX_FLOOR_US}
-                               OR r.revision < 1) AS bad_rule,
+                               OR r.revision < 1 OR r.across_agents IS NULL) AS bad_rule,
                        count(*) FILTER (WHERE r.min_interval_us > 0) AS active_rules,
                        COALESCE(max(r.min_interval_us) FILTER (WHERE r.automation_id = ''), 0) AS agent_floor,
-                       COALESCE(max(r.min_interval_us) FILTER (WHERE r.automation_id <> ''), 0) AS lane_floor
+                       COALESCE(max(r.min_interval_us) FILTER (WHERE r.automation_id <> ''), 0) AS lane_floor,
+                       COALESCE(max(r.min_interval_us)
+                                FILTER (WHERE r.agent_id = '' AND r.automation_id = '' AND r.across_agents), 0) AS goal_floor
                   FROM fg_rules r WHERE {server_sql(RULES_WHERE)}) ru
           LEFT JOIN (SELECT {TURN_TEXT} AS turn,
                             COALESCE(s.phase, '') AS t_phase, s.goal_id AS t_goal, s.agent_id AS t_agent,
