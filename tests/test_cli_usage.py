@@ -241,3 +241,10 @@ def test_the_listing_walks_an_index_backwards(store: Store, scope: tuple[str, ..
             conn.exec_driver_sql("SET enable_bitmapscan = off")  # (a bitmap scan returns rows out of the index's order)
             plan = " | ".join(str(r[0]) for r in conn.exec_driver_sql("EXPLAIN " + statement, parameters))
             assert index in plan and "Backward" in plan and not re.search(r"(^|->)\s*Sort\b", plan), plan
+
+
+def test_a_lane_without_an_automation_is_shown_as_goal_and_agent(store: Store) -> None:
+    # A hook's lane or a bare admit holds usage with no automation: its lane reads g/a, not g/a/.
+    assert Usage(store, FixedClock(NOW)).hold("t-bare", "g", "a", "", 500, None)
+    [row] = _rows(store)
+    assert row[1:3] == ["t-bare", "g/a"]
