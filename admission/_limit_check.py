@@ -6,11 +6,13 @@ reads the lane's limits, its estimate (``usage.lane_estimate``), its model and e
 (``budgets.limit_states``), and answers the ``LimitCode`` the decision is taken again with, the
 states behind it, and whether a limit counts across agents (a goal-wide series, serialized by the
 goal's lock). Extra statements for limited lanes only: a few per series, none for a lane whose
-rules carry a floor alone. A damaged rule, start or usage row raises ``StoreUnavailable``.
+rules carry a floor alone. A damaged rule, start or usage row raises ``StoreUnavailable``. This is
+the slow path: a lane the process already knows is read in one statement (``_limit_read``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import NamedTuple
 
@@ -19,7 +21,7 @@ from sqlalchemy.engine import Connection
 
 from . import _schema as s
 from .budgets import LimitState, binding, limit_states
-from .decide.facts import LimitCode
+from .decide.facts import Facts, LimitCode
 from .envelope import merge
 from .errors import CorruptState, StoreUnavailable
 from .limits import BoundLimit, LimitKind, bound_limits, owner_estimate
@@ -86,3 +88,14 @@ def hold_estimate(conn: Connection, check: LaneCheck, turn_id: str, goal: str, a
     a token or USD budget only; idempotent by turn id)."""
     if check.budgets and check.estimate_tokens is not None:
         hold(conn, turn_id, goal, agent, automation or "", at, check.estimate_tokens, check.model)
+
+
+def checked(facts: Facts, check: LaneCheck) -> Facts:
+    """``facts`` with the lane's counts and budgets as checked (for the limit rows)."""
+    return facts._replace(limit_code=check.code, limits=check.states)
+
+
+def judged(facts: Facts, states: Sequence[LimitState]) -> Facts:
+    """``facts`` with limit states a caller read (``Admission.eligibility``'s ``limits``)."""
+    found = tuple(states)
+    return facts._replace(limit_code=code_of(found), limits=found)

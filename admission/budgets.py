@@ -12,15 +12,16 @@ checked (no estimate for a token budget, no price for a USD one) is ``blocked`` 
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import BigInteger, Select, and_, bindparam, or_, select, type_coerce
+from sqlalchemy import Select, select
 from sqlalchemy.engine import Connection
 
 from . import _schema as s
 from .limits import BoundLimit, LimitKind, Series
-from .usage import cost_micros, read_prices, window_usage
+from .usage import WindowUsage, cost_micros, read_prices, series_where, window_usage
 from .windows import NEVER, Window, count_frees_at
 
 _NO_ESTIMATE = "no estimate for a turn of this lane: set --estimate-tokens (or the envelope's max_tokens)"
@@ -49,13 +50,7 @@ class LimitState(NamedTuple):
 def _starts_statement(by_agent: bool, by_automation: bool) -> Select[Any]:
     # Built once per shape and bound per call: building Core statements is most of a limited
     # lane's cost, and a cached statement also hits SQLAlchemy's compiled cache.
-    st = s.starts
-    where = [st.c.goal_id == bindparam("goal"), or_(st.c.anchor_us >= bindparam("since"), type_coerce(st.c.anchor_us, BigInteger) < 0)]
-    if by_agent:
-        where.append(st.c.agent_id == bindparam("agent"))
-    if by_automation:
-        where.append(st.c.automation_id == bindparam("automation"))
-    return select(st.c.anchor_us).where(and_(*where))
+    return select(s.starts.c.anchor_us).where(series_where(s.starts, "anchor_us", by_agent, by_automation))
 
 
 def starts_in_window(conn: Connection, series: Series, window: Window, now: datetime) -> list[datetime]:
@@ -67,21 +62,45 @@ def starts_in_window(conn: Connection, series: Series, window: Window, now: date
     return [a for a in anchors if window.counts(a, now)]
 
 
+class Gathered(NamedTuple):
+    """What a lane's limits are checked from, however it was read: per limit (in the order given)
+    the anchors of its starts (a count) or its usage (a budget), and the prices (USD budgets)."""
+
+    starts: dict[int, list[datetime]]
+    usage: dict[int, WindowUsage]
+    prices: dict[str, int]
+
+
 def limit_states(
     conn: Connection, limits: list[BoundLimit], now: datetime, *, estimate_tokens: int | None, model: str | None
 ) -> list[LimitState]:
     """Each limit's state for one more start of a lane whose turn holds ``estimate_tokens`` of
     ``model`` (``usage.lane_estimate``); reads starts, usage and prices once each per series."""
-    out: list[LimitState] = []
     # Prices matter to a USD budget only: a lane without one does not read them.
     prices: dict[str, int] = read_prices(conn) if any(x.kind is LimitKind.USD for x in limits) else {}
-    for limit in limits:
+    gathered = Gathered({}, {}, prices)
+    for i, limit in enumerate(limits):
         if limit.kind is LimitKind.STARTS:
-            anchors = starts_in_window(conn, limit.series, limit.window, now)
+            gathered.starts[i] = starts_in_window(conn, limit.series, limit.window, now)
+        else:
+            gathered.usage[i] = window_usage(conn, limit.series, limit.window, now, prices)
+    return states_of(limits, gathered, now, estimate_tokens=estimate_tokens, model=model)
+
+
+def states_of(
+    limits: Sequence[BoundLimit], gathered: Gathered, now: datetime, *, estimate_tokens: int | None, model: str | None
+) -> list[LimitState]:
+    """``limit_states`` from what was ``gathered`` for ``limits``: the one arithmetic of a count
+    or budget verdict and when it frees (a start's anchors past ``now`` count too)."""
+    out: list[LimitState] = []
+    prices = gathered.prices
+    for i, limit in enumerate(limits):
+        if limit.kind is LimitKind.STARTS:
+            anchors = [a for a in gathered.starts[i] if limit.window.counts(a, now)]
             frees = count_frees_at(anchors, limit.amount, limit.window, now)
             out.append(LimitState(limit, len(anchors), 0, 1, frees is not None, frees))
             continue
-        usage = window_usage(conn, limit.series, limit.window, now, prices)
+        usage = gathered.usage[i]
         if limit.kind is LimitKind.TOKENS:
             need = estimate_tokens
             if need is None:

@@ -18,6 +18,7 @@ from datetime import datetime
 
 from sqlalchemy import BigInteger, and_, func, or_, select, type_coerce
 
+from . import _limit_read as limit_read
 from . import _locks as locks
 from . import _schema as s
 from ._facts import (
@@ -32,7 +33,7 @@ from ._facts import (
     start_from_row,
     stored_max,
 )
-from ._limit_check import LaneCheck, check_lane, code_of, hold_estimate
+from ._limit_check import check_lane, checked, hold_estimate, judged
 from ._rule import (
     _ADMITTED,
     _ADMITTING,
@@ -111,7 +112,7 @@ class Admission:
             raise InvalidInput("journal", f"the journal entry is for turn {journal.turn_id!r}, not {req.turn_id!r}")
         managed = journal is not None or on_admit is not None
         try:
-            if self.store.dialect == "postgresql" and not managed:
+            if self.store.dialect == "postgresql" and not managed and limit_read.known(goal, agent, automation) is None:
                 # One round trip: it reads, locks only when it may admit, decides, inserts.
                 verdict, now, facts = _reserve_pg(
                     self.store.autocommit, req, self.clock, locks.agent(req.goal, req.agent), lock_admitted=False
@@ -174,7 +175,7 @@ class Admission:
             if across and pg and lock_key not in joined.held:  # the goal's lock first, then the agent's (the order every such lane takes)
                 joined.record_lock(lock_key)  # refused out of order before it is taken
                 tx.row("SELECT pg_advisory_xact_lock(CAST(:k AS BIGINT))", {"k": lock_id(lock_key)})
-            check = check_lane(conn, req.goal, req.agent, req.automation, read_clock(self.clock))
+            check = limit_read.serialized_check(tx, conn, req, self.clock)
             if pg:
                 verdict, now, _ = _reserve_pg(tx, req, self.clock, lock_key, lock_admitted=True, lim=check.code, states=check.states)
                 if journal is not None and verdict.reason in _ADMITTED:
@@ -212,8 +213,10 @@ class Admission:
         """The denial decided from a plain read (None: it may admit), and for a lane with counts or
         budgets whether one counts across agents (None: the lane has none). Such a lane's limits
         are checked after the read (more statements, this lane only) and it is decided again."""
-        facts = _read(self.store.autocommit, req)
-        now = read_clock(self.clock)
+        facts, check, now = limit_read.plain(self.store.autocommit, req, self.clock)
+        if check is not None:  # a lane known limited: its limits were read in the same statement
+            verdict = _evaluate(checked(facts, check), req, to_us(now))
+            return (None if verdict.reason in writes else _decision(req, now, verdict)), check.across_agents
         verdict = _evaluate(facts, req, to_us(now))
         if _unchecked(verdict, facts):
             return self._limited_plain(req, writes, facts, now)
@@ -224,7 +227,8 @@ class Admission:
         in one read transaction, then decided again."""
         with self.store.read() as conn:
             check = check_lane(conn, req.goal, req.agent, req.automation, now)
-        verdict = _evaluate(_checked(facts, check), req, to_us(now))
+            limit_read.learn(conn, req.goal, req.agent, req.automation)  # its next decision: one statement
+        verdict = _evaluate(checked(facts, check), req, to_us(now))
         return (None if verdict.reason in writes else _decision(req, now, verdict)), check.across_agents
 
     # -- confirm ---------------------------------------------------------------------------
@@ -263,10 +267,10 @@ class Admission:
             # The same facts reserve reads, so readback and admission can never disagree.
             facts = read_facts(self.store.autocommit, goal, agent, automation, _NO_TURN, _NO_TRIGGER)
             if facts.limited > 0 and limits is not None:
-                facts = _judged(facts, limits)
+                facts = judged(facts, limits)
             elif facts.limited > 0:  # its counts and budgets checked as reserve checks them
                 with self.store.read() as conn:
-                    facts = _checked(facts, check_lane(conn, goal, agent, automation, now))
+                    facts = checked(facts, check_lane(conn, goal, agent, automation, now))
             last_start = self._last_start(goal, agent) if facts.agent_anchor_us is not None else None
         except StoreUnavailable as exc:
             return _unavailable(goal, agent, automation, now, exc)
@@ -291,13 +295,13 @@ class Admission:
                 else:
                     facts_of[(goal, agent, automation)] = facts
             given = limits if limits is not None else {}
-            facts_of.update({lane: _judged(f, given[lane]) for lane, f in facts_of.items() if f.limited > 0 and lane in given})
+            facts_of.update({lane: judged(f, given[lane]) for lane, f in facts_of.items() if f.limited > 0 and lane in given})
             limited = [lane for lane, f in facts_of.items() if f.limited > 0 and lane not in given]
             if limited:  # their counts and budgets, as reserve checks them (one read transaction)
                 with self.store.read() as conn:
                     for lane in limited:
                         try:
-                            facts_of[lane] = _checked(facts_of[lane], check_lane(conn, *lane, now))
+                            facts_of[lane] = checked(facts_of[lane], check_lane(conn, *lane, now))
                         except StoreUnavailable as exc:
                             out[lane] = _unavailable(*lane, now, exc)
                             del facts_of[lane]
@@ -472,17 +476,6 @@ def _start_may_cover(g: object, a: object, x: object, no_anchor: object, goal: s
     return _may_cover((g, a, x), goal, agent, None)
 
 
-def _checked(facts: Facts, check: LaneCheck) -> Facts:
-    """``facts`` with the lane's counts and budgets as ``check_lane`` found them (for the limit rows)."""
-    return facts._replace(limit_code=check.code, limits=check.states)
-
-
-def _judged(facts: Facts, states: LaneStates) -> Facts:
-    """``facts`` with limit states a caller read (``eligibility``'s ``limits``)."""
-    found = tuple(states)
-    return facts._replace(limit_code=code_of(found), limits=found)
-
-
 def _unchecked(verdict: _Verdict, facts: Facts) -> bool:
     """Whether the decision waits on counts or budgets its read did not check (then the client
     checks them). A floor's wait checks them too: the reported time is the latest of all limits
@@ -578,10 +571,6 @@ _ADMIT_RAN = 2 * len(FACTS) + 1
 def _time_ok(value: object) -> bool:
     """Whether an undecoded stored time (or its absence) would pass the column's decoder."""
     return value is None or (type(value) is int and 0 <= value < MAX_US)
-
-
-def _read(tx: DriverTx, req: _Request) -> Facts:
-    return read_facts(tx, req.goal, req.agent, req.automation, req.turn_id, req.trigger_us)
 
 
 def _insert_start(tx: DriverTx, req: _Request, now_us: int) -> None:

@@ -17,12 +17,13 @@ from __future__ import annotations
 import builtins
 import functools
 import math
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import BigInteger, Select, and_, bindparam, insert, or_, select, type_coerce, update
+from sqlalchemy import BigInteger, Select, and_, bindparam, insert, literal_column, or_, select, type_coerce, update
 from sqlalchemy.engine import Connection
 
 from . import _schema as s
@@ -57,10 +58,8 @@ class UsageSource(StrEnum):
     HOOK = "hook"  # reported by an agent app's end-of-turn hook
 
 
-class UsageEntry(BaseModel):
-    """One turn's usage as the ledger holds it."""
-
-    model_config = ConfigDict(frozen=True)
+class UsageEntry(NamedTuple):  # a plain immutable value: a budget check decodes one per row of its window
+    """One turn's usage as the ledger holds it (built by ``entry_from_row`` alone, which checks every field)."""
 
     turn_id: str
     goal_id: str
@@ -110,7 +109,7 @@ def entry_from_row(row: Any) -> UsageEntry:
         raise CorruptState(f"malformed usage of turn {turn!r}: settled without tokens or cost")
     if row.model is not None and not isinstance(row.model, str):
         raise CorruptState(f"malformed usage of turn {turn!r}: model {row.model!r}")
-    return UsageEntry.model_construct(
+    return UsageEntry(
         turn_id=turn,
         goal_id=row.goal_id,
         agent_id=row.agent_id,
@@ -162,22 +161,33 @@ class WindowUsage(NamedTuple):
         return amount_frees_at(amounts, budget_micros, need_micros, self.window, self.now)
 
 
+_NAMES = ("goal", "agent", "automation", "since")
+
+
 def cost_micros(tokens: int, price_micros_per_mtok: int) -> int:
     """Tokens at a price per million tokens, rounded up to a whole micro-dollar (conservative)."""
     return math.ceil(tokens * price_micros_per_mtok / 1_000_000)
 
 
+def series_where(table: Any, column: str, by_agent: bool, by_automation: bool, names: tuple[str, str, str, str] = _NAMES) -> Any:
+    """The rows of ``table`` that count for one series from a time on: the series' goal, its
+    agent (``by_agent``) and its automation (``by_automation``), ``column`` at or after the time.
+    ``names``: the bound parameters of the goal, agent, automation and time. A time below the
+    epoch is damage the range would skip: such a row is read too, so it fails the decoder."""
+    goal, agent, automation, since = names
+    at = table.c[column]
+    where = [table.c.goal_id == bindparam(goal), or_(at >= bindparam(since), type_coerce(at, BigInteger) < literal_column("0"))]
+    if by_agent:
+        where.append(table.c.agent_id == bindparam(agent))
+    if by_automation:
+        where.append(table.c.automation_id == bindparam(automation))
+    return and_(*where)
+
+
 @functools.cache
 def _series_statement(by_agent: bool, by_automation: bool) -> Select[Any]:
     # Built once per shape and bound per call (see ``budgets._starts_statement``).
-    u = s.usage
-    # A time below the epoch is damage the range would skip: read it too, so it fails the read.
-    where = [u.c.goal_id == bindparam("goal"), or_(u.c.at_us >= bindparam("since"), type_coerce(u.c.at_us, BigInteger) < 0)]
-    if by_agent:
-        where.append(u.c.agent_id == bindparam("agent"))
-    if by_automation:
-        where.append(u.c.automation_id == bindparam("automation"))
-    return select(u).where(and_(*where)).order_by(u.c.at_us)
+    return select(s.usage).where(series_where(s.usage, "at_us", by_agent, by_automation)).order_by(s.usage.c.at_us)
 
 
 def series_rows(conn: Connection, series: Series, since: datetime) -> builtins.list[Any]:
@@ -193,8 +203,13 @@ def window_usage(conn: Connection, series: Series, window: Window, now: datetime
     Raises ``CorruptState`` on a damaged row: a budget over it denies ``state_unavailable``."""
     if prices is None:
         prices = read_prices(conn)
-    start = window.start(now)
-    entries = tuple(e for e in (entry_from_row(r) for r in series_rows(conn, series, start)) if window.counts(e.at, now))
+    return usage_of(series_rows(conn, series, window.start(now)), window, now, prices)
+
+
+def usage_of(rows: Iterable[Any], window: Window, now: datetime, prices: dict[str, int]) -> WindowUsage:
+    """``window_usage`` from a series' usage rows read from the window's start on (``series_rows``,
+    or the same rows gathered in another statement): the one arithmetic of a window's usage."""
+    entries = tuple(e for e in map(entry_from_row, rows) if window.counts(e.at, now))
     settled_t = held_t = settled_usd = held_usd = 0
     unpriced: set[str | None] = set()
     usd_of: list[int | None] = []
@@ -222,9 +237,32 @@ def window_usage(conn: Connection, series: Series, window: Window, now: datetime
 
 def largest_turn(conn: Connection, goal: str, agent: str, automation: str, now: datetime) -> int | None:
     """The largest settled per-turn token usage of the lane in the last ``ESTIMATE_LOOKBACK``
-    (None: none reported); a damaged row raises ``CorruptState``."""
-    rows = series_rows(conn, Series(goal, agent, automation), now - ESTIMATE_LOOKBACK)
-    values = [e.tokens for e in map(entry_from_row, rows) if e.state is UsageState.SETTLED and e.tokens is not None]
+    (None: none reported), read as the one row that holds it; that row damaged raises
+    ``CorruptState`` (rows a budget's window counts are all decoded by ``window_usage``)."""
+    params = {"goal": goal, "agent": agent, "automation": automation, "since": now - ESTIMATE_LOOKBACK}
+    return largest_of(conn.execute(_largest_statement(), params), now)
+
+
+def largest_where(names: tuple[str, str, str, str] = _NAMES) -> Any:
+    """The lane's settled turns that report tokens, from a time on (``series_where``'s ``names``):
+    ordered by ``tokens`` descending, the first is the largest (on SQLite a damaged non-integer
+    amount sorts first, and fails the decoder)."""
+    u = s.usage
+    return and_(series_where(u, "at_us", True, True, names), u.c.state == UsageState.SETTLED.value, u.c.tokens.is_not(None))
+
+
+@functools.cache
+def _largest_statement() -> Select[Any]:
+    u = s.usage
+    return select(u).where(largest_where()).order_by(u.c.tokens.desc()).limit(1)
+
+
+def largest_of(rows: Iterable[Any], now: datetime) -> int | None:
+    """``largest_turn`` from the lane's largest usage row(s) read from ``now - ESTIMATE_LOOKBACK``
+    on (``largest_where``; older rows are left out here); each is decoded, so a damaged one raises."""
+    since = now - ESTIMATE_LOOKBACK
+    entries = [entry_from_row(r) for r in rows]
+    values = [e.tokens for e in entries if e.at >= since and e.state is UsageState.SETTLED and e.tokens is not None]
     return max(values) if values else None
 
 
@@ -235,10 +273,15 @@ def lane_estimate(
     ``max_tokens`` when set (non-zero), else the lane's largest turn in the last 30 days, else the
     owner's ``--estimate-tokens``; None when there is none (a token or USD budget cannot then be
     checked: deny and say to set ``--estimate-tokens``)."""
+    return pick_estimate(envelope_max_tokens, lambda: largest_turn(conn, goal, agent, automation, now), owner_estimate)
+
+
+def pick_estimate(envelope_max_tokens: int, largest: Callable[[], int | None], owner_estimate: int | None) -> int | None:
+    """``lane_estimate``'s choice, with the lane's largest recent turn read only when needed."""
     if envelope_max_tokens:
         return envelope_max_tokens
-    largest = largest_turn(conn, goal, agent, automation, now)
-    return largest if largest is not None else owner_estimate
+    found = largest()
+    return found if found is not None else owner_estimate
 
 
 def hold(
@@ -457,8 +500,13 @@ _PRICES = select(s.model_prices.c.model, s.model_prices.c.usd_per_mtok_micros)  
 
 def read_prices(conn: Connection) -> dict[str, int]:
     """Every set price, micro-dollars per million tokens by model; a damaged one raises ``CorruptState``."""
+    return prices_of(conn.execute(_PRICES))
+
+
+def prices_of(rows: Iterable[Any]) -> dict[str, int]:
+    """``read_prices`` from the price rows (``model``, ``usd_per_mtok_micros``), however read."""
     out: dict[str, int] = {}
-    for row in conn.execute(_PRICES):
+    for row in rows:
         if row.usd_per_mtok_micros is None:
             continue
         if type(row.usd_per_mtok_micros) is not int or not 0 <= row.usd_per_mtok_micros <= _MAX_PRICE_MICROS:

@@ -13,9 +13,7 @@ the median of each variant and the medians of the per-round ratios with their sp
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
-import socket
 import statistics
 import subprocess
 import sys
@@ -27,17 +25,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _serve import serving
 from host import seed
 
 from floorgate.admission import open_store
 from floorgate.scheduler.app.root import Floorgate, Settings
 from floorgate.scheduler.console.api import _eligibility, _status
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def timed(fn: Callable[[], object]) -> float:
@@ -58,86 +51,57 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         url = str(Path(tmp) / "console.db")
         seed(url, args.automations, max(1, args.automations // 10))
-        store = open_store(url)
-        fg = Floorgate(store, settings=Settings(db=url))
-        _, token = fg.principals.add("bench", "viewer")
-        port = free_port()
-        serve = subprocess.Popen(
-            [sys.executable, "-m", "floorgate", "--db", url, "serve", "--port", str(port), "--deliver-every", "0"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)  # keep-alive, as a dashboard or script would
-            headers = {"Authorization": f"Bearer {token}"}
+        with open_store(url) as store:
+            fg = Floorgate(store, settings=Settings(db=url))
+            _, token = fg.principals.add("bench", "viewer")
+            with serving(url, token, timeout=60, start_within=30, poll=0.1) as served:
 
-            def http_get(path: str) -> dict:  # type: ignore[type-arg]
-                conn.request("GET", path, headers=headers)
-                answer = conn.getresponse()
-                body = answer.read()
-                if answer.status != 200:
-                    raise SystemExit(f"bench bug: {path} answered {answer.status}: {body[:200]!r}")
-                return json.loads(body)  # type: ignore[no-any-return]
+                def http_get(path: str) -> dict:  # type: ignore[type-arg]
+                    return json.loads(served.get(path))  # type: ignore[no-any-return]
 
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    http_get("/api/whoami")
-                    break
-                except (ConnectionError, OSError):
-                    if time.monotonic() > deadline:
-                        raise SystemExit("floorgate serve did not start") from None
-                    conn.close()
-                    time.sleep(0.1)
+                def cli_status() -> None:
+                    subprocess.run([sys.executable, "-m", "floorgate", "--db", url, "status", "--json"], check=True, capture_output=True)
 
-            def cli_status() -> None:
-                subprocess.run([sys.executable, "-m", "floorgate", "--db", url, "status", "--json"], check=True, capture_output=True)
+                class Req:
+                    def __init__(self, params: dict[str, str]) -> None:
+                        self.query_params = params
 
-            class Req:
-                def __init__(self, params: dict[str, str]) -> None:
-                    self.query_params = params
-
-            lane = {"goal": "bench", "agent": "agent-0000"}
-            query = "&".join(f"{k}={v}" for k, v in lane.items())
-            variants: dict[str, dict[str, Callable[[], object]]] = {
-                "status": {
-                    "api": lambda: http_get("/api/status"),
-                    "cli": cli_status,
-                    "service": lambda: _status(fg, None, Req({}), {}),  # type: ignore[arg-type]
-                },
-                "eligibility": {
-                    "api": lambda: http_get(f"/api/eligibility?{query}"),
-                    "service": lambda: _eligibility(fg, None, Req(lane), {}),  # type: ignore[arg-type]
-                },
-            }
-            # The same document each way (a bench measuring different work would be a bench bug).
-            over_http, in_process = http_get(f"/api/eligibility?{query}"), _eligibility(fg, None, Req(lane), {})  # type: ignore[arg-type]
-            if {**over_http, "evaluated_at": None} != {**in_process, "evaluated_at": None}:
-                raise SystemExit("bench bug: the API and the service disagree")
-            for name, ways in variants.items():
-                samples: dict[str, list[float]] = {k: [] for k in ways}
-                order = list(ways)
-                for fn in ways.values():  # warm-up, not measured
-                    fn()
-                for r in range(args.rounds):
-                    for key in order[r % len(order) :] + order[: r % len(order)]:
-                        samples[key].append(timed(ways[key]))
-                med = {k: statistics.median(v) * 1000 for k, v in samples.items()}
-                print(
-                    f"{name}, {args.automations} automations (SQLite), {args.rounds} rounds: "
-                    + ", ".join(f"{k} {v:.1f} ms" for k, v in med.items())
-                )
-                api = samples["api"]
-                print(
-                    f"  api / service (HTTP, auth, JSON on top of the call): {spread([a / s for a, s in zip(api, samples['service'], strict=True)])}"
-                )
-                if "cli" in samples:
-                    print(f"  cli subprocess / api: {spread([c / a for c, a in zip(samples['cli'], api, strict=True)])}")
-            conn.close()
-        finally:
-            serve.terminate()
-            serve.wait(timeout=30)
-            store.close()
+                lane = {"goal": "bench", "agent": "agent-0000"}
+                query = "&".join(f"{k}={v}" for k, v in lane.items())
+                variants: dict[str, dict[str, Callable[[], object]]] = {
+                    "status": {
+                        "api": lambda: http_get("/api/status"),
+                        "cli": cli_status,
+                        "service": lambda: _status(fg, None, Req({}), {}),  # type: ignore[arg-type]
+                    },
+                    "eligibility": {
+                        "api": lambda: http_get(f"/api/eligibility?{query}"),
+                        "service": lambda: _eligibility(fg, None, Req(lane), {}),  # type: ignore[arg-type]
+                    },
+                }
+                # The same document each way (a bench measuring different work would be a bench bug).
+                over_http, in_process = http_get(f"/api/eligibility?{query}"), _eligibility(fg, None, Req(lane), {})  # type: ignore[arg-type]
+                if {**over_http, "evaluated_at": None} != {**in_process, "evaluated_at": None}:
+                    raise SystemExit("bench bug: the API and the service disagree")
+                for name, ways in variants.items():
+                    samples: dict[str, list[float]] = {k: [] for k in ways}
+                    order = list(ways)
+                    for fn in ways.values():  # warm-up, not measured
+                        fn()
+                    for r in range(args.rounds):
+                        for key in order[r % len(order) :] + order[: r % len(order)]:
+                            samples[key].append(timed(ways[key]))
+                    med = {k: statistics.median(v) * 1000 for k, v in samples.items()}
+                    print(
+                        f"{name}, {args.automations} automations (SQLite), {args.rounds} rounds: "
+                        + ", ".join(f"{k} {v:.1f} ms" for k, v in med.items())
+                    )
+                    api = samples["api"]
+                    print(
+                        f"  api / service (HTTP, auth, JSON on top of the call): {spread([a / s for a, s in zip(api, samples['service'], strict=True)])}"
+                    )
+                    if "cli" in samples:
+                        print(f"  cli subprocess / api: {spread([c / a for c, a in zip(samples['cli'], api, strict=True)])}")
 
 
 if __name__ == "__main__":

@@ -14,20 +14,17 @@ Goals: ``/metrics`` and an ``/api/status`` page each <= 1 CPU-s; ``/metrics`` <=
 from __future__ import annotations
 
 import argparse
-import http.client
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _rows import record, spread
-from console import free_port
+from _serve import serving
 from host import seed
 
 from floorgate.admission import open_store
@@ -59,48 +56,19 @@ def main() -> None:
         seed(url, args.automations, max(1, args.automations // 10))
         with open_store(url) as store:
             _, token = Floorgate(store, settings=Settings(db=url)).principals.add("bench", "viewer")
-        port = free_port()
-        serve = subprocess.Popen(
-            [sys.executable, "-m", "floorgate", "--db", url, "serve", "--port", str(port), "--deliver-every", "0"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
         cpu: dict[str, list[float]] = {k: [] for k in paths}
         size: dict[str, int] = {}
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
-            headers = {"Authorization": f"Bearer {token}"}
-
-            def get(path: str) -> bytes:
-                conn.request("GET", path, headers=headers)
-                answer = conn.getresponse()
-                body = answer.read()
-                if answer.status != 200:
-                    raise SystemExit(f"bench bug: {path} answered {answer.status}: {body[:200]!r}")
-                return body
-
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    get("/api/whoami")
-                    break
-                except (ConnectionError, OSError):
-                    if time.monotonic() > deadline:
-                        raise SystemExit("floorgate serve did not start") from None
-                    conn.close()
-                    time.sleep(0.2)
+        with serving(url, token, timeout=300, start_within=60, poll=0.2) as served:
+            get = served.get
             get("/metrics")  # the first request of each kind imports what it uses
             get("/api/status?limit=1")
             names = list(paths)
             for r in range(args.rounds):
                 for name in names[r % len(names) :] + names[: r % len(names)]:
-                    before = _cpu(serve.pid)
+                    before = _cpu(served.pid)
                     body = get(paths[name])
-                    cpu[name].append(_cpu(serve.pid) - before)
+                    cpu[name].append(_cpu(served.pid) - before)
                     size[name] = len(body)
-        finally:
-            serve.terminate()
-            serve.wait(30)
     n = f"{args.automations:,}"
     for name in paths:
         print(f"{name:22} CPU {spread(cpu[name], ' s')}   {size[name] / 1024:8.1f} KB")

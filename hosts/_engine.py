@@ -38,11 +38,11 @@ from floorgate.admission.clock import aware_utc
 
 from . import _fires, _memo, _monthly
 from ._dateutil import build_rules, period_start
-from ._grid import ONE_OFFSET, UNSOLVED, Grid, first_after, grid_step, until_key
+from ._grid import ONE_OFFSET, UNSOLVED, Grid, first_after, grid_step, offset_from, until_key
 from ._grid import REACH as _REACH
 from ._grid import offset_at as _offset
 from ._memo import Memo
-from ._rrule import Recur
+from ._rrule import FIXED_PERIOD, Recur
 from ._support import NOMINAL_DAYS, check_supported
 from .errors import UnsupportedSchedule
 
@@ -57,6 +57,8 @@ def _unlabelled(w: datetime) -> datetime:
 
 _TWO_REACH = 2 * _REACH
 _UTC = timezone.utc
+# A period of each FREQ at its longest (a month of 31 days, a leap year).
+_LONGEST_PERIOD = {**FIXED_PERIOD, "MONTHLY": timedelta(days=31), "YEARLY": timedelta(days=366)}
 
 
 class Engine:
@@ -430,17 +432,7 @@ class Engine:
         jump = offset - _offset(instant - _REACH, zone)
         if not jump:
             return None
-        # Bisect on whole seconds (tzdata changes offsets on them): the old offset holds at ``low``,
-        # the new one from ``high`` on, so the change is at ``high`` once they are a second apart.
-        low = math.floor((instant - _REACH).timestamp())
-        high = math.ceil(instant.timestamp())
-        while high - low > 1:
-            middle = (low + high) // 2
-            if _offset(datetime.fromtimestamp(middle, _UTC), zone) == offset:
-                high = middle
-            else:
-                low = middle
-        at = datetime.fromtimestamp(high, _UTC)
+        at = offset_from(offset, math.floor((instant - _REACH).timestamp()), math.ceil(instant.timestamp()), zone)
         return (at, jump) if instant < at + abs(jump) else None
 
     def _to_local(self, instant: datetime) -> datetime:
@@ -454,13 +446,4 @@ class Engine:
         return naive.replace(tzinfo=self.zone).astimezone(_UTC).astimezone(self.zone)
 
     def _period_length(self) -> timedelta:
-        unit = {
-            "SECONDLY": timedelta(seconds=1),
-            "MINUTELY": timedelta(minutes=1),
-            "HOURLY": timedelta(hours=1),
-            "DAILY": timedelta(days=1),
-            "WEEKLY": timedelta(weeks=1),
-            "MONTHLY": timedelta(days=31),
-            "YEARLY": timedelta(days=366),
-        }[self.recur.freq]
-        return unit * self.recur.interval
+        return _LONGEST_PERIOD[self.recur.freq] * self.recur.interval

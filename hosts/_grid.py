@@ -14,20 +14,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import date, datetime, timedelta, timezone, tzinfo
 
-from ._rrule import Recur
+from ._rrule import FIXED_PERIOD, Recur
 
 # No zone has ever moved its clocks by more than a day at once (Samoa 2011 and Kwajalein 1993
 # jumped 24 h), nor changed its offset twice within this reach.
 REACH = timedelta(hours=25)
 _SPAN_STEPS = 16  # how far (in REACH steps, ~17 days) a steady offset is looked for each way
 _UTC = timezone.utc
-_STEP = {
-    "SECONDLY": timedelta(seconds=1),
-    "MINUTELY": timedelta(minutes=1),
-    "HOURLY": timedelta(hours=1),
-    "DAILY": timedelta(days=1),
-    "WEEKLY": timedelta(weeks=1),
-}
 UNSOLVED = object()  # Grid.next: only the walk knows
 _LONGEST_STEP = _SPAN_STEPS * REACH
 # IANA names of zones at UTC+0 for all time (UTC and its links): no offset to look up.
@@ -40,11 +33,11 @@ def grid_step(recur: Recur, is_date: bool) -> timedelta | None:
     """The wall-time step between occurrences of a rule that is only FREQ and INTERVAL (dateutil
     derives every other part from DTSTART: the same time of day, weekday), else None."""
     r = recur
-    if is_date or r.count is not None or r.freq not in _STEP:
+    if is_date or r.count is not None or r.freq not in FIXED_PERIOD:
         return None
     if r.bymonth or r.byweekno or r.byyearday or r.bymonthday or r.byday or r.byhour or r.byminute or r.bysecond or r.bysetpos:
         return None
-    step = _STEP[r.freq] * r.interval
+    step = FIXED_PERIOD[r.freq] * r.interval
     # A step longer than the span a steady offset is looked for in would be found by stepping
     # through every span between two fires (a 100-year step: half a million offset lookups); the
     # walk finds it in one period.
@@ -109,15 +102,20 @@ def first_after(origin: datetime, step: timedelta, zone: tzinfo | None, after: d
 def _boundary(low: datetime, high: datetime, zone: tzinfo) -> datetime:
     """The first whole second after ``low`` with the offset ``high`` has (whole-second instants
     with different offsets, one change between them)."""
-    offset = offset_at(high, zone)
-    a, b = int(low.timestamp()), int(high.timestamp())
-    while b - a > 1:
-        middle = (a + b) // 2
+    return offset_from(offset_at(high, zone), int(low.timestamp()), int(high.timestamp()), zone)
+
+
+def offset_from(offset: timedelta, low: int, high: int, zone: tzinfo) -> datetime:
+    """The whole second at which ``zone`` took ``offset``: bisected between the POSIX seconds
+    ``low`` (another offset) and ``high`` (``offset``), one change between them (tzdata changes
+    offsets on whole seconds)."""
+    while high - low > 1:
+        middle = (low + high) // 2
         if offset_at(datetime.fromtimestamp(middle, _UTC), zone) == offset:
-            b = middle
+            high = middle
         else:
-            a = middle
-    return datetime.fromtimestamp(b, _UTC)
+            low = middle
+    return datetime.fromtimestamp(high, _UTC)
 
 
 class Grid:

@@ -8,12 +8,20 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 from typing import overload
 
 from .errors import InvalidSchedule
 
 FREQS = ("YEARLY", "MONTHLY", "WEEKLY", "DAILY", "HOURLY", "MINUTELY", "SECONDLY")
+# The FREQs whose period has one length in elapsed time (MONTHLY and YEARLY vary).
+FIXED_PERIOD = {
+    "SECONDLY": timedelta(seconds=1),
+    "MINUTELY": timedelta(minutes=1),
+    "HOURLY": timedelta(hours=1),
+    "DAILY": timedelta(days=1),
+    "WEEKLY": timedelta(weeks=1),
+}
 WEEKDAYS = ("MO", "TU", "WE", "TH", "FR", "SA", "SU")
 _ORDER = (
     "FREQ",

@@ -10,21 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any, ClassVar
+from typing import Any
 
 from apscheduler.triggers.base import BaseTrigger
 
-from ._exact import ExactRrule
-from .contract import (
-    Applied,
-    Capabilities,
-    Feature,
-    Observation,
-    ObservationState,
-    Reported,
-    TimerKind,
-    refuse_report,
-)
+from ._exact import ExactRrule, exact_capabilities
+from .contract import Applied, Observation, ObservationState, Reported, TimerKind, refuse_report
 from .errors import HostUnavailable
 from .schedule import Schedule
 
@@ -51,23 +42,13 @@ class ApschedulerTimer(ExactRrule):
     """
 
     kind = TimerKind.APSCHEDULER
-    CAPABILITIES: ClassVar[Capabilities] = Capabilities(
-        can_apply=True,
-        can_read_back=True,
-        armed_by_runtime=True,
-        launches_turns=True,
-        floor_aware=True,
-        expresses=frozenset(Feature),
-        summary="any RFC 5545 schedule floorgate accepts, clamped to the floor by the running host",
+    CAPABILITIES = exact_capabilities(
+        floorgate_runs_it=True, summary="any RFC 5545 schedule floorgate accepts, clamped to the floor by the running host"
     )
 
     def __init__(self, scheduler: Any, job: Callable[[str], object] | None = None) -> None:
         self.scheduler = scheduler  # an apscheduler BaseScheduler, or None outside ``floorgate run``
         self.job = job
-
-    @classmethod
-    def firing_problem(cls) -> str | None:
-        return None  # a running floorgate run records heartbeats in the store
 
     def apply(self, automation_id: str, schedule: Schedule, now: datetime) -> Applied:
         form = self.expressed(schedule, now)

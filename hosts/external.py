@@ -11,18 +11,9 @@ is ``schedule-only`` unless a pre-model hook has been seen answering for the aut
 from __future__ import annotations
 
 from datetime import datetime
-from typing import ClassVar
 
-from ._exact import ExactRrule
-from .contract import (
-    Applied,
-    Capabilities,
-    Feature,
-    Observation,
-    ObservationState,
-    Reported,
-    TimerKind,
-)
+from ._exact import ExactRrule, exact_capabilities
+from .contract import Applied, Observation, ObservationState, Reported, TimerKind
 from .errors import InvalidSchedule
 from .schedule import Schedule
 
@@ -31,20 +22,9 @@ class ExternalTimer(ExactRrule):
     """The timer host of an external app, through its owner."""
 
     kind = TimerKind.EXTERNAL
-    CAPABILITIES: ClassVar[Capabilities] = Capabilities(
-        can_apply=False,
-        can_read_back=False,
-        armed_by_runtime=False,
-        launches_turns=False,
-        floor_aware=False,
-        # The owner is handed the exact RRULE; whether the app honours it is what the readback checks.
-        expresses=frozenset(Feature),
-        summary="RRULE schedules, set by the owner in the app and reported back by the owner",
+    CAPABILITIES = exact_capabilities(
+        floorgate_runs_it=False, summary="RRULE schedules, set by the owner in the app and reported back by the owner"
     )
-
-    @classmethod
-    def firing_problem(cls) -> str | None:
-        return None  # the app's own liveness shows in its hook's answers
 
     def apply(self, automation_id: str, schedule: Schedule, now: datetime) -> Applied:
         form = self.expressed(schedule, now)

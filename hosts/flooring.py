@@ -10,17 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from ._rrule import Recur
+from ._rrule import FIXED_PERIOD, Recur
 from .contract import HORIZON
 from .schedule import Schedule
 
-_UNIT = {
-    "SECONDLY": timedelta(seconds=1),
-    "MINUTELY": timedelta(minutes=1),
-    "HOURLY": timedelta(hours=1),
-    "DAILY": timedelta(days=1),
-    "WEEKLY": timedelta(weeks=1),
-}
 _SAMPLE = 20_000
 
 
@@ -64,7 +57,7 @@ def floor_compatible(schedule: Schedule, floor: timedelta, now: datetime) -> Des
     recur = schedule.recur
     simple = (
         recur is not None
-        and recur.freq in _UNIT
+        and recur.freq in FIXED_PERIOD
         and recur.count is None
         and not (
             recur.bymonth
@@ -80,7 +73,7 @@ def floor_compatible(schedule: Schedule, floor: timedelta, now: datetime) -> Des
         and not schedule.exdates
     )
     if simple and recur is not None:
-        period = _UNIT[recur.freq] * recur.interval
+        period = FIXED_PERIOD[recur.freq] * recur.interval
         factor = -(-floor // period)  # ceiling division of timedeltas
         freq, interval = _coarsest(recur.freq, recur.interval * factor, schedule.dtstart)
         raised = Schedule(

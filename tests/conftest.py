@@ -15,44 +15,17 @@ still an empty database, for tests of migrating and reopening.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import uuid
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
+from basics import PG_REQUIRED, T0, agent_cli, pg_or_skip, pg_schema_url, psycopg_dsn, replay
 
 from floorgate.admission import Admission, FixedClock, Policies, Store, open_store
-
-PG_URL = os.environ.get("FLOORGATE_TEST_PG_URL")
-PG_REQUIRED = os.environ.get("FLOORGATE_TEST_PG_REQUIRED") == "1"
-T0 = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
-
-
-def _pg_or_skip() -> str:
-    if not PG_URL:
-        if PG_REQUIRED:
-            pytest.fail("FLOORGATE_TEST_PG_URL is not set but FLOORGATE_TEST_PG_REQUIRED=1")
-        pytest.skip("FLOORGATE_TEST_PG_URL not set")
-    return PG_URL
-
-
-def _pg_schema_url(base: str, schema: str) -> str:
-    sep = "&" if "?" in base else "?"
-    return f"{base}{sep}options={quote(f'-csearch_path={schema}')}"
-
-
-def _psycopg_dsn(url: str) -> str:
-    return url.replace("postgresql+psycopg://", "postgresql://", 1)
-
-
-def _pg_schema_of(url: str) -> str:
-    options = parse_qs(urlsplit(url).query)["options"][0]
-    return options.removeprefix("-csearch_path=")
 
 
 @pytest.fixture(scope="session")
@@ -73,9 +46,9 @@ def _pg_template() -> list[tuple[str, Any, bool]]:
     from sqlalchemy import event
     from sqlalchemy.engine import Engine
 
-    base = _pg_or_skip()
+    base = pg_or_skip()
     schema = f"fgt_tmpl_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(_psycopg_dsn(base), autocommit=True) as conn:
+    with psycopg.connect(psycopg_dsn(base), autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{schema}"')
     captured: list[tuple[str, Any, bool]] = []
 
@@ -86,36 +59,14 @@ def _pg_template() -> list[tuple[str, Any, bool]]:
 
     event.listen(Engine, "before_cursor_execute", capture)
     try:
-        open_store(_pg_schema_url(base, schema)).close()
+        open_store(pg_schema_url(base, schema)).close()
     finally:
         event.remove(Engine, "before_cursor_execute", capture)
-        with psycopg.connect(_psycopg_dsn(base), autocommit=True) as conn:
+        with psycopg.connect(psycopg_dsn(base), autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
     if not captured:
         pytest.fail("migrating the PostgreSQL template executed no DDL")
     return captured
-
-
-def _replay(url: str, statements: list[tuple[str, Any, bool]]) -> None:
-    """Build the migrated schema in ``url``'s (empty) schema: one transaction, few round trips."""
-    import psycopg
-
-    # The test's schema needs no durability: not waiting for the WAL flush cuts the commit's cost.
-    batch = [f'SET LOCAL search_path TO "{_pg_schema_of(url)}"', "SET LOCAL synchronous_commit TO off"]
-    with psycopg.connect(_psycopg_dsn(url.split("?", 1)[0])) as conn:
-        for sql, params, many in statements:
-            if params is None:
-                batch.append(sql)
-                continue
-            if batch:
-                conn.execute(";\n".join(batch))
-                batch = []
-            if many:
-                conn.cursor().executemany(sql, params)
-            else:
-                conn.execute(sql, params)
-        if batch:
-            conn.execute(";\n".join(batch))
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -124,21 +75,21 @@ def db_url(request: pytest.FixtureRequest, tmp_path) -> Iterator[str]:  # type: 
     if request.param == "sqlite":
         yield str(tmp_path / "floorgate.db")
         return
-    base = _pg_or_skip()
+    base = pg_or_skip()
     import psycopg
 
     schema = f"fgt_{uuid.uuid4().hex[:12]}"
     try:
-        with psycopg.connect(_psycopg_dsn(base), autocommit=True) as conn:
+        with psycopg.connect(psycopg_dsn(base), autocommit=True) as conn:
             conn.execute(f'CREATE SCHEMA "{schema}"')
     except psycopg.OperationalError as exc:
         if PG_REQUIRED:
             pytest.fail(f"PostgreSQL at {base} is unreachable: {exc}")
         pytest.skip(f"PostgreSQL unreachable: {exc}")
     try:
-        yield _pg_schema_url(base, schema)
+        yield pg_schema_url(base, schema)
     finally:
-        with psycopg.connect(_psycopg_dsn(base), autocommit=True) as conn:
+        with psycopg.connect(psycopg_dsn(base), autocommit=True) as conn:
             conn.execute("SET synchronous_commit TO off")
             conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
@@ -147,7 +98,7 @@ def db_url(request: pytest.FixtureRequest, tmp_path) -> Iterator[str]:  # type: 
 def store(db_url: str, request: pytest.FixtureRequest) -> Iterator[Store]:
     """An open store at ``db_url``, migrated to head (from the session's template)."""
     if "://" in db_url:
-        _replay(db_url, request.getfixturevalue("_pg_template"))
+        replay(db_url, request.getfixturevalue("_pg_template"))
     else:
         shutil.copy(request.getfixturevalue("_sqlite_template"), db_url)
     s = open_store(db_url)
@@ -188,43 +139,7 @@ def admission(store: Store, clock: FixedClock) -> Admission:
     return Admission(store, clock)
 
 
-def raw_sql(store: Store, sql: str, params: dict | None = None) -> list[tuple]:  # type: ignore[type-arg]
-    """Run SQL as a hand edit would (outside floorgate's API), committing it."""
-    from sqlalchemy import text
-
-    with store.engine.begin() as conn:
-        result = conn.execute(text(sql), params or {})
-        return [tuple(r) for r in result] if result.returns_rows else []
-
-
-DAY = timedelta(days=1)
-MS = timedelta(milliseconds=1)
-
-
-def worker_suffix() -> str:
-    """'' alone, '-gw0', '-gw1' ... under pytest-xdist: per-worker names for shared real resources
-    (a crontab account), so parallel workers never edit the same one."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
-    tag = os.environ.get("FLOORGATE_TEST_USER_TAG")  # separate checkouts testing at once on one machine
-    return (f"-{tag}" if tag else "") + (f"-{worker}" if worker else "")
-
-
-# -- the real agent CLIs (tests/agents/, the qualification suite) --------------------------------
-# The pinned npm packages that .ci/agents installs into a cache outside the repository. Without the
-# cache a developer's run skips those tests; FLOORGATE_TEST_AGENTS_REQUIRED=1 (.ci/run) fails them.
-AGENT_CACHE = Path(os.environ.get("FLOORGATE_AGENT_CACHE") or Path.home() / ".cache" / "floorgate-agents")
-AGENTS_REQUIRED = os.environ.get("FLOORGATE_TEST_AGENTS_REQUIRED") == "1"
-
-
-def agent_cli(name: str) -> Path:
-    """The real CLI ``name`` ('claude' or 'codex') from the cache, or skip (fail when required)."""
-    path = AGENT_CACHE / "node_modules" / ".bin" / name
-    if not os.access(path, os.X_OK):
-        message = f"{name} is not installed in {AGENT_CACHE} (run .ci/agents)"
-        if AGENTS_REQUIRED:
-            pytest.fail(message)
-        pytest.skip(message)
-    return path
+# -- the real agent CLIs (tests/agents/, the qualification suite; ``basics.agent_cli``) -----------
 
 
 @pytest.fixture

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from floorgate.admission import Admission, FixedClock, open_store
+from basics import T0
 
-from conftest import T0
+from floorgate.admission import Admission, FixedClock, open_store
 
 
 def race(url: str, worker: int, rounds: int, floor_s: int, barrier, results) -> None:  # type: ignore[no-untyped-def]

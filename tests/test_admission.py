@@ -4,12 +4,11 @@ from datetime import timedelta
 from itertools import pairwise
 
 import pytest
+from basics import DAY, MS, T0, raw_sql
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from floorgate.admission import Admission, FixedClock, InvalidInput, Policies, Reason, Scope, StartKind
-
-from conftest import DAY, MS, T0, raw_sql
 
 
 def daily(policies: Policies, path: str = "g/a") -> None:
@@ -326,9 +325,9 @@ DAMAGED_RULES = [
 @pytest.mark.parametrize("damage", DAMAGED_RULES, ids=[d[0] for d in DAMAGED_RULES])
 def test_a_damaged_rule_denies_everywhere_and_is_never_read_as_no_rule(store, damage) -> None:  # type: ignore[no-untyped-def]
     """A hand rebuild without constraints: the rule row keeps its place but holds garbage."""
-    from floorgate.admission import StoreUnavailable
+    from basics import raw_sql
 
-    from conftest import raw_sql
+    from floorgate.admission import StoreUnavailable
 
     _, interval, revision = damage
     clock = FixedClock(T0)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 import pytest
+from basics import T0, psycopg_dsn
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -26,8 +27,6 @@ from floorgate.admission import Admission, FixedClock, Policies, Reason, Scope, 
 from floorgate.admission import _locks as locks
 from floorgate.admission.clock import from_us, to_us
 from floorgate.admission.store import lock_id
-
-from conftest import T0, _psycopg_dsn
 
 AGENTS = ("a1", "a2")
 LANES = (("a1", "x1"), ("a1", "x2"), ("a2", "x1"))
@@ -163,7 +162,7 @@ class AdmissionMachine(RuleBasedStateMachine):
         else:
             import psycopg
 
-            pg = psycopg.connect(_psycopg_dsn(self.store.url))
+            pg = psycopg.connect(psycopg_dsn(self.store.url))
             try:
                 pg.execute("SELECT pg_advisory_xact_lock(%s)", (lock_id(locks.agent(self.goal, agent)),))
                 pg.execute(insert + "(%s, %s, %s, %s, %s, %s, 'reserved', 'automatic')", values)

@@ -17,12 +17,12 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from basics import T0, pg_or_skip, pg_schema_url, psycopg_dsn, raw_sql, replay
 from test_hostile_state import relax
 
 from floorgate.admission import Admission, FixedClock, Reason, Store, open_store
 from floorgate.admission.decide.render import facts_function
 
-from conftest import T0, _pg_or_skip, _pg_schema_url, _psycopg_dsn, _replay, raw_sql
 from helpers import floor
 
 H = timedelta(hours=1)
@@ -190,16 +190,16 @@ def sqlite_store(tmp_path: Path, _sqlite_template: Path) -> Iterator[Store]:
 def pg_store(_pg_template: list) -> Iterator[Store]:  # type: ignore[type-arg]
     import psycopg
 
-    base = _pg_or_skip()
+    base = pg_or_skip()
     schema = f"fgt_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(_psycopg_dsn(base), autocommit=True) as conn:
+    with psycopg.connect(psycopg_dsn(base), autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{schema}"')
-    url = _pg_schema_url(base, schema)
-    _replay(url, _pg_template)
+    url = pg_schema_url(base, schema)
+    replay(url, _pg_template)
     s = open_store(url)
     yield s
     s.close()
-    with psycopg.connect(_psycopg_dsn(base), autocommit=True) as conn:
+    with psycopg.connect(psycopg_dsn(base), autocommit=True) as conn:
         conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 

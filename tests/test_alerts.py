@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from basics import T0 as RACE_T0
+from basics import raw_sql
 
 from floorgate.admission import Admission, FixedClock, Policies, Scope, Store, open_store
 from floorgate.admission.decisions import Decision, Reason
@@ -19,8 +21,6 @@ from floorgate.admission.limits import LimitsChange, parse_alerts
 from floorgate.admission.windows import parse_window
 from floorgate.scheduler.app.notify import NotifyService
 
-from conftest import T0 as RACE_T0
-from conftest import raw_sql
 from helpers import Receiver
 from race_worker import race_limits
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 import sys
 
 import pytest
+from basics import raw_sql
 
 from floorgate.admission import FixedClock, Store
 
-from conftest import raw_sql
 from console_kit import console
 
 BODY = {

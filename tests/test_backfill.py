@@ -10,6 +10,7 @@ import sys
 from datetime import timedelta
 
 import pytest
+from basics import T0, raw_sql
 
 from floorgate.admission import Admission, Automations, FixedClock, InvalidInput, Journal
 from floorgate.admission.clock import iso
@@ -17,7 +18,6 @@ from floorgate.scheduler.app.backfill import BackfillService
 from floorgate.scheduler.runtime.executor import TurnExecutor
 
 from cli import run_cli
-from conftest import T0, raw_sql
 from helpers import add_automation, floor, lines, marker_script
 
 HOURLY = "DTSTART:20261201T090000Z RRULE:FREQ=HOURLY"

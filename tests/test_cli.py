@@ -289,12 +289,11 @@ def test_a_host_never_creates_the_store_it_runs(db_url: str, tmp_path: Path) -> 
         assert list(tmp_path.iterdir()) == []  # no file created (not even the state directory)
     else:
         import psycopg
+        from basics import pg_schema_of, psycopg_dsn
 
-        from conftest import _pg_schema_of, _psycopg_dsn
-
-        with psycopg.connect(_psycopg_dsn(db_url)) as conn:  # no table created in the empty schema
+        with psycopg.connect(psycopg_dsn(db_url)) as conn:  # no table created in the empty schema
             query = "SELECT count(*) FROM information_schema.tables WHERE table_schema = %s"
-            assert conn.execute(query, (_pg_schema_of(db_url),)).fetchone() == (0,)
+            assert conn.execute(query, (pg_schema_of(db_url),)).fetchone() == (0,)
 
 
 @pytest.mark.parametrize("poll", ["0", "0s", "PT0S"])

@@ -10,9 +10,10 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from itertools import pairwise
 
+from basics import T0, raw_sql
+
 from floorgate.admission import Admission, FixedClock, Policies, Scope, open_store
 
-from conftest import T0, raw_sql
 from race_worker import race
 
 WORKERS = 8

@@ -6,12 +6,12 @@ from __future__ import annotations
 import multiprocessing
 
 import pytest
+from basics import T0, raw_sql
 
 from floorgate.admission import FixedClock, Policies, Scope, open_store
 from floorgate.admission.limits import LimitsChange
 from floorgate.admission.windows import parse_window
 
-from conftest import T0, raw_sql
 from race_worker import race_limits
 
 WORKERS = 8

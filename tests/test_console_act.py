@@ -10,6 +10,7 @@ import re
 from datetime import timedelta
 
 import pytest
+from basics import DAY, T0, raw_sql
 
 from floorgate.admission import FixedClock, Store
 from floorgate.admission.automations import AutomationState, Automations, HoldKind
@@ -17,7 +18,6 @@ from floorgate.admission.tallies import Tallies
 from floorgate.admission.ticks import Tick, TickDecision, TickLog
 from floorgate.scheduler.console.timeline import SLOTS, Zoom, slot_width, timeline
 
-from conftest import DAY, T0, raw_sql
 from console_kit import console, post_form, sign_in
 from helpers import add_automation, floor
 

@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 import pytest
+from basics import DAY, T0, raw_sql
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
 
@@ -21,7 +22,6 @@ from floorgate.scheduler.console import create_app
 from floorgate.scheduler.console.api import ENDPOINTS
 
 from cli import run_cli
-from conftest import DAY, T0, raw_sql
 from console_kit import console, pending_ask
 from helpers import add_automation, floor
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 import re
 import sys
 
+from basics import DAY, raw_sql
+
 from floorgate.admission import FixedClock, Store
 
-from conftest import DAY, raw_sql
 from console_kit import console, post_form, sign_in
 from helpers import add_automation, floor
 

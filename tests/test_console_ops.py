@@ -9,13 +9,13 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from basics import DAY, raw_sql
 from test_timers import add
 
 from floorgate.admission import Admission, FixedClock, Policies, Scope, Store
 from floorgate.admission.envelope import parse_compute
 
 from cli import run_cli
-from conftest import DAY, raw_sql
 from console_kit import console, pending_ask
 from helpers import add_automation, floor, lines, marker_script, wait_for
 

@@ -8,16 +8,18 @@ import html
 import os
 import re
 
+from basics import DAY, T0, raw_sql
+
 from floorgate.admission import Admission, FixedClock, Store
 
-from conftest import DAY, T0, raw_sql
 from console_kit import console, pending_ask, post_form, post_signin, sign_in
 from helpers import add_automation, floor, wait_for
 
 
 def test_pages_need_a_session_and_sign_in_sets_an_http_only_same_site_cookie(store: Store, clock: FixedClock) -> None:
     c = console(store, clock)
-    for path in ("/dashboard", "/settings", "/asks"):
+    pages = ("/dashboard", "/automations/x", "/turns/t", "/new-automation", "/automations/x/edit", "/settings", "/asks", "/events")
+    for path in pages:
         r = c.client.get(path, follow_redirects=False)
         assert r.status_code == 303 and r.headers["location"] == "/signin", path
     r = post_signin(c.client, c.owner, follow_redirects=False)

@@ -16,11 +16,11 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from basics import T0, raw_sql
 
 from floorgate.admission import Admission, Approvals, Automations, FixedClock, InvalidInput, Journal, Missions, Principals, Store
 
 from cli import run_cli
-from conftest import T0, raw_sql
 from console_kit import Console, console
 from helpers import add_automation, floor
 

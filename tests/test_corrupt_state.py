@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from basics import T0, pg_or_skip, pg_schema_url, psycopg_dsn
 from hostile import DOCUMENTED_EXITS, dump
 from sqlalchemy import BigInteger, Boolean, Integer, text
 
@@ -55,7 +56,6 @@ from floorgate.scheduler.app.root import Floorgate
 from floorgate.scheduler.runtime.host import RuntimeConfig
 
 from cli import run_cli
-from conftest import T0, _pg_or_skip, _pg_schema_url, _psycopg_dsn
 from helpers import NEAR_9999_US, add_automation, floor, host_running
 
 EVERY_15M = "DTSTART:20261201T090000Z RRULE:FREQ=MINUTELY;INTERVAL=15"
@@ -224,11 +224,11 @@ def seeded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     else:
         import psycopg
 
-        base = _pg_or_skip()
+        base = pg_or_skip()
         schema = f"fgt_corrupt_{uuid.uuid4().hex[:12]}"
-        with psycopg.connect(_psycopg_dsn(base), autocommit=True) as conn:
+        with psycopg.connect(psycopg_dsn(base), autocommit=True) as conn:
             conn.execute(f'CREATE SCHEMA "{schema}"')
-        url = _pg_schema_url(base, schema)
+        url = pg_schema_url(base, schema)
     store = open_store(url)
     _seed(store)
     _relax(store)
@@ -242,7 +242,7 @@ def seeded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         if schema is not None:
             import psycopg
 
-            with psycopg.connect(_psycopg_dsn(_pg_or_skip()), autocommit=True) as conn:
+            with psycopg.connect(psycopg_dsn(pg_or_skip()), autocommit=True) as conn:
                 conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 

@@ -8,13 +8,13 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from basics import T0, raw_sql
 
 from floorgate.admission import Admission, Automations, FixedClock, Journal, Policies, Scope, Store, WakeState
 from floorgate.admission.errors import CorruptState
 from floorgate.admission.ticks import Tick, TickLog
 from floorgate.scheduler.runtime._plan import next_eligible_tolerant
 
-from conftest import T0, raw_sql
 from helpers import add_automation, floor
 
 IDS = ("good", "bad")

@@ -10,13 +10,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from basics import T0
 from test_timers import EVERY_15, TEST_USER_CAN_RUN, add, cron_user, crontab_text  # noqa: F401 (cron_user is a fixture)
 
 from floorgate.admission import FixedClock, Store
 from floorgate.scheduler.app.readback import Readback
 from floorgate.scheduler.app.timers import TimerService
-
-from conftest import T0
 
 
 def _interpreter(tmp_path: Path, kind: str) -> str:

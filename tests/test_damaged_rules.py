@@ -15,6 +15,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from basics import T0, raw_sql
 from test_hostile_state import relax
 
 from floorgate.admission import Admission, FixedClock, Store, SystemClock, open_store
@@ -22,7 +23,6 @@ from floorgate.scheduler.app.envelope_gate import EnvelopeGate
 from floorgate.scheduler.app.root import Floorgate
 from floorgate.scheduler.runtime.host import RuntimeConfig
 
-from conftest import T0, raw_sql
 from helpers import add_automation, floor, marker_script, start_host, stop, wait_for
 
 EVERY_15M = "DTSTART:20261201T090000Z RRULE:FREQ=MINUTELY;INTERVAL=15"

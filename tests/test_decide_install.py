@@ -7,13 +7,13 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from basics import T0, raw_sql
 from sqlalchemy import create_engine, text
 
 from floorgate.admission import Admission, FixedClock, Reason, open_store
 from floorgate.admission.decide.render import functions_hash
 from floorgate.admission.store import _MIGRATIONS, _VERSION_TABLE
 
-from conftest import T0, raw_sql
 from helpers import floor
 
 H = timedelta(hours=1)

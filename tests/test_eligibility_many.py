@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 import pytest
+from basics import T0, raw_sql
 from sqlalchemy import text
 from test_hostile_state import relax
 from test_round_trips import on_the_wire
@@ -24,7 +25,6 @@ from floorgate.admission._facts import read_facts, read_facts_many
 from floorgate.admission.errors import StoreUnavailable
 from floorgate.admission.gate import _NO_TRIGGER, _NO_TURN
 
-from conftest import T0, raw_sql
 from helpers import floor
 
 H = timedelta(hours=1)

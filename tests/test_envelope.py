@@ -9,6 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from basics import T0, raw_sql
 
 from floorgate.admission import (
     Accounting,
@@ -34,7 +35,6 @@ from floorgate.scheduler.app.envelope_gate import EnvelopeGate
 from floorgate.scheduler.app.meters import claude_stream_json, codex_json, floorgate_jsonl
 from floorgate.scheduler.runtime.executor import TurnExecutor
 
-from conftest import T0, raw_sql
 from helpers import command
 
 TRANSCRIPTS = Path(__file__).parent / "transcripts"

@@ -11,6 +11,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from basics import T0, raw_sql
 from test_envelope import automation, envelope, run
 from test_executor import crashed, dead_owner
 
@@ -18,7 +19,6 @@ from floorgate.admission import Approvals, FixedClock, Journal, Missions
 from floorgate.scheduler.runtime.recovery import recover
 
 from cli import run_cli
-from conftest import T0, raw_sql
 
 HOUR_US = 3_600_000_000
 

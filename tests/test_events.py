@@ -11,6 +11,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from basics import raw_sql
 
 from floorgate.admission import Approvals, Automations, FixedClock, Missions, Policies, RevisionConflict, Scope, Store
 from floorgate.admission.automations import AutomationState, HoldKind
@@ -19,7 +20,6 @@ from floorgate.admission.missions import MissionStatus
 from floorgate.scheduler.app.notify import NotifyService
 
 from cli import run_cli
-from conftest import raw_sql
 from helpers import Receiver, add_automation
 
 

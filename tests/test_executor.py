@@ -10,13 +10,13 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from basics import DAY, T0, raw_sql
 
 from floorgate.admission import Admission, Automations, FixedClock, Journal, Phase
 from floorgate.admission.journal import JournalEntry
 from floorgate.scheduler.runtime.executor import TurnExecutor
 from floorgate.scheduler.runtime.recovery import Recovered, recover
 
-from conftest import DAY, T0, raw_sql
 from helpers import add_automation, floor, marker_script
 
 

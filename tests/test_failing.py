@@ -5,13 +5,13 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from basics import T0
 
 from floorgate.admission import AutomationSpec, Automations, Events, FixedClock, HostPolicies
 from floorgate.scheduler.app.readback import Readback
 from floorgate.scheduler.app.root import Floorgate
 from floorgate.scheduler.runtime.host import HostRuntime, RuntimeConfig
 
-from conftest import T0
 from helpers import command, host_running, lines, marker_script
 
 EVERY_MINUTE = "DTSTART:20261201T090000Z RRULE:FREQ=MINUTELY"

@@ -10,13 +10,13 @@ import threading
 from pathlib import Path
 
 import pytest
+from basics import T0
 
 from floorgate.admission import FixedClock, open_store
 from floorgate.scheduler.runtime._process import pump
 from floorgate.scheduler.runtime.executor import TurnExecutor
 
 from cli import run_cli
-from conftest import T0
 from helpers import add_automation
 
 

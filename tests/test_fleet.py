@@ -11,6 +11,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from basics import DAY, raw_sql
 
 from floorgate.admission import AutomationConflict, CatchUp, FixedClock, Provenance, Store, WhenDenied
 from floorgate.admission import _schema as schema
@@ -19,7 +20,6 @@ from floorgate.scheduler.app.fleet import Action, FleetService, Writer
 from floorgate.scheduler.app.root import Floorgate
 
 from cli import run_cli
-from conftest import DAY, raw_sql
 from helpers import add_automation, floor
 
 PY = sys.executable

@@ -8,13 +8,13 @@ import json
 from pathlib import Path
 
 import pytest
+from basics import DAY
 from test_fleet import dump
 
 from floorgate.admission import FixedClock, Scope, Store
 from floorgate.scheduler.app.root import Floorgate
 
 from cli import run_cli
-from conftest import DAY
 
 FILE = """
 [[floor]]

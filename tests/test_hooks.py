@@ -9,12 +9,12 @@ from datetime import timedelta
 from itertools import pairwise
 
 import pytest
+from basics import T0
 
 from floorgate.admission import Admission, FixedClock, Store, open_store
 from floorgate.scheduler.agents.hooks import HookService
 
 from cli import run_cli
-from conftest import T0
 from helpers import floor
 
 HOUR = timedelta(hours=1)

@@ -12,10 +12,10 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from basics import PG_URL, psycopg_dsn, raw_sql
 
 from floorgate.admission import AutomationSpec, Automations, CommandHost, Journal, Policies, Scope, SystemClock, TurnRecord, open_store
 
-from conftest import PG_URL, _psycopg_dsn, raw_sql
 from helpers import CORRUPTIONS, add_automation, corrupt, floor, lines, marker_script, start_host, stop, wait_for
 
 pytestmark = pytest.mark.slow
@@ -34,7 +34,7 @@ def test_terminating_every_connection_of_the_host_three_times_does_not_stop_its_
     try:
         wait_for(lambda: lines(marker) >= 2, timeout=20, what="the first turns")
         for round_ in range(3):
-            with psycopg.connect(_psycopg_dsn(PG_URL), autocommit=True) as conn:  # type: ignore[arg-type]
+            with psycopg.connect(psycopg_dsn(PG_URL), autocommit=True) as conn:  # type: ignore[arg-type]
                 killed = conn.execute(
                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s", (name,)
                 ).fetchall()

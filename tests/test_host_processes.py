@@ -10,10 +10,10 @@ from itertools import pairwise
 from pathlib import Path
 
 import pytest
+from basics import raw_sql
 
 from floorgate.admission import Admission, Journal, SystemClock, open_store
 
-from conftest import raw_sql
 from helpers import add_automation, floor, start_host, stop, wait_for
 
 pytestmark = pytest.mark.slow

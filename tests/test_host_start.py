@@ -7,12 +7,13 @@ from __future__ import annotations
 import inspect
 from datetime import timedelta
 
+from basics import T0
+
 from floorgate.admission import Automations, FixedClock, Store
 from floorgate.scheduler.app.root import Floorgate
 from floorgate.scheduler.app.wake import BackoffPolicy
 from floorgate.scheduler.runtime.host import HostRuntime, RuntimeConfig
 
-from conftest import T0
 from helpers import add_automation, floor
 
 DAILY = "DTSTART:20261201T090000Z RRULE:FREQ=DAILY"

@@ -6,13 +6,13 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from basics import T0
 from hostile import assert_one_line, dump
 
 from floorgate.admission import FixedClock, Store
 from floorgate.hosts import Schedule, UnsupportedSchedule
 
 from cli import run_cli
-from conftest import T0
 from helpers import add_automation, floor
 
 POLICY = ["--revision", "1", "--owner-ref", "o"]

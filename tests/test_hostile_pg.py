@@ -10,6 +10,7 @@ from datetime import timedelta
 
 import psycopg
 import pytest
+from basics import T0, pg_or_skip, pg_schema_url, psycopg_dsn
 from pg_proxy import Proxy
 
 from floorgate.admission import Admission, FixedClock, Store, open_store
@@ -17,28 +18,27 @@ from floorgate.admission.decisions import Reason
 from floorgate.admission.errors import StoreUnavailable
 from floorgate.admission.store import lock_id
 
-from conftest import T0, _pg_or_skip, _pg_schema_url, _psycopg_dsn
 from helpers import floor
 
 
 @pytest.fixture
 def pg_schema() -> Iterator[tuple[str, str]]:
     """(base URL, schema): an empty schema of its own on the test server."""
-    base = _pg_or_skip()
+    base = pg_or_skip()
     schema = f"fgt_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(_psycopg_dsn(base), autocommit=True) as conn:
+    with psycopg.connect(psycopg_dsn(base), autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{schema}"')
     try:
         yield base, schema
     finally:
-        with psycopg.connect(_psycopg_dsn(base), autocommit=True) as conn:
+        with psycopg.connect(psycopg_dsn(base), autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
 def _through(proxy: Proxy, base: str, schema: str) -> str:
     host = base.split("://", 1)[1].split("/", 1)
     user = host[0].split("@")[0] + "@" if "@" in host[0] else ""
-    return _pg_schema_url(f"postgresql://{user}127.0.0.1:{proxy.port}/{host[1].split('?')[0]}", schema)
+    return pg_schema_url(f"postgresql://{user}127.0.0.1:{proxy.port}/{host[1].split('?')[0]}", schema)
 
 
 OPS = {
@@ -82,13 +82,13 @@ def test_a_dropped_connection_fails_closed_without_a_driver_error(pg_schema: tup
 
 
 def _psycopg_target(base: str) -> tuple[str, int]:
-    info = psycopg.conninfo.conninfo_to_dict(_psycopg_dsn(base))
+    info = psycopg.conninfo.conninfo_to_dict(psycopg_dsn(base))
     return str(info.get("host") or "127.0.0.1"), int(info.get("port") or 5432)
 
 
 def _holder(base: str, schema: str, sql: str) -> psycopg.Connection:
     """Another process's transaction, left open after ``sql`` (a stalled reserver)."""
-    conn = psycopg.connect(_psycopg_dsn(base))
+    conn = psycopg.connect(psycopg_dsn(base))
     conn.execute(f'SET search_path TO "{schema}"')
     conn.execute(sql)
     return conn
@@ -96,7 +96,7 @@ def _holder(base: str, schema: str, sql: str) -> psycopg.Connection:
 
 def test_a_stalled_holder_of_the_agents_lock_yields_a_prompt_state_unavailable(pg_schema: tuple[str, str]) -> None:
     base, schema = pg_schema
-    store: Store = open_store(_pg_schema_url(base, schema), lock_timeout_ms=200)
+    store: Store = open_store(pg_schema_url(base, schema), lock_timeout_ms=200)
     agent = f"a-{uuid.uuid4().hex[:8]}"  # advisory locks are server-wide: a key no other test takes
     try:
         clock = FixedClock(T0)

@@ -9,13 +9,13 @@ import sqlite3
 from datetime import timedelta
 
 import pytest
+from basics import T0, raw_sql
 
 from floorgate.admission import Admission, FixedClock, Store, open_store
 from floorgate.admission.decisions import Reason
 from floorgate.admission.errors import StoreUnavailable
 
 from cli import run_cli
-from conftest import T0, raw_sql
 from helpers import floor
 
 

@@ -1,7 +1,7 @@
 """Limit text in whole seconds, as the rest of the CLI: a coming instant a limit frees at is
 rounded up to the second in every text (``policy show``'s and ``status``'s "exhausted until",
-``automation show``'s limit line, the readback's detail, reserve's "frees at"); ``--json`` keeps
-the exact instant. ``policy show`` of a lane with limits and no floor says there is no floor and
+``automation show``'s limit line, the readback's detail, reserve's "frees at"), and a past one
+(``policy show``'s UPDATED) is the second it fell in; ``--json`` keeps the exact instant. ``policy show`` of a lane with limits and no floor says there is no floor and
 its limits apply. On SQLite and PostgreSQL."""
 
 from __future__ import annotations
@@ -43,6 +43,8 @@ def test_a_spent_limit_frees_at_a_whole_second_in_text_and_exactly_in_json(store
     line = f"used 2, held 0, left 0; exhausted until {shown}"
     policy = run_cli("policy", "show", "g/a/x", db=store.url).stdout
     assert f"limit 2 starts per 1d at g/a: {line}" in policy and exact not in policy
+    # The rules' UPDATED column, a past instant: the second it fell in, never its microseconds.
+    assert f"{frees - timedelta(days=1):%Y-%m-%d %H:%M:%S} UTC" in policy and ".250000" not in policy
     assert f"x: limit 2 starts per 1d at g/a: {line}" in run_cli("status", db=store.url).stdout
     assert f"limit:          2 starts per 1d at g/a: {line}" in run_cli("automation", "show", "x", db=store.url).stdout
     doc = json.loads(run_cli("policy", "show", "g/a/x", "--json", db=store.url).stdout)

@@ -11,13 +11,13 @@ import json
 from datetime import timedelta
 
 import pytest
+from basics import T0
 
 from floorgate.admission import FixedClock
 from floorgate.admission.liveness import HostBeat, HostBeats
 from floorgate.scheduler.app.readback import Readback
 
 from cli import run_cli
-from conftest import T0
 from helpers import add_automation, host_running, start_host, stop, wait_for
 
 EVERY_15M = "DTSTART:20261201T090000Z RRULE:FREQ=MINUTELY;INTERVAL=15"

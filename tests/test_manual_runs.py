@@ -5,13 +5,13 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from basics import T0
 from test_envelope import automation, envelope
 
 from floorgate.admission import Automations, FixedClock, HoldKind, Missions
 from floorgate.scheduler.runtime.executor import TurnExecutor
 
 from cli import run_cli
-from conftest import T0
 from helpers import lines
 
 

@@ -14,13 +14,13 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
+from basics import T0, raw_sql
 from test_hostile_state import relax
 
 from floorgate.admission import Admission, FixedClock, Reason, Store
 from floorgate.admission.clock import to_us
 from floorgate.admission.errors import CorruptState
 
-from conftest import T0, raw_sql
 from helpers import floor
 
 H = timedelta(hours=1)

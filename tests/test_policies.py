@@ -3,10 +3,9 @@
 from datetime import timedelta
 
 import pytest
+from basics import DAY, raw_sql
 
 from floorgate.admission import Policies, ReductionNotAuthorized, RevisionConflict, Scope
-
-from conftest import DAY, raw_sql
 
 H = timedelta(hours=1)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from basics import T0, raw_sql
 
 from floorgate.admission import (
     AutomationState,
@@ -23,7 +24,6 @@ from floorgate.scheduler.app.preview import FloorMeeting, PlanInputs, first_run,
 from floorgate.scheduler.app.readback import Readback, ReadbackState
 from floorgate.scheduler.app.root import Floorgate, Settings
 
-from conftest import T0, raw_sql
 from helpers import add_automation, floor, host_running
 
 EVERY_15M = "DTSTART:20261201T090000Z RRULE:FREQ=MINUTELY;INTERVAL=15"

@@ -6,6 +6,7 @@ from datetime import timedelta, timezone
 from pathlib import Path
 
 import pytest
+from basics import T0
 from test_host_processes import start_host, stop, wait_for
 from test_timers import TEST_USER_CAN_RUN, add, cron_user, crontab_text  # noqa: F401 (fixture)
 
@@ -17,7 +18,6 @@ from floorgate.hosts.crontab import CrontabHost
 from floorgate.scheduler.app.readback import Readback, ReadbackState
 from floorgate.scheduler.app.timers import TimerService
 
-from conftest import T0
 from helpers import add_automation, floor
 
 pytestmark = pytest.mark.slow

@@ -19,6 +19,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from basics import T0, raw_sql
 from test_executor import crashed, dead_owner
 
 from floorgate.admission import AutomationSpec, Automations, FixedClock, Journal, Missions, Store, SystemClock, Verdict, open_store
@@ -30,7 +31,6 @@ from floorgate.scheduler.runtime.executor import TurnExecutor
 from floorgate.scheduler.runtime.host import RuntimeConfig
 from floorgate.scheduler.runtime.recovery import Signal, may_signal, settle_lost
 
-from conftest import T0, raw_sql
 from helpers import add_automation, command, start_host, stop, wait_for
 
 TURN = "t-lost"

@@ -15,14 +15,15 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from basics import T0
 from sqlalchemy import event
 
 from floorgate.admission import Admission, FixedClock, Policies, Reason, Scope, Store, open_store
+from floorgate.admission import _limit_read as limit_read
 from floorgate.admission.limits import LimitsChange
 from floorgate.admission.usage import Prices
 from floorgate.admission.windows import parse_window
 
-from conftest import T0
 from helpers import add_automation, journal_entry
 
 EVENTS: list[str] = []  # statement verbs and clock reads, in order, while counting
@@ -335,35 +336,32 @@ def test_round_trips_and_commits_of_a_managed_reservation(store: Store, outcome:
     )
 
 
-# A lane whose rules carry counts or budgets (issue 20). Its counts and budgets are checked by the
-# client after the one plain read (``admission._limit_check``), also when the floor denies (the
-# reported time is the latest of all): in one read transaction, the rules (1), per count its
-# starts (1 each), per budget its usage (1 each), the prices (1, with a USD budget), the lane's
-# largest recent turn (1, without an envelope max_tokens) and its model (1); SQLite adds its BEGIN.
-# Here, one limit of each kind: 1 + 7 statements (9 with SQLite's BEGIN). Bounded by the number of
-# limits, never by the lane's history. Issue 20 asks for one: not reached (lanes without limits keep it).
+# A lane whose rules carry counts or budgets (issue 20), every limit kind configured. Its first
+# decision in a process is checked by the slow path (the plain read, then the rules, each series'
+# starts or usage, the prices, the estimate's usage and the model in one read transaction), which
+# also keeps the lane's limit definitions in this process (``admission._limit_read``). Every later
+# decision reads the facts and all of the lane's limits in one statement: a denial is one round
+# trip on PostgreSQL and one read statement on SQLite, whether the floor or the count denies.
 LIMITED = {
-    ("sqlite", "interval_wait"): 9,
-    ("postgresql", "interval_wait"): 8,
-    ("sqlite", "count_exhausted"): 9,
-    ("postgresql", "count_exhausted"): 8,
+    ("sqlite", "interval_wait"): 1,
+    ("postgresql", "interval_wait"): 1,
+    ("sqlite", "count_exhausted"): 1,
+    ("postgresql", "count_exhausted"): 1,
 }
 
 
-@pytest.mark.parametrize("denied_by", ["interval_wait", "count_exhausted"])
-def test_round_trips_of_a_denial_with_every_limit_kind(store: Store, denied_by: str) -> None:
-    clock = FixedClock(T0)
-    floor = timedelta(hours=1) if denied_by == "interval_wait" else timedelta(0)
-    starts = 2 if denied_by == "interval_wait" else 1  # the floor denies with the count not yet full
+def _every_limit_kind(store: Store, clock: FixedClock, floor: timedelta, starts: int) -> Admission:
     limits = LimitsChange(max_starts=starts, budget_tokens=1000, budget_usd=Decimal(5), estimate_tokens=10, per=parse_window("1d"))
     Policies(store, clock).configure(Scope.parse("g/a"), min_interval=floor, expected_revision=0, owner_ref="o", limits=limits)
     Prices(store, clock).set("m", Decimal(3), expected_revision=0, owner_ref="o")
     add_automation(store, clock, "x", model="m")
-    admission = Admission(store, clock)
-    admission.eligibility("g", "a", "x")
-    assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=clock.now()).admitted
-    clock.advance(timedelta(seconds=1))
-    pooled: list[str] = []  # statements on the pool's connections (the limit check's read), besides the hot path's
+    return Admission(store, clock)
+
+
+@contextmanager
+def statements(store: Store) -> Iterator[tuple[dict[str, int], list[str]]]:
+    """``counted``, with the statements sent on the pool's connections besides (the slow path's read)."""
+    pooled: list[str] = []
 
     def seen(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
         pooled.append(statement)
@@ -371,17 +369,49 @@ def test_round_trips_of_a_denial_with_every_limit_kind(store: Store, denied_by: 
     event.listen(store.engine, "before_cursor_execute", seen)
     try:
         with counted(store) as counts:
-            denied = admission.reserve(goal="g", agent="a", automation="x", turn_id="t2", trigger_time=clock.now())
+            yield counts, pooled
     finally:
         event.remove(store.engine, "before_cursor_execute", seen)
+
+
+@pytest.mark.parametrize("denied_by", ["interval_wait", "count_exhausted"])
+def test_round_trips_of_a_denial_with_every_limit_kind(store: Store, denied_by: str) -> None:
+    limit_read.forget_all()  # this process has not seen the lane: its first decision fills the cache
+    clock = FixedClock(T0)
+    floor = timedelta(hours=1) if denied_by == "interval_wait" else timedelta(0)
+    starts = 2 if denied_by == "interval_wait" else 1  # the floor denies with the count not yet full
+    admission = _every_limit_kind(store, clock, floor, starts)
+    admission.eligibility("g", "a", "x")
+    with statements(store) as (_first, first_pooled):
+        assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=clock.now()).admitted
+    assert len(first_pooled) > 1  # the slow path checked it (and kept its definitions)
+    clock.advance(timedelta(seconds=1))
+    with statements(store) as (counts, pooled):
+        denied = admission.reserve(goal="g", agent="a", automation="x", turn_id="t2", trigger_time=clock.now())
     assert (denied.admitted, denied.reason.value) == (False, denied_by)
     backend = "postgresql" if store.dialect == "postgresql" else "sqlite"
     assert (counts["round_trips"] + len(pooled), counts["commits"]) == (LIMITED[(backend, denied_by)], 0), pooled
 
 
-# Without a USD budget the prices are not read: the rules, the count's starts, the token budget's
-# usage, the lane's largest recent turn and its model (5; 6 with SQLite's BEGIN).
+# The serialized decision of a known limited lane reads its limits in one statement too (under the
+# lock, in the admitting transaction), never the slow path's several. On the wire, SQLite: the plain
+# read; BEGIN IMMEDIATE, the limit read, the facts, the start, the held estimate (its check and its
+# insert), COMMIT. PostgreSQL: the plain read; BEGIN, the lock, the limit read, fg_facts + fg_admit,
+# the held estimate (2), COMMIT. No alert crosses here (2 of 5 starts).
+def test_an_admission_with_every_limit_kind_reads_its_limits_once(store: Store) -> None:
+    limit_read.forget_all()
+    clock = FixedClock(T0)
+    admission = _every_limit_kind(store, clock, timedelta(0), 5)
+    assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=clock.now()).admitted
+    clock.advance(timedelta(seconds=1))
+    with on_the_wire(store) as counts:
+        assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t2", trigger_time=clock.now()).admitted
+    assert (counts["round_trips"], counts["commits"]) == (8, 1)
+
+
+# A lane without a USD budget gathers no prices in its one statement.
 def test_a_lane_without_a_usd_budget_reads_no_prices(store: Store) -> None:
+    limit_read.forget_all()
     clock = FixedClock(T0)
     limits = LimitsChange(max_starts=1, budget_tokens=1000, estimate_tokens=10, per=parse_window("1d"))
     Policies(store, clock).configure(Scope.parse("g/a"), min_interval=timedelta(0), expected_revision=0, owner_ref="o", limits=limits)
@@ -390,16 +420,9 @@ def test_a_lane_without_a_usd_budget_reads_no_prices(store: Store) -> None:
     admission = Admission(store, clock)
     assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=clock.now()).admitted
     clock.advance(timedelta(seconds=1))
-    pooled: list[str] = []
-
-    def seen(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        pooled.append(statement)
-
-    event.listen(store.engine, "before_cursor_execute", seen)
-    try:
+    with statements(store) as (counts, pooled):
         denied = admission.reserve(goal="g", agent="a", automation="x", turn_id="t2", trigger_time=clock.now())
-    finally:
-        event.remove(store.engine, "before_cursor_execute", seen)
     assert (denied.admitted, denied.reason.value) == (False, "count_exhausted")
-    assert [x for x in pooled if "fg_model_prices" in x] == [], pooled
-    assert len([x for x in pooled if x.strip().upper() != "BEGIN"]) == 5, pooled
+    assert (counts["round_trips"], pooled) == (1, [])
+    lane = limit_read.known("g", "a", "x")
+    assert lane is not None and "fg_model_prices" not in limit_read.statement(store.dialect, store.relaxed, lane.shape, True)[0]

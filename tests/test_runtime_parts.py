@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from basics import T0
 
 from floorgate.admission import FixedClock, Store, TickLog
 from floorgate.scheduler.app.root import Floorgate
@@ -18,7 +19,6 @@ from floorgate.scheduler.runtime._ticking import Ticking
 from floorgate.scheduler.runtime._work_queue import WorkQueue
 from floorgate.scheduler.runtime.host import HostRuntime, RuntimeConfig
 
-from conftest import T0
 from helpers import add_automation, floor
 
 EVERY_15M = "DTSTART:20261201T090000Z RRULE:FREQ=MINUTELY;INTERVAL=15"

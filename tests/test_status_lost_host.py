@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from basics import T0
+
 from floorgate.admission import FixedClock, Store
 from floorgate.scheduler.app.root import Floorgate
 from floorgate.scheduler.runtime._heartbeat import Heartbeat
 from floorgate.scheduler.views.present_status import status_text
 
-from conftest import T0
 from helpers import add_automation
 
 

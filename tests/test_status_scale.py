@@ -7,13 +7,13 @@ import gc
 from datetime import timedelta
 
 import pytest
+from basics import T0
 from pydantic import ValidationError
 
 from floorgate.admission import FixedClock
 from floorgate.hosts import Schedule
 from floorgate.scheduler.app.readback import Readback
 
-from conftest import T0
 from helpers import add_automation, floor, host_running
 
 EVERY_15M = "DTSTART:20261201T090000Z RRULE:FREQ=MINUTELY;INTERVAL=15"

@@ -9,6 +9,7 @@ import json
 from datetime import timedelta
 
 import pytest
+from basics import T0
 
 from floorgate.admission import Admission, FixedClock, Store
 from floorgate.scheduler.app import _readback_reads as readback_module
@@ -16,7 +17,6 @@ from floorgate.scheduler.app.readback import AutomationReadback, Readback
 from floorgate.scheduler.cli.main import run
 from floorgate.scheduler.views.present_status import status_lines, status_text
 
-from conftest import T0
 from helpers import add_automation, corrupt, floor
 
 NAMES = ("b2", "a1", "c3", "a4", "d5")

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from basics import T0, raw_sql
 
 from floorgate.admission import Admission, FixedClock, InvalidInput, Reason, SchemaTooNew, StoreUnavailable, open_store
 from floorgate.admission.store import resolve_url
-
-from conftest import T0, raw_sql
 
 HEAD = "0028"
 
@@ -82,15 +81,15 @@ def test_a_write_on_a_read_only_postgresql_user_names_the_access_it_lacks(store)
     if store.dialect != "postgresql":
         pytest.skip("database roles are PostgreSQL's (a SQLite file's access is the file system's)")
     import psycopg
+    from basics import pg_schema_of, psycopg_dsn
 
     from cli import run_cli
-    from conftest import _pg_schema_of, _psycopg_dsn
 
     pg_url = store.url
     assert run_cli("policy", "set", "g/a", "--min-interval", "1h", "--revision", "0", "--owner-ref", "o", db=pg_url).returncode == 0
-    schema = _pg_schema_of(pg_url)
+    schema = pg_schema_of(pg_url)
     role = f"fg_ro_{schema[-8:]}"
-    with psycopg.connect(_psycopg_dsn(pg_url), autocommit=True) as conn:
+    with psycopg.connect(psycopg_dsn(pg_url), autocommit=True) as conn:
         conn.execute(f'DROP ROLE IF EXISTS "{role}"')
         conn.execute(f'CREATE ROLE "{role}" LOGIN')
         conn.execute(f'GRANT USAGE ON SCHEMA "{schema}" TO "{role}"')
@@ -104,7 +103,7 @@ def test_a_write_on_a_read_only_postgresql_user_names_the_access_it_lacks(store)
         assert refused.returncode == 1 and "needs SELECT, INSERT, UPDATE and DELETE" in refused.stderr
         assert len(refused.stderr.strip().splitlines()) == 1
     finally:
-        with psycopg.connect(_psycopg_dsn(pg_url), autocommit=True) as conn:
+        with psycopg.connect(psycopg_dsn(pg_url), autocommit=True) as conn:
             conn.execute(f'REVOKE ALL ON ALL TABLES IN SCHEMA "{schema}" FROM "{role}"')
             conn.execute(f'REVOKE ALL ON SCHEMA "{schema}" FROM "{role}"')
             conn.execute(f'DROP ROLE "{role}"')

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
+from basics import T0
 from sqlalchemy import event
 
 from floorgate.admission import Admission, Automations, FixedClock, Store, Tick, TickLog, TimerBindings
@@ -15,7 +16,6 @@ from floorgate.hosts import Schedule
 from floorgate.scheduler.app.root import Floorgate
 from floorgate.scheduler.runtime.host import HostRuntime, RuntimeConfig
 
-from conftest import T0
 from helpers import add_automation, floor
 
 EVERY_15M = "DTSTART:20261201T090000Z RRULE:FREQ=MINUTELY;INTERVAL=15"

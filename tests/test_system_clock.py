@@ -12,12 +12,12 @@ import json
 from datetime import timedelta
 
 import pytest
+from basics import T0
 from freezegun import freeze_time
 
 from floorgate.admission import FixedClock, open_store
 
 from cli import run_cli
-from conftest import T0
 from helpers import floor
 
 FLOOR = timedelta(hours=1)

@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 import pytest
+from basics import T0
 
 from floorgate.admission import FixedClock, Store
 from floorgate.admission.tick_facts import read_tick_facts
 
-from conftest import T0
 from helpers import add_automation, floor
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from basics import T0, pg_schema_of, raw_sql
 from pg_proxy import CountingProxy
 from sqlalchemy import event
 
@@ -30,7 +31,6 @@ from floorgate.scheduler.runtime._turn_pool import TurnPool
 from floorgate.scheduler.runtime.executor import DEFAULT_LEASE, TurnExecutor
 from floorgate.scheduler.runtime.host import HostRuntime, RuntimeConfig
 
-from conftest import T0, _pg_schema_of, raw_sql
 from helpers import add_automation, floor, wait_for
 
 EVERY_15M = "DTSTART:20261201T090000Z RRULE:FREQ=MINUTELY;INTERVAL=15"
@@ -57,7 +57,7 @@ def counted_store(db_url: str) -> Iterator[tuple[Store, Callable[[], int]]]:
     database = database.split("?", 1)[0]
     user = f"{userinfo}@" if userinfo else ""
     url = f"postgresql://{user}127.0.0.1:{proxy.port}/{database}?sslmode=disable&gssencmode=disable"
-    url += f"&options=-csearch_path%3D{_pg_schema_of(db_url)}"
+    url += f"&options=-csearch_path%3D{pg_schema_of(db_url)}"
     store = open_store(url)
     try:
         yield store, lambda: proxy.round_trips

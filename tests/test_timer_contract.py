@@ -14,6 +14,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from apscheduler.schedulers.background import BackgroundScheduler
+from basics import T0, worker_suffix
 
 from floorgate.admission import AutomationSpec
 from floorgate.hosts import Schedule, UnsupportedSchedule
@@ -31,8 +32,6 @@ from floorgate.hosts.contract import (
     TimerKind,
 )
 from floorgate.hosts.registry import TIMER_HOSTS, HostSetup, UnknownTimerKind, capabilities, timer_host, timer_kind
-
-from conftest import T0, worker_suffix
 
 CONTRACT_USER = f"fgcron-contract{worker_suffix()}"
 ROOT = Path(__file__).resolve().parent.parent

@@ -13,6 +13,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
+from basics import T0, worker_suffix
 
 from floorgate.admission import AutomationSpec, Automations, FixedClock, InvalidInput, TimerBindings, open_store
 from floorgate.admission.liveness import HookAnswers
@@ -22,7 +23,6 @@ from floorgate.hosts.crontab import CrontabHost
 from floorgate.hosts.errors import UnsupportedSchedule
 from floorgate.scheduler.app.timers import TimerService
 
-from conftest import T0, worker_suffix
 from helpers import command, floor
 
 CRON_USER = f"fgcron-test{worker_suffix()}"
@@ -100,7 +100,7 @@ def test_ack_rejects_an_unavailable_host(store, cron_user) -> None:
     svc = TimerService(store, clock=clock, crontab_user=cron_user, can_run=TEST_USER_CAN_RUN)
     automation = add(store, clock, "q", EVERY_15, "crontab")
     svc.apply(automation)
-    from conftest import raw_sql
+    from basics import raw_sql
 
     raw_sql(store, "UPDATE fg_timer_bindings SET host_user = 'no-such-user-fg'")  # the account is gone
     before = TimerBindings(store).get("q")
@@ -284,7 +284,7 @@ def test_hook_fails_closed_on_an_unreadable_store(tmp_path: Path) -> None:
     assert result.returncode == 2 and "fail closed" in result.stderr
     newer = tmp_path / "newer.db"
     with open_store(str(newer)) as store:
-        from conftest import raw_sql
+        from basics import raw_sql
 
         raw_sql(store, "UPDATE fg_alembic_version SET version_num = '0099'")
     result = run_hook(str(newer), {"prompt": "x"}, "--goal", "g", "--agent", "a", "--automation", "x", "--wake", "automatic")
@@ -390,7 +390,7 @@ def test_a_non_ascii_session_is_admitted_and_a_denied_prompt_writes_nothing(db_u
     first = run_hook(db_url, payload, *lane)
     assert first.returncode == 0, first.stderr  # the id is a digest of the session: always a valid id
     with open_store(db_url) as store:
-        from conftest import raw_sql
+        from basics import raw_sql
 
         dump = {t: raw_sql(store, f"SELECT * FROM {t} ORDER BY 1") for t in ("fg_starts", "fg_timer_bindings", "fg_turns")}
     second = run_hook(db_url, payload, *lane)

@@ -11,6 +11,7 @@ import sys
 from datetime import datetime, timedelta
 
 import pytest
+from basics import T0, raw_sql
 
 from floorgate.admission import Admission, AutomationSpec, Automations, Debounce, Events, FixedClock, Store, Triggers, open_store
 from floorgate.hosts import Schedule
@@ -18,7 +19,6 @@ from floorgate.scheduler.app.root import Floorgate
 from floorgate.scheduler.app.wake import next_wake
 from floorgate.scheduler.runtime.host import HostRuntime, RuntimeConfig
 
-from conftest import T0, raw_sql
 from console_kit import console
 from helpers import command, floor
 from test_cli import cli, one_line_error

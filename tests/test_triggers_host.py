@@ -7,10 +7,10 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from basics import raw_sql
 
 from floorgate.admission import AutomationSpec, Automations, Debounce, SystemClock, open_store
 
-from conftest import raw_sql
 from helpers import command, lines, marker_script, start_host, stop, wait_for
 from test_cli import cli
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from basics import T0
 
 from floorgate.admission import Automations, CommandHost, FixedClock, Missions, Policies, Scope, Store, open_store, parse_compute
 from floorgate.scheduler.runtime.executor import TurnExecutor, TurnOutcome
@@ -26,7 +27,6 @@ from floorgate.scheduler.runtime.turn_broker import RunnerBroker
 from floorgate.scheduler.runtime.turn_wire import SOCKET_ENV, TOKEN_ENV
 
 from cli import run_cli
-from conftest import T0
 from helpers import add_automation, command, wait_for
 
 SECRET = "s3cret-Pw-4turns"

@@ -15,6 +15,7 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
+from basics import T0, raw_sql
 from sqlalchemy import event
 from test_executor import crashed
 
@@ -24,7 +25,6 @@ from floorgate.scheduler.cli import main as cli
 from floorgate.scheduler.runtime.executor import PAUSE_ENV, TurnExecutor
 from floorgate.scheduler.runtime.recovery import Recovered, orphaned, recover
 
-from conftest import T0, raw_sql
 from helpers import add_automation, floor, wait_for
 
 TURN = "t-1"

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from basics import T0, raw_sql
 from sqlalchemy import event
 
 from floorgate.admission import (
@@ -34,7 +35,6 @@ from floorgate.admission.store import DriverTx
 from floorgate.admission.timers import TimerBindings
 from floorgate.scheduler.runtime.executor import TurnExecutor
 
-from conftest import T0, raw_sql
 from helpers import add_automation, floor
 
 _WRITES = ("INSERT", "UPDATE", "DELETE")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from basics import DAY, T0
 
 from floorgate.admission import Admission, AutomationState, Automations, FixedClock, WakeState, WhenDenied
 from floorgate.hosts import Schedule
@@ -13,7 +14,6 @@ from floorgate.scheduler.app.root import Floorgate
 from floorgate.scheduler.app.wake import BackoffPolicy, next_wake, nominal_time
 from floorgate.scheduler.runtime.host import HostRuntime, RuntimeConfig
 
-from conftest import DAY, T0
 from helpers import add_automation, floor, host_running
 
 DAILY_9 = "DTSTART:20261201T090000Z RRULE:FREQ=DAILY"
@@ -486,7 +486,7 @@ def test_one_bad_row_holds_only_its_automation(store, tmp_path, kind: str) -> No
 
 
 def test_a_held_automation_is_armed_again_once_its_row_reads(store, tmp_path) -> None:
-    from conftest import raw_sql
+    from basics import raw_sql
 
     clock = FixedClock(T0)
     add_automation(store, clock, automation_id="bad", schedule=EVERY_15M)

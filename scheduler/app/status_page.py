@@ -8,13 +8,12 @@ holds a ``/``); the floored lanes without an automation come with the first page
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass
 
 from floorgate.admission import Automation, Eligibility
-from floorgate.admission.liveness import HostBeat
 
 from ._readback_reads import _Bulk, _Direct
+from ._readback_values import Overview
 from .budget_readback import LaneLimits
 from .readback import AutomationReadback, Readback, ReadbackState, _collector_paused, _unreadable
 
@@ -22,15 +21,11 @@ CHUNK = 500  # readbacks computed together (one read of each table per chunk)
 
 
 @dataclass(frozen=True)
-class StatusPage:
-    """Readbacks of one page, the lanes (first page only), the hosts, and the next page's cursor."""
+class StatusPage(Overview):
+    """The overview of one page: its readbacks, the lanes (first page only) and their limits, the
+    hosts, and ``next``, the next page's cursor (None on the last page)."""
 
-    now: datetime
-    readbacks: list[AutomationReadback]
-    lanes: list[Eligibility]
-    hosts: tuple[HostBeat, ...]
-    next: str | None
-    lane_limits: dict[tuple[str, str, str | None], LaneLimits] = field(default_factory=dict)  # of the listed lanes that have limits
+    next: str | None = None
 
 
 def status_page(

@@ -68,59 +68,46 @@ def next_wake(
     never before the floor; once fired (``previous`` at or after it) it comes back only while a
     floor denied it (``next_eligible_at`` after ``previous``): re-armed at the floor's end.
     """
-    planned = _scheduled_wake(
-        schedule, previous=previous, now=now, wake=wake, next_eligible_at=next_eligible_at,
-        last_ticked=last_ticked, catch_up=catch_up, since=since, when_denied=when_denied,
-    )  # fmt: skip
+
+    # The schedule's own wake (floor, backoff, catch-up) before triggers: a function for its early returns.
+    def scheduled() -> datetime | None:
+        if when_denied is WhenDenied.SKIP and next_eligible_at is not None and next_eligible_at > now:
+            # Every scheduled fire before the floor's end (a missed one too) would be denied: skipped.
+            # A backoff wake is no scheduled fire: it still waits for the floor.
+            skipped = [t for t in (first_fire_admitted(schedule, next_eligible_at), _backoff_wake(wake, previous)) if t is not None]
+            return _after_failing(max(min(skipped), next_eligible_at), wake) if skipped else None
+        if previous is None and catch_up and next_eligible_at is not None and next_eligible_at > now:
+            # The floor has not elapsed: a due catch-up fire would wait for it, so it can change the
+            # answer only when nothing else comes before the floor opens. Most timers at a host's
+            # start are in that state: one schedule query each, no catch-up search.
+            soonest = [t for t in (schedule.next_after(now), _backoff_wake(wake, None)) if t is not None]
+            if soonest and min(soonest) <= next_eligible_at:
+                return _after_failing(next_eligible_at, wake)
+        if previous is None:
+            # Only an occurrence inside the catch-up window can be due; usually there is none.
+            first = schedule.next_after(now - catch_up - timedelta(microseconds=1)) if catch_up else None
+            due = schedule.last_at_or_before(now) if first is not None and first <= now else None
+            if due is not None and catch_up_due(due, last_ticked=last_ticked, since=since):
+                base: datetime | None = due
+            else:
+                base = first if first is not None and first > now else schedule.next_after(now)
+        else:
+            base = schedule.next_after(previous)
+        candidates = [t for t in (base, _backoff_wake(wake, previous)) if t is not None]
+        if not candidates:
+            return None
+        wake_at = min(candidates)
+        if next_eligible_at is not None and wake_at < next_eligible_at:
+            wake_at = next_eligible_at
+        return _after_failing(wake_at, wake)
+
+    planned = scheduled()
     if trigger_at is None:
         return planned
     if previous is not None and trigger_at <= previous and (next_eligible_at is None or next_eligible_at <= previous):
         return planned  # fired already and not denied by a floor: a start serves it, or the next re-arm
     triggered = trigger_wake(trigger_at, next_eligible_at=next_eligible_at, wake=wake)
     return triggered if planned is None or (triggered is not None and triggered < planned) else planned
-
-
-def _scheduled_wake(
-    schedule: Schedule,
-    *,
-    previous: datetime | None,
-    now: datetime,
-    wake: WakeState,
-    next_eligible_at: datetime | None,
-    last_ticked: datetime | None,
-    catch_up: timedelta,
-    since: datetime | None,
-    when_denied: WhenDenied,
-) -> datetime | None:
-    if when_denied is WhenDenied.SKIP and next_eligible_at is not None and next_eligible_at > now:
-        # Every scheduled fire before the floor's end (a missed one too) would be denied: skipped.
-        # A backoff wake is no scheduled fire: it still waits for the floor.
-        skipped = [t for t in (first_fire_admitted(schedule, next_eligible_at), _backoff_wake(wake, previous)) if t is not None]
-        return _after_failing(max(min(skipped), next_eligible_at), wake) if skipped else None
-    if previous is None and catch_up and next_eligible_at is not None and next_eligible_at > now:
-        # The floor has not elapsed: a due catch-up fire would wait for it, so it can change the
-        # answer only when nothing else comes before the floor opens. Most timers at a host's
-        # start are in that state: one schedule query each, no catch-up search.
-        soonest = [t for t in (schedule.next_after(now), _backoff_wake(wake, None)) if t is not None]
-        if soonest and min(soonest) <= next_eligible_at:
-            return _after_failing(next_eligible_at, wake)
-    if previous is None:
-        # Only an occurrence inside the catch-up window can be due; usually there is none.
-        first = schedule.next_after(now - catch_up - timedelta(microseconds=1)) if catch_up else None
-        due = schedule.last_at_or_before(now) if first is not None and first <= now else None
-        if due is not None and catch_up_due(due, last_ticked=last_ticked, since=since):
-            base: datetime | None = due
-        else:
-            base = first if first is not None and first > now else schedule.next_after(now)
-    else:
-        base = schedule.next_after(previous)
-    candidates = [t for t in (base, _backoff_wake(wake, previous)) if t is not None]
-    if not candidates:
-        return None
-    wake_at = min(candidates)
-    if next_eligible_at is not None and wake_at < next_eligible_at:
-        wake_at = next_eligible_at
-    return _after_failing(wake_at, wake)
 
 
 def trigger_due(debounce: Debounce | None, pending: PendingTrigger | None) -> datetime | None:

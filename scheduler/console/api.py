@@ -169,7 +169,7 @@ def _status(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
     q = r.query_params
     if q.get("automation") is not None:  # one automation: no page to walk
         view = fg.readback.overview(q.get("goal"), q.get("agent"), q.get("automation"))
-        found = StatusPage(view.now, view.readbacks, view.lanes, view.hosts, None, view.lane_limits)
+        found = StatusPage(now=view.now, readbacks=view.readbacks, lanes=view.lanes, hosts=view.hosts, lane_limits=view.lane_limits)
     else:
         limit = count_field(r, "limit", STATUS_PAGE)
         if limit == 0:

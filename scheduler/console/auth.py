@@ -26,14 +26,18 @@ and ``Retry-After`` carries the seconds); fix or replace the token meanwhile.
 
 from __future__ import annotations
 
+import functools
 import hmac
 import math
 import threading
 from collections import OrderedDict, deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
 
 from floorgate.admission import LockReason, Lockout, Principal, Principals, Sessions, token_fingerprint, token_name
 from floorgate.admission.clock import Clock, iso, read_clock
@@ -192,6 +196,23 @@ def _locked(lock: Lockout, client: str, token: str, window: timedelta, now: date
             f"are refused until {iso(lock.until)}; other principals still sign in"
         )
     return AuthError(429, "rate_limited", why, retry_after=wait)
+
+
+def signed_in_page(
+    handler: Callable[[Any, Request, Principal], Awaitable[Response]],
+) -> Callable[[Any, Request], Awaitable[Response]]:
+    """A page handler of a console part (whose ``pages`` is the console's ``Pages``) for signed-in
+    principals only: anyone else is sent to sign in (303 to ``/signin``); ``handler`` is given the
+    principal."""
+
+    @functools.wraps(handler)
+    async def page(part: Any, request: Request) -> Response:
+        principal = await part.pages.signed_in(request)
+        if principal is None:
+            return RedirectResponse("/signin", status_code=303)
+        return await handler(part, request, principal)
+
+    return page
 
 
 def require_owner(principal: Principal) -> Principal:

@@ -14,15 +14,15 @@ from typing import Any
 from urllib.parse import quote
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from floorgate.admission import InvalidInput, RevisionConflict
+from floorgate.admission import InvalidInput, Principal, RevisionConflict
 from floorgate.admission.intervals import format_interval
 from floorgate.admission.scope import check_id
 from floorgate.scheduler.app.automation_spec import spec_doc
 from floorgate.scheduler.console.api_automations import save
-from floorgate.scheduler.console.auth import require_owner
+from floorgate.scheduler.console.auth import require_owner, signed_in_page
 from floorgate.scheduler.console.errors import Surface, error_doc, fix_message
 from floorgate.scheduler.console.flash import peek, redirect
 from floorgate.scheduler.views.present_automation import preview_doc
@@ -71,18 +71,14 @@ class AutomationForms:
             Route("/automations/{automation}/edit", self.change, methods=["POST"]),
         ]
 
-    async def new(self, request: Request) -> Response:
-        principal = await self.pages.signed_in(request)
-        if principal is None:
-            return RedirectResponse("/signin", status_code=303)
+    @signed_in_page
+    async def new(self, request: Request, principal: Principal) -> Response:
         flash = peek(request)
         draft = (flash or {}).get("draft") or {"timer": "apscheduler"}
         return self.pages.render(request, "automation_form.html", principal, editing=None, draft=draft, revision=0)
 
-    async def edit(self, request: Request) -> Response:
-        principal = await self.pages.signed_in(request)
-        if principal is None:
-            return RedirectResponse("/signin", status_code=303)
+    @signed_in_page
+    async def edit(self, request: Request, principal: Principal) -> Response:
         aid = request.path_params["automation"]
         try:
             current = await self.pages.work(self.fg.automations.get, aid)

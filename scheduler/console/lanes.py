@@ -11,14 +11,14 @@ import stat
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
 from floorgate.admission import NotFound, Principal
 from floorgate.admission.clock import read_clock
 from floorgate.admission.tallies import Tallies
 from floorgate.scheduler.console import runs
-from floorgate.scheduler.console.auth import require_owner
+from floorgate.scheduler.console.auth import require_owner, signed_in_page
 from floorgate.scheduler.console.dashboard import RecentStarts, dashboard
 from floorgate.scheduler.console.errors import error_doc
 from floorgate.scheduler.console.flash import redirect
@@ -48,19 +48,15 @@ class LanePages:
         ]
 
     # -- pages -------------------------------------------------------------------------------
-    async def dashboard(self, request: Request) -> Response:
-        principal = await self.pages.signed_in(request)
-        if principal is None:
-            return RedirectResponse("/signin", status_code=303)
+    @signed_in_page
+    async def dashboard(self, request: Request, principal: Principal) -> Response:
         t = self.pages.shown(principal)
         zoom = Zoom.parse(request.query_params.get("zoom"))
         values = await self.pages.work(dashboard, self.fg, zoom, t.zone)
         return self.pages.render(request, "dashboard.html", principal, t=t, **values)
 
-    async def automation(self, request: Request) -> Response:
-        principal = await self.pages.signed_in(request)
-        if principal is None:
-            return RedirectResponse("/signin", status_code=303)
+    @signed_in_page
+    async def automation(self, request: Request, principal: Principal) -> Response:
         t = self.pages.shown(principal)
         zoom = Zoom.parse(request.query_params.get("zoom"))
         aid = request.path_params["automation"]
@@ -87,10 +83,8 @@ class LanePages:
             "zooms": [z.value for z in Zoom],
         }
 
-    async def turn(self, request: Request) -> Response:
-        principal = await self.pages.signed_in(request)
-        if principal is None:
-            return RedirectResponse("/signin", status_code=303)
+    @signed_in_page
+    async def turn(self, request: Request, principal: Principal) -> Response:
         turn_id = request.path_params["turn_id"]
         record = await self.pages.work(self.fg.turns.get, turn_id)
         if record is None:

@@ -296,7 +296,7 @@ class Ticking:
         try:
             with self.store.unit() as unit:
                 while left:
-                    pending = self._admit_within(unit, left[0])
+                    pending = self._admit_in_unit(unit, left[0])
                     left.pop(0)
                     if pending is not None:
                         admitted.append(pending)
@@ -310,11 +310,11 @@ class Ticking:
         for pending in admitted:
             self._hand_off(pending)
 
-    def _admit_within(self, unit: UnitOfWork, admitting: Admitting) -> PendingTurn | None:
+    def _admit_in_unit(self, unit: UnitOfWork, admitting: Admitting) -> PendingTurn | None:
         episode = self._tick_episode(admitting.automation_id)
         savepoint = unit.begin_nested()
         try:
-            decided = self._admit(admitting, within=unit)
+            decided = self._admit(admitting, unit=unit)
         except Exception as exc:
             savepoint.rollback()
             self._tick_failed(episode, admitting.automation_id, exc, None)
@@ -326,20 +326,20 @@ class Ticking:
         savepoint.commit()
         return decided
 
-    def _admit(self, admitting: Admitting, within: UnitOfWork | None = None) -> Tick | PendingTurn:
+    def _admit(self, admitting: Admitting, unit: UnitOfWork | None = None) -> Tick | PendingTurn:
         """The second half: ``begin`` (the envelope precheck and the serialized reservation)."""
         automation_id, nominal, fired_at, inputs, turn_id = admitting
         automation, wake = inputs.automation, inputs.wake
         begun: TurnOutcome | Admitted | None = None
         try:
             begun = self.executor.begin(
-                automation, nominal=nominal, turn_id=turn_id, minted=True, overlap_checked=True, pre=inputs.pre, within=within, wake=wake
+                automation, nominal=nominal, turn_id=turn_id, minted=True, overlap_checked=True, pre=inputs.pre, unit=unit, wake=wake
             )
         finally:
             if not isinstance(begun, Admitted):
                 self._release_claim(automation_id, turn_id)
         if isinstance(begun, Admitted):
-            served = self._serve_triggers(automation_id, turn_id, within)
+            served = self._serve_triggers(automation_id, turn_id, unit)
             self._replan_from(automation_id, wake, begun.decision.reason, begun.decision.next_eligible_at, served=served)
             return PendingTurn(automation_id, nominal, fired_at, wake, begun)
         decision = begun.decision
@@ -435,14 +435,14 @@ class Ticking:
             automation_id, replace(armed.snapshot.inputs, wake=wake, next_eligible_at=next_eligible_at, trigger=trigger)
         )
 
-    def _serve_triggers(self, automation_id: str, turn_id: str, within: UnitOfWork | None) -> bool:
+    def _serve_triggers(self, automation_id: str, turn_id: str, unit: UnitOfWork | None) -> bool:
         """A turn starts: it serves the triggers pending until now (in the reservation's transaction
         when it has one). Only when this host knows of one: a trigger it has not read yet stays
         pending and wakes the automation once more, still subject to floors. True: it served."""
         armed = self._armed.get(automation_id)
         if armed is None or armed.snapshot.inputs.trigger is None:
             return False
-        self.triggers.serve(automation_id, turn_id, unit=within)
+        self.triggers.serve(automation_id, turn_id, unit=unit)
         return True
 
     # -- recovery --------------------------------------------------------------------------------

@@ -148,7 +148,7 @@ class TurnExecutor:
         overlap_checked: bool = False,
         minted: bool = False,
         pre: TurnGate | None = None,
-        within: UnitOfWork | None = None,
+        unit: UnitOfWork | None = None,
         wake: WakeState | None = None,
     ) -> TurnOutcome | Admitted:
         """The decision half of ``run``: every refusal and denial as a finished ``TurnOutcome``,
@@ -156,8 +156,8 @@ class TurnExecutor:
 
         ``minted``: ``turn_id`` was just made by ``new_turn_id`` (nothing to replay or take over,
         so it is not looked up). ``pre``: the envelope's precheck, already judged by the caller
-        from facts it read (the stuck-mission hold included); else both are read here. ``within``:
-        reserve in the caller's open write transaction (the admitted turn is durable once it commits).
+        from facts it read (the stuck-mission hold included); else both are read here. ``unit``:
+        reserve in the caller's open unit of work (the admitted turn is durable once it commits).
         ``wake``: the automation's wake state as the caller read it (else read here for an
         automatic start: its failure streak's wait refuses a start before it).
         """
@@ -190,7 +190,7 @@ class TurnExecutor:
             # automatic starts wait for the failure streak (after the envelope, which names a
             # bound the owner must act on before a wait that passes by itself).
             slowed = manual_reason is None and not turn.owns_row
-            return self._decide(automation, turn, manual_reason, nominal, wait_eligible, pre, within, wake if slowed else None, slowed)
+            return self._decide(automation, turn, manual_reason, nominal, wait_eligible, pre, unit, wake if slowed else None, slowed)
 
         return self._settling(automation, turn, decide)
 
@@ -226,7 +226,7 @@ class TurnExecutor:
         nominal: datetime | None,
         wait_eligible: timedelta,
         pre: TurnGate | None,
-        within: UnitOfWork | None = None,
+        unit: UnitOfWork | None = None,
         wake: WakeState | None = None,
         slowed: bool = False,
     ) -> TurnOutcome | Admitted:
@@ -254,11 +254,11 @@ class TurnExecutor:
         begun: list[tuple[bool, Mission]] = []
         begin = self._begin(automation, turn, pre, begun)
         try:
-            decision = self._reserve(automation, turn_id, trigger, manual_reason, log_path, begin, within)
+            decision = self._reserve(automation, turn_id, trigger, manual_reason, log_path, begin, unit)
             gap = decision.opens_within(wait_eligible)
             if gap is not None:
                 self.sleep(gap.total_seconds())
-                decision = self._reserve(automation, turn_id, trigger, manual_reason, log_path, begin, within)
+                decision = self._reserve(automation, turn_id, trigger, manual_reason, log_path, begin, unit)
         except TurnOwned:
             return self._not_owner(turn_id)
         turn.decision = decision
@@ -428,7 +428,7 @@ class TurnExecutor:
         manual_reason: str | None,
         log_path: Path,
         begin: Begin | None,
-        within: UnitOfWork | None = None,
+        unit: UnitOfWork | None = None,
     ) -> Decision:
         spec = automation.spec
         now = read_clock(self.clock)
@@ -455,7 +455,7 @@ class TurnExecutor:
             manual_reason=manual_reason,
             journal=entry,
             on_admit=begin,
-            unit=within,
+            unit=unit,
         )
 
     def _launch(

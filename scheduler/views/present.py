@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timedelta, timezone, tzinfo
 from typing import TYPE_CHECKING, Any
 
-from floorgate.admission import Confirmation, Debounce, Decision, EffectiveFloor, Eligibility, Rule, RuleChange, StartRecord
+from floorgate.admission import Confirmation, Debounce, Decision, EffectiveFloor, Eligibility, Envelope, Rule, RuleChange, StartRecord
 from floorgate.admission.clock import iso
 from floorgate.admission.intervals import format_interval
 
@@ -460,6 +460,11 @@ def second(at: datetime) -> str:
     return f"{ceil_second(at).astimezone(timezone.utc):%Y-%m-%d %H:%M:%S} UTC"
 
 
+def past_second(at: datetime) -> str:
+    """A past instant in a table: UTC to the second it fell in ('2026-12-02 09:00:00 UTC'); ``--json`` has the exact instant."""
+    return f"{at.astimezone(timezone.utc):%Y-%m-%d %H:%M:%S} UTC"
+
+
 def when(at: datetime | None, now: datetime, zone: tzinfo = timezone.utc) -> str | None:
     """``at`` for a table: the wall time in ``zone`` to the second, and how far it is from ``now``
     ('2026-12-02 09:00:00 CET, in 20 h'). Rounded *up* to the whole second: a floor shown opening
@@ -500,6 +505,20 @@ def binding_fields(b: TimerBinding) -> dict[str, Any]:
     }
 
 
+def envelope_bounds_doc(e: Envelope) -> dict[str, Any]:
+    """A merged compute envelope's bounds and the scopes whose blocks made it (None fields: unbounded)."""
+    return {
+        "max_turns": e.max_turns or None,
+        "max_tool_calls": e.max_tool_calls or None,
+        "max_tokens": e.max_tokens or None,
+        "max_wall_seconds": e.max_wall_seconds or None,
+        "model_allowlist": list(e.model_allowlist) if e.model_allowlist is not None else None,
+        "backend_allowlist": list(e.backend_allowlist) if e.backend_allowlist is not None else None,
+        "on_exhausted": e.on_exhausted,
+        "from_scopes": list(e.sources),
+    }
+
+
 def mission_doc(m: Any, envelope: Any = None) -> dict[str, Any]:
     """A mission's counters and what is left of its envelope (None = unbounded)."""
 
@@ -522,16 +541,7 @@ def mission_doc(m: Any, envelope: Any = None) -> dict[str, Any]:
         "problems": m.problems,
     }
     if envelope is not None:
-        doc["envelope"] = {
-            "max_turns": envelope.max_turns or None,
-            "max_tool_calls": envelope.max_tool_calls or None,
-            "max_tokens": envelope.max_tokens or None,
-            "max_wall_seconds": envelope.max_wall_seconds or None,
-            "model_allowlist": list(envelope.model_allowlist) if envelope.model_allowlist is not None else None,
-            "backend_allowlist": list(envelope.backend_allowlist) if envelope.backend_allowlist is not None else None,
-            "on_exhausted": envelope.on_exhausted,
-            "from_scopes": list(envelope.sources),
-        }
+        doc["envelope"] = envelope_bounds_doc(envelope)
         doc["left"] = {
             "turns": left(envelope.max_turns, m.turns, m.extra_turns),
             "tool_calls": left(envelope.max_tool_calls, m.tool_calls, m.extra_tool_calls),

@@ -8,24 +8,13 @@ from floorgate.admission import Envelope
 from floorgate.admission.intervals import format_interval
 
 from ..app.floors import FloorApplied, FloorChange, FloorView, Inherited
-from .present import eligibility_state_doc, floor_doc, rule_doc
+from .present import eligibility_state_doc, envelope_bounds_doc, floor_doc, rule_doc
 from .present_limits import limits_doc
 
 
 def envelope_doc(e: Envelope, problem: str | None = None) -> dict[str, Any]:
     """A merged compute envelope and the scopes whose blocks made it (None fields: unbounded)."""
-    return {
-        "max_turns": e.max_turns or None,
-        "max_tool_calls": e.max_tool_calls or None,
-        "max_tokens": e.max_tokens or None,
-        "max_wall_seconds": e.max_wall_seconds or None,
-        "model_allowlist": list(e.model_allowlist) if e.model_allowlist is not None else None,
-        "backend_allowlist": list(e.backend_allowlist) if e.backend_allowlist is not None else None,
-        "on_exhausted": e.on_exhausted,
-        "from_scopes": list(e.sources),
-        "bounded": e.bounded,
-        "problem": problem,
-    }
+    return {**envelope_bounds_doc(e), "bounded": e.bounded, "problem": problem}
 
 
 def inherited_doc(i: Inherited) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 The CLIs (Claude Code, Codex) are the pinned npm packages that ``.ci/agents`` installs into a cache
 outside the repository (``$FLOORGATE_AGENT_CACHE``, default ``~/.cache/floorgate-agents``). They
 run offline against local stand-ins for their providers' streaming APIs, which count every request.
-The locator and the ``claude_cli``/``codex_cli`` fixtures live in ``tests/conftest.py`` (one
+The locator lives in ``tests/basics.py`` and the ``claude_cli``/``codex_cli`` fixtures in ``tests/conftest.py`` (one
 conftest for the whole suite: a second one would shadow its module name).
 """
 
@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from conftest import AGENTS_REQUIRED, AGENT_CACHE, agent_cli, claude_cli, codex_cli
+from basics import AGENTS_REQUIRED, AGENT_CACHE, agent_cli
 
 # Offline: no telemetry, error reports, update checks or other nonessential traffic; the stand-in
 # doubles as the HTTPS proxy, so anything meant for another host is logged there and refused.
@@ -62,10 +62,8 @@ __all__ = [
     "AGENTS_REQUIRED",
     "AGENT_CACHE",
     "agent_cli",
-    "claude_cli",
     "claude_env",
     "claude_print_argv",
-    "codex_cli",
     "events",
     "run_claude",
 ]

@@ -20,11 +20,10 @@ from anthropic_standin import AnthropicStandIn, Reply, bash, text
 from floorgate.admission import Admission, Missions, open_store
 from floorgate.admission.clock import iso
 
-from agents_harness import claude_cli, claude_env, claude_print_argv, events, run_claude
+from agents_harness import claude_env, claude_print_argv, events, run_claude
 from cli import run_cli
 
 pytestmark = pytest.mark.slow
-__all__ = ["claude_cli"]  # a fixture, used by name
 
 FLOORGATE = Path(sys.executable).parent / "floorgate"  # the console script of this installation
 LANE = ("--goal", "g", "--agent", "a", "--automation", "x")

@@ -16,7 +16,7 @@ from floorgate.admission.usage import Price
 from floorgate.admission.windows import check_max_starts, format_usd, micros_to_usd, parse_tokens, parse_usd, parse_window
 
 from ...app.owner_gate import Access
-from ...views.present import change_doc, eligibility_state_doc, floor_doc, rule_doc, table
+from ...views.present import change_doc, eligibility_state_doc, floor_doc, past_second, rule_doc, table
 from ...views.present_limits import alert_texts, limit_text, limits_brief, limits_doc, next_eligible_text
 from ..context import EXIT_OK, Context, add_common
 
@@ -225,7 +225,7 @@ def _show(ctx: Context) -> int:
                         r.limits.summary() if not r.limits.is_empty() else None,
                         r.revision,
                         r.owner_ref,
-                        iso(r.updated_at),
+                        past_second(r.updated_at),
                     )
                     for r in rules
                 ],
@@ -340,7 +340,7 @@ def _prices(ctx: Context) -> int:
                         format_usd(micros_to_usd(p.usd_per_mtok_micros)) if p.usd_per_mtok_micros is not None else "none",
                         p.revision,
                         p.owner_ref,
-                        iso(p.updated_at),
+                        past_second(p.updated_at),
                     )
                     for p in prices
                 ],

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
+from floorgate.admission import Automation, TimerBinding
 from floorgate.admission.clock import iso
 from floorgate.admission.intervals import parse_interval
 from floorgate.hosts import TimerKind
@@ -81,21 +83,23 @@ def _text(binding_doc_: dict) -> str:  # type: ignore[type-arg]
     return "\n".join(lines)
 
 
-def _desired(ctx: Context) -> int:
+def _emit_bound(ctx: Context, bind: Callable[[TimerService, Automation], TimerBinding]) -> TimerBinding:
+    """``bind`` the named automation's timer (desire or apply) and emit its binding and guarantee."""
     svc = service(ctx)
     automation = ctx.app.automations.get(ctx.args.automation)
-    binding = svc.desire(automation)
+    binding = bind(svc, automation)
     doc = binding_doc(binding, svc.guarantee(automation, binding))
     ctx.emit(doc, lambda: _text(doc))
+    return binding
+
+
+def _desired(ctx: Context) -> int:
+    _emit_bound(ctx, TimerService.desire)
     return EXIT_OK
 
 
 def _apply(ctx: Context) -> int:
-    svc = service(ctx)
-    automation = ctx.app.automations.get(ctx.args.automation)
-    binding = svc.apply(automation)
-    doc = binding_doc(binding, svc.guarantee(automation, binding))
-    ctx.emit(doc, lambda: _text(doc))
+    binding = _emit_bound(ctx, TimerService.apply)
     return EXIT_OK if binding.desired is not None and binding.apply_error is None else EXIT_DENIED
 
 

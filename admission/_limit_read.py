@@ -1,0 +1,347 @@
+"""A limited lane's decision in one statement: the hot facts and the lane's limit read together.
+
+A lane whose rules carry no count or budget is decided by the hot statement alone, unchanged. A
+lane the gate has seen limited (``learn``, from the slow path's read) is kept here with its limit
+definitions, decoded from ``defs``: the applicable rules' rows as one JSON text. Its next decision
+sends ``statement``: the hot facts (``_facts.FACTS_SQL``) followed by that same ``defs`` text, the
+lane's model and the prices when a budget needs them, and per limit the rows its window counts
+(a count's start anchors, a budget's usage rows, from each window's start computed here from the
+cached definitions) and the lane's recent usage when its estimate is its largest turn. One SELECT:
+one round trip on PostgreSQL, one read statement on SQLite.
+
+The numbers gathered are handed to the one arithmetic (``budgets.states_of``, ``usage.usage_of``,
+``usage.largest_of``, ``usage.pick_estimate``). A statement whose ``defs`` differ from the cached
+text (a rule changed since) gathered for stale definitions: ``read_known`` answers no check, the
+caller decides by the slow path (``_limit_check.check_lane``) and learns the new definitions; stale
+limits never admit. The cache is per process, keyed by lane and bounded.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections import namedtuple
+from collections.abc import Callable
+from datetime import datetime
+from types import SimpleNamespace
+from typing import Any, NamedTuple
+
+from sqlalchemy import BigInteger, Text, and_, bindparam, cast, func, literal_column, or_, select, type_coerce
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects.postgresql import aggregate_order_by
+from sqlalchemy.engine import Connection
+from sqlalchemy.sql.elements import ColumnElement
+
+from . import _schema as s
+from ._facts import FACTS_SQL, GUARDED_FACTS_SQL, decode_facts, facts_params, read_facts
+from ._limit_check import LaneCheck, check_lane, code_of
+from ._types import decode_us
+from .budgets import Gathered, states_of
+from .clock import Clock, read_clock, to_us
+from .decide.checks import Request
+from .decide.facts import FACTS, Facts
+from .envelope import merge
+from .errors import CorruptState, StoreUnavailable
+from .limits import BoundLimit, LimitKind, bound_limits, limits_from_columns, owner_estimate
+from .policies import read_compute, rule_ref
+from .store import DriverTx
+from .usage import ESTIMATE_LOOKBACK, largest_of, largest_where, pick_estimate, prices_of, series_where, usage_of
+from .windows import Window
+
+_RULE_COLUMNS = (
+    "goal_id agent_id automation_id min_interval_us revision compute_json max_starts starts_window "
+    "budget_tokens budget_usd_micros budget_window estimate_tokens across_agents alert_at"
+).split()
+_USAGE_COLUMNS = "turn_id goal_id agent_id automation_id at_us state model estimate_tokens tokens usd_micros source".split()
+_UsageRow = namedtuple("_UsageRow", _USAGE_COLUMNS)  # type: ignore[misc]
+_PriceRow = namedtuple("_PriceRow", ["model", "usd_per_mtok_micros"])
+_LANE = ("g", "a", "x")  # the hot statement's parameters: goal, agent, lane ('' for none)
+
+
+class LaneLimits(NamedTuple):
+    """A limited lane's definitions as decoded from ``key`` (its ``defs`` text)."""
+
+    key: str
+    bound: tuple[BoundLimit, ...]
+    budgets: bool  # a token or USD budget: the estimate and the model are needed
+    usd: bool  # a USD budget: the prices are needed
+    max_tokens: int  # the envelope's (0: none; then the largest recent turn is read)
+    owner_estimate: int | None
+    across: bool  # a limit counts across the goal's agents (the goal's lock)
+
+    # The rows to gather, once per series and window (a token and a USD budget of one series and
+    # window share theirs): whether they are starts, by agent, by automation, and the window.
+    reads: tuple[tuple[bool, bool, bool, Window], ...]
+    shape: tuple[Any, ...]  # what ``statement`` depends on (many lanes share one)
+
+
+def _read_of(b: BoundLimit) -> tuple[bool, bool, bool, Window]:
+    return b.kind is LimitKind.STARTS, b.series.agent_id is not None, b.series.automation_id is not None, b.window
+
+
+_KNOWN: dict[tuple[str, str, str | None], LaneLimits] = {}
+_KNOWN_KEPT = 4096
+
+
+def known(goal: str, agent: str, automation: str | None) -> LaneLimits | None:
+    """The lane's cached definitions (None: not seen limited by this process)."""
+    return _KNOWN.get((goal, agent, automation))
+
+
+def forget_all() -> None:
+    """Drop every lane (a test's fresh process)."""
+    _KNOWN.clear()
+
+
+def forget(goal: str, agent: str, automation: str | None) -> None:
+    """Drop the lane (its rules no longer carry a count or budget)."""
+    _KNOWN.pop((goal, agent, automation), None)
+
+
+# -- the statement's parts, as Core, compiled once per dialect to ``:name`` SQL -------------------
+def _agg(dialect: str, row: ColumnElement[Any], *order: ColumnElement[Any]) -> ColumnElement[Any]:
+    """A JSON array of ``row`` over the selected rows, as text (NULL when there are none)."""
+    if dialect == "sqlite":
+        return func.json_group_array(row)
+    return cast(func.json_agg(aggregate_order_by(row, *order) if order else row), Text)
+
+
+def _array(dialect: str, *columns: ColumnElement[Any]) -> ColumnElement[Any]:
+    return (func.json_array if dialect == "sqlite" else func.json_build_array)(*columns)
+
+
+def _raw(table: Any, names: list[str]) -> list[ColumnElement[Any]]:
+    return [type_coerce(table.c[n], BigInteger) if n.endswith("_us") else table.c[n] for n in names]
+
+
+def _defs(dialect: str) -> Any:
+    """The applicable rules' rows (goal, agent and automation scope), widest first, as JSON text."""
+    r = s.rules
+    agent: Any = bindparam("a")
+    lane: Any = bindparam("xr")
+    none: Any = literal_column("''")  # the wildcard key, inline
+    where = and_(
+        r.c.goal_id == bindparam("g"),
+        or_(
+            and_(r.c.agent_id == none, r.c.automation_id == none),
+            and_(r.c.agent_id == agent, r.c.automation_id == none),
+            and_(r.c.agent_id == agent, r.c.automation_id == lane),
+        ),
+    )
+    if dialect == "sqlite":  # json_group_array keeps the order of its (ordered) source
+        inner = select(*_raw(r, _RULE_COLUMNS)).where(where).order_by(r.c.agent_id, r.c.automation_id).subquery()
+        return select(_agg(dialect, _array(dialect, *inner.c)))
+    return select(_agg(dialect, _array(dialect, *_raw(r, _RULE_COLUMNS)), r.c.agent_id, r.c.automation_id)).where(where)
+
+
+def _parts(dialect: str, shape: tuple[Any, ...]) -> list[Any]:
+    series, budgets, usd, largest = shape
+    parts = [_defs(dialect)]
+    if budgets:
+        a = s.automations
+        parts.append(select(a.c.model).where(a.c.automation_id == bindparam("x")))
+    if usd:
+        p = s.model_prices
+        parts.append(select(_agg(dialect, _array(dialect, p.c.model, p.c.usd_per_mtok_micros))))
+    for i, (starts, by_agent, by_automation) in enumerate(series):
+        names = (*_LANE, f"s{i}")
+        if starts:
+            t = s.starts
+            parts.append(
+                select(_agg(dialect, type_coerce(t.c.anchor_us, BigInteger))).where(
+                    series_where(t, "anchor_us", by_agent, by_automation, names)
+                )
+            )
+        else:
+            u = s.usage
+            row = _array(dialect, *_raw(u, _USAGE_COLUMNS))
+            parts.append(select(_agg(dialect, row)).where(series_where(u, "at_us", by_agent, by_automation, names)))
+    if largest:  # the lane's largest recent turn: one row, as a JSON array of one
+        u = s.usage
+        top = select(u).where(largest_where((*_LANE, "sl"))).order_by(u.c.tokens.desc()).limit(1).subquery()
+        parts.append(select(_agg(dialect, _array(dialect, *_raw(top, _USAGE_COLUMNS)))))
+    return parts
+
+
+_DIALECTS: dict[str, Any] = {
+    "sqlite": sqlite.dialect(paramstyle="named"),
+    "postgresql": postgresql.dialect(paramstyle="named"),  # type: ignore[no-untyped-call]
+}
+
+
+@functools.cache
+def statement(dialect: str, relaxed: bool, shape: tuple[Any, ...], with_facts: bool) -> tuple[str, dict[str, Any]]:
+    """The lane's one statement and its constant parameters: the hot facts (``with_facts``; as
+    ``_facts.read_facts`` sends them, on a relaxed store its guarded form), then its limit read
+    (``shape``: ``LaneLimits.shape``)."""
+    compiled = select(*(part.scalar_subquery() for part in _parts(dialect, shape))).compile(dialect=_DIALECTS[dialect])
+    constants = {k: v for k, v in compiled.params.items() if v is not None}
+    limits = str(compiled).removeprefix("SELECT ")
+    if not with_facts:
+        return "SELECT " + limits, constants
+    return (GUARDED_FACTS_SQL if relaxed else FACTS_SQL)[dialect] + ", " + limits, constants
+
+
+# -- learning a lane's definitions (the slow path) ------------------------------------------------
+def learn(conn: Connection, goal: str, agent: str, automation: str | None) -> None:
+    """Read the lane's definitions on ``conn`` (the slow path's read) and keep them when a count or
+    budget binds the lane; a damaged rule raises ``StoreUnavailable`` (the caller denies)."""
+    dialect = conn.dialect.name
+    text = conn.execute(_defs_statement(dialect), {"g": goal, "a": agent, "xr": automation or "/"}).scalar()
+    lane = _decode_defs(text, goal, agent)
+    if lane is None:
+        forget(goal, agent, automation)
+        return
+    if len(_KNOWN) >= _KNOWN_KEPT:
+        _KNOWN.clear()
+    _KNOWN[(goal, agent, automation)] = lane
+
+
+@functools.cache
+def _defs_statement(dialect: str) -> Any:
+    return _defs(dialect)
+
+
+def _decode_defs(text: object, goal: str, agent: str) -> LaneLimits | None:
+    """The definitions from ``defs`` text (None: no count or budget binds); the one decoders of
+    a rule's floor and revision, compute block and limits."""
+    if text is None:
+        return None
+    try:
+        rows = _json_list(text)
+        rules = []
+        for values in rows:
+            if not isinstance(values, list) or len(values) != len(_RULE_COLUMNS):
+                raise CorruptState(f"malformed rule under goal {goal!r}: {values!r}")
+            row = SimpleNamespace(**dict(zip(_RULE_COLUMNS, values, strict=True)))
+            if not all(isinstance(v, str) for v in (row.agent_id, row.automation_id)):
+                raise CorruptState(f"malformed rule under goal {goal!r}: its scope is {row.agent_id!r}/{row.automation_id!r}")
+            ref = rule_ref(goal, row.agent_id, row.automation_id, row.min_interval_us, row.revision)
+            compute, _problem = read_compute(row.compute_json)
+            rules.append((ref.scope, ref.revision, limits_from_columns(row, str(ref.scope)), compute))
+    except CorruptState as exc:
+        raise StoreUnavailable(f"a limit of {goal}/{agent} cannot be read: {exc}") from None
+    bound = tuple(bound_limits([(scope, rev, limits) for scope, rev, limits, _ in rules], agent))
+    if not bound:
+        return None
+    envelope = merge([(str(scope), compute) for scope, _, _, compute in rules if compute is not None])
+    budgets = any(b.kind is not LimitKind.STARTS for b in bound)
+    reads = tuple(dict.fromkeys(_read_of(b) for b in bound))
+    return LaneLimits(
+        key=str(text),
+        bound=bound,
+        budgets=budgets,
+        usd=any(b.kind is LimitKind.USD for b in bound),
+        max_tokens=envelope.max_tokens,
+        owner_estimate=owner_estimate(limits for _, _, limits, _ in rules),
+        across=any(b.series.agent_id is None for b in bound),
+        reads=reads,
+        shape=(tuple(r[:3] for r in reads), budgets, any(b.kind is LimitKind.USD for b in bound), budgets and not envelope.max_tokens),
+    )
+
+
+def _json_list(text: object) -> list[Any]:
+    """A gathered JSON array (NULL: no rows); anything else raises ``CorruptState``."""
+    if text is None:
+        return []
+    try:
+        found = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        found = None
+    if not isinstance(found, list):
+        raise CorruptState(f"a limit's rows could not be read: {text!r}")
+    return found
+
+
+# -- the read -------------------------------------------------------------------------------------
+class KnownRead(NamedTuple):
+    """What ``read_known`` found: the facts (None: not read), the check (None: the definitions
+    changed, decide by the slow path) and the instant both are taken at."""
+
+    facts: Facts | None
+    check: LaneCheck | None
+    now: datetime
+
+
+def read_known(tx: DriverTx, lane: LaneLimits, req: Request, clock: Clock, *, with_facts: bool, now: datetime | None = None) -> KnownRead:
+    """The lane's decision read in one statement (``statement``): its facts (``with_facts``; the
+    clock read after them, as a plain read does) and its limits checked at that instant, or at
+    ``now`` when given (the serialized decision's reading)."""
+    before = now if now is not None else read_clock(clock)
+    params = facts_params(req.goal, req.agent, req.automation, req.turn_id, req.trigger_us)
+    for i, read in enumerate(lane.reads):  # each window's start from the cached definitions
+        params[f"s{i}"] = to_us(read[3].start(before))
+    params["sl"] = to_us(before - ESTIMATE_LOOKBACK)
+    sql, constants = statement(tx.dialect, tx.relaxed, lane.shape, with_facts)
+    row = tx.row(sql, {**params, **constants})
+    if row is None:  # pragma: no cover - a SELECT of scalars always returns one row
+        raise StoreUnavailable("the store returned no row for the admission facts")
+    facts = decode_facts(row[: len(FACTS)], req.goal, req.agent, req.automation, req.turn_id) if with_facts else None
+    at = read_clock(clock) if now is None else now
+    rest = row[len(FACTS) :] if with_facts else row
+    if rest[0] != lane.key or at < before:  # changed since (or the clock went back): the slow path
+        return KnownRead(facts, None, at)
+    try:
+        return KnownRead(facts, _check(lane, list(rest[1:]), at), at)
+    except CorruptState as exc:
+        raise StoreUnavailable(f"a limit of {req.goal}/{req.agent} cannot be read: {exc}") from None
+
+
+def plain(tx: DriverTx, req: Request, clock: Clock) -> tuple[Facts, LaneCheck | None, datetime]:
+    """A decision's plain read on ``tx``: the hot statement alone for a lane not known limited;
+    for a known one its facts and limits in one statement (the check None when its definitions
+    changed: then the caller checks by the slow path). The clock is read after the facts."""
+    lane = known(req.goal, req.agent, req.automation)
+    if lane is None:
+        facts = read_facts(tx, req.goal, req.agent, req.automation, req.turn_id, req.trigger_us)
+        return facts, None, read_clock(clock)
+    found = read_known(tx, lane, req, clock, with_facts=True)
+    if found.facts is None:  # pragma: no cover - read with its facts
+        raise StoreUnavailable("the lane's facts were not read")
+    if found.check is None and not found.facts.limited:
+        forget(req.goal, req.agent, req.automation)
+    return found.facts, found.check, found.now
+
+
+def serialized_check(tx: DriverTx, conn: Connection, req: Request, clock: Clock) -> LaneCheck:
+    """The serialized decision's check of the lane's limits (on ``tx``, ``conn`` its connection,
+    under its lock): one statement when the lane is known and unchanged, else ``check_lane``,
+    after which the lane's definitions are learnt for its next decision."""
+    now = read_clock(clock)
+    lane = known(req.goal, req.agent, req.automation)
+    found = read_known(tx, lane, req, clock, with_facts=False, now=now).check if lane is not None else None
+    if found is None:
+        found = check_lane(conn, req.goal, req.agent, req.automation, now)
+        learn(conn, req.goal, req.agent, req.automation)
+    return found
+
+
+def _check(lane: LaneLimits, values: list[Any], now: datetime) -> LaneCheck:
+    """The lane's check from the gathered values, in ``_parts``' order."""
+    model = values.pop(0) if lane.budgets else None
+    model = model if isinstance(model, str) else None
+    prices = prices_of(_PriceRow(*r) for r in _rows(values.pop(0), 2)) if lane.usd else {}
+    gathered = Gathered({}, {}, prices)
+    found: dict[tuple[bool, bool, bool, Window], Any] = {}
+    for read in lane.reads:
+        rows, window = values.pop(0), read[3]
+        if read[0]:
+            found[read] = [decode_us(v) for v in _json_list(rows)]
+        else:
+            found[read] = usage_of((_UsageRow(*r) for r in _rows(rows, len(_USAGE_COLUMNS))), window, now, prices)
+    for i, b in enumerate(lane.bound):
+        (gathered.starts if b.kind is LimitKind.STARTS else gathered.usage)[i] = found[_read_of(b)]
+    estimate = None
+    if lane.budgets:
+        recent: Callable[[], int | None] = lambda: largest_of((_UsageRow(*r) for r in _rows(values.pop(0), len(_USAGE_COLUMNS))), now)  # noqa: E731
+        estimate = pick_estimate(lane.max_tokens, recent, lane.owner_estimate)
+    states = tuple(states_of(lane.bound, gathered, now, estimate_tokens=estimate, model=model))
+    return LaneCheck(code_of(states), states, estimate, model, lane.across, lane.budgets)
+
+
+def _rows(text: object, width: int) -> list[list[Any]]:
+    rows = _json_list(text)
+    for r in rows:
+        if not isinstance(r, list) or len(r) != width:
+            raise CorruptState(f"a limit's row could not be read: {r!r}")
+    return rows
