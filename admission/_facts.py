@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 from collections import namedtuple
+from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any, NamedTuple
 
 from sqlalchemy import (
@@ -174,15 +176,15 @@ _NO_LANE = "/"
 
 
 def rule_row(row: object, goal: str) -> RuleRef:
-    """One applicable rule from its row (``RULE_COLUMNS``: agent, automation, floor, revision, as
+    """One applicable rule from its row (``RULE_COLUMNS``: agent, automation, floor, revision, across, as
     the hot statement's JSON array or the bulk read's columns hold them), with typed checks: a NULL
     scope id, or any value floorgate would not have written, raises ``StoreUnavailable``."""
     if not isinstance(row, (list, tuple)) or len(row) != len(RULE_COLUMNS):
         raise StoreUnavailable(f"malformed rule under goal {goal!r}: {row!r}")
-    rule_agent, rule_lane, us, rev = row
+    rule_agent, rule_lane, us, rev, across = row
     if type(rule_agent) is not str or type(rule_lane) is not str:  # NULL (or, on SQLite, any other type)
         raise StoreUnavailable(f"malformed rule under goal {goal!r}: its scope is {rule_agent!r}/{rule_lane!r}")
-    return rule_ref(goal, rule_agent, rule_lane, us, rev)
+    return rule_ref(goal, rule_agent, rule_lane, us, rev, across)
 
 
 def rule_rows(rules: object, goal: str) -> list[RuleRef]:
@@ -246,7 +248,7 @@ def decode_facts(row: tuple, goal: str, agent: str, automation: str | None, turn
     fields = _start_facts(row[1:], goal, agent, turn_id)  # checked before the rules, as always
     floor, agent_us, lane_us = _floor(row[0], goal, agent, automation)
     limited, lim = _limit_facts(row[_LIMITED], row[_LIMITED + 1], goal, agent)
-    return Facts(floor, *fields, agent_us, lane_us, limited, lim)
+    return Facts(floor, *fields[:-1], agent_us, lane_us, limited, lim, goal_anchor_us=fields[-1], goal_floor_us=floor.goal_floor // _ONE_US)
 
 
 _LIMITED = [f.name for f in FACTS].index("limited")
@@ -261,28 +263,31 @@ def _limit_facts(limited: object, lim: object, goal: str, agent: str) -> tuple[i
     return limited, lim if type(lim) is int else None
 
 
-_AG_BOUND, _LN_BOUND, _TR_BOUND = (f.bound or 0 for f in TIMED)
-_StartFacts = tuple[Phase | None, str | None, int | None, int | None, int | None, int | None, str | None]
+_AG_BOUND, _LN_BOUND, _TR_BOUND, _GL_BOUND = (f.bound or 0 for f in TIMED)
+_ONE_US = timedelta(microseconds=1)
+# The turn's phase, lane and anchor, the agent and lane anchors, the lane trigger, the duplicate, the goal anchor.
+_StartFacts = tuple[Phase | None, str | None, int | None, int | None, int | None, int | None, str | None, int | None]
 
 
 def _start_facts(row: tuple, goal: str, agent: str, turn_id: str) -> _StartFacts:  # type: ignore[type-arg]
     """The fields of ``Facts`` after the floor, decoded from the row's columns after the rules."""
-    turn_text, ag, ln, ln_tr, dup, _limited, _lim, damaged = row
+    turn_text, ag, ln, ln_tr, dup, _limited, _lim, gl, damaged = row
     if damaged is not None:
         raise StoreUnavailable(f"a start or rule under {goal}/{agent} has a missing or damaged goal, agent, automation, trigger or anchor")
     turn = turn_row(turn_text, turn_id)
     phase, t_lane, t_anchor = (None, None, None) if turn is None else turn
     # One expression for the usual row (every decision pays for this check); the time facts'
-    # decoders name the bad one (``TIMED``: agent anchor, lane anchor, lane trigger).
+    # decoders name the bad one (``TIMED``: agent anchor, lane anchor, lane trigger, goal anchor).
     if not (
         (ag is None or (type(ag) is int and 0 <= ag < _AG_BOUND))
         and (ln is None or (type(ln) is int and 0 <= ln < _LN_BOUND))
         and (ln_tr is None or (type(ln_tr) is int and 0 <= ln_tr < _TR_BOUND))
+        and (gl is None or (type(gl) is int and 0 <= gl < _GL_BOUND))
     ):
-        for f, value in zip(TIMED, (ag, ln, ln_tr), strict=True):
+        for f, value in zip(TIMED, (ag, ln, ln_tr, gl), strict=True):
             if f.decode is not None:
                 f.decode(value, f"{goal}/{agent}")
-    return phase, t_lane, t_anchor, ag, ln, ln_tr, dup
+    return phase, t_lane, t_anchor, ag, ln, ln_tr, dup, gl
 
 
 # -- the facts of many lanes (readback of every automation) -----------------------------------
@@ -381,6 +386,7 @@ def read_facts_many(tx: DriverTx, lanes: list[Lane], turn_id: str, trigger_us: i
     if tx.dialect == "sqlite":
         damaged += tx.rows(_MANY_BLOB_SQL, {})
     turn_text = turn_found[0] if turn_found is not None else None
+    goal_anchor = goal_anchors(keyed["agent_anchor"])  # the goal anchor fact in bulk
     # The rules a lane's aggregate selects: agent_id IN ('', :a) and automation_id IN ('', :xr), or
     # NULL (which fails the decoder); kept in the statement's order.
     by_scope: dict[tuple[str, str, str], list[tuple[int, tuple, int]]] = {}  # type: ignore[type-arg]
@@ -392,6 +398,8 @@ def read_facts_many(tx: DriverTx, lanes: list[Lane], turn_id: str, trigger_us: i
             null_scoped.setdefault(g, []).append((i, a, x, rule, limited))
         else:
             by_scope.setdefault((g, a, x), []).append((i, rule, limited))
+    # The goals with a goal rule whose floor counts across agents (the goal anchor fact's condition).
+    across = {g for (g, a, x), found in by_scope.items() if a == x == "" for _, rule, _ in found if _floor_across(rule)}
     out: dict[Lane, Facts | StoreUnavailable] = {}
     memo: dict[tuple[str, tuple], RuleRef] = {}  # type: ignore[type-arg]
     folds: dict[tuple[int, ...], Folded] = {}  # by the rules' identities (memo keeps them alive)
@@ -412,7 +420,8 @@ def read_facts_many(tx: DriverTx, lanes: list[Lane], turn_id: str, trigger_us: i
         if tx.relaxed:  # the agent anchor's ``also``: the goal's starts without an agent group under None
             ag = stored_max(ag, keyed["agent_anchor"].get((goal, None)))
         try:
-            fields = _start_facts((turn_text, ag, ln, ln_tr, dup, None, None, guard), goal, agent, turn_id)
+            gl = goal_anchor.get(goal) if goal in across else None  # as the fact: read for such a goal only
+            fields = _start_facts((turn_text, ag, ln, ln_tr, dup, None, None, gl, guard), goal, agent, turn_id)
             # ``_floor`` of the lane's rules, each rule decoded once for all lanes.
             refs = [_memo_rule_ref(memo, rule, goal) for _, rule, _ in sorted(found, key=_first)]
             key = tuple(map(id, refs))
@@ -421,10 +430,17 @@ def read_facts_many(tx: DriverTx, lanes: list[Lane], turn_id: str, trigger_us: i
                 folded = folds[key] = fold(refs)
             floor, agent_us, lane_us = floor_us(effective_floor(goal, agent, automation, folded))
             limited = sum(1 for *_, lim in found if lim)
-            out[lane] = Facts(floor, *fields, agent_us, lane_us, limited)
+            gl_us = floor.goal_floor // _ONE_US
+            out[lane] = Facts(floor, *fields[:-1], agent_us, lane_us, limited, goal_anchor_us=fields[-1], goal_floor_us=gl_us)
         except StoreUnavailable as exc:
             out[lane] = exc
     return out
+
+
+def _floor_across(rule: tuple) -> bool:  # type: ignore[type-arg]
+    """Whether a goal rule's row (``RULE_COLUMNS``) sets a floor across agents (a damaged one fails its decoder)."""
+    interval, across = rule[RULE_COLUMNS.index("min_interval_us")], rule[RULE_COLUMNS.index("across_agents")]
+    return type(interval) is int and interval > 0 and (across is True or (type(across) is int and across == 1))
 
 
 def _first(found: tuple) -> int:  # type: ignore[type-arg]
@@ -464,3 +480,12 @@ def stored_max(a: object, b: object) -> object:
     if ra != rb:
         return a if ra > rb else b
     return max(a, b)  # type: ignore[call-overload]
+
+
+def goal_anchors(agent_anchors: Mapping[Any, Any]) -> dict[Any, Any]:
+    """The ``goal_anchor`` fact of every goal from its agents' latest anchors (keyed goal, agent;
+    the starts without an agent too): the largest of them, as ``stored_max`` orders them."""
+    out: dict[Any, Any] = {}
+    for (goal, _), value in agent_anchors.items():
+        out[goal] = stored_max(out.get(goal), value)
+    return out

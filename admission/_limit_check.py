@@ -4,8 +4,8 @@ The decision's single read says whether any applicable rule carries a count or a
 ``limited`` fact). Only then does the gate call ``check_lane`` on the decision's connection: it
 reads the lane's limits, its estimate (``usage.lane_estimate``), its model and each limit's state
 (``budgets.limit_states``), and answers the ``LimitCode`` the decision is taken again with, the
-states behind it, and whether a limit counts across agents (a goal-wide series, serialized by the
-goal's lock). Extra statements for limited lanes only: a few per series, none for a lane whose
+states behind it, and whether a limit or a goal floor counts across agents (a goal-wide series,
+serialized by the goal's lock). Extra statements for limited lanes only: a few per series, none for a lane whose
 rules carry a floor alone. A damaged rule, start or usage row raises ``StoreUnavailable``. This is
 the slow path: a lane the process already knows is read in one statement (``_limit_read``).
 """
@@ -24,8 +24,9 @@ from .budgets import LimitState, binding, limit_states
 from .decide.facts import Facts, LimitCode
 from .envelope import merge
 from .errors import CorruptState, StoreUnavailable
-from .limits import BoundLimit, LimitKind, bound_limits, owner_estimate
+from .limits import BoundLimit, LimitKind, Limits, bound_limits, owner_estimate
 from .policies import applicable_rules
+from .scope import Scope, ScopeKind
 from .usage import hold, lane_estimate
 
 
@@ -70,8 +71,14 @@ def check_lane(conn: Connection, goal: str, agent: str, automation: str | None, 
         states = tuple(limit_states(conn, bound, now, estimate_tokens=estimate, model=model))
     except CorruptState as exc:
         raise StoreUnavailable(f"a limit of {goal}/{agent} cannot be read: {exc}") from None
-    across = any(b.series.agent_id is None for b in bound)
+    # One series for the goal's agents: a count or budget across agents, or a goal floor across them.
+    across = any(b.series.agent_id is None for b in bound) or any(_interval_across(r.scope, r.limits, r.active) for r in rules)
     return LaneCheck(code_of(states), states, estimate, model, across, budgets)
+
+
+def _interval_across(scope: Scope, limits: Limits, active: bool) -> bool:
+    """Whether a rule's floor counts from the goal's latest start (a goal rule set across agents)."""
+    return active and limits.across_agents and scope.kind is ScopeKind.GOAL
 
 
 def code_of(states: tuple[LimitState, ...]) -> LimitCode:

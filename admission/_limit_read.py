@@ -22,7 +22,7 @@ import functools
 import json
 from collections import namedtuple
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from types import SimpleNamespace
 from typing import Any, NamedTuple
 
@@ -44,6 +44,7 @@ from .envelope import merge
 from .errors import CorruptState, StoreUnavailable
 from .limits import BoundLimit, LimitKind, bound_limits, limits_from_columns, owner_estimate
 from .policies import read_compute, rule_ref
+from .scope import ScopeKind
 from .store import DriverTx
 from .usage import ESTIMATE_LOOKBACK, largest_of, largest_where, pick_estimate, prices_of, series_where, usage_of
 from .windows import Window
@@ -55,6 +56,7 @@ _RULE_COLUMNS = (
 _USAGE_COLUMNS = "turn_id goal_id agent_id automation_id at_us state model estimate_tokens tokens usd_micros source".split()
 _UsageRow = namedtuple("_UsageRow", _USAGE_COLUMNS)  # type: ignore[misc]
 _PriceRow = namedtuple("_PriceRow", ["model", "usd_per_mtok_micros"])
+_ZERO = timedelta(0)
 _LANE = ("g", "a", "x")  # the hot statement's parameters: goal, agent, lane ('' for none)
 
 
@@ -210,6 +212,7 @@ def _decode_defs(text: object, goal: str, agent: str) -> LaneLimits | None:
     try:
         rows = _json_list(text)
         rules = []
+        floor_across = False  # a goal floor across agents: its lanes take the goal's lock too
         for values in rows:
             if not isinstance(values, list) or len(values) != len(_RULE_COLUMNS):
                 raise CorruptState(f"malformed rule under goal {goal!r}: {values!r}")
@@ -218,7 +221,9 @@ def _decode_defs(text: object, goal: str, agent: str) -> LaneLimits | None:
                 raise CorruptState(f"malformed rule under goal {goal!r}: its scope is {row.agent_id!r}/{row.automation_id!r}")
             ref = rule_ref(goal, row.agent_id, row.automation_id, row.min_interval_us, row.revision)
             compute, _problem = read_compute(row.compute_json)
-            rules.append((ref.scope, ref.revision, limits_from_columns(row, str(ref.scope)), compute))
+            limits = limits_from_columns(row, str(ref.scope))
+            floor_across = floor_across or (ref.scope.kind is ScopeKind.GOAL and limits.across_agents and ref.min_interval > _ZERO)
+            rules.append((ref.scope, ref.revision, limits, compute))
     except CorruptState as exc:
         raise StoreUnavailable(f"a limit of {goal}/{agent} cannot be read: {exc}") from None
     bound = tuple(bound_limits([(scope, rev, limits) for scope, rev, limits, _ in rules], agent))
@@ -234,7 +239,7 @@ def _decode_defs(text: object, goal: str, agent: str) -> LaneLimits | None:
         usd=any(b.kind is LimitKind.USD for b in bound),
         max_tokens=envelope.max_tokens,
         owner_estimate=owner_estimate(limits for _, _, limits, _ in rules),
-        across=any(b.series.agent_id is None for b in bound),
+        across=floor_across or any(b.series.agent_id is None for b in bound),
         reads=reads,
         shape=(tuple(r[:3] for r in reads), budgets, any(b.kind is LimitKind.USD for b in bound), budgets and not envelope.max_tokens),
     )

@@ -79,6 +79,7 @@ starts = Table(
     # Only unconfirmed reservations: recovery finds the orphaned ones without scanning every start.
     Index("ix_fg_starts_reserved", "anchor_us", sqlite_where=text("phase = 'reserved'"), postgresql_where=text("phase = 'reserved'")),
     Index("ix_fg_starts_anchor", "anchor_us"),  # a host's sync: the lanes that started since its last poll
+    Index("ix_fg_starts_goal_anchor", "goal_id", "anchor_us"),  # the goal's latest start (a goal floor across agents)
 )
 
 automations = Table(

@@ -28,6 +28,7 @@ from ._facts import (
     StartRow,
     decode_facts,
     facts_params,
+    goal_anchors,
     read_facts,
     read_facts_many,
     start_from_row,
@@ -54,8 +55,8 @@ from .clock import Clock, SystemClock, from_us, read_clock, to_us
 from .decide.checks import Request as _Request
 from .decide.checks import Verdict as _Verdict
 from .decide.checks import evaluate as _evaluate
-from .decide.facts import FACTS, Facts
-from .decide.floors import next_eligible_us
+from .decide.facts import FACTS, RULE_COLUMNS, Facts
+from .decide.floors import floor_us, next_eligible_us
 from .decisions import Confirmation, Decision, Eligibility, Reason, StartKind, StartRecord
 from .errors import CorruptState, InvalidInput, StoreUnavailable
 from .journal import JournalEntry, write_entry
@@ -355,7 +356,7 @@ class Admission:
         """
         r, t = s.rules, s.starts
         with self.store.read() as conn:
-            rules = list(conn.execute(select(r.c.goal_id, r.c.agent_id, r.c.automation_id, r.c.min_interval_us, r.c.revision)))
+            rules = list(conn.execute(select(r.c.goal_id, *(r.c[c] for c in RULE_COLUMNS))))
             # Undecoded: a damaged anchor maps its lanes to None below instead of failing the read.
             anchor = func.max(type_coerce(t.c.anchor_us, BigInteger))
             agent_anchor = {
@@ -376,10 +377,11 @@ class Admission:
                 if not all(isinstance(v, str) for v in (row.goal_id, row.agent_id, row.automation_id)):
                     raise StoreUnavailable(f"a rule's scope is malformed: {row.goal_id!r}/{row.agent_id!r}/{row.automation_id!r}")
                 by_key[(row.goal_id, row.agent_id, row.automation_id)] = rule_ref(
-                    row.goal_id, row.agent_id, row.automation_id, row.min_interval_us, row.revision
+                    row.goal_id, row.agent_id, row.automation_id, row.min_interval_us, row.revision, row.across_agents
                 )
             except StoreUnavailable as exc:
                 bad_rules.append((row.goal_id, row.agent_id, row.automation_id, exc))
+        goal_anchor = goal_anchors(agent_anchor)  # for a goal floor across agents
         out: dict[tuple[str, str, str | None], datetime | None] = {}
         for goal, agent, automation in lanes:
             lane = f"{goal}/{agent}/{automation or ''}"
@@ -397,12 +399,10 @@ class Admission:
             if self.store.relaxed:  # a start without an agent could be any agent's last (as ``read_facts``)
                 agent_us = stored_max(agent_us, agent_anchor.get((goal, None)))
             lane_us = lane_anchor.get((goal, agent, automation or ""))
-            if not _time_ok(agent_us) or not _time_ok(lane_us):
-                raise CorruptState(f"lane {lane} has a malformed anchor: {agent_us!r}, {lane_us!r}")
-            if not floor.rules:
-                out[(goal, agent, automation)] = None
-                continue
-            next_us = next_eligible_us(floor.agent_floor // _US, floor.lane_floor // _US, agent_us, lane_us if automation else None)
+            goal_us = goal_anchor.get(goal) if floor.goal_floor else None
+            if not _time_ok(agent_us) or not _time_ok(lane_us) or not _time_ok(goal_us):
+                raise CorruptState(f"lane {lane} has a malformed anchor: {agent_us!r}, {lane_us!r}, {goal_us!r}")
+            next_us = next_eligible_us(*floor_us(floor)[1:], agent_us, lane_us if automation else None, floor.goal_floor // _US, goal_us)
             out[(goal, agent, automation)] = from_us(next_us) if next_us is not None else None
         return out
 

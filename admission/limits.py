@@ -160,6 +160,17 @@ class LimitsChange(BaseModel):
         sets_count = bool(self.max_starts)
         sets_budget = bool(self.budget_tokens) or bool(self.budget_usd)
         if self.per is not None and not (sets_count or sets_budget):
+            zero = [
+                flag
+                for flag, v in (
+                    ("--max-starts", self.max_starts),
+                    ("--budget-tokens", self.budget_tokens),
+                    ("--budget-usd", self.budget_usd),
+                )
+                if v == 0
+            ]
+            if zero:  # a removal given a window: name what was removed, not the window
+                raise InvalidInput(zero[0], "0 removes this limit and a removal takes no window: drop --per, or give a limit above 0")
             raise InvalidInput("--per", "a window goes with --max-starts, --budget-tokens or --budget-usd (give one of them above 0)")
         if (sets_count or sets_budget) and self.per is None:
             raise InvalidInput("--per", "give the window of the limit: --per 1d, --per 12h or --per day@Europe/Berlin")
@@ -288,6 +299,13 @@ class BoundLimit(NamedTuple):
             LimitKind.USD: format_usd(micros_to_usd(self.amount)),
         }[self.kind]
         return f"{shown} per {self.window} at {self.scope}" + (" across agents" if self.series.agent_id is None else "")
+
+    def quantity(self, value: int) -> str:
+        """``value`` of this limit's kind as the text shows it: ``2``, ``55000 tokens``, ``0.33 USD``
+        (a USD amount is kept in micro-dollars and never shown as such)."""
+        if self.kind is LimitKind.USD:
+            return f"{format(micros_to_usd(value).normalize(), 'f')} USD"
+        return f"{value} tokens" if self.kind is LimitKind.TOKENS else str(value)
 
 
 def series_of(scope: Scope, limits: Limits, agent: str) -> Series:

@@ -36,7 +36,7 @@ from .events import EventKind, record
 from .intervals import check_interval, format_interval
 from .limits import Limits, LimitsChange, limits_from_columns, limits_json
 from .limits import loosened as limits_loosened
-from .scope import Scope, check_id, check_limit
+from .scope import Scope, ScopeKind, check_id, check_limit
 from .store import Store
 
 _OWNER_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,63}")
@@ -106,22 +106,29 @@ def _checked_us(value: object, what: str) -> int:
     return value
 
 
-def rule_ref(goal_id: str, agent_key: str, automation_key: str, min_interval_us: object, revision: object) -> RuleRef:
+def rule_ref(
+    goal_id: str, agent_key: str, automation_key: str, min_interval_us: object, revision: object, across_agents: object = False
+) -> RuleRef:
     """The one decoder of a stored rule (admission's facts, the host's bulk planner and policy
-    readback all use it): a NULL, non-integer, negative or over-cap floor, or a revision below 1,
-    raises ``CorruptState`` (a ``StoreUnavailable``), so a damaged rule denies and is never read as
-    "no rule"."""
+    readback all use it): a NULL, non-integer, negative or over-cap floor, a revision below 1, or an
+    ``across_agents`` flag that is not a boolean (or SQLite's 0/1) raises ``CorruptState`` (a
+    ``StoreUnavailable``), so a damaged rule denies and is never read as "no rule"."""
     scope = Scope.model_construct(goal_id=goal_id, agent_id=agent_key or None, automation_id=automation_key or None)
     if type(min_interval_us) is not int or not 0 <= min_interval_us <= MAX_STORED_FLOOR // timedelta(microseconds=1):
         raise CorruptState(f"malformed rule at {scope}: min_interval {min_interval_us!r}")
     if type(revision) is not int or revision < 1:
         raise CorruptState(f"malformed rule at {scope}: revision {revision!r}")
-    return RuleRef.model_construct(scope=scope, min_interval=timedelta(microseconds=min_interval_us), revision=revision)
+    if across_agents not in (True, False) or type(across_agents) not in (bool, int):
+        raise CorruptState(f"malformed rule at {scope}: across_agents {across_agents!r}")
+    across = bool(across_agents) and scope.kind is ScopeKind.GOAL
+    return RuleRef.model_construct(
+        scope=scope, min_interval=timedelta(microseconds=min_interval_us), revision=revision, across_agents=across
+    )
 
 
 def rule_from_row(row) -> Rule:  # type: ignore[no-untyped-def]
     """Decode a rules row; malformed values raise ``StoreUnavailable`` (fail closed)."""
-    ref = rule_ref(row.goal_id, row.agent_id, row.automation_id, row.min_interval_us, row.revision)
+    ref = rule_ref(row.goal_id, row.agent_id, row.automation_id, row.min_interval_us, row.revision, row.across_agents)
     compute, problem = read_compute(row.compute_json)
     limits = limits_from_columns(row, str(ref.scope))
     with stored(f"the rule at {ref.scope}"):
@@ -386,7 +393,15 @@ class Policies:
             check_id(automation, "automation")
         with self.store.read() as conn:
             rules = applicable_rules(conn, goal, agent, automation)
-        refs = [RuleRef(scope=r.scope, min_interval=r.min_interval, revision=r.revision) for r in rules]
+        refs = [
+            RuleRef(
+                scope=r.scope,
+                min_interval=r.min_interval,
+                revision=r.revision,
+                across_agents=r.limits.across_agents and r.scope.kind is ScopeKind.GOAL,
+            )
+            for r in rules
+        ]
         return combine(goal, agent, automation, refs)
 
     def list(self, goal: str | None = None) -> list[Rule]:

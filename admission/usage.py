@@ -546,6 +546,8 @@ class Prices:
             if current != expected_revision:
                 raise RevisionConflict(f"price of {model}", expected_revision, current)
             before = row.usd_per_mtok_micros if row is not None else None
+            if micros is None and before is None:  # nothing to remove: a revision would record a change that is none
+                raise InvalidInput("--usd-per-mtok", f"{model} has no price to remove (0 removes a price; give one above 0 to set it)")
             if before is not None and (micros is None or micros < before) and not allow_reduction:
                 after = format_usd(micros_to_usd(micros)) if micros is not None else "none"
                 raise ReductionNotAuthorized(

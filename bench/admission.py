@@ -9,7 +9,10 @@ drifts too much between blocks for anything else to mean much. Baselines:
 
 - PostgreSQL admitted: reserve + confirm against one bare autocommit INSERT (psycopg, same server);
   reserve alone against the same INSERT (issue 12: one round trip and one durable commit to reserve).
-- PostgreSQL denial: against a ``SELECT 1`` round trip on the same server.
+- PostgreSQL denial: against a ``SELECT 1`` round trip on the same server; split (rows without
+  goals) into its statement through bare psycopg against ``SELECT 1`` and the denial against that
+  statement, the generic plan forced against psycopg's default, and the statement's server time
+  (EXPLAIN ANALYZE).
 - SQLite admitted: reserve + confirm against one bare durable INSERT (WAL, synchronous=FULL);
   reserve alone against the same INSERT. The cycle is two durable commits by design (confirm must
   survive a power loss), the reserve alone one.
@@ -47,7 +50,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _rows import record
 
 from floorgate.admission import Admission, AutomationSpec, Automations, CommandHost, FixedClock, Policies, Scope, Store, open_store
-from floorgate.admission._facts import FACTS_SQL, facts_params
+from floorgate.admission._driver import lock_id
+from floorgate.admission._facts import FACTS_SQL, RESERVE_SQL, facts_params
 from floorgate.admission.clock import to_us
 from floorgate.admission.limits import LimitsChange
 from floorgate.admission.usage import Prices
@@ -69,12 +73,10 @@ class Figure:
 
     def line(self) -> str:
         med = statistics.median(self.ratios)
-        verdict = "met" if med <= self.goal else "NOT met"
+        verdict = ("met" if med <= self.goal else "NOT met") if self.goal else ""
         spread = f"{min(self.ratios):.2f}-{max(self.ratios):.2f}"
-        return (
-            f"  {self.name:<52} {med:5.2f}x  ({spread})  goal <= {self.goal:g}x {verdict:<7}"
-            f"  [{self.ours_us:8.1f} us vs {self.base_us:8.1f} us]"
-        )
+        goal = f"goal <= {self.goal:g}x" if self.goal else "(a split: no goal)"
+        return f"  {self.name:<52} {med:5.2f}x  ({spread})  {goal} {verdict:<7}  [{self.ours_us:8.1f} us vs {self.base_us:8.1f} us]"
 
 
 def interleaved(name: str, goal: float, base: Block, ours: Block, rounds: int, n: int, base_n: int | None = None) -> Figure:
@@ -298,7 +300,8 @@ def pg_figures(base_url: str, rounds: int, n: int) -> list[Figure]:
             bare.execute("SELECT 1").fetchone()
 
         lane.cycle(0)
-        out = [
+        out = pg_split(store, lane, dsn, schemas[0], select_1, rounds, n)
+        out += [
             interleaved(
                 "PostgreSQL admitted reserve+confirm vs bare autocommit INSERT", 2.0, timed(bare_insert), timed(lane.cycle), rounds, n
             ),
@@ -318,6 +321,83 @@ def pg_figures(base_url: str, rounds: int, n: int) -> list[Figure]:
                 conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
+def pg_split(store: Store, lane: Lane, dsn: str, schema: str, select_1: Callable[[int], None], rounds: int, n: int) -> list[Figure]:
+    """Where a PostgreSQL denial's time goes: its one statement (``RESERVE_SQL``, the same text and
+    parameters) through a bare psycopg connection against ``SELECT 1`` (the server's and the wire's
+    share) and floorgate's denial against that statement (the client's share); the statement with
+    PostgreSQL's generic plan forced against psycopg's default (it prepares a statement on its 5th
+    run); and the server's own time per call (EXPLAIN ANALYZE), printed and recorded as a row."""
+    import psycopg
+
+    def params(i: int) -> dict:  # type: ignore[type-arg]
+        p = lane.facts_params(i)
+        p |= {"kind": "automatic", "reason": None, "lock": lock_id("bench"), "guarded": store.relaxed, "lock_admitted": False}
+        return p | {"now": to_us(lane.clock.now())}
+
+    sql = store.render(RESERVE_SQL)
+    conns = {}
+    for name, setting in (("default", None), ("generic", "force_generic_plan")):
+        conns[name] = psycopg.connect(dsn, autocommit=True)
+        conns[name].execute(f'SET search_path TO "{schema}"')
+        if setting:
+            conns[name].execute(f"SET plan_cache_mode = {setting}")
+    if "deny" not in (conns["default"].execute(sql, params(0)).fetchone() or ()):
+        raise SystemExit("bench bug: the bare statement did not deny")
+
+    def bare(name: str) -> Block:
+        conn = conns[name]
+
+        def run(i: int) -> None:
+            conn.execute(sql, params(i)).fetchone()
+
+        return timed(run)
+
+    out = [
+        interleaved(
+            "PostgreSQL denial's statement through bare psycopg vs SELECT 1 (server and wire)",
+            0,
+            timed(select_1),
+            bare("default"),
+            rounds,
+            n * 5,
+        ),
+        interleaved(
+            "PostgreSQL denial vs its statement through bare psycopg (floorgate's client)",
+            0,
+            bare("default"),
+            timed(lane.deny),
+            rounds,
+            n * 5,
+        ),
+        interleaved(
+            "PostgreSQL denial's statement, generic plan forced vs psycopg's default", 0, bare("default"), bare("generic"), rounds, n * 5
+        ),
+    ]
+    explain = "EXPLAIN (ANALYZE, TIMING OFF, SUMMARY ON) "
+    server: dict[str, list[float]] = {"plan": [], "run": [], "select1": []}
+    for i in range(21):
+        lines = [r[0] for r in conns["default"].execute(explain + sql, params(i)).fetchall()]
+        server["plan"].append(_ms(lines, "Planning Time"))
+        server["run"].append(_ms(lines, "Execution Time"))
+        server["select1"].append(_ms([r[0] for r in conns["default"].execute(explain + "SELECT 1").fetchall()], "Execution Time"))
+    rtt = out[0].base_us
+    run, one = statistics.median(server["run"]) * 1000, statistics.median(server["select1"]) * 1000
+    now = (
+        f"execution {run:.0f} us ({min(server['run']) * 1000:.0f}..{max(server['run']) * 1000:.0f}) vs SELECT 1's {one:.0f} us; "
+        f"planning {statistics.median(server['plan']) * 1000:.0f} us (paid once: prepared); SELECT 1 round trip {rtt:.0f} us: "
+        f"floor {(rtt + run - one) / rtt:.2f}x SELECT 1 with no client cost at all"
+    )
+    print(f"  PostgreSQL denial's statement on the server (EXPLAIN ANALYZE, 21 runs): {now}")
+    record("bound under the PostgreSQL denial: the statement's server time", now, "-", None, backend="postgresql")
+    for conn in conns.values():
+        conn.close()
+    return out
+
+
+def _ms(lines: list[str], key: str) -> float:
+    return float(next(line for line in lines if line.startswith(key)).split(":")[1].split()[0])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=21, help="interleaved rounds per figure")
@@ -334,7 +414,11 @@ def main() -> None:
     for backend, f in figures:
         print(f.line())
         med = statistics.median(f.ratios)
-        record(f.name, f"{med:.2f}x ({min(f.ratios):.2f}..{max(f.ratios):.2f})", f"<= {f.goal:g}x", med <= f.goal, backend=backend)
+        now = f"{med:.2f}x ({min(f.ratios):.2f}..{max(f.ratios):.2f})"
+        if f.goal:
+            record(f.name, now, f"<= {f.goal:g}x", med <= f.goal, backend=backend)
+        else:  # a split of another row's figure: no goal of its own
+            record(f.name, f"{now}; {f.ours_us:.0f} us vs {f.base_us:.0f} us", "-", None, backend=backend)
     if not args.pg:
         print("  PostgreSQL skipped: pass --pg URL or set FLOORGATE_TEST_PG_URL")
 

@@ -80,8 +80,9 @@ def _benchmarks(args: argparse.Namespace) -> list[tuple[str, list[str]]]:
     return [
         ("admission", ["bench/admission.py", "--rounds", "7", *pg]),
         ("ticks", ["bench/ticks.py", "--rounds", "3", "--samples", "70", *pg]),
-        # Three interleaved rounds of a 200-lane burst fit the default's 5 minutes; --big runs the 1,000.
-        ("burst", ["bench/burst.py", "--rounds", "3", *burst, *pg]),
+        # Two interleaved rounds of a 200-lane burst (--full: three): a third cost about 40 s of the
+        # default's 5 minutes; the row prints its spread, so a round that disagrees shows.
+        ("burst", ["bench/burst.py", "--rounds", "2", *burst, *pg]),
         ("host", ["bench/host.py", *sizes, "--rounds", "2", "--samples", "100"]),
         ("host start", ["bench/host_start.py", "--rounds", "2"]),
         ("status", ["bench/status.py", *sizes, "--rounds", "2"]),
@@ -128,6 +129,14 @@ def _counts(pg: str | None, rows_path: Path, tmp: Path) -> bool:
                 row = {"measure": f"count test FAILED: {name}", "backend": "", "now": "-", "goal": "passes", "met": False}
                 out.write(json.dumps(row) + "\n")
     return done.returncode == 0
+
+
+def _labelled(row: dict[str, object]) -> dict[str, object]:
+    """``row`` with its backend named: a count test's row names it in its measure, '(sqlite)'."""
+    if not row["backend"]:
+        measure = str(row["measure"])
+        row["backend"] = next((b for b in ("sqlite", "postgresql") if measure.endswith(f"({b})")), "none")
+    return row
 
 
 def _markdown(rows: list[dict[str, object]], seconds: float) -> None:
@@ -178,7 +187,7 @@ def main() -> None:
             print(f"   ({time.monotonic() - started:.0f} s)", flush=True)
             if done.returncode != 0:
                 broken.append(name)
-        rows = [json.loads(line) for line in rows_path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        rows = [_labelled(json.loads(line)) for line in rows_path.read_text(encoding="utf-8").splitlines() if line.strip()]
     took = time.monotonic() - began
     mode = "--quick" if args.quick else "--full" if args.full else "default" + (" --big" if args.big else "")
     default = not (args.quick or args.full or args.big)

@@ -11,6 +11,10 @@ read from /proc at that line. The baseline: APScheduler 4 (its own virtualenv un
 ``Scheduler`` on a SQLAlchemy data store holding the same number of interval schedules (none due)
 and reading every schedule back; its CPU seconds (``getrusage``, the whole process: interpreter,
 imports, start) and peak RSS. Rounds interleave the two. Goals: CPU <= 1.3x, RSS <= 1.5x.
+What bounds the CPU ratio, in the same rounds: each side's imports alone (floorgate's: the modules
+``floorgate run`` loaded before arming, read from ``-X importtime`` in an unmeasured start), the CPU
+per stored job beyond them, and APScheduler 3 (floorgate's timer host) arming as many jobs in a
+process without floorgate.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _imports import import_code, top_imports
 from _rows import record, spread
 from host import seed
 
@@ -55,6 +60,37 @@ with Scheduler(store) as scheduler:
         use = resource.getrusage(resource.RUSAGE_SELF)
         print(json.dumps({"cpu": use.ru_utime + use.ru_stime, "rss_mb": use.ru_maxrss / 1024, "jobs": schedules}))
 """
+# floorgate's timer host is APScheduler 3: arming one job per automation (added before the scheduler
+# starts, as the host does), in a process that does not import floorgate; CPU per job.
+APS3_ARM = r"""
+import json, sys, time
+from datetime import datetime, timedelta, timezone
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.interval import IntervalTrigger
+def job(automation_id):
+    return automation_id
+n = int(sys.argv[1])
+scheduler = BackgroundScheduler(timezone=timezone.utc, job_defaults={"coalesce": True, "max_instances": 1})
+trigger = IntervalTrigger(minutes=15, start_date=datetime(2020, 12, 1, tzinfo=timezone.utc))
+first = datetime.now(timezone.utc) + timedelta(days=1)
+began = time.process_time()
+for i in range(n):
+    scheduler.add_job(job, trigger=trigger, args=(f"auto-{i:05d}",), id=f"auto-{i:05d}", name=f"auto-{i:05d}", next_run_time=first)
+scheduler.start(paused=True)
+cpu = time.process_time() - began
+scheduler.shutdown(wait=False)
+print(json.dumps({"cpu": cpu}))
+"""
+# The bound under each start: its imports alone, CPU from getrusage at the end (same as BASELINE's).
+RUSAGE = (
+    "\nimport json, resource\nuse = resource.getrusage(resource.RUSAGE_SELF)\nprint(json.dumps({'cpu': use.ru_utime + use.ru_stime}))\n"
+)
+BASELINE_IMPORTS = (
+    "from apscheduler import ConflictPolicy, Scheduler\n"
+    "from apscheduler.datastores.sqlalchemy import SQLAlchemyDataStore\n"
+    "from apscheduler.triggers.interval import IntervalTrigger\n"
+    "from sqlalchemy import create_engine\n"
+) + RUSAGE
 
 
 def _python() -> str:
@@ -86,10 +122,13 @@ def _proc(pid: int) -> tuple[float, float]:
     return cpu, hwm / 1024
 
 
-def floorgate_start(url: str, state: str) -> dict[str, float]:
+def floorgate_start(url: str, state: str, imports: list[str] | None = None) -> dict[str, float]:
+    """One ``floorgate run`` until it arms its timers; ``imports``: filled with the top modules it
+    imported by then (traced with ``-X importtime``: slower, so not a measured start)."""
     argv = [sys.executable, "-m", "floorgate", "run", "--db", url, "--state-dir", state, "--poll", "1h"]
+    env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1"} if imports is not None else None
     with tempfile.NamedTemporaryFile("a") as sink, open(sink.name, encoding="utf-8") as err:
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=sink)
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=sink, env=env)
         try:
             deadline = time.monotonic() + 300
             while time.monotonic() < deadline and proc.poll() is None:
@@ -99,11 +138,58 @@ def floorgate_start(url: str, state: str) -> dict[str, float]:
                     continue
                 if " armed " in line:
                     cpu, rss = _proc(proc.pid)
+                    if imports is not None:
+                        imports += top_imports(Path(sink.name).read_text(encoding="utf-8").splitlines())
                     return {"cpu": cpu, "rss_mb": rss, "jobs": float(line.split(" armed ")[1].split()[0])}
             raise SystemExit(f"floorgate run did not arm its timers:\n{Path(sink.name).read_text()[-2000:]}")
         finally:
             proc.terminate()
             proc.wait(60)
+
+
+def _cpu(argv: list[str]) -> float:
+    out = subprocess.run(argv, check=True, capture_output=True, text=True)
+    cpu: float = json.loads(out.stdout.strip().splitlines()[-1])["cpu"]
+    return cpu
+
+
+def _bound_rows(
+    size: int,
+    ours: list[dict[str, float]],
+    theirs: list[dict[str, float]],
+    our_imports: list[float],
+    their_imports: list[float],
+    aps3_arm: list[float],
+) -> None:
+    """What bounds the start's CPU ratio: the two sides' imports alone, and the CPU left per stored
+    job once the imports are paid (each round's start minus the same round's imports)."""
+    n = f"{size:,}"
+    imports = [o / t for o, t in zip(our_imports, their_imports, strict=True)]
+    now = f"{spread(imports)}; {spread(our_imports, ' CPU-s')} vs {spread(their_imports, ' CPU-s')}"
+    print(f"         bound: the imports alone (what floorgate run loads before arming vs APScheduler 4's): {now}")
+    record(
+        "bound under host start: CPU of importing what `floorgate run` loads before arming vs APScheduler 4's imports",
+        now,
+        "-",
+        None,
+        backend="sqlite",
+    )
+    per_ours = [(o["cpu"] - i) / size * 1e6 for o, i in zip(ours, our_imports, strict=True)]
+    per_theirs = [(t["cpu"] - i) / size * 1e6 for t, i in zip(theirs, their_imports, strict=True)]
+    per = [o / t for o, t in zip(per_ours, per_theirs, strict=True)]
+    now = f"{spread(per)}; {spread(per_ours, ' us', 0)} vs {spread(per_theirs, ' us', 0)} CPU per job"
+    print(f"         bound: CPU per stored job beyond the imports, at {n}: {now}")
+    record(f"bound under host start: CPU per stored job beyond the imports, at {n}, vs APScheduler 4's", now, "-", None, backend="sqlite")
+    arm = [a / t for a, t in zip(aps3_arm, per_theirs, strict=True)]
+    now = f"{spread(arm)}; {spread(aps3_arm, ' us', 0)} vs {spread(per_theirs, ' us', 0)} CPU per job"
+    print(f"         bound: APScheduler 3 arming {n} jobs (floorgate's timer host; no floorgate) vs APScheduler 4's resume, per job: {now}")
+    record(
+        f"bound under host start: APScheduler 3 (floorgate's timer host) arming {n} jobs, no floorgate, vs APScheduler 4's resume, per job",
+        now,
+        "-",
+        None,
+        backend="none",
+    )
 
 
 def main() -> None:
@@ -116,15 +202,21 @@ def main() -> None:
         url, base = os.path.join(tmp, "host.db"), os.path.join(tmp, "aps4.db")
         seed(url, args.size, max(1, args.size // 10))
         seed_baseline(python, base, args.size)
-        floorgate_start(url, os.path.join(tmp, "state"))  # unmeasured: its recovery settles the seed's reservations, once
-        ours, theirs = [], []
+        # Unmeasured: its recovery settles the seed's reservations, once; its imports are traced.
+        modules: list[str] = []
+        floorgate_start(url, os.path.join(tmp, "state"), modules)
+        print(f"floorgate run imports (top of the tree, before arming): {', '.join(modules)}")
+        ours, theirs, our_imports, their_imports, aps3_arm = [], [], [], [], []
         for r in range(args.rounds):
             for kind in ("floorgate", "apscheduler") if r % 2 == 0 else ("apscheduler", "floorgate"):
                 if kind == "floorgate":
                     ours.append(floorgate_start(url, os.path.join(tmp, "state")))
+                    our_imports.append(_cpu([sys.executable, "-c", import_code(modules) + RUSAGE]))
+                    aps3_arm.append(_cpu([sys.executable, "-c", APS3_ARM, str(args.size)]) / args.size * 1e6)
                 else:
                     out = subprocess.run([python, "-c", BASELINE, "start", base], check=True, capture_output=True, text=True)
                     theirs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+                    their_imports.append(_cpu([python, "-c", BASELINE_IMPORTS]))
     if any(o["jobs"] != args.size for o in ours) or any(t["jobs"] != args.size for t in theirs):
         raise SystemExit(f"bench bug: {[o['jobs'] for o in ours]} / {[t['jobs'] for t in theirs]} timers for {args.size}")
     cpu = [o["cpu"] / t["cpu"] for o, t in zip(ours, theirs, strict=True)]
@@ -138,6 +230,7 @@ def main() -> None:
     )
     print(f"         ratios: CPU {spread(cpu)}, RSS {spread(rss)} (goals <= 1.3x, <= 1.5x)")
     cpu_med, rss_med = sorted(cpu)[len(cpu) // 2], sorted(rss)[len(rss) // 2]
+    _bound_rows(args.size, ours, theirs, our_imports, their_imports, aps3_arm)
     record(
         f"host start at {n}, whole process: CPU vs APScheduler 4 resuming {n} stored schedules",
         spread(cpu),

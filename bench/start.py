@@ -18,6 +18,11 @@ rounds interleaved; each row is the median of the per-round ratios with their sp
   provider) in a project with floorgate's hooks installed, served and in-process, against the same
   prompt in one without, interleaved: wall time (what the user waits; CPU beside it); goal 1.15x.
   Skipped when the CLI is not installed.
+Beside them, rows without goals that measure what bounds the missed ones (``bound under ...``):
+the imports a hook's admission needs; for ``status``, the modules it loads imported alone (read
+from ``-X importtime``), SQLAlchemy and pydantic alone, and a bare ``sqlite3`` read of the same
+store; for ``claude -p``, the same project with every hook a shell no-op, and the hook calls per
+prompt times a served answer's CPU against the plain prompt's CPU.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # before bench/: bench/admission.py is not the package
 sys.path.append(str(ROOT / "bench"))
 
+from _imports import import_code, imported_by  # noqa: E402
 from _rows import record, spread  # noqa: E402
 
 FLOORGATE = str(Path(sys.executable).parent / "floorgate")  # the console script hooks run
@@ -134,7 +140,7 @@ class HookServer:
         self.proc.wait(30)
 
 
-def starts(rounds: int, pg: str | None, tmp: Path) -> None:
+def starts(rounds: int, pg: str | None, tmp: Path) -> float:
     """The hook's answers (served by a ``floorgate hook serve`` process, and in-process) and the
     read commands' starts, each round against ``python -c pass``."""
     from floorgate.admission import open_store
@@ -183,14 +189,15 @@ def starts(rounds: int, pg: str | None, tmp: Path) -> None:
     finally:
         server.close()
     print(f"python -c pass: {spread(bare, ' CPU-s', 3)} over {rounds} rounds")
-    _bounds(rounds)
+    _bounds(rounds, empty)
     for name in cases:
         label, _, backend = name.partition("|")
         _ratio_row(label, ratios[name], cpus[name], 3.0 if label.startswith("hook") else 4.0, backend)
     # The server's own share of a served answer (clock-tick resolution: 10 ms), beside the hook's.
     now = f"{spread(server_cpu, ' CPU-s', 3)} per served answer ({len(server_cpu)} answers, 10 ms ticks)"
     print(f"  hook server's CPU per answer: {now}")
-    record("hook server's CPU per served answer (not in the hook's figure)", now, "-", None)
+    record("hook server's CPU per served answer (not in the hook's figure)", now, "-", None, backend="+".join(stores))
+    return statistics.median(cpus["hook answer served, admitted|sqlite"]) + statistics.median(server_cpu)
 
 
 # What an answer derived from the admission rule as it is written cannot go below: the libraries
@@ -201,19 +208,34 @@ BOUNDS = {
     "import the admission modules a hook's admission uses": "import floorgate.admission.gate, floorgate.admission.journal, "
     "floorgate.admission.liveness, floorgate.admission.automations, floorgate.admission.store",
 }
+# What bounds `status` on an empty store: the least process that can answer it at all (the store's
+# file read with bare sqlite3), SQLAlchemy's import (every repository is written on it) and the
+# modules `floorgate status` loads, imported alone (its imports without its work).
+STATUS_BOUNDS = {
+    "open the empty store and count its automations with bare sqlite3 (the least that answers)": (
+        "import sqlite3, sys; sqlite3.connect(sys.argv[1]).execute('SELECT count(*) FROM fg_automations').fetchone()"
+    ),
+    "import sqlalchemy (every repository is written on it)": "import sqlalchemy",
+    "import sqlalchemy and pydantic (the libraries its modules are written on)": "import sqlalchemy, pydantic; from pydantic import BaseModel",
+}
 
 
-def _bounds(rounds: int) -> None:
-    """The floor under the hook's answer, each against ``python -c pass`` in the same round."""
-    ratios: dict[str, list[float]] = {k: [] for k in BOUNDS}
+def _bounds(rounds: int, empty: str) -> None:
+    """The floors under the hook's answer and under `status`'s start, each against ``python -c pass``
+    in the same round."""
+    status_imports = imported_by([FLOORGATE, "--db", empty, "status"])
+    cases = {f"bound under the hook: {k}": v for k, v in BOUNDS.items()} | {f"bound under status: {k}": v for k, v in STATUS_BOUNDS.items()}
+    cases["bound under status: import the modules `floorgate status` loads, nothing run"] = import_code(status_imports)
+    ratios: dict[str, list[float]] = {k: [] for k in cases}
     for _ in range(rounds):
         base = _expect(Ran(BARE), 0, "python -c pass").cpu
-        for name, code in BOUNDS.items():
-            ratios[name].append(_expect(Ran([sys.executable, "-c", code]), 0, name).cpu / base)
+        for name, code in cases.items():
+            ratios[name].append(_expect(Ran([sys.executable, "-c", code, empty]), 0, name).cpu / base)
+    print(f"  `floorgate status` imports (top of the tree): {', '.join(status_imports)}")
     for name, values in ratios.items():
         now = f"{spread(values)} of python -c pass"
-        print(f"  bound: {name}: {now}")
-        record(f"bound under the hook: {name}", now, "-", None)
+        print(f"  {name}: {now}")
+        record(name, now, "-", None, backend="sqlite" if "status" in name else "none")
 
 
 def _reset_pg(url: str) -> None:
@@ -253,8 +275,11 @@ def status_curve(sizes: list[int], rounds: int, tmp: Path) -> None:
         previous = (size, took)
 
 
-def claude_pairs(pairs: int, tmp: Path) -> None:
-    """``claude -p`` with floorgate's hooks installed against without, in interleaved pairs."""
+def claude_pairs(pairs: int, tmp: Path, hook_cpu: float) -> None:
+    """``claude -p`` with floorgate's hooks installed against without, in interleaved pairs; and
+    the bound under it: the same prompt with every installed hook replaced by a shell no-op (what
+    the CLI's running hooks at all costs), and the hook calls per prompt times ``hook_cpu`` (a
+    served answer's CPU, the hook process's and the server's)."""
     cli = AGENTS / "node_modules" / ".bin" / "claude"
     if not os.access(cli, os.X_OK):
         print(f"  claude -p: skipped ({cli} is not installed)")
@@ -291,6 +316,9 @@ def claude_pairs(pairs: int, tmp: Path) -> None:
         setup[-1] += ["--automation", "x", "--wake", "automatic"]
         for argv in setup:
             _expect(Ran(argv, env=env, cwd=tmp), 0, " ".join(argv[1:4]))
+        calls_file = tmp / "hook-calls"
+        noop = tmp / "noop"
+        _noop_hooks(hooked, noop, f"echo . >> {calls_file}")
         argv = [str(cli), "-p", "triage the inbox", "--output-format", "stream-json", "--verbose"]
         # The same hooked project with its hooks served (a hook server in this run's runtime
         # directory) and answered in-process (a directory with none), each against no hooks.
@@ -298,26 +326,30 @@ def claude_pairs(pairs: int, tmp: Path) -> None:
             "plain": (plain, {**env, "FLOORGATE_RUNTIME_DIR": str(tmp / "no-server")}),
             "served": (hooked, {**env, "FLOORGATE_RUNTIME_DIR": str(tmp / "rt")}),
             "in-process": (hooked, {**env, "FLOORGATE_RUNTIME_DIR": str(tmp / "no-server")}),
+            "no-op": (noop, {**env, "FLOORGATE_RUNTIME_DIR": str(tmp / "no-server")}),
         }
         server = HookServer(tmp)
-        walls: dict[str, list[float]] = {"served": [], "in-process": []}
-        cpus: dict[str, list[float]] = {"served": [], "in-process": []}
+        walls: dict[str, list[float]] = {"served": [], "in-process": [], "no-op": []}
+        cpus: dict[str, list[float]] = {"served": [], "in-process": [], "no-op": []}
+        plain_cpu: list[float] = []
         try:
             for i in range(pairs + 1):  # the first round warms the CLI's caches: not counted
-                order = list(runs)[i % 3 :] + list(runs)[: i % 3]
+                order = list(runs)[i % len(runs) :] + list(runs)[: i % len(runs)]
                 took = {}
                 for how in order:
                     project, run_env = runs[how]
                     took[how] = _expect(Ran(argv, env=run_env, cwd=project), 0, f"claude -p {how}")
                 if i:
+                    plain_cpu.append(took["plain"].cpu)
                     for how in walls:
                         walls[how].append(took[how].wall / took["plain"].wall)
                         cpus[how].append(took[how].cpu / took["plain"].cpu)
         finally:
             server.close()
         calls = len(standin.model_calls)
-    if calls != 3 * (pairs + 1):
-        raise SystemExit(f"bench bug: {calls} model calls for {pairs + 1} rounds of 3 (a hooked prompt was blocked?)")
+    if calls != len(runs) * (pairs + 1):
+        raise SystemExit(f"bench bug: {calls} model calls for {pairs + 1} rounds of {len(runs)} (a hooked prompt was blocked?)")
+    per_prompt = len(calls_file.read_text().splitlines()) / (pairs + 1)
     for how, name in (
         ("served", "claude -p with the installed hooks (served) vs without"),
         ("in-process", "claude -p with the installed hooks (in-process) vs without"),
@@ -325,6 +357,33 @@ def claude_pairs(pairs: int, tmp: Path) -> None:
         now = f"{spread(walls[how])} wall, {spread(cpus[how])} CPU ({pairs} interleaved rounds)"
         print(f"  {name}: {now}")
         record(f"{name} (real CLI, stand-in provider)", now, "<= 1.15x (wall)", statistics.median(walls[how]) <= 1.15, backend="sqlite")
+    now = f"{spread(walls['no-op'])} wall, {spread(cpus['no-op'])} CPU ({pairs} interleaved rounds)"
+    print(f"  bound: claude -p with the same hooks as shell no-ops vs without: {now}")
+    record(
+        "bound under claude -p: the same hooks, each a shell no-op, vs without (what the CLI's hooks cost at all)",
+        now,
+        "-",
+        None,
+        backend="none",
+    )
+    share = per_prompt * hook_cpu / statistics.median(plain_cpu)
+    now = (
+        f"{per_prompt:g} hook calls per prompt x {hook_cpu:.3f} CPU-s (a served answer, hook and server) = "
+        f"{share:.1%} of a plain prompt's {statistics.median(plain_cpu):.2f} CPU-s"
+    )
+    print(f"  bound: the hooks' own CPU: {now}")
+    record("bound under claude -p: the hook processes' own CPU against the prompt's", now, "-", None, backend="sqlite")
+
+
+def _noop_hooks(hooked: Path, noop: Path, command: str) -> None:
+    """A project whose Claude Code settings are ``hooked``'s with every hook's command replaced by ``command``."""
+    doc = json.loads((hooked / ".claude" / "settings.json").read_text())
+    for groups in doc.get("hooks", {}).values():
+        for group in groups:
+            for entry in group.get("hooks", []):
+                entry["command"] = command
+    (noop / ".claude").mkdir(parents=True)
+    (noop / ".claude" / "settings.json").write_text(json.dumps(doc))
 
 
 def main() -> None:
@@ -346,11 +405,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
         print(f"== starts: CPU of whole processes against python -c pass ({args.rounds} interleaved rounds)")
-        starts(args.rounds, pg, tmp)
+        hook_cpu = starts(args.rounds, pg, tmp)
         print("== floorgate status as a process")
         status_curve([int(s) for s in args.sizes.split(",")], 3, tmp)  # three rounds: a spread, not one value
         print("== claude -p with and without the hooks")
-        claude_pairs(args.pairs, tmp)
+        claude_pairs(args.pairs, tmp, hook_cpu)
 
 
 if __name__ == "__main__":

@@ -31,15 +31,16 @@ def race(url: str, worker: int, rounds: int, floor_s: int, barrier, results) -> 
         store.close()
 
 
-def race_limits(url: str, worker: int, rounds: int, agent: str, barrier, results) -> None:  # type: ignore[no-untyped-def]
+def race_limits(url: str, worker: int, rounds: int, agent: str, barrier, results, step_s: int = 1) -> None:  # type: ignore[no-untyped-def]
     """Reserve one lane of its own per worker (``agent``'s automation ``x<worker>``), all workers at
-    the same instant each round, under counts and budgets set by the test; report decisions."""
+    the same instant each round (``step_s`` seconds apart), under the limits or floors set by the
+    test; report decisions."""
     store = open_store(url)
     clock = FixedClock(T0)
     admission = Admission(store, clock)
     try:
         for r in range(rounds):
-            clock.set(T0 + r * timedelta(seconds=1))
+            clock.set(T0 + r * timedelta(seconds=step_s))
             barrier.wait(timeout=60)
             decision = admission.reserve(
                 goal="g", agent=agent, automation=f"x{worker}", turn_id=f"w{worker}-r{r}", trigger_time=clock.now()

@@ -13,8 +13,10 @@ import pytest
 from floorgate.admission import Admission, FixedClock, Policies, Scope, Store
 from floorgate.admission.decisions import Decision, Reason
 from floorgate.admission.limits import LimitsChange
-from floorgate.admission.usage import Usage, UsageState
+from floorgate.admission.usage import Prices, Usage, UsageState
 from floorgate.admission.windows import parse_window
+
+from helpers import add_automation
 
 US = timedelta(microseconds=1)
 T0 = datetime(2026, 12, 1, 9, tzinfo=timezone.utc)
@@ -142,3 +144,34 @@ def test_a_budget_that_cannot_be_checked_denies(store: Store, clock: FixedClock,
     denied = reserve(store, clock, T0, ("a", "x"), "t1")
     assert (denied.admitted, denied.reason) == (False, Reason.BUDGET_EXHAUSTED)
     assert problem in denied.detail and denied.next_eligible_at is None  # waiting does not free it
+    manual = reserve(store, clock, T0, ("a", "x"), "t2", manual="owner")
+    assert problem in manual.detail and "--allow-reduction" not in manual.detail  # raising it would not help
+
+
+# (id, the limit, what one turn reports, how the denial shows the amount used): a denial names
+# its amounts in the limit's unit, never USD's micro-dollars.
+SPENT = [
+    ("starts", LimitsChange(max_starts=1), {}, "1 starts per 1d at g/a: used 1, held 0;"),
+    ("tokens", LimitsChange(budget_tokens=1000, estimate_tokens=600), {"tokens": 600}, "used 600 tokens, held 0 tokens;"),
+    (
+        "usd",
+        LimitsChange(budget_usd=Decimal(1), estimate_tokens=100_000),
+        {"tokens": 100_000, "usd_micros": 600_000, "model": "m"},
+        "$1.00 per 1d at g/a: used 0.6 USD, held 0 USD;",
+    ),
+]
+
+
+@pytest.mark.parametrize(("change", "report", "shown"), [s[1:] for s in SPENT], ids=[s[0] for s in SPENT])
+def test_a_denial_shows_the_amounts_in_the_limits_unit(  # type: ignore[no-untyped-def]
+    store: Store, clock: FixedClock, policies: Policies, change, report, shown
+) -> None:
+    clock.set(T0)
+    add_automation(store, clock, model="m")
+    Prices(store, clock).set("m", Decimal(6), expected_revision=0, owner_ref="o")
+    configure(policies, "g/a", change.model_copy(update={"per": parse_window("1d")}))
+    assert reserve(store, clock, T0, ("a", "x"), "t1").admitted
+    if report:
+        Usage(store, clock).settle("t1", **report)
+    denied = reserve(store, clock, T0 + timedelta(minutes=1), ("a", "x"), "t2")
+    assert not denied.admitted and shown in denied.detail, denied.detail

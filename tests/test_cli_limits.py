@@ -62,6 +62,8 @@ BAD = [
     ("count-negative", ["--max-starts", "-1", "--per", "1d"], "--max-starts"),
     ("count-without-window", ["--max-starts", "3"], "--per"),
     ("window-alone", ["--per", "1d"], "--per"),
+    ("count-removed-with-window", ["--max-starts", "0", "--per", "1d"], "--max-starts"),
+    ("budget-removed-with-window", ["--budget-usd", "0", "--per", "1d"], "--budget-usd"),
     ("unknown-period", ["--max-starts", "3", "--per", "fortnight@UTC"], "--per"),
     ("unknown-zone", ["--max-starts", "3", "--per", "day@Mars/Olympus"], "--per"),
     ("estimate-fraction", ["--estimate-tokens", "1.5"], "--estimate-tokens"),
@@ -94,7 +96,19 @@ def test_bad_limit_input_is_one_line_exit_2_nothing_written(sqlite_db: str, flag
     result = run_cli("policy", "set", "inbox", *flags, "--revision", "0", "--owner-ref", "alice", db=sqlite_db)
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and field in lines[0] and "Traceback" not in result.stderr
+    assert len(lines) == 1 and lines[0].startswith(f"floorgate: error: {field}: ") and "Traceback" not in result.stderr
+    assert history(sqlite_db) == []
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["policy", "set", "inbox", "--max-starts", "3", "--per", "1d"], ["policy", "price", "m", "--usd-per-mtok", "2"]],
+    ids=["set", "price"],
+)
+def test_a_negative_revision_names_the_flag(sqlite_db: str, command: list[str]) -> None:
+    result = run_cli(*command, "--revision=-1", "--owner-ref", "alice", db=sqlite_db)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and "--revision" in lines[0] and "expected_revision" not in lines[0]
     assert history(sqlite_db) == []
 
 
@@ -122,6 +136,9 @@ def test_prices_are_set_shown_and_lowering_needs_authorization(sqlite_db: str) -
     assert lower.returncode != 0 and "--allow-reduction" in lower.stderr
     bad = run_cli("policy", "price", "m", "--usd-per-mtok", "-1", "--revision", "0", "--owner-ref", "alice", db=sqlite_db)
     assert bad.returncode == 2 and "--usd-per-mtok" in bad.stderr
+    # Removing a price that was never set is refused: no revision records a change that is none.
+    nothing = run_cli("policy", "price", "m", "--usd-per-mtok", "0", "--revision", "0", "--owner-ref", "alice", db=sqlite_db)
+    assert nothing.returncode == 2 and nothing.stderr.startswith("floorgate: error: --usd-per-mtok: m has no price to remove")
     shown = json.loads(run_cli("policy", "prices", "--json", db=sqlite_db).stdout)["prices"]
     assert [(p["model"], p["usd_per_mtok"], p["revision"]) for p in shown] == [("claude-sonnet-4-5", "6.500000", 1)]
     assert "$6.50" in run_cli("policy", "prices", db=sqlite_db).stdout
@@ -152,3 +169,12 @@ def test_history_shows_the_limits_before_and_after_each_change(sqlite_db: str) -
     oldest = next(r for r in rows if r is not newest and three in r)
     assert five not in oldest
     assert [(c["limits_before_text"], c["limits_after_text"]) for c in history(sqlite_db)][:1] == [(three, five)]
+
+
+def test_a_hook_denied_by_a_budget_it_cannot_check_says_what_to_set(sqlite_db: str) -> None:
+    done = run_cli("policy", "set", "g/a", "--budget-tokens", "1000", "--per", "1d", "--revision", "0", "--owner-ref", "o", db=sqlite_db)
+    assert done.returncode == 0, done.stderr
+    hook = ("hook", "user-prompt-submit", "--goal", "g", "--agent", "a", "--automation", "x", "--wake", "automatic")
+    denied = run_cli(*hook, db=sqlite_db, stdin=json.dumps({"session_id": "s1", "prompt": "go"}))
+    assert denied.returncode == 2 and "budget_exhausted" in denied.stderr and "--estimate-tokens" in denied.stderr
+    assert "state unavailable" not in denied.stderr and "before an owner changes a limit" in denied.stderr

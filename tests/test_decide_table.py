@@ -43,6 +43,8 @@ _COLUMNS = {
     "active_rules": "BIGINT",
     "agent_floor": "BIGINT",
     "lane_floor": "BIGINT",
+    "goal_floor": "BIGINT",
+    "gl": "BIGINT",
     "limited": "BIGINT",
     "lim": "INTEGER",
 }
@@ -77,7 +79,11 @@ def cases(draw: st.DrawFn) -> tuple[Facts, Request, int, dict[str, object]]:
     automation = draw(st.sampled_from([None, "x"]))
     agent_floor = draw(_floors)
     lane_floor = draw(_floors) if automation else 0
+    goal_floor = draw(_floors)  # a goal rule across agents: its floor counts from the goal's latest start
     refs = []
+    if goal_floor:
+        goal_rule = Scope(goal_id="g")
+        refs.append(RuleRef(scope=goal_rule, min_interval=timedelta(microseconds=goal_floor), revision=1, across_agents=True))
     if agent_floor or draw(st.booleans()):  # an inactive (zero) rule is no rule
         refs.append(RuleRef(scope=Scope(goal_id="g", agent_id="a"), min_interval=timedelta(microseconds=agent_floor), revision=1))
     if lane_floor:
@@ -85,9 +91,10 @@ def cases(draw: st.DrawFn) -> tuple[Facts, Request, int, dict[str, object]]:
             RuleRef(scope=Scope(goal_id="g", agent_id="a", automation_id="x"), min_interval=timedelta(microseconds=lane_floor), revision=1)
         )
     floor = combine("g", "a", automation, refs)
+    agent_floor = floor.agent_floor // timedelta(microseconds=1)  # the goal's floor binds each agent too
     phases, agents, lanes = st.sampled_from(["reserved", "confirmed", ""]), st.sampled_from(["a", "b"]), st.sampled_from(["x", "", "y"])
     turn = draw(st.none() | st.tuples(phases, lanes, st.integers(0, 40), agents))
-    ag, ln, ln_tr = draw(_times), draw(_times), draw(_times)
+    ag, ln, ln_tr, gl = draw(_times), draw(_times), draw(_times), draw(_times)
     dup = draw(st.none() | st.just("t0"))
     now, trigger = draw(st.integers(0, 40)), draw(st.integers(0, 40))
     manual = draw(st.none() | st.just("owner asked"))
@@ -107,6 +114,8 @@ def cases(draw: st.DrawFn) -> tuple[Facts, Request, int, dict[str, object]]:
         lane_floor,
         limited,
         lim,
+        goal_anchor_us=gl,
+        goal_floor_us=goal_floor,
     )
     req = Request("g", "a", automation, "t1", from_us(trigger), trigger, manual)
     values: dict[str, object] = {
@@ -122,6 +131,8 @@ def cases(draw: st.DrawFn) -> tuple[Facts, Request, int, dict[str, object]]:
         "f_active_rules": len(floor.rules),
         "f_agent_floor": agent_floor,
         "f_lane_floor": lane_floor,
+        "f_goal_floor": goal_floor,
+        "f_gl": gl,
         "f_limited": limited,
         "f_lim": None if lim is None else int(lim),
         "p_g": "g",

@@ -85,6 +85,8 @@ def test_status_reads_the_lane_and_store_back_and_uninstall_leaves_the_rest(tmp_
     [prompt] = [h for h in doc["hooks"] if h["event"] == "UserPromptSubmit"]
     assert prompt["lane"] == {"goal": "g", "agent": "a", "automation": "x", "wake": "automatic", "wait_eligible": "20s"}
     assert prompt["db"] == f"sqlite:///{tmp_path / 'floorgate.db'}" and prompt["floorgate"] == FLOORGATE and prompt["problems"] == []
+    text = run_cli("hook", "status", "claude", "--project", "agent", cwd=tmp_path).stdout
+    assert "  Stop for g/a/x: store" in text and "None" not in text  # the Stop hook has no wake to name
     removed = run_cli("hook", "uninstall", "claude", "--project", "agent", cwd=tmp_path)
     assert removed.returncode == 0 and "removed 3 floorgate hook(s)" in removed.stdout  # prompt, tool call and end of turn
     assert settings_of(project) == THEIRS

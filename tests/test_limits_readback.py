@@ -16,6 +16,7 @@ from floorgate.admission.limits import LimitsChange
 from floorgate.admission.windows import parse_window
 from floorgate.scheduler.app.budget_readback import BudgetReadback
 from floorgate.scheduler.app.readback import Readback, ReadbackState
+from floorgate.scheduler.app.root import Floorgate
 from floorgate.scheduler.views.present import readback_doc
 from floorgate.scheduler.views.present_status import status_text
 
@@ -90,7 +91,8 @@ def test_a_budget_with_no_estimate_blocks_and_says_so(store: Store, clock: Fixed
     rb = Readback(store, clock).automation("x")
     assert rb.state is ReadbackState.LIMIT_WAIT and rb.eligibility is not None
     assert rb.eligibility.reason is Reason.BUDGET_EXHAUSTED and rb.eligibility.next_eligible_at is None
-    assert "until the owner raises it" in rb.detail and "--estimate-tokens" in rb.detail
+    assert "cannot be checked: no estimate" in rb.detail and "--estimate-tokens" in rb.detail
+    assert "raise" not in rb.detail  # raising the budget would not let a start through
     assert rb.fires(3, T0) and not any(row.admitted for row in rb.fires(3, T0))  # fail closed: no fire runs
 
 
@@ -150,6 +152,16 @@ def test_preview_of_a_spent_count_denies_every_fire_until_it_frees(store: Store,
     add_automation(store, clock, "h", schedule=HOURLY)
     preview = Readback(store, clock).preview("h", 3)
     assert [(r.admitted, r.denied_by, r.eligible_at) for r in preview.rows] == [(False, "count_exhausted", T0 + timedelta(days=1))] * 3
+
+
+def test_automation_show_names_the_spent_limit_of_a_fire_as_preview_does(store: Store, clock: FixedClock) -> None:
+    two_starts_per_day(store, clock)
+    clock.set(T0 + timedelta(hours=2))
+    add_automation(store, clock, "h", schedule=HOURLY)
+    shown = Floorgate(store, clock=clock).automations.show("h", fires=3, ticks=1).fires
+    previewed = Readback(store, clock).preview("h", 3).rows
+    assert [(r.admitted, r.denied_by) for r in shown] == [(r.admitted, r.denied_by) for r in previewed]
+    assert [r.denied_by for r in shown] == ["count_exhausted"] * 3  # not read as the floor
 
 
 def test_preview_of_a_budget_denies_the_fires_the_estimate_would_cross(store: Store, clock: FixedClock) -> None:

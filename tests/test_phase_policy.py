@@ -182,6 +182,20 @@ def test_the_readback_names_the_start_that_moved_the_phase_not_its_latest_conseq
     assert readback.preview("x", 3).off_phase == moved
 
 
+def test_the_run_off_phase_is_shown_rounded_up_to_the_second(store) -> None:  # type: ignore[no-untyped-def]
+    clock = FixedClock(DAY0_NOON - timedelta(hours=4))
+    floor(store, clock, "g/a", timedelta(hours=24))
+    add_automation(store, clock, schedule=DAILY_9)
+    manual = DAY0_NOON + timedelta(microseconds=250_000)
+    clock.set(manual)
+    assert (
+        Admission(store, clock).reserve(goal="g", agent="a", automation="x", turn_id="m", trigger_time=manual, manual_reason="r").admitted
+    )
+    clock.set(_at(0, 13))
+    detail = Readback(store, clock).automation("x").detail
+    assert "runs at 2026-12-02 12:00:01 UTC instead of 09:00" in detail, detail  # as next eligible: never early
+
+
 @pytest.mark.parametrize(
     ("gap", "suggested"),
     [("24h", "23h"), ("23h", "22h"), ("7d", "6d12h"), ("1h", "55m"), ("15m", "14m"), ("1m", "55s"), ("10s", "9s")],

@@ -426,3 +426,51 @@ def test_a_lane_without_a_usd_budget_reads_no_prices(store: Store) -> None:
     assert (counts["round_trips"], pooled) == (1, [])
     lane = limit_read.known("g", "a", "x")
     assert lane is not None and "fg_model_prices" not in limit_read.statement(store.dialect, store.relaxed, lane.shape, True)[0]
+
+
+# A goal floor (issue 20 item 4). A goal rule without ``--across agents`` costs what an agent's floor
+# costs (``EXPECTED``). With it, a denial by the goal's floor is decided by the first read, then the
+# lane is checked as a limited lane is, for a count or budget that might bind later: the rules and
+# the limits' definitions (``_limit_read.learn``: none to keep, so the next decision does the same),
+# on a read connection (SQLite adds its BEGIN). Its admission takes the goal's lock and checks the
+# lane in that transaction (tests/test_concurrency_limits.py races it).
+GOAL_FLOOR = {
+    **{(b, op, False): EXPECTED[(b, op)][0] for b in ("sqlite", "postgresql") for op in ("denied", "admitted")},
+    ("sqlite", "denied", True): 4,
+    ("postgresql", "denied", True): 3,
+}
+
+
+@pytest.mark.parametrize(
+    ("outcome", "across"),
+    [("denied", False), ("admitted", False), ("denied", True)],
+    ids=["per-agent-denied", "per-agent-admitted", "across-agents-denied"],
+)
+def test_round_trips_of_a_goal_floor(store: Store, outcome: str, across: bool) -> None:
+    clock = FixedClock(T0)
+    Policies(store, clock).configure(
+        Scope.parse("g"),
+        min_interval=timedelta(hours=1),
+        expected_revision=0,
+        owner_ref="o",
+        limits=LimitsChange(across_agents=True) if across else None,
+    )
+    admission = Admission(store, clock)
+    admission.eligibility("g", "a", "x")
+    if outcome == "denied":
+        assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=clock.now()).admitted
+        clock.advance(timedelta(seconds=1))
+    pooled: list[str] = []  # statements on the pool's connections (the lane's check), besides the hot path's
+
+    def seen(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        pooled.append(statement)
+
+    event.listen(store.engine, "before_cursor_execute", seen)
+    try:
+        with counted(store) as counts:
+            decision = admission.reserve(goal="g", agent="b" if across else "a", automation="x", turn_id="t2", trigger_time=clock.now())
+    finally:
+        event.remove(store.engine, "before_cursor_execute", seen)
+    assert (decision.admitted, decision.reason.value) == (outcome == "admitted", "eligible" if outcome == "admitted" else "interval_wait")
+    backend = "postgresql" if store.dialect == "postgresql" else "sqlite"
+    assert counts["round_trips"] + len(pooled) == GOAL_FLOOR[(backend, outcome, across)], pooled

@@ -35,6 +35,12 @@ function text at its next open (no migration). Files a new check touches: ``chec
 over existing facts (plus ``decisions.py`` for a new ``Reason``); with a new fact, also
 ``facts.py`` (its declaration and ``Facts`` field), ``admission/_facts.py`` (its decoding, and
 the bulk readback of many lanes) and the table test's generator of facts: five at most.
+
+A new value of a rule is more: the goal floor across agents (a rule column, ``across_agents``, in
+``RULE_COLUMNS``, and the goal's latest start as a fact) also touched ``floors.py`` (its
+arithmetic), ``render.py`` (the function folds the rules' floors in SQL by hand), the rule decoder
+(``policies.rule_ref``), the host's bulk planner (``gate.next_eligible_many``), the limited lanes'
+client check (``_limit_check``, for the goal's lock) and an index (a migration).
 """
 
 from __future__ import annotations

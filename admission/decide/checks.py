@@ -20,7 +20,7 @@ from ..clock import ceil_second, from_us, iso
 from ..decisions import Explained, Phase, Reason
 from ..intervals import format_interval
 from .facts import Facts, LimitCode
-from .floors import MAX_US, EffectiveFloor, next_eligible_us
+from .floors import MAX_US, EffectiveFloor, goal_binds, next_eligible_us
 
 
 class Request(NamedTuple):  # a plain immutable value: one per decision, cheap to build
@@ -119,6 +119,12 @@ def waiting(floor: timedelta) -> str:
 
 
 @lru_cache(maxsize=256)
+def goal_waiting(floor: timedelta, goal: str) -> str:
+    """The detail of a goal floor across agents not yet elapsed (it names the goal)."""
+    return f"floor {format_interval(floor)} across the agents of goal {goal} not yet elapsed since the goal's last start"
+
+
+@lru_cache(maxsize=256)
 def elapsed(floor: timedelta) -> str:
     """The detail of a floor that has elapsed."""
     return f"floor {format_interval(floor)} has elapsed"
@@ -134,7 +140,16 @@ def _turn_elsewhere(f: Facts, req: Request, _now: int) -> Explained:
 
 
 def _floor_next(f: Facts, req: Request) -> int | None:
-    return next_eligible_us(f.agent_floor_us, f.lane_floor_us, f.agent_anchor_us, f.lane_anchor_us if req.automation else None)
+    lane_anchor = f.lane_anchor_us if req.automation else None
+    return next_eligible_us(f.agent_floor_us, f.lane_floor_us, f.agent_anchor_us, lane_anchor, f.goal_floor_us, f.goal_anchor_us)
+
+
+def _waiting(f: Facts) -> Explained:
+    """The floor's wait, naming the goal when its floor across agents is the one that binds."""
+    lane_anchor = f.lane_anchor_us if f.floor.automation_id else None
+    if goal_binds(f.agent_floor_us, f.lane_floor_us, f.agent_anchor_us, lane_anchor, f.goal_floor_us, f.goal_anchor_us):
+        return Explained(goal_waiting, (f.floor.goal_floor, f.floor.goal_id))
+    return Explained(waiting, (f.floor.floor,))
 
 
 _UNCHECKED = "this lane has counts or budgets that were not checked in this read; denied until they are (fail closed)"
@@ -184,7 +199,8 @@ def _limit_text(f: Facts) -> str:
     state = _binding(f)
     if state is None:  # pragma: no cover - a code is only set with a blocked state
         return "a limit across runs is reached"
-    text = f"{state.limit.describe()}: used {state.used}, held {state.held}"  # type: ignore[attr-defined]
+    limit = state.limit  # type: ignore[attr-defined]
+    text = f"{limit.describe()}: used {limit.quantity(state.used)}, held {limit.quantity(state.held)}"  # type: ignore[attr-defined]
     problem = getattr(state, "problem", None)
     if problem:
         text += f"; cannot be checked: {problem}"
@@ -199,16 +215,18 @@ def _limit_text(f: Facts) -> str:
 def _limit_detail(f: Facts, req: Request, _now: int) -> str:
     text = _limit_text(f)
     state = _binding(f)
-    if req.manual_reason is not None and state is not None:
+    if req.manual_reason is not None and state is not None and not getattr(state, "problem", None):  # raising would not help
         text += f"; manual runs count too: to raise it run '{_raise_command(state)}'"
     return text
 
 
-# The floor, in SQL: now is earlier than an anchor plus its floor (the later of the two, as
-# ``next_eligible_us``); a lane floor counts only for a request naming its automation.
+# The floor, in SQL: now is earlier than an anchor plus its floor (the latest of them, as
+# ``next_eligible_us``); a lane floor counts only for a request naming its automation, a goal floor
+# across agents from the goal's latest start.
 _FLOOR_WAITS = (
     "((f.agent_floor > 0 AND f.ag IS NOT NULL AND p_now < f.ag + f.agent_floor)"
-    " OR (p_x <> '' AND f.lane_floor > 0 AND f.ln IS NOT NULL AND p_now < f.ln + f.lane_floor))"
+    " OR (p_x <> '' AND f.lane_floor > 0 AND f.ln IS NOT NULL AND p_now < f.ln + f.lane_floor)"
+    " OR (f.goal_floor > 0 AND f.gl IS NOT NULL AND p_now < f.gl + f.goal_floor))"
 )
 
 CHECKS: tuple[Check, ...] = (
@@ -272,8 +290,8 @@ CHECKS: tuple[Check, ...] = (
         Outcome.DENY,
         lambda f, req, now, nxt: req.manual_reason is None and nxt is not None and now < nxt,
         "p_reason IS NULL AND " + _FLOOR_WAITS,
-        lambda f, req, now: Explained(waiting, (f.floor.floor,)),
-        readback=Readback("interval_wait", lambda f: waiting(f.floor.floor)),
+        lambda f, req, now: _waiting(f),
+        readback=Readback("interval_wait", lambda f: _waiting(f).text()),
         next_us=_floor_next,
     ),
     # Counts and budgets, manual runs included (they bypass only the interval). The client checks

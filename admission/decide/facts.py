@@ -23,7 +23,7 @@ from collections.abc import Callable
 from enum import IntEnum
 from typing import Any, NamedTuple
 
-from sqlalchemy import Integer, Table, case, cast, func, null, or_, select, union_all
+from sqlalchemy import Integer, Table, and_, case, cast, func, null, or_, select, union_all
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.selectable import FromClause, Select
 
@@ -56,6 +56,10 @@ class Facts(NamedTuple):  # a plain immutable value: one per decision, cheap to 
     # The limit states ``limit_code`` was computed from (``budgets.LimitState``), for the detail
     # and the next eligible time; empty when not read.
     limits: tuple = ()  # type: ignore[type-arg]
+    # The goal's latest start over all its agents, and ``floor.goal_floor`` in microseconds (0: no
+    # goal rule counts its floor across agents, and the goal's anchor does not bind).
+    goal_anchor_us: int | None = None
+    goal_floor_us: int = 0
 
 
 class LimitCode(IntEnum):
@@ -189,14 +193,21 @@ def rules_where(r: FromClause) -> ColumnElement[bool]:
 
 
 # One rule as the decision reads it: a row of these columns (``_facts.rule_row`` decodes it, typed).
-RULE_COLUMNS = ("agent_id", "automation_id", "min_interval_us", "revision")
+RULE_COLUMNS = ("agent_id", "automation_id", "min_interval_us", "revision", "across_agents")
 # The turn's start as the decision reads it: a row of these columns (``turn_row`` decodes it).
 TURN_COLUMNS = ("phase", "goal_id", "agent_id", "automation_id", "anchor_us")
 
 
+def goal_across(r: FromClause) -> ColumnElement[bool]:
+    """A rule of ``r`` that is a goal rule whose floor counts across the goal's agents."""
+    return and_(r.c.agent_id == EMPTY, r.c.automation_id == EMPTY, r.c.across_agents, r.c.min_interval_us > ZERO)
+
+
 def limited_rule(r: Table) -> ColumnElement[bool]:
-    """A rule of ``r`` that carries a count or a budget (an estimate alone limits nothing)."""
-    return or_(r.c.max_starts.is_not(None), r.c.budget_tokens.is_not(None), r.c.budget_usd_micros.is_not(None))
+    """A rule of ``r`` that carries a count or a budget (an estimate alone limits nothing), or a goal
+    rule whose floor counts across agents: the client checks such a lane under the goal's lock
+    before it admits."""
+    return or_(r.c.max_starts.is_not(None), r.c.budget_tokens.is_not(None), r.c.budget_usd_micros.is_not(None), goal_across(r))
 
 
 class TurnFacts(NamedTuple):
@@ -257,6 +268,17 @@ _DAMAGED = (
     .scalar_subquery()
 )
 
+
+def _goal_anchor(*, relaxed: bool) -> ColumnElement[Any]:
+    """The ``goal_anchor`` fact's scalar. Written as a range ordered by (goal_id, anchor_us) so that
+    only that index gives its order: as an equality, PostgreSQL may walk ix_fg_starts_anchor backwards
+    through every goal's newer starts instead (its estimate assumes this goal's are spread evenly).
+    On a relaxed store a start without an anchor is skipped (PostgreSQL sorts its NULL first)."""
+    across = select(ONE).where(_rules.c.goal_id == G, goal_across(_rules)).correlate(None).exists()
+    where = [_s.goal_id >= G, _s.goal_id <= G, *([_s.anchor_us.is_not(None)] if relaxed else []), across]
+    return scalar(first_row(select(_s.anchor_us).where(*where).order_by(_s.goal_id.desc(), _s.anchor_us.desc())))
+
+
 FACTS = (
     # In bulk: every rule's row, matched to lanes by the client.
     Fact(
@@ -286,6 +308,19 @@ FACTS = (
         per_row=PerRow(_rules, _KEYS, (case((limited_rule(_rules), ONE), else_=ZERO),), grouped=False),
     ),
     Fact("limit_code", "lim", cast(LIM, Integer), "integer"),
+    # The goal's latest start over all its agents (index ix_fg_starts_goal_anchor), which a goal floor
+    # across agents counts from. Read only for a goal with such a rule (NULL otherwise: other goals
+    # neither pay for it nor fail on another agent's damaged anchor). In bulk: the largest of the
+    # goal's agent anchors (``_facts.goal_anchors``).
+    Fact(
+        "goal_anchor",
+        "gl",
+        _goal_anchor(relaxed=False),
+        "bigint",
+        bounded_time("goal anchor", MAX_US),
+        MAX_US,
+        guarded=_goal_anchor(relaxed=True),
+    ),
     Fact(
         "damaged",
         "damaged",

@@ -2,7 +2,8 @@
 
 The effective floor of a lane is the largest of the rules that apply to it (``combine``); an
 automatic start is allowed again one floor after the latest start it counts from
-(``next_eligible_us``). Stored times are microseconds since the epoch below ``MAX_US`` (year
+(``next_eligible_us``). A goal rule set ``across agents`` also makes its floor the goal's: one floor
+after the goal's latest start, whichever agent made it (``goal_floor``). Stored times are microseconds since the epoch below ``MAX_US`` (year
 9000), floors at most ``MAX_FLOOR_US`` (3660 days): anything beyond is corrupt state, never a
 value to add up. Every other form (the facts' decoders, the PostgreSQL function, the preview)
 takes these bounds and this arithmetic from here.
@@ -33,6 +34,7 @@ class RuleRef(BaseModel):
     scope: Scope
     min_interval: timedelta
     revision: int
+    across_agents: bool = False  # a goal rule whose floor counts from the goal's latest start
 
 
 class EffectiveFloor(BaseModel):
@@ -40,6 +42,8 @@ class EffectiveFloor(BaseModel):
 
     ``agent_floor`` applies to all starts of the agent (the maximum of its goal and agent rules);
     ``lane_floor`` applies to the named automation's own starts. ``floor`` is the larger.
+    ``goal_floor`` (at most ``agent_floor``) applies to the starts of all the goal's agents: the
+    largest of its goal rules set ``across agents``.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -50,13 +54,14 @@ class EffectiveFloor(BaseModel):
     agent_floor: timedelta
     lane_floor: timedelta
     rules: tuple[RuleRef, ...]
+    goal_floor: timedelta = timedelta(0)
 
     @property
     def floor(self) -> timedelta:
         return max(self.agent_floor, self.lane_floor)
 
 
-Folded = tuple[timedelta, timedelta, tuple[RuleRef, ...]]  # agent floor, lane floor, binding rules
+Folded = tuple[timedelta, timedelta, tuple[RuleRef, ...], timedelta]  # agent, lane floors, binding rules, goal floor
 _ORDER = {ScopeKind.GOAL: 0, ScopeKind.AGENT: 1, ScopeKind.AUTOMATION: 2}
 
 
@@ -66,22 +71,26 @@ def combine(goal: str, agent: str, automation: str | None, rules: list[RuleRef])
 
 
 def fold(rules: Sequence[RuleRef]) -> Folded:
-    """``combine``'s arithmetic alone: the agent floor, the lane floor and the binding rules
-    (non-zero, broadest first), which lanes with the same rules share."""
-    agent_floor = lane_floor = timedelta(0)
+    """``combine``'s arithmetic alone: the agent floor, the lane floor, the binding rules
+    (non-zero, broadest first) and the goal floor, which lanes with the same rules share."""
+    agent_floor = lane_floor = goal_floor = timedelta(0)
     for rule in rules:
         if rule.scope.kind is ScopeKind.AUTOMATION:
             lane_floor = max(lane_floor, rule.min_interval)
         else:
             agent_floor = max(agent_floor, rule.min_interval)
+            if rule.across_agents and rule.scope.kind is ScopeKind.GOAL:
+                goal_floor = max(goal_floor, rule.min_interval)
     active = tuple(sorted((r for r in rules if r.min_interval > timedelta(0)), key=lambda r: _ORDER[r.scope.kind]))
-    return agent_floor, lane_floor, active
+    return agent_floor, lane_floor, active, goal_floor
 
 
 def effective_floor(goal: str, agent: str, automation: str | None, folded: Folded) -> EffectiveFloor:
     """The lane's ``EffectiveFloor`` from ``fold`` of its rules."""
-    agent_floor, lane_floor, active = folded
-    # Validated (faster than model_construct in pydantic 2); the field-name set is shared.
+    agent_floor, lane_floor, active, goal_floor = folded
+    # Validated (faster than model_construct in pydantic 2); the field-name set is shared. The goal
+    # floor is set only where one applies, so other lanes' floors read (and dump) as before.
+    extra = {"goal_floor": goal_floor} if goal_floor else {}
     floor = EffectiveFloor(
         goal_id=goal,
         agent_id=agent,
@@ -89,6 +98,7 @@ def effective_floor(goal: str, agent: str, automation: str | None, folded: Folde
         agent_floor=agent_floor,
         lane_floor=lane_floor,
         rules=active,
+        **extra,
     )
     return shared_fields(floor)
 
@@ -98,15 +108,37 @@ def floor_us(floor: EffectiveFloor) -> tuple[EffectiveFloor, int, int]:
     return floor, floor.agent_floor // _US, floor.lane_floor // _US
 
 
-def next_eligible_us(agent_floor_us: int, lane_floor_us: int, agent_anchor: int | None, lane_anchor: int | None) -> int | None:
-    """When the floors (in microseconds) next allow an automatic start: the later of each
+def next_eligible_us(
+    agent_floor_us: int,
+    lane_floor_us: int,
+    agent_anchor: int | None,
+    lane_anchor: int | None,
+    goal_floor_us: int = 0,
+    goal_anchor: int | None = None,
+) -> int | None:
+    """When the floors (in microseconds) next allow an automatic start: the latest of each
     anchor plus its floor; None when no floor counts from an anchor. ``lane_anchor`` is None for
-    an agent-wide request (a lane floor binds only its automation's starts)."""
+    an agent-wide request (a lane floor binds only its automation's starts); ``goal_anchor`` is the
+    goal's latest start over all its agents, which its ``goal_floor_us`` counts from."""
     agent_at = agent_anchor + agent_floor_us if agent_anchor is not None and agent_floor_us else None
+    if goal_anchor is not None and goal_floor_us:
+        goal_at = goal_anchor + goal_floor_us
+        agent_at = goal_at if agent_at is None or goal_at > agent_at else agent_at
     if lane_anchor is None or not lane_floor_us:
         return agent_at
     lane_at = lane_anchor + lane_floor_us
     return lane_at if agent_at is None or lane_at > agent_at else agent_at
+
+
+def goal_binds(
+    agent_floor_us: int, lane_floor_us: int, agent_anchor: int | None, lane_anchor: int | None, goal_floor_us: int, goal_anchor: int | None
+) -> bool:
+    """Whether the goal's floor (across agents) is what ``next_eligible_us`` waits for: it ends
+    no earlier than the lane's own floors would (on a tie the goal's floor is named)."""
+    if goal_anchor is None or not goal_floor_us:
+        return False
+    own = next_eligible_us(agent_floor_us, lane_floor_us, agent_anchor, lane_anchor)
+    return own is None or goal_anchor + goal_floor_us >= own
 
 
 def after_start_us(anchor_us: int, agent_floor_us: int, lane_floor_us: int) -> int:

@@ -55,11 +55,12 @@ def _facts_row() -> str:
     apart, and every other fact, as one Core statement compiled for PostgreSQL."""
     r, s = _rules.alias("r"), _starts.alias("s")
     bad = or_(
-        *(r.c[c].is_(None) for c in ("agent_id", "automation_id", "min_interval_us", "revision")),
+        *(r.c[c].is_(None) for c in RULE_COLUMNS),
         r.c.min_interval_us < ZERO,
         r.c.min_interval_us > literal_column(str(MAX_FLOOR_US)),
         r.c.revision < literal_column("1"),
     )
+    goal_rule = (r.c.agent_id == EMPTY) & (r.c.automation_id == EMPTY)
     ru = (
         select(
             json_rows(*(r.c[c] for c in RULE_COLUMNS)).label("rules"),
@@ -67,6 +68,7 @@ def _facts_row() -> str:
             func.count().filter(r.c.min_interval_us > ZERO).label("active_rules"),
             func.coalesce(func.max(r.c.min_interval_us).filter(r.c.automation_id == EMPTY), ZERO).label("agent_floor"),
             func.coalesce(func.max(r.c.min_interval_us).filter(r.c.automation_id != EMPTY), ZERO).label("lane_floor"),
+            func.coalesce(func.max(r.c.min_interval_us).filter(goal_rule & r.c.across_agents), ZERO).label("goal_floor"),
         )
         .where(rules_where(r))
         .subquery("ru")

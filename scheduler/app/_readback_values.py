@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from floorgate.admission import Automation, Eligibility, Envelope, HoldKind, HostPolicy, Mission, TimerBinding, TurnRecord
+from floorgate.admission import Automation, EffectiveFloor, Eligibility, Envelope, HoldKind, HostPolicy, Mission, TimerBinding, TurnRecord
 from floorgate.admission.clock import iso
 from floorgate.admission.liveness import HostBeat
 from floorgate.hosts import Schedule
@@ -135,3 +135,4 @@ class Preview:
     rows: list[PreviewRow]
     blocked: str | None  # why nothing fires (paused, held, awaiting the owner, unreadable)
     off_phase: str | None = None  # 'runs at 23:57 instead of 23:40 since the manual start of ...'
+    effective: EffectiveFloor | None = None  # the lane's floor and its rules (a goal floor across agents shows there)

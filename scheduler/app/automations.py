@@ -196,7 +196,7 @@ class AutomationService:
         log = TickLog(self.store)
         return Detail(
             readback=rb,
-            fires=rb.fires(fires, now),
+            fires=self.readback.limited_fires(rb, fires, now),  # as preview: a spent limit names itself
             ticks=log.recent(automation_id, ticks),
             turns=Journal(self.store, self.clock).recent(automation_id, 5),
             counters=log.counters(automation_id),

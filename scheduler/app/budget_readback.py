@@ -191,9 +191,11 @@ def limited(eligibility: Eligibility, limits: LaneLimits | None) -> Eligibility:
     if block is None:  # read a moment apart from the verdict: its own words stand
         return eligibility
     frees = eligibility.next_eligible_at
-    until = f"until {iso(ceil_second(frees))}" if frees is not None else "until the owner raises it"
-    why = f"; {block.problem}" if block.problem else ""
-    detail = f"{eligibility.reason.value}: {block.limit.describe()} ({usage_text(block)}) {until}{why}"
+    if block.problem:  # raising the limit would not help: say what it lacks
+        until = f"cannot be checked: {block.problem}"
+    else:
+        until = f"until {iso(ceil_second(frees))}" if frees is not None else "until the owner raises it"
+    detail = f"{eligibility.reason.value}: {block.limit.describe()} ({usage_text(block)}) {until}"
     return eligibility.model_copy(update={"detail": detail})
 
 
@@ -220,5 +222,5 @@ def amount(x: LimitState, value: int | None) -> int | str | None:
 
 def usage_text(x: LimitState) -> str:
     """``used 2, held 0, left 1`` (with the unit: tokens, USD)."""
-    unit = {LimitKind.STARTS: "", LimitKind.TOKENS: " tokens", LimitKind.USD: " USD"}[x.limit.kind]
-    return f"used {amount(x, x.used)}{unit}, held {amount(x, x.held)}{unit}, left {amount(x, x.left)}{unit}"
+    q = x.limit.quantity
+    return f"used {q(x.used)}, held {q(x.held)}, left {q(x.left)}"

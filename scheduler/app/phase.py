@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from datetime import date, datetime, timedelta, timezone
 
 from floorgate.admission import StartKind, StartRecord, WhenDenied
-from floorgate.admission.clock import iso
+from floorgate.admission.clock import ceil_second, iso
 from floorgate.admission.intervals import format_interval
 
 from .preview import FloorMeeting, PlanInputs
@@ -57,7 +57,7 @@ def off_phase(
     if fire is None or fire.astimezone(timezone.utc) == next_run.astimezone(timezone.utc):
         return None  # the floor opens exactly on a fire: on phase
     zone = fire.tzinfo
-    runs, scheduled = next_run.astimezone(zone), fire
+    runs, scheduled = ceil_second(next_run).astimezone(zone), fire  # a coming instant: never shown early
     origin = (moved_since(history(last_start)) if history is not None else None) or last_start
     manual = "manual " if origin.kind is StartKind.MANUAL else ""
     today = now.astimezone(zone).date() if now is not None else runs.date()

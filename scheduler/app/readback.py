@@ -353,12 +353,13 @@ class Readback:
             or rb.plan is None
         ):
             blocked = rb.detail
-        rows = [] if blocked is not None else self._fires(rb, count, now)
+        rows = [] if blocked is not None else self.limited_fires(rb, count, now)
         last = rb.eligibility.last_start if rb.eligibility is not None else None
         moved = off_phase(rb.plan, first_run(rows), last, self._lane_starts, now=now) if blocked is None else None
-        return Preview(automation_id, rb.plan.schedule if rb.plan else None, floor, status, rows, blocked, moved)
+        effective = rb.eligibility.floor if rb.eligibility is not None else None
+        return Preview(automation_id, rb.plan.schedule if rb.plan else None, floor, status, rows, blocked, moved, effective)
 
-    def _fires(self, rb: AutomationReadback, count: int, now: datetime) -> list[PreviewRow]:
+    def limited_fires(self, rb: AutomationReadback, count: int, now: datetime) -> list[PreviewRow]:
         """``rb``'s next fires with its counts and budgets checked at each start: a fire before a
         spent limit frees, or one the preview's own earlier starts would push over it, is denied
         naming the limit's reason."""
@@ -388,7 +389,7 @@ class Readback:
         eligibility = limited(self.admission.eligibility(goal, agent, automation_id, limits=judged(limits)), limits)
         floor = eligibility.floor.floor if eligibility.floor is not None else None
         if eligibility.status == "unavailable":
-            return Preview(automation_id, schedule, floor, eligibility.status, [], eligibility.detail)
+            return Preview(automation_id, schedule, floor, eligibility.status, [], eligibility.detail, effective=eligibility.floor)
         meeting, wait = floor_meeting(timer)
         plan = PlanInputs(
             schedule=schedule,
@@ -404,7 +405,7 @@ class Readback:
             limits=PreviewLimits(self.store, limits) if limits.states else None,
         )
         rows = [limit_denied(r, eligibility) for r in simulate(plan, count=count, now=now)]
-        return Preview(automation_id, schedule, floor, eligibility.status, rows, None)
+        return Preview(automation_id, schedule, floor, eligibility.status, rows, None, effective=eligibility.floor)
 
     def lane(self, goal: str, agent: str, automation: str | None) -> tuple[Eligibility, LaneLimits | None]:
         """One lane's eligibility with its limits folded in (``limited``), and the limits (None: none)."""

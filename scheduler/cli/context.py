@@ -144,6 +144,13 @@ class Context:
             self._store.close()
 
 
+def revision(text: str) -> int:
+    """A ``--revision`` value: the whole revision number you read, 0 when nothing is stored yet."""
+    if not (text.isascii() and text.isdigit()):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a revision: pass the revision you read (0 when none exists)")
+    return int(text)
+
+
 def add_common(parser: argparse.ArgumentParser, *, top: bool = False) -> None:
     """--db and --json, accepted before or after the subcommand."""
     default: Any = None if top else argparse.SUPPRESS

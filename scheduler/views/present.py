@@ -50,21 +50,35 @@ def seconds_of(value: timedelta | None) -> float | None:
 def floor_doc(floor: EffectiveFloor | None) -> dict[str, Any] | None:
     if floor is None:
         return None
+    # A goal floor across agents is shown where one applies (other lanes' documents are unchanged).
+    across = {"goal_floor": format_interval(floor.goal_floor), "goal_floor_seconds": seconds_of(floor.goal_floor)}
     return {
         "floor": format_interval(floor.floor),
         "floor_seconds": seconds_of(floor.floor),
         "agent_floor": format_interval(floor.agent_floor),
         "lane_floor": format_interval(floor.lane_floor),
+        **(across if floor.goal_floor else {}),
         "rules": [
             {
                 "scope": str(r.scope),
                 "scope_kind": r.scope.kind.value,
                 "min_interval": format_interval(r.min_interval),
                 "revision": r.revision,
+                **({"across_agents": True} if r.across_agents else {}),
             }
             for r in floor.rules
         ],
     }
+
+
+def floor_text(floor: EffectiveFloor | None) -> str:
+    """A lane's floor in one phrase: ``15m``, or ``1h (15m across the agents of goal g)``."""
+    if floor is None:
+        return "-"
+    if not floor.goal_floor:
+        return format_interval(floor.floor)
+    across = f"{format_interval(floor.goal_floor)} across the agents of goal {floor.goal_id}"
+    return across if floor.goal_floor == floor.floor else f"{format_interval(floor.floor)} ({across})"
 
 
 def start_doc(start: StartRecord | None) -> dict[str, Any] | None:

@@ -13,6 +13,7 @@ from .present import (
     automation_doc,
     ceil_second,
     command_text,
+    floor_text,
     readback_doc,
     seconds_of,
     table,
@@ -97,7 +98,7 @@ def detail_text(d: Detail) -> str:
             if spec.external_id or spec.labels
             else []
         ),
-        f"  floor:          {format_interval(floor.floor) if floor else '-'} (a fire inside it: {spec.when_denied})",
+        f"  floor:          {floor_text(floor)} (a fire inside it: {spec.when_denied})",
         f"  next eligible:  {next_eligible_text(rb.eligibility) if rb.eligibility and (rb.eligibility.next_eligible_at or rb.eligibility.status == 'limit_wait') else '-'}",
         *[f"  limit:          {x.limit.describe()}: {limit_text(x)}" for x in (rb.limits.states if rb.limits else [])],
         *[f"  alert:          {alert}" for alert in alert_texts(rb.limits)],
@@ -124,6 +125,7 @@ def preview_doc(p: Preview) -> dict[str, Any]:
         "automation": p.automation_id,
         "schedule": p.schedule.canonical() if p.schedule is not None else None,
         "floor_seconds": seconds_of(p.floor) or 0,
+        **({"goal_floor_seconds": seconds_of(p.effective.goal_floor)} if p.effective is not None and p.effective.goal_floor else {}),
         "lane_status": p.lane_status,
         "blocked": p.blocked,
         "off_phase": p.off_phase,
@@ -132,7 +134,7 @@ def preview_doc(p: Preview) -> dict[str, Any]:
 
 
 def preview_text(p: Preview) -> str:
-    floor = format_interval(p.floor) if p.floor else "none"
+    floor = (floor_text(p.effective) if p.effective is not None else format_interval(p.floor)) if p.floor else "none"
     schedule = p.schedule.canonical().replace("\n", " ") if p.schedule is not None else "(nothing armed)"
     if p.blocked is not None:
         return f"{schedule}   floor {floor}: nothing fires: {p.blocked}"

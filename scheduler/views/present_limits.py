@@ -131,4 +131,4 @@ def next_eligible_text(e: Eligibility) -> str:
     if e.next_eligible_at is not None:
         # Rounded up to the second: a floor shown opening a moment early invites a denied start.
         return iso(ceil_second(e.next_eligible_at)) or ""
-    return "not by waiting (the owner must raise the limit)" if e.status == "limit_wait" else "now"
+    return "not by waiting (an owner must change a limit or give it what it lacks)" if e.status == "limit_wait" else "now"

@@ -7,10 +7,9 @@ from collections.abc import Iterable, Iterator
 from datetime import timezone, tzinfo
 from typing import TYPE_CHECKING
 
-from floorgate.admission.intervals import format_interval
 from floorgate.hosts import InvalidSchedule, Schedule
 
-from .present import _cells, _envelope_line, agreement_text, hosts_text, table_lines, terminal_safe, turn_outcome, when
+from .present import _cells, _envelope_line, agreement_text, floor_text, hosts_text, table_lines, terminal_safe, turn_outcome, when
 from .present_limits import limit_lines
 
 if TYPE_CHECKING:
@@ -109,7 +108,7 @@ def status_lines(view: Overview | OverviewStream) -> Iterator[str]:
                             "/".join(p for p in (e.goal_id, e.agent_id, e.automation_id) if p),
                             e.status,
                             e.reason.value,
-                            format_interval(e.floor.floor) if e.floor else None,
+                            floor_text(e.floor) if e.floor else None,
                             f"{e.last_start.turn_id} ({e.last_start.kind.value}) {when(e.last_start.anchor_at, view.now)}"
                             if e.last_start
                             else None,

@@ -313,7 +313,12 @@ def _admit_prompt(args: argparse.Namespace, timeout: timedelta, call: Call = _OW
         (call.err or sys.stderr).write("floorgate: note: this answer could not be recorded; readback will not claim the pre-model hook\n")
     if said.admitted or decision is None:
         return EXIT_ALLOW
-    when = iso(decision.next_eligible_at) if decision.next_eligible_at else "unknown (state unavailable)"
+    if decision.next_eligible_at is not None:
+        when = iso(decision.next_eligible_at)
+    elif decision.reason.value == "state_unavailable":
+        when = "unknown (state unavailable)"
+    else:  # a limit no window frees: its detail says what the owner must change
+        when = "an owner changes a limit"
     rb = said.readback
     then = f"; its next fire that may run: {iso(rb.next_fire_at)}" if rb is not None and rb.next_fire_at is not None else ""
     return _block(
@@ -524,7 +529,8 @@ def _status(ctx: Context) -> int:
     lines = [f"{path}: {'no floorgate hooks' if not st.hooks else f'{len(st.hooks)} floorgate hook(s)'}"]
     for h, why in runs:
         lane = h.lane
-        named = f" for {lane.get('goal')}/{lane.get('agent')}/{lane.get('automation')} ({lane.get('wake')})" if lane.get("goal") else ""
+        wake = f" ({lane['wake']})" if lane.get("wake") else ""  # the Stop hook has no wake
+        named = f" for {lane.get('goal')}/{lane.get('agent')}/{lane.get('automation')}{wake}" if lane.get("goal") else ""
         store = redact_url(h.db) if h.db is not None else "$FLOORGATE_DB"
         lines.append(f"  {h.event}{named}: store {store}, runs {h.floorgate}, timeout {h.timeout}")
         lines += [f"  problem: {p}" for p in h.problems()] + [f"  note: {n}" for n in h.notes()]

@@ -16,9 +16,9 @@ from floorgate.admission.usage import Price
 from floorgate.admission.windows import check_max_starts, format_usd, micros_to_usd, parse_tokens, parse_usd, parse_window
 
 from ...app.owner_gate import Access
-from ...views.present import change_doc, eligibility_state_doc, floor_doc, past_second, rule_doc, table
+from ...views.present import change_doc, eligibility_state_doc, floor_doc, floor_text, past_second, rule_doc, table
 from ...views.present_limits import alert_texts, limit_text, limits_brief, limits_doc, next_eligible_text
-from ..context import EXIT_OK, Context, add_common
+from ..context import EXIT_OK, Context, add_common, revision
 
 
 def _scope_args(p: argparse.ArgumentParser) -> None:
@@ -66,7 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--compute", help='compute envelope block as JSON, e.g. \'{"max_turns": 40, "on_exhausted": "finish_stuck"}\'; {} removes it'
     )
     p.add_argument("--compute-file", help="read the compute block from this JSON file")
-    p.add_argument("--revision", required=True, type=int, help="the revision you read (0 when no rule exists)")
+    p.add_argument("--revision", required=True, type=revision, help="the revision you read (0 when no rule exists)")
     p.add_argument("--owner-ref", help="short non-sensitive id of who asked (e.g. alice); with an owner token, its principal")
     p.add_argument("--allow-reduction", action="store_true", help="authorize lowering or disabling the floor")
     p.add_argument("--note", help="why, kept with the write in policy history (one line)")
@@ -77,7 +77,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = psub.add_parser("price", help="set the price per million tokens of a model (for usage whose cost is not reported)")
     p.add_argument("model")
     p.add_argument("--usd-per-mtok", required=True, help="US dollars per million tokens (at most 6 decimals); 0 removes the price")
-    p.add_argument("--revision", required=True, type=int, help="the revision you read in 'policy prices' (0 when none is set)")
+    p.add_argument("--revision", required=True, type=revision, help="the revision you read in 'policy prices' (0 when none is set)")
     p.add_argument("--owner-ref", help="short non-sensitive id of who asked; with an owner token, its principal")
     p.add_argument("--allow-reduction", action="store_true", help="authorize lowering or removing a price")
     add_common(p)
@@ -238,9 +238,12 @@ def _show(ctx: Context) -> int:
         for alert in alert_texts(lane):
             out += f"\nalert {alert}"
         if effective is not None:
-            made_by = ", ".join(f"{r.scope} {format_interval(r.min_interval)} r{r.revision}" for r in effective.rules)
+            made_by = ", ".join(
+                f"{r.scope} {format_interval(r.min_interval)}{' across agents' if r.across_agents else ''} r{r.revision}"
+                for r in effective.rules
+            )
             if made_by:
-                out += f"\neffective floor for {scope}: {format_interval(effective.floor)} (from {made_by})"
+                out += f"\neffective floor for {scope}: {floor_text(effective)} (from {made_by})"
             elif states:  # a rule with limits alone: no floor, and the limits above apply
                 out += f"\neffective floor for {scope}: none (no rule sets a floor); its limits apply"
             else:

@@ -14,7 +14,7 @@ from floorgate.admission.retention import DEFAULT_BATCH, MAX_BATCH, Kept
 
 from ...app.owner_gate import Access
 from ...app.retention import Footprint, PruneReport
-from ..context import EXIT_OK, Context, add_common
+from ..context import EXIT_OK, Context, add_common, revision
 
 _FIELDS = (
     ("catch_up", "--catch-up"),
@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--retention", help="running hosts prune what is older than this in small batches, e.g. 90d (0: keep everything, the default)"
     )
-    p.add_argument("--revision", required=True, type=int, help="the revision you read with 'settings show' (0: defaults)")
+    p.add_argument("--revision", required=True, type=revision, help="the revision you read with 'settings show' (0: defaults)")
     p.add_argument("--owner-ref", help="short non-sensitive id of who asked (e.g. alice); with an owner token, its principal")
     add_common(p)
     p.set_defaults(handler=_set, access=Access.OWNER)
