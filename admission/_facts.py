@@ -96,6 +96,14 @@ _STATEMENTS = {
     ("sqlite", False): select(*_FACT_COLUMNS, _BLOB_KEYS),
     ("sqlite", True): select(*_GUARDED_COLUMNS, func.coalesce(_GUARD, _BLOB_KEYS)),
 }
+
+
+def facts_statement(dialect: str, relaxed: bool) -> Select[Any]:
+    """The per-lane read as Core (``FACTS_SQL``, or on a relaxed store ``GUARDED_FACTS_SQL``), for a
+    statement that reads more after the facts (``_limit_read``)."""
+    return _STATEMENTS[(dialect, relaxed)]
+
+
 FACTS_SQL = {d: compiled(_STATEMENTS[(d, False)], d) for d in DIALECTS}
 GUARDED_FACTS_SQL = {d: compiled(_STATEMENTS[(d, True)], d) for d in DIALECTS}
 

@@ -11,6 +11,7 @@ become an anonymous parameter no caller sets. Constants are written as ``literal
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from functools import cache
 from typing import Any
 
@@ -62,11 +63,12 @@ def dialect(name: str) -> Dialect:
     return found
 
 
-def compiled(statement: ClauseElement, name: str) -> str:
+def compiled(statement: ClauseElement, name: str, also: Collection[str] = ()) -> str:
     """``statement`` as the ``name`` dialect's SQL text with ``:param`` placeholders (compile once,
-    keep the string: this is what runs on the hot path)."""
+    keep the string: this is what runs on the hot path); ``also``: parameters of the statement's
+    own that its caller sets besides the decision's."""
     done = statement.compile(dialect=dialect(name))
-    unknown = set(done.params) - _KNOWN
+    unknown = set(done.params) - _KNOWN - set(also)
     if unknown:
         raise ValueError(f"a decision statement has parameters no caller sets: {sorted(unknown)}")
     return str(done)
