@@ -160,8 +160,9 @@ class Missions:
             row = conn.execute(select(m).where(m.c.automation_id == automation_id, m.c.status.in_(("open", "awaiting_owner")))).first()
             if row is None:
                 mission_id = f"mis-{uuid.uuid4().hex[:16]}"
-                conn.execute(
-                    insert(m).values(
+                row = conn.execute(  # the new row as stored, in the same statement
+                    insert(m)
+                    .values(
                         mission_id=mission_id,
                         automation_id=automation_id,
                         goal_id=goal_id,
@@ -182,8 +183,8 @@ class Missions:
                         latch=None,
                         problems=None,
                     )
-                )
-                row = conn.execute(select(m).where(m.c.mission_id == mission_id)).one()
+                    .returning(*m.c)
+                ).one()
         return _mission(row)
 
     def count(self, mission_id: str, counter: str, limit: int, *, enforce: bool, unit: UnitOfWork | None = None) -> tuple[bool, Mission]:
@@ -197,11 +198,13 @@ class Missions:
         if limit and enforce:
             statement = statement.where(column < limit + extra)
         with self.store.write(lock_key=locks.mission(mission_id), unit=unit) as conn:
-            done = conn.execute(statement)
-            row = conn.execute(select(s.missions).where(s.missions.c.mission_id == mission_id)).first()
+            row = conn.execute(statement.returning(*m.c)).first()  # counted: the row as counted, in one statement
+            counted = row is not None
+            if row is None:  # refused (or not open): nothing changed, the row as it stands
+                row = conn.execute(select(m).where(m.c.mission_id == mission_id)).first()
         if row is None:
             raise NotFound(f"mission {mission_id!r} does not exist")
-        return done.rowcount == 1, _mission(row)
+        return counted, _mission(row)
 
     def settle(self, mission_id: str, status: MissionStatus, reason: str | None, *, unit: UnitOfWork | None = None) -> Mission:
         m = s.missions

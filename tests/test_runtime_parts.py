@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from datetime import timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -13,9 +14,11 @@ from basics import T0
 
 from floorgate.admission import FixedClock, Store, TickLog
 from floorgate.scheduler.app.root import Floorgate
+from floorgate.scheduler.runtime._admit_queue import Admitters, Admitting
 from floorgate.scheduler.runtime._plan import PlanInputs
 from floorgate.scheduler.runtime._tick_log import TickRecords
 from floorgate.scheduler.runtime._ticking import Ticking
+from floorgate.scheduler.runtime._turn_pool import TurnPool
 from floorgate.scheduler.runtime._work_queue import WorkQueue
 from floorgate.scheduler.runtime.host import HostRuntime, RuntimeConfig
 
@@ -151,3 +154,59 @@ def test_a_worker_start_that_fails_is_tried_again_by_the_next_put() -> None:
         queue.put("a")
     assert queue.put("b") is True
     assert calls == [1, 1]
+
+
+def _admitting(agent: str, lane: str) -> Any:
+    """A tick that may admit, with only what ``Admitters`` reads of it (its agent)."""
+    spec = SimpleNamespace(goal_id="g", agent_id=agent)
+    return Admitting(lane, T0, T0, SimpleNamespace(automation=SimpleNamespace(spec=spec)), f"{lane}-turn")  # type: ignore[arg-type]
+
+
+def test_admitters_never_take_two_ticks_of_one_agent_at_once_and_take_agents_in_turn() -> None:
+    """Two threads, a burst queued agent by agent (a1, a2 of agent A, then b1): the second thread
+    takes agent B's tick, not A's second one, which would only wait for the first one's lock."""
+    started: list[str] = []
+    both = threading.Barrier(2, timeout=10)
+    seen = threading.Condition()
+
+    def run(admitting: Any) -> None:
+        with seen:
+            started.append(admitting.automation_id)
+            seen.notify_all()
+        if admitting.automation_id in ("a1", "b1"):
+            both.wait()  # each holds its thread until the other one started
+
+    admitters = Admitters(run, workers=2)
+    for lane, agent in (("a1", "A"), ("a2", "A"), ("b1", "B")):
+        assert admitters.submit(_admitting(agent, lane))
+    admitters.stop()  # every queued tick is still reserved before it returns
+    assert sorted(started[:2]) == ["a1", "b1"] and started[2] == "a2"
+    assert not admitters.submit(_admitting("A", "a3"))  # refused once stopped
+
+
+def test_queued_turns_wait_for_the_decisions_held_and_start_once_released() -> None:
+    """While a decision is held, a submitted turn waits in the queue (its worker is seen waiting
+    on the hold), and starts once the last hold is released."""
+    pool = TurnPool(1, lambda ids: None, renew_every=60)
+    waiting_on_hold = threading.Event()
+    held = pool._held
+
+    def observed() -> bool:
+        answer = held()
+        if answer:
+            waiting_on_hold.set()
+        return answer
+
+    pool._held = observed  # type: ignore[method-assign]
+    ran = threading.Event()
+    try:
+        pool.hold()
+        pool.hold()
+        assert pool.submit("t1", ran.set)
+        assert waiting_on_hold.wait(10), "the worker never waited for the held decisions"
+        assert not ran.is_set() and pool.waiting() == ["t1"]
+        pool.release()
+        pool.release()
+        assert ran.wait(10), "the turn never started once released"
+    finally:
+        pool.stop()

@@ -1,11 +1,13 @@
 """The ticks that may admit, on their way to a reservation: where a floor or limit applies, one
-agent's at a time (``Siblings``; a tick no rule governs goes on at once), and on SQLite, where the store has one writer, reserved in groups of one durable commit each
-(``AdmitGroups``)."""
+agent's at a time (``Siblings``; a tick no rule governs goes on at once); reserved by the admitter
+threads, agents in turn (``Admitters``), and on SQLite, where the store has one writer, in groups
+of one durable commit each (``AdmitGroups``)."""
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections import deque
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import datetime
@@ -57,6 +59,86 @@ class AdmitGroups:
                     self._run(group)
             except BaseException:  # the job records its own failures; the thread never dies
                 log.exception("reserving a group of ticks failed")
+
+
+class Admitters:
+    """``workers`` threads reserving queued ticks, never two of one agent at once, agents in turn.
+
+    Every reservation of an agent takes that agent's lock for its whole transaction, so two
+    threads on one agent's ticks run one after the other while the other agents wait behind them
+    (a burst is queued lane by lane, agent by agent). Here a thread takes the oldest tick of the
+    next agent no other thread is reserving for, and the agent goes to the back of the line.
+
+    Contract: ``submit`` queues until ``stop`` (False after: the caller decides it another way);
+    ``run`` never raises (the job records its own failures); ``stop`` takes no more and returns
+    once every queued tick was reserved. Threads start with the first tick.
+    """
+
+    def __init__(self, run: Callable[[Admitting], None], workers: int, name: str = "floorgate-admit") -> None:
+        self._run = run
+        self._workers = workers
+        self._name = name
+        self._cond = threading.Condition()
+        self._queued: dict[tuple[str, str], deque[Admitting]] = {}  # an agent's ticks not taken yet
+        self._ready: deque[tuple[str, str]] = deque()  # agents with queued ticks and no thread on them
+        self._busy: set[tuple[str, str]] = set()  # agents a thread is reserving for
+        self._threads: list[threading.Thread] = []
+        self._stopped = False
+
+    def submit(self, admitting: Admitting) -> bool:
+        """Queue it behind its agent's; False once stopped (nothing queued)."""
+        key = agent_of(admitting)
+        with self._cond:
+            if self._stopped:
+                return False
+            if not self._threads:
+                for i in range(self._workers):
+                    thread = threading.Thread(target=self._work, name=f"{self._name}-{i}", daemon=True)
+                    thread.start()
+                    self._threads.append(thread)
+            queued = self._queued.get(key)
+            if queued is None:
+                queued = self._queued[key] = deque()
+                if key not in self._busy:
+                    self._ready.append(key)
+            queued.append(admitting)
+            self._cond.notify()
+        return True
+
+    def stop(self) -> None:
+        """Take no more; the queued ones are still reserved before this returns."""
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+            threads = list(self._threads)
+        for thread in threads:
+            thread.join()
+
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                while not self._ready and not (self._stopped and not self._queued):
+                    self._cond.wait()
+                if not self._ready:  # stopped, nothing queued: every agent's ticks were taken
+                    return
+                key = self._ready.popleft()
+                queued = self._queued[key]
+                admitting = queued.popleft()
+                if not queued:
+                    del self._queued[key]
+                self._busy.add(key)
+            try:
+                self._run(admitting)
+            except BaseException:  # the job records its own failures; the thread never dies
+                log.exception("reserving a tick failed")
+            finally:
+                with self._cond:
+                    self._busy.discard(key)
+                    if key in self._queued:  # its next tick waits at the back of the line
+                        self._ready.append(key)
+                        self._cond.notify()
+                    elif self._stopped and not self._queued:
+                        self._cond.notify_all()
 
 
 class Siblings:

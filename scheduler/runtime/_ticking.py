@@ -19,7 +19,6 @@ import inspect
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Protocol
@@ -31,7 +30,7 @@ from floorgate.admission.unit import UnitOfWork
 from ..app.envelope_gate import TurnGate
 from ..app.wake import BackoffPolicy, nominal_time
 from . import recovery
-from ._admit_queue import AdmitGroups, Admitting, Siblings, agent_of, groupable
+from ._admit_queue import AdmitGroups, Admitters, Admitting, Siblings, agent_of, groupable
 from ._plan import Armed, Episode, PlanInputs
 from ._tick_inputs import TickReader
 from ._tick_log import TickRecords
@@ -137,9 +136,9 @@ class Ticking:
         # Turns run here, never on APScheduler's threads, which only decide ticks.
         self.turns = TurnPool(workers, self._renew_waiting, self.executor.lease.total_seconds() / 3)
         # Ticks that may admit reserve here, so the deciders never wait for the store's write lock.
-        self.admitters = ThreadPoolExecutor(max_workers=DECIDERS, thread_name_prefix="floorgate-admit")
+        self.admitters = Admitters(self._admit_released, DECIDERS)
         # SQLite has one writer: there they reserve in groups, one durable commit per group.
-        self.groups = AdmitGroups(self._admit_group, self.store.first) if self.store.dialect == "sqlite" else None
+        self.groups = AdmitGroups(self._admit_group_released, self.store.first) if self.store.dialect == "sqlite" else None
         self.siblings = Siblings()  # one decision in flight per agent; its siblings are read again after it
         self.job = TickJob(self._tick)
         self._lock = threading.Lock()
@@ -153,7 +152,7 @@ class Ticking:
         (those never started stay journaled: recovery resumes them)."""
         if self.groups is not None:
             self.groups.stop()
-        self.admitters.shutdown(wait=True)
+        self.admitters.stop()
         for turn_id in self.turns.stop():
             log.warning("turn %s was admitted but not started before the host stopped: left journaled, recovery resumes it", turn_id)
 
@@ -186,12 +185,29 @@ class Ticking:
         episode.ok()
 
     def _dispatch(self, decided: Admitting) -> None:
-        if self.groups is not None and groupable(decided) and self.groups.submit(decided):
-            return
+        self.turns.hold()  # released once it is decided: queued turns wait for the burst's decisions
         try:
-            self.admitters.submit(self._admit_queued, decided)
-        except RuntimeError:  # the admitters stopped (the host is stopping): decide it here
-            self._admit_queued(decided)
+            if self.groups is not None and groupable(decided) and self.groups.submit(decided):
+                return
+            queued = self.admitters.submit(decided)
+        except BaseException:
+            self.turns.release()
+            raise
+        if not queued:  # the admitters stopped (the host is stopping): decide it here
+            self._admit_released(decided)
+
+    def _admit_released(self, admitting: Admitting) -> None:
+        try:
+            self._admit_queued(admitting)
+        finally:
+            self.turns.release()
+
+    def _admit_group_released(self, group: list[Admitting]) -> None:
+        try:
+            self._admit_group(group)
+        finally:
+            for _ in group:
+                self.turns.release()
 
     def _led(self, key: tuple[str, str]) -> None:
         """The leader of ``key`` was decided (and its reservation committed, or nothing written):

@@ -7,6 +7,11 @@ reservation waits in the queue: it is already durable, journaled under this runn
 it is never dropped, and its lease is renewed while it waits so that no recoverer (this host's or
 another's) takes it over. The anchor is the reservation time, as for any reservation.
 
+While a burst's decisions are being reserved (``hold``, until as many ``release``), the workers
+start no new turn, for at most ``HOLD_SECONDS`` each: a turn's bookkeeping would take the store
+and the interpreter from the decisions still waiting, and each of them may admit or deny a start
+that a waiting turn does not change. Running turns go on.
+
 ``stop`` lets the running turns finish and settle, and returns the reservations that never
 started: they stay journaled under the claim of a runner that is exiting, so recovery resumes
 them (at once on this machine, whose runner pid is then gone; elsewhere once the lease lapses).
@@ -21,6 +26,8 @@ from collections.abc import Callable
 from ._work_queue import WorkQueue
 
 log = logging.getLogger("floorgate.run")
+
+HOLD_SECONDS = 5.0  # the longest a queued turn waits for the decisions before it (see ``hold``)
 
 
 class TurnPool:
@@ -39,6 +46,7 @@ class TurnPool:
         self._name = name
         self._queue: WorkQueue[tuple[str, Callable[[], None]]] = WorkQueue(self._start)
         self._running = 0  # under the queue's lock
+        self._holds = 0  # under the queue's lock: decisions being reserved (``hold``)
         self._halt = threading.Event()  # the renewer's own signal: a notify on the queue is for a worker
         self._threads: list[threading.Thread] = []
 
@@ -46,6 +54,19 @@ class TurnPool:
         """Queue ``run`` (the turn ``turn_id``); False once stopped (nothing queued: the caller
         leaves the reservation to recovery)."""
         return self._queue.put((turn_id, run))
+
+    def hold(self) -> None:
+        """A decision is being reserved: start no new turn until it is released (bounded)."""
+        with self._queue.lock:
+            self._holds += 1
+
+    def release(self) -> None:
+        """That decision was reserved (or denied); the workers go on once none is held."""
+        with self._queue.lock:
+            self._holds -= 1
+            done = self._holds == 0
+        if done:
+            self._queue.wake()
 
     def accepting(self) -> bool:
         """Whether turns may still be submitted (until ``stop``)."""
@@ -80,11 +101,15 @@ class TurnPool:
         renewer.start()
         self._threads.append(renewer)
 
+    def _held(self) -> bool:  # under the queue's lock
+        return self._holds > 0
+
     def _taken(self, count: int) -> None:  # under the queue's lock
         self._running += count
 
     def _work(self) -> None:
-        while taken := self._queue.take(1, self._taken):  # nothing: stopped, and nothing left that may start
+        # Nothing: stopped, and nothing left that may start.
+        while taken := self._queue.take(1, self._taken, paused=self._held, pause_for=HOLD_SECONDS):
             _, run = taken[0]
             try:
                 run()

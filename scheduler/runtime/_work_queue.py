@@ -8,6 +8,7 @@ the last queued job. The queue starts its workers itself, once, when the first j
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Generic, TypeVar
@@ -41,16 +42,34 @@ class WorkQueue(Generic[T]):
             self.lock.notify()
         return True
 
-    def take(self, most: int = 1, taken: Callable[[int], None] | None = None) -> list[T]:
+    def take(
+        self, most: int = 1, taken: Callable[[int], None] | None = None, *, paused: Callable[[], bool] | None = None, pause_for: float = 0.0
+    ) -> list[T]:
         """Wait for jobs and take at most ``most`` (``taken(count)`` runs under the lock); an empty
-        list once stopped with nothing left: the worker returns."""
+        list once stopped with nothing left: the worker returns. ``paused`` (read under the lock):
+        while it is true, queued jobs wait too, at most ``pause_for`` seconds (woken by ``wake``)."""
         with self.lock:
-            while not self._jobs and not self.stopped:
-                self.lock.wait()
+            until: float | None = None
+            while not self.stopped:
+                if not self._jobs:
+                    self.lock.wait()
+                    continue
+                if paused is None or not paused():
+                    break
+                now = time.monotonic()
+                until = now + pause_for if until is None else until
+                if now >= until:
+                    break
+                self.lock.wait(until - now)
             jobs = [self._jobs.popleft() for _ in range(min(most, len(self._jobs)))]
             if jobs and taken is not None:
                 taken(len(jobs))
             return jobs
+
+    def wake(self) -> None:
+        """Wake the workers waiting for a pause to end (it ended)."""
+        with self.lock:
+            self.lock.notify_all()
 
     def queued(self) -> list[T]:
         """The jobs not taken yet, oldest first."""
