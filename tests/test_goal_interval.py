@@ -236,3 +236,19 @@ def test_another_agents_damaged_anchor_holds_the_goal_only_across_agents(store: 
     assert Admission(store, clock).eligibility_many([("g", "a", "x")])[("g", "a", "x")].status == ("unavailable" if across else "eligible")
     decision = Admission(store, clock).reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=T0)
     assert (decision.admitted, decision.reason) == ((False, Reason.STATE_UNAVAILABLE) if across else (True, Reason.ELIGIBLE))
+
+
+def test_the_server_function_folds_the_goal_floor(store: Store) -> None:
+    """PostgreSQL's fg_facts folds the goal floor from the goal's rule set across agents itself:
+    another agent's start holds this agent's lane to the microsecond, a microsecond before the
+    goal's next eligible time and at it."""
+    if store.dialect != "postgresql":
+        pytest.skip("PostgreSQL's function only")
+    clock = FixedClock(T0)
+    _goal_floor(Policies(store, clock))
+    assert Admission(store, clock).reserve(goal="g", agent="b", automation="y", turn_id="t1", trigger_time=T0).admitted
+    decide = text("SELECT outcome FROM fg_facts('g', 'a', 'x', 'x', 't2', 1, :now, NULL, false, 0)")
+    with store.engine.connect() as conn:
+        anchor = conn.execute(text("SELECT anchor_us FROM fg_starts WHERE turn_id = 't1'")).scalar_one()
+        due = anchor + FLOOR // US
+        assert [conn.execute(decide, {"now": now}).scalar() for now in (due - 1, due)] == ["deny", "insert"]
