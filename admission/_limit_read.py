@@ -4,13 +4,18 @@ A lane whose rules carry no count or budget is decided by the hot statement alon
 lane the gate has seen limited (``learn``, from the slow path's read) is kept here with its limit
 definitions, decoded from ``defs``: the applicable rules' rows as one JSON text. Its next decision
 sends ``statement``: the hot facts (``_facts.facts_statement``) followed by that same ``defs`` text, the
-lane's model and the prices when a budget needs them, and per limit the rows its window counts
-(a count's start anchors, a budget's usage rows, from each window's start computed here from the
-cached definitions) and the lane's recent usage when its estimate is its largest turn. One SELECT:
-one round trip on PostgreSQL, one read statement on SQLite.
+lane's model and the prices when a budget needs them, and per series and window (from its first
+counted microsecond, computed here from the cached definitions) what its limits decide from, not
+the rows: a count's starts as their number, earliest and latest anchor (decoded: damage fails)
+and, in a rolling window, the ``max_starts``-th latest anchor (when it frees); a budget's usage as
+groups of rows equal in every column the arithmetic reads (``usage.GROUP_COLUMNS``, each decoded
+as a row is); and the lane's largest recent turn when its estimate is that. One SELECT: one round
+trip on PostgreSQL, one read statement on SQLite.
 
-The numbers gathered are handed to the one arithmetic (``budgets.states_of``, ``usage.usage_of``,
-``usage.largest_of``, ``usage.pick_estimate``). A statement whose ``defs`` differ from the cached
+The numbers gathered are handed to the one arithmetic (``budgets.states_of``,
+``usage.usage_of_groups``, ``usage.largest_of``, ``usage.pick_estimate``). A rolling budget that
+binds needs each row's time to say when it frees: that decision is the slow path's (a second read,
+on that denial only). A statement whose ``defs`` differ from the cached
 text (a rule changed since) gathered for stale definitions: ``read_known`` answers no check, the
 caller decides by the slow path (``_limit_check.check_lane``) and learns the new definitions; stale
 limits never admit. The cache is per process, keyed by lane and bounded.
@@ -37,7 +42,7 @@ from ._limit_check import LaneCheck, check_lane, code_of
 from ._types import decode_us
 from .budgets import Gathered, states_of
 from .clock import Clock, read_clock, to_us
-from .decide._sql import compiled
+from .decide._sql import ONE, compiled
 from .decide.checks import Request
 from .decide.facts import FACTS, Facts, first_row
 from .envelope import merge
@@ -46,8 +51,18 @@ from .limits import BoundLimit, LimitKind, bound_limits, limits_from_columns, ow
 from .policies import read_compute, rule_ref
 from .scope import ScopeKind
 from .store import DriverTx
-from .usage import ESTIMATE_LOOKBACK, largest_of, largest_where, pick_estimate, prices_of, series_where, usage_of
-from .windows import Window
+from .usage import (
+    ESTIMATE_LOOKBACK,
+    GROUP_COLUMNS,
+    RowsNeeded,
+    largest_of,
+    largest_where,
+    pick_estimate,
+    prices_of,
+    series_where,
+    usage_of_groups,
+)
+from .windows import Counted, Window
 
 _RULE_COLUMNS = (
     "goal_id agent_id automation_id min_interval_us revision compute_json max_starts starts_window "
@@ -137,7 +152,7 @@ def _defs(dialect: str) -> Any:
 
 
 def _parts(dialect: str, shape: tuple[Any, ...]) -> list[Any]:
-    series, budgets, usd, largest = shape
+    series, budgets, usd, largest, nths = shape
     parts = [_defs(dialect)]
     if budgets:
         a = s.automations
@@ -147,17 +162,24 @@ def _parts(dialect: str, shape: tuple[Any, ...]) -> list[Any]:
         parts.append(select(_agg(dialect, _array(dialect, p.c.model, p.c.usd_per_mtok_micros))))
     for i, (starts, by_agent, by_automation) in enumerate(series):
         names = (*_LANE, f"s{i}")
-        if starts:
+        if starts:  # how many, and the earliest and latest (decoded: a damaged anchor fails)
             t = s.starts
-            parts.append(
-                select(_agg(dialect, type_coerce(t.c.anchor_us, BigInteger))).where(
-                    series_where(t, "anchor_us", by_agent, by_automation, names)
-                )
-            )
-        else:
+            anchor = type_coerce(t.c.anchor_us, BigInteger)
+            where = series_where(t, "anchor_us", by_agent, by_automation, names)
+            found = _array(dialect, func.count(), func.min(anchor), func.max(anchor))
+            parts.append(select(found if dialect == "sqlite" else cast(found, Text)).where(where))
+        else:  # the window's usage as groups of rows the arithmetic sums alike, not the rows
             u = s.usage
-            row = _array(dialect, *_raw(u, _USAGE_COLUMNS))
-            parts.append(select(_agg(dialect, row)).where(series_where(u, "at_us", by_agent, by_automation, names)))
+            keys = [u.c[n] for n in GROUP_COLUMNS]
+            at = type_coerce(u.c.at_us, BigInteger)
+            where = series_where(u, "at_us", by_agent, by_automation, names)
+            groups = select(*keys, func.count().label("n"), func.min(at).label("at_us")).where(where).group_by(*keys).subquery()
+            parts.append(select(_agg(dialect, _array(dialect, *groups.c))))
+    for j, i in enumerate(nths):  # a rolling count's frees-at: its amount-th latest start
+        t = s.starts
+        where = series_where(t, "anchor_us", series[i][1], series[i][2], (*_LANE, f"s{i}"))
+        anchor = type_coerce(t.c.anchor_us, BigInteger)
+        parts.append(select(anchor).where(where).order_by(t.c.anchor_us.desc()).limit(ONE).offset(bindparam(f"o{j}", type_=BigInteger)))
     if largest:  # the lane's largest recent turn: one row, as a JSON array of one
         u = s.usage
         top = first_row(select(u).where(largest_where((*_LANE, "sl"))).order_by(u.c.tokens.desc())).subquery()
@@ -170,10 +192,12 @@ def statement(dialect: str, relaxed: bool, shape: tuple[Any, ...], with_facts: b
     """The lane's one statement: the hot facts (``with_facts``; as ``_facts.read_facts`` sends
     them, on a relaxed store its guarded form), then its limit read (``shape``:
     ``LaneLimits.shape``), compiled once per dialect and shape. Its parameters are the hot
-    statement's and each window's start (``s0``...) and the estimate's (``sl``)."""
+    statement's, each window's start (``s0``...), each rolling count's offset (``o0``...) and the
+    estimate's (``sl``)."""
     limits = [part.scalar_subquery() for part in _parts(dialect, shape)]
     facts = list(facts_statement(dialect, relaxed).selected_columns) if with_facts else []
-    return compiled(select(*facts, *limits), dialect, also=(*(f"s{i}" for i in range(len(shape[0]))), "sl"))
+    also = (*(f"s{i}" for i in range(len(shape[0]))), *(f"o{j}" for j in range(len(shape[4]))), "sl")
+    return compiled(select(*facts, *limits), dialect, also=also)
 
 
 # -- learning a lane's definitions (the slow path) ------------------------------------------------
@@ -233,8 +257,19 @@ def _decode_defs(text: object, goal: str, agent: str) -> LaneLimits | None:
         owner_estimate=owner_estimate(limits for _, _, limits, _ in rules),
         across=floor_across or any(b.series.agent_id is None for b in bound),
         reads=reads,
-        shape=(tuple(r[:3] for r in reads), budgets, any(b.kind is LimitKind.USD for b in bound), budgets and not envelope.max_tokens),
+        shape=(
+            tuple(r[:3] for r in reads),
+            budgets,
+            any(b.kind is LimitKind.USD for b in bound),
+            budgets and not envelope.max_tokens,
+            tuple(reads.index(_read_of(b)) for b in _nths(bound)),
+        ),
     )
+
+
+def _nths(bound: tuple[BoundLimit, ...]) -> list[BoundLimit]:
+    """The count limits of rolling windows: when each frees is its ``amount``-th latest start."""
+    return [b for b in bound if b.kind is LimitKind.STARTS and b.window.rolling]
 
 
 def _json_list(text: object) -> list[Any]:
@@ -266,8 +301,10 @@ def read_known(tx: DriverTx, lane: LaneLimits, req: Request, clock: Clock, *, wi
     ``now`` when given (the serialized decision's reading)."""
     before = now if now is not None else read_clock(clock)
     params = facts_params(req.goal, req.agent, req.automation, req.turn_id, req.trigger_us)
-    for i, read in enumerate(lane.reads):  # each window's start from the cached definitions
-        params[f"s{i}"] = to_us(read[3].start(before))
+    for i, read in enumerate(lane.reads):  # each window's first counted microsecond, from the cached definitions
+        params[f"s{i}"] = to_us(read[3].start(before)) + (1 if read[3].rolling else 0)  # a rolling start is exclusive
+    for j, b in enumerate(_nths(lane.bound)):
+        params[f"o{j}"] = max(0, b.amount - 1)
     params["sl"] = to_us(before - ESTIMATE_LOOKBACK)
     row = tx.row(statement(tx.dialect, tx.relaxed, lane.shape, with_facts), params)
     if row is None:  # pragma: no cover - a SELECT of scalars always returns one row
@@ -279,6 +316,8 @@ def read_known(tx: DriverTx, lane: LaneLimits, req: Request, clock: Clock, *, wi
         return KnownRead(facts, None, at)
     try:
         return KnownRead(facts, _check(lane, list(rest[1:]), at), at)
+    except RowsNeeded:  # a rolling budget binds: when it frees is read from its rows by the slow path
+        return KnownRead(facts, None, at)
     except CorruptState as exc:
         raise StoreUnavailable(f"a limit of {req.goal}/{req.agent} cannot be read: {exc}") from None
 
@@ -322,17 +361,40 @@ def _check(lane: LaneLimits, values: list[Any], now: datetime) -> LaneCheck:
     for read in lane.reads:
         rows, window = values.pop(0), read[3]
         if read[0]:
-            found[read] = [decode_us(v) for v in _json_list(rows)]
+            found[read] = _counted(rows)
         else:
-            found[read] = usage_of((_UsageRow(*r) for r in _rows(rows, len(_USAGE_COLUMNS))), window, now, prices)
+            groups = ((_group_row(r), r[-2]) for r in _rows(rows, len(GROUP_COLUMNS) + 2))
+            found[read] = usage_of_groups(groups, window, now, prices)
+    nths = {id(b): values.pop(0) for b in _nths(lane.bound)}
     for i, b in enumerate(lane.bound):
-        (gathered.starts if b.kind is LimitKind.STARTS else gathered.usage)[i] = found[_read_of(b)]
+        if b.kind is LimitKind.STARTS:
+            count = found[_read_of(b)]
+            nth = nths.get(id(b))
+            gathered.starts[i] = Counted(count, decode_us(nth) if nth is not None and count >= b.amount else None)
+        else:
+            gathered.usage[i] = found[_read_of(b)]
     estimate = None
     if lane.budgets:
         recent: Callable[[], int | None] = lambda: largest_of((_UsageRow(*r) for r in _rows(values.pop(0), len(_USAGE_COLUMNS))), now)  # noqa: E731
         estimate = pick_estimate(lane.max_tokens, recent, lane.owner_estimate)
     states = tuple(states_of(lane.bound, gathered, now, estimate_tokens=estimate, model=model))
     return LaneCheck(code_of(states), states, estimate, model, lane.across, lane.budgets)
+
+
+def _counted(text: object) -> int:
+    """A count's gathered ``[count, earliest, latest]``: the count, its anchors checked."""
+    values = _json_list(text)
+    if len(values) != 3 or type(values[0]) is not int:
+        raise CorruptState(f"a count's starts could not be read: {values!r}")
+    for anchor in values[1:] if values[0] else ():
+        decode_us(anchor)
+    return values[0]
+
+
+def _group_row(values: list[Any]) -> Any:
+    """A gathered usage group as a row ``entry_from_row`` decodes (the ids are the series')."""
+    found = dict(zip(GROUP_COLUMNS, values, strict=False))
+    return SimpleNamespace(**found, turn_id="(a group of usage rows)", goal_id="", agent_id="", automation_id="", at_us=values[-1])
 
 
 def _rows(text: object, width: int) -> list[list[Any]]:

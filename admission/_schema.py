@@ -424,6 +424,7 @@ usage = Table(
     Index("ix_fg_usage_report", "report_key", unique=True),
     Index("ix_fg_usage_agent_at", "goal_id", "agent_id", "at_us"),
     Index("ix_fg_usage_goal_at", "goal_id", "at_us"),
+    Index("ix_fg_usage_at", "at_us"),
 )
 
 model_prices = Table(

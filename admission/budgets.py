@@ -22,7 +22,7 @@ from sqlalchemy.engine import Connection
 from . import _schema as s
 from .limits import BoundLimit, LimitKind, Series
 from .usage import WindowUsage, cost_micros, read_prices, series_where, window_usage
-from .windows import NEVER, Window, count_frees_at
+from .windows import NEVER, Counted, Window, counted, counted_frees_at
 
 _NO_ESTIMATE = "no estimate for a turn of this lane: set --estimate-tokens (or the envelope's max_tokens)"
 
@@ -64,9 +64,9 @@ def starts_in_window(conn: Connection, series: Series, window: Window, now: date
 
 class Gathered(NamedTuple):
     """What a lane's limits are checked from, however it was read: per limit (in the order given)
-    the anchors of its starts (a count) or its usage (a budget), and the prices (USD budgets)."""
+    its starts as ``windows.Counted`` (a count) or its usage (a budget), and the prices (USD budgets)."""
 
-    starts: dict[int, list[datetime]]
+    starts: dict[int, Counted]
     usage: dict[int, WindowUsage]
     prices: dict[str, int]
 
@@ -81,7 +81,7 @@ def limit_states(
     gathered = Gathered({}, {}, prices)
     for i, limit in enumerate(limits):
         if limit.kind is LimitKind.STARTS:
-            gathered.starts[i] = starts_in_window(conn, limit.series, limit.window, now)
+            gathered.starts[i] = counted(starts_in_window(conn, limit.series, limit.window, now), limit.amount, limit.window, now)
         else:
             gathered.usage[i] = window_usage(conn, limit.series, limit.window, now, prices)
     return states_of(limits, gathered, now, estimate_tokens=estimate_tokens, model=model)
@@ -96,9 +96,9 @@ def states_of(
     prices = gathered.prices
     for i, limit in enumerate(limits):
         if limit.kind is LimitKind.STARTS:
-            anchors = [a for a in gathered.starts[i] if limit.window.counts(a, now)]
-            frees = count_frees_at(anchors, limit.amount, limit.window, now)
-            out.append(LimitState(limit, len(anchors), 0, 1, frees is not None, frees))
+            found = gathered.starts[i]
+            frees = counted_frees_at(found, limit.amount, limit.window, now)
+            out.append(LimitState(limit, found.starts, 0, 1, frees is not None, frees))
             continue
         usage = gathered.usage[i]
         if limit.kind is LimitKind.TOKENS:

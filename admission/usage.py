@@ -22,24 +22,28 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, NamedTuple
 
-from pydantic import BaseModel, ConfigDict
 from sqlalchemy import BigInteger, Select, and_, bindparam, insert, literal_column, or_, select, type_coerce, update
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
 from . import _schema as s
 from ._types import decode_us
 from .clock import Clock, SystemClock, read_clock
-from .errors import CorruptState, InvalidInput, NotFound, ReductionNotAuthorized, RevisionConflict
+from .errors import CorruptState, InvalidInput, NotFound
 from .limits import Series
-from .policies import check_owner_ref
-from .scope import check_id
+from .prices import Price as Price
+from .prices import Prices as Prices
+from .prices import check_model as check_model
+from .prices import prices_of as prices_of
+from .prices import read_prices as read_prices
+from .scope import check_id, check_limit
 from .store import Store
-from .windows import MAX_TOKENS, NEVER, Window, amount_frees_at, format_usd, micros_to_usd, usd_to_micros
+from .windows import MAX_TOKENS, NEVER, Window, amount_frees_at
 
 # How far back the largest per-turn usage of a lane is the estimate for its next turn.
 ESTIMATE_LOOKBACK = timedelta(days=30)
 MAX_USD_MICROS = 10**15
-_MAX_PRICE_MICROS = 10_000 * 1_000_000  # $10,000 per million tokens: beyond it, a typo
 
 
 class UsageState(StrEnum):
@@ -124,10 +128,18 @@ def entry_from_row(row: Any) -> UsageEntry:
     )
 
 
+class RowsNeeded(Exception):
+    """A rolling budget's frees-at was asked of usage gathered as sums (``usage_of_groups``):
+    when enough ages out depends on each row's time, so the caller reads the rows."""
+
+
 class WindowUsage(NamedTuple):
     """A series' usage in a window at ``now``: settled and held, in tokens and micro-dollars.
     ``unpriced``: models (None: a turn without one) whose tokens have no cost reported and no
-    price set; while it is not empty the USD figures are incomplete, and a USD budget denies."""
+    price set; while it is not empty the USD figures are incomplete, and a USD budget denies.
+    ``weights``: how many rows each entry stands for (1 each when read as rows; gathered as sums,
+    an entry stands for a group of equal rows and ``exact`` is False: a rolling window's frees-at
+    then raises ``RowsNeeded``)."""
 
     window: Window
     now: datetime
@@ -138,6 +150,8 @@ class WindowUsage(NamedTuple):
     held_usd_micros: int
     unpriced: frozenset[str | None]
     usd_of: tuple[int | None, ...]  # per entry, its cost in micro-dollars (None: unpriced)
+    weights: tuple[int, ...] = ()
+    exact: bool = True
 
     @property
     def tokens(self) -> int:
@@ -147,18 +161,27 @@ class WindowUsage(NamedTuple):
     def usd_micros(self) -> int:
         return self.settled_usd_micros + self.held_usd_micros
 
+    def _weights(self) -> tuple[int, ...]:
+        return self.weights or (1,) * len(self.entries)
+
+    def _frees_at(self, amounts: builtins.list[tuple[datetime, int]], budget: int, need: int) -> datetime | None:
+        found = amount_frees_at(amounts, budget, need, self.window, self.now)
+        if found is not None and found != NEVER and self.window.rolling and not self.exact:
+            raise RowsNeeded(f"when {self.window} frees up needs its usage rows")
+        return found
+
     def tokens_frees_at(self, budget: int, need: int) -> datetime | None:
         """None when ``need`` more tokens fit the ``budget`` now; else when enough ages out
         (``windows.NEVER`` when ``need`` alone is over the budget)."""
-        return amount_frees_at([(e.at, e.counted_tokens) for e in self.entries], budget, need, self.window, self.now)
+        return self._frees_at([(e.at, e.counted_tokens * n) for e, n in zip(self.entries, self._weights(), strict=True)], budget, need)
 
     def usd_frees_at(self, budget_micros: int, need_micros: int) -> datetime | None:
         """As ``tokens_frees_at`` for micro-dollars; ``windows.NEVER`` while any usage is unpriced
         (it cannot be known to fit: fail closed until the owner sets a price)."""
         if self.unpriced:
             return NEVER
-        amounts = [(e.at, usd) for e, usd in zip(self.entries, self.usd_of, strict=True) if usd is not None]
-        return amount_frees_at(amounts, budget_micros, need_micros, self.window, self.now)
+        found = zip(self.entries, self.usd_of, self._weights(), strict=True)
+        return self._frees_at([(e.at, usd * n) for e, usd, n in found if usd is not None], budget_micros, need_micros)
 
 
 _NAMES = ("goal", "agent", "automation", "since")
@@ -209,16 +232,42 @@ def window_usage(conn: Connection, series: Series, window: Window, now: datetime
 def usage_of(rows: Iterable[Any], window: Window, now: datetime, prices: dict[str, int]) -> WindowUsage:
     """``window_usage`` from a series' usage rows read from the window's start on (``series_rows``,
     or the same rows gathered in another statement): the one arithmetic of a window's usage."""
-    entries = tuple(e for e in map(entry_from_row, rows) if window.counts(e.at, now))
+    entries = [e for e in map(entry_from_row, rows) if window.counts(e.at, now)]
+    return _totals(window, now, entries, [1] * len(entries), prices, exact=True)
+
+
+def usage_of_groups(groups: Iterable[tuple[Any, int]], window: Window, now: datetime, prices: dict[str, int]) -> WindowUsage:
+    """``usage_of`` from a series' usage gathered as groups of rows that agree on every column the
+    arithmetic reads (``GROUP_COLUMNS``): ``(row, n)`` with the group's values, its earliest
+    ``at_us`` and how many rows it holds, read by the window's exact predicate (every row counts).
+    Each group is decoded by ``entry_from_row``, so a damaged value fails as a damaged row does.
+    A rolling window's frees-at cannot be told from groups: it raises ``RowsNeeded``."""
+    entries, weights = [], []
+    for row, n in groups:
+        if type(n) is not int or n < 1:
+            raise CorruptState(f"a usage group could not be read: {n!r} rows")
+        entries.append(entry_from_row(row))
+        weights.append(n)
+    return _totals(window, now, entries, weights, prices, exact=False)
+
+
+# The columns a window's usage arithmetic reads besides the time: rows equal in all of them are
+# summed alike, so a statement may gather them as one group (``usage_of_groups``).
+GROUP_COLUMNS = ("state", "model", "estimate_tokens", "tokens", "usd_micros", "source")
+
+
+def _totals(
+    window: Window, now: datetime, entries: builtins.list[UsageEntry], weights: builtins.list[int], prices: dict[str, int], *, exact: bool
+) -> WindowUsage:
     settled_t = held_t = settled_usd = held_usd = 0
     unpriced: set[str | None] = set()
     usd_of: list[int | None] = []
-    for e in entries:
+    for e, n in zip(entries, weights, strict=True):
         tokens = e.counted_tokens
         if e.held:
-            held_t += tokens
+            held_t += tokens * n
         else:
-            settled_t += tokens
+            settled_t += tokens * n
         if e.state is UsageState.SETTLED and e.usd_micros is not None:
             usd: int | None = e.usd_micros
         elif e.model is not None and e.model in prices:
@@ -229,10 +278,11 @@ def usage_of(rows: Iterable[Any], window: Window, now: datetime, prices: dict[st
         usd_of.append(usd)
         if usd is not None:
             if e.held:
-                held_usd += usd
+                held_usd += usd * n
             else:
-                settled_usd += usd
-    return WindowUsage(window, now, entries, settled_t, held_t, settled_usd, held_usd, frozenset(unpriced), tuple(usd_of))
+                settled_usd += usd * n
+    found = (window, now, tuple(entries), settled_t, held_t, settled_usd, held_usd, frozenset(unpriced), tuple(usd_of))
+    return WindowUsage(*found, weights=tuple(weights), exact=exact)
 
 
 def largest_turn(conn: Connection, goal: str, agent: str, automation: str, now: datetime) -> int | None:
@@ -293,11 +343,8 @@ def hold(
     admission that admits the turn). Idempotent: a turn already in the ledger keeps its row
     (False); True when it was written."""
     _tokens(estimate_tokens, "estimate_tokens")
-    u = s.usage
-    if conn.execute(select(u.c.turn_id).where(u.c.turn_id == turn_id)).first() is not None:
-        return False
-    _insert(conn, turn_id, (goal, agent, automation), at, estimate_tokens, UsageSource.ADMISSION, state=UsageState.HELD.value, model=model)
-    return True
+    lane = (goal, agent, automation)
+    return _insert(conn, turn_id, lane, at, estimate_tokens, UsageSource.ADMISSION, state=UsageState.HELD.value, model=model, once=True)
 
 
 def settle_turn(
@@ -333,18 +380,35 @@ def settle_turn(
 
 
 def _insert(
-    conn: Connection, turn_id: str, lane: tuple[str, str, str], at: datetime, estimate_tokens: int, source: UsageSource, **values: Any
-) -> None:
+    conn: Connection,
+    turn_id: str,
+    lane: tuple[str, str, str],
+    at: datetime,
+    estimate_tokens: int,
+    source: UsageSource,
+    *,
+    once: bool = False,
+    **values: Any,
+) -> bool:
     """Write ``turn_id``'s ledger row for the lane ``(goal, agent, automation)``, at ``at``:
     ``values`` are its state and what was reported (``_settlement``); the amounts, model,
-    settlement time and report key it does not give are NULL."""
+    settlement time and report key it does not give are NULL. ``once``: a turn already in the
+    ledger keeps its row, in the same statement (False when it did)."""
     columns = {"tokens": None, "usd_micros": None, "model": None, "settled_at_us": None, "report_key": None, **values}
-    conn.execute(
-        insert(s.usage).values(
-            turn_id=turn_id, goal_id=lane[0], agent_id=lane[1], automation_id=lane[2], at_us=at,
-            estimate_tokens=estimate_tokens, source=source.value, **columns,
-        )
+    stmt: Any = (_insert_once[conn.dialect.name] if once else insert)(s.usage)
+    stmt = stmt.values(
+        turn_id=turn_id, goal_id=lane[0], agent_id=lane[1], automation_id=lane[2], at_us=at,
+        estimate_tokens=estimate_tokens, source=source.value, **columns,
     )  # fmt: skip
+    if not once:
+        conn.execute(stmt)
+        return True
+    stmt = stmt.on_conflict_do_nothing(index_elements=[s.usage.c.turn_id]).returning(s.usage.c.turn_id)
+    return conn.execute(stmt).first() is not None  # (a row count is not reported on every connection)
+
+
+# An INSERT that leaves an existing row alone (ON CONFLICT DO NOTHING), by dialect.
+_insert_once: dict[str, Callable[..., Any]] = {"sqlite": sqlite_insert, "postgresql": postgresql_insert}
 
 
 def _settlement(tokens: int | None, usd_micros: int | None, model: str | None, now: datetime) -> dict[str, Any]:
@@ -484,98 +548,16 @@ class Usage:
         with self.store.read() as conn:
             return window_usage(conn, series, window, now)
 
-
-class Price(BaseModel):
-    """An owner-set price per million tokens for a model (for usage whose cost is not reported)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    model: str
-    usd_per_mtok_micros: int | None  # None: removed
-    revision: int
-    owner_ref: str
-    updated_at: datetime
-
-
-_PRICES = select(s.model_prices.c.model, s.model_prices.c.usd_per_mtok_micros)  # built once
-
-
-def read_prices(conn: Connection) -> dict[str, int]:
-    """Every set price, micro-dollars per million tokens by model; a damaged one raises ``CorruptState``."""
-    return prices_of(conn.execute(_PRICES))
-
-
-def prices_of(rows: Iterable[Any]) -> dict[str, int]:
-    """``read_prices`` from the price rows (``model``, ``usd_per_mtok_micros``), however read."""
-    out: dict[str, int] = {}
-    for row in rows:
-        if row.usd_per_mtok_micros is None:
-            continue
-        if type(row.usd_per_mtok_micros) is not int or not 0 <= row.usd_per_mtok_micros <= _MAX_PRICE_MICROS:
-            raise CorruptState(f"malformed price of model {row.model!r}: {row.usd_per_mtok_micros!r}")
-        out[row.model] = row.usd_per_mtok_micros
-    return out
-
-
-def check_model(value: object) -> str:
-    if not isinstance(value, str) or not 1 <= len(value) <= 128 or not value.isprintable() or value != value.strip():
-        raise InvalidInput("model", "a model name of 1..128 printable characters")
-    return value
-
-
-class Prices:
-    """Owner-set prices per million tokens, by model: exact-revision compare-and-set; lowering or
-    removing a price (which lets a USD budget admit more) needs ``allow_reduction``."""
-
-    def __init__(self, store: Store, clock: Clock | None = None) -> None:
-        self.store = store
-        self.clock = clock if clock is not None else SystemClock()
-
-    def set(self, model: str, usd_per_mtok: Any, *, expected_revision: int, owner_ref: str, allow_reduction: bool = False) -> Price:
-        """Set (a ``Decimal`` amount) or remove (None) the price of ``model``."""
-        check_model(model)
-        check_owner_ref(owner_ref)
-        if type(expected_revision) is not int or expected_revision < 0:
-            raise InvalidInput("expected_revision", "pass the revision you read (0 when no price is set)")
-        micros = usd_to_micros(usd_per_mtok) if usd_per_mtok is not None else None
-        if micros is not None and micros > _MAX_PRICE_MICROS:
-            raise InvalidInput("--usd-per-mtok", "above the cap of 10000 USD per million tokens; check for a typo")
-        p = s.model_prices
-        now = read_clock(self.clock)
-        with self.store.write() as conn:
-            row = conn.execute(select(p).where(p.c.model == model)).first()
-            current = row.revision if row is not None else 0
-            if current != expected_revision:
-                raise RevisionConflict(f"price of {model}", expected_revision, current)
-            before = row.usd_per_mtok_micros if row is not None else None
-            if micros is None and before is None:  # nothing to remove: a revision would record a change that is none
-                raise InvalidInput("--usd-per-mtok", f"{model} has no price to remove (0 removes a price; give one above 0 to set it)")
-            if before is not None and (micros is None or micros < before) and not allow_reduction:
-                after = format_usd(micros_to_usd(micros)) if micros is not None else "none"
-                raise ReductionNotAuthorized(
-                    f"price of {model}", "", "", what=f"lowering the price of {model} ({format_usd(micros_to_usd(before))} -> {after})"
-                )
-            values = dict(usd_per_mtok_micros=micros, revision=current + 1, owner_ref=owner_ref, updated_at_us=now)
-            if row is None:
-                conn.execute(insert(p).values(model=model, **values))
-            else:
-                done = conn.execute(update(p).where(p.c.model == model, p.c.revision == current).values(**values))
-                if done.rowcount != 1:
-                    raise RevisionConflict(f"price of {model}", expected_revision, current)
-        return Price(model=model, usd_per_mtok_micros=micros, revision=current + 1, owner_ref=owner_ref, updated_at=now)
-
-    def list(self) -> builtins.list[Price]:
-        p = s.model_prices
+    def ledger(self, scope: tuple[str, ...], *, since: datetime | None, limit: int) -> tuple[builtins.list[UsageEntry], dict[str, int]]:
+        """The newest ``limit`` entries of ``scope`` ((), (goal,), (goal, agent) or (goal, agent,
+        automation)) at or after ``since`` (None: all), newest first, and the owner's prices: one
+        read walking an ``at_us`` index backwards. A damaged entry or price raises ``CorruptState``."""
+        u = s.usage
+        columns = (u.c.goal_id, u.c.agent_id, u.c.automation_id)
+        where = [c == check_id(v, n) for c, v, n in zip(columns, scope, ("goal", "agent", "automation"), strict=False)]
+        if since is not None:
+            where.append(u.c.at_us >= since)
+        stmt = select(u).where(*where).order_by(u.c.at_us.desc(), u.c.turn_id.desc()).limit(check_limit(limit))
         with self.store.read() as conn:
-            rows = conn.execute(select(p).order_by(p.c.model)).all()
-            read_prices(conn)  # a damaged price fails the readback, never shows as a price
-        return [
-            Price(
-                model=r.model,
-                usd_per_mtok_micros=r.usd_per_mtok_micros,
-                revision=r.revision,
-                owner_ref=r.owner_ref,
-                updated_at=r.updated_at_us,
-            )
-            for r in rows
-        ]
+            rows, prices = conn.execute(stmt).all(), read_prices(conn)
+        return [entry_from_row(r) for r in rows], prices

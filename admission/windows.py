@@ -23,6 +23,7 @@ from collections.abc import Iterable, Sequence
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal, InvalidOperation
 from enum import StrEnum
+from typing import NamedTuple
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict
@@ -310,16 +311,36 @@ def check_max_starts(value: object, field: str = "--max-starts") -> int:
     return int(text)
 
 
+class Counted(NamedTuple):
+    """A count limit's starts in its window: how many, and the ``limit``-th most recent of them
+    (None: fewer than ``limit``), all that when it frees depends on."""
+
+    starts: int
+    nth_latest: datetime | None
+
+
+def counted(starts: Iterable[datetime], limit: int, window: Window, now: datetime) -> Counted:
+    """``Counted`` from the anchors of a series' starts (those the window at ``now`` counts)."""
+    held = sorted(t for t in starts if window.counts(t, now))
+    return Counted(len(held), held[len(held) - limit] if 0 < limit <= len(held) else None)
+
+
 def count_frees_at(starts: Iterable[datetime], limit: int, window: Window, now: datetime) -> datetime | None:
     """For a count limit of ``limit`` starts per ``window``: None when one more start fits at
     ``now``, else the exact instant it will (the oldest start that must leave, leaves)."""
-    held = sorted(t for t in starts if window.counts(t, now))
-    if len(held) < limit:
+    return counted_frees_at(counted(starts, limit, window, now), limit, window, now)
+
+
+def counted_frees_at(found: Counted, limit: int, window: Window, now: datetime) -> datetime | None:
+    """``count_frees_at`` from what was ``counted`` (by ``counted``, or gathered by a statement)."""
+    if found.starts < limit:
         return None
     if not window.rolling:
         return window.next_period_start(now)
-    # len(held) - limit + 1 of them must leave; they leave oldest first.
-    return window.leaves_at(held[len(held) - limit], now)
+    if found.nth_latest is None:  # no start to leave (a limit of 0): never by waiting
+        return NEVER
+    # found.starts - limit + 1 of them must leave; they leave oldest first, the nth latest last.
+    return window.leaves_at(found.nth_latest, now)
 
 
 def amount_frees_at(entries: Sequence[tuple[datetime, int]], budget: int, need: int, window: Window, now: datetime) -> datetime | None:

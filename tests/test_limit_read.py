@@ -4,9 +4,10 @@ moment, is seen by the next decision (stale limits never admit), on both backend
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 
+import pytest
 from basics import T0
 from sqlalchemy import text
 
@@ -133,3 +134,66 @@ def test_a_known_lane_decides_as_the_slow_path_does(store: Store) -> None:
         clock.advance(timedelta(days=1))
     assert days[0] == days[1]
     assert [x[1] for x in days[0]] == ["eligible", "eligible", "eligible", "count_exhausted"]
+
+
+# A known lane gathers sums (a count and its binding start, usage as groups of equal rows), not the
+# rows: each limit kind still frees at the exact instant, one microsecond before it still denies,
+# in a rolling and a calendar window (a rolling budget that binds reads its rows by the slow path).
+BERLIN_MIDNIGHT = datetime(2026, 12, 1, 23, tzinfo=timezone.utc)  # the day after T0's, in Berlin
+FREES = [
+    pytest.param("starts", "1d", T0 + timedelta(days=1), "count_exhausted", id="count-rolling"),
+    pytest.param("starts", "day@Europe/Berlin", BERLIN_MIDNIGHT, "count_exhausted", id="count-calendar"),
+    pytest.param("tokens", "1d", T0 + timedelta(days=1), "budget_exhausted", id="tokens-rolling"),
+    pytest.param("tokens", "day@Europe/Berlin", BERLIN_MIDNIGHT, "budget_exhausted", id="tokens-calendar"),
+    pytest.param("usd", "1d", T0 + timedelta(days=1), "budget_exhausted", id="usd-rolling"),
+    pytest.param("usd", "day@Europe/Berlin", BERLIN_MIDNIGHT, "budget_exhausted", id="usd-calendar"),
+]
+
+
+@pytest.mark.parametrize(("kind", "per", "frees", "reason"), FREES)
+def test_a_known_lane_frees_at_the_exact_instant(store: Store, kind: str, per: str, frees: datetime, reason: str) -> None:
+    limit_read.forget_all()
+    clock = FixedClock(T0)
+    amounts = {"starts": {"max_starts": 2}, "tokens": {"budget_tokens": 20}, "usd": {"budget_usd": Decimal("0.00006")}}[kind]
+    limits = LimitsChange(**amounts, estimate_tokens=10, per=parse_window(per))  # type: ignore[arg-type]
+    Policies(store, clock).configure(Scope.parse("g/a"), min_interval=timedelta(0), expected_revision=0, owner_ref="o", limits=limits)
+    Prices(store, clock).set("m", Decimal(3), expected_revision=0, owner_ref="o")  # 10 tokens: 30 micro-dollars
+    add_automation(store, clock, "x", model="m")
+    admission = Admission(store, clock)
+    for i in range(2):
+        assert _reserve(admission, f"t{i}", clock.now()).admitted
+        clock.advance(timedelta(hours=1))
+    assert limit_read.known("g", "a", "x") is not None
+    denied = _reserve(admission, "full", clock.now())
+    assert (denied.admitted, denied.reason.value, denied.next_eligible_at) == (False, reason, frees)
+    clock.set(frees - timedelta(microseconds=1))
+    assert _reserve(admission, "before", clock.now()).reason.value == reason
+    clock.set(frees)
+    assert _reserve(admission, "at", clock.now()).admitted
+
+
+# Damage in a known lane's window fails closed though only sums are gathered: every value the
+# decoder refuses in a row is refused in a group (a negative amount, an unknown state, a time
+# before the epoch, a settled turn that reports nothing, a start's anchor).
+DAMAGE = [
+    pytest.param("UPDATE fg_usage SET state = 'settled', tokens = -5", id="negative-tokens"),
+    pytest.param("UPDATE fg_usage SET state = 'settled', tokens = 5, usd_micros = -1", id="negative-cost"),
+    pytest.param("UPDATE fg_usage SET estimate_tokens = -1", id="negative-estimate"),
+    pytest.param("UPDATE fg_usage SET state = 'settled'", id="settled-without-usage"),
+    pytest.param("UPDATE fg_usage SET state = 'lost'", id="unknown-state"),
+    pytest.param("UPDATE fg_usage SET at_us = -1", id="usage-before-epoch"),
+    pytest.param("UPDATE fg_starts SET anchor_us = -1", id="start-before-epoch"),
+]
+
+
+@pytest.mark.parametrize("damage", DAMAGE)
+def test_damage_in_a_known_lanes_window_denies(store: Store, damage: str) -> None:
+    limit_read.forget_all()
+    clock = FixedClock(T0)
+    admission = _lane(store, clock, max_starts=5)
+    assert _reserve(admission, "t1", clock.now()).admitted
+    with store.write() as conn:
+        conn.execute(text(damage))
+    clock.advance(timedelta(seconds=1))
+    denied = _reserve(admission, "t2", clock.now())
+    assert (denied.admitted, denied.reason.value) == (False, "state_unavailable")

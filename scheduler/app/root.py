@@ -133,6 +133,13 @@ class Floorgate:
         return Usage(self.store, self.clock)
 
     @cached_property
+    def usage_ledger(self):  # type: ignore[no-untyped-def]
+        """``floorgate usage``: the ledger newest first, each turn's cost as a budget counts it."""
+        from .usage_ledger import UsageLedger
+
+        return UsageLedger(self.usage, self.clock)
+
+    @cached_property
     def budgets(self):  # type: ignore[no-untyped-def]
         """Where a lane's counts and budgets stand (``budget_readback``)."""
         from .budget_readback import BudgetReadback

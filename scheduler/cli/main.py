@@ -137,6 +137,7 @@ COMMANDS: dict[str, str] = {
     "status": "status",
     "automation": "automation",
     "turn": "turn",
+    "usage": "usage",
     "run": "run",
     "settings": "settings",
     "prune": "settings",

@@ -1,0 +1,92 @@
+"""``floorgate usage``: the per-turn usage ledger budgets count, newest first, with each turn's cost
+as a budget counts it (the cost the host reported, else its tokens at the owner's price for the
+model, else unpriced) and one total per state. Bounded: at most ``limit`` entries, read in one
+statement walking an index backwards (``Usage.ledger``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from floorgate.admission.clock import Clock, read_clock
+from floorgate.admission.scope import Scope
+from floorgate.admission.usage import Usage, UsageEntry, UsageState, cost_micros
+
+
+class CostBasis(StrEnum):
+    """Where a turn's USD figure comes from."""
+
+    REPORTED = "reported"  # the cost its host reported
+    PRICED = "priced"  # its tokens (reported, else its held estimate) at the owner's price for its model
+    UNPRICED = "unpriced"  # neither: a USD budget over it cannot be met until a price is set
+
+
+@dataclass(frozen=True)
+class LedgerRow:
+    """One ledger entry and its cost (``usd_micros`` None: unpriced)."""
+
+    entry: UsageEntry
+    usd_micros: int | None
+    basis: CostBasis
+
+
+@dataclass(frozen=True)
+class StateTotal:
+    """The listed entries of one state: how many, their counted tokens (reported once settled, else
+    the held estimate), the cost of those priced, and how many are unpriced."""
+
+    state: UsageState
+    turns: int
+    tokens: int
+    usd_micros: int
+    unpriced: int
+
+
+@dataclass(frozen=True)
+class LedgerPage:
+    """What ``floorgate usage`` shows: ``rows`` newest first, ``totals`` over them by state."""
+
+    rows: tuple[LedgerRow, ...]
+    totals: tuple[StateTotal, ...]
+    since: datetime | None
+    limit: int
+
+
+def cost_of(entry: UsageEntry, prices: dict[str, int]) -> tuple[int | None, CostBasis]:
+    """A turn's cost as a budget counts it (``admission.usage.usage_of``'s rule)."""
+    if entry.state is UsageState.SETTLED and entry.usd_micros is not None:
+        return entry.usd_micros, CostBasis.REPORTED
+    if entry.model is not None and entry.model in prices:
+        return cost_micros(entry.counted_tokens, prices[entry.model]), CostBasis.PRICED
+    return None, CostBasis.UNPRICED
+
+
+class UsageLedger:
+    """The ledger's listing over the usage repository the composition root builds."""
+
+    def __init__(self, usage: Usage, clock: Clock) -> None:
+        self.usage = usage
+        self.clock = clock
+
+    def list(self, scope: Scope | None, *, since: timedelta | datetime | None, limit: int) -> LedgerPage:
+        """The newest ``limit`` entries of ``scope`` (every lane when None) at or after ``since``
+        (a duration: that long before now). A damaged entry or price raises ``CorruptState``."""
+        start = read_clock(self.clock) - since if isinstance(since, timedelta) else since
+        ids = (scope.goal_id, scope.agent_id, scope.automation_id) if scope is not None else ()
+        entries, prices = self.usage.ledger(tuple(i for i in ids if i is not None), since=start, limit=limit)
+        rows = tuple(LedgerRow(e, *cost_of(e, prices)) for e in entries)
+        totals = []
+        for state in UsageState:
+            mine = [r for r in rows if r.entry.state is state]
+            if mine:
+                totals.append(
+                    StateTotal(
+                        state=state,
+                        turns=len(mine),
+                        tokens=sum(r.entry.counted_tokens for r in mine),
+                        usd_micros=sum(r.usd_micros for r in mine if r.usd_micros is not None),
+                        unpriced=sum(1 for r in mine if r.usd_micros is None),
+                    )
+                )
+        return LedgerPage(rows=rows, totals=tuple(totals), since=start, limit=limit)
