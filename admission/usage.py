@@ -314,7 +314,9 @@ def largest_where(names: tuple[str, str, str, str] = _NAMES) -> Any:
     ordered by ``tokens`` descending, the first is the largest (on SQLite a damaged non-integer
     amount sorts first, and fails the decoder)."""
     u = s.usage
-    return and_(series_where(u, "at_us", True, True, names), u.c.state == UsageState.SETTLED.value, u.c.tokens.is_not(None))
+    return and_(
+        series_where(u, "at_us", True, True, names), u.c.state == literal_column(f"'{UsageState.SETTLED.value}'"), u.c.tokens.is_not(None)
+    )
 
 
 @functools.cache
