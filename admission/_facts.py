@@ -8,65 +8,139 @@ value that is not what floorgate writes makes the state unavailable (fail closed
 from __future__ import annotations
 
 import json
-import re
 from collections import namedtuple
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any, NamedTuple
 
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Integer,
+    Text,
+    and_,
+    case,
+    cast,
+    func,
+    insert,
+    literal_column,
+    null,
+    or_,
+    select,
+    true,
+    union_all,
+)
+from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.selectable import Select
+
+from ._schema import rules as _rules_table
+from ._schema import starts as _starts_table
 from ._types import decode_us
-from .decide.facts import FACT, FACTS, RULE_COLUMNS, RULE_ROWS, TIMED, Facts, LimitCode, PerRow
-from .decide.floors import MAX_US, EffectiveFloor, Folded, RuleRef, combine, effective_floor, floor_us, fold
+from .decide._sql import (
+    DIALECTS,
+    EMPTY,
+    GUARDED,
+    KIND,
+    LIM,
+    LOCK,
+    LOCK_ADMITTED,
+    NOW,
+    ONE,
+    REASON,
+    TR,
+    XR,
+    ZERO,
+    A,
+    G,
+    T,
+    X,
+    compiled,
+    params_of,
+    text_value,
+)
+from .decide.facts import FACT, FACTS, RULE_COLUMNS, TIMED, Facts, LimitCode, PerRow, turn_row
+from .decide.floors import EffectiveFloor, Folded, RuleRef, combine, effective_floor, floor_us, fold
 from .decisions import Phase, StartKind, StartRecord
 from .errors import CorruptState, StoreUnavailable
 from .policies import rule_ref
 from .store import DriverTx
 
 # The hot statement's columns, in ``FACTS``' order: the plain store's, and a relaxed store's.
-_FACT_COLUMNS = [f.sql for f in FACTS if f.name != "damaged"]
+_FACT_COLUMNS = [f.expr for f in FACTS if f.name != "damaged"]
 _GUARDED_COLUMNS = [f.relaxed() for f in FACTS if f.name != "damaged"]
-_GUARD_COLUMNS = [FACT["damaged"].guarded or "NULL"]
+_GUARD = FACT["damaged"].guarded
+if _GUARD is None:  # pragma: no cover - declared in decide.facts
+    raise ImportError("the damaged fact has no relaxed-store form")
 # SQLite only, on every store: a key column holds whatever a hand edit wrote, and a BLOB never
 # equals the text it is compared with, so a start or rule with a BLOB key would be skipped as NULL
 # ones are. BLOBs sort after all text, so each leg is an empty range of an index on a sound store.
+_BLOB: ColumnElement[Any] = literal_column("x''")
+_s, _r = _starts_table.c, _rules_table.c
 _BLOB_KEYS = (
-    "(SELECT 1 FROM fg_starts WHERE goal_id >= x''"
-    " UNION ALL SELECT 1 FROM fg_starts WHERE goal_id = :g AND agent_id >= x''"
-    " UNION ALL SELECT 1 FROM fg_starts WHERE goal_id = :g AND agent_id = :a AND automation_id >= x''"
-    " UNION ALL SELECT 1 FROM fg_rules WHERE goal_id >= x''"
-    " UNION ALL SELECT 1 FROM fg_rules WHERE goal_id = :g AND agent_id >= x''"
-    " UNION ALL SELECT 1 FROM fg_rules WHERE goal_id = :g AND agent_id IN ('', :a) AND automation_id >= x'' LIMIT 1)"
+    union_all(
+        select(ONE).where(_s.goal_id >= _BLOB),
+        select(ONE).where(_s.goal_id == G, _s.agent_id >= _BLOB),
+        select(ONE).where(_s.goal_id == G, _s.agent_id == A, _s.automation_id >= _BLOB),
+        select(ONE).where(_r.goal_id >= _BLOB),
+        select(ONE).where(_r.goal_id == G, _r.agent_id >= _BLOB),
+        select(ONE).where(_r.goal_id == G, _r.agent_id.in_([EMPTY, A]), _r.automation_id >= _BLOB),
+    )
+    .limit(ONE)
+    .offset(ZERO)
+    .scalar_subquery()
 )
-_FACTS = "SELECT " + ", ".join([*_FACT_COLUMNS, "NULL"])
-_GUARDED = "SELECT " + ", ".join(_GUARDED_COLUMNS + _GUARD_COLUMNS)
-_SQLITE_FACTS = "SELECT " + ", ".join([*_FACT_COLUMNS, _BLOB_KEYS])
-_SQLITE_GUARDED = "SELECT " + ", ".join([*_GUARDED_COLUMNS, f"COALESCE({_GUARD_COLUMNS[0]}, {_BLOB_KEYS})"])
-FACTS_SQL = {"sqlite": _SQLITE_FACTS.format(rows=RULE_ROWS["sqlite"]), "postgresql": _FACTS.format(rows=RULE_ROWS["postgresql"])}
-GUARDED_FACTS_SQL = {
-    "sqlite": _SQLITE_GUARDED.format(rows=RULE_ROWS["sqlite"]),
-    "postgresql": _GUARDED.format(rows=RULE_ROWS["postgresql"]),
+_STATEMENTS = {
+    # (dialect, relaxed): the per-lane read; its last column is the guard (NULL: nothing damaged)
+    ("postgresql", False): select(*_FACT_COLUMNS, null()),
+    ("postgresql", True): select(*_GUARDED_COLUMNS, _GUARD),
+    ("sqlite", False): select(*_FACT_COLUMNS, _BLOB_KEYS),
+    ("sqlite", True): select(*_GUARDED_COLUMNS, func.coalesce(_GUARD, _BLOB_KEYS)),
 }
 
-INSERT_START_SQL = (
-    "INSERT INTO fg_starts (turn_id, goal_id, agent_id, automation_id, trigger_us, anchor_us, phase, kind, "
-    "manual_reason, confirmed_at_us) VALUES (:t, :g, :a, :x, :tr, :now, 'reserved', :kind, :reason, NULL)"
-)
 
-# PostgreSQL: the whole decision in one statement (migration 0017): ``fg_facts`` (inlined SQL) reads
-# the facts in the encoding above with what they decide: 'insert', 'admit' or 'deny'. Only when that
-# unlocked read may write does the gated lateral subquery call ``fg_admit``, which takes the agent's
-# lock, reads again and inserts when it still admits (OFFSET 0 keeps the subquery unflattened, so
-# its condition stays a one-time filter above the call, never a join filter after it). Its eight
-# columns are NULL when it did not run.
-_FG_ARGS = ":g, :a, :x, :xr, :t, CAST(:tr AS BIGINT), CAST(:now AS BIGINT)"
-RESERVE_SQL = (
-    "SELECT "
-    + ", ".join(f"{side}.{name}" for side in "fr" for name in [*(f.name for f in FACTS), "outcome"])
-    + f" FROM fg_facts({_FG_ARGS}, CAST(:reason AS TEXT), :guarded, CAST(:lim AS INTEGER)) f"
-    " LEFT JOIN LATERAL (SELECT * FROM fg_admit("
-    f"{_FG_ARGS}, :kind, CAST(:reason AS TEXT), CAST(:lock AS BIGINT), :guarded, CAST(:lim AS INTEGER))"
-    " WHERE f.outcome = 'insert' OR (f.outcome = 'admit' AND CAST(:lock_admitted AS BOOLEAN)) OFFSET 0) r ON true"
+def facts_statement(dialect: str, relaxed: bool) -> Select[Any]:
+    """The per-lane read as Core (``FACTS_SQL``, or on a relaxed store ``GUARDED_FACTS_SQL``), for a
+    statement that reads more after the facts (``_limit_read``)."""
+    return _STATEMENTS[(dialect, relaxed)]
+
+
+FACTS_SQL = {d: compiled(_STATEMENTS[(d, False)], d) for d in DIALECTS}
+GUARDED_FACTS_SQL = {d: compiled(_STATEMENTS[(d, True)], d) for d in DIALECTS}
+
+# A new start, reserved (the hot path's insert on SQLite).
+_INSERT_START = insert(_starts_table).values(
+    turn_id=T,
+    goal_id=G,
+    agent_id=A,
+    automation_id=X,
+    trigger_us=TR,
+    anchor_us=NOW,
+    phase=text_value("reserved"),
+    kind=KIND,
+    manual_reason=REASON,
+    confirmed_at_us=null(),
 )
+INSERT_START_SQL = compiled(_INSERT_START, "sqlite")
+
+
+# PostgreSQL: the whole decision in one statement: ``fg_facts`` (inlined SQL) reads the facts in
+# the encoding above with what they decide: 'insert', 'admit' or 'deny'. Only when that unlocked
+# read may write does the gated lateral subquery call ``fg_admit``, which takes the agent's lock,
+# reads again and inserts when it still admits (OFFSET 0 keeps the subquery unflattened, so its
+# condition stays a one-time filter above the call, never a join filter after it). Its columns are
+# NULL when it did not run.
+def _reserve() -> Select[Any]:
+    columns = [*(f.name for f in FACTS), "outcome"]
+    lane = (G, A, X, XR, T, cast(TR, BigInteger), cast(NOW, BigInteger))
+    reason, lim = cast(REASON, Text), cast(LIM, Integer)
+    f = func.fg_facts(*lane, reason, GUARDED, lim).table_valued(*columns).alias("f")
+    admit = func.fg_admit(*lane, KIND, reason, cast(LOCK, BigInteger), GUARDED, lim).table_valued(*columns).alias("admitted")
+    may_write = or_(f.c.outcome == text_value("insert"), and_(f.c.outcome == text_value("admit"), cast(LOCK_ADMITTED, Boolean)))
+    r = select(admit).where(may_write).offset(ZERO).lateral("r")
+    return select(*f.c, *r.c).select_from(f.outerjoin(r, true()))
+
+
+RESERVE_SQL = compiled(_reserve(), "postgresql")
 
 START_COLUMNS = ("turn_id goal_id agent_id automation_id trigger_us anchor_us phase kind manual_reason confirmed_at_us").split()
 StartRow = namedtuple("StartRow", START_COLUMNS)
@@ -208,34 +282,19 @@ def _start_facts(row: tuple, goal: str, agent: str, turn_id: str) -> _StartFacts
     turn_text, ag, ln, ln_tr, dup, _limited, _lim, gl, damaged = row
     if damaged is not None:
         raise StoreUnavailable(f"a start or rule under {goal}/{agent} has a missing or damaged goal, agent, automation, trigger or anchor")
-    phase: Phase | None = None
-    t_lane = t_anchor = None
-    if turn_text is not None:
-        parts = turn_text.split("/")
-        if len(parts) != 5 or not (parts[4].isascii() and parts[4].isdigit()) or "?" in parts[1:4]:
-            raise StoreUnavailable(f"malformed start record {turn_id!r}")
-        try:
-            # A start stored without a phase is older or hand-edited data: an attempted start.
-            phase = Phase(parts[0]) if parts[0] != "" else Phase.CONFIRMED
-        except ValueError:
-            raise StoreUnavailable(f"start {turn_id!r} has an unknown phase {parts[0]!r}") from None
-        t_lane = "/".join(parts[1:4])
-        t_anchor = int(parts[4])
-    # One expression for the usual row (every decision pays for this check); the loop names the bad one.
-    # The bounds are the time facts' (``TIMED``: agent anchor, lane anchor, lane trigger, goal anchor, all MAX_US).
+    turn = turn_row(turn_text, turn_id)
+    phase, t_lane, t_anchor = (None, None, None) if turn is None else turn
+    # One expression for the usual row (every decision pays for this check); the time facts'
+    # decoders name the bad one (``TIMED``: agent anchor, lane anchor, lane trigger, goal anchor).
     if not (
-        (t_anchor is None or 0 <= t_anchor < MAX_US)
-        and (ag is None or (type(ag) is int and 0 <= ag < _AG_BOUND))
+        (ag is None or (type(ag) is int and 0 <= ag < _AG_BOUND))
         and (ln is None or (type(ln) is int and 0 <= ln < _LN_BOUND))
         and (ln_tr is None or (type(ln_tr) is int and 0 <= ln_tr < _TR_BOUND))
         and (gl is None or (type(gl) is int and 0 <= gl < _GL_BOUND))
     ):
-        named = [("anchor", t_anchor, MAX_US)] + [
-            (f.name.replace("_", " "), v, f.bound) for f, v in zip(TIMED, (ag, ln, ln_tr, gl), strict=True)
-        ]
-        for name, value, bound in named:
-            if value is not None and (type(value) is not int or not 0 <= value < (bound or 0)):
-                raise StoreUnavailable(f"malformed {name} time for {goal}/{agent}: {value!r}")
+        for f, value in zip(TIMED, (ag, ln, ln_tr, gl), strict=True):
+            if f.decode is not None:
+                f.decode(value, f"{goal}/{agent}")
     return phase, t_lane, t_anchor, ag, ln, ln_tr, dup, gl
 
 
@@ -248,29 +307,31 @@ Lane = tuple[str, str, str | None]
 
 
 class _Read(NamedTuple):
-    """Where the bulk read finds one fact: its statement, key width and first value column."""
+    """Where the bulk read finds one fact: its statement (per dialect), key width and first value column."""
 
-    sql: str
+    sql: dict[str, str]
     params: tuple[str, ...]
     keys: int
     at: int
 
 
 def _per_row_reads() -> dict[str, _Read]:
-    groups: dict[tuple[str, tuple[str, ...], bool, str | None], list[tuple[str, PerRow]]] = {}
+    groups: dict[tuple[Any, tuple[str, ...], bool, Any], list[tuple[str, PerRow]]] = {}
     for f in FACTS:
         if f.per_row is not None:
             p = f.per_row
             groups.setdefault((p.table, p.keys, p.grouped, p.where), []).append((f.name, p))
     reads: dict[str, _Read] = {}
     for (table, keys, grouped, where), members in groups.items():
-        sql = "SELECT " + ", ".join([*keys, *(v for _, p in members for v in p.values)]) + " FROM " + table
-        sql += f" WHERE {where}" if where is not None else ""
-        sql += (" GROUP BY " if grouped else " ORDER BY ") + ", ".join(keys)
-        params = tuple(dict.fromkeys(re.findall(r":(\w+)", sql)))
+        key_columns = [table.c[k] for k in keys]
+        statement = select(*key_columns, *(v for _, p in members for v in p.values))
+        if where is not None:
+            statement = statement.where(where)
+        statement = statement.group_by(*key_columns) if grouped else statement.order_by(*key_columns)
+        sql = {d: compiled(statement, d) for d in DIALECTS}
         at = len(keys)
         for name, p in members:
-            reads[name] = _Read(sql, params, len(keys), at)
+            reads[name] = _Read(sql, params_of(statement, "sqlite"), len(keys), at)
             at += len(p.values)
     return reads
 
@@ -280,28 +341,36 @@ def _rule_at() -> tuple[int, ...]:
     read, p = _READS["rules"], FACT["rules"].per_row
     if p is None:  # pragma: no cover - declared in decide.facts
         raise ImportError("the rules fact has no per-row form")
-    return tuple(p.keys.index(c) if c in p.keys else read.at + p.values.index(c) for c in RULE_COLUMNS)
+    values = [getattr(v, "name", None) for v in p.values]
+    return tuple(p.keys.index(c) if c in p.keys else read.at + values.index(c) for c in RULE_COLUMNS)
 
 
 _READS = _per_row_reads()
 _RULES, _LIMITED_READ = _READS["rules"], _READS["limited"]
 _RULE_AT = _rule_at()
 _LANE_FACTS = ("agent_anchor", "lane_anchor", "lane_trigger", "duplicate")  # keyed by (goal, agent[, lane])
-_MANY_TURN_SQL = "SELECT " + FACT["turn"].sql
+_MANY_TURN_SQL = {d: compiled(select(FACT["turn"].expr), d) for d in DIALECTS}
 
 # ``_BLOB_KEYS`` for every lane at once: a BLOB key reads as NULL here, so ``_damages`` matches it
 # to the lanes it could belong to, as the guard above does for NULL keys (SQLite only; one scan).
-_BLOB_AS_NULL = ", ".join(f"CASE WHEN typeof({c}) = 'blob' THEN NULL ELSE {c} END" for c in ("goal_id", "agent_id", "automation_id"))
-# A goal-wide rule ('' agent) applies to every agent of its goal: its agent reads as NULL too.
-_RULE_BLOB_AS_NULL = _BLOB_AS_NULL.replace("typeof(agent_id) = 'blob'", "typeof(agent_id) = 'blob' OR agent_id = ''")
-# Its anchor reads as missing: a BLOB agent holds every lane of its goal (``_BLOB_KEYS``), which is
-# what ``_damages`` makes of a NULL agent whose anchor is missing.
-_MANY_BLOB_SQL = (
-    f"SELECT {_BLOB_AS_NULL}, 1, 0 FROM fg_starts"
-    " WHERE typeof(goal_id) = 'blob' OR typeof(agent_id) = 'blob' OR typeof(automation_id) = 'blob'"
-    f" UNION ALL SELECT {_RULE_BLOB_AS_NULL}, 1, 0 FROM fg_rules"
-    " WHERE typeof(goal_id) = 'blob' OR typeof(agent_id) = 'blob' OR typeof(automation_id) = 'blob'"
-)
+_IS_BLOB = text_value("blob")
+
+
+def _blob_as_null(column: ColumnElement[Any], *also: ColumnElement[bool]) -> ColumnElement[Any]:
+    return case((or_(func.typeof(column) == _IS_BLOB, *also), null()), else_=column)
+
+
+def _many_blob(c: Any, *, goal_wide_as_null: bool) -> Any:
+    # A goal-wide rule ('' agent) applies to every agent of its goal: its agent reads as NULL too.
+    agent = _blob_as_null(c.agent_id, c.agent_id == EMPTY) if goal_wide_as_null else _blob_as_null(c.agent_id)
+    # Its anchor reads as missing: a BLOB agent holds every lane of its goal (``_BLOB_KEYS``), which
+    # is what ``_damages`` makes of a NULL agent whose anchor is missing.
+    return select(_blob_as_null(c.goal_id), agent, _blob_as_null(c.automation_id), ONE, ZERO).where(
+        or_(*(func.typeof(c[k]) == _IS_BLOB for k in ("goal_id", "agent_id", "automation_id")))
+    )
+
+
+_MANY_BLOB_SQL = compiled(union_all(_many_blob(_s, goal_wide_as_null=False), _many_blob(_r, goal_wide_as_null=True)), "sqlite")
 
 
 def read_facts_many(tx: DriverTx, lanes: list[Lane], turn_id: str, trigger_us: int) -> dict[Lane, Facts | StoreUnavailable]:
@@ -312,18 +381,19 @@ def read_facts_many(tx: DriverTx, lanes: list[Lane], turn_id: str, trigger_us: i
     done: dict[str, list[tuple]] = {}  # type: ignore[type-arg]
 
     def rows(read: _Read) -> list[tuple]:  # type: ignore[type-arg]
-        found = done.get(read.sql)
+        sql = read.sql[tx.dialect]
+        found = done.get(sql)
         if found is None:
-            found = done[read.sql] = tx.rows(read.sql, {k: params[k] for k in read.params})
+            found = done[sql] = tx.rows(sql, {k: params[k] for k in read.params})
         return found
 
     rules = rows(_RULES)
-    turn_row = tx.row(_MANY_TURN_SQL, {"t": turn_id})
+    turn_found = tx.row(_MANY_TURN_SQL[tx.dialect], {"t": turn_id})
     keyed = {name: {row[: r.keys]: row[r.at] for row in rows(r)} for name in _LANE_FACTS for r in (_READS[name],)}
     damaged = list(rows(_READS["damaged"])) if tx.relaxed else []
     if tx.dialect == "sqlite":
         damaged += tx.rows(_MANY_BLOB_SQL, {})
-    turn_text = turn_row[0] if turn_row is not None else None
+    turn_text = turn_found[0] if turn_found is not None else None
     goal_anchor = goal_anchors(keyed["agent_anchor"])  # the goal anchor fact in bulk
     # The rules a lane's aggregate selects: agent_id IN ('', :a) and automation_id IN ('', :xr), or
     # NULL (which fails the decoder); kept in the statement's order.

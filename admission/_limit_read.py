@@ -3,7 +3,7 @@
 A lane whose rules carry no count or budget is decided by the hot statement alone, unchanged. A
 lane the gate has seen limited (``learn``, from the slow path's read) is kept here with its limit
 definitions, decoded from ``defs``: the applicable rules' rows as one JSON text. Its next decision
-sends ``statement``: the hot facts (``_facts.FACTS_SQL``) followed by that same ``defs`` text, the
+sends ``statement``: the hot facts (``_facts.facts_statement``) followed by that same ``defs`` text, the
 lane's model and the prices when a budget needs them, and per series and window (from its first
 counted microsecond, computed here from the cached definitions) what its limits decide from, not
 the rows: a count's starts as their number, earliest and latest anchor (decoded: damage fails)
@@ -32,19 +32,19 @@ from types import SimpleNamespace
 from typing import Any, NamedTuple
 
 from sqlalchemy import BigInteger, Text, and_, bindparam, cast, func, literal_column, or_, select, type_coerce
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
 
 from . import _schema as s
-from ._facts import FACTS_SQL, GUARDED_FACTS_SQL, decode_facts, facts_params, read_facts
+from ._facts import decode_facts, facts_params, facts_statement, read_facts
 from ._limit_check import LaneCheck, check_lane, code_of
 from ._types import decode_us
 from .budgets import Gathered, states_of
 from .clock import Clock, read_clock, to_us
+from .decide._sql import ONE, compiled
 from .decide.checks import Request
-from .decide.facts import FACTS, Facts
+from .decide.facts import FACTS, Facts, first_row
 from .envelope import merge
 from .errors import CorruptState, StoreUnavailable
 from .limits import BoundLimit, LimitKind, bound_limits, limits_from_columns, owner_estimate
@@ -179,31 +179,25 @@ def _parts(dialect: str, shape: tuple[Any, ...]) -> list[Any]:
         t = s.starts
         where = series_where(t, "anchor_us", series[i][1], series[i][2], (*_LANE, f"s{i}"))
         anchor = type_coerce(t.c.anchor_us, BigInteger)
-        parts.append(select(anchor).where(where).order_by(t.c.anchor_us.desc()).limit(1).offset(bindparam(f"o{j}", type_=BigInteger)))
+        parts.append(select(anchor).where(where).order_by(t.c.anchor_us.desc()).limit(ONE).offset(bindparam(f"o{j}", type_=BigInteger)))
     if largest:  # the lane's largest recent turn: one row, as a JSON array of one
         u = s.usage
-        top = select(u).where(largest_where((*_LANE, "sl"))).order_by(u.c.tokens.desc()).limit(1).subquery()
+        top = first_row(select(u).where(largest_where((*_LANE, "sl"))).order_by(u.c.tokens.desc())).subquery()
         parts.append(select(_agg(dialect, _array(dialect, *_raw(top, _USAGE_COLUMNS)))))
     return parts
 
 
-_DIALECTS: dict[str, Any] = {
-    "sqlite": sqlite.dialect(paramstyle="named"),
-    "postgresql": postgresql.dialect(paramstyle="named"),  # type: ignore[no-untyped-call]
-}
-
-
 @functools.cache
-def statement(dialect: str, relaxed: bool, shape: tuple[Any, ...], with_facts: bool) -> tuple[str, dict[str, Any]]:
-    """The lane's one statement and its constant parameters: the hot facts (``with_facts``; as
-    ``_facts.read_facts`` sends them, on a relaxed store its guarded form), then its limit read
-    (``shape``: ``LaneLimits.shape``)."""
-    compiled = select(*(part.scalar_subquery() for part in _parts(dialect, shape))).compile(dialect=_DIALECTS[dialect])
-    constants = {k: v for k, v in compiled.params.items() if v is not None}
-    limits = str(compiled).removeprefix("SELECT ")
-    if not with_facts:
-        return "SELECT " + limits, constants
-    return (GUARDED_FACTS_SQL if relaxed else FACTS_SQL)[dialect] + ", " + limits, constants
+def statement(dialect: str, relaxed: bool, shape: tuple[Any, ...], with_facts: bool) -> str:
+    """The lane's one statement: the hot facts (``with_facts``; as ``_facts.read_facts`` sends
+    them, on a relaxed store its guarded form), then its limit read (``shape``:
+    ``LaneLimits.shape``), compiled once per dialect and shape. Its parameters are the hot
+    statement's, each window's start (``s0``...), each rolling count's offset (``o0``...) and the
+    estimate's (``sl``)."""
+    limits = [part.scalar_subquery() for part in _parts(dialect, shape)]
+    facts = list(facts_statement(dialect, relaxed).selected_columns) if with_facts else []
+    also = (*(f"s{i}" for i in range(len(shape[0]))), *(f"o{j}" for j in range(len(shape[4]))), "sl")
+    return compiled(select(*facts, *limits), dialect, also=also)
 
 
 # -- learning a lane's definitions (the slow path) ------------------------------------------------
@@ -312,8 +306,7 @@ def read_known(tx: DriverTx, lane: LaneLimits, req: Request, clock: Clock, *, wi
     for j, b in enumerate(_nths(lane.bound)):
         params[f"o{j}"] = max(0, b.amount - 1)
     params["sl"] = to_us(before - ESTIMATE_LOOKBACK)
-    sql, constants = statement(tx.dialect, tx.relaxed, lane.shape, with_facts)
-    row = tx.row(sql, {**params, **constants})
+    row = tx.row(statement(tx.dialect, tx.relaxed, lane.shape, with_facts), params)
     if row is None:  # pragma: no cover - a SELECT of scalars always returns one row
         raise StoreUnavailable("the store returned no row for the admission facts")
     facts = decode_facts(row[: len(FACTS)], req.goal, req.agent, req.automation, req.turn_id) if with_facts else None

@@ -8,17 +8,20 @@ from __future__ import annotations
 import re
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
-from sqlalchemy import text
+from sqlalchemy import Column, MetaData, String, Table, func, literal, select, text, union_all
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.sql.selectable import Select
 
 from ._engines import no_store
 from .errors import FloorgateError, SchemaTooNew
 
 MIGRATIONS = Path(__file__).with_name("_migrations")
 VERSION_TABLE = "fg_alembic_version"
+VERSION = Table(VERSION_TABLE, MetaData(), Column("version_num", String(32), primary_key=True))
+"""Alembic's version table, for the reads that check the revision (Alembic owns its rows)."""
 _MIGRATION_LOCK = 0x666C6F6F72  # "floor": the advisory lock id that serializes schema upgrades
 
 
@@ -70,14 +73,14 @@ def _at_head(store: Opened) -> bool:
     pg = store.dialect == "postgresql"
     # On PostgreSQL the installed hash rides on the same SELECT: every hook and command opens a
     # store, and a second query would be a second round trip at each start.
-    columns = "version_num"
+    query = select(VERSION.c.version_num)
     if pg:
         from .decide import render  # the decision's modules import this one
 
-        columns += f", ({render.INSTALLED_SQL})"
+        query = query.add_columns(render.INSTALLED.scalar_subquery())
     try:
         with store.read() as conn:
-            rows = conn.execute(text(f"SELECT {columns} FROM {VERSION_TABLE}")).fetchall()
+            rows = conn.execute(query).fetchall()
             if [r[0] for r in rows] != [head]:
                 return False
             return not pg or rows[0][1] == render.functions_hash()
@@ -156,18 +159,23 @@ _REQUIRED = {
 }
 
 
+def _sqlite_nullable(table: str) -> Select[Any]:
+    info = func.pragma_table_info(literal(table)).table_valued("name", "notnull")
+    return select(literal(table), info.c.name).where(info.c.notnull == 0)
+
+
+_SQLITE_NULLABLE = union_all(*map(_sqlite_nullable, _REQUIRED))
+
+
 def constraints_relaxed(store: Opened) -> bool:
     """Whether any column in ``_REQUIRED`` accepts NULL in this database (a table rebuilt by hand
     without its constraints); read once at open, in one query over every table, so a rebuild
     takes effect when the store reopens."""
     with store.read() as conn:
         if store.dialect == "sqlite":
-            # One statement over the tables (names from _REQUIRED, not input); a SQLite key may
-            # hold NULL without "notnull", so only the flag counts.
-            sql = " UNION ALL ".join(
-                f"SELECT '{table}', name FROM pragma_table_info('{table}') WHERE \"notnull\" = 0" for table in _REQUIRED
-            )
-            rows = conn.exec_driver_sql(sql).fetchall()
+            # One statement over the tables; a SQLite key may hold NULL without "notnull", so only
+            # the flag counts.
+            rows = conn.execute(_SQLITE_NULLABLE).fetchall()
         else:
             rows = conn.execute(
                 text(

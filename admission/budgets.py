@@ -21,7 +21,7 @@ from sqlalchemy.engine import Connection
 
 from . import _schema as s
 from .limits import BoundLimit, LimitKind, Series
-from .usage import WindowUsage, cost_micros, read_prices, series_where, window_usage
+from .usage import WindowUsage, cost_micros, estimate_price, read_prices, series_where, window_usage
 from .windows import NEVER, Counted, Window, counted, counted_frees_at
 
 _NO_ESTIMATE = "no estimate for a turn of this lane: set --estimate-tokens (or the envelope's max_tokens)"
@@ -110,15 +110,17 @@ def states_of(
             out.append(LimitState(limit, usage.settled_tokens, usage.held_tokens, need, frees is not None, frees))
             continue
         problem = None
+        price = estimate_price(model, prices)
         if estimate_tokens is None:
             problem = _NO_ESTIMATE
-        elif model is None or model not in prices or usage.unpriced:
-            names = ", ".join(sorted({m or "(no model)" for m in {*usage.unpriced, model} if m not in prices}))
+        elif price is None or usage.unpriced:
+            missing = {m for m in usage.unpriced if m not in prices} | ({model} if price is None else set())
+            names = ", ".join(sorted(m or "(no model)" for m in missing))
             problem = f"usage of {names} has no reported cost and no price: set one with 'floorgate policy price MODEL --usd-per-mtok X'"
-        if problem is not None or estimate_tokens is None or model is None:
+        if problem is not None or estimate_tokens is None or price is None:
             out.append(LimitState(limit, usage.settled_usd_micros, usage.held_usd_micros, None, True, NEVER, problem))
             continue
-        need_usd = cost_micros(estimate_tokens, prices[model])
+        need_usd = cost_micros(estimate_tokens, price)
         frees = usage.usd_frees_at(limit.amount, need_usd)
         out.append(LimitState(limit, usage.settled_usd_micros, usage.held_usd_micros, need_usd, frees is not None, frees))
     return out

@@ -7,11 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import text
+from sqlalchemy import select, text
 
+from ._upgrade import VERSION
 from .clock import UTC
 from .errors import StoreUnavailable
-from .store import _MIGRATIONS, _VERSION_TABLE, Store
+from .store import _MIGRATIONS, Store
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ def store_health(store: Store) -> StoreHealth:
 
     head = ScriptDirectory(str(_MIGRATIONS), version_locations=[str(_MIGRATIONS)]).get_current_head() or ""
     with store.read() as conn:
-        revision = conn.execute(text(f"SELECT version_num FROM {_VERSION_TABLE}")).scalar()
+        revision = conn.execute(select(VERSION.c.version_num)).scalar()
         if store.dialect == "postgresql":
             seconds = conn.execute(text("SELECT EXTRACT(EPOCH FROM clock_timestamp())")).scalar()
             lock_timeout = conn.execute(text("SHOW lock_timeout")).scalar()

@@ -13,47 +13,73 @@ from __future__ import annotations
 from dataclasses import dataclass
 from types import SimpleNamespace
 
+from sqlalchemy import and_, func, or_, select
+from sqlalchemy.sql.elements import ColumnElement
+
+from ._schema import automations, missions, rules, turns, wake_state
 from ._types import decode_us
 from .automations import WakeState, _wake_from_row
-from .decide.facts import Fact
+from .decide._sql import DIALECTS, EMPTY, ONE, ZERO, A, G, X, compiled, text_value
+from .decide.facts import Fact, scalar
 from .errors import CorruptState, StoreUnavailable
 from .scope import check_id
 from .store import Store
 
 
 # The tick's facts, each declared once as the decision's are (``decide.facts.Fact``: its column
-# and scalar expression over ``:x`` automation, ``:g`` goal, ``:a`` agent). The rules' fingerprint
-# reads the rules of the lane from ``_RULES`` (one scan: point lookups of its index).
+# and Core expression over ``:x`` automation, ``:g`` goal, ``:a`` agent). The rules' fingerprint
+# reads the rules of the lane from ``_RULES`` (one scan: point lookups of its index); it is written
+# here rather than derived from the decision's ``rules`` fact, which reads more than a fingerprint needs.
 def _wake(column: str) -> Fact:
-    return Fact(column, column, f"(SELECT {column} FROM fg_wake_state WHERE automation_id = :x)", "bigint")
+    return Fact(column, column, scalar(select(wake_state.c[column]).where(wake_state.c.automation_id == X)), "bigint")
 
 
+def _exists(*where: ColumnElement[bool]) -> ColumnElement[bool]:
+    return select(ONE).where(*where).correlate(None).exists()
+
+
+_r = rules.c
 _RULES = (
-    "(SELECT COUNT(*) AS n, COALESCE(SUM(revision), 0) AS revisions, COALESCE(MAX(updated_at_us), 0) AS changed FROM fg_rules"
-    " WHERE goal_id = :g AND ((agent_id = '' AND automation_id = '') OR (agent_id = :a AND automation_id IN ('', :x)))) r"
+    select(
+        func.count().label("n"),
+        func.coalesce(func.sum(_r.revision), ZERO).label("revisions"),
+        func.coalesce(func.max(_r.updated_at_us), ZERO).label("changed"),
+    )
+    .where(
+        _r.goal_id == G,
+        or_(and_(_r.agent_id == EMPTY, _r.automation_id == EMPTY), and_(_r.agent_id == A, _r.automation_id.in_([EMPTY, X]))),
+    )
+    .subquery("r")
 )
+_m = missions.c
+_OWNER_TOUCHED = scalar(select(automations.c.updated_at_us).where(automations.c.automation_id == X))
 
 TICK_FACTS = (
-    Fact("revision", "revision", "(SELECT revision FROM fg_automations WHERE automation_id = :x)", "bigint"),
+    Fact("revision", "revision", scalar(select(automations.c.revision).where(automations.c.automation_id == X)), "bigint"),
     *map(_wake, ("backoff_step", "backoff_wake_us", "failures", "failed_at_us", "failing_until_us")),
-    Fact("unsettled", "unsettled", "EXISTS (SELECT 1 FROM fg_turns WHERE automation_id = :x AND phase <> 'settled')", "boolean"),
+    Fact("unsettled", "unsettled", _exists(turns.c.automation_id == X, turns.c.phase != text_value("settled")), "boolean"),
     # Any mission that is open or waiting for its owner, or that got stuck after the owner last
     # touched the automation, makes the host read the missions itself (the executor's precheck and
     # stuck-mission hold); otherwise the envelope's precheck depends on the lane's rules alone.
     Fact(
         "missions_pending",
         "missions_pending",
-        "EXISTS (SELECT 1 FROM fg_missions m WHERE m.automation_id = :x AND ("
-        " m.status IN ('open', 'awaiting_owner') OR (m.status = 'stuck' AND m.settled_at_us >="
-        " (SELECT updated_at_us FROM fg_automations WHERE automation_id = :x))))",
+        _exists(
+            _m.automation_id == X,
+            or_(
+                _m.status.in_([text_value("open"), text_value("awaiting_owner")]),
+                and_(_m.status == text_value("stuck"), _m.settled_at_us >= _OWNER_TOUCHED),
+            ),
+        ),
         "boolean",
     ),
-    Fact("rule_count", "rule_count", "r.n", "bigint"),
-    Fact("rule_revisions", "rule_revisions", "r.revisions", "bigint"),
-    Fact("rules_changed", "rules_changed", "r.changed", "bigint"),
+    Fact("rule_count", "rule_count", _RULES.c.n, "bigint"),
+    Fact("rule_revisions", "rule_revisions", _RULES.c.revisions, "bigint"),
+    Fact("rules_changed", "rules_changed", _RULES.c.changed, "bigint"),
 )
 """The facts a tick reads, in the order of its one statement's columns."""
-_SQL = "SELECT " + ", ".join(f.sql for f in TICK_FACTS) + " FROM " + _RULES
+# Compiled once per dialect: the string the hot connection runs at every tick.
+_SQL = {d: compiled(select(*(f.expr for f in TICK_FACTS)).select_from(_RULES), d) for d in DIALECTS}
 
 
 @dataclass(frozen=True)
@@ -79,7 +105,7 @@ def read_tick_facts(store: Store, automation_id: str, goal: str, agent: str) -> 
     A malformed wake state raises ``StoreUnavailable`` naming the automation (fail closed)."""
     automation = check_id(automation_id, "automation")
     params = {"x": automation, "g": check_id(goal, "goal"), "a": check_id(agent, "agent")}
-    row = store.autocommit.row(_SQL, params)
+    row = store.autocommit.row(_SQL[store.dialect], params)
     if row is None:  # pragma: no cover - a SELECT of scalars always returns one row
         raise StoreUnavailable(f"the tick facts of automation {automation_id!r} could not be read")
     revision, step, wake_us, failures, failed_us, until_us, unsettled, missions, count, revisions, changed = row

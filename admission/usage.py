@@ -192,6 +192,26 @@ def cost_micros(tokens: int, price_micros_per_mtok: int) -> int:
     return math.ceil(tokens * price_micros_per_mtok / 1_000_000)
 
 
+def estimate_price(model: str | None, prices: dict[str, int]) -> int | None:
+    """The price an estimate of ``model`` is held at: the model's, and for an estimate without a
+    model (a hook's lane or a bare ``admit``, whose model is known only once its usage is reported)
+    the highest price the owner set, a bound no model priced here exceeds (None: no price applies).
+    Reported usage is never priced this way: without its model's price it stays unpriced."""
+    if model is None:
+        return max(prices.values()) if prices else None
+    return prices.get(model)
+
+
+def entry_usd(e: UsageEntry, prices: dict[str, int]) -> int | None:
+    """What a USD budget counts of one entry, in micro-dollars: the cost the host reported once
+    settled, else its tokens at the owner's price (``estimate_price`` while held, its model's once
+    settled); None: unpriced."""
+    if e.state is UsageState.SETTLED and e.usd_micros is not None:
+        return e.usd_micros
+    price = estimate_price(e.model, prices) if e.held else prices.get(e.model) if e.model is not None else None
+    return cost_micros(e.counted_tokens, price) if price is not None else None
+
+
 def series_where(table: Any, column: str, by_agent: bool, by_automation: bool, names: tuple[str, str, str, str] = _NAMES) -> Any:
     """The rows of ``table`` that count for one series from a time on: the series' goal, its
     agent (``by_agent``) and its automation (``by_automation``), ``column`` at or after the time.
@@ -268,12 +288,8 @@ def _totals(
             held_t += tokens * n
         else:
             settled_t += tokens * n
-        if e.state is UsageState.SETTLED and e.usd_micros is not None:
-            usd: int | None = e.usd_micros
-        elif e.model is not None and e.model in prices:
-            usd = cost_micros(tokens, prices[e.model])
-        else:
-            usd = None
+        usd = entry_usd(e, prices)
+        if usd is None:
             unpriced.add(e.model)
         usd_of.append(usd)
         if usd is not None:
@@ -298,7 +314,9 @@ def largest_where(names: tuple[str, str, str, str] = _NAMES) -> Any:
     ordered by ``tokens`` descending, the first is the largest (on SQLite a damaged non-integer
     amount sorts first, and fails the decoder)."""
     u = s.usage
-    return and_(series_where(u, "at_us", True, True, names), u.c.state == UsageState.SETTLED.value, u.c.tokens.is_not(None))
+    return and_(
+        series_where(u, "at_us", True, True, names), u.c.state == literal_column(f"'{UsageState.SETTLED.value}'"), u.c.tokens.is_not(None)
+    )
 
 
 @functools.cache

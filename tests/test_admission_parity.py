@@ -21,6 +21,7 @@ from basics import T0, pg_or_skip, pg_schema_url, psycopg_dsn, raw_sql, replay
 from test_hostile_state import relax
 
 from floorgate.admission import Admission, FixedClock, Reason, Store, open_store
+from floorgate.admission.decide.facts import FACTS
 from floorgate.admission.decide.render import facts_function
 
 from helpers import floor
@@ -277,9 +278,9 @@ def test_a_denial_never_calls_the_locking_function(pg_store: Store) -> None:
     raw_sql(
         pg_store,
         "CREATE OR REPLACE FUNCTION fg_admit(p_g text, p_a text, p_x text, p_xr text, p_t text, p_tr bigint, p_now bigint,"
-        " p_kind text, p_reason text, p_lock bigint, p_guarded boolean, p_lim integer, OUT rules text, OUT turn text,"
-        " OUT agent_anchor bigint, OUT lane_anchor bigint, OUT lane_trigger bigint, OUT duplicate text, OUT limited bigint,"
-        " OUT limit_code integer, OUT damaged integer, OUT outcome text)"
+        " p_kind text, p_reason text, p_lock bigint, p_guarded boolean, p_lim integer, "
+        + "".join(f"OUT {f.name} {f.pg_type}, " for f in FACTS)  # its columns as the release's fg_admit has them
+        + "OUT outcome text)"
         " LANGUAGE plpgsql VOLATILE AS $fn$ BEGIN RAISE EXCEPTION 'fg_admit called'; END $fn$",
     )
     for i in range(12):  # past psycopg's prepare threshold and PostgreSQL's switch to a generic plan

@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import pytest
 
-from floorgate.admission import Admission, FixedClock, Policies, Scope, Store
+from floorgate.admission import Admission, FixedClock, Policies, Reason, Scope, Store
 from floorgate.admission.budgets import binding, limit_states
 from floorgate.admission.limits import LimitKind, LimitsChange, bound_limits
 from floorgate.admission.usage import Prices, Usage
@@ -132,3 +132,27 @@ def test_the_binding_limit_is_the_one_that_frees_last(store: Store, clock: Fixed
     assert len(found) == 2 and all(s.blocked for s in found)
     chosen = binding(found)
     assert chosen is not None and chosen.limit.window.text() == "1d" and chosen.frees_at == T0 + timedelta(days=1)
+
+
+@pytest.mark.parametrize("prices", [(), ("3", "6")], ids=["no-price-set", "two-prices"])
+def test_a_usd_budget_on_a_lane_without_a_model_holds_its_estimate_at_the_highest_price(
+    store: Store, clock: FixedClock, policies: Policies, prices: tuple[str, ...]
+) -> None:
+    # A hook's lane or a bare admit has no model until its usage is reported: its estimate is held at
+    # the highest price the owner set (no model priced here costs more); with no price, it cannot be checked.
+    configure(policies, "g/a", LimitsChange(budget_usd=Decimal("1"), per=parse_window("day@UTC"), estimate_tokens=100_000))
+    for i, price in enumerate(prices):
+        Prices(store, clock).set(f"m{i}", Decimal(price), expected_revision=0, owner_ref="o")
+    clock.set(T0)
+    admission = Admission(store, clock)
+    first = admission.reserve(goal="g", agent="a", automation=None, turn_id="t1", trigger_time=T0)
+    if not prices:
+        assert not first.admitted and first.detail is not None and "policy price" in first.detail
+        return
+    assert first.admitted  # $0.60 held of $1
+    [held] = states(store, policies, "a", "", T0, estimate=100_000, model=None)
+    assert (held.used, held.held, held.need, held.blocked) == (0, 600_000, 600_000, True)
+    second = admission.reserve(goal="g", agent="a", automation=None, turn_id="t2", trigger_time=T0 + US)
+    assert not second.admitted and second.reason is Reason.BUDGET_EXHAUSTED
+    Usage(store, clock).settle("t1", tokens=50_000, model="m0")  # reported: 50k tokens of m0 at $3 = $0.15
+    assert admission.reserve(goal="g", agent="a", automation=None, turn_id="t3", trigger_time=T0 + 2 * US).admitted

@@ -17,7 +17,7 @@ from sqlalchemy import event, insert, update
 from floorgate.admission import FixedClock, Store
 from floorgate.admission import _schema as s
 from floorgate.admission.clock import iso
-from floorgate.admission.usage import Prices, Usage
+from floorgate.admission.usage import Prices, Usage, hold
 
 from cli import run_cli
 
@@ -241,3 +241,11 @@ def test_the_listing_walks_an_index_backwards(store: Store, scope: tuple[str, ..
             conn.exec_driver_sql("SET enable_bitmapscan = off")  # (a bitmap scan returns rows out of the index's order)
             plan = " | ".join(str(r[0]) for r in conn.exec_driver_sql("EXPLAIN " + statement, parameters))
             assert index in plan and "Backward" in plan and not re.search(r"(^|->)\s*Sort\b", plan), plan
+
+
+def test_a_lane_without_an_automation_is_shown_as_goal_and_agent(store: Store) -> None:
+    # A hook's lane or a bare admit holds usage with no automation: its lane reads g/a, not g/a/.
+    with store.write() as conn:  # as the admission of a lane without an automation holds it
+        assert hold(conn, "t-bare", "g", "a", "", NOW, 500, None)
+    [row] = _rows(store)
+    assert row[1:3] == ["t-bare", "g/a"]

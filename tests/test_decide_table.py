@@ -9,6 +9,7 @@ PostgreSQL over the same values. A new row is covered without touching this test
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import timedelta
 from typing import Any
@@ -118,7 +119,7 @@ def cases(draw: st.DrawFn) -> tuple[Facts, Request, int, dict[str, object]]:
     )
     req = Request("g", "a", automation, "t1", from_us(trigger), trigger, manual)
     values: dict[str, object] = {
-        "f_turn": None if turn is None else f"{turn[0]}/g/{turn[3]}/{turn[1]}/{turn[2]}",
+        "f_turn": None if turn is None else json.dumps([turn[0] or None, "g", turn[3], turn[1], turn[2]]),
         "f_t_phase": None if turn is None else turn[0],
         "f_t_goal": None if turn is None else "g",
         "f_t_agent": None if turn is None else turn[3],

@@ -15,6 +15,7 @@ from test_hostile_state import relax
 
 from floorgate.admission import Admission, FixedClock, Policies, Reason, Scope, Store, open_store
 from floorgate.admission.clock import iso
+from floorgate.admission.decide._sql import compiled
 from floorgate.admission.decide.facts import FACT
 from floorgate.admission.limits import LimitsChange
 
@@ -184,7 +185,7 @@ def test_an_index_serves_the_goals_latest_start(store: Store) -> None:
     _goal_floor(Policies(store, FixedClock(T0)))  # goal g's floor counts across its agents; g1's does not
     with store.engine.begin() as conn:
         conn.exec_driver_sql("ANALYZE")
-    sql = FACT["goal_anchor"].sql
+    sql = compiled(FACT["goal_anchor"].expr, store.dialect)
     with store.engine.connect() as conn:
         if store.dialect == "sqlite":
             plan = " | ".join(str(r[-1]) for r in conn.execute(text("EXPLAIN QUERY PLAN SELECT " + sql), {"g": "g"}))
@@ -235,3 +236,19 @@ def test_another_agents_damaged_anchor_holds_the_goal_only_across_agents(store: 
     assert Admission(store, clock).eligibility_many([("g", "a", "x")])[("g", "a", "x")].status == ("unavailable" if across else "eligible")
     decision = Admission(store, clock).reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=T0)
     assert (decision.admitted, decision.reason) == ((False, Reason.STATE_UNAVAILABLE) if across else (True, Reason.ELIGIBLE))
+
+
+def test_the_server_function_folds_the_goal_floor(store: Store) -> None:
+    """PostgreSQL's fg_facts folds the goal floor from the goal's rule set across agents itself:
+    another agent's start holds this agent's lane to the microsecond, a microsecond before the
+    goal's next eligible time and at it."""
+    if store.dialect != "postgresql":
+        pytest.skip("PostgreSQL's function only")
+    clock = FixedClock(T0)
+    _goal_floor(Policies(store, clock))
+    assert Admission(store, clock).reserve(goal="g", agent="b", automation="y", turn_id="t1", trigger_time=T0).admitted
+    decide = text("SELECT outcome FROM fg_facts('g', 'a', 'x', 'x', 't2', 1, :now, NULL, false, 0)")
+    with store.engine.connect() as conn:
+        anchor = conn.execute(text("SELECT anchor_us FROM fg_starts WHERE turn_id = 't1'")).scalar_one()
+        due = anchor + FLOOR // US
+        assert [conn.execute(decide, {"now": now}).scalar() for now in (due - 1, due)] == ["deny", "insert"]

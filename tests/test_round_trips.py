@@ -433,7 +433,7 @@ def test_a_lane_without_a_usd_budget_reads_no_prices(store: Store) -> None:
     assert (denied.admitted, denied.reason.value) == (False, "count_exhausted")
     assert (counts["round_trips"], pooled) == (1, [])
     lane = limit_read.known("g", "a", "x")
-    assert lane is not None and "fg_model_prices" not in limit_read.statement(store.dialect, store.relaxed, lane.shape, True)[0]
+    assert lane is not None and "fg_model_prices" not in limit_read.statement(store.dialect, store.relaxed, lane.shape, True)
 
 
 # A goal floor (issue 20 item 4). A goal rule without ``--across agents`` costs what an agent's floor

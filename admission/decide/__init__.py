@@ -2,9 +2,11 @@
 
 - ``floors``: floor values and their arithmetic (``combine``, ``next_eligible_us``,
   ``after_start_us``, ``next_eligible_at``) and the bounds ``MAX_US`` / ``MAX_FLOOR_US``; pure.
-- ``facts``: each fact a decision reads, declared once (``FACTS``: name, SQL, relaxed-store form,
-  PostgreSQL type, fail-closed bound), and ``Facts``, their decoded value. ``admission._facts``
-  builds the client's statements (compiled once per dialect) from these declarations.
+- ``facts``: each fact a decision reads, declared once (``FACTS``: name, SQLAlchemy Core
+  expression, decoder, relaxed-store form, PostgreSQL type, fail-closed bound), and ``Facts``,
+  their decoded value. ``admission._facts`` builds the client's statements (per lane, relaxed,
+  bulk), ``render`` the server function and ``admission.tick_facts`` the tick's read from these
+  declarations, each compiled once per dialect (``_sql.compiled``) into the string the driver runs.
 - ``checks``: ``CHECKS``, the decision's ordered rows (reason, outcome, Python predicate, the same
   predicate in SQL, detail, readback form, own next-eligible time). Reserve (``evaluate``, both
   backends) and readback (``judge``) loop over it; the first row that holds decides.
@@ -13,11 +15,14 @@
 
 How to add a check (for example a cap on starts per window):
 
-1. If it needs a value the decision does not read yet, declare one ``Fact`` in ``facts.FACTS``
-   (its name, the scalar subquery over ``:g :a :x :xr :t :tr``, PostgreSQL type, and ``bound``
-   when it is a stored time), and add its field to ``Facts`` and its decoding in
-   ``admission._facts`` (``_start_facts``). The client's statements, PostgreSQL's function and
-   the fail-closed bound follow from the declaration.
+1. If it needs a value the decision does not read yet, declare one ``Fact`` in ``facts.FACTS``:
+   its name and short name (``f.<short>`` in the checks' SQL), its Core expression (a scalar
+   subquery over the tables of ``admission._schema`` and the parameters of ``_sql``: ``G A X XR
+   T TR NOW LIM``; constants as ``literal_column``/``text_value``, never Python values, which
+   ``_sql.compiled`` refuses), its PostgreSQL type, its decoder and ``bound`` when it is a
+   stored time, and ``per_row`` for the bulk read. Add its field to ``Facts`` and call its
+   decoder where ``admission._facts`` builds ``Facts`` (``_start_facts``). The client's
+   statements, PostgreSQL's function and the fail-closed bound follow from the declaration.
 2. Add one ``Check`` row to ``checks.CHECKS`` at its place in the order: a reason (a new
    ``decisions.Reason`` member when it is a new kind of refusal), its ``Outcome``, ``holds`` (the
    predicate in Python), ``sql`` (the same predicate over ``f.<fact>`` and ``p_<param>``), its

@@ -1,23 +1,37 @@
 """The facts one decision reads, each declared once.
 
 A ``Fact`` names one value of a lane (its column in the hot statement and in PostgreSQL's
-``fg_facts``), the scalar subquery that reads it (``:g`` goal, ``:a`` agent, ``:x`` lane, ``:xr``
-lane or a placeholder no rule has, ``:t`` turn, ``:tr`` trigger), its form on a store rebuilt
-without its NOT NULL constraints, its PostgreSQL type and, for a time, its fail-closed bound: a
-stored value outside ``0 <= v < bound`` is corrupt state and the lane is unavailable, never
-eligible, and its per-row form for the bulk read of many lanes. ``admission._facts`` builds the
-client's statements (per lane and in bulk) from these declarations and ``render`` builds the server
-function from them; ``Facts`` is their decoded value. Rules travel as rows (``RULE_COLUMNS``): per
-lane one JSON array of them, in bulk one result row each.
+``fg_facts``), the SQLAlchemy Core expression that reads it (a scalar subquery over the tables of
+``admission._schema`` and the parameters of ``_sql``: ``:g`` goal, ``:a`` agent, ``:x`` lane,
+``:xr`` lane or a placeholder no rule has, ``:t`` turn, ``:tr`` trigger), its decoder, its form on
+a store rebuilt without its NOT NULL constraints, its PostgreSQL type and, for a time, its
+fail-closed bound: a stored value outside ``0 <= v < bound`` is corrupt state and the lane is
+unavailable, never eligible, and its per-row form for the bulk read of many lanes.
+``admission._facts`` builds the client's statements (per lane and in bulk) from these
+declarations, ``render`` the server function, each compiled once per dialect (``_sql.compiled``);
+``Facts`` is their decoded value. Rules and the turn travel as rows: per lane JSON arrays
+(``RULE_COLUMNS``, ``TURN_COLUMNS``), in bulk one result row per rule.
+
+To add a fact: one ``Fact`` in ``FACTS`` (its expression, type, decoder and bound), its field in
+``Facts``, and where the decision's checks read it.
 """
 
 from __future__ import annotations
 
-import re
+import json
+from collections.abc import Callable
 from enum import IntEnum
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
+from sqlalchemy import Integer, Table, and_, case, cast, func, null, or_, select, union_all
+from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.selectable import FromClause, Select
+
+from .._schema import rules as _rules
+from .._schema import starts as _starts
 from ..decisions import Phase
+from ..errors import CorruptState
+from ._sql import EMPTY, LIM, ONE, TR, XR, ZERO, A, G, T, X, json_row, json_rows
 from .floors import MAX_US, EffectiveFloor
 
 
@@ -79,16 +93,19 @@ PARAMS = (
 )
 
 
+Decoder = Callable[[Any, str], Any]  # a stored value and what it belongs to -> its decoded value
+
+
 class PerRow(NamedTuple):
     """A fact's per-row form, for the bulk read of many lanes: the fact's rows of ``table`` with
     the columns its subquery matches to the lane (``keys``) and its ``values``: aggregates per group
     of ``keys`` when ``grouped``, else one row per stored row (the client matches rows to lanes)."""
 
-    table: str
+    table: Table
     keys: tuple[str, ...]
-    values: tuple[str, ...]
+    values: tuple[ColumnElement[Any], ...]
     grouped: bool = True
-    where: str | None = None  # only the rows that hold this (no parameters)
+    where: ColumnElement[bool] | None = None  # only the rows that hold this (no parameters)
 
 
 class Fact(NamedTuple):
@@ -96,164 +113,230 @@ class Fact(NamedTuple):
 
     name: str  # the column of fg_facts, and of the facts the checks' SQL reads as ``f.<short>``
     short: str  # its name inside the function's row (``f.ag``), which the checks' SQL uses
-    sql: str  # a scalar subquery over :params
+    expr: ColumnElement[Any]  # a scalar over the decision's parameters
     pg_type: str
-    guarded: str | None = None  # its form on a relaxed store (None: ``sql``, with ``also``)
+    decode: Decoder | None = None  # its value checked (raises ``CorruptState``); None: the caller's
     bound: int | None = None  # a stored time: valid below this bound, not negative
+    guarded: ColumnElement[Any] | None = None  # its form on a relaxed store (None: ``expr``, with ``also``)
     # On a relaxed store, more values it may take (a SELECT of column ``v``): the largest counts.
-    also: str | None = None
-    per_row: PerRow | None = None  # its form in the bulk read (None: read there as ``sql``, or not)
+    also: Select[Any] | None = None
+    per_row: PerRow | None = None  # its form in the bulk read (None: read there as ``expr``, or not)
 
-    def relaxed(self) -> str:
-        """Its scalar subquery on a relaxed store (the client's form)."""
+    def relaxed(self) -> ColumnElement[Any]:
+        """Its scalar on a relaxed store (the client's form)."""
         if self.guarded is not None:
             return self.guarded
         if self.also is not None:
-            return "(SELECT MAX(u.v) FROM (SELECT " + self.sql + " AS v UNION ALL " + self.also + ") AS u)"
-        return self.sql
+            u = union_all(select(self.expr.label("v")), self.also).subquery("u")
+            return select(func.max(u.c.v)).scalar_subquery()
+        return self.expr
+
+
+def scalar(statement: Select[Any]) -> ColumnElement[Any]:
+    """``statement`` as a scalar subquery that never correlates to an enclosing statement."""
+    return statement.correlate(None).scalar_subquery()
+
+
+def first_row(statement: Select[Any]) -> Select[Any]:
+    """``statement``'s first row (LIMIT 1; the OFFSET 0 is SQLite's spelling of no offset, kept on
+    both dialects as constants rather than parameters)."""
+    return statement.limit(ONE).offset(ZERO)
 
 
 # The lane's key columns, each matched to its parameter.
-_LANE_KEYS = (("goal_id", "g"), ("agent_id", "a"), ("automation_id", "x"))
+_LANE_KEYS = (("goal_id", G), ("agent_id", A), ("automation_id", X))
+Keys = tuple[tuple[str, ColumnElement[Any]], ...]
 
 
-def _where(keys: tuple[tuple[str, str], ...]) -> str:
-    return " AND ".join(f"{column} = :{param}" for column, param in keys)
+def _match(table: Table, keys: Keys) -> list[ColumnElement[bool]]:
+    return [table.c[column] == param for column, param in keys]
 
 
-_LANE = _where(_LANE_KEYS)
+def bounded_time(name: str, bound: int) -> Decoder:
+    """The decoder of a stored time: None, or an int in ``0 <= v < bound``."""
+
+    def decode(value: Any, where: str) -> int | None:
+        if value is not None and (type(value) is not int or not 0 <= value < bound):
+            raise CorruptState(f"malformed {name} time for {where}: {value!r}")
+        return value
+
+    return decode
 
 
-def latest(name: str, short: str, column: str, keys: tuple[tuple[str, str], ...], bound: int) -> Fact:
+def latest(name: str, short: str, column: str, keys: Keys, bound: int) -> Fact:
     """The fact that is the largest ``column`` of the starts matching ``keys``: per lane its
     index walked backwards (ORDER BY ... LIMIT 1 rather than MAX, so every planner does), in bulk
     MAX per group (equal wherever no NULL is present; a NULL there is a damaged row the guard
     reports)."""
-    sql = f"(SELECT {column} FROM fg_starts WHERE {_where(keys)} ORDER BY {column} DESC LIMIT 1)"
-    return Fact(name, short, sql, "bigint", bound=bound, per_row=PerRow("fg_starts", tuple(c for c, _ in keys), (f"MAX({column})",)))
+    col = _starts.c[column]
+    expr = scalar(first_row(select(col).where(*_match(_starts, keys)).order_by(col.desc())))
+    per_row = PerRow(_starts, tuple(c for c, _ in keys), (func.max(col),))
+    return Fact(name, short, expr, "bigint", bounded_time(name.replace("_", " "), bound), bound, per_row=per_row)
 
 
-def matching(name: str, short: str, column: str, keys: tuple[tuple[str, str], ...], on: tuple[str, str]) -> Fact:
+def matching(name: str, short: str, column: str, keys: Keys, on: tuple[str, ColumnElement[Any]]) -> Fact:
     """The fact that is ``column`` of the one start matching ``keys`` whose ``on`` column equals its
     parameter (a unique index holds it to one): in bulk the MAX of its group's matching rows."""
-    test = f"{on[0]} = :{on[1]}"
-    sql = f"(SELECT {column} FROM fg_starts WHERE {_where(keys)} AND {test})"
-    per_row = PerRow("fg_starts", tuple(c for c, _ in keys), (f"MAX(CASE WHEN {test} THEN {column} END)",))
-    return Fact(name, short, sql, "text", per_row=per_row)
+    col, test = _starts.c[column], _starts.c[on[0]] == on[1]
+    expr = scalar(select(col).where(*_match(_starts, keys), test))
+    return Fact(name, short, expr, "text", per_row=PerRow(_starts, tuple(c for c, _ in keys), (func.max(case((test, col))),)))
 
 
-# The rules that may apply to a lane: agent_id IN ('', :a) and automation_id IN ('', :xr). A rule
-# whose scope ids are NULL could be this agent's: it is read too, and fails the decoder.
-RULES_WHERE = "goal_id = :g AND (agent_id IN ('', :a) OR agent_id IS NULL) AND (automation_id IN ('', :xr) OR automation_id IS NULL)"
+def rules_where(r: FromClause) -> ColumnElement[bool]:
+    """The rules of ``r`` that may apply to a lane: agent_id IN ('', :a) and automation_id IN ('',
+    :xr). A rule whose scope ids are NULL could be this agent's: it is read too, and fails the decoder."""
+    return (
+        (r.c.goal_id == G)
+        & or_(r.c.agent_id.in_([EMPTY, A]), r.c.agent_id.is_(None))
+        & or_(r.c.automation_id.in_([EMPTY, XR]), r.c.automation_id.is_(None))
+    )
+
+
 # One rule as the decision reads it: a row of these columns (``_facts.rule_row`` decodes it, typed).
 RULE_COLUMNS = ("agent_id", "automation_id", "min_interval_us", "revision", "across_agents")
-# The ``rules`` fact per lane: its rules' rows as one JSON array of arrays (RULE_COLUMNS, in order).
-# A value of a type JSON cannot hold (a BLOB a hand edit wrote on SQLite) fails the statement, which
-# the store reports as unavailable: fail closed either way.
-RULE_ROWS = {
-    "sqlite": "json_group_array(json_array(" + ", ".join(RULE_COLUMNS) + "))",
-    "postgresql": "CAST(json_agg(json_build_array(" + ", ".join(RULE_COLUMNS) + ")) AS TEXT)",
-}
-TURN_TEXT = (
-    "COALESCE(phase, '') || '/' || COALESCE(goal_id, '?') || '/' || COALESCE(agent_id, '?') || '/' "
-    "|| COALESCE(automation_id, '?') || '/' || COALESCE(CAST(anchor_us AS TEXT), '?')"
-)
-# A rule that carries a count or a budget (an estimate alone limits nothing), or a goal rule whose
-# floor counts across agents: the client checks such a lane under the goal's lock before it admits.
-LIMITED_RULE = (
-    "(max_starts IS NOT NULL OR budget_tokens IS NOT NULL OR budget_usd_micros IS NOT NULL"
-    " OR (across_agents AND min_interval_us > 0 AND agent_id = '' AND automation_id = ''))"
-)
+# The turn's start as the decision reads it: a row of these columns (``turn_row`` decodes it).
+TURN_COLUMNS = ("phase", "goal_id", "agent_id", "automation_id", "anchor_us")
+
+
+def goal_across(r: FromClause) -> ColumnElement[bool]:
+    """A rule of ``r`` that is a goal rule whose floor counts across the goal's agents."""
+    return and_(r.c.agent_id == EMPTY, r.c.automation_id == EMPTY, r.c.across_agents, r.c.min_interval_us > ZERO)
+
+
+def limited_rule(r: Table) -> ColumnElement[bool]:
+    """A rule of ``r`` that carries a count or a budget (an estimate alone limits nothing), or a goal
+    rule whose floor counts across agents: the client checks such a lane under the goal's lock
+    before it admits."""
+    return or_(r.c.max_starts.is_not(None), r.c.budget_tokens.is_not(None), r.c.budget_usd_micros.is_not(None), goal_across(r))
+
+
+class TurnFacts(NamedTuple):
+    """The ``turn`` fact decoded: the turn's start, when it has one."""
+
+    phase: Phase
+    lane: str  # goal/agent/automation
+    anchor_us: int
+
+
+def turn_row(value: Any, turn_id: str) -> TurnFacts | None:
+    """The ``turn`` fact: NULL (this turn has no start) or a JSON array of ``TURN_COLUMNS``; any
+    other value (NULL ids, wrong types or length, an unknown phase, an anchor out of bounds) raises
+    ``CorruptState``. A start without a phase is older or hand-edited data: an attempted start."""
+    if value is None:
+        return None
+    try:
+        row = json.loads(value) if type(value) is str else None
+    except ValueError:
+        row = None
+    if type(row) is not list or len(row) != len(TURN_COLUMNS):
+        raise CorruptState(f"malformed start record {turn_id!r}")
+    phase_text, goal, agent, lane, anchor = row
+    if not (type(goal) is str and type(agent) is str and type(lane) is str and type(anchor) is int):
+        raise CorruptState(f"malformed start record {turn_id!r}")
+    if phase_text is None or phase_text == "":
+        phase = Phase.CONFIRMED
+    else:
+        try:
+            phase = Phase(phase_text)
+        except ValueError:
+            raise CorruptState(f"start {turn_id!r} has an unknown phase {phase_text!r}") from None
+    if not 0 <= anchor < MAX_US:
+        raise CorruptState(f"malformed anchor time for start {turn_id!r}: {anchor!r}")
+    return TurnFacts(phase, goal + "/" + agent + "/" + lane, anchor)
+
+
 _KEYS = tuple(c for c, _ in _LANE_KEYS)  # a start's or rule's scope columns
-_GOAL_RANGE = "goal_id >= :g AND goal_id <= :g"  # the goal's rows (see the goal_anchor fact)
-# The goal has a rule whose floor counts across its agents (a primary-key lookup, once per read).
-_GOAL_ACROSS = (
-    "EXISTS (SELECT 1 FROM fg_rules WHERE goal_id = :g AND agent_id = '' AND automation_id = '' AND across_agents AND min_interval_us > 0)"
+_s = _starts.c
+# Only on a store whose NOT NULL constraints were dropped (a hand rebuild; the planners cannot use
+# an index for IS NULL on a NOT NULL column, and such a row cannot exist there). A start missing
+# a key or time the decision counts from would be skipped by the reads above, so the floor would
+# not count it: any such row that could be this agent's makes the state unavailable. Each leg is
+# an empty range of an index. A start without an agent holds every agent's lane of its
+# automation (and the whole goal when its automation or anchor is missing too).
+_DAMAGED = (
+    union_all(
+        select(ONE).where(_s.goal_id.is_(None)),
+        select(ONE).where(
+            _s.goal_id == G, _s.agent_id.is_(None), or_(_s.automation_id.is_(None), _s.automation_id == X, _s.anchor_us.is_(None))
+        ),
+        select(ONE).where(_s.goal_id == G, _s.agent_id == A, _s.anchor_us.is_(None)),
+        select(ONE).where(_s.goal_id == G, _s.agent_id == A, _s.automation_id.is_(None)),
+        select(ONE).where(*_match(_starts, _LANE_KEYS), _s.trigger_us.is_(None)),
+    )
+    .limit(ONE)
+    .offset(ZERO)
+    .scalar_subquery()
 )
 
+
+def _goal_anchor(*, relaxed: bool) -> ColumnElement[Any]:
+    """The ``goal_anchor`` fact's scalar. Written as a range ordered by (goal_id, anchor_us) so that
+    only that index gives its order: as an equality, PostgreSQL may walk ix_fg_starts_anchor backwards
+    through every goal's newer starts instead (its estimate assumes this goal's are spread evenly).
+    On a relaxed store a start without an anchor is skipped (PostgreSQL sorts its NULL first)."""
+    across = select(ONE).where(_rules.c.goal_id == G, goal_across(_rules)).correlate(None).exists()
+    where = [_s.goal_id >= G, _s.goal_id <= G, *([_s.anchor_us.is_not(None)] if relaxed else []), across]
+    return scalar(first_row(select(_s.anchor_us).where(*where).order_by(_s.goal_id.desc(), _s.anchor_us.desc())))
+
+
 FACTS = (
-    # {rows}: the dialect's ``RULE_ROWS``. In bulk: every rule's row, matched to lanes by the client.
+    # In bulk: every rule's row, matched to lanes by the client.
     Fact(
         "rules",
         "rules",
-        "(SELECT {rows} FROM fg_rules WHERE " + RULES_WHERE + ")",
+        scalar(select(json_rows(*(_rules.c[c] for c in RULE_COLUMNS))).where(rules_where(_rules))),
         "text",
-        per_row=PerRow("fg_rules", _KEYS, tuple(c for c in RULE_COLUMNS if c not in _KEYS), grouped=False),
+        per_row=PerRow(_rules, _KEYS, tuple(_rules.c[c] for c in RULE_COLUMNS if c not in _KEYS), grouped=False),
     ),
     # In bulk, the same subquery: its parameter is the read's, not a lane's.
-    Fact("turn", "turn", "(SELECT " + TURN_TEXT + " FROM fg_starts WHERE turn_id = :t)", "text"),
+    Fact("turn", "turn", scalar(select(json_row(*(_s[c] for c in TURN_COLUMNS))).where(_s.turn_id == T)), "text", turn_row),
     latest("agent_anchor", "ag", "anchor_us", _LANE_KEYS[:2], MAX_US)._replace(
         # On a relaxed store a start without an agent could be this agent's last start, so a goal
         # or agent floor counts from it too (in bulk: the goal's group of starts without an agent).
-        also="SELECT anchor_us AS v FROM fg_starts WHERE goal_id = :g AND agent_id IS NULL",
+        also=select(_s.anchor_us.label("v")).where(_s.goal_id == G, _s.agent_id.is_(None)),
     ),
     latest("lane_anchor", "ln", "anchor_us", _LANE_KEYS, MAX_US),
     latest("lane_trigger", "ln_tr", "trigger_us", _LANE_KEYS, MAX_US),
-    matching("duplicate", "dup", "turn_id", _LANE_KEYS, ("trigger_us", "tr")),
+    matching("duplicate", "dup", "turn_id", _LANE_KEYS, ("trigger_us", TR)),
     # The applicable rules that carry a count or budget: when any does, the client checks them
     # (``admission._limit_check``) and decides again with what it found as ``:lim``.
     Fact(
         "limited",
         "limited",
-        "(SELECT COUNT(*) FROM fg_rules WHERE " + RULES_WHERE + " AND " + LIMITED_RULE + ")",
+        scalar(select(func.count()).select_from(_rules).where(rules_where(_rules), limited_rule(_rules))),
         "bigint",
-        per_row=PerRow("fg_rules", _KEYS, ("CASE WHEN " + LIMITED_RULE + " THEN 1 ELSE 0 END",), grouped=False),
+        per_row=PerRow(_rules, _KEYS, (case((limited_rule(_rules), ONE), else_=ZERO),), grouped=False),
     ),
-    Fact("limit_code", "lim", "CAST(:lim AS INTEGER)", "integer"),
+    Fact("limit_code", "lim", cast(LIM, Integer), "integer"),
     # The goal's latest start over all its agents (index ix_fg_starts_goal_anchor), which a goal floor
-    # across agents counts from. Written as a range ordered by (goal_id, anchor_us) so that only that
-    # index gives its order: as an equality, PostgreSQL may walk ix_fg_starts_anchor backwards through
-    # every goal's newer starts instead (its estimate assumes this goal's are spread evenly). On a
-    # relaxed store a start without an anchor is skipped (PostgreSQL sorts its NULL first). Read only
-    # for a goal with such a rule (NULL otherwise: other goals neither pay for it nor fail on another
-    # agent's damaged anchor). In bulk: the largest of the goal's agent anchors (``_facts.goal_anchors``).
+    # across agents counts from. Read only for a goal with such a rule (NULL otherwise: other goals
+    # neither pay for it nor fail on another agent's damaged anchor). In bulk: the largest of the
+    # goal's agent anchors (``_facts.goal_anchors``).
     Fact(
         "goal_anchor",
         "gl",
-        f"(SELECT anchor_us FROM fg_starts WHERE {_GOAL_RANGE} AND {_GOAL_ACROSS} ORDER BY goal_id DESC, anchor_us DESC LIMIT 1)",
+        _goal_anchor(relaxed=False),
         "bigint",
-        guarded=(
-            f"(SELECT anchor_us FROM fg_starts WHERE {_GOAL_RANGE} AND anchor_us IS NOT NULL AND {_GOAL_ACROSS}"
-            " ORDER BY goal_id DESC, anchor_us DESC LIMIT 1)"
-        ),
-        bound=MAX_US,
+        bounded_time("goal anchor", MAX_US),
+        MAX_US,
+        guarded=_goal_anchor(relaxed=True),
     ),
-    # Only on a store whose NOT NULL constraints were dropped (a hand rebuild; the planners cannot use
-    # an index for IS NULL on a NOT NULL column, and such a row cannot exist there). A start missing
-    # a key or time the decision counts from would be skipped by the reads above, so the floor would
-    # not count it: any such row that could be this agent's makes the state unavailable. Each leg is
-    # an empty range of an index. A start without an agent holds every agent's lane of its
-    # automation (and the whole goal when its automation or anchor is missing too).
     Fact(
         "damaged",
         "damaged",
-        "NULL",
+        null(),
         "integer",
-        guarded=(
-            "(SELECT 1 FROM fg_starts WHERE goal_id IS NULL"
-            " UNION ALL SELECT 1 FROM fg_starts WHERE goal_id = :g AND agent_id IS NULL"
-            " AND (automation_id IS NULL OR automation_id = :x OR anchor_us IS NULL)"
-            " UNION ALL SELECT 1 FROM fg_starts WHERE goal_id = :g AND agent_id = :a AND anchor_us IS NULL"
-            " UNION ALL SELECT 1 FROM fg_starts WHERE goal_id = :g AND agent_id = :a AND automation_id IS NULL"
-            " UNION ALL SELECT 1 FROM fg_starts WHERE " + _LANE + " AND trigger_us IS NULL LIMIT 1)"
-        ),
+        guarded=_DAMAGED,
         # In bulk: every start the legs above look for, matched to lanes by ``_facts._damages``.
         per_row=PerRow(
-            "fg_starts",
+            _starts,
             _KEYS,
-            ("anchor_us IS NULL", "trigger_us IS NULL"),
+            (_s.anchor_us.is_(None), _s.trigger_us.is_(None)),
             grouped=False,
-            where="goal_id IS NULL OR agent_id IS NULL OR automation_id IS NULL OR anchor_us IS NULL OR trigger_us IS NULL",
+            where=or_(*(_s[c].is_(None) for c in ("goal_id", "agent_id", "automation_id", "anchor_us", "trigger_us"))),
         ),
     ),
 )
 FACT = {f.name: f for f in FACTS}
 # The time facts, with their bounds, in the order the decoder names a bad one.
 TIMED = tuple(f for f in FACTS if f.bound is not None)
-
-_PARAM = re.compile(r":(\w+)")
-
-
-def server_sql(sql: str) -> str:
-    """``sql`` with its ``:name`` parameters as the function's ``p_name`` arguments."""
-    return _PARAM.sub(r"p_\1", sql)

@@ -13,12 +13,19 @@ from __future__ import annotations
 
 import hashlib
 from functools import cache
+from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import case, func, literal_column, or_, select, true
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql.elements import ColumnElement
 
+from .._schema import installed as _installed
+from .._schema import rules as _rules
+from .._schema import starts as _starts
+from ._sql import EMPTY, GUARDED, ZERO, T, compiled, json_row, json_rows, server_sql, text_value
 from .checks import CHECKS
-from .facts import FACTS, PARAMS, RULES_WHERE, RULE_ROWS, TURN_TEXT, Fact, server_sql
+from .facts import FACTS, PARAMS, RULE_COLUMNS, TURN_COLUMNS, Fact, rules_where, scalar
 from .floors import MAX_FLOOR_US, MAX_US
 
 _ARGS = ", ".join(f"p_{p.name} {p.pg_type}" for p in PARAMS)
@@ -29,18 +36,62 @@ _NAMES = ", ".join(f.name for f in FACTS)
 _SCALARS = [f for f in FACTS if f.name not in ("rules", "turn")]
 
 
-def _scalar(fact: Fact) -> str:
+def _scalar(fact: Fact) -> ColumnElement[Any]:
     """A fact in the function: its relaxed-store parts behind ``p_guarded``. Written so that the
     plain store's plan has the same shape with or without them (GREATEST ignores the NULL), which
     keeps PostgreSQL on one generic plan for the prepared statement instead of planning each call."""
-    plain = server_sql(fact.sql)
     if fact.also is not None:
-        return f"GREATEST({plain}, CASE WHEN p_guarded THEN (SELECT MAX(u.v) FROM ({server_sql(fact.also)}) AS u) END)"
+        u = fact.also.subquery("u")
+        return func.greatest(fact.expr, case((GUARDED, scalar(select(func.max(u.c.v))))))
     if fact.guarded is None:
-        return plain
-    if fact.sql == "NULL":
-        return f"CASE WHEN p_guarded THEN {server_sql(fact.guarded)} END"
-    return f"CASE WHEN p_guarded THEN {server_sql(fact.guarded)} ELSE {plain} END"
+        return fact.expr
+    if fact.name == "damaged":  # nothing to read on a plain store
+        return case((GUARDED, fact.guarded))
+    return case((GUARDED, fact.guarded), else_=fact.expr)
+
+
+def _facts_row() -> str:
+    """The function's row of facts (its ``f``): the rules taken apart, the turn's start taken
+    apart, and every other fact, as one Core statement compiled for PostgreSQL."""
+    r, s = _rules.alias("r"), _starts.alias("s")
+    bad = or_(
+        *(r.c[c].is_(None) for c in RULE_COLUMNS),
+        r.c.min_interval_us < ZERO,
+        r.c.min_interval_us > literal_column(str(MAX_FLOOR_US)),
+        r.c.revision < literal_column("1"),
+    )
+    goal_rule = (r.c.agent_id == EMPTY) & (r.c.automation_id == EMPTY)
+    ru = (
+        select(
+            json_rows(*(r.c[c] for c in RULE_COLUMNS)).label("rules"),
+            func.bool_or(bad).label("bad_rule"),
+            func.count().filter(r.c.min_interval_us > ZERO).label("active_rules"),
+            func.coalesce(func.max(r.c.min_interval_us).filter(r.c.automation_id == EMPTY), ZERO).label("agent_floor"),
+            func.coalesce(func.max(r.c.min_interval_us).filter(r.c.automation_id != EMPTY), ZERO).label("lane_floor"),
+            func.coalesce(func.max(r.c.min_interval_us).filter(goal_rule & r.c.across_agents), ZERO).label("goal_floor"),
+        )
+        .where(rules_where(r))
+        .subquery("ru")
+    )
+    tu = (
+        select(
+            json_row(*(s.c[c] for c in TURN_COLUMNS)).label("turn"),
+            func.coalesce(s.c.phase, EMPTY).label("t_phase"),
+            s.c.goal_id.label("t_goal"),
+            s.c.agent_id.label("t_agent"),
+            s.c.automation_id.label("t_lane"),
+            s.c.anchor_us.label("t_anchor"),
+        )
+        .where(s.c.turn_id == T)
+        .subquery("tu")
+    )
+    row = (
+        select(*ru.c, *tu.c, *(_scalar(f).label(f.short) for f in _SCALARS))
+        .select_from(ru.outerjoin(tu, true()))
+        # kept a subquery: flattened, each reference below would rerun its lookups
+        .offset(ZERO)
+    )
+    return server_sql(compiled(row, "postgresql"))
 
 
 def _bounds() -> str:
@@ -59,7 +110,6 @@ def case_whens() -> str:
 @cache
 def facts_function() -> str:
     """``CREATE OR REPLACE FUNCTION fg_facts``: the facts and what the checks decide from them."""
-    scalars = ",\n               ".join(f"{_scalar(f)} AS {f.short}" for f in _SCALARS)
     return f"""
 CREATE OR REPLACE FUNCTION fg_facts({_ARGS})
 RETURNS TABLE ({_OUT}, outcome text)
@@ -73,26 +123,7 @@ LANGUAGE sql STABLE AS $fn$
              WHEN {_bounds()} THEN 'deny'  -- out of bounds
              {case_whens()}
            END
-      FROM (
-        SELECT ru.rules, ru.bad_rule, ru.active_rules, ru.agent_floor, ru.lane_floor, ru.goal_floor,
-               tu.turn, tu.t_phase, tu.t_goal, tu.t_agent, tu.t_lane, tu.t_anchor,
-               {scalars}
-          FROM (SELECT {RULE_ROWS["postgresql"]} AS rules,
-                       bool_or(r.agent_id IS NULL OR r.automation_id IS NULL OR r.min_interval_us IS NULL
-                               OR r.revision IS NULL OR r.min_interval_us < 0 OR r.min_interval_us > {MAX_FLOOR_US}
-                               OR r.revision < 1 OR r.across_agents IS NULL) AS bad_rule,
-                       count(*) FILTER (WHERE r.min_interval_us > 0) AS active_rules,
-                       COALESCE(max(r.min_interval_us) FILTER (WHERE r.automation_id = ''), 0) AS agent_floor,
-                       COALESCE(max(r.min_interval_us) FILTER (WHERE r.automation_id <> ''), 0) AS lane_floor,
-                       COALESCE(max(r.min_interval_us)
-                                FILTER (WHERE r.agent_id = '' AND r.automation_id = '' AND r.across_agents), 0) AS goal_floor
-                  FROM fg_rules r WHERE {server_sql(RULES_WHERE)}) ru
-          LEFT JOIN (SELECT {TURN_TEXT} AS turn,
-                            COALESCE(s.phase, '') AS t_phase, s.goal_id AS t_goal, s.agent_id AS t_agent,
-                            s.automation_id AS t_lane, s.anchor_us AS t_anchor
-                       FROM fg_starts s WHERE s.turn_id = p_t) tu ON true
-        OFFSET 0  -- kept a subquery: flattened, each reference below would rerun its lookups
-      ) f
+      FROM ({_facts_row()}) f
 $fn$
 """
 
@@ -144,13 +175,13 @@ END
 $drop$
 """
 
-INSTALLED_SQL = "SELECT hash FROM fg_installed WHERE name = 'decision'"
+INSTALLED = select(_installed.c.hash).where(_installed.c.name == text_value("decision"))
 """The installed hash's query (``store`` reads it beside the schema revision in one SELECT)."""
 
 
 def installed_hash(conn: Connection) -> str | None:
     """The hash of the decision functions installed in this PostgreSQL store (None: none recorded)."""
-    found = conn.exec_driver_sql(INSTALLED_SQL).scalar()
+    found = conn.execute(INSTALLED).scalar()
     return found if isinstance(found, str) else None
 
 
@@ -162,7 +193,5 @@ def install(conn: Connection) -> None:
     conn.exec_driver_sql(_DROP_OTHER_SIGNATURES)
     conn.exec_driver_sql(facts_function())
     conn.exec_driver_sql(admit_function())
-    conn.execute(
-        text("INSERT INTO fg_installed (name, hash) VALUES ('decision', :h) ON CONFLICT (name) DO UPDATE SET hash = excluded.hash"),
-        {"h": functions_hash()},
-    )
+    record = pg_insert(_installed).values(name="decision", hash=functions_hash())
+    conn.execute(record.on_conflict_do_update(index_elements=[_installed.c.name], set_={"hash": record.excluded.hash}))

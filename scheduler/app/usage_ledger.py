@@ -11,7 +11,7 @@ from enum import StrEnum
 
 from floorgate.admission.clock import Clock, read_clock
 from floorgate.admission.scope import Scope
-from floorgate.admission.usage import Usage, UsageEntry, UsageState, cost_micros
+from floorgate.admission.usage import Usage, UsageEntry, UsageState, entry_usd
 
 
 class CostBasis(StrEnum):
@@ -54,12 +54,11 @@ class LedgerPage:
 
 
 def cost_of(entry: UsageEntry, prices: dict[str, int]) -> tuple[int | None, CostBasis]:
-    """A turn's cost as a budget counts it (``admission.usage.usage_of``'s rule)."""
+    """A turn's cost as a budget counts it (``admission.usage.entry_usd``) and what it rests on."""
+    usd = entry_usd(entry, prices)
     if entry.state is UsageState.SETTLED and entry.usd_micros is not None:
-        return entry.usd_micros, CostBasis.REPORTED
-    if entry.model is not None and entry.model in prices:
-        return cost_micros(entry.counted_tokens, prices[entry.model]), CostBasis.PRICED
-    return None, CostBasis.UNPRICED
+        return usd, CostBasis.REPORTED
+    return usd, CostBasis.PRICED if usd is not None else CostBasis.UNPRICED
 
 
 class UsageLedger:

@@ -50,7 +50,7 @@ def ledger_row_cells(row: LedgerRow) -> tuple[object, ...]:
         usd = "unpriced"
     else:
         usd = format_usd(micros_to_usd(row.usd_micros)) + (" (priced)" if row.basis is CostBasis.PRICED else "")
-    lane = f"{e.goal_id}/{e.agent_id}/{e.automation_id}"
+    lane = f"{e.goal_id}/{e.agent_id}" + (f"/{e.automation_id}" if e.automation_id else "")  # a lane without an automation: goal/agent
     return (past_second(e.at), e.turn_id, lane, e.state.value, tokens, usd, e.model, e.source.value)
 
 

@@ -1,0 +1,99 @@
+"""The facts as Core expressions, compiled once per dialect, and the ``turn`` fact's decoder.
+
+The per-lane read walks indexes only (every leg a search of an index, on SQLite and PostgreSQL),
+the compiled statements take no parameter a caller does not set, and the turn comes back as a row
+whose decoder fails closed on anything floorgate would not have written.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from sqlalchemy import literal, select, text
+
+from floorgate.admission import Store
+from floorgate.admission._facts import FACTS_SQL, GUARDED_FACTS_SQL, facts_params
+from floorgate.admission.decide._sql import compiled
+from floorgate.admission.decide.facts import FACT, TurnFacts, turn_row
+from floorgate.admission.decisions import Phase
+from floorgate.admission.errors import CorruptState
+
+GOOD = [
+    ("no start", None, None),
+    ("a reserved start", '["reserved", "g", "a", "x", 5]', TurnFacts(Phase.RESERVED, "g/a/x", 5)),
+    ("a confirmed start of an agent", '["confirmed", "g", "a", "", 0]', TurnFacts(Phase.CONFIRMED, "g/a/", 0)),
+    ("an older start without a phase", '[null, "g", "a", "x", 7]', TurnFacts(Phase.CONFIRMED, "g/a/x", 7)),
+    ("PostgreSQL's spacing", '["reserved", "g", "a", "x", 5]\n', TurnFacts(Phase.RESERVED, "g/a/x", 5)),
+]
+
+
+@pytest.mark.parametrize(("value", "expected"), [c[1:] for c in GOOD], ids=[c[0] for c in GOOD])
+def test_the_turn_fact_decodes(value: str | None, expected: TurnFacts | None) -> None:
+    assert turn_row(value, "t1") == expected
+
+
+BAD = [
+    ("the old joined text", "reserved/g/a/x/5"),
+    ("an object", '{"phase": "reserved"}'),
+    ("bytes", b'["reserved", "g", "a", "x", 5]'),
+    ("a short row", '["reserved", "g", "a", 5]'),
+    ("a long row", '["reserved", "g", "a", "x", 5, 6]'),
+    ("a NULL goal", '["reserved", null, "a", "x", 5]'),
+    ("a NULL agent", '["reserved", "g", null, "x", 5]'),
+    ("a NULL automation", '["reserved", "g", "a", null, 5]'),
+    ("a NULL anchor", '["reserved", "g", "a", "x", null]'),
+    ("a numeric agent", '["reserved", "g", 7, "x", 5]'),
+    ("an anchor as text", '["reserved", "g", "a", "x", "5"]'),
+    ("a real anchor", '["reserved", "g", "a", "x", 5.0]'),
+    ("a boolean anchor", '["reserved", "g", "a", "x", true]'),
+    ("a negative anchor", '["reserved", "g", "a", "x", -1]'),
+    ("an anchor beyond the bound", '["reserved", "g", "a", "x", 221845392000000000]'),
+    ("an unknown phase", '["paused", "g", "a", "x", 5]'),
+    ("a numeric phase", '[1, "g", "a", "x", 5]'),
+]
+
+
+@pytest.mark.parametrize("value", [c[1] for c in BAD], ids=[c[0] for c in BAD])
+def test_a_malformed_turn_fact_fails_closed(value: object) -> None:
+    with pytest.raises(CorruptState):
+        turn_row(value, "t1")
+
+
+def test_a_statement_with_a_parameter_no_caller_sets_is_refused() -> None:
+    """A Python value left in a fact's expression would compile to an anonymous parameter."""
+    with pytest.raises(ValueError, match="parameters no caller sets"):
+        compiled(select(FACT["limited"].expr + literal(1)), "sqlite")
+
+
+def _plan(store: Store, sql: str) -> list[str]:
+    params = facts_params("g", "a", "x", "t1", 5)
+    with store.engine.begin() as conn:
+        if store.dialect == "sqlite":
+            return [str(r[-1]) for r in conn.execute(text("EXPLAIN QUERY PLAN " + sql), params)]
+        conn.exec_driver_sql("SET LOCAL enable_seqscan = off")  # only an index-less read falls back to one
+        return [str(r[0]) for r in conn.execute(text("EXPLAIN (COSTS OFF) " + sql), params)]
+
+
+def test_the_per_lane_read_searches_indexes_only(store: Store) -> None:
+    plan = _plan(store, FACTS_SQL[store.dialect])
+    reads = [line for line in plan if "fg_starts" in line or "fg_rules" in line]
+    assert reads, plan
+    if store.dialect == "sqlite":
+        assert all(line.startswith("SEARCH ") for line in reads), plan
+    else:
+        # Each scan of a table is an index scan with a condition on the index (not a full one).
+        scans = [i for i, line in enumerate(plan) if " on fg_starts" in line or " on fg_rules" in line]
+        assert len(scans) >= 5, plan  # the rules, the turn, both anchors, the trigger, the duplicate
+        assert all("Index" in plan[i] and plan[i + 1].strip().startswith("Index Cond") for i in scans), plan
+
+
+def test_the_relaxed_read_adds_only_its_guard(store: Store) -> None:
+    """The relaxed store's read searches the same indexes for the same facts, plus its guard's legs."""
+    plain, guarded = _plan(store, FACTS_SQL[store.dialect]), _plan(store, GUARDED_FACTS_SQL[store.dialect])
+    assert len(guarded) > len(plain)
+    assert _indexes(plain) <= _indexes(guarded)
+
+
+def _indexes(plan: list[str]) -> set[str]:
+    return {m for line in plan for m in re.findall(r"(?:INDEX|using) (\w+)", line)}
