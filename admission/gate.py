@@ -23,11 +23,7 @@ from . import _locks as locks
 from . import _schema as s
 from ._facts import (
     CONFIRM_SQL,
-    INSERT_START_SQL,
-    RESERVE_SQL,
     StartRow,
-    decode_facts,
-    facts_params,
     goal_anchors,
     read_facts,
     read_facts_many,
@@ -35,11 +31,10 @@ from ._facts import (
     stored_max,
 )
 from ._limit_check import check_lane, checked, hold_estimate, judged
+from ._reserving import _admit, _reserve_pg, _unchecked
 from ._rule import (
     _ADMITTED,
     _ADMITTING,
-    _AUTOMATIC,
-    _MANUAL,
     _NO_TRIGGER,
     _NO_TURN,
     _US,
@@ -55,14 +50,14 @@ from .clock import Clock, SystemClock, from_us, read_clock, to_us
 from .decide.checks import Request as _Request
 from .decide.checks import Verdict as _Verdict
 from .decide.checks import evaluate as _evaluate
-from .decide.facts import FACTS, RULE_COLUMNS, Facts
+from .decide.facts import RULE_COLUMNS, Facts
 from .decide.floors import floor_us, next_eligible_us
-from .decisions import Confirmation, Decision, Eligibility, Reason, StartKind, StartRecord
+from .decisions import Confirmation, Decision, Eligibility, Reason, StartRecord
 from .errors import CorruptState, InvalidInput, StoreUnavailable
 from .journal import JournalEntry, write_entry
 from .policies import RuleRef, combine, may_cover, rule_ref
 from .scope import check_id, check_limit
-from .store import DriverTx, Store, lock_id
+from .store import Store, lock_id
 from .unit import UnitOfWork
 
 LaneStates = Sequence[LimitState]  # a lane's limit states as a caller read them (``budgets.limit_states``)
@@ -88,6 +83,7 @@ class Admission:
         journal: JournalEntry | None = None,
         on_admit: Callable[[UnitOfWork], None] | None = None,
         unit: UnitOfWork | None = None,
+        read_may_admit: bool = False,
     ) -> Decision:
         """Decide whether ``turn_id`` may start now; when admitted, the start is durably reserved.
 
@@ -107,13 +103,24 @@ class Admission:
         reservations, one commit), the lock taken there; the caller then rolls back what a refused
         admission left (run each in a savepoint). Without ``unit``, a managed reservation opens its
         own unit (one commit).
+
+        ``read_may_admit``: the caller's ``denial`` of these arguments, just before, found that it
+        may admit. Then on PostgreSQL a managed reservation in its own unit sends its locked
+        statement at once instead of repeating that plain read: the statement reads and decides
+        again under the agent's lock, so a start committed since is still seen. Only for a lane
+        not known to have counts or budgets; one found limited meanwhile is decided the usual way.
         """
         req = _request(goal, agent, automation, turn_id, trigger_time, manual_reason)
         if journal is not None and journal.turn_id != req.turn_id:
             raise InvalidInput("journal", f"the journal entry is for turn {journal.turn_id!r}, not {req.turn_id!r}")
         managed = journal is not None or on_admit is not None
+        pg = self.store.dialect == "postgresql"
+        if read_may_admit and managed and unit is None and pg and limit_read.known(goal, agent, automation) is None:
+            decision = self._reserve_managed(req, journal, on_admit)
+            if decision is not None:
+                return decision
         try:
-            if self.store.dialect == "postgresql" and not managed and limit_read.known(goal, agent, automation) is None:
+            if pg and not managed and limit_read.known(goal, agent, automation) is None:
                 # One round trip: it reads, locks only when it may admit, decides, inserts.
                 verdict, now, facts = _reserve_pg(
                     self.store.autocommit, req, self.clock, locks.agent(req.goal, req.agent), lock_admitted=False
@@ -136,25 +143,50 @@ class Admission:
             if not managed:
                 with self.store.driver(write=True, lock_key=lock_key, unit=unit) as tx:
                     verdict, now = _admit(tx, req, self.clock, None)
+            elif pg:
+                with self._joined(unit) as joined:
+                    verdict, now, _ = self._admit_pg(joined, req, journal, on_admit)
             else:
-                # PostgreSQL: fg_admit takes the lock inside the unit (so no separate lock statement).
-                pg = self.store.dialect == "postgresql"
-                with self._joined(unit) as joined, self.store.driver(write=True, lock_key=None if pg else lock_key, unit=joined) as tx:
-                    if pg:
-                        joined.check_order(lock_key)  # before fg_admit may take it
-                        verdict, now, _ = _reserve_pg(tx, req, self.clock, lock_key, lock_admitted=True)
-                        if verdict.reason in _ADMITTED:
-                            joined.record_lock(lock_key)  # fg_admit ran, and took it
-                            if journal is not None:
-                                write_entry(tx, journal, to_us(now))
-                    else:
-                        verdict, now = _admit(tx, req, self.clock, journal)
+                with self._joined(unit) as joined, self.store.driver(write=True, lock_key=lock_key, unit=joined) as tx:
+                    verdict, now = _admit(tx, req, self.clock, journal)
                     if on_admit is not None and verdict.reason in _ADMITTED:
                         on_admit(joined)
         except StoreUnavailable as exc:
             now = read_clock(self.clock)
             verdict = _Verdict(Reason.STATE_UNAVAILABLE, None, None, detail=f"{exc}; denied (fail closed)")
         return _decision(req, now, verdict)
+
+    def _reserve_managed(
+        self, req: _Request, journal: JournalEntry | None, on_admit: Callable[[UnitOfWork], None] | None
+    ) -> Decision | None:
+        """``reserve(read_may_admit=True)``: the locked statement without the plain read before it;
+        None when the lane turned out to have counts or budgets unchecked (nothing was written:
+        the caller decides it the usual way)."""
+        try:
+            with self.store.unit() as own:
+                verdict, now, facts = self._admit_pg(own, req, journal, on_admit)
+        except StoreUnavailable as exc:
+            now = read_clock(self.clock)
+            verdict = _Verdict(Reason.STATE_UNAVAILABLE, None, None, detail=f"{exc}; denied (fail closed)")
+            return _decision(req, now, verdict)
+        return None if _unchecked(verdict, facts) else _decision(req, now, verdict)
+
+    def _admit_pg(
+        self, joined: UnitOfWork, req: _Request, journal: JournalEntry | None, on_admit: Callable[[UnitOfWork], None] | None
+    ) -> tuple[_Verdict, datetime, Facts]:
+        """A managed reservation on PostgreSQL in ``joined``: fg_admit takes the agent's lock inside
+        the unit (no separate lock statement); the journal row and ``on_admit`` follow an admission."""
+        lock_key = locks.agent(req.goal, req.agent)
+        with self.store.driver(write=True, lock_key=None, unit=joined) as tx:
+            joined.check_order(lock_key)  # before fg_admit may take it
+            verdict, now, facts = _reserve_pg(tx, req, self.clock, lock_key, lock_admitted=True)
+            if verdict.reason in _ADMITTED:
+                joined.record_lock(lock_key)  # fg_admit ran, and took it
+                if journal is not None and write_entry(tx, journal, to_us(now)):
+                    joined.created(locks.turn(req.turn_id))  # linked to its mission in this unit, without a lock
+            if on_admit is not None and verdict.reason in _ADMITTED:
+                on_admit(joined)
+        return verdict, now, facts
 
     def _reserve_limited(
         self,
@@ -179,8 +211,8 @@ class Admission:
             check = limit_read.serialized_check(tx, conn, req, self.clock)
             if pg:
                 verdict, now, _ = _reserve_pg(tx, req, self.clock, lock_key, lock_admitted=True, lim=check.code, states=check.states)
-                if journal is not None and verdict.reason in _ADMITTED:
-                    write_entry(tx, journal, to_us(now))
+                if journal is not None and verdict.reason in _ADMITTED and write_entry(tx, journal, to_us(now)):
+                    joined.created(locks.turn(req.turn_id))
             else:
                 verdict, now = _admit(tx, req, self.clock, journal, lim=check.code, states=check.states)
             if verdict.reason in _ADMITTING:
@@ -476,114 +508,6 @@ def _start_may_cover(g: object, a: object, x: object, no_anchor: object, goal: s
     return _may_cover((g, a, x), goal, agent, None)
 
 
-def _unchecked(verdict: _Verdict, facts: Facts) -> bool:
-    """Whether the decision waits on counts or budgets its read did not check (then the client
-    checks them). A floor's wait checks them too: the reported time is the latest of all limits
-    and the reason names the binding one. Any other denial (a duplicate, a stale trigger) needs no more."""
-    return verdict.reason in _WAITS and facts.limited > 0 and facts.limit_code is None
-
-
-_WAITS = (Reason.STATE_UNAVAILABLE, Reason.INTERVAL_WAIT)
-
-
-def _admit(
-    tx: DriverTx,
-    req: _Request,
-    clock: Clock,
-    journal: JournalEntry | None,
-    *,
-    lim: int | None = None,
-    states: tuple = (),  # type: ignore[type-arg]
-) -> tuple[_Verdict, datetime]:
-    """The serialized evaluation: only here may a start be inserted. The clock is read under the
-    lock, after the facts: a start another process committed a moment ago is in the past.
-    ``lim`` and ``states``: the lane's limits as checked in this transaction (``_limit_check``)."""
-    facts = read_facts(tx, req.goal, req.agent, req.automation, req.turn_id, req.trigger_us, lim)
-    if states:
-        facts = facts._replace(limits=states)
-    now = read_clock(clock)
-    now_us = to_us(now)
-    verdict = _evaluate(facts, req, now_us)
-    if verdict.reason in _ADMITTING:
-        _insert_start(tx, req, now_us)
-    if journal is not None and verdict.reason in _ADMITTED:
-        write_entry(tx, journal, now_us)
-    return verdict, now
-
-
-def _reserve_pg(
-    tx: DriverTx,
-    req: _Request,
-    clock: Clock,
-    lock_key: str,
-    *,
-    lock_admitted: bool,
-    lim: int | None = None,
-    states: tuple = (),  # type: ignore[type-arg]
-) -> tuple[_Verdict, datetime, Facts]:
-    """The decision through PostgreSQL's ``RESERVE_SQL``: one statement, which inserts the start when
-    it admits; its facts are decoded and explained here by ``_evaluate``, the decision's one rule.
-
-    The clock is read before the call, so a start another process committed while the call waited
-    for the lock can be later than it: that denial (clock_rollback) is decided once more with a
-    fresh reading when the clock has since passed that start (a second call, only in that race)."""
-    params = facts_params(req.goal, req.agent, req.automation, req.turn_id, req.trigger_us, lim)
-    params["kind"] = (_AUTOMATIC if req.manual_reason is None else _MANUAL).value
-    params["reason"] = req.manual_reason
-    params["lock"] = lock_id(lock_key)
-    params["guarded"] = tx.relaxed
-    params["lock_admitted"] = lock_admitted
-    now = read_clock(clock)
-    for retry in (True, False):
-        params["now"] = now_us = to_us(now)
-        row = tx.row(RESERVE_SQL, params)
-        if row is None:  # pragma: no cover - the statement always returns one row
-            raise StoreUnavailable("fg_facts returned no row")
-        if row[_ADMIT_RAN] is not None:  # fg_admit ran: its locked read is the one decided on
-            row = row[_OUTCOME + 1 :]
-        elif row[_OUTCOME] == "insert":  # pragma: no cover - the gate calls fg_admit whenever it reads 'insert'
-            raise StoreUnavailable("fg_facts may admit but fg_admit did not run")
-        facts = decode_facts(row[:_OUTCOME], req.goal, req.agent, req.automation, req.turn_id)
-        if states:
-            facts = facts._replace(limits=states)
-        verdict = _evaluate(facts, req, now_us)
-        outcome = row[_OUTCOME]
-        if (outcome == "insert") != (verdict.reason in _ADMITTING):
-            # Fail closed either way; an autocommitted start it made stays an unconfirmed reservation
-            # (it holds the floor, never launches), which is what a crash before confirm leaves too.
-            raise StoreUnavailable(
-                f"the store's fg_facts decided {outcome!r} where this floorgate decides {verdict.reason.value!r} (a mismatched migration?)"
-            )
-        if retry and verdict.reason is Reason.CLOCK_ROLLBACK and facts.agent_anchor_us is not None:
-            later = read_clock(clock)
-            if to_us(later) >= facts.agent_anchor_us:
-                now = later
-                continue
-        break
-    return verdict, now, facts
-
-
-# RESERVE_SQL's row: fg_facts' facts and outcome, then fg_admit's (NULL when it did not run).
-_OUTCOME = len(FACTS)
-_ADMIT_RAN = 2 * len(FACTS) + 1
-
-
 def _time_ok(value: object) -> bool:
     """Whether an undecoded stored time (or its absence) would pass the column's decoder."""
     return value is None or (type(value) is int and 0 <= value < MAX_US)
-
-
-def _insert_start(tx: DriverTx, req: _Request, now_us: int) -> None:
-    tx.execute(
-        INSERT_START_SQL,
-        {
-            "t": req.turn_id,
-            "g": req.goal,
-            "a": req.agent,
-            "x": req.lane,
-            "tr": req.trigger_us,
-            "now": now_us,
-            "kind": (StartKind.MANUAL if req.manual_reason is not None else StartKind.AUTOMATIC).value,
-            "reason": req.manual_reason,
-        },
-    )

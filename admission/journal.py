@@ -51,13 +51,14 @@ __all__ = [
 
 RENEW_CHUNK = 500  # turn ids per lease-renewal statement
 
-_COUNT_SQL = "SELECT COUNT(*) FROM fg_turns WHERE automation_id = :x"
 _INSERT_SQL = (
     "INSERT INTO fg_turns (turn_id, automation_id, goal_id, agent_id, attempt, kind, manual_reason, runner_host, runner_pid, "
     "child_pid, started_at_us, deadline_us, phase, log_path, mission_id, owner_id, lease_expires_us) VALUES (:t, :x, :g, :a, "
     ":attempt, :kind, :reason, :rh, :rp, NULL, :now, :deadline, 'journaled', :log, :mission, :owner, :lease) "
     "ON CONFLICT (turn_id) DO NOTHING"
 )
+# The attempt number counted in the insert itself (the automation's attempts so far, plus one).
+_INSERT_COUNTED_SQL = _INSERT_SQL.replace(":attempt,", "(SELECT COUNT(*) + 1 FROM fg_turns WHERE automation_id = :counted),", 1)
 _CLAIM_SQL = "SELECT owner_id, lease_expires_us, phase FROM fg_turns WHERE turn_id = :t"
 
 
@@ -70,22 +71,22 @@ _ORPHAN_START = (
 )
 
 
-def write_entry(tx: DriverTx, entry: JournalEntry, now_us: int) -> None:
-    """Insert ``entry`` inside the caller's transaction (the reservation's).
+def write_entry(tx: DriverTx, entry: JournalEntry, now_us: int) -> bool:
+    """Insert ``entry`` inside the caller's transaction (the reservation's); True when this
+    inserted the row (False: it was there already).
 
     An existing row is accepted only when it is still ``journaled`` and already claimed by
     ``entry.owner_id`` (a resume after a takeover); anything else raises ``TurnOwned``, which
-    rolls the caller's transaction back.
+    rolls the caller's transaction back. Without ``entry.attempt`` the attempt number is counted
+    by the insert (one statement).
     """
     attempt = entry.attempt
-    if attempt is None:
-        counted = tx.row(_COUNT_SQL, {"x": entry.automation_id})
-        attempt = int(counted[0]) + 1 if counted is not None else 1
     inserted = tx.execute(
-        _INSERT_SQL,
+        _INSERT_SQL if attempt is not None else _INSERT_COUNTED_SQL,
         {
             "t": entry.turn_id,
             "x": entry.automation_id,
+            "counted": entry.automation_id,  # a second name: PostgreSQL types each parameter once
             "g": entry.goal_id,
             "a": entry.agent_id,
             "attempt": attempt,
@@ -102,13 +103,13 @@ def write_entry(tx: DriverTx, entry: JournalEntry, now_us: int) -> None:
         },
     )
     if inserted == 1:
-        return
+        return True
     row = tx.row(_CLAIM_SQL, {"t": entry.turn_id})
     if row is None:  # pragma: no cover - the conflict was on this very key
         raise TurnOwned(entry.turn_id, None, None, "unknown")
     owner, lease_us, phase = row
     if owner == entry.owner_id and phase == "journaled":
-        return
+        return False
     raise TurnOwned(entry.turn_id, owner, from_us(lease_us) if type(lease_us) is int else None, phase)
 
 

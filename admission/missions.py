@@ -185,6 +185,8 @@ class Missions:
                     )
                     .returning(*m.c)
                 ).one()
+                if unit is not None:  # its turn is counted next, in this unit
+                    unit.created(locks.mission(mission_id))
         return _mission(row)
 
     def count(self, mission_id: str, counter: str, limit: int, *, enforce: bool, unit: UnitOfWork | None = None) -> tuple[bool, Mission]:

@@ -120,6 +120,14 @@ class UnitOfWork:
         self.check_order(key)
         self._held.add(key)
 
+    def created(self, key: str) -> None:
+        """Note that this unit inserted the row ``key`` guards, under a new id: no other transaction
+        sees that row before this unit commits, so none can write it meanwhile and the unit writes it
+        again without taking ``key``'s lock (one lock statement fewer). Not for admission's keys."""
+        if _rank(key) is not None:
+            raise ValueError(f"{key!r} orders admission: take it with lock()")
+        self._held.add(key)
+
     def check_order(self, key: str) -> None:
         """``LockOrderRefused`` if taking ``key`` now would break admission's lock order (for a
         caller whose own statement takes it: checked before it is sent)."""

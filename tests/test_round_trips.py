@@ -12,17 +12,19 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
 from basics import T0
 from sqlalchemy import event
 
-from floorgate.admission import Admission, FixedClock, Policies, Reason, Scope, Store, open_store
+from floorgate.admission import Admission, Automations, FixedClock, Journal, Policies, Reason, Scope, Store, open_store
 from floorgate.admission import _limit_read as limit_read
 from floorgate.admission.limits import LimitsChange
 from floorgate.admission.usage import Prices
 from floorgate.admission.windows import parse_window
+from floorgate.scheduler.runtime.executor import Admitted, TurnExecutor
 
 from helpers import add_automation, journal_entry
 
@@ -293,17 +295,22 @@ def on_the_wire(store: Store) -> Iterator[dict[str, int]]:
 
 # A managed turn's reservation: the start, its journal row and the caller's on_admit writes in one
 # unit. (backend, outcome) -> (round trips, commits), with an on_admit that writes nothing.
+# The journal row counts its attempt number in its own insert. ``read``: the caller's plain read
+# (``Admission.denial``) found just before that it may admit, so PostgreSQL does not repeat it
+# (its locked statement reads and decides again); SQLite's read is local and stays.
 MANAGED = {
-    # facts; BEGIN, fg_facts + fg_admit (lock, facts, start), attempt count, journal row, COMMIT
-    ("postgresql", "admitted"): (6, 1),
+    # facts; BEGIN, fg_facts + fg_admit (lock, facts, start), journal row (counted), COMMIT
+    ("postgresql", "admitted"): (5, 1),
     ("postgresql", "denied"): (1, 0),
-    # facts; BEGIN IMMEDIATE, facts, start, attempt count, journal row, COMMIT
-    ("sqlite", "admitted"): (7, 1),
+    ("postgresql", "admitted after a read"): (4, 1),
+    # facts; BEGIN IMMEDIATE, facts, start, journal row (counted), COMMIT
+    ("sqlite", "admitted"): (6, 1),
     ("sqlite", "denied"): (1, 0),
+    ("sqlite", "admitted after a read"): (6, 1),
 }
 
 
-@pytest.mark.parametrize("outcome", ["admitted", "denied"])
+@pytest.mark.parametrize("outcome", ["admitted", "denied", "admitted after a read"])
 def test_round_trips_and_commits_of_a_managed_reservation(store: Store, outcome: str, bench_row: Any) -> None:
     clock = FixedClock(T0)
     Policies(store, clock).configure(Scope.parse("g/a"), min_interval=timedelta(hours=1), expected_revision=0, owner_ref="o")
@@ -322,12 +329,13 @@ def test_round_trips_and_commits_of_a_managed_reservation(store: Store, outcome:
             trigger_time=clock.now(),
             journal=journal_entry("t1", T0),
             on_admit=admitted_units.append,
+            read_may_admit=outcome == "admitted after a read",
         )
-    assert decision.admitted is (outcome == "admitted")
-    assert len(admitted_units) == (outcome == "admitted")
+    assert decision.admitted is (outcome != "denied")
+    assert len(admitted_units) == (outcome != "denied")
     backend = "postgresql" if store.dialect == "postgresql" else "sqlite"
     assert (counts["round_trips"], counts["commits"]) == MANAGED[(backend, outcome)]
-    commits = 1 if outcome == "admitted" else 0
+    commits = 0 if outcome == "denied" else 1
     bench_row(
         f"managed turn's reservation, {outcome}: round trips / commits ({backend})",
         f"{counts['round_trips']} / {counts['commits']}",
@@ -474,3 +482,71 @@ def test_round_trips_of_a_goal_floor(store: Store, outcome: str, across: bool) -
     assert (decision.admitted, decision.reason.value) == (outcome == "admitted", "eligible" if outcome == "admitted" else "interval_wait")
     backend = "postgresql" if store.dialect == "postgresql" else "sqlite"
     assert counts["round_trips"] + len(pooled) == GOAL_FLOOR[(backend, outcome, across)], pooled
+
+
+# A host's managed begin after its plain read (``_ticking``: the tick's envelope precheck and wake
+# state read already): the reservation, the journal row counting its attempt, the mission opened
+# (under the automation's lock), its turn counted and the attempt linked to it, in one commit. The
+# mission and the journal row were inserted in this unit, so counting and linking them take no lock.
+# PostgreSQL: BEGIN, fg_facts + fg_admit, journal row, automation lock, mission read, mission insert,
+# count, link, COMMIT. SQLite: the plain read, BEGIN IMMEDIATE, facts, start, journal row, mission
+# read, mission insert, count, link, COMMIT.
+HOST_BEGIN = {"postgresql": (9, 1), "sqlite": (10, 1)}
+
+
+def test_round_trips_of_a_hosts_managed_begin(store: Store, tmp_path: Path) -> None:
+    clock = FixedClock(T0)
+    Policies(store, clock).configure(Scope.parse("g/a"), min_interval=timedelta(hours=1), expected_revision=0, owner_ref="o")
+    automation = add_automation(store, clock)
+    executor = TurnExecutor(store, state_dir=tmp_path / "state", clock=clock, mode="enforce")
+    pre, wake = executor.gate.precheck(automation), Automations(store, clock).wake_state("x")
+    executor.admission.eligibility("g", "a", "x")  # the hot connection is open before counting starts
+    with on_the_wire(store) as counts:
+        begun = executor.begin(
+            automation, nominal=clock.now(), turn_id="x-t1", minted=True, overlap_checked=True, pre=pre, wake=wake, read_may_admit=True
+        )
+    assert isinstance(begun, Admitted)
+    assert [(counted, mission.turns) for counted, mission in begun.begun] == [(True, 1)]
+    record = Journal(store).get("x-t1")
+    assert record is not None and (record.attempt, record.mission_id) == (1, begun.begun[0][1].mission_id)
+    backend = "postgresql" if store.dialect == "postgresql" else "sqlite"
+    assert (counts["round_trips"], counts["commits"]) == HOST_BEGIN[backend]
+
+
+# Without a mission (envelopes disabled), the attempt number is the automation's attempts so far plus
+# one, counted by the journal row's insert.
+def test_the_journal_row_counts_its_attempt(store: Store, tmp_path: Path) -> None:
+    clock = FixedClock(T0)
+    automation = add_automation(store, clock)
+    executor = TurnExecutor(store, state_dir=tmp_path / "state", clock=clock, mode="disabled")
+    for n in (1, 2):
+        begun = executor.begin(automation, nominal=clock.now(), turn_id=f"x-t{n}", minted=True, overlap_checked=True)
+        assert isinstance(begun, Admitted), begun
+        record = Journal(store).get(f"x-t{n}")
+        assert record is not None and record.attempt == n
+        clock.advance(timedelta(hours=1))
+
+
+# The caller's read may predate a count or budget, or come from a process that never saw the lane
+# limited: then the locked statement finds limits it did not check, and the lane is decided the usual
+# way (its limits read and checked), never denied as unreadable nor admitted past its count.
+def test_a_lane_limited_since_the_callers_read_is_decided_with_its_limits(store: Store) -> None:
+    clock = FixedClock(T0)
+    limits = LimitsChange(max_starts=1, per=parse_window("1d"))
+    Policies(store, clock).configure(Scope.parse("g/a"), min_interval=timedelta(0), expected_revision=0, owner_ref="o", limits=limits)
+    admission = Admission(store, clock)
+    reasons = []
+    for n in (1, 2):
+        limit_read.forget_all()
+        decision = admission.reserve(
+            goal="g",
+            agent="a",
+            automation="x",
+            turn_id=f"t{n}",
+            trigger_time=clock.now(),
+            journal=journal_entry(f"t{n}", T0),
+            read_may_admit=True,
+        )
+        reasons.append(decision.reason.value)
+        clock.advance(timedelta(seconds=1))
+    assert reasons == ["eligible", "count_exhausted"]

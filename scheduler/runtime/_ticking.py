@@ -286,7 +286,7 @@ class Ticking:
         """The floor's denial of a tick whose envelope precheck let it through (as ``begin`` would
         have), from one plain read: nothing ``begin`` checks or writes for an admission (the log
         directory, the lock) is needed for it. None: ``begin`` decides."""
-        if pre is None or pre.refusal is not None or automation.spec.host is None:
+        if not _read_early(automation, pre):
             return None
         spec = automation.spec
         return self.executor.admission.denial(
@@ -349,7 +349,15 @@ class Ticking:
         begun: TurnOutcome | Admitted | None = None
         try:
             begun = self.executor.begin(
-                automation, nominal=nominal, turn_id=turn_id, minted=True, overlap_checked=True, pre=inputs.pre, unit=unit, wake=wake
+                automation,
+                nominal=nominal,
+                turn_id=turn_id,
+                minted=True,
+                overlap_checked=True,
+                pre=inputs.pre,
+                unit=unit,
+                wake=wake,
+                read_may_admit=_read_early(automation, inputs.pre),  # its plain read (``_denied_early``) found it may admit
             )
         finally:
             if not isinstance(begun, Admitted):
@@ -532,3 +540,9 @@ class Ticking:
     def _is_running(self, automation_id: str) -> bool:
         with self._lock:
             return self._running.get(automation_id, 0) > 0
+
+
+def _read_early(automation: Automation, pre: TurnGate | None) -> bool:
+    """Whether a tick's floor is read before ``begin`` (``_denied_early``): its envelope
+    precheck let it through, and floorgate launches it."""
+    return pre is not None and pre.refusal is None and automation.spec.host is not None

@@ -150,6 +150,7 @@ class TurnExecutor:
         pre: TurnGate | None = None,
         unit: UnitOfWork | None = None,
         wake: WakeState | None = None,
+        read_may_admit: bool = False,
     ) -> TurnOutcome | Admitted:
         """The decision half of ``run``: every refusal and denial as a finished ``TurnOutcome``,
         or the admitted reservation (committed with this runner's claim) for ``finish``.
@@ -160,6 +161,8 @@ class TurnExecutor:
         reserve in the caller's open unit of work (the admitted turn is durable once it commits).
         ``wake``: the automation's wake state as the caller read it (else read here for an
         automatic start: its failure streak's wait refuses a start before it).
+        ``read_may_admit``: the caller's plain read of the floor (``Admission.denial``) found just
+        now that it may admit (``Admission.reserve`` does not repeat it).
         """
         if automation.spec.host is None:
             raise InvalidInput(
@@ -190,7 +193,9 @@ class TurnExecutor:
             # automatic starts wait for the failure streak (after the envelope, which names a
             # bound the owner must act on before a wait that passes by itself).
             slowed = manual_reason is None and not turn.owns_row
-            return self._decide(automation, turn, manual_reason, nominal, wait_eligible, pre, unit, wake if slowed else None, slowed)
+            return self._decide(
+                automation, turn, manual_reason, nominal, wait_eligible, pre, unit, wake if slowed else None, slowed, read_may_admit
+            )
 
         return self._settling(automation, turn, decide)
 
@@ -229,6 +234,7 @@ class TurnExecutor:
         unit: UnitOfWork | None = None,
         wake: WakeState | None = None,
         slowed: bool = False,
+        read_may_admit: bool = False,
     ) -> TurnOutcome | Admitted:
         turn_id = turn.turn_id
         if automation.spec.host is None:  # pragma: no cover - begin() refuses external timers first
@@ -254,7 +260,7 @@ class TurnExecutor:
         begun: list[tuple[bool, Mission]] = []
         begin = self._begin(automation, turn, pre, begun)
         try:
-            decision = self._reserve(automation, turn_id, trigger, manual_reason, log_path, begin, unit)
+            decision = self._reserve(automation, turn_id, trigger, manual_reason, log_path, begin, unit, read_may_admit)
             gap = decision.opens_within(wait_eligible)
             if gap is not None:
                 self.sleep(gap.total_seconds())
@@ -429,6 +435,7 @@ class TurnExecutor:
         log_path: Path,
         begin: Begin | None,
         unit: UnitOfWork | None = None,
+        read_may_admit: bool = False,
     ) -> Decision:
         spec = automation.spec
         now = read_clock(self.clock)
@@ -456,6 +463,7 @@ class TurnExecutor:
             journal=entry,
             on_admit=begin,
             unit=unit,
+            read_may_admit=read_may_admit,
         )
 
     def _launch(

@@ -1,0 +1,127 @@
+"""A reservation's serialized statements: where a start may be inserted (``_admit`` on SQLite,
+``_reserve_pg`` through PostgreSQL's ``RESERVE_SQL``), each decided by the one rule
+(``decide.checks.evaluate``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from ._facts import INSERT_START_SQL, RESERVE_SQL, decode_facts, facts_params, read_facts
+from ._rule import _ADMITTED, _ADMITTING, _AUTOMATIC, _MANUAL
+from .clock import Clock, read_clock, to_us
+from .decide.checks import Request as _Request
+from .decide.checks import Verdict as _Verdict
+from .decide.checks import evaluate as _evaluate
+from .decide.facts import FACTS, Facts
+from .decisions import Reason, StartKind
+from .errors import StoreUnavailable
+from .journal import JournalEntry, write_entry
+from .store import DriverTx, lock_id
+
+
+def _unchecked(verdict: _Verdict, facts: Facts) -> bool:
+    """Whether the decision waits on counts or budgets its read did not check (then the client
+    checks them). A floor's wait checks them too: the reported time is the latest of all limits
+    and the reason names the binding one. Any other denial (a duplicate, a stale trigger) needs no more."""
+    return verdict.reason in _WAITS and facts.limited > 0 and facts.limit_code is None
+
+
+_WAITS = (Reason.STATE_UNAVAILABLE, Reason.INTERVAL_WAIT)
+
+
+def _admit(
+    tx: DriverTx,
+    req: _Request,
+    clock: Clock,
+    journal: JournalEntry | None,
+    *,
+    lim: int | None = None,
+    states: tuple = (),  # type: ignore[type-arg]
+) -> tuple[_Verdict, datetime]:
+    """The serialized evaluation: only here may a start be inserted. The clock is read under the
+    lock, after the facts: a start another process committed a moment ago is in the past.
+    ``lim`` and ``states``: the lane's limits as checked in this transaction (``_limit_check``)."""
+    facts = read_facts(tx, req.goal, req.agent, req.automation, req.turn_id, req.trigger_us, lim)
+    if states:
+        facts = facts._replace(limits=states)
+    now = read_clock(clock)
+    now_us = to_us(now)
+    verdict = _evaluate(facts, req, now_us)
+    if verdict.reason in _ADMITTING:
+        _insert_start(tx, req, now_us)
+    if journal is not None and verdict.reason in _ADMITTED:
+        write_entry(tx, journal, now_us)  # SQLite: one writer at a time, no key to note
+    return verdict, now
+
+
+def _reserve_pg(
+    tx: DriverTx,
+    req: _Request,
+    clock: Clock,
+    lock_key: str,
+    *,
+    lock_admitted: bool,
+    lim: int | None = None,
+    states: tuple = (),  # type: ignore[type-arg]
+) -> tuple[_Verdict, datetime, Facts]:
+    """The decision through PostgreSQL's ``RESERVE_SQL``: one statement, which inserts the start when
+    it admits; its facts are decoded and explained here by ``_evaluate``, the decision's one rule.
+
+    The clock is read before the call, so a start another process committed while the call waited
+    for the lock can be later than it: that denial (clock_rollback) is decided once more with a
+    fresh reading when the clock has since passed that start (a second call, only in that race)."""
+    params = facts_params(req.goal, req.agent, req.automation, req.turn_id, req.trigger_us, lim)
+    params["kind"] = (_AUTOMATIC if req.manual_reason is None else _MANUAL).value
+    params["reason"] = req.manual_reason
+    params["lock"] = lock_id(lock_key)
+    params["guarded"] = tx.relaxed
+    params["lock_admitted"] = lock_admitted
+    now = read_clock(clock)
+    for retry in (True, False):
+        params["now"] = now_us = to_us(now)
+        row = tx.row(RESERVE_SQL, params)
+        if row is None:  # pragma: no cover - the statement always returns one row
+            raise StoreUnavailable("fg_facts returned no row")
+        if row[_ADMIT_RAN] is not None:  # fg_admit ran: its locked read is the one decided on
+            row = row[_OUTCOME + 1 :]
+        elif row[_OUTCOME] == "insert":  # pragma: no cover - the gate calls fg_admit whenever it reads 'insert'
+            raise StoreUnavailable("fg_facts may admit but fg_admit did not run")
+        facts = decode_facts(row[:_OUTCOME], req.goal, req.agent, req.automation, req.turn_id)
+        if states:
+            facts = facts._replace(limits=states)
+        verdict = _evaluate(facts, req, now_us)
+        outcome = row[_OUTCOME]
+        if (outcome == "insert") != (verdict.reason in _ADMITTING):
+            # Fail closed either way; an autocommitted start it made stays an unconfirmed reservation
+            # (it holds the floor, never launches), which is what a crash before confirm leaves too.
+            raise StoreUnavailable(
+                f"the store's fg_facts decided {outcome!r} where this floorgate decides {verdict.reason.value!r} (a mismatched migration?)"
+            )
+        if retry and verdict.reason is Reason.CLOCK_ROLLBACK and facts.agent_anchor_us is not None:
+            later = read_clock(clock)
+            if to_us(later) >= facts.agent_anchor_us:
+                now = later
+                continue
+        break
+    return verdict, now, facts
+
+
+# RESERVE_SQL's row: fg_facts' facts and outcome, then fg_admit's (NULL when it did not run).
+_OUTCOME = len(FACTS)
+_ADMIT_RAN = 2 * len(FACTS) + 1
+
+
+def _insert_start(tx: DriverTx, req: _Request, now_us: int) -> None:
+    tx.execute(
+        INSERT_START_SQL,
+        {
+            "t": req.turn_id,
+            "g": req.goal,
+            "a": req.agent,
+            "x": req.lane,
+            "tr": req.trigger_us,
+            "now": now_us,
+            "kind": (StartKind.MANUAL if req.manual_reason is not None else StartKind.AUTOMATIC).value,
+            "reason": req.manual_reason,
+        },
+    )
