@@ -14,10 +14,10 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from enum import Enum
 from functools import lru_cache
-from typing import Literal, NamedTuple
+from typing import NamedTuple
 
 from ..clock import ceil_second, from_us, iso
-from ..decisions import Explained, Phase, Reason
+from ..decisions import EligibilityStatus, Explained, Phase, Reason
 from ..intervals import format_interval
 from .facts import Facts, LimitCode
 from .floors import MAX_US, EffectiveFloor, goal_binds, next_eligible_us
@@ -68,7 +68,7 @@ class Anchor(Enum):
 class Readback(NamedTuple):
     """A check's form in readback (eligibility): its status and detail."""
 
-    status: Literal["eligible", "interval_wait", "limit_wait", "unavailable"]
+    status: EligibilityStatus
     detail: Callable[[Facts], str]
 
 
@@ -356,6 +356,12 @@ CHECKS: tuple[Check, ...] = (
     ),
 )
 READBACK = tuple(c for c in CHECKS if c.readback is not None)
+# The reasons whose decision reports the lane's next eligible time as of that decision (so a host
+# may plan its timer from the decision without reading the store again): every reason but those a
+# denying check gives without its next time, and the state that cannot be read.
+PLANNED_BY_DECISION = (
+    frozenset(Reason) - {c.reason for c in CHECKS if c.outcome is Outcome.DENY and not c.reports_next} - {Reason.STATE_UNAVAILABLE}
+)
 _LIMIT_ROWS = {
     LimitCode.COUNT: CHECKS[[c.id for c in CHECKS].index("count_exhausted")],
     LimitCode.BUDGET: CHECKS[[c.id for c in CHECKS].index("budget_exhausted")],
