@@ -24,7 +24,7 @@ from sqlalchemy import text
 from floorgate.admission import Store
 from floorgate.admission.clock import from_us
 from floorgate.admission.decide import CHECKS, Facts
-from floorgate.admission.decide.checks import PLANNED_BY_DECISION, Check, Outcome, Request, first, next_us_of
+from floorgate.admission.decide.checks import PLANNED_BY_DECISION, Check, Outcome, Request, first, next_us_of, until
 from floorgate.admission.decide.facts import FACT, FACTS, PARAMS, PLAIN, Fact, LimitCode, field_problems
 from floorgate.admission.decide.floors import RuleRef, combine
 from floorgate.admission.decide.render import case_whens, row_columns
@@ -235,3 +235,21 @@ def test_a_denial_without_its_next_time_is_never_planned_from() -> None:
     assert Reason.STATE_UNAVAILABLE not in PLANNED_BY_DECISION
     reporting = {c.reason for c in CHECKS if c.reports_next or c.outcome is not Outcome.DENY} - silent - {Reason.STATE_UNAVAILABLE}
     assert reporting <= PLANNED_BY_DECISION
+
+
+@settings(max_examples=400, deadline=None, database=None)
+@given(cases())
+def test_a_denial_without_a_next_time_says_what_ends_it(case: tuple[Facts, Request, int, dict[str, object]]) -> None:
+    """A blocked prompt's hook says until when it may not run: the next eligible time, or else what
+    the denying row declares ends it (``Check.until``), read from the table by its reason."""
+    facts, req, now, _ = case
+    check, nxt = first(CHECKS, facts, req, now)
+    if check.outcome is Outcome.DENY and (nxt is None or not check.reports_next):
+        assert check.until is not None and until(check.reason) == check.until, check.id
+
+
+def test_an_unreadable_state_says_it_is_unknown() -> None:
+    """The gate's own fail-closed denials (no row of the table decided them) give the unchecked
+    limits' reason, and its words."""
+    assert until(Reason.STATE_UNAVAILABLE) == "unknown (state unavailable)"
+    assert until(Reason.COUNT_EXHAUSTED) == until(Reason.BUDGET_EXHAUSTED) == "an owner changes a limit"
