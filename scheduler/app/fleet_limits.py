@@ -13,7 +13,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from floorgate.admission import FloorgateError, InvalidInput, Scope, ScopeKind
-from floorgate.admission.limits import DEFAULT_ALERTS, Limits, LimitsChange, loosened, parse_alerts
+from floorgate.admission.limits import DEFAULT_ALERTS, LimitNames, Limits, LimitsChange, loosened, parse_alerts
 from floorgate.admission.usage import check_model
 from floorgate.admission.windows import check_max_starts, micros_to_usd, parse_tokens, parse_usd, parse_window
 
@@ -93,9 +93,21 @@ def limits_table(limits: Limits) -> dict[str, Any]:
     return out
 
 
+# A loosening named by the fleet file's keys, where the owner will change it.
+FILE_NAMES = LimitNames(
+    max_starts="max_starts",
+    starts_window="starts_per",
+    budget_tokens="budget_tokens",
+    budget_usd="budget_usd",
+    budget_window="budget_per",
+    estimate_tokens="estimate_tokens",
+    across="across_agents true -> false",
+)
+
+
 def check_loosening(before: Limits, after: Limits, allow_reduction: bool) -> None:
     """``InvalidInput`` when ``after`` loosens ``before`` without ``--allow-reduction``."""
-    looser = loosened(before, after)
+    looser = loosened(before, after, FILE_NAMES)
     if looser and not allow_reduction:
         raise InvalidInput("limits", f"{'; '.join(looser)} is a loosening; pass --allow-reduction to apply it")
 
