@@ -90,6 +90,15 @@ def test_a_loosened_limit_or_lowered_price_needs_allow_reduction(store: Store, d
     assert ok.returncode == 0, ok.stderr
 
 
+def test_a_loosened_window_is_named_by_the_files_own_key(store: Store, db_url: str, tmp_path: Path) -> None:
+    (tmp_path / "fleet.toml").write_text(FILE)
+    assert run_cli("apply", "-f", "fleet.toml", "--owner-ref", "alice", db=db_url, cwd=tmp_path).returncode == 0
+    (tmp_path / "shorter.toml").write_text(FILE.replace('starts_per = "1d"', 'starts_per = "12h"'))
+    r = run_cli("apply", "-f", "shorter.toml", "--owner-ref", "alice", db=db_url, cwd=tmp_path)
+    assert r.returncode == 2 and "floor g/a: limits: starts_per 1d -> 12h is a loosening" in r.stderr, r.stderr
+    assert "starts_window" not in r.stderr and "--max-starts" not in r.stderr  # the file's key, not the store's nor the CLI's
+
+
 @pytest.mark.parametrize(
     ("table", "words"),
     [
