@@ -77,3 +77,12 @@ def test_policy_help_names_limits_where_it_used_to_say_floor_only(sqlite_db: str
     flat = " ".join(text.split())
     assert "--allow-reduction authorize a loosening: a lower or disabled floor, a looser compute bound or limit" in flat, flat
     assert "limits" in run_cli("policy", "--help", db=sqlite_db).stdout
+
+
+def test_a_bad_limit_on_the_listing_commands_names_the_flag(sqlite_db: str) -> None:
+    for command in (("policy", "history"), ("starts",), ("notify", "events")):
+        for bad in ("0", "10001", "\u0663"):
+            result = run_cli(*command, "--limit", bad, db=sqlite_db)
+            lines = result.stderr.strip().splitlines()
+            assert result.returncode == 2 and len(lines) == 1, (command, bad, result.stderr)
+            assert lines[0].startswith("floorgate: error: argument --limit: "), (command, bad, lines)

@@ -10,7 +10,7 @@ from floorgate.admission.clock import SystemClock, parse_instant, read_clock
 
 from ...app.owner_gate import Access
 from ...views.present import confirmation_doc, decision_doc, past_second, second, start_doc, table
-from ..context import EXIT_DENIED, EXIT_OK, Context, add_common, add_lane
+from ..context import EXIT_DENIED, EXIT_OK, Context, add_common, add_lane, listed
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--goal")
     p.add_argument("--agent")
     p.add_argument("--automation")
-    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--limit", type=listed, default=50)
     add_common(p)
     p.set_defaults(handler=_starts, reads_only=True, access=Access.READ)
 

@@ -18,7 +18,7 @@ from floorgate.admission.windows import check_max_starts, format_usd, micros_to_
 from ...app.owner_gate import Access
 from ...views.present import change_doc, eligibility_state_doc, floor_doc, floor_text, past_second, rule_doc, table
 from ...views.present_limits import alert_texts, limit_text, limits_brief, limits_doc, next_eligible_text
-from ..context import EXIT_OK, Context, add_common, revision
+from ..context import EXIT_OK, Context, add_common, listed, revision
 
 
 def _scope_args(p: argparse.ArgumentParser) -> None:
@@ -96,7 +96,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = psub.add_parser("history", help="provenance of every policy write, newest first")
     _scope_args(p)
-    p.add_argument("--limit", type=int, default=100)
+    p.add_argument("--limit", type=listed, default=100)
     add_common(p)
     p.set_defaults(handler=_history, reads_only=True, access=Access.READ)
 
