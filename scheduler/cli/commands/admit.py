@@ -9,7 +9,7 @@ from floorgate.admission import NotFound, Reason
 from floorgate.admission.clock import SystemClock, parse_instant, read_clock
 
 from ...app.owner_gate import Access
-from ...views.present import confirmation_doc, decision_doc, past_second, second, start_doc, table
+from ...views.present import confirmation_doc, decision_doc, second, start_doc, table
 from ..context import EXIT_DENIED, EXIT_OK, Context, add_common, add_lane, listed
 
 
@@ -93,8 +93,9 @@ def _starts(ctx: Context) -> int:
                     (
                         r.turn_id,
                         "/".join(p for p in (r.goal_id, r.agent_id, r.automation_id) if p),
-                        past_second(r.anchor_at),
-                        past_second(r.trigger_time),
+                        # Rounded up, as status shows the last start: anchor + floor never seems to open early.
+                        second(r.anchor_at),
+                        second(r.trigger_time),
                         r.phase.value,
                         r.kind.value,
                         r.manual_reason,
