@@ -31,8 +31,9 @@ How to add a check (for example a cap on starts per window):
    predicate in Python), ``sql`` (the same predicate over ``f.<fact>`` and ``p_<param>``), its
    detail, a ``Readback`` form if readback should show it (its status one of
    ``decisions.EligibilityStatus``), ``reports_next=False`` when its denial says nothing of the
-   lane's next eligible time (a host then plans from a read: ``checks.PLANNED_BY_DECISION``), and
-   ``next_us`` when it waits for time (the decision reports the latest of the checks' times).
+   lane's next eligible time (a host then plans from a read: ``checks.PLANNED_BY_DECISION``),
+   ``until`` when it can deny without a next time (what ends it, in words: a blocked hook says
+   so), and ``next_us`` when it waits for time (the decision reports the latest of the checks').
 
 Nothing else changes by hand: ``tests/test_decide_table.py`` holds every row's Python and SQL
 forms together on generated facts, on SQLite and PostgreSQL, and the store installs the new
@@ -40,7 +41,7 @@ function text at its next open (no migration). Files a new check touches: ``chec
 over existing facts, plus ``facts.py`` for a new fact and ``decisions.py`` for a new ``Reason``
 (or a new readback status): three at most. Counted with a check ``lane_paused`` (deny an
 automatic start while the lane's automation is paused) over a new fact on ``fg_automations``:
-eight files before these derivations (and the README's list of reasons), three after.
+nine files before these derivations (the README's list of reasons among them), three after.
 
 A new value of a rule is more: the goal floor across agents (a rule column, ``across_agents``, in
 ``RULE_COLUMNS``, and the goal's latest start as a fact) also touched ``floors.py`` (its
