@@ -43,6 +43,7 @@ from .decide._sql import (
     GUARDED,
     KIND,
     LIM,
+    GOAL_LOCK,
     LOCK,
     LOCK_ADMITTED,
     NOW,
@@ -131,8 +132,9 @@ INSERT_START_SQL = compiled(_INSERT_START, "sqlite")
 
 # PostgreSQL: the whole decision in one statement: ``fg_facts`` (inlined SQL) reads the facts in
 # the encoding above with what they decide: 'insert', 'admit' or 'deny'. Only when that unlocked
-# read may write does the gated lateral subquery call ``fg_admit``, which takes the agent's lock,
-# reads again and inserts when it still admits (OFFSET 0 keeps the subquery unflattened, so its
+# read may write does the gated lateral subquery call ``fg_admit``, which takes the agent's lock
+# (after the goal's, for a goal whose floor counts across agents), reads again and inserts when it
+# still admits (OFFSET 0 keeps the subquery unflattened, so its
 # condition stays a one-time filter above the call, never a join filter after it). Its columns are
 # NULL when it did not run.
 def _reserve() -> Select[Any]:
@@ -140,7 +142,8 @@ def _reserve() -> Select[Any]:
     lane = (G, A, X, XR, T, cast(TR, BigInteger), cast(NOW, BigInteger))
     reason, lim = cast(REASON, Text), cast(LIM, Integer)
     f = func.fg_facts(*lane, reason, GUARDED, lim).table_valued(*columns).alias("f")
-    admit = func.fg_admit(*lane, KIND, reason, cast(LOCK, BigInteger), GUARDED, lim).table_valued(*columns).alias("admitted")
+    locks = (cast(LOCK, BigInteger), cast(GOAL_LOCK, BigInteger))
+    admit = func.fg_admit(*lane, KIND, reason, *locks, GUARDED, lim).table_valued(*columns).alias("admitted")
     may_write = or_(f.c.outcome == text_value("insert"), and_(f.c.outcome == text_value("admit"), cast(LOCK_ADMITTED, Boolean)))
     r = select(admit).where(may_write).offset(ZERO).lateral("r")
     return select(*f.c, *r.c).select_from(f.outerjoin(r, true()))

@@ -61,11 +61,14 @@ def _reserve_pg(
     lock_key: str,
     *,
     lock_admitted: bool,
+    goal_lock: str | None,
     lim: int | None = None,
     states: tuple = (),  # type: ignore[type-arg]
 ) -> tuple[_Verdict, datetime, Facts]:
     """The decision through PostgreSQL's ``RESERVE_SQL``: one statement, which inserts the start when
     it admits; its facts are decoded and explained here by ``_evaluate``, the decision's one rule.
+    ``goal_lock``: the goal's key, which fg_admit takes before the agent's when the goal's floor
+    counts across agents (None: the caller may not take it now; such a goal's lane then denies).
 
     The clock is read before the call, so a start another process committed while the call waited
     for the lock can be later than it: that denial (clock_rollback) is decided once more with a
@@ -74,6 +77,7 @@ def _reserve_pg(
     params["kind"] = (_AUTOMATIC if req.manual_reason is None else _MANUAL).value
     params["reason"] = req.manual_reason
     params["lock"] = lock_id(lock_key)
+    params["goal_lock"] = lock_id(goal_lock) if goal_lock is not None else None
     params["guarded"] = tx.relaxed
     params["lock_admitted"] = lock_admitted
     now = read_clock(clock)
@@ -94,6 +98,10 @@ def _reserve_pg(
         if (outcome == "insert") != (verdict.reason in _ADMITTING):
             # Fail closed either way; an autocommitted start it made stays an unconfirmed reservation
             # (it holds the floor, never launches), which is what a crash before confirm leaves too.
+            if outcome == "deny" and facts.goal_floor_us > 0:  # fg_admit found the goal's floor without its lock
+                raise StoreUnavailable(
+                    f"goal {req.goal}'s floor counts across agents but its lock was not held (set while this decision waited?)"
+                )
             raise StoreUnavailable(
                 f"the store's fg_facts decided {outcome!r} where this floorgate decides {verdict.reason.value!r} (a mismatched migration?)"
             )

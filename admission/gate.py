@@ -121,9 +121,11 @@ class Admission:
                 return decision
         try:
             if pg and not managed and limit_read.known(goal, agent, automation) is None:
-                # One round trip: it reads, locks only when it may admit, decides, inserts.
+                # One round trip: it reads, locks only when it may admit (the goal too where its
+                # floor counts across agents), decides, inserts.
+                agent_lock, goal_lock = locks.agent(req.goal, req.agent), locks.goal(req.goal)
                 verdict, now, facts = _reserve_pg(
-                    self.store.autocommit, req, self.clock, locks.agent(req.goal, req.agent), lock_admitted=False
+                    self.store.autocommit, req, self.clock, agent_lock, lock_admitted=False, goal_lock=goal_lock
                 )
                 if not _unchecked(verdict, facts):
                     return _decision(req, now, verdict)
@@ -175,12 +177,17 @@ class Admission:
         self, joined: UnitOfWork, req: _Request, journal: JournalEntry | None, on_admit: Callable[[UnitOfWork], None] | None
     ) -> tuple[_Verdict, datetime, Facts]:
         """A managed reservation on PostgreSQL in ``joined``: fg_admit takes the agent's lock inside
-        the unit (no separate lock statement); the journal row and ``on_admit`` follow an admission."""
-        lock_key = locks.agent(req.goal, req.agent)
+        the unit (no separate lock statement), and the goal's before it where the goal's floor counts
+        across agents (when the unit may still take it in order); the journal row and ``on_admit``
+        follow an admission."""
+        lock_key, goal_key = locks.agent(req.goal, req.agent), locks.goal(req.goal)
         with self.store.driver(write=True, lock_key=None, unit=joined) as tx:
             joined.check_order(lock_key)  # before fg_admit may take it
-            verdict, now, facts = _reserve_pg(tx, req, self.clock, lock_key, lock_admitted=True)
+            goal_lock = goal_key if joined.in_order(goal_key) else None
+            verdict, now, facts = _reserve_pg(tx, req, self.clock, lock_key, lock_admitted=True, goal_lock=goal_lock)
             if verdict.reason in _ADMITTED:
+                if facts.goal_floor_us > 0 and goal_lock is not None:
+                    joined.record_lock(goal_lock)  # fg_admit took it first
                 joined.record_lock(lock_key)  # fg_admit ran, and took it
                 if journal is not None and write_entry(tx, journal, to_us(now)):
                     joined.created(locks.turn(req.turn_id))  # linked to its mission in this unit, without a lock
@@ -210,7 +217,16 @@ class Admission:
                 tx.row("SELECT pg_advisory_xact_lock(CAST(:k AS BIGINT))", {"k": lock_id(lock_key)})
             check = limit_read.serialized_check(tx, conn, req, self.clock)
             if pg:
-                verdict, now, _ = _reserve_pg(tx, req, self.clock, lock_key, lock_admitted=True, lim=check.code, states=check.states)
+                verdict, now, _ = _reserve_pg(
+                    tx,
+                    req,
+                    self.clock,
+                    lock_key,
+                    lock_admitted=True,
+                    goal_lock=outer if across else None,
+                    lim=check.code,
+                    states=check.states,
+                )
                 if journal is not None and verdict.reason in _ADMITTED and write_entry(tx, journal, to_us(now)):
                     joined.created(locks.turn(req.turn_id))
             else:

@@ -128,6 +128,14 @@ class UnitOfWork:
             raise ValueError(f"{key!r} orders admission: take it with lock()")
         self._held.add(key)
 
+    def in_order(self, key: str) -> bool:
+        """Whether taking ``key`` now keeps admission's lock order (``check_order`` would not refuse)."""
+        try:
+            self.check_order(key)
+        except LockOrderRefused:
+            return False
+        return True
+
     def check_order(self, key: str) -> None:
         """``LockOrderRefused`` if taking ``key`` now would break admission's lock order (for a
         caller whose own statement takes it: checked before it is sent)."""

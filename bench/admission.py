@@ -331,7 +331,14 @@ def pg_split(store: Store, lane: Lane, dsn: str, schema: str, select_1: Callable
 
     def params(i: int) -> dict:  # type: ignore[type-arg]
         p = lane.facts_params(i)
-        p |= {"kind": "automatic", "reason": None, "lock": lock_id("bench"), "guarded": store.relaxed, "lock_admitted": False}
+        p |= {
+            "kind": "automatic",
+            "reason": None,
+            "lock": lock_id("bench"),
+            "goal_lock": None,
+            "guarded": store.relaxed,
+            "lock_admitted": False,
+        }
         return p | {"now": to_us(lane.clock.now())}
 
     sql = store.render(RESERVE_SQL)

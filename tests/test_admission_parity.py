@@ -278,7 +278,7 @@ def test_a_denial_never_calls_the_locking_function(pg_store: Store) -> None:
     raw_sql(
         pg_store,
         "CREATE OR REPLACE FUNCTION fg_admit(p_g text, p_a text, p_x text, p_xr text, p_t text, p_tr bigint, p_now bigint,"
-        " p_kind text, p_reason text, p_lock bigint, p_guarded boolean, p_lim integer, "
+        " p_kind text, p_reason text, p_lock bigint, p_goal_lock bigint, p_guarded boolean, p_lim integer, "
         + "".join(f"OUT {f.name} {f.pg_type}, " for f in FACTS)  # its columns as the release's fg_admit has them
         + "OUT outcome text)"
         " LANGUAGE plpgsql VOLATILE AS $fn$ BEGIN RAISE EXCEPTION 'fg_admit called'; END $fn$",

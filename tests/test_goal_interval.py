@@ -14,13 +14,18 @@ from sqlalchemy import text
 from test_hostile_state import relax
 
 from floorgate.admission import Admission, FixedClock, Policies, Reason, Scope, Store, open_store
+from floorgate.admission import _limit_read as limit_read
+from floorgate.admission import _locks as locks
 from floorgate.admission.clock import iso
 from floorgate.admission.decide._sql import compiled
 from floorgate.admission.decide.facts import FACT
 from floorgate.admission.limits import LimitsChange
+from floorgate.admission.store import lock_id
+from floorgate.admission.unit import UnitOfWork
+from floorgate.admission.windows import parse_window
 
 from cli import run_cli
-from helpers import add_automation
+from helpers import add_automation, journal_entry
 
 FLOOR = timedelta(minutes=15)
 US = timedelta(microseconds=1)
@@ -252,3 +257,73 @@ def test_the_server_function_folds_the_goal_floor(store: Store) -> None:
         anchor = conn.execute(text("SELECT anchor_us FROM fg_starts WHERE turn_id = 't1'")).scalar_one()
         due = anchor + FLOOR // US
         assert [conn.execute(decide, {"now": now}).scalar() for now in (due - 1, due)] == ["deny", "insert"]
+
+
+def _advisory_locks(unit: UnitOfWork) -> set[int]:
+    """The advisory locks (their bigint keys) the unit's PostgreSQL transaction holds."""
+    held = unit.connection.exec_driver_sql(
+        "SELECT (CAST(classid AS bigint) << 32) | CAST(objid AS bigint) FROM pg_locks"
+        " WHERE locktype = 'advisory' AND objsubid = 1 AND pid = pg_backend_pid() AND granted"
+    )
+    return {row[0] for row in held}
+
+
+@pytest.mark.parametrize("across", [True, False], ids=["across-agents", "per-agent"])
+def test_the_locked_admission_takes_the_goals_lock_where_its_floor_counts_across_agents(store: Store, across: bool) -> None:
+    """PostgreSQL's fg_admit takes the goal's lock before the agent's where the goal's floor counts
+    across agents, and only there (agents of other goals, or of a goal whose floor is per agent, do
+    not wait on each other); the unit notes it. SQLite's writer holds the whole file."""
+    if store.dialect != "postgresql":
+        pytest.skip("PostgreSQL's advisory locks only")
+    clock = FixedClock(T0)
+    _goal_floor(Policies(store, clock), across=across)
+    with store.unit() as unit:
+        decision = Admission(store, clock).reserve(
+            goal="g", agent="a", automation="x", turn_id="t1", trigger_time=T0, journal=journal_entry("t1", T0), unit=unit
+        )
+        advisory, keys = _advisory_locks(unit), unit.held
+    assert decision.admitted, decision.detail
+    assert lock_id(locks.agent("g", "a")) in advisory
+    assert (lock_id(locks.goal("g")) in advisory, locks.goal("g") in keys) == (across, across)
+
+
+def test_a_goal_floor_across_agents_denies_where_the_goals_lock_cannot_be_taken(store: Store) -> None:
+    """A unit that already holds an agent's lock cannot take a goal's after it (admission's lock
+    order): its reservation under a goal floor across agents is denied, never admitted under the
+    agent's lock alone, and nothing is written."""
+    if store.dialect != "postgresql":
+        pytest.skip("PostgreSQL's lock order only (SQLite's writer holds the whole file)")
+    clock = FixedClock(T0)
+    _goal_floor(Policies(store, clock))
+    admission = Admission(store, clock)
+    with store.unit() as unit:
+        unit.lock(locks.agent("g", "0"))  # an agent's key, before this agent's: the goal's would come after it
+        decision = admission.reserve(
+            goal="g", agent="a", automation="x", turn_id="t1", trigger_time=T0, journal=journal_entry("t1", T0), unit=unit
+        )
+    assert (decision.admitted, decision.reason) == (False, Reason.STATE_UNAVAILABLE)
+    assert "goal g's floor counts across agents but its lock was not held" in decision.detail
+    assert admission.start("t1") is None
+
+
+def test_a_known_limited_lane_under_a_goal_floor_across_agents_takes_the_goals_lock(store: Store) -> None:
+    """A lane with a count of its own under a goal floor across agents: once this process knows the
+    lane (its first decision, by the slow path), its admission by the one-statement path still takes
+    the goal's lock (before the agent's), so the goal's agents never race past its floor."""
+    limit_read.forget_all()
+    clock = FixedClock(T0)
+    policies = Policies(store, clock)
+    _goal_floor(policies)
+    policies.configure(Scope.parse("g/a"), expected_revision=0, owner_ref="o", limits=LimitsChange(max_starts=100, per=parse_window("1d")))
+    admission = Admission(store, clock)
+    assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t0", trigger_time=T0).admitted
+    assert limit_read.known("g", "a", "x") is not None  # its next decision reads its limits in one statement
+    clock.set(T0 + FLOOR)
+    with store.unit() as unit:
+        decision = admission.reserve(
+            goal="g", agent="a", automation="x", turn_id="t1", trigger_time=T0 + FLOOR, journal=journal_entry("t1", T0 + FLOOR), unit=unit
+        )
+        keys = unit.held
+        advisory = _advisory_locks(unit) if store.dialect == "postgresql" else {lock_id(locks.goal("g"))}
+    assert decision.admitted, decision.detail
+    assert locks.goal("g") in keys and lock_id(locks.goal("g")) in advisory

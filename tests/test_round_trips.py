@@ -436,23 +436,19 @@ def test_a_lane_without_a_usd_budget_reads_no_prices(store: Store) -> None:
     assert lane is not None and "fg_model_prices" not in limit_read.statement(store.dialect, store.relaxed, lane.shape, True)
 
 
-# A goal floor (issue 20 item 4). A goal rule without ``--across agents`` costs what an agent's floor
-# costs (``EXPECTED``). With it, a denial by the goal's floor is decided by the first read, then the
-# lane is checked as a limited lane is, for a count or budget that might bind later: the rules and
-# the limits' definitions (``_limit_read.learn``: none to keep, so the next decision does the same),
-# on a read connection (SQLite adds its BEGIN). Its admission takes the goal's lock and checks the
-# lane in that transaction (tests/test_concurrency_limits.py races it).
+# A goal floor (issue 20 item 4), with or without ``--across agents``, costs what an agent's floor
+# costs (``EXPECTED``), even as the first decision of a process: the goal's floor and latest start
+# are facts of the one read, and a goal floor alone is no limit for the client to check; fg_admit
+# takes the goal's lock itself when it may admit (tests/test_concurrency_limits.py races it).
 GOAL_FLOOR = {
-    **{(b, op, False): EXPECTED[(b, op)][0] for b in ("sqlite", "postgresql") for op in ("denied", "admitted")},
-    ("sqlite", "denied", True): 4,
-    ("postgresql", "denied", True): 3,
+    (b, op, across): EXPECTED[(b, op)][0] for b in ("sqlite", "postgresql") for op in ("denied", "admitted") for across in (False, True)
 }
 
 
 @pytest.mark.parametrize(
     ("outcome", "across"),
-    [("denied", False), ("admitted", False), ("denied", True)],
-    ids=["per-agent-denied", "per-agent-admitted", "across-agents-denied"],
+    [("denied", False), ("admitted", False), ("denied", True), ("admitted", True)],
+    ids=["per-agent-denied", "per-agent-admitted", "across-agents-denied", "across-agents-admitted"],
 )
 def test_round_trips_of_a_goal_floor(store: Store, outcome: str, across: bool) -> None:
     clock = FixedClock(T0)
@@ -550,3 +546,92 @@ def test_a_lane_limited_since_the_callers_read_is_decided_with_its_limits(store:
         reasons.append(decision.reason.value)
         clock.advance(timedelta(seconds=1))
     assert reasons == ["eligible", "count_exhausted"]
+
+
+# Issue 20 item 4: what each lane's decisions cost, on the wire (every connection the store uses),
+# side by side: (a) a plain floor on the agent, (b) a goal floor across agents and nothing else,
+# (c) every limit kind (a count, a token and a USD budget) on the agent beside its floor. Each
+# decision follows a first one in this process (``Admission.denial``, or the admission its denial
+# follows), which the lane's limits need to be read in one statement. (b) denies when another agent
+# of the goal started a second ago. Commits are COMMIT messages: PostgreSQL's bare admission is one
+# autocommitted statement (fg_facts + fg_admit) and sends none.
+# SQLite, bare admission: the plain read; BEGIN IMMEDIATE, facts, the start, COMMIT. Managed: the
+# journal row before COMMIT. PostgreSQL, managed: the plain read (none after the caller's read);
+# BEGIN, fg_facts + fg_admit, the journal row, COMMIT. (c) adds, in the admitting transaction, the
+# lane's limit read and its held estimate (and on PostgreSQL the agent's lock before them).
+_PLAIN = {
+    ("sqlite", "denied"): (1, 0),
+    ("sqlite", "admitted"): (5, 1),
+    ("sqlite", "managed denied"): (1, 0),
+    ("sqlite", "managed admitted"): (6, 1),
+    ("sqlite", "managed admitted after a read"): (6, 1),
+    ("postgresql", "denied"): (1, 0),
+    ("postgresql", "admitted"): (1, 0),
+    ("postgresql", "managed denied"): (1, 0),
+    ("postgresql", "managed admitted"): (5, 1),
+    ("postgresql", "managed admitted after a read"): (4, 1),
+}
+LANES = {
+    **{("plain-floor", *k): v for k, v in _PLAIN.items()},
+    # The goal's floor is one of the facts and fg_admit takes the goal's lock itself: a plain floor's costs.
+    **{("goal-floor-across-agents", *k): v for k, v in _PLAIN.items()},
+    **{
+        ("every-limit-kind", *k): v
+        for k, v in {
+            ("sqlite", "denied"): (1, 0),
+            ("sqlite", "admitted"): (7, 1),
+            ("sqlite", "managed denied"): (1, 0),
+            ("sqlite", "managed admitted"): (8, 1),
+            ("sqlite", "managed admitted after a read"): (8, 1),
+            ("postgresql", "denied"): (1, 0),
+            ("postgresql", "admitted"): (7, 1),
+            ("postgresql", "managed denied"): (1, 0),
+            ("postgresql", "managed admitted"): (8, 1),
+            ("postgresql", "managed admitted after a read"): (8, 1),
+        }.items()
+    },
+}
+OPERATIONS = ["denied", "admitted", "managed denied", "managed admitted", "managed admitted after a read"]
+
+
+def _lane(store: Store, clock: FixedClock, lane: str) -> Admission:
+    if lane == "every-limit-kind":
+        return _every_limit_kind(store, clock, timedelta(hours=1), 5)
+    across = lane == "goal-floor-across-agents"
+    Policies(store, clock).configure(
+        Scope.parse("g" if across else "g/a"),
+        min_interval=timedelta(hours=1),
+        expected_revision=0,
+        owner_ref="o",
+        limits=LimitsChange(across_agents=True) if across else None,
+    )
+    return Admission(store, clock)
+
+
+@pytest.mark.parametrize("operation", OPERATIONS)
+@pytest.mark.parametrize("lane", ["plain-floor", "goal-floor-across-agents", "every-limit-kind"])
+def test_round_trips_per_lane(store: Store, lane: str, operation: str) -> None:
+    limit_read.forget_all()
+    clock = FixedClock(T0)
+    admission = _lane(store, clock, lane)
+    denied = operation.endswith("denied")
+    if denied:  # a start a second ago: by another agent of the goal where the floor counts across them
+        other = ("b", "y") if lane == "goal-floor-across-agents" else ("a", "x")
+        assert admission.reserve(goal="g", agent=other[0], automation=other[1], turn_id="t0", trigger_time=T0).admitted
+        clock.advance(timedelta(seconds=1))
+    else:
+        assert admission.denial(goal="g", agent="a", automation="x", turn_id="t0", trigger_time=T0) is None
+    managed = operation.startswith("managed")
+    with on_the_wire(store) as counts:
+        decision = admission.reserve(
+            goal="g",
+            agent="a",
+            automation="x",
+            turn_id="t1",
+            trigger_time=clock.now(),
+            journal=journal_entry("t1", clock.now()) if managed else None,
+            read_may_admit=operation.endswith("after a read"),
+        )
+    assert (decision.admitted, decision.reason.value) == (not denied, "interval_wait" if denied else "eligible")
+    backend = "postgresql" if store.dialect == "postgresql" else "sqlite"
+    assert (counts["round_trips"], counts["commits"]) == LANES[(lane, backend, operation)]

@@ -40,6 +40,7 @@ GUARDED = bindparam("guarded", type_=Boolean)  # the server function's relaxed-s
 REASON = bindparam("reason", type_=String)  # a manual run's reason (None: automatic)
 KIND = bindparam("kind", type_=String)  # the start's kind
 LOCK = bindparam("lock", type_=BigInteger)  # the agent's advisory lock
+GOAL_LOCK = bindparam("goal_lock", type_=BigInteger)  # the goal's, taken when its floor counts across agents (NULL: may not)
 LOCK_ADMITTED = bindparam("lock_admitted", type_=Boolean)  # whether an 'admit' may take the lock
 
 EMPTY: ColumnElement[Any] = literal_column("''", String)  # an absent scope level
@@ -52,7 +53,7 @@ def text_value(value: str) -> ColumnElement[Any]:
     return literal_column("'" + value.replace("'", "''") + "'", String)
 
 
-_KNOWN = frozenset({"g", "a", "x", "xr", "t", "tr", "now", "lim", "guarded", "reason", "kind", "lock", "lock_admitted"})
+_KNOWN = frozenset({"g", "a", "x", "xr", "t", "tr", "now", "lim", "guarded", "reason", "kind", "lock", "goal_lock", "lock_admitted"})
 
 
 @cache

@@ -231,10 +231,11 @@ def goal_across(r: FromClause) -> ColumnElement[bool]:
 
 
 def limited_rule(r: Table) -> ColumnElement[bool]:
-    """A rule of ``r`` that carries a count or a budget (an estimate alone limits nothing), or a goal
-    rule whose floor counts across agents: the client checks such a lane under the goal's lock
-    before it admits."""
-    return or_(r.c.max_starts.is_not(None), r.c.budget_tokens.is_not(None), r.c.budget_usd_micros.is_not(None), goal_across(r))
+    """A rule of ``r`` that carries a count or a budget (an estimate alone limits nothing): the
+    client checks such a lane's limits before it admits. A goal floor across agents alone is not
+    one: the facts hold it (``goal_anchor``), and the locked admission takes the goal's lock for it
+    (``render.admit_function``), so its lanes cost what a plain floor's do."""
+    return or_(r.c.max_starts.is_not(None), r.c.budget_tokens.is_not(None), r.c.budget_usd_micros.is_not(None))
 
 
 class TurnFacts(NamedTuple):

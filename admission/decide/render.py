@@ -4,7 +4,8 @@
 facts declared in ``facts.FACTS`` with the client's encoding, and says what the decision does:
 'deny' when a fact is damaged or outside its bound (the client's decoder fails closed there), else
 the ``Outcome`` of the first row of ``checks.CHECKS`` whose SQL holds. ``fg_admit`` (PL/pgSQL)
-takes the agent's advisory lock, reads again and inserts the start when it still says 'insert'.
+takes the agent's advisory lock (the goal's first, for a goal whose floor counts across agents),
+reads again and inserts the start when it still says 'insert'.
 ``install`` puts this text in the store after its migrations whenever it changes (keyed by
 ``functions_hash``); no migration carries a function body any more.
 """
@@ -15,7 +16,7 @@ import hashlib
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Boolean, case, func, literal_column, or_, select, true
+from sqlalchemy import Boolean, case, exists, func, literal_column, or_, select, true
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
@@ -24,9 +25,9 @@ from sqlalchemy.sql.selectable import Select
 from .._schema import installed as _installed
 from .._schema import rules as _rules
 from .._schema import starts as _starts
-from ._sql import EMPTY, GUARDED, ZERO, T, compiled, dialect, json_row, json_rows, server_sql, text_value
+from ._sql import EMPTY, GUARDED, ONE, ZERO, G, T, compiled, dialect, json_row, json_rows, server_sql, text_value
 from .checks import CHECKS
-from .facts import FACTS, PARAMS, RULE_COLUMNS, TURN_COLUMNS, Fact, rules_where, scalar
+from .facts import FACTS, PARAMS, RULE_COLUMNS, TURN_COLUMNS, Fact, goal_across, rules_where, scalar
 from .floors import MAX_FLOOR_US, MAX_US
 
 _ARGS = ", ".join(f"p_{p.name} {p.pg_type}" for p in PARAMS)
@@ -141,22 +142,44 @@ $fn$
 """
 
 
+def _goal_across() -> str:
+    """Whether the goal's rule sets its floor across agents (``facts.goal_across``), as the
+    function's SQL: the condition under which fg_admit takes the goal's lock."""
+    r = _rules.alias("r")
+    return server_sql(compiled(select(exists(select(ONE).where(r.c.goal_id == G, goal_across(r))).label("across")), "postgresql"))
+
+
 @cache
 def admit_function() -> str:
-    """``CREATE OR REPLACE FUNCTION fg_admit``: the agent's lock, ``fg_facts`` again, the insert."""
-    # fg_admit's signature since migration 0017: the kind before the reason, the lock before guarded.
+    """``CREATE OR REPLACE FUNCTION fg_admit``: the goal's lock when the goal's floor counts across
+    agents (``p_goal_lock``: NULL when the caller may not take it), the agent's lock, ``fg_facts``
+    again, the insert. A goal floor across agents found under the agent's lock without the goal's
+    lock held (set meanwhile, or not to be taken) denies: racing agents of the goal would otherwise
+    each admit under their own lock."""
+    # fg_admit's signature since migration 0017: the kind before the reason, the locks before guarded.
     first = ", ".join(f"p_{p.name} {p.pg_type}" for p in PARAMS if p.name not in ("reason", "guarded", "lim"))
     outs = ", ".join(f"OUT {f.name} {f.pg_type}" for f in FACTS)
     return f"""
 CREATE OR REPLACE FUNCTION fg_admit(
-    {first}, p_kind text, p_reason text, p_lock bigint, p_guarded boolean, p_lim integer, {outs}, OUT outcome text)
+    {first}, p_kind text, p_reason text, p_lock bigint, p_goal_lock bigint, p_guarded boolean, p_lim integer,
+    {outs}, OUT outcome text)
 LANGUAGE plpgsql VOLATILE AS $fn$
+DECLARE
+    goal_locked boolean := false;
 BEGIN
+    -- Admission's lock order: the goal's before the agent's.
+    IF p_goal_lock IS NOT NULL AND ({_goal_across()}) THEN
+        PERFORM pg_advisory_xact_lock(p_goal_lock);
+        goal_locked := true;
+    END IF;
     PERFORM pg_advisory_xact_lock(p_lock);
     SELECT {", ".join(f"f.{f.name}" for f in FACTS)}, f.outcome
       INTO {_NAMES}, outcome
       FROM fg_facts({_ARG_NAMES}) f;
-    -- Only a decision taken under the agent's lock may write.
+    IF outcome = 'insert' AND NOT goal_locked AND ({_goal_across()}) THEN
+        outcome := 'deny';
+    END IF;
+    -- Only a decision taken under the agent's lock (and the goal's, where it counts) may write.
     IF outcome = 'insert' THEN
         INSERT INTO fg_starts (turn_id, goal_id, agent_id, automation_id, trigger_us, anchor_us, phase, kind,
                                manual_reason, confirmed_at_us)
