@@ -44,7 +44,12 @@ def _admit(
     facts = read_facts(tx, req.goal, req.agent, req.automation, req.turn_id, req.trigger_us, lim)
     if states:
         facts = facts._replace(limits=states)
-    now = read_clock(clock)
+    return _admit_read(tx, req, facts, read_clock(clock), journal)
+
+
+def _admit_read(tx: DriverTx, req: _Request, facts: Facts, now: datetime, journal: JournalEntry | None) -> tuple[_Verdict, datetime]:
+    """``_admit`` from the facts its caller read in the serialized transaction, the clock read
+    after them (``now``): the decision, and the start inserted when it admits."""
     now_us = to_us(now)
     verdict = _evaluate(facts, req, now_us)
     if verdict.reason in _ADMITTING:

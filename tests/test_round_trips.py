@@ -402,10 +402,11 @@ def test_round_trips_of_a_denial_with_every_limit_kind(store: Store, denied_by: 
 
 
 # The serialized decision of a known limited lane reads its limits in one statement too (under the
-# lock, in the admitting transaction), never the slow path's several. On the wire, SQLite: the plain
-# read; BEGIN IMMEDIATE, the limit read, the facts, the start, the held estimate (one INSERT that
-# leaves a turn already held alone), COMMIT. PostgreSQL: the plain read; BEGIN, the lock, the limit
-# read, fg_facts + fg_admit, the held estimate (1), COMMIT. No alert crosses here (2 of 5 starts).
+# lock, in the admitting transaction, a bare driver transaction as a floor's is), never the slow
+# path's several. On the wire, SQLite: the plain read; BEGIN IMMEDIATE, the facts and the limits
+# in one statement, the start, the held estimate (one INSERT that leaves a turn already held
+# alone), COMMIT. PostgreSQL: the plain read; BEGIN with the lock, the limit read, fg_facts +
+# fg_admit, the held estimate, COMMIT. No alert crosses here (2 of 5 starts).
 def test_an_admission_with_every_limit_kind_reads_its_limits_once(store: Store) -> None:
     limit_read.forget_all()
     clock = FixedClock(T0)
@@ -414,7 +415,7 @@ def test_an_admission_with_every_limit_kind_reads_its_limits_once(store: Store) 
     clock.advance(timedelta(seconds=1))
     with on_the_wire(store) as counts:
         assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t2", trigger_time=clock.now()).admitted
-    assert (counts["round_trips"], counts["commits"]) == (7, 1)
+    assert (counts["round_trips"], counts["commits"]) == (6, 1)
 
 
 # A lane without a USD budget gathers no prices in its one statement.
