@@ -10,7 +10,9 @@ the rows: a count's starts as their number, earliest and latest anchor (decoded:
 and, in a rolling window, the ``max_starts``-th latest anchor (when it frees); a budget's usage as
 groups of rows equal in every column the arithmetic reads (``usage.GROUP_COLUMNS``, each decoded
 as a row is); and the lane's largest recent turn when its estimate is that. One SELECT: one round
-trip on PostgreSQL, one read statement on SQLite.
+trip on PostgreSQL, one read statement on SQLite. Each series is read as its two index ranges (the
+window's, and rows dated before the epoch: damage), so a decision reads its window and never the
+lane's history; the lane's largest recent turn is an index walk (migration 0031).
 
 The numbers gathered are handed to the one arithmetic (``budgets.states_of``,
 ``usage.usage_of_groups``, ``usage.largest_of``, ``usage.pick_estimate``). A rolling budget that
@@ -18,7 +20,9 @@ binds needs each row's time to say when it frees: that decision is the slow path
 on that denial only). A statement whose ``defs`` differ from the cached
 text (a rule changed since) gathered for stale definitions: ``read_known`` answers no check, the
 caller decides by the slow path (``_limit_check.check_lane``) and learns the new definitions; stale
-limits never admit. The cache is per process, keyed by lane and bounded.
+limits never admit. The cache is per process, keyed by lane and bounded; so are the gathered
+values decoded (by their text: the same text decodes to the same values) and each calendar window's
+current period.
 """
 
 from __future__ import annotations
@@ -352,14 +356,7 @@ def read_known(tx: DriverTx, lane: LaneLimits, req: Request, clock: Clock, *, wi
     clock read after them, as a plain read does) and its limits checked at that instant, or at
     ``now`` when given (the serialized decision's reading)."""
     before = now if now is not None else read_clock(clock)
-    before_us = to_us(before)
-    params = facts_params(req.goal, req.agent, req.automation, req.turn_id, req.trigger_us)
-    for i, length in enumerate(lane.lengths_us):  # each window's first counted microsecond, from the cached definitions
-        # A rolling start is exclusive: the first counted microsecond is one after it.
-        params[_S[i]] = before_us - length + 1 if length is not None else _period_start_us(lane.reads[i][3], before, before_us)
-    for j, offset in enumerate(lane.nths):
-        params[_O[j]] = offset
-    params["sl"] = before_us - _LOOKBACK_US
+    params = known_params(lane, req, before)
     row = tx.row(statement(tx.dialect, tx.relaxed, lane.shape, with_facts), params)
     if row is None:  # pragma: no cover - a SELECT of scalars always returns one row
         raise StoreUnavailable("the store returned no row for the admission facts")
@@ -374,6 +371,21 @@ def read_known(tx: DriverTx, lane: LaneLimits, req: Request, clock: Clock, *, wi
         return KnownRead(facts, None, at)
     except CorruptState as exc:
         raise StoreUnavailable(f"a limit of {req.goal}/{req.agent} cannot be read: {exc}") from None
+
+
+def known_params(lane: LaneLimits, req: Request, before: datetime) -> dict[str, Any]:
+    """``statement``'s parameters for ``req`` read at ``before``: the hot statement's, each
+    window's first counted microsecond and each rolling count's offset, from the cached
+    definitions, and the estimate's lookback."""
+    before_us = to_us(before)
+    params = facts_params(req.goal, req.agent, req.automation, req.turn_id, req.trigger_us)
+    for i, length in enumerate(lane.lengths_us):
+        # A rolling start is exclusive: the first counted microsecond is one after it.
+        params[_S[i]] = before_us - length + 1 if length is not None else _period_start_us(lane.reads[i][3], before, before_us)
+    for j, offset in enumerate(lane.nths):
+        params[_O[j]] = offset
+    params["sl"] = before_us - _LOOKBACK_US
+    return params
 
 
 def plain(tx: DriverTx, req: Request, clock: Clock) -> tuple[Facts, LaneCheck | None, datetime]:

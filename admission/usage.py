@@ -174,6 +174,8 @@ class WindowUsage(NamedTuple):
     def tokens_frees_at(self, budget: int, need: int) -> datetime | None:
         """None when ``need`` more tokens fit the ``budget`` now; else when enough ages out
         (``windows.NEVER`` when ``need`` alone is over the budget)."""
+        if self.tokens + need <= budget:  # all of it fits, so what the window counts of it fits
+            return None
         return self._frees_at([(e.at, e.counted_tokens * n) for e, n in zip(self.entries, self._weights(), strict=True)], budget, need)
 
     def usd_frees_at(self, budget_micros: int, need_micros: int) -> datetime | None:
@@ -181,6 +183,8 @@ class WindowUsage(NamedTuple):
         (it cannot be known to fit: fail closed until the owner sets a price)."""
         if self.unpriced:
             return NEVER
+        if self.usd_micros + need_micros <= budget_micros:  # all of it fits (amounts are never negative)
+            return None
         found = zip(self.entries, self.usd_of, self._weights(), strict=True)
         return self._frees_at([(e.at, usd * n) for e, usd, n in found if usd is not None], budget_micros, need_micros)
 

@@ -50,8 +50,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _rows import record
 
 from floorgate.admission import Admission, AutomationSpec, Automations, CommandHost, FixedClock, Policies, Scope, Store, open_store
+from floorgate.admission import _limit_read as limit_read
 from floorgate.admission._driver import lock_id
 from floorgate.admission._facts import FACTS_SQL, RESERVE_SQL, facts_params
+from floorgate.admission._rule import _request
 from floorgate.admission.clock import to_us
 from floorgate.admission.limits import LimitsChange
 from floorgate.admission.usage import Prices
@@ -200,17 +202,47 @@ class LimitedLane(Lane):
         Policies(store, self.clock).configure(Scope.agent("g", agent), expected_revision=1, owner_ref="bench", limits=limits)
 
 
-def budget_figures(store: Store, backend: str, rounds: int, n: int) -> list[Figure]:
+def budget_figures(store: Store, backend: str, rounds: int, n: int, bare: Callable[[str], Callable[[str, dict], object]]) -> list[Figure]:  # type: ignore[type-arg]
     """Denial and admitted rows with every limit kind configured beside the floor-only rows, same
     store, same run, interleaved (the limited lane is known to the process after its first cycle:
-    its decisions read the facts and its limits in one statement)."""
+    its decisions read the facts and its limits in one statement). Then the split that bounds the
+    denial's: each lane's one statement through the bare driver (``bare(url)``: a function running
+    one statement), the limited lane's against the floor-only lane's (the engine's share)."""
     plain, limited = Lane(store, "plain"), LimitedLane(store, "limited")
     for lane in (plain, limited):
         lane.cycle(0)
-    return [
+    out = [
         interleaved(f"{backend} denial, every limit kind vs floor only", 1.2, timed(plain.deny), timed(limited.deny), rounds, n * 5),
         interleaved(f"{backend} admitted, every limit kind vs floor only", 1.2, timed(plain.cycle), timed(limited.cycle), rounds, n),
     ]
+    known = limit_read.known("g", limited.agent, limited.automation)
+    if known is None:
+        raise SystemExit("bench bug: the limited lane is not known after its cycles")
+    dialect = "sqlite" if backend == "SQLite" else "postgresql"
+    run = bare(dialect)
+    limited_sql = store.render(limit_read.statement(dialect, False, known.shape, True))
+    plain_sql = store.render(FACTS_SQL[dialect])
+
+    def plain_statement(i: int) -> None:
+        run(plain_sql, plain.facts_params(i))
+
+    def limited_statement(i: int) -> None:
+        req = _request(
+            "g", limited.agent, limited.automation, f"{limited.agent}-d{i}", limited.clock.now() + timedelta(microseconds=i + 1), None
+        )
+        run(limited_sql, limit_read.known_params(known, req, limited.clock.now()))
+
+    out.append(
+        interleaved(
+            f"{backend} denial's statement, every limit kind vs floor only, bare driver (the engine's share)",
+            0,
+            timed(plain_statement),
+            timed(limited_statement),
+            rounds,
+            n * 5,
+        )
+    )
+    return out
 
 
 def sqlite_figures(tmp: str, rounds: int, n: int) -> list[Figure]:
@@ -243,7 +275,7 @@ def sqlite_figures(tmp: str, rounds: int, n: int) -> list[Figure]:
         interleaved("SQLite denial vs bare sqlite3, CPU time", 1.5, cpu_timed(bare_facts), cpu_timed(lane.deny), rounds, 50 * n, 100 * n),
     ]
     out += history_figures(lambda name: open_store(os.path.join(tmp, f"{name}.db")), "SQLite", rounds, n)
-    out += budget_figures(store, "SQLite", rounds, n)
+    out += budget_figures(store, "SQLite", rounds, n, lambda _d: lambda sql, p: reader.execute(sql, p).fetchone())
     reader.close()
     bare.close()
     store.close()
@@ -311,7 +343,7 @@ def pg_figures(base_url: str, rounds: int, n: int) -> list[Figure]:
             interleaved("PostgreSQL denial vs SELECT 1", 1.5, timed(select_1), timed(lane.deny), rounds, n * 5),
         ]
         out += history_figures(make, "PostgreSQL", rounds, n)
-        out += budget_figures(store, "PostgreSQL", rounds, n)
+        out += budget_figures(store, "PostgreSQL", rounds, n, lambda _d: lambda sql, p: bare.execute(sql, p).fetchone())
         bare.close()
         store.close()
         return out

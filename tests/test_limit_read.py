@@ -13,6 +13,7 @@ from sqlalchemy import text
 
 from floorgate.admission import Admission, FixedClock, Policies, Scope, Store, open_store
 from floorgate.admission import _limit_read as limit_read
+from floorgate.admission.clock import to_us
 from floorgate.admission.limits import LimitsChange
 from floorgate.admission.usage import Prices
 from floorgate.admission.windows import parse_window
@@ -197,3 +198,62 @@ def test_damage_in_a_known_lanes_window_denies(store: Store, damage: str) -> Non
     clock.advance(timedelta(seconds=1))
     denied = _reserve(admission, "t2", clock.now())
     assert (denied.admitted, denied.reason.value) == (False, "state_unavailable")
+
+
+# A known lane's decision reads its window, not its history: old starts and settled turns of the
+# agent, outside the window, add no work to its one statement. Counted on SQLite as the steps of
+# its virtual machine (a deterministic count, no timing): the series were once read with one OR
+# of the window's range and the damaged one, which SQLite answered by walking every start of the
+# agent, and the largest recent turn by reading each of the agent's last 30 days' rows.
+# PostgreSQL's plan for tables this small depends on its statistics (a sequential scan is fair
+# there), so this is SQLite's.
+def test_a_known_lanes_decision_reads_its_window_not_its_history(store: Store) -> None:
+    if store.dialect != "sqlite":
+        pytest.skip("counts SQLite's virtual-machine steps; PostgreSQL's plan for small tables follows its statistics")
+    limit_read.forget_all()
+    clock = FixedClock(T0)
+    limits = LimitsChange(max_starts=1000, budget_tokens=10**9, budget_usd=Decimal(1000), estimate_tokens=10, per=DAY)
+    Policies(store, clock).configure(Scope.parse("g/a"), min_interval=timedelta(hours=1), expected_revision=0, owner_ref="o", limits=limits)
+    Prices(store, clock).set("m", Decimal(3), expected_revision=0, owner_ref="o")
+    add_automation(store, clock, "x", model="m")
+    admission = Admission(store, clock)
+    assert _reserve(admission, "t1", clock.now()).admitted  # the slow path: the lane is now known
+    assert limit_read.known("g", "a", "x") is not None
+    steps = [0]
+
+    def counted_denial(turn: str) -> int:
+        raw = store._hot_connection().driver_connection
+        steps[0] = 0
+
+        def step() -> int:
+            steps[0] += 1
+            return 0
+
+        raw.set_progress_handler(step, 1)
+        try:
+            denied = _reserve(admission, turn, clock.now())
+        finally:
+            raw.set_progress_handler(None, 1)
+        assert (denied.admitted, denied.reason.value) == (False, "interval_wait")
+        return steps[0]
+
+    clock.advance(timedelta(minutes=1))
+    before = counted_denial("d1")
+    old = [{"t": f"old{k}", "at": to_us(T0 - timedelta(days=2, minutes=k))} for k in range(500)]
+    with store.write() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO fg_starts (turn_id, goal_id, agent_id, automation_id, trigger_us, anchor_us, phase, kind, confirmed_at_us) "
+                "VALUES (:t, 'g', 'a', 'x', :at, :at, 'confirmed', 'automatic', :at)"
+            ),
+            old,
+        )
+        conn.execute(
+            text(
+                "INSERT INTO fg_usage (turn_id, goal_id, agent_id, automation_id, at_us, state, model, estimate_tokens, tokens, source) "
+                "VALUES (:t, 'g', 'a', 'x', :at, 'settled', 'm', 10, 5, 'meter')"
+            ),
+            old,
+        )
+    after = counted_denial("d2")
+    assert after < before + 100, (before, after)  # 500 starts and turns walked would be thousands of steps
