@@ -1,6 +1,6 @@
 """Admission cost against its limits, in interleaved rounds, on each backend.
 
-    .venv/bin/python bench/admission.py [--pg postgresql://postgres@127.0.0.1/test] [--rounds 15] [--n 100]
+    .venv/bin/python bench/admission.py [--pg postgresql://postgres@127.0.0.1/test] [--rounds 15] [--n 100] [--only limits]
 
 Every figure is a ratio of floorgate to a baseline measured in the same run: round i runs a block
 of the baseline and a block of floorgate back to back (the order alternating each round), and the
@@ -23,7 +23,9 @@ drifts too much between blocks for anything else to mean much. Baselines:
 - Limits (issue 20): a lane with every limit kind (a count, a token and a USD budget per day)
   against a floor-only lane on the same store, denial and admitted cycle: <= 1.2x. The limited
   lane is known to the process after its first cycle, so each decision reads its facts and its
-  limits in one statement (``admission._limit_read``).
+  limits in one statement (``admission._limit_read``). What bounds the denial's figure: each lane's
+  one statement through the bare driver, the limited lane's against the floor-only lane's (the
+  engine's share, no client cost at all).
 
 PostgreSQL runs in a schema of its own, dropped at the end.
 """
@@ -245,7 +247,7 @@ def budget_figures(store: Store, backend: str, rounds: int, n: int, bare: Callab
     return out
 
 
-def sqlite_figures(tmp: str, rounds: int, n: int) -> list[Figure]:
+def sqlite_figures(tmp: str, rounds: int, n: int, only_limits: bool = False) -> list[Figure]:
     url = os.path.join(tmp, "fg.db")
     store = open_store(url)
     lane = Lane(store, "a")
@@ -266,6 +268,12 @@ def sqlite_figures(tmp: str, rounds: int, n: int) -> list[Figure]:
         reader.execute(facts, lane.facts_params(i)).fetchone()
 
     lane.cycle(0)
+    if only_limits:
+        out = budget_figures(store, "SQLite", rounds, n, lambda _d: lambda sql, p: reader.execute(sql, p).fetchone())
+        reader.close()
+        bare.close()
+        store.close()
+        return out
     out = [
         interleaved("SQLite admitted reserve+confirm vs bare durable INSERT", 2.0, timed(bare_insert), timed(lane.cycle), rounds, n, 2 * n),
         interleaved("SQLite admitted reserve alone vs bare durable INSERT", 2.0, timed(bare_insert), timed(lane.reserve), rounds, n),
@@ -303,7 +311,7 @@ def history_figures(make: Callable[[str], Store], backend: str, rounds: int, n: 
     return out
 
 
-def pg_figures(base_url: str, rounds: int, n: int) -> list[Figure]:
+def pg_figures(base_url: str, rounds: int, n: int, only_limits: bool = False) -> list[Figure]:
     import psycopg
 
     dsn = base_url.replace("postgresql+psycopg://", "postgresql://")
@@ -332,6 +340,11 @@ def pg_figures(base_url: str, rounds: int, n: int) -> list[Figure]:
             bare.execute("SELECT 1").fetchone()
 
         lane.cycle(0)
+        if only_limits:
+            out = budget_figures(store, "PostgreSQL", rounds, n, lambda _d: lambda sql, p: bare.execute(sql, p).fetchone())
+            bare.close()
+            store.close()
+            return out
         out = pg_split(store, lane, dsn, schemas[0], select_1, rounds, n)
         out += [
             interleaved(
@@ -436,13 +449,14 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=40, help="admitted cycles per block (denials and baselines: more)")
     parser.add_argument("--pg", default=os.environ.get("FLOORGATE_TEST_PG_URL"), help="PostgreSQL URL (skipped when absent)")
     parser.add_argument("--dir", default=None, help="directory for the SQLite files (default: a temp dir under the cwd)")
+    parser.add_argument("--only", choices=["all", "limits"], default="all", help="limits: only the rows of issue 20's limits")
     args = parser.parse_args()
     print(f"median of {args.rounds} interleaved per-round ratios (min-max), goal from issue 12, [per-operation medians]")
     figures: list[tuple[str, Figure]] = []
     with tempfile.TemporaryDirectory(dir=args.dir or ".") as tmp:
-        figures += [("sqlite", f) for f in sqlite_figures(tmp, args.rounds, args.n)]
+        figures += [("sqlite", f) for f in sqlite_figures(tmp, args.rounds, args.n, args.only == "limits")]
     if args.pg:
-        figures += [("postgresql", f) for f in pg_figures(args.pg, args.rounds, args.n)]
+        figures += [("postgresql", f) for f in pg_figures(args.pg, args.rounds, args.n, args.only == "limits")]
     for backend, f in figures:
         print(f.line())
         med = statistics.median(f.ratios)
