@@ -91,11 +91,20 @@ def code_of(states: tuple[LimitState, ...]) -> LimitCode:
     return LimitCode.COUNT if found.limit.kind is LimitKind.STARTS else LimitCode.BUDGET
 
 
+def held_estimate(check: LaneCheck) -> tuple[int, str | None] | None:
+    """What an admitted turn of the lane holds: its estimate and model (None: no budget binds it,
+    or no estimate, whose budgets then deny); the one rule ``hold_estimate`` holds by."""
+    if check.budgets and check.estimate_tokens is not None:
+        return check.estimate_tokens, check.model
+    return None
+
+
 def hold_estimate(tx: DriverTx, check: LaneCheck, turn_id: str, goal: str, agent: str, automation: str | None, at: datetime) -> None:
     """Hold the lane's estimate for an admitted turn, on the admission's driver transaction (a
     lane with a token or USD budget only; idempotent by turn id)."""
-    if check.budgets and check.estimate_tokens is not None:
-        hold_on(tx, turn_id, goal, agent, automation or "", at, check.estimate_tokens, check.model)
+    held = held_estimate(check)
+    if held is not None:
+        hold_on(tx, turn_id, goal, agent, automation or "", at, *held)
 
 
 def checked(facts: Facts, check: LaneCheck) -> Facts:

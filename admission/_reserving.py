@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from ._facts import INSERT_START_SQL, RESERVE_SQL, decode_facts, facts_params, read_facts
+from ._facts import INSERT_START_SQL, RESERVE_HOLD_SQL, RESERVE_SQL, decode_facts, facts_params, read_facts
 from ._rule import _ADMITTED, _ADMITTING, _AUTOMATIC, _MANUAL
 from .clock import Clock, read_clock, to_us
 from .decide.checks import Request as _Request
@@ -68,9 +68,12 @@ def _reserve_pg(
     lock_admitted: bool,
     lim: int | None = None,
     states: tuple = (),  # type: ignore[type-arg]
+    hold: tuple[int, str | None] | None = None,
 ) -> tuple[_Verdict, datetime, Facts]:
     """The decision through PostgreSQL's ``RESERVE_SQL``: one statement, which inserts the start when
     it admits; its facts are decoded and explained here by ``_evaluate``, the decision's one rule.
+    ``hold``: the estimate an admitted turn holds and its model, held by the same statement
+    (``RESERVE_HOLD_SQL``, in the caller's transaction) when it inserts the start.
 
     The clock is read before the call, so a start another process committed while the call waited
     for the lock can be later than it: that denial (clock_rollback) is decided once more with a
@@ -81,10 +84,14 @@ def _reserve_pg(
     params["lock"] = lock_id(lock_key)
     params["guarded"] = tx.relaxed
     params["lock_admitted"] = lock_admitted
+    sql = RESERVE_SQL
+    if hold is not None:
+        sql = RESERVE_HOLD_SQL
+        params["est"], params["model"] = hold
     now = read_clock(clock)
     for retry in (True, False):
         params["now"] = now_us = to_us(now)
-        row = tx.row(RESERVE_SQL, params)
+        row = tx.row(sql, params)
         if row is None:  # pragma: no cover - the statement always returns one row
             raise StoreUnavailable("fg_facts returned no row")
         if row[_ADMIT_RAN] is not None:  # fg_admit ran: its locked read is the one decided on

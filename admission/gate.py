@@ -30,7 +30,7 @@ from ._facts import (
     start_from_row,
     stored_max,
 )
-from ._limit_check import check_lane, checked, hold_estimate, judged
+from ._limit_check import check_lane, checked, held_estimate, hold_estimate, judged
 from ._reserving import _admit, _admit_read, _reserve_pg, _unchecked
 from ._rule import (
     _ADMITTED,
@@ -250,10 +250,13 @@ class Admission:
                 raise _UnitNeeded
             if found.facts is not None:
                 verdict, now = _admit_read(tx, req, checked(found.facts, check), found.now, None)
-            else:
-                verdict, now, _ = _reserve_pg(tx, req, self.clock, lock_key, lock_admitted=True, lim=check.code, states=check.states)
-            if verdict.reason in _ADMITTING:
-                hold_estimate(tx, check, req.turn_id, req.goal, req.agent, req.automation, now)
+                if verdict.reason in _ADMITTING:
+                    hold_estimate(tx, check, req.turn_id, req.goal, req.agent, req.automation, now)
+            else:  # the estimate held by the reservation's own statement
+                hold = held_estimate(check)
+                verdict, now, _ = _reserve_pg(
+                    tx, req, self.clock, lock_key, lock_admitted=True, lim=check.code, states=check.states, hold=hold
+                )
         return verdict, now
 
     @contextmanager
