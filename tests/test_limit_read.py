@@ -4,6 +4,7 @@ moment, is seen by the next decision (stale limits never admit), on both backend
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 
@@ -13,6 +14,7 @@ from sqlalchemy import text
 
 from floorgate.admission import Admission, FixedClock, Policies, Scope, Store, open_store
 from floorgate.admission import _limit_read as limit_read
+from floorgate.admission._rule import _request
 from floorgate.admission.clock import to_us
 from floorgate.admission.limits import LimitsChange
 from floorgate.admission.usage import Prices
@@ -201,15 +203,13 @@ def test_damage_in_a_known_lanes_window_denies(store: Store, damage: str) -> Non
 
 
 # A known lane's decision reads its window, not its history: old starts and settled turns of the
-# agent, outside the window, add no work to its one statement. Counted on SQLite as the steps of
-# its virtual machine (a deterministic count, no timing): the series were once read with one OR
-# of the window's range and the damaged one, which SQLite answered by walking every start of the
-# agent, and the largest recent turn by reading each of the agent's last 30 days' rows.
-# PostgreSQL's plan for tables this small depends on its statistics (a sequential scan is fair
-# there), so this is SQLite's.
+# agent, outside the window, add no work to its one statement. Counted, not timed: on SQLite the
+# steps of its virtual machine, on PostgreSQL the rows its plan's scans of the starts and the usage
+# read (EXPLAIN ANALYZE, sequential scans off: tables this small would be scanned whole, fairly).
+# The series were once read with one OR of the window's range and the damaged one, which SQLite
+# answered by walking every start of the agent, and the largest recent turn by reading each of the
+# agent's rows of the last 30 days.
 def test_a_known_lanes_decision_reads_its_window_not_its_history(store: Store) -> None:
-    if store.dialect != "sqlite":
-        pytest.skip("counts SQLite's virtual-machine steps; PostgreSQL's plan for small tables follows its statistics")
     limit_read.forget_all()
     clock = FixedClock(T0)
     limits = LimitsChange(max_starts=1000, budget_tokens=10**9, budget_usd=Decimal(1000), estimate_tokens=10, per=DAY)
@@ -218,27 +218,9 @@ def test_a_known_lanes_decision_reads_its_window_not_its_history(store: Store) -
     add_automation(store, clock, "x", model="m")
     admission = Admission(store, clock)
     assert _reserve(admission, "t1", clock.now()).admitted  # the slow path: the lane is now known
-    assert limit_read.known("g", "a", "x") is not None
-    steps = [0]
-
-    def counted_denial(turn: str) -> int:
-        raw = store._hot_connection().driver_connection
-        steps[0] = 0
-
-        def step() -> int:
-            steps[0] += 1
-            return 0
-
-        raw.set_progress_handler(step, 1)
-        try:
-            denied = _reserve(admission, turn, clock.now())
-        finally:
-            raw.set_progress_handler(None, 1)
-        assert (denied.admitted, denied.reason.value) == (False, "interval_wait")
-        return steps[0]
-
     clock.advance(timedelta(minutes=1))
-    before = counted_denial("d1")
+    work = _vm_steps if store.dialect == "sqlite" else _rows_read
+    before = work(store, admission, clock, "d1")
     old = [{"t": f"old{k}", "at": to_us(T0 - timedelta(days=2, minutes=k))} for k in range(500)]
     with store.write() as conn:
         conn.execute(
@@ -255,5 +237,52 @@ def test_a_known_lanes_decision_reads_its_window_not_its_history(store: Store) -
             ),
             old,
         )
-    after = counted_denial("d2")
-    assert after < before + 100, (before, after)  # 500 starts and turns walked would be thousands of steps
+    after = work(store, admission, clock, "d2")
+    assert after < before + 100, (before, after)  # 500 starts and turns read would be far more
+
+
+def _vm_steps(store: Store, admission: Admission, clock: FixedClock, turn: str) -> int:
+    """SQLite: the virtual-machine steps of a denial (its one statement)."""
+    raw = store._hot_connection().driver_connection
+    steps = [0]
+
+    def step() -> int:
+        steps[0] += 1
+        return 0
+
+    raw.set_progress_handler(step, 1)
+    try:
+        denied = _reserve(admission, turn, clock.now())
+    finally:
+        raw.set_progress_handler(None, 1)
+    assert (denied.admitted, denied.reason.value) == (False, "interval_wait")
+    return steps[0]
+
+
+def _rows_read(store: Store, admission: Admission, clock: FixedClock, turn: str) -> int:
+    """PostgreSQL: the rows the denial's statement reads from the starts and the usage (each scan's
+    rows, and those its filters removed), as EXPLAIN ANALYZE counts them."""
+    denied = _reserve(admission, turn, clock.now())
+    assert (denied.admitted, denied.reason.value) == (False, "interval_wait")
+    lane = limit_read.known("g", "a", "x")
+    assert lane is not None
+    req = _request("g", "a", "x", turn, clock.now(), None)
+    sql = store.render(limit_read.statement(store.dialect, store.relaxed, lane.shape, True))
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("SET LOCAL enable_seqscan = off")
+        plan = conn.exec_driver_sql(
+            "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, FORMAT JSON) " + sql, limit_read.known_params(lane, req, clock.now())
+        ).scalar()
+    found = plan if isinstance(plan, list) else json.loads(plan)
+
+    def read(node: dict) -> int:  # type: ignore[type-arg]
+        own = 0
+        if node.get("Relation Name") in ("fg_starts", "fg_usage"):
+            own = (
+                node["Actual Rows"] * node["Actual Loops"]
+                + node.get("Rows Removed by Filter", 0)
+                + node.get("Rows Removed by Index Recheck", 0)
+            )
+        return own + sum(read(child) for child in node.get("Plans", []))
+
+    return read(found[0]["Plan"])
