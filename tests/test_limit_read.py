@@ -202,14 +202,14 @@ def test_damage_in_a_known_lanes_window_denies(store: Store, damage: str) -> Non
     assert (denied.admitted, denied.reason.value) == (False, "state_unavailable")
 
 
-# A known lane's decision reads its window, not its history: old starts and settled turns of the
-# agent, outside the window, add no work to its one statement. Counted, not timed: on SQLite the
-# steps of its virtual machine, on PostgreSQL the rows its plan's scans of the starts and the usage
-# read (EXPLAIN ANALYZE, sequential scans off: tables this small would be scanned whole, fairly).
-# The series were once read with one OR of the window's range and the damaged one, which SQLite
+# A known lane's limit read covers its window, not its history: old starts and settled turns of
+# the agent, outside the window, add no work to it. Counted, not timed: on SQLite the steps of its
+# virtual machine, on PostgreSQL the rows its plan's scans of the starts and the usage read
+# (EXPLAIN ANALYZE, sequential scans off: tables this small would be scanned whole, fairly). The
+# series were once read with one OR of the window's range and the damaged one, which SQLite
 # answered by walking every start of the agent, and the largest recent turn by reading each of the
-# agent's rows of the last 30 days.
-def test_a_known_lanes_decision_reads_its_window_not_its_history(store: Store) -> None:
+# agent's rows of the last 30 days. (The limit read alone: the hot facts before it are the floor's.)
+def test_a_known_lanes_limit_read_covers_its_window_not_its_history(store: Store) -> None:
     limit_read.forget_all()
     clock = FixedClock(T0)
     limits = LimitsChange(max_starts=1000, budget_tokens=10**9, budget_usd=Decimal(1000), estimate_tokens=10, per=DAY)
@@ -238,11 +238,23 @@ def test_a_known_lanes_decision_reads_its_window_not_its_history(store: Store) -
             old,
         )
     after = work(store, admission, clock, "d2")
-    assert after < before + 100, (before, after)  # 500 starts and turns read would be far more
+    assert after < before + 50, (before, after)  # 500 starts and turns read would be far more
+
+
+def _limit_read(store: Store, admission: Admission, clock: FixedClock, turn: str) -> tuple[str, dict]:  # type: ignore[type-arg]
+    """A denial (the lane known), then its limit read's SQL and parameters at that instant."""
+    denied = _reserve(admission, turn, clock.now())
+    assert (denied.admitted, denied.reason.value) == (False, "interval_wait")
+    lane = limit_read.known("g", "a", "x")
+    assert lane is not None
+    req = _request("g", "a", "x", turn, clock.now(), None)
+    sql = store.render(limit_read.statement(store.dialect, store.relaxed, lane.shape, False))
+    return sql, limit_read.known_params(lane, req, clock.now())
 
 
 def _vm_steps(store: Store, admission: Admission, clock: FixedClock, turn: str) -> int:
-    """SQLite: the virtual-machine steps of a denial (its one statement)."""
+    """SQLite: the virtual-machine steps of the limit read."""
+    sql, params = _limit_read(store, admission, clock, turn)
     raw = store._hot_connection().driver_connection
     steps = [0]
 
@@ -252,27 +264,19 @@ def _vm_steps(store: Store, admission: Admission, clock: FixedClock, turn: str) 
 
     raw.set_progress_handler(step, 1)
     try:
-        denied = _reserve(admission, turn, clock.now())
+        raw.execute(sql, params).fetchone()
     finally:
         raw.set_progress_handler(None, 1)
-    assert (denied.admitted, denied.reason.value) == (False, "interval_wait")
     return steps[0]
 
 
 def _rows_read(store: Store, admission: Admission, clock: FixedClock, turn: str) -> int:
-    """PostgreSQL: the rows the denial's statement reads from the starts and the usage (each scan's
-    rows, and those its filters removed), as EXPLAIN ANALYZE counts them."""
-    denied = _reserve(admission, turn, clock.now())
-    assert (denied.admitted, denied.reason.value) == (False, "interval_wait")
-    lane = limit_read.known("g", "a", "x")
-    assert lane is not None
-    req = _request("g", "a", "x", turn, clock.now(), None)
-    sql = store.render(limit_read.statement(store.dialect, store.relaxed, lane.shape, True))
+    """PostgreSQL: the rows the limit read reads from the starts and the usage (each scan's rows,
+    and those its filters removed), as EXPLAIN ANALYZE counts them."""
+    sql, params = _limit_read(store, admission, clock, turn)
     with store.engine.begin() as conn:
         conn.exec_driver_sql("SET LOCAL enable_seqscan = off")
-        plan = conn.exec_driver_sql(
-            "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, FORMAT JSON) " + sql, limit_read.known_params(lane, req, clock.now())
-        ).scalar()
+        plan = conn.exec_driver_sql("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, FORMAT JSON) " + sql, params).scalar()
     found = plan if isinstance(plan, list) else json.loads(plan)
 
     def read(node: dict) -> int:  # type: ignore[type-arg]
