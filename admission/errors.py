@@ -42,12 +42,14 @@ class RevisionConflict(FloorgateError):
 
 
 class ReductionNotAuthorized(FloorgateError, PermissionError):
-    """Lowering or disabling a floor was attempted without explicit reduction authorization."""
+    """Lowering or disabling a floor (or loosening a limit, a bound, a price) was attempted
+    without explicit reduction authorization. The message names the CLI's flag, as the other
+    errors' fixes do; the console words its own (``console.errors.fix_message``)."""
 
     def __init__(self, scope: str, before: str, after: str, *, what: str | None = None) -> None:
         self.scope = scope
         change = what if what is not None else f"lowering the floor on {scope} from {before} to {after}"
-        super().__init__(f"{change} needs explicit reduction authorization (--allow-reduction / allow_reduction=True)")
+        super().__init__(f"{change} needs explicit reduction authorization: pass --allow-reduction to apply it")
 
 
 class StoreUnavailable(FloorgateError, RuntimeError):

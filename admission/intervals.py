@@ -8,8 +8,9 @@ from datetime import timedelta
 from .errors import InvalidInput
 
 _UNITS = {"d": 86_400, "h": 3_600, "m": 60, "s": 1}
-_COMPACT = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
-_ISO = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d{1,6})?)S)?)?")
+# ASCII digits only: Python's \d (and int()) would take other scripts' digits as well.
+_COMPACT = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", re.ASCII)
+_ISO = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d{1,6})?)S)?)?", re.ASCII)
 # A floor longer than ten years is a typo, not a policy.
 MAX_INTERVAL = timedelta(days=3660)
 _HINT = "use a whole number with units d/h/m/s (90s, 45m, 24h, 1d12h), ISO 8601 (PT24H), or 0 to disable"

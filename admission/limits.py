@@ -197,25 +197,56 @@ class LimitsChange(BaseModel):
         return Limits(**out)
 
 
-def loosened(before: Limits, after: Limits) -> list[str]:
-    """What ``after`` lets through that ``before`` did not (empty: nothing), for the reduction check."""
+class LimitNames(NamedTuple):
+    """What a surface calls each limit when it names a loosening: ``loosened`` says
+    ``NAME BEFORE -> AFTER`` with these names (``across`` is the whole phrase for giving up
+    ``across agents``)."""
+
+    max_starts: str
+    starts_window: str
+    budget_tokens: str
+    budget_usd: str
+    budget_window: str
+    estimate_tokens: str
+    across: str
+
+
+# The CLI's flags (``policy set``), as admission's other messages name them.
+CLI_NAMES = LimitNames(
+    max_starts="--max-starts",
+    starts_window="--max-starts per",
+    budget_tokens="--budget-tokens",
+    budget_usd="--budget-usd",
+    budget_window="--budget-tokens/--budget-usd per",
+    estimate_tokens="--estimate-tokens",
+    across="--across agents -> none",
+)
+
+
+def loosened(before: Limits, after: Limits, names: LimitNames = CLI_NAMES) -> list[str]:
+    """What ``after`` lets through that ``before`` did not (empty: nothing), for the reduction
+    check: one ``NAME BEFORE -> AFTER`` each, amounts as the owner writes them (``2M``,
+    ``$20.00``), named by ``names`` (the CLI's flags unless a surface gives its own)."""
     out: list[str] = []
 
-    def bound(name: str, old: object, new: object, shown: str, shown_new: str) -> None:
-        if old is not None and (new is None or new > old):  # type: ignore[operator]
-            out.append(f"{name} {shown} -> {shown_new if new is not None else 'none'}")
+    def bound(name: str, old: Any, new: Any, shown: Any) -> None:
+        if old is not None and (new is None or new > old):
+            out.append(f"{name} {shown(old)} -> {shown(new) if new is not None else 'none'}")
 
-    bound("max_starts", before.max_starts, after.max_starts, str(before.max_starts), str(after.max_starts))
-    bound("budget_tokens", before.budget_tokens, after.budget_tokens, str(before.budget_tokens), str(after.budget_tokens))
-    bound("budget_usd", before.budget_usd, after.budget_usd, str(before.budget_usd), str(after.budget_usd))
+    bound(names.max_starts, before.max_starts, after.max_starts, str)
+    bound(names.budget_tokens, before.budget_tokens, after.budget_tokens, format_tokens)
+    bound(names.budget_usd, before.budget_usd, after.budget_usd, format_usd)
     if before.estimate_tokens is not None and (after.estimate_tokens is None or after.estimate_tokens < before.estimate_tokens):
-        out.append(f"estimate_tokens {before.estimate_tokens} -> {after.estimate_tokens or 'none'}")
-    for name in ("starts_window", "budget_window"):
-        old, new = getattr(before, name), getattr(after, name)
+        lower = format_tokens(after.estimate_tokens) if after.estimate_tokens is not None else "none"
+        out.append(f"{names.estimate_tokens} {format_tokens(before.estimate_tokens)} -> {lower}")
+    for name, old, new in (
+        (names.starts_window, before.starts_window, after.starts_window),
+        (names.budget_window, before.budget_window, after.budget_window),
+    ):
         if old is not None and new is not None and looser_window(old, new):
             out.append(f"{name} {old} -> {new}")
     if before.across_agents and not after.across_agents:
-        out.append("across agents -> per agent")
+        out.append(names.across)
     return out
 
 
@@ -301,10 +332,11 @@ class BoundLimit(NamedTuple):
         return f"{shown} per {self.window} at {self.scope}" + (" across agents" if self.series.agent_id is None else "")
 
     def quantity(self, value: int) -> str:
-        """``value`` of this limit's kind as the text shows it: ``2``, ``55000 tokens``, ``0.33 USD``
-        (a USD amount is kept in micro-dollars and never shown as such)."""
+        """``value`` of this limit's kind as the text shows it: ``2``, ``55000 tokens``, ``$0.33``
+        (dollars as the limit itself and ``usage`` show them; a USD amount is kept in
+        micro-dollars and never shown as such)."""
         if self.kind is LimitKind.USD:
-            return f"{format(micros_to_usd(value).normalize(), 'f')} USD"
+            return format_usd(micros_to_usd(value))
         return f"{value} tokens" if self.kind is LimitKind.TOKENS else str(value)
 
 

@@ -43,9 +43,10 @@ _US = timedelta(microseconds=1)
 NEVER = datetime.max.replace(tzinfo=timezone.utc)
 
 _HINT = "use a rolling duration (1d, 12h, 90m) or a calendar period day@Zone, week@Zone or month@Zone (e.g. day@Europe/Berlin)"
-_TOKENS = re.compile(r"(\d{1,13})(?:\.(\d{1,6}))?([kKmMgG]?)")
+# ASCII digits only: Python's \d (and int()) would take other scripts' digits as well.
+_TOKENS = re.compile(r"(\d{1,13})(?:\.(\d{1,6}))?([kKmMgG]?)", re.ASCII)
 _TOKEN_UNITS = {"": 1, "k": 1_000, "m": 1_000_000, "g": 1_000_000_000}
-_USD = re.compile(r"\$?(\d{1,7})(?:\.(\d{1,6}))?")
+_USD = re.compile(r"\$?(\d{1,7})(?:\.(\d{1,6}))?", re.ASCII)
 _ZONE = re.compile(r"[A-Za-z][A-Za-z0-9_+\-]*(?:/[A-Za-z0-9_+\-]+){0,2}")
 
 
@@ -306,7 +307,7 @@ def check_max_starts(value: object, field: str = "--max-starts") -> int:
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise InvalidInput(field, f"a whole number of starts, 1..{MAX_STARTS}")
     text = str(value).strip()
-    if not text.isdigit() or not 1 <= int(text) <= MAX_STARTS:
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= MAX_STARTS:
         raise InvalidInput(field, f"{text!r} is not a whole number of starts in 1..{MAX_STARTS}")
     return int(text)
 

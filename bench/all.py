@@ -78,7 +78,7 @@ def _benchmarks(args: argparse.Namespace) -> list[tuple[str, list[str]]]:
     sizes = ["--sizes", "10000" + (",50000" if args.big else "")]
     burst = [] if args.big else ["--agents", "20", "--lead", "4"]
     return [
-        ("admission", ["bench/admission.py", "--rounds", "7", *pg]),
+        ("admission", ["bench/admission.py", "--rounds", "5", *pg]),
         ("ticks", ["bench/ticks.py", "--rounds", "3", "--samples", "70", *pg]),
         # Two interleaved rounds of a 200-lane burst (--full: three): a third cost about 40 s of the
         # default's 5 minutes; the row prints its spread, so a round that disagrees shows.

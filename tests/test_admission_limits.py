@@ -157,7 +157,7 @@ SPENT = [
         "usd",
         LimitsChange(budget_usd=Decimal(1), estimate_tokens=100_000),
         {"tokens": 100_000, "usd_micros": 600_000, "model": "m"},
-        "$1.00 per 1d at g/a: used 0.6 USD, held 0 USD;",
+        "$1.00 per 1d at g/a: used $0.60, held $0.00;",
     ),
 ]
 

@@ -40,6 +40,10 @@ def test_limit_flags_round_trip_through_policy_show(sqlite_db: str) -> None:
     text = run_cli("policy", "show", "inbox/triage", db=sqlite_db).stdout
     assert "3 starts per day@Europe/Berlin, 2M tokens and $20.00 per day@Europe/Berlin, across agents" in text
     assert "limit 500k tokens per 1d at inbox/triage: used 0 tokens, held 0 tokens, left 500000 tokens" in text
+    # Dollars as the limit itself shows them (and as `usage` does), in the same line.
+    assert "limit $20.00 per day@Europe/Berlin at inbox across agents: used $0.00, held $0.00, left $20.00" in text
+    # The USD budget cannot be checked (no price): no wait frees it, and the sentence says so.
+    assert "state: limit_wait, next eligible not by waiting (an owner must" in text and "at not by waiting" not in text
     usd = next(x for x in shown["limits"] if x["kind"] == "usd")
     assert usd["exhausted"] and "policy price" in usd["problem"]  # the lane has no model priced: fail closed, said so
     tokens = next(x for x in shown["limits"] if x["kind"] == "tokens" and x["scope"] == "inbox/triage")
@@ -72,6 +76,14 @@ BAD = [
     ("alert-not-a-number", ["--max-starts", "3", "--per", "1d", "--alert-at", "abc"], "--alert-at"),
     ("alert-duplicate", ["--max-starts", "3", "--per", "1d", "--alert-at", "50,80,50"], "--alert-at"),
     ("alert-empty", ["--max-starts", "3", "--per", "1d", "--alert-at", ""], "--alert-at"),
+    # Only ASCII digits: a superscript count was a traceback (exit 1), other scripts' digits were taken as numbers.
+    ("count-superscript", ["--max-starts", "\u00b3", "--per", "1d"], "--max-starts"),
+    ("count-arabic-indic", ["--max-starts", "\u0663", "--per", "1d"], "--max-starts"),
+    ("tokens-arabic-indic", ["--budget-tokens", "\u0663k", "--per", "1d"], "--budget-tokens"),
+    ("usd-arabic-indic", ["--budget-usd", "\u0663", "--per", "1d"], "--budget-usd"),
+    ("estimate-arabic-indic", ["--estimate-tokens", "\u0663\u0660k"], "--estimate-tokens"),
+    ("window-arabic-indic", ["--max-starts", "3", "--per", "\u0663h"], "--per"),
+    ("floor-arabic-indic", ["--min-interval", "\u0663h"], "--min-interval"),
 ]
 
 
@@ -120,7 +132,7 @@ def test_across_agents_only_on_a_goal(sqlite_db: str) -> None:
 def test_loosening_a_limit_is_refused_without_authorization(sqlite_db: str) -> None:
     run_cli("policy", "set", "inbox", "--max-starts", "3", "--per", "1d", "--revision", "0", "--owner-ref", "alice", db=sqlite_db)
     refused = run_cli("policy", "set", "inbox", "--max-starts", "0", "--revision", "1", "--owner-ref", "alice", db=sqlite_db)
-    assert refused.returncode != 0 and "max_starts 3 -> none" in refused.stderr and len(history(sqlite_db)) == 1
+    assert refused.returncode != 0 and "--max-starts 3 -> none" in refused.stderr and len(history(sqlite_db)) == 1
     done = run_cli(
         "policy", "set", "inbox", "--max-starts", "0", "--revision", "1", "--owner-ref", "alice", "--allow-reduction", db=sqlite_db
     )
@@ -129,11 +141,37 @@ def test_loosening_a_limit_is_refused_without_authorization(sqlite_db: str) -> N
     assert latest["limits_before"]["max_starts"] == 3 and latest["limits_after"] is None and latest["reduction_authorized"]
 
 
+# (id, the rule first written, the loosening write, what the refusal names): the CLI's flags and
+# the amounts as an owner writes them, never the stored field names or micro-units.
+LOOSER = [
+    ("count", ["--max-starts", "3", "--per", "1d"], ["--max-starts", "5", "--per", "1d"], "(--max-starts 3 -> 5)"),
+    ("count-window", ["--max-starts", "3", "--per", "1d"], ["--max-starts", "3", "--per", "12h"], "(--max-starts per 1d -> 12h)"),
+    ("usd", ["--budget-usd", "20", "--per", "1d"], ["--budget-usd", "30.5", "--per", "1d"], "(--budget-usd $20.00 -> $30.50)"),
+    ("tokens-removed", ["--budget-tokens", "2M", "--per", "1d"], ["--budget-tokens", "0"], "(--budget-tokens 2M -> none)"),
+    ("estimate", ["--estimate-tokens", "40k"], ["--estimate-tokens", "10k"], "(--estimate-tokens 40k -> 10k)"),
+    ("across", ["--max-starts", "3", "--per", "1d", "--across", "agents"], ["--across", "none"], "(--across agents -> none)"),
+    ("floor", ["--min-interval", "1h"], ["--min-interval", "30m"], "lowering the floor on g from 1h to 30m"),
+]
+
+
+@pytest.mark.parametrize(("first", "looser", "named"), [x[1:] for x in LOOSER], ids=[x[0] for x in LOOSER])
+def test_a_refused_loosening_names_the_cli_flags_and_the_fix(db_url: str, first: list[str], looser: list[str], named: str) -> None:
+    done = run_cli("policy", "set", "g", *first, "--revision", "0", "--owner-ref", "alice", db=db_url)
+    assert done.returncode == 0, done.stderr
+    refused = run_cli("policy", "set", "g", *looser, "--revision", "1", "--owner-ref", "alice", db=db_url)
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    assert named in refused.stderr and refused.stderr.rstrip().endswith("pass --allow-reduction to apply it"), refused.stderr
+    for internal in ("allow_reduction", "max_starts", "starts_window", "budget_", "estimate_tokens", "USD"):
+        assert internal not in refused.stderr, refused.stderr
+    assert len(history(db_url)) == 1  # nothing written
+
+
 def test_prices_are_set_shown_and_lowering_needs_authorization(sqlite_db: str) -> None:
     done = run_cli("policy", "price", "claude-sonnet-4-5", "--usd-per-mtok", "6.5", "--revision", "0", "--owner-ref", "alice", db=sqlite_db)
     assert done.returncode == 0, done.stderr
     lower = run_cli("policy", "price", "claude-sonnet-4-5", "--usd-per-mtok", "3", "--revision", "1", "--owner-ref", "alice", db=sqlite_db)
-    assert lower.returncode != 0 and "--allow-reduction" in lower.stderr
+    assert lower.returncode != 0 and "($6.50 -> $3.00)" in lower.stderr and "pass --allow-reduction" in lower.stderr
+    assert "allow_reduction" not in lower.stderr  # the CLI's flag, not the Python API's argument
     bad = run_cli("policy", "price", "m", "--usd-per-mtok", "-1", "--revision", "0", "--owner-ref", "alice", db=sqlite_db)
     assert bad.returncode == 2 and "--usd-per-mtok" in bad.stderr
     # Removing a price that was never set is refused: no revision records a change that is none.

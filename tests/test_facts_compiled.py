@@ -97,3 +97,63 @@ def test_the_relaxed_read_adds_only_its_guard(store: Store) -> None:
 
 def _indexes(plan: list[str]) -> set[str]:
     return {m for line in plan for m in re.findall(r"(?:INDEX|using) (\w+)", line)}
+
+
+def _seed_goal(store: Store, first: int, count: int) -> None:
+    """``count`` confirmed starts of goal g by other agents than the lane's (agent a)."""
+    rows = [{"t": f"h{i}", "a": f"other{i % 50}", "us": 10**12 + i} for i in range(first, first + count)]
+    with store.engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO fg_starts (turn_id, goal_id, agent_id, automation_id, trigger_us, anchor_us, phase, kind, "
+                "manual_reason, confirmed_at_us) VALUES (:t, 'g', :a, 'x', :us, :us, 'confirmed', 'automatic', NULL, :us)"
+            ),
+            rows,
+        )
+
+
+def _work(store: Store, sql: str) -> int:
+    """What the per-lane read does, as a count: SQLite's virtual machine instructions (a progress
+    handler called on each), PostgreSQL's rows produced by the plan's nodes on fg_starts and fg_rules
+    (EXPLAIN ANALYZE). Independent of the machine's speed."""
+    params = facts_params("g", "a", "x", "t1", 5)
+    raw = store.engine.raw_connection()
+    try:
+        if store.dialect == "sqlite":
+            steps = [0]
+
+            def step() -> int:
+                steps[0] += 1
+                return 0
+
+            conn = raw.driver_connection
+            conn.set_progress_handler(step, 1)  # type: ignore[union-attr]
+            try:
+                conn.execute(sql, params).fetchall()  # type: ignore[union-attr]
+            finally:
+                conn.set_progress_handler(None, 1)  # type: ignore[union-attr]
+            return steps[0]
+        cur = raw.cursor()
+        cur.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + store.render(sql), params)
+        plan = cur.fetchone()[0]
+        raw.rollback()
+
+        def rows(node: dict) -> int:  # type: ignore[type-arg]
+            own = node["Actual Rows"] * node["Actual Loops"] if node.get("Relation Name") in ("fg_starts", "fg_rules") else 0
+            return own + sum(rows(child) for child in node.get("Plans", []))
+
+        return rows(plan[0]["Plan"])
+    finally:
+        raw.close()
+
+
+@pytest.mark.parametrize("guarded", [False, True], ids=["plain read", "relaxed read"])
+def test_the_per_lane_read_does_not_walk_the_goals_history(store: Store, guarded: bool) -> None:
+    """A decision's read costs the same with 20 or 2,020 starts of the goal's other agents: without
+    a goal floor across agents, the goal's latest start is not searched for at all (a condition
+    tested on each of the goal's starts made every denial walk them: O(history))."""
+    sql = (GUARDED_FACTS_SQL if guarded else FACTS_SQL)[store.dialect]
+    _seed_goal(store, 0, 20)
+    small = _work(store, sql)
+    _seed_goal(store, 20, 2_000)
+    assert _work(store, sql) <= small + 50, (small, _work(store, sql))

@@ -85,9 +85,28 @@ def test_a_loosened_limit_or_lowered_price_needs_allow_reduction(store: Store, d
     errors = r.stderr.strip().splitlines()
     assert "looser.toml:10: floor g/a: limits: max_starts 3 -> 5 is a loosening; pass --allow-reduction" in errors[0], r.stderr
     assert "looser.toml:19: price claude-sonnet: usd_per_mtok:" in errors[1], r.stderr
+    assert "lowering the price of claude-sonnet ($3.25 -> $1.00)" in errors[1], r.stderr  # dollars, not raw decimals
     assert dump(store) == before
     ok = run_cli("apply", "-f", "looser.toml", "--owner-ref", "alice", "--allow-reduction", db=db_url, cwd=tmp_path)
     assert ok.returncode == 0, ok.stderr
+
+
+def test_a_plans_diff_shows_values_as_json_never_python_reprs(store: Store, db_url: str, tmp_path: Path) -> None:
+    (tmp_path / "fleet.toml").write_text(FILE)
+    plan = run_cli("apply", "-f", "fleet.toml", "--dry-run", db=db_url, cwd=tmp_path)
+    assert plan.returncode == 0, plan.stderr
+    assert '"estimate_tokens": 40000, "max_starts": 3, "starts_per": "1d"}' in plan.stdout, plan.stdout
+    assert 'usd_per_mtok: (unset) -> "3.25"' in plan.stdout, plan.stdout
+    assert "None" not in plan.stdout and "'" not in plan.stdout, plan.stdout
+
+
+def test_a_loosened_window_is_named_by_the_files_own_key(store: Store, db_url: str, tmp_path: Path) -> None:
+    (tmp_path / "fleet.toml").write_text(FILE)
+    assert run_cli("apply", "-f", "fleet.toml", "--owner-ref", "alice", db=db_url, cwd=tmp_path).returncode == 0
+    (tmp_path / "shorter.toml").write_text(FILE.replace('starts_per = "1d"', 'starts_per = "12h"'))
+    r = run_cli("apply", "-f", "shorter.toml", "--owner-ref", "alice", db=db_url, cwd=tmp_path)
+    assert r.returncode == 2 and "floor g/a: limits: starts_per 1d -> 12h is a loosening" in r.stderr, r.stderr
+    assert "starts_window" not in r.stderr and "--max-starts" not in r.stderr  # the file's key, not the store's nor the CLI's
 
 
 @pytest.mark.parametrize(

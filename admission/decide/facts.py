@@ -273,10 +273,14 @@ def _goal_anchor(*, relaxed: bool) -> ColumnElement[Any]:
     """The ``goal_anchor`` fact's scalar. Written as a range ordered by (goal_id, anchor_us) so that
     only that index gives its order: as an equality, PostgreSQL may walk ix_fg_starts_anchor backwards
     through every goal's newer starts instead (its estimate assumes this goal's are spread evenly).
-    On a relaxed store a start without an anchor is skipped (PostgreSQL sorts its NULL first)."""
+    On a relaxed store a start without an anchor is skipped (PostgreSQL sorts its NULL first).
+    The goal's rule is asked first, as a CASE, not as a condition of the starts' search: SQLite
+    tests such a condition on each start of the goal, so a goal without the rule walked all of its
+    starts (O(history) per decision) and found none."""
     across = select(ONE).where(_rules.c.goal_id == G, goal_across(_rules)).correlate(None).exists()
-    where = [_s.goal_id >= G, _s.goal_id <= G, *([_s.anchor_us.is_not(None)] if relaxed else []), across]
-    return scalar(first_row(select(_s.anchor_us).where(*where).order_by(_s.goal_id.desc(), _s.anchor_us.desc())))
+    where = [_s.goal_id >= G, _s.goal_id <= G, *([_s.anchor_us.is_not(None)] if relaxed else [])]
+    latest = scalar(first_row(select(_s.anchor_us).where(*where).order_by(_s.goal_id.desc(), _s.anchor_us.desc())))
+    return case((across, latest), else_=null())
 
 
 FACTS = (

@@ -3,6 +3,7 @@ step, the problem that stops the file, who writes, and the checks of one table's
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -112,3 +113,16 @@ def keyed_entries(
         except FloorgateError as exc:
             problems.append(Problem(t.line, what, str(exc)))
     return found
+
+
+def shown(value: Any) -> str:
+    """One value in a plan's diff as an owner reads it: JSON (``"1d"``, ``3``, ``{"max_starts": 3}``),
+    ``(unset)`` for a field not set; never Python's repr (``None``, ``'1d'``)."""
+    return "(unset)" if value is None else json.dumps(value, sort_keys=True, default=str)
+
+
+def changes(before: dict[str, Any], after: dict[str, Any]) -> tuple[str, ...]:
+    """``field: BEFORE -> AFTER`` for each field that differs, in field order."""
+    return tuple(
+        f"{k}: {shown(before.get(k))} -> {shown(after.get(k))}" for k in sorted(set(before) | set(after)) if before.get(k) != after.get(k)
+    )

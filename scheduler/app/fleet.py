@@ -36,7 +36,7 @@ from floorgate.admission.intervals import format_interval, parse_interval
 from floorgate.admission.limits import Limits
 from floorgate.admission.scope import check_id
 from floorgate.scheduler.app import _fleet_toml as toml
-from floorgate.scheduler.app._fleet_plan import Action, Problem, Step, Writer, _duplicate, keyed_entries
+from floorgate.scheduler.app._fleet_plan import Action, Problem, Step, Writer, _duplicate, changes, keyed_entries
 from floorgate.scheduler.app.automation_spec import spec_doc, spec_from_doc
 from floorgate.scheduler.app.fleet_limits import LIMIT_FIELDS, PriceSection, changes_to, check_loosening, limits_table, parse_limits
 
@@ -83,10 +83,6 @@ def _call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Callable[[Writer
     return write
 
 
-def _changes(before: dict[str, Any], after: dict[str, Any]) -> tuple[str, ...]:
-    return tuple(f"{k}: {before.get(k)!r} -> {after.get(k)!r}" for k in sorted(set(before) | set(after)) if before.get(k) != after.get(k))
-
-
 class AutomationSection:
     """``[[automation]]``: ``id`` plus the fields of ``automation_spec.FIELDS``."""
 
@@ -131,7 +127,7 @@ class AutomationSection:
                         aid,
                         Action.CHANGE,
                         t.line,
-                        _changes(spec_doc(stored.spec), spec_doc(spec)),
+                        changes(spec_doc(stored.spec), spec_doc(spec)),
                         write=_call(service.edit, aid, spec, expected_revision=rev),
                     )
                 )
@@ -224,7 +220,7 @@ class FloorSection:
             for more in writes[1:]:
                 rev = self._configure(scope, w, rev, limits=more)
 
-        return Step(self.kind, name, action, line, _changes(before, after), write=write, needs_owner=True)
+        return Step(self.kind, name, action, line, changes(before, after), write=write, needs_owner=True)
 
     def _configure(self, scope: Scope, w: Writer, revision: int, **change: Any) -> int:
         rule = self.fg.policies.configure(
@@ -314,7 +310,7 @@ class WebhookSection:
                 self.fg.notify.remove_webhook(old)
                 add(w)
 
-            steps.append(Step(self.kind, url, Action.CHANGE, line, _changes(before, desired), write=replace))
+            steps.append(Step(self.kind, url, Action.CHANGE, line, changes(before, desired), write=replace))
         if prune:
             for url, w in current.items():
                 if url not in seen:

@@ -13,12 +13,12 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from floorgate.admission import FloorgateError, InvalidInput, Scope, ScopeKind
-from floorgate.admission.limits import DEFAULT_ALERTS, Limits, LimitsChange, loosened, parse_alerts
+from floorgate.admission.limits import DEFAULT_ALERTS, LimitNames, Limits, LimitsChange, loosened, parse_alerts
 from floorgate.admission.usage import check_model
-from floorgate.admission.windows import check_max_starts, micros_to_usd, parse_tokens, parse_usd, parse_window
+from floorgate.admission.windows import check_max_starts, format_usd, micros_to_usd, parse_tokens, parse_usd, parse_window
 
 from . import _fleet_toml as toml
-from ._fleet_plan import Action, Problem, Step, Writer, keyed_entries
+from ._fleet_plan import Action, Problem, Step, Writer, keyed_entries, shown
 
 if TYPE_CHECKING:
     from .root import Floorgate
@@ -93,9 +93,21 @@ def limits_table(limits: Limits) -> dict[str, Any]:
     return out
 
 
+# A loosening named by the fleet file's keys, where the owner will change it.
+FILE_NAMES = LimitNames(
+    max_starts="max_starts",
+    starts_window="starts_per",
+    budget_tokens="budget_tokens",
+    budget_usd="budget_usd",
+    budget_window="budget_per",
+    estimate_tokens="estimate_tokens",
+    across="across_agents true -> false",
+)
+
+
 def check_loosening(before: Limits, after: Limits, allow_reduction: bool) -> None:
     """``InvalidInput`` when ``after`` loosens ``before`` without ``--allow-reduction``."""
-    looser = loosened(before, after)
+    looser = loosened(before, after, FILE_NAMES)
     if looser and not allow_reduction:
         raise InvalidInput("limits", f"{'; '.join(looser)} is a loosening; pass --allow-reduction to apply it")
 
@@ -158,7 +170,9 @@ class PriceSection:
             return Step(self.kind, model, Action.UNCHANGED, line)
         if before is not None and (price is None or price < before) and not allow_reduction:
             raise InvalidInput(
-                "usd_per_mtok", f"lowering the price of {model} ({before} -> {price}) lets a USD budget admit more; pass --allow-reduction"
+                "usd_per_mtok",
+                f"lowering the price of {model} ({format_usd(before)} -> {format_usd(price) if price is not None else 'none'}) "
+                "lets a USD budget admit more; pass --allow-reduction",
             )
         revision = current.revision if current is not None else 0
         action = Action.REMOVE if line is None else Action.CREATE if before is None else Action.CHANGE
@@ -167,7 +181,13 @@ class PriceSection:
             self.fg.prices.set(model, price, expected_revision=revision, owner_ref=w.owner_ref, allow_reduction=w.allow_reduction)
 
         return Step(
-            self.kind, model, action, line, (f"usd_per_mtok: {_shown(before)!r} -> {_shown(price)!r}",), write=write, needs_owner=True
+            self.kind,
+            model,
+            action,
+            line,
+            (f"usd_per_mtok: {shown(_shown(before))} -> {shown(_shown(price))}",),
+            write=write,
+            needs_owner=True,
         )
 
     def export(self) -> list[dict[str, Any]]:

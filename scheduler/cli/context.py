@@ -151,6 +151,16 @@ def revision(text: str) -> int:
     return int(text)
 
 
+def listed(text: str) -> int:
+    """A ``--limit`` value: how many records to list, 1..``MAX_LIMIT``, named by its flag (the
+    store's check would name its ``limit`` argument)."""
+    from floorgate.admission.scope import MAX_LIMIT  # only when the flag is given: start-up stays light
+
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= MAX_LIMIT:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count of records; give 1..{MAX_LIMIT}")
+    return int(text)
+
+
 def add_common(parser: argparse.ArgumentParser, *, top: bool = False) -> None:
     """--db and --json, accepted before or after the subcommand."""
     default: Any = None if top else argparse.SUPPRESS

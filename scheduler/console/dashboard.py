@@ -54,7 +54,7 @@ def upcoming(rb: AutomationReadback, now: datetime) -> Upcoming:
     horizon = now + UPCOMING
     within = [f for f in rb.fires(UPCOMING_ROWS + 1, now) if f.fire_at <= horizon]
     rows = [
-        {"automation": rb.automation_id, "at": iso(f.fire_at), "runs": f.admitted, "runs_at": iso(f.runs_at)}
+        {"automation": rb.automation_id, "at": iso(f.fire_at), "runs": f.admitted, "runs_at": iso(f.runs_at), "denied_by": f.denied_by}
         for f in within[:UPCOMING_ROWS]
     ]
     if len(within) <= UPCOMING_ROWS:

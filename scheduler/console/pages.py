@@ -29,6 +29,7 @@ from ..app.notify import webhook_doc
 from ..app.root import Floorgate
 from ..views.present import change_doc
 from ..views.present_floors import floor_change_doc, floor_view_doc
+from ..views.present_limits import no_time_text
 from .api import decide, pending_asks
 from .auth import SESSION_COOKIE, SESSION_TTL, AuthError, Gatekeeper, client_of, require_owner
 from .errors import Surface, error_doc, fix_message
@@ -37,6 +38,7 @@ from .shown import COMMON_ZONES, Shown
 from .workers import Workers
 
 TEMPLATES = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"), autoescape=select_autoescape(["html"]))
+TEMPLATES.globals["no_time"] = no_time_text  # a next eligible time that is none: "now" only when it is
 SIGNIN_COOKIE = "floorgate_signin"  # the sign-in form's CSRF token (double submit), scoped to /signin
 
 

@@ -22,9 +22,11 @@ from .present import (
     turn_doc,
     turn_outcome,
 )
-from .present_limits import alert_texts, limit_text, next_eligible_text
+from .present_limits import NO_TIME, alert_texts, limit_text, next_eligible_text
 
 if TYPE_CHECKING:
+    from floorgate.admission import EffectiveFloor
+
     from ..app.automations import Detail, TriggerAnswer, TriggerWake
     from ..app.backfill import BackfillReport
     from ..app.readback import Preview
@@ -60,6 +62,14 @@ def _fire_run(row: Any) -> str:
         why = "when the floor opens" if row.waited_for_floor else "at once: a missed fire inside the catch-up window"
         return f"yes, at {_up(row.runs_at)} ({why})"
     return "yes"
+
+
+def _floor_line(floor: EffectiveFloor | None, when_denied: str) -> str:
+    """``1d (a fire inside it: wait)``; ``none`` when no rule sets a floor (as ``preview`` says),
+    never ``0 (a fire inside it: ...)``."""
+    if floor is not None and not floor.floor:
+        return "none"
+    return f"{floor_text(floor)} (a fire inside it: {when_denied})"
 
 
 def detail_doc(d: Detail) -> dict[str, Any]:
@@ -98,8 +108,8 @@ def detail_text(d: Detail) -> str:
             if spec.external_id or spec.labels
             else []
         ),
-        f"  floor:          {floor_text(floor)} (a fire inside it: {spec.when_denied})",
-        f"  next eligible:  {next_eligible_text(rb.eligibility) if rb.eligibility and (rb.eligibility.next_eligible_at or rb.eligibility.status == 'limit_wait') else '-'}",
+        f"  floor:          {_floor_line(floor, spec.when_denied)}",
+        f"  next eligible:  {next_eligible_text(rb.eligibility) if rb.eligibility and (rb.eligibility.next_eligible_at or rb.eligibility.status in NO_TIME) else '-'}",
         *[f"  limit:          {x.limit.describe()}: {limit_text(x)}" for x in (rb.limits.states if rb.limits else [])],
         *[f"  alert:          {alert}" for alert in alert_texts(rb.limits)],
         f"  next turn:      {_up(rb.next_fire_at) or '-'}",

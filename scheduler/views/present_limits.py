@@ -70,8 +70,8 @@ def alert_text(x: LimitState, alert: Alert) -> str:
         what = f"{alert.percent if alert.percent is not None else '?'}% of {x.limit.describe()} reached"
     else:
         what = f"{x.limit.describe()} spent"
-    unit = {LimitKind.STARTS: " starts", LimitKind.TOKENS: " tokens", LimitKind.USD: " USD"}[x.limit.kind]
-    used = f" (used {amount(x, alert.used)}{unit})" if alert.used is not None else ""
+    unit = " starts" if x.limit.kind is LimitKind.STARTS else ""
+    used = f" (used {x.limit.quantity(alert.used)}{unit})" if alert.used is not None else ""
     return f"{alert.kind.value}: {what} at {iso(alert.at.replace(microsecond=0))}{used}"
 
 
@@ -125,10 +125,24 @@ def alert_texts(limits: LaneLimits | None) -> list[str]:
     return [alert_text(x, a) for x, a in limits.with_alerts() if a is not None]
 
 
+# What a verdict without a next eligible time means, by its status (any other status: now).
+# Shared by every surface (the console's templates too), so none of them says "now" for a lane
+# that no wait frees, or whose state cannot be read (fail closed).
+NO_TIME = {"limit_wait": "not by waiting", "unavailable": "unknown (fail closed)"}
+
+
+def no_time_text(status: str | None) -> str:
+    """A verdict of ``status`` without a next eligible time, in a table cell: ``now``, ``not by
+    waiting`` (a spent limit no window frees) or ``unknown (fail closed)`` (state unreadable)."""
+    return NO_TIME.get(status or "", "now")
+
+
 def next_eligible_text(e: Eligibility) -> str:
-    """The verdict's next eligible time in a sentence: an instant, ``now``, or ``not by waiting``
-    (a spent limit no window frees: the owner must raise it)."""
+    """The verdict's next eligible time in a sentence: an instant, ``now``, ``not by waiting``
+    (a spent limit no window frees: the owner must raise it) or ``unknown (fail closed)``."""
     if e.next_eligible_at is not None:
         # Rounded up to the second: a floor shown opening a moment early invites a denied start.
         return iso(ceil_second(e.next_eligible_at)) or ""
-    return "not by waiting (an owner must change a limit or give it what it lacks)" if e.status == "limit_wait" else "now"
+    if e.status == "limit_wait":
+        return f"{no_time_text(e.status)} (an owner must change a limit or give it what it lacks)"
+    return no_time_text(e.status)

@@ -4,13 +4,13 @@ explain it: why it waits, drift, envelopes, limits), then the lanes no automatio
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from datetime import timezone, tzinfo
+from datetime import datetime, timezone, tzinfo
 from typing import TYPE_CHECKING
 
 from floorgate.hosts import InvalidSchedule, Schedule
 
 from .present import _cells, _envelope_line, agreement_text, floor_text, hosts_text, table_lines, terminal_safe, turn_outcome, when
-from .present_limits import limit_lines
+from .present_limits import NO_TIME, limit_lines
 
 if TYPE_CHECKING:
     from ..app.readback import AutomationReadback, Overview, OverviewStream
@@ -24,6 +24,15 @@ def _zone_of(rb: AutomationReadback) -> tzinfo:
         return Schedule.parse(rb.automation.spec.schedule).zone or timezone.utc
     except InvalidSchedule:
         return timezone.utc
+
+
+def _next_eligible(rb: AutomationReadback, now: datetime, zone: tzinfo) -> str | None:
+    """The NEXT_ELIGIBLE_AT cell: the instant, else what its absence means when it is not "now"
+    (a spent limit no wait frees, an unreadable state), else None (shown as ``-``)."""
+    e = rb.eligibility
+    if e is not None and e.next_eligible_at is not None:
+        return when(e.next_eligible_at, now, zone)
+    return NO_TIME.get(e.status if e is not None else rb.state.value)
 
 
 def status_text(view: Overview | OverviewStream) -> str:
@@ -70,7 +79,7 @@ def status_lines(view: Overview | OverviewStream) -> Iterator[str]:
                     f"{rb.automation.spec.goal_id}/{rb.automation.spec.agent_id}" if rb.automation else None,
                     rb.state.value,
                     "none (no host)" if rb.no_timer_host else when(rb.next_fire_at, view.now, zone),
-                    when(rb.eligibility.next_eligible_at, view.now, zone) if rb.eligibility else None,
+                    _next_eligible(rb, view.now, zone),
                     when(rb.last_turn.started_at, view.now, zone) if rb.last_turn else None,
                     turn_outcome(rb.last_turn, rb.mission),
                     rb.automation.spec.timer if rb.automation else None,
@@ -112,7 +121,7 @@ def status_lines(view: Overview | OverviewStream) -> Iterator[str]:
                             f"{e.last_start.turn_id} ({e.last_start.kind.value}) {when(e.last_start.anchor_at, view.now)}"
                             if e.last_start
                             else None,
-                            when(e.next_eligible_at, view.now),
+                            when(e.next_eligible_at, view.now) or NO_TIME.get(e.status),
                         ),
                     )
                     for e in lanes

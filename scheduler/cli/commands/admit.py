@@ -6,11 +6,11 @@ import argparse
 import uuid
 
 from floorgate.admission import NotFound, Reason
-from floorgate.admission.clock import SystemClock, iso, parse_instant, read_clock
+from floorgate.admission.clock import SystemClock, parse_instant, read_clock
 
 from ...app.owner_gate import Access
 from ...views.present import confirmation_doc, decision_doc, second, start_doc, table
-from ..context import EXIT_DENIED, EXIT_OK, Context, add_common, add_lane
+from ..context import EXIT_DENIED, EXIT_OK, Context, add_common, add_lane, listed
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--goal")
     p.add_argument("--agent")
     p.add_argument("--automation")
-    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--limit", type=listed, default=50)
     add_common(p)
     p.set_defaults(handler=_starts, reads_only=True, access=Access.READ)
 
@@ -93,8 +93,9 @@ def _starts(ctx: Context) -> int:
                     (
                         r.turn_id,
                         "/".join(p for p in (r.goal_id, r.agent_id, r.automation_id) if p),
-                        iso(r.anchor_at),
-                        iso(r.trigger_time),
+                        # Rounded up, as status shows the last start: anchor + floor never seems to open early.
+                        second(r.anchor_at),
+                        second(r.trigger_time),
                         r.phase.value,
                         r.kind.value,
                         r.manual_reason,

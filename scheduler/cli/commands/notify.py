@@ -9,7 +9,7 @@ from floorgate.admission.events import MAX_ATTEMPTS, EventKind, WebhookFormat
 from ...app.notify import webhook_doc
 from ...app.owner_gate import Access
 from ...views.present import table
-from ..context import EXIT_OK, Context, add_common
+from ..context import EXIT_OK, Context, add_common, listed
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_deliver, access=Access.OPERATE)
     p = nsub.add_parser("events", help="the most recent events in the outbox")
     p.add_argument("--kind", choices=[k.value for k in EventKind])
-    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--limit", type=listed, default=50)
     add_common(p)
     p.set_defaults(handler=_events, reads_only=True, access=Access.READ)
 

@@ -18,7 +18,7 @@ from floorgate.admission.windows import check_max_starts, format_usd, micros_to_
 from ...app.owner_gate import Access
 from ...views.present import change_doc, eligibility_state_doc, floor_doc, floor_text, past_second, rule_doc, table
 from ...views.present_limits import alert_texts, limit_text, limits_brief, limits_doc, next_eligible_text
-from ..context import EXIT_OK, Context, add_common, revision
+from ..context import EXIT_OK, Context, add_common, listed, revision
 
 
 def _scope_args(p: argparse.ArgumentParser) -> None:
@@ -55,11 +55,11 @@ def require_scope(args: argparse.Namespace) -> Scope:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    policy = sub.add_parser("policy", help="set, show and audit owner floors")
+    policy = sub.add_parser("policy", help="set, show and audit owner floors, limits and prices")
     psub = policy.add_subparsers(dest="policy_command", metavar="ACTION", parser_class=type(policy))
     psub.required = True
 
-    p = psub.add_parser("set", help="set the floor at a scope (exact-revision compare-and-set)")
+    p = psub.add_parser("set", help="set the floor, compute block and limits at a scope (exact-revision compare-and-set)")
     _scope_args(p)
     p.add_argument("--min-interval", help="90s, 45m, 24h, 1d, 1d12h, PT24H; 0 disables")
     p.add_argument(
@@ -68,7 +68,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--compute-file", help="read the compute block from this JSON file")
     p.add_argument("--revision", required=True, type=revision, help="the revision you read (0 when no rule exists)")
     p.add_argument("--owner-ref", help="short non-sensitive id of who asked (e.g. alice); with an owner token, its principal")
-    p.add_argument("--allow-reduction", action="store_true", help="authorize lowering or disabling the floor")
+    p.add_argument(
+        "--allow-reduction", action="store_true", help="authorize a loosening: a lower or disabled floor, a looser compute bound or limit"
+    )
     p.add_argument("--note", help="why, kept with the write in policy history (one line)")
     _limit_args(p)
     add_common(p)
@@ -87,14 +89,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_common(p)
     p.set_defaults(handler=_prices, reads_only=True, access=Access.READ)
 
-    p = psub.add_parser("show", help="rules as stored and the effective floor")
+    p = psub.add_parser("show", help="rules as stored, the effective floor and the limits binding the lane")
     _scope_args(p)
     add_common(p)
     p.set_defaults(handler=_show, reads_only=True, access=Access.READ)
 
     p = psub.add_parser("history", help="provenance of every policy write, newest first")
     _scope_args(p)
-    p.add_argument("--limit", type=int, default=100)
+    p.add_argument("--limit", type=listed, default=100)
     add_common(p)
     p.set_defaults(handler=_history, reads_only=True, access=Access.READ)
 
@@ -249,7 +251,9 @@ def _show(ctx: Context) -> int:
             else:
                 out += f"\neffective floor for {scope}: {format_interval(effective.floor)} (no rule applies)"
         if eligibility is not None:
-            out += f"\nstate: {eligibility.status}, next eligible at {next_eligible_text(eligibility)} ({eligibility.detail})"
+            shown = next_eligible_text(eligibility)
+            at = f"at {shown}" if eligibility.next_eligible_at is not None else shown  # never "at now", "at not by waiting"
+            out += f"\nstate: {eligibility.status}, next eligible {at} ({eligibility.detail})"
         return out
 
     ctx.emit(doc, text)
@@ -290,7 +294,7 @@ def _history(ctx: Context) -> int:
                         limits_brief(c.limits_after),
                         c.revision,
                         c.owner_ref,
-                        iso(c.changed_at),
+                        past_second(c.changed_at),
                         "yes" if c.reduction_authorized else "no",
                     )
                     for c in changes
