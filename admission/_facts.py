@@ -18,8 +18,10 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     Integer,
+    String,
     Text,
     and_,
+    bindparam,
     case,
     cast,
     func,
@@ -31,11 +33,13 @@ from sqlalchemy import (
     true,
     union_all,
 )
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.selectable import Select
 
 from ._schema import rules as _rules_table
 from ._schema import starts as _starts_table
+from ._schema import usage as _usage_table
 from ._types import decode_us
 from .decide._sql import (
     DIALECTS,
@@ -137,7 +141,7 @@ INSERT_START_SQL = compiled(_INSERT_START, "sqlite")
 # still admits (OFFSET 0 keeps the subquery unflattened, so its
 # condition stays a one-time filter above the call, never a join filter after it). Its columns are
 # NULL when it did not run.
-def _reserve() -> Select[Any]:
+def _reserve(labeled: bool = False) -> Select[Any]:
     columns = [*(f.name for f in FACTS), "outcome"]
     lane = (G, A, X, XR, T, cast(TR, BigInteger), cast(NOW, BigInteger))
     reason, lim = cast(REASON, Text), cast(LIM, Integer)
@@ -146,10 +150,32 @@ def _reserve() -> Select[Any]:
     admit = func.fg_admit(*lane, KIND, reason, *locks, GUARDED, lim).table_valued(*columns).alias("admitted")
     may_write = or_(f.c.outcome == text_value("insert"), and_(f.c.outcome == text_value("admit"), cast(LOCK_ADMITTED, Boolean)))
     r = select(admit).where(may_write).offset(ZERO).lateral("r")
+    if labeled:  # each column named apart (f_..., r_...), for a statement that reads the row by name
+        return select(*(c.label(f"f_{c.name}") for c in f.c), *(c.label(f"r_{c.name}") for c in r.c)).select_from(f.outerjoin(r, true()))
     return select(*f.c, *r.c).select_from(f.outerjoin(r, true()))
 
 
 RESERVE_SQL = compiled(_reserve(), "postgresql")
+
+
+def _reserve_holding() -> Select[Any]:
+    """``RESERVE_SQL``'s row, and in the same statement a turn's estimate held when ``fg_admit``
+    inserted its start (``usage.hold``'s row; a turn already held keeps its row)."""
+    d = _reserve(labeled=True).cte("d")
+    u = _usage_table
+    held = select(
+        T, G, A, X, cast(NOW, BigInteger), text_value("held"), cast(bindparam("model"), String), cast(bindparam("est"), BigInteger),
+        null(), null(), text_value("admission"), null(), null(),
+    ).where(d.c.r_outcome == text_value("insert"))  # fmt: skip
+    names = ["turn_id", "goal_id", "agent_id", "automation_id", "at_us", "state", "model", "estimate_tokens"]
+    names += ["tokens", "usd_micros", "source", "settled_at_us", "report_key"]
+    hold = postgresql_insert(u).from_select(names, held).on_conflict_do_nothing(index_elements=[u.c.turn_id]).cte("h")
+    return select(*d.c).add_cte(hold)
+
+
+# PostgreSQL's reservation of a lane with a token or USD budget: the decision and the estimate it
+# holds in one round trip (``_reserving._reserve_pg`` with ``hold``).
+RESERVE_HOLD_SQL = compiled(_reserve_holding(), "postgresql", also=("model", "est"))
 
 START_COLUMNS = ("turn_id goal_id agent_id automation_id trigger_us anchor_us phase kind manual_reason confirmed_at_us").split()
 StartRow = namedtuple("StartRow", START_COLUMNS)

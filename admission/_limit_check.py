@@ -27,7 +27,8 @@ from .errors import CorruptState, StoreUnavailable
 from .limits import BoundLimit, LimitKind, Limits, bound_limits, owner_estimate
 from .policies import applicable_rules
 from .scope import Scope, ScopeKind
-from .usage import hold, lane_estimate
+from .store import DriverTx
+from .usage import hold_on, lane_estimate
 
 
 class LaneCheck(NamedTuple):
@@ -90,11 +91,20 @@ def code_of(states: tuple[LimitState, ...]) -> LimitCode:
     return LimitCode.COUNT if found.limit.kind is LimitKind.STARTS else LimitCode.BUDGET
 
 
-def hold_estimate(conn: Connection, check: LaneCheck, turn_id: str, goal: str, agent: str, automation: str | None, at: datetime) -> None:
-    """Hold the lane's estimate for an admitted turn, in the admission's transaction (a lane with
-    a token or USD budget only; idempotent by turn id)."""
+def held_estimate(check: LaneCheck) -> tuple[int, str | None] | None:
+    """What an admitted turn of the lane holds: its estimate and model (None: no budget binds it,
+    or no estimate, whose budgets then deny); the one rule ``hold_estimate`` holds by."""
     if check.budgets and check.estimate_tokens is not None:
-        hold(conn, turn_id, goal, agent, automation or "", at, check.estimate_tokens, check.model)
+        return check.estimate_tokens, check.model
+    return None
+
+
+def hold_estimate(tx: DriverTx, check: LaneCheck, turn_id: str, goal: str, agent: str, automation: str | None, at: datetime) -> None:
+    """Hold the lane's estimate for an admitted turn, on the admission's driver transaction (a
+    lane with a token or USD budget only; idempotent by turn id)."""
+    held = held_estimate(check)
+    if held is not None:
+        hold_on(tx, turn_id, goal, agent, automation or "", at, *held)
 
 
 def checked(facts: Facts, check: LaneCheck) -> Facts:

@@ -10,7 +10,9 @@ the rows: a count's starts as their number, earliest and latest anchor (decoded:
 and, in a rolling window, the ``max_starts``-th latest anchor (when it frees); a budget's usage as
 groups of rows equal in every column the arithmetic reads (``usage.GROUP_COLUMNS``, each decoded
 as a row is); and the lane's largest recent turn when its estimate is that. One SELECT: one round
-trip on PostgreSQL, one read statement on SQLite.
+trip on PostgreSQL, one read statement on SQLite. Each series is read as its two index ranges (the
+window's, and rows dated before the epoch: damage), so a decision reads its window and never the
+lane's history; the lane's largest recent turn is an index walk (migration 0031).
 
 The numbers gathered are handed to the one arithmetic (``budgets.states_of``,
 ``usage.usage_of_groups``, ``usage.largest_of``, ``usage.pick_estimate``). A rolling budget that
@@ -18,7 +20,9 @@ binds needs each row's time to say when it frees: that decision is the slow path
 on that denial only). A statement whose ``defs`` differ from the cached
 text (a rule changed since) gathered for stale definitions: ``read_known`` answers no check, the
 caller decides by the slow path (``_limit_check.check_lane``) and learns the new definitions; stale
-limits never admit. The cache is per process, keyed by lane and bounded.
+limits never admit. The cache is per process, keyed by lane and bounded; so are the gathered
+values decoded (by their text: the same text decodes to the same values) and each calendar window's
+current period.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from datetime import datetime, timedelta
 from types import SimpleNamespace
 from typing import Any, NamedTuple
 
-from sqlalchemy import BigInteger, Text, and_, bindparam, cast, func, literal_column, or_, select, type_coerce
+from sqlalchemy import BigInteger, Text, and_, bindparam, cast, func, literal_column, or_, select, type_coerce, union_all
 from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
@@ -55,11 +59,13 @@ from .usage import (
     ESTIMATE_LOOKBACK,
     GROUP_COLUMNS,
     RowsNeeded,
-    largest_of,
+    WindowUsage,
+    entry_from_row,
+    largest_of_entries,
     largest_where,
     pick_estimate,
     prices_of,
-    series_where,
+    series_legs,
     usage_of_groups,
 )
 from .windows import Counted, Window
@@ -91,9 +97,44 @@ class LaneLimits(NamedTuple):
     reads: tuple[tuple[bool, bool, bool, Window], ...]
     shape: tuple[Any, ...]  # what ``statement`` depends on (many lanes share one)
 
+    # Worked out once per lane, not per decision: each read's rolling length in microseconds
+    # (None: a calendar window), each bound limit's read (its index in ``reads``) and, for a
+    # rolling count, its index among the offsets ``nths`` (each its ``amount`` - 1).
+    lengths_us: tuple[int | None, ...] = ()
+    read_at: tuple[int, ...] = ()
+    nth_at: tuple[int | None, ...] = ()
+    nths: tuple[int, ...] = ()
+
 
 def _read_of(b: BoundLimit) -> tuple[bool, bool, bool, Window]:
     return b.kind is LimitKind.STARTS, b.series.agent_id is not None, b.series.automation_id is not None, b.window
+
+
+def _length_us(length: timedelta) -> int:
+    """A duration in whole microseconds (exact)."""
+    return length // _ONE_US
+
+
+_ONE_US = timedelta(microseconds=1)
+_LOOKBACK_US = _length_us(ESTIMATE_LOOKBACK)
+# The windows' start parameters by read, and the rolling counts' offsets (a lane has at most two
+# windows per applicable rule, three rules: far fewer than these).
+_S = tuple(f"s{i}" for i in range(64))
+_O = tuple(f"o{j}" for j in range(64))
+# Each calendar window's current period, as (first, next first) microsecond: a decision within it
+# takes its start without the zone arithmetic (its instants are fixed once computed).
+_PERIODS: dict[tuple[str, str | None], tuple[int, int]] = {}
+
+
+def _period_start_us(window: Window, before: datetime, before_us: int) -> int:
+    key = (window.kind.value, window.zone)
+    found = _PERIODS.get(key)
+    if found is None or not found[0] <= before_us < found[1]:
+        found = (to_us(window.period_start(before)), to_us(window.next_period_start(before)))
+        if len(_PERIODS) >= _KNOWN_KEPT:
+            _PERIODS.clear()
+        _PERIODS[key] = found
+    return found[0]
 
 
 _KNOWN: dict[tuple[str, str, str | None], LaneLimits] = {}
@@ -106,8 +147,10 @@ def known(goal: str, agent: str, automation: str | None) -> LaneLimits | None:
 
 
 def forget_all() -> None:
-    """Drop every lane (a test's fresh process)."""
+    """Drop every lane (a test's fresh process), and every value kept for one."""
     _KNOWN.clear()
+    _DECODED.clear()
+    _PERIODS.clear()
 
 
 def forget(goal: str, agent: str, automation: str | None) -> None:
@@ -161,23 +204,23 @@ def _parts(dialect: str, shape: tuple[Any, ...]) -> list[Any]:
         p = s.model_prices
         parts.append(select(_agg(dialect, _array(dialect, p.c.model, p.c.usd_per_mtok_micros))))
     for i, (starts, by_agent, by_automation) in enumerate(series):
+        # The series' rows as its two index ranges (``usage.series_legs``), read apart: the window's
+        # and the damaged ones. One OR of both lets SQLite walk all of the series' history.
         names = (*_LANE, f"s{i}")
         if starts:  # how many, and the earliest and latest (decoded: a damaged anchor fails)
-            t = s.starts
-            anchor = type_coerce(t.c.anchor_us, BigInteger)
-            where = series_where(t, "anchor_us", by_agent, by_automation, names)
-            found = _array(dialect, func.count(), func.min(anchor), func.max(anchor))
-            parts.append(select(found if dialect == "sqlite" else cast(found, Text)).where(where))
+            rows = _legs(s.starts, "anchor_us", by_agent, by_automation, names, [])
+            found = _array(dialect, func.count(), func.min(rows.c.at), func.max(rows.c.at))
+            parts.append(select(found if dialect == "sqlite" else cast(found, Text)))
         else:  # the window's usage as groups of rows the arithmetic sums alike, not the rows
-            u = s.usage
-            keys = [u.c[n] for n in GROUP_COLUMNS]
-            at = type_coerce(u.c.at_us, BigInteger)
-            where = series_where(u, "at_us", by_agent, by_automation, names)
-            groups = select(*keys, func.count().label("n"), func.min(at).label("at_us")).where(where).group_by(*keys).subquery()
+            rows = _legs(s.usage, "at_us", by_agent, by_automation, names, list(GROUP_COLUMNS))
+            keys = [rows.c[n] for n in GROUP_COLUMNS]
+            groups = select(*keys, func.count().label("n"), func.min(rows.c.at).label("at_us")).group_by(*keys).subquery()
             parts.append(select(_agg(dialect, _array(dialect, *groups.c))))
     for j, i in enumerate(nths):  # a rolling count's frees-at: its amount-th latest start
+        # The window's range alone, walked from its latest: a start dated below the epoch fails
+        # the count's decoder (its earliest anchor) before this is read.
         t = s.starts
-        where = series_where(t, "anchor_us", series[i][1], series[i][2], (*_LANE, f"s{i}"))
+        where, _damaged = series_legs(t, "anchor_us", series[i][1], series[i][2], (*_LANE, f"s{i}"))
         anchor = type_coerce(t.c.anchor_us, BigInteger)
         parts.append(select(anchor).where(where).order_by(t.c.anchor_us.desc()).limit(ONE).offset(bindparam(f"o{j}", type_=BigInteger)))
     if largest:  # the lane's largest recent turn: one row, as a JSON array of one
@@ -185,6 +228,14 @@ def _parts(dialect: str, shape: tuple[Any, ...]) -> list[Any]:
         top = first_row(select(u).where(largest_where((*_LANE, "sl"))).order_by(u.c.tokens.desc())).subquery()
         parts.append(select(_agg(dialect, _array(dialect, *_raw(top, _USAGE_COLUMNS)))))
     return parts
+
+
+def _legs(table: Any, column: str, by_agent: bool, by_automation: bool, names: tuple[str, str, str, str], columns: list[str]) -> Any:
+    """A series' rows (``columns`` and the time as ``at``) as the UNION ALL of its two ranges."""
+    at = type_coerce(table.c[column], BigInteger).label("at")
+    since, damaged = series_legs(table, column, by_agent, by_automation, names)
+    picked = [table.c[n] for n in columns]
+    return union_all(select(*picked, at).where(since), select(*picked, at).where(damaged)).subquery()
 
 
 @functools.cache
@@ -248,6 +299,7 @@ def _decode_defs(text: object, goal: str, agent: str) -> LaneLimits | None:
     envelope = merge([(str(scope), compute) for scope, _, _, compute in rules if compute is not None])
     budgets = any(b.kind is not LimitKind.STARTS for b in bound)
     reads = tuple(dict.fromkeys(_read_of(b) for b in bound))
+    rolling = _nths(bound)
     return LaneLimits(
         key=str(text),
         bound=bound,
@@ -262,8 +314,12 @@ def _decode_defs(text: object, goal: str, agent: str) -> LaneLimits | None:
             budgets,
             any(b.kind is LimitKind.USD for b in bound),
             budgets and not envelope.max_tokens,
-            tuple(reads.index(_read_of(b)) for b in _nths(bound)),
+            tuple(reads.index(_read_of(b)) for b in rolling),
         ),
+        lengths_us=tuple(_length_us(r[3].length) if r[3].rolling and r[3].length is not None else None for r in reads),
+        read_at=tuple(reads.index(_read_of(b)) for b in bound),
+        nth_at=tuple(rolling.index(b) if b in rolling else None for b in bound),
+        nths=tuple(max(0, b.amount - 1) for b in rolling),
     )
 
 
@@ -300,12 +356,7 @@ def read_known(tx: DriverTx, lane: LaneLimits, req: Request, clock: Clock, *, wi
     clock read after them, as a plain read does) and its limits checked at that instant, or at
     ``now`` when given (the serialized decision's reading)."""
     before = now if now is not None else read_clock(clock)
-    params = facts_params(req.goal, req.agent, req.automation, req.turn_id, req.trigger_us)
-    for i, read in enumerate(lane.reads):  # each window's first counted microsecond, from the cached definitions
-        params[f"s{i}"] = to_us(read[3].start(before)) + (1 if read[3].rolling else 0)  # a rolling start is exclusive
-    for j, b in enumerate(_nths(lane.bound)):
-        params[f"o{j}"] = max(0, b.amount - 1)
-    params["sl"] = to_us(before - ESTIMATE_LOOKBACK)
+    params = known_params(lane, req, before)
     row = tx.row(statement(tx.dialect, tx.relaxed, lane.shape, with_facts), params)
     if row is None:  # pragma: no cover - a SELECT of scalars always returns one row
         raise StoreUnavailable("the store returned no row for the admission facts")
@@ -320,6 +371,21 @@ def read_known(tx: DriverTx, lane: LaneLimits, req: Request, clock: Clock, *, wi
         return KnownRead(facts, None, at)
     except CorruptState as exc:
         raise StoreUnavailable(f"a limit of {req.goal}/{req.agent} cannot be read: {exc}") from None
+
+
+def known_params(lane: LaneLimits, req: Request, before: datetime) -> dict[str, Any]:
+    """``statement``'s parameters for ``req`` read at ``before``: the hot statement's, each
+    window's first counted microsecond and each rolling count's offset, from the cached
+    definitions, and the estimate's lookback."""
+    before_us = to_us(before)
+    params = facts_params(req.goal, req.agent, req.automation, req.turn_id, req.trigger_us)
+    for i, length in enumerate(lane.lengths_us):
+        # A rolling start is exclusive: the first counted microsecond is one after it.
+        params[_S[i]] = before_us - length + 1 if length is not None else _period_start_us(lane.reads[i][3], before, before_us)
+    for j, offset in enumerate(lane.nths):
+        params[_O[j]] = offset
+    params["sl"] = before_us - _LOOKBACK_US
+    return params
 
 
 def plain(tx: DriverTx, req: Request, clock: Clock) -> tuple[Facts, LaneCheck | None, datetime]:
@@ -353,36 +419,89 @@ def serialized_check(tx: DriverTx, conn: Connection, req: Request, clock: Clock)
 
 def _check(lane: LaneLimits, values: list[Any], now: datetime) -> LaneCheck:
     """The lane's check from the gathered values, in ``_parts``' order."""
-    model = values.pop(0) if lane.budgets else None
-    model = model if isinstance(model, str) else None
-    prices = prices_of(_PriceRow(*r) for r in _rows(values.pop(0), 2)) if lane.usd else {}
+    at = 0
+    model = None
+    if lane.budgets:
+        model = values[0] if isinstance(values[0], str) else None
+        at = 1
+    prices: dict[str, int] = {}
+    priced: object = None  # the prices' text: what a budget's usage was decoded with
+    if lane.usd:
+        prices, priced = _prices(values[at]), values[at]
+        at += 1
+    found: list[Any] = []
+    for read in lane.reads:  # a count's number of starts, or a budget's usage
+        found.append(_counted(values[at]) if read[0] else _usage(values[at], read[3], now, prices, priced))
+        at += 1
+    nths = values[at : at + len(lane.nths)]
     gathered = Gathered({}, {}, prices)
-    found: dict[tuple[bool, bool, bool, Window], Any] = {}
-    for read in lane.reads:
-        rows, window = values.pop(0), read[3]
-        if read[0]:
-            found[read] = _counted(rows)
-        else:
-            groups = ((_group_row(r), r[-2]) for r in _rows(rows, len(GROUP_COLUMNS) + 2))
-            found[read] = usage_of_groups(groups, window, now, prices)
-    nths = {id(b): values.pop(0) for b in _nths(lane.bound)}
     for i, b in enumerate(lane.bound):
+        value = found[lane.read_at[i]]
         if b.kind is LimitKind.STARTS:
-            count = found[_read_of(b)]
-            nth = nths.get(id(b))
-            gathered.starts[i] = Counted(count, decode_us(nth) if nth is not None and count >= b.amount else None)
+            j = lane.nth_at[i]
+            nth = nths[j] if j is not None else None
+            gathered.starts[i] = Counted(value, decode_us(nth) if nth is not None and value >= b.amount else None)
         else:
-            gathered.usage[i] = found[_read_of(b)]
+            gathered.usage[i] = value
     estimate = None
     if lane.budgets:
-        recent: Callable[[], int | None] = lambda: largest_of((_UsageRow(*r) for r in _rows(values.pop(0), len(_USAGE_COLUMNS))), now)  # noqa: E731
+        largest = values[at + len(lane.nths)] if not lane.max_tokens else None
+        recent: Callable[[], int | None] = lambda: largest_of_entries(_largest_rows(largest), now)  # noqa: E731
         estimate = pick_estimate(lane.max_tokens, recent, lane.owner_estimate)
     states = tuple(states_of(lane.bound, gathered, now, estimate_tokens=estimate, model=model))
     return LaneCheck(code_of(states), states, estimate, model, lane.across, lane.budgets)
 
 
+# Gathered values decoded before, by their text: a decision meets the text its lane's last one
+# read (its usage and prices change at admissions and settlements, not between denials).
+# Decoding is a function of the text, so a kept result is what decoding again would give;
+# a value that fails to decode is never kept (it raises each time). Bounded like ``_KNOWN``.
+_DECODED: dict[tuple[str, object, object], Any] = {}
+_DECODED_KEPT = 4096
+
+
+def _memo(kind: str, text: object, also: object, decode: Callable[[], Any]) -> Any:
+    if not isinstance(text, str):  # NULL (no rows), or damage: decoded (and failing) each time
+        return decode()
+    key = (kind, text, also)
+    found = _DECODED.get(key, _DECODED)
+    if found is _DECODED:
+        found = decode()
+        if len(_DECODED) >= _DECODED_KEPT:
+            _DECODED.clear()
+        _DECODED[key] = found
+    return found
+
+
+def _prices(text: object) -> dict[str, int]:
+    """The owner's prices from their gathered rows (kept by text; callers never change the dict)."""
+    return _memo("prices", text, None, lambda: prices_of(_PriceRow(*r) for r in _rows(text, 2)))  # type: ignore[no-any-return]
+
+
+def _usage(text: object, window: Window, now: datetime, prices: dict[str, int], priced: object) -> WindowUsage:
+    """A budget's usage groups as ``usage.usage_of_groups`` reads them, with ``prices`` (decoded
+    from the text ``priced``; None: none read). The totals do not depend on the instant (every
+    gathered row counts), so a kept result only takes this window and now."""
+
+    def decode() -> WindowUsage:
+        groups = ((_group_row(r), r[-2]) for r in _rows(text, len(GROUP_COLUMNS) + 2))
+        return usage_of_groups(groups, window, now, prices)
+
+    found: WindowUsage = _memo("usage", text, priced if isinstance(priced, str) else None, decode)
+    return found if found.window is window and found.now == now else found._replace(window=window, now=now)
+
+
+def _largest_rows(text: object) -> tuple[Any, ...]:
+    """The lane's largest recent turn as gathered (a JSON array of at most one row), decoded."""
+    return _memo("largest", text, None, lambda: tuple(entry_from_row(_UsageRow(*r)) for r in _rows(text, len(_USAGE_COLUMNS))))  # type: ignore[no-any-return]
+
+
 def _counted(text: object) -> int:
     """A count's gathered ``[count, earliest, latest]``: the count, its anchors checked."""
+    return _memo("count", text, None, lambda: _decode_counted(text))  # type: ignore[no-any-return]
+
+
+def _decode_counted(text: object) -> int:
     values = _json_list(text)
     if len(values) != 3 or type(values[0]) is not int:
         raise CorruptState(f"a count's starts could not be read: {values!r}")

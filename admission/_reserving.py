@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from ._facts import INSERT_START_SQL, RESERVE_SQL, decode_facts, facts_params, read_facts
+from ._facts import INSERT_START_SQL, RESERVE_HOLD_SQL, RESERVE_SQL, decode_facts, facts_params, read_facts
 from ._rule import _ADMITTED, _ADMITTING, _AUTOMATIC, _MANUAL
 from .clock import Clock, read_clock, to_us
 from .decide.checks import Request as _Request
@@ -44,7 +44,12 @@ def _admit(
     facts = read_facts(tx, req.goal, req.agent, req.automation, req.turn_id, req.trigger_us, lim)
     if states:
         facts = facts._replace(limits=states)
-    now = read_clock(clock)
+    return _admit_read(tx, req, facts, read_clock(clock), journal)
+
+
+def _admit_read(tx: DriverTx, req: _Request, facts: Facts, now: datetime, journal: JournalEntry | None) -> tuple[_Verdict, datetime]:
+    """``_admit`` from the facts its caller read in the serialized transaction, the clock read
+    after them (``now``): the decision, and the start inserted when it admits."""
     now_us = to_us(now)
     verdict = _evaluate(facts, req, now_us)
     if verdict.reason in _ADMITTING:
@@ -64,11 +69,14 @@ def _reserve_pg(
     goal_lock: str | None,
     lim: int | None = None,
     states: tuple = (),  # type: ignore[type-arg]
+    hold: tuple[int, str | None] | None = None,
 ) -> tuple[_Verdict, datetime, Facts]:
     """The decision through PostgreSQL's ``RESERVE_SQL``: one statement, which inserts the start when
     it admits; its facts are decoded and explained here by ``_evaluate``, the decision's one rule.
     ``goal_lock``: the goal's key, which fg_admit takes before the agent's when the goal's floor
     counts across agents (None: the caller may not take it now; such a goal's lane then denies).
+    ``hold``: the estimate an admitted turn holds and its model, held by the same statement
+    (``RESERVE_HOLD_SQL``, in the caller's transaction) when it inserts the start.
 
     The clock is read before the call, so a start another process committed while the call waited
     for the lock can be later than it: that denial (clock_rollback) is decided once more with a
@@ -80,10 +88,14 @@ def _reserve_pg(
     params["goal_lock"] = lock_id(goal_lock) if goal_lock is not None else None
     params["guarded"] = tx.relaxed
     params["lock_admitted"] = lock_admitted
+    sql = RESERVE_SQL
+    if hold is not None:
+        sql = RESERVE_HOLD_SQL
+        params["est"], params["model"] = hold
     now = read_clock(clock)
     for retry in (True, False):
         params["now"] = now_us = to_us(now)
-        row = tx.row(RESERVE_SQL, params)
+        row = tx.row(sql, params)
         if row is None:  # pragma: no cover - the statement always returns one row
             raise StoreUnavailable("fg_facts returned no row")
         if row[_ADMIT_RAN] is not None:  # fg_admit ran: its locked read is the one decided on

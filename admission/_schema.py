@@ -425,6 +425,18 @@ usage = Table(
     Index("ix_fg_usage_agent_at", "goal_id", "agent_id", "at_us"),
     Index("ix_fg_usage_goal_at", "goal_id", "at_us"),
     Index("ix_fg_usage_at", "at_us"),
+    # A lane's largest recent settled turn: walked from the largest down to the first in the lookback
+    # (partial: only a read of settled turns can pick it).
+    Index(
+        "ix_fg_usage_lane_tokens",
+        "goal_id",
+        "agent_id",
+        "automation_id",
+        "tokens",
+        "at_us",
+        sqlite_where=text("state = 'settled'"),
+        postgresql_where=text("state = 'settled'"),
+    ),
 )
 
 model_prices = Table(

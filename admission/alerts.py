@@ -57,6 +57,15 @@ def crossed(state: LimitState, alerts: tuple[int, ...]) -> tuple[list[int], bool
     return passed, after + state.need > amount
 
 
+def alerts_due(states: Sequence[LimitState]) -> bool:
+    """Whether one more start would write an alert (``record_alerts`` would write or find one)."""
+    for state in states:
+        passed, spent = crossed(state, state.limit.alerts)
+        if passed or spent:
+            return True
+    return False
+
+
 def _key(state: LimitState, period: datetime, what: str) -> str:
     limit = state.limit
     series = limit.series

@@ -30,8 +30,8 @@ from ._facts import (
     start_from_row,
     stored_max,
 )
-from ._limit_check import check_lane, checked, hold_estimate, judged
-from ._reserving import _admit, _reserve_pg, _unchecked
+from ._limit_check import check_lane, checked, held_estimate, hold_estimate, judged
+from ._reserving import _admit, _admit_read, _reserve_pg, _unchecked
 from ._rule import (
     _ADMITTED,
     _ADMITTING,
@@ -44,7 +44,7 @@ from ._rule import (
     _unavailable,
 )
 from ._types import MAX_US, raw_columns
-from .alerts import record_alerts
+from .alerts import alerts_due, record_alerts
 from .budgets import LimitState
 from .clock import Clock, SystemClock, from_us, read_clock, to_us
 from .decide.checks import Request as _Request
@@ -59,6 +59,11 @@ from .policies import RuleRef, combine, may_cover, rule_ref
 from .scope import check_id, check_limit
 from .store import Store, lock_id
 from .unit import UnitOfWork
+
+
+class _UnitNeeded(Exception):
+    """A known lane's reservation needs the unit-of-work path (see ``Admission._reserve_known``)."""
+
 
 LaneStates = Sequence[LimitState]  # a lane's limit states as a caller read them (``budgets.limit_states``)
 
@@ -210,6 +215,12 @@ class Admission:
         lock_key = locks.agent(req.goal, req.agent)
         outer = locks.goal(req.goal) if across else lock_key
         pg = self.store.dialect == "postgresql"
+        lane = limit_read.known(req.goal, req.agent, req.automation)
+        if unit is None and journal is None and on_admit is None and lane is not None:
+            try:
+                return self._reserve_known(req, lane, lock_key, outer)
+            except _UnitNeeded:  # rolled back, nothing written: decided again in a unit below
+                pass
         with self._joined(unit) as joined, self.store.driver(write=True, lock_key=outer, unit=joined) as tx:
             conn = joined.connection
             if across and pg and lock_key not in joined.held:  # the goal's lock first, then the agent's (the order every such lane takes)
@@ -232,10 +243,37 @@ class Admission:
             else:
                 verdict, now = _admit(tx, req, self.clock, journal, lim=check.code, states=check.states)
             if verdict.reason in _ADMITTING:
-                hold_estimate(conn, check, req.turn_id, req.goal, req.agent, req.automation, now)
+                hold_estimate(tx, check, req.turn_id, req.goal, req.agent, req.automation, now)
                 record_alerts(conn, check.states, now, req.turn_id)
             if on_admit is not None and verdict.reason in _ADMITTED:
                 on_admit(joined)
+        return verdict, now
+
+    def _reserve_known(self, req: _Request, lane: limit_read.LaneLimits, lock_key: str, outer: str) -> tuple[_Verdict, datetime]:
+        """``_reserve_limited`` of a lane known limited, in a bare driver transaction (as a floor's
+        reservation is: its locks taken with BEGIN, no unit of work): its limits read in one
+        statement under the locks, the decision, the start and the estimate held. ``_UnitNeeded``
+        (raised before anything is written) when the lane's definitions changed or the start would
+        write an alert: the caller decides it in a unit of work, the slow path."""
+        pg = self.store.dialect == "postgresql"
+        with self.store.driver(write=True, lock_key=outer) as tx:
+            if outer != lock_key and pg:  # the goal's lock first (with BEGIN), then the agent's
+                tx.row("SELECT pg_advisory_xact_lock(CAST(:k AS BIGINT))", {"k": lock_id(lock_key)})
+            # SQLite: the facts in the same statement (PostgreSQL's function reads its own).
+            found = limit_read.read_known(tx, lane, req, self.clock, with_facts=not pg, now=read_clock(self.clock) if pg else None)
+            check = found.check
+            if check is None or alerts_due(check.states):
+                raise _UnitNeeded
+            if found.facts is not None:
+                verdict, now = _admit_read(tx, req, checked(found.facts, check), found.now, None)
+                if verdict.reason in _ADMITTING:
+                    hold_estimate(tx, check, req.turn_id, req.goal, req.agent, req.automation, now)
+            else:  # the estimate held by the reservation's own statement
+                hold = held_estimate(check)
+                goal_lock = outer if outer != lock_key else None  # held already: fg_admit takes it again, in order
+                verdict, now, _ = _reserve_pg(
+                    tx, req, self.clock, lock_key, lock_admitted=True, goal_lock=goal_lock, lim=check.code, states=check.states, hold=hold
+                )
         return verdict, now
 
     @contextmanager

@@ -22,14 +22,15 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, NamedTuple
 
-from sqlalchemy import BigInteger, Select, and_, bindparam, insert, literal_column, or_, select, type_coerce, update
+from sqlalchemy import BigInteger, Select, and_, bindparam, insert, literal_column, null, or_, select, type_coerce, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
 from . import _schema as s
 from ._types import decode_us
-from .clock import Clock, SystemClock, read_clock
+from .clock import Clock, SystemClock, aware_utc, read_clock, to_us
+from .decide._sql import DIALECTS, compiled, text_value
 from .errors import CorruptState, InvalidInput, NotFound
 from .limits import Series
 from .prices import Price as Price
@@ -38,7 +39,7 @@ from .prices import check_model as check_model
 from .prices import prices_of as prices_of
 from .prices import read_prices as read_prices
 from .scope import check_id, check_limit
-from .store import Store
+from .store import DriverTx, Store
 from .windows import MAX_TOKENS, NEVER, Window, amount_frees_at
 
 # How far back the largest per-turn usage of a lane is the estimate for its next turn.
@@ -173,6 +174,8 @@ class WindowUsage(NamedTuple):
     def tokens_frees_at(self, budget: int, need: int) -> datetime | None:
         """None when ``need`` more tokens fit the ``budget`` now; else when enough ages out
         (``windows.NEVER`` when ``need`` alone is over the budget)."""
+        if self.tokens + need <= budget:  # all of it fits, so what the window counts of it fits
+            return None
         return self._frees_at([(e.at, e.counted_tokens * n) for e, n in zip(self.entries, self._weights(), strict=True)], budget, need)
 
     def usd_frees_at(self, budget_micros: int, need_micros: int) -> datetime | None:
@@ -180,6 +183,8 @@ class WindowUsage(NamedTuple):
         (it cannot be known to fit: fail closed until the owner sets a price)."""
         if self.unpriced:
             return NEVER
+        if self.usd_micros + need_micros <= budget_micros:  # all of it fits (amounts are never negative)
+            return None
         found = zip(self.entries, self.usd_of, self._weights(), strict=True)
         return self._frees_at([(e.at, usd * n) for e, usd, n in found if usd is not None], budget_micros, need_micros)
 
@@ -217,14 +222,32 @@ def series_where(table: Any, column: str, by_agent: bool, by_automation: bool, n
     agent (``by_agent``) and its automation (``by_automation``), ``column`` at or after the time.
     ``names``: the bound parameters of the goal, agent, automation and time. A time below the
     epoch is damage the range would skip: such a row is read too, so it fails the decoder."""
-    goal, agent, automation, since = names
-    at = table.c[column]
-    where = [table.c.goal_id == bindparam(goal), or_(at >= bindparam(since), type_coerce(at, BigInteger) < literal_column("0"))]
+    return and_(*_series_keys(table, by_agent, by_automation, names), or_(*_series_ranges(table, column, names)))
+
+
+def _series_keys(table: Any, by_agent: bool, by_automation: bool, names: tuple[str, str, str, str]) -> builtins.list[Any]:
+    goal, agent, automation, _since = names
+    keys = [table.c.goal_id == bindparam(goal)]
     if by_agent:
-        where.append(table.c.agent_id == bindparam(agent))
+        keys.append(table.c.agent_id == bindparam(agent))
     if by_automation:
-        where.append(table.c.automation_id == bindparam(automation))
-    return and_(*where)
+        keys.append(table.c.automation_id == bindparam(automation))
+    return keys
+
+
+def series_legs(table: Any, column: str, by_agent: bool, by_automation: bool, names: tuple[str, str, str, str] = _NAMES) -> tuple[Any, Any]:
+    """``series_where``'s rows as its two index ranges, each a predicate of its own: those at or
+    after the time, and those dated below the epoch (damage). A statement that reads the legs apart
+    (``UNION ALL``) walks two ranges of the series' index where the OR of both may walk all of the
+    series' history (SQLite chooses that for a covering index)."""
+    keys = _series_keys(table, by_agent, by_automation, names)
+    since, damaged = _series_ranges(table, column, names)
+    return and_(*keys, since), and_(*keys, damaged)
+
+
+def _series_ranges(table: Any, column: str, names: tuple[str, str, str, str]) -> tuple[Any, Any]:
+    at = table.c[column]
+    return at >= bindparam(names[3]), type_coerce(at, BigInteger) < literal_column("0")
 
 
 @functools.cache
@@ -328,8 +351,12 @@ def _largest_statement() -> Select[Any]:
 def largest_of(rows: Iterable[Any], now: datetime) -> int | None:
     """``largest_turn`` from the lane's largest usage row(s) read from ``now - ESTIMATE_LOOKBACK``
     on (``largest_where``; older rows are left out here); each is decoded, so a damaged one raises."""
+    return largest_of_entries([entry_from_row(r) for r in rows], now)
+
+
+def largest_of_entries(entries: Iterable[UsageEntry], now: datetime) -> int | None:
+    """``largest_of`` from rows already decoded by ``entry_from_row``."""
     since = now - ESTIMATE_LOOKBACK
-    entries = [entry_from_row(r) for r in rows]
     values = [e.tokens for e in entries if e.at >= since and e.state is UsageState.SETTLED and e.tokens is not None]
     return max(values) if values else None
 
@@ -361,6 +388,44 @@ def hold(
     _tokens(estimate_tokens, "estimate_tokens")
     lane = (goal, agent, automation)
     return _insert(conn, turn_id, lane, at, estimate_tokens, UsageSource.ADMISSION, state=UsageState.HELD.value, model=model, once=True)
+
+
+# An INSERT that leaves an existing row alone (ON CONFLICT DO NOTHING), by dialect.
+_insert_once: dict[str, Callable[..., Any]] = {"sqlite": sqlite_insert, "postgresql": postgresql_insert}
+
+
+def _hold_sql(dialect: str) -> str:
+    u = s.usage
+    values = dict(
+        turn_id=bindparam("t"), goal_id=bindparam("g"), agent_id=bindparam("a"), automation_id=bindparam("x"),
+        at_us=bindparam("at"), state=text_value(UsageState.HELD.value), model=bindparam("model"),
+        estimate_tokens=bindparam("est"), tokens=null(), usd_micros=null(), source=text_value(UsageSource.ADMISSION.value),
+        settled_at_us=null(), report_key=null(),
+    )  # fmt: skip
+    stmt = _insert_once[dialect](u).values(**values).on_conflict_do_nothing(index_elements=[u.c.turn_id])
+    return compiled(stmt, dialect, also=("at", "model", "est"))
+
+
+# ``hold``'s statement, compiled once per dialect for an admission's driver transaction.
+HOLD_SQL = {d: _hold_sql(d) for d in DIALECTS}
+
+
+def hold_on(
+    tx: DriverTx, turn_id: str, goal: str, agent: str, automation: str, at: datetime, estimate_tokens: int, model: str | None
+) -> None:
+    """``hold`` on an admission's driver transaction (``Store.driver``): the same row, written
+    by one statement compiled once (idempotent by turn id: a turn already held keeps its row)."""
+    _tokens(estimate_tokens, "estimate_tokens")
+    params = {
+        "t": turn_id,
+        "g": goal,
+        "a": agent,
+        "x": automation,
+        "at": to_us(aware_utc(at, "at")),
+        "model": model,
+        "est": estimate_tokens,
+    }
+    tx.execute(HOLD_SQL[tx.dialect], params)
 
 
 def settle_turn(
@@ -421,10 +486,6 @@ def _insert(
         return True
     stmt = stmt.on_conflict_do_nothing(index_elements=[s.usage.c.turn_id]).returning(s.usage.c.turn_id)
     return conn.execute(stmt).first() is not None  # (a row count is not reported on every connection)
-
-
-# An INSERT that leaves an existing row alone (ON CONFLICT DO NOTHING), by dialect.
-_insert_once: dict[str, Callable[..., Any]] = {"sqlite": sqlite_insert, "postgresql": postgresql_insert}
 
 
 def _settlement(tokens: int | None, usd_micros: int | None, model: str | None, now: datetime) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Admission cost against its limits, in interleaved rounds, on each backend.
 
-    .venv/bin/python bench/admission.py [--pg postgresql://postgres@127.0.0.1/test] [--rounds 15] [--n 100]
+    .venv/bin/python bench/admission.py [--pg postgresql://postgres@127.0.0.1/test] [--rounds 15] [--n 100] [--only limits]
 
 Every figure is a ratio of floorgate to a baseline measured in the same run: round i runs a block
 of the baseline and a block of floorgate back to back (the order alternating each round), and the
@@ -23,7 +23,9 @@ drifts too much between blocks for anything else to mean much. Baselines:
 - Limits (issue 20): a lane with every limit kind (a count, a token and a USD budget per day)
   against a floor-only lane on the same store, denial and admitted cycle: <= 1.2x. The limited
   lane is known to the process after its first cycle, so each decision reads its facts and its
-  limits in one statement (``admission._limit_read``).
+  limits in one statement (``admission._limit_read``). What bounds the denial's figure: each lane's
+  one statement through the bare driver, the limited lane's against the floor-only lane's (the
+  engine's share, no client cost at all).
 
 PostgreSQL runs in a schema of its own, dropped at the end.
 """
@@ -50,8 +52,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _rows import record
 
 from floorgate.admission import Admission, AutomationSpec, Automations, CommandHost, FixedClock, Policies, Scope, Store, open_store
+from floorgate.admission import _limit_read as limit_read
 from floorgate.admission._driver import lock_id
 from floorgate.admission._facts import FACTS_SQL, RESERVE_SQL, facts_params
+from floorgate.admission._rule import _request
 from floorgate.admission.clock import to_us
 from floorgate.admission.limits import LimitsChange
 from floorgate.admission.usage import Prices
@@ -200,20 +204,50 @@ class LimitedLane(Lane):
         Policies(store, self.clock).configure(Scope.agent("g", agent), expected_revision=1, owner_ref="bench", limits=limits)
 
 
-def budget_figures(store: Store, backend: str, rounds: int, n: int) -> list[Figure]:
+def budget_figures(store: Store, backend: str, rounds: int, n: int, bare: Callable[[str], Callable[[str, dict], object]]) -> list[Figure]:  # type: ignore[type-arg]
     """Denial and admitted rows with every limit kind configured beside the floor-only rows, same
     store, same run, interleaved (the limited lane is known to the process after its first cycle:
-    its decisions read the facts and its limits in one statement)."""
+    its decisions read the facts and its limits in one statement). Then the split that bounds the
+    denial's: each lane's one statement through the bare driver (``bare(url)``: a function running
+    one statement), the limited lane's against the floor-only lane's (the engine's share)."""
     plain, limited = Lane(store, "plain"), LimitedLane(store, "limited")
     for lane in (plain, limited):
         lane.cycle(0)
-    return [
+    out = [
         interleaved(f"{backend} denial, every limit kind vs floor only", 1.2, timed(plain.deny), timed(limited.deny), rounds, n * 5),
         interleaved(f"{backend} admitted, every limit kind vs floor only", 1.2, timed(plain.cycle), timed(limited.cycle), rounds, n),
     ]
+    known = limit_read.known("g", limited.agent, limited.automation)
+    if known is None:
+        raise SystemExit("bench bug: the limited lane is not known after its cycles")
+    dialect = "sqlite" if backend == "SQLite" else "postgresql"
+    run = bare(dialect)
+    limited_sql = store.render(limit_read.statement(dialect, False, known.shape, True))
+    plain_sql = store.render(FACTS_SQL[dialect])
+
+    def plain_statement(i: int) -> None:
+        run(plain_sql, plain.facts_params(i))
+
+    def limited_statement(i: int) -> None:
+        req = _request(
+            "g", limited.agent, limited.automation, f"{limited.agent}-d{i}", limited.clock.now() + timedelta(microseconds=i + 1), None
+        )
+        run(limited_sql, limit_read.known_params(known, req, limited.clock.now()))
+
+    out.append(
+        interleaved(
+            f"{backend} denial's statement, every limit kind vs floor only, bare driver (the engine's share)",
+            0,
+            timed(plain_statement),
+            timed(limited_statement),
+            rounds,
+            n * 5,
+        )
+    )
+    return out
 
 
-def sqlite_figures(tmp: str, rounds: int, n: int) -> list[Figure]:
+def sqlite_figures(tmp: str, rounds: int, n: int, only_limits: bool = False) -> list[Figure]:
     url = os.path.join(tmp, "fg.db")
     store = open_store(url)
     lane = Lane(store, "a")
@@ -234,6 +268,12 @@ def sqlite_figures(tmp: str, rounds: int, n: int) -> list[Figure]:
         reader.execute(facts, lane.facts_params(i)).fetchone()
 
     lane.cycle(0)
+    if only_limits:
+        out = budget_figures(store, "SQLite", rounds, n, lambda _d: lambda sql, p: reader.execute(sql, p).fetchone())
+        reader.close()
+        bare.close()
+        store.close()
+        return out
     out = [
         interleaved("SQLite admitted reserve+confirm vs bare durable INSERT", 2.0, timed(bare_insert), timed(lane.cycle), rounds, n, 2 * n),
         interleaved("SQLite admitted reserve alone vs bare durable INSERT", 2.0, timed(bare_insert), timed(lane.reserve), rounds, n),
@@ -243,7 +283,7 @@ def sqlite_figures(tmp: str, rounds: int, n: int) -> list[Figure]:
         interleaved("SQLite denial vs bare sqlite3, CPU time", 1.5, cpu_timed(bare_facts), cpu_timed(lane.deny), rounds, 50 * n, 100 * n),
     ]
     out += history_figures(lambda name: open_store(os.path.join(tmp, f"{name}.db")), "SQLite", rounds, n)
-    out += budget_figures(store, "SQLite", rounds, n)
+    out += budget_figures(store, "SQLite", rounds, n, lambda _d: lambda sql, p: reader.execute(sql, p).fetchone())
     reader.close()
     bare.close()
     store.close()
@@ -271,7 +311,7 @@ def history_figures(make: Callable[[str], Store], backend: str, rounds: int, n: 
     return out
 
 
-def pg_figures(base_url: str, rounds: int, n: int) -> list[Figure]:
+def pg_figures(base_url: str, rounds: int, n: int, only_limits: bool = False) -> list[Figure]:
     import psycopg
 
     dsn = base_url.replace("postgresql+psycopg://", "postgresql://")
@@ -300,6 +340,11 @@ def pg_figures(base_url: str, rounds: int, n: int) -> list[Figure]:
             bare.execute("SELECT 1").fetchone()
 
         lane.cycle(0)
+        if only_limits:
+            out = budget_figures(store, "PostgreSQL", rounds, n, lambda _d: lambda sql, p: bare.execute(sql, p).fetchone())
+            bare.close()
+            store.close()
+            return out
         out = pg_split(store, lane, dsn, schemas[0], select_1, rounds, n)
         out += [
             interleaved(
@@ -311,7 +356,7 @@ def pg_figures(base_url: str, rounds: int, n: int) -> list[Figure]:
             interleaved("PostgreSQL denial vs SELECT 1", 1.5, timed(select_1), timed(lane.deny), rounds, n * 5),
         ]
         out += history_figures(make, "PostgreSQL", rounds, n)
-        out += budget_figures(store, "PostgreSQL", rounds, n)
+        out += budget_figures(store, "PostgreSQL", rounds, n, lambda _d: lambda sql, p: bare.execute(sql, p).fetchone())
         bare.close()
         store.close()
         return out
@@ -411,13 +456,14 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=40, help="admitted cycles per block (denials and baselines: more)")
     parser.add_argument("--pg", default=os.environ.get("FLOORGATE_TEST_PG_URL"), help="PostgreSQL URL (skipped when absent)")
     parser.add_argument("--dir", default=None, help="directory for the SQLite files (default: a temp dir under the cwd)")
+    parser.add_argument("--only", choices=["all", "limits"], default="all", help="limits: only the rows of issue 20's limits")
     args = parser.parse_args()
     print(f"median of {args.rounds} interleaved per-round ratios (min-max), goal from issue 12, [per-operation medians]")
     figures: list[tuple[str, Figure]] = []
     with tempfile.TemporaryDirectory(dir=args.dir or ".") as tmp:
-        figures += [("sqlite", f) for f in sqlite_figures(tmp, args.rounds, args.n)]
+        figures += [("sqlite", f) for f in sqlite_figures(tmp, args.rounds, args.n, args.only == "limits")]
     if args.pg:
-        figures += [("postgresql", f) for f in pg_figures(args.pg, args.rounds, args.n)]
+        figures += [("postgresql", f) for f in pg_figures(args.pg, args.rounds, args.n, args.only == "limits")]
     for backend, f in figures:
         print(f.line())
         med = statistics.median(f.ratios)

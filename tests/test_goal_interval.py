@@ -327,3 +327,22 @@ def test_a_known_limited_lane_under_a_goal_floor_across_agents_takes_the_goals_l
         advisory = _advisory_locks(unit) if store.dialect == "postgresql" else {lock_id(locks.goal("g"))}
     assert decision.admitted, decision.detail
     assert locks.goal("g") in keys and lock_id(locks.goal("g")) in advisory
+
+
+def test_a_known_limited_lane_under_a_goal_floor_across_agents_is_admitted_without_a_unit(store: Store) -> None:
+    """The same lane admitted by a bare reservation (no unit of work: the known lane's plain
+    transaction, its limits read in one statement under the goal's and the agent's locks): admitted
+    once the goal's floor has passed, and another agent of the goal is denied inside it."""
+    limit_read.forget_all()
+    clock = FixedClock(T0)
+    policies = Policies(store, clock)
+    _goal_floor(policies)
+    policies.configure(Scope.parse("g/a"), expected_revision=0, owner_ref="o", limits=LimitsChange(max_starts=100, per=parse_window("1d")))
+    admission = Admission(store, clock)
+    assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t0", trigger_time=T0).admitted
+    assert limit_read.known("g", "a", "x") is not None
+    clock.set(T0 + FLOOR)
+    decision = admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=T0 + FLOOR)
+    assert decision.admitted, decision.detail
+    other = admission.reserve(goal="g", agent="b", automation="y", turn_id="t2", trigger_time=T0 + FLOOR)
+    assert not other.admitted and other.reason.value == "interval_wait", other.detail

@@ -4,6 +4,7 @@ moment, is seen by the next decision (stale limits never admit), on both backend
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 
@@ -13,6 +14,8 @@ from sqlalchemy import text
 
 from floorgate.admission import Admission, FixedClock, Policies, Scope, Store, open_store
 from floorgate.admission import _limit_read as limit_read
+from floorgate.admission._rule import _request
+from floorgate.admission.clock import to_us
 from floorgate.admission.limits import LimitsChange
 from floorgate.admission.usage import Prices
 from floorgate.admission.windows import parse_window
@@ -197,3 +200,93 @@ def test_damage_in_a_known_lanes_window_denies(store: Store, damage: str) -> Non
     clock.advance(timedelta(seconds=1))
     denied = _reserve(admission, "t2", clock.now())
     assert (denied.admitted, denied.reason.value) == (False, "state_unavailable")
+
+
+# A known lane's limit read covers its window, not its history: old starts and settled turns of
+# the agent, outside the window, add no work to it. Counted, not timed: on SQLite the steps of its
+# virtual machine, on PostgreSQL the rows its plan's scans of the starts and the usage read
+# (EXPLAIN ANALYZE, sequential scans off: tables this small would be scanned whole, fairly). The
+# series were once read with one OR of the window's range and the damaged one, which SQLite
+# answered by walking every start of the agent, and the largest recent turn by reading each of the
+# agent's rows of the last 30 days. (The limit read alone: the hot facts before it are the floor's.)
+def test_a_known_lanes_limit_read_covers_its_window_not_its_history(store: Store) -> None:
+    limit_read.forget_all()
+    clock = FixedClock(T0)
+    limits = LimitsChange(max_starts=1000, budget_tokens=10**9, budget_usd=Decimal(1000), estimate_tokens=10, per=DAY)
+    Policies(store, clock).configure(Scope.parse("g/a"), min_interval=timedelta(hours=1), expected_revision=0, owner_ref="o", limits=limits)
+    Prices(store, clock).set("m", Decimal(3), expected_revision=0, owner_ref="o")
+    add_automation(store, clock, "x", model="m")
+    admission = Admission(store, clock)
+    assert _reserve(admission, "t1", clock.now()).admitted  # the slow path: the lane is now known
+    clock.advance(timedelta(minutes=1))
+    work = _vm_steps if store.dialect == "sqlite" else _rows_read
+    before = work(store, admission, clock, "d1")
+    old = [{"t": f"old{k}", "at": to_us(T0 - timedelta(days=2, minutes=k))} for k in range(500)]
+    with store.write() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO fg_starts (turn_id, goal_id, agent_id, automation_id, trigger_us, anchor_us, phase, kind, confirmed_at_us) "
+                "VALUES (:t, 'g', 'a', 'x', :at, :at, 'confirmed', 'automatic', :at)"
+            ),
+            old,
+        )
+        conn.execute(
+            text(
+                "INSERT INTO fg_usage (turn_id, goal_id, agent_id, automation_id, at_us, state, model, estimate_tokens, tokens, source) "
+                "VALUES (:t, 'g', 'a', 'x', :at, 'settled', 'm', 10, 5, 'meter')"
+            ),
+            old,
+        )
+    after = work(store, admission, clock, "d2")
+    assert after < before + 50, (before, after)  # 500 starts and turns read would be far more
+
+
+def _limit_read(store: Store, admission: Admission, clock: FixedClock, turn: str) -> tuple[str, dict]:  # type: ignore[type-arg]
+    """A denial (the lane known), then its limit read's SQL and parameters at that instant."""
+    denied = _reserve(admission, turn, clock.now())
+    assert (denied.admitted, denied.reason.value) == (False, "interval_wait")
+    lane = limit_read.known("g", "a", "x")
+    assert lane is not None
+    req = _request("g", "a", "x", turn, clock.now(), None)
+    sql = store.render(limit_read.statement(store.dialect, store.relaxed, lane.shape, False))
+    return sql, limit_read.known_params(lane, req, clock.now())
+
+
+def _vm_steps(store: Store, admission: Admission, clock: FixedClock, turn: str) -> int:
+    """SQLite: the virtual-machine steps of the limit read."""
+    sql, params = _limit_read(store, admission, clock, turn)
+    raw = store._hot_connection().driver_connection
+    steps = [0]
+
+    def step() -> int:
+        steps[0] += 1
+        return 0
+
+    raw.set_progress_handler(step, 1)
+    try:
+        raw.execute(sql, params).fetchone()
+    finally:
+        raw.set_progress_handler(None, 1)
+    return steps[0]
+
+
+def _rows_read(store: Store, admission: Admission, clock: FixedClock, turn: str) -> int:
+    """PostgreSQL: the rows the limit read reads from the starts and the usage (each scan's rows,
+    and those its filters removed), as EXPLAIN ANALYZE counts them."""
+    sql, params = _limit_read(store, admission, clock, turn)
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("SET LOCAL enable_seqscan = off")
+        plan = conn.exec_driver_sql("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, FORMAT JSON) " + sql, params).scalar()
+    found = plan if isinstance(plan, list) else json.loads(plan)
+
+    def read(node: dict) -> int:  # type: ignore[type-arg]
+        own = 0
+        if node.get("Relation Name") in ("fg_starts", "fg_usage"):
+            own = (
+                node["Actual Rows"] * node["Actual Loops"]
+                + node.get("Rows Removed by Filter", 0)
+                + node.get("Rows Removed by Index Recheck", 0)
+            )
+        return own + sum(read(child) for child in node.get("Plans", []))
+
+    return read(found[0]["Plan"])
