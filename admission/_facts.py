@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 from collections import namedtuple
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 from sqlalchemy import (
@@ -63,16 +64,13 @@ from .decide._sql import (
     params_of,
     text_value,
 )
-from .decide.facts import FACT, FACTS, RULE_COLUMNS, TIMED, Facts, LimitCode, PerRow, turn_row
+from .decide.facts import FACT, FACTS, PLAIN, RULE_COLUMNS, Decoder, Fact, Facts, PerRow, bounded_time, turn_row
 from .decide.floors import EffectiveFloor, Folded, RuleRef, combine, effective_floor, floor_us, fold
 from .decisions import Phase, StartKind, StartRecord
 from .errors import CorruptState, StoreUnavailable
 from .policies import rule_ref
 from .store import DriverTx
 
-# The hot statement's columns, in ``FACTS``' order: the plain store's, and a relaxed store's.
-_FACT_COLUMNS = [f.expr for f in FACTS if f.name != "damaged"]
-_GUARDED_COLUMNS = [f.relaxed() for f in FACTS if f.name != "damaged"]
 _GUARD = FACT["damaged"].guarded
 if _GUARD is None:  # pragma: no cover - declared in decide.facts
     raise ImportError("the damaged fact has no relaxed-store form")
@@ -94,12 +92,20 @@ _BLOB_KEYS = (
     .offset(ZERO)
     .scalar_subquery()
 )
+
+
+def _read(*, relaxed: bool, guard: ColumnElement[Any]) -> Select[Any]:
+    """The per-lane read: a column per fact in ``FACTS``' order (the plain store's form or a relaxed
+    store's), the ``damaged`` fact's column being ``guard`` (NULL: nothing damaged)."""
+    return select(*(guard if f.name == "damaged" else f.relaxed() if relaxed else f.expr for f in FACTS))
+
+
 _STATEMENTS = {
-    # (dialect, relaxed): the per-lane read; its last column is the guard (NULL: nothing damaged)
-    ("postgresql", False): select(*_FACT_COLUMNS, null()),
-    ("postgresql", True): select(*_GUARDED_COLUMNS, _GUARD),
-    ("sqlite", False): select(*_FACT_COLUMNS, _BLOB_KEYS),
-    ("sqlite", True): select(*_GUARDED_COLUMNS, func.coalesce(_GUARD, _BLOB_KEYS)),
+    # (dialect, relaxed)
+    ("postgresql", False): _read(relaxed=False, guard=null()),
+    ("postgresql", True): _read(relaxed=True, guard=_GUARD),
+    ("sqlite", False): _read(relaxed=False, guard=_BLOB_KEYS),
+    ("sqlite", True): _read(relaxed=True, guard=func.coalesce(_GUARD, _BLOB_KEYS)),
 }
 
 
@@ -279,52 +285,75 @@ def read_facts(tx: DriverTx, goal: str, agent: str, automation: str | None, turn
     return decode_facts(row, goal, agent, automation, turn_id)
 
 
-def decode_facts(row: tuple, goal: str, agent: str, automation: str | None, turn_id: str) -> Facts:  # type: ignore[type-arg]
-    """The facts from their encoding in one row (this module's read, or PostgreSQL's ``RESERVE_SQL``);
-    any value floorgate would not have written raises ``StoreUnavailable`` (fail closed)."""
-    fields = _start_facts(row[1:], goal, agent, turn_id)  # checked before the rules, as always
-    floor, agent_us, lane_us = _floor(row[0], goal, agent, automation)
-    limited, lim = _limit_facts(row[_LIMITED], row[_LIMITED + 1], goal, agent)
-    return Facts(floor, *fields[:-1], agent_us, lane_us, limited, lim, goal_anchor_us=fields[-1], goal_floor_us=floor.goal_floor // _ONE_US)
+def decode_facts(row: Sequence[Any], goal: str, agent: str, automation: str | None, turn_id: str) -> Facts:
+    """The facts from their encoding in one row (this module's read, or PostgreSQL's ``RESERVE_SQL``),
+    a column per fact in ``FACTS``' order; any value floorgate would not have written raises
+    ``StoreUnavailable`` (fail closed)."""
+    values = _start_values(row, goal, agent, turn_id)  # checked before the rules, as always
+    floor, agent_us, lane_us = _floor(row[_RULES_AT], goal, agent, automation)
+    return _finish(values, row, floor, agent_us, lane_us, goal + "/" + agent)
 
 
-_LIMITED = [f.name for f in FACTS].index("limited")
+# -- each plain fact into its ``Facts`` field (``decide.facts.PLAIN``), per lane and in bulk -------
+_AT = {f.name: i for i, f in enumerate(FACTS)}  # a fact's column in the row
+_SLOT = {name: i for i, name in enumerate(Facts._fields)}  # a field's place in ``Facts``
 
 
-def _limit_facts(limited: object, lim: object, goal: str, agent: str) -> tuple[int, int | None]:
-    """The ``limited`` count and the echoed ``limit_code``, checked (fail closed on anything else)."""
-    if type(limited) is not int or limited < 0:
-        raise StoreUnavailable(f"malformed limit count for {goal}/{agent}: {limited!r}")
-    if lim is not None and lim not in tuple(LimitCode):
-        raise StoreUnavailable(f"malformed limit code for {goal}/{agent}: {lim!r}")
-    return limited, lim if type(lim) is int else None
+def _slot(f: Fact) -> int:
+    if f.field is None:  # pragma: no cover - PLAIN holds the facts with a field only
+        raise ImportError(f"fact {f.name!r} fills no field")
+    return _SLOT[f.field]
 
 
-_AG_BOUND, _LN_BOUND, _TR_BOUND, _GL_BOUND = (f.bound or 0 for f in TIMED)
+def _timed(f: Fact) -> tuple[int, int, int, Decoder]:
+    """A time fact's column, field, bound and decoder (which names it when its value is bad)."""
+    if f.bound is None:  # pragma: no cover - called for TIMED only
+        raise ImportError(f"fact {f.name!r} has no bound")
+    return _AT[f.name], _slot(f), f.bound, f.decode if f.decode is not None else bounded_time(f.name, f.bound)
+
+
+# The time facts, checked first and in ``TIMED``' order (the usual row calls no decoder); the other
+# plain facts after the rules, each through its decoder (None: the value as read).
+_TIMES = tuple(_timed(f) for f in PLAIN if f.bound is not None)
+_OTHERS = tuple((_AT[f.name], _slot(f), f.decode) for f in PLAIN if f.bound is None)
+_RULES_AT, _TURN_AT, _DAMAGED_AT = _AT["rules"], _AT["turn"], _AT["damaged"]
+_TURN_SLOTS = (_SLOT["turn_phase"], _SLOT["turn_lane"], _SLOT["turn_anchor_us"])
+_FLOOR_SLOT, _AGENT_FLOOR_SLOT, _LANE_FLOOR_SLOT, _GOAL_FLOOR_SLOT = (
+    _SLOT[n] for n in ("floor", "agent_floor_us", "lane_floor_us", "goal_floor_us")
+)
+_BLANK: list[Any] = [None] * len(Facts._fields)
+_BLANK[_SLOT["limits"]] = ()  # the client's check fills it (``_limit_check``); none here
 _ONE_US = timedelta(microseconds=1)
-# The turn's phase, lane and anchor, the agent and lane anchors, the lane trigger, the duplicate, the goal anchor.
-_StartFacts = tuple[Phase | None, str | None, int | None, int | None, int | None, int | None, str | None, int | None]
 
 
-def _start_facts(row: tuple, goal: str, agent: str, turn_id: str) -> _StartFacts:  # type: ignore[type-arg]
-    """The fields of ``Facts`` after the floor, decoded from the row's columns after the rules."""
-    turn_text, ag, ln, ln_tr, dup, _limited, _lim, gl, damaged = row
-    if damaged is not None:
+def _start_values(row: Sequence[Any], goal: str, agent: str, turn_id: str) -> list[Any]:
+    """``Facts``' fields as a list, with the guard and the turn checked and the time facts decoded;
+    ``_finish`` adds the floor and the other facts."""
+    if row[_DAMAGED_AT] is not None:
         raise StoreUnavailable(f"a start or rule under {goal}/{agent} has a missing or damaged goal, agent, automation, trigger or anchor")
-    turn = turn_row(turn_text, turn_id)
-    phase, t_lane, t_anchor = (None, None, None) if turn is None else turn
-    # One expression for the usual row (every decision pays for this check); the time facts'
-    # decoders name the bad one (``TIMED``: agent anchor, lane anchor, lane trigger, goal anchor).
-    if not (
-        (ag is None or (type(ag) is int and 0 <= ag < _AG_BOUND))
-        and (ln is None or (type(ln) is int and 0 <= ln < _LN_BOUND))
-        and (ln_tr is None or (type(ln_tr) is int and 0 <= ln_tr < _TR_BOUND))
-        and (gl is None or (type(gl) is int and 0 <= gl < _GL_BOUND))
-    ):
-        for f, value in zip(TIMED, (ag, ln, ln_tr, gl), strict=True):
-            if f.decode is not None:
-                f.decode(value, f"{goal}/{agent}")
-    return phase, t_lane, t_anchor, ag, ln, ln_tr, dup, gl
+    values = _BLANK.copy()
+    turn = turn_row(row[_TURN_AT], turn_id)
+    if turn is not None:
+        values[_TURN_SLOTS[0]], values[_TURN_SLOTS[1]], values[_TURN_SLOTS[2]] = turn
+    for at, slot, bound, decode in _TIMES:
+        value = row[at]
+        if value is not None and (type(value) is not int or not 0 <= value < bound):
+            decode(value, f"{goal}/{agent}")  # raises ``CorruptState`` naming this fact
+        values[slot] = value
+    return values
+
+
+def _finish(values: list[Any], row: Sequence[Any], floor: EffectiveFloor, agent_us: int, lane_us: int, where: str) -> Facts:
+    """``Facts`` from ``_start_values``' list, the lane's floor and the other plain facts of ``row``."""
+    values[_FLOOR_SLOT], values[_AGENT_FLOOR_SLOT], values[_LANE_FLOOR_SLOT] = floor, agent_us, lane_us
+    values[_GOAL_FLOOR_SLOT] = floor.goal_floor // _ONE_US
+    for at, slot, decode in _OTHERS:
+        value = row[at]
+        values[slot] = value if decode is None else decode(value, where)
+    return _new_facts(Facts, values)
+
+
+_new_facts = tuple.__new__  # every field is set above: NamedTuple's __new__ would take them one by one
 
 
 # -- the facts of many lanes (readback of every automation) -----------------------------------
@@ -377,7 +406,38 @@ def _rule_at() -> tuple[int, ...]:
 _READS = _per_row_reads()
 _RULES, _LIMITED_READ = _READS["rules"], _READS["limited"]
 _RULE_AT = _rule_at()
-_LANE_FACTS = ("agent_anchor", "lane_anchor", "lane_trigger", "duplicate")  # keyed by (goal, agent[, lane])
+# In bulk a plain fact is found by its lane's key columns in its per-row read (grouped by them).
+# These are computed instead, each where ``read_facts_many`` reads it: the count of limited rules
+# (from the rules' rows), the limit code (readback checks no limits: None) and the goal anchor (the
+# largest of the goal's agent anchors).
+_OWN_IN_BULK = ("limited", "limit_code", "goal_anchor")
+_LANE_COLUMNS = ("goal_id", "agent_id", "automation_id")  # a lane's key: (goal, agent, automation or '')
+LaneKey = Callable[[tuple[str, str, str]], tuple[Any, ...]]
+
+
+def _key_getter(at: tuple[int, ...]) -> LaneKey:
+    """The key of a per-row read's rows, taken from a lane's (goal, agent, automation or '')."""
+    if len(at) > 1:
+        return itemgetter(*at)
+    (i,) = at
+
+    def one(lane: tuple[str, str, str]) -> tuple[Any, ...]:
+        return (lane[i],)
+
+    return one
+
+
+def keyed_in_bulk(f: Fact) -> tuple[str, int, LaneKey]:
+    """A plain fact's name, column and key getter in the bulk read; a fact whose per-row form is
+    not grouped by columns of the lane cannot be matched to lanes there: ``ImportError``."""
+    p = f.per_row
+    if p is None or not p.grouped or not p.keys or not set(p.keys) <= set(_LANE_COLUMNS):
+        raise ImportError(f"fact {f.name!r} needs a per-row form grouped by some of {_LANE_COLUMNS} for the bulk read")
+    return f.name, _AT[f.name], _key_getter(tuple(_LANE_COLUMNS.index(k) for k in p.keys))
+
+
+_KEYED = tuple(keyed_in_bulk(f) for f in PLAIN if f.name not in _OWN_IN_BULK)
+_AG_AT, _GL_AT, _LIMITED_AT = _AT["agent_anchor"], _AT["goal_anchor"], _AT["limited"]
 _MANY_TURN_SQL = {d: compiled(select(FACT["turn"].expr), d) for d in DIALECTS}
 
 # ``_BLOB_KEYS`` for every lane at once: a BLOB key reads as NULL here, so ``_damages`` matches it
@@ -418,7 +478,7 @@ def read_facts_many(tx: DriverTx, lanes: list[Lane], turn_id: str, trigger_us: i
 
     rules = rows(_RULES)
     turn_found = tx.row(_MANY_TURN_SQL[tx.dialect], {"t": turn_id})
-    keyed = {name: {row[: r.keys]: row[r.at] for row in rows(r)} for name in _LANE_FACTS for r in (_READS[name],)}
+    keyed = {name: {row[: r.keys]: row[r.at] for row in rows(r)} for name, _, _ in _KEYED for r in (_READS[name],)}
     damaged = list(rows(_READS["damaged"])) if tx.relaxed else []
     if tx.dialect == "sqlite":
         damaged += tx.rows(_MANY_BLOB_SQL, {})
@@ -449,16 +509,18 @@ def read_facts_many(tx: DriverTx, lanes: list[Lane], turn_id: str, trigger_us: i
             for i, a, r_x, rule, limited in null_scoped.get(goal, ())
             if (a is None or a in ("", agent)) and (r_x is None or r_x in ("", xr))
         ]
-        ln = keyed["lane_anchor"].get((goal, agent, x))
-        ln_tr = keyed["lane_trigger"].get((goal, agent, x))
-        dup = keyed["duplicate"].get((goal, agent, x))
-        guard = 1 if any(_damages(row, goal, agent, x) for row in damaged) else None
-        ag = keyed["agent_anchor"].get((goal, agent))
+        # The lane's row, as ``read_facts`` reads it: a column per fact in ``FACTS``' order.
+        lane_row: list[Any] = [None] * len(FACTS)
+        lane_row[_TURN_AT] = turn_text
+        lane_key = (goal, agent, x)
+        for name, at, key_of in _KEYED:
+            lane_row[at] = keyed[name].get(key_of(lane_key))
         if tx.relaxed:  # the agent anchor's ``also``: the goal's starts without an agent group under None
-            ag = stored_max(ag, keyed["agent_anchor"].get((goal, None)))
+            lane_row[_AG_AT] = stored_max(lane_row[_AG_AT], keyed["agent_anchor"].get((goal, None)))
+        lane_row[_DAMAGED_AT] = 1 if any(_damages(d, goal, agent, x) for d in damaged) else None
         try:
-            gl = goal_anchor.get(goal) if goal in across else None  # as the fact: read for such a goal only
-            fields = _start_facts((turn_text, ag, ln, ln_tr, dup, None, None, gl, guard), goal, agent, turn_id)
+            lane_row[_GL_AT] = goal_anchor.get(goal) if goal in across else None  # as the fact: read for such a goal only
+            values = _start_values(lane_row, goal, agent, turn_id)
             # ``_floor`` of the lane's rules, each rule decoded once for all lanes.
             refs = [_memo_rule_ref(memo, rule, goal) for _, rule, _ in sorted(found, key=_first)]
             key = tuple(map(id, refs))
@@ -466,9 +528,8 @@ def read_facts_many(tx: DriverTx, lanes: list[Lane], turn_id: str, trigger_us: i
             if folded is None:
                 folded = folds[key] = fold(refs)
             floor, agent_us, lane_us = floor_us(effective_floor(goal, agent, automation, folded))
-            limited = sum(1 for *_, lim in found if lim)
-            gl_us = floor.goal_floor // _ONE_US
-            out[lane] = Facts(floor, *fields[:-1], agent_us, lane_us, limited, goal_anchor_us=fields[-1], goal_floor_us=gl_us)
+            lane_row[_LIMITED_AT] = sum(1 for *_, lim in found if lim)
+            out[lane] = _finish(values, lane_row, floor, agent_us, lane_us, goal + "/" + agent)
         except StoreUnavailable as exc:
             out[lane] = exc
     return out

@@ -30,6 +30,11 @@ class Reason(str, Enum):
     STATE_UNAVAILABLE = "state_unavailable"
 
 
+# Where a lane stands in readback (``Eligibility.status``, each check's ``Readback.status``): the one
+# list of them; limit_wait: a count or budget.
+EligibilityStatus = Literal["eligible", "interval_wait", "limit_wait", "unavailable"]
+
+
 class StartKind(str, Enum):
     AUTOMATIC = "automatic"
     MANUAL = "manual"
@@ -120,7 +125,7 @@ class Eligibility(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    status: Literal["eligible", "interval_wait", "limit_wait", "unavailable"]  # limit_wait: a count or budget
+    status: EligibilityStatus
     reason: Reason
     goal_id: str
     agent_id: str

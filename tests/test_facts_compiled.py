@@ -1,8 +1,9 @@
 """The facts as Core expressions, compiled once per dialect, and the ``turn`` fact's decoder.
 
 The per-lane read walks indexes only (every leg a search of an index, on SQLite and PostgreSQL),
-the compiled statements take no parameter a caller does not set, and the turn comes back as a row
-whose decoder fails closed on anything floorgate would not have written.
+the compiled statements take no parameter a caller does not set, the turn comes back as a row
+whose decoder fails closed on anything floorgate would not have written, and each plain fact lands
+in the ``Facts`` field it declares.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ import pytest
 from sqlalchemy import literal, select, text
 
 from floorgate.admission import Store
-from floorgate.admission._facts import FACTS_SQL, GUARDED_FACTS_SQL, facts_params
+from floorgate.admission._facts import FACTS_SQL, GUARDED_FACTS_SQL, decode_facts, facts_params, keyed_in_bulk
 from floorgate.admission.decide._sql import compiled
-from floorgate.admission.decide.facts import FACT, TurnFacts, turn_row
+from floorgate.admission.decide.facts import FACT, FACTS, PLAIN, Fact, TurnFacts, turn_row
 from floorgate.admission.decisions import Phase
 from floorgate.admission.errors import CorruptState
 
@@ -97,6 +98,47 @@ def test_the_relaxed_read_adds_only_its_guard(store: Store) -> None:
 
 def _indexes(plan: list[str]) -> set[str]:
     return {m for line in plan for m in re.findall(r"(?:INDEX|using) (\w+)", line)}
+
+
+def _distinct(fact: Fact, used: set[object]) -> object:
+    """A value of ``fact``'s type that its decoder accepts and no other fact of the row has."""
+    pool: list[object] = [f"v{k}" for k in range(50)] if fact.pg_type == "text" else [*range(100, 150), 2, 1, 0]
+    for value in pool:
+        if value in used:
+            continue
+        try:
+            if fact.decode is not None:
+                fact.decode(value, "g/a")
+        except CorruptState:
+            continue
+        used.add(value)
+        return value
+    raise AssertionError(f"no value for fact {fact.name}")  # pragma: no cover - the pool covers every type
+
+
+def test_each_plain_fact_is_decoded_into_its_own_field() -> None:
+    """The decoder puts each plain fact's column into the ``Facts`` field the fact names (derived
+    from ``decide.facts.PLAIN``: a new fact needs no edit here or in ``_facts``)."""
+    row: list[object] = [None] * len(FACTS)
+    used: set[object] = set()
+    expected = {}
+    for fact in PLAIN:
+        expected[fact.name] = row[FACTS.index(fact)] = _distinct(fact, used)
+    facts = decode_facts(row, "g", "a", "x", "t1")
+    assert {f.name: getattr(facts, str(f.field)) for f in PLAIN} == expected
+    assert (facts.turn_phase, facts.limits, facts.floor.rules) == (None, (), ())
+
+
+def test_a_plain_fact_the_bulk_read_cannot_match_to_lanes_is_refused() -> None:
+    """In the bulk read a plain fact is matched to lanes by its per-row form's key columns: a fact
+    without such a form would read as NULL for every lane there, so it is refused at import."""
+    dup = FACT["duplicate"]
+    per_row = dup.per_row
+    assert per_row is not None
+    assert keyed_in_bulk(dup)[0] == "duplicate"
+    for broken in (None, per_row._replace(grouped=False), per_row._replace(keys=("turn_id",))):
+        with pytest.raises(ImportError, match="per-row form"):
+            keyed_in_bulk(dup._replace(per_row=broken))
 
 
 def _seed_goal(store: Store, first: int, count: int) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import get_args
 
 import pytest
 from basics import T0, raw_sql
@@ -19,6 +20,8 @@ from floorgate.admission import (
     TickLog,
     WakeState,
 )
+from floorgate.admission.decide.checks import READBACK
+from floorgate.admission.decisions import EligibilityStatus
 from floorgate.hosts import Schedule
 from floorgate.scheduler.app.preview import FloorMeeting, PlanInputs, first_run, first_run_at, simulate
 from floorgate.scheduler.app.readback import Readback, ReadbackState
@@ -467,3 +470,11 @@ def test_status_tables_show_times_in_the_schedules_zone_and_how_far_away_while_j
     assert "t-2 (automatic) 2026-12-01 06:30:01 UTC, 30 min ago" in lane and "2026-12-01 07:30:01 UTC, in 30 min" in lane
     doc = readback_doc(view.readbacks[0])
     assert doc["next_fire_at"] == "2026-12-01T08:00:00Z" and doc["eligibility"]["next_eligible_at"] == "2026-12-01T07:30:00.250000Z"
+
+
+def test_every_eligibility_status_is_a_readback_state() -> None:
+    """A lane's readback state is its eligibility's status (``ReadbackState(eligibility.status)``):
+    each status the table's readback rows may give names a state, so a new one is not a crash there."""
+    statuses = set(get_args(EligibilityStatus))
+    assert {c.readback.status for c in READBACK if c.readback is not None} <= statuses
+    assert statuses <= {s.value for s in ReadbackState}

@@ -20,21 +20,28 @@ How to add a check (for example a cap on starts per window):
    subquery over the tables of ``admission._schema`` and the parameters of ``_sql``: ``G A X XR
    T TR NOW LIM``; constants as ``literal_column``/``text_value``, never Python values, which
    ``_sql.compiled`` refuses), its PostgreSQL type, its decoder and ``bound`` when it is a
-   stored time, and ``per_row`` for the bulk read. Add its field to ``Facts`` and call its
-   decoder where ``admission._facts`` builds ``Facts`` (``_start_facts``). The client's
-   statements, PostgreSQL's function and the fail-closed bound follow from the declaration.
+   stored time, its ``per_row`` form for the bulk read (grouped by the lane's columns it matches),
+   and the ``Facts`` field it fills (``field``), which you add to ``Facts`` beside it. The
+   client's statements (per lane, relaxed, bulk), their decoding into ``Facts``, PostgreSQL's
+   function (its row, OUT columns and fail-closed bounds) and the table test's generated facts all
+   follow from the declaration; ``facts`` refuses to load when ``Facts`` and ``FACTS`` disagree,
+   and ``admission._facts`` when the bulk read cannot match the fact to lanes.
 2. Add one ``Check`` row to ``checks.CHECKS`` at its place in the order: a reason (a new
    ``decisions.Reason`` member when it is a new kind of refusal), its ``Outcome``, ``holds`` (the
    predicate in Python), ``sql`` (the same predicate over ``f.<fact>`` and ``p_<param>``), its
-   detail, a ``Readback`` form if readback should show it, and ``next_us`` when it waits for time
-   (the decision reports the latest of the checks' next eligible times).
+   detail, a ``Readback`` form if readback should show it (its status one of
+   ``decisions.EligibilityStatus``), ``reports_next=False`` when its denial says nothing of the
+   lane's next eligible time (a host then plans from a read: ``checks.PLANNED_BY_DECISION``),
+   ``until`` when it can deny without a next time (what ends it, in words: a blocked hook says
+   so), and ``next_us`` when it waits for time (the decision reports the latest of the checks').
 
 Nothing else changes by hand: ``tests/test_decide_table.py`` holds every row's Python and SQL
 forms together on generated facts, on SQLite and PostgreSQL, and the store installs the new
 function text at its next open (no migration). Files a new check touches: ``checks.py`` alone
-over existing facts (plus ``decisions.py`` for a new ``Reason``); with a new fact, also
-``facts.py`` (its declaration and ``Facts`` field), ``admission/_facts.py`` (its decoding, and
-the bulk readback of many lanes) and the table test's generator of facts: five at most.
+over existing facts, plus ``facts.py`` for a new fact and ``decisions.py`` for a new ``Reason``
+(or a new readback status): three at most. Counted with a check ``lane_paused`` (deny an
+automatic start while the lane's automation is paused) over a new fact on ``fg_automations``:
+nine files before these derivations (the README's list of reasons among them), three after.
 
 A new value of a rule is more: the goal floor across agents (a rule column, ``across_agents``, in
 ``RULE_COLUMNS``, and the goal's latest start as a fact) also touched ``floors.py`` (its

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from enum import Enum
 from functools import lru_cache
-from typing import Literal, NamedTuple
+from typing import NamedTuple
 
 from ..clock import ceil_second, from_us, iso
-from ..decisions import Explained, Phase, Reason
+from ..decisions import EligibilityStatus, Explained, Phase, Reason
 from ..intervals import format_interval
 from .facts import Facts, LimitCode
 from .floors import MAX_US, EffectiveFloor, goal_binds, next_eligible_us
@@ -68,7 +68,7 @@ class Anchor(Enum):
 class Readback(NamedTuple):
     """A check's form in readback (eligibility): its status and detail."""
 
-    status: Literal["eligible", "interval_wait", "limit_wait", "unavailable"]
+    status: EligibilityStatus
     detail: Callable[[Facts], str]
 
 
@@ -91,6 +91,8 @@ class Check(NamedTuple):
     # When this check stops holding on its own (microseconds), for the decision's next eligible
     # time: the latest of all checks' is reported. None: the check does not wait for time.
     next_us: Callable[[Facts, Request], int | None] | None = None
+    # A denial that reports no next eligible time: what ends it, in words (``until``).
+    until: str | None = None
 
 
 # -- the details (rendered only when a caller reads ``Decision.detail``) ------------------------
@@ -153,6 +155,8 @@ def _waiting(f: Facts) -> Explained:
 
 
 _UNCHECKED = "this lane has counts or budgets that were not checked in this read; denied until they are (fail closed)"
+_UNKNOWN = "unknown (state unavailable)"
+_RAISED = "an owner changes a limit"  # a limit no window frees
 
 
 def _binding(f: Facts) -> object | None:
@@ -248,6 +252,7 @@ CHECKS: tuple[Check, ...] = (
         "f.turn IS NOT NULL",
         _turn_elsewhere,
         reports_next=False,
+        until="never (this turn id already started)",
     ),
     Check(
         "no_rule",
@@ -266,6 +271,7 @@ CHECKS: tuple[Check, ...] = (
         lambda f, req, now, nxt: f.agent_anchor_us is not None and now < f.agent_anchor_us,
         "f.ag IS NOT NULL AND p_now < f.ag",
         lambda f, req, now: _ROLLED_BACK,
+        until="the clock passes the last start",
         readback=Readback("interval_wait", lambda f: "the clock reads earlier than the last start; waiting until it passes it"),
     ),
     Check(
@@ -275,6 +281,7 @@ CHECKS: tuple[Check, ...] = (
         lambda f, req, now, nxt: f.duplicate_turn is not None,
         "f.dup IS NOT NULL",
         lambda f, req, now: Explained(_duplicate, (req.trigger_us, f.duplicate_turn)),
+        until="a new trigger",
     ),
     Check(
         "stale_trigger",
@@ -283,6 +290,7 @@ CHECKS: tuple[Check, ...] = (
         lambda f, req, now, nxt: f.lane_trigger_us is not None and req.trigger_us < f.lane_trigger_us,
         "f.ln_tr IS NOT NULL AND p_tr < f.ln_tr",
         lambda f, req, now: Explained(_stale, (f.lane_trigger_us,)),
+        until="a newer trigger",
     ),
     Check(
         "interval_wait",
@@ -305,6 +313,7 @@ CHECKS: tuple[Check, ...] = (
         lambda f, req, now: _UNCHECKED,
         reports_next=False,
         readback=Readback("unavailable", lambda f: _UNCHECKED),
+        until=_UNKNOWN,
     ),
     Check(
         "count_exhausted",
@@ -315,6 +324,7 @@ CHECKS: tuple[Check, ...] = (
         _limit_detail,
         readback=Readback("limit_wait", _limit_text),
         next_us=_limit_next(LimitCode.COUNT),
+        until=_RAISED,
     ),
     Check(
         "budget_exhausted",
@@ -325,6 +335,7 @@ CHECKS: tuple[Check, ...] = (
         _limit_detail,
         readback=Readback("limit_wait", _limit_text),
         next_us=_limit_next(LimitCode.BUDGET),
+        until=_RAISED,
     ),
     Check(
         "manual_bypass",
@@ -356,11 +367,36 @@ CHECKS: tuple[Check, ...] = (
     ),
 )
 READBACK = tuple(c for c in CHECKS if c.readback is not None)
+# The reasons whose decision reports the lane's next eligible time as of that decision (so a host
+# may plan its timer from the decision without reading the store again): every reason but those a
+# denying check gives without its next time, and the state that cannot be read.
+PLANNED_BY_DECISION = (
+    frozenset(Reason) - {c.reason for c in CHECKS if c.outcome is Outcome.DENY and not c.reports_next} - {Reason.STATE_UNAVAILABLE}
+)
 _LIMIT_ROWS = {
     LimitCode.COUNT: CHECKS[[c.id for c in CHECKS].index("count_exhausted")],
     LimitCode.BUDGET: CHECKS[[c.id for c in CHECKS].index("budget_exhausted")],
 }
 _NEXT = tuple(c.next_us for c in CHECKS if c.next_us is not None)
+
+
+def _untils() -> dict[Reason, str]:
+    """Each reason's ``until``: the first row giving it that declares one. An unreadable state's is
+    the unchecked limits' row's (the gate's own fail-closed denials give that reason too)."""
+    out: dict[Reason, str] = {}
+    for c in CHECKS:
+        if c.until is not None:
+            out.setdefault(c.reason, c.until)
+    return out
+
+
+_UNTIL = _untils()
+
+
+def until(reason: Reason) -> str:
+    """What ends a denial with ``reason`` that reports no next eligible time, in words ("may not run
+    before ..."), as its check declares it."""
+    return _UNTIL.get(reason, _UNKNOWN)
 
 
 def next_us_of(f: Facts, req: Request) -> int | None:

@@ -12,8 +12,13 @@ declarations, ``render`` the server function, each compiled once per dialect (``
 ``Facts`` is their decoded value. Rules and the turn travel as rows: per lane JSON arrays
 (``RULE_COLUMNS``, ``TURN_COLUMNS``), in bulk one result row per rule.
 
-To add a fact: one ``Fact`` in ``FACTS`` (its expression, type, decoder and bound), its field in
-``Facts``, and where the decision's checks read it.
+A plain fact names its ``Facts`` field (``Fact.field``): the client's decoders (per lane and in
+bulk) put its decoded value there, and nothing else names it. ``Facts`` stays a typed NamedTuple
+(the checks read its attributes under mypy); ``field_problems`` holds it and ``FACTS`` together, and
+this module refuses to load when they disagree (a field no fact fills, a fact naming no field).
+
+To add a fact: one ``Fact`` in ``FACTS`` (its expression, type, decoder, bound, per-row form and
+``field``) and that field in ``Facts``, both here; then the checks that read it.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from .floors import MAX_US, EffectiveFloor
 class Facts(NamedTuple):  # a plain immutable value: one per decision, cheap to build
     """One lane's decoded facts."""
 
+    # Filled from the composite facts (``COMPOSITE_FIELDS``): the rules and the turn's start.
     floor: EffectiveFloor
     turn_phase: Phase | None  # None: this turn id has no start
     turn_lane: str | None
@@ -45,7 +51,7 @@ class Facts(NamedTuple):  # a plain immutable value: one per decision, cheap to 
     agent_anchor_us: int | None
     lane_anchor_us: int | None
     lane_trigger_us: int | None
-    duplicate_turn: str | None
+    duplicate_turn: str | None  # a start of this lane with the request's trigger
     # ``floor.agent_floor`` and ``floor.lane_floor`` in microseconds, computed once per floor.
     agent_floor_us: int
     lane_floor_us: int
@@ -69,6 +75,9 @@ class LimitCode(IntEnum):
     NONE = 0
     COUNT = 1
     BUDGET = 2
+
+
+_LIMIT_CODES = tuple(LimitCode)
 
 
 class Param(NamedTuple):
@@ -121,6 +130,9 @@ class Fact(NamedTuple):
     # On a relaxed store, more values it may take (a SELECT of column ``v``): the largest counts.
     also: Select[Any] | None = None
     per_row: PerRow | None = None  # its form in the bulk read (None: read there as ``expr``, or not)
+    # The ``Facts`` field its decoded value fills (a plain fact); None: a composite fact the client
+    # takes apart into several fields (``COMPOSITE_FIELDS``) or a guard that fills none.
+    field: str | None = None
 
     def relaxed(self) -> ColumnElement[Any]:
         """Its scalar on a relaxed store (the client's form)."""
@@ -163,7 +175,21 @@ def bounded_time(name: str, bound: int) -> Decoder:
     return decode
 
 
-def latest(name: str, short: str, column: str, keys: Keys, bound: int) -> Fact:
+def _limit_count(value: Any, where: str) -> int:
+    """The ``limited`` fact's decoder: a count, never NULL or negative."""
+    if type(value) is not int or value < 0:
+        raise CorruptState(f"malformed limit count for {where}: {value!r}")
+    return value
+
+
+def _limit_code(value: Any, where: str) -> int | None:
+    """The ``limit_code`` fact's decoder: None (not checked) or a ``LimitCode``."""
+    if value is not None and value not in _LIMIT_CODES:
+        raise CorruptState(f"malformed limit code for {where}: {value!r}")
+    return value if type(value) is int else None
+
+
+def latest(name: str, short: str, column: str, keys: Keys, bound: int, field: str) -> Fact:
     """The fact that is the largest ``column`` of the starts matching ``keys``: per lane its
     index walked backwards (ORDER BY ... LIMIT 1 rather than MAX, so every planner does), in bulk
     MAX per group (equal wherever no NULL is present; a NULL there is a damaged row the guard
@@ -171,15 +197,16 @@ def latest(name: str, short: str, column: str, keys: Keys, bound: int) -> Fact:
     col = _starts.c[column]
     expr = scalar(first_row(select(col).where(*_match(_starts, keys)).order_by(col.desc())))
     per_row = PerRow(_starts, tuple(c for c, _ in keys), (func.max(col),))
-    return Fact(name, short, expr, "bigint", bounded_time(name.replace("_", " "), bound), bound, per_row=per_row)
+    return Fact(name, short, expr, "bigint", bounded_time(name.replace("_", " "), bound), bound, per_row=per_row, field=field)
 
 
-def matching(name: str, short: str, column: str, keys: Keys, on: tuple[str, ColumnElement[Any]]) -> Fact:
+def matching(name: str, short: str, column: str, keys: Keys, on: tuple[str, ColumnElement[Any]], field: str) -> Fact:
     """The fact that is ``column`` of the one start matching ``keys`` whose ``on`` column equals its
     parameter (a unique index holds it to one): in bulk the MAX of its group's matching rows."""
     col, test = _starts.c[column], _starts.c[on[0]] == on[1]
     expr = scalar(select(col).where(*_match(_starts, keys), test))
-    return Fact(name, short, expr, "text", per_row=PerRow(_starts, tuple(c for c, _ in keys), (func.max(case((test, col))),)))
+    per_row = PerRow(_starts, tuple(c for c, _ in keys), (func.max(case((test, col))),))
+    return Fact(name, short, expr, "text", per_row=per_row, field=field)
 
 
 def rules_where(r: FromClause) -> ColumnElement[bool]:
@@ -295,14 +322,14 @@ FACTS = (
     ),
     # In bulk, the same subquery: its parameter is the read's, not a lane's.
     Fact("turn", "turn", scalar(select(json_row(*(_s[c] for c in TURN_COLUMNS))).where(_s.turn_id == T)), "text", turn_row),
-    latest("agent_anchor", "ag", "anchor_us", _LANE_KEYS[:2], MAX_US)._replace(
+    latest("agent_anchor", "ag", "anchor_us", _LANE_KEYS[:2], MAX_US, "agent_anchor_us")._replace(
         # On a relaxed store a start without an agent could be this agent's last start, so a goal
         # or agent floor counts from it too (in bulk: the goal's group of starts without an agent).
         also=select(_s.anchor_us.label("v")).where(_s.goal_id == G, _s.agent_id.is_(None)),
     ),
-    latest("lane_anchor", "ln", "anchor_us", _LANE_KEYS, MAX_US),
-    latest("lane_trigger", "ln_tr", "trigger_us", _LANE_KEYS, MAX_US),
-    matching("duplicate", "dup", "turn_id", _LANE_KEYS, ("trigger_us", TR)),
+    latest("lane_anchor", "ln", "anchor_us", _LANE_KEYS, MAX_US, "lane_anchor_us"),
+    latest("lane_trigger", "ln_tr", "trigger_us", _LANE_KEYS, MAX_US, "lane_trigger_us"),
+    matching("duplicate", "dup", "turn_id", _LANE_KEYS, ("trigger_us", TR), "duplicate_turn"),
     # The applicable rules that carry a count or budget: when any does, the client checks them
     # (``admission._limit_check``) and decides again with what it found as ``:lim``.
     Fact(
@@ -310,9 +337,11 @@ FACTS = (
         "limited",
         scalar(select(func.count()).select_from(_rules).where(rules_where(_rules), limited_rule(_rules))),
         "bigint",
+        _limit_count,
         per_row=PerRow(_rules, _KEYS, (case((limited_rule(_rules), ONE), else_=ZERO),), grouped=False),
+        field="limited",
     ),
-    Fact("limit_code", "lim", cast(LIM, Integer), "integer"),
+    Fact("limit_code", "lim", cast(LIM, Integer), "integer", _limit_code, field="limit_code"),
     # The goal's latest start over all its agents (index ix_fg_starts_goal_anchor), which a goal floor
     # across agents counts from. Read only for a goal with such a rule (NULL otherwise: other goals
     # neither pay for it nor fail on another agent's damaged anchor). In bulk: the largest of the
@@ -325,6 +354,7 @@ FACTS = (
         bounded_time("goal anchor", MAX_US),
         MAX_US,
         guarded=_goal_anchor(relaxed=True),
+        field="goal_anchor_us",
     ),
     Fact(
         "damaged",
@@ -345,3 +375,41 @@ FACTS = (
 FACT = {f.name: f for f in FACTS}
 # The time facts, with their bounds, in the order the decoder names a bad one.
 TIMED = tuple(f for f in FACTS if f.bound is not None)
+# The facts each filling one ``Facts`` field with its decoded value.
+PLAIN = tuple(f for f in FACTS if f.field is not None)
+
+# The ``Facts`` fields no plain fact fills: taken apart from the ``rules`` fact (the floor and its
+# microseconds) and the ``turn`` fact (``TurnFacts``), and ``limits``, the states the client's
+# check of counts and budgets found (not read by the statement).
+COMPOSITE_FIELDS = (
+    "floor",
+    "agent_floor_us",
+    "lane_floor_us",
+    "goal_floor_us",
+    "turn_phase",
+    "turn_lane",
+    "turn_anchor_us",
+    "limits",
+)
+
+
+def field_problems(facts: tuple[Fact, ...], fields: tuple[str, ...], composite: tuple[str, ...] = COMPOSITE_FIELDS) -> list[str]:
+    """Where ``facts`` and the fields of ``Facts`` disagree (empty: each field has exactly one
+    source): a fact naming no field of ``Facts`` or one another fact fills, a field nothing fills."""
+    problems: list[str] = []
+    seen: set[str] = set(composite)
+    for f in facts:
+        if f.field is None:
+            continue
+        if f.field not in fields:
+            problems.append(f"fact {f.name!r} fills {f.field!r}, which is not a field of Facts")
+        elif f.field in seen:
+            problems.append(f"fact {f.name!r} fills {f.field!r}, which something else fills too")
+        seen.add(f.field)
+    problems += [f"Facts field {name!r} is filled by no fact (declare it as a fact's field)" for name in fields if name not in seen]
+    return problems
+
+
+_PROBLEMS = field_problems(FACTS, Facts._fields)
+if _PROBLEMS:  # a declaration error: refuse to load rather than decide with a field left at its default
+    raise ImportError("; ".join(_PROBLEMS))

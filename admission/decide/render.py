@@ -16,15 +16,16 @@ import hashlib
 from functools import cache
 from typing import Any
 
-from sqlalchemy import case, exists, func, literal_column, or_, select, true
+from sqlalchemy import Boolean, case, exists, func, literal_column, or_, select, true
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.selectable import Select
 
 from .._schema import installed as _installed
 from .._schema import rules as _rules
 from .._schema import starts as _starts
-from ._sql import EMPTY, GUARDED, ONE, ZERO, G, T, compiled, json_row, json_rows, server_sql, text_value
+from ._sql import EMPTY, GUARDED, ONE, ZERO, G, T, compiled, dialect, json_row, json_rows, server_sql, text_value
 from .checks import CHECKS
 from .facts import FACTS, PARAMS, RULE_COLUMNS, TURN_COLUMNS, Fact, goal_across, rules_where, scalar
 from .floors import MAX_FLOOR_US, MAX_US
@@ -51,9 +52,9 @@ def _scalar(fact: Fact) -> ColumnElement[Any]:
     return case((GUARDED, fact.guarded), else_=fact.expr)
 
 
-def _facts_row() -> str:
+def _row() -> Select[Any]:
     """The function's row of facts (its ``f``): the rules taken apart, the turn's start taken
-    apart, and every other fact, as one Core statement compiled for PostgreSQL."""
+    apart, and every other fact, as one Core statement."""
     r, s = _rules.alias("r"), _starts.alias("s")
     bad = or_(
         *(r.c[c].is_(None) for c in RULE_COLUMNS),
@@ -65,7 +66,7 @@ def _facts_row() -> str:
     ru = (
         select(
             json_rows(*(r.c[c] for c in RULE_COLUMNS)).label("rules"),
-            func.bool_or(bad).label("bad_rule"),
+            func.bool_or(bad, type_=Boolean).label("bad_rule"),
             func.count().filter(r.c.min_interval_us > ZERO).label("active_rules"),
             func.coalesce(func.max(r.c.min_interval_us).filter(r.c.automation_id == EMPTY), ZERO).label("agent_floor"),
             func.coalesce(func.max(r.c.min_interval_us).filter(r.c.automation_id != EMPTY), ZERO).label("lane_floor"),
@@ -86,13 +87,25 @@ def _facts_row() -> str:
         .where(s.c.turn_id == T)
         .subquery("tu")
     )
-    row = (
+    return (
         select(*ru.c, *tu.c, *(_scalar(f).label(f.short) for f in _SCALARS))
         .select_from(ru.outerjoin(tu, true()))
         # kept a subquery: flattened, each reference below would rerun its lookups
         .offset(ZERO)
     )
-    return server_sql(compiled(row, "postgresql"))
+
+
+def _facts_row() -> str:
+    """``_row`` compiled for PostgreSQL, its parameters as the function's arguments."""
+    return server_sql(compiled(_row(), "postgresql"))
+
+
+def row_columns() -> dict[str, str]:
+    """The columns of the function's row ``f`` (what the checks' SQL reads as ``f.<name>``), with
+    their PostgreSQL types: the rules' and the turn's parts, and every other fact by its short name."""
+    types = {f.short: f.pg_type for f in _SCALARS}
+    pg = dialect("postgresql")
+    return {c.name: types[c.name] if c.name in types else c.type.compile(dialect=pg) for c in _row().selected_columns}
 
 
 def _bounds() -> str:
@@ -118,7 +131,7 @@ LANGUAGE sql STABLE AS $fn$
     -- Rendered by floorgate.admission.decide.render from the declared facts and the table of
     -- checks: the facts in the client's encoding, and what the decision does ('insert', 'admit'
     -- or 'deny'). STABLE, not STRICT, one SELECT: the conditions for PostgreSQL to inline it.
-    SELECT f.rules, f.turn, {", ".join(f"f.{f.short}" for f in _SCALARS)},
+    SELECT {", ".join(f"f.{f.short}" for f in FACTS)},
            CASE
              WHEN f.damaged IS NOT NULL OR COALESCE(f.bad_rule, false) THEN 'deny'  -- damaged
              WHEN {_bounds()} THEN 'deny'  -- out of bounds

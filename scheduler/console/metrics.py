@@ -10,7 +10,7 @@ time, last start, launch skew, latch and timer drift, from a full readback (heav
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, get_args
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
@@ -18,6 +18,7 @@ from prometheus_client.registry import Collector
 
 from floorgate.admission import AutomationState, FailureStreaks
 from floorgate.admission.clock import read_clock
+from floorgate.admission.decisions import EligibilityStatus
 from floorgate.admission.limits import LimitKind
 from floorgate.admission.tallies import Tallies
 from floorgate.admission.windows import NEVER
@@ -142,7 +143,7 @@ class StoreCollector(Collector):
         failing = _failing_family()
         eligibility = GaugeMetricFamily(
             "floorgate_eligibility",
-            "1 for the lane's eligibility state (eligible, interval_wait, limit_wait, unavailable), as 'policy show' reads it",
+            f"1 for the lane's eligibility state ({', '.join(get_args(EligibilityStatus))}), as 'policy show' reads it",
             labels=[*lane, "status"],
         )
         limits = _LimitFamilies()

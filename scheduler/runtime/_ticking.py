@@ -25,6 +25,7 @@ from typing import Protocol
 
 from floorgate.admission import Automation, Automations, Decision, Journal, Reason, Store, Tick, Triggers, TurnRecord, WakeState
 from floorgate.admission.clock import Clock, read_clock
+from floorgate.admission.decide.checks import PLANNED_BY_DECISION
 from floorgate.admission.unit import UnitOfWork
 
 from ..app.envelope_gate import TurnGate
@@ -40,10 +41,6 @@ from .executor import Admitted, TurnExecutor, TurnOutcome, new_turn_id
 log = logging.getLogger("floorgate.run")
 
 DECIDERS = 4  # APScheduler's threads: they decide ticks (a few statements each) and never run a turn
-
-# Decisions whose ``next_eligible_at`` is the lane's next eligible time as of that decision, so the
-# timer can be re-planned from it without reading the store again.
-_PLANNED_BY_DECISION = frozenset(Reason) - {Reason.STATE_UNAVAILABLE, Reason.TURN_ALREADY_STARTED}
 
 
 class TickJob:
@@ -451,7 +448,7 @@ class Ticking:
         armed = self._armed.get(automation_id)
         if armed is None:
             return
-        if reason not in _PLANNED_BY_DECISION:
+        if reason not in PLANNED_BY_DECISION:
             self.plans.replan_after_tick(automation_id)
             return
         trigger = None if served else armed.snapshot.inputs.trigger

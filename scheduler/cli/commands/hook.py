@@ -313,12 +313,11 @@ def _admit_prompt(args: argparse.Namespace, timeout: timedelta, call: Call = _OW
         (call.err or sys.stderr).write("floorgate: note: this answer could not be recorded; readback will not claim the pre-model hook\n")
     if said.admitted or decision is None:
         return EXIT_ALLOW
-    if decision.next_eligible_at is not None:
-        when = iso(decision.next_eligible_at)
-    elif decision.reason.value == "state_unavailable":
-        when = "unknown (state unavailable)"
-    else:  # a limit no window frees: its detail says what the owner must change
-        when = "an owner changes a limit"
+    # No next eligible time (a limit no window frees, an unreadable state): what its check says ends
+    # it. Imported here: the table loads the store's modules, which the tool hook never needs.
+    from floorgate.admission.decide.checks import until
+
+    when = iso(decision.next_eligible_at) if decision.next_eligible_at is not None else until(decision.reason)
     rb = said.readback
     then = f"; its next fire that may run: {iso(rb.next_fire_at)}" if rb is not None and rb.next_fire_at is not None else ""
     return _block(
