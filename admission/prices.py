@@ -4,6 +4,7 @@ was not reported (``usage.usage_of``)."""
 from __future__ import annotations
 
 import builtins
+import math
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
@@ -116,3 +117,18 @@ class Prices:
             )
             for r in rows
         ]
+
+
+def cost_micros(tokens: int, price_micros_per_mtok: int) -> int:
+    """Tokens at a price per million tokens, rounded up to a whole micro-dollar (conservative)."""
+    return math.ceil(tokens * price_micros_per_mtok / 1_000_000)
+
+
+def estimate_price(model: str | None, prices: dict[str, int]) -> int | None:
+    """The price an estimate of ``model`` is held at: the model's, and for an estimate without a
+    model (a hook's lane or a bare ``admit``, whose model is known only once its usage is reported)
+    the highest price the owner set, a bound no model priced here exceeds (None: no price applies).
+    Reported usage is never priced this way: without its model's price it stays unpriced."""
+    if model is None:
+        return max(prices.values()) if prices else None
+    return prices.get(model)

@@ -16,18 +16,20 @@ from __future__ import annotations
 
 import builtins
 import functools
-import math
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, NamedTuple
 
-from sqlalchemy import BigInteger, Select, and_, bindparam, insert, literal_column, null, or_, select, type_coerce, update
+from sqlalchemy import Select, and_, bindparam, insert, literal_column, null, select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
 from . import _schema as s
+from ._series import NAMES as _NAMES
+from ._series import series_legs as series_legs
+from ._series import series_where as series_where
 from ._types import decode_us
 from .clock import Clock, SystemClock, aware_utc, read_clock, to_us
 from .decide._sql import DIALECTS, compiled, text_value
@@ -36,6 +38,8 @@ from .limits import Series
 from .prices import Price as Price
 from .prices import Prices as Prices
 from .prices import check_model as check_model
+from .prices import cost_micros as cost_micros
+from .prices import estimate_price as estimate_price
 from .prices import prices_of as prices_of
 from .prices import read_prices as read_prices
 from .scope import check_id, check_limit
@@ -189,24 +193,6 @@ class WindowUsage(NamedTuple):
         return self._frees_at([(e.at, usd * n) for e, usd, n in found if usd is not None], budget_micros, need_micros)
 
 
-_NAMES = ("goal", "agent", "automation", "since")
-
-
-def cost_micros(tokens: int, price_micros_per_mtok: int) -> int:
-    """Tokens at a price per million tokens, rounded up to a whole micro-dollar (conservative)."""
-    return math.ceil(tokens * price_micros_per_mtok / 1_000_000)
-
-
-def estimate_price(model: str | None, prices: dict[str, int]) -> int | None:
-    """The price an estimate of ``model`` is held at: the model's, and for an estimate without a
-    model (a hook's lane or a bare ``admit``, whose model is known only once its usage is reported)
-    the highest price the owner set, a bound no model priced here exceeds (None: no price applies).
-    Reported usage is never priced this way: without its model's price it stays unpriced."""
-    if model is None:
-        return max(prices.values()) if prices else None
-    return prices.get(model)
-
-
 def entry_usd(e: UsageEntry, prices: dict[str, int]) -> int | None:
     """What a USD budget counts of one entry, in micro-dollars: the cost the host reported once
     settled, else its tokens at the owner's price (``estimate_price`` while held, its model's once
@@ -215,39 +201,6 @@ def entry_usd(e: UsageEntry, prices: dict[str, int]) -> int | None:
         return e.usd_micros
     price = estimate_price(e.model, prices) if e.held else prices.get(e.model) if e.model is not None else None
     return cost_micros(e.counted_tokens, price) if price is not None else None
-
-
-def series_where(table: Any, column: str, by_agent: bool, by_automation: bool, names: tuple[str, str, str, str] = _NAMES) -> Any:
-    """The rows of ``table`` that count for one series from a time on: the series' goal, its
-    agent (``by_agent``) and its automation (``by_automation``), ``column`` at or after the time.
-    ``names``: the bound parameters of the goal, agent, automation and time. A time below the
-    epoch is damage the range would skip: such a row is read too, so it fails the decoder."""
-    return and_(*_series_keys(table, by_agent, by_automation, names), or_(*_series_ranges(table, column, names)))
-
-
-def _series_keys(table: Any, by_agent: bool, by_automation: bool, names: tuple[str, str, str, str]) -> builtins.list[Any]:
-    goal, agent, automation, _since = names
-    keys = [table.c.goal_id == bindparam(goal)]
-    if by_agent:
-        keys.append(table.c.agent_id == bindparam(agent))
-    if by_automation:
-        keys.append(table.c.automation_id == bindparam(automation))
-    return keys
-
-
-def series_legs(table: Any, column: str, by_agent: bool, by_automation: bool, names: tuple[str, str, str, str] = _NAMES) -> tuple[Any, Any]:
-    """``series_where``'s rows as its two index ranges, each a predicate of its own: those at or
-    after the time, and those dated below the epoch (damage). A statement that reads the legs apart
-    (``UNION ALL``) walks two ranges of the series' index where the OR of both may walk all of the
-    series' history (SQLite chooses that for a covering index)."""
-    keys = _series_keys(table, by_agent, by_automation, names)
-    since, damaged = _series_ranges(table, column, names)
-    return and_(*keys, since), and_(*keys, damaged)
-
-
-def _series_ranges(table: Any, column: str, names: tuple[str, str, str, str]) -> tuple[Any, Any]:
-    at = table.c[column]
-    return at >= bindparam(names[3]), type_coerce(at, BigInteger) < literal_column("0")
 
 
 @functools.cache
