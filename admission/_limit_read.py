@@ -43,6 +43,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from . import _schema as s
 from ._facts import decode_facts, facts_params, facts_statement, read_facts
 from ._limit_check import LaneCheck, check_lane, code_of
+from ._series import series_legs
 from ._types import decode_us
 from .budgets import Gathered, states_of
 from .clock import Clock, read_clock, to_us
@@ -65,7 +66,6 @@ from .usage import (
     largest_where,
     pick_estimate,
     prices_of,
-    series_legs,
     usage_of_groups,
 )
 from .windows import Counted, Window

@@ -20,8 +20,10 @@ from sqlalchemy import Select, select
 from sqlalchemy.engine import Connection
 
 from . import _schema as s
+from ._series import series_where
 from .limits import BoundLimit, LimitKind, Series
-from .usage import WindowUsage, cost_micros, estimate_price, read_prices, series_where, window_usage
+from .prices import cost_micros, estimate_price
+from .usage import WindowUsage, read_prices, window_usage
 from .windows import NEVER, Counted, Window, counted, counted_frees_at
 
 _NO_ESTIMATE = "no estimate for a turn of this lane: set --estimate-tokens (or the envelope's max_tokens)"

@@ -28,8 +28,7 @@ from sqlalchemy.engine import Connection
 
 from . import _schema as s
 from ._series import NAMES as _NAMES
-from ._series import series_legs as series_legs
-from ._series import series_where as series_where
+from ._series import series_where
 from ._types import decode_us
 from .clock import Clock, SystemClock, aware_utc, read_clock, to_us
 from .decide._sql import DIALECTS, compiled, text_value
@@ -38,8 +37,7 @@ from .limits import Series
 from .prices import Price as Price
 from .prices import Prices as Prices
 from .prices import check_model as check_model
-from .prices import cost_micros as cost_micros
-from .prices import estimate_price as estimate_price
+from .prices import cost_micros, estimate_price
 from .prices import prices_of as prices_of
 from .prices import read_prices as read_prices
 from .scope import check_id, check_limit

@@ -306,10 +306,10 @@ def test_a_goal_floor_across_agents_denies_where_the_goals_lock_cannot_be_taken(
     assert admission.start("t1") is None
 
 
-def test_a_known_limited_lane_under_a_goal_floor_across_agents_takes_the_goals_lock(store: Store) -> None:
-    """A lane with a count of its own under a goal floor across agents: once this process knows the
-    lane (its first decision, by the slow path), its admission by the one-statement path still takes
-    the goal's lock (before the agent's), so the goal's agents never race past its floor."""
+def _known_limited_lane(store: Store) -> Admission:
+    """Lane g/a/x with a count of its own under a goal floor across agents, admitted once so that
+    this process knows it (its next decision reads its limits in one statement), the clock at the
+    goal's next eligible time."""
     limit_read.forget_all()
     clock = FixedClock(T0)
     policies = Policies(store, clock)
@@ -317,8 +317,16 @@ def test_a_known_limited_lane_under_a_goal_floor_across_agents_takes_the_goals_l
     policies.configure(Scope.parse("g/a"), expected_revision=0, owner_ref="o", limits=LimitsChange(max_starts=100, per=parse_window("1d")))
     admission = Admission(store, clock)
     assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t0", trigger_time=T0).admitted
-    assert limit_read.known("g", "a", "x") is not None  # its next decision reads its limits in one statement
+    assert limit_read.known("g", "a", "x") is not None
     clock.set(T0 + FLOOR)
+    return admission
+
+
+def test_a_known_limited_lane_under_a_goal_floor_across_agents_takes_the_goals_lock(store: Store) -> None:
+    """A lane with a count of its own under a goal floor across agents: once this process knows the
+    lane (its first decision, by the slow path), its admission by the one-statement path still takes
+    the goal's lock (before the agent's), so the goal's agents never race past its floor."""
+    admission = _known_limited_lane(store)
     with store.unit() as unit:
         decision = admission.reserve(
             goal="g", agent="a", automation="x", turn_id="t1", trigger_time=T0 + FLOOR, journal=journal_entry("t1", T0 + FLOOR), unit=unit
@@ -333,15 +341,7 @@ def test_a_known_limited_lane_under_a_goal_floor_across_agents_is_admitted_witho
     """The same lane admitted by a bare reservation (no unit of work: the known lane's plain
     transaction, its limits read in one statement under the goal's and the agent's locks): admitted
     once the goal's floor has passed, and another agent of the goal is denied inside it."""
-    limit_read.forget_all()
-    clock = FixedClock(T0)
-    policies = Policies(store, clock)
-    _goal_floor(policies)
-    policies.configure(Scope.parse("g/a"), expected_revision=0, owner_ref="o", limits=LimitsChange(max_starts=100, per=parse_window("1d")))
-    admission = Admission(store, clock)
-    assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t0", trigger_time=T0).admitted
-    assert limit_read.known("g", "a", "x") is not None
-    clock.set(T0 + FLOOR)
+    admission = _known_limited_lane(store)
     decision = admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=T0 + FLOOR)
     assert decision.admitted, decision.detail
     other = admission.reserve(goal="g", agent="b", automation="y", turn_id="t2", trigger_time=T0 + FLOOR)
