@@ -4,6 +4,7 @@ retention); ``floorgate prune``: retention by hand."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 from pydantic import ValidationError
 
@@ -115,16 +116,7 @@ def _prune(ctx: Context) -> int:
 
 
 def _footprint_doc(f: Footprint) -> dict:  # type: ignore[type-arg]
-    r = f.rows
-    return {
-        "ticks": r.ticks,
-        "turns": r.turns,
-        "events": r.events,
-        "deliveries": r.deliveries,
-        "starts": r.starts,
-        "log_files": f.log_files,
-        "log_bytes": f.log_bytes,
-    }
+    return {**dataclasses.asdict(f.rows), "log_files": f.log_files, "log_bytes": f.log_bytes}
 
 
 def prune_doc(report: PruneReport) -> dict:  # type: ignore[type-arg]
