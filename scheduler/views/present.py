@@ -296,14 +296,8 @@ def _debounce_doc(d: Debounce) -> dict[str, float | None]:
 
 @optional
 def verdict_doc(v: Verdict) -> dict[str, Any]:
-    return {
-        "status": v.status,
-        "stop_reason": v.stop_reason,
-        "retryable": v.retryable,
-        "failure_category": v.failure_category,
-        "exit_code": v.exit_code,
-        "bound": v.bound,
-    }
+    """How a turn ended: the verdict's fields as JSON values, in their declared order."""
+    return v.model_dump(mode="json")
 
 
 def turn_doc(t: TurnRecord) -> dict[str, Any]:
