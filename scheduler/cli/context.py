@@ -192,10 +192,10 @@ def reads(parser: argparse.ArgumentParser, handler: Callable[..., int]) -> None:
     parser.set_defaults(handler=handler, reads_only=True, access=Access.READ)
 
 
-def writes(parser: argparse.ArgumentParser, handler: Callable[..., int], access: Access, **defaults: object) -> None:
+def writes(parser: argparse.ArgumentParser, handler: Callable[..., int], access: Access) -> None:
     """Finish a command that writes, as ``access`` allows: --db and --json, then its handler."""
     add_common(parser)
-    parser.set_defaults(handler=handler, access=access, **defaults)
+    parser.set_defaults(handler=handler, access=access)
 
 
 def add_lane(parser: argparse.ArgumentParser, *, agent_required: bool = True) -> None:
