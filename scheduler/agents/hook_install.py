@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from floorgate.admission import InvalidInput, Store
+from floorgate.admission.decisions import StartKind
 from floorgate.admission.intervals import format_interval
 from floorgate.admission.liveness import HookInstall, HookInstalls
 from floorgate.admission.scope import check_id
@@ -50,11 +51,8 @@ TIMEOUT_MARGIN = timedelta(seconds=30)
 TOOL_HOOK_TIMEOUT_SECONDS = 30
 
 
-class Wake(str, Enum):
-    """Whether the prompts this hook guards are scheduled wakes or a person's own."""
-
-    AUTOMATIC = "automatic"
-    MANUAL = "manual"
+# Whether the prompts a hook guards are scheduled wakes or a person's own: the kind of start each is.
+Wake = StartKind
 
 
 class Target(str, Enum):

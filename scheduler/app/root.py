@@ -36,11 +36,14 @@ if TYPE_CHECKING:  # built on first use: a hook's start-up never imports what it
 # Each service's module loads when the service is first used: a hook composes two services, and
 # must not pay for importing the host adapters, the previews and the recovery every read needs.
 
-ENV_STATE_DIR = "FLOORGATE_STATE_DIR"
-ENV_ENVELOPE_MODE = "FLOORGATE_ENVELOPE_MODE"
-ENV_CRONTAB_USER = "FLOORGATE_CRONTAB_USER"
-ENV_WEBHOOK_ALLOW = "FLOORGATE_WEBHOOK_ALLOW"
-ENV_WEBHOOK_DENY = "FLOORGATE_WEBHOOK_DENY"
+# The settings an environment variable may give (a flag given wins), by the variable's name.
+ENVIRONMENT = {
+    "state_dir": "FLOORGATE_STATE_DIR",
+    "envelope_mode": "FLOORGATE_ENVELOPE_MODE",
+    "crontab_user": "FLOORGATE_CRONTAB_USER",
+    "webhook_allow": "FLOORGATE_WEBHOOK_ALLOW",
+    "webhook_deny": "FLOORGATE_WEBHOOK_DENY",
+}
 
 
 class Settings(BaseModel):
@@ -64,14 +67,12 @@ class Settings(BaseModel):
             value = flags.get(flag)
             return value if value is not None else (env.get(name) or None)
 
-        state = pick("state_dir", ENV_STATE_DIR)
+        picked = {field: pick(field, name) for field, name in ENVIRONMENT.items()}
+        state = picked.pop("state_dir")
         return cls(
             db=flags.get("db") or None,  # type: ignore[arg-type]
             state_dir=Path(str(state)) if state is not None else Path("floorgate-state"),
-            envelope_mode=pick("envelope_mode", ENV_ENVELOPE_MODE),  # type: ignore[arg-type]
-            crontab_user=pick("crontab_user", ENV_CRONTAB_USER),  # type: ignore[arg-type]
-            webhook_allow=pick("webhook_allow", ENV_WEBHOOK_ALLOW),  # type: ignore[arg-type]
-            webhook_deny=pick("webhook_deny", ENV_WEBHOOK_DENY),  # type: ignore[arg-type]
+            **picked,  # type: ignore[arg-type]
         )
 
     def webhook_ranges(self) -> AddressRanges:

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 # Only the light modules here: every command's start pays for what this file imports.
 from floorgate.admission.errors import InvalidInput
 
+from ..app.owner_gate import Access
+
 if TYPE_CHECKING:
     from floorgate.admission import Principal, Store
     from floorgate.admission.policies import Provenance
@@ -171,6 +173,29 @@ def add_common(parser: argparse.ArgumentParser, *, top: bool = False) -> None:
         help="database: a SQLite file path or postgresql://... (default: $FLOORGATE_DB or ./floorgate.db)",
     )
     parser.add_argument("--json", action="store_true", default=False if top else argparse.SUPPRESS, help="print one JSON document")
+
+
+def actions(
+    sub: argparse._SubParsersAction, name: str, help: str, *, dest: str | None = None, metavar: str = "ACTION"
+) -> argparse._SubParsersAction:
+    """``floorgate NAME ACTION``: the command ``name`` and its required actions, each parsed with
+    the top parser's class (so a bad action is one line and exit code like any other)."""
+    top = sub.add_parser(name, help=help)
+    group = top.add_subparsers(dest=dest or f"{name}_command", metavar=metavar, parser_class=type(top))
+    group.required = True
+    return group
+
+
+def reads(parser: argparse.ArgumentParser, handler: Callable[..., int]) -> None:
+    """Finish a command that only reads: --db and --json after its own arguments, then its handler."""
+    add_common(parser)
+    parser.set_defaults(handler=handler, reads_only=True, access=Access.READ)
+
+
+def writes(parser: argparse.ArgumentParser, handler: Callable[..., int], access: Access) -> None:
+    """Finish a command that writes, as ``access`` allows: --db and --json, then its handler."""
+    add_common(parser)
+    parser.set_defaults(handler=handler, access=access)
 
 
 def add_lane(parser: argparse.ArgumentParser, *, agent_required: bool = True) -> None:

@@ -60,7 +60,7 @@ def create_app(
         *api_routes(fg, gate, work),
     ]
     pages = Pages(fg, gate, work, runners, secure_cookies=secure_cookies)
-    routes += [*pages.routes(), *AutomationForms(pages).routes(), *LanePages(pages).routes()]
+    routes += page_routes(pages)
     guard = Middleware(ConsoleGuard, allowed_hosts=allowed_hosts, max_body=max_body)
     app = Starlette(routes=routes, exception_handlers={Exception: json_error}, middleware=[guard])
     app.state.floorgate = fg
@@ -68,3 +68,33 @@ def create_app(
     app.state.workers = work
     app.state.runners = runners
     return app
+
+
+def page_routes(pages: Pages) -> list[Route]:
+    """Every page and form of the console: (method, path, handler), in the order they match."""
+    forms, lanes = AutomationForms(pages), LanePages(pages)
+    table = (
+        ("GET", "/", pages.home),
+        ("GET", "/signin", pages.signin_form),
+        ("POST", "/signin", pages.signin),
+        ("POST", "/signout", pages.signout),
+        ("GET", "/settings", pages.settings),
+        ("GET", "/settings/preview", pages.settings_preview),
+        ("POST", "/settings", pages.settings_save),
+        ("GET", "/asks", pages.asks),
+        ("GET", "/events", pages.events),
+        ("POST", "/asks/{approval_id}/decide", pages.asks_decide),
+        ("POST", "/preferences", pages.preferences),
+        ("GET", "/new-automation", forms.new),
+        ("POST", "/new-automation", forms.create),
+        ("GET", "/automation-preview", forms.preview),
+        ("GET", "/automations/{automation}/edit", forms.edit),
+        ("POST", "/automations/{automation}/edit", forms.change),
+        ("GET", "/dashboard", lanes.dashboard),
+        ("GET", "/automations/{automation}", lanes.automation),
+        ("POST", "/automations/{automation}/run", lanes.run_now),
+        ("POST", "/automations/{automation}/pause", lanes.pause),
+        ("POST", "/automations/{automation}/resume", lanes.resume),
+        ("GET", "/turns/{turn_id}", lanes.turn),
+    )
+    return [Route(path, handler, methods=[method]) for method, path, handler in table]

@@ -15,7 +15,6 @@ from urllib.parse import quote
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 
 from floorgate.admission import InvalidInput, Principal, RevisionConflict
 from floorgate.admission.intervals import format_interval
@@ -25,6 +24,7 @@ from floorgate.scheduler.console.api_automations import save
 from floorgate.scheduler.console.auth import require_owner, signed_in_page
 from floorgate.scheduler.console.errors import Surface, error_doc, fix_message
 from floorgate.scheduler.console.flash import peek, redirect
+from floorgate.scheduler.console.pages import PagePart
 from floorgate.scheduler.views.present_automation import preview_doc
 
 PREVIEW_FIRES = 8
@@ -55,21 +55,8 @@ def draft_of(form: Any) -> dict[str, str]:
     return {name: str(form.get(name) or "")[:600] for name in (*FORM_FIELDS, "automation")}
 
 
-class AutomationForms:
+class AutomationForms(PagePart):
     """The new-automation and edit forms, their saves and their live preview."""
-
-    def __init__(self, pages: Any) -> None:
-        self.pages = pages
-        self.fg = pages.fg
-
-    def routes(self) -> list[Route]:
-        return [
-            Route("/new-automation", self.new, methods=["GET"]),
-            Route("/new-automation", self.create, methods=["POST"]),
-            Route("/automation-preview", self.preview, methods=["GET"]),
-            Route("/automations/{automation}/edit", self.edit, methods=["GET"]),
-            Route("/automations/{automation}/edit", self.change, methods=["POST"]),
-        ]
 
     @signed_in_page
     async def new(self, request: Request, principal: Principal) -> Response:

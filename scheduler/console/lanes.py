@@ -12,7 +12,6 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from floorgate.admission import NotFound, Principal
 from floorgate.admission.clock import read_clock
@@ -22,6 +21,7 @@ from floorgate.scheduler.console.auth import require_owner, signed_in_page
 from floorgate.scheduler.console.dashboard import RecentStarts, dashboard
 from floorgate.scheduler.console.errors import error_doc
 from floorgate.scheduler.console.flash import redirect
+from floorgate.scheduler.console.pages import PagePart
 from floorgate.scheduler.console.timeline import SLOTS, Zoom, slot_width, timeline
 from floorgate.scheduler.views.present import mission_doc, readback_doc, terminal_safe, turn_doc
 
@@ -30,22 +30,8 @@ LOG_TAIL = 64 * 1024  # bytes of a turn's log a page shows (its end)
 TURNS_LISTED = 20
 
 
-class LanePages:
+class LanePages(PagePart):
     """Dashboard, automation and turn pages, and their forms, on top of ``Pages``' helpers."""
-
-    def __init__(self, pages: Any) -> None:
-        self.pages = pages
-        self.fg = pages.fg
-
-    def routes(self) -> list[Route]:
-        return [
-            Route("/dashboard", self.dashboard, methods=["GET"]),
-            Route("/automations/{automation}", self.automation, methods=["GET"]),
-            Route("/automations/{automation}/run", self.run_now, methods=["POST"]),
-            Route("/automations/{automation}/pause", self.pause, methods=["POST"]),
-            Route("/automations/{automation}/resume", self.resume, methods=["POST"]),
-            Route("/turns/{turn_id}", self.turn, methods=["GET"]),
-        ]
 
     # -- pages -------------------------------------------------------------------------------
     @signed_in_page

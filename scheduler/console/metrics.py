@@ -9,8 +9,8 @@ time, last start, launch skew, latch and timer drift, from a full readback (heav
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any, get_args
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, TypeVar, get_args
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
@@ -29,6 +29,8 @@ from ..app.root import Floorgate
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
+_Family = TypeVar("_Family", GaugeMetricFamily, CounterMetricFamily)
+
 
 class StoreCollector(Collector):
     """Reads tallies and readbacks from the store on every ``collect``."""
@@ -41,58 +43,42 @@ class StoreCollector(Collector):
         fg = self.fg
         tallies = Tallies(fg.store)
         now = read_clock(fg.clock)
-        automations = GaugeMetricFamily("floorgate_automations", "Automations by stored state", labels=["state"])
-        for (state,), n in sorted(tallies.automations().items()):
-            automations.add_metric([state], n)
-        yield automations
-
-        admissions = CounterMetricFamily(
+        yield _counted(
+            GaugeMetricFamily, "floorgate_automations", "Automations by stored state", ["state"], sorted(tallies.automations().items())
+        )
+        decided = [(("admitted", kind), n) for (kind,), n in tallies.starts().items()]
+        ticks = tallies.ticks()
+        decided += [(("denied", reason), n) for (decision, reason), n in ticks.items() if decision == "denied"]
+        yield _counted(
+            CounterMetricFamily,
             "floorgate_admissions",
             "Admission decisions: admitted = start records by kind; denied = host-recorded denials",
-            labels=["decision", "reason"],
+            ["decision", "reason"],
+            decided,
         )
-        for (kind,), n in tallies.starts().items():
-            admissions.add_metric(["admitted", kind], n)
-        ticks = tallies.ticks()
-        for (decision, reason), n in ticks.items():
-            if decision == "denied":
-                admissions.add_metric(["denied", reason], n)
-        yield admissions
 
-        by_decision: dict[str, int] = {}
+        by_decision: dict[tuple[str], int] = {}
         for (decision, _reason), n in ticks.items():
-            by_decision[decision] = by_decision.get(decision, 0) + n
-        tick_family = CounterMetricFamily("floorgate_ticks", "Timer ticks recorded by hosts", labels=["decision"])
-        for decision, n in sorted(by_decision.items()):
-            tick_family.add_metric([decision], n)
-        yield tick_family
-
-        turns = CounterMetricFamily("floorgate_turns", "Settled turns", labels=["status", "failure_category"])
-        for (status, category), n in tallies.turns().items():
-            turns.add_metric([status, category], n)
-        yield turns
-        in_flight = GaugeMetricFamily(
+            by_decision[(decision,)] = by_decision.get((decision,), 0) + n
+        yield _counted(CounterMetricFamily, "floorgate_ticks", "Timer ticks recorded by hosts", ["decision"], sorted(by_decision.items()))
+        yield _counted(CounterMetricFamily, "floorgate_turns", "Settled turns", ["status", "failure_category"], tallies.turns().items())
+        yield _counted(
+            GaugeMetricFamily,
             "floorgate_turns_in_flight",
             "Turns not settled yet: journaled = admitted, waiting for a turn worker (or left by a crash); launched = running",
-            labels=["phase"],
+            ["phase"],
+            (((phase,), n) for phase, n in tallies.in_flight().items()),
         )
-        for phase, n in tallies.in_flight().items():
-            in_flight.add_metric([phase], n)
-        yield in_flight
-
-        alerts = CounterMetricFamily(
+        yield _counted(
+            CounterMetricFamily,
             "floorgate_budget_alerts",
             "Alerts written (budget_threshold, budget_exhausted) by event and what the limit counts (starts, tokens, usd)",
-            labels=["event", "limit"],
+            ["event", "limit"],
+            sorted(fg.readback.budgets.alert_counts().items()),
         )
-        for (event, kind), n in sorted(fg.readback.budgets.alert_counts().items()):
-            alerts.add_metric([event, kind], n)
-        yield alerts
-
-        exhausted = CounterMetricFamily("floorgate_envelope_exhausted", "Turns an envelope bound stopped", labels=["bound"])
-        for (bound,), n in tallies.exhausted().items():
-            exhausted.add_metric([bound], n)
-        yield exhausted
+        yield _counted(
+            CounterMetricFamily, "floorgate_envelope_exhausted", "Turns an envelope bound stopped", ["bound"], tallies.exhausted().items()
+        )
 
         if self.every_lane:
             yield from self._every_lane(tallies)
@@ -100,14 +86,13 @@ class StoreCollector(Collector):
             yield from self._in_trouble()
 
         yield GaugeMetricFamily("floorgate_asks_pending", "Owner asks waiting for a decision", value=tallies.pending_asks())
-        deliveries = GaugeMetricFamily(
+        yield _counted(
+            GaugeMetricFamily,
             "floorgate_webhook_deliveries",
             "Webhook deliveries by state (dead: given up after the last retry; alert on it)",
-            labels=["state"],
+            ["state"],
+            (((state.value,), n) for state, n in fg.notify.delivery_counts().items()),
         )
-        for state, n in fg.notify.delivery_counts().items():
-            deliveries.add_metric([state.value], n)
-        yield deliveries
         alive = sum(1 for h in fg.readback.hosts() if h.alive(now))
         yield GaugeMetricFamily("floorgate_hosts_alive", "Timer hosts alive now", value=alive)
         info = InfoMetricFamily("floorgate_build", "floorgate's version")
@@ -174,6 +159,16 @@ class StoreCollector(Collector):
                 last_start.add_metric(labels, e.last_start.anchor_at.timestamp())
             limits.add(labels, view.lane_limits.get((e.goal_id, e.agent_id, e.automation_id)))
         yield from (next_eligible, eligibility, last_start, skew, latch, drift, failing, *limits.families())
+
+
+def _counted(
+    family: type[_Family], name: str, documentation: str, labels: list[str], counts: Iterable[tuple[Sequence[str], float]]
+) -> _Family:
+    """A family of one sample per ``(label values, count)``, in the order given."""
+    metric = family(name, documentation, labels=labels)
+    for values, n in counts:
+        metric.add_metric(list(values), n)
+    return metric
 
 
 class _LimitFamilies:

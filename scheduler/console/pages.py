@@ -18,7 +18,6 @@ from urllib.parse import quote
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
-from starlette.routing import Route
 
 from floorgate.admission import InvalidInput, Principal, ReductionNotAuthorized, RevisionConflict, Scope
 from floorgate.admission.clock import iso, read_clock
@@ -47,21 +46,6 @@ class Pages:
 
     def __init__(self, fg: Floorgate, gate: Gatekeeper, work: Workers, runners: Workers, *, secure_cookies: bool = False) -> None:
         self.fg, self.gate, self.work, self.runners, self.secure = fg, gate, work, runners, secure_cookies
-
-    def routes(self) -> list[Route]:
-        return [
-            Route("/", self.home, methods=["GET"]),
-            Route("/signin", self.signin_form, methods=["GET"]),
-            Route("/signin", self.signin, methods=["POST"]),
-            Route("/signout", self.signout, methods=["POST"]),
-            Route("/settings", self.settings, methods=["GET"]),
-            Route("/settings/preview", self.settings_preview, methods=["GET"]),
-            Route("/settings", self.settings_save, methods=["POST"]),
-            Route("/asks", self.asks, methods=["GET"]),
-            Route("/events", self.events, methods=["GET"]),
-            Route("/asks/{approval_id}/decide", self.asks_decide, methods=["POST"]),
-            Route("/preferences", self.preferences, methods=["POST"]),
-        ]
 
     # -- helpers -----------------------------------------------------------------------------
     def render(self, request: Request, name: str, principal: Principal | None, status: int = 200, **values: Any) -> HTMLResponse:
@@ -341,3 +325,11 @@ def _revision(value: object) -> int:
     if not text.isdigit():
         raise InvalidInput("revision", "reload the page: the form lost the revision it read")
     return int(text)
+
+
+class PagePart:
+    """Handlers that live beside ``Pages`` and use its helpers (``self.pages``) and its ``Floorgate``."""
+
+    def __init__(self, pages: Pages) -> None:
+        self.pages = pages
+        self.fg = pages.fg

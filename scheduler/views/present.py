@@ -8,9 +8,10 @@ in its schedule's zone with how far it is from the readback's own clock reading 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+import functools
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timedelta, timezone, tzinfo
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from floorgate.admission import Confirmation, Debounce, Decision, EffectiveFloor, Eligibility, Envelope, Rule, RuleChange, StartRecord
 from floorgate.admission.clock import iso
@@ -27,6 +28,9 @@ if TYPE_CHECKING:
     from ..app.guarantee import GuaranteeReadback
     from ..app.readback import AutomationReadback
 
+_Shown = TypeVar("_Shown")
+_Doc = TypeVar("_Doc")
+
 
 def terminal_safe(text: str, *, lines: bool = True) -> str:
     """``text`` as a terminal may show it: each character that is not printable (a NUL, ESC or CSI
@@ -40,6 +44,30 @@ def terminal_safe(text: str, *, lines: bool = True) -> str:
     return "".join(c if c.isprintable() or c in keep else repr(c)[1:-1] for c in text)
 
 
+def optional(render: Callable[[_Shown], _Doc]) -> Callable[[_Shown | None], _Doc | None]:
+    """``render`` for a value that may be absent: None is shown as None (``start_doc(None)``)."""
+
+    @functools.wraps(render)
+    def shown(value: _Shown | None) -> _Doc | None:
+        return None if value is None else render(value)
+
+    return shown
+
+
+class _InLane(Protocol):
+    @property
+    def goal_id(self) -> str: ...
+    @property
+    def agent_id(self) -> str: ...
+    @property
+    def automation_id(self) -> str | None: ...
+
+
+def lane_keys(x: _InLane) -> dict[str, str | None]:
+    """The lane ``x`` belongs to, named as every document names it: goal, agent, automation."""
+    return {"goal": x.goal_id, "agent": x.agent_id, "automation": x.automation_id}
+
+
 def seconds_of(value: timedelta | None) -> float | None:
     if value is None:
         return None
@@ -47,9 +75,8 @@ def seconds_of(value: timedelta | None) -> float | None:
     return int(seconds) if seconds == int(seconds) else seconds
 
 
-def floor_doc(floor: EffectiveFloor | None) -> dict[str, Any] | None:
-    if floor is None:
-        return None
+@optional
+def floor_doc(floor: EffectiveFloor) -> dict[str, Any]:
     # A goal floor across agents is shown where one applies (other lanes' documents are unchanged).
     across = {"goal_floor": format_interval(floor.goal_floor), "goal_floor_seconds": seconds_of(floor.goal_floor)}
     return {
@@ -81,14 +108,11 @@ def floor_text(floor: EffectiveFloor | None) -> str:
     return across if floor.goal_floor == floor.floor else f"{format_interval(floor.floor)} ({across})"
 
 
-def start_doc(start: StartRecord | None) -> dict[str, Any] | None:
-    if start is None:
-        return None
+@optional
+def start_doc(start: StartRecord) -> dict[str, Any]:
     return {
         "turn_id": start.turn_id,
-        "goal": start.goal_id,
-        "agent": start.agent_id,
-        "automation": start.automation_id,
+        **lane_keys(start),
         "trigger_time": iso(start.trigger_time),
         "anchor_at": iso(start.anchor_at),
         "phase": start.phase.value,
@@ -104,9 +128,7 @@ def decision_doc(d: Decision) -> dict[str, Any]:
         "admitted": d.admitted,
         "reason": d.reason.value,
         "turn_id": d.turn_id,
-        "goal": d.goal_id,
-        "agent": d.agent_id,
-        "automation": d.automation_id,
+        **lane_keys(d),
         "kind": d.kind.value,
         "trigger_time": iso(d.trigger_time),
         "decided_at": iso(d.decided_at),
@@ -123,9 +145,7 @@ def confirmation_doc(c: Confirmation) -> dict[str, Any]:
 
 def eligibility_doc(e: Eligibility) -> dict[str, Any]:
     return {
-        "goal": e.goal_id,
-        "agent": e.agent_id,
-        "automation": e.automation_id,
+        **lane_keys(e),
         "status": e.status,
         "reason": e.reason.value,
         "next_eligible_at": iso(e.next_eligible_at),
@@ -269,23 +289,15 @@ def automation_doc(a: Automation) -> dict[str, Any]:
     }
 
 
-def _debounce_doc(d: Debounce | None) -> dict[str, float | None] | None:
-    if d is None:
-        return None
+@optional
+def _debounce_doc(d: Debounce) -> dict[str, float | None]:
     return {"quiet_seconds": d.quiet.total_seconds(), "max_wait_seconds": d.max_wait.total_seconds() if d.max_wait is not None else None}
 
 
-def verdict_doc(v: Verdict | None) -> dict[str, Any] | None:
-    if v is None:
-        return None
-    return {
-        "status": v.status,
-        "stop_reason": v.stop_reason,
-        "retryable": v.retryable,
-        "failure_category": v.failure_category,
-        "exit_code": v.exit_code,
-        "bound": v.bound,
-    }
+@optional
+def verdict_doc(v: Verdict) -> dict[str, Any]:
+    """How a turn ended: the verdict's fields as JSON values, in their declared order."""
+    return v.model_dump(mode="json")
 
 
 def turn_doc(t: TurnRecord) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from .present import (
     ceil_second,
     command_text,
     floor_text,
+    optional,
     readback_doc,
     seconds_of,
     table,
@@ -163,10 +164,9 @@ def _debounce(debounce: Any) -> str:
     return f"{format_interval(debounce.quiet)} quiet{cap}"
 
 
-def trigger_wake_doc(w: TriggerWake | None) -> dict[str, Any] | None:
+@optional
+def trigger_wake_doc(w: TriggerWake) -> dict[str, Any]:
     """A pending triggered wake as JSON (None: no trigger pending)."""
-    if w is None:
-        return None
     return {"pending": w.count, "first_at": iso(w.first_at), "last_at": iso(w.last_at), "due_at": iso(w.due), "wake_at": iso(w.wake_at)}
 
 

@@ -10,7 +10,7 @@ from floorgate.admission.usage import UsageState
 from floorgate.admission.windows import format_usd, micros_to_usd
 
 from ..app.usage_ledger import CostBasis, LedgerPage, LedgerRow, StateTotal
-from .present import past_second, table
+from .present import lane_keys, past_second, table
 
 HEADERS = ("AT", "TURN", "LANE", "STATE", "TOKENS", "USD", "MODEL", "SOURCE")
 
@@ -26,9 +26,7 @@ def ledger_row_doc(row: LedgerRow) -> dict[str, Any]:
     return {
         "at": iso(e.at),
         "turn": e.turn_id,
-        "goal": e.goal_id,
-        "agent": e.agent_id,
-        "automation": e.automation_id,
+        **lane_keys(e),
         "state": e.state.value,
         "tokens": e.tokens,
         "estimate_tokens": e.estimate_tokens,

@@ -10,7 +10,7 @@ from floorgate.admission.clock import SystemClock, parse_instant, read_clock
 
 from ...app.owner_gate import Access
 from ...views.present import confirmation_doc, decision_doc, second, start_doc, table
-from ..context import EXIT_DENIED, EXIT_OK, Context, add_common, add_lane, listed
+from ..context import EXIT_DENIED, EXIT_OK, Context, add_lane, listed, reads, writes
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,21 +19,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--turn", help="turn id (idempotency key); default: a new random id")
     p.add_argument("--trigger-time", help="nominal tick time, ISO 8601 with offset (default: now)")
     p.add_argument("--manual-reason", help="explicit manual run: bypasses only the interval, recorded with the start")
-    add_common(p)
-    p.set_defaults(handler=_admit, access=Access.OPERATE)
+    writes(p, _admit, Access.OPERATE)
 
     p = sub.add_parser("confirm", help="confirm a reservation once the host attempt is durable (phase two)")
     p.add_argument("turn", help="turn id returned by admit")
-    add_common(p)
-    p.set_defaults(handler=_confirm, access=Access.OPERATE)
+    writes(p, _confirm, Access.OPERATE)
 
     p = sub.add_parser("starts", help="start records, newest first")
     p.add_argument("--goal")
     p.add_argument("--agent")
     p.add_argument("--automation")
     p.add_argument("--limit", type=listed, default=50)
-    add_common(p)
-    p.set_defaults(handler=_starts, reads_only=True, access=Access.READ)
+    reads(p, _starts)
 
 
 def _admit(ctx: Context) -> int:

@@ -33,7 +33,7 @@ from ...views.present_automation import (
     trigger_doc,
     trigger_text,
 )
-from ..context import EXIT_OK, Context, add_common
+from ..context import EXIT_OK, Context, actions, add_common, reads, writes
 from .timers import add_crontab_user, add_timer_arg, register_actions
 
 DEFAULT_TIMER = TimerKind.APSCHEDULER.value
@@ -73,9 +73,7 @@ def _host_args(p: argparse.ArgumentParser, *, required: bool) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    top = sub.add_parser("automation", help="scheduled automations (command host)")
-    asub = top.add_subparsers(dest="automation_command", metavar="ACTION", parser_class=type(top))
-    asub.required = True
+    asub = actions(sub, "automation", "scheduled automations (command host)")
 
     p = asub.add_parser(
         "add",
@@ -86,26 +84,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--goal", required=True)
     p.add_argument("--agent", required=True)
     _host_args(p, required=True)
-    add_common(p)
-    p.set_defaults(handler=_add, access=Access.OWNER)
+    writes(p, _add, Access.OWNER)
 
     p = asub.add_parser("edit", help="change an automation's schedule, command or settings")
     p.add_argument("automation")
     _host_args(p, required=False)
-    add_common(p)
-    p.set_defaults(handler=_edit, access=Access.OWNER)
+    writes(p, _edit, Access.OWNER)
 
     p = asub.add_parser("list", help="every automation")
     p.add_argument("--goal")
-    add_common(p)
-    p.set_defaults(handler=_list, reads_only=True, access=Access.READ)
+    reads(p, _list)
 
     p = asub.add_parser("show", help="one automation: spec, state, next fires, recent ticks and turns")
     p.add_argument("automation")
     p.add_argument("--next", type=int, default=5, dest="count")
     p.add_argument("--ticks", type=int, default=10)
-    add_common(p)
-    p.set_defaults(handler=_show, reads_only=True, access=Access.READ)
+    reads(p, _show)
 
     for name, helptext in (
         ("pause", "stop ticking (owner)"),
@@ -128,8 +122,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--schedule")
     p.add_argument("--when-denied", choices=[w.value for w in WhenDenied], help="preview an unsaved schedule under this phase policy")
     add_timer_arg(p)
-    add_common(p)
-    p.set_defaults(handler=_preview, reads_only=True, access=Access.READ)
+    reads(p, _preview)
 
     register_actions(asub)
 
@@ -142,8 +135,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--from", dest="start", required=True, metavar="T1", help="ISO 8601 time with an offset, e.g. 2026-12-01T00:00:00Z")
     p.add_argument("--to", dest="end", required=True, metavar="T2", help="ISO 8601 time with an offset, not in the future")
     p.add_argument("--dry-run", action="store_true", help="print which fires the limits would admit; write nothing")
-    add_common(p)
-    p.set_defaults(handler=_backfill, access=Access.OPERATE)  # every fire passes admission: it cannot loosen a limit
+    writes(p, _backfill, Access.OPERATE)  # every fire passes admission: it cannot loosen a limit
 
     p = asub.add_parser(
         "trigger",
@@ -154,8 +146,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("automation")
     p.add_argument("--key", help="what the work is about (shown in the event), one line")
     p.add_argument("--id", dest="trigger_id", help="your id for this trigger: the same id twice is one trigger")
-    add_common(p)
-    p.set_defaults(handler=_trigger, access=Access.OPERATE)  # an automatic start: never before the floor
+    writes(p, _trigger, Access.OPERATE)  # an automatic start: never before the floor
 
 
 def _argv(args: argparse.Namespace) -> list[str]:

@@ -13,7 +13,7 @@ from pathlib import Path
 from floorgate.admission import FloorgateError, InvalidInput, Scope
 
 from ...app.owner_gate import Access
-from ..context import EXIT_OK, Context, add_common
+from ..context import EXIT_OK, Context, writes
 
 DEMO_DB = "floorgate-demo.db"
 _DEMO_SCOPE = Scope.parse("inbox/triage")
@@ -27,8 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=DEMO_DB,
         help=f"SQLite file to recreate for the demo (default ./{DEMO_DB}); a file that is not an earlier demo's is refused",
     )
-    add_common(p)
-    p.set_defaults(handler=_demo, access=Access.OPERATE)  # its own store; its steps are gated as typed
+    writes(p, _demo, Access.OPERATE)  # its own store; its steps are gated as typed
 
 
 def _demo(ctx: Context) -> int:

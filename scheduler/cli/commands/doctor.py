@@ -7,8 +7,7 @@ import argparse
 from floorgate.admission import StoreUnavailable
 
 from ...app.doctor import Doctor, Status, store_unreachable, worst
-from ...app.owner_gate import Access
-from ..context import EXIT_OK, EXIT_UNAVAILABLE, Context, add_common
+from ..context import EXIT_OK, EXIT_UNAVAILABLE, Context, reads
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -17,8 +16,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="check the deployment: store, schema, hosts, cron daemon, hooks, lock timeout, clock, turn logs, webhooks",
     )
     p.add_argument("--state-dir", help="where per-turn logs go (default $FLOORGATE_STATE_DIR or ./floorgate-state)")
-    add_common(p)
-    p.set_defaults(handler=_doctor, reads_only=True, access=Access.READ)
+    reads(p, _doctor)
 
 
 def _doctor(ctx: Context) -> int:

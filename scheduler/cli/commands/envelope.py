@@ -11,7 +11,7 @@ from floorgate.admission.policies import Provenance
 
 from ...app.owner_gate import Access
 from ...views.present import mission_doc
-from ..context import EXIT_DENIED, EXIT_OK, Context, add_common
+from ..context import EXIT_DENIED, EXIT_OK, Context, actions, add_common, reads, writes
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,20 +30,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tokens", type=int, help="actual tokens of --request")
     p.add_argument("--release", action="store_true", help="the request never dispatched: give back its reservation")
     p.add_argument("--clear-latch", action="store_true", help="clear the latch once no request is left unreconciled")
-    add_common(p)
-    p.set_defaults(handler=_reconcile, access=Access.OWNER)
+    writes(p, _reconcile, Access.OWNER)
 
-    top = sub.add_parser("mission", help="missions: counters and what is left of the envelope")
-    msub = top.add_subparsers(dest="mission_command", metavar="ACTION", parser_class=type(top))
-    msub.required = True
+    msub = actions(sub, "mission", "missions: counters and what is left of the envelope")
     p = msub.add_parser("list", help="recent missions")
     p.add_argument("--automation")
-    add_common(p)
-    p.set_defaults(handler=_list, reads_only=True, access=Access.READ)
+    reads(p, _list)
     p = msub.add_parser("show", help="one mission, its envelope and pending asks")
     p.add_argument("mission")
-    add_common(p)
-    p.set_defaults(handler=_show, reads_only=True, access=Access.READ)
+    reads(p, _show)
 
 
 def _decide(ctx: Context) -> int:

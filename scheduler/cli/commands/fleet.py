@@ -11,7 +11,7 @@ from floorgate.admission import InvalidInput, Provenance
 from ...agents import _safe_files
 from ...app.fleet import Action, FleetService, Plan, Step, Writer
 from ...app.owner_gate import Access
-from ..context import EXIT_INVALID, EXIT_OK, Context, add_common
+from ..context import EXIT_INVALID, EXIT_OK, Context, reads, writes
 
 _MARK = {Action.CREATE: "+", Action.CHANGE: "~", Action.UNCHANGED: "=", Action.REMOVE: "-"}
 MAX_FILE = 4 * 1024 * 1024
@@ -24,13 +24,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--prune", action="store_true", help="also remove what the store holds and the file does not describe")
     p.add_argument("--allow-reduction", action="store_true", help="authorize the file's floor reductions (lower, disabled, looser)")
     p.add_argument("--owner-ref", help="short non-sensitive id of who asked (e.g. alice); with an owner token, its principal")
-    add_common(p)
-    p.set_defaults(handler=_apply, access=Access.OWNER)
+    writes(p, _apply, Access.OWNER)
 
     p = sub.add_parser("export", help="today's automations, floors and webhooks as a fleet file (what apply reads)")
     p.add_argument("-o", "--output", metavar="FILE", help="write it here (private, atomically) instead of printing it")
-    add_common(p)
-    p.set_defaults(handler=_export, reads_only=True, access=Access.READ)
+    reads(p, _export)
 
 
 def _read(path: str) -> str:

@@ -30,7 +30,7 @@ from floorgate.admission.intervals import format_interval, parse_interval
 from ...app.owner_gate import Access
 from ...runtime._proc_start import hook_age
 from ...runtime.turn_wire import Op, ask, credential_from, tool_call_refusal, tool_refused
-from ..context import EXIT_OK, EXIT_UNAVAILABLE, Context, add_common
+from ..context import EXIT_OK, EXIT_UNAVAILABLE, Context, actions, add_common
 from . import _hook_serve
 
 EXIT_ALLOW = 0
@@ -51,9 +51,7 @@ def deadline_of(timeout: timedelta) -> timedelta:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    top = sub.add_parser("hook", help="hooks for agent CLIs (Claude Code, Codex): admission before the model wakes")
-    hsub = top.add_subparsers(dest="hook_command", metavar="EVENT", parser_class=type(top))
-    hsub.required = True
+    hsub = actions(sub, "hook", "hooks for agent CLIs (Claude Code, Codex): admission before the model wakes", metavar="EVENT")
     p = hsub.add_parser("user-prompt-submit", help="admit or block a prompt (JSON on stdin); exit 0 allow, 2 block")
     p.add_argument("--goal", required=True)
     p.add_argument("--agent", required=True)

@@ -7,7 +7,7 @@ import argparse
 from floorgate.admission import open_store
 
 from ...app.owner_gate import Access
-from ..context import EXIT_OK, Context, add_common
+from ..context import EXIT_OK, Context, writes
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -15,8 +15,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "init",
         help="create the store at --db (an existing empty file is initialized: nothing there survives); an existing store is kept",
     )
-    add_common(p)
-    p.set_defaults(handler=_init, access=Access.OPERATE)
+    writes(p, _init, Access.OPERATE)
 
 
 def _init(ctx: Context) -> int:

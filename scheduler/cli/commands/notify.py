@@ -9,13 +9,11 @@ from floorgate.admission.events import MAX_ATTEMPTS, EventKind, WebhookFormat
 from ...app.notify import webhook_doc
 from ...app.owner_gate import Access
 from ...views.present import table
-from ..context import EXIT_OK, Context, add_common, listed
+from ..context import EXIT_OK, Context, actions, listed, reads, writes
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    top = sub.add_parser("notify", help="webhooks: signed, at-least-once delivery of events (ask_pending, automation_held, ...)")
-    nsub = top.add_subparsers(dest="notify_command", metavar="ACTION", parser_class=type(top))
-    nsub.required = True
+    nsub = actions(sub, "notify", "webhooks: signed, at-least-once delivery of events (ask_pending, automation_held, ...)")
     kinds = ",".join(k.value for k in EventKind)
     p = nsub.add_parser("add", help="subscribe a URL to event kinds and print its signing secret once")
     p.add_argument("url", help="http:// or https:// URL that receives a JSON POST per event")
@@ -26,29 +24,23 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=WebhookFormat.JSON.value,
         help='json: the signed event document (default); slack: {"text": ...} for a Slack-compatible incoming webhook',
     )
-    add_common(p)
-    p.set_defaults(handler=_add, access=Access.OWNER)
+    writes(p, _add, Access.OWNER)
     p = nsub.add_parser(
         "list", help=f"every webhook with its delivery log (pending, delivered, failing, dead after {MAX_ATTEMPTS} failed attempts)"
     )
-    add_common(p)
-    p.set_defaults(handler=_list, reads_only=True, access=Access.READ)
+    reads(p, _list)
     p = nsub.add_parser("remove", help="unsubscribe a webhook (its undelivered events go with it)")
     p.add_argument("webhook_id")
-    add_common(p)
-    p.set_defaults(handler=_remove, access=Access.OWNER)
+    writes(p, _remove, Access.OWNER)
     p = nsub.add_parser("retry", help="make a webhook's dead deliveries due again (after fixing its receiver)")
     p.add_argument("webhook_id")
-    add_common(p)
-    p.set_defaults(handler=_retry, access=Access.OPERATE)  # re-sends to receivers an owner added
+    writes(p, _retry, Access.OPERATE)  # re-sends to receivers an owner added
     p = nsub.add_parser("deliver", help="deliver the due events once (a running 'floorgate run' or 'floorgate serve' does this on its own)")
-    add_common(p)
-    p.set_defaults(handler=_deliver, access=Access.OPERATE)
+    writes(p, _deliver, Access.OPERATE)
     p = nsub.add_parser("events", help="the most recent events in the outbox")
     p.add_argument("--kind", choices=[k.value for k in EventKind])
     p.add_argument("--limit", type=listed, default=50)
-    add_common(p)
-    p.set_defaults(handler=_events, reads_only=True, access=Access.READ)
+    reads(p, _events)
 
 
 def _add(ctx: Context) -> int:

@@ -8,25 +8,20 @@ from floorgate.admission import Principal, Role
 from floorgate.admission.clock import iso
 
 from ...app.owner_gate import ENV_TOKEN, Access, default_token_file
-from ..context import EXIT_OK, Context, add_common
+from ..context import EXIT_OK, Context, actions, reads, writes
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    top = sub.add_parser("owner", help="console principals: named tokens with a role (owner writes, viewer reads)")
-    osub = top.add_subparsers(dest="owner_command", metavar="ACTION", parser_class=type(top))
-    osub.required = True
+    osub = actions(sub, "owner", "console principals: named tokens with a role (owner writes, viewer reads)")
     p = osub.add_parser("add", help="add a principal and print its token once (only its hash is stored)")
     p.add_argument("name", help="short non-sensitive id, recorded as owner_ref of its writes (e.g. ops-lead)")
     p.add_argument("--role", choices=[r.value for r in Role], default=Role.OWNER.value)
-    add_common(p)
-    p.set_defaults(handler=_add, access=Access.OWNER)
+    writes(p, _add, Access.OWNER)
     p = osub.add_parser("list", help="every principal and its role")
-    add_common(p)
-    p.set_defaults(handler=_list, reads_only=True, access=Access.READ)
+    reads(p, _list)
     p = osub.add_parser("revoke", help="revoke a principal's token")
     p.add_argument("name")
-    add_common(p)
-    p.set_defaults(handler=_revoke, access=Access.OWNER)
+    writes(p, _revoke, Access.OWNER)
 
 
 def principal_doc(p: Principal) -> dict[str, object]:

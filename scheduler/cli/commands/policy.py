@@ -18,7 +18,7 @@ from floorgate.admission.windows import check_max_starts, format_usd, micros_to_
 from ...app.owner_gate import Access
 from ...views.present import change_doc, eligibility_state_doc, floor_doc, floor_text, past_second, rule_doc, table
 from ...views.present_limits import alert_texts, limit_text, limits_brief, limits_doc, next_eligible_text
-from ..context import EXIT_OK, Context, add_common, listed, revision
+from ..context import EXIT_OK, Context, actions, listed, reads, revision, writes
 
 
 def _scope_args(p: argparse.ArgumentParser) -> None:
@@ -55,9 +55,7 @@ def require_scope(args: argparse.Namespace) -> Scope:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    policy = sub.add_parser("policy", help="set, show and audit owner floors, limits and prices")
-    psub = policy.add_subparsers(dest="policy_command", metavar="ACTION", parser_class=type(policy))
-    psub.required = True
+    psub = actions(sub, "policy", "set, show and audit owner floors, limits and prices")
 
     p = psub.add_parser("set", help="set the floor, compute block and limits at a scope (exact-revision compare-and-set)")
     _scope_args(p)
@@ -73,8 +71,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--note", help="why, kept with the write in policy history (one line)")
     _limit_args(p)
-    add_common(p)
-    p.set_defaults(handler=_set, access=Access.OWNER)
+    writes(p, _set, Access.OWNER)
 
     p = psub.add_parser("price", help="set the price per million tokens of a model (for usage whose cost is not reported)")
     p.add_argument("model")
@@ -82,23 +79,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--revision", required=True, type=revision, help="the revision you read in 'policy prices' (0 when none is set)")
     p.add_argument("--owner-ref", help="short non-sensitive id of who asked; with an owner token, its principal")
     p.add_argument("--allow-reduction", action="store_true", help="authorize lowering or removing a price")
-    add_common(p)
-    p.set_defaults(handler=_price, access=Access.OWNER)
+    writes(p, _price, Access.OWNER)
 
     p = psub.add_parser("prices", help="the owner-set prices per million tokens, by model")
-    add_common(p)
-    p.set_defaults(handler=_prices, reads_only=True, access=Access.READ)
+    reads(p, _prices)
 
     p = psub.add_parser("show", help="rules as stored, the effective floor and the limits binding the lane")
     _scope_args(p)
-    add_common(p)
-    p.set_defaults(handler=_show, reads_only=True, access=Access.READ)
+    reads(p, _show)
 
     p = psub.add_parser("history", help="provenance of every policy write, newest first")
     _scope_args(p)
     p.add_argument("--limit", type=listed, default=100)
-    add_common(p)
-    p.set_defaults(handler=_history, reads_only=True, access=Access.READ)
+    reads(p, _history)
 
 
 def _limit_args(p: argparse.ArgumentParser) -> None:

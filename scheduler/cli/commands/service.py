@@ -11,13 +11,11 @@ from floorgate.admission.store import ENV_URL, redact_url
 
 from ...app.owner_gate import Access
 from ...app.service_unit import Role, UnitPlan, enable_steps, install, uninstall, unit_dir
-from ..context import EXIT_OK, Context, add_common
+from ..context import EXIT_OK, Context, actions, add_common
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    top = sub.add_parser("service", help="keep 'floorgate run' (and 'serve') running across reboots: systemd units")
-    ssub = top.add_subparsers(dest="service_command", metavar="ACTION", parser_class=type(top))
-    ssub.required = True
+    ssub = actions(sub, "service", "keep 'floorgate run' (and 'serve') running across reboots: systemd units")
     for name, helptext in (
         ("install", "write a systemd unit for 'floorgate run' (restart on failure, the store named) and say how to enable it"),
         ("uninstall", "remove the units 'service install' wrote (never one it did not write)"),

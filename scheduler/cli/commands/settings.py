@@ -4,6 +4,7 @@ retention); ``floorgate prune``: retention by hand."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 from pydantic import ValidationError
 
@@ -14,7 +15,7 @@ from floorgate.admission.retention import DEFAULT_BATCH, MAX_BATCH, Kept
 
 from ...app.owner_gate import Access
 from ...app.retention import Footprint, PruneReport
-from ..context import EXIT_OK, Context, add_common, revision
+from ..context import EXIT_OK, Context, actions, reads, revision, writes
 
 _FIELDS = (
     ("catch_up", "--catch-up"),
@@ -25,12 +26,9 @@ _FIELDS = (
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    top = sub.add_parser("settings", help="the host policy every 'floorgate run' and every readback uses")
-    ssub = top.add_subparsers(dest="settings_command", metavar="ACTION", parser_class=type(top))
-    ssub.required = True
+    ssub = actions(sub, "settings", "the host policy every 'floorgate run' and every readback uses")
     p = ssub.add_parser("show", help="the host policy and its revision")
-    add_common(p)
-    p.set_defaults(handler=_show, reads_only=True, access=Access.READ)
+    reads(p, _show)
     p = ssub.add_parser("set", help="change the host policy (exact-revision compare-and-set); running hosts pick it up")
     p.add_argument("--catch-up", help="a missed fire at most this old fires once after downtime (0 disables; default 1h)")
     p.add_argument("--backoff-initial", help="first wake after a failure or poke (default 3m)")
@@ -40,8 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--revision", required=True, type=revision, help="the revision you read with 'settings show' (0: defaults)")
     p.add_argument("--owner-ref", help="short non-sensitive id of who asked (e.g. alice); with an owner token, its principal")
-    add_common(p)
-    p.set_defaults(handler=_set, access=Access.OWNER)
+    writes(p, _set, Access.OWNER)
 
     p = sub.add_parser(
         "prune",
@@ -51,8 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dry-run", action="store_true", help="count what would go; write nothing")
     p.add_argument("--state-dir", help="where the turn logs are (default $FLOORGATE_STATE_DIR or ./floorgate-state)")
     p.add_argument("--batch", type=int, default=DEFAULT_BATCH, help=f"records per transaction (default {DEFAULT_BATCH})")
-    add_common(p)
-    p.set_defaults(handler=_prune, access=Access.OWNER)
+    writes(p, _prune, Access.OWNER)
 
 
 def policy_doc(stored: StoredHostPolicy) -> dict:  # type: ignore[type-arg]
@@ -120,16 +116,7 @@ def _prune(ctx: Context) -> int:
 
 
 def _footprint_doc(f: Footprint) -> dict:  # type: ignore[type-arg]
-    r = f.rows
-    return {
-        "ticks": r.ticks,
-        "turns": r.turns,
-        "events": r.events,
-        "deliveries": r.deliveries,
-        "starts": r.starts,
-        "log_files": f.log_files,
-        "log_bytes": f.log_bytes,
-    }
+    return {**dataclasses.asdict(f.rows), "log_files": f.log_files, "log_bytes": f.log_bytes}
 
 
 def prune_doc(report: PruneReport) -> dict:  # type: ignore[type-arg]

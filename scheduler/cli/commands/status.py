@@ -6,10 +6,9 @@ import argparse
 
 from floorgate.admission import InvalidInput
 
-from ...app.owner_gate import Access
 from ...views.present import host_doc, lane_doc, readback_doc, streamed
 from ...views.present_status import status_lines
-from ..context import EXIT_OK, Context, add_common
+from ..context import EXIT_OK, Context, reads
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -17,8 +16,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--goal")
     p.add_argument("--agent")
     p.add_argument("--automation")
-    add_common(p)
-    p.set_defaults(handler=_status, reads_only=True, access=Access.READ)
+    reads(p, _status)
 
 
 def _status(ctx: Context) -> int:

@@ -13,15 +13,13 @@ from ...app.envelope_gate import EnvelopeMode
 from ...app.owner_gate import Access
 from ...runtime.recovery import recover
 from ...views.present import decision_doc, second, turn_doc, verdict_doc
-from ..context import EXIT_DENIED, EXIT_OK, Context, add_common
+from ..context import EXIT_DENIED, EXIT_OK, Context, actions, reads, writes
 
 EXIT_FAILED = 5
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    top = sub.add_parser("turn", help="managed turns: admission, journal, bounded run, settlement")
-    tsub = top.add_subparsers(dest="turn_command", metavar="ACTION", parser_class=type(top))
-    tsub.required = True
+    tsub = actions(sub, "turn", "managed turns: admission, journal, bounded run, settlement")
     p = tsub.add_parser(
         "run",
         help="run one managed turn now (first resuming or settling this automation's orphaned turns); exit 0 succeeded, 3 denied or owned by another runner, 5 failed/timed out/stuck",
@@ -34,12 +32,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--wait-eligible", default="0", help="if the floor opens within this long (e.g. 2m), wait for it instead of being denied"
     )
     p.add_argument("--envelope-mode", choices=[m.value for m in EnvelopeMode], help="default $FLOORGATE_ENVELOPE_MODE, else enforce")
-    add_common(p)
-    p.set_defaults(handler=_run, access=Access.OPERATE)
+    writes(p, _run, Access.OPERATE)
     p = tsub.add_parser("show", help="one turn's journal record and verdict")
     p.add_argument("turn")
-    add_common(p)
-    p.set_defaults(handler=_show, reads_only=True, access=Access.READ)
+    reads(p, _show)
 
 
 def _run(ctx: Context) -> int:

@@ -10,9 +10,8 @@ from floorgate.admission.errors import InvalidInput
 from floorgate.admission.intervals import parse_duration
 from floorgate.admission.scope import MAX_LIMIT, check_limit
 
-from ...app.owner_gate import Access
 from ...views.present_usage import ledger_doc, ledger_text
-from ..context import EXIT_OK, Context, add_common
+from ..context import EXIT_OK, Context, reads
 from .policy import scope_from
 
 DEFAULT_LIMIT = 50
@@ -26,8 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--automation", help=argparse.SUPPRESS)
     p.add_argument("--since", help="a duration back from now (1d, 12h, 90m) or an ISO 8601 instant (2026-12-01T00:00Z)")
     p.add_argument("--limit", default=str(DEFAULT_LIMIT), help=f"at most this many entries, 1..{MAX_LIMIT} (default {DEFAULT_LIMIT})")
-    add_common(p)
-    p.set_defaults(handler=_usage, reads_only=True, access=Access.READ)
+    reads(p, _usage)
 
 
 def parse_since(text: str) -> timedelta | datetime:
