@@ -35,7 +35,7 @@ from datetime import datetime, timedelta
 from types import SimpleNamespace
 from typing import Any, NamedTuple
 
-from sqlalchemy import BigInteger, Text, and_, bindparam, cast, func, literal_column, or_, select, type_coerce, union_all
+from sqlalchemy import BigInteger, Text, and_, bindparam, cast, func, literal_column, or_, select, type_coerce
 from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
@@ -205,17 +205,26 @@ def _parts(dialect: str, shape: tuple[Any, ...]) -> list[Any]:
         parts.append(select(_agg(dialect, _array(dialect, p.c.model, p.c.usd_per_mtok_micros))))
     for i, (starts, by_agent, by_automation) in enumerate(series):
         # The series' rows as its two index ranges (``usage.series_legs``), read apart: the window's
-        # and the damaged ones. One OR of both lets SQLite walk all of the series' history.
+        # and the damaged ones (dated before the epoch). The window's is read as one table's range
+        # (no compound to copy its rows through); the damaged range is one probe whose row, when
+        # there is one, is what the decoder meets first, and fails on.
         names = (*_LANE, f"s{i}")
         if starts:  # how many, and the earliest and latest (decoded: a damaged anchor fails)
-            rows = _legs(s.starts, "anchor_us", by_agent, by_automation, names, [])
-            found = _array(dialect, func.count(), func.min(rows.c.at), func.max(rows.c.at))
+            t = s.starts
+            since, damaged = series_legs(t, "anchor_us", by_agent, by_automation, names)
+            anchor = type_coerce(t.c.anchor_us, BigInteger)
+
+            def one(agg: Any, where: Any) -> Any:
+                return select(agg).where(where).scalar_subquery()
+
+            # Each a lone count, min or max of one range: an index probe for min and max, and a
+            # walk of the window's index entries alone for the count.
+            earliest = func.coalesce(one(func.min(anchor), damaged), one(func.min(anchor), since))
+            found = _array(dialect, one(func.count(), since), earliest, one(func.max(anchor), since))
             parts.append(select(found if dialect == "sqlite" else cast(found, Text)))
         else:  # the window's usage as groups of rows the arithmetic sums alike, not the rows
-            rows = _legs(s.usage, "at_us", by_agent, by_automation, names, list(GROUP_COLUMNS))
-            keys = [rows.c[n] for n in GROUP_COLUMNS]
-            groups = select(*keys, func.count().label("n"), func.min(rows.c.at).label("at_us")).group_by(*keys).subquery()
-            parts.append(select(_agg(dialect, _array(dialect, *groups.c))))
+            damaged_row = _damaged_usage(dialect, by_agent, by_automation, names)
+            parts.append(select(func.coalesce(damaged_row, _usage_groups(dialect, by_agent, by_automation, names))))
     for j, i in enumerate(nths):  # a rolling count's frees-at: its amount-th latest start
         # The window's range alone, walked from its latest: a start dated below the epoch fails
         # the count's decoder (its earliest anchor) before this is read.
@@ -230,12 +239,24 @@ def _parts(dialect: str, shape: tuple[Any, ...]) -> list[Any]:
     return parts
 
 
-def _legs(table: Any, column: str, by_agent: bool, by_automation: bool, names: tuple[str, str, str, str], columns: list[str]) -> Any:
-    """A series' rows (``columns`` and the time as ``at``) as the UNION ALL of its two ranges."""
-    at = type_coerce(table.c[column], BigInteger).label("at")
-    since, damaged = series_legs(table, column, by_agent, by_automation, names)
-    picked = [table.c[n] for n in columns]
-    return union_all(select(*picked, at).where(since), select(*picked, at).where(damaged)).subquery()
+def _usage_groups(dialect: str, by_agent: bool, by_automation: bool, names: tuple[str, str, str, str]) -> Any:
+    """The window's usage as groups of rows equal in every column the arithmetic reads, each with
+    how many rows it holds and its earliest time, as a JSON array (NULL over no row)."""
+    u = s.usage
+    since, _damaged = series_legs(u, "at_us", by_agent, by_automation, names)
+    keys = [u.c[n] for n in GROUP_COLUMNS]
+    at = type_coerce(u.c.at_us, BigInteger)
+    groups = select(*keys, func.count().label("n"), func.min(at).label("at_us")).where(since).group_by(*keys).subquery()
+    return select(_agg(dialect, _array(dialect, *groups.c))).scalar_subquery()
+
+
+def _damaged_usage(dialect: str, by_agent: bool, by_automation: bool, names: tuple[str, str, str, str]) -> Any:
+    """One usage row of the series dated before the epoch, as a gathered group of one (its time
+    fails the decoder: the read denies), or NULL when there is none."""
+    u = s.usage
+    _since, damaged = series_legs(u, "at_us", by_agent, by_automation, names)
+    row = _array(dialect, _array(dialect, *(u.c[n] for n in GROUP_COLUMNS), ONE, type_coerce(u.c.at_us, BigInteger)))
+    return first_row(select(row if dialect == "sqlite" else cast(row, Text)).where(damaged)).scalar_subquery()
 
 
 @functools.cache
