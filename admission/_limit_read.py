@@ -213,15 +213,10 @@ def _parts(dialect: str, shape: tuple[Any, ...]) -> list[Any]:
             t = s.starts
             since, damaged = series_legs(t, "anchor_us", by_agent, by_automation, names)
             anchor = type_coerce(t.c.anchor_us, BigInteger)
-
-            def one(agg: Any, where: Any) -> Any:
-                return select(agg).where(where).scalar_subquery()
-
-            # Each a lone count, min or max of one range: an index probe for min and max, and a
-            # walk of the window's index entries alone for the count.
-            earliest = func.coalesce(one(func.min(anchor), damaged), one(func.min(anchor), since))
-            found = _array(dialect, one(func.count(), since), earliest, one(func.max(anchor), since))
-            parts.append(select(found if dialect == "sqlite" else cast(found, Text)))
+            # One walk of the window's index range; the damaged range's earliest is one probe.
+            below = select(func.min(anchor)).where(damaged).scalar_subquery()
+            found = _array(dialect, func.count(), func.coalesce(below, func.min(anchor)), func.max(anchor))
+            parts.append(select(found if dialect == "sqlite" else cast(found, Text)).where(since))
         else:  # the window's usage as groups of rows the arithmetic sums alike, not the rows
             damaged_row = _damaged_usage(dialect, by_agent, by_automation, names)
             parts.append(select(func.coalesce(damaged_row, _usage_groups(dialect, by_agent, by_automation, names))))
