@@ -7,12 +7,13 @@ sends ``statement``: the hot facts (``_facts.facts_statement``) followed by that
 lane's model and the prices when a budget needs them, and per series and window (from its first
 counted microsecond, computed here from the cached definitions) what its limits decide from, not
 the rows: a count's starts as their number, earliest and latest anchor (decoded: damage fails)
-and, in a rolling window, the ``max_starts``-th latest anchor (when it frees); a budget's usage as
+and, in a rolling window once it holds ``max_starts``, the ``max_starts``-th latest anchor (when
+it frees; not walked for below that: it frees nothing); a budget's usage as
 groups of rows equal in every column the arithmetic reads (``usage.GROUP_COLUMNS``, each decoded
 as a row is); and the lane's largest recent turn when its estimate is that. One SELECT: one round
 trip on PostgreSQL, one read statement on SQLite. Each series is read as its two index ranges (the
-window's, and rows dated before the epoch: damage), so a decision reads its window and never the
-lane's history; the lane's largest recent turn is an index walk (migration 0031).
+window's, walked once, and rows dated before the epoch: damage, one probe), so a decision reads its
+window and never the lane's history; the lane's largest recent turn is an index walk (migration 0031).
 
 The numbers gathered are handed to the one arithmetic (``budgets.states_of``,
 ``usage.usage_of_groups``, ``usage.largest_of``, ``usage.pick_estimate``). A rolling budget that
@@ -35,7 +36,7 @@ from datetime import datetime, timedelta
 from types import SimpleNamespace
 from typing import Any, NamedTuple
 
-from sqlalchemy import BigInteger, Text, and_, bindparam, cast, func, literal_column, or_, select, type_coerce
+from sqlalchemy import BigInteger, Text, and_, bindparam, case, cast, func, literal_column, or_, select, type_coerce
 from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
@@ -104,6 +105,10 @@ class LaneLimits(NamedTuple):
     read_at: tuple[int, ...] = ()
     nth_at: tuple[int | None, ...] = ()
     nths: tuple[int, ...] = ()
+    # A rolling count's frees-at is gathered with its read's count: how many each read carries,
+    # and where each offset's value lands among them all (reads in order, then offsets).
+    nths_of: tuple[int, ...] = ()
+    nth_order: tuple[int, ...] = ()
 
 
 def _read_of(b: BoundLimit) -> tuple[bool, bool, bool, Window]:
@@ -215,23 +220,28 @@ def _parts(dialect: str, shape: tuple[Any, ...]) -> list[Any]:
             anchor = type_coerce(t.c.anchor_us, BigInteger)
             # One walk of the window's index range; the damaged range's earliest is one probe.
             below = select(func.min(anchor)).where(damaged).scalar_subquery()
-            found = _array(dialect, func.count(), func.coalesce(below, func.min(anchor)), func.max(anchor))
+            frees = [_nth(since, j, func.count()) for j, read in enumerate(nths) if read == i]
+            found = _array(dialect, func.count(), func.coalesce(below, func.min(anchor)), func.max(anchor), *frees)
             parts.append(select(found if dialect == "sqlite" else cast(found, Text)).where(since))
         else:  # the window's usage as groups of rows the arithmetic sums alike, not the rows
             damaged_row = _damaged_usage(dialect, by_agent, by_automation, names)
             parts.append(select(func.coalesce(damaged_row, _usage_groups(dialect, by_agent, by_automation, names))))
-    for j, i in enumerate(nths):  # a rolling count's frees-at: its amount-th latest start
-        # The window's range alone, walked from its latest: a start dated below the epoch fails
-        # the count's decoder (its earliest anchor) before this is read.
-        t = s.starts
-        where, _damaged = series_legs(t, "anchor_us", series[i][1], series[i][2], (*_LANE, f"s{i}"))
-        anchor = type_coerce(t.c.anchor_us, BigInteger)
-        parts.append(select(anchor).where(where).order_by(t.c.anchor_us.desc()).limit(ONE).offset(bindparam(f"o{j}", type_=BigInteger)))
     if largest:  # the lane's largest recent turn: one row, as a JSON array of one
         u = s.usage
         top = first_row(select(u).where(largest_where((*_LANE, "sl"))).order_by(u.c.tokens.desc())).subquery()
         parts.append(select(_agg(dialect, _array(dialect, *_raw(top, _USAGE_COLUMNS)))))
     return parts
+
+
+def _nth(since: Any, j: int, count: Any) -> Any:
+    """A rolling count's frees-at: the window's ``o{j}``-th latest start (its amount-th), walked
+    from the latest; read only when the window holds that many (``count`` above the offset: else
+    it frees nothing, and the walk would cover the whole window for nothing)."""
+    t = s.starts
+    offset = bindparam(f"o{j}", type_=BigInteger)
+    anchor = type_coerce(t.c.anchor_us, BigInteger)
+    nth = select(anchor).where(since).order_by(t.c.anchor_us.desc()).limit(ONE).offset(offset).scalar_subquery()
+    return case((count > offset, nth))
 
 
 def _usage_groups(dialect: str, by_agent: bool, by_automation: bool, names: tuple[str, str, str, str]) -> Any:
@@ -316,6 +326,7 @@ def _decode_defs(text: object, goal: str, agent: str) -> LaneLimits | None:
     budgets = any(b.kind is not LimitKind.STARTS for b in bound)
     reads = tuple(dict.fromkeys(_read_of(b) for b in bound))
     rolling = _nths(bound)
+    nth_reads = [reads.index(_read_of(b)) for b in rolling]
     return LaneLimits(
         key=str(text),
         bound=bound,
@@ -330,12 +341,14 @@ def _decode_defs(text: object, goal: str, agent: str) -> LaneLimits | None:
             budgets,
             any(b.kind is LimitKind.USD for b in bound),
             budgets and not envelope.max_tokens,
-            tuple(reads.index(_read_of(b)) for b in rolling),
+            tuple(nth_reads),
         ),
         lengths_us=tuple(_length_us(r[3].length) if r[3].rolling and r[3].length is not None else None for r in reads),
         read_at=tuple(reads.index(_read_of(b)) for b in bound),
         nth_at=tuple(rolling.index(b) if b in rolling else None for b in bound),
         nths=tuple(max(0, b.amount - 1) for b in rolling),
+        nths_of=tuple(nth_reads.count(k) for k in range(len(reads))),
+        nth_order=tuple(sorted(range(len(nth_reads)), key=lambda j: (nth_reads[j], j)).index(j) for j in range(len(nth_reads))),
     )
 
 
@@ -446,22 +459,27 @@ def _check(lane: LaneLimits, values: list[Any], now: datetime) -> LaneCheck:
         prices, priced = _prices(values[at]), values[at]
         at += 1
     found: list[Any] = []
-    for read in lane.reads:  # a count's number of starts, or a budget's usage
-        found.append(_counted(values[at]) if read[0] else _usage(values[at], read[3], now, prices, priced))
+    nths: list[Any] = []  # each rolling count's frees-at, gathered with its read's count
+    for k, read in enumerate(lane.reads):  # a count's number of starts, or a budget's usage
+        if read[0]:
+            count, frees = _counted(values[at], lane.nths_of[k])
+            found.append(count)
+            nths.extend(frees)
+        else:
+            found.append(_usage(values[at], read[3], now, prices, priced))
         at += 1
-    nths = values[at : at + len(lane.nths)]
     gathered = Gathered({}, {}, prices)
     for i, b in enumerate(lane.bound):
         value = found[lane.read_at[i]]
         if b.kind is LimitKind.STARTS:
             j = lane.nth_at[i]
-            nth = nths[j] if j is not None else None
+            nth = nths[lane.nth_order[j]] if j is not None else None
             gathered.starts[i] = Counted(value, decode_us(nth) if nth is not None and value >= b.amount else None)
         else:
             gathered.usage[i] = value
     estimate = None
     if lane.budgets:
-        largest = values[at + len(lane.nths)] if not lane.max_tokens else None
+        largest = values[at] if not lane.max_tokens else None
         recent: Callable[[], int | None] = lambda: largest_of_entries(_largest_rows(largest), now)  # noqa: E731
         estimate = pick_estimate(lane.max_tokens, recent, lane.owner_estimate)
     states = tuple(states_of(lane.bound, gathered, now, estimate_tokens=estimate, model=model))
@@ -512,18 +530,19 @@ def _largest_rows(text: object) -> tuple[Any, ...]:
     return _memo("largest", text, None, lambda: tuple(entry_from_row(_UsageRow(*r)) for r in _rows(text, len(_USAGE_COLUMNS))))  # type: ignore[no-any-return]
 
 
-def _counted(text: object) -> int:
-    """A count's gathered ``[count, earliest, latest]``: the count, its anchors checked."""
-    return _memo("count", text, None, lambda: _decode_counted(text))  # type: ignore[no-any-return]
+def _counted(text: object, frees: int) -> tuple[int, list[Any]]:
+    """A count's gathered ``[count, earliest, latest, frees-at...]`` (``frees`` of those): the
+    count, its anchors checked, and its rolling counts' frees-at values as gathered."""
+    return _memo("count", text, frees, lambda: _decode_counted(text, frees))  # type: ignore[no-any-return]
 
 
-def _decode_counted(text: object) -> int:
+def _decode_counted(text: object, frees: int) -> tuple[int, list[Any]]:
     values = _json_list(text)
-    if len(values) != 3 or type(values[0]) is not int:
+    if len(values) != 3 + frees or type(values[0]) is not int:
         raise CorruptState(f"a count's starts could not be read: {values!r}")
-    for anchor in values[1:] if values[0] else ():
+    for anchor in values[1:3] if values[0] else ():
         decode_us(anchor)
-    return values[0]
+    return values[0], values[3:]
 
 
 def _group_row(values: list[Any]) -> Any:
