@@ -7,12 +7,13 @@ sends ``statement``: the hot facts (``_facts.facts_statement``) followed by that
 lane's model and the prices when a budget needs them, and per series and window (from its first
 counted microsecond, computed here from the cached definitions) what its limits decide from, not
 the rows: a count's starts as their number, earliest and latest anchor (decoded: damage fails)
-and, in a rolling window, the ``max_starts``-th latest anchor (when it frees); a budget's usage as
+and, in a rolling window once it holds ``max_starts``, the ``max_starts``-th latest anchor (when
+it frees; not walked for below that: it frees nothing); a budget's usage as
 groups of rows equal in every column the arithmetic reads (``usage.GROUP_COLUMNS``, each decoded
 as a row is); and the lane's largest recent turn when its estimate is that. One SELECT: one round
 trip on PostgreSQL, one read statement on SQLite. Each series is read as its two index ranges (the
-window's, and rows dated before the epoch: damage), so a decision reads its window and never the
-lane's history; the lane's largest recent turn is an index walk (migration 0031).
+window's, walked once, and rows dated before the epoch: damage, one probe), so a decision reads its
+window and never the lane's history; the lane's largest recent turn is an index walk (migration 0031).
 
 The numbers gathered are handed to the one arithmetic (``budgets.states_of``,
 ``usage.usage_of_groups``, ``usage.largest_of``, ``usage.pick_estimate``). A rolling budget that
@@ -35,7 +36,7 @@ from datetime import datetime, timedelta
 from types import SimpleNamespace
 from typing import Any, NamedTuple
 
-from sqlalchemy import BigInteger, Text, and_, bindparam, cast, func, literal_column, or_, select, type_coerce, union_all
+from sqlalchemy import BigInteger, Text, and_, bindparam, case, cast, func, literal_column, or_, select, type_coerce
 from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
@@ -104,6 +105,10 @@ class LaneLimits(NamedTuple):
     read_at: tuple[int, ...] = ()
     nth_at: tuple[int | None, ...] = ()
     nths: tuple[int, ...] = ()
+    # A rolling count's frees-at is gathered with its read's count: how many each read carries,
+    # and where each offset's value lands among them all (reads in order, then offsets).
+    nths_of: tuple[int, ...] = ()
+    nth_order: tuple[int, ...] = ()
 
 
 def _read_of(b: BoundLimit) -> tuple[bool, bool, bool, Window]:
@@ -205,24 +210,22 @@ def _parts(dialect: str, shape: tuple[Any, ...]) -> list[Any]:
         parts.append(select(_agg(dialect, _array(dialect, p.c.model, p.c.usd_per_mtok_micros))))
     for i, (starts, by_agent, by_automation) in enumerate(series):
         # The series' rows as its two index ranges (``usage.series_legs``), read apart: the window's
-        # and the damaged ones. One OR of both lets SQLite walk all of the series' history.
+        # and the damaged ones (dated before the epoch). The window's is read as one table's range
+        # (no compound to copy its rows through); the damaged range is one probe whose row, when
+        # there is one, is what the decoder meets first, and fails on.
         names = (*_LANE, f"s{i}")
         if starts:  # how many, and the earliest and latest (decoded: a damaged anchor fails)
-            rows = _legs(s.starts, "anchor_us", by_agent, by_automation, names, [])
-            found = _array(dialect, func.count(), func.min(rows.c.at), func.max(rows.c.at))
-            parts.append(select(found if dialect == "sqlite" else cast(found, Text)))
+            t = s.starts
+            since, damaged = series_legs(t, "anchor_us", by_agent, by_automation, names)
+            anchor = type_coerce(t.c.anchor_us, BigInteger)
+            # One walk of the window's index range; the damaged range's earliest is one probe.
+            below = select(func.min(anchor)).where(damaged).scalar_subquery()
+            frees = [_nth(since, j, func.count()) for j, read in enumerate(nths) if read == i]
+            found = _array(dialect, func.count(), func.coalesce(below, func.min(anchor)), func.max(anchor), *frees)
+            parts.append(select(found if dialect == "sqlite" else cast(found, Text)).where(since))
         else:  # the window's usage as groups of rows the arithmetic sums alike, not the rows
-            rows = _legs(s.usage, "at_us", by_agent, by_automation, names, list(GROUP_COLUMNS))
-            keys = [rows.c[n] for n in GROUP_COLUMNS]
-            groups = select(*keys, func.count().label("n"), func.min(rows.c.at).label("at_us")).group_by(*keys).subquery()
-            parts.append(select(_agg(dialect, _array(dialect, *groups.c))))
-    for j, i in enumerate(nths):  # a rolling count's frees-at: its amount-th latest start
-        # The window's range alone, walked from its latest: a start dated below the epoch fails
-        # the count's decoder (its earliest anchor) before this is read.
-        t = s.starts
-        where, _damaged = series_legs(t, "anchor_us", series[i][1], series[i][2], (*_LANE, f"s{i}"))
-        anchor = type_coerce(t.c.anchor_us, BigInteger)
-        parts.append(select(anchor).where(where).order_by(t.c.anchor_us.desc()).limit(ONE).offset(bindparam(f"o{j}", type_=BigInteger)))
+            damaged_row = _damaged_usage(dialect, by_agent, by_automation, names)
+            parts.append(select(func.coalesce(damaged_row, _usage_groups(dialect, by_agent, by_automation, names))))
     if largest:  # the lane's largest recent turn: one row, as a JSON array of one
         u = s.usage
         top = first_row(select(u).where(largest_where((*_LANE, "sl"))).order_by(u.c.tokens.desc())).subquery()
@@ -230,12 +233,35 @@ def _parts(dialect: str, shape: tuple[Any, ...]) -> list[Any]:
     return parts
 
 
-def _legs(table: Any, column: str, by_agent: bool, by_automation: bool, names: tuple[str, str, str, str], columns: list[str]) -> Any:
-    """A series' rows (``columns`` and the time as ``at``) as the UNION ALL of its two ranges."""
-    at = type_coerce(table.c[column], BigInteger).label("at")
-    since, damaged = series_legs(table, column, by_agent, by_automation, names)
-    picked = [table.c[n] for n in columns]
-    return union_all(select(*picked, at).where(since), select(*picked, at).where(damaged)).subquery()
+def _nth(since: Any, j: int, count: Any) -> Any:
+    """A rolling count's frees-at: the window's ``o{j}``-th latest start (its amount-th), walked
+    from the latest; read only when the window holds that many (``count`` above the offset: else
+    it frees nothing, and the walk would cover the whole window for nothing)."""
+    t = s.starts
+    offset = bindparam(f"o{j}", type_=BigInteger)
+    anchor = type_coerce(t.c.anchor_us, BigInteger)
+    nth = select(anchor).where(since).order_by(t.c.anchor_us.desc()).limit(ONE).offset(offset).scalar_subquery()
+    return case((count > offset, nth))
+
+
+def _usage_groups(dialect: str, by_agent: bool, by_automation: bool, names: tuple[str, str, str, str]) -> Any:
+    """The window's usage as groups of rows equal in every column the arithmetic reads, each with
+    how many rows it holds and its earliest time, as a JSON array (NULL over no row)."""
+    u = s.usage
+    since, _damaged = series_legs(u, "at_us", by_agent, by_automation, names)
+    keys = [u.c[n] for n in GROUP_COLUMNS]
+    at = type_coerce(u.c.at_us, BigInteger)
+    groups = select(*keys, func.count().label("n"), func.min(at).label("at_us")).where(since).group_by(*keys).subquery()
+    return select(_agg(dialect, _array(dialect, *groups.c))).scalar_subquery()
+
+
+def _damaged_usage(dialect: str, by_agent: bool, by_automation: bool, names: tuple[str, str, str, str]) -> Any:
+    """One usage row of the series dated before the epoch, as a gathered group of one (its time
+    fails the decoder: the read denies), or NULL when there is none."""
+    u = s.usage
+    _since, damaged = series_legs(u, "at_us", by_agent, by_automation, names)
+    row = _array(dialect, _array(dialect, *(u.c[n] for n in GROUP_COLUMNS), ONE, type_coerce(u.c.at_us, BigInteger)))
+    return first_row(select(row if dialect == "sqlite" else cast(row, Text)).where(damaged)).scalar_subquery()
 
 
 @functools.cache
@@ -300,6 +326,7 @@ def _decode_defs(text: object, goal: str, agent: str) -> LaneLimits | None:
     budgets = any(b.kind is not LimitKind.STARTS for b in bound)
     reads = tuple(dict.fromkeys(_read_of(b) for b in bound))
     rolling = _nths(bound)
+    nth_reads = [reads.index(_read_of(b)) for b in rolling]
     return LaneLimits(
         key=str(text),
         bound=bound,
@@ -314,12 +341,14 @@ def _decode_defs(text: object, goal: str, agent: str) -> LaneLimits | None:
             budgets,
             any(b.kind is LimitKind.USD for b in bound),
             budgets and not envelope.max_tokens,
-            tuple(reads.index(_read_of(b)) for b in rolling),
+            tuple(nth_reads),
         ),
         lengths_us=tuple(_length_us(r[3].length) if r[3].rolling and r[3].length is not None else None for r in reads),
         read_at=tuple(reads.index(_read_of(b)) for b in bound),
         nth_at=tuple(rolling.index(b) if b in rolling else None for b in bound),
         nths=tuple(max(0, b.amount - 1) for b in rolling),
+        nths_of=tuple(nth_reads.count(k) for k in range(len(reads))),
+        nth_order=tuple(sorted(range(len(nth_reads)), key=lambda j: (nth_reads[j], j)).index(j) for j in range(len(nth_reads))),
     )
 
 
@@ -430,22 +459,27 @@ def _check(lane: LaneLimits, values: list[Any], now: datetime) -> LaneCheck:
         prices, priced = _prices(values[at]), values[at]
         at += 1
     found: list[Any] = []
-    for read in lane.reads:  # a count's number of starts, or a budget's usage
-        found.append(_counted(values[at]) if read[0] else _usage(values[at], read[3], now, prices, priced))
+    nths: list[Any] = []  # each rolling count's frees-at, gathered with its read's count
+    for k, read in enumerate(lane.reads):  # a count's number of starts, or a budget's usage
+        if read[0]:
+            count, frees = _counted(values[at], lane.nths_of[k])
+            found.append(count)
+            nths.extend(frees)
+        else:
+            found.append(_usage(values[at], read[3], now, prices, priced))
         at += 1
-    nths = values[at : at + len(lane.nths)]
     gathered = Gathered({}, {}, prices)
     for i, b in enumerate(lane.bound):
         value = found[lane.read_at[i]]
         if b.kind is LimitKind.STARTS:
             j = lane.nth_at[i]
-            nth = nths[j] if j is not None else None
+            nth = nths[lane.nth_order[j]] if j is not None else None
             gathered.starts[i] = Counted(value, decode_us(nth) if nth is not None and value >= b.amount else None)
         else:
             gathered.usage[i] = value
     estimate = None
     if lane.budgets:
-        largest = values[at + len(lane.nths)] if not lane.max_tokens else None
+        largest = values[at] if not lane.max_tokens else None
         recent: Callable[[], int | None] = lambda: largest_of_entries(_largest_rows(largest), now)  # noqa: E731
         estimate = pick_estimate(lane.max_tokens, recent, lane.owner_estimate)
     states = tuple(states_of(lane.bound, gathered, now, estimate_tokens=estimate, model=model))
@@ -496,18 +530,19 @@ def _largest_rows(text: object) -> tuple[Any, ...]:
     return _memo("largest", text, None, lambda: tuple(entry_from_row(_UsageRow(*r)) for r in _rows(text, len(_USAGE_COLUMNS))))  # type: ignore[no-any-return]
 
 
-def _counted(text: object) -> int:
-    """A count's gathered ``[count, earliest, latest]``: the count, its anchors checked."""
-    return _memo("count", text, None, lambda: _decode_counted(text))  # type: ignore[no-any-return]
+def _counted(text: object, frees: int) -> tuple[int, list[Any]]:
+    """A count's gathered ``[count, earliest, latest, frees-at...]`` (``frees`` of those): the
+    count, its anchors checked, and its rolling counts' frees-at values as gathered."""
+    return _memo("count", text, frees, lambda: _decode_counted(text, frees))  # type: ignore[no-any-return]
 
 
-def _decode_counted(text: object) -> int:
+def _decode_counted(text: object, frees: int) -> tuple[int, list[Any]]:
     values = _json_list(text)
-    if len(values) != 3 or type(values[0]) is not int:
+    if len(values) != 3 + frees or type(values[0]) is not int:
         raise CorruptState(f"a count's starts could not be read: {values!r}")
-    for anchor in values[1:] if values[0] else ():
+    for anchor in values[1:3] if values[0] else ():
         decode_us(anchor)
-    return values[0]
+    return values[0], values[3:]
 
 
 def _group_row(values: list[Any]) -> Any:
