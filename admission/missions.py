@@ -44,8 +44,9 @@ _COUNTERS = {"turns": "extra_turns", "tool_calls": "extra_tool_calls", "tokens":
 
 # A turn's begin opens its mission and counts the turn: these statements are built once (building
 # and keying them per call was most of a SQLite burst's CPU for all-admitted reservations).
-_UNSETTLED = select(s.missions).where(
-    s.missions.c.automation_id == bindparam("p_automation"), s.missions.c.status.in_(("open", "awaiting_owner"))
+_UNSETTLED = select(s.missions).where(  # two equalities, not IN: an IN list is expanded again at every run
+    s.missions.c.automation_id == bindparam("p_automation"),
+    (s.missions.c.status == "open") | (s.missions.c.status == "awaiting_owner"),
 )
 _INSERT = insert(s.missions).returning(*s.missions.c)
 _NEW_MISSION = {
