@@ -71,7 +71,7 @@ def part(frames: list[str]) -> str:
     if decision and any(lib in text for lib in ("sqlalchemy/", "psycopg/")):
         return "decision: SQLAlchemy and driver Python"
     if decision:
-        return "decision: the rest (with sqlite3's C calls, no frame of their own)"
+        return "decision: the rest (with driver calls that show no Python frame: sqlite3's)"
     if "apscheduler/" in text or "concurrent/futures" in text:
         return "APScheduler firing"
     return "other"
@@ -88,6 +88,8 @@ def state(frames: list[str]) -> str:
     (waiting on a lock, a condition, a queue, a sleep) or running (Python, or inside a driver call:
     the store's own work, its lock or its commit)."""
     leaf = frames[-1].split(" (", 1)[0].rsplit(".", 1)[-1] if frames else ""
+    if any("psycopg/" in f for f in frames[-3:]):  # waiting in psycopg is waiting on the server (a lock, a commit, the trip)
+        return "driver"
     if leaf in ("wait", "get", "acquire", "sleep", "select", "poll", "_wait_for_tstate_lock", "join", "_worker"):
         return "blocked"
     if leaf in ("execute", "commit", "rollback", "fetchone", "fetchall", "fetchmany", "do_execute", "do_commit", "do_rollback"):
@@ -189,9 +191,9 @@ def wall_parts(split: Split, last_s: float, cpu_s: float) -> str:
     """How much of the burst's wall time the process computed, and what its busiest thread did."""
     name, cpu, held, states = split.busiest()
     seen = sum(states.values()) or 1
-    running = (states["python"] + states["driver"]) / seen
     return (
         f"process CPU {cpu_s:.2f} s in {last_s:.2f} s ({cpu_s / last_s:.0%} of one core), GIL held {split.gil_share():.0%}"
         f" of the window; busiest thread {name}: {cpu:.2f} CPU-s ({cpu / split.window_s:.0%} of the window), holding the GIL"
-        f" {held:.0%}, sampled running {running:.0%} (of which in a driver call {states['driver'] / seen:.0%}), blocked {states['blocked'] / seen:.0%}"
+        f" {held:.0%}, sampled in Python {states['python'] / seen:.0%} (computing, or waiting for the GIL or a core), in a"
+        f" driver call {states['driver'] / seen:.0%} (the store's work, its lock or commit), blocked {states['blocked'] / seen:.0%}"
     )

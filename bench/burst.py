@@ -16,8 +16,10 @@ read again, the start inserted; a turn ``true`` on 8 workers, then its confirm).
 per decision with the same format; the time of a decision is its line's time stamp.
 Reported: the last decision after T (s), and the process CPU seconds from T to its last decision;
 ratios floorgate / baseline per round (median and spread). Goal: last decision <= 2x the baseline.
-For digging: ``BURST_KEEP=FILE`` keeps the last process's log, ``BURST_PROFILE=FILE`` samples the
-burst with py-spy (when installed) into FILE.
+The last round is sampled (both sides alike) when py-spy is installed (``.venv/bin/pip install py-spy``;
+``--no-split``: not sampled): two "bound under the burst" rows per case split the CPU per decision by
+part and the wall time into computing and waiting (see ``_burst_split``).
+For digging: ``BURST_KEEP=FILE`` keeps the last process's log, ``BURST_SPLIT_KEEP=DIR`` the raw samples.
 """
 
 from __future__ import annotations
