@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, and_, func, insert, literal, select, text, type_coerce, update
+from sqlalchemy import BigInteger, and_, bindparam, func, insert, literal, select, text, type_coerce, update
 
 from . import _locks as locks
 from . import _schema as s
@@ -50,6 +50,11 @@ __all__ = [
 ]
 
 RENEW_CHUNK = 500  # turn ids per lease-renewal statement
+_LINK = (  # built once: a turn's begin runs it per admission (see ``missions._UNSETTLED``)
+    update(s.turns)
+    .where(s.turns.c.turn_id == bindparam("p_turn"), s.turns.c.owner_id == bindparam("p_owner"), s.turns.c.phase == "journaled")
+    .values(mission_id=bindparam("p_mission"), attempt=bindparam("p_attempt"))
+)
 
 _INSERT_SQL = (
     "INSERT INTO fg_turns (turn_id, automation_id, goal_id, agent_id, attempt, kind, manual_reason, runner_host, runner_pid, "
@@ -303,13 +308,8 @@ class Journal:
     def link(self, turn_id: str, owner: str, *, mission_id: str, attempt: int, unit: UnitOfWork) -> None:
         """Record the mission a ``journaled`` attempt counts against, in the caller's transaction
         (the turn's begin: ``Admission.reserve(on_admit=...)``); ``ClaimLost`` when not the owner."""
-        t = s.turns
         with self.store.write(lock_key=locks.turn(turn_id), unit=unit) as conn:
-            done = conn.execute(
-                update(t)
-                .where(t.c.turn_id == turn_id, t.c.owner_id == owner, t.c.phase == "journaled")
-                .values(mission_id=mission_id, attempt=attempt)
-            )
+            done = conn.execute(_LINK, {"p_turn": turn_id, "p_owner": owner, "p_mission": mission_id, "p_attempt": attempt})
             if done.rowcount != 1:
                 self._refuse(conn, turn_id, owner, "mission link", "journaled")
 

@@ -11,12 +11,13 @@ begin or settlement commits with the rest of its use case.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from datetime import datetime, timedelta
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import Update, bindparam, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from . import _locks as locks
@@ -40,6 +41,41 @@ class MissionStatus(StrEnum):
 
 
 _COUNTERS = {"turns": "extra_turns", "tool_calls": "extra_tool_calls", "tokens": "extra_tokens"}
+
+# A turn's begin opens its mission and counts the turn: these statements are built once (building
+# and keying them per call was most of a SQLite burst's CPU for all-admitted reservations).
+_UNSETTLED = select(s.missions).where(  # two equalities, not IN: an IN list is expanded again at every run
+    s.missions.c.automation_id == bindparam("p_automation"),
+    (s.missions.c.status == "open") | (s.missions.c.status == "awaiting_owner"),
+)
+_INSERT = insert(s.missions).returning(*s.missions.c)
+_NEW_MISSION = {
+    "status": "open",
+    "stop_reason": None,
+    "settled_at_us": None,
+    "turns": 0,
+    "tool_calls": 0,
+    "tokens": 0,
+    "usage_reports": 0,
+    "extra_turns": 0,
+    "extra_tool_calls": 0,
+    "extra_tokens": 0,
+    "extra_wall_seconds": 0,
+    "wall_ms": 0,
+    "latch": None,
+    "problems": None,
+}
+
+
+@functools.cache
+def _count_statement(counter: str, capped: bool) -> Update:
+    """Count one ``counter`` on an open mission, returning the row; ``capped``: refused at the limit."""
+    m = s.missions
+    column, extra = m.c[counter], m.c[_COUNTERS[counter]]
+    statement = update(m).where(m.c.mission_id == bindparam("p_mission"), m.c.status == "open").values({column: column + 1})
+    if capped:
+        statement = statement.where(column < bindparam("p_limit", type_=column.type) + extra)
+    return statement.returning(*m.c)
 
 
 class Mission(BaseModel):
@@ -154,37 +190,13 @@ class Missions:
 
     def open(self, automation_id: str, goal_id: str, agent_id: str, *, unit: UnitOfWork | None = None) -> Mission:
         """The automation's unsettled mission, or a new one (one per automation at a time)."""
-        m = s.missions
         now = read_clock(self.clock)
         with self.store.write(lock_key=locks.automation(automation_id), unit=unit) as conn:
-            row = conn.execute(select(m).where(m.c.automation_id == automation_id, m.c.status.in_(("open", "awaiting_owner")))).first()
+            row = conn.execute(_UNSETTLED, {"p_automation": automation_id}).first()
             if row is None:
                 mission_id = f"mis-{uuid.uuid4().hex[:16]}"
-                row = conn.execute(  # the new row as stored, in the same statement
-                    insert(m)
-                    .values(
-                        mission_id=mission_id,
-                        automation_id=automation_id,
-                        goal_id=goal_id,
-                        agent_id=agent_id,
-                        status="open",
-                        stop_reason=None,
-                        started_at_us=now,
-                        settled_at_us=None,
-                        turns=0,
-                        tool_calls=0,
-                        tokens=0,
-                        usage_reports=0,
-                        extra_turns=0,
-                        extra_tool_calls=0,
-                        extra_tokens=0,
-                        extra_wall_seconds=0,
-                        wall_ms=0,
-                        latch=None,
-                        problems=None,
-                    )
-                    .returning(*m.c)
-                ).one()
+                values = dict(_NEW_MISSION, mission_id=mission_id, automation_id=automation_id, goal_id=goal_id, agent_id=agent_id)
+                row = conn.execute(_INSERT, dict(values, started_at_us=now)).one()  # the new row as stored, in the same statement
                 if unit is not None:  # its turn is counted next, in this unit
                     unit.created(locks.mission(mission_id))
         return _mission(row)
@@ -195,12 +207,10 @@ class Missions:
         if counter not in ("turns", "tool_calls"):
             raise ValueError(counter)
         m = s.missions
-        column, extra = m.c[counter], m.c[_COUNTERS[counter]]
-        statement = update(m).where(m.c.mission_id == mission_id, m.c.status == "open").values({column: column + 1})
-        if limit and enforce:
-            statement = statement.where(column < limit + extra)
+        capped = bool(limit and enforce)
+        params = {"p_mission": mission_id, "p_limit": limit} if capped else {"p_mission": mission_id}
         with self.store.write(lock_key=locks.mission(mission_id), unit=unit) as conn:
-            row = conn.execute(statement.returning(*m.c)).first()  # counted: the row as counted, in one statement
+            row = conn.execute(_count_statement(counter, capped), params).first()  # counted: the row as counted, in one statement
             counted = row is not None
             if row is None:  # refused (or not open): nothing changed, the row as it stands
                 row = conn.execute(select(m).where(m.c.mission_id == mission_id)).first()

@@ -16,8 +16,10 @@ read again, the start inserted; a turn ``true`` on 8 workers, then its confirm).
 per decision with the same format; the time of a decision is its line's time stamp.
 Reported: the last decision after T (s), and the process CPU seconds from T to its last decision;
 ratios floorgate / baseline per round (median and spread). Goal: last decision <= 2x the baseline.
-For digging: ``BURST_KEEP=FILE`` keeps the last process's log, ``BURST_PROFILE=FILE`` samples the
-burst with py-spy (when installed) into FILE.
+The last round is sampled (both sides alike) when py-spy is installed (``.venv/bin/pip install py-spy``;
+``--no-split``: not sampled): two "bound under the burst" rows per case split the CPU per decision by
+part and the wall time into computing and waiting (see ``_burst_split``).
+For digging: ``BURST_KEEP=FILE`` keeps the last process's log, ``BURST_SPLIT_KEEP=DIR`` the raw samples.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from _burst_split import Sampler, Split, cpu_parts, py_spy, wall_parts
 from _pg import drop_schema, pg_schema
 from _rows import record, spread
 from _seed import add_automations
@@ -149,7 +152,7 @@ def _stamp(text: str) -> float:
     return datetime.strptime(text, "%Y-%m-%d %H:%M:%S,%f").timestamp()  # local time, as logging wrote it
 
 
-def watch(argv: list[str], t: float, n: int, cap: float, env: dict[str, str]) -> dict[str, float]:
+def watch(argv: list[str], t: float, n: int, cap: float, env: dict[str, str], split: bool = False) -> tuple[dict[str, float], Split | None]:
     """Run ``argv`` until it logged ``n`` decisions (or ``cap`` s after T); the last one's delay
     after T, and the process's CPU seconds from just before T to then."""
     # The child appends to its own file description; reading through another never moves its offset.
@@ -159,15 +162,14 @@ def watch(argv: list[str], t: float, n: int, cap: float, env: dict[str, str]) ->
         try:
             armed_at = None
             cpu0 = None
+            sampled = None
             while time.time() < t - 0.3:
                 time.sleep(0.05)
                 if proc.poll() is not None:
                     break
             if proc.poll() is None:
                 cpu0 = _cpu(proc.pid)
-            if os.environ.get("BURST_PROFILE"):  # py-spy's samples of the burst, for digging
-                out = os.environ["BURST_PROFILE"]
-                subprocess.Popen(["py-spy", "record", "-p", str(proc.pid), "-d", "10", "-r", "200", "-f", "raw", "-o", out, "-t"])
+            sampler = Sampler(proc.pid) if split and cpu0 is not None else None
             decided: list[float] = []
             while proc.poll() is None and time.time() < t + cap:
                 time.sleep(0.1)
@@ -182,6 +184,8 @@ def watch(argv: list[str], t: float, n: int, cap: float, env: dict[str, str]) ->
                 if len(decided) >= n:
                     break
             cpu1 = _cpu(proc.pid) if proc.poll() is None else float("nan")
+            if sampler is not None:
+                sampled = sampler.stop()
             if os.environ.get("BURST_KEEP"):
                 err.seek(0)
                 Path(os.environ["BURST_KEEP"]).write_text(err.read())
@@ -204,10 +208,10 @@ def watch(argv: list[str], t: float, n: int, cap: float, env: dict[str, str]) ->
         if armed_at > t:
             print(f"   (armed {armed_at - t:.2f} s after T: this round is late; the next ones lead by more)", flush=True)
     last = max(decided) - t if len(decided) >= n else cap
-    return {"last_s": last, "cpu_s": cpu1 - cpu0, "decided": len(decided)}
+    return {"last_s": last, "cpu_s": cpu1 - cpu0, "decided": len(decided)}, sampled
 
 
-def one(code: str, backend: str, case: str, pg: str | None, cap: float) -> dict[str, float]:
+def one(code: str, backend: str, case: str, pg: str | None, cap: float, split: bool = False) -> tuple[dict[str, float], Split | None]:
     n = AGENTS * LANES
     with tempfile.TemporaryDirectory(prefix="fg-burst-") as tmp:
         schema = None
@@ -233,7 +237,7 @@ def one(code: str, backend: str, case: str, pg: str | None, cap: float) -> dict[
                     **_statements(dialect),
                 }
                 argv = [sys.executable, "-c", BASELINE, json.dumps(spec)]
-            return watch(argv, t.timestamp(), n, cap, env)
+            return watch(argv, t.timestamp(), n, cap, env, split)
         finally:
             if schema is not None:
                 drop_schema(pg, schema)  # type: ignore[arg-type]
@@ -247,19 +251,24 @@ def main() -> None:
     parser.add_argument("--cases", default="floor,all")
     parser.add_argument("--agents", type=int, default=AGENTS, help="agents, ten lanes each (default 100: 1,000 automations)")
     parser.add_argument("--lead", type=float, default=LEAD, help="seconds from seeding to the burst (the start must arm inside it)")
+    parser.add_argument("--no-split", action="store_true", help="do not sample the last round with py-spy (the split rows)")
     parser.add_argument("--cap", type=float, default=60.0, help="stop waiting for decisions this many seconds after T")
     args = parser.parse_args()
     AGENTS, LEAD = args.agents, args.lead
     backends = ["sqlite"] + (["postgresql"] if args.pg else [])
     cases = args.cases.split(",")
     results: dict[tuple[str, str, str], list[dict[str, float]]] = {}
+    splits: dict[tuple[str, str, str], Split] = {}
     for r in range(args.rounds):
+        sample = r == args.rounds - 1 and not args.no_split and py_spy() is not None  # the last round is sampled, both sides alike
         order = ["baseline", "floorgate"] if r % 2 == 0 else ["floorgate", "baseline"]
         for backend in backends:
             for case in cases:
                 for code in order:
-                    out = one(code, backend, case, args.pg, args.cap)
+                    out, sampled = one(code, backend, case, args.pg, args.cap, sample)
                     results.setdefault((backend, case, code), []).append(out)
+                    if sampled is not None:
+                        splits[(backend, case, code)] = sampled
                     print(f"  round {r + 1} [{backend}] {case:5} {code:9} {json.dumps(out)}", flush=True)
     n = AGENTS * LANES
     labels = {"floor": f"{AGENTS:,} admitted, {n - AGENTS:,} denied by the agent floor", "all": f"all {n:,} admitted"}
@@ -282,6 +291,22 @@ def main() -> None:
                 statistics.median(ratio) <= 2,
                 backend=backend,
             )
+            fs, bs = splits.get((backend, case, "floorgate")), splits.get((backend, case, "baseline"))
+            if fs is None or bs is None:
+                continue
+            f1, b1 = fg[-1], base[-1]  # the sampled round
+            for what, figure in (
+                (
+                    "CPU per decision by part (py-spy's GIL samples; the process's CPU in their proportions)",
+                    f"floorgate {cpu_parts(fs, f1['cpu_s'], n)}; baseline {cpu_parts(bs, b1['cpu_s'], n)}",
+                ),
+                (
+                    "wall time computing vs waiting (process CPU, GIL samples, the busiest thread's CPU and sampled state)",
+                    f"floorgate {wall_parts(fs, f1['last_s'], f1['cpu_s'])}; baseline {wall_parts(bs, b1['last_s'], b1['cpu_s'])}",
+                ),
+            ):
+                print(f"[{backend}] {labels[case]}: bound under the burst: {what}: {figure}")
+                record(f"bound under the burst, {labels[case]}: {what}, the last round sampled", figure, "-", None, backend=backend)
 
 
 if __name__ == "__main__":

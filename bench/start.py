@@ -273,6 +273,59 @@ def status_curve(sizes: list[int], rounds: int, tmp: Path) -> None:
         met = statistics.median(rss) <= 150 if size >= 50_000 else None
         record(f"floorgate status as a process, {size:,} automations", now, "RSS <= 150 MB at 50,000; CPU linear", met, backend="sqlite")
         previous = (size, took)
+        if size == max(sizes):
+            status_heap(db, size, statistics.median(rss), tmp)
+
+
+# What the memory of `status` at a size is: Python's own allocations (tracemalloc) at their peak and
+# when the readbacks start streaming (every automation decoded, the lanes read), by the line that
+# allocated them; the rest of the RSS is the interpreter with its imports (`status` on an empty
+# store) and what Python's heap does not count (the allocator's slack, SQLite's page cache).
+_STATUS_HEAP = r"""
+import contextlib, json, os, sys, tracemalloc
+tracemalloc.start()
+from floorgate.scheduler.app import readback
+from floorgate.scheduler.cli.main import main
+held = {}
+opened = readback.Readback.overview_stream
+def overview_stream(self, *args, **kwargs):
+    view = opened(self, *args, **kwargs)
+    held["streaming"] = tracemalloc.get_traced_memory()[0]
+    top = tracemalloc.take_snapshot().statistics("lineno")[:4]
+    held["top"] = [["/".join(s.traceback[0].filename.split("/")[-2:]) + f":{s.traceback[0].lineno}", s.size] for s in top]
+    return view
+readback.Readback.overview_stream = overview_stream
+sys.argv = ["floorgate", "--db", sys.argv[1], "status"]
+with open(os.devnull, "w") as out, contextlib.redirect_stdout(out):
+    try:
+        main()
+    except SystemExit:
+        pass
+held["peak"] = tracemalloc.get_traced_memory()[1]
+print(json.dumps(held), file=sys.stderr)
+"""
+
+
+def status_heap(db: str, size: int, rss_mb: float, tmp: Path) -> None:
+    """The bound row under `status`'s RSS at ``size``: what the memory is (one run: no spread)."""
+    from floorgate.admission import open_store
+
+    empty = str(tmp / "heap-empty.db")
+    open_store(empty).close()
+    imports = _expect(Ran([FLOORGATE, "--db", empty, "status"]), 0, "status on an empty store").rss_mb
+    traced = json.loads(
+        _expect(Ran([sys.executable, "-c", _STATUS_HEAP, db]), 0, "status under tracemalloc").stderr.strip().splitlines()[-1]
+    )
+    mb = 1024 * 1024
+    top = ", ".join(f"{where} {n / mb:.1f} MB" for where, n in traced.get("top", []))
+    now = (
+        f"peak RSS {rss_mb:.0f} MB = the process on an empty store {imports:.0f} MB + {rss_mb - imports:.0f} MB; Python's "
+        f"allocations (tracemalloc, the imported code's included) peak at {traced['peak'] / mb:.0f} MB ({traced['peak'] / size / 1024:.1f} KB per automation), "
+        f"{traced.get('streaming', 0) / mb:.0f} MB held as the readbacks start streaming (every automation decoded, the lanes "
+        f"read; largest lines: {top})"
+    )
+    print(f"  bound under status at {size:,}: {now}")
+    record(f"bound under status as a process at {size:,} automations: what the memory is (one run)", now, "-", None, backend="sqlite")
 
 
 def claude_pairs(pairs: int, tmp: Path, hook_cpu: float) -> None:
