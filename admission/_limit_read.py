@@ -540,7 +540,9 @@ def _decode_counted(text: object, frees: int) -> tuple[int, list[Any]]:
     values = _json_list(text)
     if len(values) != 3 + frees or type(values[0]) is not int:
         raise CorruptState(f"a count's starts could not be read: {values!r}")
-    for anchor in values[1:3] if values[0] else ():
+    # An empty window's earliest anchor is still the damage probe's (a start dated before the
+    # epoch, outside every window): decoded too, so damage fails closed with nothing counted.
+    for anchor in values[1:3] if values[0] else [a for a in values[1:2] if a is not None]:
         decode_us(anchor)
     return values[0], values[3:]
 

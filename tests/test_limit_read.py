@@ -202,6 +202,34 @@ def test_damage_in_a_known_lanes_window_denies(store: Store, damage: str) -> Non
     assert (denied.admitted, denied.reason.value) == (False, "state_unavailable")
 
 
+# A damaged start fails closed though the window holds no valid start: the window's count is 0
+# and its earliest anchor is the damage probe's. Two shapes: the lane's own older start damaged
+# (its newest start, which the floor's facts read, is intact), and another agent's start in a goal
+# series. Both were once admitted as eligible with the lane known.
+@pytest.mark.parametrize("across", [False, True], ids=["lane", "goal-across-agents"])
+def test_a_damaged_start_denies_when_the_window_is_otherwise_empty(store: Store, across: bool) -> None:
+    limit_read.forget_all()
+    clock = FixedClock(T0)
+    scope = "g" if across else "g/a"
+    limits = LimitsChange(max_starts=3, per=DAY, **({"across_agents": True} if across else {}))
+    Policies(store, clock).configure(Scope.parse(scope), min_interval=timedelta(0), expected_revision=0, owner_ref="o", limits=limits)
+    add_automation(store, clock, "x")
+    add_automation(store, clock, "y", agent="b")
+    admission = Admission(store, clock)
+    assert _reserve(admission, "t0", clock.now()).admitted
+    other = admission.reserve(goal="g", agent="b", automation="y", turn_id="u0", trigger_time=clock.now())
+    clock.advance(timedelta(hours=1))
+    assert _reserve(admission, "t1", clock.now()).admitted
+    damaged = "u0" if across else "t0"
+    assert other.admitted
+    with store.write() as conn:
+        conn.execute(text("UPDATE fg_starts SET anchor_us = -1 WHERE turn_id = :t"), {"t": damaged})
+    clock.advance(timedelta(days=2))
+    assert limit_read.known("g", "a", "x") is not None  # the fast read answers, not the slow one
+    denied = _reserve(admission, "t2", clock.now())
+    assert (denied.admitted, denied.reason.value) == (False, "state_unavailable")
+
+
 # A known lane's limit read covers its window, not its history: old starts and settled turns of
 # the agent, outside the window, add no work to it. Counted, not timed: on SQLite the steps of its
 # virtual machine, on PostgreSQL the rows its plan's scans of the starts and the usage read
