@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from admission.decide.checks import CHECKS, Outcome
+from floorgate.admission.decide.checks import CHECKS, Outcome
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
 PROSE = re.sub(r"\s+", " ", README)
