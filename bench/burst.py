@@ -16,8 +16,8 @@ read again, the start inserted; a turn ``true`` on 8 workers, then its confirm).
 per decision with the same format; the time of a decision is its line's time stamp.
 Reported: the last decision after T (s), and the process CPU seconds from T to its last decision;
 ratios floorgate / baseline per round (median and spread). Goal: last decision <= 2x the baseline.
-The last round is sampled (both sides alike) when py-spy is installed (``.venv/bin/pip install py-spy``;
-``--no-split``: not sampled): two "bound under the burst" rows per case split the CPU per decision by
+When py-spy is installed (the ``test`` extra has it), one more round after the timed ones is sampled
+on both sides alike and kept out of the ratios (``--no-split``: no sampled round): two "bound under the burst" rows per case split the CPU per decision by
 part and the wall time into computing and waiting (see ``_burst_split``).
 For digging: ``BURST_KEEP=FILE`` keeps the last process's log, ``BURST_SPLIT_KEEP=DIR`` the raw samples.
 """
@@ -251,7 +251,7 @@ def main() -> None:
     parser.add_argument("--cases", default="floor,all")
     parser.add_argument("--agents", type=int, default=AGENTS, help="agents, ten lanes each (default 100: 1,000 automations)")
     parser.add_argument("--lead", type=float, default=LEAD, help="seconds from seeding to the burst (the start must arm inside it)")
-    parser.add_argument("--no-split", action="store_true", help="do not sample the last round with py-spy (the split rows)")
+    parser.add_argument("--no-split", action="store_true", help="no extra round sampled with py-spy (the split rows)")
     parser.add_argument("--cap", type=float, default=60.0, help="stop waiting for decisions this many seconds after T")
     args = parser.parse_args()
     AGENTS, LEAD = args.agents, args.lead
@@ -259,17 +259,23 @@ def main() -> None:
     cases = args.cases.split(",")
     results: dict[tuple[str, str, str], list[dict[str, float]]] = {}
     splits: dict[tuple[str, str, str], Split] = {}
-    for r in range(args.rounds):
-        sample = r == args.rounds - 1 and not args.no_split and py_spy() is not None  # the last round is sampled, both sides alike
+    sampled_rounds: dict[tuple[str, str, str], dict[str, float]] = {}
+    # One more round, sampled on both sides alike, when py-spy is here: the sampler's own CPU and
+    # its pauses never enter the timed rounds' ratios.
+    extra = 0 if args.no_split or py_spy() is None else 1
+    for r in range(args.rounds + extra):
+        sample = r == args.rounds
         order = ["baseline", "floorgate"] if r % 2 == 0 else ["floorgate", "baseline"]
         for backend in backends:
             for case in cases:
                 for code in order:
                     out, sampled = one(code, backend, case, args.pg, args.cap, sample)
-                    results.setdefault((backend, case, code), []).append(out)
-                    if sampled is not None:
-                        splits[(backend, case, code)] = sampled
-                    print(f"  round {r + 1} [{backend}] {case:5} {code:9} {json.dumps(out)}", flush=True)
+                    if not sample:
+                        results.setdefault((backend, case, code), []).append(out)
+                    elif sampled is not None:
+                        splits[(backend, case, code)], sampled_rounds[(backend, case, code)] = sampled, out
+                    label = "sampled" if sample else f"round {r + 1}"
+                    print(f"  {label} [{backend}] {case:5} {code:9} {json.dumps(out)}", flush=True)
     n = AGENTS * LANES
     labels = {"floor": f"{AGENTS:,} admitted, {n - AGENTS:,} denied by the agent floor", "all": f"all {n:,} admitted"}
     for backend in backends:
@@ -294,7 +300,7 @@ def main() -> None:
             fs, bs = splits.get((backend, case, "floorgate")), splits.get((backend, case, "baseline"))
             if fs is None or bs is None:
                 continue
-            f1, b1 = fg[-1], base[-1]  # the sampled round
+            f1, b1 = sampled_rounds[(backend, case, "floorgate")], sampled_rounds[(backend, case, "baseline")]
             for what, figure in (
                 (
                     "CPU per decision by part (py-spy's GIL samples; the process's CPU in their proportions)",
@@ -306,7 +312,13 @@ def main() -> None:
                 ),
             ):
                 print(f"[{backend}] {labels[case]}: bound under the burst: {what}: {figure}")
-                record(f"bound under the burst, {labels[case]}: {what}, the last round sampled", figure, "-", None, backend=backend)
+                record(
+                    f"bound under the burst, {labels[case]}: {what}, a sampled round beside the timed ones",
+                    figure,
+                    "-",
+                    None,
+                    backend=backend,
+                )
 
 
 if __name__ == "__main__":
