@@ -36,7 +36,7 @@ if TYPE_CHECKING:  # built on first use: a hook's start-up never imports what it
 # Each service's module loads when the service is first used: a hook composes two services, and
 # must not pay for importing the host adapters, the previews and the recovery every read needs.
 
-# The settings an environment variable may give (a flag given wins), by the variable's name.
+# The settings an environment variable may give (a flag given wins): the Settings field, its variable.
 ENVIRONMENT = {
     "state_dir": "FLOORGATE_STATE_DIR",
     "envelope_mode": "FLOORGATE_ENVELOPE_MODE",

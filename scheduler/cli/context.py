@@ -175,13 +175,11 @@ def add_common(parser: argparse.ArgumentParser, *, top: bool = False) -> None:
     parser.add_argument("--json", action="store_true", default=False if top else argparse.SUPPRESS, help="print one JSON document")
 
 
-def actions(
-    sub: argparse._SubParsersAction, name: str, help: str, *, dest: str | None = None, metavar: str = "ACTION"
-) -> argparse._SubParsersAction:
+def actions(sub: argparse._SubParsersAction, name: str, help: str, *, metavar: str = "ACTION") -> argparse._SubParsersAction:
     """``floorgate NAME ACTION``: the command ``name`` and its required actions, each parsed with
     the top parser's class (so a bad action is one line and exit code like any other)."""
     top = sub.add_parser(name, help=help)
-    group = top.add_subparsers(dest=dest or f"{name}_command", metavar=metavar, parser_class=type(top))
+    group = top.add_subparsers(dest=f"{name}_command", metavar=metavar, parser_class=type(top))
     group.required = True
     return group
 

@@ -27,7 +27,7 @@ DEFAULT_DEADLINE_SECONDS = 10.0
 MAX_HEAD_BYTES = 16 * 1024  # status line and headers; the body of the answer is never read
 MAX_INTERIM = 5  # 1xx answers skipped before the final one
 
-ENV_WEBHOOK_ALLOW = "FLOORGATE_WEBHOOK_ALLOW"  # as scheduler.app names them (no import: app imports this lazily)
+ENV_WEBHOOK_ALLOW = "FLOORGATE_WEBHOOK_ALLOW"  # as scheduler.app.root.ENVIRONMENT names them (no import: app imports this lazily)
 ENV_WEBHOOK_DENY = "FLOORGATE_WEBHOOK_DENY"
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network

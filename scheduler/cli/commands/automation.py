@@ -33,7 +33,7 @@ from ...views.present_automation import (
     trigger_doc,
     trigger_text,
 )
-from ..context import EXIT_OK, Context, actions, add_common, reads, writes
+from ..context import EXIT_OK, Context, actions, reads, writes
 from .timers import add_crontab_user, add_timer_arg, register_actions
 
 DEFAULT_TIMER = TimerKind.APSCHEDULER.value
@@ -111,8 +111,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         add_crontab_user(p)
         if name == "pause":
             p.add_argument("--note", help="why (shown in status)")
-        add_common(p)
-        p.set_defaults(handler={"pause": _pause, "resume": _resume, "remove": _remove}[name], access=Access.OWNER)
+        writes(p, {"pause": _pause, "resume": _resume, "remove": _remove}[name], Access.OWNER)
 
     p = asub.add_parser("preview", help="next fire times and whether today's floors admit each (writes nothing)")
     p.add_argument("automation", help="a saved automation, or the id to preview with --goal/--agent/--schedule")
