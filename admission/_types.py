@@ -19,7 +19,7 @@ from functools import cache
 from types import SimpleNamespace
 from typing import Any, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 from sqlalchemy import BigInteger, Table, type_coerce
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql.elements import ColumnElement
@@ -112,3 +112,9 @@ def shared_fields(model: _M) -> _M:
     if shared is not names:
         object.__setattr__(model, "__pydantic_fields_set__", shared)
     return model
+
+
+class Frozen(BaseModel):
+    """A record that never changes once built (a frozen pydantic model)."""
+
+    model_config = ConfigDict(frozen=True)

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
 from sqlalchemy import insert, select, update
 
 from . import _locks as locks
 from . import _schema as s
+from ._types import Frozen
 from .clock import Clock, SystemClock, read_clock
 from .errors import InvalidInput, NotFound
 from .store import Store
@@ -23,9 +23,7 @@ from .store import Store
 DispatchState = Literal["reserved", "dispatched", "reconciled", "released"]
 
 
-class Dispatch(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class Dispatch(Frozen):
     request_id: str
     mission_id: str
     kind: str

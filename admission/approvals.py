@@ -13,11 +13,11 @@ import secrets
 from datetime import datetime, timedelta
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
 from sqlalchemy import insert, select, update
 
 from . import _locks as locks
 from . import _schema as s
+from ._types import Frozen
 from .clock import Clock, SystemClock, iso, read_clock
 from .errors import FloorgateError, InvalidInput
 from .events import EventKind, record
@@ -39,9 +39,7 @@ class ApprovalRejected(FloorgateError, PermissionError):
     """The approval id cannot be used: unknown, replayed, expired, superseded or mismatched."""
 
 
-class Approval(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class Approval(Frozen):
     approval_id: str
     mission_id: str
     scope: str

@@ -19,7 +19,7 @@ from sqlalchemy import Table, delete, insert, select, update
 
 from . import _locks as locks
 from . import _schema as s
-from ._types import decode_row, raw_columns, shared_fields
+from ._types import Frozen, decode_row, raw_columns, shared_fields
 from .clock import Clock, SystemClock, read_clock
 from .errors import CorruptState, FloorgateError, InvalidInput, NotFound, RevisionConflict, StoreUnavailable
 from .events import EventKind, record
@@ -114,11 +114,9 @@ class CommandHost(BaseModel):
         return value
 
 
-class Debounce(BaseModel):
+class Debounce(Frozen):
     """How a burst of triggers coalesces into one wake: ``quiet`` after the latest trigger, never
     later than ``max_wait`` after the first (None: no cap)."""
-
-    model_config = ConfigDict(frozen=True)
 
     quiet: timedelta = Field(ge=timedelta(0), le=MAX_DEBOUNCE)
     max_wait: timedelta | None = Field(default=None, ge=timedelta(0), le=MAX_DEBOUNCE)
@@ -186,10 +184,8 @@ class AutomationConflict(RevisionConflict):
         )
 
 
-class Automation(BaseModel):
+class Automation(Frozen):
     """A stored automation. ``revision`` increases with every change."""
-
-    model_config = ConfigDict(frozen=True)
 
     automation_id: str
     spec: AutomationSpec
@@ -201,11 +197,9 @@ class Automation(BaseModel):
     hold_kind: HoldKind | None = None  # set while ``state`` is held
 
 
-class WakeState(BaseModel):
+class WakeState(Frozen):
     """Adaptive backoff: ``backoff_step`` 0 means no chain is running. ``failures``: consecutive
     failed turns (0: the latest turn succeeded, or none ran), the latest settled at ``failed_at``."""
-
-    model_config = ConfigDict(frozen=True)
 
     automation_id: str
     backoff_step: int = Field(default=0, ge=0, le=64)

@@ -34,14 +34,13 @@ from enum import StrEnum
 from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict
 from sqlalchemy import and_, delete, func, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
 from . import _schema as s
-from ._types import stored
+from ._types import Frozen, stored
 from .clock import Clock, SystemClock, iso, read_clock
 from .errors import InvalidInput, NotFound
 from .scope import check_limit
@@ -121,9 +120,7 @@ def failure_text(failure: DeliveryFailure, status: int | None = None, location: 
     return failure.value
 
 
-class Event(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class Event(Frozen):
     event_id: str
     kind: EventKind
     subject: str
@@ -159,9 +156,7 @@ class Event(BaseModel):
         return self.body()
 
 
-class Webhook(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class Webhook(Frozen):
     webhook_id: str
     url: str
     events: tuple[EventKind, ...]
@@ -176,9 +171,7 @@ class Webhook(BaseModel):
     last_attempt_at: datetime | None = None
 
 
-class Delivery(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class Delivery(Frozen):
     webhook_id: str
     event_id: str
     state: DeliveryState
@@ -190,10 +183,8 @@ class Delivery(BaseModel):
     delivered_at: datetime | None
 
 
-class Due(BaseModel):
+class Due(Frozen):
     """A claimed delivery: what to POST where, signed with which secret."""
-
-    model_config = ConfigDict(frozen=True)
 
     webhook_id: str
     url: str

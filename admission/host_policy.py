@@ -16,7 +16,7 @@ from sqlalchemy import insert, select, update
 
 from . import _locks as locks
 from . import _schema as s
-from ._types import stored
+from ._types import Frozen, stored
 from .clock import Clock, SystemClock, read_clock
 from .errors import InvalidInput, RevisionConflict, StoreUnavailable
 from .policies import check_owner_ref
@@ -60,10 +60,8 @@ class HostPolicy(BaseModel):
         return self
 
 
-class StoredHostPolicy(BaseModel):
+class StoredHostPolicy(Frozen):
     """The policy with its revision (0: never written, the defaults apply) and provenance."""
-
-    model_config = ConfigDict(frozen=True)
 
     policy: HostPolicy
     revision: int

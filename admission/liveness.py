@@ -18,7 +18,7 @@ from sqlalchemy import Connection, delete, insert, select, update
 
 from . import _locks as locks
 from . import _schema as s
-from ._types import stored
+from ._types import Frozen, stored
 from .errors import CorruptState
 from .store import Store
 
@@ -31,10 +31,8 @@ _KEEP = timedelta(days=7)
 _MODES = (None, "disabled", "observe", "enforce")
 
 
-class HostBeat(BaseModel):
+class HostBeat(Frozen):
     """One ``floorgate run`` process: who it is and when it last said it was running."""
-
-    model_config = ConfigDict(frozen=True)
 
     host_id: str
     hostname: str
@@ -115,10 +113,8 @@ class HostBeats:
         return out
 
 
-class HookAnswer(BaseModel):
+class HookAnswer(Frozen):
     """When a pre-model hook last answered for an automation, and what."""
-
-    model_config = ConfigDict(frozen=True)
 
     automation_id: str
     answered_at: datetime

@@ -15,13 +15,12 @@ import uuid
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from . import _locks as locks
 from . import _schema as s
-from ._types import stored
+from ._types import Frozen, stored
 from .clock import Clock, SystemClock, read_clock
 from .errors import NotFound
 from .events import EventKind, record
@@ -42,9 +41,7 @@ class MissionStatus(StrEnum):
 _COUNTERS = {"turns": "extra_turns", "tool_calls": "extra_tool_calls", "tokens": "extra_tokens"}
 
 
-class Mission(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class Mission(Frozen):
     mission_id: str
     automation_id: str
     goal_id: str

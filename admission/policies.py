@@ -15,13 +15,12 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, NamedTuple
 
-from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Select, and_, bindparam, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
 from . import _locks as locks
 from . import _schema as s
-from ._types import decode_row, raw_columns, stored
+from ._types import Frozen, decode_row, raw_columns, stored
 from .clock import Clock, SystemClock, read_clock
 from .decide.floors import MAX_STORED_FLOOR as MAX_STORED_FLOOR
 from .decide.floors import EffectiveFloor as EffectiveFloor
@@ -49,10 +48,8 @@ class Provenance(StrEnum):
     AUTHENTICATED = "authenticated"
 
 
-class Rule(BaseModel):
+class Rule(Frozen):
     """The floor an owner set at one scope. ``min_interval`` 0 means no rule there."""
-
-    model_config = ConfigDict(frozen=True)
 
     scope: Scope
     min_interval: timedelta
@@ -68,10 +65,8 @@ class Rule(BaseModel):
         return self.min_interval > timedelta(0)
 
 
-class RuleChange(BaseModel):
+class RuleChange(Frozen):
     """Provenance of one policy write."""
-
-    model_config = ConfigDict(frozen=True)
 
     id: int
     scope: Scope

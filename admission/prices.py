@@ -9,11 +9,11 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
 from sqlalchemy import insert, select, update
 from sqlalchemy.engine import Connection
 
 from . import _schema as s
+from ._types import Frozen
 from .clock import Clock, SystemClock, read_clock
 from .errors import CorruptState, InvalidInput, ReductionNotAuthorized, RevisionConflict
 from .policies import check_owner_ref
@@ -23,10 +23,8 @@ from .windows import format_usd, micros_to_usd, usd_to_micros
 _MAX_PRICE_MICROS = 10_000 * 1_000_000  # $10,000 per million tokens: beyond it, a typo
 
 
-class Price(BaseModel):
+class Price(Frozen):
     """An owner-set price per million tokens for a model (for usage whose cost is not reported)."""
-
-    model_config = ConfigDict(frozen=True)
 
     model: str
     usd_per_mtok_micros: int | None  # None: removed

@@ -14,11 +14,10 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict
 from sqlalchemy import delete, insert, select, update
 
 from . import _schema as s
-from ._types import stored
+from ._types import Frozen, stored
 from .clock import Clock, SystemClock, read_clock
 from .errors import InvalidInput, NotFound
 from .policies import check_owner_ref
@@ -35,10 +34,8 @@ class Role(StrEnum):
     VIEWER = "viewer"
 
 
-class Principal(BaseModel):
+class Principal(Frozen):
     """A named owner or viewer of the console."""
-
-    model_config = ConfigDict(frozen=True)
 
     name: str
     role: Role
@@ -157,10 +154,8 @@ class Principals:
         return _principal(row)
 
 
-class SignedIn(BaseModel):
+class SignedIn(Frozen):
     """A console session as stored: whose it is, its CSRF token and when it expires."""
-
-    model_config = ConfigDict(frozen=True)
 
     principal: str
     csrf: str
@@ -244,10 +239,8 @@ class LockReason(StrEnum):
     CLIENT = "client"
 
 
-class Lockout(BaseModel):
+class Lockout(Frozen):
     """A refused sign-in: which limit (``limit`` failures within the window) and when it lifts."""
-
-    model_config = ConfigDict(frozen=True)
 
     reason: LockReason
     limit: int

@@ -10,11 +10,10 @@ import re
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
-from pydantic import BaseModel, ConfigDict
 from sqlalchemy import BigInteger, func, select, type_coerce
 
 from . import _schema as s
-from ._types import decode_us
+from ._types import Frozen, decode_us
 from .clock import to_us
 from .store import Store
 
@@ -26,10 +25,8 @@ def bounded(value: object) -> str:
     return value if isinstance(value, str) and _WORD.fullmatch(value) else "other"
 
 
-class TickMark(BaseModel):
+class TickMark(Frozen):
     """One tick on the timeline: when it was due and what became of it."""
-
-    model_config = ConfigDict(frozen=True)
 
     automation_id: str
     nominal_at: datetime
@@ -37,10 +34,8 @@ class TickMark(BaseModel):
     decision: str
 
 
-class SlotCount(BaseModel):
+class SlotCount(Frozen):
     """How many ticks of one kind fell into one slot of a time axis, and the first and last of them."""
-
-    model_config = ConfigDict(frozen=True)
 
     slot: int
     kind: str  # "fire" (by when it was due) or "denied" (by when it was decided)

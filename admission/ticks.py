@@ -10,11 +10,10 @@ from collections.abc import Collection
 from datetime import datetime
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict
 from sqlalchemy import BigInteger, func, insert, select, type_coerce
 
 from . import _schema as s
-from ._types import decode_us, stored
+from ._types import Frozen, decode_us, stored
 from .errors import CorruptState
 from .store import Store
 
@@ -30,10 +29,8 @@ class TickDecision(StrEnum):
     ERROR = "error"
 
 
-class Tick(BaseModel):
+class Tick(Frozen):
     """One timer tick: when it was due, when it ran, and what became of it."""
-
-    model_config = ConfigDict(frozen=True)
 
     automation_id: str
     nominal_at: datetime

@@ -12,12 +12,11 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
 from sqlalchemy import bindparam, insert, select, update
 
 from . import _locks as locks
 from . import _schema as s
-from ._types import stored
+from ._types import Frozen, stored
 from .errors import CorruptState, InvalidInput
 from .store import Store
 
@@ -30,9 +29,7 @@ class ObservationState(StrEnum):
     UNAVAILABLE = "unavailable"
 
 
-class TimerBinding(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class TimerBinding(Frozen):
     automation_id: str
     timer: str
     desired: str | None

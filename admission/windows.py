@@ -26,8 +26,7 @@ from enum import StrEnum
 from typing import NamedTuple
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict
-
+from ._types import Frozen
 from .errors import InvalidInput
 from .intervals import format_interval, parse_interval
 
@@ -59,10 +58,8 @@ class WindowKind(StrEnum):
     MONTH = "month"
 
 
-class Window(BaseModel):
+class Window(Frozen):
     """A window as a value: ``length`` for a rolling window, ``zone`` (IANA) for a calendar one."""
-
-    model_config = ConfigDict(frozen=True)
 
     kind: WindowKind
     length: timedelta | None = None
