@@ -118,3 +118,24 @@ class Frozen(BaseModel):
     """A record that never changes once built (a frozen pydantic model)."""
 
     model_config = ConfigDict(frozen=True)
+
+
+def from_row(model: type[_M], row: Any, **given: Any) -> _M:
+    """``model`` decoded from a stored ``row`` (a result row or ``decode_row``'s namespace): each
+    field not ``given`` is read from the column of its name, or of its name and ``_us`` (a time);
+    a field with neither column is left to its default."""
+    values = row._mapping if hasattr(row, "_mapping") else vars(row)
+    read = {field: values[column] for field, column in _field_columns(model, tuple(values)) if field not in given}
+    return model(**read, **given)
+
+
+@cache
+def _field_columns(model: type[BaseModel], columns: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    have = set(columns)
+    out = []
+    for field in model.model_fields:
+        for column in (field, field + "_us"):
+            if column in have:
+                out.append((field, column))
+                break
+    return tuple(out)

@@ -40,7 +40,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
 from . import _schema as s
-from ._types import Frozen, stored
+from ._types import Frozen, from_row, stored
 from .clock import Clock, SystemClock, iso, read_clock
 from .errors import InvalidInput, NotFound
 from .scope import check_limit
@@ -453,19 +453,7 @@ class Events:
         found: builtins.list[Delivery] = []
         for r in rows:
             with stored(f"delivery of event {r.event_id!r} to webhook {r.webhook_id!r}"):
-                found.append(
-                    Delivery(
-                        webhook_id=r.webhook_id,
-                        event_id=r.event_id,
-                        state=DeliveryState(r.state),
-                        attempts=r.attempts,
-                        last_status=r.last_status,
-                        last_error=r.last_error,
-                        last_attempt_at=r.last_attempt_at_us,
-                        next_attempt_at=r.next_attempt_at_us,
-                        delivered_at=r.delivered_at_us,
-                    )
-                )
+                found.append(from_row(Delivery, r, state=DeliveryState(r.state)))
         return found
 
     def retry_dead(self, webhook_id: str) -> int:

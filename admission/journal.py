@@ -25,7 +25,7 @@ from sqlalchemy import BigInteger, and_, func, insert, literal, select, text, ty
 from . import _locks as locks
 from . import _schema as s
 from ._turns import REASON_MAX, ClaimLost, FailureCategory, JournalEntry, Settled, TurnOwned, TurnRecord, TurnStatus, Verdict, clip_words
-from ._types import decode_row, raw_columns
+from ._types import decode_row, from_row, raw_columns
 from .clock import Clock, SystemClock, from_us, read_clock, to_us
 from .errors import CorruptState, InvalidInput, NotFound, StoreUnavailable
 from .scope import check_key
@@ -141,29 +141,7 @@ def _decode(row) -> TurnRecord:  # type: ignore[no-untyped-def]
             exit_code=row.exit_code,
             bound=row.stop_bound,
         )
-    return TurnRecord(
-        turn_id=row.turn_id,
-        automation_id=row.automation_id,
-        goal_id=row.goal_id,
-        agent_id=row.agent_id,
-        attempt=row.attempt,
-        kind=row.kind,
-        manual_reason=row.manual_reason,
-        runner_host=row.runner_host,
-        runner_pid=row.runner_pid,
-        child_pid=row.child_pid,
-        started_at=row.started_at_us,
-        deadline=row.deadline_us,
-        phase=row.phase,
-        verdict=verdict,
-        settled_at=row.settled_at_us,
-        log_path=row.log_path,
-        mission_id=row.mission_id,
-        owner_id=row.owner_id,
-        lease_expires=row.lease_expires_us,
-        child_boot_id=row.child_boot_id,
-        child_start_ticks=row.child_start_ticks,
-    )
+    return from_row(TurnRecord, row, verdict=verdict)
 
 
 def _settled(verdict: Verdict, now: datetime, *, exit_code: int | None) -> dict[str, Any]:

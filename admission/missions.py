@@ -20,7 +20,7 @@ from sqlalchemy.engine import Connection
 
 from . import _locks as locks
 from . import _schema as s
-from ._types import Frozen, stored
+from ._types import Frozen, from_row, stored
 from .clock import Clock, SystemClock, read_clock
 from .errors import NotFound
 from .events import EventKind, record
@@ -75,27 +75,7 @@ class Mission(Frozen):
 
 def _mission(row) -> Mission:  # type: ignore[no-untyped-def]
     with stored(f"mission {row.mission_id!r}"):
-        return Mission(
-            mission_id=row.mission_id,
-            automation_id=row.automation_id,
-            goal_id=row.goal_id,
-            agent_id=row.agent_id,
-            status=row.status,
-            stop_reason=row.stop_reason,
-            started_at=row.started_at_us,
-            settled_at=row.settled_at_us,
-            turns=row.turns,
-            tool_calls=row.tool_calls,
-            tokens=row.tokens,
-            usage_reports=row.usage_reports,
-            extra_turns=row.extra_turns,
-            extra_tool_calls=row.extra_tool_calls,
-            extra_tokens=row.extra_tokens,
-            extra_wall_seconds=row.extra_wall_seconds,
-            wall_ms=row.wall_ms,
-            latch=row.latch,
-            problems=row.problems,
-        )
+        return from_row(Mission, row)
 
 
 class Missions:

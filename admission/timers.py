@@ -16,7 +16,7 @@ from sqlalchemy import bindparam, insert, select, update
 
 from . import _locks as locks
 from . import _schema as s
-from ._types import Frozen, stored
+from ._types import Frozen, from_row, stored
 from .errors import CorruptState, InvalidInput
 from .store import Store
 
@@ -50,24 +50,7 @@ class TimerBinding(Frozen):
 
 def _binding(row) -> TimerBinding:  # type: ignore[no-untyped-def]
     with stored(f"timer binding {row.automation_id!r}"):
-        return TimerBinding(
-            automation_id=row.automation_id,
-            timer=row.timer,
-            desired=row.desired,
-            desired_raised=bool(row.desired_raised),
-            hold_reason=row.hold_reason,
-            desired_at=row.desired_at_us,
-            applied_at=row.applied_at_us,
-            apply_error=row.apply_error,
-            observed_state=row.observed_state,
-            observed=row.observed,
-            observed_at=row.observed_at_us,
-            ack_state=row.ack_state,
-            acked_at=row.acked_at_us,
-            acked_observed=row.acked_observed,
-            read_requested_at=row.read_requested_at_us,
-            host_user=row.host_user,
-        )
+        return from_row(TimerBinding, row, desired_raised=bool(row.desired_raised))
 
 
 # Rows per transaction when a running host publishes its timers' readbacks.
