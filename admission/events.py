@@ -214,17 +214,8 @@ def record(conn: Connection, kind: EventKind, subject: str, data: dict[str, Any]
     """Write an event on ``conn`` (the open transaction of the change it describes) and one pending
     delivery per webhook subscribed to ``kind``; returns the event id."""
     kind = EventKind(kind)
-    event_id = "evt-" + secrets.token_urlsafe(18)
-    conn.execute(
-        insert(s.events).values(
-            event_id=event_id,
-            kind=kind.value,
-            subject=subject,
-            data_json=json.dumps(data, sort_keys=True),
-            occurred_at_us=at,
-            dedup_key=dedup_key,
-        )
-    )
+    event_id, values = _event_row(kind, subject, data, at, dedup_key)
+    conn.execute(insert(s.events).values(**values))
     _fan_out(conn, kind, event_id, at)
     return event_id
 
@@ -236,21 +227,26 @@ def record_once(conn: Connection, kind: EventKind, subject: str, data: dict[str,
     kind = EventKind(kind)
     if not key or len(key) > 200:
         raise InvalidInput("key", "an event key is 1..200 characters")
-    event_id = "evt-" + secrets.token_urlsafe(18)
-    values = dict(
-        event_id=event_id,
-        kind=kind.value,
-        subject=subject,
-        data_json=json.dumps(data, sort_keys=True),
-        occurred_at_us=at,
-        dedup_key=key,
-    )
+    event_id, values = _event_row(kind, subject, data, at, key)
     dialect = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
     statement = dialect(s.events).values(**values).on_conflict_do_nothing(index_elements=["dedup_key"])
     if conn.execute(statement.returning(s.events.c.event_id)).first() is None:
         return None
     _fan_out(conn, kind, event_id, at)
     return event_id
+
+
+def _event_row(kind: EventKind, subject: str, data: dict[str, Any], at: datetime, dedup_key: str | None) -> tuple[str, dict[str, Any]]:
+    """A new event's id (minted here) and its columns."""
+    event_id = "evt-" + secrets.token_urlsafe(18)
+    return event_id, dict(
+        event_id=event_id,
+        kind=kind.value,
+        subject=subject,
+        data_json=json.dumps(data, sort_keys=True),
+        occurred_at_us=at,
+        dedup_key=dedup_key,
+    )
 
 
 def _fan_out(conn: Connection, kind: EventKind, event_id: str, at: datetime) -> None:

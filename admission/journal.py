@@ -380,31 +380,31 @@ class Journal:
     def anything_pending(self, orphaned_before: datetime) -> bool:
         """One indexed query: is any turn unsettled, or any managed lane's reservation older than
         ``orphaned_before`` without a journal row? (Recovery is free when nothing is.)"""
-        with self.store.read() as conn:
-            row = conn.execute(
-                text(
-                    "SELECT 1 FROM fg_turns WHERE phase IN ('journaled', 'confirmed', 'launched') UNION ALL "
-                    "SELECT 1 FROM fg_starts s WHERE " + _ORPHAN_START + " LIMIT 1"
-                ),
-                {"cut": to_us(orphaned_before)},
-            ).first()
-        return row is not None
+        return bool(
+            self._read_orphans(
+                "SELECT 1 FROM fg_turns WHERE phase IN ('journaled', 'confirmed', 'launched') UNION ALL "
+                "SELECT 1 FROM fg_starts s WHERE " + _ORPHAN_START + " LIMIT 1",
+                orphaned_before,
+            )
+        )
 
     def orphan_starts(self, orphaned_before: datetime) -> list[OrphanStart]:
         """Reservations older than ``orphaned_before`` that no journal row claims."""
-        with self.store.read() as conn:
-            rows = conn.execute(
-                text(
-                    "SELECT s.turn_id, s.goal_id, s.agent_id, s.automation_id, s.anchor_us, s.kind, s.manual_reason FROM fg_starts s "
-                    "WHERE " + _ORPHAN_START + " ORDER BY s.anchor_us"
-                ),
-                {"cut": to_us(orphaned_before)},
-            ).all()
+        rows = self._read_orphans(
+            "SELECT s.turn_id, s.goal_id, s.agent_id, s.automation_id, s.anchor_us, s.kind, s.manual_reason FROM fg_starts s "
+            "WHERE " + _ORPHAN_START + " ORDER BY s.anchor_us",
+            orphaned_before,
+        )
         out = []
         for turn_id, goal, agent, automation, anchor_us, kind, reason in rows:
             if type(anchor_us) is int:  # a malformed hand edit is admission's to report, not ours to settle
                 out.append(OrphanStart(turn_id, goal, agent, automation, from_us(anchor_us), str(kind), reason))
         return out
+
+    def _read_orphans(self, sql: str, orphaned_before: datetime) -> list[Any]:
+        """The rows of ``sql``, whose reservations count as orphaned from before ``:cut``."""
+        with self.store.read() as conn:
+            return list(conn.execute(text(sql), {"cut": to_us(orphaned_before)}).all())
 
     def settle_orphan_start(
         self, start: OrphanStart, verdict: Verdict, *, owner: str, runner_host: str, runner_pid: int
