@@ -15,10 +15,10 @@ from sqlalchemy import insert, select, update
 
 from . import _locks as locks
 from . import _schema as s
+from ._repository import Repository
 from ._types import Frozen
-from .clock import Clock, SystemClock, read_clock
+from .clock import read_clock
 from .errors import InvalidInput, NotFound
-from .store import Store
 
 DispatchState = Literal["reserved", "dispatched", "reconciled", "released"]
 
@@ -51,11 +51,7 @@ def _check_tokens(value: object, field: str) -> int:
     return value
 
 
-class Accounting:
-    def __init__(self, store: Store, clock: Clock | None = None) -> None:
-        self.store = store
-        self.clock = clock if clock is not None else SystemClock()
-
+class Accounting(Repository):
     def reserve(
         self, mission_id: str, request_id: str, *, kind: str = "model", estimate_tokens: int = 0, model: str | None = None
     ) -> Dispatch:

@@ -17,13 +17,13 @@ from sqlalchemy import insert, select, update
 
 from . import _locks as locks
 from . import _schema as s
+from ._repository import Repository
 from ._types import Frozen
-from .clock import Clock, SystemClock, iso, read_clock
+from .clock import iso, read_clock
 from .errors import FloorgateError, InvalidInput
 from .events import EventKind, record
 from .policies import Provenance, check_owner_ref
 from .scope import check_key
-from .store import Store
 from .unit import UnitOfWork
 
 DEFAULT_TTL = timedelta(hours=24)
@@ -80,11 +80,7 @@ def _decided(row, state: str, decided_by: str | None) -> dict[str, object]:  # t
     }
 
 
-class Approvals:
-    def __init__(self, store: Store, clock: Clock | None = None) -> None:
-        self.store = store
-        self.clock = clock if clock is not None else SystemClock()
-
+class Approvals(Repository):
     def ask(
         self, mission_id: str, scope: str, bound: str, extension: int, ttl: timedelta = DEFAULT_TTL, *, unit: UnitOfWork | None = None
     ) -> Approval:

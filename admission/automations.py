@@ -19,13 +19,13 @@ from sqlalchemy import Table, delete, insert, select, update
 
 from . import _locks as locks
 from . import _schema as s
+from ._repository import Repository
 from ._types import Frozen, decode_row, raw_columns, shared_fields
-from .clock import Clock, SystemClock, read_clock
+from .clock import read_clock
 from .errors import CorruptState, FloorgateError, InvalidInput, NotFound, RevisionConflict, StoreUnavailable
 from .events import EventKind, record
 from .liveness import HookInstalls
 from .scope import check_id, check_text
-from .store import Store
 
 PAUSE_NOTE_MAX = 1000  # characters of a pause note (the console adds who paused it)
 MAX_LABELS = 32  # labels one automation may carry
@@ -316,12 +316,8 @@ def check_spec(spec: AutomationSpec) -> None:
             raise InvalidInput(field, f"keep the {field} name to at most 128 characters (no NUL)")
 
 
-class Automations:
+class Automations(Repository):
     """The automation registry in the store."""
-
-    def __init__(self, store: Store, clock: Clock | None = None) -> None:
-        self.store = store
-        self.clock = clock if clock is not None else SystemClock()
 
     def add(self, automation_id: str, spec: AutomationSpec) -> Automation:
         check_id(automation_id, "automation")

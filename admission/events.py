@@ -40,11 +40,11 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
 from . import _schema as s
+from ._repository import Repository
 from ._types import Frozen, from_row, stored
-from .clock import Clock, SystemClock, iso, read_clock
+from .clock import iso, read_clock
 from .errors import InvalidInput, NotFound
 from .scope import check_limit
-from .store import Store
 
 SIGNATURE_HEADER = "X-Floorgate-Signature"
 EVENT_ID_HEADER = "X-Floorgate-Event-Id"
@@ -323,12 +323,8 @@ def check_url(url: object) -> str:
     return url
 
 
-class Events:
+class Events(Repository):
     """The event outbox and its webhook subscriptions and deliveries."""
-
-    def __init__(self, store: Store, clock: Clock | None = None) -> None:
-        self.store = store
-        self.clock = clock if clock is not None else SystemClock()
 
     # -- events ----------------------------------------------------------------------------------
     def list(self, kind: EventKind | None = None, limit: int = 100) -> builtins.list[Event]:

@@ -16,12 +16,12 @@ from sqlalchemy import insert, select, update
 
 from . import _locks as locks
 from . import _schema as s
+from ._repository import Repository
 from ._types import Frozen, stored
-from .clock import Clock, SystemClock, read_clock
+from .clock import read_clock
 from .errors import InvalidInput, RevisionConflict, StoreUnavailable
 from .policies import check_owner_ref
 from .retention import MAX_RETENTION, MIN_RETENTION
-from .store import Store
 
 _KEY = "host_policy"
 _MAX = timedelta(days=7)
@@ -83,12 +83,8 @@ def _from_json(text: str) -> HostPolicy:
         raise StoreUnavailable(f"the stored host policy is malformed: {str(exc).splitlines()[0]}") from None
 
 
-class HostPolicies:
+class HostPolicies(Repository):
     """Read and compare-and-set the deployment's host policy."""
-
-    def __init__(self, store: Store, clock: Clock | None = None) -> None:
-        self.store = store
-        self.clock = clock if clock is not None else SystemClock()
 
     def get(self) -> StoredHostPolicy:
         """The stored policy, or the defaults at revision 0; malformed state raises ``StoreUnavailable``."""

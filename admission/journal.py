@@ -24,12 +24,13 @@ from sqlalchemy import BigInteger, and_, func, insert, literal, select, text, ty
 
 from . import _locks as locks
 from . import _schema as s
+from ._repository import Repository
 from ._turns import REASON_MAX, ClaimLost, FailureCategory, JournalEntry, Settled, TurnOwned, TurnRecord, TurnStatus, Verdict, clip_words
 from ._types import decode_row, from_row, raw_columns
-from .clock import Clock, SystemClock, from_us, read_clock, to_us
+from .clock import from_us, read_clock, to_us
 from .errors import CorruptState, InvalidInput, NotFound, StoreUnavailable
 from .scope import check_key
-from .store import DriverTx, Store
+from .store import DriverTx
 from .unit import UnitOfWork
 
 # The turn journal's values live in _turns; these names are the journal's public surface too.
@@ -171,12 +172,8 @@ class OrphanStart:
     manual_reason: str | None
 
 
-class Journal:
+class Journal(Repository):
     """Durable attempts, claims and settlements of managed turns."""
-
-    def __init__(self, store: Store, clock: Clock | None = None) -> None:
-        self.store = store
-        self.clock = clock if clock is not None else SystemClock()
 
     def begin(
         self,

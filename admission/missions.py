@@ -20,12 +20,12 @@ from sqlalchemy.engine import Connection
 
 from . import _locks as locks
 from . import _schema as s
+from ._repository import Repository
 from ._types import Frozen, from_row, stored
-from .clock import Clock, SystemClock, read_clock
+from .clock import read_clock
 from .errors import NotFound
 from .events import EventKind, record
 from .scope import check_key
-from .store import Store
 from .unit import UnitOfWork
 
 
@@ -78,11 +78,7 @@ def _mission(row) -> Mission:  # type: ignore[no-untyped-def]
         return from_row(Mission, row)
 
 
-class Missions:
-    def __init__(self, store: Store, clock: Clock | None = None) -> None:
-        self.store = store
-        self.clock = clock if clock is not None else SystemClock()
-
+class Missions(Repository):
     def get(self, mission_id: str, *, unit: UnitOfWork | None = None) -> Mission:
         """The mission ``mission_id`` (``NotFound`` when none); ``unit``: read in the caller's unit."""
         check_key(mission_id, "mission_id")

@@ -20,8 +20,9 @@ from sqlalchemy.engine import Connection
 
 from . import _locks as locks
 from . import _schema as s
+from ._repository import Repository
 from ._types import Frozen, decode_row, raw_columns, stored
-from .clock import Clock, SystemClock, read_clock
+from .clock import read_clock
 from .decide.floors import MAX_STORED_FLOOR as MAX_STORED_FLOOR
 from .decide.floors import EffectiveFloor as EffectiveFloor
 from .decide.floors import Folded as Folded
@@ -36,7 +37,6 @@ from .intervals import check_interval, format_interval
 from .limits import Limits, LimitsChange, limits_from_columns, limits_json
 from .limits import loosened as limits_loosened
 from .scope import Scope, ScopeKind, check_id, check_limit
-from .store import Store
 
 _OWNER_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,63}")
 
@@ -222,12 +222,8 @@ def check_note(note: object) -> str | None:
     return note or None
 
 
-class Policies:
+class Policies(Repository):
     """Read and write owner floors."""
-
-    def __init__(self, store: Store, clock: Clock | None = None) -> None:
-        self.store = store
-        self.clock = clock if clock is not None else SystemClock()
 
     def configure(
         self,

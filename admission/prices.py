@@ -13,11 +13,11 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.engine import Connection
 
 from . import _schema as s
+from ._repository import Repository
 from ._types import Frozen
-from .clock import Clock, SystemClock, read_clock
+from .clock import read_clock
 from .errors import CorruptState, InvalidInput, ReductionNotAuthorized, RevisionConflict
 from .policies import check_owner_ref
-from .store import Store
 from .windows import format_usd, micros_to_usd, usd_to_micros
 
 _MAX_PRICE_MICROS = 10_000 * 1_000_000  # $10,000 per million tokens: beyond it, a typo
@@ -59,13 +59,9 @@ def check_model(value: object) -> str:
     return value
 
 
-class Prices:
+class Prices(Repository):
     """Owner-set prices per million tokens, by model: exact-revision compare-and-set; lowering or
     removing a price (which lets a USD budget admit more) needs ``allow_reduction``."""
-
-    def __init__(self, store: Store, clock: Clock | None = None) -> None:
-        self.store = store
-        self.clock = clock if clock is not None else SystemClock()
 
     def set(self, model: str, usd_per_mtok: Any, *, expected_revision: int, owner_ref: str, allow_reduction: bool = False) -> Price:
         """Set (a ``Decimal`` amount) or remove (None) the price of ``model``."""

@@ -17,12 +17,12 @@ from enum import StrEnum
 from sqlalchemy import delete, insert, select, update
 
 from . import _schema as s
+from ._repository import Repository
 from ._types import Frozen, stored
-from .clock import Clock, SystemClock, read_clock
+from .clock import read_clock
 from .errors import InvalidInput, NotFound
 from .policies import check_owner_ref
 from .scope import check_key
-from .store import Store
 
 TOKEN_PREFIX = "fgo_"
 
@@ -69,12 +69,8 @@ def _principal(row) -> Principal:  # type: ignore[no-untyped-def]
         return Principal(name=row.name, role=Role(row.role), created_at=row.created_at_us, revoked_at=row.revoked_at_us, zone=row.zone)
 
 
-class Principals:
+class Principals(Repository):
     """Add, list, revoke and authenticate console principals."""
-
-    def __init__(self, store: Store, clock: Clock | None = None) -> None:
-        self.store = store
-        self.clock = clock if clock is not None else SystemClock()
 
     def add(self, name: str, role: Role | str) -> tuple[Principal, str]:
         """Store a new principal and return it with its token (shown once; only its hash is kept)."""
@@ -162,17 +158,13 @@ class SignedIn(Frozen):
     expires_at: datetime
 
 
-class Sessions:
+class Sessions(Repository):
     """Console sessions and failed sign-ins, in the store: a restart keeps everyone signed in, and
     several ``floorgate serve`` processes on one store share sessions and one rate limit.
 
     Only a session id's SHA-256 hash is stored (the cookie is the id). Failed sign-ins are counted
     by each console process in memory; only a lock, once a limit is reached, is a row here.
     """
-
-    def __init__(self, store: Store, clock: Clock | None = None) -> None:
-        self.store = store
-        self.clock = clock if clock is not None else SystemClock()
 
     def open(self, principal: str, ttl: timedelta) -> tuple[str, SignedIn]:
         """A new session for ``principal`` (expired ones are swept); returns its id, shown only now."""

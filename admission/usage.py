@@ -27,10 +27,11 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
 from . import _schema as s
+from ._repository import Repository
 from ._series import NAMES as _NAMES
 from ._series import series_where
 from ._types import decode_us
-from .clock import Clock, SystemClock, aware_utc, read_clock, to_us
+from .clock import aware_utc, read_clock, to_us
 from .decide._sql import DIALECTS, compiled, text_value
 from .errors import CorruptState, InvalidInput, NotFound
 from .limits import Series
@@ -41,7 +42,7 @@ from .prices import cost_micros, estimate_price
 from .prices import prices_of as prices_of
 from .prices import read_prices as read_prices
 from .scope import check_id, check_limit
-from .store import DriverTx, Store
+from .store import DriverTx
 from .windows import MAX_TOKENS, NEVER, Window, amount_frees_at
 
 # How far back the largest per-turn usage of a lane is the estimate for its next turn.
@@ -466,12 +467,8 @@ def _usd(value: object, field: str) -> int | None:
     return value
 
 
-class Usage:
+class Usage(Repository):
     """The ledger's use cases on a store (each one unit of work)."""
-
-    def __init__(self, store: Store, clock: Clock | None = None) -> None:
-        self.store = store
-        self.clock = clock if clock is not None else SystemClock()
 
     def hold(self, turn_id: str, goal: str, agent: str, automation: str, estimate_tokens: int, model: str | None = None) -> bool:
         """``hold`` in a unit of its own, at the clock's now."""

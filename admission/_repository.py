@@ -1,0 +1,14 @@
+"""The base of the store's use-case classes: a store, and the clock they read the time from."""
+
+from __future__ import annotations
+
+from .clock import Clock, SystemClock
+from .store import Store
+
+
+class Repository:
+    """Use cases over one store, reading the time from ``clock`` (the system clock when none is given)."""
+
+    def __init__(self, store: Store, clock: Clock | None = None) -> None:
+        self.store = store
+        self.clock = clock if clock is not None else SystemClock()
