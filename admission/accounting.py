@@ -16,7 +16,7 @@ from sqlalchemy import insert, select, update
 from . import _locks as locks
 from . import _schema as s
 from ._repository import Repository
-from ._types import Frozen
+from ._types import Frozen, from_row
 from .clock import read_clock
 from .errors import InvalidInput, NotFound
 
@@ -34,15 +34,7 @@ class Dispatch(Frozen):
 
 
 def _dispatch(row) -> Dispatch:  # type: ignore[no-untyped-def]
-    return Dispatch(
-        request_id=row.request_id,
-        mission_id=row.mission_id,
-        kind=row.kind,
-        state=row.state,
-        estimate_tokens=row.estimate_tokens,
-        actual_tokens=row.actual_tokens,
-        model=row.model,
-    )
+    return from_row(Dispatch, row)
 
 
 def _check_tokens(value: object, field: str) -> int:

@@ -18,7 +18,7 @@ from sqlalchemy import insert, select, update
 from . import _locks as locks
 from . import _schema as s
 from ._repository import Repository
-from ._types import Frozen
+from ._types import Frozen, from_row
 from .clock import iso, read_clock
 from .errors import FloorgateError, InvalidInput
 from .events import EventKind, record
@@ -54,19 +54,7 @@ class Approval(Frozen):
 
 
 def _approval(row) -> Approval:  # type: ignore[no-untyped-def]
-    return Approval(
-        approval_id=row.approval_id,
-        mission_id=row.mission_id,
-        scope=row.scope,
-        bound=row.bound,
-        proposal=json.loads(row.proposal_json),
-        state=row.state,
-        created_at=row.created_at_us,
-        expires_at=row.expires_at_us,
-        decided_at=row.decided_at_us,
-        decided_by=row.decided_by,
-        decided_by_kind=row.decided_by_kind,
-    )
+    return from_row(Approval, row, proposal=json.loads(row.proposal_json))
 
 
 def _decided(row, state: str, decided_by: str | None) -> dict[str, object]:  # type: ignore[no-untyped-def]

@@ -14,7 +14,7 @@ from sqlalchemy.engine import Connection
 
 from . import _schema as s
 from ._repository import Repository
-from ._types import Frozen
+from ._types import Frozen, from_row
 from .clock import read_clock
 from .errors import CorruptState, InvalidInput, ReductionNotAuthorized, RevisionConflict
 from .policies import check_owner_ref
@@ -101,16 +101,7 @@ class Prices(Repository):
         with self.store.read() as conn:
             rows = conn.execute(select(p).order_by(p.c.model)).all()
             read_prices(conn)  # a damaged price fails the readback, never shows as a price
-        return [
-            Price(
-                model=r.model,
-                usd_per_mtok_micros=r.usd_per_mtok_micros,
-                revision=r.revision,
-                owner_ref=r.owner_ref,
-                updated_at=r.updated_at_us,
-            )
-            for r in rows
-        ]
+        return [from_row(Price, r) for r in rows]
 
 
 def cost_micros(tokens: int, price_micros_per_mtok: int) -> int:

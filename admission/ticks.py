@@ -13,7 +13,7 @@ from enum import StrEnum
 from sqlalchemy import BigInteger, func, insert, select, type_coerce
 
 from . import _schema as s
-from ._types import Frozen, decode_us, stored
+from ._types import Frozen, decode_us, from_row, stored
 from .errors import CorruptState
 from .store import Store
 
@@ -68,18 +68,7 @@ class TickLog:
         k = s.ticks
         query = select(k).where(k.c.automation_id == automation_id).order_by(k.c.id.desc()).limit(limit)
         with self.store.read() as conn, stored(f"a tick of automation {automation_id!r}"):
-            return [
-                Tick(
-                    automation_id=row.automation_id,
-                    nominal_at=row.nominal_us,
-                    actual_at=row.actual_us,
-                    decision=row.decision,
-                    reason=row.reason,
-                    turn_id=row.turn_id,
-                    host=row.host,
-                )
-                for row in conn.execute(query)
-            ]
+            return [from_row(Tick, row, nominal_at=row.nominal_us, actual_at=row.actual_us) for row in conn.execute(query)]
 
     def admitted_between(self, automation_id: str, start: datetime, end: datetime) -> set[datetime]:
         """The nominal times in ``[start, end]`` a tick of ``automation_id`` was admitted for (one query)."""
