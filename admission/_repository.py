@@ -7,7 +7,8 @@ from .store import Store
 
 
 class Repository:
-    """Use cases over one store, reading the time from ``clock`` (the system clock when none is given)."""
+    """Use cases over one store; those that read the time read it from ``clock`` (the system clock
+    when none is given)."""
 
     def __init__(self, store: Store, clock: Clock | None = None) -> None:
         self.store = store

@@ -18,9 +18,9 @@ from sqlalchemy import Connection, delete, insert, select, update
 
 from . import _locks as locks
 from . import _schema as s
+from ._repository import Repository
 from ._types import Frozen, stored
 from .errors import CorruptState
-from .store import Store
 
 # A host is alive while its last beat is younger than this many polls (plus a fixed slack for a
 # slow store): a missed beat or two is a busy host, three is a host that is gone.
@@ -50,11 +50,8 @@ class HostBeat(Frozen):
         return self.stopped_at is None and now - self.beat_at <= self.poll * _BEATS_MISSED + _SLACK
 
 
-class HostBeats:
+class HostBeats(Repository):
     """Heartbeats of the timer hosts on one store."""
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
 
     def started(self, beat: HostBeat) -> None:
         """Record a host that starts (and forget hosts silent for a week)."""
@@ -122,11 +119,8 @@ class HookAnswer(Frozen):
     answers: int
 
 
-class HookAnswers:
+class HookAnswers(Repository):
     """The pre-model hooks' answers, per automation."""
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
 
     def record(self, automation_id: str, *, admitted: bool, at: datetime) -> None:
         """Record one answer of the hook for ``automation_id``."""
@@ -192,11 +186,8 @@ def _install_key(automation_id: str) -> str:
     return _INSTALL_PREFIX + "#" + hashlib.sha256(automation_id.encode()).hexdigest()[:40]
 
 
-class HookInstalls:
+class HookInstalls(Repository):
     """The last hook install of each automation, one ``fg_settings`` row per automation."""
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
 
     def record(self, install: HookInstall) -> None:
         """Record ``install`` as the automation's hook install (replacing an earlier one)."""

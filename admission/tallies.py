@@ -13,9 +13,9 @@ from datetime import datetime, timedelta
 from sqlalchemy import BigInteger, func, select, type_coerce
 
 from . import _schema as s
+from ._repository import Repository
 from ._types import Frozen, decode_us
 from .clock import to_us
-from .store import Store
 
 _WORD = re.compile(r"[a-z][a-z0-9_]{0,39}")
 
@@ -44,11 +44,8 @@ class SlotCount(Frozen):
     last_at: datetime
 
 
-class Tallies:
+class Tallies(Repository):
     """Aggregates read in a few grouped queries."""
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
 
     def _grouped(self, query) -> dict[tuple[str, ...], int]:  # type: ignore[no-untyped-def]
         out: dict[tuple[str, ...], int] = {}

@@ -13,9 +13,9 @@ from enum import StrEnum
 from sqlalchemy import BigInteger, func, insert, select, type_coerce
 
 from . import _schema as s
+from ._repository import Repository
 from ._types import Frozen, decode_us, from_row, stored
 from .errors import CorruptState
-from .store import Store
 
 MAX_REASON = 200  # the column's width
 
@@ -41,10 +41,7 @@ class Tick(Frozen):
     host: str
 
 
-class TickLog:
-    def __init__(self, store: Store) -> None:
-        self.store = store
-
+class TickLog(Repository):
     def append(self, ticks: list[Tick]) -> None:
         """Write a batch of ticks in one transaction."""
         if not ticks:

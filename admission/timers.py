@@ -16,9 +16,9 @@ from sqlalchemy import bindparam, insert, select, update
 
 from . import _locks as locks
 from . import _schema as s
+from ._repository import Repository
 from ._types import Frozen, from_row, stored
 from .errors import CorruptState, InvalidInput
-from .store import Store
 
 
 class ObservationState(StrEnum):
@@ -57,10 +57,7 @@ def _binding(row) -> TimerBinding:  # type: ignore[no-untyped-def]
 PUBLISH_CHUNK = 100
 
 
-class TimerBindings:
-    def __init__(self, store: Store) -> None:
-        self.store = store
-
+class TimerBindings(Repository):
     def get(self, automation_id: str) -> TimerBinding | None:
         b = s.timer_bindings
         with self.store.read() as conn:
