@@ -467,13 +467,27 @@ def _usd(value: object, field: str) -> int | None:
     return value
 
 
+def _check_lane(goal: str, agent: str, automation: str) -> None:
+    for value, name in ((goal, "goal"), (agent, "agent"), (automation, "automation")):
+        check_id(value, name)
+
+
+def _check_reported(tokens: int | None, usd_micros: int | None, *estimate_tokens: int) -> None:
+    """Refuse reported usage that is not a count of tokens (None: unread) or micro-dollars (and an
+    estimate given that is not a count of tokens), in that order."""
+    if tokens is not None:
+        _tokens(tokens, "tokens")
+    for estimate in estimate_tokens:
+        _tokens(estimate, "estimate_tokens")
+    _usd(usd_micros, "usd_micros")
+
+
 class Usage(Repository):
     """The ledger's use cases on a store (each one unit of work)."""
 
     def hold(self, turn_id: str, goal: str, agent: str, automation: str, estimate_tokens: int, model: str | None = None) -> bool:
         """``hold`` in a unit of its own, at the clock's now."""
-        for value, name in ((goal, "goal"), (agent, "agent"), (automation, "automation")):
-            check_id(value, name)
+        _check_lane(goal, agent, automation)
         with self.store.write() as conn:
             return hold(conn, turn_id, goal, agent, automation, read_clock(self.clock), estimate_tokens, model)
 
@@ -484,9 +498,7 @@ class Usage(Repository):
         (and no cost): the usage could not be read, the turn is settled ``unknown`` and its
         estimate stays held. The same report again is a no-op; a different one for a settled
         turn is refused (``InvalidInput``); a turn never held is ``NotFound``."""
-        if tokens is not None:
-            _tokens(tokens, "tokens")
-        _usd(usd_micros, "usd_micros")
+        _check_reported(tokens, usd_micros)
         u = s.usage
         now = read_clock(self.clock)
         with self.store.write() as conn:
@@ -523,14 +535,10 @@ class Usage(Repository):
         an estimate for a turn whose id starts with ``turn_prefix`` (the prompt hook's admission
         in that session), the oldest such is settled; else a settled row is written. ``tokens``
         None: the usage could not be read (recorded unknown, ``estimate_tokens`` held)."""
-        for value, name in ((goal, "goal"), (agent, "agent"), (automation, "automation")):
-            check_id(value, name)
+        _check_lane(goal, agent, automation)
         if not isinstance(report_key, str) or not 1 <= len(report_key) <= 128:
             raise InvalidInput("report_key", "1..128 characters")
-        if tokens is not None:
-            _tokens(tokens, "tokens")
-        _tokens(estimate_tokens, "estimate_tokens")
-        _usd(usd_micros, "usd_micros")
+        _check_reported(tokens, usd_micros, estimate_tokens)
         u = s.usage
         now = read_clock(self.clock)
         with self.store.write() as conn:
