@@ -188,8 +188,7 @@ class Approvals(Repository):
     def get(self, approval_id: str) -> Approval:
         check_key(approval_id, "approval_id", max_len=64)
         a = s.approvals
-        with self.store.read() as conn:
-            row = conn.execute(select(a).where(a.c.approval_id == approval_id)).first()
+        row = self._read_first(select(a).where(a.c.approval_id == approval_id))
         if row is None:
             raise ApprovalRejected(f"approval {approval_id} is unknown")
         return _approval(row)

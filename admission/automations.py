@@ -343,8 +343,7 @@ class Automations(Repository):
     def get(self, automation_id: str) -> Automation:
         a = s.automations
         try:
-            with self.store.read() as conn:
-                row = conn.execute(select(a).where(a.c.automation_id == check_id(automation_id, "automation"))).first()
+            row = self._read_first(select(a).where(a.c.automation_id == check_id(automation_id, "automation")))
         except CorruptState as exc:
             raise CorruptState(f"automation {automation_id!r} is malformed in the store: {exc}") from None
         if row is None:
@@ -472,8 +471,7 @@ class Automations(Repository):
     def wake_state(self, automation_id: str) -> WakeState:
         w = s.wake_state
         try:
-            with self.store.read() as conn:
-                row = conn.execute(select(w).where(w.c.automation_id == automation_id)).first()
+            row = self._read_first(select(w).where(w.c.automation_id == automation_id))
         except CorruptState as exc:
             raise CorruptState(f"wake state of automation {automation_id!r} is malformed in the store: {exc}") from None
         if row is None:

@@ -528,8 +528,7 @@ class Admission(Repository):
     def start(self, turn_id: str) -> StartRecord | None:
         """The start record of ``turn_id``, if admission wrote one."""
         t = s.starts
-        with self.store.read() as conn:
-            row = conn.execute(select(*raw_columns(t)).where(t.c.turn_id == check_id(turn_id, "turn_id"))).first()
+        row = self._read_first(select(*raw_columns(t)).where(t.c.turn_id == check_id(turn_id, "turn_id")))
         return start_from_row(row) if row is not None else None
 
 

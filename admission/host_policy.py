@@ -89,8 +89,7 @@ class HostPolicies(Repository):
     def get(self) -> StoredHostPolicy:
         """The stored policy, or the defaults at revision 0; malformed state raises ``StoreUnavailable``."""
         t = s.settings
-        with self.store.read() as conn:
-            row = conn.execute(select(t).where(t.c.key == _KEY)).first()
+        row = self._read_first(select(t).where(t.c.key == _KEY))
         if row is None:
             return StoredHostPolicy(policy=HostPolicy(), revision=0, owner_ref=None, updated_at=None)
         if type(row.revision) is not int:

@@ -148,8 +148,7 @@ class HookAnswers(Repository):
     def get(self, automation_id: str) -> HookAnswer | None:
         """The last answer for ``automation_id``, or None when the hook never answered."""
         t = s.hook_answers
-        with self.store.read() as conn:
-            row = conn.execute(select(t).where(t.c.automation_id == automation_id)).first()
+        row = self._read_first(select(t).where(t.c.automation_id == automation_id))
         if row is None:
             return None
         if type(row.answers) is not int:
@@ -206,8 +205,7 @@ class HookInstalls(Repository):
     def get(self, automation_id: str) -> HookInstall | None:
         """The automation's recorded install, or None (``CorruptState`` when the row is malformed)."""
         t = s.settings
-        with self.store.read() as conn:
-            row = conn.execute(select(t.c.value_json).where(t.c.key == _install_key(automation_id))).first()
+        row = self._read_first(select(t.c.value_json).where(t.c.key == _install_key(automation_id)))
         if row is None:
             return None
         try:

@@ -372,8 +372,7 @@ class Policies(Repository):
         """The rule stored at exactly ``scope`` (possibly disabled), or None if never written."""
         goal, agent, automation = scope.key()
         r = s.rules
-        with self.store.read() as conn:
-            row = conn.execute(select(r).where(r.c.goal_id == goal, r.c.agent_id == agent, r.c.automation_id == automation)).first()
+        row = self._read_first(select(r).where(r.c.goal_id == goal, r.c.agent_id == agent, r.c.automation_id == automation))
         return rule_from_row(row) if row is not None else None
 
     def effective(self, goal: str, agent: str, automation: str | None = None) -> EffectiveFloor:

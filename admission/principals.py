@@ -115,8 +115,7 @@ class Principals(Repository):
     def get(self, name: str) -> Principal:
         check_key(name, "name", max_len=64)
         p = s.principals
-        with self.store.read() as conn:
-            row = conn.execute(select(p).where(p.c.name == name)).first()
+        row = self._read_first(select(p).where(p.c.name == name))
         if row is None:
             raise NotFound(f"principal {name!r} does not exist (see 'floorgate owner list')")
         return _principal(row)
@@ -140,8 +139,7 @@ class Principals(Repository):
             return None
         name, _, secret = token[len(TOKEN_PREFIX) :].partition(".")
         p = s.principals
-        with self.store.read() as conn:
-            row = conn.execute(select(p).where(p.c.name == name)).first()
+        row = self._read_first(select(p).where(p.c.name == name))
         # Compare a hash even for an unknown name, so the answer takes the same work either way.
         stored = row.token_sha256 if row is not None else _hash("")
         matches = hmac.compare_digest(stored.encode("ascii"), _hash(secret).encode("ascii"))
@@ -190,8 +188,7 @@ class Sessions(Repository):
         if not session_id or len(session_id) > 200:
             return None
         t = s.sessions
-        with self.store.read() as conn:
-            row = conn.execute(select(t).where(t.c.session_sha256 == _hash(session_id))).first()
+        row = self._read_first(select(t).where(t.c.session_sha256 == _hash(session_id)))
         if row is None or row.expires_at_us <= read_clock(self.clock):
             return None
         return SignedIn(principal=row.principal, csrf=row.csrf, expires_at=row.expires_at_us)

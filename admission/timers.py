@@ -60,8 +60,7 @@ PUBLISH_CHUNK = 100
 class TimerBindings(Repository):
     def get(self, automation_id: str) -> TimerBinding | None:
         b = s.timer_bindings
-        with self.store.read() as conn:
-            row = conn.execute(select(b).where(b.c.automation_id == automation_id)).first()
+        row = self._read_first(select(b).where(b.c.automation_id == automation_id))
         return _binding(row) if row is not None else None
 
     def ids(self) -> set[str]:

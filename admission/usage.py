@@ -571,8 +571,7 @@ class Usage(Repository):
 
     def get(self, turn_id: str) -> UsageEntry | None:
         u = s.usage
-        with self.store.read() as conn:
-            row = conn.execute(select(u).where(u.c.turn_id == turn_id)).first()
+        row = self._read_first(select(u).where(u.c.turn_id == turn_id))
         return entry_from_row(row) if row is not None else None
 
     def in_window(self, series: Series, window: Window) -> WindowUsage:
