@@ -120,18 +120,20 @@ class Frozen(BaseModel):
     model_config = ConfigDict(frozen=True)
 
 
-def from_row(model: type[_M], row: Any, **given: Any) -> _M:
-    """``model`` decoded from a stored ``row`` (a result row or ``decode_row``'s namespace): each
-    field not ``given`` is read from the column of its name, or of its name and ``_us`` (a time);
-    a field with neither column is left to its default."""
-    values = row._mapping if hasattr(row, "_mapping") else vars(row)
-    read = {field: values[column] for field, column in _field_columns(model, tuple(values)) if field not in given}
-    return model(**read, **given)
+def from_row(model: type[_M], table: Table, row: Any, **given: Any) -> _M:
+    """``model`` decoded from a stored ``row`` of ``table`` (a result row or ``decode_row``'s
+    namespace): each field not ``given`` is read from the column of its name, or of its name and
+    ``_us`` (a time); a field with neither column is left to its default."""
+    values = getattr(row, "_mapping", None)
+    if values is None:
+        values = vars(row)
+    return model(**{field: values[column] for field, column in _field_columns(model, table) if field not in given}, **given)
 
 
 @cache
-def _field_columns(model: type[BaseModel], columns: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
-    have = set(columns)
+def _field_columns(model: type[BaseModel], table: Table) -> tuple[tuple[str, str], ...]:
+    """Each field of ``model`` with the column of ``table`` it is read from."""
+    have = set(table.c.keys())
     out = []
     for field in model.model_fields:
         for column in (field, field + "_us"):

@@ -34,7 +34,7 @@ class Dispatch(Frozen):
 
 
 def _dispatch(row) -> Dispatch:  # type: ignore[no-untyped-def]
-    return from_row(Dispatch, row)
+    return from_row(Dispatch, s.dispatches, row)
 
 
 def _check_tokens(value: object, field: str) -> int:

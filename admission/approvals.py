@@ -54,7 +54,7 @@ class Approval(Frozen):
 
 
 def _approval(row) -> Approval:  # type: ignore[no-untyped-def]
-    return from_row(Approval, row, proposal=json.loads(row.proposal_json))
+    return from_row(Approval, s.approvals, row, proposal=json.loads(row.proposal_json))
 
 
 def _decided(row, state: str, decided_by: str | None) -> dict[str, object]:  # type: ignore[no-untyped-def]

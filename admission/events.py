@@ -445,7 +445,7 @@ class Events(Repository):
         found: builtins.list[Delivery] = []
         for r in rows:
             with stored(f"delivery of event {r.event_id!r} to webhook {r.webhook_id!r}"):
-                found.append(from_row(Delivery, r, state=DeliveryState(r.state)))
+                found.append(from_row(Delivery, s.deliveries, r, state=DeliveryState(r.state)))
         return found
 
     def retry_dead(self, webhook_id: str) -> int:

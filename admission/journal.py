@@ -142,7 +142,7 @@ def _decode(row) -> TurnRecord:  # type: ignore[no-untyped-def]
             exit_code=row.exit_code,
             bound=row.stop_bound,
         )
-    return from_row(TurnRecord, row, verdict=verdict)
+    return from_row(TurnRecord, s.turns, row, verdict=verdict)
 
 
 def _settled(verdict: Verdict, now: datetime, *, exit_code: int | None) -> dict[str, Any]:

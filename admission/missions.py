@@ -75,7 +75,7 @@ class Mission(Frozen):
 
 def _mission(row) -> Mission:  # type: ignore[no-untyped-def]
     with stored(f"mission {row.mission_id!r}"):
-        return from_row(Mission, row)
+        return from_row(Mission, s.missions, row)
 
 
 class Missions(Repository):

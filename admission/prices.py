@@ -101,7 +101,7 @@ class Prices(Repository):
         with self.store.read() as conn:
             rows = conn.execute(select(p).order_by(p.c.model)).all()
             read_prices(conn)  # a damaged price fails the readback, never shows as a price
-        return [from_row(Price, r) for r in rows]
+        return [from_row(Price, s.model_prices, r) for r in rows]
 
 
 def cost_micros(tokens: int, price_micros_per_mtok: int) -> int:

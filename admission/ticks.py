@@ -65,7 +65,7 @@ class TickLog(Repository):
         k = s.ticks
         query = select(k).where(k.c.automation_id == automation_id).order_by(k.c.id.desc()).limit(limit)
         with self.store.read() as conn, stored(f"a tick of automation {automation_id!r}"):
-            return [from_row(Tick, row, nominal_at=row.nominal_us, actual_at=row.actual_us) for row in conn.execute(query)]
+            return [from_row(Tick, s.ticks, row, nominal_at=row.nominal_us, actual_at=row.actual_us) for row in conn.execute(query)]
 
     def admitted_between(self, automation_id: str, start: datetime, end: datetime) -> set[datetime]:
         """The nominal times in ``[start, end]`` a tick of ``automation_id`` was admitted for (one query)."""

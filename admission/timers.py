@@ -50,7 +50,7 @@ class TimerBinding(Frozen):
 
 def _binding(row) -> TimerBinding:  # type: ignore[no-untyped-def]
     with stored(f"timer binding {row.automation_id!r}"):
-        return from_row(TimerBinding, row, desired_raised=bool(row.desired_raised))
+        return from_row(TimerBinding, s.timer_bindings, row, desired_raised=bool(row.desired_raised))
 
 
 # Rows per transaction when a running host publishes its timers' readbacks.
