@@ -343,7 +343,8 @@ class Automations(Repository):
     def get(self, automation_id: str) -> Automation:
         a = s.automations
         try:
-            row = self._read_first(select(a).where(a.c.automation_id == check_id(automation_id, "automation")))
+            with self.store.read() as conn:
+                row = conn.execute(select(a).where(a.c.automation_id == check_id(automation_id, "automation"))).first()
         except CorruptState as exc:
             raise CorruptState(f"automation {automation_id!r} is malformed in the store: {exc}") from None
         if row is None:

@@ -528,7 +528,8 @@ class Admission(Repository):
     def start(self, turn_id: str) -> StartRecord | None:
         """The start record of ``turn_id``, if admission wrote one."""
         t = s.starts
-        row = self._read_first(select(*raw_columns(t)).where(t.c.turn_id == check_id(turn_id, "turn_id")))
+        with self.store.read() as conn:
+            row = conn.execute(select(*raw_columns(t)).where(t.c.turn_id == check_id(turn_id, "turn_id"))).first()
         return start_from_row(row) if row is not None else None
 
 
