@@ -7,10 +7,17 @@ the same function here. (On SQLite every write transaction is serialized anyway.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 
 def agent(goal_id: str, agent_id: str) -> str:
     """Admission decisions of one agent (its starts and floors are read and written together)."""
     return f"agent/{goal_id}/{agent_id}"
+
+
+def goal(goal_id: str) -> str:
+    """Admission decisions of a goal whose limits count across its agents (one series for all)."""
+    return f"goal/{goal_id}"
 
 
 def policy(goal_id: str, agent_id: str, automation_id: str) -> str:
@@ -18,46 +25,29 @@ def policy(goal_id: str, agent_id: str, automation_id: str) -> str:
     return f"policy\0{goal_id}\0{agent_id}\0{automation_id}"
 
 
-def automation(automation_id: str) -> str:
-    """An automation's row, its wake state, and opening its next mission."""
-    return f"automation/{automation_id}"
+@dataclass(frozen=True)
+class _Family:
+    """A family of lock keys over one id: ``<prefix>/<id>``."""
+
+    prefix: str
+
+    def __call__(self, one_id: str) -> str:
+        return f"{self.prefix}/{one_id}"
 
 
-def mission(mission_id: str) -> str:
-    """A mission's row: counters, settlement, latch, and the owner asks that change it."""
-    return f"mission/{mission_id}"
-
-
-def turn(turn_id: str) -> str:
-    """A turn's journal record."""
-    return f"turn/{turn_id}"
-
-
-def dispatch(request_id: str) -> str:
-    """One metered request of a mission."""
-    return f"dispatch/{request_id}"
-
-
-def timer(automation_id: str) -> str:
-    """An automation's timer binding."""
-    return f"timer/{automation_id}"
-
-
-def setting(key: str) -> str:
-    """A deployment setting."""
-    return f"settings/{key}"
-
-
-def host(host_id: str) -> str:
-    """A timer host's heartbeat row."""
-    return f"host/{host_id}"
-
-
-def hook_answer(automation_id: str) -> str:
-    """The record of a pre-model hook's answers for one automation."""
-    return f"hook-answer/{automation_id}"
-
-
-def goal(goal_id: str) -> str:
-    """Admission decisions of a goal whose limits count across its agents (one series for all)."""
-    return f"goal/{goal_id}"
+# An automation's row, its wake state, and opening its next mission.
+automation = _Family("automation")
+# A mission's row: counters, settlement, latch, and the owner asks that change it.
+mission = _Family("mission")
+# A turn's journal record.
+turn = _Family("turn")
+# One metered request of a mission.
+dispatch = _Family("dispatch")
+# An automation's timer binding.
+timer = _Family("timer")
+# A deployment setting.
+setting = _Family("settings")
+# A timer host's heartbeat row.
+host = _Family("host")
+# The record of a pre-model hook's answers for one automation.
+hook_answer = _Family("hook-answer")

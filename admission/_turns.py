@@ -10,8 +10,9 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import field_validator
 
+from ._types import Frozen
 from .clock import iso
 from .errors import FloorgateError
 
@@ -73,10 +74,8 @@ def clip_words(text: str, limit: int) -> str:
     return (head[:cut] if cut > 0 else head).rstrip() + "…"
 
 
-class Verdict(BaseModel):
+class Verdict(Frozen):
     """How a turn ended (seed 003): retryable infra failures are told apart from task failures."""
-
-    model_config = ConfigDict(frozen=True)
 
     status: TurnStatus
     stop_reason: str
@@ -132,10 +131,8 @@ class Verdict(BaseModel):
         return cls(status=TurnStatus.STUCK, stop_reason=reason, retryable=False, failure_category=FailureCategory.POLICY, bound=bound)
 
 
-class TurnRecord(BaseModel):
+class TurnRecord(Frozen):
     """One journaled attempt, as stored."""
-
-    model_config = ConfigDict(frozen=True)
 
     turn_id: str
     automation_id: str

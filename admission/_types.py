@@ -19,7 +19,7 @@ from functools import cache
 from types import SimpleNamespace
 from typing import Any, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 from sqlalchemy import BigInteger, Table, type_coerce
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql.elements import ColumnElement
@@ -112,3 +112,32 @@ def shared_fields(model: _M) -> _M:
     if shared is not names:
         object.__setattr__(model, "__pydantic_fields_set__", shared)
     return model
+
+
+class Frozen(BaseModel):
+    """A record that never changes once built (a frozen pydantic model)."""
+
+    model_config = ConfigDict(frozen=True)
+
+
+def from_row(model: type[_M], table: Table, row: Any, **given: Any) -> _M:
+    """``model`` decoded from a stored ``row`` of ``table`` (a result row or ``decode_row``'s
+    namespace): each field not ``given`` is read from the column of its name, or of its name and
+    ``_us`` (a time); a field with neither column is left to its default."""
+    values = getattr(row, "_mapping", None)
+    if values is None:
+        values = vars(row)
+    return model(**{field: values[column] for field, column in _field_columns(model, table) if field not in given}, **given)
+
+
+@cache
+def _field_columns(model: type[BaseModel], table: Table) -> tuple[tuple[str, str], ...]:
+    """Each field of ``model`` with the column of ``table`` it is read from."""
+    have = set(table.c.keys())
+    out = []
+    for field in model.model_fields:
+        for column in (field, field + "_us"):
+            if column in have:
+                out.append((field, column))
+                break
+    return tuple(out)

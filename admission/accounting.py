@@ -11,21 +11,19 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
 from sqlalchemy import insert, select, update
 
 from . import _locks as locks
 from . import _schema as s
-from .clock import Clock, SystemClock, read_clock
+from ._repository import Repository
+from ._types import Frozen, from_row
+from .clock import read_clock
 from .errors import InvalidInput, NotFound
-from .store import Store
 
 DispatchState = Literal["reserved", "dispatched", "reconciled", "released"]
 
 
-class Dispatch(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class Dispatch(Frozen):
     request_id: str
     mission_id: str
     kind: str
@@ -36,15 +34,7 @@ class Dispatch(BaseModel):
 
 
 def _dispatch(row) -> Dispatch:  # type: ignore[no-untyped-def]
-    return Dispatch(
-        request_id=row.request_id,
-        mission_id=row.mission_id,
-        kind=row.kind,
-        state=row.state,
-        estimate_tokens=row.estimate_tokens,
-        actual_tokens=row.actual_tokens,
-        model=row.model,
-    )
+    return from_row(Dispatch, s.dispatches, row)
 
 
 def _check_tokens(value: object, field: str) -> int:
@@ -53,11 +43,7 @@ def _check_tokens(value: object, field: str) -> int:
     return value
 
 
-class Accounting:
-    def __init__(self, store: Store, clock: Clock | None = None) -> None:
-        self.store = store
-        self.clock = clock if clock is not None else SystemClock()
-
+class Accounting(Repository):
     def reserve(
         self, mission_id: str, request_id: str, *, kind: str = "model", estimate_tokens: int = 0, model: str | None = None
     ) -> Dispatch:

@@ -13,17 +13,17 @@ import secrets
 from datetime import datetime, timedelta
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
 from sqlalchemy import insert, select, update
 
 from . import _locks as locks
 from . import _schema as s
-from .clock import Clock, SystemClock, iso, read_clock
+from ._repository import Repository
+from ._types import Frozen, from_row
+from .clock import iso, read_clock
 from .errors import FloorgateError, InvalidInput
 from .events import EventKind, record
 from .policies import Provenance, check_owner_ref
 from .scope import check_key
-from .store import Store
 from .unit import UnitOfWork
 
 DEFAULT_TTL = timedelta(hours=24)
@@ -39,9 +39,7 @@ class ApprovalRejected(FloorgateError, PermissionError):
     """The approval id cannot be used: unknown, replayed, expired, superseded or mismatched."""
 
 
-class Approval(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class Approval(Frozen):
     approval_id: str
     mission_id: str
     scope: str
@@ -56,19 +54,7 @@ class Approval(BaseModel):
 
 
 def _approval(row) -> Approval:  # type: ignore[no-untyped-def]
-    return Approval(
-        approval_id=row.approval_id,
-        mission_id=row.mission_id,
-        scope=row.scope,
-        bound=row.bound,
-        proposal=json.loads(row.proposal_json),
-        state=row.state,
-        created_at=row.created_at_us,
-        expires_at=row.expires_at_us,
-        decided_at=row.decided_at_us,
-        decided_by=row.decided_by,
-        decided_by_kind=row.decided_by_kind,
-    )
+    return from_row(Approval, s.approvals, row, proposal=json.loads(row.proposal_json))
 
 
 def _decided(row, state: str, decided_by: str | None) -> dict[str, object]:  # type: ignore[no-untyped-def]
@@ -82,11 +68,7 @@ def _decided(row, state: str, decided_by: str | None) -> dict[str, object]:  # t
     }
 
 
-class Approvals:
-    def __init__(self, store: Store, clock: Clock | None = None) -> None:
-        self.store = store
-        self.clock = clock if clock is not None else SystemClock()
-
+class Approvals(Repository):
     def ask(
         self, mission_id: str, scope: str, bound: str, extension: int, ttl: timedelta = DEFAULT_TTL, *, unit: UnitOfWork | None = None
     ) -> Approval:
@@ -206,8 +188,7 @@ class Approvals:
     def get(self, approval_id: str) -> Approval:
         check_key(approval_id, "approval_id", max_len=64)
         a = s.approvals
-        with self.store.read() as conn:
-            row = conn.execute(select(a).where(a.c.approval_id == approval_id)).first()
+        row = self._read_first(select(a).where(a.c.approval_id == approval_id))
         if row is None:
             raise ApprovalRejected(f"approval {approval_id} is unknown")
         return _approval(row)

@@ -19,13 +19,13 @@ from sqlalchemy import Table, delete, insert, select, update
 
 from . import _locks as locks
 from . import _schema as s
-from ._types import decode_row, raw_columns, shared_fields
-from .clock import Clock, SystemClock, read_clock
+from ._repository import Repository
+from ._types import Frozen, decode_row, raw_columns, shared_fields
+from .clock import read_clock
 from .errors import CorruptState, FloorgateError, InvalidInput, NotFound, RevisionConflict, StoreUnavailable
 from .events import EventKind, record
 from .liveness import HookInstalls
 from .scope import check_id, check_text
-from .store import Store
 
 PAUSE_NOTE_MAX = 1000  # characters of a pause note (the console adds who paused it)
 MAX_LABELS = 32  # labels one automation may carry
@@ -114,11 +114,9 @@ class CommandHost(BaseModel):
         return value
 
 
-class Debounce(BaseModel):
+class Debounce(Frozen):
     """How a burst of triggers coalesces into one wake: ``quiet`` after the latest trigger, never
     later than ``max_wait`` after the first (None: no cap)."""
-
-    model_config = ConfigDict(frozen=True)
 
     quiet: timedelta = Field(ge=timedelta(0), le=MAX_DEBOUNCE)
     max_wait: timedelta | None = Field(default=None, ge=timedelta(0), le=MAX_DEBOUNCE)
@@ -186,10 +184,8 @@ class AutomationConflict(RevisionConflict):
         )
 
 
-class Automation(BaseModel):
+class Automation(Frozen):
     """A stored automation. ``revision`` increases with every change."""
-
-    model_config = ConfigDict(frozen=True)
 
     automation_id: str
     spec: AutomationSpec
@@ -201,11 +197,9 @@ class Automation(BaseModel):
     hold_kind: HoldKind | None = None  # set while ``state`` is held
 
 
-class WakeState(BaseModel):
+class WakeState(Frozen):
     """Adaptive backoff: ``backoff_step`` 0 means no chain is running. ``failures``: consecutive
     failed turns (0: the latest turn succeeded, or none ran), the latest settled at ``failed_at``."""
-
-    model_config = ConfigDict(frozen=True)
 
     automation_id: str
     backoff_step: int = Field(default=0, ge=0, le=64)
@@ -322,12 +316,8 @@ def check_spec(spec: AutomationSpec) -> None:
             raise InvalidInput(field, f"keep the {field} name to at most 128 characters (no NUL)")
 
 
-class Automations:
+class Automations(Repository):
     """The automation registry in the store."""
-
-    def __init__(self, store: Store, clock: Clock | None = None) -> None:
-        self.store = store
-        self.clock = clock if clock is not None else SystemClock()
 
     def add(self, automation_id: str, spec: AutomationSpec) -> Automation:
         check_id(automation_id, "automation")
@@ -482,8 +472,7 @@ class Automations:
     def wake_state(self, automation_id: str) -> WakeState:
         w = s.wake_state
         try:
-            with self.store.read() as conn:
-                row = conn.execute(select(w).where(w.c.automation_id == automation_id)).first()
+            row = self._read_first(select(w).where(w.c.automation_id == automation_id))
         except CorruptState as exc:
             raise CorruptState(f"wake state of automation {automation_id!r} is malformed in the store: {exc}") from None
         if row is None:

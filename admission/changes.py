@@ -15,8 +15,8 @@ from datetime import datetime
 from sqlalchemy import BigInteger, Connection, func, select, type_coerce
 
 from . import _schema as s
+from ._repository import Repository
 from .clock import to_us
-from .store import Store
 
 DAMAGED = -1  # what a value the feed cannot read becomes: never a revision, stamp or anchor written
 
@@ -32,11 +32,8 @@ class Changes:
     rules: frozenset[tuple[str, str, str, int]]  # every floor rule's scope and revision (a small table)
 
 
-class ChangeFeed:
+class ChangeFeed(Repository):
     """Reads ``Changes`` for a host's sync loop."""
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
 
     def since(self, mark: datetime) -> Changes:
         """Everything stamped at or after ``mark`` (an aware instant), in one read transaction."""

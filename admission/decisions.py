@@ -8,8 +8,7 @@ from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any, Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict
-
+from ._types import Frozen
 from .decide.floors import EffectiveFloor
 
 
@@ -45,10 +44,8 @@ class Phase(str, Enum):
     CONFIRMED = "confirmed"
 
 
-class StartRecord(BaseModel):
+class StartRecord(Frozen):
     """One admitted start. ``anchor_at`` is when admission reserved it; floors count from there."""
-
-    model_config = ConfigDict(frozen=True)
 
     turn_id: str
     goal_id: str
@@ -110,20 +107,16 @@ class Explained(NamedTuple):  # a plain immutable value: one per decision, cheap
         return self.render(*self.args)
 
 
-class Confirmation(BaseModel):
+class Confirmation(Frozen):
     """The answer to ``Admission.confirm``."""
-
-    model_config = ConfigDict(frozen=True)
 
     turn_id: str
     status: Literal["confirmed", "already_confirmed", "no_reservation"]
     start: StartRecord | None
 
 
-class Eligibility(BaseModel):
+class Eligibility(Frozen):
     """Readback for an agent or automation. ``eligible`` means only that the interval has elapsed."""
-
-    model_config = ConfigDict(frozen=True)
 
     status: EligibilityStatus
     reason: Reason

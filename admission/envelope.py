@@ -14,8 +14,7 @@ import json
 import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
-
+from ._types import Frozen
 from .errors import InvalidInput
 
 OnExhausted = Literal["finish_stuck", "pause_ask"]
@@ -31,10 +30,8 @@ _MAX_LIST = 64
 _MAX_NAME = 128
 
 
-class ComputeBlock(BaseModel):
+class ComputeBlock(Frozen):
     """One scope's compute block, exactly as the owner wrote it (explicit keys are kept)."""
-
-    model_config = ConfigDict(frozen=True)
 
     max_turns: int | None = None
     max_tool_calls: int | None = None
@@ -57,10 +54,8 @@ class ComputeBlock(BaseModel):
         return not self.doc()
 
 
-class Envelope(BaseModel):
+class Envelope(Frozen):
     """The merged envelope binding one mission. 0 / None = unbounded."""
-
-    model_config = ConfigDict(frozen=True)
 
     max_turns: int = 0
     max_tool_calls: int = 0

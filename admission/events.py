@@ -34,18 +34,17 @@ from enum import StrEnum
 from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict
 from sqlalchemy import and_, delete, func, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
 from . import _schema as s
-from ._types import stored
-from .clock import Clock, SystemClock, iso, read_clock
+from ._repository import Repository
+from ._types import Frozen, from_row, stored
+from .clock import iso, read_clock
 from .errors import InvalidInput, NotFound
 from .scope import check_limit
-from .store import Store
 
 SIGNATURE_HEADER = "X-Floorgate-Signature"
 EVENT_ID_HEADER = "X-Floorgate-Event-Id"
@@ -121,9 +120,7 @@ def failure_text(failure: DeliveryFailure, status: int | None = None, location: 
     return failure.value
 
 
-class Event(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class Event(Frozen):
     event_id: str
     kind: EventKind
     subject: str
@@ -159,9 +156,7 @@ class Event(BaseModel):
         return self.body()
 
 
-class Webhook(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class Webhook(Frozen):
     webhook_id: str
     url: str
     events: tuple[EventKind, ...]
@@ -176,9 +171,7 @@ class Webhook(BaseModel):
     last_attempt_at: datetime | None = None
 
 
-class Delivery(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class Delivery(Frozen):
     webhook_id: str
     event_id: str
     state: DeliveryState
@@ -190,10 +183,8 @@ class Delivery(BaseModel):
     delivered_at: datetime | None
 
 
-class Due(BaseModel):
+class Due(Frozen):
     """A claimed delivery: what to POST where, signed with which secret."""
-
-    model_config = ConfigDict(frozen=True)
 
     webhook_id: str
     url: str
@@ -223,17 +214,8 @@ def record(conn: Connection, kind: EventKind, subject: str, data: dict[str, Any]
     """Write an event on ``conn`` (the open transaction of the change it describes) and one pending
     delivery per webhook subscribed to ``kind``; returns the event id."""
     kind = EventKind(kind)
-    event_id = "evt-" + secrets.token_urlsafe(18)
-    conn.execute(
-        insert(s.events).values(
-            event_id=event_id,
-            kind=kind.value,
-            subject=subject,
-            data_json=json.dumps(data, sort_keys=True),
-            occurred_at_us=at,
-            dedup_key=dedup_key,
-        )
-    )
+    event_id, values = _event_row(kind, subject, data, at, dedup_key)
+    conn.execute(insert(s.events).values(**values))
     _fan_out(conn, kind, event_id, at)
     return event_id
 
@@ -245,21 +227,26 @@ def record_once(conn: Connection, kind: EventKind, subject: str, data: dict[str,
     kind = EventKind(kind)
     if not key or len(key) > 200:
         raise InvalidInput("key", "an event key is 1..200 characters")
-    event_id = "evt-" + secrets.token_urlsafe(18)
-    values = dict(
-        event_id=event_id,
-        kind=kind.value,
-        subject=subject,
-        data_json=json.dumps(data, sort_keys=True),
-        occurred_at_us=at,
-        dedup_key=key,
-    )
+    event_id, values = _event_row(kind, subject, data, at, key)
     dialect = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
     statement = dialect(s.events).values(**values).on_conflict_do_nothing(index_elements=["dedup_key"])
     if conn.execute(statement.returning(s.events.c.event_id)).first() is None:
         return None
     _fan_out(conn, kind, event_id, at)
     return event_id
+
+
+def _event_row(kind: EventKind, subject: str, data: dict[str, Any], at: datetime, dedup_key: str | None) -> tuple[str, dict[str, Any]]:
+    """A new event's id (minted here) and its columns."""
+    event_id = "evt-" + secrets.token_urlsafe(18)
+    return event_id, dict(
+        event_id=event_id,
+        kind=kind.value,
+        subject=subject,
+        data_json=json.dumps(data, sort_keys=True),
+        occurred_at_us=at,
+        dedup_key=dedup_key,
+    )
 
 
 def _fan_out(conn: Connection, kind: EventKind, event_id: str, at: datetime) -> None:
@@ -336,12 +323,8 @@ def check_url(url: object) -> str:
     return url
 
 
-class Events:
+class Events(Repository):
     """The event outbox and its webhook subscriptions and deliveries."""
-
-    def __init__(self, store: Store, clock: Clock | None = None) -> None:
-        self.store = store
-        self.clock = clock if clock is not None else SystemClock()
 
     # -- events ----------------------------------------------------------------------------------
     def list(self, kind: EventKind | None = None, limit: int = 100) -> builtins.list[Event]:
@@ -462,19 +445,7 @@ class Events:
         found: builtins.list[Delivery] = []
         for r in rows:
             with stored(f"delivery of event {r.event_id!r} to webhook {r.webhook_id!r}"):
-                found.append(
-                    Delivery(
-                        webhook_id=r.webhook_id,
-                        event_id=r.event_id,
-                        state=DeliveryState(r.state),
-                        attempts=r.attempts,
-                        last_status=r.last_status,
-                        last_error=r.last_error,
-                        last_attempt_at=r.last_attempt_at_us,
-                        next_attempt_at=r.next_attempt_at_us,
-                        delivered_at=r.delivered_at_us,
-                    )
-                )
+                found.append(from_row(Delivery, s.deliveries, r, state=DeliveryState(r.state)))
         return found
 
     def retry_dead(self, webhook_id: str) -> int:

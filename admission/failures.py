@@ -22,11 +22,11 @@ from sqlalchemy.engine import Connection
 
 from . import _locks as locks
 from . import _schema as s
+from ._repository import Repository
 from ._turns import TurnStatus, Verdict
 from .automations import Automation, AutomationState, HoldKind, WakeState
-from .clock import Clock, SystemClock, iso, read_clock
+from .clock import iso, read_clock
 from .events import EventKind, record
-from .store import Store
 from .unit import UnitOfWork
 
 _FAILED = {TurnStatus.FAILED: EventKind.TURN_FAILED, TurnStatus.TIMED_OUT: EventKind.TURN_TIMED_OUT}
@@ -116,12 +116,8 @@ def note_settled(conn: Connection, automation: Automation, turn_id: str, verdict
     return failures
 
 
-class FailureStreaks:
+class FailureStreaks(Repository):
     """The failure streak of managed turns, moved in the transaction that settles each verdict."""
-
-    def __init__(self, store: Store, clock: Clock | None = None) -> None:
-        self.store = store
-        self.clock = clock if clock is not None else SystemClock()
 
     def note(self, automation: Automation, turn_id: str, verdict: Verdict, *, unit: UnitOfWork | None = None) -> int:
         """``note_settled`` under the automation's lock (not taken again when ``unit`` holds it

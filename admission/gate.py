@@ -31,6 +31,7 @@ from ._facts import (
     stored_max,
 )
 from ._limit_check import check_lane, checked, held_estimate, hold_estimate, judged
+from ._repository import Repository
 from ._reserving import _admit, _admit_read, _reserve_pg, _unchecked
 from ._rule import (
     _ADMITTED,
@@ -46,7 +47,7 @@ from ._rule import (
 from ._types import MAX_US, raw_columns
 from .alerts import alerts_due, record_alerts
 from .budgets import LimitState
-from .clock import Clock, SystemClock, from_us, read_clock, to_us
+from .clock import from_us, read_clock, to_us
 from .decide.checks import Request as _Request
 from .decide.checks import Verdict as _Verdict
 from .decide.checks import evaluate as _evaluate
@@ -57,7 +58,7 @@ from .errors import CorruptState, InvalidInput, StoreUnavailable
 from .journal import JournalEntry, write_entry
 from .policies import RuleRef, combine, may_cover, rule_ref
 from .scope import check_id, check_limit
-from .store import Store, lock_id
+from .store import lock_id
 from .unit import UnitOfWork
 
 
@@ -68,12 +69,8 @@ class _UnitNeeded(Exception):
 LaneStates = Sequence[LimitState]  # a lane's limit states as a caller read them (``budgets.limit_states``)
 
 
-class Admission:
+class Admission(Repository):
     """The admission authority over one store."""
-
-    def __init__(self, store: Store, clock: Clock | None = None) -> None:
-        self.store = store
-        self.clock = clock if clock is not None else SystemClock()
 
     # -- reserve ---------------------------------------------------------------------------
     def reserve(

@@ -16,12 +16,12 @@ from sqlalchemy import insert, select, update
 
 from . import _locks as locks
 from . import _schema as s
-from ._types import stored
-from .clock import Clock, SystemClock, read_clock
+from ._repository import Repository
+from ._types import Frozen, stored
+from .clock import read_clock
 from .errors import InvalidInput, RevisionConflict, StoreUnavailable
 from .policies import check_owner_ref
 from .retention import MAX_RETENTION, MIN_RETENTION
-from .store import Store
 
 _KEY = "host_policy"
 _MAX = timedelta(days=7)
@@ -60,10 +60,8 @@ class HostPolicy(BaseModel):
         return self
 
 
-class StoredHostPolicy(BaseModel):
+class StoredHostPolicy(Frozen):
     """The policy with its revision (0: never written, the defaults apply) and provenance."""
-
-    model_config = ConfigDict(frozen=True)
 
     policy: HostPolicy
     revision: int
@@ -85,18 +83,13 @@ def _from_json(text: str) -> HostPolicy:
         raise StoreUnavailable(f"the stored host policy is malformed: {str(exc).splitlines()[0]}") from None
 
 
-class HostPolicies:
+class HostPolicies(Repository):
     """Read and compare-and-set the deployment's host policy."""
-
-    def __init__(self, store: Store, clock: Clock | None = None) -> None:
-        self.store = store
-        self.clock = clock if clock is not None else SystemClock()
 
     def get(self) -> StoredHostPolicy:
         """The stored policy, or the defaults at revision 0; malformed state raises ``StoreUnavailable``."""
         t = s.settings
-        with self.store.read() as conn:
-            row = conn.execute(select(t).where(t.c.key == _KEY)).first()
+        row = self._read_first(select(t).where(t.c.key == _KEY))
         if row is None:
             return StoredHostPolicy(policy=HostPolicy(), revision=0, owner_ref=None, updated_at=None)
         if type(row.revision) is not int:

@@ -24,12 +24,13 @@ from sqlalchemy import BigInteger, and_, bindparam, func, insert, literal, selec
 
 from . import _locks as locks
 from . import _schema as s
+from ._repository import Repository
 from ._turns import REASON_MAX, ClaimLost, FailureCategory, JournalEntry, Settled, TurnOwned, TurnRecord, TurnStatus, Verdict, clip_words
-from ._types import decode_row, raw_columns
-from .clock import Clock, SystemClock, from_us, read_clock, to_us
+from ._types import decode_row, from_row, raw_columns
+from .clock import from_us, read_clock, to_us
 from .errors import CorruptState, InvalidInput, NotFound, StoreUnavailable
 from .scope import check_key
-from .store import DriverTx, Store
+from .store import DriverTx
 from .unit import UnitOfWork
 
 # The turn journal's values live in _turns; these names are the journal's public surface too.
@@ -146,29 +147,7 @@ def _decode(row) -> TurnRecord:  # type: ignore[no-untyped-def]
             exit_code=row.exit_code,
             bound=row.stop_bound,
         )
-    return TurnRecord(
-        turn_id=row.turn_id,
-        automation_id=row.automation_id,
-        goal_id=row.goal_id,
-        agent_id=row.agent_id,
-        attempt=row.attempt,
-        kind=row.kind,
-        manual_reason=row.manual_reason,
-        runner_host=row.runner_host,
-        runner_pid=row.runner_pid,
-        child_pid=row.child_pid,
-        started_at=row.started_at_us,
-        deadline=row.deadline_us,
-        phase=row.phase,
-        verdict=verdict,
-        settled_at=row.settled_at_us,
-        log_path=row.log_path,
-        mission_id=row.mission_id,
-        owner_id=row.owner_id,
-        lease_expires=row.lease_expires_us,
-        child_boot_id=row.child_boot_id,
-        child_start_ticks=row.child_start_ticks,
-    )
+    return from_row(TurnRecord, s.turns, row, verdict=verdict)
 
 
 def _settled(verdict: Verdict, now: datetime, *, exit_code: int | None) -> dict[str, Any]:
@@ -198,12 +177,8 @@ class OrphanStart:
     manual_reason: str | None
 
 
-class Journal:
+class Journal(Repository):
     """Durable attempts, claims and settlements of managed turns."""
-
-    def __init__(self, store: Store, clock: Clock | None = None) -> None:
-        self.store = store
-        self.clock = clock if clock is not None else SystemClock()
 
     def begin(
         self,
@@ -402,31 +377,31 @@ class Journal:
     def anything_pending(self, orphaned_before: datetime) -> bool:
         """One indexed query: is any turn unsettled, or any managed lane's reservation older than
         ``orphaned_before`` without a journal row? (Recovery is free when nothing is.)"""
-        with self.store.read() as conn:
-            row = conn.execute(
-                text(
-                    "SELECT 1 FROM fg_turns WHERE phase IN ('journaled', 'confirmed', 'launched') UNION ALL "
-                    "SELECT 1 FROM fg_starts s WHERE " + _ORPHAN_START + " LIMIT 1"
-                ),
-                {"cut": to_us(orphaned_before)},
-            ).first()
-        return row is not None
+        return bool(
+            self._read_orphans(
+                "SELECT 1 FROM fg_turns WHERE phase IN ('journaled', 'confirmed', 'launched') UNION ALL "
+                "SELECT 1 FROM fg_starts s WHERE " + _ORPHAN_START + " LIMIT 1",
+                orphaned_before,
+            )
+        )
 
     def orphan_starts(self, orphaned_before: datetime) -> list[OrphanStart]:
         """Reservations older than ``orphaned_before`` that no journal row claims."""
-        with self.store.read() as conn:
-            rows = conn.execute(
-                text(
-                    "SELECT s.turn_id, s.goal_id, s.agent_id, s.automation_id, s.anchor_us, s.kind, s.manual_reason FROM fg_starts s "
-                    "WHERE " + _ORPHAN_START + " ORDER BY s.anchor_us"
-                ),
-                {"cut": to_us(orphaned_before)},
-            ).all()
+        rows = self._read_orphans(
+            "SELECT s.turn_id, s.goal_id, s.agent_id, s.automation_id, s.anchor_us, s.kind, s.manual_reason FROM fg_starts s "
+            "WHERE " + _ORPHAN_START + " ORDER BY s.anchor_us",
+            orphaned_before,
+        )
         out = []
         for turn_id, goal, agent, automation, anchor_us, kind, reason in rows:
             if type(anchor_us) is int:  # a malformed hand edit is admission's to report, not ours to settle
                 out.append(OrphanStart(turn_id, goal, agent, automation, from_us(anchor_us), str(kind), reason))
         return out
+
+    def _read_orphans(self, sql: str, orphaned_before: datetime) -> list[Any]:
+        """The rows of ``sql``, whose reservations count as orphaned from before ``:cut``."""
+        with self.store.read() as conn:
+            return list(conn.execute(text(sql), {"cut": to_us(orphaned_before)}).all())
 
     def settle_orphan_start(
         self, start: OrphanStart, verdict: Verdict, *, owner: str, runner_host: str, runner_pid: int

@@ -19,8 +19,7 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Any, NamedTuple
 
-from pydantic import BaseModel, ConfigDict
-
+from ._types import Frozen
 from .errors import CorruptState, InvalidInput
 from .scope import Scope, ScopeKind
 from .windows import (
@@ -69,10 +68,8 @@ class LimitKind(StrEnum):
     USD = "usd"  # reported or priced cost plus in-flight estimates (denial: budget_exhausted)
 
 
-class Limits(BaseModel):
+class Limits(Frozen):
     """The limits one scope's rule carries; None: that limit is not set there."""
-
-    model_config = ConfigDict(frozen=True)
 
     max_starts: int | None = None
     starts_window: Window | None = None
@@ -137,11 +134,9 @@ class Limits(BaseModel):
         }
 
 
-class LimitsChange(BaseModel):
+class LimitsChange(Frozen):
     """One write's limits: None keeps what is stored; 0 (``Decimal(0)``) removes that limit.
     ``per`` is the window of the count and/or budgets given with it."""
-
-    model_config = ConfigDict(frozen=True)
 
     max_starts: int | None = None
     budget_tokens: int | None = None

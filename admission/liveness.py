@@ -18,9 +18,9 @@ from sqlalchemy import Connection, delete, insert, select, update
 
 from . import _locks as locks
 from . import _schema as s
-from ._types import stored
+from ._repository import Repository
+from ._types import Frozen, stored
 from .errors import CorruptState
-from .store import Store
 
 # A host is alive while its last beat is younger than this many polls (plus a fixed slack for a
 # slow store): a missed beat or two is a busy host, three is a host that is gone.
@@ -31,10 +31,8 @@ _KEEP = timedelta(days=7)
 _MODES = (None, "disabled", "observe", "enforce")
 
 
-class HostBeat(BaseModel):
+class HostBeat(Frozen):
     """One ``floorgate run`` process: who it is and when it last said it was running."""
-
-    model_config = ConfigDict(frozen=True)
 
     host_id: str
     hostname: str
@@ -52,11 +50,8 @@ class HostBeat(BaseModel):
         return self.stopped_at is None and now - self.beat_at <= self.poll * _BEATS_MISSED + _SLACK
 
 
-class HostBeats:
+class HostBeats(Repository):
     """Heartbeats of the timer hosts on one store."""
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
 
     def started(self, beat: HostBeat) -> None:
         """Record a host that starts (and forget hosts silent for a week)."""
@@ -115,10 +110,8 @@ class HostBeats:
         return out
 
 
-class HookAnswer(BaseModel):
+class HookAnswer(Frozen):
     """When a pre-model hook last answered for an automation, and what."""
-
-    model_config = ConfigDict(frozen=True)
 
     automation_id: str
     answered_at: datetime
@@ -126,11 +119,8 @@ class HookAnswer(BaseModel):
     answers: int
 
 
-class HookAnswers:
+class HookAnswers(Repository):
     """The pre-model hooks' answers, per automation."""
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
 
     def record(self, automation_id: str, *, admitted: bool, at: datetime) -> None:
         """Record one answer of the hook for ``automation_id``."""
@@ -158,8 +148,7 @@ class HookAnswers:
     def get(self, automation_id: str) -> HookAnswer | None:
         """The last answer for ``automation_id``, or None when the hook never answered."""
         t = s.hook_answers
-        with self.store.read() as conn:
-            row = conn.execute(select(t).where(t.c.automation_id == automation_id)).first()
+        row = self._read_first(select(t).where(t.c.automation_id == automation_id))
         if row is None:
             return None
         if type(row.answers) is not int:
@@ -196,11 +185,8 @@ def _install_key(automation_id: str) -> str:
     return _INSTALL_PREFIX + "#" + hashlib.sha256(automation_id.encode()).hexdigest()[:40]
 
 
-class HookInstalls:
+class HookInstalls(Repository):
     """The last hook install of each automation, one ``fg_settings`` row per automation."""
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
 
     def record(self, install: HookInstall) -> None:
         """Record ``install`` as the automation's hook install (replacing an earlier one)."""
@@ -219,8 +205,7 @@ class HookInstalls:
     def get(self, automation_id: str) -> HookInstall | None:
         """The automation's recorded install, or None (``CorruptState`` when the row is malformed)."""
         t = s.settings
-        with self.store.read() as conn:
-            row = conn.execute(select(t.c.value_json).where(t.c.key == _install_key(automation_id))).first()
+        row = self._read_first(select(t.c.value_json).where(t.c.key == _install_key(automation_id)))
         if row is None:
             return None
         try:

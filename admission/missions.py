@@ -16,18 +16,17 @@ import uuid
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Update, bindparam, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from . import _locks as locks
 from . import _schema as s
-from ._types import stored
-from .clock import Clock, SystemClock, read_clock
+from ._repository import Repository
+from ._types import Frozen, from_row, stored
+from .clock import read_clock
 from .errors import NotFound
 from .events import EventKind, record
 from .scope import check_key
-from .store import Store
 from .unit import UnitOfWork
 
 
@@ -78,9 +77,7 @@ def _count_statement(counter: str, capped: bool) -> Update:
     return statement.returning(*m.c)
 
 
-class Mission(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class Mission(Frozen):
     mission_id: str
     automation_id: str
     goal_id: str
@@ -114,34 +111,10 @@ class Mission(BaseModel):
 
 def _mission(row) -> Mission:  # type: ignore[no-untyped-def]
     with stored(f"mission {row.mission_id!r}"):
-        return Mission(
-            mission_id=row.mission_id,
-            automation_id=row.automation_id,
-            goal_id=row.goal_id,
-            agent_id=row.agent_id,
-            status=row.status,
-            stop_reason=row.stop_reason,
-            started_at=row.started_at_us,
-            settled_at=row.settled_at_us,
-            turns=row.turns,
-            tool_calls=row.tool_calls,
-            tokens=row.tokens,
-            usage_reports=row.usage_reports,
-            extra_turns=row.extra_turns,
-            extra_tool_calls=row.extra_tool_calls,
-            extra_tokens=row.extra_tokens,
-            extra_wall_seconds=row.extra_wall_seconds,
-            wall_ms=row.wall_ms,
-            latch=row.latch,
-            problems=row.problems,
-        )
+        return from_row(Mission, s.missions, row)
 
 
-class Missions:
-    def __init__(self, store: Store, clock: Clock | None = None) -> None:
-        self.store = store
-        self.clock = clock if clock is not None else SystemClock()
-
+class Missions(Repository):
     def get(self, mission_id: str, *, unit: UnitOfWork | None = None) -> Mission:
         """The mission ``mission_id`` (``NotFound`` when none); ``unit``: read in the caller's unit."""
         check_key(mission_id, "mission_id")

@@ -15,14 +15,14 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, NamedTuple
 
-from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Select, and_, bindparam, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
 from . import _locks as locks
 from . import _schema as s
-from ._types import decode_row, raw_columns, stored
-from .clock import Clock, SystemClock, read_clock
+from ._repository import Repository
+from ._types import Frozen, decode_row, raw_columns, stored
+from .clock import read_clock
 from .decide.floors import MAX_STORED_FLOOR as MAX_STORED_FLOOR
 from .decide.floors import EffectiveFloor as EffectiveFloor
 from .decide.floors import Folded as Folded
@@ -37,7 +37,6 @@ from .intervals import check_interval, format_interval
 from .limits import Limits, LimitsChange, limits_from_columns, limits_json
 from .limits import loosened as limits_loosened
 from .scope import Scope, ScopeKind, check_id, check_limit
-from .store import Store
 
 _OWNER_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,63}")
 
@@ -49,10 +48,8 @@ class Provenance(StrEnum):
     AUTHENTICATED = "authenticated"
 
 
-class Rule(BaseModel):
+class Rule(Frozen):
     """The floor an owner set at one scope. ``min_interval`` 0 means no rule there."""
-
-    model_config = ConfigDict(frozen=True)
 
     scope: Scope
     min_interval: timedelta
@@ -68,10 +65,8 @@ class Rule(BaseModel):
         return self.min_interval > timedelta(0)
 
 
-class RuleChange(BaseModel):
+class RuleChange(Frozen):
     """Provenance of one policy write."""
-
-    model_config = ConfigDict(frozen=True)
 
     id: int
     scope: Scope
@@ -227,12 +222,8 @@ def check_note(note: object) -> str | None:
     return note or None
 
 
-class Policies:
+class Policies(Repository):
     """Read and write owner floors."""
-
-    def __init__(self, store: Store, clock: Clock | None = None) -> None:
-        self.store = store
-        self.clock = clock if clock is not None else SystemClock()
 
     def configure(
         self,
@@ -381,8 +372,7 @@ class Policies:
         """The rule stored at exactly ``scope`` (possibly disabled), or None if never written."""
         goal, agent, automation = scope.key()
         r = s.rules
-        with self.store.read() as conn:
-            row = conn.execute(select(r).where(r.c.goal_id == goal, r.c.agent_id == agent, r.c.automation_id == automation)).first()
+        row = self._read_first(select(r).where(r.c.goal_id == goal, r.c.agent_id == agent, r.c.automation_id == automation))
         return rule_from_row(row) if row is not None else None
 
     def effective(self, goal: str, agent: str, automation: str | None = None) -> EffectiveFloor:

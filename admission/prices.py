@@ -9,24 +9,22 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
 from sqlalchemy import insert, select, update
 from sqlalchemy.engine import Connection
 
 from . import _schema as s
-from .clock import Clock, SystemClock, read_clock
+from ._repository import Repository
+from ._types import Frozen, from_row
+from .clock import read_clock
 from .errors import CorruptState, InvalidInput, ReductionNotAuthorized, RevisionConflict
 from .policies import check_owner_ref
-from .store import Store
 from .windows import format_usd, micros_to_usd, usd_to_micros
 
 _MAX_PRICE_MICROS = 10_000 * 1_000_000  # $10,000 per million tokens: beyond it, a typo
 
 
-class Price(BaseModel):
+class Price(Frozen):
     """An owner-set price per million tokens for a model (for usage whose cost is not reported)."""
-
-    model_config = ConfigDict(frozen=True)
 
     model: str
     usd_per_mtok_micros: int | None  # None: removed
@@ -61,13 +59,9 @@ def check_model(value: object) -> str:
     return value
 
 
-class Prices:
+class Prices(Repository):
     """Owner-set prices per million tokens, by model: exact-revision compare-and-set; lowering or
     removing a price (which lets a USD budget admit more) needs ``allow_reduction``."""
-
-    def __init__(self, store: Store, clock: Clock | None = None) -> None:
-        self.store = store
-        self.clock = clock if clock is not None else SystemClock()
 
     def set(self, model: str, usd_per_mtok: Any, *, expected_revision: int, owner_ref: str, allow_reduction: bool = False) -> Price:
         """Set (a ``Decimal`` amount) or remove (None) the price of ``model``."""
@@ -107,16 +101,7 @@ class Prices:
         with self.store.read() as conn:
             rows = conn.execute(select(p).order_by(p.c.model)).all()
             read_prices(conn)  # a damaged price fails the readback, never shows as a price
-        return [
-            Price(
-                model=r.model,
-                usd_per_mtok_micros=r.usd_per_mtok_micros,
-                revision=r.revision,
-                owner_ref=r.owner_ref,
-                updated_at=r.updated_at_us,
-            )
-            for r in rows
-        ]
+        return [from_row(Price, s.model_prices, r) for r in rows]
 
 
 def cost_micros(tokens: int, price_micros_per_mtok: int) -> int:

@@ -14,16 +14,15 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict
 from sqlalchemy import delete, insert, select, update
 
 from . import _schema as s
-from ._types import stored
-from .clock import Clock, SystemClock, read_clock
+from ._repository import Repository
+from ._types import Frozen, stored
+from .clock import read_clock
 from .errors import InvalidInput, NotFound
 from .policies import check_owner_ref
 from .scope import check_key
-from .store import Store
 
 TOKEN_PREFIX = "fgo_"
 
@@ -35,10 +34,8 @@ class Role(StrEnum):
     VIEWER = "viewer"
 
 
-class Principal(BaseModel):
+class Principal(Frozen):
     """A named owner or viewer of the console."""
-
-    model_config = ConfigDict(frozen=True)
 
     name: str
     role: Role
@@ -72,12 +69,8 @@ def _principal(row) -> Principal:  # type: ignore[no-untyped-def]
         return Principal(name=row.name, role=Role(row.role), created_at=row.created_at_us, revoked_at=row.revoked_at_us, zone=row.zone)
 
 
-class Principals:
+class Principals(Repository):
     """Add, list, revoke and authenticate console principals."""
-
-    def __init__(self, store: Store, clock: Clock | None = None) -> None:
-        self.store = store
-        self.clock = clock if clock is not None else SystemClock()
 
     def add(self, name: str, role: Role | str) -> tuple[Principal, str]:
         """Store a new principal and return it with its token (shown once; only its hash is kept)."""
@@ -122,8 +115,7 @@ class Principals:
     def get(self, name: str) -> Principal:
         check_key(name, "name", max_len=64)
         p = s.principals
-        with self.store.read() as conn:
-            row = conn.execute(select(p).where(p.c.name == name)).first()
+        row = self._read_first(select(p).where(p.c.name == name))
         if row is None:
             raise NotFound(f"principal {name!r} does not exist (see 'floorgate owner list')")
         return _principal(row)
@@ -147,8 +139,7 @@ class Principals:
             return None
         name, _, secret = token[len(TOKEN_PREFIX) :].partition(".")
         p = s.principals
-        with self.store.read() as conn:
-            row = conn.execute(select(p).where(p.c.name == name)).first()
+        row = self._read_first(select(p).where(p.c.name == name))
         # Compare a hash even for an unknown name, so the answer takes the same work either way.
         stored = row.token_sha256 if row is not None else _hash("")
         matches = hmac.compare_digest(stored.encode("ascii"), _hash(secret).encode("ascii"))
@@ -157,27 +148,21 @@ class Principals:
         return _principal(row)
 
 
-class SignedIn(BaseModel):
+class SignedIn(Frozen):
     """A console session as stored: whose it is, its CSRF token and when it expires."""
-
-    model_config = ConfigDict(frozen=True)
 
     principal: str
     csrf: str
     expires_at: datetime
 
 
-class Sessions:
+class Sessions(Repository):
     """Console sessions and failed sign-ins, in the store: a restart keeps everyone signed in, and
     several ``floorgate serve`` processes on one store share sessions and one rate limit.
 
     Only a session id's SHA-256 hash is stored (the cookie is the id). Failed sign-ins are counted
     by each console process in memory; only a lock, once a limit is reached, is a row here.
     """
-
-    def __init__(self, store: Store, clock: Clock | None = None) -> None:
-        self.store = store
-        self.clock = clock if clock is not None else SystemClock()
 
     def open(self, principal: str, ttl: timedelta) -> tuple[str, SignedIn]:
         """A new session for ``principal`` (expired ones are swept); returns its id, shown only now."""
@@ -203,8 +188,7 @@ class Sessions:
         if not session_id or len(session_id) > 200:
             return None
         t = s.sessions
-        with self.store.read() as conn:
-            row = conn.execute(select(t).where(t.c.session_sha256 == _hash(session_id))).first()
+        row = self._read_first(select(t).where(t.c.session_sha256 == _hash(session_id)))
         if row is None or row.expires_at_us <= read_clock(self.clock):
             return None
         return SignedIn(principal=row.principal, csrf=row.csrf, expires_at=row.expires_at_us)
@@ -244,10 +228,8 @@ class LockReason(StrEnum):
     CLIENT = "client"
 
 
-class Lockout(BaseModel):
+class Lockout(Frozen):
     """A refused sign-in: which limit (``limit`` failures within the window) and when it lifts."""
-
-    model_config = ConfigDict(frozen=True)
 
     reason: LockReason
     limit: int

@@ -25,9 +25,9 @@ from typing import Any
 from sqlalchemy import and_, delete, exists, func, not_, or_, select, tuple_
 
 from . import _schema as s
-from .clock import Clock, SystemClock, read_clock
+from ._repository import Repository
+from .clock import read_clock
 from .errors import InvalidInput
-from .store import Store
 
 MIN_RETENTION = timedelta(days=1)
 MAX_RETENTION = timedelta(days=3660)
@@ -74,12 +74,8 @@ class Batch:
     log_paths: tuple[str, ...] = ()
 
 
-class Retention:
+class Retention(Repository):
     """Count and prune what is older than a cutoff, one short transaction per batch."""
-
-    def __init__(self, store: Store, clock: Clock | None = None) -> None:
-        self.store = store
-        self.clock = clock if clock is not None else SystemClock()
 
     def cutoff(self, older_than: timedelta) -> datetime:
         """The instant before which records may go."""

@@ -5,8 +5,7 @@ from __future__ import annotations
 import re
 from enum import Enum
 
-from pydantic import BaseModel, ConfigDict
-
+from ._types import Frozen
 from .errors import InvalidInput
 
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
@@ -83,10 +82,8 @@ def check_limit(value: object, field: str = "limit") -> int:
     return value
 
 
-class Scope(BaseModel):
+class Scope(Frozen):
     """Where a rule applies. Build with ``Scope.goal(g)``, ``Scope.agent(g, a)``, ``Scope.automation(g, a, x)``."""
-
-    model_config = ConfigDict(frozen=True)
 
     goal_id: str
     agent_id: str | None = None

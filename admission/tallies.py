@@ -10,13 +10,12 @@ import re
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
-from pydantic import BaseModel, ConfigDict
 from sqlalchemy import BigInteger, func, select, type_coerce
 
 from . import _schema as s
-from ._types import decode_us
+from ._repository import Repository
+from ._types import Frozen, decode_us
 from .clock import to_us
-from .store import Store
 
 _WORD = re.compile(r"[a-z][a-z0-9_]{0,39}")
 
@@ -26,10 +25,8 @@ def bounded(value: object) -> str:
     return value if isinstance(value, str) and _WORD.fullmatch(value) else "other"
 
 
-class TickMark(BaseModel):
+class TickMark(Frozen):
     """One tick on the timeline: when it was due and what became of it."""
-
-    model_config = ConfigDict(frozen=True)
 
     automation_id: str
     nominal_at: datetime
@@ -37,10 +34,8 @@ class TickMark(BaseModel):
     decision: str
 
 
-class SlotCount(BaseModel):
+class SlotCount(Frozen):
     """How many ticks of one kind fell into one slot of a time axis, and the first and last of them."""
-
-    model_config = ConfigDict(frozen=True)
 
     slot: int
     kind: str  # "fire" (by when it was due) or "denied" (by when it was decided)
@@ -49,11 +44,8 @@ class SlotCount(BaseModel):
     last_at: datetime
 
 
-class Tallies:
+class Tallies(Repository):
     """Aggregates read in a few grouped queries."""
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
 
     def _grouped(self, query) -> dict[tuple[str, ...], int]:  # type: ignore[no-untyped-def]
         out: dict[tuple[str, ...], int] = {}

@@ -10,13 +10,12 @@ from collections.abc import Collection
 from datetime import datetime
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict
 from sqlalchemy import BigInteger, func, insert, select, type_coerce
 
 from . import _schema as s
-from ._types import decode_us, stored
+from ._repository import Repository
+from ._types import Frozen, decode_us, from_row, stored
 from .errors import CorruptState
-from .store import Store
 
 MAX_REASON = 200  # the column's width
 
@@ -30,10 +29,8 @@ class TickDecision(StrEnum):
     ERROR = "error"
 
 
-class Tick(BaseModel):
+class Tick(Frozen):
     """One timer tick: when it was due, when it ran, and what became of it."""
-
-    model_config = ConfigDict(frozen=True)
 
     automation_id: str
     nominal_at: datetime
@@ -44,10 +41,7 @@ class Tick(BaseModel):
     host: str
 
 
-class TickLog:
-    def __init__(self, store: Store) -> None:
-        self.store = store
-
+class TickLog(Repository):
     def append(self, ticks: list[Tick]) -> None:
         """Write a batch of ticks in one transaction."""
         if not ticks:
@@ -71,18 +65,7 @@ class TickLog:
         k = s.ticks
         query = select(k).where(k.c.automation_id == automation_id).order_by(k.c.id.desc()).limit(limit)
         with self.store.read() as conn, stored(f"a tick of automation {automation_id!r}"):
-            return [
-                Tick(
-                    automation_id=row.automation_id,
-                    nominal_at=row.nominal_us,
-                    actual_at=row.actual_us,
-                    decision=row.decision,
-                    reason=row.reason,
-                    turn_id=row.turn_id,
-                    host=row.host,
-                )
-                for row in conn.execute(query)
-            ]
+            return [from_row(Tick, s.ticks, row, nominal_at=row.nominal_us, actual_at=row.actual_us) for row in conn.execute(query)]
 
     def admitted_between(self, automation_id: str, start: datetime, end: datetime) -> set[datetime]:
         """The nominal times in ``[start, end]`` a tick of ``automation_id`` was admitted for (one query)."""

@@ -12,14 +12,13 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
 from sqlalchemy import bindparam, insert, select, update
 
 from . import _locks as locks
 from . import _schema as s
-from ._types import stored
+from ._repository import Repository
+from ._types import Frozen, from_row, stored
 from .errors import CorruptState, InvalidInput
-from .store import Store
 
 
 class ObservationState(StrEnum):
@@ -30,9 +29,7 @@ class ObservationState(StrEnum):
     UNAVAILABLE = "unavailable"
 
 
-class TimerBinding(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class TimerBinding(Frozen):
     automation_id: str
     timer: str
     desired: str | None
@@ -53,38 +50,17 @@ class TimerBinding(BaseModel):
 
 def _binding(row) -> TimerBinding:  # type: ignore[no-untyped-def]
     with stored(f"timer binding {row.automation_id!r}"):
-        return TimerBinding(
-            automation_id=row.automation_id,
-            timer=row.timer,
-            desired=row.desired,
-            desired_raised=bool(row.desired_raised),
-            hold_reason=row.hold_reason,
-            desired_at=row.desired_at_us,
-            applied_at=row.applied_at_us,
-            apply_error=row.apply_error,
-            observed_state=row.observed_state,
-            observed=row.observed,
-            observed_at=row.observed_at_us,
-            ack_state=row.ack_state,
-            acked_at=row.acked_at_us,
-            acked_observed=row.acked_observed,
-            read_requested_at=row.read_requested_at_us,
-            host_user=row.host_user,
-        )
+        return from_row(TimerBinding, s.timer_bindings, row, desired_raised=bool(row.desired_raised))
 
 
 # Rows per transaction when a running host publishes its timers' readbacks.
 PUBLISH_CHUNK = 100
 
 
-class TimerBindings:
-    def __init__(self, store: Store) -> None:
-        self.store = store
-
+class TimerBindings(Repository):
     def get(self, automation_id: str) -> TimerBinding | None:
         b = s.timer_bindings
-        with self.store.read() as conn:
-            row = conn.execute(select(b).where(b.c.automation_id == automation_id)).first()
+        row = self._read_first(select(b).where(b.c.automation_id == automation_id))
         return _binding(row) if row is not None else None
 
     def ids(self) -> set[str]:

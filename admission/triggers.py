@@ -23,12 +23,12 @@ from sqlalchemy.sql.expression import Executable
 
 from . import _locks as locks
 from . import _schema as s
+from ._repository import Repository
 from ._types import decode_us
-from .clock import Clock, SystemClock, iso, read_clock
+from .clock import iso, read_clock
 from .errors import CorruptState, NotFound
 from .events import EventKind, record
 from .scope import check_id, check_text
-from .store import Store
 from .unit import UnitOfWork
 
 MAX_KEY = 200
@@ -55,12 +55,8 @@ class Triggered:
     pending: PendingTrigger | None
 
 
-class Triggers:
+class Triggers(Repository):
     """The triggers in the store."""
-
-    def __init__(self, store: Store, clock: Clock | None = None) -> None:
-        self.store = store
-        self.clock = clock if clock is not None else SystemClock()
 
     def trigger(self, automation_id: str, *, key: str | None = None, trigger_id: str | None = None) -> Triggered:
         """Record new work for ``automation_id`` and an ``automation_triggered`` event with it, in one

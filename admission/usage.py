@@ -27,10 +27,11 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
 from . import _schema as s
+from ._repository import Repository
 from ._series import NAMES as _NAMES
 from ._series import series_where
 from ._types import decode_us
-from .clock import Clock, SystemClock, aware_utc, read_clock, to_us
+from .clock import aware_utc, read_clock, to_us
 from .decide._sql import DIALECTS, compiled, text_value
 from .errors import CorruptState, InvalidInput, NotFound
 from .limits import Series
@@ -41,7 +42,7 @@ from .prices import cost_micros, estimate_price
 from .prices import prices_of as prices_of
 from .prices import read_prices as read_prices
 from .scope import check_id, check_limit
-from .store import DriverTx, Store
+from .store import DriverTx
 from .windows import MAX_TOKENS, NEVER, Window, amount_frees_at
 
 # How far back the largest per-turn usage of a lane is the estimate for its next turn.
@@ -466,17 +467,27 @@ def _usd(value: object, field: str) -> int | None:
     return value
 
 
-class Usage:
-    """The ledger's use cases on a store (each one unit of work)."""
+def _check_lane(goal: str, agent: str, automation: str) -> None:
+    for value, name in ((goal, "goal"), (agent, "agent"), (automation, "automation")):
+        check_id(value, name)
 
-    def __init__(self, store: Store, clock: Clock | None = None) -> None:
-        self.store = store
-        self.clock = clock if clock is not None else SystemClock()
+
+def _check_reported(tokens: int | None, usd_micros: int | None, *estimate_tokens: int) -> None:
+    """Refuse reported usage that is not a count of tokens (None: unread) or micro-dollars (and an
+    estimate given that is not a count of tokens), in that order."""
+    if tokens is not None:
+        _tokens(tokens, "tokens")
+    for estimate in estimate_tokens:
+        _tokens(estimate, "estimate_tokens")
+    _usd(usd_micros, "usd_micros")
+
+
+class Usage(Repository):
+    """The ledger's use cases on a store (each one unit of work)."""
 
     def hold(self, turn_id: str, goal: str, agent: str, automation: str, estimate_tokens: int, model: str | None = None) -> bool:
         """``hold`` in a unit of its own, at the clock's now."""
-        for value, name in ((goal, "goal"), (agent, "agent"), (automation, "automation")):
-            check_id(value, name)
+        _check_lane(goal, agent, automation)
         with self.store.write() as conn:
             return hold(conn, turn_id, goal, agent, automation, read_clock(self.clock), estimate_tokens, model)
 
@@ -487,9 +498,7 @@ class Usage:
         (and no cost): the usage could not be read, the turn is settled ``unknown`` and its
         estimate stays held. The same report again is a no-op; a different one for a settled
         turn is refused (``InvalidInput``); a turn never held is ``NotFound``."""
-        if tokens is not None:
-            _tokens(tokens, "tokens")
-        _usd(usd_micros, "usd_micros")
+        _check_reported(tokens, usd_micros)
         u = s.usage
         now = read_clock(self.clock)
         with self.store.write() as conn:
@@ -526,14 +535,10 @@ class Usage:
         an estimate for a turn whose id starts with ``turn_prefix`` (the prompt hook's admission
         in that session), the oldest such is settled; else a settled row is written. ``tokens``
         None: the usage could not be read (recorded unknown, ``estimate_tokens`` held)."""
-        for value, name in ((goal, "goal"), (agent, "agent"), (automation, "automation")):
-            check_id(value, name)
+        _check_lane(goal, agent, automation)
         if not isinstance(report_key, str) or not 1 <= len(report_key) <= 128:
             raise InvalidInput("report_key", "1..128 characters")
-        if tokens is not None:
-            _tokens(tokens, "tokens")
-        _tokens(estimate_tokens, "estimate_tokens")
-        _usd(usd_micros, "usd_micros")
+        _check_reported(tokens, usd_micros, estimate_tokens)
         u = s.usage
         now = read_clock(self.clock)
         with self.store.write() as conn:
@@ -566,8 +571,7 @@ class Usage:
 
     def get(self, turn_id: str) -> UsageEntry | None:
         u = s.usage
-        with self.store.read() as conn:
-            row = conn.execute(select(u).where(u.c.turn_id == turn_id)).first()
+        row = self._read_first(select(u).where(u.c.turn_id == turn_id))
         return entry_from_row(row) if row is not None else None
 
     def in_window(self, series: Series, window: Window) -> WindowUsage:

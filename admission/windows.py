@@ -26,8 +26,7 @@ from enum import StrEnum
 from typing import NamedTuple
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict
-
+from ._types import Frozen
 from .errors import InvalidInput
 from .intervals import format_interval, parse_interval
 
@@ -59,10 +58,8 @@ class WindowKind(StrEnum):
     MONTH = "month"
 
 
-class Window(BaseModel):
+class Window(Frozen):
     """A window as a value: ``length`` for a rolling window, ``zone`` (IANA) for a calendar one."""
-
-    model_config = ConfigDict(frozen=True)
 
     kind: WindowKind
     length: timedelta | None = None
@@ -243,11 +240,16 @@ def parse_tokens(text: object, field: str = "--budget-tokens", *, allow_zero: bo
     if value != value.to_integral_value():
         raise InvalidInput(field, f"{raw!r} is not a whole number of tokens")
     tokens = int(value)
-    if tokens > MAX_TOKENS:
-        raise InvalidInput(field, f"{raw!r} is above the cap of {MAX_TOKENS:,} tokens; check for a typo")
-    if tokens == 0 and not allow_zero:
-        raise InvalidInput(field, f"{raw!r}: a budget of 0 tokens admits nothing; give at least 1 (or remove the limit)")
+    _check_budget(tokens > MAX_TOKENS, tokens == 0 and not allow_zero, raw, field, f"{MAX_TOKENS:,} tokens", "0 tokens", "at least 1")
     return tokens
+
+
+def _check_budget(over: bool, empty: bool, raw: str, field: str, cap: str, zero: str, least: str) -> None:
+    """Refuse a budget amount above its ``cap``, or one of ``zero`` where none is allowed."""
+    if over:
+        raise InvalidInput(field, f"{raw!r} is above the cap of {cap}; check for a typo")
+    if empty:
+        raise InvalidInput(field, f"{raw!r}: a budget of {zero} admits nothing; give {least} (or remove the limit)")
 
 
 def format_tokens(tokens: int) -> str:
@@ -275,10 +277,7 @@ def parse_usd(text: object, field: str = "--budget-usd", *, allow_zero: bool = F
         value = Decimal(f"{m.group(1)}.{m.group(2) or 0}")
     except InvalidOperation:  # pragma: no cover - the pattern admits only digits
         raise InvalidInput(field, f"{raw!r} is not {hint}") from None
-    if value > MAX_USD:
-        raise InvalidInput(field, f"{raw!r} is above the cap of {MAX_USD} USD; check for a typo")
-    if value == 0 and not allow_zero:
-        raise InvalidInput(field, f"{raw!r}: a budget of 0 USD admits nothing; give more than 0 (or remove the limit)")
+    _check_budget(value > MAX_USD, value == 0 and not allow_zero, raw, field, f"{MAX_USD} USD", "0 USD", "more than 0")
     return value
 
 

@@ -45,8 +45,7 @@ from enum import StrEnum
 from itertools import zip_longest
 from typing import ClassVar, Protocol
 
-from pydantic import BaseModel, ConfigDict
-
+from floorgate.admission._types import Frozen
 from floorgate.admission.automations import TimerKind  # the closed set lives with the stored spec
 from floorgate.admission.timers import ObservationState  # stored with the binding: its closed set lives there
 
@@ -88,10 +87,8 @@ class Feature(StrEnum):
     POSITIONAL = "positional rules (BYSETPOS, BYWEEKNO, BYYEARDAY, numbered or from-the-end days)"
 
 
-class Observation(BaseModel):
+class Observation(Frozen):
     """What a host reported for one automation, and when it was read."""
-
-    model_config = ConfigDict(frozen=True)
 
     state: ObservationState
     text: str | None  # the host's own rendering of the armed schedule (present only)
@@ -99,7 +96,7 @@ class Observation(BaseModel):
     detail: str = ""
 
 
-class Capabilities(BaseModel):
+class Capabilities(Frozen):
     """What a host can do, declared once per adapter.
 
     - ``can_apply``: floorgate arms the host itself (else the owner sets it, e.g. in the app);
@@ -112,8 +109,6 @@ class Capabilities(BaseModel):
     - ``expresses``: the schedule features the host reproduces exactly (see ``Feature``);
     - ``summary``: one sentence for people.
     """
-
-    model_config = ConfigDict(frozen=True)
 
     can_apply: bool
     can_read_back: bool

@@ -11,7 +11,7 @@ become an anonymous parameter no caller sets. Constants are written as ``literal
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from functools import cache
 from typing import Any
 
@@ -105,21 +105,21 @@ class json_rows(FunctionElement[str]):
     name = "json_rows"
 
 
-@compiles(json_row, "sqlite")
-def _sqlite_row(element: json_row, compiler: SQLCompiler, **kw: Any) -> str:
-    return "json_array(" + compiler.process(element.clauses, **kw) + ")"
+# Each dialect's spelling of the two: the SQL written around the comma-separated values.
+_JSON_SPELLINGS: dict[tuple[type[FunctionElement[str]], str], tuple[str, str]] = {
+    (json_row, "sqlite"): ("json_array(", ")"),
+    (json_row, "postgresql"): ("CAST(json_build_array(", ") AS TEXT)"),
+    (json_rows, "sqlite"): ("json_group_array(json_array(", "))"),
+    (json_rows, "postgresql"): ("CAST(json_agg(json_build_array(", ")) AS TEXT)"),
+}
 
 
-@compiles(json_row, "postgresql")
-def _pg_row(element: json_row, compiler: SQLCompiler, **kw: Any) -> str:
-    return "CAST(json_build_array(" + compiler.process(element.clauses, **kw) + ") AS TEXT)"
+def _spelled(head: str, tail: str) -> Callable[..., str]:
+    def compile_json(element: FunctionElement[str], compiler: SQLCompiler, **kw: Any) -> str:
+        return head + compiler.process(element.clauses, **kw) + tail
+
+    return compile_json
 
 
-@compiles(json_rows, "sqlite")
-def _sqlite_rows(element: json_rows, compiler: SQLCompiler, **kw: Any) -> str:
-    return "json_group_array(json_array(" + compiler.process(element.clauses, **kw) + "))"
-
-
-@compiles(json_rows, "postgresql")
-def _pg_rows(element: json_rows, compiler: SQLCompiler, **kw: Any) -> str:
-    return "CAST(json_agg(json_build_array(" + compiler.process(element.clauses, **kw) + ")) AS TEXT)"
+for (_element, _dialect), (_head, _tail) in _JSON_SPELLINGS.items():
+    compiles(_element, _dialect)(_spelled(_head, _tail))

@@ -224,6 +224,21 @@ def _limit_detail(f: Facts, req: Request, _now: int) -> str:
     return text
 
 
+def _exhausted(check_id: str, reason: Reason, code: LimitCode) -> Check:
+    """The row denying a lane whose counts or budgets, checked by the client, bind with ``code``."""
+    return Check(
+        check_id,
+        reason,
+        Outcome.DENY,
+        lambda f, req, now, nxt: f.limited > 0 and f.limit_code == code,
+        f"f.limited > 0 AND f.lim = {code.value}",
+        _limit_detail,
+        readback=Readback("limit_wait", _limit_text),
+        next_us=_limit_next(code),
+        until=_RAISED,
+    )
+
+
 # The floor, in SQL: now is earlier than an anchor plus its floor (the latest of them, as
 # ``next_eligible_us``); a lane floor counts only for a request naming its automation, a goal floor
 # across agents from the goal's latest start.
@@ -315,28 +330,8 @@ CHECKS: tuple[Check, ...] = (
         readback=Readback("unavailable", lambda f: _UNCHECKED),
         until=_UNKNOWN,
     ),
-    Check(
-        "count_exhausted",
-        Reason.COUNT_EXHAUSTED,
-        Outcome.DENY,
-        lambda f, req, now, nxt: f.limited > 0 and f.limit_code == LimitCode.COUNT,
-        f"f.limited > 0 AND f.lim = {LimitCode.COUNT.value}",
-        _limit_detail,
-        readback=Readback("limit_wait", _limit_text),
-        next_us=_limit_next(LimitCode.COUNT),
-        until=_RAISED,
-    ),
-    Check(
-        "budget_exhausted",
-        Reason.BUDGET_EXHAUSTED,
-        Outcome.DENY,
-        lambda f, req, now, nxt: f.limited > 0 and f.limit_code == LimitCode.BUDGET,
-        f"f.limited > 0 AND f.lim = {LimitCode.BUDGET.value}",
-        _limit_detail,
-        readback=Readback("limit_wait", _limit_text),
-        next_us=_limit_next(LimitCode.BUDGET),
-        until=_RAISED,
-    ),
+    _exhausted("count_exhausted", Reason.COUNT_EXHAUSTED, LimitCode.COUNT),
+    _exhausted("budget_exhausted", Reason.BUDGET_EXHAUSTED, LimitCode.BUDGET),
     Check(
         "manual_bypass",
         Reason.MANUAL,

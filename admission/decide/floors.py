@@ -14,10 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 
-from pydantic import BaseModel, ConfigDict
-
 from .._types import MAX_US as MAX_US  # the column types' bound, defined there (they import nothing of ours)
-from .._types import shared_fields
+from .._types import Frozen, shared_fields
 from ..scope import Scope, ScopeKind
 
 # A floor beyond the policy cap is corrupt state, not a value to add up.
@@ -26,10 +24,8 @@ MAX_FLOOR_US = MAX_STORED_FLOOR // timedelta(microseconds=1)
 _US = timedelta(microseconds=1)
 
 
-class RuleRef(BaseModel):
+class RuleRef(Frozen):
     """A rule as it contributes to an effective floor: where, how long, at which revision."""
-
-    model_config = ConfigDict(frozen=True)
 
     scope: Scope
     min_interval: timedelta
@@ -37,7 +33,7 @@ class RuleRef(BaseModel):
     across_agents: bool = False  # a goal rule whose floor counts from the goal's latest start
 
 
-class EffectiveFloor(BaseModel):
+class EffectiveFloor(Frozen):
     """The binding floor for an agent or one of its automations, and the rules that made it.
 
     ``agent_floor`` applies to all starts of the agent (the maximum of its goal and agent rules);
@@ -45,8 +41,6 @@ class EffectiveFloor(BaseModel):
     ``goal_floor`` (at most ``agent_floor``) applies to the starts of all the goal's agents: the
     largest of its goal rules set ``across agents``.
     """
-
-    model_config = ConfigDict(frozen=True)
 
     goal_id: str
     agent_id: str
