@@ -8,7 +8,7 @@ done by the service that calls ``add`` or ``edit``.
 from __future__ import annotations
 
 import json
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from datetime import datetime, timedelta
 from enum import StrEnum
 from functools import lru_cache
@@ -367,6 +367,21 @@ class Automations(Repository):
         """Every automation (or those named, or of a goal/agent) that decodes, and
         ``{automation_id: reason}`` for the rows that do not, in one query: one corrupt row is
         reported, never raised, so a host or a status page holds that automation and goes on."""
+        found: dict[str, Automation] = {}
+        bad: dict[str, str] = {}
+        for aid, automation, reason in self.decoded(automation_ids, goal=goal, agent=agent):
+            if automation is not None:
+                found[aid] = automation
+            else:
+                bad[aid] = reason
+        return found, bad
+
+    def decoded(
+        self, automation_ids: Collection[str] | None = None, *, goal: str | None = None, agent: str | None = None
+    ) -> Iterator[tuple[str, Automation | None, str]]:
+        """``scan``'s rows one at a time, as fetched: ``(automation_id, automation, "")`` for a row
+        that decodes, ``(automation_id, None, reason)`` for one that does not (the read stays open
+        until the iteration ends, so a caller keeps only what it needs of each)."""
         a = s.automations
         query = select(*raw_columns(a)).order_by(a.c.goal_id, a.c.agent_id, a.c.automation_id)
         if automation_ids is not None:
@@ -375,8 +390,6 @@ class Automations(Repository):
             query = query.where(a.c.goal_id == goal)
         if agent is not None:
             query = query.where(a.c.agent_id == agent)
-        found: dict[str, Automation] = {}
-        bad: dict[str, str] = {}
         texts: dict[str, str] = {}  # one string object per distinct goal, agent, schedule, state...
         with self.store.read() as conn:
             for row in conn.execute(query):  # decoded as fetched: the raw rows are never all held
@@ -386,10 +399,11 @@ class Automations(Repository):
                         value = getattr(decoded, name)
                         if type(value) is str:
                             setattr(decoded, name, texts.setdefault(value, value))
-                    found[row.automation_id] = _row_to_automation(decoded)
+                    automation = _row_to_automation(decoded)
                 except StoreUnavailable as exc:
-                    bad[str(row.automation_id)] = str(exc)
-        return found, bad
+                    yield str(row.automation_id), None, str(exc)
+                    continue
+                yield row.automation_id, automation, ""
 
     def exists(self, automation_id: str) -> bool:
         """Whether a row for ``automation_id`` exists, decodable or not."""

@@ -278,8 +278,8 @@ def status_curve(sizes: list[int], rounds: int, tmp: Path) -> None:
 
 
 # What the memory of `status` at a size is: Python's own allocations (tracemalloc) at their peak and
-# when the readbacks start streaming (every automation decoded, the lanes read), by the line that
-# allocated them; the rest of the RSS is the interpreter with its imports (`status` on an empty
+# when the readbacks start streaming (every automation listed, its decoded form let go above a page,
+# the lanes read), by the line that allocated them; the rest of the RSS is the interpreter with its imports (`status` on an empty
 # store) and what Python's heap does not count (the allocator's slack, SQLite's page cache).
 _STATUS_HEAP = r"""
 import contextlib, json, os, sys, tracemalloc
@@ -321,7 +321,7 @@ def status_heap(db: str, size: int, rss_mb: float, tmp: Path) -> None:
     now = (
         f"peak RSS {rss_mb:.0f} MB = the process on an empty store {imports:.0f} MB + {rss_mb - imports:.0f} MB; Python's "
         f"allocations (tracemalloc, the imported code's included) peak at {traced['peak'] / mb:.0f} MB ({traced['peak'] / size / 1024:.1f} KB per automation), "
-        f"{traced.get('streaming', 0) / mb:.0f} MB held as the readbacks start streaming (every automation decoded, the lanes "
+        f"{traced.get('streaming', 0) / mb:.0f} MB held as the readbacks start streaming (every automation listed, its decoded form let go, the lanes "
         f"read; largest lines: {top})"
     )
     print(f"  bound under status at {size:,}: {now}")

@@ -72,13 +72,13 @@ def test_automations_sharing_a_schedule_ask_it_once_per_instant(store, monkeypat
 def test_status_pauses_the_collector_and_leaves_it_as_it_found_it(store, monkeypatch, enabled: bool) -> None:  # type: ignore[no-untyped-def]
     readback = _many(store)
     seen: list[bool] = []
-    scan = readback.automations.scan
+    scan = readback.automations.decoded  # the read of every automation
 
     def spied(*args, **kwargs):  # type: ignore[no-untyped-def]
         seen.append(gc.isenabled())
         return scan(*args, **kwargs)
 
-    monkeypatch.setattr(readback.automations, "scan", spied)
+    monkeypatch.setattr(readback.automations, "decoded", spied)
     was = gc.isenabled()
     (gc.enable if enabled else gc.disable)()
     try:
@@ -88,7 +88,7 @@ def test_status_pauses_the_collector_and_leaves_it_as_it_found_it(store, monkeyp
         def broken(*args, **kwargs):  # type: ignore[no-untyped-def]
             raise RuntimeError("boom")
 
-        monkeypatch.setattr(readback.automations, "scan", broken)
+        monkeypatch.setattr(readback.automations, "decoded", broken)
         with pytest.raises(RuntimeError):
             readback.overview()
         assert gc.isenabled() is enabled

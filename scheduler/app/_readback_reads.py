@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 from datetime import datetime
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from floorgate.admission import (
     Admission,
@@ -24,6 +24,7 @@ from floorgate.admission import (
     TickLog,
     TimerBinding,
     TimerBindings,
+    TimerKind,
     Triggers,
     TurnRecord,
     WakeState,
@@ -68,6 +69,20 @@ def host_problem(automation: Automation) -> str | None:
     elif shutil.which(program) is None:
         return f"{program} is not on PATH"
     return None
+
+
+class Listed(NamedTuple):
+    """What a readback of many needs of an automation before it is read back: its lane (in the
+    order the bulk reads are asked in), its model (for the lane's limits) and its timer."""
+
+    lane: tuple[str, str, str]
+    model: str | None
+    timer: TimerKind
+
+
+def listed_of(automation: Automation) -> Listed:
+    spec = automation.spec
+    return Listed((spec.goal_id, spec.agent_id, automation.automation_id), spec.model, spec.timer)
 
 
 class _Direct:
@@ -133,18 +148,20 @@ class _Bulk:
     (eligibility: once per ``_ELIGIBILITY_PART`` lanes, in the order ``automations`` are read back).
     A row that cannot be decoded holds only its automation, as the direct read would."""
 
-    def __init__(self, rb: Readback, automations: list[Automation]) -> None:
+    def __init__(self, rb: Readback, automations: list[Automation] | list[Listed]) -> None:
         from .envelope_gate import EnvelopeGate, EnvelopeMode
 
         self.direct = _Direct(rb)  # a damaged row is read again on its own: the same error, word for word
-        lanes = [(a.spec.goal_id, a.spec.agent_id, a.automation_id) for a in automations]
+        listed = [listed_of(a) if isinstance(a, Automation) else a for a in automations]
+        lanes = [x.lane for x in listed]
         self._admission = rb.admission
         self._lanes, self._read = lanes, 0  # the lanes, and how many of them have been read
         self.eligibilities: dict[tuple[str, str, str], Eligibility] = {}
         gate = EnvelopeGate(rb.store, clock=rb.clock, mode=EnvelopeMode.OBSERVE)
         rules = gate.lane_rules_or_none(lanes)  # one read of every rule: the envelopes and which lanes have limits
         self.envelopes = gate.envelopes(lanes, rules)
-        models = {(a.spec.goal_id, a.spec.agent_id, a.automation_id): a.spec.model for a in automations}
+        models = {x.lane: x.model for x in listed}
+        del listed
         readable: dict[tuple[str, str, str | None], tuple[list[Rule], str | None]] = {
             lane: (found, models[lane]) for lane, found in (rules or {}).items() if not isinstance(found, CorruptState)
         }

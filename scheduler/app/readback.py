@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timedelta
+from itertools import islice
 
 from floorgate.admission import (
     Admission,
@@ -46,7 +47,7 @@ from floorgate.hosts.registry import capabilities
 from floorgate.hosts.schedule import parse_canonical
 
 from ..runtime.recovery import orphaned
-from ._readback_reads import _Bulk, _Direct
+from ._readback_reads import Listed, _Bulk, _Direct, listed_of
 from ._readback_values import AutomationReadback, Overview, OverviewStream, Preview, ReadContext, ReadbackState
 from .budget_readback import BudgetReadback, LaneLimits, PreviewLimits, judged, limit_denied, limited
 from .phase import off_phase
@@ -66,6 +67,11 @@ def floor_meeting(timer: str) -> tuple[FloorMeeting, timedelta]:
 
 
 _COALESCE, _WAIT, _DENY = (FloorMeeting.COALESCE, timedelta(0)), (FloorMeeting.WAIT, LAUNCH_WAIT), (FloorMeeting.DENY, timedelta(0))
+
+
+# Decoded automations a readback of many holds at once: fifty thousand held together took ~50 MB
+# (a third of a status's peak), so above this many each page is read again by id when its turn comes.
+_PAGE = 2_000
 
 
 class Readback:
@@ -121,17 +127,18 @@ class Readback:
         """``overview`` for a renderer that writes each readback as it comes: the same readbacks,
         in the same order, from one context; memory holds the automations not yet read back."""
         ctx = self.context()
-        wanted, broken = self._scanned(goal, agent, automation)
-        covered = {(a.spec.goal_id, a.spec.agent_id, a.automation_id) for a in wanted}
-        own = any(capabilities(a.spec.timer).armed_by_runtime for a in wanted)
-        listed = self.lanes_with_limits(goal, agent, automation, covered)
+        listed, held, broken = self._scanned(goal, agent, automation)
+        covered = {x.lane for x in listed}
+        own = any(capabilities(x.timer).armed_by_runtime for x in listed)
+        listed_lanes = self.lanes_with_limits(goal, agent, automation, covered)
+        del covered
         return OverviewStream(
             now=ctx.now,
-            readbacks=self._streamed(wanted, broken, ctx),
-            lanes=[e for e, _ in listed],
+            readbacks=self._streamed(listed, held, broken, ctx),
+            lanes=[e for e, _ in listed_lanes],
             hosts=ctx.hosts,
             own_timers=own,
-            lane_limits={(e.goal_id, e.agent_id, e.automation_id): x for e, x in listed if x is not None},
+            lane_limits={(e.goal_id, e.agent_id, e.automation_id): x for e, x in listed_lanes if x is not None},
         )
 
     def many(
@@ -142,28 +149,69 @@ class Readback:
         ctx = ctx if ctx is not None else self.context()
         return list(self._streamed(*self._scanned(goal, agent, automation), ctx))
 
-    def _scanned(self, goal: str | None, agent: str | None, automation: str | None) -> tuple[list[Automation], dict[str, str]]:
+    def _scanned(
+        self, goal: str | None, agent: str | None, automation: str | None
+    ) -> tuple[list[Listed], dict[str, Automation] | None, dict[str, str]]:
+        """What a readback of many needs of each automation (``Listed``), the decoded automations
+        themselves only while there are at most ``_PAGE`` (more are read again a page at a time, as
+        their turn comes), and ``{automation_id: reason}`` for the rows that do not decode."""
+        listed: list[Listed] = []
+        held: dict[str, Automation] | None = {}
+        broken: dict[str, str] = {}
         with _collector_paused():
-            found, broken = self.automations.scan(goal=goal, agent=agent)
-        wanted = [a for a in found.values() if automation is None or a.automation_id == automation]
-        return wanted, {aid: reason for aid, reason in broken.items() if automation is None or aid == automation}
+            for aid, found, reason in self.automations.decoded(goal=goal, agent=agent):
+                if automation is not None and aid != automation:
+                    continue
+                if found is None:
+                    broken[aid] = reason
+                    continue
+                listed.append(listed_of(found))
+                if held is not None:
+                    held[aid] = found
+                    held = held if len(held) <= _PAGE else None
+        return listed, held, broken
 
-    def _streamed(self, wanted: list[Automation], broken: dict[str, str], ctx: ReadContext) -> Iterator[AutomationReadback]:
+    def _streamed(
+        self, listed: list[Listed], held: dict[str, Automation] | None, broken: dict[str, str], ctx: ReadContext
+    ) -> Iterator[AutomationReadback]:
         """Each readback in order (goal, then id; an unreadable row, whose goal is unknown, first),
-        made as it is asked for; an automation is let go once read back."""
+        made as it is asked for; an automation is let go once read back. Unless ``held``, the
+        automations are read again ``_PAGE`` at a time, in that order: one that is gone since is
+        left out, one that no longer decodes is held in its place, and one whose lane changed is
+        read back on its own (the bulk reads were asked for the lane it had)."""
         with _collector_paused():
-            # (goal, id) is unique: the third item is never compared.
-            order: list[tuple[str, str, Automation | str]] = [(a.spec.goal_id, a.automation_id, a) for a in wanted]
-            order += [("", aid, reason) for aid, reason in broken.items()]
+            # (goal, id) is unique: the third and fourth items are never compared.
+            order: list[tuple[str, str, tuple[str, str, str] | None, str]] = [(x.lane[0], x.lane[2], x.lane, "") for x in listed]
+            order += [("", aid, None, reason) for aid, reason in broken.items()]
             order.sort(key=lambda item: (item[0], item[1]))
-            wanted.sort(key=lambda a: (a.spec.goal_id, a.automation_id))  # the order the bulk reads are asked in
-            sources: _Direct | _Bulk = _Bulk(self, wanted) if len(wanted) > 1 else _Direct(self)
-            wanted.clear()
+            listed.sort(key=lambda x: (x.lane[0], x.lane[2]))  # the order the bulk reads are asked in
+            sources: _Direct | _Bulk = _Bulk(self, listed) if len(listed) > 1 else _Direct(self)
+            listed.clear()
             pending = deque(order)
             del order
+            page: dict[str, Automation | str] = {}
             while pending:
-                _, aid, item = pending.popleft()
-                yield self.of(item, ctx, sources) if not isinstance(item, str) else _unreadable(aid, item)
+                _, aid, lane, reason = pending.popleft()
+                if lane is None:
+                    yield _unreadable(aid, reason)
+                    continue
+                if held is not None:
+                    item: Automation | str | None = held.pop(aid)
+                else:
+                    if aid not in page:
+                        ahead = islice((x[1] for x in pending if x[2] is not None), _PAGE - 1)
+                        found, bad = self.automations.scan([aid, *ahead])
+                        page = {**found, **bad}
+                        del found, bad
+                    item = page.pop(aid, None)
+                if item is None:
+                    continue  # removed since it was listed: there is nothing to read back
+                if isinstance(item, str):
+                    yield _unreadable(aid, item)
+                elif (item.spec.goal_id, item.spec.agent_id, aid) != lane:
+                    yield self.of(item, ctx, _Direct(self))
+                else:
+                    yield self.of(item, ctx, sources)
 
     def of(self, automation: Automation, ctx: ReadContext, sources: _Direct | _Bulk | None = None) -> AutomationReadback:
         """The readback of a loaded automation in ``ctx``; state of its own that cannot be read (a
