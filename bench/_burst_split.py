@@ -71,7 +71,7 @@ def part(frames: list[str]) -> str:
     if decision and any(lib in text for lib in ("sqlalchemy/", "psycopg/")):
         return "decision: SQLAlchemy and driver Python"
     if decision:
-        return "decision: the rest (with driver calls that show no Python frame: sqlite3's)"
+        return "decision: the rest (floorgate's own code, and driver calls in C that show no Python frame)"
     if "apscheduler/" in text or "concurrent/futures" in text:
         return "APScheduler firing"
     return "other"
