@@ -443,14 +443,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--pg", default=os.environ.get("FLOORGATE_TEST_PG_URL"), help="PostgreSQL URL (skipped when absent)")
-    parser.add_argument("--sizes", help="status sizes (automations; default 10000,50000, with --quick 1000,10000)")
+    parser.add_argument("--sizes", help="status sizes (automations; default 10000,50000, with --quick 1000,5000)")
     parser.add_argument("--pairs", type=int, default=4, help="claude -p pairs")
-    parser.add_argument("--quick", action="store_true", help="fewer rounds, 1,000 and 10,000 automations, 2 pairs")
+    parser.add_argument("--quick", action="store_true", help="fewer rounds, 1,000 and 5,000 automations, 2 pairs")
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.pairs = 3, 2
     if args.sizes is None:
-        args.sizes = "1000,10000" if args.quick else "10000,50000"
+        args.sizes = "1000,5000" if args.quick else "10000,50000"
     pg = args.pg
     if pg:
         pg = ("postgresql+psycopg://" + pg.split("://", 1)[1]) if "://" in pg else pg
