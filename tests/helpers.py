@@ -12,6 +12,8 @@ from datetime import datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from basics import T0
+
 from floorgate.admission import AutomationSpec, Automations, CommandHost, FixedClock, Policies, Scope, Store
 from floorgate.admission.journal import JournalEntry
 from floorgate.hosts import Schedule
@@ -198,3 +200,19 @@ def journal_entry(turn_id: str, at: datetime) -> JournalEntry:
         deadline=at + timedelta(minutes=10),
         log_path=None,
     )
+
+
+# Five automations over two goals, listed out of order: the status tests' store.
+STATUS_NAMES = ("b2", "a1", "c3", "a4", "d5")
+
+
+def seed_status(store: Store, clock: FixedClock, *, unreadable: str | None = None) -> None:
+    """``STATUS_NAMES`` under a floor on g/a, the clock 20 minutes past ``T0``; ``unreadable``: one
+    automation whose host spec is damaged (listed first by status, as unreadable)."""
+
+    floor(store, clock, "g/a", timedelta(hours=1))
+    for i, name in enumerate(STATUS_NAMES):
+        add_automation(store, clock, name, goal="g" if i % 2 else "h", agent="a")
+    clock.set(T0 + timedelta(minutes=20))
+    if unreadable is not None:
+        corrupt(store, "host_spec", unreadable)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import gc
 import json
-from datetime import timedelta
 
 import pytest
 from basics import T0
@@ -17,17 +16,7 @@ from floorgate.scheduler.app.readback import Readback
 from floorgate.scheduler.views.present import readback_doc
 from floorgate.scheduler.views.present_status import status_text
 
-from helpers import add_automation, corrupt, floor
-
-NAMES = ("b2", "a1", "c3", "a4", "d5")
-
-
-def _seed(store: Store, clock: FixedClock) -> None:
-    floor(store, clock, "g/a", timedelta(hours=1))
-    for i, name in enumerate(NAMES):
-        add_automation(store, clock, name, goal="g" if i % 2 else "h", agent="a")
-    clock.set(T0 + timedelta(minutes=20))
-    corrupt(store, "host_spec", "c3")
+from helpers import STATUS_NAMES, seed_status
 
 
 def _pages(monkeypatch) -> list[list[str]]:  # type: ignore[no-untyped-def]
@@ -44,7 +33,7 @@ def _pages(monkeypatch) -> list[list[str]]:  # type: ignore[no-untyped-def]
 
 def test_pages_read_back_the_same_as_one_read_in_the_same_order(store: Store, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     clock = FixedClock(T0)
-    _seed(store, clock)
+    seed_status(store, clock, unreadable="c3")
     asked = _pages(monkeypatch)
     whole = Readback(store, clock).overview()
     assert asked == []  # no more than a page: the automations decoded once are read back
@@ -60,7 +49,7 @@ def test_pages_read_back_the_same_as_one_read_in_the_same_order(store: Store, mo
 
 def test_at_most_a_page_of_automations_is_decoded_at_once(store: Store, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     clock = FixedClock(T0)
-    _seed(store, clock)
+    seed_status(store, clock, unreadable="c3")
     monkeypatch.setattr(readback_module, "_PAGE", 2)
     most = 0
     original = Readback.of
@@ -74,14 +63,14 @@ def test_at_most_a_page_of_automations_is_decoded_at_once(store: Store, monkeypa
     shown = 0
     for _ in Readback(store, clock).overview_stream().readbacks:  # rendered as read: each let go
         shown += 1
-    assert shown == len(NAMES)
+    assert shown == len(STATUS_NAMES)
     assert most == 3  # a page, and the one read back last (its readback names it) until the next replaces it
 
 
 @pytest.mark.parametrize("change", ["removed", "moved"])
 def test_an_automation_changed_before_its_page_is_read_is_read_back_as_it_is_then(store: Store, monkeypatch, change: str) -> None:  # type: ignore[no-untyped-def]
     clock = FixedClock(T0)
-    _seed(store, clock)
+    seed_status(store, clock, unreadable="c3")
     monkeypatch.setattr(readback_module, "_PAGE", 2)
     readbacks = iter(Readback(store, clock).overview_stream().readbacks)
     assert [next(readbacks).automation_id for _ in range(2)] == ["c3", "a1"]  # the first page is read

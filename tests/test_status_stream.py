@@ -6,7 +6,6 @@ from __future__ import annotations
 import gc
 import io
 import json
-from datetime import timedelta
 
 import pytest
 from basics import T0
@@ -17,21 +16,12 @@ from floorgate.scheduler.app.readback import AutomationReadback, Readback
 from floorgate.scheduler.cli.main import run
 from floorgate.scheduler.views.present_status import status_lines, status_text
 
-from helpers import add_automation, corrupt, floor
-
-NAMES = ("b2", "a1", "c3", "a4", "d5")
-
-
-def _seed(store: Store, clock: FixedClock) -> None:
-    floor(store, clock, "g/a", timedelta(hours=1))
-    for i, name in enumerate(NAMES):
-        add_automation(store, clock, name, goal="g" if i % 2 else "h", agent="a")
-    clock.set(T0 + timedelta(minutes=20))
+from helpers import STATUS_NAMES, seed_status
 
 
 @pytest.mark.parametrize("json_out", [False, True], ids=["text", "json"])
 def test_status_holds_one_readback_at_a_time(store: Store, db_url: str, monkeypatch, json_out: bool) -> None:  # type: ignore[no-untyped-def]
-    _seed(store, FixedClock(T0))
+    seed_status(store, FixedClock(T0))
     seen = {"made": 0, "most_alive": 0}
     original = Readback.of
 
@@ -45,18 +35,17 @@ def test_status_holds_one_readback_at_a_time(store: Store, db_url: str, monkeypa
     monkeypatch.setattr(Readback, "of", counted)
     out = io.StringIO()
     assert run(["status", "--db", db_url, *(["--json"] if json_out else [])], out=out) == 0
-    assert seen["made"] == len(NAMES)
+    assert seen["made"] == len(STATUS_NAMES)
     assert seen["most_alive"] <= 1  # the one rendered last, until the next replaces it
     if json_out:
-        assert sorted(a["automation"] for a in json.loads(out.getvalue())["automations"]) == sorted(NAMES)
+        assert sorted(a["automation"] for a in json.loads(out.getvalue())["automations"]) == sorted(STATUS_NAMES)
     else:
-        assert all(name in out.getvalue() for name in NAMES)
+        assert all(name in out.getvalue() for name in STATUS_NAMES)
 
 
 def test_the_stream_is_the_overview_in_the_same_order_unreadable_rows_first(store: Store) -> None:
     clock = FixedClock(T0)
-    _seed(store, clock)
-    corrupt(store, "host_spec", "c3")
+    seed_status(store, clock, unreadable="c3")
     readback = Readback(store, clock)
     listed = readback.overview()
     streamed = readback.overview_stream()
@@ -67,7 +56,7 @@ def test_the_stream_is_the_overview_in_the_same_order_unreadable_rows_first(stor
 
 def test_eligibility_is_read_in_parts_of_the_lanes_in_the_order_they_are_shown(store: Store, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     clock = FixedClock(T0)
-    _seed(store, clock)
+    seed_status(store, clock)
     whole = {rb.automation_id: rb.eligibility for rb in Readback(store, clock).overview().readbacks}
     asked: list[list[str]] = []
     original = Admission.eligibility_many
