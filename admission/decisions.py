@@ -2,46 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
-from typing import Any, Literal, NamedTuple
+from typing import Literal
 
 from ._types import Frozen
+from .decide.checks import EligibilityStatus as EligibilityStatus
+from .decide.checks import Explained as Explained
+from .decide.checks import Reason as Reason
+from .decide.facts import Phase as Phase
 from .decide.floors import EffectiveFloor
-
-
-class Reason(str, Enum):
-    """The closed set of reasons a reservation is admitted or denied."""
-
-    ELIGIBLE = "eligible"  # admitted: the floor has elapsed
-    NO_RULE = "no_rule"  # admitted: no floor applies; no cadence state written
-    MANUAL = "manual"  # admitted: an explicit manual reason bypassed the interval
-    RESUMED = "resumed"  # admitted: the same turn's earlier reservation, anchor unmoved
-    INTERVAL_WAIT = "interval_wait"
-    COUNT_EXHAUSTED = "count_exhausted"  # denied: a max-starts-per-window limit is reached
-    BUDGET_EXHAUSTED = "budget_exhausted"  # denied: a token or USD budget would be crossed
-    DUPLICATE_TRIGGER = "duplicate_trigger"
-    TURN_ALREADY_STARTED = "turn_already_started"
-    STALE_TRIGGER = "stale_trigger"
-    CLOCK_ROLLBACK = "clock_rollback"
-    STATE_UNAVAILABLE = "state_unavailable"
-
-
-# Where a lane stands in readback (``Eligibility.status``, each check's ``Readback.status``): the one
-# list of them; limit_wait: a count or budget.
-EligibilityStatus = Literal["eligible", "interval_wait", "limit_wait", "unavailable"]
 
 
 class StartKind(str, Enum):
     AUTOMATIC = "automatic"
     MANUAL = "manual"
-
-
-class Phase(str, Enum):
-    RESERVED = "reserved"
-    CONFIRMED = "confirmed"
 
 
 class StartRecord(Frozen):
@@ -95,16 +71,6 @@ class Decision:
             return None
         gap = self.next_eligible_at - self.decided_at
         return gap if timedelta(0) < gap <= limit else None
-
-
-class Explained(NamedTuple):  # a plain immutable value: one per decision, cheap to build
-    """A detail line not yet rendered: ``render(*args)`` (equal when template and arguments are)."""
-
-    render: Callable[..., str]
-    args: tuple[Any, ...]
-
-    def text(self) -> str:
-        return self.render(*self.args)
 
 
 class Confirmation(Frozen):

@@ -27,10 +27,10 @@ How to add a check (for example a cap on starts per window):
    follow from the declaration; ``facts`` refuses to load when ``Facts`` and ``FACTS`` disagree,
    and ``admission._facts`` when the bulk read cannot match the fact to lanes.
 2. Add one ``Check`` row to ``checks.CHECKS`` at its place in the order: a reason (a new
-   ``decisions.Reason`` member when it is a new kind of refusal), its ``Outcome``, ``holds`` (the
+   ``Reason`` member, declared in the same file above the rows, when it is a new kind of refusal), its ``Outcome``, ``holds`` (the
    predicate in Python), ``sql`` (the same predicate over ``f.<fact>`` and ``p_<param>``), its
    detail, a ``Readback`` form if readback should show it (its status one of
-   ``decisions.EligibilityStatus``), ``reports_next=False`` when its denial says nothing of the
+   ``checks.EligibilityStatus``, beside it), ``reports_next=False`` when its denial says nothing of the
    lane's next eligible time (a host then plans from a read: ``checks.PLANNED_BY_DECISION``),
    ``until`` when it can deny without a next time (what ends it, in words: a blocked hook says
    so), and ``next_us`` when it waits for time (the decision reports the latest of the checks').
@@ -38,10 +38,12 @@ How to add a check (for example a cap on starts per window):
 Nothing else changes by hand: ``tests/test_decide_table.py`` holds every row's Python and SQL
 forms together on generated facts, on SQLite and PostgreSQL, and the store installs the new
 function text at its next open (no migration). Files a new check touches: ``checks.py`` alone
-over existing facts, plus ``facts.py`` for a new fact and ``decisions.py`` for a new ``Reason``
-(or a new readback status): three at most. Counted with a check ``lane_paused`` (deny an
-automatic start while the lane's automation is paused) over a new fact on ``fg_automations``:
-nine files before these derivations (the README's list of reasons among them), three after.
+over existing facts (its row, and its ``Reason`` member when it is a new kind of refusal), plus
+``facts.py`` for a new fact: two at most (``admission.decisions`` re-exports ``Reason``, ``Phase``
+and ``EligibilityStatus``; the reasons live beside the rows so that a new one is not a third
+file). Counted with a check ``lane_paused`` (deny an automatic start while the lane's automation is
+paused) over a new fact on ``fg_automations``: nine files before these derivations (the README's
+list of reasons among them), two after.
 
 A new value of a rule is more: the goal floor across agents (a rule column, ``across_agents``, in
 ``RULE_COLUMNS``, and the goal's latest start as a fact) also touched ``floors.py`` (its
@@ -52,34 +54,16 @@ client check (``_limit_check``, for the goal's lock) and an index (a migration).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
+from .checks import CHECKS as CHECKS
+from .checks import Check as Check
+from .checks import Outcome as Outcome
+from .checks import Reason as Reason
+from .facts import FACTS as FACTS
+from .facts import Fact as Fact
+from .facts import Facts as Facts
 from .floors import MAX_FLOOR_US as MAX_FLOOR_US
 from .floors import MAX_US as MAX_US
 from .floors import after_start_us as after_start_us
 from .floors import combine as combine
 from .floors import next_eligible_at as next_eligible_at
 from .floors import next_eligible_us as next_eligible_us
-
-if TYPE_CHECKING:
-    from .checks import CHECKS as CHECKS
-    from .checks import Check as Check
-    from .checks import Outcome as Outcome
-    from .facts import FACTS as FACTS
-    from .facts import Fact as Fact
-    from .facts import Facts as Facts
-
-# The table and the facts load on first use (PEP 562): ``decisions`` imports ``floors`` from here
-# while ``checks`` and ``facts`` import ``decisions``, so loading them eagerly would make the
-# package's import order matter (``floorgate.admission`` itself loads its modules on first use).
-_WHERE = {"CHECKS": "checks", "Check": "checks", "Outcome": "checks", "FACTS": "facts", "Fact": "facts", "Facts": "facts"}
-
-
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value

@@ -14,13 +14,46 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from enum import Enum
 from functools import lru_cache
-from typing import NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from ..clock import ceil_second, from_us, iso
-from ..decisions import EligibilityStatus, Explained, Phase, Reason
 from ..intervals import format_interval
-from .facts import Facts, LimitCode
+from .facts import Facts, LimitCode, Phase
 from .floors import MAX_US, EffectiveFloor, goal_binds, next_eligible_us
+
+
+# The reasons and readback statuses live beside the rows that give them: a new kind of refusal is
+# one member here and one row below (``admission.decisions`` re-exports both).
+class Reason(str, Enum):
+    """The closed set of reasons a reservation is admitted or denied (each ``Check`` row gives one)."""
+
+    ELIGIBLE = "eligible"  # admitted: the floor has elapsed
+    NO_RULE = "no_rule"  # admitted: no floor applies; no cadence state written
+    MANUAL = "manual"  # admitted: an explicit manual reason bypassed the interval
+    RESUMED = "resumed"  # admitted: the same turn's earlier reservation, anchor unmoved
+    INTERVAL_WAIT = "interval_wait"
+    COUNT_EXHAUSTED = "count_exhausted"  # denied: a max-starts-per-window limit is reached
+    BUDGET_EXHAUSTED = "budget_exhausted"  # denied: a token or USD budget would be crossed
+    DUPLICATE_TRIGGER = "duplicate_trigger"
+    TURN_ALREADY_STARTED = "turn_already_started"
+    STALE_TRIGGER = "stale_trigger"
+    CLOCK_ROLLBACK = "clock_rollback"
+    STATE_UNAVAILABLE = "state_unavailable"
+
+
+# Where a lane stands in readback (``Eligibility.status``, each check's ``Readback.status``): the one
+# list of them; limit_wait: a count or budget.
+EligibilityStatus = Literal["eligible", "interval_wait", "limit_wait", "unavailable"]
+
+
+class Explained(NamedTuple):  # a plain immutable value: one per decision, cheap to build
+    """A detail line not yet rendered: ``render(*args)`` (equal when template and arguments are)."""
+
+    render: Callable[..., str]
+    args: tuple[Any, ...]
+
+    def text(self) -> str:
+        return self.render(*self.args)
 
 
 class Request(NamedTuple):  # a plain immutable value: one per decision, cheap to build

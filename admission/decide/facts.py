@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from enum import IntEnum
+from enum import Enum, IntEnum
 from typing import Any, NamedTuple
 
 from sqlalchemy import Integer, Table, and_, case, cast, func, null, or_, select, union_all
@@ -34,10 +34,16 @@ from sqlalchemy.sql.selectable import FromClause, Select
 
 from .._schema import rules as _rules
 from .._schema import starts as _starts
-from ..decisions import Phase
 from ..errors import CorruptState
 from ._sql import EMPTY, LIM, ONE, TR, XR, ZERO, A, G, T, X, json_row, json_rows
 from .floors import MAX_US, EffectiveFloor
+
+
+class Phase(str, Enum):
+    """A start's phase: reserved by admission, then confirmed by the launch."""
+
+    RESERVED = "reserved"
+    CONFIRMED = "confirmed"
 
 
 class Facts(NamedTuple):  # a plain immutable value: one per decision, cheap to build
