@@ -123,21 +123,29 @@ class Frozen(BaseModel):
 def from_row(model: type[_M], table: Table, row: Any, **given: Any) -> _M:
     """``model`` decoded from a stored ``row`` of ``table`` (a result row or ``decode_row``'s
     namespace): each field not ``given`` is read from the column of its name, or of its name and
-    ``_us`` (a time); a field with neither column is left to its default."""
+    ``_us`` (a time). A field with neither column must be ``given``: nothing is left to a default,
+    so a column renamed or dropped fails here (``TypeError``) instead of decoding a default."""
     values = getattr(row, "_mapping", None)
     if values is None:
         values = vars(row)
-    return model(**{field: values[column] for field, column in _field_columns(model, table) if field not in given}, **given)
+    columns, unmapped = _field_columns(model, table)
+    if unmapped and not unmapped <= given.keys():
+        missing = ", ".join(sorted(unmapped - given.keys()))
+        raise TypeError(f"{model.__name__} has no column in {table.name} for {missing}: pass it to from_row")
+    return model(**{field: values[column] for field, column in columns if field not in given}, **given)
 
 
 @cache
-def _field_columns(model: type[BaseModel], table: Table) -> tuple[tuple[str, str], ...]:
-    """Each field of ``model`` with the column of ``table`` it is read from."""
+def _field_columns(model: type[BaseModel], table: Table) -> tuple[tuple[tuple[str, str], ...], frozenset[str]]:
+    """Each field of ``model`` with the column of ``table`` it is read from, and the fields that
+    have none."""
     have = set(table.c.keys())
     out = []
+    unmapped = set()
     for field in model.model_fields:
-        for column in (field, field + "_us"):
-            if column in have:
-                out.append((field, column))
-                break
-    return tuple(out)
+        column = next((c for c in (field, field + "_us") if c in have), None)
+        if column is None:
+            unmapped.add(field)
+        else:
+            out.append((field, column))
+    return tuple(out), frozenset(unmapped)

@@ -39,17 +39,22 @@ class MissionStatus(StrEnum):
     STUCK = "stuck"
 
 
+# The statuses of a mission not yet settled, as stored (a tuple of values: an IN list and two
+# equalities are built from it).
+_LIVE = (MissionStatus.OPEN.value, MissionStatus.AWAITING_OWNER.value)
+
+
 _COUNTERS = {"turns": "extra_turns", "tool_calls": "extra_tool_calls", "tokens": "extra_tokens"}
 
 # A turn's begin opens its mission and counts the turn: these statements are built once (building
 # and keying them per call was most of a SQLite burst's CPU for all-admitted reservations).
 _UNSETTLED = select(s.missions).where(  # two equalities, not IN: an IN list is expanded again at every run
     s.missions.c.automation_id == bindparam("p_automation"),
-    (s.missions.c.status == "open") | (s.missions.c.status == "awaiting_owner"),
+    (s.missions.c.status == _LIVE[0]) | (s.missions.c.status == _LIVE[1]),
 )
 _INSERT = insert(s.missions).returning(*s.missions.c)
 _NEW_MISSION = {
-    "status": "open",
+    "status": MissionStatus.OPEN.value,
     "stop_reason": None,
     "settled_at_us": None,
     "turns": 0,
@@ -71,7 +76,9 @@ def _count_statement(counter: str, capped: bool) -> Update:
     """Count one ``counter`` on an open mission, returning the row; ``capped``: refused at the limit."""
     m = s.missions
     column, extra = m.c[counter], m.c[_COUNTERS[counter]]
-    statement = update(m).where(m.c.mission_id == bindparam("p_mission"), m.c.status == "open").values({column: column + 1})
+    statement = (
+        update(m).where(m.c.mission_id == bindparam("p_mission"), m.c.status == MissionStatus.OPEN.value).values({column: column + 1})
+    )
     if capped:
         statement = statement.where(column < bindparam("p_limit", type_=column.type) + extra)
     return statement.returning(*m.c)
@@ -127,9 +134,7 @@ class Missions(Repository):
         m = s.missions
         with self.store.read() as conn:
             row = conn.execute(
-                select(m)
-                .where(m.c.automation_id == automation_id, m.c.status.in_(("open", "awaiting_owner")))
-                .order_by(m.c.started_at_us.desc())
+                select(m).where(m.c.automation_id == automation_id, m.c.status.in_(_LIVE)).order_by(m.c.started_at_us.desc())
             ).first()
         return _mission(row) if row is not None else None
 
@@ -139,7 +144,7 @@ class Missions(Repository):
         m = s.missions
         latest = select(m.c.automation_id.label("aid"), func.max(m.c.started_at_us).label("at")).group_by(m.c.automation_id).subquery()
         query = select(m).where(
-            m.c.status.in_(("open", "awaiting_owner"))
+            m.c.status.in_(_LIVE)
             | m.c.mission_id.in_(
                 select(m.c.mission_id).join(latest, (m.c.automation_id == latest.c.aid) & (m.c.started_at_us == latest.c.at))
             )
@@ -149,7 +154,7 @@ class Missions(Repository):
         out: dict[str, Mission] = {}
         for mission in rows:  # oldest first: the latest wins, an unsettled one over any settled one
             held = out.get(mission.automation_id)
-            if held is None or held.status not in ("open", "awaiting_owner") or mission.status in ("open", "awaiting_owner"):
+            if held is None or held.status not in _LIVE or mission.status in _LIVE:
                 out[mission.automation_id] = mission
         return out
 
@@ -195,10 +200,10 @@ class Missions(Repository):
         m = s.missions
         now = read_clock(self.clock)
         with self.store.write(lock_key=locks.mission(mission_id), unit=unit) as conn:
-            values = {"status": status, "stop_reason": reason}
-            if status in ("succeeded", "stuck"):
-                values["settled_at_us"] = now  # type: ignore[assignment]
-            done = conn.execute(update(m).where(m.c.mission_id == mission_id, m.c.status.in_(("open", "awaiting_owner"))).values(**values))
+            values: dict[str, object] = {"status": status.value, "stop_reason": reason}
+            if status.value not in _LIVE:
+                values["settled_at_us"] = now
+            done = conn.execute(update(m).where(m.c.mission_id == mission_id, m.c.status.in_(_LIVE)).values(**values))
             if done.rowcount == 1 and status == MissionStatus.STUCK:
                 record(conn, EventKind.MISSION_STUCK, mission_id, {"mission_id": mission_id, "reason": reason}, now)
             return _read(conn, mission_id)

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -48,8 +49,9 @@ from floorgate.admission import (
     WakeState,
     open_store,
 )
+from floorgate.admission import _schema as schema
 from floorgate.admission._schema import metadata
-from floorgate.admission._types import UtcMicros
+from floorgate.admission._types import UtcMicros, from_row
 from floorgate.admission.liveness import HookAnswers
 from floorgate.admission.ticks import Tick, TickLog
 from floorgate.scheduler.app.root import Floorgate
@@ -445,3 +447,11 @@ def test_a_damaged_database_file_never_admits_and_no_command_tracebacks(seeded_f
     )
     _no_traceback(proc, "a real 'floorgate admit'")
     assert proc.returncode != 0, proc
+
+
+def test_a_record_field_with_no_column_must_be_given_never_defaulted() -> None:
+    """``from_row`` reads every field from its column; a field with none (a ``Tick``'s times) is
+    the caller's to give, and leaving it out is a programming error, not a silent default."""
+    row = SimpleNamespace(**dict.fromkeys(schema.ticks.c.keys(), 0))
+    with pytest.raises(TypeError, match=r"Tick has no column in fg_ticks for actual_at, nominal_at"):
+        from_row(Tick, schema.ticks, row)
