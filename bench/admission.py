@@ -36,6 +36,7 @@ import argparse
 import os
 import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -49,7 +50,9 @@ from urllib.parse import quote
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _rows import record
+from _pg import drop_schema, pg_schema
+from _rows import record, spread
+from _versus import Child, versus
 
 from floorgate.admission import Admission, AutomationSpec, Automations, CommandHost, FixedClock, Policies, Scope, Store, open_store
 from floorgate.admission import _limit_read as limit_read
@@ -446,6 +449,46 @@ def pg_split(store: Store, lane: Lane, dsn: str, schema: str, select_1: Callable
     return out
 
 
+def against(baseline: str, pg: str | None, rounds: int, n: int) -> None:
+    """This tree's denial, admitted cycle and reserve against ``baseline``'s, each code in a child
+    of its own on a store of its own, interleaved (``bench/_versus.py``): no row above 1.1x."""
+    base_code, ours_code = str(Path(baseline).resolve()), str(Path(__file__).resolve().parents[1])
+    commit = subprocess.run(["git", "-C", base_code, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    print(f"this tree against {base_code} ({commit or 'not a git checkout'}): median of {rounds} per-round ratios (min..max)")
+    backends = [("sqlite", "")] + ([("postgresql", pg)] if pg else [])
+    for backend, url in backends:
+        with tempfile.TemporaryDirectory(dir=".") as tmp:
+            schemas = []
+            urls = []
+            for _ in range(2):
+                if url:
+                    scoped, schema = pg_schema(url, "fg_versus")
+                    schemas.append(schema)
+                    urls.append(scoped)
+                else:
+                    urls.append("")
+            base, ours = Child(base_code, urls[0], f"{tmp}/base"), Child(ours_code, urls[1], f"{tmp}/ours")
+            try:
+                for op, name, per in (
+                    ("deny", "denial", n * 5),
+                    ("cycle", "admitted reserve+confirm", n),
+                    ("reserve", "admitted reserve alone", n),
+                ):
+                    walls, cpus, b_us, o_us = versus(base, ours, op, per, rounds)
+                    wall, cpu = spread(walls), spread(cpus)
+                    met = statistics.median(walls) <= 1.1
+                    print(
+                        f"  {backend:<10} {name:<26} wall {wall}  CPU {cpu}  [{o_us:.0f} us vs {b_us:.0f} us]  {'met' if met else 'NOT met'}"
+                    )
+                    measure = f"{backend} {name}: this tree vs {commit or 'the baseline'} (issue 19's refactor), same run"
+                    record(measure, f"{wall}; CPU {cpu}; {o_us:.0f} us vs {b_us:.0f} us", "<= 1.1x", met, backend=backend)
+            finally:
+                base.close()
+                ours.close()
+                for schema in schemas:
+                    drop_schema(url, schema)
+
+
 def _ms(lines: list[str], key: str) -> float:
     return float(next(line for line in lines if line.startswith(key)).split(":")[1].split()[0])
 
@@ -457,7 +500,11 @@ def main() -> None:
     parser.add_argument("--pg", default=os.environ.get("FLOORGATE_TEST_PG_URL"), help="PostgreSQL URL (skipped when absent)")
     parser.add_argument("--dir", default=None, help="directory for the SQLite files (default: a temp dir under the cwd)")
     parser.add_argument("--only", choices=["all", "limits"], default="all", help="limits: only the rows of issue 20's limits")
+    parser.add_argument("--baseline", default=None, help="another checkout: only this tree against it (see bench/_versus.py)")
     args = parser.parse_args()
+    if args.baseline:
+        against(args.baseline, args.pg, args.rounds, args.n)
+        return
     print(f"median of {args.rounds} interleaved per-round ratios (min-max), goal from issue 12, [per-operation medians]")
     figures: list[tuple[str, Figure]] = []
     with tempfile.TemporaryDirectory(dir=args.dir or ".") as tmp:
