@@ -36,9 +36,10 @@ from floorgate.admission.intervals import format_interval, parse_interval
 from floorgate.admission.limits import Limits
 from floorgate.admission.scope import check_id
 from floorgate.scheduler.app import _fleet_toml as toml
-from floorgate.scheduler.app._fleet_plan import Action, Problem, Step, Writer, _duplicate, changes, keyed_entries
+from floorgate.scheduler.app._fleet_plan import Action, Problem, Step, _duplicate, changes, keyed_entries
 from floorgate.scheduler.app.automation_spec import spec_doc, spec_from_doc
 from floorgate.scheduler.app.fleet_limits import LIMIT_FIELDS, PriceSection, changes_to, check_loosening, limits_table, parse_limits
+from floorgate.scheduler.app.floors import Writer
 
 if TYPE_CHECKING:
     from floorgate.scheduler.app.root import Floorgate
@@ -223,15 +224,7 @@ class FloorSection:
         return Step(self.kind, name, action, line, changes(before, after), write=write, needs_owner=True)
 
     def _configure(self, scope: Scope, w: Writer, revision: int, **change: Any) -> int:
-        rule = self.fg.policies.configure(
-            scope,
-            expected_revision=revision,
-            owner_ref=w.owner_ref,
-            provenance=w.provenance,
-            allow_reduction=w.allow_reduction,
-            note="floorgate apply",
-            **{k: v for k, v in change.items() if v is not None},
-        )
+        rule = w.configure(self.fg.policies, scope, revision, note="floorgate apply", **{k: v for k, v in change.items() if v is not None})
         return rule.revision
 
     def export(self) -> list[dict[str, Any]]:

@@ -33,6 +33,7 @@ from floorgate.admission import (
 from floorgate.admission.clock import Clock
 from floorgate.admission.envelope import loosened
 from floorgate.admission.intervals import format_interval
+from floorgate.admission.limits import LimitsChange
 from floorgate.admission.policies import RuleRef, combine
 
 from .budget_readback import BudgetReadback, LaneLimits, limited
@@ -117,6 +118,39 @@ class FloorApplied:
     def confirmed(self) -> bool:
         got = self.readback.rule
         return got is not None and got.revision == self.rule.revision and got.min_interval == self.rule.min_interval
+
+
+@dataclass(frozen=True)
+class Writer:
+    """Who a rule write is recorded as (and who vouches for that), and whether it may loosen a limit."""
+
+    owner_ref: str
+    provenance: Provenance
+    allow_reduction: bool
+
+    def configure(
+        self,
+        policies: Policies,
+        scope: Scope,
+        revision: int,
+        *,
+        min_interval: timedelta | None = None,
+        compute: ComputeBlock | None = None,
+        limits: LimitsChange | None = None,
+        note: str | None = None,
+    ) -> Rule:
+        """Write ``scope``'s rule at ``revision`` as this writer (``Policies.configure``: what is None is kept)."""
+        return policies.configure(
+            scope,
+            min_interval=min_interval,
+            expected_revision=revision,
+            owner_ref=self.owner_ref,
+            provenance=self.provenance,
+            allow_reduction=self.allow_reduction,
+            compute=compute,
+            note=note,
+            limits=limits,
+        )
 
 
 class FloorService:
@@ -212,16 +246,8 @@ class FloorService:
         allowed = change.reduction and authorize_reduction is not None and authorize_reduction == change.reduction_key
         if change.reduction and not allowed:
             raise ReductionNotShown(change)
-        rule = self.policies.configure(
-            scope,
-            min_interval=min_interval,
-            expected_revision=revision,
-            owner_ref=principal.name,
-            allow_reduction=allowed,
-            compute=compute,
-            provenance=Provenance.AUTHENTICATED,
-            note=note,
-        )
+        writer = Writer(principal.name, Provenance.AUTHENTICATED, allowed)
+        rule = writer.configure(self.policies, scope, revision, min_interval=min_interval, compute=compute, note=note)
         return FloorApplied(change, rule, self.read(scope))
 
     def _inherited(self, scope: Scope) -> Inherited:
