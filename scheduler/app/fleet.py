@@ -217,15 +217,11 @@ class FloorSection:
             rev = revision
             first = writes[0] if writes else None
             if floor is not None or compute is not None or first is not None:
-                rev = self._configure(scope, w, rev, min_interval=floor, compute=compute, limits=first)
+                rev = w.configure(self.fg.policies, scope, rev, min_interval=floor, compute=compute, limits=first, note=_NOTE).revision
             for more in writes[1:]:
-                rev = self._configure(scope, w, rev, limits=more)
+                rev = w.configure(self.fg.policies, scope, rev, limits=more, note=_NOTE).revision
 
         return Step(self.kind, name, action, line, changes(before, after), write=write, needs_owner=True)
-
-    def _configure(self, scope: Scope, w: Writer, revision: int, **change: Any) -> int:
-        rule = w.configure(self.fg.policies, scope, revision, note="floorgate apply", **{k: v for k, v in change.items() if v is not None})
-        return rule.revision
 
     def export(self) -> list[dict[str, Any]]:
         out = []
@@ -247,6 +243,7 @@ def _empty(rule: Any) -> bool:
 
 
 _ZERO = parse_interval("0", "min_interval")
+_NOTE = "floorgate apply"  # recorded with each rule an apply writes
 
 
 def _interval(value: Any) -> str | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TypedDict, Unpack
 
 from floorgate.admission import (
     Admission,
@@ -120,6 +121,15 @@ class FloorApplied:
         return got is not None and got.revision == self.rule.revision and got.min_interval == self.rule.min_interval
 
 
+class RuleWrite(TypedDict, total=False):
+    """What a rule write sets (``Policies.configure``'s keywords of the same names)."""
+
+    min_interval: timedelta | None
+    compute: ComputeBlock | None
+    limits: LimitsChange | None
+    note: str | None
+
+
 @dataclass(frozen=True)
 class Writer:
     """Who a rule write is recorded as (and who vouches for that), and whether it may loosen a limit."""
@@ -128,28 +138,15 @@ class Writer:
     provenance: Provenance
     allow_reduction: bool
 
-    def configure(
-        self,
-        policies: Policies,
-        scope: Scope,
-        revision: int,
-        *,
-        min_interval: timedelta | None = None,
-        compute: ComputeBlock | None = None,
-        limits: LimitsChange | None = None,
-        note: str | None = None,
-    ) -> Rule:
-        """Write ``scope``'s rule at ``revision`` as this writer (``Policies.configure``: what is None is kept)."""
+    def configure(self, policies: Policies, scope: Scope, revision: int, **change: Unpack[RuleWrite]) -> Rule:
+        """Write ``scope``'s rule at ``revision`` as this writer (``Policies.configure``: what is not given is kept)."""
         return policies.configure(
             scope,
-            min_interval=min_interval,
             expected_revision=revision,
             owner_ref=self.owner_ref,
             provenance=self.provenance,
             allow_reduction=self.allow_reduction,
-            compute=compute,
-            note=note,
-            limits=limits,
+            **change,
         )
 
 
