@@ -154,11 +154,11 @@ class FloorService:
     """Owner floors at one target, for surfaces that edit them (the console's settings page and API)."""
 
     def __init__(self, store: Store, clock: Clock) -> None:
-        self.store = store
-        self.clock = clock
         self.policies = Policies(store, clock)
         self.automations = Automations(store, clock)
         self.admission = Admission(store, clock)
+        self.envelopes = EnvelopeGate(store, clock=clock, mode=EnvelopeMode.OBSERVE)  # reads what applies; enforces nothing
+        self.budgets = BudgetReadback(store, clock)
 
     def goals(self) -> dict[str, list[str]]:
         """Every goal and its agents, from floors, starts and automations."""
@@ -250,12 +250,10 @@ class FloorService:
     def _inherited(self, scope: Scope) -> Inherited:
         agent = scope.agent_id or ""
         floor = self.policies.effective(scope.goal_id, agent, scope.automation_id)
-        envelope, problem = EnvelopeGate(self.store, clock=self.clock, mode=EnvelopeMode.OBSERVE).envelope(
-            scope.goal_id, agent, scope.automation_id
-        )
+        envelope, problem = self.envelopes.envelope(scope.goal_id, agent, scope.automation_id)
         if scope.agent_id is None:
             return Inherited(scope, floor, envelope, problem)
-        limits = BudgetReadback(self.store, self.clock).lane(scope.goal_id, agent, scope.automation_id)
+        limits = self.budgets.lane(scope.goal_id, agent, scope.automation_id)
         eligibility = limited(self.admission.eligibility(scope.goal_id, agent, scope.automation_id), limits)
         return Inherited(scope, floor, envelope, problem, eligibility, limits if limits.states else None)
 
