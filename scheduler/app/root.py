@@ -114,7 +114,7 @@ class Service(Generic[_S]):
         cls = self.service_class()
         if self.build is not None:
             service = self.build(cls, root)
-        else:
+        else:  # typed as any callable: the type checker cannot see a named class's constructor
             over_store: Callable[..., _S] = cls
             service = over_store(root.store, root.clock)
         # Kept in the root's own attributes, which a later read finds before this descriptor. Two
