@@ -1,5 +1,5 @@
 """The parts of a fleet file's plan that every section shares: the action on one object, its
-step, the problem that stops the file, who writes, and the checks of one table's fields."""
+step, the problem that stops the file, and the checks of one table's fields."""
 
 from __future__ import annotations
 
@@ -7,11 +7,14 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from floorgate.admission import FloorgateError, InvalidInput, Provenance
+from floorgate.admission import FloorgateError, InvalidInput
 
 from . import _fleet_toml as toml
+
+if TYPE_CHECKING:
+    from .floors import Writer
 
 _Name = TypeVar("_Name")
 _Read = TypeVar("_Read")
@@ -24,15 +27,6 @@ class Action(StrEnum):
     CHANGE = "change"
     UNCHANGED = "unchanged"
     REMOVE = "remove"
-
-
-@dataclass(frozen=True)
-class Writer:
-    """Who an apply writes as, and what it may do."""
-
-    owner_ref: str
-    provenance: Provenance
-    allow_reduction: bool
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from floorgate.hosts.registry import capabilities
 from .owner_gate import CREDENTIAL_ENV
 from .phase import phase_warning
 from .readback import AutomationReadback, Preview, Readback
+from .timers import TimerService
 from .wake import trigger_due, trigger_wake
 
 MAX_PREVIEW = 1000
@@ -94,7 +95,7 @@ class TriggerAnswer:
 class AutomationService:
     """Automations on one store, with their timers."""
 
-    def __init__(self, store: Store, clock: Clock, timers, readback: Readback) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, store: Store, clock: Clock, timers: TimerService, readback: Readback) -> None:
         self.store = store
         self.clock = clock
         self.repo = Automations(store, clock)

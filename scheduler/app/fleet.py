@@ -36,9 +36,10 @@ from floorgate.admission.intervals import format_interval, parse_interval
 from floorgate.admission.limits import Limits
 from floorgate.admission.scope import check_id
 from floorgate.scheduler.app import _fleet_toml as toml
-from floorgate.scheduler.app._fleet_plan import Action, Problem, Step, Writer, _duplicate, changes, keyed_entries
+from floorgate.scheduler.app._fleet_plan import Action, Problem, Step, _duplicate, changes, keyed_entries
 from floorgate.scheduler.app.automation_spec import spec_doc, spec_from_doc
 from floorgate.scheduler.app.fleet_limits import LIMIT_FIELDS, PriceSection, changes_to, check_loosening, limits_table, parse_limits
+from floorgate.scheduler.app.floors import Writer
 
 if TYPE_CHECKING:
     from floorgate.scheduler.app.root import Floorgate
@@ -216,23 +217,11 @@ class FloorSection:
             rev = revision
             first = writes[0] if writes else None
             if floor is not None or compute is not None or first is not None:
-                rev = self._configure(scope, w, rev, min_interval=floor, compute=compute, limits=first)
+                rev = w.configure(self.fg.policies, scope, rev, min_interval=floor, compute=compute, limits=first, note=_NOTE).revision
             for more in writes[1:]:
-                rev = self._configure(scope, w, rev, limits=more)
+                rev = w.configure(self.fg.policies, scope, rev, limits=more, note=_NOTE).revision
 
         return Step(self.kind, name, action, line, changes(before, after), write=write, needs_owner=True)
-
-    def _configure(self, scope: Scope, w: Writer, revision: int, **change: Any) -> int:
-        rule = self.fg.policies.configure(
-            scope,
-            expected_revision=revision,
-            owner_ref=w.owner_ref,
-            provenance=w.provenance,
-            allow_reduction=w.allow_reduction,
-            note="floorgate apply",
-            **{k: v for k, v in change.items() if v is not None},
-        )
-        return rule.revision
 
     def export(self) -> list[dict[str, Any]]:
         out = []
@@ -254,6 +243,7 @@ def _empty(rule: Any) -> bool:
 
 
 _ZERO = parse_interval("0", "min_interval")
+_NOTE = "floorgate apply"  # recorded with each rule an apply writes
 
 
 def _interval(value: Any) -> str | None:

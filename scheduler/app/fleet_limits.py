@@ -18,7 +18,8 @@ from floorgate.admission.usage import check_model
 from floorgate.admission.windows import check_max_starts, format_usd, micros_to_usd, parse_tokens, parse_usd, parse_window
 
 from . import _fleet_toml as toml
-from ._fleet_plan import Action, Problem, Step, Writer, keyed_entries, shown
+from ._fleet_plan import Action, Problem, Step, keyed_entries, shown
+from .floors import Writer
 
 if TYPE_CHECKING:
     from .root import Floorgate

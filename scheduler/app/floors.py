@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TypedDict, Unpack
 
 from floorgate.admission import (
     Admission,
@@ -33,6 +34,7 @@ from floorgate.admission import (
 from floorgate.admission.clock import Clock
 from floorgate.admission.envelope import loosened
 from floorgate.admission.intervals import format_interval
+from floorgate.admission.limits import LimitsChange
 from floorgate.admission.policies import RuleRef, combine
 
 from .budget_readback import BudgetReadback, LaneLimits, limited
@@ -119,15 +121,44 @@ class FloorApplied:
         return got is not None and got.revision == self.rule.revision and got.min_interval == self.rule.min_interval
 
 
+class RuleWrite(TypedDict, total=False):
+    """What a rule write sets (``Policies.configure``'s keywords of the same names)."""
+
+    min_interval: timedelta | None
+    compute: ComputeBlock | None
+    limits: LimitsChange | None
+    note: str | None
+
+
+@dataclass(frozen=True)
+class Writer:
+    """Who a rule write is recorded as (and who vouches for that), and whether it may loosen a limit."""
+
+    owner_ref: str
+    provenance: Provenance
+    allow_reduction: bool
+
+    def configure(self, policies: Policies, scope: Scope, revision: int, **change: Unpack[RuleWrite]) -> Rule:
+        """Write ``scope``'s rule at ``revision`` as this writer (``Policies.configure``: what is not given is kept)."""
+        return policies.configure(
+            scope,
+            expected_revision=revision,
+            owner_ref=self.owner_ref,
+            provenance=self.provenance,
+            allow_reduction=self.allow_reduction,
+            **change,
+        )
+
+
 class FloorService:
     """Owner floors at one target, for surfaces that edit them (the console's settings page and API)."""
 
     def __init__(self, store: Store, clock: Clock) -> None:
-        self.store = store
-        self.clock = clock
         self.policies = Policies(store, clock)
         self.automations = Automations(store, clock)
         self.admission = Admission(store, clock)
+        self.envelopes = EnvelopeGate(store, clock=clock, mode=EnvelopeMode.OBSERVE)  # reads what applies; enforces nothing
+        self.budgets = BudgetReadback(store, clock)
 
     def goals(self) -> dict[str, list[str]]:
         """Every goal and its agents, from floors, starts and automations."""
@@ -212,27 +243,17 @@ class FloorService:
         allowed = change.reduction and authorize_reduction is not None and authorize_reduction == change.reduction_key
         if change.reduction and not allowed:
             raise ReductionNotShown(change)
-        rule = self.policies.configure(
-            scope,
-            min_interval=min_interval,
-            expected_revision=revision,
-            owner_ref=principal.name,
-            allow_reduction=allowed,
-            compute=compute,
-            provenance=Provenance.AUTHENTICATED,
-            note=note,
-        )
+        writer = Writer(principal.name, Provenance.AUTHENTICATED, allowed)
+        rule = writer.configure(self.policies, scope, revision, min_interval=min_interval, compute=compute, note=note)
         return FloorApplied(change, rule, self.read(scope))
 
     def _inherited(self, scope: Scope) -> Inherited:
         agent = scope.agent_id or ""
         floor = self.policies.effective(scope.goal_id, agent, scope.automation_id)
-        envelope, problem = EnvelopeGate(self.store, clock=self.clock, mode=EnvelopeMode.OBSERVE).envelope(
-            scope.goal_id, agent, scope.automation_id
-        )
+        envelope, problem = self.envelopes.envelope(scope.goal_id, agent, scope.automation_id)
         if scope.agent_id is None:
             return Inherited(scope, floor, envelope, problem)
-        limits = BudgetReadback(self.store, self.clock).lane(scope.goal_id, agent, scope.automation_id)
+        limits = self.budgets.lane(scope.goal_id, agent, scope.automation_id)
         eligibility = limited(self.admission.eligibility(scope.goal_id, agent, scope.automation_id), limits)
         return Inherited(scope, floor, envelope, problem, eligibility, limits if limits.states else None)
 

@@ -60,9 +60,7 @@ def webhook_doc(w: Webhook) -> dict[str, object]:
         "delivered": w.delivered,
         "failing": w.failing,
         "dead": w.dead,
-        "last_status": w.last_status,
-        "last_error": w.last_error,
-        "last_attempt_at": iso(w.last_attempt_at),
+        **_last_attempt_doc(w),
     }
 
 
@@ -72,11 +70,15 @@ def delivery_doc(d: Delivery) -> dict[str, object]:
         "webhook_id": d.webhook_id,
         "state": d.state.value,
         "attempts": d.attempts,
-        "last_status": d.last_status,
-        "last_error": d.last_error,
-        "last_attempt_at": iso(d.last_attempt_at),
+        **_last_attempt_doc(d),
         "next_attempt_at": iso(d.next_attempt_at) if d.state.value == "pending" else None,
     }
+
+
+def _last_attempt_doc(x: Webhook | Delivery) -> dict[str, object]:
+    """How the last delivery attempt (of a webhook, or of one delivery) ended: its HTTP status, its
+    error, and when it was made."""
+    return {"last_status": x.last_status, "last_error": x.last_error, "last_attempt_at": iso(x.last_attempt_at)}
 
 
 def event_docs(events: Events, limit: int, kind: str | None = None) -> list[dict[str, object]]:

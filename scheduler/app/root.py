@@ -7,11 +7,11 @@ resolved once, into ``Settings``, at the edge: services never read the environme
 
 from __future__ import annotations
 
+import importlib
 import os
-from collections.abc import Mapping
-from functools import cached_property
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, Self, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict
 
@@ -21,20 +21,24 @@ from floorgate.admission.clock import Clock, SystemClock
 from .owner_gate import OwnerGate
 
 if TYPE_CHECKING:  # built on first use: a hook's start-up never imports what it does not call
+    from floorgate.admission.usage import Prices, Usage
+
     from ..agents.hooks import HookService
     from ..runtime._webhook_http import AddressRanges
     from ..runtime.executor import TurnExecutor
     from ..runtime.host import HostRuntime, RuntimeConfig
     from .automations import AutomationService
     from .backfill import BackfillService
+    from .budget_readback import BudgetReadback
     from .envelopes import EnvelopeService
     from .floors import FloorService
     from .notify import NotifyService
     from .readback import Readback
+    from .retention import PruneService
     from .timers import TimerService
+    from .usage_ledger import UsageLedger
 
-# Each service's module loads when the service is first used: a hook composes two services, and
-# must not pay for importing the host adapters, the previews and the recovery every read needs.
+_S = TypeVar("_S")
 
 # The settings an environment variable may give (a flag given wins): the Settings field, its variable.
 ENVIRONMENT = {
@@ -83,6 +87,50 @@ class Settings(BaseModel):
         return AddressRanges.parse(self.webhook_allow, self.webhook_deny)
 
 
+class Service(Generic[_S]):
+    """One of ``Floorgate``'s services: built on first use, then kept on that root (one per root).
+
+    ``cls`` is the service's class, or where it is as ``"module:Class"`` (relative to this package):
+    that module loads only when the service is first used, so a hook, which composes two services,
+    never pays for importing the host adapters, the previews and the recovery every read needs.
+    ``build`` makes the service from its class and the root; without it, ``cls(store, clock)``.
+    """
+
+    def __init__(self, cls: type[_S] | str, build: Callable[[type[_S], Floorgate], _S] | None = None) -> None:
+        self.cls = cls
+        self.build = build
+        self.name = ""
+
+    def __set_name__(self, owner: type[Floorgate], name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, root: None, owner: type[Floorgate]) -> Self: ...
+    @overload
+    def __get__(self, root: Floorgate, owner: type[Floorgate]) -> _S: ...
+    def __get__(self, root: Floorgate | None, owner: type[Floorgate]) -> Self | _S:
+        if root is None:
+            return self
+        cls = self.service_class()
+        if self.build is not None:
+            service = self.build(cls, root)
+        else:  # typed as any callable: the type checker cannot see a named class's constructor
+            over_store: Callable[..., _S] = cls
+            service = over_store(root.store, root.clock)
+        # Kept in the root's own attributes, which a later read finds before this descriptor. Two
+        # threads building at once keep the first one stored, so every caller shares one service.
+        kept: _S = root.__dict__.setdefault(self.name, service)
+        return kept
+
+    def service_class(self) -> type[_S]:
+        """The service's class, importing its module now if it was named by ``"module:Class"``."""
+        if not isinstance(self.cls, str):
+            return self.cls
+        module, _, name = self.cls.partition(":")
+        found: type[_S] = getattr(importlib.import_module(module, __package__), name)
+        return found
+
+
 class Floorgate:
     """floorgate's application services over one store. Share one per process."""
 
@@ -100,119 +148,45 @@ class Floorgate:
     def close(self) -> None:
         self.store.close()
 
-    # -- services --------------------------------------------------------------------------------
-    @cached_property
-    def admission(self) -> Admission:
-        return Admission(self.store, self.clock)
-
-    @cached_property
-    def policies(self) -> Policies:
-        return Policies(self.store, self.clock)
-
-    @cached_property
-    def principals(self) -> Principals:
-        """Who may sign in to the owner console, and with which role."""
-        return Principals(self.store, self.clock)
-
-    @cached_property
-    def owner_gate(self) -> OwnerGate:
-        """Whether an owner write from the CLI may run, and as whom (``owner_gate``)."""
-        return OwnerGate(self.store, self.clock)
-
-    @cached_property
-    def floors(self) -> FloorService:
-        """Floor settings at one target: read with inheritance, preview, apply, read back."""
-        from .floors import FloorService
-
-        return FloorService(self.store, self.clock)
-
-    @cached_property
-    def usage(self):  # type: ignore[no-untyped-def]
-        """The per-turn usage ledger budgets count (``admission.usage``)."""
-        from floorgate.admission.usage import Usage
-
-        return Usage(self.store, self.clock)
-
-    @cached_property
-    def usage_ledger(self):  # type: ignore[no-untyped-def]
-        """``floorgate usage``: the ledger newest first, each turn's cost as a budget counts it."""
-        from .usage_ledger import UsageLedger
-
-        return UsageLedger(self.usage, self.clock)
-
-    @cached_property
-    def budgets(self):  # type: ignore[no-untyped-def]
-        """Where a lane's counts and budgets stand (``budget_readback``)."""
-        from .budget_readback import BudgetReadback
-
-        return BudgetReadback(self.store, self.clock)
-
-    @cached_property
-    def prices(self):  # type: ignore[no-untyped-def]
-        """Owner-set prices per million tokens, by model (``admission.usage``)."""
-        from floorgate.admission.usage import Prices
-
-        return Prices(self.store, self.clock)
-
-    @cached_property
-    def host_policy(self) -> HostPolicies:
-        return HostPolicies(self.store, self.clock)
-
-    @cached_property
-    def pruning(self):  # type: ignore[no-untyped-def]
-        """``floorgate prune``: the store's retention batches and the turn logs of what they delete."""
-        from .retention import PruneService
-
-        return PruneService(self.store, self.clock, self.settings.state_dir)
-
-    @cached_property
-    def readback(self) -> Readback:
-        from .readback import Readback
-
-        return Readback(self.store, self.clock, self.timers)  # status compares cron lines as apply writes them
-
-    @cached_property
-    def timers(self) -> TimerService:
-        from .timers import TimerService
-
-        return TimerService(self.store, clock=self.clock, crontab_user=self.settings.crontab_user, state_dir=self.settings.state_dir)
-
-    @cached_property
-    def automations(self) -> AutomationService:
-        from .automations import AutomationService
-
-        return AutomationService(self.store, self.clock, self.timers, self.readback)
-
-    @cached_property
-    def envelopes(self) -> EnvelopeService:
-        from .envelopes import EnvelopeService
-
-        return EnvelopeService(self.store, self.clock)
-
-    @cached_property
-    def turns(self) -> Journal:
-        """The turn journal (read by ``turn show``; managed turns run through ``executor()``)."""
-        return Journal(self.store, self.clock)
-
-    @cached_property
-    def hooks(self) -> HookService:
-        from ..agents.hooks import HookService
-
-        return HookService(self.store, self.clock, self.settings.envelope_mode)
-
-    @cached_property
-    def notify(self) -> NotifyService:
-        """Webhook subscriptions, the event outbox and delivering it."""
-        from .notify import NotifyService
-
-        return NotifyService(self.store, self.clock, ranges=self.settings.webhook_ranges())
-
-    @cached_property
-    def backfill(self) -> BackfillService:
-        """Backfills: a past range's fires, each an automatic start through admission."""
-        from .backfill import BackfillService
-
-        return BackfillService(self.store, self.clock, self.executor)
+    # -- services: each built on first use and then kept (``Service``) --------------------------
+    admission = Service(Admission)
+    policies = Service(Policies)
+    principals = Service(Principals)
+    """Who may sign in to the owner console, and with which role."""
+    owner_gate = Service(OwnerGate)
+    """Whether an owner write from the CLI may run, and as whom (``owner_gate``)."""
+    floors: Service[FloorService] = Service(".floors:FloorService")
+    """Floor settings at one target: read with inheritance, preview, apply, read back."""
+    usage: Service[Usage] = Service("floorgate.admission.usage:Usage")
+    """The per-turn usage ledger budgets count (``admission.usage``)."""
+    usage_ledger: Service[UsageLedger] = Service(".usage_ledger:UsageLedger", lambda cls, fg: cls(fg.usage, fg.clock))
+    """``floorgate usage``: the ledger newest first, each turn's cost as a budget counts it."""
+    budgets: Service[BudgetReadback] = Service(".budget_readback:BudgetReadback")
+    """Where a lane's counts and budgets stand (``budget_readback``)."""
+    prices: Service[Prices] = Service("floorgate.admission.usage:Prices")
+    """Owner-set prices per million tokens, by model (``admission.usage``)."""
+    host_policy = Service(HostPolicies)
+    pruning: Service[PruneService] = Service(".retention:PruneService", lambda cls, fg: cls(fg.store, fg.clock, fg.settings.state_dir))
+    """``floorgate prune``: the store's retention batches and the turn logs of what they delete."""
+    # status compares cron lines as apply writes them: one TimerService for both
+    readback: Service[Readback] = Service(".readback:Readback", lambda cls, fg: cls(fg.store, fg.clock, fg.timers))
+    timers: Service[TimerService] = Service(
+        ".timers:TimerService",
+        lambda cls, fg: cls(fg.store, clock=fg.clock, crontab_user=fg.settings.crontab_user, state_dir=fg.settings.state_dir),
+    )
+    automations: Service[AutomationService] = Service(
+        ".automations:AutomationService", lambda cls, fg: cls(fg.store, fg.clock, fg.timers, fg.readback)
+    )
+    envelopes: Service[EnvelopeService] = Service(".envelopes:EnvelopeService")
+    turns = Service(Journal)
+    """The turn journal (read by ``turn show``; managed turns run through ``executor()``)."""
+    hooks: Service[HookService] = Service("..agents.hooks:HookService", lambda cls, fg: cls(fg.store, fg.clock, fg.settings.envelope_mode))
+    notify: Service[NotifyService] = Service(
+        ".notify:NotifyService", lambda cls, fg: cls(fg.store, fg.clock, ranges=fg.settings.webhook_ranges())
+    )
+    """Webhook subscriptions, the event outbox and delivering it."""
+    backfill: Service[BackfillService] = Service(".backfill:BackfillService", lambda cls, fg: cls(fg.store, fg.clock, fg.executor))
+    """Backfills: a past range's fires, each an automatic start through admission."""
 
     def executor(self, *, host: str | None = None) -> TurnExecutor:
         """A managed-turn executor with these settings' state directory and envelope mode."""

@@ -22,6 +22,7 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -90,7 +91,7 @@ class TimerService:
         clock: Clock | None = None,
         crontab_user: str | None = None,
         state_dir: Path | None = None,
-        can_run=None,  # type: ignore[no-untyped-def]  # user -> None or raise HostUnavailable; tests swap it
+        can_run: Callable[[str | None], None] | None = None,  # None or raise HostUnavailable for a user; tests swap it
     ) -> None:
         self.store = store
         self.clock = clock if clock is not None else SystemClock()

@@ -93,13 +93,13 @@ class TurnExecutor:
     def __init__(
         self,
         store: Store,
+        clock: Clock | None = None,
         *,
         state_dir: Path,
-        clock: Clock | None = None,
         host: str | None = None,
         log_cap: int = DEFAULT_LOG_CAP,
         mode: str | None = None,
-        sleep=time.sleep,  # type: ignore[no-untyped-def]
+        sleep: Callable[[float], object] = time.sleep,
         lease: timedelta = DEFAULT_LEASE,
     ) -> None:
         if lease <= timedelta(0):

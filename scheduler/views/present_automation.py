@@ -26,7 +26,7 @@ from .present import (
 from .present_limits import NO_TIME, alert_texts, limit_text, next_eligible_text
 
 if TYPE_CHECKING:
-    from floorgate.admission import EffectiveFloor
+    from floorgate.admission import EffectiveFloor, Triggered
 
     from ..app.automations import Detail, TriggerAnswer, TriggerWake
     from ..app.backfill import BackfillReport
@@ -180,16 +180,12 @@ def _pending_text(w: TriggerWake | None) -> str:
 
 def trigger_doc(t: TriggerAnswer) -> dict[str, Any]:
     """``automation trigger`` as JSON: the trigger recorded (or repeated) and the one pending wake."""
-    tr = t.triggered
-    return {
-        "automation": tr.automation_id,
-        "trigger_id": tr.trigger_id,
-        "key": tr.key,
-        "at": iso(tr.at),
-        "repeated": not tr.new,
-        "wake": trigger_wake_doc(t.wake),
-        "next_fire_at": iso(t.readback.next_fire_at),
-    }
+    return {**_recorded_doc(t.triggered), "wake": trigger_wake_doc(t.wake), "next_fire_at": iso(t.readback.next_fire_at)}
+
+
+def _recorded_doc(tr: Triggered) -> dict[str, Any]:
+    """The trigger as recorded: its automation, id, key and time, and whether its id was seen before."""
+    return {"automation": tr.automation_id, "trigger_id": tr.trigger_id, "key": tr.key, "at": iso(tr.at), "repeated": not tr.new}
 
 
 def trigger_text(t: TriggerAnswer) -> str:

@@ -158,18 +158,10 @@ def _set(ctx: Context) -> int:
         raise InvalidInput(
             "--min-interval", "give --min-interval, --compute (or --compute-file) and/or a limit (--max-starts, --budget-tokens, ...)"
         )
-    owner_ref, provenance = ctx.owner()
-    rule = ctx.app.policies.configure(
-        scope,
-        min_interval=interval,
-        expected_revision=args.revision,
-        owner_ref=owner_ref,
-        provenance=provenance,
-        allow_reduction=args.allow_reduction,
-        compute=compute,
-        note=args.note,
-        limits=limits,
-    )
+    from ...app.floors import Writer  # here: 'policy show' never imports the floor service
+
+    writer = Writer(*ctx.owner(), args.allow_reduction)
+    rule = writer.configure(ctx.app.policies, scope, args.revision, min_interval=interval, compute=compute, note=args.note, limits=limits)
     if interval is not None:  # a new floor may move a lane's time of day: say so, as 'automation add' does
         for warning in ctx.app.automations.phase_warnings(scope):
             sys.stderr.write(f"floorgate: warning: {warning}\n")
