@@ -8,6 +8,7 @@ from datetime import datetime
 
 from ._facts import INSERT_START_SQL, RESERVE_HOLD_SQL, RESERVE_SQL, decode_facts, facts_params, read_facts
 from ._rule import _ADMITTED, _ADMITTING, _AUTOMATIC, _MANUAL
+from .budgets import LimitState
 from .clock import Clock, read_clock, to_us
 from .decide.checks import Request as _Request
 from .decide.checks import Verdict as _Verdict
@@ -30,13 +31,7 @@ _WAITS = (Reason.STATE_UNAVAILABLE, Reason.INTERVAL_WAIT)
 
 
 def _admit(
-    tx: DriverTx,
-    req: _Request,
-    clock: Clock,
-    journal: JournalEntry | None,
-    *,
-    lim: int | None = None,
-    states: tuple = (),  # type: ignore[type-arg]
+    tx: DriverTx, req: _Request, clock: Clock, journal: JournalEntry | None, *, lim: int | None = None, states: tuple[LimitState, ...] = ()
 ) -> tuple[_Verdict, datetime]:
     """The serialized evaluation: only here may a start be inserted. The clock is read under the
     lock, after the facts: a start another process committed a moment ago is in the past.
@@ -68,7 +63,7 @@ def _reserve_pg(
     lock_admitted: bool,
     goal_lock: str | None,
     lim: int | None = None,
-    states: tuple = (),  # type: ignore[type-arg]
+    states: tuple[LimitState, ...] = (),
     hold: tuple[int, str | None] | None = None,
 ) -> tuple[_Verdict, datetime, Facts]:
     """The decision through PostgreSQL's ``RESERVE_SQL``: one statement, which inserts the start when

@@ -73,21 +73,23 @@ def _decision(req: _Request, now: datetime, verdict: _Verdict) -> Decision:
         next_us = after_start_us(anchor_us, floor.agent_floor // _US, floor.lane_floor // _US if req.automation else 0)
     decision = _new_decision(Decision)
     # Decision is a frozen dataclass with no __post_init__ (tests/test_admission.py holds both):
-    # its fields are set here at once, not one object.__setattr__ each as its __init__ does.
+    # its fields are set here at once from one dict, not one object.__setattr__ each as its __init__ does.
     decision.__dict__.update(
-        admitted=admitted,
-        reason=verdict.reason,
-        turn_id=req.turn_id,
-        goal_id=req.goal,
-        agent_id=req.agent,
-        automation_id=req.automation,
-        kind=_AUTOMATIC if req.manual_reason is None else _MANUAL,
-        trigger_time=req.trigger_time,
-        decided_at=now,
-        anchor_at=from_us(anchor_us) if anchor_us is not None else None,
-        next_eligible_at=from_us(next_us) if next_us is not None else None,
-        floor=verdict.floor,
-        explained=verdict.detail,
+        {
+            "admitted": admitted,
+            "reason": verdict.reason,
+            "turn_id": req.turn_id,
+            "goal_id": req.goal,
+            "agent_id": req.agent,
+            "automation_id": req.automation,
+            "kind": _AUTOMATIC if req.manual_reason is None else _MANUAL,
+            "trigger_time": req.trigger_time,
+            "decided_at": now,
+            "anchor_at": from_us(anchor_us) if anchor_us is not None else None,
+            "next_eligible_at": from_us(next_us) if next_us is not None else None,
+            "floor": verdict.floor,
+            "explained": verdict.detail,
+        }
     )
     return decision
 
@@ -116,13 +118,13 @@ def _eligibility(goal: str, agent: str, automation: str | None, now: datetime, f
     eligibility = Eligibility(
         status=readback.status,
         reason=reason,
-        goal_id=goal,
-        agent_id=agent,
-        automation_id=automation,
         floor=facts.floor,
         last_start=last_start,
         next_eligible_at=from_us(next_us) if next_us is not None else None,
-        evaluated_at=now,
         detail=readback.detail(facts),
+        goal_id=goal,
+        agent_id=agent,
+        automation_id=automation,
+        evaluated_at=now,
     )
     return shared_fields(eligibility)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pydantic import field_validator
 
@@ -157,8 +157,7 @@ class TurnRecord(Frozen):
     child_start_ticks: int | None = None  # its start time, clock ticks since that boot
 
 
-@dataclass(frozen=True)
-class Settled:
+class Settled(NamedTuple):
     """A settlement and whether this call wrote it (``won``) or found the turn already settled."""
 
     record: TurnRecord

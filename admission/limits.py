@@ -195,27 +195,19 @@ class LimitsChange(Frozen):
 class LimitNames(NamedTuple):
     """What a surface calls each limit when it names a loosening: ``loosened`` says
     ``NAME BEFORE -> AFTER`` with these names (``across`` is the whole phrase for giving up
-    ``across agents``)."""
+    ``across agents``). The defaults are the CLI's flags (``policy set``), as admission's other
+    messages name them."""
 
-    max_starts: str
-    starts_window: str
-    budget_tokens: str
-    budget_usd: str
-    budget_window: str
-    estimate_tokens: str
-    across: str
+    max_starts: str = "--max-starts"
+    starts_window: str = "--max-starts per"
+    budget_tokens: str = "--budget-tokens"
+    budget_usd: str = "--budget-usd"
+    budget_window: str = "--budget-tokens/--budget-usd per"
+    estimate_tokens: str = "--estimate-tokens"
+    across: str = "--across agents -> none"
 
 
-# The CLI's flags (``policy set``), as admission's other messages name them.
-CLI_NAMES = LimitNames(
-    max_starts="--max-starts",
-    starts_window="--max-starts per",
-    budget_tokens="--budget-tokens",
-    budget_usd="--budget-usd",
-    budget_window="--budget-tokens/--budget-usd per",
-    estimate_tokens="--estimate-tokens",
-    across="--across agents -> none",
-)
+CLI_NAMES = LimitNames()
 
 
 def loosened(before: Limits, after: Limits, names: LimitNames = CLI_NAMES) -> list[str]:

@@ -39,6 +39,7 @@ from .limits import loosened as limits_loosened
 from .scope import Scope, ScopeKind, check_id, check_limit
 
 _OWNER_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,63}")
+_US = timedelta(microseconds=1)
 
 
 class Provenance(StrEnum):
@@ -46,6 +47,11 @@ class Provenance(StrEnum):
 
     ASSERTED = "asserted"
     AUTHENTICATED = "authenticated"
+
+
+def _provenance(value: object) -> Provenance:
+    # A hand-edited kind is not a claim of authentication: read it as merely asserted.
+    return Provenance.AUTHENTICATED if value == Provenance.AUTHENTICATED.value else Provenance.ASSERTED
 
 
 class Rule(Frozen):
@@ -63,6 +69,16 @@ class Rule(Frozen):
     @property
     def active(self) -> bool:
         return self.min_interval > timedelta(0)
+
+    def columns(self) -> dict[str, Any]:
+        """The rule row's columns for this rule, all but ``compute_json`` (its compute block as stored text)."""
+        return dict(
+            min_interval_us=self.min_interval // _US,
+            owner_ref=self.owner_ref,
+            revision=self.revision,
+            updated_at_us=self.updated_at,
+            **self.limits.columns(),
+        )
 
 
 class RuleChange(Frozen):
@@ -202,11 +218,6 @@ def _json_or_none(text: str | None):  # type: ignore[no-untyped-def]
         return {"unreadable": True}
 
 
-def _provenance(value: object) -> Provenance:
-    # A hand-edited kind is not a claim of authentication: read it as merely asserted.
-    return Provenance.AUTHENTICATED if value == Provenance.AUTHENTICATED.value else Provenance.ASSERTED
-
-
 NOTE_MAX = 500
 
 
@@ -305,68 +316,51 @@ class Policies(Repository):
             if looser_limits and not allow_reduction:
                 raise ReductionNotAuthorized(str(scope), "", "", what=f"loosening the limits on {scope} ({', '.join(looser_limits)})")
             new_rev = current_rev + 1
-            values = dict(
-                min_interval_us=after_us,
+            compute_now, problem_now = read_compute(compute_after_text)
+            rule = Rule(
+                scope=scope,
+                min_interval=timedelta(microseconds=after_us),
                 owner_ref=owner_ref,
                 revision=new_rev,
-                updated_at_us=now,
-                compute_json=compute_after_text,
-                **limits_after.columns(),
+                updated_at=now,
+                compute=compute_now,
+                compute_problem=problem_now,
+                limits=limits_after,
             )
+            # The row written is the rule returned; a compute block not given is kept as read (unreadable or not).
+            values = {**rule.columns(), "compute_json": compute_after_text}
+            lane = dict(goal_id=goal, agent_id=agent, automation_id=automation)
             if row is None:
-                conn.execute(insert(r).values(goal_id=goal, agent_id=agent, automation_id=automation, **values))
+                conn.execute(insert(r).values(**lane, **values))
             else:
                 done = conn.execute(update(r).where(key, r.c.revision == current_rev).values(**values))
                 if done.rowcount != 1:
                     raise RevisionConflict(str(scope), expected_revision, current_rev)
+            # What the history row and the event both say of this write.
+            change = {
+                "before_us": before_us,
+                "after_us": after_us,
+                "revision": new_rev,
+                "owner_ref": owner_ref,
+                "owner_kind": provenance.value,
+                "reduction_authorized": allow_reduction,
+                "note": note,
+            }
             conn.execute(
                 insert(s.rule_history).values(
-                    goal_id=goal,
-                    agent_id=agent,
-                    automation_id=automation,
-                    before_us=before_us,
-                    after_us=after_us,
-                    revision=new_rev,
-                    owner_ref=owner_ref,
+                    **lane,
+                    **change,
                     changed_at_us=now,
-                    reduction_authorized=allow_reduction,
                     compute_before=compute_before_text,
                     compute_after=compute_after_text,
-                    owner_kind=provenance.value,
-                    note=note,
                     limits_before=limits_json(limits_before),
                     limits_after=limits_json(limits_after),
                 )
             )
-            record(
-                conn,
-                EventKind.FLOOR_CHANGED,
-                str(scope),
-                {
-                    "scope": str(scope),
-                    "before_us": before_us,
-                    "after_us": after_us,
-                    "compute_changed": compute_after_text != compute_before_text,
-                    "limits_changed": limits_after != limits_before,
-                    "revision": new_rev,
-                    "owner_ref": owner_ref,
-                    "owner_kind": provenance.value,
-                    "reduction_authorized": allow_reduction,
-                    "note": note,
-                },
-                now,
-            )
-        compute_now, problem_now = read_compute(compute_after_text)
-        return Rule(
-            scope=scope,
-            min_interval=timedelta(microseconds=after_us),
-            owner_ref=owner_ref,
-            revision=new_rev,
-            updated_at=now,
-            compute=compute_now,
-            compute_problem=problem_now,
-            limits=limits_after,
-        )
+            compute_changed = compute_after_text != compute_before_text
+            data = {"scope": str(scope), **change, "compute_changed": compute_changed, "limits_changed": limits_after != limits_before}
+            record(conn, EventKind.FLOOR_CHANGED, str(scope), data, now)
+        return rule
 
     def get(self, scope: Scope) -> Rule | None:
         """The rule stored at exactly ``scope`` (possibly disabled), or None if never written."""

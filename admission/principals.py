@@ -13,6 +13,7 @@ import secrets
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import Any
 
 from sqlalchemy import delete, insert, select, update
 
@@ -32,6 +33,13 @@ class Role(StrEnum):
 
     OWNER = "owner"
     VIEWER = "viewer"
+
+
+def _check_role(role: Role | str) -> Role:
+    try:
+        return Role(role)
+    except ValueError:
+        raise InvalidInput("role", f"{role!r} is not a role; use owner or viewer") from None
 
 
 class Principal(Frozen):
@@ -64,6 +72,10 @@ def _hash(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
+def _missing(name: str) -> NotFound:
+    return NotFound(f"principal {name!r} does not exist (see 'floorgate owner list')")
+
+
 def _principal(row) -> Principal:  # type: ignore[no-untyped-def]
     with stored(f"principal {row.name!r}"):
         return Principal(name=row.name, role=Role(row.role), created_at=row.created_at_us, revoked_at=row.revoked_at_us, zone=row.zone)
@@ -77,10 +89,7 @@ class Principals(Repository):
         check_owner_ref(name)
         if "." in name:
             raise InvalidInput("name", f"{name!r}: a principal's name cannot contain '.' (it separates the token's parts)")
-        try:
-            role = Role(role)
-        except ValueError:
-            raise InvalidInput("role", f"{role!r} is not a role; use owner or viewer") from None
+        role = _check_role(role)
         secret = secrets.token_urlsafe(32)
         now = read_clock(self.clock)
         p = s.principals
@@ -97,7 +106,7 @@ class Principals(Repository):
         with self.store.write(lock_key=f"principal:{name}") as conn:
             done = conn.execute(update(p).where(p.c.name == name, p.c.revoked_at_us.is_(None)).values(revoked_at_us=read_clock(self.clock)))
             if done.rowcount != 1 and conn.execute(select(p.c.name).where(p.c.name == name)).first() is None:
-                raise NotFound(f"principal {name!r} does not exist (see 'floorgate owner list')")
+                raise _missing(name)
             conn.execute(delete(s.sessions).where(s.sessions.c.principal == name))  # signed out everywhere, at once
         return self.get(name)
 
@@ -109,16 +118,19 @@ class Principals(Repository):
         p = s.principals
         with self.store.write(lock_key=f"principal:{name}") as conn:
             if conn.execute(update(p).where(p.c.name == name).values(zone=zone)).rowcount != 1:
-                raise NotFound(f"principal {name!r} does not exist (see 'floorgate owner list')")
+                raise _missing(name)
         return self.get(name)
 
     def get(self, name: str) -> Principal:
-        check_key(name, "name", max_len=64)
-        p = s.principals
-        row = self._read_first(select(p).where(p.c.name == name))
+        """The principal ``name``, revoked or not; ``NotFound`` when there is none."""
+        row = self._row(check_key(name, "name", max_len=64))
         if row is None:
-            raise NotFound(f"principal {name!r} does not exist (see 'floorgate owner list')")
+            raise _missing(name)
         return _principal(row)
+
+    def _row(self, name: str) -> Any:
+        p = s.principals
+        return self._read_first(select(p).where(p.c.name == name))
 
     def list(self) -> list[Principal]:
         p = s.principals
@@ -138,8 +150,7 @@ class Principals(Repository):
         if not isinstance(token, str) or not token.startswith(TOKEN_PREFIX) or len(token) > 300 or "." not in token:
             return None
         name, _, secret = token[len(TOKEN_PREFIX) :].partition(".")
-        p = s.principals
-        row = self._read_first(select(p).where(p.c.name == name))
+        row = self._row(name)
         # Compare a hash even for an unknown name, so the answer takes the same work either way.
         stored = row.token_sha256 if row is not None else _hash("")
         matches = hmac.compare_digest(stored.encode("ascii"), _hash(secret).encode("ascii"))

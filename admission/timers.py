@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Literal
+from types import MappingProxyType
+from typing import Any, Literal
 
 from sqlalchemy import bindparam, insert, select, update
 
@@ -55,6 +56,24 @@ def _binding(row) -> TimerBinding:  # type: ignore[no-untyped-def]
 
 # Rows per transaction when a running host publishes its timers' readbacks.
 PUBLISH_CHUNK = 100
+
+# The ACK columns when no ACK stands: after a new desired schedule, or a readback without the timer.
+_NO_ACK = MappingProxyType({"ack_state": "none", "acked_at_us": None, "acked_observed": None})
+
+
+def _acked(at: datetime, observed: str) -> dict[str, Any]:
+    """The ACK columns of a readback (``observed``) of exactly the desired schedule, accepted ``at``."""
+    return {"ack_state": "acked", "acked_at_us": at, "acked_observed": observed}
+
+
+def _observation(state: str, text: str | None, read_at: datetime) -> dict[str, Any]:
+    """The observation columns of a readback: its text is kept only when the timer is present."""
+    return {"observed_state": state, "observed": text if state == "present" else None, "observed_at_us": read_at}
+
+
+def _desired_columns(timer: str, desired: str | None, raised: bool, hold_reason: str | None) -> dict[str, Any]:
+    """The desired schedule's columns, as ``set_desired`` and a host publishing its own timers write them."""
+    return {"timer": timer, "desired": desired, "desired_raised": raised, "hold_reason": hold_reason}
 
 
 class TimerBindings(Repository):
@@ -105,22 +124,14 @@ class TimerBindings(Repository):
         b = s.timer_bindings
         with self.store.write(lock_key=locks.timer(automation_id)) as conn:
             row = conn.execute(select(b).where(b.c.automation_id == automation_id)).first()
-            values = dict(timer=timer, desired=desired, desired_raised=raised, hold_reason=hold_reason)
+            values = _desired_columns(timer, desired, raised, hold_reason)
             if row is None:
                 conn.execute(insert(b).values(automation_id=automation_id, desired_at_us=now, ack_state="none", **values))
             elif (row.timer, row.desired, row.hold_reason) != (timer, desired, hold_reason):
                 conn.execute(
                     update(b)
                     .where(b.c.automation_id == automation_id)
-                    .values(
-                        desired_at_us=now,
-                        ack_state="none",
-                        acked_at_us=None,
-                        acked_observed=None,
-                        applied_at_us=None,
-                        apply_error=None,
-                        **values,
-                    )
+                    .values(desired_at_us=now, applied_at_us=None, apply_error=None, **_NO_ACK, **values)
                 )
             row = conn.execute(select(b).where(b.c.automation_id == automation_id)).one()
         return _binding(row)
@@ -141,9 +152,9 @@ class TimerBindings(Repository):
         if state not in ("present", "absent", "unavailable"):
             raise InvalidInput("observed_state", "one of present, absent, unavailable")
         b = s.timer_bindings
-        values: dict = {"observed_state": state, "observed": text if state == "present" else None, "observed_at_us": read_at}  # type: ignore[type-arg]
+        values = _observation(state, text, read_at)
         if state != "present":
-            values.update(ack_state="none", acked_at_us=None, acked_observed=None)
+            values.update(_NO_ACK)
         with self.store.write(lock_key=locks.timer(automation_id)) as conn:
             conn.execute(
                 update(b)
@@ -159,14 +170,7 @@ class TimerBindings(Repository):
             done = conn.execute(
                 update(b)
                 .where(b.c.automation_id == automation_id, b.c.desired == desired, b.c.applied_at_us == applied_at)
-                .values(
-                    ack_state="acked",
-                    acked_at_us=now,
-                    acked_observed=observed,
-                    observed_state="present",
-                    observed=observed,
-                    observed_at_us=read_at,
-                )
+                .values(**_observation("present", observed, read_at), **_acked(now, observed))
             )
         return done.rowcount == 1
 
@@ -195,20 +199,13 @@ class TimerBindings(Repository):
                     if row is not None and row.desired == desired and row.applied_at_us is not None
                     else at - timedelta(microseconds=1)
                 )
-                values = dict(
-                    timer=timer,
-                    desired=desired,
-                    desired_raised=False,
-                    hold_reason=None,
-                    applied_at_us=applied,
-                    apply_error=None,
-                    observed_state="present" if observed is not None else "absent",
-                    observed=observed,
-                    observed_at_us=at,
-                    ack_state="acked" if observed is not None and observed == desired else "none",
-                    acked_at_us=at if observed is not None and observed == desired else None,
-                    acked_observed=observed if observed == desired else None,
-                )
+                values = {
+                    **_desired_columns(timer, desired, False, None),
+                    "applied_at_us": applied,
+                    "apply_error": None,
+                    **_observation("present" if observed is not None else "absent", observed, at),
+                    **(_acked(at, observed) if observed is not None and observed == desired else _NO_ACK),
+                }
                 if row is None:
                     inserts.append(dict(automation_id=automation_id, desired_at_us=at, **values))
                 else:

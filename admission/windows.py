@@ -58,6 +58,10 @@ class WindowKind(StrEnum):
     MONTH = "month"
 
 
+# What ``Window.nominal_length`` compares a calendar period by: a month counts as 28 days, its shortest.
+_NOMINAL_PERIOD = {WindowKind.DAY: timedelta(days=1), WindowKind.WEEK: timedelta(days=7), WindowKind.MONTH: timedelta(days=28)}
+
+
 class Window(Frozen):
     """A window as a value: ``length`` for a rolling window, ``zone`` (IANA) for a calendar one."""
 
@@ -151,7 +155,7 @@ class Window(Frozen):
         """A length to compare windows by (a calendar month counts as 28 days, its shortest)."""
         if self.kind is WindowKind.ROLLING:
             return self._length()
-        return {WindowKind.DAY: timedelta(days=1), WindowKind.WEEK: timedelta(days=7), WindowKind.MONTH: timedelta(days=28)}[self.kind]
+        return _NOMINAL_PERIOD[self.kind]
 
 
 def first_instant(day: date, tz: ZoneInfo) -> datetime:

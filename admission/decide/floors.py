@@ -84,17 +84,17 @@ def effective_floor(goal: str, agent: str, automation: str | None, folded: Folde
     agent_floor, lane_floor, active, goal_floor = folded
     # Validated (faster than model_construct in pydantic 2); the field-name set is shared. The goal
     # floor is set only where one applies, so other lanes' floors read (and dump) as before.
-    extra = {"goal_floor": goal_floor} if goal_floor else {}
-    floor = EffectiveFloor(
-        goal_id=goal,
-        agent_id=agent,
-        automation_id=automation,
-        agent_floor=agent_floor,
-        lane_floor=lane_floor,
-        rules=active,
-        **extra,
-    )
-    return shared_fields(floor)
+    fields = {
+        "goal_id": goal,
+        "agent_id": agent,
+        "automation_id": automation,
+        "agent_floor": agent_floor,
+        "lane_floor": lane_floor,
+        "rules": active,
+    }
+    if goal_floor:
+        fields["goal_floor"] = goal_floor
+    return shared_fields(EffectiveFloor(**fields))
 
 
 def floor_us(floor: EffectiveFloor) -> tuple[EffectiveFloor, int, int]:
