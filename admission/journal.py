@@ -139,15 +139,8 @@ def _decoded(row: Any) -> Any:
 
 def _decode(row) -> TurnRecord:  # type: ignore[no-untyped-def]
     verdict = None
-    if row.status is not None:
-        verdict = Verdict(
-            status=row.status,
-            stop_reason=row.stop_reason,
-            retryable=bool(row.retryable),
-            failure_category=row.failure_category,
-            exit_code=row.exit_code,
-            bound=row.stop_bound,
-        )
+    if row.status is not None:  # read back as ``_settled`` writes it
+        verdict = from_row(Verdict, s.turns, row, retryable=bool(row.retryable), bound=row.stop_bound)
     return from_row(TurnRecord, s.turns, row, verdict=verdict)
 
 
