@@ -16,6 +16,7 @@ from sqlalchemy import insert, select, update
 from . import _locks as locks
 from . import _schema as s
 from ._repository import Repository
+from ._rows import to_row
 from ._types import Frozen, from_row
 from .clock import read_clock
 from .errors import InvalidInput, NotFound
@@ -29,7 +30,7 @@ class Dispatch(Frozen):
     kind: str
     state: DispatchState
     estimate_tokens: int
-    actual_tokens: int | None
+    actual_tokens: int | None = None  # None until reconciled
     model: str | None
 
 
@@ -59,19 +60,10 @@ class Accounting(Repository):
                 if row.mission_id != mission_id:
                     raise InvalidInput("request_id", f"{request_id} belongs to another mission")
                 return _dispatch(row)
-            conn.execute(
-                insert(d).values(
-                    request_id=request_id,
-                    mission_id=mission_id,
-                    kind=kind,
-                    state="reserved",
-                    estimate_tokens=estimate_tokens,
-                    actual_tokens=None,
-                    model=model,
-                    created_at_us=now,
-                    updated_at_us=now,
-                )
+            fresh = Dispatch(
+                request_id=request_id, mission_id=mission_id, kind=kind, state="reserved", estimate_tokens=estimate_tokens, model=model
             )
+            conn.execute(insert(d).values(to_row(fresh, d, created_at_us=now, updated_at_us=now)))
             row = conn.execute(select(d).where(d.c.request_id == request_id)).one()
         return _dispatch(row)
 

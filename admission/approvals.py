@@ -78,28 +78,26 @@ class Approvals(Repository):
             raise InvalidInput("proposal", f"extend one of {', '.join(_EXTENDS)} by a positive whole number")
         a, m = s.approvals, s.missions
         now = read_clock(self.clock)
-        approval_id = "auth-" + secrets.token_urlsafe(18)
+        expires = now + ttl
+        # What the ask is (its id, mission, scope and bound): its row's keys and its event's.
+        ask = {"approval_id": "auth-" + secrets.token_urlsafe(18), "mission_id": mission_id, "scope": scope, "bound": bound}
         with self.store.write(lock_key=locks.mission(mission_id), unit=unit) as conn:
             conn.execute(
                 update(a).where(a.c.mission_id == mission_id, a.c.state == "pending").values(state="superseded", decided_at_us=now)
             )
             conn.execute(
                 insert(a).values(
-                    approval_id=approval_id,
-                    mission_id=mission_id,
-                    scope=scope,
-                    bound=bound,
+                    **ask,
                     proposal_json=json.dumps({bound: extension}),
                     state="pending",
                     created_at_us=now,
-                    expires_at_us=now + ttl,
+                    expires_at_us=expires,
                     decided_at_us=None,
                 )
             )
             conn.execute(update(m).where(m.c.mission_id == mission_id).values(status="awaiting_owner"))
-            row = conn.execute(select(a).where(a.c.approval_id == approval_id)).one()
-            data = {"approval_id": approval_id, "mission_id": mission_id, "scope": scope, "bound": bound, "extension": extension}
-            record(conn, EventKind.ASK_PENDING, mission_id, {**data, "expires_at": iso(now + ttl)}, now)
+            row = conn.execute(select(a).where(a.c.approval_id == ask["approval_id"])).one()
+            record(conn, EventKind.ASK_PENDING, mission_id, {**ask, "extension": extension, "expires_at": iso(expires)}, now)
         return _approval(row)
 
     def pending(self, mission_id: str | None = None) -> list[Approval]:

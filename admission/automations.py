@@ -20,7 +20,8 @@ from sqlalchemy import Table, delete, insert, select, update
 from . import _locks as locks
 from . import _schema as s
 from ._repository import Repository
-from ._types import Frozen, decode_row, raw_columns, shared_fields
+from ._rows import to_row
+from ._types import Frozen, decode_row, from_row, raw_columns, shared_fields
 from .clock import read_clock
 from .errors import CorruptState, FloorgateError, InvalidInput, NotFound, RevisionConflict, StoreUnavailable
 from .events import EventKind, record
@@ -232,36 +233,17 @@ def idle_wake(automation_id: str) -> WakeState:
 
 def _row_to_automation(row) -> Automation:  # type: ignore[no-untyped-def]
     try:
-        host = _host(row.host_spec)
-        spec = AutomationSpec(
-            goal_id=row.goal_id,
-            agent_id=row.agent_id,
-            schedule=row.schedule,
-            host=host,
-            model=row.model,
-            overlap=row.overlap,
-            timer=row.timer,
-            backend=row.backend,
-            meter=row.meter,
-            hold_after=row.hold_after,
-            catch_up=row.catch_up,
-            catch_up_window=timedelta(microseconds=row.catch_up_window_us) if row.catch_up_window_us is not None else None,
-            external_id=row.external_id,
+        window = row.catch_up_window_us
+        spec = from_row(
+            AutomationSpec,
+            s.automations,
+            row,
+            host=_host(row.host_spec),
+            catch_up_window=timedelta(microseconds=window) if window is not None else None,
             labels=_labels_from(row.labels),
-            when_denied=row.when_denied,
             debounce=_debounce_from(row.debounce_quiet_us, row.debounce_max_us),
         )
-        automation = Automation(
-            automation_id=row.automation_id,
-            spec=shared_fields(spec),
-            state=row.state,
-            state_note=row.state_note,
-            revision=row.revision,
-            created_at=row.created_at_us,
-            updated_at=row.updated_at_us,
-            hold_kind=row.hold_kind,
-        )
-        return shared_fields(automation)
+        return shared_fields(from_row(Automation, s.automations, row, spec=shared_fields(spec)))
     except (ValidationError, ValueError, TypeError, OverflowError, RecursionError) as exc:
         raise StoreUnavailable(f"automation {row.automation_id!r} is malformed in the store: {_one_line(exc)}") from None
 
@@ -552,24 +534,16 @@ def _decoded(table: Table, row: Any, what: str) -> Any:
 
 
 def _spec_columns(spec: AutomationSpec) -> dict:  # type: ignore[type-arg]
-    return dict(
-        goal_id=spec.goal_id,
-        agent_id=spec.agent_id,
-        schedule=spec.schedule,
+    """The columns that store ``spec``: its fields as they are, but for those stored as JSON or microseconds."""
+    window, debounce = spec.catch_up_window, spec.debounce
+    return to_row(
+        spec,
+        s.automations,
         host_spec=json.dumps(spec.host.model_dump(mode="json") if spec.host is not None else None, sort_keys=True),
-        model=spec.model,
-        overlap=spec.overlap,
-        timer=spec.timer,
-        backend=spec.backend,
-        meter=spec.meter,
-        hold_after=spec.hold_after,
-        catch_up=spec.catch_up,
-        catch_up_window_us=spec.catch_up_window // timedelta(microseconds=1) if spec.catch_up_window is not None else None,
-        external_id=spec.external_id,
+        catch_up_window_us=window // _US if window is not None else None,
         labels=json.dumps(dict(spec.labels), sort_keys=True) if spec.labels else None,
-        when_denied=spec.when_denied,
-        debounce_quiet_us=spec.debounce.quiet // _US if spec.debounce is not None else None,
-        debounce_max_us=spec.debounce.max_wait // _US if spec.debounce is not None and spec.debounce.max_wait is not None else None,
+        debounce_quiet_us=debounce.quiet // _US if debounce is not None else None,
+        debounce_max_us=debounce.max_wait // _US if debounce is not None and debounce.max_wait is not None else None,
     )
 
 

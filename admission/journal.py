@@ -16,7 +16,7 @@ No host output is stored here: only ids, times, pids and the verdict.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
@@ -25,6 +25,7 @@ from sqlalchemy import BigInteger, and_, bindparam, func, insert, literal, selec
 from . import _locks as locks
 from . import _schema as s
 from ._repository import Repository
+from ._rows import to_row
 from ._turns import REASON_MAX, ClaimLost, FailureCategory, JournalEntry, Settled, TurnOwned, TurnRecord, TurnStatus, Verdict, clip_words
 from ._types import decode_row, from_row, raw_columns
 from .clock import from_us, read_clock, to_us
@@ -138,30 +139,19 @@ def _decoded(row: Any) -> Any:
 
 def _decode(row) -> TurnRecord:  # type: ignore[no-untyped-def]
     verdict = None
-    if row.status is not None:
-        verdict = Verdict(
-            status=row.status,
-            stop_reason=row.stop_reason,
-            retryable=bool(row.retryable),
-            failure_category=row.failure_category,
-            exit_code=row.exit_code,
-            bound=row.stop_bound,
-        )
+    if row.status is not None:  # read back as ``_settled`` writes it
+        verdict = from_row(Verdict, s.turns, row, retryable=bool(row.retryable), bound=row.stop_bound)
     return from_row(TurnRecord, s.turns, row, verdict=verdict)
 
 
 def _settled(verdict: Verdict, now: datetime, *, exit_code: int | None) -> dict[str, Any]:
     """The columns of a journal row settled ``now`` with ``verdict`` (its child's ``exit_code``)."""
-    return dict(
-        phase="settled",
-        status=verdict.status,
-        stop_reason=verdict.stop_reason,
-        retryable=verdict.retryable,
-        failure_category=verdict.failure_category,
-        exit_code=exit_code,
-        stop_bound=verdict.bound,
-        settled_at_us=now,
-    )
+    return to_row(verdict, s.turns, exit_code=exit_code, stop_bound=verdict.bound, phase="settled", settled_at_us=now)
+
+
+def _claim(owner: str, lease_expires: datetime, runner_host: str, runner_pid: int) -> dict[str, Any]:
+    """The columns of a claim on a turn: who owns it until when, as which runner process."""
+    return {"owner_id": owner, "lease_expires_us": lease_expires, "runner_host": runner_host, "runner_pid": runner_pid}
 
 
 @dataclass(frozen=True)
@@ -203,12 +193,14 @@ class Journal(Repository):
         deadline. Managed turns journal through ``Admission.reserve(journal=...)`` instead."""
         t = s.turns
         now = read_clock(self.clock)
+        owner = owner_id if owner_id is not None else f"{runner_host}:direct"
+        claim = _claim(owner, lease_expires if lease_expires is not None else deadline, runner_host, runner_pid)
         with self.store.write(lock_key=locks.turn(turn_id)) as conn:
             row = conn.execute(select(t).where(t.c.turn_id == turn_id)).first()
             if row is not None:
                 return _record(row)
             conn.execute(
-                insert(t).values(
+                insert(t).values(  # no child yet (NULL until launched)
                     turn_id=turn_id,
                     automation_id=automation_id,
                     goal_id=goal_id,
@@ -216,16 +208,12 @@ class Journal(Repository):
                     attempt=attempt,
                     kind=kind,
                     manual_reason=manual_reason,
-                    runner_host=runner_host,
-                    runner_pid=runner_pid,
-                    child_pid=None,
                     started_at_us=now,
                     deadline_us=deadline,
                     phase="journaled",
                     log_path=log_path,
                     mission_id=mission_id,
-                    owner_id=owner_id if owner_id is not None else f"{runner_host}:direct",
-                    lease_expires_us=lease_expires if lease_expires is not None else deadline,
+                    **claim,
                 )
             )
             row = conn.execute(select(t).where(t.c.turn_id == turn_id)).one()
@@ -358,7 +346,7 @@ class Journal(Repository):
                     t.c.owner_id.is_not_distinct_from(record.owner_id),
                     t.c.lease_expires_us.is_not_distinct_from(record.lease_expires),
                 )
-                .values(owner_id=owner, lease_expires_us=lease_expires, runner_host=runner_host, runner_pid=runner_pid)
+                .values(**_claim(owner, lease_expires, runner_host, runner_pid))
             )
             if done.rowcount != 1:
                 return None
@@ -410,7 +398,8 @@ class Journal(Repository):
         (the window stays spent: never refunded). None if a journal row appeared meanwhile."""
         t, st = s.turns, s.starts
         now = read_clock(self.clock)
-        anchor = start.anchor_at
+        lane = asdict(start)  # the turn's ids, kind and reason, as its reservation holds them
+        anchor = lane.pop("anchor_at")
         with self.store.write(lock_key=locks.turn(start.turn_id)) as conn:
             if conn.execute(select(literal(1)).where(t.c.turn_id == start.turn_id)).first() is not None:
                 return None
@@ -421,24 +410,13 @@ class Journal(Repository):
                 return None
             attempt = conn.execute(select(func.count()).where(t.c.automation_id == start.automation_id)).scalar_one() + 1
             conn.execute(
-                insert(t).values(
-                    turn_id=start.turn_id,
-                    automation_id=start.automation_id,
-                    goal_id=start.goal_id,
-                    agent_id=start.agent_id,
+                insert(t).values(  # never ran: no child, log or mission (NULL)
+                    **lane,
                     attempt=attempt,
-                    kind=start.kind,
-                    manual_reason=start.manual_reason,
-                    runner_host=runner_host,
-                    runner_pid=runner_pid,
-                    child_pid=None,
                     started_at_us=anchor,
                     deadline_us=anchor,
+                    **_claim(owner, now, runner_host, runner_pid),
                     **_settled(verdict, now, exit_code=None),
-                    log_path=None,
-                    mission_id=None,
-                    owner_id=owner,
-                    lease_expires_us=now,
                 )
             )
             row = conn.execute(select(t).where(t.c.turn_id == start.turn_id)).one()

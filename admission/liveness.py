@@ -19,7 +19,8 @@ from sqlalchemy import Connection, delete, insert, select, update
 from . import _locks as locks
 from . import _schema as s
 from ._repository import Repository
-from ._types import Frozen, stored
+from ._rows import to_row
+from ._types import Frozen, from_row, stored
 from .errors import CorruptState
 
 # A host is alive while its last beat is younger than this many polls (plus a fixed slack for a
@@ -59,19 +60,7 @@ class HostBeats(Repository):
         with self.store.write(lock_key=locks.host(beat.host_id)) as conn:
             conn.execute(delete(t).where(t.c.beat_at_us < beat.started_at - _KEEP))
             conn.execute(delete(t).where(t.c.host_id == beat.host_id))
-            conn.execute(
-                insert(t).values(
-                    host_id=beat.host_id,
-                    hostname=beat.hostname,
-                    pid=beat.pid,
-                    version=beat.version,
-                    started_at_us=beat.started_at,
-                    beat_at_us=beat.beat_at,
-                    poll_us=beat.poll // timedelta(microseconds=1),
-                    stopped_at_us=None,
-                    envelope_mode=beat.envelope_mode,
-                )
-            )
+            conn.execute(insert(t).values(to_row(beat, t, poll_us=beat.poll // timedelta(microseconds=1), stopped_at_us=None)))
 
     def beat(self, host_id: str, now: datetime) -> None:
         """The host is still running at ``now``."""
@@ -95,17 +84,7 @@ class HostBeats(Repository):
             if type(row.pid) is not int or type(row.poll_us) is not int or row.poll_us <= 0 or row.envelope_mode not in _MODES:
                 raise CorruptState(f"host {row.host_id!r} has a malformed heartbeat row")
             with stored(f"host {row.host_id!r}"):
-                beat = HostBeat(
-                    host_id=row.host_id,
-                    hostname=row.hostname,
-                    pid=row.pid,
-                    version=row.version,
-                    started_at=row.started_at_us,
-                    beat_at=row.beat_at_us,
-                    poll=timedelta(microseconds=row.poll_us),
-                    stopped_at=row.stopped_at_us,
-                    envelope_mode=row.envelope_mode,
-                )
+                beat = from_row(HostBeat, t, row, poll=timedelta(microseconds=row.poll_us))
             out.append(beat)
         return out
 

@@ -99,12 +99,16 @@ def _amount(value: object, name: str, turn: object, cap: int, *, nullable: bool)
     return value
 
 
+_IDS = UsageEntry._fields[:4]  # the ids a usage row is checked for first: its leading fields
+
+
 def entry_from_row(row: Any) -> UsageEntry:
     """The one decoder of a usage row; anything floorgate never writes raises ``CorruptState``."""
-    turn = row.turn_id
-    for name in ("turn_id", "goal_id", "agent_id", "automation_id"):
-        if not isinstance(getattr(row, name), str):
-            raise CorruptState(f"malformed usage of turn {turn!r}: {name} {getattr(row, name)!r}")
+    ids = (row.turn_id, row.goal_id, row.agent_id, row.automation_id)
+    turn = ids[0]
+    for value in ids:
+        if not isinstance(value, str):
+            raise CorruptState(f"malformed usage of turn {turn!r}: {_IDS[ids.index(value)]} {value!r}")
     try:
         state, source = UsageState(row.state), UsageSource(row.source)
     except ValueError:
@@ -117,19 +121,7 @@ def entry_from_row(row: Any) -> UsageEntry:
         raise CorruptState(f"malformed usage of turn {turn!r}: settled without tokens or cost")
     if row.model is not None and not isinstance(row.model, str):
         raise CorruptState(f"malformed usage of turn {turn!r}: model {row.model!r}")
-    return UsageEntry(
-        turn_id=turn,
-        goal_id=row.goal_id,
-        agent_id=row.agent_id,
-        automation_id=row.automation_id,
-        at=at,
-        state=state,
-        model=row.model,
-        estimate_tokens=estimate,
-        tokens=tokens,
-        usd_micros=usd,
-        source=source,
-    )
+    return UsageEntry(*ids, at=at, state=state, model=row.model, estimate_tokens=estimate, tokens=tokens, usd_micros=usd, source=source)
 
 
 class RowsNeeded(Exception):

@@ -19,21 +19,11 @@ def add_automations(store: Any, lanes: Iterable[tuple[str, str, str]], host_spec
 
     from floorgate.admission import _schema as tables
 
+    # The lanes' automations differ only in their ids and schedule: one spec, in the state an added one starts in.
+    spec = dict(goal_id="bench", host_spec=host_spec, model=None, overlap="skip")
+    added = dict(state="active", state_note=None, revision=1, created_at_us=at, updated_at_us=at)
     rows = [
-        dict(
-            automation_id=automation_id,
-            goal_id="bench",
-            agent_id=agent_id,
-            schedule=schedule,
-            host_spec=host_spec,
-            model=None,
-            overlap="skip",
-            state="active",
-            state_note=None,
-            revision=1,
-            created_at_us=at,
-            updated_at_us=at,
-        )
+        dict(spec, **added, automation_id=automation_id, agent_id=agent_id, schedule=schedule)
         for automation_id, agent_id, schedule in lanes
     ]
     with store.write() as conn:
