@@ -135,6 +135,16 @@ def from_row(model: type[_M], table: Table, row: Any, **given: Any) -> _M:
     return model(**{field: values[column] for field, column in columns if field not in given}, **given)
 
 
+def to_row(record: BaseModel, table: Table, **given: Any) -> dict[str, Any]:
+    """The values of ``table``'s columns that store ``record`` (the inverse of ``from_row``): each
+    field in the column of its name, or of its name and ``_us`` (a time); a field with neither
+    column is left out, and ``given`` columns are set as given (a field stored otherwise)."""
+    columns, _unmapped = _field_columns(type(record), table)
+    values = {column: getattr(record, field) for field, column in columns if column not in given}
+    values.update(given)
+    return values
+
+
 @cache
 def _field_columns(model: type[BaseModel], table: Table) -> tuple[tuple[tuple[str, str], ...], frozenset[str]]:
     """Each field of ``model`` with the column of ``table`` it is read from, and the fields that

@@ -16,8 +16,7 @@ from sqlalchemy import insert, select, update
 from . import _locks as locks
 from . import _schema as s
 from ._repository import Repository
-from ._rows import to_row
-from ._types import Frozen, from_row
+from ._types import Frozen, from_row, to_row
 from .clock import read_clock
 from .errors import InvalidInput, NotFound
 

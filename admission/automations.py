@@ -20,8 +20,7 @@ from sqlalchemy import Table, delete, insert, select, update
 from . import _locks as locks
 from . import _schema as s
 from ._repository import Repository
-from ._rows import to_row
-from ._types import Frozen, decode_row, from_row, raw_columns, shared_fields
+from ._types import Frozen, decode_row, from_row, raw_columns, shared_fields, to_row
 from .clock import read_clock
 from .errors import CorruptState, FloorgateError, InvalidInput, NotFound, RevisionConflict, StoreUnavailable
 from .events import EventKind, record

@@ -25,9 +25,8 @@ from sqlalchemy import BigInteger, and_, bindparam, func, insert, literal, selec
 from . import _locks as locks
 from . import _schema as s
 from ._repository import Repository
-from ._rows import to_row
 from ._turns import REASON_MAX, ClaimLost, FailureCategory, JournalEntry, Settled, TurnOwned, TurnRecord, TurnStatus, Verdict, clip_words
-from ._types import decode_row, from_row, raw_columns
+from ._types import decode_row, from_row, raw_columns, to_row
 from .clock import from_us, read_clock, to_us
 from .errors import CorruptState, InvalidInput, NotFound, StoreUnavailable
 from .scope import check_key

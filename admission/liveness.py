@@ -19,8 +19,7 @@ from sqlalchemy import Connection, delete, insert, select, update
 from . import _locks as locks
 from . import _schema as s
 from ._repository import Repository
-from ._rows import to_row
-from ._types import Frozen, from_row, stored
+from ._types import Frozen, from_row, stored, to_row
 from .errors import CorruptState
 
 # A host is alive while its last beat is younger than this many polls (plus a fixed slack for a
