@@ -14,7 +14,7 @@ from floorgate.admission import FloorgateError, InvalidInput
 from . import _fleet_toml as toml
 
 if TYPE_CHECKING:
-    from .floors import Writer
+    from .rule_writer import Writer
 
 _Name = TypeVar("_Name")
 _Read = TypeVar("_Read")

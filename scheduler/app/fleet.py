@@ -39,7 +39,7 @@ from floorgate.scheduler.app import _fleet_toml as toml
 from floorgate.scheduler.app._fleet_plan import Action, Problem, Step, _duplicate, changes, keyed_entries
 from floorgate.scheduler.app.automation_spec import spec_doc, spec_from_doc
 from floorgate.scheduler.app.fleet_limits import LIMIT_FIELDS, PriceSection, changes_to, check_loosening, limits_table, parse_limits
-from floorgate.scheduler.app.floors import Writer
+from floorgate.scheduler.app.rule_writer import Writer
 
 if TYPE_CHECKING:
     from floorgate.scheduler.app.root import Floorgate

@@ -19,7 +19,7 @@ from floorgate.admission.windows import check_max_starts, format_usd, micros_to_
 
 from . import _fleet_toml as toml
 from ._fleet_plan import Action, Problem, Step, keyed_entries, shown
-from .floors import Writer
+from .rule_writer import Writer
 
 if TYPE_CHECKING:
     from .root import Floorgate

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TypedDict, Unpack
 
 from floorgate.admission import (
     Admission,
@@ -34,11 +33,11 @@ from floorgate.admission import (
 from floorgate.admission.clock import Clock
 from floorgate.admission.envelope import loosened
 from floorgate.admission.intervals import format_interval
-from floorgate.admission.limits import LimitsChange
 from floorgate.admission.policies import RuleRef, combine
 
 from .budget_readback import BudgetReadback, LaneLimits, limited
 from .envelope_gate import EnvelopeGate, EnvelopeMode
+from .rule_writer import Writer
 
 
 @dataclass(frozen=True)
@@ -119,35 +118,6 @@ class FloorApplied:
     def confirmed(self) -> bool:
         got = self.readback.rule
         return got is not None and got.revision == self.rule.revision and got.min_interval == self.rule.min_interval
-
-
-class RuleWrite(TypedDict, total=False):
-    """What a rule write sets (``Policies.configure``'s keywords of the same names)."""
-
-    min_interval: timedelta | None
-    compute: ComputeBlock | None
-    limits: LimitsChange | None
-    note: str | None
-
-
-@dataclass(frozen=True)
-class Writer:
-    """Who a rule write is recorded as (and who vouches for that), and whether it may loosen a limit."""
-
-    owner_ref: str
-    provenance: Provenance
-    allow_reduction: bool
-
-    def configure(self, policies: Policies, scope: Scope, revision: int, **change: Unpack[RuleWrite]) -> Rule:
-        """Write ``scope``'s rule at ``revision`` as this writer (``Policies.configure``: what is not given is kept)."""
-        return policies.configure(
-            scope,
-            expected_revision=revision,
-            owner_ref=self.owner_ref,
-            provenance=self.provenance,
-            allow_reduction=self.allow_reduction,
-            **change,
-        )
 
 
 class FloorService:

@@ -11,7 +11,7 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, TypedDict
+from typing import IO
 
 _PR_SET_PDEATHSIG = 1
 _libc = None
@@ -34,27 +34,20 @@ def spawn(argv: list[str], *, cwd: str | None, env: dict[str, str]) -> subproces
     return _popen(argv, cwd=cwd, env=env, preexec=_die_with_parent if _libc is not None else None)
 
 
-class _ChildStart(TypedDict):
-    stdin: int
-    stdout: int
-    stderr: int
-    start_new_session: bool
-    close_fds: bool
-
-
-# How every child starts: no input, its output and errors in one pipe (the capped log), a session
-# of its own (its whole group is killed at once), none of the runner's other descriptors.
-_CHILD_START: _ChildStart = {
-    "stdin": subprocess.DEVNULL,
-    "stdout": subprocess.PIPE,
-    "stderr": subprocess.STDOUT,
-    "start_new_session": True,
-    "close_fds": True,
-}
-
-
 def _popen(argv: list[str], *, cwd: str | None, env: dict[str, str], preexec: Callable[[], None] | None) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(argv, cwd=cwd, env=env, preexec_fn=preexec, **_CHILD_START)
+    # No input, output and errors in one pipe (the capped log), a session of its own (its whole
+    # group is killed at once), none of the runner's other descriptors.
+    return subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        preexec_fn=preexec,
+        close_fds=True,
+    )
 
 
 HELD_EXIT = 125  # what a held child that was never released exits with (its program never ran)

@@ -16,6 +16,7 @@ from floorgate.admission.usage import Price
 from floorgate.admission.windows import check_max_starts, format_usd, micros_to_usd, parse_tokens, parse_usd, parse_window
 
 from ...app.owner_gate import Access
+from ...app.rule_writer import Writer
 from ...views.present import change_doc, eligibility_state_doc, floor_doc, floor_text, past_second, rule_doc, table
 from ...views.present_limits import alert_texts, limit_text, limits_brief, limits_doc, next_eligible_text
 from ..context import EXIT_OK, Context, actions, listed, reads, revision, writes
@@ -158,8 +159,6 @@ def _set(ctx: Context) -> int:
         raise InvalidInput(
             "--min-interval", "give --min-interval, --compute (or --compute-file) and/or a limit (--max-starts, --budget-tokens, ...)"
         )
-    from ...app.floors import Writer  # here: 'policy show' never imports the floor service
-
     writer = Writer(*ctx.owner(), args.allow_reduction)
     rule = writer.configure(ctx.app.policies, scope, args.revision, min_interval=interval, compute=compute, note=args.note, limits=limits)
     if interval is not None:  # a new floor may move a lane's time of day: say so, as 'automation add' does
