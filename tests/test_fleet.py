@@ -16,8 +16,9 @@ from basics import DAY, raw_sql
 from floorgate.admission import AutomationConflict, CatchUp, FixedClock, Provenance, Store, WhenDenied
 from floorgate.admission import _schema as schema
 from floorgate.admission.events import Events
-from floorgate.scheduler.app.fleet import Action, FleetService, Writer
+from floorgate.scheduler.app.fleet import Action, FleetService
 from floorgate.scheduler.app.root import Floorgate
+from floorgate.scheduler.app.rule_writer import Writer
 
 from cli import run_cli
 from helpers import add_automation, floor

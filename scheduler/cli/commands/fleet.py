@@ -9,8 +9,9 @@ from pathlib import Path
 from floorgate.admission import InvalidInput, Provenance
 
 from ...agents import _safe_files
-from ...app.fleet import Action, FleetService, Plan, Step, Writer
+from ...app.fleet import Action, FleetService, Plan, Step
 from ...app.owner_gate import Access
+from ...app.rule_writer import Writer
 from ..context import EXIT_INVALID, EXIT_OK, Context, reads, writes
 
 _MARK = {Action.CREATE: "+", Action.CHANGE: "~", Action.UNCHANGED: "=", Action.REMOVE: "-"}
