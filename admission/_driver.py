@@ -31,18 +31,18 @@ _LOCK_IDS_KEPT = 65_536
 
 class Rendering(Protocol):
     """What a ``DriverTx`` needs of its store: the dialect, whether constraints are relaxed, and
-    ``render`` (``:name`` parameters in the driver's paramstyle)."""
+    ``bind`` (a ``:name`` statement and its parameters as the driver's cursor takes them)."""
 
     dialect: str
     relaxed: bool
 
-    def render(self, sql: str) -> str: ...
+    def bind(self, sql: str, params: dict[str, Any]) -> tuple[str, Any]: ...
 
 
 class DriverTx:
     """Plain DBAPI access for the admission hot path (see ``Store.driver``).
 
-    SQL is written with ``:name`` parameters and rendered once per dialect.
+    SQL is written with ``:name`` parameters and rendered once per dialect (``Rendering.bind``).
     """
 
     def __init__(self, store: Rendering, cursor: Any) -> None:
@@ -52,18 +52,18 @@ class DriverTx:
         self.relaxed = store.relaxed
 
     def row(self, sql: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
-        self._cursor.execute(self._store.render(sql), params)
+        self._cursor.execute(*self._store.bind(sql, params))
         row: tuple[Any, ...] | None = self._cursor.fetchone()
         return row
 
     def execute(self, sql: str, params: dict[str, Any]) -> int:
-        self._cursor.execute(self._store.render(sql), params)
+        self._cursor.execute(*self._store.bind(sql, params))
         count: int = self._cursor.rowcount
         return count
 
     def rows(self, sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         """Every row of one statement (a bulk read)."""
-        self._cursor.execute(self._store.render(sql), params)
+        self._cursor.execute(*self._store.bind(sql, params))
         return list(self._cursor.fetchall())
 
 

@@ -61,6 +61,13 @@ __all__ = [
 _NAMED = re.compile(r"(?<![:\w]):(\w+)")
 
 
+def _raw_cursor_type() -> Any:
+    """psycopg's cursor that sends ``$n`` text as it is (imported only where PostgreSQL is used)."""
+    import psycopg
+
+    return psycopg.RawCursor
+
+
 class _Autocommit(DriverTx):
     """``DriverTx`` for single autocommitted statements (``Store.autocommit``): each call runs one
     statement on this thread's hot connection, its own transaction, with no context to enter."""
@@ -85,6 +92,7 @@ class Store:
         self.dialect = engine.dialect.name
         self.url = url
         self._rendered: dict[str, str] = {}
+        self._native: dict[str, tuple[str, tuple[str, ...]]] = {}
         self._dbapi_error: type[Exception] = engine.dialect.loaded_dbapi.Error
         self._local = threading.local()
         self._hot: list[PoolProxiedConnection] = []
@@ -109,6 +117,32 @@ class Store:
             self._rendered[sql] = done
         return done
 
+    def bind(self, sql: str, params: dict[str, Any]) -> tuple[str, Any]:
+        """``sql`` (``:name`` parameters) and ``params`` as this store's hot cursors take them: on
+        SQLite as they are; on PostgreSQL the server's own ``$n`` text, rendered once per statement,
+        and the values in its order, for a raw cursor (``_cursor``). psycopg's named form would be
+        parsed again at every call once a statement is longer than its cache takes (4 KiB: a
+        limited lane's one read is), which costs more than the server's part of a denial."""
+        if self.dialect == "sqlite":
+            return sql, params
+        native = self._native.get(sql)
+        if native is None:
+            names: dict[str, int] = {}
+
+            def numbered(found: re.Match[str]) -> str:
+                return f"${names.setdefault(found.group(1), len(names) + 1)}"
+
+            native = self._native[sql] = (_NAMED.sub(numbered, sql), tuple(names))
+        text, order = native
+        return text, [params[name] for name in order]
+
+    def _cursor(self, raw: PoolProxiedConnection) -> Any:
+        """A cursor on a unit's connection that takes ``bind``'s form (PostgreSQL: psycopg's raw
+        cursor; the connection's own cursors stay SQLAlchemy's)."""
+        if self.dialect == "postgresql":
+            return _raw_cursor_type()(raw.driver_connection)
+        return raw.cursor()
+
     @property
     def autocommit(self) -> DriverTx:
         """The hot path's single statements, each autocommitted (a denial's one read, confirm's
@@ -127,7 +161,7 @@ class Store:
             if held is None or held[0] is not raw:
                 held = self._local.cursor = (raw, raw.cursor())
             cursor = held[1]
-            cursor.execute(self.render(sql), params)
+            cursor.execute(*self.bind(sql, params))
             result: tuple[Any, ...] | int | None = cursor.fetchone() if fetch else cursor.rowcount
         except self._dbapi_error as exc:
             self._drop_hot_connection()
@@ -144,6 +178,7 @@ class Store:
                 if self.dialect == "postgresql":
                     driver: Any = raw.driver_connection  # a psycopg connection
                     driver.autocommit = True
+                    driver.cursor_factory = _raw_cursor_type()  # ``bind``'s form; this connection is only ever the hot path's
             except (SQLAlchemyError, self._dbapi_error) as exc:
                 raise StoreUnavailable(f"store {self.safe_url} failed: {first_line(exc)}") from exc
             self._local.raw = raw
@@ -213,7 +248,7 @@ class Store:
     def _joined_driver(self, unit: UnitOfWork, lock_key: str | None) -> Iterator[DriverTx]:
         with self._translate():
             unit.lock(lock_key)
-        cursor = unit.joined(write=True).connection.cursor()
+        cursor = self._cursor(unit.joined(write=True).connection)
         try:
             yield DriverTx(self, cursor)
         except self._dbapi_error as exc:
