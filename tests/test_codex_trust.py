@@ -18,6 +18,9 @@ def test_the_hash_is_the_one_codex_0171_accepted() -> None:
     # Codex defaults the timeout to 600 s and ignores a prompt hook's matcher before hashing.
     assert codex_hook_hash("UserPromptSubmit", command, timeout=600, matcher="x") == codex_hook_hash("UserPromptSubmit", command)
     assert codex_hook_hash("PreToolUse", command, matcher="Bash") != codex_hook_hash("PreToolUse", command)
+    # A written timeout of 0 is hashed as 1 s, not as the default (tests/agents/test_codex.py runs it).
+    assert codex_hook_hash("UserPromptSubmit", command, timeout=0) == codex_hook_hash("UserPromptSubmit", command, timeout=1)
+    assert codex_hook_hash("UserPromptSubmit", command, timeout=0) != codex_hook_hash("UserPromptSubmit", command)
 
 
 def _project(tmp_path: Path, hooks: str) -> tuple[Path, Path]:

@@ -66,7 +66,8 @@ def codex_hook_hash(
     handler: dict[str, Any] = {
         "type": "command",
         "command": command,
-        "timeout": max(1, timeout or DEFAULT_TIMEOUT_SECONDS),
+        # Codex raises a timeout below 1 s to 1 (a written 0 too; only an absent one takes the default).
+        "timeout": max(1, DEFAULT_TIMEOUT_SECONDS if timeout is None else timeout),
         "async": is_async,
     }
     if status_message is not None:

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from openai_standin import API_KEY_ENV, PROVIDER, Reply, Server, StandIn, shell_call, text_reply
 
-from floorgate.scheduler.agents._codex_trust import codex_hook_trust, owner_trust_toml
+from floorgate.scheduler.agents._codex_trust import codex_hook_hash, codex_hook_trust, owner_trust_toml
 
 pytestmark = pytest.mark.slow
 
@@ -341,6 +341,19 @@ def _edit_hooks(world: CodexWorld, old: str, new: str) -> None:
     hooks.write_text(hooks.read_text().replace(old, new))
 
 
+def _retrusted_with_timeout(world: CodexWorld, seconds: int) -> None:
+    """The owner gives the prompt hook a timeout of ``seconds`` and trusts it again, its hash as
+    floorgate computes it (what ``hook status codex`` compares)."""
+    hooks = world.project / ".codex" / "hooks.json"
+    doc = json.loads(hooks.read_text())
+    handler = doc["hooks"]["UserPromptSubmit"][0]["hooks"][0]
+    command, status = handler["command"], handler.get("statusMessage")
+    before = codex_hook_hash("UserPromptSubmit", command, timeout=handler.get("timeout"), status_message=status)
+    handler["timeout"] = seconds
+    hooks.write_text(json.dumps(doc))
+    _edit_config(world, before, codex_hook_hash("UserPromptSubmit", command, timeout=seconds, status_message=status))
+
+
 def _git_subdir(world: CodexWorld, trusted: Path) -> Path:
     subprocess.run(["git", "init", "-q", str(world.project)], check=True, timeout=60)
     (world.project / "sub").mkdir()
@@ -372,6 +385,8 @@ TRUST_CASES = {
         "hooks are turned off",
     ),
     "user_hooks_json_trusted": (_to_codex_home, True, None),
+    "hook_timeout_zero_retrusted": (lambda w: _retrusted_with_timeout(w, 0), True, None),
+    "hook_timeout_five_retrusted": (lambda w: _retrusted_with_timeout(w, 5), True, None),
     "git_subdir_trusted_at_checkout": (lambda w: _git_subdir(w, w.project), True, None),
     "git_subdir_trusted_at_subdir_only": (lambda w: _git_subdir(w, w.project / "sub"), False, "does not trust the project"),
 }
