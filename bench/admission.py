@@ -225,8 +225,8 @@ def budget_figures(store: Store, backend: str, rounds: int, n: int, bare: Callab
         raise SystemExit("bench bug: the limited lane is not known after its cycles")
     dialect = "sqlite" if backend == "SQLite" else "postgresql"
     run = bare(dialect)
-    limited_sql = store.render(limit_read.statement(dialect, False, known.shape, True))
-    plain_sql = store.render(FACTS_SQL[dialect])
+    limited_sql = limit_read.statement(dialect, False, known.shape, True)  # ``:name`` form: ``bare`` binds it as the store does
+    plain_sql = FACTS_SQL[dialect]
 
     def plain_statement(i: int) -> None:
         run(plain_sql, plain.facts_params(i))
@@ -342,9 +342,17 @@ def pg_figures(base_url: str, rounds: int, n: int, only_limits: bool = False) ->
         def select_1(_i: int) -> None:
             bare.execute("SELECT 1").fetchone()
 
+        # The split's statements as the store sends them: its ``$n`` text through psycopg's raw cursor.
+        raw = psycopg.connect(dsn, autocommit=True, cursor_factory=psycopg.RawCursor)
+        raw.execute(f'SET search_path TO "{schemas[0]}"')
+
+        def split(_d: str) -> Callable[[str, dict], object]:  # type: ignore[type-arg]
+            return lambda sql, p: raw.execute(*store.bind(sql, p)).fetchone()
+
         lane.cycle(0)
         if only_limits:
-            out = budget_figures(store, "PostgreSQL", rounds, n, lambda _d: lambda sql, p: bare.execute(sql, p).fetchone())
+            out = budget_figures(store, "PostgreSQL", rounds, n, split)
+            raw.close()
             bare.close()
             store.close()
             return out
@@ -359,7 +367,8 @@ def pg_figures(base_url: str, rounds: int, n: int, only_limits: bool = False) ->
             interleaved("PostgreSQL denial vs SELECT 1", 1.5, timed(select_1), timed(lane.deny), rounds, n * 5),
         ]
         out += history_figures(make, "PostgreSQL", rounds, n)
-        out += budget_figures(store, "PostgreSQL", rounds, n, lambda _d: lambda sql, p: bare.execute(sql, p).fetchone())
+        out += budget_figures(store, "PostgreSQL", rounds, n, split)
+        raw.close()
         bare.close()
         store.close()
         return out
