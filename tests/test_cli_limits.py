@@ -216,3 +216,17 @@ def test_a_hook_denied_by_a_budget_it_cannot_check_says_what_to_set(sqlite_db: s
     denied = run_cli(*hook, db=sqlite_db, stdin=json.dumps({"session_id": "s1", "prompt": "go"}))
     assert denied.returncode == 2 and "budget_exhausted" in denied.stderr and "--estimate-tokens" in denied.stderr
     assert "state unavailable" not in denied.stderr and "before an owner changes a limit" in denied.stderr
+
+
+def test_admit_reports_the_next_start_the_count_allows_not_only_the_floor(sqlite_db: str) -> None:
+    """The admission that uses up a count says the next start waits for the window, as the readback
+    (and the next admit's denial) does; the ones before it, that a start may follow at once."""
+    done = run_cli("policy", "set", "g/a", "--max-starts", "2", "--per", "1d", "--revision", "0", "--owner-ref", "o", db=sqlite_db)
+    assert done.returncode == 0, done.stderr
+    first, second = (json.loads(run_cli("--json", "admit", "--goal", "g", "--agent", "a", db=sqlite_db).stdout) for _ in range(2))
+    denied = json.loads(run_cli("--json", "admit", "--goal", "g", "--agent", "a", db=sqlite_db).stdout)
+    assert (first["admitted"], second["admitted"], denied["admitted"]) == (True, True, False)
+    assert first["next_eligible_at"] <= second["decided_at"]  # one start of two: the next may follow at once
+    assert second["next_eligible_at"] == denied["next_eligible_at"]  # the window frees the first start a day on
+    text = run_cli("admit", "--goal", "g", "--agent", "b", db=sqlite_db).stdout  # no rule: nothing to wait for
+    assert "next automatic start" not in text and "no floor applies" in text
