@@ -24,7 +24,7 @@ from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal, InvalidOperation
 from enum import StrEnum
 from typing import NamedTuple
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from ._types import Frozen
 from .errors import InvalidInput
@@ -206,7 +206,7 @@ def parse_window(text: object, field: str = "--per") -> Window:
         try:
             ZoneInfo(zone)
         except (ZoneInfoNotFoundError, ValueError, OSError):
-            raise InvalidInput(field, f"{raw!r}: unknown zone {zone!r}; use an IANA name such as Europe/Berlin or UTC") from None
+            raise InvalidInput(field, f"{raw!r}: unknown zone {zone!r}; {_zone_hint(zone)}") from None
         return Window(kind=kind, zone=zone)
     try:
         length = parse_interval(raw, field)
@@ -215,6 +215,13 @@ def parse_window(text: object, field: str = "--per") -> Window:
     if length <= timedelta(0) or length > MAX_ROLLING:
         raise InvalidInput(field, f"{raw!r}: a rolling window is above 0 and at most {format_interval(MAX_ROLLING)}; {_HINT}")
     return Window(kind=WindowKind.ROLLING, length=length)
+
+
+def _zone_hint(zone: str) -> str:
+    """What to write instead of an unknown ``zone``: the IANA name it misspells only in case, if any."""
+    folded = zone.casefold()
+    found = sorted(name for name in available_timezones() if name.casefold() == folded)
+    return f"zone names are case-sensitive: {found[0]}" if found else "use an IANA name such as Europe/Berlin or UTC"
 
 
 def looser_window(before: Window, after: Window) -> bool:
@@ -242,7 +249,8 @@ def parse_tokens(text: object, field: str = "--budget-tokens", *, allow_zero: bo
         raise InvalidInput(field, f"{raw!r}: write millions as M (2M); lowercase m is ambiguous")
     value = Decimal(f"{whole}.{frac or 0}") * scale
     if value != value.to_integral_value():
-        raise InvalidInput(field, f"{raw!r} is not a whole number of tokens")
+        low = int(value)
+        raise InvalidInput(field, f"{raw!r} is {value.normalize():f} tokens; give a whole number such as {low} or {low + 1}")
     tokens = int(value)
     _check_budget(tokens > MAX_TOKENS, tokens == 0 and not allow_zero, raw, field, f"{MAX_TOKENS:,} tokens", "0 tokens", "at least 1")
     return tokens

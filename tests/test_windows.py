@@ -57,6 +57,7 @@ BAD_WINDOWS = [
     ("over-cap", "400d", "at most"),
     ("unknown-period", "fortnight@UTC", "day, week or month"),
     ("unknown-zone", "day@Mars/Olympus", "unknown zone"),
+    ("zone-in-the-wrong-case", "day@europe/berlin", "zone names are case-sensitive: Europe/Berlin"),
     ("zone-path-escape", "day@../../etc/passwd", "not an IANA zone"),
     ("no-zone", "day@", "not an IANA zone"),
     ("bare-period", "day", "not a window"),
@@ -169,6 +170,12 @@ def test_bad_token_amounts(text: str) -> None:
     with pytest.raises(InvalidInput) as err:
         parse_tokens(text)
     assert err.value.field == "--budget-tokens"
+
+
+def test_a_fraction_of_a_token_names_the_whole_numbers_around_it() -> None:
+    with pytest.raises(InvalidInput) as err:
+        parse_tokens("1.2345k")
+    assert "'1.2345k' is 1234.5 tokens; give a whole number such as 1234 or 1235" in str(err.value)
 
 
 USD = [
