@@ -175,12 +175,16 @@ class Store:
             try:
                 # The pool raises the driver's own error when connecting fails (it is not wrapped).
                 raw = self.engine.raw_connection()
-                if self.dialect == "postgresql":
+            except (SQLAlchemyError, self._dbapi_error) as exc:
+                raise StoreUnavailable(f"store {self.safe_url} failed: {first_line(exc)}") from exc
+            if self.dialect == "postgresql":
+                try:
                     driver: Any = raw.driver_connection  # a psycopg connection
                     driver.autocommit = True
                     driver.cursor_factory = _raw_cursor_type()  # ``bind``'s form; this connection is only ever the hot path's
-            except (SQLAlchemyError, self._dbapi_error) as exc:
-                raise StoreUnavailable(f"store {self.safe_url} failed: {first_line(exc)}") from exc
+                except BaseException as exc:
+                    raw.invalidate()  # half set up: never back to the pool in the hot path's session
+                    raise StoreUnavailable(f"store {self.safe_url} failed: {first_line(exc)}") from exc
             self._local.raw = raw
             with self._hot_lock:
                 self._hot.append(raw)
@@ -353,7 +357,7 @@ class Store:
             hot, self._hot = self._hot, []
         for raw in hot:
             with contextlib.suppress(Exception):  # pragma: no cover - closing a broken connection
-                raw.close()
+                raw.invalidate()  # never back to the pool: its session is the hot path's (autocommit, raw cursors)
         self._local = threading.local()
         self.engine.dispose()
 

@@ -18,6 +18,7 @@ exponent, no NaN, at most ``MAX_USD``, kept as ``Decimal`` and stored as whole m
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from datetime import date, datetime, timedelta, timezone
@@ -217,10 +218,14 @@ def parse_window(text: object, field: str = "--per") -> Window:
     return Window(kind=WindowKind.ROLLING, length=length)
 
 
+@functools.cache  # a stored rule's zone is decoded by the same parser at each decision: scan the zone list once
 def _zone_hint(zone: str) -> str:
-    """What to write instead of an unknown ``zone``: the IANA name it misspells only in case, if any."""
+    """What to write instead of ``zone``, which did not load: the IANA name it misspells only in
+    case, if any (a correctly spelled one that did not load: this machine has no zone data for it)."""
     folded = zone.casefold()
     found = sorted(name for name in available_timezones() if name.casefold() == folded)
+    if zone in found:
+        return "this machine's zone data has no such zone (install tzdata)"
     return f"zone names are case-sensitive: {found[0]}" if found else "use an IANA name such as Europe/Berlin or UTC"
 
 
@@ -250,7 +255,8 @@ def parse_tokens(text: object, field: str = "--budget-tokens", *, allow_zero: bo
     value = Decimal(f"{whole}.{frac or 0}") * scale
     if value != value.to_integral_value():
         low = int(value)
-        raise InvalidInput(field, f"{raw!r} is {value.normalize():f} tokens; give a whole number such as {low} or {low + 1}")
+        whole = f"{low} or {low + 1}" if low else "1"
+        raise InvalidInput(field, f"{raw!r} is {value.normalize():f} tokens; give a whole number such as {whole}")
     tokens = int(value)
     _check_budget(tokens > MAX_TOKENS, tokens == 0 and not allow_zero, raw, field, f"{MAX_TOKENS:,} tokens", "0 tokens", "at least 1")
     return tokens

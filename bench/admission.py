@@ -379,8 +379,8 @@ def pg_figures(base_url: str, rounds: int, n: int, only_limits: bool = False) ->
 
 
 def pg_split(store: Store, lane: Lane, dsn: str, schema: str, select_1: Callable[[int], None], rounds: int, n: int) -> list[Figure]:
-    """Where a PostgreSQL denial's time goes: its one statement (``RESERVE_SQL``, the same text and
-    parameters) through a bare psycopg connection against ``SELECT 1`` (the server's and the wire's
+    """Where a PostgreSQL denial's time goes: its one statement (``RESERVE_SQL``, the same parameters,
+    in psycopg's named form: under its 4 KiB parse cache, so parsed once) through a bare psycopg connection against ``SELECT 1`` (the server's and the wire's
     share) and floorgate's denial against that statement (the client's share); the statement with
     PostgreSQL's generic plan forced against psycopg's default (it prepares a statement on its 5th
     run); and the server's own time per call (EXPLAIN ANALYZE), printed and recorded as a row."""

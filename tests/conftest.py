@@ -26,6 +26,15 @@ import pytest
 from basics import PG_REQUIRED, T0, agent_cli, pg_or_skip, pg_schema_url, psycopg_dsn, replay
 
 from floorgate.admission import Admission, FixedClock, Policies, Store, open_store
+from floorgate.admission import _limit_read as limit_read
+
+
+@pytest.fixture(autouse=True)
+def _no_lane_known_limited() -> None:
+    """Each test starts with no lane known to have counts or budgets: that cache is the process's,
+    keyed by lane, and tests give lanes the same names on stores of their own (a lane learnt on
+    another test's store costs the next one the limited path's statements, and its counts)."""
+    limit_read.forget_all()
 
 
 @pytest.fixture(scope="session")

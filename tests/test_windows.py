@@ -176,6 +176,9 @@ def test_a_fraction_of_a_token_names_the_whole_numbers_around_it() -> None:
     with pytest.raises(InvalidInput) as err:
         parse_tokens("1.2345k")
     assert "'1.2345k' is 1234.5 tokens; give a whole number such as 1234 or 1235" in str(err.value)
+    with pytest.raises(InvalidInput) as err:
+        parse_tokens("0.5")
+    assert "'0.5' is 0.5 tokens; give a whole number such as 1" in str(err.value)  # 0 admits nothing: not offered
 
 
 USD = [
