@@ -59,11 +59,11 @@ class UsageState(StrEnum):
 
 
 class UsageSource(StrEnum):
-    """What wrote the row."""
+    """Where the row's figures come from (what ``floorgate usage`` shows as its source)."""
 
-    ADMISSION = "admission"  # held at admission, settled by a managed turn's meter
+    ADMISSION = "admission"  # held at admission, then settled by a managed turn's meter
     METER = "meter"  # a managed turn's meter, for a turn admission held nothing for
-    HOOK = "hook"  # reported by an agent app's end-of-turn hook
+    HOOK = "hook"  # an agent app's end-of-turn hook: its own row, or the hold its prompt's admission made
 
 
 class UsageEntry(NamedTuple):  # a plain immutable value: a budget check decodes one per row of its window
@@ -552,8 +552,8 @@ class Usage(Repository):
                     .limit(1)
                 ).first()
             values = {**_settlement(tokens, usd_micros, model, now), "report_key": report_key}
-            if held is not None:
-                conn.execute(update(u).where(u.c.turn_id == held.turn_id).values(**values))
+            if held is not None:  # the figures are the hook's now, not the admission's estimate
+                conn.execute(update(u).where(u.c.turn_id == held.turn_id).values(**values, source=UsageSource.HOOK.value))
                 turn_id = held.turn_id
             else:
                 turn_id = report_key

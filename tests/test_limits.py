@@ -266,6 +266,7 @@ def test_an_app_report_settles_its_session_hold_once(store: Store, clock: FixedC
     usage.hold("hook-abc-1", "g", "a", "x", 5000, None)
     entry, changed = usage.report("stop-abc-u1", goal="g", agent="a", automation="x", tokens=321, model="m", turn_prefix="hook-abc-")
     assert changed and entry.turn_id == "hook-abc-1" and entry.tokens == 321 and entry.state is UsageState.SETTLED
+    assert entry.source.value == "hook"  # the hold's row, its figures now the hook's
     again, changed = usage.report("stop-abc-u1", goal="g", agent="a", automation="x", tokens=999, model="m", turn_prefix="hook-abc-")
     assert not changed and again.tokens == 321
     other, _ = usage.report("stop-abc-u2", goal="g", agent="a", automation="x", tokens=10, turn_prefix="hook-abc-")
