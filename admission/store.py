@@ -91,7 +91,6 @@ class Store:
         self.engine = engine
         self.dialect = engine.dialect.name
         self.url = url
-        self._rendered: dict[str, str] = {}
         self._native: dict[str, tuple[str, tuple[str, ...]]] = {}
         self._dbapi_error: type[Exception] = engine.dialect.loaded_dbapi.Error
         self._local = threading.local()
@@ -109,18 +108,10 @@ class Store:
         # Writers in a ``first()`` block (a host's admissions) go before the others waiting.
         self._writers = WriterQueue()
 
-    def render(self, sql: str) -> str:
-        """``sql`` with ``:name`` parameters in this driver's paramstyle (cached)."""
-        done = self._rendered.get(sql)
-        if done is None:
-            done = sql if self.dialect == "sqlite" else _NAMED.sub(r"%(\1)s", sql)
-            self._rendered[sql] = done
-        return done
-
     def bind(self, sql: str, params: dict[str, Any]) -> tuple[str, Any]:
         """``sql`` (``:name`` parameters) and ``params`` as this store's hot cursors take them: on
         SQLite as they are; on PostgreSQL the server's own ``$n`` text, rendered once per statement,
-        and the values in its order, for a raw cursor (``_cursor``). psycopg's named form would be
+        and the values in its order, for a raw cursor (the hot connection's, ``_unit_cursor``). psycopg's named form would be
         parsed again at every call once a statement is longer than its cache takes (4 KiB: a
         limited lane's one read is), which costs more than the server's part of a denial."""
         if self.dialect == "sqlite":
@@ -136,7 +127,7 @@ class Store:
         text, order = native
         return text, [params[name] for name in order]
 
-    def _cursor(self, raw: PoolProxiedConnection) -> Any:
+    def _unit_cursor(self, raw: PoolProxiedConnection) -> Any:
         """A cursor on a unit's connection that takes ``bind``'s form (PostgreSQL: psycopg's raw
         cursor; the connection's own cursors stay SQLAlchemy's)."""
         if self.dialect == "postgresql":
@@ -184,6 +175,8 @@ class Store:
                     driver.cursor_factory = _raw_cursor_type()  # ``bind``'s form; this connection is only ever the hot path's
                 except BaseException as exc:
                     raw.invalidate()  # half set up: never back to the pool in the hot path's session
+                    if not isinstance(exc, Exception):
+                        raise
                     raise StoreUnavailable(f"store {self.safe_url} failed: {first_line(exc)}") from exc
             self._local.raw = raw
             with self._hot_lock:
@@ -252,7 +245,7 @@ class Store:
     def _joined_driver(self, unit: UnitOfWork, lock_key: str | None) -> Iterator[DriverTx]:
         with self._translate():
             unit.lock(lock_key)
-        cursor = self._cursor(unit.joined(write=True).connection)
+        cursor = self._unit_cursor(unit.joined(write=True).connection)
         try:
             yield DriverTx(self, cursor)
         except self._dbapi_error as exc:

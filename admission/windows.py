@@ -218,7 +218,7 @@ def parse_window(text: object, field: str = "--per") -> Window:
     return Window(kind=WindowKind.ROLLING, length=length)
 
 
-@functools.cache  # a stored rule's zone is decoded by the same parser at each decision: scan the zone list once
+@functools.lru_cache(maxsize=64)  # a stored rule's zone is decoded at each decision: scan the zone list once per zone
 def _zone_hint(zone: str) -> str:
     """What to write instead of ``zone``, which did not load: the IANA name it misspells only in
     case, if any (a correctly spelled one that did not load: this machine has no zone data for it)."""

@@ -379,8 +379,8 @@ def pg_figures(base_url: str, rounds: int, n: int, only_limits: bool = False) ->
 
 
 def pg_split(store: Store, lane: Lane, dsn: str, schema: str, select_1: Callable[[int], None], rounds: int, n: int) -> list[Figure]:
-    """Where a PostgreSQL denial's time goes: its one statement (``RESERVE_SQL``, the same parameters,
-    in psycopg's named form: under its 4 KiB parse cache, so parsed once) through a bare psycopg connection against ``SELECT 1`` (the server's and the wire's
+    """Where a PostgreSQL denial's time goes: its one statement (``RESERVE_SQL``, the same ``$n`` text
+    and parameters, ``Store.bind``) through a bare psycopg connection against ``SELECT 1`` (the server's and the wire's
     share) and floorgate's denial against that statement (the client's share); the statement with
     PostgreSQL's generic plan forced against psycopg's default (it prepares a statement on its 5th
     run); and the server's own time per call (EXPLAIN ANALYZE), printed and recorded as a row."""
@@ -398,21 +398,20 @@ def pg_split(store: Store, lane: Lane, dsn: str, schema: str, select_1: Callable
         }
         return p | {"now": to_us(lane.clock.now())}
 
-    sql = store.render(RESERVE_SQL)
     conns = {}
     for name, setting in (("default", None), ("generic", "force_generic_plan")):
-        conns[name] = psycopg.connect(dsn, autocommit=True)
+        conns[name] = psycopg.connect(dsn, autocommit=True, cursor_factory=psycopg.RawCursor)
         conns[name].execute(f'SET search_path TO "{schema}"')
         if setting:
             conns[name].execute(f"SET plan_cache_mode = {setting}")
-    if "deny" not in (conns["default"].execute(sql, params(0)).fetchone() or ()):
+    if "deny" not in (conns["default"].execute(*store.bind(RESERVE_SQL, params(0))).fetchone() or ()):
         raise SystemExit("bench bug: the bare statement did not deny")
 
     def bare(name: str) -> Block:
         conn = conns[name]
 
         def run(i: int) -> None:
-            conn.execute(sql, params(i)).fetchone()
+            conn.execute(*store.bind(RESERVE_SQL, params(i))).fetchone()
 
         return timed(run)
 
@@ -440,7 +439,8 @@ def pg_split(store: Store, lane: Lane, dsn: str, schema: str, select_1: Callable
     explain = "EXPLAIN (ANALYZE, TIMING OFF, SUMMARY ON) "
     server: dict[str, list[float]] = {"plan": [], "run": [], "select1": []}
     for i in range(21):
-        lines = [r[0] for r in conns["default"].execute(explain + sql, params(i)).fetchall()]
+        text, args = store.bind(RESERVE_SQL, params(i))
+        lines = [r[0] for r in conns["default"].execute(explain + text, args).fetchall()]
         server["plan"].append(_ms(lines, "Planning Time"))
         server["run"].append(_ms(lines, "Execution Time"))
         server["select1"].append(_ms([r[0] for r in conns["default"].execute(explain + "SELECT 1").fetchall()], "Execution Time"))

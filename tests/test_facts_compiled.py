@@ -175,8 +175,11 @@ def _work(store: Store, sql: str) -> int:
             finally:
                 conn.set_progress_handler(None, 1)  # type: ignore[union-attr]
             return steps[0]
-        cur = raw.cursor()
-        cur.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + store.render(sql), params)
+        import psycopg
+
+        cur = psycopg.RawCursor(raw.driver_connection)  # the store's own ``$n`` text, as its hot path sends it
+        text, args = store.bind(sql, params)
+        cur.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + text, args)
         plan = cur.fetchone()[0]
         raw.rollback()
 

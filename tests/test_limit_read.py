@@ -276,7 +276,7 @@ def _limit_read(store: Store, admission: Admission, clock: FixedClock, turn: str
     lane = limit_read.known("g", "a", "x")
     assert lane is not None
     req = _request("g", "a", "x", turn, clock.now(), None)
-    sql = store.render(limit_read.statement(store.dialect, store.relaxed, lane.shape, False))
+    sql = limit_read.statement(store.dialect, store.relaxed, lane.shape, False)  # ``:name`` form (``Store.bind`` for PostgreSQL)
     return sql, limit_read.known_params(lane, req, clock.now())
 
 
@@ -301,10 +301,14 @@ def _vm_steps(store: Store, admission: Admission, clock: FixedClock, turn: str) 
 def _rows_read(store: Store, admission: Admission, clock: FixedClock, turn: str) -> int:
     """PostgreSQL: the rows the limit read reads from the starts and the usage (each scan's rows,
     and those its filters removed), as EXPLAIN ANALYZE counts them."""
-    sql, params = _limit_read(store, admission, clock, turn)
+    import psycopg
+
+    text, args = store.bind(*_limit_read(store, admission, clock, turn))
     with store.engine.begin() as conn:
         conn.exec_driver_sql("SET LOCAL enable_seqscan = off")
-        plan = conn.exec_driver_sql("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, FORMAT JSON) " + sql, params).scalar()
+        cur = psycopg.RawCursor(conn.connection.driver_connection)  # the store's own ``$n`` text
+        cur.execute("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, FORMAT JSON) " + text, args)
+        plan = cur.fetchone()[0]
     found = plan if isinstance(plan, list) else json.loads(plan)
 
     def read(node: dict) -> int:  # type: ignore[type-arg]

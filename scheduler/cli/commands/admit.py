@@ -49,10 +49,10 @@ def _admit(ctx: Context) -> int:
     lane = "/".join(p for p in (decision.goal_id, decision.agent_id, decision.automation_id) if p)
     if decision.admitted and decision.reason is not Reason.NO_RULE:
         # An admission reports the next start its floor allows; a count or budget this start used up
-        # waits longer, and the readback judges them all (the start just reserved counted).
+        # waits longer. The readback judges the floor and every limit, the start just reserved counted.
         after = ctx.app.admission.eligibility(args.goal, args.agent, args.automation)
         if after.status != "unavailable" and after.next_eligible_at is not None:
-            decision = replace(decision, next_eligible_at=max(after.next_eligible_at, decision.next_eligible_at or after.next_eligible_at))
+            decision = replace(decision, next_eligible_at=after.next_eligible_at)
     if decision.admitted:
         nxt = f"; next automatic start from {second(decision.next_eligible_at)}" if decision.next_eligible_at else ""
         then = (
