@@ -30,11 +30,14 @@ _LOCK_IDS_KEPT = 65_536
 
 
 class Rendering(Protocol):
-    """What a ``DriverTx`` needs of its store: the dialect, whether constraints are relaxed, and
+    """What a ``DriverTx`` needs of its store: the dialect, whether constraints are relaxed or
+    limits marked, its URL, and
     ``bind`` (a ``:name`` statement and its parameters as the driver's cursor takes them)."""
 
     dialect: str
     relaxed: bool
+    marked: bool  # a SQLite store whose limit-mark triggers are intact (``_upgrade.limit_marks_intact``)
+    url: str
 
     def bind(self, sql: str, params: dict[str, Any]) -> tuple[str, Any]: ...
 
@@ -50,6 +53,8 @@ class DriverTx:
         self._cursor = cursor
         self.dialect = store.dialect
         self.relaxed = store.relaxed
+        self.marked = store.marked
+        self.url = store.url  # whose rows a kept limit read came from
 
     def row(self, sql: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
         self._cursor.execute(*self._store.bind(sql, params))

@@ -31,12 +31,12 @@ from __future__ import annotations
 import functools
 import json
 from collections import namedtuple
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from types import SimpleNamespace
 from typing import Any, NamedTuple
 
-from sqlalchemy import BigInteger, Text, and_, bindparam, case, cast, func, literal_column, or_, select, type_coerce
+from sqlalchemy import BigInteger, Text, and_, bindparam, case, cast, func, literal_column, null, or_, select, type_coerce
 from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
@@ -121,6 +121,7 @@ def _length_us(length: timedelta) -> int:
 
 
 _ONE_US = timedelta(microseconds=1)
+_NEVER_US = 2**62
 _LOOKBACK_US = _length_us(ESTIMATE_LOOKBACK)
 # The windows' start parameters by read, and the rolling counts' offsets (a lane has at most two
 # windows per applicable rule, three rules: far fewer than these).
@@ -131,7 +132,8 @@ _O = tuple(f"o{j}" for j in range(64))
 _PERIODS: dict[tuple[str, str | None], tuple[int, int]] = {}
 
 
-def _period_start_us(window: Window, before: datetime, before_us: int) -> int:
+def _period_us(window: Window, before: datetime, before_us: int) -> tuple[int, int]:
+    """The calendar window's period holding ``before``: its first and its next period's first microsecond."""
     key = (window.kind.value, window.zone)
     found = _PERIODS.get(key)
     if found is None or not found[0] <= before_us < found[1]:
@@ -139,7 +141,7 @@ def _period_start_us(window: Window, before: datetime, before_us: int) -> int:
         if len(_PERIODS) >= _KNOWN_KEPT:
             _PERIODS.clear()
         _PERIODS[key] = found
-    return found[0]
+    return found
 
 
 _KNOWN: dict[tuple[str, str, str | None], LaneLimits] = {}
@@ -156,6 +158,7 @@ def forget_all() -> None:
     _KNOWN.clear()
     _DECODED.clear()
     _PERIODS.clear()
+    _KEPT.clear()
 
 
 def forget(goal: str, agent: str, automation: str | None) -> None:
@@ -265,16 +268,30 @@ def _damaged_usage(dialect: str, by_agent: bool, by_automation: bool, names: tup
 
 
 @functools.cache
-def statement(dialect: str, relaxed: bool, shape: tuple[Any, ...], with_facts: bool) -> str:
+def statement(dialect: str, relaxed: bool, shape: tuple[Any, ...], with_facts: bool, marked: bool = False) -> str:
     """The lane's one statement: the hot facts (``with_facts``; as ``_facts.read_facts`` sends
     them, on a relaxed store its guarded form), then its limit read (``shape``:
     ``LaneLimits.shape``), compiled once per dialect and shape. Its parameters are the hot
     statement's, each window's start (``s0``...), each rolling count's offset (``o0``...) and the
-    estimate's (``sl``)."""
+    estimate's (``sl``).
+
+    On a ``marked`` store (SQLite, ``Store.marked``) the limit mark is read first, once, with
+    whether it equals ``m`` (the mark of the lane's last limit read kept, or NULL): then every
+    part of the limit read is NULL, not evaluated (a CASE's other branch is never run), and the
+    statement costs the hot facts' and one key lookup."""
     limits = [part.scalar_subquery() for part in _parts(dialect, shape)]
     facts = list(facts_statement(dialect, relaxed).selected_columns) if with_facts else []
     also = (*(f"s{i}" for i in range(len(shape[0]))), *(f"o{j}" for j in range(len(shape[4]))), "sl")
-    return compiled(select(*facts, *limits), dialect, also=also)
+    if not marked:
+        return compiled(select(*facts, *limits), dialect, also=also)
+    m = s.limit_mark
+    mark = select(m.c.n).where(m.c.k == literal_column("0")).scalar_subquery()
+    # Materialized: read once, however many parts test it (a flattened subquery is copied into each).
+    k = select(mark.label("n"), (mark == bindparam("m", type_=BigInteger)).label("fresh")).cte("k").prefix_with("MATERIALIZED")
+    # One CASE: the parts as one array's values, each as its text (``|| ''`` drops SQLite's JSON
+    # subtype, which would nest a part as JSON rather than keep the text its decoders memoize by).
+    packed = case((k.c.fresh == ONE, null()), else_=_array(dialect, *(part.op("||")(literal_column("''")) for part in limits)))
+    return compiled(select(*facts, k.c.n, k.c.fresh, packed).select_from(k), dialect, also=(*also, "m"))
 
 
 # -- learning a lane's definitions (the slow path) ------------------------------------------------
@@ -386,20 +403,98 @@ def read_known(tx: DriverTx, lane: LaneLimits, req: Request, clock: Clock, *, wi
     ``now`` when given (the serialized decision's reading)."""
     before = now if now is not None else read_clock(clock)
     params = known_params(lane, req, before)
-    row = tx.row(statement(tx.dialect, tx.relaxed, lane.shape, with_facts), params)
+    marked = tx.marked
+    kept = None
+    if marked:
+        kept = _KEPT.get((tx.url, req.goal, req.agent, req.automation))
+        if kept is not None and not (kept.key == lane.key and kept.since_us <= to_us(before) < kept.until_us):
+            kept = None
+        params["m"] = kept.mark if kept is not None else None
+    row = tx.row(statement(tx.dialect, tx.relaxed, lane.shape, with_facts, marked), params)
     if row is None:  # pragma: no cover - a SELECT of scalars always returns one row
         raise StoreUnavailable("the store returned no row for the admission facts")
     facts = decode_facts(row[: len(FACTS)], req.goal, req.agent, req.automation, req.turn_id) if with_facts else None
     at = read_clock(clock) if now is None else now
-    rest = row[len(FACTS) :] if with_facts else row
+    rest: Sequence[Any] = row[len(FACTS) :] if with_facts else row
+    mark = None
+    if marked:
+        mark, fresh, packed = rest[0], rest[1], rest[2]
+        if fresh:  # nothing the limits read changed since ``kept`` was read: it stands until its horizon
+            if kept is None or at < before or to_us(at) >= kept.until_us:  # pragma: no cover - a race with the horizon
+                return KnownRead(facts, None, at)
+            return KnownRead(facts, kept.check, at)
+        try:
+            rest = _json_list(packed)
+        except CorruptState as exc:
+            raise StoreUnavailable(f"a limit of {req.goal}/{req.agent} cannot be read: {exc}") from None
     if rest[0] != lane.key or at < before:  # changed since (or the clock went back): the slow path
         return KnownRead(facts, None, at)
     try:
-        return KnownRead(facts, _check(lane, list(rest[1:]), at), at)
+        values = list(rest[1:])
+        check = _check(lane, values, at)
+        if type(mark) is int:
+            _keep(_Kept(lane.key, mark, to_us(before), _until(lane, values, before), check), (tx.url, req.goal, req.agent, req.automation))
+        return KnownRead(facts, check, at)
     except RowsNeeded:  # a rolling budget binds: when it frees is read from its rows by the slow path
         return KnownRead(facts, None, at)
     except CorruptState as exc:
         raise StoreUnavailable(f"a limit of {req.goal}/{req.agent} cannot be read: {exc}") from None
+
+
+class _Kept(NamedTuple):
+    """A lane's last limit check on a marked store, with the mark its read found: it stands for a
+    decision that finds the same mark (no start, usage, rule, price or model changed since) and
+    reads between ``since_us`` (the read's instant: never before, a clock gone back) and
+    ``until_us`` (``_until``: when time alone would change what the read finds)."""
+
+    key: str  # the lane's definitions it was checked under (``LaneLimits.key``)
+    mark: int
+    since_us: int
+    until_us: int
+    check: LaneCheck
+
+
+# By store URL and lane; bounded like ``_KNOWN``.
+_KEPT: dict[tuple[str, str, str, str | None], _Kept] = {}
+
+
+def _keep(kept: _Kept, key: tuple[str, str, str, str | None]) -> None:
+    if len(_KEPT) >= _KNOWN_KEPT:
+        _KEPT.clear()
+    _KEPT[key] = kept
+
+
+def _until(lane: LaneLimits, values: list[Any], before: datetime) -> int:
+    """The first microsecond at which the lane's limit read, taken at ``before``, could find other
+    rows with none of them changed: a gathered row leaves its rolling window (the earliest of each
+    read: the window counts from ``known_params``' start on), a calendar window's period ends, or
+    the largest recent turn leaves the estimate's lookback (``known_params``' ``sl``)."""
+    before_us = to_us(before)
+    until = _NEVER_US
+    at = int(lane.budgets) + int(lane.usd)
+    for k, read in enumerate(lane.reads):
+        length = lane.lengths_us[k]
+        if length is None:
+            until = min(until, _period_us(read[3], before, before_us)[1])
+        else:
+            earliest = _earliest(values[at], read[0])
+            if earliest is not None:
+                until = min(until, earliest + length)
+        at += 1
+    if lane.budgets and not lane.max_tokens:
+        for row in _rows(values[at], len(_USAGE_COLUMNS)):
+            until = min(until, row[_USAGE_COLUMNS.index("at_us")] + _LOOKBACK_US)
+    return until
+
+
+def _earliest(text: object, starts: bool) -> int | None:
+    """The earliest time among a read's gathered rows (None: none): a count's earliest anchor, or
+    the earliest of its usage groups' earliest times."""
+    if starts:
+        values = _json_list(text)
+        return values[1] if values and values[0] else None
+    times = [r[-1] for r in _rows(text, len(GROUP_COLUMNS) + 2)]
+    return min(times) if times else None
 
 
 def known_params(lane: LaneLimits, req: Request, before: datetime) -> dict[str, Any]:
@@ -410,7 +505,7 @@ def known_params(lane: LaneLimits, req: Request, before: datetime) -> dict[str, 
     params = facts_params(req.goal, req.agent, req.automation, req.turn_id, req.trigger_us)
     for i, length in enumerate(lane.lengths_us):
         # A rolling start is exclusive: the first counted microsecond is one after it.
-        params[_S[i]] = before_us - length + 1 if length is not None else _period_start_us(lane.reads[i][3], before, before_us)
+        params[_S[i]] = before_us - length + 1 if length is not None else _period_us(lane.reads[i][3], before, before_us)[0]
     for j, offset in enumerate(lane.nths):
         params[_O[j]] = offset
     params["sl"] = before_us - _LOOKBACK_US

@@ -441,3 +441,13 @@ model_prices = _table(
     Column("owner_ref", String(64), nullable=False),
     _at("updated_at_us"),
 )
+
+# A SQLite store's mark of what a limited lane's decision reads (migration 0032): one row whose
+# value triggers replace with a random one whenever a start, usage row, rule, price or an
+# automation's model changes. A decision that finds it unchanged since its lane's limits were last
+# read reuses what that read found (``admission._limit_read``). PostgreSQL keeps the row, no triggers.
+limit_mark = _table(
+    "fg_limit_mark",
+    Column("k", Integer, primary_key=True, autoincrement=False),
+    Column("n", BigInteger, nullable=False),
+)

@@ -186,3 +186,25 @@ def constraints_relaxed(store: Opened) -> bool:
             ).fetchall()
     nullable = {(r[0], r[1]) for r in rows}
     return any((table, column) in nullable for table, columns in _REQUIRED.items() for column in columns)
+
+
+# The triggers migration 0032 creates on a SQLite store, by name and table: each replaces the limit
+# mark (``fg_limit_mark``) when a row a limited lane's decision reads changes.
+LIMIT_MARK_TRIGGERS = {
+    f"fg_limit_mark_{table[3:]}_{event}": table
+    for table in ("fg_starts", "fg_usage", "fg_rules", "fg_model_prices", "fg_automations")
+    for event in ("insert", "update", "delete")
+}
+
+
+def limit_marks_intact(store: Opened) -> bool:
+    """Whether this SQLite store has every limit-mark trigger (a table rebuilt by hand loses its
+    own): only then may a decision reuse what its lane's last limit read found. Read once at open,
+    as ``constraints_relaxed`` is; False on PostgreSQL (no marks there)."""
+    if store.dialect != "sqlite":
+        return False
+    with store.read() as conn:
+        rows = conn.execute(text("SELECT name, tbl_name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'fg_limit_mark_%'"))
+        found = {r[0]: r[1] for r in rows}
+        mark = conn.execute(text("SELECT count(*) FROM fg_limit_mark WHERE k = 0")).scalar()
+    return mark == 1 and all(found.get(name) == table for name, table in LIMIT_MARK_TRIGGERS.items())

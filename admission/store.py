@@ -35,7 +35,7 @@ from ._driver import DriverTx, WriterQueue, first_line, lock_id
 from ._engines import BUSY_TIMEOUT_MS, LOCK_TIMEOUT_MS, empty_file, foreign_file, pg_engine, require_existing, sqlite_engine
 from ._upgrade import MIGRATIONS as _MIGRATIONS
 from ._upgrade import VERSION_TABLE as _VERSION_TABLE
-from ._upgrade import constraints_relaxed, head_revision, migrate
+from ._upgrade import constraints_relaxed, head_revision, limit_marks_intact, migrate
 from ._urls import DEFAULT_URL, ENV_URL, absolute_url, redact_url, resolve_url
 from .errors import FloorgateError, InvalidInput, StoreUnavailable
 from .unit import UnitOfWork
@@ -76,6 +76,8 @@ class _Autocommit(DriverTx):
         self._store = self._owner = store
         self.dialect = store.dialect
         self.relaxed = store.relaxed
+        self.marked = store.marked
+        self.url = store.url
 
     def row(self, sql: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
         return self._owner._one(sql, params, fetch=True)  # type: ignore[return-value]
@@ -99,6 +101,9 @@ class Store:
         # Whether a NOT NULL constraint admission relies on is missing (a hand rebuild): then the
         # facts read also looks for the rows such a constraint would have refused. Set at open.
         self.relaxed = False
+        # Whether this SQLite store's limit-mark triggers are all there (``_upgrade.limit_marks_intact``):
+        # only then does a limited lane's decision reuse its last limit read while the mark holds. Set at open.
+        self.marked = False
         self._auto: _Autocommit | None = None
         # SQLite has one writer per file, and a writer that finds it busy sleeps in growing steps
         # (up to 100 ms) before it looks again: in a burst, this process's own writers queue here
@@ -139,7 +144,7 @@ class Store:
         """The hot path's single statements, each autocommitted (a denial's one read, confirm's
         one update): ``driver(write=False)`` without entering a context per decision."""
         auto = self._auto
-        if auto is None or auto.relaxed != self.relaxed:
+        if auto is None or auto.relaxed != self.relaxed or auto.marked != self.marked:
             auto = self._auto = _Autocommit(self)
         return auto
 
@@ -414,6 +419,7 @@ def open_store(url: str | None = None, *, create: bool = True, initialize: bool 
         with store._translate():
             migrate(store, create=create)
             store.relaxed = constraints_relaxed(store)
+            store.marked = limit_marks_intact(store)
     except BaseException:
         engine.dispose()
         raise

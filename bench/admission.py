@@ -225,7 +225,12 @@ def budget_figures(store: Store, backend: str, rounds: int, n: int, bare: Callab
         raise SystemExit("bench bug: the limited lane is not known after its cycles")
     dialect = "sqlite" if backend == "SQLite" else "postgresql"
     run = bare(dialect)
-    limited_sql = limit_read.statement(dialect, False, known.shape, True)  # ``:name`` form: ``bare`` binds it as the store does
+    # The statement the denial sends (``:name`` form: ``bare`` binds it as the store does); on a
+    # marked SQLite store, with the mark of the check the lane keeps (its limit rows then not read).
+    limited_sql = limit_read.statement(dialect, False, known.shape, True, store.marked)
+    kept = limit_read._KEPT.get((store.url, "g", limited.agent, limited.automation))
+    if store.marked and kept is None:
+        raise SystemExit("bench bug: the limited lane keeps no check on a marked store")
     plain_sql = FACTS_SQL[dialect]
 
     def plain_statement(i: int) -> None:
@@ -235,7 +240,10 @@ def budget_figures(store: Store, backend: str, rounds: int, n: int, bare: Callab
         req = _request(
             "g", limited.agent, limited.automation, f"{limited.agent}-d{i}", limited.clock.now() + timedelta(microseconds=i + 1), None
         )
-        run(limited_sql, limit_read.known_params(known, req, limited.clock.now()))
+        params = limit_read.known_params(known, req, limited.clock.now())
+        if kept is not None:
+            params["m"] = kept.mark
+        run(limited_sql, params)
 
     out.append(
         interleaved(

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 from basics import DAY, raw_sql
+from hostile import STATE_TABLES
 
 from floorgate.admission import AutomationConflict, CatchUp, FixedClock, Provenance, Store, WhenDenied
-from floorgate.admission import _schema as schema
 from floorgate.admission.events import Events
 from floorgate.scheduler.app.fleet import Action, FleetService
 from floorgate.scheduler.app.root import Floorgate
@@ -59,7 +59,7 @@ events = ["ask_pending", "host_lost"]
 
 def dump(store: Store) -> dict[str, list[tuple]]:  # type: ignore[type-arg]
     """Every row of every table, in a stable order."""
-    return {t.name: sorted(map(repr, raw_sql(store, f"SELECT * FROM {t.name}"))) for t in schema.metadata.sorted_tables}  # type: ignore[misc]
+    return {t.name: sorted(map(repr, raw_sql(store, f"SELECT * FROM {t.name}"))) for t in STATE_TABLES}  # type: ignore[misc]
 
 
 def fleet(store: Store, clock: FixedClock) -> FleetService:

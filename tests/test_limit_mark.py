@@ -1,0 +1,204 @@
+"""The limit mark of a SQLite store (migration 0032): a known lane's decision that finds the mark
+unchanged reuses its last limit check instead of reading its limit rows again, and any change to
+those rows, by any process, replaces the mark, so the next decision reads them. PostgreSQL
+stores carry no triggers and are never marked (their decisions read their limits every time)."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from basics import T0
+
+from floorgate.admission import Admission, FixedClock, Policies, Scope, Store, open_store
+from floorgate.admission import _limit_read as limit_read
+from floorgate.admission._upgrade import LIMIT_MARK_TRIGGERS
+from floorgate.admission.limits import LimitsChange
+from floorgate.admission.usage import Prices
+from floorgate.admission.windows import parse_window
+
+from helpers import add_automation
+
+DAY = parse_window("1d")
+
+
+def _lane(store: Store, clock: FixedClock, max_starts: int = 2) -> Admission:
+    limits = LimitsChange(max_starts=max_starts, budget_tokens=10_000, budget_usd=Decimal(5), estimate_tokens=10, per=DAY)
+    Policies(store, clock).configure(Scope.parse("g/a"), min_interval=timedelta(0), expected_revision=0, owner_ref="o", limits=limits)
+    Prices(store, clock).set("m", Decimal(3), expected_revision=0, owner_ref="o")
+    add_automation(store, clock, "x", model="m")
+    return Admission(store, clock)
+
+
+def _denial(admission: Admission, turn: str, at: datetime) -> str | None:
+    """The reason a reserve now would be denied for (None: it may admit)."""
+    found = admission.denial(goal="g", agent="a", automation="x", turn_id=turn, trigger_time=at)
+    return None if found is None else found.reason.value
+
+
+def _checks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many times a known lane's limits were checked from rows read (not reused)."""
+    calls = [0]
+    real = limit_read._check
+
+    def counting(*args: Any) -> Any:
+        calls[0] += 1
+        return real(*args)
+
+    monkeypatch.setattr(limit_read, "_check", counting)
+    return calls
+
+
+def _other_process(path: str, sql: str) -> None:
+    """``sql`` committed by another process, through plain sqlite3 (a hand edit, or another tool)."""
+    code = "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute(sys.argv[2]); c.commit(); c.close()"
+    subprocess.run([sys.executable, "-c", code, path, sql], check=True, timeout=60)
+
+
+def test_only_a_sqlite_store_is_marked(store: Store) -> None:
+    assert store.marked == (store.dialect == "sqlite")
+
+
+# Each change to what a known lane's limits read, written by another process after this one
+# decided (and kept its check): the next decision sees it.
+CHANGES = [
+    pytest.param(
+        "INSERT INTO fg_starts SELECT 'other', goal_id, agent_id, automation_id, trigger_us + 1, anchor_us + 1, phase, kind, "
+        "manual_reason, confirmed_at_us FROM fg_starts WHERE turn_id = 't1'",
+        "count_exhausted",
+        id="a-start-inserted",
+    ),
+    pytest.param(
+        "UPDATE fg_usage SET state = 'settled', tokens = 10000, settled_at_us = at_us WHERE turn_id = 't1'",
+        "budget_exhausted",
+        id="usage-settled",
+    ),
+    pytest.param("UPDATE fg_rules SET max_starts = 1", "count_exhausted", id="a-rule-tightened"),
+    pytest.param("UPDATE fg_model_prices SET usd_per_mtok_micros = NULL", "budget_exhausted", id="the-price-removed"),
+    pytest.param("UPDATE fg_automations SET model = 'unpriced'", "budget_exhausted", id="the-model-changed"),
+]
+
+
+@pytest.mark.parametrize(("sql", "reason"), CHANGES)
+def test_a_change_by_another_process_is_seen_by_the_next_decision(
+    sqlite_db: str, monkeypatch: pytest.MonkeyPatch, sql: str, reason: str
+) -> None:
+    store = open_store(sqlite_db)
+    try:
+        clock = FixedClock(T0)
+        admission = _lane(store, clock)
+        assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=clock.now()).admitted
+        checks = _checks(monkeypatch)
+        clock.advance(timedelta(minutes=1))
+        assert _denial(admission, "d1", clock.now()) is None
+        assert checks[0] == 1  # read, and kept
+        clock.advance(timedelta(minutes=1))
+        assert _denial(admission, "d2", clock.now()) is None
+        assert checks[0] == 1  # the mark unchanged: kept check reused, no limit row read
+        _other_process(sqlite_db, sql)
+        assert _denial(admission, "d3", clock.now()) == reason
+    finally:
+        store.close()
+
+
+def test_a_start_deleted_by_another_process_frees_the_count(sqlite_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = open_store(sqlite_db)
+    try:
+        clock = FixedClock(T0)
+        admission = _lane(store, clock, max_starts=1)
+        assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=clock.now()).admitted
+        checks = _checks(monkeypatch)
+        for turn in ("d1", "d2"):
+            clock.advance(timedelta(minutes=1))
+            assert _denial(admission, turn, clock.now()) == "count_exhausted"
+        assert checks[0] == 1
+        _other_process(sqlite_db, "DELETE FROM fg_starts WHERE turn_id = 't1'")
+        assert _denial(admission, "d3", clock.now()) is None
+    finally:
+        store.close()
+
+
+def test_a_kept_check_stands_until_a_start_leaves_its_window(sqlite_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Time alone changes what a rolling window holds: the kept check is reused one microsecond
+    before the earliest start leaves, and read again at that instant (which then admits)."""
+    store = open_store(sqlite_db)
+    try:
+        clock = FixedClock(T0)
+        admission = _lane(store, clock, max_starts=1)
+        assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=clock.now()).admitted
+        checks = _checks(monkeypatch)
+        clock.advance(timedelta(hours=1))
+        assert _denial(admission, "d1", clock.now()) == "count_exhausted"
+        clock.set(T0 + timedelta(days=1) - timedelta(microseconds=1))
+        assert _denial(admission, "d2", clock.now()) == "count_exhausted"
+        assert checks[0] == 1
+        clock.set(T0 + timedelta(days=1))
+        assert _denial(admission, "d3", clock.now()) is None
+        assert checks[0] == 2
+    finally:
+        store.close()
+
+
+def test_a_clock_gone_back_reads_again(sqlite_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = open_store(sqlite_db)
+    try:
+        clock = FixedClock(T0)
+        admission = _lane(store, clock)
+        assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=clock.now()).admitted
+        checks = _checks(monkeypatch)
+        clock.advance(timedelta(hours=1))
+        assert _denial(admission, "d1", clock.now()) is None
+        clock.advance(-timedelta(minutes=30))
+        assert _denial(admission, "d2", clock.now()) is None
+        assert checks[0] == 2  # not reused for an instant before the one it was read at
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("trigger", sorted(LIMIT_MARK_TRIGGERS))
+def test_a_store_missing_a_mark_trigger_reads_its_limits_every_time(sqlite_db: str, monkeypatch: pytest.MonkeyPatch, trigger: str) -> None:
+    """A trigger lost (a table rebuilt by hand drops its own): the store opens unmarked, and a
+    change the lost trigger would have marked is still seen."""
+    with sqlite3.connect(sqlite_db) as conn:
+        conn.execute(f"DROP TRIGGER {trigger}")
+    store = open_store(sqlite_db)
+    try:
+        assert not store.marked
+        clock = FixedClock(T0)
+        admission = _lane(store, clock)
+        assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=clock.now()).admitted
+        checks = _checks(monkeypatch)
+        for turn in ("d1", "d2"):
+            clock.advance(timedelta(minutes=1))
+            assert _denial(admission, turn, clock.now()) is None
+        assert checks[0] == 2
+        _other_process(sqlite_db, "UPDATE fg_rules SET max_starts = 1")
+        assert _denial(admission, "d3", clock.now()) == "count_exhausted"
+    finally:
+        store.close()
+
+
+def test_two_stores_with_one_lane_keep_their_own_checks(tmp_path: Any, sqlite_db: str) -> None:
+    """A copy of a store (same rows, same mark) opened beside it: each decides from its own rows."""
+    clock = FixedClock(T0)
+    first = open_store(sqlite_db)
+    copy = tmp_path / "copy.db"
+    try:
+        admission = _lane(first, clock, max_starts=1)
+        with sqlite3.connect(sqlite_db) as src, sqlite3.connect(copy) as dst:
+            src.backup(dst)
+        assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=clock.now()).admitted
+        clock.advance(timedelta(minutes=1))
+        assert _denial(admission, "d1", clock.now()) == "count_exhausted"
+        second = open_store(str(copy))
+        try:
+            assert _denial(Admission(second, clock), "d1", clock.now()) is None
+        finally:
+            second.close()
+    finally:
+        first.close()
