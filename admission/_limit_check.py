@@ -109,7 +109,13 @@ def hold_estimate(tx: DriverTx, check: LaneCheck, turn_id: str, goal: str, agent
 
 def checked(facts: Facts, check: LaneCheck) -> Facts:
     """``facts`` with the lane's counts and budgets as checked (for the limit rows)."""
-    return facts._replace(limit_code=check.code, limits=check.states)
+    values = list(facts)  # on every decision of a limited lane: ``_replace`` takes the fields by name
+    values[_CODE_AT], values[_STATES_AT] = check.code, check.states
+    return _new_facts(Facts, values)
+
+
+_CODE_AT, _STATES_AT = Facts._fields.index("limit_code"), Facts._fields.index("limits")
+_new_facts = tuple.__new__
 
 
 def judged(facts: Facts, states: Sequence[LimitState]) -> Facts:

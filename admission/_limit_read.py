@@ -45,9 +45,9 @@ from . import _schema as s
 from ._facts import decode_facts, facts_params, facts_statement, read_facts
 from ._limit_check import LaneCheck, check_lane, code_of
 from ._series import series_legs
-from ._types import decode_us
+from ._types import MAX_US, decode_us
 from .budgets import Gathered, states_of
-from .clock import Clock, read_clock, to_us
+from .clock import Clock, from_us, read_clock, to_us
 from .decide._sql import ONE, compiled
 from .decide.checks import Request
 from .decide.facts import FACTS, Facts, first_row
@@ -121,7 +121,7 @@ def _length_us(length: timedelta) -> int:
 
 
 _ONE_US = timedelta(microseconds=1)
-_NEVER_US = 2**62
+_NEVER_US = MAX_US  # no horizon: the latest instant a stored time may name
 _LOOKBACK_US = _length_us(ESTIMATE_LOOKBACK)
 # The windows' start parameters by read, and the rolling counts' offsets (a lane has at most two
 # windows per applicable rule, three rules: far fewer than these).
@@ -286,8 +286,8 @@ def statement(dialect: str, relaxed: bool, shape: tuple[Any, ...], with_facts: b
         return compiled(select(*facts, *limits), dialect, also=also)
     m = s.limit_mark
     mark = select(m.c.n).where(m.c.k == literal_column("0")).scalar_subquery()
-    # Materialized: read once, however many parts test it (a flattened subquery is copied into each).
-    k = select(mark.label("n"), (mark == bindparam("m", type_=BigInteger)).label("fresh")).cte("k").prefix_with("MATERIALIZED")
+    # Not materialized: SQLite flattens it, a key lookup or two, cheaper than filling a temporary table.
+    k = select(mark.label("n"), (mark == bindparam("m", type_=BigInteger)).label("fresh")).cte("k")
     # One CASE: the parts as one array's values, each as its text (``|| ''`` drops SQLite's JSON
     # subtype, which would nest a part as JSON rather than keep the text its decoders memoize by).
     packed = case((k.c.fresh == ONE, null()), else_=_array(dialect, *(part.op("||")(literal_column("''")) for part in limits)))
@@ -402,12 +402,13 @@ def read_known(tx: DriverTx, lane: LaneLimits, req: Request, clock: Clock, *, wi
     clock read after them, as a plain read does) and its limits checked at that instant, or at
     ``now`` when given (the serialized decision's reading)."""
     before = now if now is not None else read_clock(clock)
-    params = known_params(lane, req, before)
+    before_us = to_us(before)
+    params = known_params(lane, req, before, before_us)
     marked = tx.marked
     kept = None
     if marked:
         kept = _KEPT.get((tx.url, req.goal, req.agent, req.automation))
-        if kept is not None and not (kept.key == lane.key and kept.since_us <= to_us(before) < kept.until_us):
+        if kept is not None and not (kept.key == lane.key and kept.since_us <= before_us < kept.until_us):
             kept = None
         params["m"] = kept.mark if kept is not None else None
     row = tx.row(statement(tx.dialect, tx.relaxed, lane.shape, with_facts, marked), params)
@@ -420,7 +421,7 @@ def read_known(tx: DriverTx, lane: LaneLimits, req: Request, clock: Clock, *, wi
     if marked:
         mark, fresh, packed = rest[0], rest[1], rest[2]
         if fresh:  # nothing the limits read changed since ``kept`` was read: it stands until its horizon
-            if kept is None or at < before or to_us(at) >= kept.until_us:  # pragma: no cover - a race with the horizon
+            if kept is None or at < before or at >= kept.until:  # pragma: no cover - a race with the horizon
                 return KnownRead(facts, None, at)
             return KnownRead(facts, kept.check, at)
         try:
@@ -433,7 +434,9 @@ def read_known(tx: DriverTx, lane: LaneLimits, req: Request, clock: Clock, *, wi
         values = list(rest[1:])
         check = _check(lane, values, at)
         if type(mark) is int:
-            _keep(_Kept(lane.key, mark, to_us(before), _until(lane, values, before), check), (tx.url, req.goal, req.agent, req.automation))
+            until_us = _until(lane, values, before)
+            kept = _Kept(lane.key, mark, before_us, until_us, from_us(until_us), check)
+            _keep(kept, (tx.url, req.goal, req.agent, req.automation))
         return KnownRead(facts, check, at)
     except RowsNeeded:  # a rolling budget binds: when it frees is read from its rows by the slow path
         return KnownRead(facts, None, at)
@@ -451,6 +454,7 @@ class _Kept(NamedTuple):
     mark: int
     since_us: int
     until_us: int
+    until: datetime  # ``until_us`` as the clock's instant (compared with each decision's)
     check: LaneCheck
 
 
@@ -497,11 +501,13 @@ def _earliest(text: object, starts: bool) -> int | None:
     return min(times) if times else None
 
 
-def known_params(lane: LaneLimits, req: Request, before: datetime) -> dict[str, Any]:
-    """``statement``'s parameters for ``req`` read at ``before``: the hot statement's, each
-    window's first counted microsecond and each rolling count's offset, from the cached
-    definitions, and the estimate's lookback."""
-    before_us = to_us(before)
+def known_params(lane: LaneLimits, req: Request, before: datetime, before_us: int | None = None) -> dict[str, Any]:
+    """``statement``'s parameters for ``req`` read at ``before`` (``before_us``: the same instant in
+    microseconds, when the caller has it): the hot statement's, each window's first counted
+    microsecond and each rolling count's offset, from the cached definitions, and the estimate's
+    lookback."""
+    if before_us is None:
+        before_us = to_us(before)
     params = facts_params(req.goal, req.agent, req.automation, req.turn_id, req.trigger_us)
     for i, length in enumerate(lane.lengths_us):
         # A rolling start is exclusive: the first counted microsecond is one after it.
