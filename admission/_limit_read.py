@@ -29,8 +29,6 @@ current period.
 from __future__ import annotations
 
 import functools
-import json
-from collections import namedtuple
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from types import SimpleNamespace
@@ -44,8 +42,11 @@ from sqlalchemy.sql.elements import ColumnElement
 from . import _schema as s
 from ._facts import decode_facts, facts_params, facts_statement, read_facts
 from ._limit_check import LaneCheck, check_lane, code_of
+from ._limit_decode import USAGE_COLUMNS, counted, json_list, largest_rows, prices_from, rows_of, usage
+from ._limit_decode import forget as forget_decoded
 from ._series import series_legs
 from ._types import MAX_US, decode_us
+from ._upgrade import MARKS_SEEN, MARK_CHECK_SQL, marks_seen
 from .budgets import Gathered, states_of
 from .clock import Clock, from_us, read_clock, to_us
 from .decide._sql import ONE, compiled
@@ -61,13 +62,9 @@ from .usage import (
     ESTIMATE_LOOKBACK,
     GROUP_COLUMNS,
     RowsNeeded,
-    WindowUsage,
-    entry_from_row,
     largest_of_entries,
     largest_where,
     pick_estimate,
-    prices_of,
-    usage_of_groups,
 )
 from .windows import Counted, Window
 
@@ -75,9 +72,6 @@ _RULE_COLUMNS = (
     "goal_id agent_id automation_id min_interval_us revision compute_json max_starts starts_window "
     "budget_tokens budget_usd_micros budget_window estimate_tokens across_agents alert_at"
 ).split()
-_USAGE_COLUMNS = "turn_id goal_id agent_id automation_id at_us state model estimate_tokens tokens usd_micros source".split()
-_UsageRow = namedtuple("_UsageRow", _USAGE_COLUMNS)  # type: ignore[misc]
-_PriceRow = namedtuple("_PriceRow", ["model", "usd_per_mtok_micros"])
 _ZERO = timedelta(0)
 _LANE = ("g", "a", "x")  # the hot statement's parameters: goal, agent, lane ('' for none)
 
@@ -156,7 +150,7 @@ def known(goal: str, agent: str, automation: str | None) -> LaneLimits | None:
 def forget_all() -> None:
     """Drop every lane (a test's fresh process), and every value kept for one."""
     _KNOWN.clear()
-    _DECODED.clear()
+    forget_decoded()
     _PERIODS.clear()
     _KEPT.clear()
 
@@ -207,7 +201,10 @@ def _parts(dialect: str, shape: tuple[Any, ...]) -> list[Any]:
     parts = [_defs(dialect)]
     if budgets:
         a = s.automations
-        parts.append(select(a.c.model).where(a.c.automation_id == bindparam("x")))
+        model: Any = a.c.model
+        if dialect == "sqlite":  # only text is a model (as the slow path reads it): anything else is none
+            model = case((func.typeof(model) == literal_column("'text'"), model))
+        parts.append(select(model).where(a.c.automation_id == bindparam("x")))
     if usd:
         p = s.model_prices
         parts.append(select(_agg(dialect, _array(dialect, p.c.model, p.c.usd_per_mtok_micros))))
@@ -227,12 +224,12 @@ def _parts(dialect: str, shape: tuple[Any, ...]) -> list[Any]:
             found = _array(dialect, func.count(), func.coalesce(below, func.min(anchor)), func.max(anchor), *frees)
             parts.append(select(found if dialect == "sqlite" else cast(found, Text)).where(since))
         else:  # the window's usage as groups of rows the arithmetic sums alike, not the rows
-            damaged_row = _damaged_usage(dialect, by_agent, by_automation, names)
+            damaged_row = _damagedusage(dialect, by_agent, by_automation, names)
             parts.append(select(func.coalesce(damaged_row, _usage_groups(dialect, by_agent, by_automation, names))))
     if largest:  # the lane's largest recent turn: one row, as a JSON array of one
         u = s.usage
         top = first_row(select(u).where(largest_where((*_LANE, "sl"))).order_by(u.c.tokens.desc())).subquery()
-        parts.append(select(_agg(dialect, _array(dialect, *_raw(top, _USAGE_COLUMNS)))))
+        parts.append(select(_agg(dialect, _array(dialect, *_raw(top, USAGE_COLUMNS)))))
     return parts
 
 
@@ -258,7 +255,7 @@ def _usage_groups(dialect: str, by_agent: bool, by_automation: bool, names: tupl
     return select(_agg(dialect, _array(dialect, *groups.c))).scalar_subquery()
 
 
-def _damaged_usage(dialect: str, by_agent: bool, by_automation: bool, names: tuple[str, str, str, str]) -> Any:
+def _damagedusage(dialect: str, by_agent: bool, by_automation: bool, names: tuple[str, str, str, str]) -> Any:
     """One usage row of the series dated before the epoch, as a gathered group of one (its time
     fails the decoder: the read denies), or NULL when there is none."""
     u = s.usage
@@ -275,10 +272,11 @@ def statement(dialect: str, relaxed: bool, shape: tuple[Any, ...], with_facts: b
     statement's, each window's start (``s0``...), each rolling count's offset (``o0``...) and the
     estimate's (``sl``).
 
-    On a ``marked`` store (SQLite, ``Store.marked``) the limit mark is read first, once, with
-    whether it equals ``m`` (the mark of the lane's last limit read kept, or NULL): then every
-    part of the limit read is NULL, not evaluated (a CASE's other branch is never run), and the
-    statement costs the hot facts' and one key lookup."""
+    On a ``marked`` store (SQLite, ``Store.marked``) the limit mark and the schema's version are
+    read first, once, with whether they equal ``m`` and ``v`` (those of the lane's last limit read
+    kept, or NULL): then every part of the limit read is NULL, not evaluated (a CASE's other
+    branch is never run), and the statement costs the hot facts' and one key lookup. The version
+    is what makes the mark's word good: a trigger dropped (by any process) changes it."""
     limits = [part.scalar_subquery() for part in _parts(dialect, shape)]
     facts = list(facts_statement(dialect, relaxed).selected_columns) if with_facts else []
     also = (*(f"s{i}" for i in range(len(shape[0]))), *(f"o{j}" for j in range(len(shape[4]))), "sl")
@@ -287,11 +285,13 @@ def statement(dialect: str, relaxed: bool, shape: tuple[Any, ...], with_facts: b
     m = s.limit_mark
     mark = select(m.c.n).where(m.c.k == literal_column("0")).scalar_subquery()
     # Not materialized: SQLite flattens it, a key lookup or two, cheaper than filling a temporary table.
-    k = select(mark.label("n"), (mark == bindparam("m", type_=BigInteger)).label("fresh")).cte("k")
+    version = select(literal_column("schema_version")).select_from(func.pragma_schema_version()).scalar_subquery()
+    same = and_(mark == bindparam("m", type_=BigInteger), version == bindparam("v", type_=BigInteger))
+    k = select(mark.label("n"), version.label("v"), case((same, ONE), else_=literal_column("0")).label("fresh")).cte("k")
     # One CASE: the parts as one array's values, each as its text (``|| ''`` drops SQLite's JSON
     # subtype, which would nest a part as JSON rather than keep the text its decoders memoize by).
     packed = case((k.c.fresh == ONE, null()), else_=_array(dialect, *(part.op("||")(literal_column("''")) for part in limits)))
-    return compiled(select(*facts, k.c.n, k.c.fresh, packed).select_from(k), dialect, also=(*also, "m"))
+    return compiled(select(*facts, k.c.n, k.c.v, k.c.fresh, packed).select_from(k), dialect, also=(*also, "m", "v"))
 
 
 # -- learning a lane's definitions (the slow path) ------------------------------------------------
@@ -320,7 +320,7 @@ def _decode_defs(text: object, goal: str, agent: str) -> LaneLimits | None:
     if text is None:
         return None
     try:
-        rows = _json_list(text)
+        rows = json_list(text)
         rules = []
         floor_across = False  # a goal floor across agents: its lanes take the goal's lock too
         for values in rows:
@@ -374,19 +374,6 @@ def _nths(bound: tuple[BoundLimit, ...]) -> list[BoundLimit]:
     return [b for b in bound if b.kind is LimitKind.STARTS and b.window.rolling]
 
 
-def _json_list(text: object) -> list[Any]:
-    """A gathered JSON array (NULL: no rows); anything else raises ``CorruptState``."""
-    if text is None:
-        return []
-    try:
-        found = json.loads(text) if isinstance(text, str) else None
-    except ValueError:
-        found = None
-    if not isinstance(found, list):
-        raise CorruptState(f"a limit's rows could not be read: {text!r}")
-    return found
-
-
 # -- the read -------------------------------------------------------------------------------------
 class KnownRead(NamedTuple):
     """What ``read_known`` found: the facts (None: not read), the check (None: the definitions
@@ -410,22 +397,22 @@ def read_known(tx: DriverTx, lane: LaneLimits, req: Request, clock: Clock, *, wi
         kept = _KEPT.get((tx.url, req.goal, req.agent, req.automation))
         if kept is not None and not (kept.key == lane.key and kept.since_us <= before_us < kept.until_us):
             kept = None
-        params["m"] = kept.mark if kept is not None else None
+        params["m"], params["v"] = (kept.mark, kept.version) if kept is not None else (None, None)
     row = tx.row(statement(tx.dialect, tx.relaxed, lane.shape, with_facts, marked), params)
     if row is None:  # pragma: no cover - a SELECT of scalars always returns one row
         raise StoreUnavailable("the store returned no row for the admission facts")
     facts = decode_facts(row[: len(FACTS)], req.goal, req.agent, req.automation, req.turn_id) if with_facts else None
     at = read_clock(clock) if now is None else now
     rest: Sequence[Any] = row[len(FACTS) :] if with_facts else row
-    mark = None
+    mark = version = None
     if marked:
-        mark, fresh, packed = rest[0], rest[1], rest[2]
+        mark, version, fresh, packed = rest[0], rest[1], rest[2], rest[3]
         if fresh:  # nothing the limits read changed since ``kept`` was read: it stands until its horizon
             if kept is None or at < before or at >= kept.until:  # pragma: no cover - a race with the horizon
                 return KnownRead(facts, None, at)
             return KnownRead(facts, kept.check, at)
         try:
-            rest = _json_list(packed)
+            rest = json_list(packed)
         except CorruptState as exc:
             raise StoreUnavailable(f"a limit of {req.goal}/{req.agent} cannot be read: {exc}") from None
     if rest[0] != lane.key or at < before:  # changed since (or the clock went back): the slow path
@@ -433,10 +420,14 @@ def read_known(tx: DriverTx, lane: LaneLimits, req: Request, clock: Clock, *, wi
     try:
         values = list(rest[1:])
         check = _check(lane, values, at)
-        if type(mark) is int:
-            until_us = _until(lane, values, before)
-            kept = _Kept(lane.key, mark, before_us, until_us, from_us(until_us), check)
-            _keep(kept, (tx.url, req.goal, req.agent, req.automation))
+        if type(mark) is int and type(version) is int:
+            # Kept from the instant it was checked at (not the read's: a decision between the two
+            # checks its own), and only at a schema version whose triggers were seen intact.
+            at_us, until_us = to_us(at), _until(lane, values, before)
+            if at_us < until_us and _marks_intact_at(tx, version):
+                _keep(
+                    _Kept(lane.key, mark, version, at_us, until_us, from_us(until_us), check), (tx.url, req.goal, req.agent, req.automation)
+                )
         return KnownRead(facts, check, at)
     except RowsNeeded:  # a rolling budget binds: when it frees is read from its rows by the slow path
         return KnownRead(facts, None, at)
@@ -452,10 +443,21 @@ class _Kept(NamedTuple):
 
     key: str  # the lane's definitions it was checked under (``LaneLimits.key``)
     mark: int
+    version: int  # the schema's, at which every trigger was seen (``_marks_intact_at``)
     since_us: int
     until_us: int
     until: datetime  # ``until_us`` as the clock's instant (compared with each decision's)
     check: LaneCheck
+
+
+def _marks_intact_at(tx: DriverTx, version: int) -> bool:
+    """Whether the store's triggers were all there at schema ``version`` (the one the decision's
+    read found): as seen before in this process, else checked now (one more statement, only after
+    the schema changed: another process that dropped a trigger has changed it)."""
+    seen = MARKS_SEEN.get(tx.url)
+    if seen is None or seen[0] != version:
+        seen = marks_seen(tx.url, tx.row(MARK_CHECK_SQL, {}))
+    return seen is not None and seen == (version, True)
 
 
 # By store URL and lane; bounded like ``_KNOWN``.
@@ -486,8 +488,8 @@ def _until(lane: LaneLimits, values: list[Any], before: datetime) -> int:
                 until = min(until, earliest + length)
         at += 1
     if lane.budgets and not lane.max_tokens:
-        for row in _rows(values[at], len(_USAGE_COLUMNS)):
-            until = min(until, row[_USAGE_COLUMNS.index("at_us")] + _LOOKBACK_US)
+        for row in rows_of(values[at], len(USAGE_COLUMNS)):
+            until = min(until, row[USAGE_COLUMNS.index("at_us")] + _LOOKBACK_US)
     return until
 
 
@@ -495,9 +497,9 @@ def _earliest(text: object, starts: bool) -> int | None:
     """The earliest time among a read's gathered rows (None: none): a count's earliest anchor, or
     the earliest of its usage groups' earliest times."""
     if starts:
-        values = _json_list(text)
+        values = json_list(text)
         return values[1] if values and values[0] else None
-    times = [r[-1] for r in _rows(text, len(GROUP_COLUMNS) + 2)]
+    times = [r[-1] for r in rows_of(text, len(GROUP_COLUMNS) + 2)]
     return min(times) if times else None
 
 
@@ -557,17 +559,17 @@ def _check(lane: LaneLimits, values: list[Any], now: datetime) -> LaneCheck:
     prices: dict[str, int] = {}
     priced: object = None  # the prices' text: what a budget's usage was decoded with
     if lane.usd:
-        prices, priced = _prices(values[at]), values[at]
+        prices, priced = prices_from(values[at]), values[at]
         at += 1
     found: list[Any] = []
     nths: list[Any] = []  # each rolling count's frees-at, gathered with its read's count
     for k, read in enumerate(lane.reads):  # a count's number of starts, or a budget's usage
         if read[0]:
-            count, frees = _counted(values[at], lane.nths_of[k])
+            count, frees = counted(values[at], lane.nths_of[k])
             found.append(count)
             nths.extend(frees)
         else:
-            found.append(_usage(values[at], read[3], now, prices, priced))
+            found.append(usage(values[at], read[3], now, prices, priced))
         at += 1
     gathered = Gathered({}, {}, prices)
     for i, b in enumerate(lane.bound):
@@ -581,82 +583,7 @@ def _check(lane: LaneLimits, values: list[Any], now: datetime) -> LaneCheck:
     estimate = None
     if lane.budgets:
         largest = values[at] if not lane.max_tokens else None
-        recent: Callable[[], int | None] = lambda: largest_of_entries(_largest_rows(largest), now)  # noqa: E731
+        recent: Callable[[], int | None] = lambda: largest_of_entries(largest_rows(largest), now)  # noqa: E731
         estimate = pick_estimate(lane.max_tokens, recent, lane.owner_estimate)
     states = tuple(states_of(lane.bound, gathered, now, estimate_tokens=estimate, model=model))
     return LaneCheck(code_of(states), states, estimate, model, lane.across, lane.budgets)
-
-
-# Gathered values decoded before, by their text: a decision meets the text its lane's last one
-# read (its usage and prices change at admissions and settlements, not between denials).
-# Decoding is a function of the text, so a kept result is what decoding again would give;
-# a value that fails to decode is never kept (it raises each time). Bounded like ``_KNOWN``.
-_DECODED: dict[tuple[str, object, object], Any] = {}
-_DECODED_KEPT = 4096
-
-
-def _memo(kind: str, text: object, also: object, decode: Callable[[], Any]) -> Any:
-    if not isinstance(text, str):  # NULL (no rows), or damage: decoded (and failing) each time
-        return decode()
-    key = (kind, text, also)
-    found = _DECODED.get(key, _DECODED)
-    if found is _DECODED:
-        found = decode()
-        if len(_DECODED) >= _DECODED_KEPT:
-            _DECODED.clear()
-        _DECODED[key] = found
-    return found
-
-
-def _prices(text: object) -> dict[str, int]:
-    """The owner's prices from their gathered rows (kept by text; callers never change the dict)."""
-    return _memo("prices", text, None, lambda: prices_of(_PriceRow(*r) for r in _rows(text, 2)))  # type: ignore[no-any-return]
-
-
-def _usage(text: object, window: Window, now: datetime, prices: dict[str, int], priced: object) -> WindowUsage:
-    """A budget's usage groups as ``usage.usage_of_groups`` reads them, with ``prices`` (decoded
-    from the text ``priced``; None: none read). The totals do not depend on the instant (every
-    gathered row counts), so a kept result only takes this window and now."""
-
-    def decode() -> WindowUsage:
-        groups = ((_group_row(r), r[-2]) for r in _rows(text, len(GROUP_COLUMNS) + 2))
-        return usage_of_groups(groups, window, now, prices)
-
-    found: WindowUsage = _memo("usage", text, priced if isinstance(priced, str) else None, decode)
-    return found if found.window is window and found.now == now else found._replace(window=window, now=now)
-
-
-def _largest_rows(text: object) -> tuple[Any, ...]:
-    """The lane's largest recent turn as gathered (a JSON array of at most one row), decoded."""
-    return _memo("largest", text, None, lambda: tuple(entry_from_row(_UsageRow(*r)) for r in _rows(text, len(_USAGE_COLUMNS))))  # type: ignore[no-any-return]
-
-
-def _counted(text: object, frees: int) -> tuple[int, list[Any]]:
-    """A count's gathered ``[count, earliest, latest, frees-at...]`` (``frees`` of those): the
-    count, its anchors checked, and its rolling counts' frees-at values as gathered."""
-    return _memo("count", text, frees, lambda: _decode_counted(text, frees))  # type: ignore[no-any-return]
-
-
-def _decode_counted(text: object, frees: int) -> tuple[int, list[Any]]:
-    values = _json_list(text)
-    if len(values) != 3 + frees or type(values[0]) is not int:
-        raise CorruptState(f"a count's starts could not be read: {values!r}")
-    # An empty window's earliest anchor is still the damage probe's (a start dated before the
-    # epoch, outside every window): decoded too, so damage fails closed with nothing counted.
-    for anchor in values[1:3] if values[0] else [a for a in values[1:2] if a is not None]:
-        decode_us(anchor)
-    return values[0], values[3:]
-
-
-def _group_row(values: list[Any]) -> Any:
-    """A gathered usage group as a row ``entry_from_row`` decodes (the ids are the series')."""
-    found = dict(zip(GROUP_COLUMNS, values, strict=False))
-    return SimpleNamespace(**found, turn_id="(a group of usage rows)", goal_id="", agent_id="", automation_id="", at_us=values[-1])
-
-
-def _rows(text: object, width: int) -> list[list[Any]]:
-    rows = _json_list(text)
-    for r in rows:
-        if not isinstance(r, list) or len(r) != width:
-            raise CorruptState(f"a limit's row could not be read: {r!r}")
-    return rows

@@ -34,6 +34,9 @@ class Opened(Protocol):
     @property
     def safe_url(self) -> str: ...
 
+    @property
+    def url(self) -> str: ...
+
     def read(self) -> AbstractContextManager[Connection]: ...
 
     def write(self, lock_key: str | None = None) -> AbstractContextManager[Connection]: ...
@@ -197,14 +200,42 @@ LIMIT_MARK_TRIGGERS = {
 }
 
 
+# One read of what the marks rest on: how many of the triggers are there on their tables, whether
+# the mark's row is, and the schema's version (SQLite adds one at every change of the schema, a
+# trigger dropped or made included) that this was seen at.
+MARK_CHECK_SQL = (
+    "SELECT (SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name || ' ' || tbl_name IN ("
+    + ", ".join(f"'{name} {table}'" for name, table in sorted(LIMIT_MARK_TRIGGERS.items()))
+    + ")), (SELECT count(*) FROM fg_limit_mark WHERE k = 0), (SELECT schema_version FROM pragma_schema_version)"
+)
+
+# Per SQLite store URL, what this process last saw of its marks: the schema version and whether
+# every trigger and the mark were there at it. A decision keeps a limit read only at a version seen
+# intact here; any other version is checked again first (``marks_seen``).
+MARKS_SEEN: dict[str, tuple[int, bool]] = {}
+
+
+def marks_seen(url: str, found: tuple[Any, ...] | None) -> tuple[int, bool] | None:
+    """Record ``MARK_CHECK_SQL``'s row for the store at ``url``: its version and whether the marks
+    were intact at it (None: nothing read)."""
+    if found is None or type(found[2]) is not int:
+        MARKS_SEEN.pop(url, None)
+        return None
+    seen = (found[2], found[0] == len(LIMIT_MARK_TRIGGERS) and found[1] == 1)
+    if len(MARKS_SEEN) >= 4096:
+        MARKS_SEEN.clear()
+    MARKS_SEEN[url] = seen
+    return seen
+
+
 def limit_marks_intact(store: Opened) -> bool:
     """Whether this SQLite store has every limit-mark trigger (a table rebuilt by hand loses its
-    own): only then may a decision reuse what its lane's last limit read found. Read once at open,
-    as ``constraints_relaxed`` is; False on PostgreSQL (no marks there)."""
+    own): only then may a decision reuse what its lane's last limit read found. Read at open (and
+    recorded with the schema's version, ``marks_seen``); a decision that later finds another
+    version checks again before it keeps anything. False on PostgreSQL (no marks there)."""
     if store.dialect != "sqlite":
         return False
     with store.read() as conn:
-        rows = conn.execute(text("SELECT name, tbl_name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'fg_limit_mark_%'"))
-        found = {r[0]: r[1] for r in rows}
-        mark = conn.execute(text("SELECT count(*) FROM fg_limit_mark WHERE k = 0")).scalar()
-    return mark == 1 and all(found.get(name) == table for name, table in LIMIT_MARK_TRIGGERS.items())
+        found = conn.execute(text(MARK_CHECK_SQL)).first()
+    seen = marks_seen(store.url, tuple(found) if found is not None else None)
+    return seen is not None and seen[1]

@@ -55,8 +55,9 @@ def _checks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 def _other_process(path: str, sql: str) -> None:
-    """``sql`` committed by another process, through plain sqlite3 (a hand edit, or another tool)."""
-    code = "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute(sys.argv[2]); c.commit(); c.close()"
+    """``sql`` (one or more statements) committed by another process, through plain sqlite3 (a
+    hand edit, or another tool)."""
+    code = "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.executescript(sys.argv[2]); c.commit(); c.close()"
     subprocess.run([sys.executable, "-c", code, path, sql], check=True, timeout=60)
 
 
@@ -202,3 +203,129 @@ def test_two_stores_with_one_lane_keep_their_own_checks(tmp_path: Any, sqlite_db
             second.close()
     finally:
         first.close()
+
+
+_ANOTHER_START = (
+    "INSERT INTO fg_starts SELECT 'other', goal_id, agent_id, automation_id, trigger_us + 1, anchor_us + 1, phase, kind, "
+    "manual_reason, confirmed_at_us FROM fg_starts WHERE turn_id = 't1';"
+)
+_RECREATE = (
+    "CREATE TRIGGER fg_limit_mark_starts_insert AFTER INSERT ON fg_starts BEGIN UPDATE fg_limit_mark SET n = random() WHERE k = 0; END;"
+)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        pytest.param("DROP TRIGGER fg_limit_mark_starts_insert; " + _ANOTHER_START, id="dropped-then-a-start"),
+        pytest.param("DROP TRIGGER fg_limit_mark_starts_insert; " + _ANOTHER_START + _RECREATE, id="dropped-a-start-and-remade"),
+    ],
+)
+def test_a_trigger_dropped_while_this_process_runs_is_seen(sqlite_db: str, monkeypatch: pytest.MonkeyPatch, sql: str) -> None:
+    """The store opened marked; another process then drops a trigger and writes what it would have
+    marked (and may make it again): the schema's version the mark is read with has changed, so
+    the kept check is not reused, and nothing is kept until the triggers are seen intact."""
+    store = open_store(sqlite_db)
+    try:
+        clock = FixedClock(T0)
+        admission = _lane(store, clock)
+        assert store.marked
+        assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=clock.now()).admitted
+        checks = _checks(monkeypatch)
+        for turn in ("d1", "d2"):
+            clock.advance(timedelta(minutes=1))
+            assert _denial(admission, turn, clock.now()) is None
+        assert checks[0] == 1  # kept
+        _other_process(sqlite_db, sql)
+        assert _denial(admission, "d3", clock.now()) == "count_exhausted"
+        reserved = admission.reserve(goal="g", agent="a", automation="x", turn_id="t3", trigger_time=clock.now())
+        assert (reserved.admitted, reserved.reason.value) == (False, "count_exhausted")
+    finally:
+        store.close()
+
+
+def test_a_store_whose_trigger_went_missing_keeps_nothing(sqlite_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = open_store(sqlite_db)
+    try:
+        clock = FixedClock(T0)
+        admission = _lane(store, clock)
+        assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=clock.now()).admitted
+        _other_process(sqlite_db, "DROP TRIGGER fg_limit_mark_usage_update;")
+        checks = _checks(monkeypatch)
+        for turn in ("d1", "d2", "d3"):
+            clock.advance(timedelta(minutes=1))
+            assert _denial(admission, turn, clock.now()) is None
+        assert checks[0] == 3  # read every time: the mark no longer covers every change
+        _other_process(sqlite_db, "UPDATE fg_usage SET state = 'settled', tokens = 10000, settled_at_us = at_us WHERE turn_id = 't1';")
+        assert _denial(admission, "d4", clock.now()) == "budget_exhausted"
+    finally:
+        store.close()
+
+
+def test_a_model_that_is_not_text_counts_as_no_model_on_every_path(sqlite_db: str) -> None:
+    """A damaged model (a BLOB: the column's text affinity turns a number into text) is no model: its usage is priced at the highest price known (the
+    slow path's reading), never read as the text it would turn into; a budget the cheap price
+    leaves room in but the highest does not is exhausted, on the first decision and the next."""
+    store = open_store(sqlite_db)
+    try:
+        clock = FixedClock(T0)
+        limits = LimitsChange(budget_usd=Decimal("0.05"), estimate_tokens=10_000, per=DAY)
+        Policies(store, clock).configure(Scope.parse("g/a"), min_interval=timedelta(0), expected_revision=0, owner_ref="o", limits=limits)
+        prices = Prices(store, clock)
+        prices.set("m", Decimal(1), expected_revision=0, owner_ref="o")
+        prices.set("big", Decimal(1000), expected_revision=0, owner_ref="o")
+        add_automation(store, clock, "x", model="m")
+        admission = Admission(store, clock)
+        assert _denial(admission, "d0", clock.now()) is None  # at m's price: $0.01 of $0.05
+        _other_process(sqlite_db, "UPDATE fg_automations SET model = CAST('m' AS BLOB);")
+        for turn in ("d1", "d2", "d3"):
+            clock.advance(timedelta(minutes=1))
+            assert _denial(admission, turn, clock.now()) == "budget_exhausted"
+        reserved = admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=clock.now())
+        assert (reserved.admitted, reserved.reason.value) == (False, "budget_exhausted")
+    finally:
+        store.close()
+
+
+class _Ticking(FixedClock):
+    """A clock that moves on by a millisecond each time it is read (while ``ticking``)."""
+
+    ticking = True
+
+    def now(self) -> datetime:
+        found = super().now()
+        if self.ticking:
+            self.advance(timedelta(milliseconds=1))
+        return found
+
+
+def test_a_kept_check_stands_from_the_instant_it_was_checked_at(sqlite_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A decision reads the clock before its statement (the windows' starts) and checks at the
+    clock read after it: what it keeps holds from that later instant, so a decision between the
+    two checks for itself."""
+    store = open_store(sqlite_db)
+    try:
+        clock = _Ticking(T0)
+        admission = _lane(store, clock)
+        assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=clock.now()).admitted
+        checks = _checks(monkeypatch)
+        read_at: list[datetime] = []
+        real = limit_read.known_params
+
+        def params(lane: Any, req: Any, before: datetime, before_us: int | None = None) -> dict[str, Any]:
+            read_at.append(before)
+            return real(lane, req, before, before_us)
+
+        monkeypatch.setattr(limit_read, "known_params", params)
+        clock.advance(timedelta(minutes=1))
+        assert _denial(admission, "d1", clock.now()) is None
+        assert checks[0] == 1 and len(read_at) == 1
+        clock.ticking = False
+        clock.set(read_at[0] + timedelta(microseconds=500))  # after its read's instant, before its check's
+        assert _denial(admission, "d2", clock.now()) is None
+        assert checks[0] == 2
+        clock.advance(timedelta(seconds=1))
+        assert _denial(admission, "d3", clock.now()) is None
+        assert checks[0] == 2  # and from its own instant on, kept
+    finally:
+        store.close()
