@@ -204,7 +204,8 @@ def _parts(dialect: str, shape: tuple[Any, ...]) -> list[Any]:
         model: Any = a.c.model
         if dialect == "sqlite":  # only text is a model (as the slow path reads it): anything else is none
             model = case((func.typeof(model) == literal_column("'text'"), model))
-        parts.append(select(model).where(a.c.automation_id == bindparam("x")))
+        # ``xr``: the lane's automation, '/' (never an id) for none: a lane without one has no model.
+        parts.append(select(model).where(a.c.automation_id == bindparam("xr")))
     if usd:
         p = s.model_prices
         parts.append(select(_agg(dialect, _array(dialect, p.c.model, p.c.usd_per_mtok_micros))))
@@ -251,7 +252,14 @@ def _usage_groups(dialect: str, by_agent: bool, by_automation: bool, names: tupl
     since, _damaged = series_legs(u, "at_us", by_agent, by_automation, names)
     keys = [u.c[n] for n in GROUP_COLUMNS]
     at = type_coerce(u.c.at_us, BigInteger)
-    groups = select(*keys, func.count().label("n"), func.min(at).label("at_us")).where(since).group_by(*keys).subquery()
+    # A group holding a row whose ids are not text (as ``usage.entry_from_row`` reads each row)
+    # counts NULL rows: the decoder fails on it, as the slow path fails on the row.
+    ids = [u.c.turn_id, u.c.goal_id, u.c.agent_id, u.c.automation_id]
+    bad: Any = or_(*(c.is_(None) for c in ids))
+    if dialect == "sqlite":
+        bad = or_(bad, *(func.typeof(c) != literal_column("'text'") for c in ids))
+    n = case((func.max(case((bad, ONE), else_=literal_column("0"))) == ONE, null()), else_=func.count())
+    groups = select(*keys, n.label("n"), func.min(at).label("at_us")).where(since).group_by(*keys).subquery()
     return select(_agg(dialect, _array(dialect, *groups.c))).scalar_subquery()
 
 
@@ -272,11 +280,12 @@ def statement(dialect: str, relaxed: bool, shape: tuple[Any, ...], with_facts: b
     statement's, each window's start (``s0``...), each rolling count's offset (``o0``...) and the
     estimate's (``sl``).
 
-    On a ``marked`` store (SQLite, ``Store.marked``) the limit mark and the schema's version are
-    read first, once, with whether they equal ``m`` and ``v`` (those of the lane's last limit read
-    kept, or NULL): then every part of the limit read is NULL, not evaluated (a CASE's other
-    branch is never run), and the statement costs the hot facts' and one key lookup. The version
-    is what makes the mark's word good: a trigger dropped (by any process) changes it."""
+    On a ``marked`` store (SQLite, ``Store.marked``) the limit read is one column: NULL when the
+    limit mark and the schema's version equal ``m`` and ``v`` (those of the lane's last limit read
+    kept, or NULL), the parts then not evaluated (a CASE's other branch is never run), so the
+    statement costs the hot facts', one key lookup and the version's read; else the mark, the
+    version and the parts as one JSON array. The version is what makes the mark's word good: a
+    trigger dropped or made (by any process) changes it."""
     limits = [part.scalar_subquery() for part in _parts(dialect, shape)]
     facts = list(facts_statement(dialect, relaxed).selected_columns) if with_facts else []
     also = (*(f"s{i}" for i in range(len(shape[0]))), *(f"o{j}" for j in range(len(shape[4]))), "sl")
@@ -284,14 +293,15 @@ def statement(dialect: str, relaxed: bool, shape: tuple[Any, ...], with_facts: b
         return compiled(select(*facts, *limits), dialect, also=also)
     m = s.limit_mark
     mark = select(m.c.n).where(m.c.k == literal_column("0")).scalar_subquery()
-    # Not materialized: SQLite flattens it, a key lookup or two, cheaper than filling a temporary table.
+    # The schema's version: a pragma run as a table, a statement prepared inside this one each
+    # time, so it is read once on a hit (in the condition) and again only on a miss.
     version = select(literal_column("schema_version")).select_from(func.pragma_schema_version()).scalar_subquery()
     same = and_(mark == bindparam("m", type_=BigInteger), version == bindparam("v", type_=BigInteger))
-    k = select(mark.label("n"), version.label("v"), case((same, ONE), else_=literal_column("0")).label("fresh")).cte("k")
-    # One CASE: the parts as one array's values, each as its text (``|| ''`` drops SQLite's JSON
-    # subtype, which would nest a part as JSON rather than keep the text its decoders memoize by).
-    packed = case((k.c.fresh == ONE, null()), else_=_array(dialect, *(part.op("||")(literal_column("''")) for part in limits)))
-    return compiled(select(*facts, k.c.n, k.c.v, k.c.fresh, packed).select_from(k), dialect, also=(*also, "m", "v"))
+    # One CASE, one column: NULL on a hit; on a miss the mark, the version and the parts as one
+    # array's values, each part as its text (``|| ''`` drops SQLite's JSON subtype, which would
+    # nest a part as JSON rather than keep the text its decoders memoize by).
+    packed = case((same, null()), else_=_array(dialect, mark, version, *(part.op("||")(literal_column("''")) for part in limits)))
+    return compiled(select(*facts, packed), dialect, also=(*also, "m", "v"))
 
 
 # -- learning a lane's definitions (the slow path) ------------------------------------------------
@@ -406,15 +416,18 @@ def read_known(tx: DriverTx, lane: LaneLimits, req: Request, clock: Clock, *, wi
     rest: Sequence[Any] = row[len(FACTS) :] if with_facts else row
     mark = version = None
     if marked:
-        mark, version, fresh, packed = rest[0], rest[1], rest[2], rest[3]
-        if fresh:  # nothing the limits read changed since ``kept`` was read: it stands until its horizon
+        packed = rest[0]
+        if packed is None:  # nothing the limits read changed since ``kept`` was read: it stands until its horizon
             if kept is None or at < before or at >= kept.until:  # pragma: no cover - a race with the horizon
                 return KnownRead(facts, None, at)
             return KnownRead(facts, kept.check, at)
         try:
-            rest = json_list(packed)
+            found = json_list(packed)
         except CorruptState as exc:
             raise StoreUnavailable(f"a limit of {req.goal}/{req.agent} cannot be read: {exc}") from None
+        if len(found) < 3:
+            raise StoreUnavailable(f"a limit of {req.goal}/{req.agent} cannot be read: {packed!r}")
+        mark, version, rest = found[0], found[1], found[2:]
     if rest[0] != lane.key or at < before:  # changed since (or the clock went back): the slow path
         return KnownRead(facts, None, at)
     try:

@@ -191,21 +191,32 @@ def constraints_relaxed(store: Opened) -> bool:
     return any((table, column) in nullable for table, columns in _REQUIRED.items() for column in columns)
 
 
-# The triggers migration 0032 creates on a SQLite store, by name and table: each replaces the limit
-# mark (``fg_limit_mark``) when a row a limited lane's decision reads changes.
+# The triggers migration 0032 creates on a SQLite store, by name: each replaces the limit mark
+# (``fg_limit_mark``) when a row a limited lane's decision reads changes. The text is the one the
+# migration wrote (SQLite keeps it as written): a trigger remade with another body, or one whose
+# body SQLite rewrote (the mark's table renamed), is not the one a decision may rely on.
+_MARK_EVENTS = {("fg_automations", "update"): "UPDATE OF model, automation_id"}
+_MARK_BODY = "BEGIN UPDATE fg_limit_mark SET n = random() WHERE k = 0; END"
+
+
+def _mark_trigger(table: str, event: str) -> tuple[str, str]:
+    name = f"fg_limit_mark_{table[3:]}_{event}"
+    return name, f"CREATE TRIGGER {name} AFTER {_MARK_EVENTS.get((table, event), event.upper())} ON {table} {_MARK_BODY}"
+
+
 LIMIT_MARK_TRIGGERS = {
-    f"fg_limit_mark_{table[3:]}_{event}": table
+    name: (table, sql)
     for table in ("fg_starts", "fg_usage", "fg_rules", "fg_model_prices", "fg_automations")
     for event in ("insert", "update", "delete")
+    for name, sql in [_mark_trigger(table, event)]
 }
 
-
-# One read of what the marks rest on: how many of the triggers are there on their tables, whether
-# the mark's row is, and the schema's version (SQLite adds one at every change of the schema, a
-# trigger dropped or made included) that this was seen at.
+# One read of what the marks rest on: how many of the triggers are there, on their tables, as
+# written; whether the mark's row is; and the schema's version (SQLite adds one at every change
+# of the schema, a trigger dropped or made included) that this was seen at.
 MARK_CHECK_SQL = (
-    "SELECT (SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name || ' ' || tbl_name IN ("
-    + ", ".join(f"'{name} {table}'" for name, table in sorted(LIMIT_MARK_TRIGGERS.items()))
+    "SELECT (SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name || ' ' || tbl_name || ' ' || sql IN ("
+    + ", ".join(f"'{name} {table} {sql}'" for name, (table, sql) in sorted(LIMIT_MARK_TRIGGERS.items()))
     + ")), (SELECT count(*) FROM fg_limit_mark WHERE k = 0), (SELECT schema_version FROM pragma_schema_version)"
 )
 

@@ -243,7 +243,7 @@ def budget_figures(store: Store, backend: str, rounds: int, n: int, bare: Callab
         )
         params = limit_read.known_params(known, req, limited.clock.now())
         if kept is not None:
-            params["m"] = kept.mark
+            params["m"], params["v"] = kept.mark, kept.version
         run(limited_sql, params)
 
     out.append(

@@ -189,7 +189,10 @@ def test_an_index_serves_the_goals_latest_start(store: Store) -> None:
         )
     _goal_floor(Policies(store, FixedClock(T0)))  # goal g's floor counts across its agents; g1's does not
     with store.engine.begin() as conn:
-        conn.exec_driver_sql("ANALYZE")
+        # This store's tables only: a database-wide ANALYZE on PostgreSQL waits on (and can deadlock
+        # with) the schemas other test workers create and drop meanwhile.
+        conn.exec_driver_sql("ANALYZE fg_starts")
+        conn.exec_driver_sql("ANALYZE fg_rules")
     sql = compiled(FACT["goal_anchor"].expr, store.dialect)
     with store.engine.connect() as conn:
         if store.dialect == "sqlite":

@@ -329,3 +329,123 @@ def test_a_kept_check_stands_from_the_instant_it_was_checked_at(sqlite_db: str, 
         assert checks[0] == 2  # and from its own instant on, kept
     finally:
         store.close()
+
+
+def _fresh_process(admission: Admission, turn: str, at: datetime) -> str | None:
+    """What a process that knows and keeps nothing (the slow path) decides."""
+    limit_read.forget_all()
+    return _denial(admission, turn, at)
+
+
+# An automation's id changed by another process moves another model onto the lane: its id is
+# watched as its model is (a REPLACE's conflict delete fires no trigger; its update does).
+@pytest.mark.parametrize(
+    "sql",
+    [
+        pytest.param(
+            "UPDATE fg_automations SET automation_id = 'tmp' WHERE automation_id = 'x';"
+            "UPDATE fg_automations SET automation_id = 'x' WHERE automation_id = 'y';"
+            "UPDATE fg_automations SET automation_id = 'y' WHERE automation_id = 'tmp';",
+            id="ids-swapped",
+        ),
+        pytest.param("UPDATE OR REPLACE fg_automations SET automation_id = 'x' WHERE automation_id = 'y';", id="update-or-replace"),
+    ],
+)
+def test_an_automation_renamed_onto_the_lane_brings_its_model(sqlite_db: str, sql: str) -> None:
+    store = open_store(sqlite_db)
+    try:
+        clock = FixedClock(T0)
+        limits = LimitsChange(budget_usd=Decimal("0.05"), estimate_tokens=10_000, per=DAY)
+        Policies(store, clock).configure(Scope.parse("g/a"), min_interval=timedelta(0), expected_revision=0, owner_ref="o", limits=limits)
+        prices = Prices(store, clock)
+        prices.set("m", Decimal(1), expected_revision=0, owner_ref="o")
+        prices.set("big", Decimal(1000), expected_revision=0, owner_ref="o")
+        add_automation(store, clock, "x", model="m")
+        add_automation(store, clock, "y", model="big")
+        admission = Admission(store, clock)
+        for turn in ("d0", "d1"):  # learnt, then kept
+            clock.advance(timedelta(minutes=1))
+            assert _denial(admission, turn, clock.now()) is None
+        _other_process(sqlite_db, sql)
+        clock.advance(timedelta(minutes=1))
+        assert _denial(admission, "d2", clock.now()) == "budget_exhausted"
+        assert not admission.reserve(goal="g", agent="a", automation="x", turn_id="t2", trigger_time=clock.now()).admitted
+        assert _fresh_process(admission, "d3", clock.now()) == "budget_exhausted"
+    finally:
+        store.close()
+
+
+# A trigger is intact only as the migration wrote it: one remade under its name with another
+# body, or one whose body SQLite rewrote (the mark's table renamed in a hand rebuild), is not.
+@pytest.mark.parametrize(
+    "sql",
+    [
+        pytest.param(
+            "DROP TRIGGER fg_limit_mark_starts_insert;"
+            "CREATE TRIGGER fg_limit_mark_starts_insert AFTER INSERT ON fg_starts WHEN 0 BEGIN SELECT 1; END;",
+            id="trigger-remade",
+        ),
+        pytest.param(
+            "ALTER TABLE fg_limit_mark RENAME TO fg_limit_mark_old;"
+            "CREATE TABLE fg_limit_mark (k INTEGER NOT NULL PRIMARY KEY, n BIGINT NOT NULL);"
+            "INSERT INTO fg_limit_mark SELECT * FROM fg_limit_mark_old;",
+            id="mark-table-rebuilt",
+        ),
+    ],
+)
+def test_a_trigger_remade_with_another_body_is_not_intact(sqlite_db: str, sql: str) -> None:
+    store = open_store(sqlite_db)
+    try:
+        clock = FixedClock(T0)
+        admission = _lane(store, clock)  # at most 2 starts a day
+        assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=clock.now()).admitted
+        clock.advance(timedelta(minutes=1))
+        assert _denial(admission, "d1", clock.now()) is None
+        _other_process(sqlite_db, sql)
+        clock.advance(timedelta(minutes=1))
+        assert _denial(admission, "d2", clock.now()) is None  # the version changed: read again
+        _other_process(sqlite_db, _ANOTHER_START)  # which the remade trigger does not mark
+        clock.advance(timedelta(minutes=1))
+        assert _denial(admission, "d3", clock.now()) == "count_exhausted"
+        assert not admission.reserve(goal="g", agent="a", automation="x", turn_id="t3", trigger_time=clock.now()).admitted
+        assert _fresh_process(admission, "d4", clock.now()) == "count_exhausted"
+    finally:
+        store.close()
+
+
+def test_the_mark_table_dropped_denies(sqlite_db: str) -> None:
+    store = open_store(sqlite_db)
+    try:
+        clock = FixedClock(T0)
+        admission = _lane(store, clock)
+        assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=clock.now()).admitted
+        clock.advance(timedelta(minutes=1))
+        assert _denial(admission, "d1", clock.now()) is None
+        _other_process(sqlite_db, "DROP TABLE fg_limit_mark;")
+        clock.advance(timedelta(minutes=1))
+        assert _denial(admission, "d2", clock.now()) == "state_unavailable"
+        assert not admission.reserve(goal="g", agent="a", automation="x", turn_id="t2", trigger_time=clock.now()).admitted
+    finally:
+        store.close()
+
+
+def test_a_usage_row_whose_id_is_not_text_denies_on_every_path(sqlite_db: str) -> None:
+    """A usage row the slow path cannot decode (its turn id a BLOB) fails the one-statement read
+    too, though the read sums usage by groups and never returns the row's ids."""
+    store = open_store(sqlite_db)
+    try:
+        clock = FixedClock(T0)
+        admission = _lane(store, clock)
+        assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=clock.now()).admitted
+        clock.advance(timedelta(minutes=1))
+        assert _denial(admission, "d1", clock.now()) is None
+        with sqlite3.connect(sqlite_db) as conn:
+            cols = [r[1] for r in conn.execute("PRAGMA table_info(fg_usage)")]
+        picked = ", ".join("CAST('t9' AS BLOB)" if c == "turn_id" else c for c in cols)
+        _other_process(sqlite_db, f"INSERT INTO fg_usage ({', '.join(cols)}) SELECT {picked} FROM fg_usage WHERE turn_id = 't1';")
+        clock.advance(timedelta(minutes=1))
+        assert _denial(admission, "d2", clock.now()) == "state_unavailable"
+        assert not admission.reserve(goal="g", agent="a", automation="x", turn_id="t2", trigger_time=clock.now()).admitted
+        assert _fresh_process(admission, "d3", clock.now()) == "state_unavailable"
+    finally:
+        store.close()

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 
 import pytest
-from basics import T0
+from basics import T0, raw_sql
 from sqlalchemy import text
 
 from floorgate.admission import Admission, FixedClock, Policies, Scope, Store, open_store
@@ -322,3 +322,24 @@ def _rows_read(store: Store, admission: Admission, clock: FixedClock, turn: str)
         return own + sum(read(child) for child in node.get("Plans", []))
 
     return read(found[0]["Plan"])
+
+
+def test_a_lane_without_an_automation_has_no_model(store: Store) -> None:
+    """A lane with no automation prices its usage with no model (the highest price known), on the
+    slow path and the one statement alike, even when an automation's id is the empty text."""
+    clock = FixedClock(T0)
+    limits = LimitsChange(budget_usd=Decimal("0.05"), estimate_tokens=10_000, per=parse_window("1d"))
+    Policies(store, clock).configure(Scope.parse("g/a"), min_interval=timedelta(0), expected_revision=0, owner_ref="o", limits=limits)
+    prices = Prices(store, clock)
+    prices.set("m", Decimal(1), expected_revision=0, owner_ref="o")
+    prices.set("big", Decimal(1000), expected_revision=0, owner_ref="o")
+    add_automation(store, clock, "x", model="m")
+    raw_sql(store, "UPDATE fg_automations SET automation_id = '' WHERE automation_id = 'x'")
+    admission = Admission(store, clock)
+    limit_read.forget_all()
+    for turn in ("d0", "d1", "d2"):  # learnt, then the one statement
+        clock.advance(timedelta(minutes=1))
+        found = admission.denial(goal="g", agent="a", automation=None, turn_id=turn, trigger_time=clock.now())
+        assert found is not None and found.reason.value == "budget_exhausted"
+    assert limit_read.known("g", "a", None) is not None
+    assert not admission.reserve(goal="g", agent="a", automation=None, turn_id="t1", trigger_time=clock.now()).admitted

@@ -1,6 +1,6 @@
 """A SQLite store's limit mark: ``fg_limit_mark`` holds one row, and triggers set it to a fresh
 random value in the same transaction as any change to what a limited lane's decision reads (its
-starts, usage, rules, prices, and an automation's model). A decision that reads the mark
+starts, usage, rules, prices, and an automation's model or id: an id changed moves a model). A decision that reads the mark
 unchanged since its lane's limits were last read takes what that read found instead of reading
 them again (``admission._limit_read``). A random value, not a counter: a store restored from a
 backup, or a copy of another, never meets a value a process kept for different rows.
@@ -20,13 +20,13 @@ down_revision = "0031"
 branch_labels = None
 depends_on = None
 
-# The tables (and, for automations, the column) a limited lane's read depends on.
+# The tables (and, for automations, the columns) a limited lane's read depends on.
 WATCHED = {
     "fg_starts": ("INSERT", "UPDATE", "DELETE"),
     "fg_usage": ("INSERT", "UPDATE", "DELETE"),
     "fg_rules": ("INSERT", "UPDATE", "DELETE"),
     "fg_model_prices": ("INSERT", "UPDATE", "DELETE"),
-    "fg_automations": ("INSERT", "UPDATE OF model", "DELETE"),
+    "fg_automations": ("INSERT", "UPDATE OF model, automation_id", "DELETE"),
 }
 
 
