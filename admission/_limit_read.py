@@ -408,7 +408,13 @@ def read_known(tx: DriverTx, lane: LaneLimits, req: Request, clock: Clock, *, wi
         if kept is not None and not (kept.key == lane.key and kept.since_us <= before_us < kept.until_us):
             kept = None
         params["m"], params["v"] = (kept.mark, kept.version) if kept is not None else (None, None)
-    row = tx.row(statement(tx.dialect, tx.relaxed, lane.shape, with_facts, marked), params)
+    key = (lane.key, tx.dialect, tx.relaxed, with_facts, marked)
+    sql = _STATEMENTS.get(key)
+    if sql is None:
+        if len(_STATEMENTS) >= _KNOWN_KEPT:
+            _STATEMENTS.clear()
+        sql = _STATEMENTS[key] = statement(tx.dialect, tx.relaxed, lane.shape, with_facts, marked)
+    row = tx.row(sql, params)
     if row is None:  # pragma: no cover - a SELECT of scalars always returns one row
         raise StoreUnavailable("the store returned no row for the admission facts")
     facts = decode_facts(row[: len(FACTS)], req.goal, req.agent, req.automation, req.turn_id) if with_facts else None
@@ -472,6 +478,9 @@ def _marks_intact_at(tx: DriverTx, version: int) -> bool:
         seen = marks_seen(tx.url, tx.row(MARK_CHECK_SQL, {}))
     return seen is not None and seen == (version, True)
 
+
+# Each lane's statement by its definitions' text (a str: its hash is kept, the shape's is not).
+_STATEMENTS: dict[tuple[str, str, bool, bool, bool], str] = {}
 
 # By store URL and lane; bounded like ``_KNOWN``.
 _KEPT: dict[tuple[str, str, str, str | None], _Kept] = {}

@@ -114,19 +114,19 @@ class Store:
         self._writers = WriterQueue()
 
     def bind(self, sql: str, params: dict[str, Any]) -> tuple[str, Any]:
-        """``sql`` (``:name`` parameters) and ``params`` as this store's hot cursors take them: on
-        SQLite as they are; on PostgreSQL the server's own ``$n`` text, rendered once per statement,
-        and the values in its order, for a raw cursor (the hot connection's, ``_unit_cursor``). psycopg's named form would be
-        parsed again at every call once a statement is longer than its cache takes (4 KiB: a
-        limited lane's one read is), which costs more than the server's part of a denial."""
-        if self.dialect == "sqlite":
-            return sql, params
+        """``sql`` (``:name`` parameters) and ``params`` as this store's hot cursors take them: the
+        database's own numbered text (``?n`` on SQLite, ``$n`` on PostgreSQL), rendered once per
+        statement, and the values in its order. psycopg's named form would be parsed again at
+        every call once a statement is longer than its cache takes (4 KiB: a limited lane's one
+        read is), which costs more than the server's part of a denial; sqlite3's named form makes
+        a string of each parameter's name to look it up, at every call."""
         native = self._native.get(sql)
         if native is None:
             names: dict[str, int] = {}
+            mark = "?" if self.dialect == "sqlite" else "$"
 
             def numbered(found: re.Match[str]) -> str:
-                return f"${names.setdefault(found.group(1), len(names) + 1)}"
+                return f"{mark}{names.setdefault(found.group(1), len(names) + 1)}"
 
             native = self._native[sql] = (_NAMED.sub(numbered, sql), tuple(names))
         text, order = native

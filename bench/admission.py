@@ -211,8 +211,9 @@ def budget_figures(store: Store, backend: str, rounds: int, n: int, bare: Callab
     """Denial and admitted rows with every limit kind configured beside the floor-only rows, same
     store, same run, interleaved (the limited lane is known to the process after its first cycle:
     its decisions read the facts and its limits in one statement). Then the split that bounds the
-    denial's: each lane's one statement through the bare driver (``bare(url)``: a function running
-    one statement), the limited lane's against the floor-only lane's (the engine's share)."""
+    denial's: each lane's one statement through the bare driver (``bare(dialect)``: a function running
+    one statement, bound as the store binds it), the limited lane's against the floor-only lane's
+    (the engine's share)."""
     plain, limited = Lane(store, "plain"), LimitedLane(store, "limited")
     for lane in (plain, limited):
         lane.cycle(0)
@@ -225,7 +226,7 @@ def budget_figures(store: Store, backend: str, rounds: int, n: int, bare: Callab
         raise SystemExit("bench bug: the limited lane is not known after its cycles")
     dialect = "sqlite" if backend == "SQLite" else "postgresql"
     run = bare(dialect)
-    # The statement the denial sends (``:name`` form: ``bare`` binds it as the store does); on a
+    # The statement the denial sends (``:name`` form, bound below as the store binds it); on a
     # marked SQLite store, with the mark of the check the lane keeps (its limit rows then not read).
     limited_sql = limit_read.statement(dialect, False, known.shape, True, store.marked)
     limited.deny(0)  # a denial after the admitted rows' last write: the check it keeps is current
@@ -234,17 +235,27 @@ def budget_figures(store: Store, backend: str, rounds: int, n: int, bare: Callab
         raise SystemExit("bench bug: the limited lane keeps no check on a marked store")
     plain_sql = FACTS_SQL[dialect]
 
-    def plain_statement(i: int) -> None:
-        run(plain_sql, plain.facts_params(i))
+    # Each statement bound as the store binds it (``Store.bind``: the driver's numbered form), before
+    # the timing: the row times the driver and the engine, not the building of the parameters.
+    count = n * 5
 
-    def limited_statement(i: int) -> None:
+    def limited_params(i: int) -> dict:  # type: ignore[type-arg]
         req = _request(
             "g", limited.agent, limited.automation, f"{limited.agent}-d{i}", limited.clock.now() + timedelta(microseconds=i + 1), None
         )
         params = limit_read.known_params(known, req, limited.clock.now())
         if kept is not None:
             params["m"], params["v"] = kept.mark, kept.version
-        run(limited_sql, params)
+        return params
+
+    plain_bound = [store.bind(plain_sql, plain.facts_params(i)) for i in range(count)]
+    limited_bound = [store.bind(limited_sql, limited_params(i)) for i in range(count)]
+
+    def plain_statement(i: int) -> None:
+        run(*plain_bound[i])
+
+    def limited_statement(i: int) -> None:
+        run(*limited_bound[i])
 
     out.append(
         interleaved(
@@ -281,7 +292,7 @@ def sqlite_figures(tmp: str, rounds: int, n: int, only_limits: bool = False) -> 
 
     lane.cycle(0)
     if only_limits:
-        out = budget_figures(store, "SQLite", rounds, n, lambda _d: lambda sql, p: reader.execute(sql, p).fetchone())
+        out = budget_figures(store, "SQLite", rounds, n, lambda _d: lambda text, args: reader.execute(text, args).fetchone())
         reader.close()
         bare.close()
         store.close()
@@ -295,7 +306,7 @@ def sqlite_figures(tmp: str, rounds: int, n: int, only_limits: bool = False) -> 
         interleaved("SQLite denial vs bare sqlite3, CPU time", 1.5, cpu_timed(bare_facts), cpu_timed(lane.deny), rounds, 50 * n, 100 * n),
     ]
     out += history_figures(lambda name: open_store(os.path.join(tmp, f"{name}.db")), "SQLite", rounds, n)
-    out += budget_figures(store, "SQLite", rounds, n, lambda _d: lambda sql, p: reader.execute(sql, p).fetchone())
+    out += budget_figures(store, "SQLite", rounds, n, lambda _d: lambda text, args: reader.execute(text, args).fetchone())
     reader.close()
     bare.close()
     store.close()
@@ -356,7 +367,7 @@ def pg_figures(base_url: str, rounds: int, n: int, only_limits: bool = False) ->
         raw.execute(f'SET search_path TO "{schemas[0]}"')
 
         def split(_d: str) -> Callable[[str, dict], object]:  # type: ignore[type-arg]
-            return lambda sql, p: raw.execute(*store.bind(sql, p)).fetchone()
+            return lambda text, args: raw.execute(text, args).fetchone()
 
         lane.cycle(0)
         if only_limits:
