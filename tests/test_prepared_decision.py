@@ -31,3 +31,22 @@ def test_a_denial_runs_the_prepared_decision(store: Store, clock: FixedClock) ->
     # pg_prepared_statements is the session's own: asked on the hot path's connection.
     row = store.autocommit.row("SELECT count(*) FROM pg_prepared_statements WHERE strpos(statement, 'fg_facts(') > 0", {})
     assert row == (1,)
+
+
+def test_the_decisions_outcome_is_computed_once_per_row(store: Store, clock: FixedClock) -> None:
+    """fg_facts is inlined; its outcome (one CASE over every check) is read three times by the
+    statement (the output and the two legs of fg_admit's gate). Read through a subquery the planner
+    keeps (a Subquery Scan), it is computed once; flattened, PostgreSQL evaluates the whole CASE at
+    each use (a third of a denial's server time)."""
+    if store.dialect != "postgresql":
+        pytest.skip("the decision's one statement is PostgreSQL's")
+    from sqlalchemy import text
+
+    from floorgate.admission._facts import RESERVE_SQL, facts_params
+
+    floor(store, clock, "g/a", timedelta(hours=1))
+    params = facts_params("g", "a", "x", "t", 1) | {"kind": "automatic", "reason": None, "lock": 1, "goal_lock": None}
+    params |= {"guarded": False, "lock_admitted": False, "now": 2, "lim": None}
+    with store.engine.connect() as conn:
+        plan = [r[0] for r in conn.execute(text("EXPLAIN (COSTS OFF) " + RESERVE_SQL), params)]
+    assert any("Subquery Scan on f" in line for line in plan), plan
