@@ -136,6 +136,10 @@ class Fact(NamedTuple):
     # On a relaxed store, more values it may take (a SELECT of column ``v``): the largest counts.
     also: Select[Any] | None = None
     per_row: PerRow | None = None  # its form in the bulk read (None: read there as ``expr``, or not)
+    # Its value as an aggregate over the applicable rules' rows (given the rules table or an alias
+    # of it), when it is one: the server function takes it from its one read of the rules instead
+    # of reading them again. None: ``expr`` everywhere.
+    of_rules: Callable[[Any], ColumnElement[Any]] | None = None
     # The ``Facts`` field its decoded value fills (a plain fact); None: a composite fact the client
     # takes apart into several fields (``COMPOSITE_FIELDS``) or a guard that fills none.
     field: str | None = None
@@ -236,7 +240,7 @@ def goal_across(r: FromClause) -> ColumnElement[bool]:
     return and_(r.c.agent_id == EMPTY, r.c.automation_id == EMPTY, r.c.across_agents, r.c.min_interval_us > ZERO)
 
 
-def limited_rule(r: Table) -> ColumnElement[bool]:
+def limited_rule(r: Any) -> ColumnElement[bool]:
     """A rule of ``r`` that carries a count or a budget (an estimate alone limits nothing): the
     client checks such a lane's limits before it admits. A goal floor across agents alone is not
     one: the facts hold it (``goal_anchor``), and the locked admission takes the goal's lock for it
@@ -346,6 +350,7 @@ FACTS = (
         _limit_count,
         per_row=PerRow(_rules, _KEYS, (case((limited_rule(_rules), ONE), else_=ZERO),), grouped=False),
         field="limited",
+        of_rules=lambda r: func.count().filter(limited_rule(r)),
     ),
     Fact("limit_code", "lim", cast(LIM, Integer), "integer", _limit_code, field="limit_code"),
     # The goal's latest start over all its agents (index ix_fg_starts_goal_anchor), which a goal floor

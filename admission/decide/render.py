@@ -71,6 +71,7 @@ def _row() -> Select[Any]:
             func.coalesce(func.max(r.c.min_interval_us).filter(r.c.automation_id == EMPTY), ZERO).label("agent_floor"),
             func.coalesce(func.max(r.c.min_interval_us).filter(r.c.automation_id != EMPTY), ZERO).label("lane_floor"),
             func.coalesce(func.max(r.c.min_interval_us).filter(goal_rule & r.c.across_agents), ZERO).label("goal_floor"),
+            *(f.of_rules(r).label(f"of_rules_{f.short}") for f in _SCALARS if f.of_rules is not None),
         )
         .where(rules_where(r))
         .subquery("ru")
@@ -87,8 +88,9 @@ def _row() -> Select[Any]:
         .where(s.c.turn_id == T)
         .subquery("tu")
     )
+    scalars = [(ru.c[f"of_rules_{f.short}"] if f.of_rules is not None else _scalar(f)).label(f.short) for f in _SCALARS]
     return (
-        select(*ru.c, *tu.c, *(_scalar(f).label(f.short) for f in _SCALARS))
+        select(*(c for c in ru.c if not c.name.startswith("of_rules_")), *tu.c, *scalars)
         .select_from(ru.outerjoin(tu, true()))
         # kept a subquery: flattened, each reference below would rerun its lookups
         .offset(ZERO)
