@@ -23,7 +23,8 @@ text (a rule changed since) gathered for stale definitions: ``read_known`` answe
 caller decides by the slow path (``_limit_check.check_lane``) and learns the new definitions; stale
 limits never admit. The cache is per process, keyed by lane and bounded; so are the gathered
 values decoded (by their text: the same text decodes to the same values) and each calendar window's
-current period.
+current period. On SQLite's marked store a read's check may stand for the next decision that
+finds the same mark (``_limit_keep``).
 """
 
 from __future__ import annotations
@@ -42,11 +43,11 @@ from sqlalchemy.sql.elements import ColumnElement
 from . import _schema as s
 from ._facts import decode_facts, facts_params, facts_statement, read_facts
 from ._limit_check import LaneCheck, check_lane, code_of
-from ._limit_decode import USAGE_COLUMNS, counted, json_list, largest_rows, prices_from, rows_of, usage
+from ._limit_decode import USAGE_COLUMNS, counted, json_list, largest_rows, prices_from, usage
 from ._limit_decode import forget as forget_decoded
+from ._limit_keep import BOUND, KEPT, LOOKBACK_US, PERIODS, Kept, horizon_us, keep, length_us, marks_intact_at, period_us
 from ._series import series_legs
-from ._types import MAX_US, decode_us
-from ._upgrade import MARKS_SEEN, MARK_CHECK_SQL, marks_seen
+from ._types import decode_us
 from .budgets import Gathered, states_of
 from .clock import Clock, from_us, read_clock, to_us
 from .decide._sql import ONE, compiled
@@ -59,7 +60,6 @@ from .policies import read_compute, rule_ref
 from .scope import ScopeKind
 from .store import DriverTx
 from .usage import (
-    ESTIMATE_LOOKBACK,
     GROUP_COLUMNS,
     RowsNeeded,
     largest_of_entries,
@@ -109,37 +109,11 @@ def _read_of(b: BoundLimit) -> tuple[bool, bool, bool, Window]:
     return b.kind is LimitKind.STARTS, b.series.agent_id is not None, b.series.automation_id is not None, b.window
 
 
-def _length_us(length: timedelta) -> int:
-    """A duration in whole microseconds (exact)."""
-    return length // _ONE_US
-
-
-_ONE_US = timedelta(microseconds=1)
-_NEVER_US = MAX_US  # no horizon: the latest instant a stored time may name
-_LOOKBACK_US = _length_us(ESTIMATE_LOOKBACK)
 # The windows' start parameters by read, and the rolling counts' offsets (a lane has at most two
 # windows per applicable rule, three rules: far fewer than these).
 _S = tuple(f"s{i}" for i in range(64))
 _O = tuple(f"o{j}" for j in range(64))
-# Each calendar window's current period, as (first, next first) microsecond: a decision within it
-# takes its start without the zone arithmetic (its instants are fixed once computed).
-_PERIODS: dict[tuple[str, str | None], tuple[int, int]] = {}
-
-
-def _period_us(window: Window, before: datetime, before_us: int) -> tuple[int, int]:
-    """The calendar window's period holding ``before``: its first and its next period's first microsecond."""
-    key = (window.kind.value, window.zone)
-    found = _PERIODS.get(key)
-    if found is None or not found[0] <= before_us < found[1]:
-        found = (to_us(window.period_start(before)), to_us(window.next_period_start(before)))
-        if len(_PERIODS) >= _KNOWN_KEPT:
-            _PERIODS.clear()
-        _PERIODS[key] = found
-    return found
-
-
 _KNOWN: dict[tuple[str, str, str | None], LaneLimits] = {}
-_KNOWN_KEPT = 4096
 
 
 def known(goal: str, agent: str, automation: str | None) -> LaneLimits | None:
@@ -151,8 +125,8 @@ def forget_all() -> None:
     """Drop every lane (a test's fresh process), and every value kept for one."""
     _KNOWN.clear()
     forget_decoded()
-    _PERIODS.clear()
-    _KEPT.clear()
+    PERIODS.clear()
+    KEPT.clear()
 
 
 def forget(goal: str, agent: str, automation: str | None) -> None:
@@ -314,7 +288,7 @@ def learn(conn: Connection, goal: str, agent: str, automation: str | None) -> No
     if lane is None:
         forget(goal, agent, automation)
         return
-    if len(_KNOWN) >= _KNOWN_KEPT:
+    if len(_KNOWN) >= BOUND:
         _KNOWN.clear()
     _KNOWN[(goal, agent, automation)] = lane
 
@@ -370,7 +344,7 @@ def _decode_defs(text: object, goal: str, agent: str) -> LaneLimits | None:
             budgets and not envelope.max_tokens,
             tuple(nth_reads),
         ),
-        lengths_us=tuple(_length_us(r[3].length) if r[3].rolling and r[3].length is not None else None for r in reads),
+        lengths_us=tuple(length_us(r[3].length) if r[3].rolling and r[3].length is not None else None for r in reads),
         read_at=tuple(reads.index(_read_of(b)) for b in bound),
         nth_at=tuple(rolling.index(b) if b in rolling else None for b in bound),
         nths=tuple(max(0, b.amount - 1) for b in rolling),
@@ -404,14 +378,14 @@ def read_known(tx: DriverTx, lane: LaneLimits, req: Request, clock: Clock, *, wi
     marked = tx.marked
     kept = None
     if marked:
-        kept = _KEPT.get((tx.url, req.goal, req.agent, req.automation))
+        kept = KEPT.get((tx.url, req.goal, req.agent, req.automation))
         if kept is not None and not (kept.key == lane.key and kept.since_us <= before_us < kept.until_us):
             kept = None
         params["m"], params["v"] = (kept.mark, kept.version) if kept is not None else (None, None)
     key = (lane.key, tx.dialect, tx.relaxed, with_facts, marked)
     sql = _STATEMENTS.get(key)
     if sql is None:
-        if len(_STATEMENTS) >= _KNOWN_KEPT:
+        if len(_STATEMENTS) >= BOUND:
             _STATEMENTS.clear()
         sql = _STATEMENTS[key] = statement(tx.dialect, tx.relaxed, lane.shape, with_facts, marked)
     row = tx.row(sql, params)
@@ -442,10 +416,10 @@ def read_known(tx: DriverTx, lane: LaneLimits, req: Request, clock: Clock, *, wi
         if type(mark) is int and type(version) is int:
             # Kept from the instant it was checked at (not the read's: a decision between the two
             # checks its own), and only at a schema version whose triggers were seen intact.
-            at_us, until_us = to_us(at), _until(lane, values, before)
-            if at_us < until_us and _marks_intact_at(tx, version):
-                _keep(
-                    _Kept(lane.key, mark, version, at_us, until_us, from_us(until_us), check), (tx.url, req.goal, req.agent, req.automation)
+            at_us, until_us = to_us(at), horizon_us(lane, values, before)
+            if at_us < until_us and marks_intact_at(tx, version):
+                keep(
+                    Kept(lane.key, mark, version, at_us, until_us, from_us(until_us), check), (tx.url, req.goal, req.agent, req.automation)
                 )
         return KnownRead(facts, check, at)
     except RowsNeeded:  # a rolling budget binds: when it frees is read from its rows by the slow path
@@ -454,75 +428,8 @@ def read_known(tx: DriverTx, lane: LaneLimits, req: Request, clock: Clock, *, wi
         raise StoreUnavailable(f"a limit of {req.goal}/{req.agent} cannot be read: {exc}") from None
 
 
-class _Kept(NamedTuple):
-    """A lane's last limit check on a marked store, with the mark its read found: it stands for a
-    decision that finds the same mark (no start, usage, rule, price or model changed since) and
-    reads between ``since_us`` (the read's instant: never before, a clock gone back) and
-    ``until_us`` (``_until``: when time alone would change what the read finds)."""
-
-    key: str  # the lane's definitions it was checked under (``LaneLimits.key``)
-    mark: int
-    version: int  # the schema's, at which every trigger was seen (``_marks_intact_at``)
-    since_us: int
-    until_us: int
-    until: datetime  # ``until_us`` as the clock's instant (compared with each decision's)
-    check: LaneCheck
-
-
-def _marks_intact_at(tx: DriverTx, version: int) -> bool:
-    """Whether the store's triggers were all there at schema ``version`` (the one the decision's
-    read found): as seen before in this process, else checked now (one more statement, only after
-    the schema changed: another process that dropped a trigger has changed it)."""
-    seen = MARKS_SEEN.get(tx.url)
-    if seen is None or seen[0] != version:
-        seen = marks_seen(tx.url, tx.row(MARK_CHECK_SQL, {}))
-    return seen is not None and seen == (version, True)
-
-
 # Each lane's statement by its definitions' text (a str: its hash is kept, the shape's is not).
 _STATEMENTS: dict[tuple[str, str, bool, bool, bool], str] = {}
-
-# By store URL and lane; bounded like ``_KNOWN``.
-_KEPT: dict[tuple[str, str, str, str | None], _Kept] = {}
-
-
-def _keep(kept: _Kept, key: tuple[str, str, str, str | None]) -> None:
-    if len(_KEPT) >= _KNOWN_KEPT:
-        _KEPT.clear()
-    _KEPT[key] = kept
-
-
-def _until(lane: LaneLimits, values: list[Any], before: datetime) -> int:
-    """The first microsecond at which the lane's limit read, taken at ``before``, could find other
-    rows with none of them changed: a gathered row leaves its rolling window (the earliest of each
-    read: the window counts from ``known_params``' start on), a calendar window's period ends, or
-    the largest recent turn leaves the estimate's lookback (``known_params``' ``sl``)."""
-    before_us = to_us(before)
-    until = _NEVER_US
-    at = int(lane.budgets) + int(lane.usd)
-    for k, read in enumerate(lane.reads):
-        length = lane.lengths_us[k]
-        if length is None:
-            until = min(until, _period_us(read[3], before, before_us)[1])
-        else:
-            earliest = _earliest(values[at], read[0])
-            if earliest is not None:
-                until = min(until, earliest + length)
-        at += 1
-    if lane.budgets and not lane.max_tokens:
-        for row in rows_of(values[at], len(USAGE_COLUMNS)):
-            until = min(until, row[USAGE_COLUMNS.index("at_us")] + _LOOKBACK_US)
-    return until
-
-
-def _earliest(text: object, starts: bool) -> int | None:
-    """The earliest time among a read's gathered rows (None: none): a count's earliest anchor, or
-    the earliest of its usage groups' earliest times."""
-    if starts:
-        values = json_list(text)
-        return values[1] if values and values[0] else None
-    times = [r[-1] for r in rows_of(text, len(GROUP_COLUMNS) + 2)]
-    return min(times) if times else None
 
 
 def known_params(lane: LaneLimits, req: Request, before: datetime, before_us: int | None = None) -> dict[str, Any]:
@@ -535,10 +442,10 @@ def known_params(lane: LaneLimits, req: Request, before: datetime, before_us: in
     params = facts_params(req.goal, req.agent, req.automation, req.turn_id, req.trigger_us)
     for i, length in enumerate(lane.lengths_us):
         # A rolling start is exclusive: the first counted microsecond is one after it.
-        params[_S[i]] = before_us - length + 1 if length is not None else _period_us(lane.reads[i][3], before, before_us)[0]
+        params[_S[i]] = before_us - length + 1 if length is not None else period_us(lane.reads[i][3], before, before_us)[0]
     for j, offset in enumerate(lane.nths):
         params[_O[j]] = offset
-    params["sl"] = before_us - _LOOKBACK_US
+    params["sl"] = before_us - LOOKBACK_US
     return params
 
 

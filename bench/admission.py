@@ -55,6 +55,7 @@ from _rows import record, spread
 from _versus import Child, versus
 
 from floorgate.admission import Admission, AutomationSpec, Automations, CommandHost, FixedClock, Policies, Scope, Store, open_store
+from floorgate.admission import _limit_keep as limit_keep
 from floorgate.admission import _limit_read as limit_read
 from floorgate.admission._driver import lock_id
 from floorgate.admission._facts import FACTS_SQL, RESERVE_SQL, facts_params
@@ -230,7 +231,7 @@ def budget_figures(store: Store, backend: str, rounds: int, n: int, bare: Callab
     # marked SQLite store, with the mark of the check the lane keeps (its limit rows then not read).
     limited_sql = limit_read.statement(dialect, False, known.shape, True, store.marked)
     limited.deny(0)  # a denial after the admitted rows' last write: the check it keeps is current
-    kept = limit_read._KEPT.get((store.url, "g", limited.agent, limited.automation))
+    kept = limit_keep.KEPT.get((store.url, "g", limited.agent, limited.automation))
     if store.marked and kept is None:
         raise SystemExit("bench bug: the limited lane keeps no check on a marked store")
     plain_sql = FACTS_SQL[dialect]

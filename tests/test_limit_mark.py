@@ -5,9 +5,11 @@ stores carry no triggers and are never marked (their decisions read their limits
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -15,7 +17,7 @@ from typing import Any
 import pytest
 from basics import T0
 
-from floorgate.admission import Admission, FixedClock, Policies, Scope, Store, open_store
+from floorgate.admission import Admission, Decision, FixedClock, Policies, Scope, Store, open_store
 from floorgate.admission import _limit_read as limit_read
 from floorgate.admission._upgrade import LIMIT_MARK_TRIGGERS
 from floorgate.admission.limits import LimitsChange
@@ -33,6 +35,35 @@ def _lane(store: Store, clock: FixedClock, max_starts: int = 2) -> Admission:
     Prices(store, clock).set("m", Decimal(3), expected_revision=0, owner_ref="o")
     add_automation(store, clock, "x", model="m")
     return Admission(store, clock)
+
+
+@contextlib.contextmanager
+def _admitted_once(path: str, max_starts: int = 2, clock: FixedClock | None = None) -> Iterator[tuple[FixedClock, Admission]]:
+    """The store at ``path`` with ``_lane``'s limits and one start admitted (turn ``t1``), at
+    ``clock`` (a fixed one at T0 when None); closed on leaving."""
+    store = open_store(path)
+    try:
+        clock = FixedClock(T0) if clock is None else clock
+        admission = _lane(store, clock, max_starts)
+        assert _reserve(admission, "t1", clock).admitted
+        yield clock, admission
+    finally:
+        store.close()
+
+
+def _priced_lane(store: Store, clock: FixedClock) -> None:
+    """A $0.05 daily budget with a 10,000-token estimate on g/a; model ``m`` at $1 and ``big`` at
+    $1000 per million tokens; automation ``x`` on ``m``."""
+    limits = LimitsChange(budget_usd=Decimal("0.05"), estimate_tokens=10_000, per=DAY)
+    Policies(store, clock).configure(Scope.parse("g/a"), min_interval=timedelta(0), expected_revision=0, owner_ref="o", limits=limits)
+    prices = Prices(store, clock)
+    prices.set("m", Decimal(1), expected_revision=0, owner_ref="o")
+    prices.set("big", Decimal(1000), expected_revision=0, owner_ref="o")
+    add_automation(store, clock, "x", model="m")
+
+
+def _reserve(admission: Admission, turn: str, clock: FixedClock) -> Decision:
+    return admission.reserve(goal="g", agent="a", automation="x", turn_id=turn, trigger_time=clock.now())
 
 
 def _denial(admission: Admission, turn: str, at: datetime) -> str | None:
@@ -89,11 +120,7 @@ CHANGES = [
 def test_a_change_by_another_process_is_seen_by_the_next_decision(
     sqlite_db: str, monkeypatch: pytest.MonkeyPatch, sql: str, reason: str
 ) -> None:
-    store = open_store(sqlite_db)
-    try:
-        clock = FixedClock(T0)
-        admission = _lane(store, clock)
-        assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=clock.now()).admitted
+    with _admitted_once(sqlite_db) as (clock, admission):
         checks = _checks(monkeypatch)
         clock.advance(timedelta(minutes=1))
         assert _denial(admission, "d1", clock.now()) is None
@@ -103,16 +130,10 @@ def test_a_change_by_another_process_is_seen_by_the_next_decision(
         assert checks[0] == 1  # the mark unchanged: kept check reused, no limit row read
         _other_process(sqlite_db, sql)
         assert _denial(admission, "d3", clock.now()) == reason
-    finally:
-        store.close()
 
 
 def test_a_start_deleted_by_another_process_frees_the_count(sqlite_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    store = open_store(sqlite_db)
-    try:
-        clock = FixedClock(T0)
-        admission = _lane(store, clock, max_starts=1)
-        assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=clock.now()).admitted
+    with _admitted_once(sqlite_db, max_starts=1) as (clock, admission):
         checks = _checks(monkeypatch)
         for turn in ("d1", "d2"):
             clock.advance(timedelta(minutes=1))
@@ -120,18 +141,12 @@ def test_a_start_deleted_by_another_process_frees_the_count(sqlite_db: str, monk
         assert checks[0] == 1
         _other_process(sqlite_db, "DELETE FROM fg_starts WHERE turn_id = 't1'")
         assert _denial(admission, "d3", clock.now()) is None
-    finally:
-        store.close()
 
 
 def test_a_kept_check_stands_until_a_start_leaves_its_window(sqlite_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Time alone changes what a rolling window holds: the kept check is reused one microsecond
     before the earliest start leaves, and read again at that instant (which then admits)."""
-    store = open_store(sqlite_db)
-    try:
-        clock = FixedClock(T0)
-        admission = _lane(store, clock, max_starts=1)
-        assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=clock.now()).admitted
+    with _admitted_once(sqlite_db, max_starts=1) as (clock, admission):
         checks = _checks(monkeypatch)
         clock.advance(timedelta(hours=1))
         assert _denial(admission, "d1", clock.now()) == "count_exhausted"
@@ -141,24 +156,16 @@ def test_a_kept_check_stands_until_a_start_leaves_its_window(sqlite_db: str, mon
         clock.set(T0 + timedelta(days=1))
         assert _denial(admission, "d3", clock.now()) is None
         assert checks[0] == 2
-    finally:
-        store.close()
 
 
 def test_a_clock_gone_back_reads_again(sqlite_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    store = open_store(sqlite_db)
-    try:
-        clock = FixedClock(T0)
-        admission = _lane(store, clock)
-        assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=clock.now()).admitted
+    with _admitted_once(sqlite_db) as (clock, admission):
         checks = _checks(monkeypatch)
         clock.advance(timedelta(hours=1))
         assert _denial(admission, "d1", clock.now()) is None
         clock.advance(-timedelta(minutes=30))
         assert _denial(admission, "d2", clock.now()) is None
         assert checks[0] == 2  # not reused for an instant before the one it was read at
-    finally:
-        store.close()
 
 
 @pytest.mark.parametrize("trigger", sorted(LIMIT_MARK_TRIGGERS))
@@ -172,7 +179,7 @@ def test_a_store_missing_a_mark_trigger_reads_its_limits_every_time(sqlite_db: s
         assert not store.marked
         clock = FixedClock(T0)
         admission = _lane(store, clock)
-        assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=clock.now()).admitted
+        assert _reserve(admission, "t1", clock).admitted
         checks = _checks(monkeypatch)
         for turn in ("d1", "d2"):
             clock.advance(timedelta(minutes=1))
@@ -193,7 +200,7 @@ def test_two_stores_with_one_lane_keep_their_own_checks(tmp_path: Any, sqlite_db
         admission = _lane(first, clock, max_starts=1)
         with sqlite3.connect(sqlite_db) as src, sqlite3.connect(copy) as dst:
             src.backup(dst)
-        assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=clock.now()).admitted
+        assert _reserve(admission, "t1", clock).admitted
         clock.advance(timedelta(minutes=1))
         assert _denial(admission, "d1", clock.now()) == "count_exhausted"
         second = open_store(str(copy))
@@ -225,12 +232,8 @@ def test_a_trigger_dropped_while_this_process_runs_is_seen(sqlite_db: str, monke
     """The store opened marked; another process then drops a trigger and writes what it would have
     marked (and may make it again): the schema's version the mark is read with has changed, so
     the kept check is not reused, and nothing is kept until the triggers are seen intact."""
-    store = open_store(sqlite_db)
-    try:
-        clock = FixedClock(T0)
-        admission = _lane(store, clock)
-        assert store.marked
-        assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=clock.now()).admitted
+    with _admitted_once(sqlite_db) as (clock, admission):
+        assert admission.store.marked
         checks = _checks(monkeypatch)
         for turn in ("d1", "d2"):
             clock.advance(timedelta(minutes=1))
@@ -238,18 +241,12 @@ def test_a_trigger_dropped_while_this_process_runs_is_seen(sqlite_db: str, monke
         assert checks[0] == 1  # kept
         _other_process(sqlite_db, sql)
         assert _denial(admission, "d3", clock.now()) == "count_exhausted"
-        reserved = admission.reserve(goal="g", agent="a", automation="x", turn_id="t3", trigger_time=clock.now())
+        reserved = _reserve(admission, "t3", clock)
         assert (reserved.admitted, reserved.reason.value) == (False, "count_exhausted")
-    finally:
-        store.close()
 
 
 def test_a_store_whose_trigger_went_missing_keeps_nothing(sqlite_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    store = open_store(sqlite_db)
-    try:
-        clock = FixedClock(T0)
-        admission = _lane(store, clock)
-        assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=clock.now()).admitted
+    with _admitted_once(sqlite_db) as (clock, admission):
         _other_process(sqlite_db, "DROP TRIGGER fg_limit_mark_usage_update;")
         checks = _checks(monkeypatch)
         for turn in ("d1", "d2", "d3"):
@@ -258,8 +255,6 @@ def test_a_store_whose_trigger_went_missing_keeps_nothing(sqlite_db: str, monkey
         assert checks[0] == 3  # read every time: the mark no longer covers every change
         _other_process(sqlite_db, "UPDATE fg_usage SET state = 'settled', tokens = 10000, settled_at_us = at_us WHERE turn_id = 't1';")
         assert _denial(admission, "d4", clock.now()) == "budget_exhausted"
-    finally:
-        store.close()
 
 
 def test_a_model_that_is_not_text_counts_as_no_model_on_every_path(sqlite_db: str) -> None:
@@ -269,19 +264,14 @@ def test_a_model_that_is_not_text_counts_as_no_model_on_every_path(sqlite_db: st
     store = open_store(sqlite_db)
     try:
         clock = FixedClock(T0)
-        limits = LimitsChange(budget_usd=Decimal("0.05"), estimate_tokens=10_000, per=DAY)
-        Policies(store, clock).configure(Scope.parse("g/a"), min_interval=timedelta(0), expected_revision=0, owner_ref="o", limits=limits)
-        prices = Prices(store, clock)
-        prices.set("m", Decimal(1), expected_revision=0, owner_ref="o")
-        prices.set("big", Decimal(1000), expected_revision=0, owner_ref="o")
-        add_automation(store, clock, "x", model="m")
+        _priced_lane(store, clock)
         admission = Admission(store, clock)
         assert _denial(admission, "d0", clock.now()) is None  # at m's price: $0.01 of $0.05
         _other_process(sqlite_db, "UPDATE fg_automations SET model = CAST('m' AS BLOB);")
         for turn in ("d1", "d2", "d3"):
             clock.advance(timedelta(minutes=1))
             assert _denial(admission, turn, clock.now()) == "budget_exhausted"
-        reserved = admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=clock.now())
+        reserved = _reserve(admission, "t1", clock)
         assert (reserved.admitted, reserved.reason.value) == (False, "budget_exhausted")
     finally:
         store.close()
@@ -303,11 +293,7 @@ def test_a_kept_check_stands_from_the_instant_it_was_checked_at(sqlite_db: str, 
     """A decision reads the clock before its statement (the windows' starts) and checks at the
     clock read after it: what it keeps holds from that later instant, so a decision between the
     two checks for itself."""
-    store = open_store(sqlite_db)
-    try:
-        clock = _Ticking(T0)
-        admission = _lane(store, clock)
-        assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=clock.now()).admitted
+    with _admitted_once(sqlite_db, clock=_Ticking(T0)) as (clock, admission):
         checks = _checks(monkeypatch)
         read_at: list[datetime] = []
         real = limit_read.known_params
@@ -327,8 +313,6 @@ def test_a_kept_check_stands_from_the_instant_it_was_checked_at(sqlite_db: str, 
         clock.advance(timedelta(seconds=1))
         assert _denial(admission, "d3", clock.now()) is None
         assert checks[0] == 2  # and from its own instant on, kept
-    finally:
-        store.close()
 
 
 def _fresh_process(admission: Admission, turn: str, at: datetime) -> str | None:
@@ -355,12 +339,7 @@ def test_an_automation_renamed_onto_the_lane_brings_its_model(sqlite_db: str, sq
     store = open_store(sqlite_db)
     try:
         clock = FixedClock(T0)
-        limits = LimitsChange(budget_usd=Decimal("0.05"), estimate_tokens=10_000, per=DAY)
-        Policies(store, clock).configure(Scope.parse("g/a"), min_interval=timedelta(0), expected_revision=0, owner_ref="o", limits=limits)
-        prices = Prices(store, clock)
-        prices.set("m", Decimal(1), expected_revision=0, owner_ref="o")
-        prices.set("big", Decimal(1000), expected_revision=0, owner_ref="o")
-        add_automation(store, clock, "x", model="m")
+        _priced_lane(store, clock)
         add_automation(store, clock, "y", model="big")
         admission = Admission(store, clock)
         for turn in ("d0", "d1"):  # learnt, then kept
@@ -369,7 +348,7 @@ def test_an_automation_renamed_onto_the_lane_brings_its_model(sqlite_db: str, sq
         _other_process(sqlite_db, sql)
         clock.advance(timedelta(minutes=1))
         assert _denial(admission, "d2", clock.now()) == "budget_exhausted"
-        assert not admission.reserve(goal="g", agent="a", automation="x", turn_id="t2", trigger_time=clock.now()).admitted
+        assert not _reserve(admission, "t2", clock).admitted
         assert _fresh_process(admission, "d3", clock.now()) == "budget_exhausted"
     finally:
         store.close()
@@ -398,7 +377,7 @@ def test_a_trigger_remade_with_another_body_is_not_intact(sqlite_db: str, sql: s
     try:
         clock = FixedClock(T0)
         admission = _lane(store, clock)  # at most 2 starts a day
-        assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=clock.now()).admitted
+        assert _reserve(admission, "t1", clock).admitted
         clock.advance(timedelta(minutes=1))
         assert _denial(admission, "d1", clock.now()) is None
         _other_process(sqlite_db, sql)
@@ -414,29 +393,19 @@ def test_a_trigger_remade_with_another_body_is_not_intact(sqlite_db: str, sql: s
 
 
 def test_the_mark_table_dropped_denies(sqlite_db: str) -> None:
-    store = open_store(sqlite_db)
-    try:
-        clock = FixedClock(T0)
-        admission = _lane(store, clock)
-        assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=clock.now()).admitted
+    with _admitted_once(sqlite_db) as (clock, admission):
         clock.advance(timedelta(minutes=1))
         assert _denial(admission, "d1", clock.now()) is None
         _other_process(sqlite_db, "DROP TABLE fg_limit_mark;")
         clock.advance(timedelta(minutes=1))
         assert _denial(admission, "d2", clock.now()) == "state_unavailable"
-        assert not admission.reserve(goal="g", agent="a", automation="x", turn_id="t2", trigger_time=clock.now()).admitted
-    finally:
-        store.close()
+        assert not _reserve(admission, "t2", clock).admitted
 
 
 def test_a_usage_row_whose_id_is_not_text_denies_on_every_path(sqlite_db: str) -> None:
     """A usage row the slow path cannot decode (its turn id a BLOB) fails the one-statement read
     too, though the read sums usage by groups and never returns the row's ids."""
-    store = open_store(sqlite_db)
-    try:
-        clock = FixedClock(T0)
-        admission = _lane(store, clock)
-        assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t1", trigger_time=clock.now()).admitted
+    with _admitted_once(sqlite_db) as (clock, admission):
         clock.advance(timedelta(minutes=1))
         assert _denial(admission, "d1", clock.now()) is None
         with sqlite3.connect(sqlite_db) as conn:
@@ -445,7 +414,5 @@ def test_a_usage_row_whose_id_is_not_text_denies_on_every_path(sqlite_db: str) -
         _other_process(sqlite_db, f"INSERT INTO fg_usage ({', '.join(cols)}) SELECT {picked} FROM fg_usage WHERE turn_id = 't1';")
         clock.advance(timedelta(minutes=1))
         assert _denial(admission, "d2", clock.now()) == "state_unavailable"
-        assert not admission.reserve(goal="g", agent="a", automation="x", turn_id="t2", trigger_time=clock.now()).admitted
+        assert not _reserve(admission, "t2", clock).admitted
         assert _fresh_process(admission, "d3", clock.now()) == "state_unavailable"
-    finally:
-        store.close()
