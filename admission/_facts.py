@@ -64,7 +64,7 @@ from .decide._sql import (
     params_of,
     text_value,
 )
-from .decide.facts import FACT, FACTS, PLAIN, RULE_COLUMNS, Decoder, Fact, Facts, PerRow, bounded_time, turn_row
+from .decide.facts import FACT, FACTS, PLAIN, RULE_COLUMNS, Decoder, Fact, Facts, PerRow, bounded_time, rules_where, turn_row
 from .decide.floors import EffectiveFloor, Folded, RuleRef, combine, effective_floor, floor_us, fold
 from .decisions import Phase, StartKind, StartRecord
 from .errors import CorruptState, StoreUnavailable
@@ -96,8 +96,23 @@ _BLOB_KEYS = (
 
 def _read(*, relaxed: bool, guard: ColumnElement[Any]) -> Select[Any]:
     """The per-lane read: a column per fact in ``FACTS``' order (the plain store's form or a relaxed
-    store's), the ``damaged`` fact's column being ``guard`` (NULL: nothing damaged)."""
-    return select(*(guard if f.name == "damaged" else f.relaxed() if relaxed else f.expr for f in FACTS))
+    store's), the ``damaged`` fact's column being ``guard`` (NULL: nothing damaged). The facts that
+    are aggregates over the applicable rules (``Fact.of_rules``, with no other form on a relaxed
+    store) come from one read of those rules, a one-row derived table, instead of one each."""
+    rolled = [f for f in FACTS if f.of_rules is not None and f.guarded is None and f.also is None]
+    r = _rules_table.alias("ru_rules")
+    ru = select(*(f.of_rules(r).label(f.short) for f in rolled if f.of_rules is not None)).where(rules_where(r)).subquery("ru")
+
+    def column(f: Fact) -> ColumnElement[Any]:
+        if f.name == "damaged":
+            return guard
+        if f.echo:  # the caller's own value (``read_facts``)
+            return null()
+        if f in rolled:
+            return ru.c[f.short]
+        return f.relaxed() if relaxed else f.expr
+
+    return select(*(column(f) for f in FACTS)).select_from(ru)
 
 
 _STATEMENTS = {
@@ -281,12 +296,13 @@ def facts_params(goal: str, agent: str, automation: str | None, turn_id: str, tr
 
 def read_facts(tx: DriverTx, goal: str, agent: str, automation: str | None, turn_id: str, trigger_us: int, lim: int | None = None) -> Facts:
     """The lane's facts in one statement; ``lim``: what the client found checking its limits
-    (``LimitCode``; None: not checked), echoed as the ``limit_code`` fact."""
+    (``LimitCode``; None: not checked), the ``limit_code`` fact (not sent to the store and back)."""
     sql = (GUARDED_FACTS_SQL if tx.relaxed else FACTS_SQL)[tx.dialect]
-    row = tx.row(sql, facts_params(goal, agent, automation, turn_id, trigger_us, lim))
+    row = tx.row(sql, facts_params(goal, agent, automation, turn_id, trigger_us))
     if row is None:  # pragma: no cover - a SELECT of scalars always returns one row
         raise StoreUnavailable("the store returned no row for the admission facts")
-    return decode_facts(row, goal, agent, automation, turn_id)
+    facts = decode_facts(row, goal, agent, automation, turn_id)
+    return facts if lim is None else facts._replace(limit_code=lim)
 
 
 def decode_facts(row: Sequence[Any], goal: str, agent: str, automation: str | None, turn_id: str) -> Facts:

@@ -89,6 +89,17 @@ def test_the_per_lane_read_searches_indexes_only(store: Store) -> None:
         assert all("Index" in plan[i] and plan[i + 1].strip().startswith("Index Cond") for i in scans), plan
 
 
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
+@pytest.mark.parametrize("guarded", [False, True], ids=["plain", "relaxed"])
+def test_the_per_lane_read_reads_the_rules_once_and_sends_no_echo(dialect: str, guarded: bool) -> None:
+    """The facts that are aggregates over the applicable rules (the rules' rows, whether any
+    carries a count or budget) come from one read of those rules, and the limit code the caller
+    already holds is not sent to the store and back."""
+    sql = (GUARDED_FACTS_SQL if guarded else FACTS_SQL)[dialect]
+    assert len(re.findall(r"automation_id IN \('', :xr\)", sql)) == 1, sql
+    assert ":lim" not in sql
+
+
 def test_the_relaxed_read_adds_only_its_guard(store: Store) -> None:
     """The relaxed store's read searches the same indexes for the same facts, plus its guard's legs."""
     plain, guarded = _plan(store, FACTS_SQL[store.dialect]), _plan(store, GUARDED_FACTS_SQL[store.dialect])

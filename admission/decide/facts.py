@@ -137,12 +137,16 @@ class Fact(NamedTuple):
     also: Select[Any] | None = None
     per_row: PerRow | None = None  # its form in the bulk read (None: read there as ``expr``, or not)
     # Its value as an aggregate over the applicable rules' rows (given the rules table or an alias
-    # of it), when it is one: the server function takes it from its one read of the rules instead
-    # of reading them again. None: ``expr`` everywhere.
+    # of it), when it is one (``expr`` then the same aggregate over ``rules_where``): the per-lane
+    # read and the server function take it from their one read of the rules instead of reading
+    # them again. None: ``expr`` everywhere.
     of_rules: Callable[[Any], ColumnElement[Any]] | None = None
     # The ``Facts`` field its decoded value fills (a plain fact); None: a composite fact the client
     # takes apart into several fields (``COMPOSITE_FIELDS``) or a guard that fills none.
     field: str | None = None
+    # A parameter echoed (the server function reads it as a fact of its row): the client's own
+    # statements do not send it back (a NULL column) and take the caller's value.
+    echo: bool = False
 
     def relaxed(self) -> ColumnElement[Any]:
         """Its scalar on a relaxed store (the client's form)."""
@@ -329,6 +333,7 @@ FACTS = (
         scalar(select(json_rows(*(_rules.c[c] for c in RULE_COLUMNS))).where(rules_where(_rules))),
         "text",
         per_row=PerRow(_rules, _KEYS, tuple(_rules.c[c] for c in RULE_COLUMNS if c not in _KEYS), grouped=False),
+        of_rules=lambda r: json_rows(*(r.c[c] for c in RULE_COLUMNS)),
     ),
     # In bulk, the same subquery: its parameter is the read's, not a lane's.
     Fact("turn", "turn", scalar(select(json_row(*(_s[c] for c in TURN_COLUMNS))).where(_s.turn_id == T)), "text", turn_row),
@@ -352,7 +357,7 @@ FACTS = (
         field="limited",
         of_rules=lambda r: func.count().filter(limited_rule(r)),
     ),
-    Fact("limit_code", "lim", cast(LIM, Integer), "integer", _limit_code, field="limit_code"),
+    Fact("limit_code", "lim", cast(LIM, Integer), "integer", _limit_code, field="limit_code", echo=True),
     # The goal's latest start over all its agents (index ix_fg_starts_goal_anchor), which a goal floor
     # across agents counts from. Read only for a goal with such a rule (NULL otherwise: other goals
     # neither pay for it nor fail on another agent's damaged anchor). In bulk: the largest of the
