@@ -181,9 +181,10 @@ def _floor_next(f: Facts, req: Request) -> int | None:
 
 def _waiting(f: Facts) -> Explained:
     """The floor's wait, naming the goal when its floor across agents is the one that binds."""
-    lane_anchor = f.lane_anchor_us if f.floor.automation_id else None
-    if goal_binds(f.agent_floor_us, f.lane_floor_us, f.agent_anchor_us, lane_anchor, f.goal_floor_us, f.goal_anchor_us):
-        return Explained(goal_waiting, (f.floor.goal_floor, f.floor.goal_id))
+    if f.goal_floor_us:  # (no goal floor across agents: it cannot bind)
+        lane_anchor = f.lane_anchor_us if f.floor.automation_id else None
+        if goal_binds(f.agent_floor_us, f.lane_floor_us, f.agent_anchor_us, lane_anchor, f.goal_floor_us, f.goal_anchor_us):
+            return Explained(goal_waiting, (f.floor.goal_floor, f.floor.goal_id))
     return Explained(waiting, (f.floor.floor,))
 
 
@@ -406,6 +407,9 @@ _LIMIT_ROWS = {
     LimitCode.BUDGET: CHECKS[[c.id for c in CHECKS].index("budget_exhausted")],
 }
 _NEXT = tuple(c.next_us for c in CHECKS if c.next_us is not None)
+# Each table (by identity: a tuple's hash is computed anew each time) with its rows' predicates
+# beside them, so that ``first`` does not look each up.
+_PAIRS = {id(table): tuple((c, c.holds) for c in table) for table in (CHECKS, READBACK)}
 
 
 def _untils() -> dict[Reason, str]:
@@ -452,8 +456,9 @@ def first(checks: tuple[Check, ...], f: Facts, req: Request, now_us: int) -> tup
     """The first check of ``checks`` that holds, and the next eligible time it reports (the latest
     of all checks that wait for time)."""
     nxt = next_us_of(f, req)
-    for check in checks:
-        if check.holds(f, req, now_us, nxt):
+    pairs = _PAIRS.get(id(checks))
+    for check, holds in pairs if pairs is not None else ((c, c.holds) for c in checks):
+        if holds(f, req, now_us, nxt):
             if check.id == "interval_wait" and f.limited and f.limit_code in _LIMIT_ROWS:
                 # Both deny: the reason names the one that binds longest (the floor on a tie).
                 row = _LIMIT_ROWS[LimitCode(f.limit_code)]
