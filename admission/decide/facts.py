@@ -203,13 +203,28 @@ def _limit_code(value: Any, where: str) -> int | None:
     return value if type(value) is int else None
 
 
+def _ranged(keys: Keys) -> list[ColumnElement[bool]]:
+    """``keys`` matched to their parameters, the last as a range of one value: with ``_order``,
+    only the index on exactly these columns gives the order asked for, so a planner without
+    statistics (a new store, or a generic plan made while the table was small) does not pick an
+    index on fewer of them and filter the rest (O(history) per decision: every start of the goal
+    searched for one lane's trigger)."""
+    *equal, (last, param) = keys
+    return [*_match(_starts, tuple(equal)), _starts.c[last] >= param, _starts.c[last] <= param]
+
+
+def _order(keys: Keys, *then: ColumnElement[Any]) -> list[ColumnElement[Any]]:
+    """The order ``_ranged``'s index gives, walked backwards: its last key column, then ``then``."""
+    return [_starts.c[keys[-1][0]].desc(), *(c.desc() for c in then)]
+
+
 def latest(name: str, short: str, column: str, keys: Keys, bound: int, field: str) -> Fact:
     """The fact that is the largest ``column`` of the starts matching ``keys``: per lane its
     index walked backwards (ORDER BY ... LIMIT 1 rather than MAX, so every planner does), in bulk
     MAX per group (equal wherever no NULL is present; a NULL there is a damaged row the guard
     reports)."""
     col = _starts.c[column]
-    expr = scalar(first_row(select(col).where(*_match(_starts, keys)).order_by(col.desc())))
+    expr = scalar(first_row(select(col).where(*_ranged(keys)).order_by(*_order(keys, col))))
     per_row = PerRow(_starts, tuple(c for c, _ in keys), (func.max(col),))
     return Fact(name, short, expr, "bigint", bounded_time(name.replace("_", " "), bound), bound, per_row=per_row, field=field)
 
@@ -218,7 +233,7 @@ def matching(name: str, short: str, column: str, keys: Keys, on: tuple[str, Colu
     """The fact that is ``column`` of the one start matching ``keys`` whose ``on`` column equals its
     parameter (a unique index holds it to one): in bulk the MAX of its group's matching rows."""
     col, test = _starts.c[column], _starts.c[on[0]] == on[1]
-    expr = scalar(select(col).where(*_match(_starts, keys), test))
+    expr = scalar(first_row(select(col).where(*_ranged((*keys, on))).order_by(*_order((*keys, on)))))
     per_row = PerRow(_starts, tuple(c for c, _ in keys), (func.max(case((test, col))),))
     return Fact(name, short, expr, "text", per_row=per_row, field=field)
 
