@@ -48,6 +48,11 @@ _TOKENS = re.compile(r"(\d{1,13})(?:\.(\d{1,6}))?([kKmMgG]?)", re.ASCII)
 _TOKEN_UNITS = {"": 1, "k": 1_000, "m": 1_000_000, "g": 1_000_000_000}
 _USD = re.compile(r"\$?(\d{1,7})(?:\.(\d{1,6}))?", re.ASCII)
 _ZONE = re.compile(r"[A-Za-z][A-Za-z0-9_+\-]*(?:/[A-Za-z0-9_+\-]+){0,2}")
+# Names the zone data holds that are not one zone: each machine's own setting (hosts sharing a
+# store would disagree on when a day starts), and the copies counted in another time scale
+# (``right/`` counts leap seconds: its midnight is not UTC's).
+_HOST_ZONES = frozenset({"localtime", "posixrules"})
+_OTHER_SCALES = ("posix/", "right/")
 
 
 class WindowKind(StrEnum):
@@ -204,6 +209,11 @@ def parse_window(text: object, field: str = "--per") -> Window:
             raise InvalidInput(field, f"{raw!r}: the period before @ is day, week or month; {_HINT}")
         if not _ZONE.fullmatch(zone) or len(zone) > 64:
             raise InvalidInput(field, f"{raw!r}: {zone!r} is not an IANA zone name (e.g. Europe/Berlin, UTC)")
+        if zone in _HOST_ZONES or zone.startswith(_OTHER_SCALES):
+            raise InvalidInput(
+                field,
+                f"{raw!r}: {zone!r} is not a fixed zone (it follows this machine's settings or another time scale); name the zone, e.g. Europe/Berlin or UTC",
+            )
         try:
             ZoneInfo(zone)
         except (ZoneInfoNotFoundError, ValueError, OSError):

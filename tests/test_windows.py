@@ -60,6 +60,10 @@ BAD_WINDOWS = [
     ("zone-in-the-wrong-case", "day@europe/berlin", "zone names are case-sensitive: Europe/Berlin"),
     ("zone-path-escape", "day@../../etc/passwd", "not an IANA zone"),
     ("no-zone", "day@", "not an IANA zone"),
+    ("this-machines-zone", "day@localtime", "not a fixed zone"),
+    ("the-default-rules", "week@posixrules", "not a fixed zone"),
+    ("leap-second-scale", "day@right/UTC", "not a fixed zone"),
+    ("posix-copy", "month@posix/Europe/Berlin", "not a fixed zone"),
     ("bare-period", "day", "not a window"),
     ("garbage", "daily", "not a window"),
 ]
