@@ -65,3 +65,20 @@ def test_policy_show_of_a_lane_with_limits_and_no_floor_says_there_is_no_floor(s
     assert "effective floor for g/a/x: none (no rule sets a floor); its limits apply" in text
     assert "no rule applies" not in text
     assert "effective floor for h/a/x: 0 (no rule applies)" in run_cli("policy", "show", "h/a/x", db=store.url).stdout
+
+
+def test_a_budget_with_some_left_says_what_the_next_start_holds(store: Store) -> None:
+    """A token budget that blocks with part of it left says why: the next start's estimate (here
+    the owner's) does not fit in what is left; in ``policy show``, ``status`` and the denial."""
+    clock = FixedClock(datetime(2026, 12, 1, 9, tzinfo=timezone.utc))
+    add_automation(store, clock)
+    limits = LimitsChange(budget_tokens=100_000, estimate_tokens=40_000, per=parse_window("day@UTC"))
+    Policies(store, clock).configure(Scope.parse("g/a"), expected_revision=0, owner_ref="o", limits=limits)
+    admission = Admission(store, clock)
+    for turn in ("t1", "t2"):  # 80k held of 100k: 20k left, the next start holds 40k
+        assert admission.reserve(goal="g", agent="a", automation="x", turn_id=turn, trigger_time=clock.now()).admitted
+        clock.advance(timedelta(minutes=1))
+    said = "used 0 tokens, held 80000 tokens, left 20000 tokens, the next start holds 40000 tokens"
+    decision = admission.reserve(goal="g", agent="a", automation="x", turn_id="t3", trigger_time=clock.now())
+    assert decision.reason is Reason.BUDGET_EXHAUSTED and said in decision.detail
+    assert said in Readback(store, clock).automation("x").detail

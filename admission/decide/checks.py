@@ -239,6 +239,9 @@ def _limit_text(f: Facts) -> str:
         return "a limit across runs is reached"
     limit = state.limit  # type: ignore[attr-defined]
     text = f"{limit.describe()}: used {limit.quantity(state.used)}, held {limit.quantity(state.held)}"  # type: ignore[attr-defined]
+    need, left = getattr(state, "need", None), getattr(state, "left", 0)
+    if limit.kind.value != "starts" and need is not None and need > left > 0:  # why a budget with some left blocks
+        text += f", left {limit.quantity(left)}, the next start holds {limit.quantity(need)}"
     problem = getattr(state, "problem", None)
     if problem:
         text += f"; cannot be checked: {problem}"

@@ -221,6 +221,10 @@ def amount(x: LimitState, value: int | None) -> int | str | None:
 
 
 def usage_text(x: LimitState) -> str:
-    """``used 2, held 0, left 1`` (with the unit: tokens, USD)."""
+    """``used 2, held 0, left 1`` (with the unit: tokens, USD); a budget that blocks with some of
+    it left adds what the next start would hold (its estimate), which is why."""
     q = x.limit.quantity
-    return f"used {q(x.used)}, held {q(x.held)}, left {q(x.left)}"
+    out = f"used {q(x.used)}, held {q(x.held)}, left {q(x.left)}"
+    if x.blocked and x.problem is None and x.limit.kind is not LimitKind.STARTS and x.need is not None and x.need > x.left > 0:
+        out += f", the next start holds {q(x.need)}"
+    return out
