@@ -170,3 +170,24 @@ def test_preview_of_a_budget_denies_the_fires_the_estimate_would_cross(store: St
     limit(store, clock, "g/a", LimitsChange(budget_tokens=25_000, per=parse_window("1d"), estimate_tokens=10_000))
     preview = Readback(store, clock).preview("x", 3)
     assert [(r.admitted, r.denied_by) for r in preview.rows] == [(True, None), (True, None), (False, "budget_exhausted")]
+
+
+def test_preview_says_when_a_limit_its_own_starts_spent_frees(store: Store, clock: FixedClock) -> None:
+    """A fire denied by what the preview's own earlier starts spent says when it may run again:
+    a calendar budget at the next period's start; a rolling count no earlier than its first start
+    leaves the window (here exactly then: the store holds none of the window's starts)."""
+    add_automation(store, clock, schedule=HOURLY)
+    limit(store, clock, "g", None, floor=SECOND)
+    limit(store, clock, "g/a", LimitsChange(budget_tokens=25_000, per=parse_window("day@UTC"), estimate_tokens=10_000))
+    rows = Readback(store, clock).preview("x", 3).rows
+    assert [(r.admitted, r.denied_by, r.eligible_at) for r in rows][2] == (
+        False,
+        "budget_exhausted",
+        datetime(2026, 12, 2, tzinfo=timezone.utc),
+    )
+    add_automation(store, clock, "y", schedule=HOURLY, agent="b")
+    limit(store, clock, "g/b", LimitsChange(max_starts=2, per=parse_window("6h")))
+    rows = Readback(store, clock).preview("y", 3).rows
+    first = rows[0].runs_at
+    assert first is not None and [(r.admitted, r.denied_by) for r in rows] == [(True, None), (True, None), (False, "count_exhausted")]
+    assert rows[2].eligible_at == first + timedelta(hours=6)

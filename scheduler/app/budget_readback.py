@@ -168,10 +168,26 @@ class PreviewLimits:
             reason = (Reason.COUNT_EXHAUSTED if x.limit.kind is LimitKind.STARTS else Reason.BUDGET_EXHAUSTED).value
             if x.blocked:
                 return reason, None if x.frees_at is None or x.frees_at == NEVER else x.frees_at
-            earlier = sum(1 for r in ran if x.limit.window.counts(r, at)) * (x.need or 0)
-            if x.used + x.held + earlier + (x.need or 0) > x.limit.amount:
-                return reason, None  # spent by the preview's own earlier starts: frees as they age out
+            counted = sorted(r for r in ran if x.limit.window.counts(r, at))
+            if x.used + x.held + len(counted) * (x.need or 0) + (x.need or 0) > x.limit.amount:
+                return reason, _frees_from_ran(x, counted, at)  # spent by the preview's own earlier starts
         return None
+
+
+def _frees_from_ran(x: LimitState, counted: list[datetime], at: datetime) -> datetime | None:
+    """When enough of the preview's own earlier starts (``counted``: those the window holds at
+    ``at``, oldest first) have left the window for one more start: the next calendar period, or
+    in a rolling window when the last of the oldest ones that must go leaves it. The store's own
+    usage is taken as it is at ``at`` (it only ages out: no earlier time is ever shown). None:
+    their leaving is not enough."""
+    window, need = x.limit.window, x.need or 0
+    if not window.rolling:
+        return window.next_period_start(at) if need <= x.limit.amount else None
+    over = x.used + x.held + len(counted) * need + need - x.limit.amount
+    leaving = -(-over // need) if need else 0  # how many must leave (rounded up)
+    if leaving < 1 or leaving > len(counted):
+        return None
+    return window.leaves_at(counted[leaving - 1], at)
 
 
 def limited(eligibility: Eligibility, limits: LaneLimits | None) -> Eligibility:

@@ -60,7 +60,7 @@ def _fire_run(row: Any) -> str:
     if not row.admitted:
         return f"no ({row.denied_by or 'floor'})"
     if row.runs_at is not None and row.runs_at != row.fire_at:
-        why = "when the floor opens" if row.waited_for_floor else "at once: a missed fire inside the catch-up window"
+        why = "when the lane is next eligible" if row.waited_for_floor else "at once: a missed fire inside the catch-up window"
         return f"yes, at {_up(row.runs_at)} ({why})"
     return "yes"
 
