@@ -112,6 +112,12 @@ def test_bad_limit_input_is_one_line_exit_2_nothing_written(sqlite_db: str, flag
     assert history(sqlite_db) == []
 
 
+def test_a_bad_count_says_that_0_removes_it(sqlite_db: str) -> None:
+    """``--max-starts`` takes 1..1000000, and 0 as a word of its own (a removal): its error says both."""
+    result = run_cli("policy", "set", "inbox", "--max-starts", "-1", "--per", "1d", "--revision", "0", "--owner-ref", "a", db=sqlite_db)
+    assert result.returncode == 2 and "in 1..1000000, or 0 to remove the count" in result.stderr
+
+
 @pytest.mark.parametrize(
     "command",
     [["policy", "set", "inbox", "--max-starts", "3", "--per", "1d"], ["policy", "price", "m", "--usd-per-mtok", "2"]],
