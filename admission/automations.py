@@ -329,7 +329,10 @@ class Automations(Repository):
         except CorruptState as exc:
             raise CorruptState(f"automation {automation_id!r} is malformed in the store: {exc}") from None
         if row is None:
-            raise NotFound(f"automation {automation_id!r} does not exist (see 'floorgate automation list')")
+            raise NotFound(
+                f"automation {automation_id!r} does not exist (see 'floorgate automation list'; a lane an agent app's"
+                " own timer wakes through the hooks is no automation: 'floorgate policy show GOAL/AGENT/LANE' reads it)"
+            )
         return _row_to_automation(row)
 
     def list(self, goal: str | None = None, agent: str | None = None) -> list[Automation]:
