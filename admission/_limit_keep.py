@@ -7,7 +7,7 @@ current period. ``_limit_read`` reads; this decides what of a read may stand for
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from ._limit_check import LaneCheck
 from ._limit_decode import USAGE_COLUMNS, json_list, rows_of
@@ -17,9 +17,6 @@ from .clock import to_us
 from .store import DriverTx
 from .usage import ESTIMATE_LOOKBACK, GROUP_COLUMNS
 from .windows import Window
-
-if TYPE_CHECKING:
-    from ._limit_read import LaneLimits
 
 BOUND = 4096  # entries per process-wide cache here and in ``_limit_read`` (cleared when full)
 
@@ -85,7 +82,23 @@ def keep(kept: Kept, key: tuple[str, str, str, str | None]) -> None:
     KEPT[key] = kept
 
 
-def horizon_us(lane: LaneLimits, values: list[Any], before: datetime) -> int:
+class LaneReads(Protocol):
+    """What ``horizon_us`` reads of a lane's definitions (``_limit_read.LaneLimits``, which reads
+    through this module: named here by what it holds, not imported)."""
+
+    @property
+    def budgets(self) -> bool: ...
+    @property
+    def usd(self) -> bool: ...
+    @property
+    def max_tokens(self) -> int: ...
+    @property
+    def reads(self) -> tuple[tuple[bool, bool, bool, Window], ...]: ...
+    @property
+    def lengths_us(self) -> tuple[int | None, ...]: ...
+
+
+def horizon_us(lane: LaneReads, values: list[Any], before: datetime) -> int:
     """The first microsecond at which the lane's limit read, taken at ``before``, could find other
     rows with none of them changed: a gathered row leaves its rolling window (the earliest of each
     read: the window counts from ``known_params``' start on), a calendar window's period ends, or

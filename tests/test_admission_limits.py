@@ -152,12 +152,17 @@ def test_a_budget_that_cannot_be_checked_denies(store: Store, clock: FixedClock,
 # its amounts in the limit's unit, never USD's micro-dollars.
 SPENT = [
     ("starts", LimitsChange(max_starts=1), {}, "1 starts per 1d at g/a: used 1, held 0;"),
-    ("tokens", LimitsChange(budget_tokens=1000, estimate_tokens=600), {"tokens": 600}, "used 600 tokens, held 0 tokens;"),
+    (
+        "tokens",
+        LimitsChange(budget_tokens=1000, estimate_tokens=600),
+        {"tokens": 600},
+        "used 600 tokens, held 0 tokens, left 400 tokens, the next start holds 600 tokens;",
+    ),
     (
         "usd",
         LimitsChange(budget_usd=Decimal(1), estimate_tokens=100_000),
         {"tokens": 100_000, "usd_micros": 600_000, "model": "m"},
-        "$1.00 per 1d at g/a: used $0.60, held $0.00;",
+        "$1.00 per 1d at g/a: used $0.60, held $0.00, left $0.40, the next start holds $0.60;",
     ),
 ]
 
