@@ -99,16 +99,16 @@ def _read(*, relaxed: bool, guard: ColumnElement[Any]) -> Select[Any]:
     store's), the ``damaged`` fact's column being ``guard`` (NULL: nothing damaged). The facts that
     are aggregates over the applicable rules (``Fact.of_rules``, with no other form on a relaxed
     store) come from one read of those rules, a one-row derived table, instead of one each."""
-    rolled = [f for f in FACTS if f.of_rules is not None and f.guarded is None and f.also is None]
     r = _rules_table.alias("ru_rules")
-    ru = select(*(f.of_rules(r).label(f.short) for f in rolled if f.of_rules is not None)).where(rules_where(r)).subquery("ru")
+    rolled = {f.name: f.of_rules(r).label(f.short) for f in FACTS if f.of_rules is not None and f.guarded is None and f.also is None}
+    ru = select(*rolled.values()).where(rules_where(r)).subquery("ru")
 
     def column(f: Fact) -> ColumnElement[Any]:
         if f.name == "damaged":
             return guard
         if f.echo:  # the caller's own value (``read_facts``)
             return null()
-        if f in rolled:
+        if f.name in rolled:
             return ru.c[f.short]
         return f.relaxed() if relaxed else f.expr
 

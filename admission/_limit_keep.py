@@ -1,21 +1,20 @@
 """What a limited lane's one-statement read keeps between decisions on a marked store (SQLite's
-limit mark, migration 0032): its last check, the mark and schema version the read found, and the
-horizon until which time alone changes nothing the read would find; and each calendar window's
-current period. ``_limit_read`` reads; this decides what of a read may stand for the next one.
+limit mark, migration 0032): its last check, the mark and schema version the read found, and until
+when it stands (``_limit_read.horizon_us``: time alone changes nothing the read would find before);
+and each calendar window's current period. ``_limit_read`` reads; this decides what of a read may stand for the next one.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple, Protocol
+from typing import NamedTuple
 
 from ._limit_check import LaneCheck
-from ._limit_decode import USAGE_COLUMNS, json_list, rows_of
 from ._types import MAX_US
 from ._upgrade import MARKS_SEEN, MARK_CHECK_SQL, marks_seen
 from .clock import to_us
 from .store import DriverTx
-from .usage import ESTIMATE_LOOKBACK, GROUP_COLUMNS
+from .usage import ESTIMATE_LOOKBACK
 from .windows import Window
 
 BOUND = 4096  # entries per process-wide cache here and in ``_limit_read`` (cleared when full)
@@ -27,7 +26,7 @@ def length_us(length: timedelta) -> int:
 
 
 _ONE_US = timedelta(microseconds=1)
-_NEVER_US = MAX_US  # no horizon: the latest instant a stored time may name
+NEVER_US = MAX_US  # no horizon: the latest instant a stored time may name
 LOOKBACK_US = length_us(ESTIMATE_LOOKBACK)
 # Each calendar window's current period, as (first, next first) microsecond: a decision within it
 # takes its start without the zone arithmetic (its instants are fixed once computed).
@@ -50,7 +49,7 @@ class Kept(NamedTuple):
     """A lane's last limit check on a marked store, with the mark its read found: it stands for a
     decision that finds the same mark (no start, usage, rule, price or model changed since) and
     reads between ``since_us`` (the read's instant: never before, a clock gone back) and
-    ``until_us`` (``horizon_us``: when time alone would change what the read finds)."""
+    ``until_us`` (``_limit_read.horizon_us``: when time alone would change what the read finds)."""
 
     key: str  # the lane's definitions it was checked under (``LaneLimits.key``)
     mark: int
@@ -80,52 +79,3 @@ def keep(kept: Kept, key: tuple[str, str, str, str | None]) -> None:
     if len(KEPT) >= BOUND:
         KEPT.clear()
     KEPT[key] = kept
-
-
-class LaneReads(Protocol):
-    """What ``horizon_us`` reads of a lane's definitions (``_limit_read.LaneLimits``, which reads
-    through this module: named here by what it holds, not imported)."""
-
-    @property
-    def budgets(self) -> bool: ...
-    @property
-    def usd(self) -> bool: ...
-    @property
-    def max_tokens(self) -> int: ...
-    @property
-    def reads(self) -> tuple[tuple[bool, bool, bool, Window], ...]: ...
-    @property
-    def lengths_us(self) -> tuple[int | None, ...]: ...
-
-
-def horizon_us(lane: LaneReads, values: list[Any], before: datetime) -> int:
-    """The first microsecond at which the lane's limit read, taken at ``before``, could find other
-    rows with none of them changed: a gathered row leaves its rolling window (the earliest of each
-    read: the window counts from ``known_params``' start on), a calendar window's period ends, or
-    the largest recent turn leaves the estimate's lookback (``known_params``' ``sl``)."""
-    before_us = to_us(before)
-    until = _NEVER_US
-    at = int(lane.budgets) + int(lane.usd)
-    for k, read in enumerate(lane.reads):
-        length = lane.lengths_us[k]
-        if length is None:
-            until = min(until, period_us(read[3], before, before_us)[1])
-        else:
-            earliest = _earliest(values[at], read[0])
-            if earliest is not None:
-                until = min(until, earliest + length)
-        at += 1
-    if lane.budgets and not lane.max_tokens:
-        for row in rows_of(values[at], len(USAGE_COLUMNS)):
-            until = min(until, row[USAGE_COLUMNS.index("at_us")] + LOOKBACK_US)
-    return until
-
-
-def _earliest(text: object, starts: bool) -> int | None:
-    """The earliest time among a read's gathered rows (None: none): a count's earliest anchor, or
-    the earliest of its usage groups' earliest times."""
-    if starts:
-        values = json_list(text)
-        return values[1] if values and values[0] else None
-    times = [r[-1] for r in rows_of(text, len(GROUP_COLUMNS) + 2)]
-    return min(times) if times else None

@@ -43,9 +43,9 @@ from sqlalchemy.sql.elements import ColumnElement
 from . import _schema as s
 from ._facts import decode_facts, facts_params, facts_statement, read_facts
 from ._limit_check import LaneCheck, check_lane, code_of
-from ._limit_decode import USAGE_COLUMNS, counted, json_list, largest_rows, prices_from, usage
+from ._limit_decode import USAGE_COLUMNS, counted, json_list, largest_rows, prices_from, rows_of, usage
 from ._limit_decode import forget as forget_decoded
-from ._limit_keep import BOUND, KEPT, LOOKBACK_US, PERIODS, Kept, horizon_us, keep, length_us, marks_intact_at, period_us
+from ._limit_keep import BOUND, KEPT, LOOKBACK_US, NEVER_US, PERIODS, Kept, keep, length_us, marks_intact_at, period_us
 from ._series import series_legs
 from ._types import decode_us
 from .budgets import Gathered, states_of
@@ -430,6 +430,39 @@ def read_known(tx: DriverTx, lane: LaneLimits, req: Request, clock: Clock, *, wi
 
 # Each lane's statement by its definitions' text (a str: its hash is kept, the shape's is not).
 _STATEMENTS: dict[tuple[str, str, bool, bool, bool], str] = {}
+
+
+def horizon_us(lane: LaneLimits, values: list[Any], before: datetime) -> int:
+    """The first microsecond at which the lane's limit read, taken at ``before``, could find other
+    rows with none of them changed: a gathered row leaves its rolling window (the earliest of each
+    read: the window counts from ``known_params``' start on), a calendar window's period ends, or
+    the largest recent turn leaves the estimate's lookback (``known_params``' ``sl``)."""
+    before_us = to_us(before)
+    until = NEVER_US
+    at = int(lane.budgets) + int(lane.usd)
+    for k, read in enumerate(lane.reads):
+        length = lane.lengths_us[k]
+        if length is None:
+            until = min(until, period_us(read[3], before, before_us)[1])
+        else:
+            earliest = _earliest(values[at], read[0])
+            if earliest is not None:
+                until = min(until, earliest + length)
+        at += 1
+    if lane.budgets and not lane.max_tokens:
+        for row in rows_of(values[at], len(USAGE_COLUMNS)):
+            until = min(until, row[USAGE_COLUMNS.index("at_us")] + LOOKBACK_US)
+    return until
+
+
+def _earliest(text: object, starts: bool) -> int | None:
+    """The earliest time among a read's gathered rows (None: none): a count's earliest anchor, or
+    the earliest of its usage groups' earliest times."""
+    if starts:
+        values = json_list(text)
+        return values[1] if values and values[0] else None
+    times = [r[-1] for r in rows_of(text, len(GROUP_COLUMNS) + 2)]
+    return min(times) if times else None
 
 
 def known_params(lane: LaneLimits, req: Request, before: datetime, before_us: int | None = None) -> dict[str, Any]:

@@ -47,6 +47,13 @@ class LimitState(NamedTuple):
     def left(self) -> int:
         return max(0, self.limit.amount - self.used - self.held)
 
+    @property
+    def short_by(self) -> int | None:
+        """What the next start would hold, when that is why a budget with some of it left blocks
+        (None otherwise: it does not block, blocks with nothing left, or cannot be checked)."""
+        blocked_by_need = self.blocked and self.problem is None and self.need is not None and self.need > self.left > 0
+        return self.need if blocked_by_need and self.limit.kind is not LimitKind.STARTS else None
+
 
 @functools.cache
 def _starts_statement(by_agent: bool, by_automation: bool) -> Select[Any]:

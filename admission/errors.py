@@ -17,7 +17,6 @@ class InvalidInput(FloorgateError, ValueError):
 
     def __init__(self, field: str, message: str) -> None:
         self.field = field
-        self.message = message  # without the field's name
         super().__init__(f"{field}: {message}")
 
 

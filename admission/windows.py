@@ -329,13 +329,14 @@ def format_usd(value: Decimal) -> str:
     return f"${whole}.{frac.ljust(2, '0')}"
 
 
-def check_max_starts(value: object, field: str = "--max-starts") -> int:
-    """A count limit: a whole number 1..``MAX_STARTS``."""
+def check_max_starts(value: object, field: str = "--max-starts", *, allow_zero: bool = False) -> int:
+    """A count limit: a whole number 1..``MAX_STARTS`` (``allow_zero``: or 0, a removal)."""
+    least, zero = (0, ", or 0 to remove the count") if allow_zero else (1, "")
     if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise InvalidInput(field, f"a whole number of starts, 1..{MAX_STARTS}")
+        raise InvalidInput(field, f"a whole number of starts, 1..{MAX_STARTS}{zero}")
     text = str(value).strip()
-    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= MAX_STARTS:
-        raise InvalidInput(field, f"{text!r} is not a whole number of starts in 1..{MAX_STARTS}")
+    if not (text.isascii() and text.isdigit()) or not least <= int(text) <= MAX_STARTS:
+        raise InvalidInput(field, f"{text!r} is not a whole number of starts in 1..{MAX_STARTS}{zero}")
     return int(text)
 
 

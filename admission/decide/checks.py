@@ -239,9 +239,9 @@ def _limit_text(f: Facts) -> str:
         return "a limit across runs is reached"
     limit = state.limit  # type: ignore[attr-defined]
     text = f"{limit.describe()}: used {limit.quantity(state.used)}, held {limit.quantity(state.held)}"  # type: ignore[attr-defined]
-    need, left = getattr(state, "need", None), getattr(state, "left", 0)
-    if limit.kind.value != "starts" and need is not None and need > left > 0:  # why a budget with some left blocks
-        text += f", left {limit.quantity(left)}, the next start holds {limit.quantity(need)}"
+    short = getattr(state, "short_by", None)  # why a budget with some of it left blocks
+    if short is not None:
+        text += f", left {limit.quantity(state.left)}, the next start holds {limit.quantity(short)}"  # type: ignore[attr-defined]
     problem = getattr(state, "problem", None)
     if problem:
         text += f"; cannot be checked: {problem}"
@@ -410,9 +410,6 @@ _LIMIT_ROWS = {
     LimitCode.BUDGET: CHECKS[[c.id for c in CHECKS].index("budget_exhausted")],
 }
 _NEXT = tuple(c.next_us for c in CHECKS if c.next_us is not None)
-# Each table (by identity: a tuple's hash is computed anew each time) with its rows' predicates
-# beside them, so that ``first`` does not look each up.
-_PAIRS = {id(table): tuple((c, c.holds) for c in table) for table in (CHECKS, READBACK)}
 
 
 def _untils() -> dict[Reason, str]:
@@ -459,9 +456,8 @@ def first(checks: tuple[Check, ...], f: Facts, req: Request, now_us: int) -> tup
     """The first check of ``checks`` that holds, and the next eligible time it reports (the latest
     of all checks that wait for time)."""
     nxt = next_us_of(f, req)
-    pairs = _PAIRS.get(id(checks))
-    for check, holds in pairs if pairs is not None else ((c, c.holds) for c in checks):
-        if holds(f, req, now_us, nxt):
+    for check in checks:
+        if check.holds(f, req, now_us, nxt):
             if check.id == "interval_wait" and f.limited and f.limit_code in _LIMIT_ROWS:
                 # Both deny: the reason names the one that binds longest (the floor on a tie).
                 row = _LIMIT_ROWS[LimitCode(f.limit_code)]

@@ -137,9 +137,9 @@ class Fact(NamedTuple):
     also: Select[Any] | None = None
     per_row: PerRow | None = None  # its form in the bulk read (None: read there as ``expr``, or not)
     # Its value as an aggregate over the applicable rules' rows (given the rules table or an alias
-    # of it), when it is one (``expr`` then the same aggregate over ``rules_where``): the per-lane
-    # read and the server function take it from their one read of the rules instead of reading
-    # them again. None: ``expr`` everywhere.
+    # of it), when it is one (``expr`` is then that aggregate over ``rules_where``, ``_over_rules``):
+    # the per-lane read and the server function take it from their one read of the rules instead
+    # of reading them again. None: ``expr`` everywhere.
     of_rules: Callable[[Any], ColumnElement[Any]] | None = None
     # The ``Facts`` field its decoded value fills (a plain fact); None: a composite fact the client
     # takes apart into several fields (``COMPOSITE_FIELDS``) or a guard that fills none.
@@ -267,6 +267,22 @@ def limited_rule(r: Any) -> ColumnElement[bool]:
     return or_(r.c.max_starts.is_not(None), r.c.budget_tokens.is_not(None), r.c.budget_usd_micros.is_not(None))
 
 
+def rules_json(r: Any) -> ColumnElement[Any]:
+    """The ``rules`` fact over the applicable rules of ``r`` (the table or an alias): their rows."""
+    return json_rows(*(r.c[c] for c in RULE_COLUMNS))
+
+
+def _limited_count(r: Any) -> ColumnElement[Any]:
+    """The ``limited`` fact over the applicable rules of ``r``: how many carry a count or budget."""
+    return func.count().filter(limited_rule(r))
+
+
+def _over_rules(aggregate: Callable[[Any], ColumnElement[Any]]) -> ColumnElement[Any]:
+    """A fact that is ``aggregate`` over the applicable rules, as a scalar of its own (``expr``;
+    its ``of_rules`` form is ``aggregate`` itself, read with the other such facts at once)."""
+    return scalar(select(aggregate(_rules)).where(rules_where(_rules)))
+
+
 class TurnFacts(NamedTuple):
     """The ``turn`` fact decoded: the turn's start, when it has one."""
 
@@ -345,10 +361,10 @@ FACTS = (
     Fact(
         "rules",
         "rules",
-        scalar(select(json_rows(*(_rules.c[c] for c in RULE_COLUMNS))).where(rules_where(_rules))),
+        _over_rules(rules_json),
         "text",
         per_row=PerRow(_rules, _KEYS, tuple(_rules.c[c] for c in RULE_COLUMNS if c not in _KEYS), grouped=False),
-        of_rules=lambda r: json_rows(*(r.c[c] for c in RULE_COLUMNS)),
+        of_rules=rules_json,
     ),
     # In bulk, the same subquery: its parameter is the read's, not a lane's.
     Fact("turn", "turn", scalar(select(json_row(*(_s[c] for c in TURN_COLUMNS))).where(_s.turn_id == T)), "text", turn_row),
@@ -365,12 +381,12 @@ FACTS = (
     Fact(
         "limited",
         "limited",
-        scalar(select(func.count()).select_from(_rules).where(rules_where(_rules), limited_rule(_rules))),
+        _over_rules(_limited_count),
         "bigint",
         _limit_count,
         per_row=PerRow(_rules, _KEYS, (case((limited_rule(_rules), ONE), else_=ZERO),), grouped=False),
         field="limited",
-        of_rules=lambda r: func.count().filter(limited_rule(r)),
+        of_rules=_limited_count,
     ),
     Fact("limit_code", "lim", cast(LIM, Integer), "integer", _limit_code, field="limit_code", echo=True),
     # The goal's latest start over all its agents (index ix_fg_starts_goal_anchor), which a goal floor

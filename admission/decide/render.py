@@ -25,9 +25,9 @@ from sqlalchemy.sql.selectable import Select
 from .._schema import installed as _installed
 from .._schema import rules as _rules
 from .._schema import starts as _starts
-from ._sql import EMPTY, GUARDED, ONE, ZERO, G, T, compiled, dialect, json_row, json_rows, server_sql, text_value
+from ._sql import EMPTY, GUARDED, ONE, ZERO, G, T, compiled, dialect, json_row, server_sql, text_value
 from .checks import CHECKS
-from .facts import FACTS, PARAMS, RULE_COLUMNS, TURN_COLUMNS, Fact, goal_across, rules_where, scalar
+from .facts import FACTS, PARAMS, RULE_COLUMNS, TURN_COLUMNS, Fact, goal_across, rules_json, rules_where, scalar
 from .floors import MAX_FLOOR_US, MAX_US
 
 _ARGS = ", ".join(f"p_{p.name} {p.pg_type}" for p in PARAMS)
@@ -65,7 +65,7 @@ def _row() -> Select[Any]:
     goal_rule = (r.c.agent_id == EMPTY) & (r.c.automation_id == EMPTY)
     ru = (
         select(
-            json_rows(*(r.c[c] for c in RULE_COLUMNS)).label("rules"),
+            rules_json(r).label("rules"),
             func.bool_or(bad, type_=Boolean).label("bad_rule"),
             func.count().filter(r.c.min_interval_us > ZERO).label("active_rules"),
             func.coalesce(func.max(r.c.min_interval_us).filter(r.c.automation_id == EMPTY), ZERO).label("agent_floor"),

@@ -241,6 +241,4 @@ def usage_text(x: LimitState) -> str:
     it left adds what the next start would hold (its estimate), which is why."""
     q = x.limit.quantity
     out = f"used {q(x.used)}, held {q(x.held)}, left {q(x.left)}"
-    if x.blocked and x.problem is None and x.limit.kind is not LimitKind.STARTS and x.need is not None and x.need > x.left > 0:
-        out += f", the next start holds {q(x.need)}"
-    return out
+    return out if x.short_by is None else f"{out}, the next start holds {q(x.short_by)}"

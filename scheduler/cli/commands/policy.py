@@ -122,10 +122,7 @@ def limits_change(args: argparse.Namespace) -> LimitsChange | None:
         raise InvalidInput("--per", "give one --per a write; a count and a budget with different windows are two writes")
     count: int | None = None
     if args.max_starts is not None:
-        try:
-            count = 0 if args.max_starts.strip() == "0" else check_max_starts(args.max_starts)
-        except InvalidInput as exc:  # here 0 is a word of its own: it removes the count
-            raise InvalidInput("--max-starts", f"{exc.message}, or 0 to remove the count") from None
+        count = check_max_starts(args.max_starts, allow_zero=True)
     change = LimitsChange(
         max_starts=count,
         budget_tokens=parse_tokens(args.budget_tokens, "--budget-tokens", allow_zero=True) if args.budget_tokens is not None else None,
