@@ -361,11 +361,15 @@ def _nths(bound: tuple[BoundLimit, ...]) -> list[BoundLimit]:
 # -- the read -------------------------------------------------------------------------------------
 class KnownRead(NamedTuple):
     """What ``read_known`` found: the facts (None: not read), the check (None: the definitions
-    changed, decide by the slow path) and the instant both are taken at."""
+    changed, decide by the slow path) and the instant both are taken at; with a check read in full
+    (not a kept one), the parameters sent and the limit texts the statement answered, in
+    ``_parts``' order (what ``_limit_guard`` checks the lane's limits unchanged against)."""
 
     facts: Facts | None
     check: LaneCheck | None
     now: datetime
+    sent: dict[str, Any] | None = None
+    got: tuple[Any, ...] | None = None
 
 
 def read_known(tx: DriverTx, lane: LaneLimits, req: Request, clock: Clock, *, with_facts: bool, now: datetime | None = None) -> KnownRead:
@@ -421,7 +425,7 @@ def read_known(tx: DriverTx, lane: LaneLimits, req: Request, clock: Clock, *, wi
                 keep(
                     Kept(lane.key, mark, version, at_us, until_us, from_us(until_us), check), (tx.url, req.goal, req.agent, req.automation)
                 )
-        return KnownRead(facts, check, at)
+        return KnownRead(facts, check, at, params, tuple(rest))
     except RowsNeeded:  # a rolling budget binds: when it frees is read from its rows by the slow path
         return KnownRead(facts, None, at)
     except CorruptState as exc:
@@ -482,10 +486,11 @@ def known_params(lane: LaneLimits, req: Request, before: datetime, before_us: in
     return params
 
 
-def plain(tx: DriverTx, req: Request, clock: Clock) -> tuple[Facts, LaneCheck | None, datetime]:
+def plain(tx: DriverTx, req: Request, clock: Clock) -> tuple[Facts, KnownRead | None, datetime]:
     """A decision's plain read on ``tx``: the hot statement alone for a lane not known limited;
-    for a known one its facts and limits in one statement (the check None when its definitions
-    changed: then the caller checks by the slow path). The clock is read after the facts."""
+    for a known one its facts and limits in one statement (its ``KnownRead``; the check None when
+    its definitions changed: then the caller checks by the slow path). The clock is read after the
+    facts."""
     lane = known(req.goal, req.agent, req.automation)
     if lane is None:
         facts = read_facts(tx, req.goal, req.agent, req.automation, req.turn_id, req.trigger_us)
@@ -495,7 +500,7 @@ def plain(tx: DriverTx, req: Request, clock: Clock) -> tuple[Facts, LaneCheck | 
         raise StoreUnavailable("the lane's facts were not read")
     if found.check is None and not found.facts.limited:
         forget(req.goal, req.agent, req.automation)
-    return found.facts, found.check, found.now
+    return found.facts, found, found.now
 
 
 def serialized_check(tx: DriverTx, conn: Connection, req: Request, clock: Clock) -> LaneCheck:

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any, Protocol
 
 from ._facts import INSERT_START_SQL, RESERVE_HOLD_SQL, RESERVE_SQL, decode_facts, facts_params, read_facts
 from ._rule import _ADMITTED, _ADMITTING, _AUTOMATIC, _MANUAL
@@ -28,6 +29,20 @@ def _unchecked(verdict: _Verdict, facts: Facts) -> bool:
 
 
 _WAITS = (Reason.STATE_UNAVAILABLE, Reason.INTERVAL_WAIT)
+
+
+class LimitsChanged(Exception):
+    """A guarded reservation found the lane's limits changed since the read it was guarded by:
+    ``fg_admit`` did not run and nothing was written (the caller reads the limits again)."""
+
+
+class RowSender(Protocol):
+    """Where ``_reserve_pg`` sends its statement: a driver transaction, or ``Store.locked``'s
+    pipeline (the locks and the statement, one transaction)."""
+
+    relaxed: bool
+
+    def row(self, sql: str, params: dict[str, Any]) -> tuple[Any, ...] | None: ...
 
 
 def _admit(
@@ -55,7 +70,7 @@ def _admit_read(tx: DriverTx, req: _Request, facts: Facts, now: datetime, journa
 
 
 def _reserve_pg(
-    tx: DriverTx,
+    tx: RowSender,
     req: _Request,
     clock: Clock,
     lock_key: str,
@@ -65,13 +80,16 @@ def _reserve_pg(
     lim: int | None = None,
     states: tuple[LimitState, ...] = (),
     hold: tuple[int, str | None] | None = None,
+    guard: tuple[str, dict[str, Any]] | None = None,
 ) -> tuple[_Verdict, datetime, Facts]:
     """The decision through PostgreSQL's ``RESERVE_SQL``: one statement, which inserts the start when
     it admits; its facts are decoded and explained here by ``_evaluate``, the decision's one rule.
     ``goal_lock``: the goal's key, which fg_admit takes before the agent's when the goal's floor
     counts across agents (None: the caller may not take it now; such a goal's lane then denies).
     ``hold``: the estimate an admitted turn holds and its model, held by the same statement
-    (``RESERVE_HOLD_SQL``, in the caller's transaction) when it inserts the start.
+    (``RESERVE_HOLD_SQL``, in the caller's transaction) when it inserts the start. ``guard``: that
+    statement guarded (``_limit_guard``: its text, chosen with ``hold``, and the guard's parameters);
+    ``LimitsChanged`` when the guard did not hold (fg_admit did not run).
 
     The clock is read before the call, so a start another process committed while the call waited
     for the lock can be later than it: that denial (clock_rollback) is decided once more with a
@@ -87,12 +105,18 @@ def _reserve_pg(
     if hold is not None:
         sql = RESERVE_HOLD_SQL
         params["est"], params["model"] = hold
+    if guard is not None:
+        sql, params = guard[0], guard[1] | params
     now = read_clock(clock)
     for retry in (True, False):
         params["now"] = now_us = to_us(now)
         row = tx.row(sql, params)
         if row is None:  # pragma: no cover - the statement always returns one row
             raise StoreUnavailable("fg_facts returned no row")
+        if guard is not None:
+            if row[-1] is not True:
+                raise LimitsChanged(f"the limits of {req.goal}/{req.agent} changed since they were read")
+            row = row[:-1]
         if row[_ADMIT_RAN] is not None:  # fg_admit ran: its locked read is the one decided on
             row = row[_OUTCOME + 1 :]
         elif row[_OUTCOME] == "insert":  # pragma: no cover - the gate calls fg_admit whenever it reads 'insert'

@@ -15,9 +15,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
+from typing import NamedTuple
 
 from sqlalchemy import BigInteger, and_, func, or_, select, type_coerce
 
+from . import _limit_guard as limit_guard
 from . import _limit_read as limit_read
 from . import _locks as locks
 from . import _schema as s
@@ -32,7 +34,7 @@ from ._facts import (
 )
 from ._limit_check import check_lane, checked, held_estimate, hold_estimate, judged
 from ._repository import Repository
-from ._reserving import _admit, _admit_read, _reserve_pg, _unchecked
+from ._reserving import LimitsChanged, _admit, _admit_read, _reserve_pg, _unchecked
 from ._rule import (
     _ADMITTED,
     _ADMITTING,
@@ -60,6 +62,16 @@ from .policies import RuleRef, combine, may_cover, rule_ref
 from .scope import check_id, check_limit
 from .store import lock_id
 from .unit import UnitOfWork
+
+
+class _Plain(NamedTuple):
+    """What a decision's plain read found (``Admission._plain``): the denial (None: it may admit),
+    whether a count or budget counts across agents (None: the lane has none), and the known
+    lane's read of its limits (None: not read in one statement)."""
+
+    denied: Decision | None
+    across: bool | None
+    seen: limit_read.KnownRead | None
 
 
 class _UnitNeeded(Exception):
@@ -131,16 +143,16 @@ class Admission(Repository):
                 )
                 if not _unchecked(verdict, facts):
                     return _decision(req, now, verdict)
-                denied, across = self._limited_plain(req, _ADMITTING, facts, now)
+                denied, across, seen = self._limited_plain(req, _ADMITTING, facts, now)
             else:
                 # A denial is decided from one plain read (``_plain``), taking no lock and writing nothing
                 # (the clock read after it, so a start committed just before is never "in the future").
                 # With a journal entry every admission writes (the journal row); without, only new starts.
-                denied, across = self._plain(req, _ADMITTING if journal is None else _ADMITTED)
+                denied, across, seen = self._plain(req, _ADMITTING if journal is None else _ADMITTED)
             if denied is not None:
                 return denied
             if across is not None:  # the lane has counts or budgets: checked again under the lock
-                verdict, now = self._reserve_limited(req, journal, on_admit, unit, across=across)
+                verdict, now = self._reserve_limited(req, journal, on_admit, unit, across=across, seen=seen)
                 return _decision(req, now, verdict)
             lock_key = locks.agent(req.goal, req.agent)
             # Only an evaluation serialized per agent may admit.
@@ -205,17 +217,19 @@ class Admission(Repository):
         unit: UnitOfWork | None,
         *,
         across: bool,
+        seen: limit_read.KnownRead | None = None,
     ) -> tuple[_Verdict, datetime]:
         """The serialized decision of a lane with counts or budgets: under the agent's lock (the
         goal's when a limit counts across agents), its limits are checked, the decision taken with
-        the result, and an admitted turn's estimate held, all in one transaction."""
+        the result, and an admitted turn's estimate held, all in one transaction. ``seen``: the
+        plain read the caller decided from, when it read the lane's limits in full."""
         lock_key = locks.agent(req.goal, req.agent)
         outer = locks.goal(req.goal) if across else lock_key
         pg = self.store.dialect == "postgresql"
         lane = limit_read.known(req.goal, req.agent, req.automation)
         if unit is None and journal is None and on_admit is None and lane is not None:
             try:
-                return self._reserve_known(req, lane, lock_key, outer)
+                return self._reserve_known(req, lane, lock_key, outer, seen)
             except _UnitNeeded:  # rolled back, nothing written: decided again in a unit below
                 pass
         with self._joined(unit) as joined, self.store.driver(write=True, lock_key=outer, unit=joined) as tx:
@@ -246,13 +260,23 @@ class Admission(Repository):
                 on_admit(joined)
         return verdict, now
 
-    def _reserve_known(self, req: _Request, lane: limit_read.LaneLimits, lock_key: str, outer: str) -> tuple[_Verdict, datetime]:
+    def _reserve_known(
+        self, req: _Request, lane: limit_read.LaneLimits, lock_key: str, outer: str, seen: limit_read.KnownRead | None
+    ) -> tuple[_Verdict, datetime]:
         """``_reserve_limited`` of a lane known limited, in a bare driver transaction (as a floor's
         reservation is: its locks taken with BEGIN, no unit of work): its limits read in one
         statement under the locks, the decision, the start and the estimate held. ``_UnitNeeded``
         (raised before anything is written) when the lane's definitions changed or the start would
-        write an alert: the caller decides it in a unit of work, the slow path."""
+        write an alert: the caller decides it in a unit of work, the slow path.
+
+        On PostgreSQL, with the caller's plain read ``seen``: first the reserving statement guarded
+        by the limits that read found (``_limit_guard``), sent with the locks as one pipeline; it
+        decides unless the limits changed since (then nothing was written and the read below runs)."""
         pg = self.store.dialect == "postgresql"
+        if pg and seen is not None:
+            done = self._reserve_seen(req, lane, lock_key, outer, seen)
+            if done is not None:
+                return done
         with self.store.driver(write=True, lock_key=outer) as tx:
             if outer != lock_key and pg:  # the goal's lock first (with BEGIN), then the agent's
                 tx.row("SELECT pg_advisory_xact_lock(CAST(:k AS BIGINT))", {"k": lock_id(lock_key)})
@@ -271,6 +295,30 @@ class Admission(Repository):
                 verdict, now, _ = _reserve_pg(
                     tx, req, self.clock, lock_key, lock_admitted=True, goal_lock=goal_lock, lim=check.code, states=check.states, hold=hold
                 )
+        return verdict, now
+
+    def _reserve_seen(
+        self, req: _Request, lane: limit_read.LaneLimits, lock_key: str, outer: str, seen: limit_read.KnownRead
+    ) -> tuple[_Verdict, datetime] | None:
+        """``_reserve_known`` on PostgreSQL from the plain read ``seen``: the locks and the reserving
+        statement guarded by ``seen``'s limit texts, one pipeline in one transaction (None: the
+        guard found them changed, or ``seen`` cannot stand for a locked read; nothing written)."""
+        check = seen.check
+        if check is None or alerts_due(check.states):
+            return None
+        hold = held_estimate(check)
+        guarded = limit_guard.guard(lane, seen, hold=hold is not None)
+        if guarded is None:
+            return None
+        keys = (outer, lock_key) if outer != lock_key else (lock_key,)  # the goal's lock first, as every such lane takes them
+        goal_lock = outer if outer != lock_key else None
+        try:
+            verdict, now, _ = _reserve_pg(
+                self.store.locked(keys), req, self.clock, lock_key,
+                lock_admitted=True, goal_lock=goal_lock, lim=check.code, states=check.states, hold=hold, guard=guarded,
+            )  # fmt: skip
+        except LimitsChanged:
+            return None
         return verdict, now
 
     @contextmanager
@@ -293,27 +341,28 @@ class Admission(Repository):
             verdict = _Verdict(Reason.STATE_UNAVAILABLE, None, None, None, f"{exc}; denied (fail closed)")
             return _decision(req, read_clock(self.clock), verdict)
 
-    def _plain(self, req: _Request, writes: tuple[Reason, ...]) -> tuple[Decision | None, bool | None]:
+    def _plain(self, req: _Request, writes: tuple[Reason, ...]) -> _Plain:
         """The denial decided from a plain read (None: it may admit), and for a lane with counts or
         budgets whether one counts across agents (None: the lane has none). Such a lane's limits
         are checked after the read (more statements, this lane only) and it is decided again."""
-        facts, check, now = limit_read.plain(self.store.autocommit, req, self.clock)
+        facts, seen, now = limit_read.plain(self.store.autocommit, req, self.clock)
+        check = seen.check if seen is not None else None
         if check is not None:  # a lane known limited: its limits were read in the same statement
             verdict = _evaluate(checked(facts, check), req, to_us(now))
-            return (None if verdict.reason in writes else _decision(req, now, verdict)), check.across_agents
+            return _Plain(None if verdict.reason in writes else _decision(req, now, verdict), check.across_agents, seen)
         verdict = _evaluate(facts, req, to_us(now))
         if _unchecked(verdict, facts):
             return self._limited_plain(req, writes, facts, now)
-        return (None if verdict.reason in writes else _decision(req, now, verdict)), None
+        return _Plain(None if verdict.reason in writes else _decision(req, now, verdict), None, None)
 
-    def _limited_plain(self, req: _Request, writes: tuple[Reason, ...], facts: Facts, now: datetime) -> tuple[Decision | None, bool | None]:
+    def _limited_plain(self, req: _Request, writes: tuple[Reason, ...], facts: Facts, now: datetime) -> _Plain:
         """``_plain`` of a lane with counts or budgets, from its read ``facts``: its limits checked
         in one read transaction, then decided again."""
         with self.store.read() as conn:
             check = check_lane(conn, req.goal, req.agent, req.automation, now)
             limit_read.learn(conn, req.goal, req.agent, req.automation)  # its next decision: one statement
         verdict = _evaluate(checked(facts, check), req, to_us(now))
-        return (None if verdict.reason in writes else _decision(req, now, verdict)), check.across_agents
+        return _Plain(None if verdict.reason in writes else _decision(req, now, verdict), check.across_agents, None)
 
     # -- confirm ---------------------------------------------------------------------------
     def confirm(self, turn_id: str) -> Confirmation:

@@ -68,6 +68,9 @@ def _raw_cursor_type() -> Any:
     return psycopg.RawCursor
 
 
+_LOCK_SQL = "SELECT pg_advisory_xact_lock(CAST(:k AS BIGINT))"
+
+
 class _Autocommit(DriverTx):
     """``DriverTx`` for single autocommitted statements (``Store.autocommit``): each call runs one
     statement on this thread's hot connection, its own transaction, with no context to enter."""
@@ -84,6 +87,19 @@ class _Autocommit(DriverTx):
 
     def execute(self, sql: str, params: dict[str, Any]) -> int:
         return self._owner._one(sql, params, fetch=False)  # type: ignore[return-value]
+
+
+class _Locked:
+    """``Store.locked``: one statement run after advisory locks, in one transaction, sent with
+    them as one pipeline (PostgreSQL)."""
+
+    def __init__(self, store: Store, keys: tuple[str, ...]) -> None:
+        self._owner = store
+        self._keys = keys
+        self.relaxed = store.relaxed
+
+    def row(self, sql: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
+        return self._owner._locked_row(self._keys, sql, params)
 
 
 class Store:
@@ -163,6 +179,30 @@ class Store:
             self._drop_hot_connection()
             raise StoreUnavailable(f"store {self.safe_url} failed: {first_line(exc)}") from exc
         return result
+
+    def locked(self, keys: tuple[str, ...]) -> _Locked:
+        """PostgreSQL: where a statement runs after the advisory locks on ``keys`` (taken in this
+        order), in one transaction with them: the locks and the statement are sent as one pipeline
+        (one wait, no BEGIN or COMMIT message: the pipeline's implicit transaction), so the
+        statement's snapshot is taken once the locks are held. Its ``row`` commits durably when it
+        returns, and rolls back on any database error (``StoreUnavailable``)."""
+        return _Locked(self, keys)
+
+    def _locked_row(self, keys: tuple[str, ...], sql: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
+        raw = self._hot_connection()
+        driver: Any = raw.driver_connection  # a psycopg connection (``_hot_connection``)
+        try:
+            with driver.pipeline():
+                locks = raw.cursor()
+                for key in keys:
+                    locks.execute(*self.bind(_LOCK_SQL, {"k": lock_id(key)}))
+                cursor = raw.cursor()
+                cursor.execute(*self.bind(sql, params))
+                row: tuple[Any, ...] | None = cursor.fetchone()
+        except self._dbapi_error as exc:
+            self._drop_hot_connection()
+            raise StoreUnavailable(f"store {self.safe_url} failed: {first_line(exc)}") from exc
+        return row
 
     def _hot_connection(self) -> PoolProxiedConnection:
         """This thread's dedicated DBAPI connection, in autocommit mode (transactions are explicit)."""

@@ -90,6 +90,51 @@ def test_a_rule_changed_after_the_plain_read_is_seen_under_the_lock(store: Store
     assert (denied.admitted, denied.reason.value) == (False, "count_exhausted")
 
 
+# Starts and held estimates committed by another process after the decision's plain read (which
+# may admit on what it read: 1 of 3 used, no alert due) and before its serialized step are counted
+# there: on PostgreSQL the reserving statement finds the lane's limits changed since that read and
+# does not admit on it (``_limit_guard``), on SQLite the locked read sees the new rows. Never one
+# start or token over.
+RACES = [
+    pytest.param({"max_starts": 3}, "count_exhausted", id="count"),
+    pytest.param({"budget_tokens": 30}, "budget_exhausted", id="tokens"),
+]
+
+
+@pytest.mark.parametrize(("amounts", "reason"), RACES)
+def test_a_start_committed_after_the_plain_read_is_counted(
+    store: Store, monkeypatch: pytest.MonkeyPatch, amounts: dict[str, int], reason: str
+) -> None:
+    limit_read.forget_all()
+    clock = FixedClock(T0)
+    limits = LimitsChange(**amounts, estimate_tokens=10, per=DAY, alert_at=(90,))
+    Policies(store, clock).configure(Scope.parse("g/a"), min_interval=timedelta(0), expected_revision=0, owner_ref="o", limits=limits)
+    add_automation(store, clock, "x", model="m")
+    admission = Admission(store, clock)
+    assert _reserve(admission, "t1", clock.now()).admitted  # the lane is now known: one start, 10 tokens held
+    other = open_store(store.url)
+    plain = limit_read.plain
+    raced: list[bool] = []
+
+    def read_then_race(*args, **kwargs):  # type: ignore[no-untyped-def]
+        found = plain(*args, **kwargs)
+        if not raced:  # once, between our plain read and our serialized step (the racers' own reads pass)
+            raced.append(False)
+            racer = Admission(other, clock)
+            raced[:] = [_reserve(racer, f"racer{i}", clock.now() - timedelta(microseconds=3 - i)).admitted for i in (1, 2)]
+        return found
+
+    monkeypatch.setattr(limit_read, "plain", read_then_race)
+    try:
+        clock.advance(timedelta(seconds=1))
+        ours = _reserve(admission, "t2", clock.now())
+    finally:
+        other.close()
+    assert raced == [True, True]
+    assert (ours.admitted, ours.reason.value) == (False, reason)
+    assert raw_sql(store, "SELECT count(*) FROM fg_starts") == [(3,)]
+
+
 def test_a_hand_damaged_limit_denies_even_when_the_lane_is_known(store: Store) -> None:
     limit_read.forget_all()
     clock = FixedClock(T0)

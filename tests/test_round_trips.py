@@ -418,10 +418,11 @@ def test_round_trips_of_a_denial_with_every_limit_kind(store: Store, denied_by: 
 # lock, in the admitting transaction, a bare driver transaction as a floor's is), never the slow
 # path's several. On the wire, SQLite: the plain read; BEGIN IMMEDIATE, the facts and the limits
 # in one statement, the start, the held estimate (one INSERT that leaves a turn already held
-# alone), COMMIT. PostgreSQL: the plain read; BEGIN with the lock, the limit read, fg_facts +
-# fg_admit with the estimate held in the same statement, COMMIT. No alert crosses here (2 of 5
-# starts). The turn holds its estimate either way.
-KNOWN_ADMISSION = {"sqlite": 6, "postgresql": 5}
+# alone), COMMIT. PostgreSQL: the plain read; then one pipeline, the lock and fg_facts + fg_admit
+# with the estimate held, guarded by the limits the plain read found (``_limit_guard``): its
+# implicit transaction commits at its end with no COMMIT message, as the floor's autocommitted
+# statement does. No alert crosses here (2 of 5 starts). The turn holds its estimate either way.
+KNOWN_ADMISSION = {"sqlite": (6, 1), "postgresql": (2, 0)}
 
 
 def test_an_admission_with_every_limit_kind_reads_its_limits_once(store: Store) -> None:
@@ -432,7 +433,7 @@ def test_an_admission_with_every_limit_kind_reads_its_limits_once(store: Store) 
     clock.advance(timedelta(seconds=1))
     with on_the_wire(store) as counts:
         assert admission.reserve(goal="g", agent="a", automation="x", turn_id="t2", trigger_time=clock.now()).admitted
-    assert (counts["round_trips"], counts["commits"]) == (KNOWN_ADMISSION[store.dialect], 1)
+    assert (counts["round_trips"], counts["commits"]) == KNOWN_ADMISSION[store.dialect]
     held = raw_sql(store, "SELECT state, estimate_tokens, model FROM fg_usage WHERE turn_id = 't2'")
     assert held == [("held", 10, "m")]
 
@@ -579,9 +580,9 @@ def test_a_lane_limited_since_the_callers_read_is_decided_with_its_limits(store:
 # journal row before COMMIT. PostgreSQL, managed: the plain read (none after the caller's read);
 # BEGIN, fg_facts + fg_admit, the journal row, COMMIT. (c) adds, in the admitting transaction, the
 # lane's limit read and its held estimate (and on PostgreSQL the agent's lock before them); its bare
-# admission reads the facts with its limits in one statement on SQLite and holds the estimate in
-# the reserving statement on PostgreSQL (BEGIN with the lock, the limit read, fg_facts + fg_admit
-# + the hold, COMMIT, after the plain read).
+# admission reads the facts with its limits in one statement on SQLite, and on PostgreSQL sends,
+# after the plain read, one pipeline: the lock, and fg_facts + fg_admit + the hold guarded by the
+# limits that read found (its implicit transaction sends no COMMIT).
 _PLAIN = {
     ("sqlite", "denied"): (1, 0),
     ("sqlite", "admitted"): (5, 1),
@@ -607,7 +608,7 @@ LANES = {
             ("sqlite", "managed admitted"): (8, 1),
             ("sqlite", "managed admitted after a read"): (8, 1),
             ("postgresql", "denied"): (1, 0),
-            ("postgresql", "admitted"): (5, 1),
+            ("postgresql", "admitted"): (2, 0),
             ("postgresql", "managed denied"): (1, 0),
             ("postgresql", "managed admitted"): (8, 1),
             ("postgresql", "managed admitted after a read"): (8, 1),

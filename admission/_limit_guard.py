@@ -1,0 +1,50 @@
+"""A known limited lane's admission on PostgreSQL, guarded by the limits its plain read found.
+
+A reservation first reads the lane's facts and limits without a lock (``_limit_read.plain``) and
+the client checks them (``LaneCheck``); a denial ends there. An admission needs that check made
+under the agent's lock (and the goal's where a limit counts across agents). Rather than read the
+limits again under the lock and check them on the client (a statement and a wait more), the
+reserving statement reads the same limit parts, with the plain read's parameters, and compares
+them with the texts the plain read answered (``guard``). The statement runs after the locks (sent
+with them as one pipeline in one transaction, ``Store.locked``), so it sees every start and usage
+row committed before them. Equal texts: the client's check is the check a locked read would make
+(it is a function of those texts and the instant, and a later instant never binds more), and
+fg_admit runs with it. Any difference (a start, a usage row or a rule changed since): fg_admit does
+not run, nothing is written, and the caller reads the limits under the lock as before
+(``LimitsChanged``).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from sqlalchemy import Text, and_, bindparam
+
+from ._facts import reserve_statement
+from ._limit_read import KnownRead, LaneLimits, _parts
+from .decide._sql import compiled
+
+_E = tuple(f"e{k}" for k in range(64))  # each limit part's text as the plain read answered it
+
+
+@functools.cache
+def _statement(shape: tuple[Any, ...], hold: bool) -> str:
+    """The reserving statement (``hold``: holding the estimate) guarded by a lane's limit parts
+    (``shape``: ``LaneLimits.shape``), compiled once per shape."""
+    parts = _parts("postgresql", shape)
+    same = and_(*(part.scalar_subquery().is_not_distinct_from(bindparam(_E[k], type_=Text)) for k, part in enumerate(parts)))
+    series, _budgets, _usd, _largest, nths = shape
+    also = (*(f"s{i}" for i in range(len(series))), *(f"o{j}" for j in range(len(nths))), "sl", *_E[: len(parts)])
+    return compiled(reserve_statement(same, hold=hold), "postgresql", also=(*also, *(("model", "est") if hold else ())))
+
+
+def guard(lane: LaneLimits, seen: KnownRead, *, hold: bool) -> tuple[str, dict[str, Any]] | None:
+    """The reserving statement guarded by ``seen`` (a plain read of ``lane`` that checked its limits
+    in full) and the guard's parameters; None when ``seen`` cannot stand for a locked read (its
+    limits kept from an earlier read, or read for other definitions than ``lane``'s)."""
+    if seen.check is None or seen.sent is None or seen.got is None or not seen.got or seen.got[0] != lane.key:
+        return None
+    params = dict(seen.sent)
+    params.update(zip(_E, seen.got, strict=False))
+    return _statement(lane.shape, hold), params
