@@ -25,9 +25,16 @@ CASES = [
 ]
 
 
+# ``known``: every worker's lane is known limited before the race, so each plain read finds room
+# and only the serialized step can refuse (on PostgreSQL the guarded reservation, which finds the
+# limits changed by the winner and reads them again under the lock).
+KNOWN = pytest.mark.parametrize("known", [False, True], ids=["first-decision", "known-lane"])
+
+
 @pytest.mark.slow
+@KNOWN
 @pytest.mark.parametrize(("path", "across", "agent_of"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_racing_processes_never_cross_a_count_or_a_budget(db_url: str, path, across, agent_of) -> None:  # type: ignore[no-untyped-def]
+def test_racing_processes_never_cross_a_count_or_a_budget(db_url: str, path, across, agent_of, known: bool) -> None:  # type: ignore[no-untyped-def]
     with open_store(db_url) as store:
         Policies(store, FixedClock(T0)).configure(
             Scope.parse(path),
@@ -38,7 +45,7 @@ def test_racing_processes_never_cross_a_count_or_a_budget(db_url: str, path, acr
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(WORKERS)
     results = ctx.Queue()
-    procs = [ctx.Process(target=race_limits, args=(db_url, w, ROUNDS, agent_of(w), barrier, results)) for w in range(WORKERS)]
+    procs = [ctx.Process(target=race_limits, args=(db_url, w, ROUNDS, agent_of(w), barrier, results, 1, known)) for w in range(WORKERS)]
     for p in procs:
         p.start()
     decisions = [results.get(timeout=180) for _ in range(WORKERS * ROUNDS)]
@@ -53,8 +60,9 @@ def test_racing_processes_never_cross_a_count_or_a_budget(db_url: str, path, acr
 
 
 @pytest.mark.slow
+@KNOWN
 @pytest.mark.parametrize(("path", "across", "agent_of"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_racing_processes_never_hold_one_token_over_a_budget(db_url: str, path, across, agent_of) -> None:  # type: ignore[no-untyped-def]
+def test_racing_processes_never_hold_one_token_over_a_budget(db_url: str, path, across, agent_of, known: bool) -> None:  # type: ignore[no-untyped-def]
     with open_store(db_url) as store:
         Policies(store, FixedClock(T0)).configure(
             Scope.parse(path),
@@ -65,7 +73,7 @@ def test_racing_processes_never_hold_one_token_over_a_budget(db_url: str, path, 
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(WORKERS)
     results = ctx.Queue()
-    procs = [ctx.Process(target=race_limits, args=(db_url, w, ROUNDS, agent_of(w), barrier, results)) for w in range(WORKERS)]
+    procs = [ctx.Process(target=race_limits, args=(db_url, w, ROUNDS, agent_of(w), barrier, results, 1, known)) for w in range(WORKERS)]
     for p in procs:
         p.start()
     decisions = [results.get(timeout=180) for _ in range(WORKERS * ROUNDS)]
