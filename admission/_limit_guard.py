@@ -17,13 +17,20 @@ not run, nothing is written, and the caller reads the limits under the lock as b
 from __future__ import annotations
 
 import functools
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Text, and_, bindparam
 
-from ._facts import reserve_statement
-from ._limit_read import KnownRead, LaneLimits, _parts
+from ._limit_check import held_estimate
+from ._limit_read import KnownRead, LaneLimits, limit_parts
+from ._reserve_sql import reserve_statement
+from ._reserving import LimitsChanged, _reserve_pg
+from .alerts import alerts_due
+from .clock import Clock
 from .decide._sql import compiled
+from .decide.checks import Request, Verdict
+from .store import Store
 
 _E = tuple(f"e{k}" for k in range(64))  # each limit part's text as the plain read answered it
 
@@ -32,7 +39,7 @@ _E = tuple(f"e{k}" for k in range(64))  # each limit part's text as the plain re
 def _statement(shape: tuple[Any, ...], hold: bool) -> str:
     """The reserving statement (``hold``: holding the estimate) guarded by a lane's limit parts
     (``shape``: ``LaneLimits.shape``), compiled once per shape."""
-    parts = _parts("postgresql", shape)
+    parts = limit_parts("postgresql", shape)
     same = and_(*(part.scalar_subquery().is_not_distinct_from(bindparam(_E[k], type_=Text)) for k, part in enumerate(parts)))
     series, _budgets, _usd, _largest, nths = shape
     also = (*(f"s{i}" for i in range(len(series))), *(f"o{j}" for j in range(len(nths))), "sl", *_E[: len(parts)])
@@ -48,3 +55,30 @@ def guard(lane: LaneLimits, seen: KnownRead, *, hold: bool) -> tuple[str, dict[s
     params = dict(seen.sent)
     params.update(zip(_E, seen.got, strict=False))
     return _statement(lane.shape, hold), params
+
+
+def reserve(
+    store: Store, req: Request, clock: Clock, lane: LaneLimits, locks: tuple[str, str], seen: KnownRead
+) -> tuple[Verdict, datetime] | None:
+    """The known ``lane``'s reservation from its plain read ``seen``: the locks (``locks``: the
+    agent's, and the outer one taken first, the goal's where a limit counts across agents, else the
+    agent's again) and the reserving statement guarded by ``seen``'s limit texts, one pipeline in
+    one transaction (``Store.locked``). None, with nothing written, when the guard found them
+    changed or ``seen`` cannot stand for a locked read (no full check, or an alert to write)."""
+    check = seen.check
+    if check is None or alerts_due(check.states):
+        return None
+    hold = held_estimate(check)
+    guarded = guard(lane, seen, hold=hold is not None)
+    if guarded is None:
+        return None
+    agent_lock, outer = locks
+    across = outer != agent_lock
+    try:
+        verdict, now, _ = _reserve_pg(
+            store.locked((outer, agent_lock) if across else (agent_lock,)), req, clock, agent_lock,
+            lock_admitted=True, goal_lock=outer if across else None, lim=check.code, states=check.states, hold=hold, guard=guarded,
+        )  # fmt: skip
+    except LimitsChanged:
+        return None
+    return verdict, now

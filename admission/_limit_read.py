@@ -170,7 +170,10 @@ def _defs(dialect: str) -> Any:
     return select(_agg(dialect, _array(dialect, *_raw(r, _RULE_COLUMNS)), r.c.agent_id, r.c.automation_id)).where(where)
 
 
-def _parts(dialect: str, shape: tuple[Any, ...]) -> list[Any]:
+def limit_parts(dialect: str, shape: tuple[Any, ...]) -> list[Any]:
+    """The limit read's parts in order (``statement``'s columns after the facts; ``_limit_guard``
+    compares them under the lock): the rules' rows, the model and the prices where a budget needs
+    them, each series' read, the lane's largest recent turn."""
     series, budgets, usd, largest, nths = shape
     parts = [_defs(dialect)]
     if budgets:
@@ -260,7 +263,7 @@ def statement(dialect: str, relaxed: bool, shape: tuple[Any, ...], with_facts: b
     statement costs the hot facts', one key lookup and the version's read; else the mark, the
     version and the parts as one JSON array. The version is what makes the mark's word good: a
     trigger dropped or made (by any process) changes it."""
-    limits = [part.scalar_subquery() for part in _parts(dialect, shape)]
+    limits = [part.scalar_subquery() for part in limit_parts(dialect, shape)]
     facts = list(facts_statement(dialect, relaxed).selected_columns) if with_facts else []
     also = (*(f"s{i}" for i in range(len(shape[0]))), *(f"o{j}" for j in range(len(shape[4]))), "sl")
     if not marked:
@@ -363,7 +366,7 @@ class KnownRead(NamedTuple):
     """What ``read_known`` found: the facts (None: not read), the check (None: the definitions
     changed, decide by the slow path) and the instant both are taken at; with a check read in full
     (not a kept one), the parameters sent and the limit texts the statement answered, in
-    ``_parts``' order (what ``_limit_guard`` checks the lane's limits unchanged against)."""
+    ``limit_parts``' order (what ``_limit_guard`` checks the lane's limits unchanged against)."""
 
     facts: Facts | None
     check: LaneCheck | None
@@ -517,7 +520,7 @@ def serialized_check(tx: DriverTx, conn: Connection, req: Request, clock: Clock)
 
 
 def _check(lane: LaneLimits, values: list[Any], now: datetime) -> LaneCheck:
-    """The lane's check from the gathered values, in ``_parts``' order."""
+    """The lane's check from the gathered values, in ``limit_parts``' order."""
     at = 0
     model = None
     if lane.budgets:

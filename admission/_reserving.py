@@ -7,7 +7,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Protocol
 
-from ._facts import INSERT_START_SQL, RESERVE_HOLD_SQL, RESERVE_SQL, decode_facts, facts_params, read_facts
+from ._facts import INSERT_START_SQL, decode_facts, facts_params, read_facts
+from ._reserve_sql import RESERVE_HOLD_SQL, RESERVE_SQL
 from ._rule import _ADMITTED, _ADMITTING, _AUTOMATIC, _MANUAL
 from .budgets import LimitState
 from .clock import Clock, read_clock, to_us

@@ -34,7 +34,7 @@ from ._facts import (
 )
 from ._limit_check import check_lane, checked, held_estimate, hold_estimate, judged
 from ._repository import Repository
-from ._reserving import LimitsChanged, _admit, _admit_read, _reserve_pg, _unchecked
+from ._reserving import _admit, _admit_read, _reserve_pg, _unchecked
 from ._rule import (
     _ADMITTED,
     _ADMITTING,
@@ -274,7 +274,7 @@ class Admission(Repository):
         decides unless the limits changed since (then nothing was written and the read below runs)."""
         pg = self.store.dialect == "postgresql"
         if pg and seen is not None:
-            done = self._reserve_seen(req, lane, lock_key, outer, seen)
+            done = limit_guard.reserve(self.store, req, self.clock, lane, (lock_key, outer), seen)
             if done is not None:
                 return done
         with self.store.driver(write=True, lock_key=outer) as tx:
@@ -295,30 +295,6 @@ class Admission(Repository):
                 verdict, now, _ = _reserve_pg(
                     tx, req, self.clock, lock_key, lock_admitted=True, goal_lock=goal_lock, lim=check.code, states=check.states, hold=hold
                 )
-        return verdict, now
-
-    def _reserve_seen(
-        self, req: _Request, lane: limit_read.LaneLimits, lock_key: str, outer: str, seen: limit_read.KnownRead
-    ) -> tuple[_Verdict, datetime] | None:
-        """``_reserve_known`` on PostgreSQL from the plain read ``seen``: the locks and the reserving
-        statement guarded by ``seen``'s limit texts, one pipeline in one transaction (None: the
-        guard found them changed, or ``seen`` cannot stand for a locked read; nothing written)."""
-        check = seen.check
-        if check is None or alerts_due(check.states):
-            return None
-        hold = held_estimate(check)
-        guarded = limit_guard.guard(lane, seen, hold=hold is not None)
-        if guarded is None:
-            return None
-        keys = (outer, lock_key) if outer != lock_key else (lock_key,)  # the goal's lock first, as every such lane takes them
-        goal_lock = outer if outer != lock_key else None
-        try:
-            verdict, now, _ = _reserve_pg(
-                self.store.locked(keys), req, self.clock, lock_key,
-                lock_admitted=True, goal_lock=goal_lock, lim=check.code, states=check.states, hold=hold, guard=guarded,
-            )  # fmt: skip
-        except LimitsChanged:
-            return None
         return verdict, now
 
     @contextmanager

@@ -58,7 +58,8 @@ from floorgate.admission import Admission, AutomationSpec, Automations, CommandH
 from floorgate.admission import _limit_keep as limit_keep
 from floorgate.admission import _limit_read as limit_read
 from floorgate.admission._driver import lock_id
-from floorgate.admission._facts import FACTS_SQL, RESERVE_SQL, facts_params
+from floorgate.admission._facts import FACTS_SQL, facts_params
+from floorgate.admission._reserve_sql import RESERVE_SQL
 from floorgate.admission._rule import _request
 from floorgate.admission.clock import to_us
 from floorgate.admission.limits import LimitsChange

@@ -14,7 +14,8 @@ import pytest
 from sqlalchemy import literal, select, text
 
 from floorgate.admission import Store
-from floorgate.admission._facts import FACTS_SQL, GUARDED_FACTS_SQL, RESERVE_SQL, decode_facts, facts_params, keyed_in_bulk
+from floorgate.admission._facts import FACTS_SQL, GUARDED_FACTS_SQL, decode_facts, facts_params, keyed_in_bulk
+from floorgate.admission._reserve_sql import RESERVE_SQL
 from floorgate.admission.decide._sql import compiled
 from floorgate.admission.decide.facts import FACT, FACTS, PLAIN, Fact, TurnFacts, turn_row
 from floorgate.admission.decisions import Phase

@@ -42,7 +42,8 @@ def test_the_decisions_outcome_is_computed_once_per_row(store: Store, clock: Fix
         pytest.skip("the decision's one statement is PostgreSQL's")
     from sqlalchemy import text
 
-    from floorgate.admission._facts import RESERVE_SQL, facts_params
+    from floorgate.admission._facts import facts_params
+    from floorgate.admission._reserve_sql import RESERVE_SQL
 
     floor(store, clock, "g/a", timedelta(hours=1))
     params = facts_params("g", "a", "x", "t", 1) | {"kind": "automatic", "reason": None, "lock": 1, "goal_lock": None}

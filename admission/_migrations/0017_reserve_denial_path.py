@@ -3,7 +3,7 @@
 Migration 0013's ``fg_reserve`` ran every decision inside a PL/pgSQL call, and a denial paid for
 that call (its executor, its SPI query) on top of the facts read. Here the read and the rule are
 ``fg_facts``, a SQL function the planner inlines into the client's statement
-(``admission._facts.RESERVE_SQL``), and ``fg_admit`` (PL/pgSQL: the agent's advisory lock, the same
+(``admission._reserve_sql.RESERVE_SQL``), and ``fg_admit`` (PL/pgSQL: the agent's advisory lock, the same
 read again, the insert when it still admits) runs in that statement only when the unlocked read
 may admit (a gated lateral subquery: never executed for a denial). Still one statement, one round
 trip, one commit when it admits. The rule is written once here, in the facts read's encoding, as

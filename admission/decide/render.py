@@ -1,6 +1,6 @@
 """PostgreSQL's decision functions, rendered from the facts and the table of checks.
 
-``fg_facts`` (plain SQL the planner inlines into ``admission._facts.RESERVE_SQL``) reads the
+``fg_facts`` (plain SQL the planner inlines into ``admission._reserve_sql.RESERVE_SQL``) reads the
 facts declared in ``facts.FACTS`` with the client's encoding, and says what the decision does:
 'deny' when a fact is damaged or outside its bound (the client's decoder fails closed there), else
 the ``Outcome`` of the first row of ``checks.CHECKS`` whose SQL holds. ``fg_admit`` (PL/pgSQL)
