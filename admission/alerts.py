@@ -5,8 +5,8 @@ For each count or budget that binds the lane (``budgets.LimitState``, read in th
 transaction), the admitted start moves the window's use from ``used + held`` to that plus what it
 holds (one start, or its estimate). Each owner-set percentage (``Limits.alert_at``, default
 50/80/100) passed on the way is a ``budget_threshold``; when what is left no longer fits one more
-start, the window is spent: ``budget_exhausted``. Each is keyed by (the limit, the window's period,
-the percentage) and written insert-if-absent (``events.record_once``), so a retry, a rollback
+start, the window is spent: ``budget_exhausted``. Each is keyed by (the limit with its amount, the
+window's period, the percentage) and written insert-if-absent (``events.record_once``), so a retry, a rollback
 and redo, or a second host writes it at most once per window. A calendar window's period is the
 calendar period (the day, week or month in its zone); a rolling window has none, so its period is
 the window's length counted from the Unix epoch (a rolling 1d budget alerts at most once per UTC
@@ -69,9 +69,14 @@ def alerts_due(states: Sequence[LimitState]) -> bool:
 def _key(state: LimitState, period: datetime, what: str) -> str:
     limit = state.limit
     series = limit.series
+    # The amount too: a raised (or lowered) limit is another limit, whose percentages are alerted
+    # afresh and whose readback never shows an alert of the old one against the new amount.
     name = "|".join(
-        [str(limit.scope), limit.kind.value, series.goal_id, series.agent_id or "*", series.automation_id or "*", limit.window.text()]
-    )
+        [
+            str(limit.scope), limit.kind.value, series.goal_id, series.agent_id or "*", series.automation_id or "*",
+            limit.window.text(), str(limit.amount),
+        ]
+    )  # fmt: skip
     return f"budget:{hashlib.sha256(name.encode('utf-8')).hexdigest()[:32]}:{iso(period)}:{what}"
 
 

@@ -15,6 +15,8 @@ from basics import T0 as RACE_T0
 from basics import raw_sql
 
 from floorgate.admission import Admission, FixedClock, Policies, Scope, Store, open_store
+from floorgate.admission._limit_check import check_lane
+from floorgate.admission.alerts import latest
 from floorgate.admission.decisions import Decision, Reason
 from floorgate.admission.events import SIGNATURE_HEADER, EventKind, Events, record_once, verify
 from floorgate.admission.limits import LimitsChange, parse_alerts
@@ -86,6 +88,28 @@ def test_each_percentage_is_written_once_then_again_in_the_next_window(store: St
         ("budget_threshold", 100),
         ("budget_exhausted", None),
     ]
+
+
+# A raised limit is another limit: the old amount's alerts are not read back against the new one
+# (100% of 1000 tokens is 50% of 2000), and the new amount's percentages are alerted afresh.
+def test_a_raised_limit_reads_back_none_of_the_old_alerts_and_alerts_afresh(store: Store, clock: FixedClock, policies: Policies) -> None:
+    configure(policies, "g/a", LimitsChange(budget_tokens=1000, per=parse_window("day@UTC"), estimate_tokens=250))
+    for i in range(4):  # 0 -> 1000: 50, 80, 100, spent
+        assert reserve(store, clock, T0 + timedelta(minutes=i), ("a", "x"), f"t{i}").admitted
+    assert len(alerts(store)) == 4
+    raised = LimitsChange(budget_tokens=2000, per=parse_window("day@UTC"), estimate_tokens=250)
+    policies.configure(Scope.parse("g/a"), expected_revision=1, owner_ref="o", limits=raised, allow_reduction=True)
+    now = T0 + timedelta(minutes=10)
+    with store.read() as conn:
+        states = check_lane(conn, "g", "a", "x", now).states
+        assert [s.limit.amount for s in states] == [2000]
+        assert latest(conn, states, now) == (None,)
+    for i in range(3):  # 1000 -> 1750 of 2000: 80 (50 was passed before, at the old amount's 100)
+        assert reserve(store, clock, now + timedelta(minutes=i), ("a", "x"), f"r{i}").admitted
+    assert [a[:2] for a in alerts(store)[4:]] == [("budget_threshold", 80)]
+    with store.read() as conn:
+        found = latest(conn, check_lane(conn, "g", "a", "x", now).states, now)
+    assert found[0] is not None and (found[0].percent, found[0].used) == (80, 1750)
 
 
 def test_owner_percentages_and_a_count(store: Store, clock: FixedClock, policies: Policies) -> None:
