@@ -75,6 +75,8 @@ def test_a_cli_note_is_kept_in_policy_history_and_a_bad_one_writes_nothing(db: s
     ok = cli("policy", "set", "g/a", "--min-interval", "1h", "--revision", "0", "--owner-ref", "al", "--note", "quiet nights", db=db)
     assert ok.returncode == 0
     assert json.loads(cli("policy", "history", "--json", db=db).stdout)["history"][0]["note"] == "quiet nights"
+    shown = cli("policy", "history", db=db).stdout.splitlines()  # the text table shows it too
+    assert shown[0].split()[-1] == "NOTE" and shown[1].endswith("quiet nights")
 
 
 def test_exit_codes_and_one_line_errors(db: str) -> None:

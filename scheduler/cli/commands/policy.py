@@ -265,6 +265,7 @@ def _history(ctx: Context) -> int:
                     "OWNER",
                     "CHANGED_AT",
                     "REDUCTION_AUTH",
+                    "NOTE",
                 ],
                 [
                     (
@@ -280,6 +281,7 @@ def _history(ctx: Context) -> int:
                         c.owner_ref,
                         past_second(c.changed_at),
                         "yes" if c.reduction_authorized else "no",
+                        c.note,
                     )
                     for c in changes
                 ],
