@@ -44,7 +44,7 @@ NEVER = datetime.max.replace(tzinfo=timezone.utc)
 
 _HINT = "use a rolling duration (1d, 12h, 90m) or a calendar period day@Zone, week@Zone or month@Zone (e.g. day@Europe/Berlin)"
 # ASCII digits only: Python's \d (and int()) would take other scripts' digits as well.
-_TOKENS = re.compile(r"(\d{1,13})(?:\.(\d{1,6}))?([kKmMgG]?)", re.ASCII)
+_TOKENS = re.compile(r"(\d+)(?:\.(\d{1,6}))?([kKmMgG]?)", re.ASCII)
 _TOKEN_UNITS = {"": 1, "k": 1_000, "m": 1_000_000, "g": 1_000_000_000}
 _USD = re.compile(r"\$?(\d{1,7})(?:\.(\d{1,6}))?", re.ASCII)
 _ZONE = re.compile(r"[A-Za-z][A-Za-z0-9_+\-]*(?:/[A-Za-z0-9_+\-]+){0,2}")
@@ -259,6 +259,8 @@ def parse_tokens(text: object, field: str = "--budget-tokens", *, allow_zero: bo
     if m is None:
         raise InvalidInput(field, f"{raw!r} is not {hint} (no sign, no exponent)")
     whole, frac, unit = m.groups()
+    if len(whole.lstrip("0")) > 13:  # more digits than any amount under the cap (parsed no further)
+        _check_budget(True, False, raw, field, f"{MAX_TOKENS:,} tokens", "0 tokens", "at least 1")
     scale = _TOKEN_UNITS[unit.lower()]
     if unit == "m":
         raise InvalidInput(field, f"{raw!r}: write millions as M (2M); lowercase m is ambiguous")

@@ -176,6 +176,13 @@ def test_bad_token_amounts(text: str) -> None:
     assert err.value.field == "--budget-tokens"
 
 
+@pytest.mark.parametrize("text", ["99999999999999999999", "1001000M", "1000000000001"], ids=["many-digits", "suffixed", "one-over"])
+def test_an_amount_over_the_cap_says_so_however_it_is_written(text: str) -> None:
+    with pytest.raises(InvalidInput) as err:
+        parse_tokens(text)
+    assert "is above the cap of 1,000,000,000,000 tokens" in str(err.value)
+
+
 def test_a_fraction_of_a_token_names_the_whole_numbers_around_it() -> None:
     with pytest.raises(InvalidInput) as err:
         parse_tokens("1.2345k")
