@@ -130,6 +130,13 @@ def test_a_negative_revision_names_the_flag(sqlite_db: str, command: list[str]) 
     assert history(sqlite_db) == []
 
 
+def test_a_goal_scopes_show_says_where_its_limits_use_is_read(sqlite_db: str) -> None:
+    flags = ["--max-starts", "3", "--per", "1h", "--across", "agents", "--revision", "0", "--owner-ref", "alice"]
+    assert run_cli("policy", "set", "shared", *flags, db=sqlite_db).returncode == 0
+    shown = run_cli("policy", "show", "shared", db=sqlite_db)
+    assert shown.returncode == 0 and "policy show shared/AGENT" in shown.stdout.splitlines()[-1]
+
+
 def test_across_agents_only_on_a_goal(sqlite_db: str) -> None:
     result = run_cli("policy", "set", "inbox/triage", "--across", "agents", "--revision", "0", "--owner-ref", "alice", db=sqlite_db)
     assert result.returncode == 2 and "--across" in result.stderr and history(sqlite_db) == []

@@ -238,6 +238,9 @@ def _show(ctx: Context) -> int:
             shown = next_eligible_text(eligibility)
             at = f"at {shown}" if eligibility.next_eligible_at is not None else shown  # never "at now", "at not by waiting"
             out += f"\nstate: {eligibility.status}, next eligible {at} ({eligibility.detail})"
+        elif scope is not None and any(not r.limits.is_empty() for r in rules):
+            # A count or budget is used by lanes: its use (a goal-wide one's shared use too) is read at one.
+            out += f"\nused, held and left are read per lane: policy show {scope}/AGENT (a limit across agents shows its shared use there)"
         return out
 
     ctx.emit(doc, text)
