@@ -24,7 +24,7 @@ from typing import Any
 
 T0 = datetime(2026, 12, 1, tzinfo=timezone.utc)
 HOUR = timedelta(hours=1)
-OPS = ("deny", "cycle", "reserve")
+OPS = ("deny", "cycle", "reserve", "limited-deny", "limited-cycle")
 
 
 def _import(code: str, tmp: str) -> Any:
@@ -69,6 +69,7 @@ def _child(code: str, url: str, tmp: str) -> None:
             raise SystemExit("bench bug: a denial was admitted")
 
     ops = {"deny": deny, "cycle": lambda i: admission.confirm(admitted("c")), "reserve": lambda i: admitted("r")}
+    ops |= _limited_ops(adm, store)
     ops["cycle"](0)
     print("ready", flush=True)
     for line in sys.stdin:
@@ -79,6 +80,53 @@ def _child(code: str, url: str, tmp: str) -> None:
             run(i)
         print(json.dumps([time.perf_counter() - wall, time.process_time() - cpu]), flush=True)
     store.close()
+
+
+def _limited_ops(adm: Any, store: Any) -> dict[str, Any]:
+    """``limited-deny`` and ``limited-cycle``: the same on a lane of its own whose agent also has a
+    count, a token and a USD budget per day (``bench/admission.py``'s ``LimitedLane``), for a
+    baseline that has limits (issue 20); none for one that has not."""
+    try:
+        from floorgate.admission.limits import LimitsChange
+        from floorgate.admission.usage import Prices
+        from floorgate.admission.windows import parse_window
+    except ImportError:
+        return {}
+    from decimal import Decimal
+
+    from floorgate.hosts import Schedule
+
+    clock = adm.FixedClock(T0)
+    spec = adm.AutomationSpec(
+        goal_id="g",
+        agent_id="b",
+        schedule=Schedule.parse("DTSTART:20261201T090000Z RRULE:FREQ=DAILY", now=T0).canonical(),
+        host=adm.CommandHost(argv=(sys.executable, "-c", "pass"), timeout_seconds=30.0),
+        model="m",
+    )
+    adm.Automations(store, clock).add("y", spec)
+    Prices(store, clock).set("m", Decimal(3), expected_revision=0, owner_ref="bench")
+    limits = LimitsChange(max_starts=1000, budget_tokens=10**9, budget_usd=Decimal(1000), estimate_tokens=10, per=parse_window("1d"))
+    adm.Policies(store, clock).configure(
+        adm.Scope.agent("g", "b"), min_interval=HOUR, expected_revision=0, owner_ref="bench", limits=limits
+    )
+    admission = adm.Admission(store, clock)
+    turns = iter(range(10**9))
+
+    def cycle(_i: int) -> None:
+        clock.advance(HOUR)
+        turn = f"lc{next(turns)}"
+        if not admission.reserve(goal="g", agent="b", automation="y", turn_id=turn, trigger_time=clock.now()).admitted:
+            raise SystemExit(f"bench bug: {turn} denied")
+        admission.confirm(turn)
+
+    def deny(i: int) -> None:
+        trigger = clock.now() + timedelta(microseconds=i + 1)
+        if admission.reserve(goal="g", agent="b", automation="y", turn_id=f"ld{i}", trigger_time=trigger).admitted:
+            raise SystemExit("bench bug: a limited denial was admitted")
+
+    cycle(0)  # the lane known limited from here on
+    return {"limited-cycle": cycle, "limited-deny": deny}
 
 
 class Child:

@@ -480,9 +480,11 @@ def pg_split(store: Store, lane: Lane, dsn: str, schema: str, select_1: Callable
     return out
 
 
-def against(baseline: str, pg: str | None, rounds: int, n: int) -> None:
+def against(baseline: str, pg: str | None, rounds: int, n: int, limited: bool = False) -> None:
     """This tree's denial, admitted cycle and reserve against ``baseline``'s, each code in a child
-    of its own on a store of its own, interleaved (``bench/_versus.py``): no row above 1.1x."""
+    of its own on a store of its own, interleaved (``bench/_versus.py``): no row above 1.1x.
+    ``limited``: instead, the denial and the admitted cycle of a lane with every limit kind, against
+    a baseline that has limits (a change to the limited path; no goal of its own)."""
     base_code, ours_code = str(Path(baseline).resolve()), str(Path(__file__).resolve().parents[1])
     commit = subprocess.run(["git", "-C", base_code, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     print(f"this tree against {base_code} ({commit or 'not a git checkout'}): median of {rounds} per-round ratios (min..max)")
@@ -500,13 +502,15 @@ def against(baseline: str, pg: str | None, rounds: int, n: int) -> None:
                     urls.append("")
             base, ours = Child(base_code, urls[0], f"{tmp}/base"), Child(ours_code, urls[1], f"{tmp}/ours")
             try:
-                for op, name, per in (
-                    ("deny", "denial", n * 5),
-                    ("cycle", "admitted reserve+confirm", n),
-                    ("reserve", "admitted reserve alone", n),
-                ):
+                rows = (("deny", "denial", n * 5), ("cycle", "admitted reserve+confirm", n), ("reserve", "admitted reserve alone", n))
+                if limited:
+                    rows = (("limited-deny", "limited denial", n * 5), ("limited-cycle", "limited reserve+confirm", n))
+                for op, name, per in rows:
                     walls, cpus, b_us, o_us = versus(base, ours, op, per, rounds)
                     wall, cpu = spread(walls), spread(cpus)
+                    if limited:  # a before/after of the limited path, no goal: printed, not recorded
+                        print(f"  {backend:<10} {name:<26} wall {wall}  CPU {cpu}  [{o_us:.0f} us vs {b_us:.0f} us]")
+                        continue
                     met = statistics.median(walls) <= 1.1
                     print(
                         f"  {backend:<10} {name:<26} wall {wall}  CPU {cpu}  [{o_us:.0f} us vs {b_us:.0f} us]  {'met' if met else 'NOT met'}"
@@ -532,9 +536,10 @@ def main() -> None:
     parser.add_argument("--dir", default=None, help="directory for the SQLite files (default: a temp dir under the cwd)")
     parser.add_argument("--only", choices=["all", "limits"], default="all", help="limits: only the rows of issue 20's limits")
     parser.add_argument("--baseline", default=None, help="another checkout: only this tree against it (see bench/_versus.py)")
+    parser.add_argument("--limited", action="store_true", help="with --baseline: a limited lane's denial and cycle instead")
     args = parser.parse_args()
     if args.baseline:
-        against(args.baseline, args.pg, args.rounds, args.n)
+        against(args.baseline, args.pg, args.rounds, args.n, args.limited)
         return
     print(f"median of {args.rounds} interleaved per-round ratios (min-max), goal from issue 12, [per-operation medians]")
     figures: list[tuple[str, Figure]] = []
