@@ -48,7 +48,7 @@ def _import(code: str, tmp: str) -> Any:
     return admission
 
 
-def _child(code: str, url: str, tmp: str) -> None:
+def _child(code: str, url: str, tmp: str, limited: bool) -> None:
     adm = _import(code, tmp)
     store = adm.open_store(url or os.path.join(tmp, "versus.db"))
     clock = adm.FixedClock(T0)
@@ -69,7 +69,8 @@ def _child(code: str, url: str, tmp: str) -> None:
             raise SystemExit("bench bug: a denial was admitted")
 
     ops = {"deny": deny, "cycle": lambda i: admission.confirm(admitted("c")), "reserve": lambda i: admitted("r")}
-    ops |= _limited_ops(adm, store)
+    if limited:  # only then: the floor-only rows' stores hold what they always held
+        ops |= _limited_ops(adm, store)
     ops["cycle"](0)
     print("ready", flush=True)
     for line in sys.stdin:
@@ -86,15 +87,17 @@ def _limited_ops(adm: Any, store: Any) -> dict[str, Any]:
     """``limited-deny`` and ``limited-cycle``: the same on a lane of its own whose agent also has a
     count, a token and a USD budget per day (``bench/admission.py``'s ``LimitedLane``), for a
     baseline that has limits (issue 20); none for one that has not."""
-    try:
-        from floorgate.admission.limits import LimitsChange
-        from floorgate.admission.usage import Prices
-        from floorgate.admission.windows import parse_window
-    except ImportError:
-        return {}
+    import importlib
     from decimal import Decimal
 
-    from floorgate.hosts import Schedule
+    top = adm.__name__.rpartition(".")[0]  # the code's own packages, never this tree's installed ones
+    try:
+        LimitsChange = importlib.import_module(f"{adm.__name__}.limits").LimitsChange
+        Prices = importlib.import_module(f"{adm.__name__}.usage").Prices
+        parse_window = importlib.import_module(f"{adm.__name__}.windows").parse_window
+    except (ImportError, AttributeError):
+        return {}
+    Schedule = importlib.import_module(f"{top}.hosts" if top else "hosts").Schedule
 
     clock = adm.FixedClock(T0)
     spec = adm.AutomationSpec(
@@ -132,9 +135,10 @@ def _limited_ops(adm: Any, store: Any) -> dict[str, Any]:
 class Child:
     """One code's child process (see the module docstring)."""
 
-    def __init__(self, code: str, url: str, tmp: str) -> None:
+    def __init__(self, code: str, url: str, tmp: str, limited: bool = False) -> None:
         os.makedirs(tmp)
-        self.proc = subprocess.Popen([sys.executable, __file__, code, url, tmp], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        argv = [sys.executable, __file__, code, url, tmp, *(["limited"] if limited else [])]
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         if self.proc.stdout is None or self.proc.stdin is None:
             raise SystemExit("no pipe to the child")
         self.out, self.inp = self.proc.stdout, self.proc.stdin
@@ -173,4 +177,4 @@ def versus(base: Child, ours: Child, op: str, n: int, rounds: int) -> tuple[list
 
 
 if __name__ == "__main__":
-    _child(sys.argv[1], sys.argv[2], sys.argv[3])
+    _child(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:] == ["limited"])

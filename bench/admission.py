@@ -500,7 +500,7 @@ def against(baseline: str, pg: str | None, rounds: int, n: int, limited: bool = 
                     urls.append(scoped)
                 else:
                     urls.append("")
-            base, ours = Child(base_code, urls[0], f"{tmp}/base"), Child(ours_code, urls[1], f"{tmp}/ours")
+            base, ours = Child(base_code, urls[0], f"{tmp}/base", limited), Child(ours_code, urls[1], f"{tmp}/ours", limited)
             try:
                 rows = (("deny", "denial", n * 5), ("cycle", "admitted reserve+confirm", n), ("reserve", "admitted reserve alone", n))
                 if limited:
