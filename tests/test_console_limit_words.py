@@ -42,3 +42,13 @@ def test_a_fire_a_count_denies_names_the_count_on_the_automations_page(store: St
     page = c.client.get("/automations/x").text
     assert "<td>no (count_exhausted)</td>" in page  # the rest of the week's fires
     assert "no (floor)" not in page  # the lane has no floor at all
+
+
+def test_the_settings_page_says_what_a_limits_only_rule_stores(store: Store, clock: FixedClock) -> None:
+    """A rule with a count and no floor is not "disabled": its limits are stored there."""
+    c = console(store, clock)
+    limit(store, clock, "g/a", LimitsChange(max_starts=3, per=parse_window("1h")))
+    sign_in(c)
+    page = c.client.get("/settings?target=g/a").text
+    stored = page.split('<span id="stored">')[1].split("</span>")[0]
+    assert stored == "no floor; limits 3 starts per 1h (changed with floorgate policy set)"

@@ -34,6 +34,8 @@ def floor_view_doc(v: FloorView) -> dict[str, Any]:
         "scope_kind": v.scope.kind.value,
         "revision": v.revision,
         "rule": rule_doc(v.rule) if v.rule is not None else None,
+        # The stored rule's counts and budgets in one line (None: it carries none).
+        "rule_limits": v.rule.limits.summary() if v.rule is not None and not v.rule.limits.is_empty() else None,
         "inherited": [inherited_doc(i) for i in v.below],
     }
 
