@@ -60,7 +60,7 @@ from .errors import CorruptState, InvalidInput, StoreUnavailable
 from .journal import JournalEntry, write_entry
 from .policies import RuleRef, combine, may_cover, rule_ref
 from .scope import check_id, check_limit
-from .store import lock_id
+from .store import LOCK_SQL, lock_id
 from .unit import UnitOfWork
 
 
@@ -236,7 +236,7 @@ class Admission(Repository):
             conn = joined.connection
             if across and pg and lock_key not in joined.held:  # the goal's lock first, then the agent's (the order every such lane takes)
                 joined.record_lock(lock_key)  # refused out of order before it is taken
-                tx.row("SELECT pg_advisory_xact_lock(CAST(:k AS BIGINT))", {"k": lock_id(lock_key)})
+                tx.row(LOCK_SQL, {"k": lock_id(lock_key)})
             check = limit_read.serialized_check(tx, conn, req, self.clock)
             if pg:
                 verdict, now, _ = _reserve_pg(
@@ -279,7 +279,7 @@ class Admission(Repository):
                 return done
         with self.store.driver(write=True, lock_key=outer) as tx:
             if outer != lock_key and pg:  # the goal's lock first (with BEGIN), then the agent's
-                tx.row("SELECT pg_advisory_xact_lock(CAST(:k AS BIGINT))", {"k": lock_id(lock_key)})
+                tx.row(LOCK_SQL, {"k": lock_id(lock_key)})
             # SQLite: the facts in the same statement (PostgreSQL's function reads its own).
             found = limit_read.read_known(tx, lane, req, self.clock, with_facts=not pg, now=read_clock(self.clock) if pg else None)
             check = found.check
@@ -319,8 +319,9 @@ class Admission(Repository):
 
     def _plain(self, req: _Request, writes: tuple[Reason, ...]) -> _Plain:
         """The denial decided from a plain read (None: it may admit), and for a lane with counts or
-        budgets whether one counts across agents (None: the lane has none). Such a lane's limits
-        are checked after the read (more statements, this lane only) and it is decided again."""
+        budgets whether one counts across agents (None: the lane has none), with a known lane's
+        read of its limits (what its serialized step may be guarded by). A lane not known has its
+        limits checked after the read (more statements, this lane only) and is decided again."""
         facts, seen, now = limit_read.plain(self.store.autocommit, req, self.clock)
         check = seen.check if seen is not None else None
         if check is not None:  # a lane known limited: its limits were read in the same statement

@@ -68,7 +68,8 @@ def _raw_cursor_type() -> Any:
     return psycopg.RawCursor
 
 
-_LOCK_SQL = "SELECT pg_advisory_xact_lock(CAST(:k AS BIGINT))"
+# An advisory lock taken inside a transaction the caller holds (PostgreSQL).
+LOCK_SQL = "SELECT pg_advisory_xact_lock(CAST(:k AS BIGINT))"
 
 
 class _Autocommit(DriverTx):
@@ -195,7 +196,7 @@ class Store:
             with driver.pipeline():
                 locks = raw.cursor()
                 for key in keys:
-                    locks.execute(*self.bind(_LOCK_SQL, {"k": lock_id(key)}))
+                    locks.execute(*self.bind(LOCK_SQL, {"k": lock_id(key)}))
                 cursor = raw.cursor()
                 cursor.execute(*self.bind(sql, params))
                 row: tuple[Any, ...] | None = cursor.fetchone()
