@@ -22,10 +22,10 @@ from typing import Any
 
 from sqlalchemy import Text, and_, bindparam
 
-from ._limit_check import held_estimate
+from ._limit_check import LaneCheck, held_estimate
 from ._limit_read import KnownRead, LaneLimits, limit_parts
 from ._reserve_sql import reserve_statement
-from ._reserving import LimitsChanged, _reserve_pg
+from ._reserving import LimitsChanged, RowSender, _reserve_pg
 from .alerts import alerts_due
 from .clock import Clock
 from .decide._sql import compiled
@@ -60,11 +60,25 @@ def guard(lane: LaneLimits, seen: KnownRead, *, hold: bool) -> tuple[str, dict[s
 def reserve(
     store: Store, req: Request, clock: Clock, lane: LaneLimits, locks: tuple[str, str], seen: KnownRead
 ) -> tuple[Verdict, datetime] | None:
-    """The known ``lane``'s reservation from its plain read ``seen``: the locks (``locks``: the
-    agent's, and the outer one taken first, the goal's where a limit counts across agents, else the
-    agent's again) and the reserving statement guarded by ``seen``'s limit texts, one pipeline in
-    one transaction (``Store.locked``). None, with nothing written, when the guard found them
-    changed or ``seen`` cannot stand for a locked read (no full check, or an alert to write)."""
+    """The known ``lane``'s reservation from its plain read ``seen``, in a transaction of its own:
+    the locks (``locks``: the agent's, and the outer one taken first, the goal's where a limit
+    counts across agents, else the agent's again) and the guarded reserving statement, one pipeline
+    (``Store.locked``). None, with nothing written, as ``reserve_on``."""
+    agent_lock, outer = locks
+    across = outer != agent_lock
+    sender = store.locked((outer, agent_lock) if across else (agent_lock,))
+    done = reserve_on(sender, req, clock, lane, agent_lock, outer if across else None, seen)
+    return (done[0], done[1]) if done is not None else None
+
+
+def reserve_on(
+    tx: RowSender, req: Request, clock: Clock, lane: LaneLimits, agent_lock: str, goal_lock: str | None, seen: KnownRead
+) -> tuple[Verdict, datetime, LaneCheck] | None:
+    """The reserving statement guarded by ``seen``'s limit texts, on ``tx`` whose transaction holds
+    the locks already (the goal's, ``goal_lock``, where a limit counts across agents): the decision,
+    the start and the estimate held in one statement, and the check it was decided with. None,
+    with nothing written, when the guard found the limits changed or ``seen`` cannot stand for a
+    locked read (no full check, or an alert to write): the caller reads them under the lock."""
     check = seen.check
     if check is None or alerts_due(check.states):
         return None
@@ -72,13 +86,11 @@ def reserve(
     guarded = guard(lane, seen, hold=hold is not None)
     if guarded is None:
         return None
-    agent_lock, outer = locks
-    across = outer != agent_lock
     try:
         verdict, now, _ = _reserve_pg(
-            store.locked((outer, agent_lock) if across else (agent_lock,)), req, clock, agent_lock,
-            lock_admitted=True, goal_lock=outer if across else None, lim=check.code, states=check.states, hold=hold, guard=guarded,
+            tx, req, clock, agent_lock,
+            lock_admitted=True, goal_lock=goal_lock, lim=check.code, states=check.states, hold=hold, guard=guarded,
         )  # fmt: skip
     except LimitsChanged:
         return None
-    return verdict, now
+    return verdict, now, check

@@ -237,24 +237,27 @@ class Admission(Repository):
             if across and pg and lock_key not in joined.held:  # the goal's lock first, then the agent's (the order every such lane takes)
                 joined.record_lock(lock_key)  # refused out of order before it is taken
                 tx.row(LOCK_SQL, {"k": lock_id(lock_key)})
-            check = limit_read.serialized_check(tx, conn, req, self.clock)
-            if pg:
-                verdict, now, _ = _reserve_pg(
-                    tx,
-                    req,
-                    self.clock,
-                    lock_key,
-                    lock_admitted=True,
-                    goal_lock=outer if across else None,
-                    lim=check.code,
-                    states=check.states,
-                )
-                if journal is not None and verdict.reason in _ADMITTED and write_entry(tx, journal, to_us(now)):
-                    joined.created(locks.turn(req.turn_id))
+            # PostgreSQL, a known lane's plain read at hand: the reservation guarded by it (holding
+            # the estimate in the same statement) instead of reading the limits again here.
+            guarded = None
+            if pg and lane is not None and seen is not None:
+                guarded = limit_guard.reserve_on(tx, req, self.clock, lane, lock_key, outer if across else None, seen)
+            if guarded is not None:
+                verdict, now, check = guarded
             else:
-                verdict, now = _admit(tx, req, self.clock, journal, lim=check.code, states=check.states)
+                check = limit_read.serialized_check(tx, conn, req, self.clock)
+                if pg:
+                    verdict, now, _ = _reserve_pg(
+                        tx, req, self.clock, lock_key,
+                        lock_admitted=True, goal_lock=outer if across else None, lim=check.code, states=check.states,
+                    )  # fmt: skip
+                else:
+                    verdict, now = _admit(tx, req, self.clock, journal, lim=check.code, states=check.states)
+            if pg and journal is not None and verdict.reason in _ADMITTED and write_entry(tx, journal, to_us(now)):
+                joined.created(locks.turn(req.turn_id))
             if verdict.reason in _ADMITTING:
-                hold_estimate(tx, check, req.turn_id, req.goal, req.agent, req.automation, now)
+                if guarded is None:  # else held by the reserving statement
+                    hold_estimate(tx, check, req.turn_id, req.goal, req.agent, req.automation, now)
                 record_alerts(conn, check.states, now, req.turn_id)
             if on_admit is not None and verdict.reason in _ADMITTED:
                 on_admit(joined)

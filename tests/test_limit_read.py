@@ -20,7 +20,7 @@ from floorgate.admission.limits import LimitsChange
 from floorgate.admission.usage import Prices
 from floorgate.admission.windows import parse_window
 
-from helpers import add_automation
+from helpers import add_automation, journal_entry
 
 DAY = parse_window("1d")
 
@@ -101,9 +101,10 @@ RACES = [
 ]
 
 
+@pytest.mark.parametrize("managed", [False, True], ids=["bare", "managed"])
 @pytest.mark.parametrize(("amounts", "reason"), RACES)
 def test_a_start_committed_after_the_plain_read_is_counted(
-    store: Store, monkeypatch: pytest.MonkeyPatch, amounts: dict[str, int], reason: str
+    store: Store, monkeypatch: pytest.MonkeyPatch, amounts: dict[str, int], reason: str, managed: bool
 ) -> None:
     limit_read.forget_all()
     clock = FixedClock(T0)
@@ -127,7 +128,11 @@ def test_a_start_committed_after_the_plain_read_is_counted(
     monkeypatch.setattr(limit_read, "plain", read_then_race)
     try:
         clock.advance(timedelta(seconds=1))
-        ours = _reserve(admission, "t2", clock.now())
+        if managed:  # a host's reservation: its journal row in the same unit of work
+            at = clock.now()
+            ours = admission.reserve(goal="g", agent="a", automation="x", turn_id="t2", trigger_time=at, journal=journal_entry("t2", at))
+        else:
+            ours = _reserve(admission, "t2", clock.now())
     finally:
         other.close()
     assert raced == [True, True]
