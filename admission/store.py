@@ -199,7 +199,9 @@ class Store:
                     locks.execute(*self.bind(LOCK_SQL, {"k": lock_id(key)}))
                 cursor = raw.cursor()
                 cursor.execute(*self.bind(sql, params))
-                row: tuple[Any, ...] | None = cursor.fetchone()
+            # Fetched once the block has sent its Sync and read every result: a fetch inside it
+            # would first send a Flush and wait for the rows, a second wait (about 100 us here).
+            row: tuple[Any, ...] | None = cursor.fetchone()
         except self._dbapi_error as exc:
             self._drop_hot_connection()
             raise StoreUnavailable(f"store {self.safe_url} failed: {first_line(exc)}") from exc

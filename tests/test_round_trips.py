@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from decimal import Decimal
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -302,7 +303,11 @@ def on_the_wire(store: Store) -> Iterator[dict[str, int]]:
             lines = Path(path).read_text().splitlines()
             os.close(fd)
             os.unlink(path)
-            counts["round_trips"] += sum(line.split("\t")[2:3] == ["ReadyForQuery"] for line in lines)
+            # A round trip is a wait: the client's messages, then the server's answer. Counted as
+            # each turn from what the client sent (F) to what the server sent (B), so a pipeline
+            # that flushes to read a row before its Sync counts the two waits it makes.
+            sides = [line[:1] for line in lines if line[:1] in ("F", "B")]
+            counts["round_trips"] += sum(a == "F" and b == "B" for a, b in pairwise(sides))
             counts["commits"] += sum(line.startswith("B") and 'CommandComplete\t "COMMIT"' in line for line in lines)
 
 
