@@ -126,6 +126,9 @@ class Check(NamedTuple):
     next_us: Callable[[Facts, Request], int | None] | None = None
     # A denial that reports no next eligible time: what ends it, in words (``until``).
     until: str | None = None
+    # The limit code under which its ``next_us`` can be a time (None: any): a count's or a
+    # budget's row waits only when the client's check found that kind binding.
+    waits_when: LimitCode | None = None
 
 
 # -- the details (rendered only when a caller reads ``Decision.detail``) ------------------------
@@ -273,6 +276,7 @@ def _exhausted(check_id: str, reason: Reason, code: LimitCode) -> Check:
         readback=Readback("limit_wait", _limit_text),
         next_us=_limit_next(code),
         until=_RAISED,
+        waits_when=code,
     )
 
 
@@ -409,7 +413,9 @@ _LIMIT_ROWS = {
     LimitCode.COUNT: CHECKS[[c.id for c in CHECKS].index("count_exhausted")],
     LimitCode.BUDGET: CHECKS[[c.id for c in CHECKS].index("budget_exhausted")],
 }
-_NEXT = tuple(c.next_us for c in CHECKS if c.next_us is not None)
+# Per limit code (None: the limits not checked), the checks whose wait may count: a decision asks
+# only those (a lane no limit binds asks the floor's alone).
+_NEXT = {code: tuple(c.next_us for c in CHECKS if c.next_us is not None and c.waits_when in (None, code)) for code in (None, *LimitCode)}
 
 
 def _untils() -> dict[Reason, str]:
@@ -445,7 +451,7 @@ def reported_next_us(f: Facts, req: Request, floor_next: int | None) -> int | No
     if not f.limited:
         return floor_next
     out = floor_next
-    for compute in _NEXT:
+    for compute in _NEXT[f.limit_code]:
         at = compute(f, req)
         if at is not None and (out is None or at > out):
             out = at
