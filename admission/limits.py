@@ -149,9 +149,9 @@ class LimitsChange(Frozen):
     def is_empty(self) -> bool:
         return self == LimitsChange()
 
-    def apply(self, current: Limits, scope: Scope) -> Limits:
-        """The limits after this write at ``scope``; ``InvalidInput`` (naming the CLI flag) when
-        the combination does not make sense."""
+    def check(self, scope: Scope) -> None:
+        """``InvalidInput`` (naming the CLI flag) when this write's combination does not make sense
+        at ``scope``, whatever is stored: a surface checks it before it opens the store."""
         sets_count = bool(self.max_starts)
         sets_budget = bool(self.budget_tokens) or bool(self.budget_usd)
         if self.per is not None and not (sets_count or sets_budget):
@@ -171,6 +171,12 @@ class LimitsChange(Frozen):
             raise InvalidInput("--per", "give the window of the limit: --per 1d, --per 12h or --per day@Europe/Berlin")
         if self.across_agents is not None and scope.kind is not ScopeKind.GOAL:
             raise InvalidInput("--across", "only a goal rule can count across agents (name the goal alone as the scope)")
+
+    def apply(self, current: Limits, scope: Scope) -> Limits:
+        """The limits after this write at ``scope``; ``InvalidInput`` (naming the CLI flag) when
+        the combination does not make sense (``check``)."""
+        self.check(scope)
+        sets_budget = bool(self.budget_tokens) or bool(self.budget_usd)
         out = current.model_dump()
         if self.max_starts is not None:
             out["max_starts"] = self.max_starts or None

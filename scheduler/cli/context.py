@@ -84,6 +84,19 @@ class Context:
             self._store = open_store(getattr(self.args, "db", None), create=not getattr(self.args, "reads_only", False))
         return self._store
 
+    def has_store(self) -> bool:
+        """Whether a store exists where this command looks (opened if so, created never): an owner
+        write's authorization reads a store's owners only where one exists, so a command refused
+        for its input creates no store file."""
+        from floorgate.admission import NoStore, open_store
+
+        if self._store is None:
+            try:
+                self._store = open_store(getattr(self.args, "db", None), create=False)
+            except NoStore:
+                return False
+        return True
+
     @property
     def app(self) -> Floorgate:
         """The application services, configured from the parsed flags and the environment."""

@@ -220,10 +220,13 @@ def _authorize(ctx: Context) -> None:
     args = ctx.args
     if getattr(args, "access", Access.OWNER) is not Access.OWNER:
         return
+    turn_id = os.environ.get(ENV_TURN_ID)
+    if turn_id is None and not ctx.has_store():
+        return  # a store this write would create has no owners yet; none is made before the command checks its input
     token_file = getattr(args, "token_file", None)
     ctx.principal = ctx.app.owner_gate.authorize(
         str(getattr(args, "command_name", args.command)),
-        turn_id=os.environ.get(ENV_TURN_ID),
+        turn_id=turn_id,
         token=lambda: credential(os.environ, token_file),
         owner_ref=getattr(args, "owner_ref", None),
     )

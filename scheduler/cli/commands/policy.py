@@ -141,6 +141,8 @@ def _set(ctx: Context) -> int:
     args = ctx.args
     scope = require_scope(args)
     limits = limits_change(args)
+    if limits is not None:
+        limits.check(scope)
     interval = parse_interval(args.min_interval, "--min-interval") if args.min_interval is not None else None
     if args.compute is not None and args.compute_file is not None:
         raise InvalidInput("--compute", "give --compute or --compute-file, not both")
