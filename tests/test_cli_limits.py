@@ -243,3 +243,44 @@ def test_admit_reports_the_next_start_the_count_allows_not_only_the_floor(sqlite
     assert second["next_eligible_at"] == denied["next_eligible_at"]  # the window frees the first start a day on
     text = run_cli("admit", "--goal", "g", "--agent", "b", db=sqlite_db).stdout  # no rule: nothing to wait for
     assert "next automatic start" not in text and "no floor applies" in text
+
+
+UNADMITTABLE = [
+    pytest.param(
+        (), ("g/a", "--budget-tokens", "1.5k", "--per", "1d"), "g/a: 1.5k tokens per 1d", "cannot admit: no estimate", id="no-estimate"
+    ),
+    pytest.param(
+        (),
+        ("g/a", "--budget-tokens", "1k", "--per", "1d", "--estimate-tokens", "2k"),
+        "g/a: 1k tokens per 1d",
+        "exhausted until the owner raises it",
+        id="estimate-above-budget",
+    ),
+    pytest.param(
+        (("automation", "add", "rep", "--goal", "g", "--agent", "ed", "--schedule", "every 15m", "--model", "m1", "--", "true"),),
+        ("g", "--budget-usd", "20", "--per", "1d", "--estimate-tokens", "10k"),
+        "g/ed/rep: $20.00 per 1d",
+        "no price",
+        id="usd-without-price",
+    ),
+]
+
+
+@pytest.mark.parametrize(("setup", "argv", "lane", "why"), UNADMITTABLE)
+def test_a_limit_no_start_can_pass_is_warned_of_when_written(
+    sqlite_db: str, setup: tuple[tuple[str, ...], ...], argv: tuple[str, ...], lane: str, why: str
+) -> None:
+    for step in setup:
+        assert run_cli(*step, db=sqlite_db).returncode == 0
+    done = run_cli("policy", "set", *argv, "--revision", "0", "--owner-ref", "alice", db=sqlite_db)
+    assert done.returncode == 0, done.stderr  # written: the owner may mean to set the rest next
+    warnings = [line for line in done.stderr.splitlines() if line.startswith("floorgate: warning: ")]
+    assert len(warnings) == 1 and lane in warnings[0] and why in warnings[0], done.stderr
+
+
+def test_a_limit_starts_can_pass_writes_without_a_warning(sqlite_db: str) -> None:
+    done = run_cli(
+        "policy", "set", "g/a", "--budget-tokens", "1M", "--per", "1d", "--estimate-tokens", "10k", "--max-starts", "3",
+        "--revision", "0", "--owner-ref", "alice", db=sqlite_db,
+    )  # fmt: skip
+    assert done.returncode == 0 and done.stderr == "", done.stderr

@@ -30,10 +30,12 @@ from floorgate.admission import (
     Store,
     parse_compute,
 )
+from floorgate.admission.budgets import LimitState
 from floorgate.admission.clock import Clock
 from floorgate.admission.envelope import loosened
 from floorgate.admission.intervals import format_interval
 from floorgate.admission.policies import RuleRef, combine
+from floorgate.admission.windows import NEVER
 
 from .budget_readback import BudgetReadback, LaneLimits, limited
 from .envelope_gate import EnvelopeGate, EnvelopeMode
@@ -154,6 +156,27 @@ class FloorService:
         """The stored rule at ``scope`` and what the target and the agents below it inherit."""
         rule = self.policies.get(scope)
         return FloorView(scope=scope, rule=rule, below=[self._inherited(t) for t in self._below(scope)])
+
+    def unadmittable(self, scope: Scope) -> list[tuple[Scope, LimitState]]:
+        """After a limits write at ``scope``: each limit that keeps a lane under it (each of its
+        automations; an agent without one, the agent) from starting until the owner acts, with
+        that lane: one that cannot be checked (no estimate, no price) or that one start's estimate
+        alone is above. What the owner is warned of at once, rather than finding the lane waiting."""
+        found, _broken = self.automations.scan(goal=scope.goal_id)
+        lanes: list[tuple[str, str | None]] = sorted(
+            (a.spec.agent_id, a.automation_id)
+            for a in found.values()
+            if scope.agent_id in (None, a.spec.agent_id) and scope.automation_id in (None, a.automation_id)
+        )
+        if not lanes and scope.agent_id is not None:
+            lanes = [(scope.agent_id, scope.automation_id)]
+        out: list[tuple[Scope, LimitState]] = []
+        for agent, automation in lanes:
+            lane = Scope(goal_id=scope.goal_id, agent_id=agent, automation_id=automation)
+            for x in self.budgets.lane(scope.goal_id, agent, automation).states:
+                if x.problem is not None or (x.blocked and x.frees_at == NEVER):
+                    out.append((lane, x))
+        return out
 
     def _below(self, scope: Scope) -> list[Scope]:
         if scope.kind is ScopeKind.GOAL:

@@ -166,6 +166,9 @@ def _set(ctx: Context) -> int:
     if interval is not None:  # a new floor may move a lane's time of day: say so, as 'automation add' does
         for warning in ctx.app.automations.phase_warnings(scope):
             sys.stderr.write(f"floorgate: warning: {warning}\n")
+    if limits is not None:  # a limit no start can pass until the owner acts: said now, not found later
+        for lane, x in ctx.app.floors.unadmittable(scope):
+            sys.stderr.write(f"floorgate: warning: {lane}: {x.limit.describe()}: {limit_text(x)}\n")
     state = f"floor {format_interval(rule.min_interval)}" if rule.active else "no floor"
     envelope = f", compute {json.dumps(rule.compute.doc())}" if rule.compute is not None else ""
     bounds = f", limits {rule.limits.summary()}" if not rule.limits.is_empty() else ""
