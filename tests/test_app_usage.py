@@ -49,6 +49,7 @@ UNKNOWN = [
     ("negative-usage", json.dumps(prompt("u1")) + "\n" + json.dumps(reply("m1", -1, 1)), "malformed"),
     ("no-usage", json.dumps(prompt("u1")), "no usage"),
     ("no-prompt", json.dumps(reply("m1", 1, 1)), "no prompt"),
+    ("above-the-ledger-cap", json.dumps(prompt("u1")) + "\n" + json.dumps(reply("m1", 2 * 10**12, 1)), "more than floorgate records"),
 ]
 
 
@@ -96,6 +97,18 @@ def test_hook_stop_with_unreadable_usage_records_unknown(sqlite_db: str, tmp_pat
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLOORGATE_")}
     result = _stop(sqlite_db, {"session_id": "s1", "transcript_path": str(tmp_path / "gone.jsonl")}, env)
     assert result.returncode == 0 and "usage unknown" in result.stderr
+    [entry] = _entries(sqlite_db)
+    assert entry.state.value == "unknown" and entry.tokens is None and entry.held
+
+
+def test_hook_stop_with_more_tokens_than_the_ledger_records_records_unknown(sqlite_db: str, tmp_path: Path) -> None:
+    import os
+
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps(prompt("u1")) + "\n" + json.dumps(reply("m1", 2 * 10**12, 1)) + "\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLOORGATE_")}
+    result = _stop(sqlite_db, {"session_id": "s1", "transcript_path": str(path)}, env)
+    assert result.returncode == 0 and "usage unknown" in result.stderr, result.stderr
     [entry] = _entries(sqlite_db)
     assert entry.state.value == "unknown" and entry.tokens is None and entry.held
 

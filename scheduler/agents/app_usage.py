@@ -67,7 +67,7 @@ def codex_turn_usage(session_id: object, turn_id: object, transcript: object, mo
         return TurnUsage(key, None, name, f"{bad} transcript line(s) could not be parsed")
     if not per_response:
         return TurnUsage(key, None, name, "the turn reported no usage")
-    return TurnUsage(key, sum(per_response.values()), name)
+    return _counted(key, sum(per_response.values()), name)
 
 
 def _read_jsonl(transcript: object) -> tuple[list[dict[str, Any]], int, str | None]:
@@ -138,4 +138,15 @@ def claude_turn_usage(session_id: object, transcript: object) -> TurnUsage:
         return TurnUsage(key, None, model, f"{bad} transcript line(s) could not be parsed")
     if not per_message:
         return TurnUsage(key, None, model, "the turn reported no usage")
-    return TurnUsage(key, sum(per_message.values()), model)
+    return _counted(key, sum(per_message.values()), model)
+
+
+def _counted(key: str, tokens: int, model: str | None) -> TurnUsage:
+    """The turn's usage as reported, or unknown when it is more than the ledger records (a
+    transcript's number no provider reports for one turn): its estimate then stays held, as for
+    any other usage that cannot be read, rather than the record refused."""
+    from floorgate.admission.windows import MAX_TOKENS
+
+    if tokens > MAX_TOKENS:
+        return TurnUsage(key, None, model, f"the turn reported {tokens} tokens, more than floorgate records ({MAX_TOKENS})")
+    return TurnUsage(key, tokens, model)
