@@ -284,3 +284,24 @@ def test_a_limit_starts_can_pass_writes_without_a_warning(sqlite_db: str) -> Non
         "--revision", "0", "--owner-ref", "alice", db=sqlite_db,
     )  # fmt: skip
     assert done.returncode == 0 and done.stderr == "", done.stderr
+
+
+def test_preview_says_which_limit_holds_the_lane_and_why(sqlite_db: str) -> None:
+    add = ("automation", "add", "ci", "--goal", "g", "--agent", "ed", "--schedule", "every 15m", "--model", "m1", "--", "true")
+    assert run_cli(*add, db=sqlite_db).returncode == 0
+    assert (
+        run_cli("policy", "set", "g", "--budget-usd", "20", "--per", "1d", "--revision", "0", "--owner-ref", "a", db=sqlite_db).returncode
+        == 0
+    )
+    text = run_cli("automation", "preview", "ci", "--next", "2", db=sqlite_db)
+    assert text.returncode == 0, text.stderr
+    [held] = [line for line in text.stdout.splitlines() if line.startswith("HELD BY A LIMIT: ")]
+    assert "$20.00 per 1d" in held and "cannot be checked: no estimate" in held, held
+    doc = json.loads(run_cli("automation", "preview", "ci", "--next", "2", "--json", db=sqlite_db).stdout)
+    assert doc["held_by"] == held.removeprefix("HELD BY A LIMIT: ")
+    assert [f["denied_by"] for f in doc["fires"]] == ["budget_exhausted", "budget_exhausted"]
+    # With an estimate the lane may start: nothing holds it, and the preview says nothing of limits.
+    run_cli("policy", "set", "g", "--estimate-tokens", "10k", "--revision", "1", "--owner-ref", "a", db=sqlite_db)
+    run_cli("policy", "price", "m1", "--usd-per-mtok", "3", "--revision", "0", "--owner-ref", "a", db=sqlite_db)
+    free = json.loads(run_cli("automation", "preview", "ci", "--next", "2", "--json", db=sqlite_db).stdout)
+    assert free["held_by"] is None and all(f["admitted"] for f in free["fires"]), free

@@ -136,3 +136,4 @@ class Preview:
     blocked: str | None  # why nothing fires (paused, held, awaiting the owner, unreadable)
     off_phase: str | None = None  # 'runs at 23:57 instead of 23:40 since the manual start of ...'
     effective: EffectiveFloor | None = None  # the lane's floor and its rules (a goal floor across agents shows there)
+    held_by: str | None = None  # a count or budget that holds the lane now: which, and until when (or why it cannot be checked)

@@ -405,7 +405,8 @@ class Readback:
         last = rb.eligibility.last_start if rb.eligibility is not None else None
         moved = off_phase(rb.plan, first_run(rows), last, self._lane_starts, now=now) if blocked is None else None
         effective = rb.eligibility.floor if rb.eligibility is not None else None
-        return Preview(automation_id, rb.plan.schedule if rb.plan else None, floor, status, rows, blocked, moved, effective)
+        held = rb.eligibility.detail if rb.eligibility is not None and status == "limit_wait" and blocked is None else None
+        return Preview(automation_id, rb.plan.schedule if rb.plan else None, floor, status, rows, blocked, moved, effective, held)
 
     def limited_fires(self, rb: AutomationReadback, count: int, now: datetime) -> list[PreviewRow]:
         """``rb``'s next fires with its counts and budgets checked at each start: a fire before a
@@ -453,7 +454,8 @@ class Readback:
             limits=PreviewLimits(self.store, limits) if limits.states else None,
         )
         rows = [limit_denied(r, eligibility) for r in simulate(plan, count=count, now=now)]
-        return Preview(automation_id, schedule, floor, eligibility.status, rows, None, effective=eligibility.floor)
+        held = eligibility.detail if eligibility.status == "limit_wait" else None
+        return Preview(automation_id, schedule, floor, eligibility.status, rows, None, effective=eligibility.floor, held_by=held)
 
     def lane(self, goal: str, agent: str, automation: str | None) -> tuple[Eligibility, LaneLimits | None]:
         """One lane's eligibility with its limits folded in (``limited``), and the limits (None: none)."""

@@ -140,6 +140,7 @@ def preview_doc(p: Preview) -> dict[str, Any]:
         "lane_status": p.lane_status,
         "blocked": p.blocked,
         "off_phase": p.off_phase,
+        "held_by": p.held_by,
         "fires": [fire_doc(r) for r in p.rows],
     }
 
@@ -151,7 +152,8 @@ def preview_text(p: Preview) -> str:
         return f"{schedule}   floor {floor}: nothing fires: {p.blocked}"
     runs = sum(r.admitted for r in p.rows)
     phase = f"OFF PHASE: {p.off_phase}\n" if p.off_phase else ""
-    return f"{schedule}   floor {floor}: {runs} of {len(p.rows)} fires would run\n{phase}" + table(
+    held = f"HELD BY A LIMIT: {p.held_by}\n" if p.held_by else ""
+    return f"{schedule}   floor {floor}: {runs} of {len(p.rows)} fires would run\n{held}{phase}" + table(
         ["LOCAL", "UTC", "WOULD_RUN", "ELIGIBLE_AT"],
         [(ceil_second(r.fire_at).isoformat(), _up(r.fire_at), _fire_run(r), _up(r.eligible_at)) for r in p.rows],
     )
