@@ -172,6 +172,23 @@ class LimitsChange(Frozen):
         if self.across_agents is not None and scope.kind is not ScopeKind.GOAL:
             raise InvalidInput("--across", "only a goal rule can count across agents (name the goal alone as the scope)")
 
+    def carried(self, current: Limits) -> str | None:
+        """What this write changes without naming it, in one line (None: nothing): a rule's token
+        and USD budgets share one window, so giving one budget with a new ``per`` moves the other's."""
+        if self.per is None or not (self.budget_tokens or self.budget_usd) or current.budget_window in (None, self.per):
+            return None
+        others = [
+            kind
+            for kind, given, stored in (("token", self.budget_tokens, current.budget_tokens), ("USD", self.budget_usd, current.budget_usd))
+            if given is None and stored is not None
+        ]
+        if not others or current.budget_window is None:
+            return None
+        return (
+            f"the {others[0]} budget now counts per {self.per.text()} too (it was per {current.budget_window.text()}): "
+            "a rule's token and USD budgets share one window"
+        )
+
     def apply(self, current: Limits, scope: Scope) -> Limits:
         """The limits after this write at ``scope``; ``InvalidInput`` (naming the CLI flag) when
         the combination does not make sense (``check``)."""

@@ -305,3 +305,37 @@ def test_preview_says_which_limit_holds_the_lane_and_why(sqlite_db: str) -> None
     run_cli("policy", "price", "m1", "--usd-per-mtok", "3", "--revision", "0", "--owner-ref", "a", db=sqlite_db)
     free = json.loads(run_cli("automation", "preview", "ci", "--next", "2", "--json", db=sqlite_db).stdout)
     assert free["held_by"] is None and all(f["admitted"] for f in free["fires"]), free
+
+
+CARRIED = [
+    pytest.param(
+        ("--budget-usd", "20", "--per", "1d"),
+        ("--budget-tokens", "500k", "--per", "2d"),
+        "the USD budget now counts per 2d too",
+        id="tokens-move-usd",
+    ),
+    pytest.param(
+        ("--budget-tokens", "1M", "--per", "1d"),
+        ("--budget-usd", "5", "--per", "day@UTC"),
+        "the token budget now counts per day@UTC",
+        id="usd-moves-tokens",
+    ),
+    pytest.param(("--budget-usd", "20", "--per", "1d"), ("--budget-tokens", "500k", "--per", "1d"), None, id="same-window"),
+    pytest.param(("--budget-usd", "20", "--per", "1d"), ("--budget-usd", "30", "--per", "2d"), None, id="the-budget-named"),
+    pytest.param(("--max-starts", "3", "--per", "1d"), ("--budget-tokens", "1M", "--per", "2d"), None, id="a-count-has-its-own"),
+]
+
+
+@pytest.mark.parametrize(("first", "then", "said"), CARRIED)
+def test_a_budget_whose_shared_window_a_write_moves_is_named(
+    sqlite_db: str, first: tuple[str, ...], then: tuple[str, ...], said: str | None
+) -> None:
+    est = ("--estimate-tokens", "10k")
+    assert run_cli("policy", "set", "g/a", *first, *est, "--revision", "0", "--owner-ref", "a", db=sqlite_db).returncode == 0
+    done = run_cli("policy", "set", "g/a", *then, "--revision", "1", "--owner-ref", "a", "--allow-reduction", db=sqlite_db)
+    assert done.returncode == 0, done.stderr
+    moved = [line for line in done.stderr.splitlines() if "share one window" in line]
+    if said is None:
+        assert moved == [], done.stderr
+    else:
+        assert len(moved) == 1 and moved[0].startswith(f"floorgate: warning: g/a: {said}"), done.stderr

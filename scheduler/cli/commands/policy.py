@@ -162,10 +162,14 @@ def _set(ctx: Context) -> int:
             "--min-interval", "give --min-interval, --compute (or --compute-file) and/or a limit (--max-starts, --budget-tokens, ...)"
         )
     writer = Writer(*ctx.owner(), args.allow_reduction)
+    stored = ctx.app.policies.get(scope) if limits is not None and (limits.budget_tokens or limits.budget_usd) else None
+    carried = limits.carried(stored.limits) if limits is not None and stored is not None else None
     rule = writer.configure(ctx.app.policies, scope, args.revision, min_interval=interval, compute=compute, note=args.note, limits=limits)
     if interval is not None:  # a new floor may move a lane's time of day: say so, as 'automation add' does
         for warning in ctx.app.automations.phase_warnings(scope):
             sys.stderr.write(f"floorgate: warning: {warning}\n")
+    if carried is not None:
+        sys.stderr.write(f"floorgate: warning: {scope}: {carried}\n")
     if limits is not None:  # a limit no start can pass until the owner acts: said now, not found later
         for lane, x in ctx.app.floors.unadmittable(scope):
             sys.stderr.write(f"floorgate: warning: {lane}: {x.limit.describe()}: {limit_text(x)}\n")
