@@ -104,7 +104,7 @@ class Limits(Frozen):
         """One line: ``3 starts per 1d, 2M tokens and $20.00 per day@Europe/Berlin, across agents``."""
         parts = []
         if self.max_starts is not None:
-            parts.append(f"{self.max_starts} starts per {self.starts_window}")
+            parts.append(f"{self.max_starts} start{'s' if self.max_starts != 1 else ''} per {self.starts_window}")
         budget = []
         if self.budget_tokens is not None:
             budget.append(f"{format_tokens(self.budget_tokens)} tokens")
@@ -335,7 +335,7 @@ class BoundLimit(NamedTuple):
 
     def describe(self) -> str:
         shown = {
-            LimitKind.STARTS: f"{self.amount} starts",
+            LimitKind.STARTS: f"{self.amount} start{'s' if self.amount != 1 else ''}",
             LimitKind.TOKENS: f"{format_tokens(self.amount)} tokens",
             LimitKind.USD: format_usd(micros_to_usd(self.amount)),
         }[self.kind]

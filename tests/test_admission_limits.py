@@ -92,7 +92,7 @@ def test_manual_runs_bypass_the_interval_but_not_a_count(store: Store, clock: Fi
     # The floor alone would let a manual run through; the count does not.
     manual = reserve(store, clock, T0 + timedelta(minutes=5), ("a", "x"), "m1", manual="owner asked")
     assert (manual.admitted, manual.reason, manual.next_eligible_at) == (False, Reason.COUNT_EXHAUSTED, T0 + timedelta(days=1))
-    assert "floorgate policy set g/a --max-starts 2 --per 1d --revision 1 --owner-ref YOU --allow-reduction" in manual.detail
+    assert 'floorgate policy set g/a --max-starts 2 --per 1d --revision 1 --owner-ref "$USER" --allow-reduction' in manual.detail
 
 
 def test_the_reported_time_is_the_latest_of_the_floor_and_the_limits(store: Store, clock: FixedClock, policies: Policies) -> None:
@@ -151,7 +151,7 @@ def test_a_budget_that_cannot_be_checked_denies(store: Store, clock: FixedClock,
 # (id, the limit, what one turn reports, how the denial shows the amount used): a denial names
 # its amounts in the limit's unit, never USD's micro-dollars.
 SPENT = [
-    ("starts", LimitsChange(max_starts=1), {}, "1 starts per 1d at g/a: used 1, held 0;"),
+    ("starts", LimitsChange(max_starts=1), {}, "1 start per 1d at g/a: used 1, held 0;"),
     (
         "tokens",
         LimitsChange(budget_tokens=1000, estimate_tokens=600),

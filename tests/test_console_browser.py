@@ -349,7 +349,7 @@ def test_a_spent_limit_shows_used_left_and_when_it_frees_on_the_dashboard_and_se
         expect(state).to_have_text("limit_wait")  # never the green of eligible
         expect(state).to_have_css("color", "rgb(138, 90, 0)")
         limit = page.locator('#automation-x .limits li[data-kind="starts"]')
-        expect(limit).to_contain_text("1 starts per 1d at g/a: used 1, held 0, left 0; exhausted until")
+        expect(limit).to_contain_text("1 start per 1d at g/a: used 1, held 0, left 0; exhausted until")
         expect(limit.locator('[data-testid="limit-frees"]')).to_have_attribute("datetime", shown["frees_at"])
         expect(page.locator('#automation-x [data-testid="next-eligible"]')).to_have_attribute("datetime", shown["frees_at"])
         page.screenshot(path=str(artifacts / "dashboard-limit-spent.png"), full_page=True)

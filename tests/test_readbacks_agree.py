@@ -192,7 +192,7 @@ def test_a_spent_limit_reads_the_same_on_every_surface(store, wall_clock, tmp_pa
     shown = json.loads(cli("automation", "show", "x", "--json", db=store.url).stdout)
     assert limits_of(status) == limits_of(shown) == limits_of(policy)
     assert status["state"] == "limit_wait" and status["next_eligible_at"] == frees
-    line = f"1 starts per 1d at g/a: used 1, held 0, left 0; exhausted until {frees}"
+    line = f"1 start per 1d at g/a: used 1, held 0, left 0; exhausted until {frees}"
     assert f"x: limit {line}" in cli("status", db=store.url).stdout
     assert f"limit:          {line}" in cli("automation", "show", "x", db=store.url).stdout
     assert f"limit {line}" in cli("policy", "show", "g/a/x", db=store.url).stdout
