@@ -37,3 +37,13 @@ def test_a_valid_owner_write_creates_its_store(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert db.exists()
     assert run_cli("policy", "show", "g/a", db=str(db)).returncode == 0
+
+
+def test_automation_add_with_a_bad_schedule_creates_no_store(tmp_path: Path) -> None:
+    db = tmp_path / "typo.db"
+    result = run_cli("automation", "add", "x", "--goal", "g", "--agent", "a", "--schedule", "every nope", "--", "true", db=str(db))
+    assert result.returncode == 2 and "schedule" in result.stderr, result.stderr
+    assert list(tmp_path.iterdir()) == []
+    good = run_cli("automation", "add", "x", "--goal", "g", "--agent", "a", "--schedule", "every 1h", "--", "true", db=str(db))
+    assert good.returncode == 0, good.stderr
+    assert db.exists()

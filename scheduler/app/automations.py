@@ -47,6 +47,12 @@ MAX_PREVIEW = 1000
 MAX_LISTED = 1000
 
 
+def parse_schedule(text: str, clock: Clock) -> str:
+    """The canonical text of a schedule the owner typed, its friendly forms resolved against the
+    clock's now (needs no store: a surface checks a schedule before it opens one)."""
+    return Schedule.parse(text, now=read_clock(clock)).canonical()
+
+
 @dataclass(frozen=True)
 class Changed:
     """An automation after a change, its timer binding, and its readback."""
@@ -108,7 +114,7 @@ class AutomationService:
 
     def parse_schedule(self, text: str) -> str:
         """The canonical text of a schedule the owner typed (friendly forms resolve against now)."""
-        return Schedule.parse(text, now=read_clock(self.clock)).canonical()
+        return parse_schedule(text, self.clock)
 
     def add(self, automation_id: str, spec: AutomationSpec) -> Changed:
         """Store a new automation and arm its timer at once (held when its host cannot express it)."""

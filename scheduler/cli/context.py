@@ -19,6 +19,7 @@ from ..app.owner_gate import Access
 
 if TYPE_CHECKING:
     from floorgate.admission import Principal, Store
+    from floorgate.admission.clock import Clock
     from floorgate.admission.policies import Provenance
 
     from ..app.root import Floorgate
@@ -56,6 +57,7 @@ class Context:
         self._app: Floorgate | None = None
         self._out = out
         self.principal: Principal | None = None  # the owner whose token authorized this write, if any
+        self._clock: Clock | None = None
 
     def run(self, argv: Sequence[str], **streams: Any) -> int:
         """Run another command line (``main.run``), as the demo does for its steps."""
@@ -84,6 +86,15 @@ class Context:
             self._store = open_store(getattr(self.args, "db", None), create=not getattr(self.args, "reads_only", False))
         return self._store
 
+    @property
+    def clock(self) -> Clock:
+        """The services' clock (``app``), and what a command parses against before the store opens."""
+        if self._clock is None:
+            from floorgate.admission.clock import SystemClock
+
+            self._clock = SystemClock()
+        return self._clock
+
     def has_store(self) -> bool:
         """Whether a store exists where this command looks (opened if so, created never): an owner
         write's authorization reads a store's owners only where one exists, so a command refused
@@ -110,7 +121,7 @@ class Context:
                 envelope_mode=getattr(a, "envelope_mode", None),
                 crontab_user=getattr(a, "crontab_user", None),
             )
-            self._app = Floorgate(self.store, settings=settings)
+            self._app = Floorgate(self.store, clock=self.clock, settings=settings)
         return self._app
 
     def emit(self, doc: Any, text: str | Callable[[], str | Iterable[str]]) -> None:

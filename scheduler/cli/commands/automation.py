@@ -15,7 +15,7 @@ from floorgate.admission.intervals import parse_duration, parse_interval
 from floorgate.hosts.registry import capabilities
 
 from ...app.automation_spec import check_program, parse_debounce
-from ...app.automations import Changed
+from ...app.automations import Changed, parse_schedule
 from ...app.owner_gate import Access
 from ...views.present import (
     automation_doc,
@@ -184,12 +184,12 @@ def _host(args: argparse.Namespace, base: CommandHost | None, timer: str) -> Com
 
 def _add(ctx: Context) -> int:
     a = ctx.args
-    service = ctx.app.automations
+    schedule = parse_schedule(a.schedule, ctx.clock)  # before the store is opened: bad input creates none
     timer = a.timer or DEFAULT_TIMER
     spec = AutomationSpec(
         goal_id=a.goal,
         agent_id=a.agent,
-        schedule=service.parse_schedule(a.schedule),
+        schedule=schedule,
         host=_host(a, None, timer),
         model=a.model,
         overlap=a.overlap or "skip",
@@ -199,7 +199,7 @@ def _add(ctx: Context) -> int:
         **_policy_fields(a, None),
         when_denied=a.when_denied or WhenDenied.WAIT,
     )
-    done = service.add(a.automation, spec)
+    done = ctx.app.automations.add(a.automation, spec)
     held = f"\nHELD: {done.binding.hold_reason}" if done.binding is not None and done.binding.hold_reason else ""
     _warn(done.warnings)
     ctx.emit(
