@@ -19,6 +19,10 @@ _HINT = "use a whole number with units d/h/m/s (90s, 45m, 24h, 1d12h), ISO 8601 
 _DURATION_HINT = "give a duration above 0 with units d/h/m/s (30s, 10m, 2h) or ISO 8601 (PT10M)"
 
 
+class TooLong(InvalidInput):
+    """An interval written well but longer than the cap (a caller with a shorter bound names its own)."""
+
+
 def parse_interval(text: str, field: str = "min_interval") -> timedelta:
     """Parse an interval; anything else is rejected with a message naming ``field``."""
     return _parse(text, field, _HINT)
@@ -52,7 +56,7 @@ def _parse(text: str, field: str, hint: str) -> timedelta:
                 seconds = float(iso.group(4)) if iso.group(4) else 0.0
                 value = timedelta(days=d, hours=h, minutes=m, seconds=seconds)
     except OverflowError:
-        raise InvalidInput(field, f"{text!r} is longer than the {format_interval(MAX_INTERVAL)} cap; check for a typo") from None
+        raise TooLong(field, f"{text!r} is longer than the {format_interval(MAX_INTERVAL)} cap; check for a typo") from None
     if value is None:
         raise InvalidInput(field, f"{text!r} is not an interval; {hint}")
     return check_interval(value, field)
@@ -65,7 +69,7 @@ def check_interval(value: timedelta, field: str = "min_interval") -> timedelta:
     if value < timedelta(0):
         raise InvalidInput(field, "an interval cannot be negative; use 0 to disable")
     if value > MAX_INTERVAL:
-        raise InvalidInput(field, f"{format_interval(value)} is longer than the 3660-day cap; check for a typo")
+        raise TooLong(field, f"{format_interval(value)} is longer than the 3660-day cap; check for a typo")
     return value
 
 

@@ -29,7 +29,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from ._types import Frozen
 from .errors import InvalidInput
-from .intervals import format_interval, parse_interval
+from .intervals import TooLong, format_interval, parse_interval
 
 # Defensive caps: an extra digit is a typo, not a budget.
 MAX_TOKENS = 10**12
@@ -221,6 +221,8 @@ def parse_window(text: object, field: str = "--per") -> Window:
         return Window(kind=kind, zone=zone)
     try:
         length = parse_interval(raw, field)
+    except TooLong:  # a duration, only too long: the window's own bound
+        raise InvalidInput(field, f"{raw!r}: a rolling window is above 0 and at most {format_interval(MAX_ROLLING)}; {_HINT}") from None
     except InvalidInput:
         raise InvalidInput(field, f"{raw!r} is not a window; {_HINT}") from None
     if length <= timedelta(0) or length > MAX_ROLLING:

@@ -55,6 +55,8 @@ BAD_WINDOWS = [
     ("zero", "0", "above 0"),
     ("negative", "-1d", "not a window"),
     ("over-cap", "400d", "at most"),
+    ("over-the-interval-cap", "99999d", "at most 366d"),
+    ("over-every-cap", "1000000d", "at most 366d"),
     ("unknown-period", "fortnight@UTC", "day, week or month"),
     ("unknown-zone", "day@Mars/Olympus", "unknown zone"),
     ("zone-in-the-wrong-case", "day@europe/berlin", "zone names are case-sensitive: Europe/Berlin"),
