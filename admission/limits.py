@@ -83,6 +83,11 @@ class Limits(Frozen):
     def is_empty(self) -> bool:
         return self == Limits()
 
+    def counts(self) -> bool:
+        """Whether the rule carries a count or a budget (what lanes use up; an estimate, alerts or
+        a floor across agents alone use nothing)."""
+        return self.max_starts is not None or self.budget_tokens is not None or self.budget_usd is not None
+
     def alerts(self) -> tuple[int, ...]:
         """The percentages of this rule's counts and budgets that raise ``budget_threshold``."""
         return self.alert_at if self.alert_at is not None else DEFAULT_ALERTS

@@ -339,3 +339,21 @@ def test_a_budget_whose_shared_window_a_write_moves_is_named(
         assert moved == [], done.stderr
     else:
         assert len(moved) == 1 and moved[0].startswith(f"floorgate: warning: g/a: {said}"), done.stderr
+
+
+def test_a_goal_shows_where_its_use_is_read_only_when_it_has_a_count_or_budget(sqlite_db: str) -> None:
+    floor = ("policy", "set", "g", "--min-interval", "15m", "--across", "agents", "--revision", "0", "--owner-ref", "a")
+    assert run_cli(*floor, db=sqlite_db).returncode == 0
+    assert "read per lane" not in run_cli("policy", "show", "g", db=sqlite_db).stdout  # a floor across agents uses nothing up
+    count = ("policy", "set", "g", "--max-starts", "10", "--per", "1h", "--revision", "1", "--owner-ref", "a")
+    assert run_cli(*count, db=sqlite_db).returncode == 0
+    assert "used, held and left are read per lane: policy show g/AGENT" in run_cli("policy", "show", "g", db=sqlite_db).stdout
+
+
+def test_alerts_on_a_rule_without_a_count_or_budget_are_warned_of(sqlite_db: str) -> None:
+    done = run_cli("policy", "set", "g/a", "--alert-at", "50", "--revision", "0", "--owner-ref", "a", db=sqlite_db)
+    assert done.returncode == 0 and "alerts are raised by this rule's counts and budgets, and it has none yet" in done.stderr
+    then = run_cli(
+        "policy", "set", "g/a", "--max-starts", "3", "--per", "1d", "--alert-at", "50", "--revision", "1", "--owner-ref", "a", db=sqlite_db
+    )
+    assert then.returncode == 0 and then.stderr == "", then.stderr

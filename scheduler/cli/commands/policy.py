@@ -170,6 +170,8 @@ def _set(ctx: Context) -> int:
             sys.stderr.write(f"floorgate: warning: {warning}\n")
     if carried is not None:
         sys.stderr.write(f"floorgate: warning: {scope}: {carried}\n")
+    if limits is not None and limits.alert_at is not None and not rule.limits.counts():
+        sys.stderr.write(f"floorgate: warning: {scope}: alerts are raised by this rule's counts and budgets, and it has none yet\n")
     if limits is not None:  # a limit no start can pass until the owner acts: said now, not found later
         for lane, x in ctx.app.floors.unadmittable(scope):
             sys.stderr.write(f"floorgate: warning: {lane}: {x.limit.describe()}: {limit_text(x)}\n")
@@ -247,7 +249,7 @@ def _show(ctx: Context) -> int:
             shown = next_eligible_text(eligibility)
             at = f"at {shown}" if eligibility.next_eligible_at is not None else shown  # never "at now", "at not by waiting"
             out += f"\nstate: {eligibility.status}, next eligible {at} ({eligibility.detail})"
-        elif scope is not None and any(not r.limits.is_empty() for r in rules):
+        elif scope is not None and any(r.limits.counts() for r in rules):
             # A count or budget is used by lanes: its use (a goal-wide one's shared use too) is read at one.
             out += f"\nused, held and left are read per lane: policy show {scope}/AGENT (a limit across agents shows its shared use there)"
         return out
