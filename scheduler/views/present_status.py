@@ -101,11 +101,13 @@ def status_lines(view: Overview | OverviewStream) -> Iterator[str]:
     if not rows and not lanes:
         yield "no automations and no floored lanes"
         return
-    # The parts, a blank line between each: the hosts, the table, each note, the lanes' table.
+    # The parts, a blank line between each: the hosts, the table, its notes, the lanes' table, theirs.
     parts: list[Iterable[str]] = [[hosts_text(view.hosts, view.now)]] if view.hosts or view.own_timers else []
     if rows:
         parts.append(table_lines(_STATUS_HEADERS, rows))
-        parts += [[note] for notes in (details, drifts, envelopes, limits, failures) for note in notes]
+        notes = [note for kind in (details, drifts, envelopes, limits, failures) for note in kind]
+        if notes:
+            parts.append(notes)
     if lanes:
         parts.append(
             table_lines(
@@ -136,7 +138,8 @@ def status_lines(view: Overview | OverviewStream) -> Iterator[str]:
                 view.lane_limits.get((e.goal_id, e.agent_id, e.automation_id)),
             )
         ]
-        parts += [[note] for note in lane_notes]
+        if lane_notes:
+            parts.append(lane_notes)
     for i, part in enumerate(parts):
         if i:
             yield ""
