@@ -221,7 +221,7 @@ def _authorize(ctx: Context) -> None:
     if getattr(args, "access", Access.OWNER) is not Access.OWNER:
         return
     turn_id = os.environ.get(ENV_TURN_ID)
-    if turn_id is None and not ctx.has_store():
+    if turn_id is None and not getattr(args, "reads_only", False) and not ctx.has_store():
         return  # a store this write would create has no owners yet; none is made before the command checks its input
     token_file = getattr(args, "token_file", None)
     ctx.principal = ctx.app.owner_gate.authorize(
