@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import NamedTuple
 
-from sqlalchemy import BigInteger, and_, func, or_, select, type_coerce
+from sqlalchemy import BigInteger, and_, case, func, or_, select, type_coerce
 
 from . import _limit_guard as limit_guard
 from . import _limit_read as limit_read
@@ -53,7 +53,7 @@ from .clock import from_us, read_clock, to_us
 from .decide.checks import Request as _Request
 from .decide.checks import Verdict as _Verdict
 from .decide.checks import evaluate as _evaluate
-from .decide.facts import RULE_COLUMNS, Facts
+from .decide.facts import RULE_COLUMNS, Facts, limited_rule
 from .decide.floors import floor_us, next_eligible_us
 from .decisions import Confirmation, Decision, Eligibility, Reason, StartRecord
 from .errors import CorruptState, InvalidInput, StoreUnavailable
@@ -462,13 +462,15 @@ class Admission(Repository):
     def next_eligible_many(self, lanes: list[tuple[str, str, str | None]]) -> dict[tuple[str, str, str | None], datetime | None]:
         """``next_eligible_at`` for many lanes in three queries (a host arming thousands of timers).
 
-        The same floor arithmetic as ``eligibility``; a lane with no floor maps to None. A malformed
-        stored anchor or rule raises ``CorruptState`` naming its lane (``scheduler._plan.next_eligible_tolerant``
-        then holds only that lane); admission still decides every tick on its own facts.
+        The same floor arithmetic as ``eligibility``; a lane with no floor maps to None; a lane a
+        count or budget binds is judged by ``eligibility`` itself (a host arms it for when a spent
+        limit frees). A malformed anchor or rule raises ``CorruptState`` naming its lane
+        (``next_eligible_tolerant`` then holds only that lane); each tick still decides on its own.
         """
         r, t = s.rules, s.starts
         with self.store.read() as conn:
-            rules = list(conn.execute(select(r.c.goal_id, *(r.c[c] for c in RULE_COLUMNS))))
+            limits = case((limited_rule(r), 1), else_=0).label("lim")
+            rules = list(conn.execute(select(r.c.goal_id, *(r.c[c] for c in RULE_COLUMNS), limits)))
             # Undecoded: a damaged anchor maps its lanes to None below instead of failing the read.
             anchor = func.max(type_coerce(t.c.anchor_us, BigInteger))
             agent_anchor = {
@@ -483,6 +485,7 @@ class Admission(Repository):
             damaged = list(conn.execute(_DAMAGED_STARTS)) if self.store.relaxed else []
         # The same decoder as admission's facts; a damaged rule raises for the lanes it may apply to.
         by_key: dict[tuple[str, str, str], RuleRef] = {}
+        limited = {(row.goal_id, row.agent_id, row.automation_id) for row in rules if row.lim}
         bad_rules: list[tuple[object, object, object, StoreUnavailable]] = []
         for row in rules:
             try:
@@ -516,6 +519,10 @@ class Admission(Repository):
                 raise CorruptState(f"lane {lane} has a malformed anchor: {agent_us!r}, {lane_us!r}, {goal_us!r}")
             next_us = next_eligible_us(*floor_us(floor)[1:], agent_us, lane_us if automation else None, floor.goal_floor // _US, goal_us)
             out[(goal, agent, automation)] = from_us(next_us) if next_us is not None else None
+            if limited and any(k in limited for k in ((goal, "", ""), (goal, agent, ""), (goal, agent, automation or ""))):
+                judged_now = self.eligibility(goal, agent, automation)
+                if judged_now.status != "unavailable":  # else the floor's time; each tick still decides (fail closed)
+                    out[(goal, agent, automation)] = judged_now.next_eligible_at
         return out
 
     def _last_start(self, goal: str, agent: str) -> StartRecord | None:
