@@ -21,7 +21,7 @@ from floorgate.scheduler.console import create_app
 
 from cli import run_cli
 from console_kit import pending_ask
-from helpers import add_automation, floor, wait_for
+from helpers import add_automation, floor, host_running, wait_for
 
 CHROMIUM = "/usr/bin/chromium"
 pytestmark = pytest.mark.slow
@@ -330,7 +330,8 @@ def test_a_spent_limit_shows_used_left_and_when_it_frees_on_the_dashboard_and_se
         Policies(store, clock).configure(
             Scope.parse("g/a"), expected_revision=1, owner_ref="o", limits=LimitsChange(max_starts=1, per=parse_window("1d"))
         )
-        automation = add_automation(store, FixedClock(clock.now()), "x")
+        automation = add_automation(store, FixedClock(clock.now()), "x", schedule="every 30m")
+        host_running(store, FixedClock(clock.now()))  # its upcoming fires are listed (a host fires them)
         executor = TurnExecutor(store, state_dir=tmp_path / "state", clock=clock)
         try:
             assert executor.run(automation, manual_reason="spend the count").verdict.status == "succeeded"
@@ -352,7 +353,18 @@ def test_a_spent_limit_shows_used_left_and_when_it_frees_on_the_dashboard_and_se
         expect(limit).to_contain_text("1 start per 1d at g/a: used 1, held 0, left 0; exhausted until")
         expect(limit.locator('[data-testid="limit-frees"]')).to_have_attribute("datetime", shown["frees_at"])
         expect(page.locator('#automation-x [data-testid="next-eligible"]')).to_have_attribute("datetime", shown["frees_at"])
+        # Its coming fires name the spent count, never a floor.
+        upcoming = page.locator("#upcoming tr", has_text="x").first
+        expect(upcoming).to_contain_text("no (count_exhausted)")
         page.screenshot(path=str(artifacts / "dashboard-limit-spent.png"), full_page=True)
+        # The new automation form's live preview for the lane: the same count, and why.
+        page.goto(f"{base}/new-automation")
+        page.fill("#f-automation", "y")
+        page.fill("#f-goal", "g")
+        page.fill("#f-agent", "a")
+        page.fill("#f-schedule", "every 30m")
+        expect(page.locator("#preview-held")).to_contain_text("count_exhausted: 1 start per 1d at g/a")
+        expect(page.locator("#preview-fires tr").first).to_contain_text("no (count_exhausted")
         page.goto(f"{base}/settings?target=g/a/x")
         row = page.locator('#inherited tr[data-scope="g/a/x"]')
         expect(row.locator(".eligibility")).to_have_text("limit_wait")

@@ -4,6 +4,7 @@ automation stands for, live hosts and the latest events."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
 from typing import Any
@@ -14,6 +15,7 @@ from floorgate.admission.scope import MAX_LIMIT
 from floorgate.admission.tallies import Tallies
 from floorgate.hosts.schedule import Schedule
 
+from ..app.preview import PreviewRow
 from ..app.readback import AutomationReadback
 from ..app.root import Floorgate
 from ..views.present import ago, host_doc, lane_doc, readback_doc
@@ -22,6 +24,7 @@ from .timeline import SLOTS, Zoom, slot_width, timeline
 UPCOMING = timedelta(hours=24)
 UPCOMING_ROWS = 48  # fires listed per automation; the rest of its 24 h are counted, not listed
 UPCOMING_SCAN = 2000  # fires counted past the listed ones: an every-minute schedule's whole day fits
+Fires = Callable[[AutomationReadback, int, datetime], list[PreviewRow]]  # an automation's next fires, simulated
 RECENT_EVENTS = 8  # on the dashboard; /events shows more
 
 
@@ -47,12 +50,13 @@ class Upcoming:
         }
 
 
-def upcoming(rb: AutomationReadback, now: datetime) -> Upcoming:
-    """The fires ``rb`` makes within ``UPCOMING`` of ``now`` (none while it cannot fire)."""
+def upcoming(rb: AutomationReadback, now: datetime, fires: Fires) -> Upcoming:
+    """The fires ``rb`` makes within ``UPCOMING`` of ``now`` (none while it cannot fire), as
+    ``fires`` simulates them (``Readback.limited_fires``: a spent count or budget names itself)."""
     if rb.plan is None or rb.no_timer_host or rb.drift is not None or rb.state.value in ("paused", "held"):
         return Upcoming([], 0, False)
     horizon = now + UPCOMING
-    within = [f for f in rb.fires(UPCOMING_ROWS + 1, now) if f.fire_at <= horizon]
+    within = [f for f in fires(rb, UPCOMING_ROWS + 1, now) if f.fire_at <= horizon]
     rows = [
         {"automation": rb.automation_id, "at": iso(f.fire_at), "runs": f.admitted, "runs_at": iso(f.runs_at), "denied_by": f.denied_by}
         for f in within[:UPCOMING_ROWS]
@@ -134,7 +138,7 @@ def dashboard(fg: Floorgate, zoom: Zoom = Zoom.DAY, zone: tzinfo | None = None) 
         doc["timeline"] = timeline(counts, recent.of(rb.automation_id), now, zoom, zone)
         doc["trouble"] = trouble_rank(doc) < len(TROUBLE) + 1
         rows.append(doc)
-        ahead = upcoming(rb, now)
+        ahead = upcoming(rb, now, fg.readback.limited_fires)
         listed += ahead.rows
         note = ahead.note(rb.automation_id)
         if note is not None:
