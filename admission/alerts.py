@@ -105,7 +105,12 @@ def record_alerts(conn: Connection, states: tuple[LimitState, ...], now: datetim
         subject = limit.describe()
         for percent in passed:
             found = record_once(
-                conn, EventKind.BUDGET_THRESHOLD, subject, {**data, "percent": percent}, now, key=_key(state, period, str(percent))
+                conn,
+                EventKind.BUDGET_THRESHOLD,
+                f"{percent}% of {subject}",  # the events list tells its thresholds apart
+                {**data, "percent": percent},
+                now,
+                key=_key(state, period, str(percent)),
             )
             if found is not None:
                 written.append(found)

@@ -74,6 +74,8 @@ def test_each_percentage_is_written_once_then_again_in_the_next_window(store: St
         ("budget_threshold", 100, day),
         ("budget_exhausted", None, day),
     ]
+    subjects = [row[0] for row in raw_sql(store, "SELECT subject FROM fg_events WHERE kind LIKE 'budget_%' ORDER BY seq")]
+    assert subjects == [f"{p}% of 1k tokens per day@UTC at g/a" for p in (50, 80, 100)] + ["1k tokens per day@UTC at g/a"]
     # Denials write nothing, so no alert is written twice while the window stays spent.
     assert reserve(store, clock, T0 + timedelta(minutes=4), ("a", "x"), "t5").reason is Reason.BUDGET_EXHAUSTED
     assert len(alerts(store)) == 4
