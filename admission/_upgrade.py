@@ -191,17 +191,31 @@ def constraints_relaxed(store: Opened) -> bool:
     return any((table, column) in nullable for table, columns in _REQUIRED.items() for column in columns)
 
 
-# The triggers migration 0032 creates on a SQLite store, by name: each replaces the limit mark
+# The triggers migrations 0032 and 0033 create on a SQLite store, by name: each replaces the limit mark
 # (``fg_limit_mark``) when a row a limited lane's decision reads changes. The text is the one the
 # migration wrote (SQLite keeps it as written): a trigger remade with another body, or one whose
 # body SQLite rewrote (the mark's table renamed), is not the one a decision may rely on.
+# Since migration 0033 a start's or usage row's trigger runs only in a goal a count or budget binds
+# (or for a key that is not text): no limit read depends on another goal's rows.
 _MARK_EVENTS = {("fg_automations", "update"): "UPDATE OF model, automation_id"}
 _MARK_BODY = "BEGIN UPDATE fg_limit_mark SET n = random() WHERE k = 0; END"
+_LIMITED_GOAL = "(fg_rules.max_starts IS NOT NULL OR fg_rules.budget_tokens IS NOT NULL OR fg_rules.budget_usd_micros IS NOT NULL)"
+_MARK_ROWS = {"insert": ("NEW",), "update": ("OLD", "NEW"), "delete": ("OLD",)}
+
+
+def _mark_when(table: str, event: str) -> str:
+    if table not in ("fg_starts", "fg_usage"):
+        return ""
+    rows = _MARK_ROWS[event]
+    damaged = " OR ".join(f"typeof({r}.goal_id) != 'text'" for r in rows)
+    goal = f"= {rows[0]}.goal_id" if len(rows) == 1 else f"IN ({', '.join(r + '.goal_id' for r in rows)})"
+    return f"WHEN {damaged} OR EXISTS (SELECT 1 FROM fg_rules WHERE fg_rules.goal_id {goal} AND {_LIMITED_GOAL}) "
 
 
 def _mark_trigger(table: str, event: str) -> tuple[str, str]:
     name = f"fg_limit_mark_{table[3:]}_{event}"
-    return name, f"CREATE TRIGGER {name} AFTER {_MARK_EVENTS.get((table, event), event.upper())} ON {table} {_MARK_BODY}"
+    on = f"AFTER {_MARK_EVENTS.get((table, event), event.upper())} ON {table}"
+    return name, f"CREATE TRIGGER {name} {on} {_mark_when(table, event)}{_MARK_BODY}"
 
 
 LIMIT_MARK_TRIGGERS = {
@@ -216,7 +230,7 @@ LIMIT_MARK_TRIGGERS = {
 # of the schema, a trigger dropped or made included) that this was seen at.
 MARK_CHECK_SQL = (
     "SELECT (SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name || ' ' || tbl_name || ' ' || sql IN ("
-    + ", ".join(f"'{name} {table} {sql}'" for name, (table, sql) in sorted(LIMIT_MARK_TRIGGERS.items()))
+    + ", ".join("'" + f"{name} {table} {sql}".replace("'", "''") + "'" for name, (table, sql) in sorted(LIMIT_MARK_TRIGGERS.items()))
     + ")), (SELECT count(*) FROM fg_limit_mark WHERE k = 0), (SELECT schema_version FROM pragma_schema_version)"
 )
 

@@ -416,3 +416,65 @@ def test_a_usage_row_whose_id_is_not_text_denies_on_every_path(sqlite_db: str) -
         assert _denial(admission, "d2", clock.now()) == "state_unavailable"
         assert not _reserve(admission, "t2", clock).admitted
         assert _fresh_process(admission, "d3", clock.now()) == "state_unavailable"
+
+
+def _mark(path: str) -> int:
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        return int(conn.execute("SELECT n FROM fg_limit_mark WHERE k = 0").fetchone()[0])
+
+
+_START = (
+    "INSERT INTO fg_starts (turn_id, goal_id, agent_id, automation_id, trigger_us, anchor_us, phase, kind) "
+    "VALUES ('{turn}', {goal}, 'a', 'x', 1, 1, 'reserved', 'automatic')"
+)
+MARKED_WRITES = [
+    pytest.param("'free'", "UPDATE fg_starts SET phase = 'confirmed' WHERE goal_id = 'free'", False, id="confirm-in-a-goal-without-limits"),
+    pytest.param("'g'", "UPDATE fg_starts SET phase = 'confirmed' WHERE goal_id = 'g'", True, id="confirm-in-a-limited-goal"),
+    pytest.param("'free'", "DELETE FROM fg_starts WHERE goal_id = 'free'", False, id="delete-in-a-goal-without-limits"),
+    pytest.param("'free'", "UPDATE fg_starts SET goal_id = 'g' WHERE goal_id = 'free'", True, id="moved-into-a-limited-goal"),
+]
+
+
+@pytest.mark.parametrize(
+    ("goal", "expected"),
+    [
+        pytest.param("'free'", False, id="a-goal-without-limits"),
+        pytest.param("'g'", True, id="a-limited-goal"),
+        pytest.param("x'00'", True, id="a-key-that-is-not-text"),
+    ],
+)
+def test_a_start_replaces_the_mark_only_where_a_limit_may_read_it(sqlite_db: str, goal: str, expected: bool) -> None:
+    """Migration 0033: a start (or usage row) in a goal no count or budget binds leaves the mark as
+    it is (no limit read depends on it: a floor-only admission writes no page more); one in a
+    limited goal, or with a damaged key, replaces it."""
+    store = open_store(sqlite_db)
+    try:
+        _lane(store, FixedClock(T0))
+        Policies(store, FixedClock(T0)).configure(
+            Scope.parse("free/a"), min_interval=timedelta(hours=1), expected_revision=0, owner_ref="o"
+        )
+    finally:
+        store.close()
+    before = _mark(sqlite_db)
+    with contextlib.closing(sqlite3.connect(sqlite_db)) as conn:
+        conn.execute("PRAGMA ignore_check_constraints = ON")
+        conn.execute(_START.format(turn="t-new", goal=goal))
+        conn.commit()
+    assert (_mark(sqlite_db) != before) is expected
+
+
+@pytest.mark.parametrize(("goal", "sql", "expected"), MARKED_WRITES)
+def test_a_changed_start_replaces_the_mark_only_where_a_limit_may_read_it(sqlite_db: str, goal: str, sql: str, expected: bool) -> None:
+    store = open_store(sqlite_db)
+    try:
+        _lane(store, FixedClock(T0))
+    finally:
+        store.close()
+    with contextlib.closing(sqlite3.connect(sqlite_db)) as conn:
+        conn.execute(_START.format(turn="t-new", goal=goal))
+        conn.commit()
+    before = _mark(sqlite_db)
+    with contextlib.closing(sqlite3.connect(sqlite_db)) as conn:
+        conn.execute(sql)
+        conn.commit()
+    assert (_mark(sqlite_db) != before) is expected

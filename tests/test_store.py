@@ -8,7 +8,7 @@ from basics import T0, raw_sql
 from floorgate.admission import Admission, FixedClock, InvalidInput, Reason, SchemaTooNew, StoreUnavailable, open_store
 from floorgate.admission.store import resolve_url
 
-HEAD = "0032"
+HEAD = "0033"
 
 
 def test_open_migrates_once_and_records_the_version(db_url: str) -> None:
