@@ -91,10 +91,12 @@ def empty_file(path: Path) -> bool:
 
 def no_store(where: str) -> NoStore:
     """The error for a read or a host pointed where no store exists (``where``: a path or URL)."""
-    return NoStore(
+    error = NoStore(
         f"no floorgate store at {where}: point at yours with --db URL or $FLOORGATE_DB, "
         f"or create it with 'floorgate init --db {where}' (a read or a host never creates one)"
     )
+    error.where = where  # for a caller that says so in its own words
+    return error
 
 
 def require_existing(resolved: str) -> None:

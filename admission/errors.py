@@ -66,4 +66,7 @@ class SchemaTooNew(StoreUnavailable):
 
 
 class NoStore(StoreUnavailable, FileNotFoundError):
-    """A read found no floorgate store where it looked (reads never create one)."""
+    """A read found no floorgate store where it looked (reads never create one); ``where``: the
+    path it looked at."""
+
+    where: str = ""

@@ -169,3 +169,18 @@ def test_alert_at_applies_exports_and_round_trips(store: Store, db_url: str, tmp
     assert agent is not None and agent.limits.alert_at is None and dump(store) != after
     again = run_cli("apply", "-f", "default.toml", "--owner-ref", "alice", "--json", db=db_url, cwd=tmp_path)
     assert json.loads(again.stdout)["applied"] == 0, again.stdout
+
+
+@pytest.mark.parametrize("scope", [pytest.param("g/a", id="an-agent"), pytest.param("g/a/x", id="an-automation")])
+def test_across_agents_on_a_narrower_scope_is_refused_as_policy_set_refuses_it(
+    store: Store, db_url: str, tmp_path: Path, scope: str
+) -> None:
+    """A rule below a goal never counts across agents: the file saying so is refused (it was
+    accepted, dropped on write, and planned as a change at every apply)."""
+    (tmp_path / "bad.toml").write_text(f'[[floor]]\nscope = "{scope}"\nmin_interval = "1h"\nacross_agents = true\n')
+    before = dump(store)
+    r = run_cli("apply", "-f", "bad.toml", "--owner-ref", "alice", db=db_url, cwd=tmp_path)
+    assert r.returncode == 2, r.stdout + r.stderr
+    [line] = r.stderr.strip().splitlines()
+    assert f"bad.toml:1: floor {scope}: across_agents: only a goal rule can count across agents" in line, line
+    assert dump(store) == before

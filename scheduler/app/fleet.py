@@ -171,7 +171,7 @@ class FloorSection:
                 raise InvalidInput("min_interval", 'give an interval as text, e.g. min_interval = "24h"')
             floor = parse_interval(interval, "min_interval") if interval is not None else None
             compute = parse_compute(v["compute"], "compute") if "compute" in v else None
-            limits = parse_limits(v)
+            limits = parse_limits(v, scope)
             if floor is None and compute is None and limits is None:
                 raise InvalidInput("min_interval", "give min_interval, compute and/or a limit (max_starts, budget_tokens, ...)")
             return self._step(scope, floor, compute, line, allow_reduction, limits)

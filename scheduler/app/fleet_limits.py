@@ -27,9 +27,9 @@ if TYPE_CHECKING:
 LIMIT_FIELDS = ("max_starts", "starts_per", "budget_tokens", "budget_usd", "budget_per", "estimate_tokens", "across_agents", "alert_at")
 
 
-def parse_limits(v: dict[str, Any]) -> Limits | None:
-    """The limits a ``[[floor]]`` table states (None: it names no limit field, keep the stored
-    ones); ``InvalidInput`` naming the field and the fix."""
+def parse_limits(v: dict[str, Any], scope: Scope) -> Limits | None:
+    """The limits a ``[[floor]]`` table at ``scope`` states (None: it names no limit field, keep
+    the stored ones); ``InvalidInput`` naming the field and the fix."""
     if not any(k in v for k in LIMIT_FIELDS):
         return None
     starts = check_max_starts(v["max_starts"], "max_starts") if "max_starts" in v else None
@@ -45,6 +45,8 @@ def parse_limits(v: dict[str, Any]) -> Limits | None:
     across = v.get("across_agents", False)
     if not isinstance(across, bool):
         raise InvalidInput("across_agents", "give true or false")
+    if across and scope.kind is not ScopeKind.GOAL:  # as policy set refuses it (a rule never stores it)
+        raise InvalidInput("across_agents", "only a goal rule can count across agents (name the goal alone as the scope)")
     alerts = _alerts(v["alert_at"]) if "alert_at" in v else None
     return Limits(
         max_starts=starts,

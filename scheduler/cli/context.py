@@ -7,9 +7,10 @@ of the CLI, so neither imports the other.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 # Only the light modules here: every command's start pays for what this file imports.
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from floorgate.admission.clock import Clock
     from floorgate.admission.policies import Provenance
 
-    from ..app.root import Floorgate
+    from ..app.root import Floorgate, Settings
 
 EXIT_OK = 0
 EXIT_UNAVAILABLE = 1
@@ -58,6 +59,7 @@ class Context:
         self._out = out
         self.principal: Principal | None = None  # the owner whose token authorized this write, if any
         self._clock: Clock | None = None
+        self.missing = ""  # where ``has_store`` found no store (a path a write would create one at)
 
     def run(self, argv: Sequence[str], **streams: Any) -> int:
         """Run another command line (``main.run``), as the demo does for its steps."""
@@ -104,7 +106,8 @@ class Context:
         if self._store is None:
             try:
                 self._store = open_store(getattr(self.args, "db", None), create=False)
-            except NoStore:
+            except NoStore as exc:
+                self.missing = exc.where
                 return False
         return True
 
@@ -112,17 +115,39 @@ class Context:
     def app(self) -> Floorgate:
         """The application services, configured from the parsed flags and the environment."""
         if self._app is None:
-            from ..app.root import Floorgate, Settings
+            from ..app.root import Floorgate
 
-            a = self.args
-            settings = Settings.resolve(
-                db=getattr(a, "db", None),
-                state_dir=getattr(a, "state_dir", None),
-                envelope_mode=getattr(a, "envelope_mode", None),
-                crontab_user=getattr(a, "crontab_user", None),
-            )
-            self._app = Floorgate(self.store, clock=self.clock, settings=settings)
+            self._app = Floorgate(self.store, clock=self.clock, settings=self._settings())
         return self._app
+
+    @contextlib.contextmanager
+    def scratch_app(self) -> Iterator[Floorgate]:
+        """The services over an empty store of their own in a private temporary directory, removed
+        after: what a command plans against where no store exists yet (a plan, or input refused,
+        then creates none where the owner may have mistyped the path)."""
+        import tempfile
+
+        from floorgate.admission import open_store
+
+        from ..app.root import Floorgate
+
+        with tempfile.TemporaryDirectory(prefix="floorgate-plan-") as scratch:
+            app = Floorgate(open_store(f"{scratch}/plan.db"), clock=self.clock, settings=self._settings())
+            try:
+                yield app
+            finally:
+                app.close()
+
+    def _settings(self) -> Settings:
+        from ..app.root import Settings
+
+        a = self.args
+        return Settings.resolve(
+            db=getattr(a, "db", None),
+            state_dir=getattr(a, "state_dir", None),
+            envelope_mode=getattr(a, "envelope_mode", None),
+            crontab_user=getattr(a, "crontab_user", None),
+        )
 
     def emit(self, doc: Any, text: str | Callable[[], str | Iterable[str]]) -> None:
         """Print ``doc`` as one JSON document with --json, else the readable ``text`` (or its

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 
-from floorgate.admission import InvalidInput, Provenance
+from floorgate.admission import InvalidInput, Provenance, Scope
 
 from ...agents import _safe_files
 from ...app.fleet import Action, FleetService, Plan, Step
 from ...app.owner_gate import Access
 from ...app.rule_writer import Writer
+from ...views.present_limits import limit_text
 from ..context import EXIT_INVALID, EXIT_OK, Context, reads, writes
 
 _MARK = {Action.CREATE: "+", Action.CHANGE: "~", Action.UNCHANGED: "=", Action.REMOVE: "-"}
@@ -62,8 +64,11 @@ def _apply(ctx: Context) -> int:
     a = ctx.args
     source = a.file
     text = _read(source)
-    fleet = FleetService(ctx.app)
-    plan = fleet.plan(text, base_dir=Path(source).parent, prune=a.prune, allow_reduction=a.allow_reduction)
+    new = not ctx.has_store()
+    with contextlib.ExitStack() as stack:
+        # No store here yet: planned against an empty one, so a dry run or a refused file creates none.
+        fleet = FleetService(stack.enter_context(ctx.scratch_app()) if new else ctx.app)
+        plan = fleet.plan(text, base_dir=Path(source).parent, prune=a.prune, allow_reduction=a.allow_reduction)
     if plan.problems:
         for problem in plan.problems:
             sys.stderr.write(f"floorgate: error: {problem.text(source)}\n")
@@ -75,15 +80,23 @@ def _apply(ctx: Context) -> int:
         return EXIT_INVALID
     lines = [_line(s) for s in plan.steps]
     if a.dry_run:
+        where = [f"no store at {ctx.missing} yet: applying creates it"] if new else []
         ctx.emit(
-            {"dry_run": True, "steps": [s.doc() for s in plan.steps]},
-            "\n".join([f"{source}: {_summary(plan)}", *lines, "dry run: nothing written"]),
+            {"dry_run": True, "new_store": new, "steps": [s.doc() for s in plan.steps]},
+            "\n".join([f"{source}: {_summary(plan)}", *lines, *where, "dry run: nothing written"]),
         )
         return EXIT_OK
+    if new:  # the store made now: planned again over it (what the apply compares and sets against)
+        fleet = FleetService(ctx.app)
+        plan = fleet.plan(text, base_dir=Path(source).parent, prune=a.prune, allow_reduction=a.allow_reduction)
     owner_ref, provenance = ("apply", Provenance.ASSERTED)
     if any(s.needs_owner for s in plan.writes):
         owner_ref, provenance = ctx.owner()
     done = fleet.apply(plan, Writer(owner_ref, provenance, a.allow_reduction))
+    for step in done:  # a limit no start can pass until the owner acts, as policy set warns of it
+        if step.kind == "floor" and step.action is not Action.REMOVE:
+            for lane, x in ctx.app.floors.unadmittable(Scope.parse(step.name)):
+                sys.stderr.write(f"floorgate: warning: {lane}: {x.limit.describe()}: {limit_text(x)}\n")
     secrets = fleet.webhook_secrets()
     tail = [f"webhook {url}: signing secret {secret} (shown only now)" for url, secret in secrets.items()]
     ctx.emit(
