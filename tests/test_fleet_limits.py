@@ -184,3 +184,18 @@ def test_across_agents_on_a_narrower_scope_is_refused_as_policy_set_refuses_it(
     [line] = r.stderr.strip().splitlines()
     assert f"bad.toml:1: floor {scope}: across_agents: only a goal rule can count across agents" in line, line
     assert dump(store) == before
+
+
+def test_a_dry_run_with_a_loosening_still_shows_its_plan(store: Store, db_url: str, tmp_path: Path) -> None:
+    """The plan, then the reduction named with the flag it needs (exit 2: applying it as it is would be refused)."""
+    (tmp_path / "f.toml").write_text('[[floor]]\nscope = "g"\nmax_starts = 3\nstarts_per = "1d"\n')
+    assert run_cli("apply", "-f", "f.toml", "--owner-ref", "alice", db=db_url, cwd=tmp_path).returncode == 0
+    (tmp_path / "f.toml").write_text('[[floor]]\nscope = "g"\nmax_starts = 5\nstarts_per = "1d"\n')
+    before = dump(store)
+    r = run_cli("apply", "-f", "f.toml", "--dry-run", db=db_url, cwd=tmp_path)
+    assert r.returncode == 2
+    assert "~ floor g (change)" in r.stdout and "max_starts" in r.stdout, r.stdout
+    assert "pass --allow-reduction to apply it" in r.stderr
+    doc = json.loads(run_cli("apply", "-f", "f.toml", "--dry-run", "--json", db=db_url, cwd=tmp_path).stdout)
+    assert [s["action"] for s in doc["steps"]] == ["change"] and doc["problems"]
+    assert dump(store) == before

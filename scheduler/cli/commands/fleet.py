@@ -69,13 +69,22 @@ def _apply(ctx: Context) -> int:
         # No store here yet: planned against an empty one, so a dry run or a refused file creates none.
         fleet = FleetService(stack.enter_context(ctx.scratch_app()) if new else ctx.app)
         plan = fleet.plan(text, base_dir=Path(source).parent, prune=a.prune, allow_reduction=a.allow_reduction)
+        shown = None
+        if plan.problems and a.dry_run and not a.allow_reduction:
+            # A dry run whose only problems are reductions still shows its plan (the reductions named below it).
+            relaxed = FleetService(fleet.fg).plan(text, base_dir=Path(source).parent, prune=a.prune, allow_reduction=True)
+            shown = relaxed if not relaxed.problems else None
     if plan.problems:
         for problem in plan.problems:
             sys.stderr.write(f"floorgate: error: {problem.text(source)}\n")
         ctx.emit(
             {"error": {"kind": "invalid_input", "message": f"{len(plan.problems)} problem(s); nothing applied"},
-             "problems": [{"line": p.line, "object": p.what, "message": p.message} for p in plan.problems]},
-            f"nothing applied: {len(plan.problems)} problem(s) in {source}",
+             "problems": [{"line": p.line, "object": p.what, "message": p.message} for p in plan.problems],
+             **({"steps": [st.doc() for st in shown.steps]} if shown is not None else {})},
+            "\n".join(
+                [*([f"{source}: {_summary(shown)}", *(_line(st) for st in shown.steps)] if shown is not None else []),
+                 f"nothing applied: {len(plan.problems)} problem(s) in {source}"]
+            ),
         )  # fmt: skip
         return EXIT_INVALID
     lines = [_line(s) for s in plan.steps]
