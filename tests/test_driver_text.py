@@ -25,9 +25,9 @@ NAMED = "SELECT :a, CAST(:b AS BIGINT), :a::text, x.y FROM t AS x WHERE x.c = :b
 @pytest.mark.parametrize(
     ("dialect", "text", "args"),
     [
-        pytest.param("sqlite", "SELECT ?1, CAST(?2 AS BIGINT), ?1::text, x.y FROM t AS x WHERE x.c = ?3", [1, 2, 3], id="sqlite-numbered"),
+        pytest.param("sqlite", "SELECT ?1, CAST(?2 AS BIGINT), ?1::text, x.y FROM t AS x WHERE x.c = ?3", (1, 2, 3), id="sqlite-numbered"),
         pytest.param(
-            "postgresql", "SELECT $1, CAST($2 AS BIGINT), $1::text, x.y FROM t AS x WHERE x.c = $3", [1, 2, 3], id="postgresql-numbered"
+            "postgresql", "SELECT $1, CAST($2 AS BIGINT), $1::text, x.y FROM t AS x WHERE x.c = $3", (1, 2, 3), id="postgresql-numbered"
         ),
     ],
 )
@@ -36,7 +36,7 @@ def test_bind_numbers_each_name_once_in_first_use_order(dialect: str, text: str,
     fake.dialect, fake._native = dialect, {}
     params = {"b_c": 3, "a": 1, "b": 2, "unused": 9}
     assert fake.bind(NAMED, params) == (text, args)
-    assert fake.bind(NAMED, {"a": 4, "b": 5, "b_c": 6})[1] == [4, 5, 6]
+    assert fake.bind(NAMED, {"a": 4, "b": 5, "b_c": 6})[1] == (4, 5, 6)
 
 
 def test_a_limited_lanes_decisions_parse_no_statement_text(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
