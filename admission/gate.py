@@ -462,10 +462,9 @@ class Admission(Repository):
     def next_eligible_many(self, lanes: list[tuple[str, str, str | None]]) -> dict[tuple[str, str, str | None], datetime | None]:
         """``next_eligible_at`` for many lanes in three queries (a host arming thousands of timers).
 
-        The same floor arithmetic as ``eligibility``; a lane with no floor maps to None; a lane a
-        count or budget binds is judged by ``eligibility`` itself (a host arms it for when a spent
-        limit frees). A malformed anchor or rule raises ``CorruptState`` naming its lane
-        (``next_eligible_tolerant`` then holds only that lane); each tick still decides on its own.
+        The floor arithmetic of ``eligibility`` (no floor: None); a lane a count or budget binds is
+        judged by ``eligibility_many``, so a host arms it for when a spent limit frees. A malformed
+        anchor or rule raises ``CorruptState`` naming its lane (``next_eligible_tolerant`` holds it).
         """
         r, t = s.rules, s.starts
         with self.store.read() as conn:
@@ -498,6 +497,7 @@ class Admission(Repository):
                 bad_rules.append((row.goal_id, row.agent_id, row.automation_id, exc))
         goal_anchor = goal_anchors(agent_anchor)  # for a goal floor across agents
         out: dict[tuple[str, str, str | None], datetime | None] = {}
+        bound: list[tuple[str, str, str | None]] = []  # lanes a count or budget binds
         for goal, agent, automation in lanes:
             lane = f"{goal}/{agent}/{automation or ''}"
             for g, a, x, problem in bad_rules:  # a rule whose key is damaged could be any of the goal's
@@ -520,9 +520,9 @@ class Admission(Repository):
             next_us = next_eligible_us(*floor_us(floor)[1:], agent_us, lane_us if automation else None, floor.goal_floor // _US, goal_us)
             out[(goal, agent, automation)] = from_us(next_us) if next_us is not None else None
             if limited and any(k in limited for k in ((goal, "", ""), (goal, agent, ""), (goal, agent, automation or ""))):
-                judged_now = self.eligibility(goal, agent, automation)
-                if judged_now.status != "unavailable":  # else the floor's time; each tick still decides (fail closed)
-                    out[(goal, agent, automation)] = judged_now.next_eligible_at
+                bound.append((goal, agent, automation))
+        judged = self.eligibility_many(bound) if bound else {}  # unavailable: the floor's time (each tick decides, fail closed)
+        out.update({k: e.next_eligible_at for k, e in judged.items() if e.status != "unavailable"})
         return out
 
     def _last_start(self, goal: str, agent: str) -> StartRecord | None:

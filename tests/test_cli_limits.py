@@ -357,3 +357,14 @@ def test_alerts_on_a_rule_without_a_count_or_budget_are_warned_of(sqlite_db: str
         "policy", "set", "g/a", "--max-starts", "3", "--per", "1d", "--alert-at", "50", "--revision", "1", "--owner-ref", "a", db=sqlite_db
     )
     assert then.returncode == 0 and then.stderr == "", then.stderr
+
+
+def test_status_notes_are_one_block_under_the_table(sqlite_db: str) -> None:
+    add = ("automation", "add", "rep", "--goal", "r", "--agent", "w", "--schedule", "every 1h", "--", "true")
+    assert run_cli(*add, db=sqlite_db).returncode == 0
+    limits = ("--max-starts", "1", "--budget-tokens", "1k", "--estimate-tokens", "100", "--per", "1d")
+    assert run_cli("policy", "set", "r/w", *limits, "--revision", "0", "--owner-ref", "a", db=sqlite_db).returncode == 0
+    lines = run_cli("status", db=sqlite_db).stdout.splitlines()
+    notes = [i for i, line in enumerate(lines) if line.startswith("  rep: ")]
+    assert len(notes) >= 3, lines  # why it waits (no host), then a line per limit
+    assert notes == list(range(notes[0], notes[0] + len(notes))), lines  # no blank line between them

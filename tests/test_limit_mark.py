@@ -478,3 +478,16 @@ def test_a_changed_start_replaces_the_mark_only_where_a_limit_may_read_it(sqlite
         conn.execute(sql)
         conn.commit()
     assert (_mark(sqlite_db) != before) is expected
+
+
+def test_the_triggers_limited_goal_is_the_rule_admission_calls_limited() -> None:
+    """The triggers' condition (migration 0033, as ``_upgrade`` checks it) is ``limited_rule``
+    compiled: a limit kind added to one and not the other would leave its goal's writes unmarked."""
+    from sqlalchemy.dialects import sqlite
+
+    from floorgate.admission import _schema as s
+    from floorgate.admission._upgrade import _LIMITED_GOAL
+    from floorgate.admission.decide.facts import limited_rule
+
+    assert f"({limited_rule(s.rules).compile(dialect=sqlite.dialect())})" == _LIMITED_GOAL
+    assert all(_LIMITED_GOAL in sql for table, sql in LIMIT_MARK_TRIGGERS.values() if table in ("fg_starts", "fg_usage"))

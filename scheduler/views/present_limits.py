@@ -4,6 +4,7 @@ flight, left, and when its window frees it (``budget_readback.LaneLimits``), as 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from floorgate.admission.alerts import Alert
@@ -78,6 +79,12 @@ def alert_text(x: LimitState, alert: Alert) -> str:
 def frees_at(x: LimitState) -> str | None:
     """When the limit lets a start through again (None: it does not block, or no wait frees it)."""
     return iso(x.frees_at) if x.frees_at is not None and x.frees_at != NEVER else None
+
+
+def unadmittable_warnings(found: Iterable[tuple[object, LimitState]]) -> list[str]:
+    """A write's warnings for the limits no start can pass (``FloorService.unadmittable``): one
+    line each, naming the lane and the limit."""
+    return [f"floorgate: warning: {lane}: {x.limit.describe()}: {limit_text(x)}" for lane, x in found]
 
 
 def limit_text(x: LimitState) -> str:

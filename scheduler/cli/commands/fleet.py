@@ -13,7 +13,7 @@ from ...agents import _safe_files
 from ...app.fleet import Action, FleetService, Plan, Step
 from ...app.owner_gate import Access
 from ...app.rule_writer import Writer
-from ...views.present_limits import limit_text
+from ...views.present_limits import unadmittable_warnings
 from ..context import EXIT_INVALID, EXIT_OK, Context, reads, writes
 
 _MARK = {Action.CREATE: "+", Action.CHANGE: "~", Action.UNCHANGED: "=", Action.REMOVE: "-"}
@@ -104,8 +104,8 @@ def _apply(ctx: Context) -> int:
     done = fleet.apply(plan, Writer(owner_ref, provenance, a.allow_reduction))
     for step in done:  # a limit no start can pass until the owner acts, as policy set warns of it
         if step.kind == "floor" and step.action is not Action.REMOVE:
-            for lane, x in ctx.app.floors.unadmittable(Scope.parse(step.name)):
-                sys.stderr.write(f"floorgate: warning: {lane}: {x.limit.describe()}: {limit_text(x)}\n")
+            for line in unadmittable_warnings(ctx.app.floors.unadmittable(Scope.parse(step.name))):
+                sys.stderr.write(line + "\n")
     secrets = fleet.webhook_secrets()
     tail = [f"webhook {url}: signing secret {secret} (shown only now)" for url, secret in secrets.items()]
     ctx.emit(

@@ -18,7 +18,7 @@ from floorgate.admission.windows import check_max_starts, format_usd, micros_to_
 from ...app.owner_gate import Access
 from ...app.rule_writer import Writer
 from ...views.present import change_doc, eligibility_state_doc, floor_doc, floor_text, past_second, rule_doc, table
-from ...views.present_limits import alert_texts, limit_text, limits_brief, limits_doc, next_eligible_text
+from ...views.present_limits import alert_texts, limit_text, limits_brief, limits_doc, next_eligible_text, unadmittable_warnings
 from ..context import EXIT_OK, Context, actions, listed, reads, revision, writes
 
 
@@ -173,8 +173,8 @@ def _set(ctx: Context) -> int:
     if limits is not None and limits.alert_at is not None and not rule.limits.counts():
         sys.stderr.write(f"floorgate: warning: {scope}: alerts are raised by this rule's counts and budgets, and it has none yet\n")
     if limits is not None:  # a limit no start can pass until the owner acts: said now, not found later
-        for lane, x in ctx.app.floors.unadmittable(scope):
-            sys.stderr.write(f"floorgate: warning: {lane}: {x.limit.describe()}: {limit_text(x)}\n")
+        for line in unadmittable_warnings(ctx.app.floors.unadmittable(scope)):
+            sys.stderr.write(line + "\n")
     state = f"floor {format_interval(rule.min_interval)}" if rule.active else "no floor"
     envelope = f", compute {json.dumps(rule.compute.doc())}" if rule.compute is not None else ""
     bounds = f", limits {rule.limits.summary()}" if not rule.limits.is_empty() else ""
