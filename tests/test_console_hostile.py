@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -30,6 +31,7 @@ class Served:
     owner: str  # ops
     lead: str  # another owner's token
     log: Path
+    proc: subprocess.Popen[bytes]
 
     def client(self) -> httpx.Client:
         return httpx.Client(base_url=self.base, timeout=10)
@@ -51,7 +53,7 @@ def _serve(sqlite_db: str, tmp_path: Path, *flags: str) -> Iterator[Served]:
     argv = [sys.executable, "-m", "floorgate", "--db", sqlite_db, "serve", "--port", str(port), "--deliver-every", "0", *flags]
     with log.open("wb") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=tmp_path)
-    served = Served(f"http://127.0.0.1:{port}", port, proc.pid, owner, lead, log)
+    served = Served(f"http://127.0.0.1:{port}", port, proc.pid, owner, lead, log, proc)
 
     def up() -> bool:
         try:
@@ -70,6 +72,16 @@ def _serve(sqlite_db: str, tmp_path: Path, *flags: str) -> Iterator[Served]:
 @pytest.fixture
 def served(sqlite_db: str, tmp_path: Path) -> Iterator[Served]:
     yield from _serve(sqlite_db, tmp_path, "--header-timeout", "1s", "--max-connections", "40")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "sigint"])
+def test_a_stop_signal_ends_the_console_with_a_line_and_exit_0(sqlite_db: str, tmp_path: Path, sig: signal.Signals) -> None:
+    stopping = _serve(sqlite_db, tmp_path)
+    served = next(stopping)
+    served.proc.send_signal(sig)
+    assert served.proc.wait(timeout=60) == 0
+    assert f"floorgate: console stopped ({sig.name})" in served.log.read_text()
+    next(stopping, None)
 
 
 def _signin(client: httpx.Client, token: str, **headers: str) -> httpx.Response:

@@ -10,6 +10,7 @@ import argparse
 import errno
 import ipaddress
 import logging
+import signal
 import socket
 import sys
 import threading
@@ -86,15 +87,27 @@ def _serve(ctx: Context) -> int:
     stop = threading.Event()
     if every > 0:
         threading.Thread(target=_deliver_loop, args=(ctx, every, stop), name="floorgate-notify", daemon=True).start()
+    # uvicorn stops gracefully on SIGINT/SIGTERM, then raises the signal again for the handler it
+    # found: this one records it, so the console ends as 'floorgate run' does (a line, exit 0), not
+    # killed by the signal's default action (exit 143, nothing said).
+    stopped_by: list[int] = []
+    saved = {sig: signal.signal(sig, lambda signum, _frame: stopped_by.append(signum)) for sig in _STOP_SIGNALS}
     try:
         console_server(
             app, host=a.host, port=a.port, trusted_proxies=a.trusted_proxy, header_timeout=header_timeout,
             max_connections=a.max_connections,
         ).run(sockets=[sock])  # fmt: skip
     finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
         stop.set()
         sock.close()
+    if stopped_by:
+        sys.stderr.write(f"floorgate: console stopped ({signal.Signals(stopped_by[0]).name})\n")
     return EXIT_OK
+
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def listen(host: str, port: int) -> socket.socket:
