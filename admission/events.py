@@ -64,7 +64,7 @@ class EventKind(StrEnum):
     ASK_PENDING = "ask_pending"  # an ask was filed and waits for its owner
     ASK_DECIDED = "ask_decided"  # an ask was approved, denied or found expired
     AUTOMATION_HELD = "automation_held"  # an automation was held (e.g. its mission got stuck)
-    FLOOR_CHANGED = "floor_changed"  # a floor or compute block was written at a scope
+    FLOOR_CHANGED = "floor_changed"  # a rule was written at a scope: its floor, limits or compute block (its data: which)
     MISSION_STUCK = "mission_stuck"  # a mission settled stuck (an envelope bound, a denied ask, a failure)
     LATCH_SET = "latch_set"  # a mission's accounting latch was set: new dispatch is blocked in enforce
     TIMER_DRIFT = "timer_drift"  # a host's live timer was read back different from the applied one

@@ -68,7 +68,13 @@ class Rule(Frozen):
 
     @property
     def active(self) -> bool:
+        """Whether the rule sets a floor (a minimum interval above 0)."""
         return self.min_interval > timedelta(0)
+
+    @property
+    def binds(self) -> bool:
+        """Whether the rule bounds anything: a floor, a count or budget, or a compute envelope."""
+        return self.active or not self.limits.is_empty() or self.compute is not None
 
     def columns(self) -> dict[str, Any]:
         """The rule row's columns for this rule, all but ``compute_json`` (its compute block as stored text)."""

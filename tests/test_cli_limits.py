@@ -30,6 +30,7 @@ def test_limit_flags_round_trip_through_policy_show(sqlite_db: str) -> None:
         "max_starts": 3, "starts_window": "day@Europe/Berlin", "budget_tokens": 2_000_000, "budget_usd": "20",
         "budget_window": "day@Europe/Berlin", "estimate_tokens": None, "across_agents": True, "alert_at": None,
     }  # fmt: skip
+    assert (goal["active"], goal["floor_active"]) == (True, False)  # limits only: in force, no floor
     binding = {(b["kind"], b["amount"], b["window"], b["scope"], b["across_agents"]) for b in shown["limits"]}
     assert binding == {
         ("starts", 3, "day@Europe/Berlin", "inbox", True),

@@ -176,7 +176,8 @@ def rule_doc(r: Rule) -> dict[str, Any]:
         "scope_kind": r.scope.kind.value,
         "min_interval": format_interval(r.min_interval),
         "min_interval_seconds": seconds_of(r.min_interval),
-        "active": r.active,
+        "active": r.binds,  # a floor, a count or budget, or an envelope: a limits-only rule is in force
+        "floor_active": r.active,
         "owner_ref": r.owner_ref,
         "revision": r.revision,
         "updated_at": iso(r.updated_at),
