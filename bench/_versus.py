@@ -54,20 +54,7 @@ def _child(code: str, url: str, tmp: str, limited: bool) -> None:
     clock = adm.FixedClock(T0)
     adm.Policies(store, clock).configure(adm.Scope.agent("g", "a"), min_interval=HOUR, expected_revision=0, owner_ref="bench")
     admission = adm.Admission(store, clock)
-    turns = iter(range(10**9))
-
-    def admitted(tag: str) -> str:
-        clock.advance(HOUR)
-        turn = f"{tag}{next(turns)}"
-        if not admission.reserve(goal="g", agent="a", automation="x", turn_id=turn, trigger_time=clock.now()).admitted:
-            raise SystemExit(f"bench bug: {turn} denied")
-        return turn
-
-    def deny(i: int) -> None:
-        trigger = clock.now() + timedelta(microseconds=i + 1)
-        if admission.reserve(goal="g", agent="a", automation="x", turn_id=f"d{i}", trigger_time=trigger).admitted:
-            raise SystemExit("bench bug: a denial was admitted")
-
+    admitted, deny = _lane_ops(admission, clock, ("g", "a", "x"), "")
     ops = {"deny": deny, "cycle": lambda i: admission.confirm(admitted("c")), "reserve": lambda i: admitted("r")}
     if limited:  # only then: the floor-only rows' stores hold what they always held
         ops |= _limited_ops(adm, store)
@@ -81,6 +68,27 @@ def _child(code: str, url: str, tmp: str, limited: bool) -> None:
             run(i)
         print(json.dumps([time.perf_counter() - wall, time.process_time() - cpu]), flush=True)
     store.close()
+
+
+def _lane_ops(admission: Any, clock: Any, lane: tuple[str, str, str], prefix: str) -> tuple[Any, Any]:
+    """One lane's admitted reserve (an hour on; returns its turn id) and denial (within the hour),
+    each stopping the bench if it is decided otherwise; turn ids start with ``prefix``."""
+    goal, agent, automation = lane
+    turns = iter(range(10**9))
+
+    def admitted(tag: str) -> str:
+        clock.advance(HOUR)
+        turn = f"{prefix}{tag}{next(turns)}"
+        if not admission.reserve(goal=goal, agent=agent, automation=automation, turn_id=turn, trigger_time=clock.now()).admitted:
+            raise SystemExit(f"bench bug: {turn} denied")
+        return turn
+
+    def deny(i: int) -> None:
+        trigger = clock.now() + timedelta(microseconds=i + 1)
+        if admission.reserve(goal=goal, agent=agent, automation=automation, turn_id=f"{prefix}d{i}", trigger_time=trigger).admitted:
+            raise SystemExit(f"bench bug: a denial of {agent} was admitted")
+
+    return admitted, deny
 
 
 def _limited_ops(adm: Any, store: Any) -> dict[str, Any]:
@@ -114,19 +122,10 @@ def _limited_ops(adm: Any, store: Any) -> dict[str, Any]:
         adm.Scope.agent("g", "b"), min_interval=HOUR, expected_revision=0, owner_ref="bench", limits=limits
     )
     admission = adm.Admission(store, clock)
-    turns = iter(range(10**9))
+    admitted, deny = _lane_ops(admission, clock, ("g", "b", "y"), "l")
 
     def cycle(_i: int) -> None:
-        clock.advance(HOUR)
-        turn = f"lc{next(turns)}"
-        if not admission.reserve(goal="g", agent="b", automation="y", turn_id=turn, trigger_time=clock.now()).admitted:
-            raise SystemExit(f"bench bug: {turn} denied")
-        admission.confirm(turn)
-
-    def deny(i: int) -> None:
-        trigger = clock.now() + timedelta(microseconds=i + 1)
-        if admission.reserve(goal="g", agent="b", automation="y", turn_id=f"ld{i}", trigger_time=trigger).admitted:
-            raise SystemExit("bench bug: a limited denial was admitted")
+        admission.confirm(admitted("c"))
 
     cycle(0)  # the lane known limited from here on
     return {"limited-cycle": cycle, "limited-deny": deny}
