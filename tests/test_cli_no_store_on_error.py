@@ -62,7 +62,7 @@ def test_apply_plans_a_new_path_against_an_empty_store_and_creates_it_only_to_ap
     assert dry.returncode == 0 and "+ floor g/a (create)" in dry.stdout, dry.stderr
     assert f"no store at {db} yet: applying creates it" in dry.stdout
     refused = run_cli("apply", "-f", "bad.toml", "--owner-ref", "alice", db=str(db), cwd=tmp_path)
-    assert refused.returncode == 2 and "bad.toml:1: floor g/a: min_interval" in refused.stderr, refused.stderr
+    assert refused.returncode == 2 and "bad.toml:3: floor g/a: min_interval" in refused.stderr, refused.stderr
     assert not db.exists()
     done = run_cli("apply", "-f", "ok.toml", "--owner-ref", "alice", db=str(db), cwd=tmp_path)
     assert done.returncode == 0 and "applied 1 change(s)" in done.stdout, done.stderr

@@ -14,8 +14,9 @@ import pytest
 from basics import DAY, raw_sql
 from hostile import STATE_TABLES
 
-from floorgate.admission import AutomationConflict, CatchUp, FixedClock, Provenance, Store, WhenDenied
+from floorgate.admission import AutomationConflict, CatchUp, FixedClock, InvalidInput, Provenance, Store, WhenDenied
 from floorgate.admission.events import Events
+from floorgate.scheduler.app import _fleet_toml as fleet_toml
 from floorgate.scheduler.app.fleet import Action, FleetService
 from floorgate.scheduler.app.root import Floorgate
 from floorgate.scheduler.app.rule_writer import Writer
@@ -139,7 +140,7 @@ def test_a_reduction_in_the_file_needs_allow_reduction(store: Store, db_url: str
     (tmp_path / "f.toml").write_text('[[floor]]\nscope = "g/a"\nmin_interval = "1d"\n')
     before = dump(store)
     r = run_cli("apply", "-f", "f.toml", "--owner-ref", "alice", db=db_url, cwd=tmp_path)
-    assert r.returncode == 2 and "f.toml:1: floor g/a: min_interval: floor 3d -> 1d is a reduction; pass --allow-reduction" in r.stderr
+    assert r.returncode == 2 and "f.toml:3: floor g/a: min_interval: floor 3d -> 1d is a reduction; pass --allow-reduction" in r.stderr
     assert dump(store) == before
     ok = run_cli("apply", "-f", "f.toml", "--owner-ref", "alice", "--allow-reduction", db=db_url, cwd=tmp_path)
     assert ok.returncode == 0, ok.stderr
@@ -156,7 +157,7 @@ def test_one_bad_object_applies_nothing_and_every_problem_names_its_line(
     r = run_cli("apply", "-f", "bad.toml", "--owner-ref", "alice", db=db_url, cwd=tmp_path)
     assert r.returncode == 2
     errors = r.stderr.strip().splitlines()
-    assert [e.split(": ")[2] for e in errors] == ["bad.toml:11", "bad.toml:23", "bad.toml:32"], r.stderr
+    assert [e.split(": ")[2] for e in errors] == ["bad.toml:15", "bad.toml:25", "bad.toml:33"], r.stderr  # each field's line
     assert "automation hourly: schedule:" in errors[0] and "floor g/a: min_interval" in errors[1] and "webhook ftp://x: url" in errors[2]
     assert dump(store) == before
 
@@ -167,11 +168,11 @@ def test_one_bad_object_applies_nothing_and_every_problem_names_its_line(
         pytest.param("[[automation]\n", 1, "is not valid TOML", id="syntax"),
         pytest.param('x = 1\n[[budget]]\nscope = "g"\n', 1, "[[x]] is not a section", id="unknown-section"),
         pytest.param('[[automation]]\ngoal = "g"\n', 1, "id:", id="automation-without-id"),
-        pytest.param('[[floor]]\nscope = "g"\nmin_intervl = "1d"\n', 1, "floor g: min_intervl: is not a field of a floor", id="floor-unknown-field"),
+        pytest.param('[[floor]]\nscope = "g"\nmin_intervl = "1d"\n', 3, "floor g: min_intervl: is not a field of a floor", id="floor-unknown-field"),
         pytest.param('[[floor]]\nmin_interval = "1d"\n', 1, "floor: scope: give a target", id="floor-without-scope"),
-        pytest.param('[[webhook]]\nurl = "https://h.example"\nevent = []\n', 1, "webhook https://h.example: event: is not a field of a webhook",
+        pytest.param('[[webhook]]\nurl = "https://h.example"\nevent = []\n', 3, "webhook https://h.example: event: is not a field of a webhook",
                      id="webhook-unknown-field"),
-        pytest.param('[[webhook]]\nurl = 3\n', 1, "webhook: url: give the URL", id="webhook-url-not-text"),
+        pytest.param('[[webhook]]\nurl = 3\n', 2, "webhook: url: give the URL", id="webhook-url-not-text"),
         pytest.param('[[floor]]\nscope = "g"\nmin_interval = "1d"\n\n[[floor]]\nscope = "g"\nmin_interval = "2d"\n', 5,
                      "also described at line 1", id="duplicate"),
     ],
@@ -180,6 +181,37 @@ def test_file_level_problems(store: Store, db_url: str, tmp_path: Path, text: st
     (tmp_path / "f.toml").write_text(text)
     r = run_cli("apply", "-f", "f.toml", "--owner-ref", "alice", db=db_url, cwd=tmp_path)
     assert r.returncode == 2 and f"f.toml:{line}: " in r.stderr and words in r.stderr, r.stderr
+
+
+_KEYED = """# header comment
+[[automation]]
+id = "a"
+"quoted key" = 1
+host.argv = ["x"]
+
+[automation.labels]
+schedule = "not the table's own"
+
+[[automation]]
+id = "b"
+schedule = "daily"
+"""
+
+
+@pytest.mark.parametrize(
+    ("table", "field", "line"),
+    [
+        pytest.param(0, "id", 3, id="a-key"),
+        pytest.param(0, "quoted key", 4, id="a-quoted-key"),
+        pytest.param(0, "host.argv", 5, id="a-dotted-key-under-its-first-part"),
+        pytest.param(0, "schedule", 2, id="a-sub-tables-key-is-not-the-tables-own"),
+        pytest.param(1, "schedule", 12, id="the-second-tables-key"),
+        pytest.param(1, "timeout", 10, id="a-missing-field-the-header"),
+    ],
+)
+def test_a_problem_is_placed_on_its_fields_line(table: int, field: str, line: int) -> None:
+    parsed = fleet_toml.read(_KEYED, ("automation",))
+    assert parsed.tables["automation"][table].line_of(InvalidInput(field, "bad")) == line
 
 
 def test_each_write_is_a_compare_and_set_on_what_the_plan_read(store: Store, tmp_path: Path, clock: FixedClock) -> None:

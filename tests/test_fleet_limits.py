@@ -84,7 +84,7 @@ def test_a_loosened_limit_or_lowered_price_needs_allow_reduction(store: Store, d
     assert r.returncode == 2 and "Traceback" not in r.stderr
     errors = r.stderr.strip().splitlines()
     assert "looser.toml:10: floor g/a: limits: max_starts 3 -> 5 is a loosening; pass --allow-reduction" in errors[0], r.stderr
-    assert "looser.toml:19: price claude-sonnet: usd_per_mtok:" in errors[1], r.stderr
+    assert "looser.toml:21: price claude-sonnet: usd_per_mtok:" in errors[1], r.stderr
     assert "lowering the price of claude-sonnet ($3.25 -> $1.00)" in errors[1], r.stderr  # dollars, not raw decimals
     assert dump(store) == before
     ok = run_cli("apply", "-f", "looser.toml", "--owner-ref", "alice", "--allow-reduction", db=db_url, cwd=tmp_path)
@@ -110,35 +110,45 @@ def test_a_loosened_window_is_named_by_the_files_own_key(store: Store, db_url: s
 
 
 @pytest.mark.parametrize(
-    ("table", "words"),
+    ("table", "words", "line"),
     [
-        pytest.param("max_starts = 3\n", "floor g: starts_per: max_starts and starts_per go together", id="count-without-window"),
-        pytest.param('max_starts = -1\nstarts_per = "1d"\n', "floor g: max_starts:", id="negative-count"),
-        pytest.param('budget_usd = 2.5\nbudget_per = "1d"\n', "floor g: budget_usd: give the amount as text", id="usd-as-float"),
-        pytest.param('budget_tokens = "2m"\nbudget_per = "1d"\n', "floor g: budget_tokens:", id="lowercase-m"),
-        pytest.param('budget_tokens = "2M"\nbudget_per = "fortnight@UTC"\n', "floor g: budget_per:", id="bad-window"),
+        pytest.param("max_starts = 3\n", "floor g: starts_per: max_starts and starts_per go together", 3, id="count-without-window"),
+        pytest.param('max_starts = -1\nstarts_per = "1d"\n', "floor g: max_starts:", 5, id="negative-count"),
+        pytest.param('budget_usd = 2.5\nbudget_per = "1d"\n', "floor g: budget_usd: give the amount as text", 5, id="usd-as-float"),
+        pytest.param('budget_tokens = "2m"\nbudget_per = "1d"\n', "floor g: budget_tokens:", 5, id="lowercase-m"),
+        pytest.param('budget_tokens = "2M"\nbudget_per = "fortnight@UTC"\n', "floor g: budget_per:", 6, id="bad-window"),
         pytest.param(
-            'across_agents = "yes"\nmax_starts = 1\nstarts_per = "1d"\n', "floor g: across_agents: give true or false", id="across-not-bool"
+            'across_agents = "yes"\nmax_starts = 1\nstarts_per = "1d"\n',
+            "floor g: across_agents: give true or false",
+            5,
+            id="across-not-bool",
         ),
-        pytest.param('max_starts = 1\nstarts_per = "1d"\nalert_at = [0, 50]\n', "floor g: alert_at: '0' is not", id="alert-zero"),
-        pytest.param('max_starts = 1\nstarts_per = "1d"\nalert_at = [50, 50]\n', "floor g: alert_at: 50 is given twice", id="alert-twice"),
-        pytest.param('max_starts = 1\nstarts_per = "1d"\nalert_at = [101]\n', "floor g: alert_at: '101' is not", id="alert-over-100"),
+        pytest.param('max_starts = 1\nstarts_per = "1d"\nalert_at = [0, 50]\n', "floor g: alert_at: '0' is not", 7, id="alert-zero"),
         pytest.param(
-            'max_starts = 1\nstarts_per = "1d"\nalert_at = [true]\n', "floor g: alert_at: give whole percentages", id="alert-bool"
+            'max_starts = 1\nstarts_per = "1d"\nalert_at = [50, 50]\n', "floor g: alert_at: 50 is given twice", 7, id="alert-twice"
         ),
-        pytest.param('max_starts = 1\nstarts_per = "1d"\nalert_at = []\n', "floor g: alert_at: give whole percentages", id="alert-empty"),
-        pytest.param('max_starts = 1\nstarts_per = "1d"\nalert_at = 50.5\n', "floor g: alert_at: give whole percentages", id="alert-float"),
+        pytest.param('max_starts = 1\nstarts_per = "1d"\nalert_at = [101]\n', "floor g: alert_at: '101' is not", 7, id="alert-over-100"),
+        pytest.param(
+            'max_starts = 1\nstarts_per = "1d"\nalert_at = [true]\n', "floor g: alert_at: give whole percentages", 7, id="alert-bool"
+        ),
+        pytest.param(
+            'max_starts = 1\nstarts_per = "1d"\nalert_at = []\n', "floor g: alert_at: give whole percentages", 7, id="alert-empty"
+        ),
+        pytest.param(
+            'max_starts = 1\nstarts_per = "1d"\nalert_at = 50.5\n', "floor g: alert_at: give whole percentages", 7, id="alert-float"
+        ),
     ],
 )
 def test_a_bad_limit_field_is_one_line_with_its_line_and_nothing_written(
-    store: Store, db_url: str, tmp_path: Path, table: str, words: str
+    store: Store, db_url: str, tmp_path: Path, table: str, words: str, line: int
 ) -> None:
+    """Each problem names the line of its field (the table's header when the field is missing)."""
     (tmp_path / "bad.toml").write_text(f'# limits\n\n[[floor]]\nscope = "g"\n{table}')
     before = dump(store)
     r = run_cli("apply", "-f", "bad.toml", "--owner-ref", "alice", db=db_url, cwd=tmp_path)
     assert r.returncode == 2 and "Traceback" not in r.stderr
-    [line] = r.stderr.strip().splitlines()
-    assert "bad.toml:3: " in line and words in line, line
+    [said] = r.stderr.strip().splitlines()
+    assert f"bad.toml:{line}: " in said and words in said, said
     assert dump(store) == before
 
 
@@ -147,7 +157,7 @@ def test_a_bad_price_is_one_line_with_its_line(store: Store, db_url: str, tmp_pa
     r = run_cli("apply", "-f", "bad.toml", "--owner-ref", "alice", db=db_url, cwd=tmp_path)
     assert r.returncode == 2
     [line] = r.stderr.strip().splitlines()
-    assert "bad.toml:1: price m: usd_per_mtok:" in line, line
+    assert "bad.toml:3: price m: usd_per_mtok:" in line, line  # the field's line
 
 
 def test_alert_at_applies_exports_and_round_trips(store: Store, db_url: str, tmp_path: Path, clock: FixedClock) -> None:
@@ -182,7 +192,7 @@ def test_across_agents_on_a_narrower_scope_is_refused_as_policy_set_refuses_it(
     r = run_cli("apply", "-f", "bad.toml", "--owner-ref", "alice", db=db_url, cwd=tmp_path)
     assert r.returncode == 2, r.stdout + r.stderr
     [line] = r.stderr.strip().splitlines()
-    assert f"bad.toml:1: floor {scope}: across_agents: only a goal rule can count across agents" in line, line
+    assert f"bad.toml:4: floor {scope}: across_agents: only a goal rule can count across agents" in line, line
     assert dump(store) == before
 
 

@@ -105,7 +105,7 @@ def keyed_entries(
                 continue
             found.append(read(v, name, t.line))
         except FloorgateError as exc:
-            problems.append(Problem(t.line, what, str(exc)))
+            problems.append(Problem(t.line_of(exc), what, str(exc)))
     return found
 
 

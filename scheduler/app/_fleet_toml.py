@@ -11,20 +11,35 @@ import json
 import math
 import re
 import tomllib
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 _HEADER = re.compile(r"^\s*\[\[\s*([A-Za-z0-9_-]+)\s*\]\]")
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 _SYNTAX_LINE = re.compile(r"at line (\d+)")
+_ANY_HEADER = re.compile(r"^\s*\[")
+_ASSIGNS = re.compile(r'^\s*(?:([A-Za-z0-9_-]+)|"((?:[^"\\]|\\.)*)"|' r"'([^']*)')\s*[.=]")
 
 
 @dataclass(frozen=True)
 class Table:
-    """One ``[[kind]]`` table of the file and the line its header is on."""
+    """One ``[[kind]]`` table of the file, the line its header is on and the line of each of its
+    keys as written (``keys``: bare or quoted top-level keys; a dotted one under its first part)."""
 
     line: int
     values: dict[str, Any]
+    keys: Mapping[str, int] = field(default_factory=dict)
+
+    def line_of(self, exc: BaseException) -> int:
+        """Where a problem with this table is: the line of the field ``exc`` names (an
+        ``InvalidInput``'s, its first part), else the header's."""
+        name = getattr(exc, "field", None)
+        if isinstance(name, str):
+            found = self.keys.get(re.split(r"[.[]", name, maxsplit=1)[0])
+            if found is not None:
+                return found
+        return self.line
 
 
 @dataclass(frozen=True)
@@ -43,10 +58,17 @@ def read(text: str, kinds: tuple[str, ...]) -> Parsed:
         found = _SYNTAX_LINE.search(str(exc))
         return Parsed({}, [(int(found.group(1)) if found else 1, f"is not valid TOML: {exc}")])
     lines: dict[str, list[int]] = {}
+    keys: dict[int, dict[str, int]] = {}  # header line -> its table's keys' lines
+    current: dict[str, int] | None = None
     for number, line in enumerate(text.splitlines(), start=1):
         header = _HEADER.match(line)
         if header is not None:
             lines.setdefault(header.group(1), []).append(number)
+            current = keys.setdefault(number, {})
+        elif _ANY_HEADER.match(line):
+            current = None  # a [sub.table]: its keys are not the table's own
+        elif current is not None and (assigned := _ASSIGNS.match(line)) is not None:
+            current.setdefault(next(g for g in assigned.groups() if g is not None), number)
     tables: dict[str, list[Table]] = {}
     problems: list[tuple[int, str]] = []
     for key, value in doc.items():
@@ -57,7 +79,8 @@ def read(text: str, kinds: tuple[str, ...]) -> Parsed:
         if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
             problems.append((where[0], f"{key} must be tables, each headed [[{key}]]"))
             continue
-        tables[key] = [Table(where[i] if i < len(where) else where[-1], v) for i, v in enumerate(value)]
+        at = [where[i] if i < len(where) else where[-1] for i in range(len(value))]
+        tables[key] = [Table(n, v, keys.get(n, {})) for n, v in zip(at, value, strict=True)]
     return Parsed(tables, problems)
 
 

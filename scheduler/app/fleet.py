@@ -113,7 +113,7 @@ class AutomationSection:
                     raise InvalidInput("id", f"the stored automation is unreadable ({broken[aid]}); remove it first")
                 spec = spec_from_doc(values, service, base_dir=base_dir)
             except FloorgateError as exc:
-                problems.append(Problem(t.line, what, str(exc)))
+                problems.append(Problem(t.line_of(exc), what, str(exc)))
                 continue
             stored = current.get(aid)
             if stored is None:
