@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, NamedTuple
 
-from sqlalchemy import Select, and_, bindparam, insert, literal_column, null, select, update
+from sqlalchemy import Select, and_, bindparam, insert, literal_column, null, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
@@ -520,13 +520,18 @@ class Usage(Repository):
         usd_micros: int | None = None,
         model: str | None = None,
         turn_prefix: str | None = None,
+        unread_key: str | None = None,
         estimate_tokens: int = 0,
     ) -> tuple[UsageEntry, bool]:
         """Record the usage of one turn an agent app ran on its own timer, reported by its
-        end-of-turn hook under ``report_key`` (the same key again: a no-op). When the lane holds
-        an estimate for a turn whose id starts with ``turn_prefix`` (the prompt hook's admission
-        in that session), the oldest such is settled; else a settled row is written. ``tokens``
-        None: the usage could not be read (recorded unknown, ``estimate_tokens`` held)."""
+        end-of-turn hook under ``report_key`` (the same key again: a no-op). The report is of the
+        session's last turn, so it settles the newest of the session's open rows: a hold of the
+        prompt hook's (its turn id starting with ``turn_prefix``), or, for a readable report, the
+        row an unreadable report of the session left unknown (``unread_key``, the key such a
+        report takes: the same turn, read again). An older hold stays held: its prompt never
+        reported (an interrupted turn), and its estimate keeps counting. With no open row, a
+        settled row is written. ``tokens`` None: the usage could not be read (recorded unknown,
+        ``estimate_tokens`` held)."""
         _check_lane(goal, agent, automation)
         if not isinstance(report_key, str) or not 1 <= len(report_key) <= 128:
             raise InvalidInput("report_key", "1..128 characters")
@@ -538,17 +543,16 @@ class Usage(Repository):
             if row is not None:
                 return entry_from_row(row), False
             held = None
+            open_rows = []
             if turn_prefix:
+                open_rows.append(and_(u.c.state == UsageState.HELD.value, u.c.turn_id.startswith(turn_prefix, autoescape=True)))
+            if unread_key and unread_key != report_key and (tokens is not None or usd_micros is not None):
+                open_rows.append(and_(u.c.state == UsageState.UNKNOWN.value, u.c.report_key == unread_key))
+            if open_rows:
                 held = conn.execute(
                     select(u.c.turn_id)
-                    .where(
-                        u.c.goal_id == goal,
-                        u.c.agent_id == agent,
-                        u.c.automation_id == automation,
-                        u.c.state == UsageState.HELD.value,
-                        u.c.turn_id.startswith(turn_prefix, autoescape=True),
-                    )
-                    .order_by(u.c.at_us)
+                    .where(u.c.goal_id == goal, u.c.agent_id == agent, u.c.automation_id == automation, or_(*open_rows))
+                    .order_by(u.c.at_us.desc(), u.c.turn_id.desc())
                     .limit(1)
                 ).first()
             values = {**_settlement(tokens, usd_micros, model, now), "report_key": report_key}

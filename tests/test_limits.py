@@ -275,6 +275,55 @@ def test_an_app_report_settles_its_session_hold_once(store: Store, clock: FixedC
         assert window_usage(conn, Series("g", "a", "x"), DAY, clock.now()).tokens == 331
 
 
+def _report(usage: Usage, key: str, tokens: int | None, estimate: int = 0):  # type: ignore[no-untyped-def]
+    """An end-of-turn report of session abc, as the Stop hook sends it."""
+    return usage.report(
+        key, goal="g", agent="a", automation="x", tokens=tokens, turn_prefix="hook-abc-", unread_key="stop-abc-unknown",
+        estimate_tokens=estimate,
+    )  # fmt: skip
+
+
+def _states(usage: Usage) -> dict[str, tuple[str, int | None]]:
+    return {e.turn_id: (e.state.value, e.tokens) for e in usage.in_window(Series("g", "a", "x"), DAY).entries}
+
+
+def test_a_report_settles_its_sessions_newest_hold_and_an_interrupted_prompts_stays_held(store: Store, clock: FixedClock) -> None:
+    """A prompt that never reported (interrupted) must not shift later reports onto the wrong hold."""
+    usage = Usage(store, clock)
+    usage.hold("hook-abc-1", "g", "a", "x", 5000, None)  # interrupted: no report ever comes
+    clock.advance(timedelta(minutes=1))
+    usage.hold("hook-abc-2", "g", "a", "x", 5000, None)
+    entry, _ = _report(usage, "stop-abc-u2", 321)
+    assert entry.turn_id == "hook-abc-2"
+    assert _states(usage) == {"hook-abc-1": ("held", None), "hook-abc-2": ("settled", 321)}
+
+
+@pytest.mark.parametrize("held", [True, False], ids=["its-prompt-held-an-estimate", "no-hold"])
+def test_a_readable_report_corrects_the_row_an_unreadable_one_left(store: Store, clock: FixedClock, held: bool) -> None:
+    """The same turn reported again once its transcript reads: one row, the reported figure."""
+    usage = Usage(store, clock)
+    if held:
+        usage.hold("hook-abc-1", "g", "a", "x", 5000, None)
+    first, _ = _report(usage, "stop-abc-unknown", None, estimate=5000)
+    assert first.state is UsageState.UNKNOWN
+    entry, changed = _report(usage, "stop-abc-u1", 321)
+    assert changed and entry.turn_id == first.turn_id
+    assert _states(usage) == {first.turn_id: ("settled", 321)}
+    with store.read() as conn:
+        counted = window_usage(conn, Series("g", "a", "x"), DAY, clock.now())
+    assert (counted.tokens, counted.held_tokens) == (321, 0)
+
+
+def test_a_newer_hold_is_settled_before_an_older_unknown_row(store: Store, clock: FixedClock) -> None:
+    usage = Usage(store, clock)
+    usage.hold("hook-abc-1", "g", "a", "x", 5000, None)
+    _report(usage, "stop-abc-unknown", None)
+    clock.advance(timedelta(minutes=1))
+    usage.hold("hook-abc-2", "g", "a", "x", 5000, None)
+    _report(usage, "stop-abc-u2", 321)
+    assert _states(usage) == {"hook-abc-1": ("unknown", None), "hook-abc-2": ("settled", 321)}
+
+
 def test_usage_recorded_after_now_still_counts(store: Store, clock: FixedClock) -> None:
     usage = Usage(store, clock)
     usage.hold("t1", "g", "a", "x", 1000, "m")

@@ -40,13 +40,19 @@ def digest(value: object) -> str:
     return hashlib.sha256(str(value).encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
+def unread_key(session_id: object) -> str:
+    """The key a report of the session takes when its transcript names no turn (it could not be
+    read): a later readable report of the session corrects the row it left (``Usage.report``)."""
+    return f"stop-{digest(session_id)}-unknown"
+
+
 def codex_turn_usage(session_id: object, turn_id: object, transcript: object, model: object) -> TurnUsage:
     """Codex's turn ``turn_id`` from its rollout transcript: the ``token_usage_record`` lines of
     that turn, input + output tokens of each response once (cached input is part of input, as the
     ``codex-json`` meter counts them)."""
     session = digest(session_id)
     if not isinstance(turn_id, str) or not turn_id:
-        return TurnUsage(f"stop-{session}-unknown", None, None, "the hook payload names no turn_id")
+        return TurnUsage(unread_key(session_id), None, None, "the hook payload names no turn_id")
     key = f"stop-{session}-{digest(turn_id)}"
     name = model[:128] if isinstance(model, str) and model else None
     entries, bad, problem = _read_jsonl(transcript)
@@ -78,7 +84,7 @@ def _read_jsonl(transcript: object) -> tuple[list[dict[str, Any]], int, str | No
         with open(transcript, "rb") as f:
             raw = f.read(MAX_TRANSCRIPT_BYTES + 1)
     except OSError as exc:
-        return [], 0, f"cannot read the transcript: {exc.strerror or exc}"
+        return [], 0, f"cannot read the transcript {transcript}: {exc.strerror or exc}"
     if len(raw) > MAX_TRANSCRIPT_BYTES:
         return [], 0, "the transcript is larger than floorgate reads"
     entries: list[dict[str, Any]] = []
@@ -110,10 +116,10 @@ def claude_turn_usage(session_id: object, transcript: object) -> TurnUsage:
     session = digest(session_id)
     entries, bad, problem = _read_jsonl(transcript)
     if problem is not None:
-        return TurnUsage(f"stop-{session}-unknown", None, None, problem)
+        return TurnUsage(unread_key(session_id), None, None, problem)
     starts = [i for i, e in enumerate(entries) if _prompt(e)]
     if not starts:
-        return TurnUsage(f"stop-{session}-unknown", None, None, "no prompt found in the transcript")
+        return TurnUsage(unread_key(session_id), None, None, "no prompt found in the transcript")
     first = starts[-1]
     prompt_id = entries[first].get("uuid")
     key = f"stop-{session}-{digest(prompt_id if isinstance(prompt_id, str) else first)}"

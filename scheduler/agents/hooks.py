@@ -20,7 +20,7 @@ from floorgate.admission.liveness import HookAnswers
 from floorgate.admission.policies import Policies
 from floorgate.admission.usage import Usage, UsageEntry, lane_estimate
 
-from .app_usage import claude_turn_usage, codex_turn_usage, digest
+from .app_usage import claude_turn_usage, codex_turn_usage, digest, unread_key
 
 if TYPE_CHECKING:
     from ..app.readback import AutomationReadback
@@ -162,6 +162,7 @@ class HookService:
             tokens=turn.tokens,
             model=turn.model,
             turn_prefix=f"hook-{digest(session_id)}-",
+            unread_key=unread_key(session_id),
             estimate_tokens=estimate,
         )
         return entry, changed, turn.problem

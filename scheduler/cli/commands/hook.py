@@ -351,7 +351,7 @@ def _stop(args: argparse.Namespace, call: Call = _OWN) -> int:
             return EXIT_OK
         app = call.app(args)
         try:
-            _entry, _changed, problem = app.hooks.record_turn_usage(
+            entry, _changed, problem = app.hooks.record_turn_usage(
                 goal=args.goal, agent=args.agent, automation=args.automation, payload=payload, app=args.app
             )
         finally:
@@ -361,7 +361,8 @@ def _stop(args: argparse.Namespace, call: Call = _OWN) -> int:
         err.write(f"floorgate: turn usage not recorded: {_why(exc)}\n")
         return EXIT_NOT_RECORDED
     if problem is not None:
-        err.write(f"floorgate: turn usage unknown ({problem}); its estimate stays held\n")
+        counts = f"{entry.estimate_tokens} tokens, the lane's estimate," if entry.estimate_tokens else "the lane's estimate (none is set)"
+        err.write(f"floorgate: turn usage unknown ({problem}); {counts} count against its budgets in its place\n")
     return EXIT_OK
 
 
