@@ -107,3 +107,46 @@ def test_an_edited_hook_is_reported_modified_and_not_enforcing(tmp_path: Path, e
     doc_told = json.loads(run_cli("hook", "status", "claude", "--project", "agent", "--json", cwd=tmp_path).stdout)
     prompt = next(h for h in doc_told["hooks"] if h["event"] == "UserPromptSubmit")
     assert prompt["runs"] is False and prompt["modified"] is True and doc_told["runs"] is False
+
+
+def test_a_missing_store_is_a_problem_because_the_prompt_hook_blocks_every_prompt(tmp_path: Path) -> None:
+    """A hook never creates a store: status says every prompt is blocked, and exits 1 (it said the
+    store would be created on first use, and exited 0)."""
+    _install(tmp_path)
+    assert run_cli("hook", "status", "claude", "--project", "agent", cwd=tmp_path).returncode == 0
+    (tmp_path / "fg.db").rename(tmp_path / "moved.db")
+    told = run_cli("hook", "status", "claude", "--project", "agent", cwd=tmp_path)
+    assert told.returncode == 1, told.stdout
+    assert "UserPromptSubmit: store" in told.stdout and "does not exist, so it blocks every prompt (fail closed)" in told.stdout
+    assert f"floorgate init --db {tmp_path / 'fg.db'}" in told.stdout
+
+
+@pytest.mark.parametrize(
+    ("setup", "said"),
+    [
+        pytest.param([], "no rule binds g/a/x yet: every start is admitted", id="no-rule"),
+        pytest.param(
+            [["automation", "add", "daily", "--goal", "g", "--agent", "a", "--schedule", "daily at 09:00 UTC", "--", "/bin/true"]],
+            "did you mean 'daily'?",
+            id="a-misspelt-automation",
+        ),
+        pytest.param([["policy", "set", "g", "--min-interval", "1h", "--revision", "0", "--owner-ref", "alice"]], None, id="a-goal-rule"),
+        pytest.param(
+            [["policy", "set", "g/a", "--max-starts", "3", "--per", "1d", "--revision", "0", "--owner-ref", "alice"]],
+            None,
+            id="a-limits-only-rule",
+        ),
+    ],
+)
+def test_install_notes_a_lane_no_rule_binds(tmp_path: Path, setup: list[list[str]], said: str | None) -> None:
+    assert run_cli("--db", "fg.db", "init", cwd=tmp_path).returncode == 0
+    lane = LANE if said is None or "did you mean" not in said else tuple(v if v != "x" else "dialy" for v in LANE)
+    for argv in setup:
+        assert run_cli("--db", "fg.db", *argv, cwd=tmp_path).returncode == 0
+    (tmp_path / "agent").mkdir()
+    done = run_cli(
+        "--db", "fg.db", "hook", "install", "claude", "--project", "agent", *lane, "--json", cwd=tmp_path, env={"HOME": str(tmp_path)}
+    )
+    assert done.returncode == 0, done.stderr
+    unbound = json.loads(done.stdout)["unbound"]
+    assert (unbound is None) if said is None else (said in unbound), unbound

@@ -188,13 +188,14 @@ class InstalledHook:
             out.append(f"{self.event}: floorgate executable {self.floorgate} is missing")
         if not self.guarded:
             out.append(f"{self.event}: not guarded: a failure to run floorgate lets the prompt through; reinstall it")
-        return out
-
-    def notes(self) -> list[str]:
-        """What is worth knowing but not broken."""
         if self.db is not None and self.db.startswith("sqlite:///") and not Path(self.db.removeprefix("sqlite:///")).exists():
-            return [f"{self.event}: store {redact_url(self.db)} does not exist yet (it is created on first use)"]
-        return []
+            # A hook never creates a store: the prompt hook blocks every prompt until there is one.
+            path = self.db.removeprefix("sqlite:///")
+            fails = "records no usage" if self.event == "Stop" else "blocks every prompt (fail closed)"
+            out.append(
+                f"{self.event}: store {redact_url(self.db)} does not exist, so it {fails}; create it with 'floorgate init --db {path}'"
+            )
+        return out
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ reduction the owner was shown: the caller passes back the preview's ``reduction_
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -177,6 +178,25 @@ class FloorService:
                 if x.problem is not None or (x.blocked and x.frees_at == NEVER):
                     out.append((lane, x))
         return out
+
+    def unbound(self, goal: str, agent: str, automation: str | None) -> str | None:
+        """None when a rule binds the lane (a floor, a count or budget, an envelope, at its goal,
+        agent or automation); else what the owner should know: every start is admitted, and, when
+        the lane names no saved automation of its agent but one of a similar name exists, that name."""
+        lane = Scope(goal_id=goal, agent_id=agent, automation_id=automation)
+        if any(
+            r.binds and r.scope.agent_id in (None, agent) and r.scope.automation_id in (None, automation) for r in self.policies.list(goal)
+        ):
+            return None
+        said = f"no rule binds {lane} yet: every start is admitted until one does (floorgate policy set {lane} ...)"
+        if automation is None:
+            return said
+        found, _broken = self.automations.scan(goal=goal)
+        if automation in found:
+            return said
+        names = [a for a, x in found.items() if x.spec.agent_id == agent]
+        close = difflib.get_close_matches(automation, names, n=1)
+        return said + (f"; no automation {automation!r} is saved for {goal}/{agent}: did you mean {close[0]!r}?" if close else "")
 
     def _below(self, scope: Scope) -> list[Scope]:
         if scope.kind is ScopeKind.GOAL:

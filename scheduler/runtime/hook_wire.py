@@ -140,6 +140,8 @@ def read_message(conn: socket.socket, limit: int) -> dict:  # type: ignore[type-
 def probe(env: Mapping[str, str] | None = None, timeout: float = 2.0) -> str | None:
     """Why hooks are not served now (None when a server of this user and this code answers)."""
     directory = runtime_dir(env)
+    if not os.path.lexists(directory):
+        return f"no hook server is running (start one with 'floorgate hook serve'; it would listen in {directory})"
     problem = private_dir_problem(directory)
     if problem is not None:
         return problem

@@ -490,6 +490,9 @@ def _install(ctx: Context) -> int:
     status = svc.status(path, project=project)
     why_not = [why for _, why in svc.runs(status, project) if why is not None]
     text += f"\n{svc.client.title} runs them now" if not why_not else f"\nnot running yet: {why_not[0]}"
+    unbound = ctx.app.floors.unbound(spec.goal, spec.agent, spec.automation)
+    if unbound is not None:
+        text += f"\nnote: {unbound}"
     ctx.emit(
         {
             "path": str(path),
@@ -500,6 +503,7 @@ def _install(ctx: Context) -> int:
             "trusted_in": str(steps.file) if steps is not None and granted is not None else None,
             "runs": not why_not,
             "why_not": why_not[0] if why_not else None,
+            "unbound": unbound,
         },
         text,
     )
@@ -531,7 +535,7 @@ def _status(ctx: Context) -> int:
         named = f" for {lane.get('goal')}/{lane.get('agent')}/{lane.get('automation')}{wake}" if lane.get("goal") else ""
         store = redact_url(h.db) if h.db is not None else "$FLOORGATE_DB"
         lines.append(f"  {h.event}{named}: store {store}, runs {h.floorgate}, timeout {h.timeout}")
-        lines += [f"  problem: {p}" for p in h.problems()] + [f"  note: {n}" for n in h.notes()]
+        lines += [f"  problem: {p}" for p in h.problems()]
         if why is None:
             lines.append(f"  {svc.client.title} runs it now")
         elif h.modified() is not None:
