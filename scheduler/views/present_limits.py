@@ -64,15 +64,16 @@ def alert_doc(x: LimitState, alert: Alert | None) -> dict[str, Any] | None:
 
 
 def alert_text(x: LimitState, alert: Alert) -> str:
-    """``budget_threshold: 80% of 1k tokens per 1d at g/a reached at 2026-12-01T09:00:00Z (used 800
+    """``budget_threshold: 80% of 1k tokens per 1d at g/a reached at 2026-12-01T09:00:00Z (used and held 800
     tokens)``, ``budget_exhausted: 2 starts per 1d at g/a spent at ...``:
     what it said, of which limit, when (a recorded instant: to the second)."""
     if alert.kind is EventKind.BUDGET_THRESHOLD:
         what = f"{alert.percent if alert.percent is not None else '?'}% of {x.limit.describe()} reached"
     else:
         what = f"{x.limit.describe()} spent"
-    unit = " starts" if x.limit.kind is LimitKind.STARTS else ""
-    used = f" (used {x.limit.quantity(alert.used)}{unit})" if alert.used is not None else ""
+    # A budget's use is what settled plus what admitted turns hold in flight; a count's, its starts.
+    starts = x.limit.kind is LimitKind.STARTS
+    used = "" if alert.used is None else f" ({x.limit.quantity(alert.used)} starts)" if starts else f" (used and held {x.limit.quantity(alert.used)})"
     return f"{alert.kind.value}: {what} at {iso(alert.at.replace(microsecond=0))}{used}"
 
 
