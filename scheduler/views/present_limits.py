@@ -73,7 +73,13 @@ def alert_text(x: LimitState, alert: Alert) -> str:
         what = f"{x.limit.describe()} spent"
     # A budget's use is what settled plus what admitted turns hold in flight; a count's, its starts.
     starts = x.limit.kind is LimitKind.STARTS
-    used = "" if alert.used is None else f" ({x.limit.quantity(alert.used)} starts)" if starts else f" (used and held {x.limit.quantity(alert.used)})"
+    used = (
+        ""
+        if alert.used is None
+        else f" ({x.limit.quantity(alert.used)} starts)"
+        if starts
+        else f" (used and held {x.limit.quantity(alert.used)})"
+    )
     return f"{alert.kind.value}: {what} at {iso(alert.at.replace(microsecond=0))}{used}"
 
 
