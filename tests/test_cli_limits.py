@@ -369,3 +369,30 @@ def test_status_notes_are_one_block_under_the_table(sqlite_db: str) -> None:
     notes = [i for i, line in enumerate(lines) if line.startswith("  rep: ")]
     assert len(notes) >= 3, lines  # why it waits (no host), then a line per limit
     assert notes == list(range(notes[0], notes[0] + len(notes))), lines  # no blank line between them
+
+
+def test_a_bare_admits_turn_reports_its_usage_once_and_frees_its_estimate(db_url: str) -> None:
+    """A host that launches its own turns (admit, confirm, run, report) reconciles the estimate its
+    admission held; before 'report' existed it stayed held for the whole window."""
+    set_ = run_cli("policy", "set", "r/w", "--budget-tokens", "100k", "--per", "1d", "--estimate-tokens", "40k",
+                   "--revision", "0", "--owner-ref", "alice", db=db_url)  # fmt: skip
+    assert set_.returncode == 0, set_.stderr
+    assert run_cli("admit", "--goal", "r", "--agent", "w", "--turn", "t1", db=db_url).returncode == 0
+    assert run_cli("confirm", "t1", db=db_url).returncode == 0
+
+    def used() -> tuple[int, int]:
+        shown = json.loads(run_cli("policy", "show", "r/w", "--json", db=db_url).stdout)
+        [tokens] = [x for x in shown["limits"] if x["kind"] == "tokens"]
+        return tokens["used"], tokens["held"]
+
+    assert used() == (0, 40_000)
+    done = run_cli("report", "t1", "--tokens", "1.2k", "--model", "m1", "--json", db=db_url)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["changed"] is True and used() == (1_200, 0)
+    again = run_cli("report", "t1", "--tokens", "1200", db=db_url)
+    assert again.returncode == 0 and "nothing changed" in again.stdout
+    other = run_cli("report", "t1", "--tokens", "1300", db=db_url)
+    assert other.returncode == 2 and "reconciled once" in other.stderr and used() == (1_200, 0)
+    assert run_cli("report", "nope", "--tokens", "1", db=db_url).returncode == 2
+    bad = run_cli("report", "t1", "--tokens", "-4", db=db_url)
+    assert bad.returncode == 2 and bad.stderr.startswith("floorgate: error: --tokens:") and used() == (1_200, 0)

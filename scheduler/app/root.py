@@ -159,7 +159,7 @@ class Floorgate:
     """Floor settings at one target: read with inheritance, preview, apply, read back."""
     usage: Service[Usage] = Service("floorgate.admission.usage:Usage")
     """The per-turn usage ledger budgets count (``admission.usage``)."""
-    usage_ledger: Service[UsageLedger] = Service(".usage_ledger:UsageLedger", lambda cls, fg: cls(fg.usage, fg.clock))
+    usage_ledger: Service[UsageLedger] = Service(".usage_ledger:UsageLedger", lambda cls, fg: cls(fg.usage, fg.clock, fg.admission))
     """``floorgate usage``: the ledger newest first, each turn's cost as a budget counts it."""
     budgets: Service[BudgetReadback] = Service(".budget_readback:BudgetReadback")
     """Where a lane's counts and budgets stand (``budget_readback``)."""

@@ -9,7 +9,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from floorgate.admission import Admission
 from floorgate.admission.clock import Clock, read_clock
+from floorgate.admission.errors import NotFound
 from floorgate.admission.scope import Scope
 from floorgate.admission.usage import Usage, UsageEntry, UsageState, entry_usd
 
@@ -64,9 +66,21 @@ def cost_of(entry: UsageEntry, prices: dict[str, int]) -> tuple[int | None, Cost
 class UsageLedger:
     """The ledger's listing over the usage repository the composition root builds."""
 
-    def __init__(self, usage: Usage, clock: Clock) -> None:
+    def __init__(self, usage: Usage, clock: Clock, admission: Admission) -> None:
         self.usage = usage
         self.clock = clock
+        self.admission = admission
+
+    def report(self, turn_id: str, *, tokens: int, usd_micros: int | None, model: str | None) -> tuple[UsageEntry | None, bool]:
+        """What a host that launches its own turns (a bare ``admit``) reports of one once it ended:
+        the estimate its admission held reconciled to it, once (entry, changed; the same report
+        again changes nothing, another is refused). (None, False) for a start that held nothing
+        (no budget bound its lane when it was admitted); ``NotFound`` for a turn with neither."""
+        if self.usage.get(turn_id) is None:
+            if self.admission.start(turn_id) is None:
+                raise NotFound(f"turn {turn_id!r} has no start and no held estimate; see 'floorgate starts' for its id")
+            return None, False
+        return self.usage.settle(turn_id, tokens=tokens, usd_micros=usd_micros, model=model)
 
     def list(self, scope: Scope | None, *, since: timedelta | datetime | None, limit: int) -> LedgerPage:
         """The newest ``limit`` entries of ``scope`` (every lane when None) at or after ``since``

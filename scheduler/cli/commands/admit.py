@@ -1,4 +1,4 @@
-"""``floorgate admit|confirm|status|starts``: the two phases and their readback."""
+"""``floorgate admit|confirm|report|starts``: the two phases, the usage a turn reports, and their readback."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from dataclasses import replace
 
 from floorgate.admission import NotFound, Reason
 from floorgate.admission.clock import SystemClock, parse_instant, read_clock
+from floorgate.admission.prices import check_model
+from floorgate.admission.windows import parse_tokens, parse_usd, usd_to_micros
 
 from ...app.owner_gate import Access
 from ...views.present import confirmation_doc, decision_doc, second, start_doc, table
@@ -25,6 +27,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("confirm", help="confirm a reservation once the host attempt is durable (phase two)")
     p.add_argument("turn", help="turn id returned by admit")
     writes(p, _confirm, Access.OPERATE)
+
+    p = sub.add_parser(
+        "report",
+        help="a turn's usage once it ended, for a host that launches its own (admit, confirm, run, report): "
+        "reconciles the estimate its admission held, once",
+    )
+    p.add_argument("turn", help="turn id returned by admit")
+    p.add_argument("--tokens", required=True, help="tokens the turn used (input + output; 500k and 2M forms too)")
+    p.add_argument("--usd", help="what the turn cost, when the host knows it (e.g. 0.42); else its tokens count at the model's price")
+    p.add_argument("--model", help="the model it ran, for its price (policy price MODEL)")
+    writes(p, _report, Access.OPERATE)
 
     p = sub.add_parser("starts", help="start records, newest first")
     p.add_argument("--goal")
@@ -111,4 +124,20 @@ def _starts(ctx: Context) -> int:
             else "no starts"
         ),
     )
+    return EXIT_OK
+
+
+def _report(ctx: Context) -> int:
+    args = ctx.args
+    tokens = parse_tokens(args.tokens, "--tokens", allow_zero=True)
+    usd = usd_to_micros(parse_usd(args.usd, "--usd", allow_zero=True)) if args.usd is not None else None
+    model = check_model(args.model) if args.model is not None else None
+    entry, changed = ctx.app.usage_ledger.report(args.turn, tokens=tokens, usd_micros=usd, model=model)
+    if entry is None:
+        text = f"turn {args.turn} held no estimate (no token or USD budget bound its lane when it was admitted): nothing to reconcile"
+    elif changed:
+        text = f"turn {args.turn}: {tokens} tokens recorded; the estimate its admission held ({entry.estimate_tokens}) no longer counts"
+    else:
+        text = f"turn {args.turn}: the same usage was already recorded; nothing changed"
+    ctx.emit({"turn_id": args.turn, "recorded": entry is not None, "changed": changed, "tokens": tokens, "usd_micros": usd}, text)
     return EXIT_OK
