@@ -92,7 +92,7 @@ def test_exit_codes_and_one_line_errors(db: str) -> None:
     missing = cli("admit", "--goal", "g", db=db)
     assert missing.returncode == 2 and "--agent" in one_line_error(missing)
     bad_id = cli("admit", "--goal", "g h", "--agent", "a", db=db)
-    assert bad_id.returncode == 2 and one_line_error(bad_id).startswith("floorgate: error: goal:")
+    assert bad_id.returncode == 2 and one_line_error(bad_id).startswith("floorgate: error: --goal:")
     naive = cli("admit", "--goal", "g", "--agent", "a", "--trigger-time", "2026-12-01T09:00:00", db=db)
     assert naive.returncode == 2 and "--trigger-time" in one_line_error(naive)
 
@@ -317,7 +317,7 @@ def test_db_that_is_no_store_file_names_db_and_the_fix(tmp_path: Path, what: str
         target = tmp_path
     r = cli(*argv, db=str(target), cwd=tmp_path)
     line = one_line_error(r)
-    assert r.returncode == 2 and line.startswith("floorgate: error: db: ") and "--db" in line
+    assert r.returncode == 2 and line.startswith("floorgate: error: --db: ")
     assert ("is a directory" in line and "floorgate.db" in line) if what == "a-directory" else "is not a SQLite database" in line
     if what == "a-text-file":
         assert target.read_text() == "my notes\n"
@@ -356,3 +356,17 @@ def test_a_value_that_starts_with_dashes_is_a_value_not_a_typo(db: str) -> None:
     assert r.returncode == 0 and json.loads(r.stdout)["admitted"] is True, r
     version = cli("--version", "status")
     assert version.returncode == 0 and version.stdout.startswith("floorgate "), version
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        pytest.param(["admit", "--goal", "g", "--agent", "a", "--manual-reason", ""], "--manual-reason", id="manual-reason"),
+        pytest.param(["admit", "--goal", "g", "--agent", "a", "--turn", "bad turn"], "--turn", id="turn-id-as---turn"),
+        pytest.param(["admit", "--goal", "g h", "--agent", "a"], "--goal", id="goal"),
+        pytest.param(["admit", "--goal", "g", "--agent=a b"], "--agent", id="an-equals-form"),
+    ],
+)
+def test_a_refused_value_names_the_flag_it_was_given_by(sqlite_db: str, argv: list[str], flag: str) -> None:
+    r = run_cli(*argv, db=sqlite_db)
+    assert r.returncode == 2 and one_line_error(r).startswith(f"floorgate: error: {flag}: "), r.stderr

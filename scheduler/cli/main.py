@@ -278,6 +278,8 @@ def run(argv: Sequence[str] | None = None, out=sys.stdout, err=sys.stderr) -> in
     except FloorgateError as exc:
         # Bad values, unknown ids and missing authorization are the caller's to fix.
         user_error = isinstance(exc, (InvalidInput, ReductionNotAuthorized, NotFound, ValueError, LookupError))
+        if isinstance(exc, InvalidInput):
+            exc = _as_flag(exc, argv)
         err.write(f"floorgate: error: {_one_line(exc)}\n")
         kind = {InvalidInput: "invalid_input", ReductionNotAuthorized: "reduction_not_authorized", NotFound: "not_found"}
         name = next((v for k, v in kind.items() if isinstance(exc, k)), "invalid_input" if user_error else "error")
@@ -285,6 +287,17 @@ def run(argv: Sequence[str] | None = None, out=sys.stdout, err=sys.stderr) -> in
         return EXIT_INVALID if user_error else EXIT_UNAVAILABLE
     finally:
         ctx.close()
+
+
+def _as_flag(exc: InvalidInput, argv: Sequence[str]) -> InvalidInput:
+    """``exc`` naming the flag the caller typed for its field (``manual_reason`` -> ``--manual-reason``,
+    ``turn_id`` -> ``--turn``) when a domain check refused a value given on the command line."""
+    field = exc.field
+    for name in (field, field.removesuffix("_id")):
+        flag = "--" + name.replace("_", "-")
+        if flag != field and any(a == flag or a.startswith(flag + "=") for a in argv):
+            return InvalidInput(flag, str(exc).removeprefix(f"{field}: "))
+    return exc
 
 
 def _one_line(exc: BaseException) -> str:
