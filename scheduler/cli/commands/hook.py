@@ -472,7 +472,7 @@ def _install(ctx: Context) -> int:
     svc.record(store, spec, path, project, read_clock(SystemClock()))
     lane = f"{spec.goal}/{spec.agent}/{spec.automation}"
     text = (
-        f"{'installed' if done.changed else 'already installed, nothing changed:'} floorgate hooks in {path}: "
+        f"{'installed' if done.changed else 'already installed, unchanged:'} floorgate hooks in {path}: "
         f"UserPromptSubmit admits {lane} ({spec.wake.value}) in {redact_url(spec.db)}, waiting up to {format_interval(spec.wait)} "
         f"(hook timeout {spec.prompt_timeout_seconds}s); PreToolUse counts tool calls of managed turns; Stop records each turn's usage (never blocks); "
         f"any failure to run {spec.floorgate[0]} blocks the prompt or tool call"
