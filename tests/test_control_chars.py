@@ -80,8 +80,8 @@ def test_a_control_character_is_invalid_input_naming_its_field(store: Store, ent
 CLI_CASES = [
     pytest.param(("automation", "pause", "x", "--note", "away \x1b[2J"), "note", id="pause-note-ESC"),
     pytest.param(("automation", "pause", "x", "--note", "away \x9b31m"), "note", id="pause-note-C1"),
-    pytest.param(("turn", "run", "x", "--manual-reason", "why \x1b]0;t\x07"), "manual_reason", id="turn-run-reason-OSC"),
-    pytest.param(("admit", "--goal", "g", "--agent", "a", "--manual-reason", "why \x07"), "manual_reason", id="admit-reason-BEL"),
+    pytest.param(("turn", "run", "x", "--manual-reason", "why \x1b]0;t\x07"), "--manual-reason", id="turn-run-reason-OSC"),
+    pytest.param(("admit", "--goal", "g", "--agent", "a", "--manual-reason", "why \x07"), "--manual-reason", id="admit-reason-BEL"),
     pytest.param(("turn", "show", "t\x1b[1m"), "turn_id", id="turn-show-id"),
     pytest.param(("approve", "auth-\x1b[1m"), "approval_id", id="approve-id"),
 ]

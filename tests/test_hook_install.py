@@ -70,7 +70,7 @@ def test_install_merges_keeps_a_backup_and_is_idempotent(tmp_path: Path, project
     assert len(ours(doc, "Stop")) == 1
     assert ours(doc, "UserPromptSubmit")[0]["timeout"] == 40
     unchanged = install(tmp_path, "--wait-eligible", "10s")
-    assert unchanged.returncode == 0 and "nothing changed" in unchanged.stdout
+    assert unchanged.returncode == 0 and "already installed, unchanged" in unchanged.stdout
 
 
 def test_status_reads_the_lane_and_store_back_and_uninstall_leaves_the_rest(tmp_path: Path, project: Path) -> None:

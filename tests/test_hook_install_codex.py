@@ -85,7 +85,7 @@ def test_install_merges_in_place_and_says_what_the_owner_must_trust(world: dict[
     assert shown.returncode == 1 and json.loads(shown.stdout)["runs"] is False
     assert "does not trust the project" in json.loads(shown.stdout)["hooks"][0]["why_not"]
     again = install(world)
-    assert again.returncode == 0 and "nothing changed" in again.stdout and json.loads(world["hooks"].read_text()) == doc
+    assert again.returncode == 0 and "already installed, unchanged" in again.stdout and json.loads(world["hooks"].read_text()) == doc
 
 
 def test_trust_records_the_owners_consent_merged_into_config_toml(world: dict[str, Path]) -> None:

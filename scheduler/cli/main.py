@@ -133,6 +133,7 @@ COMMANDS: dict[str, str] = {
     "policy": "policy",
     "admit": "admit",
     "confirm": "admit",
+    "report": "admit",
     "starts": "admit",
     "status": "status",
     "automation": "automation",
