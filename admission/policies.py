@@ -375,14 +375,19 @@ class Policies(Repository):
         row = self._read_first(select(r).where(r.c.goal_id == goal, r.c.agent_id == agent, r.c.automation_id == automation))
         return rule_from_row(row) if row is not None else None
 
-    def effective(self, goal: str, agent: str, automation: str | None = None) -> EffectiveFloor:
-        """The binding floor for ``agent`` (and ``automation``, when given)."""
+    def applicable(self, goal: str, agent: str, automation: str | None = None) -> builtins.list[Rule]:
+        """The stored rules over one lane: at its goal, its agent and (if named) its automation;
+        disabled ones included (one read)."""
         check_id(goal, "goal")
         check_id(agent, "agent")
         if automation is not None:
             check_id(automation, "automation")
         with self.store.read() as conn:
-            rules = applicable_rules(conn, goal, agent, automation)
+            return applicable_rules(conn, goal, agent, automation)
+
+    def effective(self, goal: str, agent: str, automation: str | None = None) -> EffectiveFloor:
+        """The binding floor for ``agent`` (and ``automation``, when given)."""
+        rules = self.applicable(goal, agent, automation)
         refs = [
             RuleRef(
                 scope=r.scope,

@@ -86,5 +86,5 @@ def test_alerts_show_on_the_console_and_in_metrics_with_bounded_series(store: St
         alert = re.search(
             r'<span class="limit-alert" data-event="budget_threshold" data-percent="50">(.*?)</span>(?:<small|</li>)', page, re.S
         )
-        assert alert is not None and "(used and held 20000)" in alert.group(1)
+        assert alert is not None and "(used and held 20000 tokens)" in alert.group(1)
         assert 'data-testid="limit-alert-at"' in page

@@ -394,5 +394,10 @@ def test_a_bare_admits_turn_reports_its_usage_once_and_frees_its_estimate(db_url
     other = run_cli("report", "t1", "--tokens", "1300", db=db_url)
     assert other.returncode == 2 and "reconciled once" in other.stderr and used() == (1_200, 0)
     assert run_cli("report", "nope", "--tokens", "1", db=db_url).returncode == 2
+    floor = run_cli("policy", "set", "free/w", "--min-interval", "1h", "--revision", "0", "--owner-ref", "alice", db=db_url)
+    assert floor.returncode == 0, floor.stderr
+    assert run_cli("admit", "--goal", "free", "--agent", "w", "--turn", "t2", db=db_url).returncode == 0  # a floor, no budget
+    unheld = run_cli("report", "t2", "--tokens", "5", "--json", db=db_url)
+    assert unheld.returncode == 0 and json.loads(unheld.stdout)["recorded"] is False, unheld.stdout + unheld.stderr
     bad = run_cli("report", "t1", "--tokens", "-4", db=db_url)
     assert bad.returncode == 2 and bad.stderr.startswith("floorgate: error: --tokens:") and used() == (1_200, 0)

@@ -143,11 +143,7 @@ class HookService:
             envelope, _ = EnvelopeGate(self.store, clock=self.clock, mode=envelope_mode(self.envelope_mode)).envelope(
                 goal, agent, automation
             )
-            rules = [
-                r
-                for r in Policies(self.store, self.clock).list(goal)
-                if r.scope.agent_id in (None, agent) and r.scope.automation_id in (None, automation)
-            ]
+            rules = Policies(self.store, self.clock).applicable(goal, agent, automation)
             with self.store.read() as conn:
                 found = lane_estimate(
                     conn, goal, agent, automation, read_clock(self.clock),

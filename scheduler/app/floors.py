@@ -184,9 +184,7 @@ class FloorService:
         agent or automation); else what the owner should know: every start is admitted, and, when
         the lane names no saved automation of its agent but one of a similar name exists, that name."""
         lane = Scope(goal_id=goal, agent_id=agent, automation_id=automation)
-        if any(
-            r.binds and r.scope.agent_id in (None, agent) and r.scope.automation_id in (None, automation) for r in self.policies.list(goal)
-        ):
+        if any(r.binds for r in self.policies.applicable(goal, agent, automation)):
             return None
         said = f"no rule binds {lane} yet: every start is admitted until one does (floorgate policy set {lane} ...)"
         if automation is None:

@@ -76,11 +76,15 @@ class UsageLedger:
         the estimate its admission held reconciled to it, once (entry, changed; the same report
         again changes nothing, another is refused). (None, False) for a start that held nothing
         (no budget bound its lane when it was admitted); ``NotFound`` for a turn with neither."""
-        if self.usage.get(turn_id) is None:
+        try:
+            return self.usage.settle(turn_id, tokens=tokens, usd_micros=usd_micros, model=model)
+        except NotFound:  # nothing held: a start of a lane no budget bound, or no such turn
             if self.admission.start(turn_id) is None:
-                raise NotFound(f"turn {turn_id!r} has no start and no held estimate; see 'floorgate starts' for its id")
+                raise NotFound(
+                    f"turn {turn_id!r} has no start and no held estimate (a wrong id, or a turn admitted where no rule "
+                    "applies: nothing to reconcile); see 'floorgate starts'"
+                ) from None
             return None, False
-        return self.usage.settle(turn_id, tokens=tokens, usd_micros=usd_micros, model=model)
 
     def list(self, scope: Scope | None, *, since: timedelta | datetime | None, limit: int) -> LedgerPage:
         """The newest ``limit`` entries of ``scope`` (every lane when None) at or after ``since``

@@ -59,6 +59,7 @@ def alert_doc(x: LimitState, alert: Alert | None) -> dict[str, Any] | None:
         "used": amount(x, alert.used),
         "at": iso(alert.at),
         "period_start": iso(alert.period_start),
+        "figure": alert_figure(x, alert),
         "text": alert_text(x, alert),
     }
 
@@ -71,16 +72,18 @@ def alert_text(x: LimitState, alert: Alert) -> str:
         what = f"{alert.percent if alert.percent is not None else '?'}% of {x.limit.describe()} reached"
     else:
         what = f"{x.limit.describe()} spent"
-    # A budget's use is what settled plus what admitted turns hold in flight; a count's, its starts.
-    starts = x.limit.kind is LimitKind.STARTS
-    used = (
-        ""
-        if alert.used is None
-        else f" ({x.limit.quantity(alert.used)} starts)"
-        if starts
-        else f" (used and held {x.limit.quantity(alert.used)})"
-    )
-    return f"{alert.kind.value}: {what} at {iso(alert.at.replace(microsecond=0))}{used}"
+    figure = alert_figure(x, alert)
+    return f"{alert.kind.value}: {what} at {iso(alert.at.replace(microsecond=0))}{f' ({figure})' if figure else ''}"
+
+
+def alert_figure(x: LimitState, alert: Alert) -> str | None:
+    """The use an alert recorded, in words: a count's starts; a budget's use, what settled plus
+    what admitted turns hold in flight (None: not recorded)."""
+    if alert.used is None:
+        return None
+    if x.limit.kind is LimitKind.STARTS:
+        return f"{x.limit.quantity(alert.used)} starts"
+    return f"used and held {x.limit.quantity(alert.used)}"
 
 
 def frees_at(x: LimitState) -> str | None:
