@@ -39,6 +39,7 @@ from floorgate.admission import (
     StoreUnavailable,
     TimerBinding,
     TimerBindings,
+    open_store,
 )
 from floorgate.admission.clock import Clock, SystemClock, iso, read_clock
 from floorgate.admission.events import EventKind, Events
@@ -57,6 +58,30 @@ from .guarantee import GuaranteeReadback, guarantee_of
 # How long a turn a timer host launches (a crontab line) waits for a floor a moment away.
 LAUNCH_WAIT = timedelta(minutes=2)
 log = logging.getLogger("floorgate.timers")
+
+
+def store_problem(url: str) -> str | None:
+    """Why this process cannot write the existing store at ``url`` (a write transaction opened and
+    rolled back: nothing written), or None. Run as a crontab line's account (``_PROBE``)."""
+    try:
+        with open_store(url, create=False) as store, store.write():
+            return None
+    except (StoreUnavailable, InvalidInput, OSError) as exc:
+        return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+# What the account of a crontab line runs to show it can: the line's entry point imports, and the
+# store opens for writing. Exit 3: the store refused it (stderr says why).
+_STORE_REFUSED = 3
+_PROBE = (
+    "import sys\n"
+    "import floorgate.scheduler.cli.main\n"
+    "from floorgate.scheduler.app.timers import store_problem\n"
+    "problem = store_problem(sys.stdin.read())\n"
+    "if problem:\n"
+    "    print(problem, file=sys.stderr)\n"
+    f"    sys.exit({_STORE_REFUSED})\n"
+)
 
 
 class AnswerSource(Protocol):
@@ -268,15 +293,24 @@ class TimerService:
         return self.bindings.get(automation.automation_id) or binding
 
     def _check_runnable(self, user: str | None) -> None:
-        """A crontab line for another account must be able to start this installation."""
+        """A crontab line for another account must be able to start this installation and write
+        this store (a line that cannot would fail at every fire, unseen: cron drops its output)."""
         if user is None or os.geteuid() != 0:
             return
         probe = subprocess.run(
-            ["runuser", "-u", user, "--", sys.executable, "-c", "import floorgate.scheduler.cli.main"],
+            ["runuser", "-u", user, "--", sys.executable, "-c", _PROBE],
+            input=self.store.url,  # on stdin: a URL's password stays off the process list
             capture_output=True,
+            text=True,
             timeout=60,
             cwd="/",
         )
+        if probe.returncode == _STORE_REFUSED:
+            why = probe.stderr.strip().splitlines()[-1] if probe.stderr.strip() else f"{self.store.safe_url} could not be opened"
+            raise HostUnavailable(
+                f"crontab: user {user} cannot write the store: {why}; give {user} write access to it (a SQLite "
+                "store: the file and its folder), or choose an account that has it with --crontab-user"
+            )
         if probe.returncode != 0:
             raise HostUnavailable(
                 f"crontab: user {user} cannot run {sys.executable} with floorgate installed; install floorgate where {user} can run it"
