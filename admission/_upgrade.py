@@ -91,12 +91,13 @@ def _at_head(store: Opened) -> bool:
         return False  # Alembic's own read names the problem
 
 
-def migrate(store: Opened, *, create: bool = True) -> None:
+def migrate(store: Opened, *, create: bool = True) -> bool:
     """Bring ``store`` to this floorgate's schema head under the migration lock (and, on PostgreSQL,
     its decision functions to this rendering); refuse a revision newer than this floorgate knows.
-    ``create=False``: a database with no schema yet is ``NoStore``, not a new store."""
+    ``create=False``: a database with no schema yet is ``NoStore``, not a new store. True when
+    this call created the store (the database held no schema)."""
     if _at_head(store):
-        return
+        return False
     from alembic.config import Config
     from alembic.runtime.environment import EnvironmentContext
     from alembic.runtime.migration import MigrationContext
@@ -128,7 +129,7 @@ def migrate(store: Opened, *, create: bool = True) -> None:
         # PostgreSQL's decision functions are installed after the migrations whenever their
         # rendered text changed (decide.render): a repeatable step, keyed by the text's hash.
         if found == head and (not pg or render.installed_hash(conn) == render.functions_hash()):
-            return
+            return False
         if found is None and not create:
             raise no_store(store.safe_url)
     with store.write(lock_key=None) as conn:
@@ -141,7 +142,7 @@ def migrate(store: Opened, *, create: bool = True) -> None:
         if rev == head:
             if pg:
                 render.install(conn)
-            return
+            return False
         cfg = Config()
         cfg.set_main_option("script_location", str(MIGRATIONS))
 
@@ -153,6 +154,7 @@ def migrate(store: Opened, *, create: bool = True) -> None:
             env.run_migrations()
         if pg:
             render.install(conn)
+    return rev is None
 
 
 # The columns admission's facts read that the schema declares NOT NULL.

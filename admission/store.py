@@ -133,6 +133,9 @@ class Store:
         # only then does a limited lane's decision reuse its last limit read while the mark holds. Set at open.
         self.marked = False
         self._auto: _Autocommit | None = None
+        # Whether opening created this store (the database held no schema): a command that writes
+        # says so, since a mistyped --db would otherwise keep a floor where nothing reads it.
+        self.created = False
         # SQLite has one writer per file, and a writer that finds it busy sleeps in growing steps
         # (up to 100 ms) before it looks again: in a burst, this process's own writers queue here
         # instead and take the lock the moment it is free. Bounded like the busy timeout, after
@@ -472,7 +475,7 @@ def open_store(url: str | None = None, *, create: bool = True, initialize: bool 
     store = Store(engine, resolved)
     try:
         with store._translate():
-            migrate(store, create=create)
+            store.created = migrate(store, create=create)
             store.relaxed = constraints_relaxed(store)
             store.marked = limit_marks_intact(store)
     except BaseException:

@@ -264,29 +264,33 @@ class AutomationService:
         return tuple(warnings)
 
     def _vet(self, spec: AutomationSpec) -> tuple[str, ...]:
-        """Refuse a schedule that will never fire again, and an owner credential in the host's
-        environment; warn about a schedule that fires more than once a minute."""
-        for name in spec.host.env_allow if spec.host is not None else ():
-            if name in CREDENTIAL_ENV:
-                raise InvalidInput(
-                    "--env",
-                    f"{name} is a credential (an owner token or the store URL) and a managed turn never receives it; drop --env {name}",
-                )
-        now = read_clock(self.clock)
-        schedule = Schedule.parse(spec.schedule)
-        problem = schedule.planning_problem()
-        if problem is not None:
-            raise InvalidInput("--schedule", problem)
-        coming = schedule.occurrences(3, after=now)
-        if not coming:
-            last = schedule.last_at_or_before(now)
-            ended = f" (its last fire was {iso(last)})" if last is not None else ""
-            raise InvalidInput("--schedule", f"this schedule has no fire after now{ended}; give a later DTSTART, UNTIL or COUNT")
-        gaps = [b - a for a, b in itertools.pairwise(coming)]
-        if gaps and min(gaps) < timedelta(minutes=1):
-            every = format_interval(min(gaps))
-            return (f"this schedule fires every {every}, more than once a minute: each admitted fire can be a paid run",)
-        return ()
+        return vet(spec, read_clock(self.clock))
+
+
+def vet(spec: AutomationSpec, now: datetime) -> tuple[str, ...]:
+    """Refuse a schedule that will never fire again at ``now``, and an owner credential in the
+    host's environment (``InvalidInput`` naming the flag); the warnings of a schedule that fires
+    more than once a minute. Reads no store: a surface vets a spec before it opens one."""
+    for name in spec.host.env_allow if spec.host is not None else ():
+        if name in CREDENTIAL_ENV:
+            raise InvalidInput(
+                "--env",
+                f"{name} is a credential (an owner token or the store URL) and a managed turn never receives it; drop --env {name}",
+            )
+    schedule = Schedule.parse(spec.schedule)
+    problem = schedule.planning_problem()
+    if problem is not None:
+        raise InvalidInput("--schedule", problem)
+    coming = schedule.occurrences(3, after=now)
+    if not coming:
+        last = schedule.last_at_or_before(now)
+        ended = f" (its last fire was {iso(last)})" if last is not None else ""
+        raise InvalidInput("--schedule", f"this schedule has no fire after now{ended}; give a later DTSTART, UNTIL or COUNT")
+    gaps = [b - a for a, b in itertools.pairwise(coming)]
+    if gaps and min(gaps) < timedelta(minutes=1):
+        every = format_interval(min(gaps))
+        return (f"this schedule fires every {every}, more than once a minute: each admitted fire can be a paid run",)
+    return ()
 
 
 def _limit(field: str, value: int, most: int) -> None:

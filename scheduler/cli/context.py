@@ -50,8 +50,9 @@ class Runner(Protocol):
 class Context:
     """What a command handler gets: parsed options, the store (opened on first use) and output."""
 
-    def __init__(self, args: argparse.Namespace, out=sys.stdout, *, run: Runner | None = None) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, args: argparse.Namespace, out=sys.stdout, *, run: Runner | None = None, err=sys.stderr) -> None:  # type: ignore[no-untyped-def]
         self.args = args
+        self._err = err
         self._run = run
         self.json = bool(getattr(args, "json", False))
         self._store: Store | None = None
@@ -86,6 +87,11 @@ class Context:
 
             # A read command never creates a store (in the wrong directory it says there is none).
             self._store = open_store(getattr(self.args, "db", None), create=not getattr(self.args, "reads_only", False))
+            if self._store.created:  # a mistyped --db would keep what this command writes where nothing reads it
+                where = self._store.engine.url.database if self._store.dialect == "sqlite" else self._store.safe_url
+                self._err.write(
+                    f"floorgate: created a new, empty store at {where}; if you meant an existing one, give its --db (or $FLOORGATE_DB)\n"
+                )
         return self._store
 
     @property

@@ -260,7 +260,7 @@ def run(argv: Sequence[str] | None = None, out=sys.stdout, err=sys.stderr) -> in
     if getattr(args, "raw_handler", False):
         # Hooks speak their host's protocol (exit codes, stderr) and handle every error themselves.
         return int(args.handler(args))
-    ctx = Context(args, out, run=run)
+    ctx = Context(args, out, run=run, err=err)
     try:
         _authorize(ctx)
         return int(args.handler(ctx))

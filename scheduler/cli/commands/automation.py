@@ -10,12 +10,12 @@ from pydantic import ValidationError
 
 from floorgate.admission import AutomationSpec, CatchUp, CommandHost, InvalidInput, MeterKind, Overlap, TimerKind, WhenDenied
 from floorgate.admission.automations import DEFAULT_HOLD_AFTER, MAX_CATCH_UP_WINDOW, MAX_HOLD_AFTER
-from floorgate.admission.clock import parse_instant
+from floorgate.admission.clock import parse_instant, read_clock
 from floorgate.admission.intervals import parse_duration, parse_interval
 from floorgate.hosts.registry import capabilities
 
 from ...app.automation_spec import check_program, parse_debounce
-from ...app.automations import Changed, parse_schedule
+from ...app.automations import Changed, parse_schedule, vet
 from ...app.owner_gate import Access
 from ...views.present import (
     automation_doc,
@@ -199,6 +199,7 @@ def _add(ctx: Context) -> int:
         **_policy_fields(a, None),
         when_denied=a.when_denied or WhenDenied.WAIT,
     )
+    vet(spec, read_clock(ctx.clock))  # refused here, before the store opens: a refused spec creates no store
     done = ctx.app.automations.add(a.automation, spec)
     held = f"\nHELD: {done.binding.hold_reason}" if done.binding is not None and done.binding.hold_reason else ""
     _warn(done.warnings)
