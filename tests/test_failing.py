@@ -205,3 +205,34 @@ def test_a_timed_out_turn_is_a_failure_with_its_own_event(store, tmp_path) -> No
         executor.close()
     assert _kinds(store) == ["turn_timed_out"]
     assert Automations(store, clock).wake_state("x").failures == 1
+
+
+@pytest.mark.parametrize(
+    ("kind", "released"),
+    [
+        pytest.param("timer", True, id="timer-hold-ends-once-the-host-can-express-it"),
+        pytest.param("failing", False, id="failure-streak-waits-for-resume"),
+        pytest.param("mission_stuck", False, id="stuck-mission-waits-for-resume"),
+    ],
+)
+def test_an_edit_ends_only_the_timer_s_own_hold(store, kind: str, released: bool) -> None:  # type: ignore[no-untyped-def]
+    """Raising --hold-after (or any edit) re-arms the timer; it is not the owner's resume, so a
+    failing or stuck automation stays held with its kind; a timer hold the host can now express ends."""
+    from floorgate.admission import AutomationState, HoldKind
+    from floorgate.scheduler.app.automations import AutomationService
+    from floorgate.scheduler.app.timers import TimerService
+
+    clock = FixedClock(T0)
+    _add(store, clock, "exit 7")
+    repo = Automations(store, clock)
+    repo.set_state("x", AutomationState.HELD, "held for the test", HoldKind(kind))
+    service = AutomationService(store, clock, TimerService(store, clock=clock), Readback(store, clock))
+    service.edit("x", repo.get("x").spec.model_copy(update={"hold_after": 9}))
+    after = repo.get("x")
+    assert after.spec.hold_after == 9
+    if released:
+        assert (after.state, after.hold_kind) == (AutomationState.ACTIVE, None)
+    else:
+        assert (after.state, after.hold_kind) == (AutomationState.HELD, HoldKind(kind))
+        service.resume("x")
+        assert (repo.get("x").state, repo.get("x").hold_kind) == (AutomationState.ACTIVE, None)

@@ -266,7 +266,9 @@ class TimerService:
         )
         if hold is not None and automation.state == AutomationState.ACTIVE:
             self.automations.set_state(automation.automation_id, AutomationState.HELD, hold, HoldKind.TIMER)
-        elif hold is None and automation.state == AutomationState.HELD and automation.hold_kind is not HoldKind.MISSION_STUCK:
+        elif hold is None and automation.state == AutomationState.HELD and automation.hold_kind is HoldKind.TIMER:
+            # Only the timer's own hold ends here; a stuck mission or a failure streak waits for
+            # the owner's resume (an edit, say of --hold-after, is not one).
             self.automations.set_state(automation.automation_id, AutomationState.ACTIVE, None)
         return binding
 
