@@ -478,3 +478,65 @@ def test_every_eligibility_status_is_a_readback_state() -> None:
     statuses = set(get_args(EligibilityStatus))
     assert {c.readback.status for c in READBACK if c.readback is not None} <= statuses
     assert statuses <= {s.value for s in ReadbackState}
+
+
+def test_fires_in_a_fall_back_night_s_repeated_hour_run_on_time() -> None:
+    """Europe/Berlin's 2026-10-25 02:00-03:00 happens twice: the fires in it run as they fire, never
+    labelled late (Python never calls two aware times of different zones equal in that hour)."""
+    from datetime import datetime, timezone
+
+    from floorgate.scheduler.views.present_automation import _fire_run
+
+    schedule = Schedule.parse("DTSTART;TZID=Europe/Berlin:20261024T000000 RRULE:FREQ=MINUTELY;INTERVAL=30")
+    now = datetime(2026, 10, 24, 23, 10, tzinfo=timezone.utc)  # 01:10 CEST, an hour before the first 02:00
+    for meeting in FloorMeeting:
+        plan = PlanInputs(schedule=schedule, meeting=meeting, floor=None, next_eligible_at=None, catch_up=timedelta(0))
+        rows = simulate(plan, count=8, now=now)
+        assert [r.fire_at.hour for r in rows[:3]] == [1, 2, 2]  # wall-clock fires: 02:00 and 02:30 fall in that hour
+        assert [_fire_run(r) for r in rows] == ["yes"] * 8, meeting
+
+
+@pytest.mark.parametrize(
+    ("meeting", "floor_opens", "expected"),
+    [
+        pytest.param(FloorMeeting.DENY, None, ["failing", "failing", "yes", "yes"], id="denied-failure-wait-binds"),
+        pytest.param(FloorMeeting.DENY, 50 * M, [None, None, None, "yes"], id="denied-floor-opens-later"),
+        # floorgate's own timer: the 09:30 fire, the last before 09:40, runs then (coalesced)
+        pytest.param(FloorMeeting.COALESCE, None, ["failing", "yes", "yes", "yes"], id="coalesced-failure-wait-binds"),
+    ],
+)
+def test_fires_inside_a_failure_streak_s_slowdown_name_it(meeting, floor_opens, expected) -> None:  # type: ignore[no-untyped-def]
+    """A fire refused because the streak's slowdown (until 09:40) lasts past it says ``failing``,
+    not ``floor`` (raising the floor would not help); where a floor opens later, the floor binds."""
+    failing_until = T0 + 40 * M
+    opens = max(failing_until, T0 + floor_opens) if floor_opens is not None else failing_until
+    plan = PlanInputs(
+        schedule=Schedule.parse(EVERY_15M),
+        meeting=meeting,
+        floor=None,
+        next_eligible_at=opens,
+        failing_until=failing_until,
+        catch_up=timedelta(0),
+    )
+    rows = simulate(plan, count=4, now=T0 + 7 * M)
+    assert ["yes" if r.admitted else r.denied_by for r in rows] == expected
+
+
+def test_the_early_retry_after_a_failure_is_marked_a_retry() -> None:
+    """floorgate's own timer wakes once early after a failure (the backoff's retry): that row is
+    not a schedule fire, and says so."""
+    from floorgate.scheduler.views.present_automation import _fire_run, fire_doc
+
+    now = T0 + 7 * M
+    plan = PlanInputs(
+        schedule=Schedule.parse(EVERY_15M),
+        meeting=FloorMeeting.COALESCE,
+        floor=None,
+        next_eligible_at=None,
+        wake=WakeState(automation_id="a", backoff_step=1, backoff_wake_at=T0 + 10 * M),
+        catch_up=timedelta(0),
+    )
+    rows = simulate(plan, count=3, now=now)
+    assert [(r.fire_at - T0, r.retry) for r in rows] == [(10 * M, True), (15 * M, False), (30 * M, False)]
+    assert _fire_run(rows[0]) == "yes (a retry after a failure, not a schedule fire)" and _fire_run(rows[1]) == "yes"
+    assert fire_doc(rows[0])["retry"] is True

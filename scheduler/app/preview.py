@@ -37,7 +37,16 @@ class PreviewRow:
     runs_at: datetime | None  # when the turn starts (a coalesced or waiting fire starts at the floor)
     eligible_at: datetime | None  # when denied: the floor's next eligible time at that fire
     waited_for_floor: bool = False  # it runs later than it fires because the floor opens then
-    denied_by: str | None = None  # a count or budget denies it (the reason: count_exhausted, budget_exhausted)
+    # What denies it when the floor does not: a count or budget (count_exhausted, budget_exhausted),
+    # or a failure streak's slowdown (failing: no automatic start before ``PlanInputs.failing_until``).
+    denied_by: str | None = None
+    retry: bool = False  # floorgate's own timer's early retry after a failure: a wake, not a schedule fire
+
+    @property
+    def runs_late(self) -> bool:
+        """Whether the turn starts later than the fire. Compared in UTC: Python never calls two aware
+        times of different zones equal inside a repeated hour (a fall-back night's fires)."""
+        return self.runs_at is not None and self.runs_at.astimezone(timezone.utc) != self.fire_at.astimezone(timezone.utc)
 
 
 @dataclass(frozen=True)
@@ -56,6 +65,7 @@ class PlanInputs:
     when_denied: WhenDenied = WhenDenied.WAIT  # COALESCE: a fire inside the floor waits for it, or is skipped
     trigger_at: datetime | None = None  # COALESCE: when pending triggers are due (before floors)
     limits: LimitCheck | None = None  # counts and budgets at each start (a preview's; None: not checked)
+    failing_until: datetime | None = None  # a failure streak's slowdown (``next_eligible_at`` already waits for it)
 
 
 class LimitCheck(Protocol):
@@ -80,7 +90,7 @@ def simulate(inputs: PlanInputs, *, count: int, now: datetime) -> list[PreviewRo
         elif fire_utc + wait >= next_eligible:
             runs = next_eligible
         else:
-            rows.append(PreviewRow(fire, False, None, next_eligible))
+            rows.append(PreviewRow(fire, False, None, next_eligible, denied_by=_failing(inputs, fire_utc, next_eligible)))
             continue
         if (denied := _limited(inputs, fire, runs, ran)) is not None:
             rows.append(denied)
@@ -118,23 +128,32 @@ def _coalesced(inputs: PlanInputs, count: int, now: datetime) -> list[PreviewRow
         if next_eligible is None or effective >= next_eligible:
             runs: datetime | None = effective
         elif skips and fire is not backoff:
-            if fire.astimezone(timezone.utc) >= now_utc:
-                rows.append(PreviewRow(fire, False, None, next_eligible))  # skipped: the next admitted fire runs
+            if fire.astimezone(timezone.utc) >= now_utc:  # skipped: the next admitted fire runs
+                rows.append(PreviewRow(fire, False, None, next_eligible, denied_by=_failing(inputs, effective, next_eligible)))
             continue
         elif following is None or following > next_eligible:
             runs, waited = next_eligible, True  # the last fire before the floor opens: it runs when it does
         elif fire.astimezone(timezone.utc) < now_utc:
             continue  # a missed fire coalesced into a later wake: nothing fires for it, it is no 'next fire'
-        else:
-            rows.append(PreviewRow(fire, False, None, next_eligible))  # coalesced into a later wake
+        else:  # coalesced into a later wake
+            rows.append(
+                PreviewRow(fire, False, None, next_eligible, denied_by=_failing(inputs, effective, next_eligible), retry=fire is backoff)
+            )
             continue
         if runs is not None and (denied := _limited(inputs, fire, runs, ran)) is not None:
             rows.append(denied)
             continue
-        rows.append(PreviewRow(fire, True, runs, None, waited_for_floor=waited))
+        rows.append(PreviewRow(fire, True, runs, None, waited_for_floor=waited, retry=fire is backoff))
         if inputs.floor and runs is not None:
             next_eligible = next_eligible_at(runs, inputs.floor)
     return rows
+
+
+def _failing(inputs: PlanInputs, at: datetime, next_eligible: datetime) -> str | None:
+    """``failing`` when a failure streak's slowdown is what keeps a start at ``at`` (UTC) from
+    running: it lasts past ``at`` and no floor opens later (None: the floor binds)."""
+    until = inputs.failing_until
+    return "failing" if until is not None and at < until and next_eligible <= until else None
 
 
 def _limited(inputs: PlanInputs, fire: datetime, runs: datetime, ran: list[datetime]) -> PreviewRow | None:

@@ -386,6 +386,7 @@ class Readback:
             since=automation.updated_at,
             when_denied=spec.when_denied,
             trigger_at=trigger_at,
+            failing_until=failing,
         )
 
     # -- dry runs ------------------------------------------------------------------------------

@@ -58,7 +58,15 @@ def upcoming(rb: AutomationReadback, now: datetime, fires: Fires) -> Upcoming:
     horizon = now + UPCOMING
     within = [f for f in fires(rb, UPCOMING_ROWS + 1, now) if f.fire_at <= horizon]
     rows = [
-        {"automation": rb.automation_id, "at": iso(f.fire_at), "runs": f.admitted, "runs_at": iso(f.runs_at), "denied_by": f.denied_by}
+        {
+            "automation": rb.automation_id,
+            "at": iso(f.fire_at),
+            "runs": f.admitted,
+            "runs_at": iso(f.runs_at),
+            "late": f.runs_late,
+            "denied_by": f.denied_by,
+            "retry": f.retry,
+        }
         for f in within[:UPCOMING_ROWS]
     ]
     if len(within) <= UPCOMING_ROWS:

@@ -63,7 +63,10 @@ class LanePages(PagePart):
         turns = self.fg.turns.recent(aid, TURNS_LISTED)
         return {
             "r": doc,
-            "fires": [{"at": f.fire_at, "runs": f.admitted, "runs_at": f.runs_at, "denied_by": f.denied_by} for f in detail.fires],
+            "fires": [
+                {"at": f.fire_at, "runs": f.admitted, "runs_at": f.runs_at, "late": f.runs_late, "denied_by": f.denied_by, "retry": f.retry}
+                for f in detail.fires
+            ],
             "turns": [turn_doc(x) for x in turns],
             "zoom": zoom.value,
             "zooms": [z.value for z in Zoom],

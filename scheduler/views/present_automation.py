@@ -42,6 +42,7 @@ def fire_doc(row: Any) -> dict[str, Any]:
         "waited_for_floor": row.waited_for_floor,
         "eligible_at": iso(row.eligible_at),
         "denied_by": row.denied_by,
+        "retry": row.retry,
     }
 
 
@@ -57,12 +58,13 @@ def _down(at: datetime | None) -> str | None:
 
 
 def _fire_run(row: Any) -> str:
+    retry = " (a retry after a failure, not a schedule fire)" if row.retry else ""
     if not row.admitted:
-        return f"no ({row.denied_by or 'floor'})"
-    if row.runs_at is not None and row.runs_at != row.fire_at:
+        return f"no ({row.denied_by or 'floor'}){retry}"
+    if row.runs_late:
         why = "when the lane is next eligible" if row.waited_for_floor else "at once: a missed fire inside the catch-up window"
-        return f"yes, at {_up(row.runs_at)} ({why})"
-    return "yes"
+        return f"yes, at {_up(row.runs_at)} ({why}){retry}"
+    return "yes" + retry
 
 
 def _floor_line(floor: EffectiveFloor | None, when_denied: str) -> str:
