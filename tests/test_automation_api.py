@@ -97,7 +97,7 @@ def test_delete_removes_and_a_viewer_can_neither_put_nor_delete(store: Store, cl
     assert c.client.put("/api/automations/x", json=BODY, headers=c.headers()).status_code == 201
     assert c.client.delete("/api/automations/x", headers=c.headers(c.viewer)).status_code == 403
     r = c.client.delete("/api/automations/x", headers=c.headers())
-    assert r.status_code == 200 and r.json() == {"removed": "x", "delete_by_hand": None}
+    assert r.status_code == 200 and r.json() == {"removed": "x", "delete_by_hand": None, "running": []}
     assert _rows(store) == []
     assert c.client.delete("/api/automations/x", headers=c.headers()).status_code == 404
 

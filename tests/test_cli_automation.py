@@ -231,3 +231,31 @@ def test_show_and_preview_print_whole_seconds_rounded_up_and_json_keeps_the_exac
         text = cli("automation", command, "x", db=db).stdout
         assert not re.search(r"\d\d:\d\d:\d\d\.\d", text), text
         assert shown in text, text
+
+
+def test_removing_an_automation_names_its_turn_still_running(store) -> None:  # type: ignore[no-untyped-def]
+    """Removing stops no running turn: the answer says which still run (text and JSON), on both
+    backends; an automation with none says nothing of it."""
+    from datetime import timedelta
+
+    from floorgate.admission import AutomationSpec, Automations, Journal, SystemClock
+
+    clock = SystemClock()
+    for name in ("busy", "idle"):
+        spec = AutomationSpec(goal_id="g", agent_id="a", schedule="DTSTART:20261201T090000Z RRULE:FREQ=DAILY", host=_host())
+        Automations(store, clock).add(name, spec)
+    Journal(store, clock).begin(
+        turn_id="busy-1", automation_id="busy", goal_id="g", agent_id="a", attempt=1, kind="automatic", manual_reason=None,
+        runner_host="h", runner_pid=1, deadline=clock.now() + timedelta(hours=1), log_path=None,
+    )  # fmt: skip
+    removed = cli("automation", "remove", "busy", db=store.url)
+    assert removed.returncode == 0, removed.stderr
+    assert "STILL RUNNING: turn busy-1; removing stops none" in removed.stdout
+    idle = cli("automation", "remove", "idle", "--json", db=store.url)
+    assert idle.returncode == 0 and json.loads(idle.stdout)["running"] == []
+
+
+def _host():  # type: ignore[no-untyped-def]
+    from floorgate.admission import CommandHost
+
+    return CommandHost(argv=(sys.executable, "-c", "pass"), timeout_seconds=30.0)

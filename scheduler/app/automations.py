@@ -54,6 +54,15 @@ def parse_schedule(text: str, clock: Clock) -> str:
 
 
 @dataclass(frozen=True)
+class Removed:
+    """What removing an automation left: a timer line to delete by hand (None: none), and its
+    turns still running (removing stops none: each runs to its end or deadline, its record kept)."""
+
+    delete_by_hand: str | None
+    running: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Changed:
     """An automation after a change, its timer binding, and its readback."""
 
@@ -150,12 +159,15 @@ class AutomationService:
         self.repo.set_state(automation_id, AutomationState.ACTIVE, note)
         return self.readback.automation(automation_id)
 
-    def remove(self, automation_id: str) -> str | None:
+    def remove(self, automation_id: str) -> Removed:
         """Take the line off its timer host, then delete the automation, its wake state and
         binding in one commit (its starts and turns are kept). The automation always goes: when
         the host cannot confirm removing an armed timer, a ``timer_orphaned`` event records it
-        and the answer says what to delete by hand (a left line finds no automation: it runs nothing)."""
+        and the answer says what to delete by hand (a left line finds no automation: it runs nothing).
+        The answer also names its turns still running, which removing does not stop."""
         automation = self.repo.get(automation_id)
+        unsettled, undecoded = Journal(self.store, self.clock).unsettled_scan(automation_id)
+        running = (*(t.turn_id for t in unsettled), *undecoded)
         binding = self.timers.bindings.get(automation_id)
         leftover = self.timers.remove_or_describe(automation)
         self.repo.remove(automation_id)
@@ -165,7 +177,7 @@ class AutomationService:
             Events(self.store, self.clock).note(
                 EventKind.TIMER_ORPHANED, automation_id, data, key=f"timer_orphaned:{automation_id}:{applied}"
             )
-        return leftover
+        return Removed(leftover, running)
 
     def trigger(self, automation_id: str, *, key: str | None = None, trigger_id: str | None = None) -> TriggerAnswer:
         """New work arrived: one pending wake after the automation's debounce, decided by admission

@@ -75,10 +75,11 @@ def save(fg: Floorgate, aid: str, body: dict[str, Any], revision: int | None) ->
 
 def delete(fg: Floorgate, p: Principal, r: Request, b: dict[str, Any]) -> Any:
     """Remove the automation (its timer line first; its starts and turns are kept). It always goes:
-    ``delete_by_hand`` names an armed line the host could not confirm removing (else null)."""
+    ``delete_by_hand`` names an armed line the host could not confirm removing (else null);
+    ``running``, its turns still running (removing stops none)."""
     aid = check_id(r.path_params["automation"], "automation")
-    leftover = fg.automations.remove(aid)
-    return {"removed": aid, "delete_by_hand": leftover}
+    removed = fg.automations.remove(aid)
+    return {"removed": aid, "delete_by_hand": removed.delete_by_hand, "running": list(removed.running)}
 
 
 TRIGGER_BODY: dict[str, tuple[str, bool, str]] = {

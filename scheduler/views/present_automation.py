@@ -57,6 +57,17 @@ def _down(at: datetime | None) -> str | None:
     return iso(at.replace(microsecond=0)) if at is not None else None
 
 
+def running_text(turns: tuple[str, ...]) -> str:
+    """The lines a removal adds for its automation's turns still running ("" when none)."""
+    if not turns:
+        return ""
+    named = ", ".join(turns)
+    return (
+        f"\nSTILL RUNNING: turn{'s' if len(turns) > 1 else ''} {named}; removing stops none: each runs to its end "
+        "or deadline, and 'floorgate turn show TURN' shows its record"
+    )
+
+
 def _fire_run(row: Any) -> str:
     retry = " (a retry after a failure, not a schedule fire)" if row.retry else ""
     if not row.admitted:

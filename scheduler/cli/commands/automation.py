@@ -30,6 +30,7 @@ from ...views.present_automation import (
     detail_text,
     preview_doc,
     preview_text,
+    running_text,
     trigger_doc,
     trigger_text,
 )
@@ -316,11 +317,11 @@ def _changed_doc(rb) -> dict:  # type: ignore[no-untyped-def,type-arg]
 
 
 def _remove(ctx: Context) -> int:
-    leftover = ctx.app.automations.remove(ctx.args.automation)
-    by_hand = f"\nORPHANED TIMER: {leftover}" if leftover is not None else ""
+    removed = ctx.app.automations.remove(ctx.args.automation)
+    by_hand = f"\nORPHANED TIMER: {removed.delete_by_hand}" if removed.delete_by_hand is not None else ""
     ctx.emit(
-        {"removed": ctx.args.automation, "delete_by_hand": leftover},
-        f"removed {ctx.args.automation} (its start records are kept){by_hand}",
+        {"removed": ctx.args.automation, "delete_by_hand": removed.delete_by_hand, "running": list(removed.running)},
+        f"removed {ctx.args.automation} (its start records are kept){by_hand}{running_text(removed.running)}",
     )
     return EXIT_OK
 
