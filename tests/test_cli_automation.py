@@ -183,8 +183,8 @@ def test_turn_run_of_a_missing_program_names_it_and_its_log_says_so(tmp_path: Pa
 def test_schedules_are_vetted_at_save(tmp_path: Path, schedule: str, code: int, needle: str) -> None:
     db = str(tmp_path / "fg.db")
     result = cli("automation", "add", "x", "--goal", "g", "--agent", "a", "--schedule", schedule, "--", "/bin/true", db=db)
-    if code == 0:  # the warning, after the note that this first write created the store
-        created, warned = result.stderr.strip().splitlines()
+    if code == 0:  # the warning, then the note that this first write created the store
+        warned, created = result.stderr.strip().splitlines()
         assert result.returncode == 0 and created.startswith(f"floorgate: created a new, empty store at {db};") and needle in warned
     else:
         assert result.returncode == code and needle in one_line_error(result)

@@ -87,12 +87,16 @@ class Context:
 
             # A read command never creates a store (in the wrong directory it says there is none).
             self._store = open_store(getattr(self.args, "db", None), create=not getattr(self.args, "reads_only", False))
-            if self._store.created:  # a mistyped --db would keep what this command writes where nothing reads it
-                where = self._store.engine.url.database if self._store.dialect == "sqlite" else self._store.safe_url
-                self._err.write(
-                    f"floorgate: created a new, empty store at {where}; if you meant an existing one, give its --db (or $FLOORGATE_DB)\n"
-                )
         return self._store
+
+    def note_created(self) -> None:
+        """After a command that completed: say so when it created the store (a mistyped --db would
+        keep what it wrote where nothing reads it). A refused command's one error line stays alone."""
+        if self._store is not None and self._store.created:
+            where = self._store.engine.url.database if self._store.dialect == "sqlite" else self._store.safe_url
+            self._err.write(
+                f"floorgate: created a new, empty store at {where}; if you meant an existing one, give its --db (or $FLOORGATE_DB)\n"
+            )
 
     @property
     def clock(self) -> Clock:

@@ -263,7 +263,9 @@ def run(argv: Sequence[str] | None = None, out=sys.stdout, err=sys.stderr) -> in
     ctx = Context(args, out, run=run, err=err)
     try:
         _authorize(ctx)
-        return int(args.handler(ctx))
+        code = int(args.handler(ctx))
+        ctx.note_created()
+        return code
     except OwnerWriteRefused as exc:
         err.write(f"floorgate: refused: {_one_line(exc)}\n")
         _json_error(out, ctx.json, "owner_write_refused", str(exc))
