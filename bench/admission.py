@@ -541,7 +541,9 @@ def main() -> None:
     if args.baseline:
         against(args.baseline, args.pg, args.rounds, args.n, args.limited)
         return
-    print(f"median of {args.rounds} interleaved per-round ratios (min-max), goal from issue 12, [per-operation medians]")
+    print(
+        f"median of {args.rounds} interleaved per-round ratios (min-max), goals from the issues (12: the floor rows; 20: the limits rows), [per-operation medians]"
+    )
     figures: list[tuple[str, Figure]] = []
     with tempfile.TemporaryDirectory(dir=args.dir or ".") as tmp:
         figures += [("sqlite", f) for f in sqlite_figures(tmp, args.rounds, args.n, args.only == "limits")]
