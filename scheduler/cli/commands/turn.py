@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     tsub = actions(sub, "turn", "managed turns: admission, journal, bounded run, settlement")
     p = tsub.add_parser(
         "run",
-        help="run one managed turn now (first resuming or settling this automation's orphaned turns); exit 0 succeeded, 3 nothing ran (denied, held, awaiting the owner, or owned by another runner), 5 failed/timed out/stuck",
+        help="run one managed turn now (first resuming or settling this automation's orphaned turns); exit 0 succeeded, 3 denied or owned by another runner, 5 failed/timed out/stuck",
     )
     p.add_argument("automation")
     p.add_argument("--manual-reason", help="a manual run (explicit intent): bypasses only the interval, recorded")
@@ -87,10 +87,8 @@ def _run(ctx: Context) -> int:
     ctx.emit(doc, "\n".join([*lines, text]))
     if v.status == "succeeded":
         return EXIT_OK
-    if v.status == "denied" or (outcome.record is None and not outcome.replayed):
-        # Admission, a paused/held automation, a turn another runner owns, or an envelope that
-        # refused before admission (a mission awaiting its owner): nothing ran, nothing failed.
-        return EXIT_DENIED
+    if v.status == "denied":
+        return EXIT_DENIED  # admission, a paused/held automation, or a turn another runner owns: nothing ran
     return EXIT_FAILED
 
 
