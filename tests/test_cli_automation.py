@@ -185,7 +185,7 @@ def test_schedules_are_vetted_at_save(tmp_path: Path, schedule: str, code: int, 
     result = cli("automation", "add", "x", "--goal", "g", "--agent", "a", "--schedule", schedule, "--", "/bin/true", db=db)
     if code == 0:  # the warning, then the note that this first write created the store
         warned, created = result.stderr.strip().splitlines()
-        assert result.returncode == 0 and created.startswith(f"floorgate: created a new, empty store at {db};") and needle in warned
+        assert result.returncode == 0 and created.startswith(f"floorgate: created a new store at {db};") and needle in warned
     else:
         assert result.returncode == code and needle in one_line_error(result)
         assert not Path(db).exists()  # a refused schedule creates no store

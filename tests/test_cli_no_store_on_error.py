@@ -39,7 +39,7 @@ def test_a_valid_owner_write_creates_its_store_and_says_so(db_url: str) -> None:
     result = run_cli("policy", "set", "g/a", "--max-starts", "5", "--per", "1d", *OWNER, db=db_url)
     assert result.returncode == 0, result.stderr
     where = db_url if sqlite else "postgresql+psycopg://"
-    assert result.stderr.startswith(f"floorgate: created a new, empty store at {where}"), result.stderr
+    assert result.stderr.startswith(f"floorgate: created a new store at {where}"), result.stderr
     assert result.stderr.endswith("; if you meant an existing one, give its --db (or $FLOORGATE_DB)\n")
     assert result.stderr.count("\n") == 1
     if sqlite:
@@ -48,3 +48,41 @@ def test_a_valid_owner_write_creates_its_store_and_says_so(db_url: str) -> None:
     assert again.returncode == 0 and again.stderr == "", again.stderr
     shown = run_cli("policy", "show", "g/a", db=db_url)
     assert shown.returncode == 0 and shown.stderr == "", shown.stderr
+
+
+def test_automation_add_with_a_bad_schedule_creates_no_store(tmp_path: Path) -> None:
+    db = tmp_path / "typo.db"
+    result = run_cli("automation", "add", "x", "--goal", "g", "--agent", "a", "--schedule", "every nope", "--", "true", db=str(db))
+    assert result.returncode == 2 and "schedule" in result.stderr, result.stderr
+    assert list(tmp_path.iterdir()) == []
+    good = run_cli("automation", "add", "x", "--goal", "g", "--agent", "a", "--schedule", "every 1h", "--", "true", db=str(db))
+    assert good.returncode == 0, good.stderr
+    assert db.exists()
+
+
+FLOOR = '[[floor]]\nscope = "g/a"\nmin_interval = "{interval}"\n'
+
+
+def test_apply_plans_a_new_path_against_an_empty_store_and_creates_it_only_to_apply(tmp_path: Path) -> None:
+    """A dry run, or a refused file, on a path with no store (a typo in --db) creates none; the
+    dry run says so; a clean apply creates it."""
+    (tmp_path / "ok.toml").write_text(FLOOR.format(interval="1h"))
+    (tmp_path / "bad.toml").write_text(FLOOR.format(interval="nope"))
+    db = tmp_path / "typo.db"
+    dry = run_cli("apply", "-f", "ok.toml", "--dry-run", db=str(db), cwd=tmp_path)
+    assert dry.returncode == 0 and "+ floor g/a (create)" in dry.stdout, dry.stderr
+    assert f"no store at {db} yet: applying creates it" in dry.stdout
+    refused = run_cli("apply", "-f", "bad.toml", "--owner-ref", "alice", db=str(db), cwd=tmp_path)
+    assert refused.returncode == 2 and "bad.toml:3: floor g/a: min_interval" in refused.stderr, refused.stderr
+    assert not db.exists()
+    done = run_cli("apply", "-f", "ok.toml", "--owner-ref", "alice", db=str(db), cwd=tmp_path)
+    assert done.returncode == 0 and "applied 1 change(s)" in done.stdout, done.stderr
+    again = run_cli("apply", "-f", "ok.toml", "--dry-run", db=str(db), cwd=tmp_path)
+    assert "= floor g/a (unchanged)" in again.stdout and "no store at" not in again.stdout
+
+
+def test_apply_warns_of_a_limit_no_start_can_pass(tmp_path: Path) -> None:
+    (tmp_path / "f.toml").write_text('[[floor]]\nscope = "g/b"\nbudget_tokens = "100k"\nbudget_per = "1d"\n')
+    done = run_cli("apply", "-f", "f.toml", "--owner-ref", "alice", db=str(tmp_path / "s.db"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "floorgate: warning: g/b: 100k tokens per 1d at g/b:" in done.stderr and "cannot admit: no estimate" in done.stderr

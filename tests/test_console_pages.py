@@ -415,3 +415,26 @@ def test_a_refused_sign_in_is_a_redirect_and_a_reload_posts_nothing(store: Store
     assert page.status_code == 401 and 'id="error"' in page.text
     again = c.client.get("/signin")  # a reload: the form again, no message, nothing counted
     assert again.status_code == 200 and 'id="error"' not in again.text
+
+
+def test_the_early_retry_after_a_failure_is_marked_on_the_dashboard_and_the_automation_page(store: Store, clock: FixedClock) -> None:
+    """floorgate's own timer wakes once early after a failure: both pages mark that row as the
+    retry it is (as show and preview do), and the schedule's fires stay plain."""
+    from datetime import timedelta
+
+    from floorgate.admission import Automations, WakeState
+
+    from helpers import host_running
+
+    c = console(store, clock)
+    host_running(store, clock)
+    add_automation(store, clock, "x")  # daily at 09:00
+    retry_at = T0 + timedelta(minutes=10)
+    Automations(store, clock).save_wake_state(WakeState(automation_id="x", backoff_step=1, backoff_wake_at=retry_at))
+    sign_in(c)
+    note = "(a retry after a failure, not a schedule fire)"
+    for path in ("/dashboard", "/automations/x"):
+        page = c.client.get(path).text
+        assert page.count(note) == 1, path
+        row = page[page.index(note) - 400 : page.index(note)]
+        assert "09:10:00" in row, (path, row)  # on the retry's own row

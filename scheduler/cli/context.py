@@ -94,9 +94,7 @@ class Context:
         keep what it wrote where nothing reads it). A refused command's one error line stays alone."""
         if self._store is not None and self._store.created:
             where = self._store.engine.url.database if self._store.dialect == "sqlite" else self._store.safe_url
-            self._err.write(
-                f"floorgate: created a new, empty store at {where}; if you meant an existing one, give its --db (or $FLOORGATE_DB)\n"
-            )
+            self._err.write(f"floorgate: created a new store at {where}; if you meant an existing one, give its --db (or $FLOORGATE_DB)\n")
 
     @property
     def clock(self) -> Clock:

@@ -19,6 +19,7 @@ from ..app.preview import PreviewRow
 from ..app.readback import AutomationReadback
 from ..app.root import Floorgate
 from ..views.present import ago, host_doc, lane_doc, readback_doc
+from ..views.present_automation import RETRY_NOTE
 from .timeline import SLOTS, Zoom, slot_width, timeline
 
 UPCOMING = timedelta(hours=24)
@@ -65,7 +66,7 @@ def upcoming(rb: AutomationReadback, now: datetime, fires: Fires) -> Upcoming:
             "runs_at": iso(f.runs_at),
             "late": f.runs_late,
             "denied_by": f.denied_by,
-            "retry": f.retry,
+            "retry": RETRY_NOTE if f.retry else None,
         }
         for f in within[:UPCOMING_ROWS]
     ]

@@ -24,6 +24,7 @@ from floorgate.scheduler.console.flash import redirect
 from floorgate.scheduler.console.pages import PagePart
 from floorgate.scheduler.console.timeline import SLOTS, Zoom, slot_width, timeline
 from floorgate.scheduler.views.present import mission_doc, readback_doc, terminal_safe, turn_doc
+from floorgate.scheduler.views.present_automation import RETRY_NOTE
 
 RUN_WAIT = 5.0  # seconds a Run now form waits for the verdict before saying the turn is running
 LOG_TAIL = 64 * 1024  # bytes of a turn's log a page shows (its end)
@@ -64,7 +65,14 @@ class LanePages(PagePart):
         return {
             "r": doc,
             "fires": [
-                {"at": f.fire_at, "runs": f.admitted, "runs_at": f.runs_at, "late": f.runs_late, "denied_by": f.denied_by, "retry": f.retry}
+                {
+                    "at": f.fire_at,
+                    "runs": f.admitted,
+                    "runs_at": f.runs_at,
+                    "late": f.runs_late,
+                    "denied_by": f.denied_by,
+                    "retry": RETRY_NOTE if f.retry else None,
+                }
                 for f in detail.fires
             ],
             "turns": [turn_doc(x) for x in turns],

@@ -57,6 +57,10 @@ def _down(at: datetime | None) -> str | None:
     return iso(at.replace(microsecond=0)) if at is not None else None
 
 
+# How every surface words a fire row that is the early retry after a failure (``PreviewRow.retry``).
+RETRY_NOTE = "a retry after a failure, not a schedule fire"
+
+
 def running_text(turns: tuple[str, ...]) -> str:
     """The lines a removal adds for its automation's turns still running ("" when none)."""
     if not turns:
@@ -69,7 +73,7 @@ def running_text(turns: tuple[str, ...]) -> str:
 
 
 def _fire_run(row: Any) -> str:
-    retry = " (a retry after a failure, not a schedule fire)" if row.retry else ""
+    retry = f" ({RETRY_NOTE})" if row.retry else ""
     if not row.admitted:
         return f"no ({row.denied_by or 'floor'}){retry}"
     if row.runs_late:
