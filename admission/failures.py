@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import insert, or_, select, update
 from sqlalchemy.engine import Connection
 
 from . import _locks as locks
@@ -145,11 +145,13 @@ class FailureStreaks(Repository):
             return [(r[0], r[1], r[2], r[3], int(r[4])) for r in conn.execute(query)]
 
     def clear(self, automation_id: str, *, unit: UnitOfWork | None = None) -> None:
-        """End the streak (the owner resumed the automation: the next failure is a first one again)."""
+        """End the streak and its backoff chain (the owner resumed the automation: no early retry
+        of the failed turns is due, and the next failure is a first one again, retried after the
+        backoff's first wait, not after the chain's longest)."""
         w = s.wake_state
         with self.store.write(lock_key=locks.automation(automation_id), unit=unit) as conn:
             conn.execute(
                 update(w)
-                .where(w.c.automation_id == automation_id, w.c.failures > 0)
-                .values(failures=0, failed_at_us=None, failing_until_us=None)
+                .where(w.c.automation_id == automation_id, or_(w.c.failures > 0, w.c.backoff_step > 0))
+                .values(failures=0, failed_at_us=None, failing_until_us=None, backoff_step=0, backoff_wake_us=None)
             )

@@ -86,8 +86,13 @@ def test_a_failing_command_slows_down_then_is_held_until_resumed(store, tmp_path
     from floorgate.scheduler.app.timers import TimerService
 
     service = AutomationService(store, clock, TimerService(store, clock=clock), Readback(store, clock))
-    resumed = service.resume("x")
+    assert Automations(store, clock).wake_state("x").backoff_step > 0  # the failed turns' backoff chain ran on
+    resumed = service.resume("x").readback
     assert resumed.failures == 0 and resumed.state.value != "failing"
+    # The resume ends the backoff chain too: no early retry is due, and the next failure is a
+    # first one again (retried after the backoff's first wait, not the chain's longest).
+    wake = Automations(store, clock).wake_state("x")
+    assert (wake.backoff_step, wake.backoff_wake_at) == (0, None)
 
 
 def test_a_success_ends_the_streak(store, tmp_path) -> None:

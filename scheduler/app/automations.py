@@ -31,6 +31,7 @@ from floorgate.admission import (
 )
 from floorgate.admission.automations import check_spec
 from floorgate.admission.clock import Clock, iso, read_clock
+from floorgate.admission.errors import CorruptState
 from floorgate.admission.events import EventKind, Events
 from floorgate.admission.intervals import format_interval
 from floorgate.hosts import InvalidSchedule, Schedule
@@ -51,6 +52,15 @@ def parse_schedule(text: str, clock: Clock) -> str:
     """The canonical text of a schedule the owner typed, its friendly forms resolved against the
     clock's now (needs no store: a surface checks a schedule before it opens one)."""
     return Schedule.parse(text, now=read_clock(clock)).canonical()
+
+
+@dataclass(frozen=True)
+class Switched:
+    """A pause or resume: the automation's readback after it, and whether it changed anything
+    (False: it was paused already with that note, or had nothing to resume; nothing was written)."""
+
+    readback: AutomationReadback
+    changed: bool
 
 
 @dataclass(frozen=True)
@@ -147,17 +157,35 @@ class AutomationService:
         check_spec(spec)
         return self._vet(spec)
 
-    def pause(self, automation_id: str, note: str | None) -> AutomationReadback:
+    def pause(self, automation_id: str, note: str | None) -> Switched:
+        """Stop ticking until resumed, with the owner's ``note``. Pausing a paused automation
+        writes nothing unless a new note is given (it replaces the old one)."""
+        current = self.repo.get(automation_id)
+        if current.state is AutomationState.PAUSED and (note is None or note == current.state_note):
+            return Switched(self.readback.automation(automation_id), changed=False)
         self.repo.set_state(automation_id, AutomationState.PAUSED, note)
-        return self.readback.automation(automation_id)
+        return Switched(self.readback.automation(automation_id), changed=True)
 
-    def resume(self, automation_id: str, note: str | None = None) -> AutomationReadback:
+    def resume(self, automation_id: str, note: str | None = None) -> Switched:
         """Tick again (any hold is released); a stuck mission's hold ends here (the next turn
-        starts a new mission), and so does a failure streak (the next failure is a first one
-        again). ``note`` says who resumed it and why."""
-        FailureStreaks(self.store, self.clock).clear(self.repo.get(automation_id).automation_id)
+        starts a new mission), and so does a failure streak with its backoff (the next failure is
+        a first one again). ``note`` says who resumed it and why. An active automation with no
+        failure streak and no backoff has nothing to resume: nothing is written."""
+        current = self.repo.get(automation_id)
+        if current.state is AutomationState.ACTIVE and self._settled(automation_id):
+            return Switched(self.readback.automation(automation_id), changed=False)
+        FailureStreaks(self.store, self.clock).clear(current.automation_id)
         self.repo.set_state(automation_id, AutomationState.ACTIVE, note)
-        return self.readback.automation(automation_id)
+        return Switched(self.readback.automation(automation_id), changed=True)
+
+    def _settled(self, automation_id: str) -> bool:
+        """Whether the automation's wake state holds no failure streak and no backoff (an
+        unreadable one is not known to: a resume rewrites it)."""
+        try:
+            wake = self.repo.wake_state(automation_id)
+        except (CorruptState, ValueError):  # a damaged row: the resume's write clears it
+            return False
+        return wake.failures == 0 and wake.backoff_step == 0
 
     def remove(self, automation_id: str) -> Removed:
         """Take the line off its timer host, then delete the automation, its wake state and

@@ -297,7 +297,7 @@ class Readback:
             hold = automation.hold_kind
             if automation.state == AutomationState.HELD and hold is None:
                 hold = HoldKind.TIMER
-            return readback(ReadbackState(automation.state.value), automation.state_note or f"{automation.state.value} (no note)", hold)
+            return readback(ReadbackState(automation.state.value), automation.state_note or "no note given", hold)
         if mission is not None and mission.status == "awaiting_owner":
             asks = self.approvals.pending(mission.mission_id)
             ask = f"floorgate approve {asks[0].approval_id} (or deny)" if asks else "no pending ask (expired?)"

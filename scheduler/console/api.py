@@ -257,11 +257,15 @@ def _changed(rb: Any) -> Any:
 
 def _pause(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
     note = text_field(b, "note", required=False) or "paused from the console"
-    return _changed(fg.automations.pause(r.path_params["automation"], f"{note} (by {p.name}, authenticated)"))
+    return _switched(fg.automations.pause(r.path_params["automation"], f"{note} (by {p.name}, authenticated)"))
 
 
 def _resume(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
-    return _changed(fg.automations.resume(r.path_params["automation"]))
+    return _switched(fg.automations.resume(r.path_params["automation"]))
+
+
+def _switched(switched: Any) -> Any:
+    return {**_changed(switched.readback), "changed": switched.changed}
 
 
 def _run_now(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:

@@ -24,7 +24,7 @@ from floorgate.scheduler.console.flash import redirect
 from floorgate.scheduler.console.pages import PagePart
 from floorgate.scheduler.console.timeline import SLOTS, Zoom, slot_width, timeline
 from floorgate.scheduler.views.present import mission_doc, readback_doc, terminal_safe, turn_doc
-from floorgate.scheduler.views.present_automation import RETRY_NOTE
+from floorgate.scheduler.views.present_automation import RETRY_NOTE, switched_text
 
 RUN_WAIT = 5.0  # seconds a Run now form waits for the verdict before saying the turn is running
 LOG_TAIL = 64 * 1024  # bytes of a turn's log a page shows (its end)
@@ -137,12 +137,11 @@ class LanePages(PagePart):
         note = str(form.get("note") or "").strip()
         try:
             require_owner(principal)
-            rb = await self.pages.work(self._apply_state, aid, pause, note, principal)
+            switched = await self.pages.work(self._apply_state, aid, pause, note, principal)
         except Exception as exc:
             status, err = error_doc(exc)
             return redirect(back, text=err["error"]["message"], failed=True, status=status, secure=self.pages.secure)
-        verb = "paused" if pause else "resumed"
-        return redirect(back, text=f"{verb} {aid}: {rb.state.value} ({rb.detail})", secure=self.pages.secure)
+        return redirect(back, text=switched_text(switched, pause=pause), secure=self.pages.secure)
 
     def _apply_state(self, aid: str, pause: bool, note: str, principal: Principal) -> Any:
         signed = f"{note or ('paused' if pause else 'resumed')} from the console (by {principal.name}, authenticated)"

@@ -28,7 +28,7 @@ from .present_limits import NO_TIME, alert_texts, limit_text, next_eligible_text
 if TYPE_CHECKING:
     from floorgate.admission import EffectiveFloor, Triggered
 
-    from ..app.automations import Detail, TriggerAnswer, TriggerWake
+    from ..app.automations import Detail, Switched, TriggerAnswer, TriggerWake
     from ..app.backfill import BackfillReport
     from ..app.readback import Preview
 
@@ -59,6 +59,17 @@ def _down(at: datetime | None) -> str | None:
 
 # How every surface words a fire row that is the early retry after a failure (``PreviewRow.retry``).
 RETRY_NOTE = "a retry after a failure, not a schedule fire"
+
+
+def switched_text(switched: Switched, *, pause: bool) -> str:
+    """One line for a pause or resume: what it did, or that there was nothing to do."""
+    rb = switched.readback
+    aid, detail = rb.automation_id, terminal_safe(rb.detail, lines=False)
+    if pause:
+        return f"paused {aid}: {detail}" if switched.changed else f"{aid} was paused already ({detail}); nothing changed"
+    if switched.changed:
+        return f"resumed {aid}: {rb.state.value} ({detail})"
+    return f"{aid} was not paused, held or failing: nothing to resume; {rb.state.value} ({detail})"
 
 
 def running_text(turns: tuple[str, ...]) -> str:

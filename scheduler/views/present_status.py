@@ -40,6 +40,7 @@ def status_text(view: Overview | OverviewStream) -> str:
     return "\n".join(status_lines(view))
 
 
+_STOPPED = ("paused", "held")  # the states an owner's pause or a hold put an automation in
 _STATUS_HEADERS = (
     "AUTOMATION",
     "LANE",
@@ -89,7 +90,9 @@ def status_lines(view: Overview | OverviewStream) -> Iterator[str]:
             )
         )
         if rb.state.value != "eligible" or rb.no_timer_host:
-            details.append(f"  {rb.automation_id}: {terminal_safe(rb.detail, lines=False)}")
+            # An owner's stop names itself before its note or reason (which may say anything).
+            stopped = f"{rb.state.value}: " if rb.state.value in _STOPPED else ""
+            details.append(f"  {rb.automation_id}: {stopped}{terminal_safe(rb.detail, lines=False)}")
         if rb.drift is not None:
             drifts.append(f"  {rb.automation_id}: DRIFT: {rb.drift}; re-apply with 'floorgate automation apply {rb.automation_id}'")
         if (line := _envelope_line(rb)) is not None:
