@@ -226,6 +226,8 @@ def test_policy_set_warns_for_each_lane_the_new_floor_puts_off_its_phase(sqlite_
     warnings = [line for line in raised.stderr.splitlines() if "time of day" in line]
     assert len(warnings) == 1 and warnings[0].startswith("floorgate: warning: nightly: the floor (1d)"), raised.stderr
     assert "e.g. 23h" in warnings[0] and "--when-denied skip" in warnings[0]
+    # The advice that keeps the owner's floor comes before the one that shortens it.
+    assert warnings[0].index("--when-denied skip") < warnings[0].index("e.g. 23h")
     other = cli("policy", "set", "h/a", "--min-interval", "48h", "--revision", "0", "--owner-ref", "o", db=sqlite_db)
     assert other.returncode == 0 and "time of day" not in other.stderr  # another goal's lanes: nothing to say
 

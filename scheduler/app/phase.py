@@ -97,9 +97,11 @@ def phase_warning(floor: timedelta, gap: timedelta, *, lane: str = "") -> str:
     after one late or manual start, and what keeps it; ``lane`` names the automation when the
     line speaks of one among several (``policy set`` on a goal)."""
     keep = phase_keeping_floor(gap)
-    shorter = f"set the floor a little shorter (e.g. {format_interval(keep)}) or pass" if keep is not None else "pass"
+    # The floor is the owner's bound: the advice that keeps it comes first.
+    shorter = f", or set the floor a little shorter (e.g. {format_interval(keep)}: the time comes back within days)" if keep is not None else ""
     who = f"{lane}: " if lane else ""
     return (
         f"{who}the floor ({format_interval(floor)}) is at least this schedule's shortest gap ({format_interval(gap)}): "
-        f"one late or manual start moves every later run off the schedule's time of day; to keep it, {shorter} --when-denied skip"
+        f"one late or manual start moves every later run off the schedule's time of day; to keep it, pass --when-denied skip "
+        f"(a fire inside the floor is skipped for the next one){shorter}"
     )
