@@ -465,11 +465,27 @@ class Events(Repository):
     # -- delivering ------------------------------------------------------------------------------
     def claim_due(self, limit: int = 100) -> builtins.list[Due]:
         """The pending deliveries due now, each reserved for ``CLAIM_LEASE`` (a concurrent
-        deliverer skips them); the caller POSTs them and reports each with ``record_attempt``."""
+        deliverer skips them); the caller POSTs them and reports each with ``record_attempt``.
+
+        Each webhook gets its events in order: a delivery behind an earlier one of its webhook
+        that is still pending and not due (waiting for its retry, or claimed by another deliverer)
+        is not due either; a dead one no longer holds the rest back."""
         d, w, e = s.deliveries, s.webhooks, s.events
         now = read_clock(self.clock)
         claimed: builtins.list[Due] = []
-        due = and_(d.c.state == DeliveryState.PENDING.value, d.c.next_attempt_at_us <= now)
+        d2, e2 = d.alias("earlier"), e.alias("earlier_event")
+        behind = (
+            select(d2.c.event_id)
+            .join(e2, e2.c.event_id == d2.c.event_id)
+            .where(
+                d2.c.webhook_id == d.c.webhook_id,
+                d2.c.state == DeliveryState.PENDING.value,
+                d2.c.next_attempt_at_us > now,
+                e2.c.seq < select(e.c.seq).where(e.c.event_id == d.c.event_id).correlate(d).scalar_subquery(),
+            )
+            .exists()
+        )
+        due = and_(d.c.state == DeliveryState.PENDING.value, d.c.next_attempt_at_us <= now, ~behind)
         with self.store.read() as conn:  # the common case, nothing due, takes no write lock
             if conn.execute(select(d.c.event_id).where(due).limit(1)).first() is None:
                 return claimed
@@ -499,6 +515,19 @@ class Events(Repository):
                     )
                 )
         return claimed
+
+    def unclaim(self, keys: builtins.list[tuple[str, str]]) -> None:
+        """End the claims on these (webhook, event) deliveries, unattempted: due again at once,
+        each still behind its webhook's earlier pending events (``claim_due``)."""
+        d = s.deliveries
+        now = read_clock(self.clock)
+        with self.store.write(lock_key="deliveries") as conn:
+            for webhook_id, event_id in keys:
+                conn.execute(
+                    update(d)
+                    .where(d.c.webhook_id == webhook_id, d.c.event_id == event_id, d.c.state == DeliveryState.PENDING.value)
+                    .values(next_attempt_at_us=now)
+                )
 
     def record_attempt(self, webhook_id: str, event_id: str, *, status: int | None, error: str | None) -> Delivery | None:
         """Log one attempt: a 2xx ``status`` delivers it; anything else (or ``error``, no answer)

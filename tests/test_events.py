@@ -410,3 +410,26 @@ def test_racing_observers_record_one_host_lost_between_them(store: Store, clock:
     found = [int(p.communicate(timeout=120)[0].strip()) for p in procs]
     assert all(p.returncode == 0 for p in procs)
     assert sorted(found) == [0, 0, 0, 1] and kinds(store).count("host_lost") == 1
+
+
+def test_a_webhook_gets_its_events_in_order_a_later_one_waits_behind_a_retry(store: Store, clock: FixedClock, receiver: Receiver) -> None:
+    notify = NotifyService(store, clock)
+    notify.events.add_webhook(receiver.url, ["ask_pending"])
+    approvals = Approvals(store, clock)
+    approvals.ask("m-1", "g/a/x", "max_turns", 2)
+    receiver.status = 500
+    report = notify.deliver()
+    assert (report.attempted, report.failed) == (1, 1)
+    approvals.ask("m-2", "g/a/x", "max_turns", 2)  # a later event, due at once
+    receiver.status = 204
+    assert notify.deliver().attempted == 0  # it waits behind the first one's retry
+    approvals.ask("m-3", "g/a/x", "max_turns", 2)
+    receiver.status = 500
+    clock.advance(timedelta(seconds=30))
+    report = notify.deliver()  # the first one's retry fails again: the two behind it are not tried
+    assert (report.attempted, report.failed) == (1, 1)
+    receiver.status = 204
+    clock.advance(timedelta(seconds=60))
+    assert notify.deliver().delivered == 3  # in order, in one round
+    missions = [doc["data"]["mission_id"] for doc in receiver.docs()]
+    assert missions == ["m-1", "m-1", "m-1", "m-2", "m-3"]

@@ -172,9 +172,10 @@ class NotifyService:
     def deliver(self, limit: int = 100) -> DeliveryReport:
         """Note lost hosts, then deliver every due event once (at most ``limit``): each webhook's
         in event order, up to ``WORKERS`` webhooks at a time. Each attempt is logged on its own,
-        whatever it raised, and a failed one is retried after its backoff. A claimed delivery that
-        could not start while its claim still covers a whole attempt is left, unattempted, for a
-        round after the claim lapses."""
+        whatever it raised, and a failed one is retried after its backoff; its webhook's later
+        events wait behind it, unattempted, so a receiver never gets them out of order (until it
+        is delivered or dead). A claimed delivery that could not start while its claim still
+        covers a whole attempt is left, unattempted, for a round after the claim lapses."""
         delivered = failed = 0
         lost = self.note_lost_hosts()
         due = self.events.claim_due(limit)
@@ -186,17 +187,29 @@ class NotifyService:
         with ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="floorgate-webhook") as pool:
             rounds = [pool.submit(self._send_all, items, lease_ends) for items in by_webhook.values()]
             for done in as_completed(rounds):
-                for item, outcome in done.result():
+                sent, behind = done.result()
+                for item, outcome in sent:
                     self.events.record_attempt(item.webhook_id, item.event.event_id, status=outcome.status, error=outcome.error)
                     if outcome.failure is None:
                         delivered += 1
                     else:
                         failed += 1
+                if behind and time.monotonic() < lease_ends:  # still ours: they follow the retry, not the lease
+                    self.events.unclaim([(item.webhook_id, item.event.event_id) for item in behind])
         return DeliveryReport(attempted=delivered + failed, delivered=delivered, failed=failed, hosts_lost=len(lost))
 
-    def _send_all(self, items: list[Due], lease_ends: float) -> list[tuple[Due, Outcome]]:
-        sent = [(item, self._send(item, lease_ends)) for item in items]
-        return [(item, outcome) for item, outcome in sent if outcome is not None]
+    def _send_all(self, items: list[Due], lease_ends: float) -> tuple[list[tuple[Due, Outcome]], list[Due]]:
+        """One webhook's due events, in order, until one fails: what was sent, and the events
+        after the failed one (unattempted: they wait behind its retry, ``claim_due``)."""
+        sent: list[tuple[Due, Outcome]] = []
+        for k, item in enumerate(items):
+            outcome = self._send(item, lease_ends)
+            if outcome is None:  # the claim is running out: the rest are left for a later round
+                break
+            sent.append((item, outcome))
+            if outcome.failure is not None:
+                return sent, items[k + 1 :]
+        return sent, []
 
     def _send(self, item: Due, lease_ends: float) -> Outcome | None:
         if time.monotonic() + self.deadline > lease_ends:

@@ -98,7 +98,9 @@ def phase_warning(floor: timedelta, gap: timedelta, *, lane: str = "") -> str:
     line speaks of one among several (``policy set`` on a goal)."""
     keep = phase_keeping_floor(gap)
     # The floor is the owner's bound: the advice that keeps it comes first.
-    shorter = f", or set the floor a little shorter (e.g. {format_interval(keep)}: the time comes back within days)" if keep is not None else ""
+    shorter = (
+        f", or set the floor a little shorter (e.g. {format_interval(keep)}: the time comes back within days)" if keep is not None else ""
+    )
     who = f"{lane}: " if lane else ""
     return (
         f"{who}the floor ({format_interval(floor)}) is at least this schedule's shortest gap ({format_interval(gap)}): "
