@@ -45,6 +45,10 @@ _NOT_RUNNABLE = re.compile(r" \[the line (does not run floorgate|cannot run: .*)
 _LINE = re.compile(r"^(\S+\s+\S+\s+\S+\s+\S+\s+\S+)\s+(.*?)\s+# floorgate:(\S+)$")
 
 
+# What every refusal to express a schedule ends with: the timer that fires any schedule exactly.
+_FIX = "floorgate's own timer fires it exactly: 'floorgate automation edit ID --timer apscheduler' (with 'floorgate run' running)"
+
+
 def system_zone() -> ZoneInfo:
     """The zone cron runs in: $TZ, else /etc/timezone, else /etc/localtime's link, else UTC."""
     name = os.environ.get("TZ", "").lstrip(":")
@@ -139,7 +143,7 @@ class CrontabHost:
         try:
             return Expressed(self._fields(schedule, now))
         except UnsupportedSchedule as exc:
-            return Held(str(exc))
+            return Held(f"{exc}; {_FIX}")
 
     def _fields(self, schedule: Schedule, now: datetime) -> str:
         fields = render_cron(schedule)
@@ -156,8 +160,13 @@ class CrontabHost:
             if begins is not None and cron < begins:
                 raise UnsupportedSchedule(f"crontab: cron has no start date; this schedule begins at {begins.isoformat()}")
         at = (cron if cron is not None else wanted).isoformat()  # type: ignore[union-attr]
+        zoned = (
+            f" (the schedule is in {schedule.tzid}: write it in {self.zone.key}, cron's zone)"
+            if schedule.tzid not in (None, self.zone.key)
+            else ""
+        )
         raise UnsupportedSchedule(
-            f"crontab: cron in {self.zone.key} would not fire at exactly the schedule's instants (first difference near {at})"
+            f"crontab: cron in {self.zone.key} would not fire at exactly the schedule's instants (first difference near {at}){zoned}"
         )
 
     def apply(self, automation_id: str, schedule: Schedule, now: datetime) -> Applied:
@@ -252,7 +261,8 @@ class CrontabHost:
             elif not inside:
                 outside.append(line)
         block = [BEGIN, *[managed[k] for k in sorted(managed)], END] if managed else []
-        text = "\n".join([*outside, *block]) + "\n"
+        kept = [*outside, *block]
+        text = "\n".join(kept) + "\n" if kept else ""  # nothing left: an empty crontab, not a blank line
         try:
             result = subprocess.run(self._cmd("-"), input=text, capture_output=True, text=True, timeout=30)
         except (OSError, subprocess.TimeoutExpired) as exc:

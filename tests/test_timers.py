@@ -128,13 +128,21 @@ def test_a_cron_line_that_no_longer_runs_floorgate_is_not_acknowledged(store, cr
         pytest.param("DTSTART:20261101T000000Z RRULE:FREQ=MINUTELY;INTERVAL=90", "UTC", "90 minutes", id="every-90-minutes"),
         pytest.param("DTSTART:20261102T080000Z RRULE:FREQ=WEEKLY;INTERVAL=2", "UTC", "INTERVAL=2", id="every-other-week"),
         pytest.param("DTSTART;TZID=Europe/Berlin:20261101T023000 RRULE:FREQ=DAILY", "Europe/Berlin", "DST", id="dst-sensitive-local-time"),
-        pytest.param("DTSTART;TZID=Europe/Berlin:20261101T090000 RRULE:FREQ=DAILY", "UTC", "would not fire", id="other-zone"),
+        pytest.param(
+            "DTSTART;TZID=Europe/Berlin:20261101T090000 RRULE:FREQ=DAILY",
+            "UTC",
+            "would not fire at exactly the schedule's instants (first difference near 2026-12-02T09:00:00+00:00) "
+            "(the schedule is in Europe/Berlin: write it in UTC, cron's zone)",
+            id="other-zone",
+        ),
     ],
 )
 def test_crontab_refuses_what_cron_cannot_fire_exactly(schedule: str, zone: str, why: str) -> None:
     host = CrontabHost(str, zone=ZoneInfo(zone))
     form = host.express(Schedule.parse(schedule), T0)
     assert isinstance(form, Held) and why in form.reason
+    # Each refusal names the fix that always works: floorgate's own timer.
+    assert form.reason.endswith("'floorgate automation edit ID --timer apscheduler' (with 'floorgate run' running)")
     with pytest.raises(UnsupportedSchedule):  # and apply refuses it rather than arm an approximation
         host.apply("q", Schedule.parse(schedule), T0)
 
@@ -314,12 +322,15 @@ def test_running_host_answers_an_apscheduler_ack(db_url: str, tmp_path: Path) ->
         host.communicate(timeout=60)
 
 
-def test_removing_uses_the_account_the_line_was_applied_to(store, cron_user) -> None:
+@pytest.mark.parametrize("outside", ["", "MAILTO=owner@example.org\n0 3 * * * /usr/bin/true\n"], ids=["only-floorgate", "owner-lines"])
+def test_removing_uses_the_account_the_line_was_applied_to(store, cron_user, outside: str) -> None:  # type: ignore[no-untyped-def]
+    if outside:
+        subprocess.run(["crontab", "-u", cron_user, "-"], input=outside, text=True, check=True)
     clock = FixedClock(T0)
     TimerService(store, clock=clock, crontab_user=cron_user, can_run=TEST_USER_CAN_RUN).apply(add(store, clock, "q", EVERY_15, "crontab"))
     assert "# floorgate:q" in crontab_text(cron_user)
     TimerService(store, clock=clock).crontab("q").remove("q")  # no --crontab-user given this time
-    assert "# floorgate:q" not in crontab_text(cron_user)
+    assert crontab_text(cron_user) == outside  # the owner's lines as they were; no blank line left behind
 
 
 def test_a_crontab_user_who_cannot_run_floorgate_is_an_apply_failure(store, cron_user) -> None:
