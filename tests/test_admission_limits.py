@@ -5,8 +5,11 @@ interval; a budget that cannot be checked denies; an admitted turn holds its est
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 
@@ -92,7 +95,13 @@ def test_manual_runs_bypass_the_interval_but_not_a_count(store: Store, clock: Fi
     # The floor alone would let a manual run through; the count does not.
     manual = reserve(store, clock, T0 + timedelta(minutes=5), ("a", "x"), "m1", manual="owner asked")
     assert (manual.admitted, manual.reason, manual.next_eligible_at) == (False, Reason.COUNT_EXHAUSTED, T0 + timedelta(days=1))
-    assert 'floorgate policy set g/a --max-starts 2 --per 1d --revision 1 --owner-ref "$USER" --allow-reduction' in manual.detail
+    command = 'floorgate policy set g/a --max-starts 2 --per 1d --revision 1 --owner-ref "$(id -un)" --allow-reduction'
+    assert command in manual.detail
+    # The command runs as printed, in a shell where $USER is unset (cron, a container).
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "FLOORGATE_DB": store.url}
+    ran = subprocess.run(["sh", "-c", command], env=env, capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    assert policies.get(Scope.parse("g/a")).limits.max_starts == 2
 
 
 def test_the_reported_time_is_the_latest_of_the_floor_and_the_limits(store: Store, clock: FixedClock, policies: Policies) -> None:

@@ -225,3 +225,28 @@ def test_each_write_is_a_compare_and_set_on_what_the_plan_read(store: Store, tmp
     with pytest.raises(AutomationConflict):
         service.apply(plan, Writer("alice", Provenance.ASSERTED, False))
     assert fg.automations.get("nightly").spec.model == "someone-else"  # the concurrent change stands
+
+
+@pytest.mark.parametrize("name", ["API_KEY=secret", "1ST", "HAS SPACE", ""], ids=["with-a-value", "leading-digit", "space", "empty"])
+def test_an_env_entry_that_is_not_a_variable_name_is_refused_naming_its_line(
+    store: Store, db_url: str, tmp_path: Path, clock: FixedClock, name: str
+) -> None:
+    bad = FILE.replace('catch_up_window = "2h"', f'catch_up_window = "2h"\nenv = ["HOME", "{name}"]')
+    (tmp_path / "env.toml").write_text(bad)
+    before = dump(store)
+    r = run_cli("apply", "-f", "env.toml", "--owner-ref", "alice", db=db_url, cwd=tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    (error,) = r.stderr.strip().splitlines()
+    assert "automation hourly: env:" in error and f"{name!r} is not an environment variable's name" in error, error
+    assert dump(store) == before
+
+
+def test_export_to_a_missing_directory_is_refused_and_makes_none(store: Store, db_url: str, tmp_path: Path) -> None:
+    r = run_cli("export", "-o", "typo/state.toml", db=db_url, cwd=tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    (error,) = r.stderr.strip().splitlines()
+    assert "--output" in error and f"{tmp_path / 'typo'} does not exist" in error, error
+    assert not (tmp_path / "typo").exists()
+    (tmp_path / "kept").mkdir()
+    assert run_cli("export", "-o", "kept/state.toml", db=db_url, cwd=tmp_path).returncode == 0
+    assert (tmp_path / "kept" / "state.toml").stat().st_mode & 0o777 == 0o600

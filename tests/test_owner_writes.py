@@ -314,3 +314,13 @@ def test_a_managed_turn_cannot_lift_its_own_floor(store: Store, clock, tmp_path:
     assert _history(store) == before
     assert "FLOORGATE_TOKEN" not in seen.read_text() and "FLOORGATE_TURN_ID" in seen.read_text()
     assert [e.data["command"] for e in Events(store).list(EventKind.OWNER_WRITE_REFUSED)] == ["policy set"]
+
+
+@pytest.mark.parametrize("name", ["API_KEY=secret", "9LIVES", "A-B"], ids=["with-a-value", "leading-digit", "dash"])
+def test_an_env_flag_that_is_not_a_variable_name_is_refused(store: Store, tmp_path: Path, home: Path, name: str) -> None:
+    r = cli(
+        "automation", "add", "x", "--goal", "g", "--agent", "a", "--schedule", "every 1h", "--env", name, "--", "true",
+        db=store.url, cwd=tmp_path, env=_env(home),
+    )  # fmt: skip
+    assert r.returncode == 2 and f"--env: {name!r} is not an environment variable's name" in one_line_error(r)
+    assert json.loads(cli("automation", "list", "--json", db=store.url).stdout)["automations"] == []

@@ -230,7 +230,7 @@ def _raise_command(state: object) -> str:
     shown = f"{amount / 1_000_000:.6f}".rstrip("0").rstrip(".") if limit.kind.value == "usd" else str(amount)
     return (
         f"floorgate policy set {limit.scope} {flag} {shown} --per {limit.window} --revision {limit.revision}"
-        ' --owner-ref "$USER" --allow-reduction'
+        ' --owner-ref "$(id -un)" --allow-reduction'  # never empty, unlike $USER in cron or a container
     )
 
 

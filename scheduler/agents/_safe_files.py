@@ -226,14 +226,16 @@ class Replaced:
     backup: Path | None
 
 
-def replace(anchor: Path, path: Path, data: bytes, field: str, *, backup_suffix: str | None = None) -> Replaced:
+def replace(anchor: Path, path: Path, data: bytes, field: str, *, backup_suffix: str | None = None, make_dirs: bool = True) -> Replaced:
     """Write ``data`` to ``path`` (below ``anchor``) atomically, keeping its mode (0600 when new);
     with ``backup_suffix``, the previous content is kept first as ``<name><suffix>`` (0600 or the
-    original's mode, the stricter). Raises ``UnsafePath`` (nothing written) as the module says."""
+    original's mode, the stricter). Missing directories are made (0700) unless ``make_dirs`` is
+    False: then a missing one is refused (a path the user typed: a typo makes no directories).
+    Raises ``UnsafePath`` (nothing written) as the module says."""
     root, parts, name = split(anchor, path)
-    with directory(root, parts, field, create=True, check=True) as fd:
-        if fd is None:  # pragma: no cover - create=True makes every directory or raises
-            raise FileNotFoundError(path.parent)
+    with directory(root, parts, field, create=make_dirs, check=True) as fd:
+        if fd is None:
+            raise _refuse(field, path.parent, "does not exist (make the directory first, or give another path)")
         _check_replaceable(fd, name, path, field)
         before = _read_at(fd, name, path, field)
         backup = None

@@ -7,6 +7,7 @@ renders (a readback after every change, so what is printed is what the hosts wil
 from __future__ import annotations
 
 import itertools
+import re
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
@@ -45,6 +46,7 @@ from .timers import TimerService
 from .wake import trigger_due, trigger_wake
 
 MAX_PREVIEW = 1000
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
 MAX_LISTED = 1000
 
 
@@ -312,6 +314,12 @@ def vet(spec: AutomationSpec, now: datetime) -> tuple[str, ...]:
     host's environment (``InvalidInput`` naming the flag); the warnings of a schedule that fires
     more than once a minute. Reads no store: a surface vets a spec before it opens one."""
     for name in spec.host.env_allow if spec.host is not None else ():
+        if _ENV_NAME.fullmatch(name) is None:
+            raise InvalidInput(
+                "--env",
+                f"{name!r} is not an environment variable's name (letters, digits and _, not starting with a digit, "
+                "at most 255): give the name only; its value comes from the host's environment",
+            )
         if name in CREDENTIAL_ENV:
             raise InvalidInput(
                 "--env",

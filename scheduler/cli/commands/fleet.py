@@ -122,6 +122,6 @@ def _export(ctx: Context) -> int:
         ctx.emit({"fleet": text}, text.rstrip("\n"))
         return EXIT_OK
     path = Path(out).absolute()
-    _safe_files.replace(path.parent, path, text.encode("utf-8"), "--output")
+    _safe_files.replace(path.parent, path, text.encode("utf-8"), "--output", make_dirs=False)
     ctx.emit({"written": str(path)}, f"wrote {path} (apply it with 'floorgate apply -f {out} --dry-run' first)")
     return EXIT_OK

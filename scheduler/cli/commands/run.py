@@ -61,7 +61,7 @@ def _run(ctx: Context) -> int:
             raise InvalidInput(
                 flag,
                 f"the deployment's host policy has {format_interval(getattr(stored.policy, name))} (revision {stored.revision}); "
-                f"every host and readback uses it: change it with 'floorgate settings set {flag} {given} --revision {stored.revision} --owner-ref \"$USER\"'",
+                f"every host and readback uses it: change it with 'floorgate settings set {flag} {given} --revision {stored.revision} --owner-ref \"$(id -un)\"'",
             )
     if not 1 <= a.workers <= 256:
         raise InvalidInput("--workers", "give 1..256")
