@@ -71,7 +71,7 @@ def test_status_names_a_paused_automation_s_state_beside_its_note(sqlite_db: str
     assert "  x: paused: on holiday" in cli("status", db=sqlite_db).stdout.splitlines()
 
 
-def test_resume_of_an_active_automation_with_a_failure_streak_clears_it(sqlite_db: str) -> None:
+def test_resume_of_an_active_automation_with_a_backoff_running_ends_it(sqlite_db: str) -> None:
     _add(sqlite_db)
     clock = FixedClock(T0)
     store = open_store(sqlite_db)

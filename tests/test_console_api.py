@@ -189,8 +189,10 @@ def test_automations_list_show_preview_pause_resume_and_lane_reads(store: Store,
     assert c.get("/api/automations/x").json()["automation"] == "x"
     assert c.get("/api/automations/x/preview?next=3").json()["floor_seconds"] == DAY_S
     paused = c.post("/api/automations/x/pause", {"note": "vacation"}).json()
-    assert paused["state"] == "paused" and paused["readback"]["detail"] == "vacation (by ops, authenticated)"
-    assert c.post("/api/automations/x/resume").json()["state"] == "active"
+    assert paused["state"] == "paused" and paused["readback"]["detail"] == "vacation (by ops, authenticated)" and paused["changed"]
+    resumed = c.post("/api/automations/x/resume").json()
+    assert (resumed["state"], resumed["changed"]) == ("active", True)
+    assert c.post("/api/automations/x/resume").json()["changed"] is False  # nothing left to resume: nothing written
     Admission(store, clock).reserve(goal="g", agent="a", automation="x", turn_id="t-1", trigger_time=T0)
     assert [s["turn_id"] for s in c.get("/api/starts?goal=g").json()["starts"]] == ["t-1"]
     lane = c.get("/api/eligibility?goal=g&agent=a&automation=x").json()

@@ -40,7 +40,7 @@ from ..views.present import (
     tick_doc,
     turn_doc,
 )
-from ..views.present_automation import detail_doc, preview_doc
+from ..views.present_automation import detail_doc, preview_doc, switched_doc
 from ..views.present_floors import floor_applied_doc, floor_change_doc, floor_view_doc
 from . import api_automations, runs
 from .auth import Gatekeeper, require_owner
@@ -251,21 +251,13 @@ def _automation_preview(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any
     return preview_doc(fg.automations.preview(r.path_params["automation"], count=count_field(r, "next", 10)))
 
 
-def _changed(rb: Any) -> Any:
-    return {**(automation_doc(rb.automation) if rb.automation is not None else {}), "readback": readback_doc(rb)}
-
-
 def _pause(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
     note = text_field(b, "note", required=False) or "paused from the console"
-    return _switched(fg.automations.pause(r.path_params["automation"], f"{note} (by {p.name}, authenticated)"))
+    return switched_doc(fg.automations.pause(r.path_params["automation"], f"{note} (by {p.name}, authenticated)"))
 
 
 def _resume(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:
-    return _switched(fg.automations.resume(r.path_params["automation"]))
-
-
-def _switched(switched: Any) -> Any:
-    return {**_changed(switched.readback), "changed": switched.changed}
+    return switched_doc(fg.automations.resume(r.path_params["automation"]))
 
 
 def _run_now(fg: Floorgate, p: Principal, r: Request, b: Body) -> Any:

@@ -61,6 +61,17 @@ def _down(at: datetime | None) -> str | None:
 RETRY_NOTE = "a retry after a failure, not a schedule fire"
 
 
+def switched_doc(switched: Switched) -> dict[str, Any]:
+    """A pause's or resume's JSON (the CLI's and the API's): the automation, its readback after it,
+    and whether it changed anything."""
+    rb = switched.readback
+    return {
+        **(automation_doc(rb.automation) if rb.automation is not None else {}),
+        "readback": readback_doc(rb),
+        "changed": switched.changed,
+    }
+
+
 def switched_text(switched: Switched, *, pause: bool) -> str:
     """One line for a pause or resume: what it did, or that there was nothing to do."""
     rb = switched.readback

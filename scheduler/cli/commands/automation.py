@@ -31,6 +31,7 @@ from ...views.present_automation import (
     preview_doc,
     preview_text,
     running_text,
+    switched_doc,
     switched_text,
     trigger_doc,
     trigger_text,
@@ -303,22 +304,14 @@ def _show(ctx: Context) -> int:
 
 def _pause(ctx: Context) -> int:
     switched = ctx.app.automations.pause(ctx.args.automation, ctx.args.note)
-    ctx.emit(_switched_doc(switched), switched_text(switched, pause=True))
+    ctx.emit(switched_doc(switched), switched_text(switched, pause=True))
     return EXIT_OK
 
 
 def _resume(ctx: Context) -> int:
     switched = ctx.app.automations.resume(ctx.args.automation)
-    ctx.emit(_switched_doc(switched), switched_text(switched, pause=False))
+    ctx.emit(switched_doc(switched), switched_text(switched, pause=False))
     return EXIT_OK
-
-
-def _switched_doc(switched) -> dict:  # type: ignore[no-untyped-def,type-arg]
-    return {**_changed_doc(switched.readback), "changed": switched.changed}
-
-
-def _changed_doc(rb) -> dict:  # type: ignore[no-untyped-def,type-arg]
-    return {**(automation_doc(rb.automation) if rb.automation is not None else {}), "readback": readback_doc(rb)}
 
 
 def _remove(ctx: Context) -> int:
