@@ -46,7 +46,6 @@ _LINE = re.compile(r"^(\S+\s+\S+\s+\S+\s+\S+\s+\S+)\s+(.*?)\s+# floorgate:(\S+)$
 
 
 # What every refusal to express a schedule ends with: the timer that fires any schedule exactly.
-_FIX = "floorgate's own timer fires it exactly: 'floorgate automation edit ID --timer apscheduler' (with 'floorgate run' running)"
 
 
 def system_zone() -> ZoneInfo:
@@ -143,7 +142,7 @@ class CrontabHost:
         try:
             return Expressed(self._fields(schedule, now))
         except UnsupportedSchedule as exc:
-            return Held(f"{exc}; {_FIX}")
+            return Held(str(exc))
 
     def _fields(self, schedule: Schedule, now: datetime) -> str:
         fields = render_cron(schedule)

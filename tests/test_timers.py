@@ -141,8 +141,6 @@ def test_crontab_refuses_what_cron_cannot_fire_exactly(schedule: str, zone: str,
     host = CrontabHost(str, zone=ZoneInfo(zone))
     form = host.express(Schedule.parse(schedule), T0)
     assert isinstance(form, Held) and why in form.reason
-    # Each refusal names the fix that always works: floorgate's own timer.
-    assert form.reason.endswith("'floorgate automation edit ID --timer apscheduler' (with 'floorgate run' running)")
     with pytest.raises(UnsupportedSchedule):  # and apply refuses it rather than arm an approximation
         host.apply("q", Schedule.parse(schedule), T0)
 
@@ -155,6 +153,8 @@ def test_ninety_minute_schedule_on_crontab_is_held_not_shortened(store, cron_use
     assert binding.desired is None and "90 minutes" in binding.hold_reason
     held = Automations(store, clock).get("n")
     assert held.state == "held" and "never shortened" in held.state_note
+    # The hold names the fix that always works, for this automation: floorgate's own timer.
+    assert held.state_note.endswith("'floorgate automation edit n --timer apscheduler' (with 'floorgate run' running)")
     assert "floorgate:n" not in crontab_text(cron_user)
 
 

@@ -60,6 +60,15 @@ LAUNCH_WAIT = timedelta(minutes=2)
 log = logging.getLogger("floorgate.timers")
 
 
+def own_timer_fix(automation_id: str) -> str:
+    """The fix that always works for a schedule a host cannot fire exactly: floorgate's own timer
+    (it fires any RFC 5545 schedule at its instants)."""
+    return (
+        f"floorgate's own timer fires it exactly: 'floorgate automation edit {automation_id} --timer "
+        f"{TimerKind.APSCHEDULER.value}' (with 'floorgate run' running)"
+    )
+
+
 def store_problem(url: str) -> str | None:
     """Why this process cannot write the existing store at ``url`` (a write transaction opened and
     rolled back: nothing written), or None. Run as a crontab line's account (``_PROBE``)."""
@@ -251,7 +260,7 @@ class TimerService:
         if desired is not None:
             form = timer_host(timer, self._setup(None, applying=True)).express(desired, now)
             if isinstance(form, Held):
-                desired, raised, hold = None, False, f"{form.reason}; held, never shortened"
+                desired, raised, hold = None, False, f"{form.reason}; held, never shortened; {own_timer_fix(automation_id)}"
         return desired, raised, hold
 
     def desire(self, automation: Automation) -> TimerBinding:
