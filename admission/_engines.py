@@ -93,7 +93,7 @@ def no_store(where: str) -> NoStore:
     """The error for a read or a host pointed where no store exists (``where``: a path or URL)."""
     error = NoStore(
         f"no floorgate store at {where}: point at yours with --db URL or $FLOORGATE_DB, "
-        f"or create it with 'floorgate init --db {where}' (a read or a host never creates one)"
+        f"or create it with 'floorgate init --db {where}' (only a command that adds something creates one)"
     )
     error.where = where  # for a caller that says so in its own words
     return error

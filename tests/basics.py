@@ -37,6 +37,20 @@ def psycopg_dsn(url: str) -> str:
     return url.replace("postgresql+psycopg://", "postgresql://", 1)
 
 
+def store_made(url: str) -> bool:
+    """Whether anything of a store exists at ``url``: a SQLite file (or its journal), or a table in
+    a PostgreSQL URL's schema."""
+    if "://" not in url:
+        where = Path(url)
+        return any(p.name.startswith(where.name) for p in where.parent.iterdir())
+    import psycopg
+
+    with psycopg.connect(psycopg_dsn(url)) as conn:
+        query = "SELECT count(*) FROM information_schema.tables WHERE table_schema = %s"
+        row = conn.execute(query, (pg_schema_of(url),)).fetchone()
+    return row is not None and row[0] > 0
+
+
 def pg_schema_of(url: str) -> str:
     options = parse_qs(urlsplit(url).query)["options"][0]
     return options.removeprefix("-csearch_path=")

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from basics import store_made
 
 from cli import run_cli
 
@@ -58,6 +59,29 @@ def test_automation_add_with_a_bad_schedule_creates_no_store(tmp_path: Path) -> 
     good = run_cli("automation", "add", "x", "--goal", "g", "--agent", "a", "--schedule", "every 1h", "--", "true", db=str(db))
     assert good.returncode == 0, good.stderr
     assert db.exists()
+
+
+ON_WHAT_A_STORE_HOLDS = [
+    pytest.param(("automation", "edit", "nosuch", "--timeout", "5m"), id="automation-edit"),
+    pytest.param(("automation", "pause", "nosuch"), id="automation-pause"),
+    pytest.param(("automation", "resume", "nosuch"), id="automation-resume"),
+    pytest.param(("automation", "remove", "nosuch"), id="automation-remove"),
+    pytest.param(("automation", "trigger", "nosuch"), id="automation-trigger"),
+    pytest.param(("automation", "backfill", "nosuch", "--from", "2026-12-01T00:00:00Z", "--to", "2026-12-02T00:00:00Z"), id="backfill"),
+    pytest.param(("turn", "run", "nosuch"), id="turn-run"),
+    pytest.param(("notify", "retry", "7"), id="notify-retry"),
+    pytest.param(("notify", "deliver"), id="notify-deliver"),
+]
+
+
+@pytest.mark.parametrize("argv", ON_WHAT_A_STORE_HOLDS)
+def test_a_change_to_what_a_store_holds_never_creates_one(db_url: str, argv: tuple[str, ...]) -> None:
+    """A mistyped --db with a change to an automation or a webhook says there is no store there, as a
+    read does, instead of creating an empty one and then refusing the change."""
+    result = run_cli(*argv, db=db_url)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.count("\n") == 1 and "no floorgate store at" in result.stderr and "floorgate init --db" in result.stderr
+    assert not store_made(db_url), "a change to something no store holds created a store"
 
 
 FLOOR = '[[floor]]\nscope = "g/a"\nmin_interval = "{interval}"\n'

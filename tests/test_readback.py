@@ -398,6 +398,7 @@ def test_json_errors_are_one_json_document_too(tmp_path, argv: list[str], code: 
 
     from cli import run_cli
 
+    assert run_cli("init", db=str(tmp_path / "fg.db")).returncode == 0  # a store without the automation
     result = run_cli(*argv, db=str(tmp_path / "fg.db"))
     assert result.returncode == code and len(result.stderr.strip().splitlines()) == 1
     assert json.loads(result.stdout)["error"]["kind"] == kind

@@ -189,9 +189,7 @@ def test_a_crontab_horizon_check_of_a_far_dtstart_stops_at_the_first_difference(
     schedule = Schedule.parse("every 2m from 2200-12-01T00:00", now=NOW)
     steps.clear()
     form = host.express(schedule, NOW)
-    assert isinstance(form, Held) and form.reason.startswith(
-        "crontab: cron has no start date; this schedule begins at 2200-12-01T00:00:00+00:00; "
-    )
+    assert isinstance(form, Held) and form.reason == "crontab: cron has no start date; this schedule begins at 2200-12-01T00:00:00+00:00"
     # Both sides listed over the 400-day horizon: 288,000 cron fires; now at most the two days
     # cron's side starts with.
     assert steps["cron"] <= 2 * 24 * 60, steps

@@ -85,8 +85,12 @@ class Context:
         if self._store is None:
             from floorgate.admission import open_store
 
-            # A read command never creates a store (in the wrong directory it says there is none).
-            self._store = open_store(getattr(self.args, "db", None), create=not getattr(self.args, "reads_only", False))
+            # A read, or a change to something a store holds, never creates a store (in the wrong
+            # directory it says there is none).
+            args = self.args
+            self._store = open_store(
+                getattr(args, "db", None), create=not (getattr(args, "reads_only", False) or getattr(args, "existing_only", False))
+            )
         return self._store
 
     def note_created(self) -> None:
@@ -247,10 +251,12 @@ def reads(parser: argparse.ArgumentParser, handler: Callable[..., int]) -> None:
     parser.set_defaults(handler=handler, reads_only=True, access=Access.READ)
 
 
-def writes(parser: argparse.ArgumentParser, handler: Callable[..., int], access: Access) -> None:
-    """Finish a command that writes, as ``access`` allows: --db and --json, then its handler."""
+def writes(parser: argparse.ArgumentParser, handler: Callable[..., int], access: Access, *, existing: bool = False) -> None:
+    """Finish a command that writes, as ``access`` allows: --db and --json, then its handler.
+    ``existing``: it changes something a store must already hold (an automation, a webhook), so it
+    never creates a store (where there is none it says so, as a read does, and leaves no file)."""
     add_common(parser)
-    parser.set_defaults(handler=handler, access=access)
+    parser.set_defaults(handler=handler, access=access, existing_only=existing)
 
 
 def add_lane(parser: argparse.ArgumentParser, *, agent_required: bool = True) -> None:

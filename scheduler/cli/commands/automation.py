@@ -92,7 +92,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = asub.add_parser("edit", help="change an automation's schedule, command or settings")
     p.add_argument("automation")
     _host_args(p, required=False)
-    writes(p, _edit, Access.OWNER)
+    writes(p, _edit, Access.OWNER, existing=True)
 
     p = asub.add_parser("list", help="every automation")
     p.add_argument("--goal")
@@ -114,7 +114,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         add_crontab_user(p)
         if name == "pause":
             p.add_argument("--note", help="why (shown in status)")
-        writes(p, {"pause": _pause, "resume": _resume, "remove": _remove}[name], Access.OWNER)
+        writes(p, {"pause": _pause, "resume": _resume, "remove": _remove}[name], Access.OWNER, existing=True)
 
     p = asub.add_parser("preview", help="next fire times and whether today's floors admit each (writes nothing)")
     p.add_argument("automation", help="a saved automation, or the id to preview with --goal/--agent/--schedule")
@@ -137,7 +137,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--from", dest="start", required=True, metavar="T1", help="ISO 8601 time with an offset, e.g. 2026-12-01T00:00:00Z")
     p.add_argument("--to", dest="end", required=True, metavar="T2", help="ISO 8601 time with an offset, not in the future")
     p.add_argument("--dry-run", action="store_true", help="print which fires the limits would admit; write nothing")
-    writes(p, _backfill, Access.OPERATE)  # every fire passes admission: it cannot loosen a limit
+    writes(p, _backfill, Access.OPERATE, existing=True)  # every fire passes admission: it cannot loosen a limit
 
     p = asub.add_parser(
         "trigger",
@@ -148,7 +148,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("automation")
     p.add_argument("--key", help="what the work is about (shown in the event), one line")
     p.add_argument("--id", dest="trigger_id", help="your id for this trigger: the same id twice is one trigger")
-    writes(p, _trigger, Access.OPERATE)  # an automatic start: never before the floor
+    writes(p, _trigger, Access.OPERATE, existing=True)  # an automatic start: never before the floor
 
 
 def _argv(args: argparse.Namespace) -> list[str]:

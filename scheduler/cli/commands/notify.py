@@ -34,9 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     writes(p, _remove, Access.OWNER)
     p = nsub.add_parser("retry", help="make a webhook's dead deliveries due again (after fixing its receiver)")
     p.add_argument("webhook_id")
-    writes(p, _retry, Access.OPERATE)  # re-sends to receivers an owner added
+    writes(p, _retry, Access.OPERATE, existing=True)  # re-sends to receivers an owner added
     p = nsub.add_parser("deliver", help="deliver the due events once (a running 'floorgate run' or 'floorgate serve' does this on its own)")
-    writes(p, _deliver, Access.OPERATE)
+    writes(p, _deliver, Access.OPERATE, existing=True)
     p = nsub.add_parser("events", help="the most recent events in the outbox")
     p.add_argument("--kind", choices=[k.value for k in EventKind])
     p.add_argument("--limit", type=listed, default=50)

@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--wait-eligible", default="0", help="if the floor opens within this long (e.g. 2m), wait for it instead of being denied"
     )
     p.add_argument("--envelope-mode", choices=[m.value for m in EnvelopeMode], help="default $FLOORGATE_ENVELOPE_MODE, else enforce")
-    writes(p, _run, Access.OPERATE)
+    writes(p, _run, Access.OPERATE, existing=True)
     p = tsub.add_parser("show", help="one turn's journal record and verdict")
     p.add_argument("turn")
     reads(p, _show)
