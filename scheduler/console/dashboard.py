@@ -51,6 +51,19 @@ class Upcoming:
         }
 
 
+def fire_row(f: PreviewRow) -> dict[str, Any]:
+    """A simulated fire as the console's pages list it (the dashboard's next 24 h, an automation's
+    next fires; ``_macros.fire_runs`` words whether it runs): exact UTC instants."""
+    return {
+        "at": iso(f.fire_at),
+        "runs": f.admitted,
+        "runs_at": iso(f.runs_at),
+        "late": f.runs_late,
+        "denied_by": f.denied_by,
+        "retry": RETRY_NOTE if f.retry else None,
+    }
+
+
 def upcoming(rb: AutomationReadback, now: datetime, fires: Fires) -> Upcoming:
     """The fires ``rb`` makes within ``UPCOMING`` of ``now`` (none while it cannot fire), as
     ``fires`` simulates them (``Readback.limited_fires``: a spent count or budget names itself)."""
@@ -58,18 +71,7 @@ def upcoming(rb: AutomationReadback, now: datetime, fires: Fires) -> Upcoming:
         return Upcoming([], 0, False)
     horizon = now + UPCOMING
     within = [f for f in fires(rb, UPCOMING_ROWS + 1, now) if f.fire_at <= horizon]
-    rows = [
-        {
-            "automation": rb.automation_id,
-            "at": iso(f.fire_at),
-            "runs": f.admitted,
-            "runs_at": iso(f.runs_at),
-            "late": f.runs_late,
-            "denied_by": f.denied_by,
-            "retry": RETRY_NOTE if f.retry else None,
-        }
-        for f in within[:UPCOMING_ROWS]
-    ]
+    rows = [{"automation": rb.automation_id, **fire_row(f)} for f in within[:UPCOMING_ROWS]]
     if len(within) <= UPCOMING_ROWS:
         return Upcoming(rows, len(rows), False)
     more, capped = _count_until(rb.plan.schedule, within[UPCOMING_ROWS - 1].fire_at, horizon)

@@ -18,13 +18,13 @@ from floorgate.admission.clock import read_clock
 from floorgate.admission.tallies import Tallies
 from floorgate.scheduler.console import runs
 from floorgate.scheduler.console.auth import require_owner, signed_in_page
-from floorgate.scheduler.console.dashboard import RecentStarts, dashboard
+from floorgate.scheduler.console.dashboard import RecentStarts, dashboard, fire_row
 from floorgate.scheduler.console.errors import error_doc
 from floorgate.scheduler.console.flash import redirect
 from floorgate.scheduler.console.pages import PagePart
 from floorgate.scheduler.console.timeline import SLOTS, Zoom, slot_width, timeline
 from floorgate.scheduler.views.present import mission_doc, readback_doc, terminal_safe, turn_doc
-from floorgate.scheduler.views.present_automation import RETRY_NOTE, switched_text
+from floorgate.scheduler.views.present_automation import switched_text
 
 RUN_WAIT = 5.0  # seconds a Run now form waits for the verdict before saying the turn is running
 LOG_TAIL = 64 * 1024  # bytes of a turn's log a page shows (its end)
@@ -64,17 +64,7 @@ class LanePages(PagePart):
         turns = self.fg.turns.recent(aid, TURNS_LISTED)
         return {
             "r": doc,
-            "fires": [
-                {
-                    "at": f.fire_at,
-                    "runs": f.admitted,
-                    "runs_at": f.runs_at,
-                    "late": f.runs_late,
-                    "denied_by": f.denied_by,
-                    "retry": RETRY_NOTE if f.retry else None,
-                }
-                for f in detail.fires
-            ],
+            "fires": [fire_row(f) for f in detail.fires],
             "turns": [turn_doc(x) for x in turns],
             "zoom": zoom.value,
             "zooms": [z.value for z in Zoom],
