@@ -15,6 +15,7 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from basics import T0, raw_sql
 from sqlalchemy import event
 from test_executor import crashed
@@ -438,13 +439,21 @@ def test_two_hosts_recovering_one_crashed_turn_run_it_once_and_settle_it_once(db
         assert raw_sql(store, "SELECT COUNT(*) FROM fg_starts WHERE phase = 'reserved'") == [(0,)]
 
 
-def test_a_cron_fire_while_a_turn_of_the_automation_runs_is_skipped_as_overlap(db_url: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "extra",
+    [
+        pytest.param((), id="cron-fire"),
+        # A manual run bypasses only the interval: the owner's overlap rule still holds.
+        pytest.param(("--manual-reason", "owner asked"), id="manual-run"),
+    ],
+)
+def test_a_run_while_a_turn_of_the_automation_runs_is_skipped_as_overlap(db_url: str, tmp_path: Path, extra: tuple[str, ...]) -> None:
     marks, release = tmp_path / "marks", tmp_path / "release"
     setup(db_url, waiting_host(marks, release), floor_for=None)  # no floor: only the overlap rule can skip it
     first = turn_run(db_url, tmp_path / "s1")
     try:
         wait_for(lambda: launches(marks) == 1, what="the first turn's host")
-        code, out, err = finish(turn_run(db_url, tmp_path / "s2"))  # the next cron fire, another process
+        code, out, err = finish(turn_run(db_url, tmp_path / "s2", *extra))  # another process
         assert code == 3 and "overlap" in out, (out, err)
         assert launches(marks) == 1
     finally:

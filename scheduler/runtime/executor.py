@@ -185,8 +185,8 @@ class TurnExecutor:
         turn = Attempt(turn_id if turn_id is not None else new_turn_id(automation.automation_id), owns_row=claimed is not None)
 
         def decide() -> TurnOutcome | Admitted:
-            if not overlap_checked and not turn.owns_row and manual_reason is None:
-                busy = self._overlapping(automation, turn.turn_id)
+            if not overlap_checked and not turn.owns_row:  # a manual run too: it bypasses only the interval
+                busy = self._overlapping(automation, turn.turn_id, manual=manual_reason is not None)
                 if busy is not None:
                     return busy
             # A resumed reservation was admitted already; a manual run is the owner's intent: only
@@ -366,8 +366,11 @@ class TurnExecutor:
             log.warning("turn %s: lease renewal failed, retrying: %s", turn_id, exc)
 
     # -- steps ---------------------------------------------------------------------------------
-    def _overlapping(self, automation: Automation, turn_id: str) -> TurnOutcome | None:
-        """Another process (a host, a cron fire) runs this ``overlap skip`` automation: skip, as a host does."""
+    _BESIDE = "; a manual run bypasses only the interval: run it once that turn ends, or let runs overlap: 'floorgate automation edit {} --overlap allow'"
+
+    def _overlapping(self, automation: Automation, turn_id: str, *, manual: bool = False) -> TurnOutcome | None:
+        """Another process (a host, a cron fire) runs this ``overlap skip`` automation: skip, as a host
+        does (a ``manual`` run is told how to run beside it)."""
         if automation.spec.overlap != Overlap.SKIP:
             return None
         now = read_clock(self.clock)
@@ -377,7 +380,12 @@ class TurnExecutor:
         verdict = Verdict.denied("overlap")
         running = live[0]
         return TurnOutcome(
-            turn_id, verdict, None, None, detail=f"turn {running.turn_id} is still running ({running.owner_id}); overlap skip"
+            turn_id,
+            verdict,
+            None,
+            None,
+            detail=f"turn {running.turn_id} is still running ({running.owner_id}); overlap skip"
+            + (self._BESIDE.format(automation.automation_id) if manual else ""),
         )
 
     def _log_path(self, automation_id: str, turn_id: str) -> Path:
