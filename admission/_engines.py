@@ -5,6 +5,7 @@ PostgreSQL (psycopg 3, bounded lock waits), and the checks that refuse a file th
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 from sqlalchemy import create_engine, event
@@ -89,11 +90,15 @@ def empty_file(path: Path) -> bool:
     return not (wal.exists() and wal.stat().st_size > 0)
 
 
-def no_store(where: str) -> NoStore:
-    """The error for a read or a host pointed where no store exists (``where``: a path or URL)."""
+def no_store(where: str, missing_dir: str | None = None) -> NoStore:
+    """The error for a read or a host pointed where no store exists (``where``: a path or URL;
+    ``missing_dir``: its directory, when that does not exist either: init would not make it)."""
+    create = f"floorgate init --db {shlex.quote(where)}"
+    if missing_dir is not None:
+        create = f"mkdir -p {shlex.quote(missing_dir)} && {create}"
     error = NoStore(
-        f"no floorgate store at {where}: point at yours with --db URL or $FLOORGATE_DB, "
-        f"or create it with 'floorgate init --db {where}' (only a command that adds something creates one)"
+        f"no floorgate store at {where}{' (its directory does not exist)' if missing_dir is not None else ''}: point at "
+        f"yours with --db URL or $FLOORGATE_DB, or create it with '{create}' (only a command that adds something creates one)"
     )
     error.where = where  # for a caller that says so in its own words
     return error
@@ -108,4 +113,4 @@ def require_existing(resolved: str) -> None:
     if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
         path = Path(parsed.database).expanduser().resolve()
         if not path.exists():
-            raise no_store(str(path))
+            raise no_store(str(path), None if path.parent.is_dir() else str(path.parent))

@@ -85,7 +85,8 @@ def parse_instant(text: str, field: str) -> datetime:
     except ValueError:
         raise InvalidInput(field, f"{text!r} is not an ISO 8601 time; use e.g. 2026-12-01T09:00:00Z") from None
     if value.tzinfo is None:
-        raise InvalidInput(field, f"{text!r} has no UTC offset; add Z or +HH:MM")
+        example = f"{text.strip()}Z" if "T" in text else f"{text.strip()}T00:00:00Z"
+        raise InvalidInput(field, f"{text!r} has no UTC offset; give a time with one, e.g. {example}")
     try:
         utc = value.astimezone(UTC)
     except OverflowError:  # 0001-01-01T00:00:00+14:00 is before the first representable instant

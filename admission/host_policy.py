@@ -52,11 +52,11 @@ class HostPolicy(BaseModel):
             if value < timedelta(0) or value > _MAX:
                 raise ValueError(f"{name} must be between 0 and 7 days")
         if self.backoff_initial <= timedelta(0):
-            raise ValueError("backoff_initial must be positive")
+            raise ValueError("backoff_initial must be above 0, e.g. 5m")
         if self.retention and not _RETENTION[0] <= self.retention <= _RETENTION[1]:
             raise ValueError("retention must be 0 (keep everything) or between 1d and 3660d")
         if self.backoff_cap < self.backoff_initial:
-            raise ValueError("backoff_cap must be at least backoff_initial")
+            raise ValueError("backoff_cap must be at least the initial backoff")
         return self
 
 

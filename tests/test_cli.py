@@ -292,6 +292,19 @@ def test_a_host_never_creates_the_store_it_runs(db_url: str, tmp_path: Path) -> 
     assert not (tmp_path / "state").exists()
 
 
+def test_no_store_in_a_missing_directory_names_a_command_that_creates_it(tmp_path: Path) -> None:
+    """``init`` makes no directory: the advice for a store whose directory is missing makes it first,
+    and works as printed (here with a space in the path)."""
+    db = tmp_path / "new dir" / "fg.db"
+    result = run_cli("status", db=str(db), cwd=tmp_path)
+    assert result.returncode == 1 and "(its directory does not exist)" in result.stderr, result.stderr
+    command = result.stderr.split("create it with '", 1)[1].split("' (only", 1)[0]
+    assert command.startswith("mkdir -p "), command
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    subprocess.run(["sh", "-c", command], check=True, capture_output=True, env=env, timeout=120)
+    assert run_cli("status", db=str(db)).returncode == 0
+
+
 @pytest.mark.parametrize("poll", ["0", "0s", "PT0S"])
 def test_run_poll_of_zero_names_the_rule(db: str, poll: str) -> None:
     r = cli("run", "--poll", poll, db=db)

@@ -165,6 +165,15 @@ def test_bad_input_is_one_line_naming_the_flag_and_exit_2(ledger: Store, argv: t
     assert len(result.stderr.splitlines()) == 1 and field in result.stderr, result.stderr
 
 
+@pytest.mark.parametrize("typed", ["2026-12-01", "2026-12-01T10:00"], ids=["a-date", "a-local-time"])
+def test_an_instant_without_an_offset_names_one_that_works(ledger: Store, typed: str) -> None:
+    refused = run_cli("usage", "--since", typed, db=ledger.url)
+    assert refused.returncode == 2 and "has no UTC offset" in refused.stderr, refused.stderr
+    suggested = re.search(r"e\.g\. (\S+)$", refused.stderr.strip())
+    assert suggested is not None and suggested.group(1).startswith(typed), refused.stderr
+    assert run_cli("usage", "--since", suggested.group(1), db=ledger.url).returncode == 0
+
+
 @pytest.mark.parametrize(
     "damage",
     [

@@ -44,7 +44,10 @@ DEFAULT_TIMER = TimerKind.APSCHEDULER.value
 
 def _host_args(p: argparse.ArgumentParser, *, required: bool) -> None:
     p.add_argument("--schedule", required=required, help="RRULE fragment or friendly form ('daily at 09:00 Europe/Berlin')")
-    p.add_argument("--timeout", help="how long a turn may run before its process group is killed, e.g. 10m (default 10m)")
+    p.add_argument(
+        "--timeout",
+        help="how long a turn may run before its process group is killed, e.g. 10m (add: default 10m; edit: kept unless given)",
+    )
     p.add_argument("--cwd", help="working directory of the command")
     p.add_argument("--env", action="append", metavar="NAME", help="environment variable to pass through (repeatable)")
     p.add_argument("--model", help="model the host is configured to use (checked against the envelope's model_allowlist)")
