@@ -1,5 +1,5 @@
-"""``automation pause`` and ``resume`` say what they did, and a step with nothing to do writes
-nothing and says so (exit 0: both are idempotent)."""
+"""``automation pause``, ``resume`` and ``edit`` say what they did, and a step with nothing to do
+writes nothing and says so (exit 0: each is idempotent)."""
 
 from __future__ import annotations
 
@@ -49,6 +49,11 @@ CASES = [
     ),
     pytest.param([["pause"]], ["resume"], "resumed x: eligible", True, id="resume-a-paused-one"),
     pytest.param([], ["resume"], "x was not paused, held or failing: nothing to resume; eligible", False, id="resume-an-active-one"),
+    pytest.param([], ["edit"], "x has these settings already (revision 1); nothing changed", False, id="edit-nothing"),
+    pytest.param(
+        [], ["edit", "--overlap", "skip"], "x has these settings already (revision 1); nothing changed", False, id="edit-same-value"
+    ),
+    pytest.param([], ["edit", "--timeout", "5m"], "edited x (revision 2)", True, id="edit-a-setting"),
 ]
 
 

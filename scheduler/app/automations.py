@@ -82,6 +82,7 @@ class Changed:
     binding: TimerBinding | None
     readback: AutomationReadback
     warnings: tuple[str, ...] = ()  # accepted, but the owner should know (e.g. fires more than once a minute)
+    changed: bool = True  # False: the automation had these settings already; nothing was written
 
 
 @dataclass(frozen=True)
@@ -145,10 +146,14 @@ class AutomationService:
 
     def edit(self, automation_id: str, spec: AutomationSpec, *, expected_revision: int | None = None) -> Changed:
         """Change an automation and re-arm its timer (a line left on another host is removed first);
-        with ``expected_revision``, only while it is still at exactly that revision."""
+        with ``expected_revision``, only while it is still at exactly that revision. A ``spec`` equal
+        to the stored one writes nothing (``Changed.changed`` False)."""
         current = self.repo.get(automation_id)
         if expected_revision is not None and current.revision != expected_revision:
             raise AutomationConflict(automation_id, expected_revision, current.revision)
+        if spec == current.spec:  # nothing to change: no write, no new revision, the timer as it is
+            rb = self.readback.automation(automation_id)
+            return Changed(rb.automation or current, None, rb, changed=False)
         warnings = self._vet(spec) + self._phase_warning(automation_id, spec)
         if current.spec.timer != spec.timer:
             self.timers.remove_from_host(current)

@@ -275,10 +275,14 @@ def _edit(ctx: Context) -> int:
     )
     done = service.edit(a.automation, spec)
     _warn(done.warnings)
-    ctx.emit(
-        {**automation_doc(done.automation), "readback": readback_doc(done.readback), "warnings": list(done.warnings)},
-        f"edited {done.automation.automation_id} (revision {done.automation.revision}){_not_armed(done)}",
+    name, revision = done.automation.automation_id, done.automation.revision
+    text = (
+        f"edited {name} (revision {revision}){_not_armed(done)}"
+        if done.changed
+        else f"{name} has these settings already (revision {revision}); nothing changed"
     )
+    doc = {**automation_doc(done.automation), "readback": readback_doc(done.readback), "warnings": list(done.warnings)}
+    ctx.emit({**doc, "changed": done.changed}, text)
     return EXIT_OK
 
 
