@@ -85,7 +85,7 @@ def parse_instant(text: str, field: str) -> datetime:
     except ValueError:
         raise InvalidInput(field, f"{text!r} is not an ISO 8601 time; use e.g. 2026-12-01T09:00:00Z") from None
     if value.tzinfo is None:
-        example = f"{text.strip()}Z" if "T" in text else f"{text.strip()}T00:00:00Z"
+        example = value.isoformat(timespec="seconds" if not value.microsecond else "microseconds") + "Z"
         raise InvalidInput(field, f"{text!r} has no UTC offset; give a time with one, e.g. {example}")
     try:
         utc = value.astimezone(UTC)

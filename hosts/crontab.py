@@ -45,9 +45,6 @@ _NOT_RUNNABLE = re.compile(r" \[the line (does not run floorgate|cannot run: .*)
 _LINE = re.compile(r"^(\S+\s+\S+\s+\S+\s+\S+\s+\S+)\s+(.*?)\s+# floorgate:(\S+)$")
 
 
-# What every refusal to express a schedule ends with: the timer that fires any schedule exactly.
-
-
 def system_zone() -> ZoneInfo:
     """The zone cron runs in: $TZ, else /etc/timezone, else /etc/localtime's link, else UTC."""
     name = os.environ.get("TZ", "").lstrip(":")

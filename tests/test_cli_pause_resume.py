@@ -58,7 +58,9 @@ CASES = [
 
 
 @pytest.mark.parametrize(("before", "step", "line", "changed"), CASES)
-def test_pause_and_resume_say_what_they_did(sqlite_db: str, before: list[list[str]], step: list[str], line: str, changed: bool) -> None:
+def test_pause_resume_and_edit_say_what_they_did(
+    sqlite_db: str, before: list[list[str]], step: list[str], line: str, changed: bool
+) -> None:
     _add(sqlite_db)
     for args in before:
         assert cli("automation", args[0], "x", *args[1:], db=sqlite_db).returncode == 0

@@ -34,6 +34,10 @@ class ReadbackState(StrEnum):
     UNAVAILABLE = "unavailable"
 
 
+# The states an owner's pause or a hold put an automation in: it fires nothing until resumed.
+STOPPED = frozenset({ReadbackState.PAUSED, ReadbackState.HELD})
+
+
 @dataclass(frozen=True, slots=True)  # slots: a status of fifty thousand holds fifty thousand
 class AutomationReadback:
     """What one automation will do next, and why. ``automation`` is None when its row is unreadable."""

@@ -46,8 +46,8 @@ from .timers import TimerService
 from .wake import trigger_due, trigger_wake
 
 MAX_PREVIEW = 1000
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
 MAX_LISTED = 1000
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")  # what ``vet`` takes as a variable's name
 
 
 def parse_schedule(text: str, clock: Clock) -> str:

@@ -48,6 +48,7 @@ from floorgate.hosts.schedule import parse_canonical
 
 from ..runtime.recovery import orphaned
 from ._readback_reads import Listed, _Bulk, _Direct, listed_of
+from ._readback_values import STOPPED as STOPPED  # re-exported: status and the dashboard name the stopped states
 from ._readback_values import AutomationReadback, Overview, OverviewStream, Preview, ReadContext, ReadbackState
 from .budget_readback import BudgetReadback, LaneLimits, PreviewLimits, judged, limit_denied, limited
 from .phase import off_phase

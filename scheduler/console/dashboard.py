@@ -16,7 +16,7 @@ from floorgate.admission.tallies import Tallies
 from floorgate.hosts.schedule import Schedule
 
 from ..app.preview import PreviewRow
-from ..app.readback import AutomationReadback
+from ..app.readback import STOPPED, AutomationReadback
 from ..app.root import Floorgate
 from ..views.present import ago, host_doc, lane_doc, readback_doc
 from ..views.present_automation import RETRY_NOTE
@@ -67,7 +67,7 @@ def fire_row(f: PreviewRow) -> dict[str, Any]:
 def upcoming(rb: AutomationReadback, now: datetime, fires: Fires) -> Upcoming:
     """The fires ``rb`` makes within ``UPCOMING`` of ``now`` (none while it cannot fire), as
     ``fires`` simulates them (``Readback.limited_fires``: a spent count or budget names itself)."""
-    if rb.plan is None or rb.no_timer_host or rb.drift is not None or rb.state.value in ("paused", "held"):
+    if rb.plan is None or rb.no_timer_host or rb.drift is not None or rb.state in STOPPED:
         return Upcoming([], 0, False)
     horizon = now + UPCOMING
     within = [f for f in fires(rb, UPCOMING_ROWS + 1, now) if f.fire_at <= horizon]

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from floorgate.hosts import InvalidSchedule, Schedule
 
+from ..app.readback import STOPPED
 from .present import _cells, _envelope_line, agreement_text, floor_text, hosts_text, table_lines, terminal_safe, turn_outcome, when
 from .present_limits import NO_TIME, limit_lines
 
@@ -40,7 +41,6 @@ def status_text(view: Overview | OverviewStream) -> str:
     return "\n".join(status_lines(view))
 
 
-_STOPPED = ("paused", "held")  # the states an owner's pause or a hold put an automation in
 _STATUS_HEADERS = (
     "AUTOMATION",
     "LANE",
@@ -91,7 +91,7 @@ def status_lines(view: Overview | OverviewStream) -> Iterator[str]:
         )
         if rb.state.value != "eligible" or rb.no_timer_host:
             # An owner's stop names itself before its note or reason (which may say anything).
-            stopped = f"{rb.state.value}: " if rb.state.value in _STOPPED else ""
+            stopped = f"{rb.state.value}: " if rb.state in STOPPED else ""
             details.append(f"  {rb.automation_id}: {stopped}{terminal_safe(rb.detail, lines=False)}")
         if rb.drift is not None:
             drifts.append(f"  {rb.automation_id}: DRIFT: {rb.drift}; re-apply with 'floorgate automation apply {rb.automation_id}'")
