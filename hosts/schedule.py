@@ -319,7 +319,7 @@ def _format_exdates(values: tuple[datetime, ...], tzid: str | None, is_date: boo
 
 # -- friendly forms ------------------------------------------------------------------------------
 _FRIENDLY_HINT = (
-    "use an RRULE (DTSTART;TZID=Zone:YYYYMMDDTHHMMSS RRULE:FREQ=...) or a friendly form: 'every 90m', "
+    "use an RRULE (DTSTART;TZID=Zone:YYYYMMDDTHHMMSS RRULE:FREQ=...) or a friendly form: 'every 90m', 'every 15 minutes', "
     "'every 2h from 2026-12-01T08:00 in Europe/Berlin', 'hourly', 'daily at 09:00 Europe/Berlin', "
     "'weekdays at 08:30 America/New_York', 'weekly on MO,TH at 07:00 UTC'"
 )
@@ -351,9 +351,31 @@ def _friendly(text: str, now: datetime | None) -> Schedule:
 _MAX_EVERY = MAX_INTERVAL  # the floor's own cap
 
 
+# Units spelled out ('every 15 minutes', 'every hour'), as the short form's letter and a multiplier.
+_UNIT_WORDS = {
+    **dict.fromkeys(("second", "seconds", "sec", "secs"), ("s", 1)),
+    **dict.fromkeys(("minute", "minutes", "min", "mins"), ("m", 1)),
+    **dict.fromkeys(("hour", "hours"), ("h", 1)),
+    **dict.fromkeys(("day", "days"), ("d", 1)),
+    **dict.fromkeys(("week", "weeks"), ("d", 7)),
+}
+
+
+def _spelled(rest: list[str]) -> list[str]:
+    """``rest`` with a spelled-out interval ('15 minutes', 'hour', '2 weeks') as its short form."""
+    unit = _UNIT_WORDS.get(rest[0].lower())
+    if unit is not None:  # 'every hour': one of the unit
+        return [f"{unit[1]}{unit[0]}", *rest[1:]]
+    unit = _UNIT_WORDS.get(rest[1].lower()) if len(rest) > 1 else None
+    if unit is not None and rest[0].isascii() and rest[0].isdigit():
+        return [f"{int(rest[0]) * unit[1]}{unit[0]}", *rest[2:]]
+    return rest
+
+
 def _parse_every(rest: list[str], now: datetime | None) -> Schedule:
     if not rest:
         raise InvalidSchedule(f"schedule: 'every' needs an interval such as 90m; {_FRIENDLY_HINT}")
+    rest = _spelled(rest)
     amount = rest[0]
     total = timedelta(0)
     pos = 0

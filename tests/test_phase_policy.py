@@ -208,6 +208,25 @@ def test_the_suggested_floor_is_a_value_an_owner_would_write_and_keeps_the_phase
     assert kept is not None and format_interval(kept) == suggested and kept < parse_interval(gap, "gap")
 
 
+@pytest.mark.parametrize(
+    ("floor", "gap", "says", "never"),
+    [
+        ("1d", "1d", ["or set the floor a little shorter (e.g. 23h"], ["fire runs"]),
+        ("2m", "1m", ["every 2nd fire runs", "a little under 2 gaps (e.g. 1m55s); to run every fire instead", "(e.g. 55s)"], []),
+        ("1d", "1h", ["every 24th fire runs", "a little under 24 gaps (e.g. 23h55m); to run every fire instead"], []),
+        ("1h30m", "1h", ["every 2nd fire runs); to run every fire instead"], ["a little under"]),  # skip alone keeps it
+        ("2s", "1s", ["every 2nd fire runs"], ["a little under", "instead"]),  # no whole second shorter than one gap or two
+    ],
+    ids=["one-gap", "two-gaps-exactly", "a-day-of-hourly-fires", "between-gaps", "no-floor-between"],
+)
+def test_a_floor_over_several_gaps_is_first_told_how_to_keep_it(floor: str, gap: str, says: list[str], never: list[str]) -> None:
+    from floorgate.admission.intervals import parse_interval
+    from floorgate.scheduler.app.phase import phase_warning
+
+    line = phase_warning(parse_interval(floor, "floor"), parse_interval(gap, "gap"))
+    assert all(s in line for s in says) and not any(n in line for n in never), line
+
+
 def test_the_zone_is_named_by_its_iana_key() -> None:
     from zoneinfo import ZoneInfo
 

@@ -353,3 +353,28 @@ def test_answers_from_the_last_walk_equal_a_fresh_walk_in_any_query_order(name: 
         assert cached.next_after(t) == fresh.next_after(t), t
         fresh = Schedule.parse(text)._engine
         assert cached.last_at_or_before(t) == fresh.last_at_or_before(t), t
+
+
+@pytest.mark.parametrize(
+    "spelled, short",
+    [
+        ("every 15 minutes", "every 15m"),
+        ("every 1 minute", "every 1m"),
+        ("every minute", "every 1m"),
+        ("every 90 secs", "every 90s"),
+        ("every hour", "every 1h"),
+        ("every 2 Hours in Europe/Berlin", "every 2h in Europe/Berlin"),
+        ("every day from 2026-12-01T08:00 in Europe/Berlin", "every 1d from 2026-12-01T08:00 in Europe/Berlin"),
+        ("every 2 weeks", "every 14d"),
+    ],
+    ids=lambda v: v.replace(" ", "-"),
+)
+def test_an_interval_spelled_out_is_its_short_form(spelled: str, short: str) -> None:
+    now = datetime(2026, 11, 29, 10, 17, tzinfo=timezone.utc)
+    assert Schedule.parse(spelled, now=now).canonical() == Schedule.parse(short, now=now).canonical()
+
+
+@pytest.mark.parametrize("text", ["every 15 fortnights", "every -3 minutes", "every 0 minutes", "every minutes 15"])
+def test_a_spelled_out_interval_that_is_not_one_is_refused(text: str) -> None:
+    with pytest.raises(InvalidSchedule, match="schedule:"):
+        Schedule.parse(text, now=datetime(2026, 11, 29, tzinfo=timezone.utc))

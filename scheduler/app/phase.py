@@ -81,29 +81,51 @@ def _clock(at: datetime, day: date | None = None) -> str:
 _STEPS = tuple(timedelta(seconds=s) for s in (43_200, 21_600, 3_600, 1_800, 900, 600, 300, 60, 30, 15, 10, 5, 1))
 
 
-def phase_keeping_floor(gap: timedelta) -> timedelta | None:
-    """A floor a little shorter than a schedule's shortest ``gap``, rounded down to a value an
-    owner would write (24h -> 23h, 23h -> 22h, 1h -> 55m, 15m -> 14m): under ``wait`` each run
-    after a late one comes earlier by ``gap - floor`` until it is back on a fire. None when no
-    whole-second floor is shorter than the gap."""
-    target = gap - max(gap / 24, timedelta(seconds=1))
+def phase_keeping_floor(gap: timedelta, fires: int = 1) -> timedelta | None:
+    """A floor a little shorter than ``fires`` of a schedule's shortest ``gap``, rounded down to a
+    value an owner would write (24h -> 23h, 23h -> 22h, 1h -> 55m, 15m -> 14m; two gaps of 1m ->
+    1m55s): under ``wait`` each run after a late one comes earlier by the difference until it is
+    back on a fire, and under ``skip`` a fire's small lateness skips no fire more. None when no
+    whole-second floor lies between ``fires - 1`` gaps and ``fires`` gaps."""
+    target = gap * fires - max(gap / 24, timedelta(seconds=1))
     step = next((s for s in _STEPS if s <= gap / 12), _STEPS[-1])
     rounded = target // step * step
-    return rounded if rounded > timedelta(0) else None
+    return rounded if rounded > gap * (fires - 1) else None
 
 
 def phase_warning(floor: timedelta, gap: timedelta, *, lane: str = "") -> str:
     """The one line that warns a floor at least a schedule's shortest gap moves its time of day
     after one late or manual start, and what keeps it; ``lane`` names the automation when the
-    line speaks of one among several (``policy set`` on a goal)."""
-    keep = phase_keeping_floor(gap)
+    line speaks of one among several (``policy set`` on a goal).
+
+    A floor within one gap: ``skip``, or a floor a little shorter than the gap (every fire runs,
+    and under ``wait`` the time comes back). A floor over several gaps says the owner wants fewer
+    runs than fires: first ``skip``, which keeps that and the time of day, with a floor a little
+    under that many gaps where a fire's small lateness would skip one fire more; then, named as
+    the change it is, a floor shorter than one gap (every fire runs)."""
+    fires = -(-floor // gap)  # the gaps the floor spans, rounded up: every fires-th fire runs
+    who = f"{lane}: " if lane else ""
+    head = (
+        f"{who}the floor ({format_interval(floor)}) is at least this schedule's shortest gap ({format_interval(gap)}): "
+        f"one late or manual start moves every later run off the schedule's time of day; to keep it, pass --when-denied skip "
+    )
+    keep = phase_keeping_floor(gap, fires)
+    if fires > 1:
+        # A floor close under that many gaps skips one fire more after a fire a moment late.
+        under = f" and a floor a little under {fires} gaps (e.g. {format_interval(keep)})" if keep is not None and floor > keep else ""
+        one = phase_keeping_floor(gap)
+        instead = (
+            f"; to run every fire instead, a floor a little shorter than the gap (e.g. {format_interval(one)})" if one is not None else ""
+        )
+        return f"{head}(a fire inside the floor is skipped for the next one: every {_ordinal(fires)} fire runs){under}{instead}"
     # The floor is the owner's bound: the advice that keeps it comes first.
     shorter = (
         f", or set the floor a little shorter (e.g. {format_interval(keep)}: the time comes back within days)" if keep is not None else ""
     )
-    who = f"{lane}: " if lane else ""
-    return (
-        f"{who}the floor ({format_interval(floor)}) is at least this schedule's shortest gap ({format_interval(gap)}): "
-        f"one late or manual start moves every later run off the schedule's time of day; to keep it, pass --when-denied skip "
-        f"(a fire inside the floor is skipped for the next one){shorter}"
-    )
+    return f"{head}(a fire inside the floor is skipped for the next one){shorter}"
+
+
+def _ordinal(n: int) -> str:
+    """``2nd``, ``3rd``, ``11th``, ``21st``."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
