@@ -300,9 +300,15 @@ def check_spec(spec: AutomationSpec) -> None:
 class Automations(Repository):
     """The automation registry in the store."""
 
-    def add(self, automation_id: str, spec: AutomationSpec) -> Automation:
+    def add(self, automation_id: str, spec: AutomationSpec, *, paused: bool = False, note: str | None = None) -> Automation:
+        """Store a new automation, active, or ``paused`` with the owner's ``note`` from its first
+        commit (no timer may tick it in between)."""
         check_id(automation_id, "automation")
         check_spec(spec)
+        if note is not None:
+            if not paused:
+                raise InvalidInput("note", "only a paused automation carries a pause note")
+            check_text(note, "note", max_len=PAUSE_NOTE_MAX)
         now = read_clock(self.clock)
         a = s.automations
         with self.store.write(lock_key=locks.automation(automation_id)) as conn:
@@ -312,8 +318,8 @@ class Automations(Repository):
                 insert(a).values(
                     automation_id=automation_id,
                     **_spec_columns(spec),
-                    state="active",
-                    state_note=None,
+                    state=(AutomationState.PAUSED if paused else AutomationState.ACTIVE).value,
+                    state_note=note,
                     revision=1,
                     created_at_us=now,
                     updated_at_us=now,

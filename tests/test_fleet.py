@@ -250,3 +250,61 @@ def test_export_to_a_missing_directory_is_refused_and_makes_none(store: Store, d
     (tmp_path / "kept").mkdir()
     assert run_cli("export", "-o", "kept/state.toml", db=db_url, cwd=tmp_path).returncode == 0
     assert (tmp_path / "kept" / "state.toml").stat().st_mode & 0o777 == 0o600
+
+
+def _states(store: Store, clock: FixedClock) -> dict[str, tuple[str, str | None]]:
+    found, _ = Floorgate(store, clock=clock).automations.repo.scan()
+    return {aid: (a.state.value, a.state_note) for aid, a in sorted(found.items())}
+
+
+def test_a_pause_and_a_hold_travel_with_the_fleet_file_and_an_apply_never_resumes_unasked(
+    store: Store, db_url: str, tmp_path: Path, clock: FixedClock
+) -> None:
+    from floorgate.admission import AutomationState, HoldKind
+
+    for aid in ("quiet", "failing", "busy"):
+        add_automation(store, clock, aid)
+    fg = Floorgate(store, clock=clock)
+    fg.automations.pause("quiet", "a quiet week")
+    fg.automations.repo.set_state("failing", AutomationState.HELD, "3 turns failed", HoldKind.FAILING)
+    assert run_cli("export", "-o", "state.toml", db=db_url, cwd=tmp_path).returncode == 0
+    state = (tmp_path / "state.toml").read_text()
+    assert 'pause_note = "a quiet week"' in state and 'pause_note = "held by floorgate (failing): 3 turns failed"' in state, state
+    assert state.count("paused = true") == 2
+    plan = run_cli("apply", "-f", "state.toml", "--dry-run", "--json", db=db_url, cwd=tmp_path)
+    assert {s["action"] for s in json.loads(plan.stdout)["steps"]} == {"unchanged"}, plan.stdout  # a hold is a stop already
+
+    for aid in ("quiet", "failing", "busy"):  # the file made into a store again: nothing it stopped starts
+        fg.automations.remove(aid)
+    applied = run_cli("apply", "-f", "state.toml", db=db_url, cwd=tmp_path)
+    assert applied.returncode == 0, applied.stderr
+    assert _states(store, clock) == {
+        "busy": ("active", None),
+        "failing": ("paused", "held by floorgate (failing): 3 turns failed"),
+        "quiet": ("paused", "a quiet week"),
+    }
+
+    unsaid = state.replace("paused = true\n", "").replace('pause_note = "a quiet week"\n', "")
+    (tmp_path / "unsaid.toml").write_text(unsaid.replace('pause_note = "held by floorgate (failing): 3 turns failed"\n', ""))
+    plan = run_cli("apply", "-f", "unsaid.toml", "--dry-run", "--json", db=db_url, cwd=tmp_path)
+    assert {s["action"] for s in json.loads(plan.stdout)["steps"]} == {"unchanged"}, plan.stdout  # not said: left paused
+
+    (tmp_path / "resume.toml").write_text(state.replace('paused = true\npause_note = "a quiet week"', "paused = false"))
+    resumed = run_cli("apply", "-f", "resume.toml", "--json", db=db_url, cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    changed = [s for s in json.loads(resumed.stdout)["steps"] if s["action"] == "change"]
+    assert [(s["name"], s["changes"]) for s in changed] == [("quiet", ["paused: true -> false"])]
+    assert _states(store, clock)["quiet"] == ("active", None)
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [('paused = "yes"', "paused"), ('pause_note = "why"', "pause_note"), ("paused = true\npause_note = 7", "pause_note")],
+    ids=["paused-not-a-bool", "note-without-pause", "note-not-text"],
+)
+def test_a_bad_pause_field_is_a_problem_naming_it(store: Store, db_url: str, tmp_path: Path, fields: str, named: str) -> None:
+    table = f'[[automation]]\nid = "x"\ngoal = "g"\nagent = "a"\nschedule = "hourly"\ncommand = ["{PY}", "-c", "pass"]\n{fields}\n'
+    (tmp_path / "f.toml").write_text(table)
+    r = run_cli("apply", "-f", "f.toml", db=db_url, cwd=tmp_path)
+    assert r.returncode == 2 and named in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert Floorgate(store).automations.repo.scan()[0] == {}

@@ -138,10 +138,11 @@ class AutomationService:
         """The canonical text of a schedule the owner typed (friendly forms resolve against now)."""
         return parse_schedule(text, self.clock)
 
-    def add(self, automation_id: str, spec: AutomationSpec) -> Changed:
-        """Store a new automation and arm its timer at once (held when its host cannot express it)."""
+    def add(self, automation_id: str, spec: AutomationSpec, *, paused: bool = False, note: str | None = None) -> Changed:
+        """Store a new automation and arm its timer at once (held when its host cannot express it);
+        ``paused`` (with the owner's ``note``): stored paused, so it ticks only once resumed."""
         warnings = self._vet(spec) + self._phase_warning(automation_id, spec)
-        automation = self.repo.add(automation_id, spec)
+        automation = self.repo.add(automation_id, spec, paused=paused, note=note)
         return self._applied(automation, warnings)
 
     def edit(self, automation_id: str, spec: AutomationSpec, *, expected_revision: int | None = None) -> Changed:

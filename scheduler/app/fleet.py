@@ -23,18 +23,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from floorgate.admission import (
+    Automation,
     AutomationConflict,
+    AutomationState,
     ComputeBlock,
     FloorgateError,
+    HoldKind,
     InvalidInput,
     RevisionConflict,
     Scope,
     parse_compute,
 )
+from floorgate.admission.automations import PAUSE_NOTE_MAX
 from floorgate.admission.events import check_url, parse_kinds
 from floorgate.admission.intervals import format_interval, parse_interval
 from floorgate.admission.limits import Limits
-from floorgate.admission.scope import check_id
+from floorgate.admission.scope import check_id, check_text
 from floorgate.scheduler.app import _fleet_toml as toml
 from floorgate.scheduler.app._fleet_plan import Action, Problem, Step, _duplicate, changes, keyed_entries
 from floorgate.scheduler.app.automation_spec import spec_doc, spec_from_doc
@@ -84,8 +88,59 @@ def _call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Callable[[Writer
     return write
 
 
+@dataclass(frozen=True)
+class Pause:
+    """An ``[[automation]]``'s ``paused`` and ``pause_note``: None where the file does not say
+    (an automation's pause is then left as it is: an apply never resumes what someone paused)."""
+
+    paused: bool | None
+    note: str | None
+
+    @classmethod
+    def pop(cls, values: dict[str, Any]) -> Pause:
+        """The pause fields taken out of a table's ``values`` (``InvalidInput`` naming a bad one)."""
+        paused, note = values.pop("paused", None), values.pop("pause_note", None)
+        if paused is not None and not isinstance(paused, bool):
+            raise InvalidInput("paused", "write paused = true (it stays paused) or paused = false (it is resumed)")
+        if note is not None:
+            if not isinstance(note, str):
+                raise InvalidInput("pause_note", 'write pause_note = "why it is paused", as a string')
+            if paused is not True:
+                raise InvalidInput("pause_note", "a pause note goes with paused = true")
+            check_text(note, "pause_note", max_len=PAUSE_NOTE_MAX)
+        return cls(paused, note)
+
+    @staticmethod
+    def of(stored: Automation) -> dict[str, Any]:
+        """What ``export`` writes of a stored automation's pause: the owner's pause with its note; a
+        hold floorgate put it under (a stuck mission, a failure streak) as a pause naming it, so the
+        file never starts what this store keeps stopped; nothing for a timer's hold (made again
+        wherever the file is applied) or an active one."""
+        if stored.state is AutomationState.PAUSED:
+            return {"paused": True} | ({"pause_note": stored.state_note} if stored.state_note is not None else {})
+        if stored.state is AutomationState.HELD and stored.hold_kind is not HoldKind.TIMER:
+            kind = stored.hold_kind.value if stored.hold_kind is not None else "a hold"
+            note = f"held by floorgate ({kind}): {stored.state_note or ''}".rstrip(": ")
+            return {"paused": True, "pause_note": note[:PAUSE_NOTE_MAX]}
+        return {}
+
+    def change(self, stored: Automation) -> tuple[str, ...]:
+        """What applying this to ``stored`` changes of its pause (nothing: empty)."""
+        stopped = stored.state is AutomationState.PAUSED or (
+            stored.state is AutomationState.HELD and stored.hold_kind is not HoldKind.TIMER
+        )
+        if self.paused is True and not stopped:
+            return (f"paused: false -> true{f' ({self.note})' if self.note else ''}",)
+        if self.paused is True and stored.state is AutomationState.PAUSED and self.note is not None and self.note != stored.state_note:
+            return (f"pause_note: {stored.state_note!r} -> {self.note!r}",)
+        if self.paused is False and stored.state is AutomationState.PAUSED:
+            return ("paused: true -> false",)
+        return ()
+
+
 class AutomationSection:
-    """``[[automation]]``: ``id`` plus the fields of ``automation_spec.FIELDS``."""
+    """``[[automation]]``: ``id`` plus the fields of ``automation_spec.FIELDS``, and its pause
+    (``Pause``: ``paused``, ``pause_note``)."""
 
     kind = "automation"
 
@@ -111,32 +166,49 @@ class AutomationSection:
                     continue
                 if aid in broken:
                     raise InvalidInput("id", f"the stored automation is unreadable ({broken[aid]}); remove it first")
+                pause = Pause.pop(values)
                 spec = spec_from_doc(values, service, base_dir=base_dir)
             except FloorgateError as exc:
                 problems.append(Problem(t.line_of(exc), what, str(exc)))
                 continue
             stored = current.get(aid)
             if stored is None:
-                steps.append(Step(self.kind, aid, Action.CREATE, t.line, write=_call(service.add, aid, spec)))
-            elif stored.spec == spec:
+                add = _call(service.add, aid, spec, paused=pause.paused is True, note=pause.note)
+                steps.append(Step(self.kind, aid, Action.CREATE, t.line, write=add))
+                continue
+            paused = pause.change(stored)
+            if stored.spec == spec and not paused:
                 steps.append(Step(self.kind, aid, Action.UNCHANGED, t.line))
-            else:
-                rev = stored.revision
-                steps.append(
-                    Step(
-                        self.kind,
-                        aid,
-                        Action.CHANGE,
-                        t.line,
-                        changes(spec_doc(stored.spec), spec_doc(spec)),
-                        write=_call(service.edit, aid, spec, expected_revision=rev),
-                    )
-                )
+                continue
+            what_changes = changes(spec_doc(stored.spec), spec_doc(spec)) + paused
+            steps.append(
+                Step(self.kind, aid, Action.CHANGE, t.line, what_changes, write=self._change(aid, spec, stored, pause, bool(paused)))
+            )
         if prune:
             for aid, stored in current.items():
                 if aid not in seen:
                     steps.append(Step(self.kind, aid, Action.REMOVE, None, write=_call(self._remove, aid, stored.revision)))
         return steps, problems
+
+    def _change(self, aid: str, spec: Any, stored: Automation, pause: Pause, switch: bool) -> Callable[[Writer], None]:
+        """A change's write: the edit guarded by the revision the plan read, then the pause or
+        resume guarded by the revision that left (a concurrent change is a conflict)."""
+        service = self.fg.automations
+
+        def write(_writer: Writer) -> None:
+            expected = stored.revision
+            if spec != stored.spec:
+                expected = service.edit(aid, spec, expected_revision=expected).automation.revision
+            if switch:
+                found = service.get(aid).revision
+                if found != expected:
+                    raise AutomationConflict(aid, expected, found)
+                if pause.paused:
+                    service.pause(aid, pause.note)
+                else:
+                    service.resume(aid)
+
+        return write
 
     def _remove(self, automation_id: str, revision: int) -> None:
         current = self.fg.automations.get(automation_id)
@@ -146,7 +218,7 @@ class AutomationSection:
 
     def export(self) -> list[dict[str, Any]]:
         found, _broken = self.fg.automations.repo.scan()
-        return [{"id": aid, **spec_doc(a.spec)} for aid, a in sorted(found.items())]
+        return [{"id": aid, **spec_doc(a.spec), **Pause.of(a)} for aid, a in sorted(found.items())]
 
 
 class FloorSection:
