@@ -404,6 +404,14 @@ def settle_turn(
     _insert(conn, turn_id, (goal, agent, automation), at, 0, UsageSource.METER, **values)
 
 
+def settle_unread(conn: Connection, turn_id: str, *, now: datetime) -> None:
+    """At a managed turn's settlement when no meter reads its usage (its automation has none):
+    the estimate its admission held, if any, settles ``unknown``: still counted in full, no
+    longer in flight. A turn that held nothing writes nothing."""
+    u = s.usage
+    conn.execute(update(u).where(u.c.turn_id == turn_id, u.c.state == UsageState.HELD.value).values(**_settlement(None, None, None, now)))
+
+
 def _insert(
     conn: Connection,
     turn_id: str,

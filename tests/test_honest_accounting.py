@@ -157,3 +157,30 @@ def test_a_managed_turn_holds_its_estimate_at_admission_and_settles_it(store: St
     entry = Usage(store, clock).get(outcome.turn_id)
     assert entry is not None and (entry.state, entry.estimate_tokens, entry.tokens) == (UsageState.SETTLED, 7000, 500)
     assert entry.source.value == "admission"  # the row its admission held, reconciled (not a second row)
+
+
+@pytest.mark.parametrize(
+    ("mode", "meter", "state", "tokens"),
+    [
+        ("enforce", "none", "unknown", None),  # nothing reads its usage: the hold settles unknown
+        ("disabled", "none", "unknown", None),
+        ("disabled", "jsonl", "settled", 500),  # envelopes off: the budget still learns what it used
+    ],
+    ids=["no-meter", "no-meter-envelopes-off", "meter-envelopes-off"],
+)
+def test_a_turn_that_ended_holds_nothing_in_flight(
+    store: Store, tmp_path: Path, clock: FixedClock, mode: str, meter: str, state: str, tokens: int | None
+) -> None:
+    from floorgate.admission.limits import LimitsChange
+    from floorgate.admission.usage import Usage
+    from floorgate.admission.windows import parse_window
+
+    limits = LimitsChange(budget_tokens=100_000, estimate_tokens=7000, per=parse_window("1d"))
+    Policies(store, clock).configure(Scope.parse("g/a"), limits=limits, expected_revision=0, owner_ref="o")
+    line = json.dumps({"floorgate_usage": 1, "request_id": "r1", "input_tokens": 400, "output_tokens": 100, "model": "m"})
+    auto = _automation(store, clock, f"print({line!r})", meter=meter)
+    outcome = TurnExecutor(store, state_dir=tmp_path / "state", clock=clock, mode=mode).run(auto)
+    assert outcome.verdict.status == "succeeded", outcome.verdict
+    entry = Usage(store, clock).get(outcome.turn_id)
+    assert entry is not None and (entry.state.value, entry.tokens) == (state, tokens), entry
+    assert entry.counted_tokens == (7000 if tokens is None else tokens)  # unknown: the estimate still counts in full

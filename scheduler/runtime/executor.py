@@ -48,7 +48,7 @@ from floorgate.admission.clock import Clock, SystemClock, iso, read_clock
 from floorgate.admission.journal import ClaimLost, JournalEntry, TurnOwned
 from floorgate.admission.scope import check_id
 from floorgate.admission.unit import UnitOfWork
-from floorgate.admission.usage import settle_turn
+from floorgate.admission.usage import settle_turn, settle_unread
 
 from ..agents._safe_files import UnsafePath, private_dir
 from ..app.envelope_gate import EnvelopeGate, TurnGate, envelope_mode
@@ -313,9 +313,8 @@ class TurnExecutor:
         if wall_capped and verdict.status == "timed_out":
             verdict = verdict.model_copy(update={"stop_reason": "compute bound exhausted: max_wall_seconds", "bound": "max_wall_seconds"})
             ran = max(ran, timeout)  # killed at the cap: it ran all of what was left
-        usage = None
+        usage = read_usage(spec.meter, tapped)  # budgets count it whether or not envelopes are on
         if gate.mission is not None:
-            usage = read_usage(spec.meter, tapped)
             self.gate.account(gate.mission, turn_id, usage)  # its own commits: nothing else may write inside the unit
         with self.store.unit() as unit:  # the turn's verdict and its mission's settlement: one commit
             self.streaks.lock(automation.automation_id, unit=unit)  # the lock order of a begin
@@ -326,6 +325,8 @@ class TurnExecutor:
                 self.streaks.note(automation, turn_id, verdict, unit=unit)
             if usage is not None:  # budgets count it: reconcile the held estimate, in the same commit
                 settle_turn(unit.connection, turn_id, **metered(automation, usage, now), now=read_clock(self.clock))
+            else:  # no meter: a held estimate settles unknown (counted in full, no longer in flight)
+                settle_unread(unit.connection, turn_id, now=read_clock(self.clock))
         self._hold_if_stuck(automation, verdict)
         return TurnOutcome(turn_id, settled.verdict or verdict, decision, settled, detail=problem)
 
