@@ -29,6 +29,8 @@ from floorgate.admission import (
     HostPolicy,
     Journal,
     Missions,
+    Overlap,
+    StartKind,
     StartRecord,
     Store,
     StoreUnavailable,
@@ -312,6 +314,11 @@ class Readback:
             state, detail = ReadbackState.RUNNING, f"turn {turn} lost its runner; the next host poll or 'turn run' recovers it"
         elif unsettled:
             state, detail = ReadbackState.RUNNING, f"turn {unsettled[0].turn_id} is running"
+            if plan is not None and next_fire is not None and next_fire <= now and spec.overlap is Overlap.SKIP:
+                # Nothing starts beside the running turn: the first run is a fire after now.
+                following = src.queries.next_after(plan.schedule, now)
+                opens = plan.next_eligible_at
+                next_fire = None if following is None else max(following, opens) if opens is not None else following
         elif (problem_text := src.host_problem(automation)) is not None:
             state, detail = ReadbackState.HOST_UNAVAILABLE, problem_text
         elif eligibility.status == "unavailable":
@@ -361,6 +368,9 @@ class Readback:
             schedule: Schedule | None = own
             wake = src.wake(automation.automation_id)
             last = src.last_ticked(automation.automation_id)
+            started = eligibility.last_start  # a fire whose start is admitted is taken (its host may not have written the tick yet)
+            if started is not None and started.automation_id == automation.automation_id and started.kind is StartKind.AUTOMATIC:
+                last = started.trigger_time if last is None else max(last, started.trigger_time)
             trigger_at = trigger_due(spec.debounce, src.trigger(automation.automation_id))
         else:
             schedule = Schedule.parse(binding.desired) if binding is not None and binding.desired is not None else None
