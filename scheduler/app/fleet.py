@@ -118,7 +118,7 @@ class Pause:
         wherever the file is applied) or an active one."""
         if stored.state is AutomationState.PAUSED:
             return {"paused": True} | ({"pause_note": stored.state_note} if stored.state_note is not None else {})
-        if stored.state is AutomationState.HELD and stored.hold_kind is not HoldKind.TIMER:
+        if _kept_stopped(stored):
             kind = stored.hold_kind.value if stored.hold_kind is not None else "a hold"
             note = f"held by floorgate ({kind}): {stored.state_note or ''}".rstrip(": ")
             return {"paused": True, "pause_note": note[:PAUSE_NOTE_MAX]}
@@ -126,16 +126,19 @@ class Pause:
 
     def change(self, stored: Automation) -> tuple[str, ...]:
         """What applying this to ``stored`` changes of its pause (nothing: empty)."""
-        stopped = stored.state is AutomationState.PAUSED or (
-            stored.state is AutomationState.HELD and stored.hold_kind is not HoldKind.TIMER
-        )
-        if self.paused is True and not stopped:
+        if self.paused is True and not _kept_stopped(stored):
             return (f"paused: false -> true{f' ({self.note})' if self.note else ''}",)
         if self.paused is True and stored.state is AutomationState.PAUSED and self.note is not None and self.note != stored.state_note:
             return (f"pause_note: {stored.state_note!r} -> {self.note!r}",)
         if self.paused is False and stored.state is AutomationState.PAUSED:
             return ("paused: true -> false",)
         return ()
+
+
+def _kept_stopped(stored: Automation) -> bool:
+    """Whether ``stored`` is stopped until someone resumes it: paused by its owner, or held by
+    floorgate for a reason that stays wherever it is applied (not a timer's hold, made anew)."""
+    return stored.state is AutomationState.PAUSED or (stored.state is AutomationState.HELD and stored.hold_kind is not HoldKind.TIMER)
 
 
 class AutomationSection:

@@ -315,10 +315,10 @@ class Readback:
         elif unsettled:
             state, detail = ReadbackState.RUNNING, f"turn {unsettled[0].turn_id} is running"
             if plan is not None and next_fire is not None and next_fire <= now and spec.overlap is Overlap.SKIP:
-                # Nothing starts beside the running turn: the first run is a fire after now.
-                following = src.queries.next_after(plan.schedule, now)
-                opens = plan.next_eligible_at
-                next_fire = None if following is None else max(following, opens) if opens is not None else following
+                # Nothing starts beside the running turn: every fire up to now is taken, run or
+                # skipped, though its host may not have written those ticks yet.
+                plan = replace(plan, last_ticked=_later(plan.last_ticked, src.queries.last_at_or_before(plan.schedule, now)))
+                next_fire = first_run_at(plan, now=now, queries=src.queries)
         elif (problem_text := src.host_problem(automation)) is not None:
             state, detail = ReadbackState.HOST_UNAVAILABLE, problem_text
         elif eligibility.status == "unavailable":
@@ -370,7 +370,7 @@ class Readback:
             last = src.last_ticked(automation.automation_id)
             started = eligibility.last_start  # a fire whose start is admitted is taken (its host may not have written the tick yet)
             if started is not None and started.automation_id == automation.automation_id and started.kind is StartKind.AUTOMATIC:
-                last = started.trigger_time if last is None else max(last, started.trigger_time)
+                last = _later(last, started.trigger_time)
             trigger_at = trigger_due(spec.debounce, src.trigger(automation.automation_id))
         else:
             schedule = Schedule.parse(binding.desired) if binding is not None and binding.desired is not None else None
@@ -550,3 +550,8 @@ def _unreadable(automation_id: str, reason: str) -> AutomationReadback:
         plan=None,
         guarantee="none (held)",
     )
+
+
+def _later(a: datetime | None, b: datetime | None) -> datetime | None:
+    """The later of two instants, either of which may be unknown (None)."""
+    return b if a is None else a if b is None else max(a, b)
