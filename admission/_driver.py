@@ -61,6 +61,12 @@ class DriverTx:
         row: tuple[Any, ...] | None = self._cursor.fetchone()
         return row
 
+    def watched(self) -> Any:
+        """The SQLite connection this transaction's statements run on, when it counts what it
+        prepares (``_engines.WatchedConnection``); else None."""
+        conn = getattr(self._cursor, "connection", None)
+        return conn if hasattr(conn, "verified") else None
+
     def execute(self, sql: str, params: dict[str, Any]) -> int:
         self._cursor.execute(*self._store.bind(sql, params))
         count: int = self._cursor.rowcount

@@ -90,6 +90,10 @@ class _Autocommit(DriverTx):
     def execute(self, sql: str, params: dict[str, Any]) -> int:
         return self._owner._one(sql, params, fetch=False)  # type: ignore[return-value]
 
+    def watched(self) -> Any:
+        conn = self._owner._hot_connection().driver_connection
+        return conn if hasattr(conn, "verified") else None
+
 
 class _Locked:
     """``Store.locked``: one statement run after advisory locks, in one transaction, sent with
