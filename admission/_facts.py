@@ -243,7 +243,7 @@ def read_facts(tx: DriverTx, goal: str, agent: str, automation: str | None, turn
 
 def decode_facts(row: Sequence[Any], goal: str, agent: str, automation: str | None, turn_id: str) -> Facts:
     """The facts from their encoding in one row (this module's read, or PostgreSQL's ``RESERVE_SQL``),
-    a column per fact in ``FACTS``' order; any value floorgate would not have written raises
+    a column per fact in ``FACTS``' order (any columns after them unread); any value floorgate would not have written raises
     ``StoreUnavailable`` (fail closed)."""
     values = _start_values(row, goal, agent, turn_id)  # checked before the rules, as always
     floor, agent_us, lane_us = _floor(row[_RULES_AT], goal, agent, automation)

@@ -408,7 +408,8 @@ def read_known(tx: DriverTx, lane: LaneLimits, req: Request, clock: Clock, *, wi
     row = tx.row(sql, params)
     if row is None:  # pragma: no cover - a SELECT of scalars always returns one row
         raise StoreUnavailable("the store returned no row for the admission facts")
-    facts = decode_facts(row[: len(FACTS)], req.goal, req.agent, req.automation, req.turn_id) if with_facts else None
+    # The facts' columns come first (``decode_facts`` reads them by place, none after).
+    facts = decode_facts(row, req.goal, req.agent, req.automation, req.turn_id) if with_facts else None
     at = read_clock(clock) if now is None else now
     rest: Sequence[Any] = row[len(FACTS) :] if with_facts else row
     mark = version = None
@@ -496,8 +497,8 @@ def known_params(lane: LaneLimits, req: Request, before: datetime, before_us: in
     for i, length in enumerate(lane.lengths_us):
         # A rolling start is exclusive: the first counted microsecond is one after it.
         params[_S[i]] = before_us - length + 1 if length is not None else period_us(lane.reads[i][3], before, before_us)[0]
-    for j, offset in enumerate(lane.nths):
-        params[_O[j]] = offset
+    if lane.nths:
+        params.update(zip(_O, lane.nths))
     params["sl"] = before_us - LOOKBACK_US
     return params
 

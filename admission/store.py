@@ -91,8 +91,10 @@ class _Autocommit(DriverTx):
         return self._owner._one(sql, params, fetch=False)  # type: ignore[return-value]
 
     def watched(self) -> Any:
-        conn = self._owner._hot_connection().driver_connection
-        return conn if hasattr(conn, "verified") else None
+        local = self._owner._local
+        if getattr(local, "raw", None) is None:
+            self._owner._hot_connection()
+        return local.watched
 
 
 class _Locked:
@@ -246,6 +248,8 @@ class Store:
                         raise
                     raise StoreUnavailable(f"store {self.safe_url} failed: {first_line(exc)}") from exc
             self._local.raw = raw
+            conn = raw.dbapi_connection
+            self._local.watched = conn if hasattr(conn, "verified") else None  # ``_engines.WatchedConnection``
             with self._hot_lock:
                 self._hot.append(raw)
         return raw
@@ -254,6 +258,7 @@ class Store:
         raw = getattr(self._local, "raw", None)
         self._local.raw = None
         self._local.cursor = None
+        self._local.watched = None
         if raw is not None:
             with self._hot_lock:
                 if raw in self._hot:
