@@ -498,7 +498,7 @@ def known_params(lane: LaneLimits, req: Request, before: datetime, before_us: in
         # A rolling start is exclusive: the first counted microsecond is one after it.
         params[_S[i]] = before_us - length + 1 if length is not None else period_us(lane.reads[i][3], before, before_us)[0]
     if lane.nths:
-        params.update(zip(_O, lane.nths))
+        params.update(zip(_O, lane.nths, strict=False))
     params["sl"] = before_us - LOOKBACK_US
     return params
 

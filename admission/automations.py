@@ -26,6 +26,7 @@ from .errors import CorruptState, FloorgateError, InvalidInput, NotFound, Revisi
 from .events import EventKind, record
 from .liveness import HookInstalls
 from .scope import check_id, check_text
+from .unit import UnitOfWork
 
 PAUSE_NOTE_MAX = 1000  # characters of a pause note (the console adds who paused it)
 MAX_LABELS = 32  # labels one automation may carry
@@ -418,9 +419,18 @@ class Automations(Repository):
         return self._update(automation_id, _spec_columns(spec), expected_revision=expected_revision)
 
     def set_state(
-        self, automation_id: str, state: AutomationState | str, note: str | None, hold_kind: HoldKind | None = None
+        self,
+        automation_id: str,
+        state: AutomationState | str,
+        note: str | None,
+        hold_kind: HoldKind | None = None,
+        *,
+        expected_revision: int | None = None,
+        unit: UnitOfWork | None = None,
     ) -> Automation:
-        """Pause, resume or hold; a hold names its kind (``hold_kind``), every other state clears it."""
+        """Pause, resume or hold; a hold names its kind (``hold_kind``), every other state clears it.
+        With ``expected_revision``, only while the stored revision is exactly that (``AutomationConflict``,
+        nothing written, when it is not), in one statement. ``unit``: written in the caller's unit of work."""
         try:
             state = AutomationState(state)
         except ValueError:
@@ -431,7 +441,8 @@ class Automations(Repository):
             check_text(note, "note", max_len=PAUSE_NOTE_MAX)  # the owner's own words, shown by status
         kind = hold_kind.value if hold_kind is not None else None
         held = {"automation_id": automation_id, "hold_kind": kind, "note": note} if kind is not None else None
-        return self._update(automation_id, {"state": state.value, "state_note": note, "hold_kind": kind}, held=held)
+        values = {"state": state.value, "state_note": note, "hold_kind": kind}
+        return self._update(automation_id, values, held=held, expected_revision=expected_revision, unit=unit)
 
     def remove(self, automation_id: str) -> None:
         """Delete the automation with its wake state, pending triggers, timer binding, hook answers and hook install record, in one commit
@@ -454,11 +465,12 @@ class Automations(Repository):
         *,
         held: dict | None = None,  # type: ignore[type-arg]
         expected_revision: int | None = None,
+        unit: UnitOfWork | None = None,
     ) -> Automation:
         check_id(automation_id, "automation")
         a = s.automations
         now = read_clock(self.clock)
-        with self.store.write(lock_key=locks.automation(automation_id)) as conn:
+        with self.store.write(lock_key=locks.automation(automation_id), unit=unit) as conn:
             query = update(a).where(a.c.automation_id == automation_id)
             if expected_revision is not None:
                 query = query.where(a.c.revision == expected_revision)
@@ -470,6 +482,8 @@ class Automations(Repository):
                 raise NotFound(f"automation {automation_id!r} does not exist (see 'floorgate automation list')")
             if held is not None:
                 record(conn, EventKind.AUTOMATION_HELD, automation_id, held, now)
+            if unit is not None:  # read in the caller's unit: what it will commit
+                return _row_to_automation(conn.execute(select(a).where(a.c.automation_id == automation_id)).one())
         return self.get(automation_id)
 
     # -- wake state ----------------------------------------------------------------------------

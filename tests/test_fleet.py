@@ -308,3 +308,37 @@ def test_a_bad_pause_field_is_a_problem_naming_it(store: Store, db_url: str, tmp
     r = run_cli("apply", "-f", "f.toml", db=db_url, cwd=tmp_path)
     assert r.returncode == 2 and named in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert Floorgate(store).automations.repo.scan()[0] == {}
+
+
+@pytest.mark.parametrize("switch", ["pause", "resume"])
+def test_a_pause_or_resume_at_a_revision_refuses_a_change_that_lands_before_its_write(
+    store: Store, clock: FixedClock, monkeypatch: pytest.MonkeyPatch, switch: str
+) -> None:
+    """What ``apply`` relies on for a pause it carries: the revision check and the write are one
+    statement, so a change landing after the check (here, right after it) is a conflict, with
+    nothing written (a resume's failure streak not cleared either)."""
+    add_automation(store, clock, "nightly")
+    service = Floorgate(store, clock=clock).automations
+    if switch == "resume":
+        service.pause("nightly", "by hand")
+        streak = "INSERT INTO fg_wake_state (automation_id, backoff_step, failures, updated_at_us) VALUES ('nightly', 2, 3, 1)"
+        raw_sql(store, streak)  # a failure streak with its backoff, which a resume ends
+    revision = service.get("nightly").revision
+    checked = service._at
+
+    def then_someone_edits(automation_id: str, expected: int | None) -> object:
+        found = checked(automation_id, expected)
+        service.repo.edit(automation_id, found.spec.model_copy(update={"model": "someone-else"}))
+        return found
+
+    monkeypatch.setattr(service, "_at", then_someone_edits)
+    before = dump(store)
+    with pytest.raises(AutomationConflict):
+        if switch == "pause":
+            service.pause("nightly", "from the fleet file", expected_revision=revision)
+        else:
+            service.resume("nightly", expected_revision=revision)
+    after = dump(store)
+    assert service.get("nightly").spec.model == "someone-else"
+    assert service.get("nightly").state.value == ("paused" if switch == "resume" else "active")
+    assert after["fg_wake_state"] == before["fg_wake_state"]  # a streak stays as it was

@@ -165,26 +165,37 @@ class AutomationService:
         check_spec(spec)
         return self._vet(spec)
 
-    def pause(self, automation_id: str, note: str | None) -> Switched:
+    def pause(self, automation_id: str, note: str | None, *, expected_revision: int | None = None) -> Switched:
         """Stop ticking until resumed, with the owner's ``note``. Pausing a paused automation
-        writes nothing unless a new note is given (it replaces the old one)."""
-        current = self.repo.get(automation_id)
+        writes nothing unless a new note is given (it replaces the old one). With
+        ``expected_revision``, only while it is still at exactly that revision (the check and the
+        write one statement; ``AutomationConflict``, nothing written, when it is not)."""
+        current = self._at(automation_id, expected_revision)
         if current.state is AutomationState.PAUSED and (note is None or note == current.state_note):
             return Switched(self.readback.automation(automation_id), changed=False)
-        self.repo.set_state(automation_id, AutomationState.PAUSED, note)
+        self.repo.set_state(automation_id, AutomationState.PAUSED, note, expected_revision=expected_revision)
         return Switched(self.readback.automation(automation_id), changed=True)
 
-    def resume(self, automation_id: str, note: str | None = None) -> Switched:
+    def resume(self, automation_id: str, note: str | None = None, *, expected_revision: int | None = None) -> Switched:
         """Tick again (any hold is released); a stuck mission's hold ends here (the next turn
         starts a new mission), and so does a failure streak with its backoff (the next failure is
-        a first one again). ``note`` says who resumed it and why. An active automation with no
-        failure streak and no backoff has nothing to resume: nothing is written."""
-        current = self.repo.get(automation_id)
+        a first one again), in one commit. ``note`` says who resumed it and why. An active
+        automation with no failure streak and no backoff has nothing to resume: nothing is written.
+        ``expected_revision`` as for ``pause``."""
+        current = self._at(automation_id, expected_revision)
         if current.state is AutomationState.ACTIVE and self._settled(automation_id):
             return Switched(self.readback.automation(automation_id), changed=False)
-        FailureStreaks(self.store, self.clock).clear(current.automation_id)
-        self.repo.set_state(automation_id, AutomationState.ACTIVE, note)
+        with self.store.unit() as unit:
+            FailureStreaks(self.store, self.clock).clear(current.automation_id, unit=unit)
+            self.repo.set_state(automation_id, AutomationState.ACTIVE, note, expected_revision=expected_revision, unit=unit)
         return Switched(self.readback.automation(automation_id), changed=True)
+
+    def _at(self, automation_id: str, expected_revision: int | None) -> Automation:
+        """The stored automation, refused (``AutomationConflict``) when it is no longer at ``expected_revision``."""
+        current = self.repo.get(automation_id)
+        if expected_revision is not None and current.revision != expected_revision:
+            raise AutomationConflict(automation_id, expected_revision, current.revision)
+        return current
 
     def _settled(self, automation_id: str) -> bool:
         """Whether the automation's wake state holds no failure streak and no backoff (an

@@ -202,14 +202,11 @@ class AutomationSection:
             expected = stored.revision
             if spec != stored.spec:
                 expected = service.edit(aid, spec, expected_revision=expected).automation.revision
-            if switch:
-                found = service.get(aid).revision
-                if found != expected:
-                    raise AutomationConflict(aid, expected, found)
+            if switch:  # the check and the write one statement: a change made since is a conflict
                 if pause.paused:
-                    service.pause(aid, pause.note)
+                    service.pause(aid, pause.note, expected_revision=expected)
                 else:
-                    service.resume(aid)
+                    service.resume(aid, expected_revision=expected)
 
         return write
 
