@@ -231,6 +231,21 @@ def idle_wake(automation_id: str) -> WakeState:
     return shared_fields(WakeState(automation_id=automation_id))
 
 
+def _read_one(conn: Any, automation_id: str) -> Automation:
+    """One automation read on ``conn``: ``NotFound`` when there is none, a malformed row named."""
+    a = s.automations
+    try:
+        row = conn.execute(select(a).where(a.c.automation_id == check_id(automation_id, "automation"))).first()
+    except CorruptState as exc:
+        raise CorruptState(f"automation {automation_id!r} is malformed in the store: {exc}") from None
+    if row is None:
+        raise NotFound(
+            f"automation {automation_id!r} does not exist (see 'floorgate automation list'; a lane an agent app's"
+            " own timer wakes through the hooks is no automation: 'floorgate policy show GOAL/AGENT/LANE' reads it)"
+        )
+    return _row_to_automation(row)
+
+
 def _row_to_automation(row) -> Automation:  # type: ignore[no-untyped-def]
     try:
         window = row.catch_up_window_us
@@ -329,18 +344,8 @@ class Automations(Repository):
         return self.get(automation_id)
 
     def get(self, automation_id: str) -> Automation:
-        a = s.automations
-        try:
-            with self.store.read() as conn:
-                row = conn.execute(select(a).where(a.c.automation_id == check_id(automation_id, "automation"))).first()
-        except CorruptState as exc:
-            raise CorruptState(f"automation {automation_id!r} is malformed in the store: {exc}") from None
-        if row is None:
-            raise NotFound(
-                f"automation {automation_id!r} does not exist (see 'floorgate automation list'; a lane an agent app's"
-                " own timer wakes through the hooks is no automation: 'floorgate policy show GOAL/AGENT/LANE' reads it)"
-            )
-        return _row_to_automation(row)
+        with self.store.read() as conn:
+            return _read_one(conn, automation_id)
 
     def list(self, goal: str | None = None, agent: str | None = None) -> list[Automation]:
         a = s.automations
@@ -483,7 +488,7 @@ class Automations(Repository):
             if held is not None:
                 record(conn, EventKind.AUTOMATION_HELD, automation_id, held, now)
             if unit is not None:  # read in the caller's unit: what it will commit
-                return _row_to_automation(conn.execute(select(a).where(a.c.automation_id == automation_id)).one())
+                return _read_one(conn, automation_id)
         return self.get(automation_id)
 
     # -- wake state ----------------------------------------------------------------------------

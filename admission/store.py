@@ -33,7 +33,7 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.pool import PoolProxiedConnection
 
 from ._driver import DriverTx, WriterQueue, first_line, lock_id
-from ._engines import BUSY_TIMEOUT_MS, LOCK_TIMEOUT_MS, empty_file, foreign_file, pg_engine, require_existing, sqlite_engine
+from ._engines import BUSY_TIMEOUT_MS, LOCK_TIMEOUT_MS, empty_file, foreign_file, pg_engine, require_existing, sqlite_engine, watched
 from ._upgrade import MIGRATIONS as _MIGRATIONS
 from ._upgrade import VERSION_TABLE as _VERSION_TABLE
 from ._upgrade import constraints_relaxed, head_revision, limit_marks_intact, migrate
@@ -248,8 +248,7 @@ class Store:
                         raise
                     raise StoreUnavailable(f"store {self.safe_url} failed: {first_line(exc)}") from exc
             self._local.raw = raw
-            conn = raw.dbapi_connection
-            self._local.watched = conn if hasattr(conn, "verified") else None  # ``_engines.WatchedConnection``
+            self._local.watched = watched(raw.dbapi_connection) if self.dialect == "sqlite" else None
             with self._hot_lock:
                 self._hot.append(raw)
         return raw

@@ -87,6 +87,7 @@ def test_the_prompt_hook_imports_only_what_its_answer_uses(store: Store, db_url:
     assert code == (2 if denied else 0)
     assert "floorgate.admission.gate" in modules  # it did decide
     assert _loaded(modules, NEVER if denied else ADMIT_NEVER) == []
+    assert ("sqlite3" in modules) == (store.dialect == "sqlite")  # SQLite's driver only for a SQLite store
     # Only the hook's own command module: no other command's services.
     assert {m for m in modules if m.startswith("floorgate.scheduler.cli.commands.")} == HOOK_COMMAND
 

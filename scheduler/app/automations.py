@@ -149,9 +149,7 @@ class AutomationService:
         """Change an automation and re-arm its timer (a line left on another host is removed first);
         with ``expected_revision``, only while it is still at exactly that revision. A ``spec`` equal
         to the stored one writes nothing (``Changed.changed`` False)."""
-        current = self.repo.get(automation_id)
-        if expected_revision is not None and current.revision != expected_revision:
-            raise AutomationConflict(automation_id, expected_revision, current.revision)
+        current = self._at(automation_id, expected_revision)
         if spec == current.spec:  # nothing to change: no write, no new revision, the timer as it is
             rb = self.readback.automation(automation_id)
             return Changed(rb.automation or current, None, rb, changed=False)
