@@ -12,8 +12,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
-from ._engines import watched
-
 
 def lock_id(key: str) -> int:
     """A signed 64-bit advisory-lock id for ``key`` (collisions only over-serialize)."""
@@ -62,11 +60,6 @@ class DriverTx:
         self._cursor.execute(*self._store.bind(sql, params))
         row: tuple[Any, ...] | None = self._cursor.fetchone()
         return row
-
-    def watched(self) -> Any:
-        """The SQLite connection this transaction's statements run on, when it counts what it
-        prepares (``_engines.watched_connection``); else None. Only on a SQLite store."""
-        return watched(getattr(self._cursor, "connection", None))
 
     def execute(self, sql: str, params: dict[str, Any]) -> int:
         self._cursor.execute(*self._store.bind(sql, params))

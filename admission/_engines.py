@@ -5,10 +5,8 @@ PostgreSQL (psycopg 3, bounded lock waits), and the checks that refuse a file th
 
 from __future__ import annotations
 
-import functools
 import shlex
 from pathlib import Path
-from typing import Any
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection, Engine, make_url
@@ -27,46 +25,10 @@ _STATEMENT_TIMEOUT_MS = 30_000
 _POOL = {"pool_size": 16, "max_overflow": 48}
 
 
-@functools.cache
-def watched_connection() -> type[Any]:
-    """``WatchedConnection``, the factory of a SQLite engine's connections: made on first use, so
-    a process on PostgreSQL never imports sqlite3.
-
-    A SQLite connection that counts what SQLite prepares on it (``prepared``): its authorizer
-    runs whenever a statement is compiled, a first time or again. SQLite compiles a statement again
-    before it runs whenever the schema changed since it was compiled (by any process: each statement
-    checks the schema's version as it starts), so a connection that prepared nothing since a moment
-    ran every statement since at the schema it had then. ``verified``: the count when the limit
-    marks were last seen intact through this connection (``_limit_read``; -1: never)."""
-    import sqlite3
-
-    class WatchedConnection(sqlite3.Connection):
-        """A SQLite connection counting what SQLite prepares on it (see ``watched_connection``)."""
-
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            self.prepared = 0
-            self.verified = -1
-            self.set_authorizer(self._prepares)
-
-        def _prepares(self, *_access: object) -> int:
-            self.prepared += 1
-            return sqlite3.SQLITE_OK
-
-    return WatchedConnection
-
-
-def watched(conn: object) -> Any:
-    """``conn`` when it is a ``watched_connection()`` (call it for a SQLite connection only: it
-    imports sqlite3), else None."""
-    return conn if isinstance(conn, watched_connection()) else None
-
-
 def sqlite_engine(url: str) -> Engine:
     """An engine on the SQLite file at ``url``: WAL, FULL sync, a busy timeout, and BEGIN IMMEDIATE
-    for a write transaction (the ``fg_immediate`` execution option); its connections count what
-    they prepare (``watched_connection``)."""
-    engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000, "factory": watched_connection()}, **_POOL)
+    for a write transaction (the ``fg_immediate`` execution option)."""
+    engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000}, **_POOL)
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]

@@ -1,5 +1,5 @@
 """What a limited lane's one-statement read keeps between decisions on a marked store (SQLite's
-limit mark, migration 0032): its last check, the mark the read found, and until
+limit mark, migration 0032): its last check, the mark and schema version the read found, and until
 when it stands (``_limit_read.horizon_us``: time alone changes nothing the read would find before);
 and each calendar window's current period. ``_limit_read`` reads; this decides what of a read may stand for the next one.
 """
@@ -47,13 +47,13 @@ def period_us(window: Window, before: datetime, before_us: int) -> tuple[int, in
 
 class Kept(NamedTuple):
     """A lane's last limit check on a marked store, with the mark its read found: it stands for a
-    decision that finds the same mark (no start, usage, rule, price or model changed since) at a
-    schema whose triggers were seen intact (``_limit_read.read_known``), and reads between
-    ``since_us`` (the read's instant: never before, a clock gone back) and ``until_us``
-    (``_limit_read.horizon_us``: when time alone would change what the read finds)."""
+    decision that finds the same mark (no start, usage, rule, price or model changed since) and
+    reads between ``since_us`` (the read's instant: never before, a clock gone back) and
+    ``until_us`` (``_limit_read.horizon_us``: when time alone would change what the read finds)."""
 
     key: str  # the lane's definitions it was checked under (``LaneLimits.key``)
     mark: int
+    version: int  # the schema's, at which every trigger was seen (``marks_intact_at``)
     since_us: int
     until_us: int
     until: datetime  # ``until_us`` as the clock's instant (compared with each decision's)

@@ -258,12 +258,11 @@ def statement(dialect: str, relaxed: bool, shape: tuple[Any, ...], with_facts: b
     estimate's (``sl``).
 
     On a ``marked`` store (SQLite, ``Store.marked``) the limit read is one column: NULL when the
-    limit mark equals ``m`` (that of the lane's last limit read kept, or NULL), the parts then not
-    evaluated (a CASE's other branch is never run), so the statement costs the hot facts' and one
-    key lookup; else the mark, the schema's version and the parts as one JSON array. What makes the
-    mark's word good on a hit is that the statement ran at a schema whose triggers were seen intact
-    (``read_known``: its connection prepared nothing since); the version, read on a miss, is the
-    schema that read's triggers are checked at (``_limit_keep.marks_intact_at``)."""
+    limit mark and the schema's version equal ``m`` and ``v`` (those of the lane's last limit read
+    kept, or NULL), the parts then not evaluated (a CASE's other branch is never run), so the
+    statement costs the hot facts', one key lookup and the version's read; else the mark, the
+    version and the parts as one JSON array. The version is what makes the mark's word good: a
+    trigger dropped or made (by any process) changes it."""
     limits = [part.scalar_subquery() for part in limit_parts(dialect, shape)]
     facts = list(facts_statement(dialect, relaxed).selected_columns) if with_facts else []
     also = (*(f"s{i}" for i in range(len(shape[0]))), *(f"o{j}" for j in range(len(shape[4]))), "sl")
@@ -271,15 +270,15 @@ def statement(dialect: str, relaxed: bool, shape: tuple[Any, ...], with_facts: b
         return compiled(select(*facts, *limits), dialect, also=also)
     m = s.limit_mark
     mark = select(m.c.n).where(m.c.k == literal_column("0")).scalar_subquery()
-    # The schema's version: a pragma run as a table (a statement prepared inside this one each
-    # time it runs), so it is read on a miss only.
+    # The schema's version: a pragma run as a table, a statement prepared inside this one each
+    # time, so it is read once on a hit (in the condition) and again only on a miss.
     version = select(literal_column("schema_version")).select_from(func.pragma_schema_version()).scalar_subquery()
+    same = and_(mark == bindparam("m", type_=BigInteger), version == bindparam("v", type_=BigInteger))
     # One CASE, one column: NULL on a hit; on a miss the mark, the version and the parts as one
     # array's values, each part as its text (``|| ''`` drops SQLite's JSON subtype, which would
     # nest a part as JSON rather than keep the text its decoders memoize by).
-    hit = mark == bindparam("m", type_=BigInteger)
-    packed = case((hit, null()), else_=_array(dialect, mark, version, *(part.op("||")(literal_column("''")) for part in limits)))
-    return compiled(select(*facts, packed), dialect, also=(*also, "m"))
+    packed = case((same, null()), else_=_array(dialect, mark, version, *(part.op("||")(literal_column("''")) for part in limits)))
+    return compiled(select(*facts, packed), dialect, also=(*also, "m", "v"))
 
 
 # -- learning a lane's definitions (the slow path) ------------------------------------------------
@@ -384,21 +383,12 @@ def read_known(tx: DriverTx, lane: LaneLimits, req: Request, clock: Clock, *, wi
     before_us = to_us(before)
     params = known_params(lane, req, before, before_us)
     marked = tx.marked
-    kept = watched = None
+    kept = None
     if marked:
-        # A kept check stands only on a connection that has prepared nothing since the marks were
-        # last seen intact through it: each statement it ran since ran at that schema (a schema
-        # changed by anyone has SQLite prepare a statement again before it runs).
-        watched = tx.watched()
         kept = KEPT.get((tx.url, req.goal, req.agent, req.automation))
-        if kept is not None and not (
-            watched is not None
-            and watched.verified == watched.prepared
-            and kept.key == lane.key
-            and kept.since_us <= before_us < kept.until_us
-        ):
+        if kept is not None and not (kept.key == lane.key and kept.since_us <= before_us < kept.until_us):
             kept = None
-        params["m"] = kept.mark if kept is not None else None
+        params["m"], params["v"] = (kept.mark, kept.version) if kept is not None else (None, None)
     key = (lane.key, tx.dialect, tx.relaxed, with_facts, marked)
     sql = _STATEMENTS.get(key)
     if sql is None:
@@ -416,9 +406,7 @@ def read_known(tx: DriverTx, lane: LaneLimits, req: Request, clock: Clock, *, wi
     if marked:
         packed = rest[0]
         if packed is None:  # nothing the limits read changed since ``kept`` was read: it stands until its horizon
-            # Prepared again as it ran (the schema changed since, or the statement is new to this
-            # connection): not the schema the marks were seen intact at, so the slow path decides.
-            if kept is None or watched is None or watched.prepared != watched.verified or at < before or at >= kept.until:
+            if kept is None or at < before or at >= kept.until:  # pragma: no cover - a race with the horizon
                 return KnownRead(facts, None, at)
             return KnownRead(facts, kept.check, at)
         try:
@@ -437,11 +425,10 @@ def read_known(tx: DriverTx, lane: LaneLimits, req: Request, clock: Clock, *, wi
             # Kept from the instant it was checked at (not the read's: a decision between the two
             # checks its own), and only at a schema version whose triggers were seen intact.
             at_us, until_us = to_us(at), horizon_us(lane, values, before)
-            if at_us < until_us and watched is not None and marks_intact_at(tx, version):
-                # The statement ran at ``version``, seen intact: from here on, while the connection
-                # prepares nothing, every statement it runs runs at that schema.
-                watched.verified = watched.prepared
-                keep(Kept(lane.key, mark, at_us, until_us, from_us(until_us), check), (tx.url, req.goal, req.agent, req.automation))
+            if at_us < until_us and marks_intact_at(tx, version):
+                keep(
+                    Kept(lane.key, mark, version, at_us, until_us, from_us(until_us), check), (tx.url, req.goal, req.agent, req.automation)
+                )
         return KnownRead(facts, check, at, params, tuple(rest))
     except RowsNeeded:  # a rolling budget binds: when it frees is read from its rows by the slow path
         return KnownRead(facts, None, at)

@@ -33,7 +33,7 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.pool import PoolProxiedConnection
 
 from ._driver import DriverTx, WriterQueue, first_line, lock_id
-from ._engines import BUSY_TIMEOUT_MS, LOCK_TIMEOUT_MS, empty_file, foreign_file, pg_engine, require_existing, sqlite_engine, watched
+from ._engines import BUSY_TIMEOUT_MS, LOCK_TIMEOUT_MS, empty_file, foreign_file, pg_engine, require_existing, sqlite_engine
 from ._upgrade import MIGRATIONS as _MIGRATIONS
 from ._upgrade import VERSION_TABLE as _VERSION_TABLE
 from ._upgrade import constraints_relaxed, head_revision, limit_marks_intact, migrate
@@ -89,12 +89,6 @@ class _Autocommit(DriverTx):
 
     def execute(self, sql: str, params: dict[str, Any]) -> int:
         return self._owner._one(sql, params, fetch=False)  # type: ignore[return-value]
-
-    def watched(self) -> Any:
-        local = self._owner._local
-        if getattr(local, "raw", None) is None:
-            self._owner._hot_connection()
-        return local.watched
 
 
 class _Locked:
@@ -248,7 +242,6 @@ class Store:
                         raise
                     raise StoreUnavailable(f"store {self.safe_url} failed: {first_line(exc)}") from exc
             self._local.raw = raw
-            self._local.watched = watched(raw.dbapi_connection) if self.dialect == "sqlite" else None
             with self._hot_lock:
                 self._hot.append(raw)
         return raw
@@ -257,7 +250,6 @@ class Store:
         raw = getattr(self._local, "raw", None)
         self._local.raw = None
         self._local.cursor = None
-        self._local.watched = None
         if raw is not None:
             with self._hot_lock:
                 if raw in self._hot:

@@ -247,7 +247,7 @@ def budget_figures(store: Store, backend: str, rounds: int, n: int, bare: Callab
         )
         params = limit_read.known_params(known, req, limited.clock.now())
         if kept is not None:
-            params["m"] = kept.mark
+            params["m"], params["v"] = kept.mark, kept.version
         return params
 
     plain_bound = [store.bind(plain_sql, plain.facts_params(i)) for i in range(count)]

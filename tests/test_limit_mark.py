@@ -96,26 +96,6 @@ def test_only_a_sqlite_store_is_marked(store: Store) -> None:
     assert store.marked == (store.dialect == "sqlite")
 
 
-def test_a_schema_changed_by_another_process_prepares_a_statement_again(sqlite_db: str) -> None:
-    """What a kept check rests on (``_limit_read.read_known``): a statement run again on a
-    schema unchanged prepares nothing; once another process changed the schema, it is prepared
-    again before it runs, which the connection counts."""
-    store = open_store(sqlite_db)
-    try:
-        tx = store.autocommit
-        watched = tx.watched()
-        assert watched is not None
-        tx.row("SELECT n FROM fg_limit_mark WHERE k = 0", {})
-        before = watched.prepared
-        tx.row("SELECT n FROM fg_limit_mark WHERE k = 0", {})
-        assert watched.prepared == before
-        _other_process(sqlite_db, "CREATE TABLE another_tool (a);")
-        tx.row("SELECT n FROM fg_limit_mark WHERE k = 0", {})
-        assert watched.prepared > before
-    finally:
-        store.close()
-
-
 # Each change to what a known lane's limits read, written by another process after this one
 # decided (and kept its check): the next decision sees it.
 CHANGES = [
